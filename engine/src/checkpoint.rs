@@ -1,0 +1,141 @@
+//! Safetensors weights of a model directory: single-file or sharded, f32/f16/bf16, all
+//! converted to f32 on load (f32 is the fastest CPU path).
+//!
+//! Every tensor remembers the file it came from, so a wrong shape or a missing name is reported
+//! against the right file.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::safetensors::Load;
+use candle_core::{DType, Device, Tensor};
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+pub const SINGLE_FILE: &str = "model.safetensors";
+pub const INDEX_FILE: &str = "model.safetensors.index.json";
+
+/// All tensors of a checkpoint, by name.
+pub struct Weights {
+    tensors: HashMap<String, (Tensor, usize)>,
+    files: Vec<PathBuf>,
+}
+
+#[derive(Deserialize)]
+struct ShardIndex {
+    weight_map: HashMap<String, String>,
+}
+
+impl Weights {
+    /// Loads `model.safetensors`, or the shards listed by `model.safetensors.index.json`.
+    pub fn load(dir: &Path, dtype: DType, device: &Device) -> Result<Weights> {
+        let index_path = dir.join(INDEX_FILE);
+        let single = dir.join(SINGLE_FILE);
+        let mut weights = Weights {
+            tensors: HashMap::new(),
+            files: Vec::new(),
+        };
+        if index_path.exists() {
+            let index: ShardIndex = crate::config::read_json(&index_path, "the shard index")?;
+            let mut shards: Vec<&String> = index.weight_map.values().collect();
+            shards.sort();
+            shards.dedup();
+            for shard in shards {
+                weights.load_file(&dir.join(shard), dtype, device)?;
+            }
+            for (name, shard) in &index.weight_map {
+                if !weights.tensors.contains_key(name) {
+                    return Err(Error::MissingTensor {
+                        name: name.clone(),
+                        searched: format!("{INDEX_FILE} maps it to {shard}, which lacks it"),
+                    });
+                }
+            }
+        } else if single.exists() {
+            weights.load_file(&single, dtype, device)?;
+        } else {
+            return Err(Error::MissingFile {
+                path: single,
+                what: "weights (model.safetensors or model.safetensors.index.json)",
+            });
+        }
+        Ok(weights)
+    }
+
+    /// Builds weights from tensors already in memory (tests, freshly initialised models).
+    pub fn from_tensors(tensors: HashMap<String, Tensor>, origin: &str) -> Weights {
+        Weights {
+            tensors: tensors.into_iter().map(|(k, v)| (k, (v, 0))).collect(),
+            files: vec![PathBuf::from(origin)],
+        }
+    }
+
+    fn load_file(&mut self, path: &Path, dtype: DType, device: &Device) -> Result<()> {
+        let file = std::fs::File::open(path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                Error::MissingFile {
+                    path: path.to_path_buf(),
+                    what: "every shard named by the shard index",
+                }
+            } else {
+                Error::io(path, source)
+            }
+        })?;
+        // SAFETY: the map is read-only and dropped before this function returns; a file
+        // truncated underneath us is the one hazard, as with every mmap-based loader.
+        let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        let corrupt = |message: String| Error::CorruptWeights {
+            path: path.to_path_buf(),
+            message,
+        };
+        let st = safetensors::SafeTensors::deserialize(&mmap).map_err(|e| corrupt(e.to_string()))?;
+        let file_index = self.files.len();
+        self.files.push(path.to_path_buf());
+        for (name, view) in st.tensors() {
+            match view.dtype() {
+                safetensors::Dtype::F32 | safetensors::Dtype::F16 | safetensors::Dtype::BF16 => {}
+                other => {
+                    return Err(Error::TensorDtype {
+                        name,
+                        path: path.to_path_buf(),
+                        dtype: format!("{other:?}"),
+                    })
+                }
+            }
+            let tensor = view
+                .load(&Device::Cpu)
+                .and_then(|t| t.to_dtype(dtype))
+                .and_then(|t| t.to_device(device))
+                .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
+            self.tensors.insert(name, (tensor, file_index));
+        }
+        Ok(())
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    /// The tensor `name`, checked against the expected shape.
+    pub fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let (tensor, file) = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
+            name: name.to_string(),
+            searched: self.searched(),
+        })?;
+        if tensor.dims() != shape {
+            return Err(Error::TensorShape {
+                name: name.to_string(),
+                path: self.files[*file].clone(),
+                expected: shape.to_vec(),
+                found: tensor.dims().to_vec(),
+            });
+        }
+        Ok(tensor.clone())
+    }
+
+    fn searched(&self) -> String {
+        let files: Vec<String> = self.files.iter().map(|f| f.display().to_string()).collect();
+        format!("searched {}", files.join(", "))
+    }
+}

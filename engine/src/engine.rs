@@ -1,0 +1,221 @@
+//! A loaded checkpoint ready to fill in the middle: model + tokenizer + diffusion settings.
+//!
+//! This is the entry point callers use (`redraft complete`, the eval CLI, the LSP server): text
+//! in, text out, with the sampler's controls passed through.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device};
+use serde::Serialize;
+
+use crate::checkpoint::Weights;
+use crate::config::{DiffusionSettings, ModelConfig, RedraftJson};
+use crate::error::{Error, Result};
+use crate::qwen2::{KvCache, Qwen2};
+use crate::sampler::{Canvas, Controls, Sampled, Sampler, SamplerConfig};
+use crate::tokenizer::Tokenizer;
+
+pub const CONFIG_FILE: &str = "config.json";
+pub const REDRAFT_FILE: &str = "redraft.json";
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+
+/// A fill-in-the-middle request in text.
+#[derive(Debug, Clone)]
+pub struct InfillRequest {
+    pub prefix: String,
+    pub suffix: String,
+    /// Masked slots on the canvas: the longest middle the model may write, in tokens.
+    pub max_tokens: usize,
+    /// Context kept on each side, in tokens (the nearest code is kept).
+    pub max_prefix_tokens: usize,
+    pub max_suffix_tokens: usize,
+    pub sampler: SamplerConfig,
+}
+
+impl InfillRequest {
+    pub fn new(prefix: impl Into<String>, suffix: impl Into<String>) -> InfillRequest {
+        InfillRequest {
+            prefix: prefix.into(),
+            suffix: suffix.into(),
+            max_tokens: 32,
+            max_prefix_tokens: 768,
+            max_suffix_tokens: 256,
+            sampler: SamplerConfig::default(),
+        }
+    }
+}
+
+/// Wall-clock split of a completion.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Timings {
+    pub tokenize_ms: f64,
+    pub model_ms: f64,
+    pub total_ms: f64,
+}
+
+/// The middle the engine wrote, with how it got there.
+#[derive(Debug, Clone, Serialize)]
+pub struct Completion {
+    pub middle: String,
+    pub tokens: Vec<u32>,
+    pub ended_by_eos: bool,
+    pub steps: usize,
+    pub forwards: usize,
+    pub full_passes: usize,
+    pub window_passes: usize,
+    /// Canvas slots committed per model call (EOS padding included).
+    pub tokens_per_forward: f64,
+    pub hit_deadline: bool,
+    pub prefix_tokens: usize,
+    pub suffix_tokens: usize,
+    pub timings: Timings,
+}
+
+/// A model directory, loaded.
+pub struct Engine {
+    model: Qwen2,
+    tokenizer: Tokenizer,
+    settings: DiffusionSettings,
+    dir: PathBuf,
+}
+
+impl Engine {
+    /// Loads `config.json`, `redraft.json` (if present), the weights and `tokenizer.json`.
+    pub fn load(dir: &Path) -> Result<Engine> {
+        if !dir.is_dir() {
+            return Err(Error::MissingFile {
+                path: dir.to_path_buf(),
+                what: "to be a directory (config.json, model.safetensors, tokenizer.json)",
+            });
+        }
+        let device = Device::Cpu;
+        let (config, settings) = load_settings(dir)?;
+        let weights = Weights::load(dir, DType::F32, &device)?;
+        let model = Qwen2::new(&config, &weights, &device)?;
+        let tokenizer_path = dir.join(TOKENIZER_FILE);
+        let tokenizer = Tokenizer::load(&tokenizer_path)?;
+        if tokenizer.vocab_size() > config.vocab_size {
+            return Err(Error::Tokenizer {
+                path: tokenizer_path,
+                message: format!(
+                    "{} tokens, more than the model's vocab_size {}",
+                    tokenizer.vocab_size(),
+                    config.vocab_size
+                ),
+            });
+        }
+        Ok(Engine {
+            model,
+            tokenizer,
+            settings,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn model(&self) -> &Qwen2 {
+        &self.model
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    pub fn settings(&self) -> &DiffusionSettings {
+        &self.settings
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn sampler(&self) -> Sampler<'_> {
+        Sampler::new(self.settings, self.tokenizer.whitespace())
+    }
+
+    /// The canvas for `request`: context trimmed to the budget, keeping the code nearest the
+    /// cursor on both sides.
+    pub fn canvas(&self, request: &InfillRequest) -> Result<Canvas> {
+        if request.max_tokens == 0 {
+            return Err(Error::InvalidRequest("max_tokens must be at least 1".into()));
+        }
+        let mut prefix = self.tokenizer.encode(&request.prefix)?;
+        let mut suffix = self.tokenizer.encode(&request.suffix)?;
+        if prefix.len() > request.max_prefix_tokens {
+            prefix.drain(..prefix.len() - request.max_prefix_tokens);
+        }
+        suffix.truncate(request.max_suffix_tokens);
+        Ok(Canvas {
+            prefix,
+            length: request.max_tokens,
+            suffix,
+        })
+    }
+
+    /// Fills the middle of `request`. `cache` may be kept across calls: a later request over the
+    /// same context reuses it.
+    pub fn complete(
+        &self,
+        request: &InfillRequest,
+        cache: &mut KvCache,
+        controls: Controls<'_>,
+    ) -> Result<Completion> {
+        let started = Instant::now();
+        let canvas = self.canvas(request)?;
+        let tokenized = started.elapsed();
+        let sampled = self.sampler().run(
+            &self.model,
+            cache,
+            std::slice::from_ref(&canvas),
+            &request.sampler,
+            controls,
+        )?;
+        self.completion(&canvas, sampled, tokenized, started)
+    }
+
+    fn completion(
+        &self,
+        canvas: &Canvas,
+        sampled: Sampled,
+        tokenized: Duration,
+        started: Instant,
+    ) -> Result<Completion> {
+        let infill = &sampled.infills[0];
+        let middle = self.tokenizer.decode(&infill.tokens)?;
+        Ok(Completion {
+            middle,
+            tokens: infill.tokens.clone(),
+            ended_by_eos: infill.ended_by_eos,
+            steps: infill.steps,
+            forwards: sampled.forwards,
+            full_passes: sampled.full_passes,
+            window_passes: sampled.window_passes,
+            tokens_per_forward: sampled.tokens_per_forward(canvas.length),
+            hit_deadline: sampled.hit_deadline,
+            prefix_tokens: canvas.prefix.len(),
+            suffix_tokens: canvas.suffix.len(),
+            timings: Timings {
+                tokenize_ms: ms(tokenized),
+                model_ms: ms(sampled.model_time),
+                total_ms: ms(started.elapsed()),
+            },
+        })
+    }
+}
+
+/// Reads `config.json` and resolves the diffusion settings with `redraft.json`.
+pub fn load_settings(dir: &Path) -> Result<(ModelConfig, DiffusionSettings)> {
+    let config = ModelConfig::load(&dir.join(CONFIG_FILE))?;
+    let extra_path = dir.join(REDRAFT_FILE);
+    let extra = if extra_path.exists() {
+        Some(RedraftJson::load(&extra_path)?)
+    } else {
+        None
+    };
+    let settings = DiffusionSettings::resolve(&config, extra.as_ref())?;
+    Ok((config, settings))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}

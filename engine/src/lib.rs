@@ -1,0 +1,15 @@
+//! redraft's engine: a masked-diffusion code model (Qwen2 layout, bidirectional), its tokenizer,
+//! and the diffusion sampler that fills a masked span between a prefix and a suffix.
+//!
+//! Blocking, synchronous Rust: no async runtime, no editor types. Callable from a plain `main`.
+
+pub mod checkpoint;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod qwen2;
+pub mod sampler;
+pub mod tokenizer;
+
+pub use engine::{Completion, Engine, InfillRequest};
+pub use error::{Error, Result};

@@ -1,0 +1,418 @@
+//! Qwen2 with bidirectional attention: the layout of Dream, Dream-Coder, DiffuCoder, DreamOn and
+//! Open-dCoder. Follows Hugging Face `transformers`' `modeling_qwen2.py` (RMSNorm, RoPE with
+//! `rotate_half`, grouped-query attention with q/k/v biases, SwiGLU MLP, tied or untied head),
+//! run with a full (non-causal) attention mask, as masked-diffusion models are.
+//!
+//! Inference-only: it uses candle's fused CPU ops (`rms_norm`, `softmax_last_dim`), which have no
+//! backward pass. Projections are stored pre-transposed (`[in, out]`) and fused (q|k|v and
+//! gate|up), so a layer is four matmuls.
+//!
+//! Two passes, both returning logits only for the `window` of positions the caller asks for:
+//! - [`Pass::Full`] runs every position and can fill a [`KvCache`] with each layer's keys/values;
+//! - [`Pass::Window`] recomputes only the window (the canvas), attending to cached keys/values
+//!   for every other position (Fast-dLLM's approximate dual cache).
+
+use std::ops::Range;
+
+use candle_core::{Device, Tensor};
+use candle_nn::ops::{rms_norm, softmax_last_dim};
+
+use crate::checkpoint::Weights;
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::sampler::{Denoiser, Pass};
+
+
+/// Per-layer keys and values (after RoPE) of the last full pass, with the tokens they were
+/// computed from. A value the caller keeps: a later request over the same context reuses it.
+#[derive(Default)]
+pub struct KvCache {
+    layers: Vec<(Tensor, Tensor)>,
+    tokens: Vec<Vec<u32>>,
+}
+
+impl KvCache {
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.layers.clear();
+        self.tokens.clear();
+    }
+
+    /// Whether a window pass over `tokens` may use this cache: same batch, same lengths, and the
+    /// same tokens everywhere outside `window`.
+    pub fn covers(&self, tokens: &[Vec<u32>], window: &Range<usize>) -> bool {
+        !self.layers.is_empty()
+            && self.tokens.len() == tokens.len()
+            && self.tokens.iter().zip(tokens).all(|(cached, new)| {
+                cached.len() == new.len()
+                    && cached[..window.start.min(new.len())] == new[..window.start.min(new.len())]
+                    && cached[window.end.min(new.len())..] == new[window.end.min(new.len())..]
+            })
+    }
+
+    /// Bytes held by the cached keys and values.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|(k, v)| (k.elem_count() + v.elem_count()) * 4)
+            .sum()
+    }
+}
+
+struct Layer {
+    input_norm: Tensor,
+    qkv_weight: Tensor,
+    qkv_bias: Tensor,
+    o_weight: Tensor,
+    post_norm: Tensor,
+    gate_up_weight: Tensor,
+    down_weight: Tensor,
+}
+
+/// The model.
+pub struct Qwen2 {
+    config: ModelConfig,
+    embed: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    lm_head_t: Tensor,
+    rope: Rope,
+    device: Device,
+}
+
+struct Rope {
+    cos: Tensor,
+    sin: Tensor,
+    theta: f64,
+    head_dim: usize,
+}
+
+impl Rope {
+    const PRECOMPUTED: usize = 4096;
+
+    fn new(theta: f64, head_dim: usize, device: &Device) -> Result<Rope> {
+        let (cos, sin) = Rope::tables(theta, head_dim, 0..Rope::PRECOMPUTED, device)?;
+        Ok(Rope {
+            cos,
+            sin,
+            theta,
+            head_dim,
+        })
+    }
+
+    fn tables(
+        theta: f64,
+        head_dim: usize,
+        positions: Range<usize>,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let half = head_dim / 2;
+        let mut cos = Vec::with_capacity(positions.len() * half);
+        let mut sin = Vec::with_capacity(positions.len() * half);
+        for pos in positions.clone() {
+            for i in 0..half {
+                // Same as transformers: inv_freq in f32, the product in f32.
+                let inv_freq = (1.0 / theta.powf((2 * i) as f64 / head_dim as f64)) as f32;
+                let angle = pos as f32 * inv_freq;
+                cos.push(angle.cos());
+                sin.push(angle.sin());
+            }
+        }
+        let shape = (positions.len(), half);
+        Ok((
+            Tensor::from_vec(cos, shape, device)?,
+            Tensor::from_vec(sin, shape, device)?,
+        ))
+    }
+
+    /// Applies RoPE to `x` (`[B, heads, len, head_dim]`, contiguous) at `positions`.
+    fn apply(&self, x: &Tensor, positions: Range<usize>) -> Result<Tensor> {
+        let (cos, sin) = if positions.end <= self.cos.dim(0)? {
+            (
+                self.cos.narrow(0, positions.start, positions.len())?,
+                self.sin.narrow(0, positions.start, positions.len())?,
+            )
+        } else {
+            Rope::tables(self.theta, self.head_dim, positions, x.device())?
+        };
+        Ok(candle_nn::rotary_emb::rope(x, &cos, &sin)?)
+    }
+}
+
+impl Qwen2 {
+    /// Builds the model from checkpoint weights (tensor names as in `transformers`).
+    pub fn new(config: &ModelConfig, weights: &Weights, device: &Device) -> Result<Qwen2> {
+        let (d, v) = (config.hidden_size, config.vocab_size);
+        let hd = config.head_dim();
+        let (q_out, kv_out) = (
+            config.num_attention_heads * hd,
+            config.num_kv_heads() * hd,
+        );
+        let ffn = config.intermediate_size;
+        let embed = weights.get("model.embed_tokens.weight", &[v, d])?;
+        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        for i in 0..config.num_hidden_layers {
+            let p = format!("model.layers.{i}");
+            let get = |name: &str, shape: &[usize]| weights.get(&format!("{p}.{name}"), shape);
+            let q = get("self_attn.q_proj.weight", &[q_out, d])?;
+            let k = get("self_attn.k_proj.weight", &[kv_out, d])?;
+            let vv = get("self_attn.v_proj.weight", &[kv_out, d])?;
+            let qb = get("self_attn.q_proj.bias", &[q_out])?;
+            let kb = get("self_attn.k_proj.bias", &[kv_out])?;
+            let vb = get("self_attn.v_proj.bias", &[kv_out])?;
+            let gate = get("mlp.gate_proj.weight", &[ffn, d])?;
+            let up = get("mlp.up_proj.weight", &[ffn, d])?;
+            layers.push(Layer {
+                input_norm: get("input_layernorm.weight", &[d])?,
+                qkv_weight: transpose(&Tensor::cat(&[&q, &k, &vv], 0)?)?,
+                qkv_bias: Tensor::cat(&[&qb, &kb, &vb], 0)?,
+                o_weight: transpose(&get("self_attn.o_proj.weight", &[d, q_out])?)?,
+                post_norm: get("post_attention_layernorm.weight", &[d])?,
+                gate_up_weight: transpose(&Tensor::cat(&[&gate, &up], 0)?)?,
+                down_weight: transpose(&get("mlp.down_proj.weight", &[d, ffn])?)?,
+            });
+        }
+        let norm = weights.get("model.norm.weight", &[d])?;
+        let lm_head = if config.tie_word_embeddings && !weights.contains("lm_head.weight") {
+            embed.clone()
+        } else {
+            weights.get("lm_head.weight", &[v, d])?
+        };
+        Ok(Qwen2 {
+            config: config.clone(),
+            embed,
+            layers,
+            norm,
+            lm_head_t: transpose(&lm_head)?,
+            rope: Rope::new(config.rope_theta(), hd, device)?,
+            device: device.clone(),
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Logits `[batch, window.len(), vocab]` (unshifted: row j is the hidden state at j).
+    ///
+    /// Sequences may differ in length: shorter ones are padded and their padding is masked out
+    /// of attention. `window` must lie within the longest sequence.
+    pub fn forward(
+        &self,
+        tokens: &[Vec<u32>],
+        window: Range<usize>,
+        cache: &mut KvCache,
+        pass: Pass,
+    ) -> Result<Tensor> {
+        let batch = tokens.len();
+        let len = tokens.iter().map(Vec::len).max().unwrap_or(0);
+        if batch == 0 || len == 0 {
+            return Err(Error::InvalidRequest("empty batch".into()));
+        }
+        if window.is_empty() || window.end > len {
+            return Err(Error::InvalidRequest(format!(
+                "window {window:?} outside a sequence of {len} tokens"
+            )));
+        }
+        let vocab = self.config.vocab_size;
+        if let Some(bad) = tokens.iter().flatten().find(|&&t| t as usize >= vocab) {
+            return Err(Error::InvalidRequest(format!(
+                "token id {bad} outside the vocabulary of {vocab}"
+            )));
+        }
+        if pass == Pass::Window && !cache.covers(tokens, &window) {
+            return Err(Error::InvalidRequest(
+                "window pass without a cache for these tokens".into(),
+            ));
+        }
+        let mask = self.key_mask(tokens, len)?;
+        let padded: Vec<u32> = tokens
+            .iter()
+            .flat_map(|t| t.iter().copied().chain(std::iter::repeat(0).take(len - t.len())))
+            .collect();
+        let ids = Tensor::from_vec(padded, (batch, len), &self.device)?;
+        let hidden = match pass {
+            Pass::Full { store } => {
+                if store {
+                    cache.clear();
+                }
+                let mut x = self.embed.embedding(&ids.flatten_all()?)?.reshape((batch, len, ()))?;
+                let last = self.layers.len() - 1;
+                for (i, layer) in self.layers.iter().enumerate() {
+                    // The last layer only needs the window's queries: nothing reads the others.
+                    let queries = if i == last { window.clone() } else { 0..len };
+                    let (next, kv) = self.layer_forward(layer, &x, queries, 0..len, None, &mask)?;
+                    x = next;
+                    if store {
+                        cache.layers.push(kv);
+                    }
+                }
+                if store {
+                    cache.tokens = tokens.to_vec();
+                }
+                x
+            }
+            Pass::Window => {
+                let ids = ids.narrow(1, window.start, window.len())?;
+                let mut x = self
+                    .embed
+                    .embedding(&ids.flatten_all()?)?
+                    .reshape((batch, window.len(), ()))?;
+                for (layer, cached) in self.layers.iter().zip(&cache.layers) {
+                    let full = 0..window.len();
+                    x = self
+                        .layer_forward(layer, &x, full, window.clone(), Some(cached), &mask)?
+                        .0;
+                }
+                x
+            }
+        };
+        let eps = self.config.rms_norm_eps as f32;
+        let h = rms_norm(&hidden.contiguous()?, &self.norm, eps)?;
+        let (b, w, d) = h.dims3()?;
+        let logits = h.reshape((b * w, d))?.matmul(&self.lm_head_t)?;
+        Ok(logits.reshape((b, w, vocab))?)
+    }
+
+    /// Additive `[B, 1, 1, T]` mask hiding padding keys; `None` when no sequence is padded.
+    fn key_mask(&self, tokens: &[Vec<u32>], len: usize) -> Result<Option<Tensor>> {
+        if tokens.iter().all(|t| t.len() == len) {
+            return Ok(None);
+        }
+        let mask: Vec<f32> = tokens
+            .iter()
+            .flat_map(|t| (0..len).map(move |j| if j < t.len() { 0.0 } else { f32::NEG_INFINITY }))
+            .collect();
+        Ok(Some(Tensor::from_vec(mask, (tokens.len(), 1, 1, len), &self.device)?))
+    }
+
+    /// One transformer block over `x` (`[B, rows, d]`, the rows at `positions`).
+    ///
+    /// `queries` selects which of `x`'s rows produce outputs (the others only provide keys and
+    /// values). With `cached`, keys/values of positions outside `positions` come from the cache.
+    /// Returns the block's output for the query rows and this pass's keys/values.
+    fn layer_forward(
+        &self,
+        layer: &Layer,
+        x: &Tensor,
+        queries: Range<usize>,
+        positions: Range<usize>,
+        cached: Option<&(Tensor, Tensor)>,
+        mask: &Option<Tensor>,
+    ) -> Result<(Tensor, (Tensor, Tensor))> {
+        let cfg = &self.config;
+        let eps = cfg.rms_norm_eps as f32;
+        let (b, rows, d) = x.dims3()?;
+        let (heads, kv_heads, hd) = (cfg.num_attention_heads, cfg.num_kv_heads(), cfg.head_dim());
+        let h = rms_norm(x, &layer.input_norm, eps)?;
+        let qkv = h
+            .reshape((b * rows, d))?
+            .matmul(&layer.qkv_weight)?
+            .broadcast_add(&layer.qkv_bias)?
+            .reshape((b, rows, heads + 2 * kv_heads, hd))?;
+        let split = |start: usize, n: usize| -> Result<Tensor> {
+            Ok(qkv.narrow(2, start, n)?.transpose(1, 2)?.contiguous()?)
+        };
+        let q_positions = positions.start + queries.start..positions.start + queries.end;
+        let q = split(0, heads)?.narrow(2, queries.start, queries.len())?.contiguous()?;
+        let q = self.rope.apply(&q, q_positions)?;
+        let k = self.rope.apply(&split(heads, kv_heads)?, positions.clone())?;
+        let v = split(heads + kv_heads, kv_heads)?;
+        let (k_all, v_all) = match cached {
+            None => (k.clone(), v.clone()),
+            Some((ck, cv)) => (
+                splice(ck, &k, positions.clone())?,
+                splice(cv, &v, positions.clone())?,
+            ),
+        };
+        let attn = attention(&q, &k_all, &v_all, mask, heads / kv_heads)?;
+        let q_rows = queries.len();
+        let x = x.narrow(1, queries.start, q_rows)?;
+        let x = (x + attn
+            .reshape((b * q_rows, heads * hd))?
+            .matmul(&layer.o_weight)?
+            .reshape((b, q_rows, d))?)?;
+        let h = rms_norm(&x, &layer.post_norm, eps)?.reshape((b * q_rows, d))?;
+        let gate_up = h.matmul(&layer.gate_up_weight)?;
+        let ffn = cfg.intermediate_size;
+        let gate = gate_up.narrow(1, 0, ffn)?;
+        let up = gate_up.narrow(1, ffn, ffn)?;
+        let mlp = (candle_nn::ops::silu(&gate)? * up)?.matmul(&layer.down_weight)?;
+        let out = (x + mlp.reshape((b, q_rows, d))?)?;
+        Ok((out, (k, v)))
+    }
+}
+
+/// Full attention of `q` (`[B, H, Q, hd]`) over `k`, `v` (`[B, KVH, T, hd]`).
+///
+/// Grouped-query attention without copying keys: the `group` query heads sharing a key head are
+/// folded into the row dimension, so one batched matmul serves them all.
+fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: &Option<Tensor>,
+    group: usize,
+) -> Result<Tensor> {
+    let (b, heads, rows, hd) = q.dims4()?;
+    let kv_heads = heads / group;
+    let scale = 1.0 / (hd as f64).sqrt();
+    let q = (q.reshape((b, kv_heads, group * rows, hd))? * scale)?;
+    let mut scores = q.matmul(&k.t()?)?;
+    if let Some(mask) = mask {
+        scores = scores.broadcast_add(mask)?;
+    }
+    let probs = softmax_last_dim(&scores)?;
+    let out = probs.matmul(v)?.reshape((b, heads, rows, hd))?;
+    Ok(out.transpose(1, 2)?.contiguous()?)
+}
+
+/// `cached` (`[B, KVH, T, hd]`) with positions `at` replaced by `fresh`.
+fn splice(cached: &Tensor, fresh: &Tensor, at: Range<usize>) -> Result<Tensor> {
+    let len = cached.dim(2)?;
+    let mut parts = Vec::with_capacity(3);
+    if at.start > 0 {
+        parts.push(cached.narrow(2, 0, at.start)?);
+    }
+    parts.push(fresh.clone());
+    if at.end < len {
+        parts.push(cached.narrow(2, at.end, len - at.end)?);
+    }
+    Ok(Tensor::cat(&parts, 2)?)
+}
+
+fn transpose(w: &Tensor) -> Result<Tensor> {
+    Ok(w.t()?.contiguous()?)
+}
+
+impl Denoiser for Qwen2 {
+    type Cache = KvCache;
+
+    fn vocab_size(&self) -> usize {
+        self.config.vocab_size
+    }
+
+    fn logits(
+        &self,
+        tokens: &[Vec<u32>],
+        window: Range<usize>,
+        cache: &mut KvCache,
+        pass: Pass,
+    ) -> Result<Vec<f32>> {
+        Ok(self
+            .forward(tokens, window, cache, pass)?
+            .flatten_all()?
+            .to_vec1()?)
+    }
+
+    fn cache_covers(&self, cache: &KvCache, tokens: &[Vec<u32>], window: &Range<usize>) -> bool {
+        cache.covers(tokens, window)
+    }
+}
