@@ -102,8 +102,12 @@ impl ModelConfig {
     }
 
     pub fn head_dim(&self) -> usize {
-        self.head_dim
-            .unwrap_or(self.hidden_size / self.num_attention_heads)
+        // 0 heads gives 0 here rather than a division by zero; `validate` rejects both.
+        self.head_dim.unwrap_or(
+            self.hidden_size
+                .checked_div(self.num_attention_heads)
+                .unwrap_or(0),
+        )
     }
 
     pub fn rope_theta(&self) -> f64 {
@@ -148,12 +152,15 @@ impl ModelConfig {
             .rope_parameters
             .as_ref()
             .and_then(|p| p.rope_type.as_deref());
-        if !matches!(rope_type, None | Some("default"))
-            || self.rope_scaling.as_ref().is_some_and(|s| !s.is_null())
-        {
-            return Err(unsupported(
-                "rope scaling is not supported (only default RoPE)".to_string(),
-            ));
+        if let Some(rope_type) = rope_type.filter(|&t| t != "default") {
+            return Err(unsupported(format!(
+                "rope_parameters.rope_type `{rope_type}` (only default RoPE is supported)"
+            )));
+        }
+        if let Some(scaling) = self.rope_scaling.as_ref().filter(|s| !s.is_null()) {
+            return Err(unsupported(format!(
+                "rope_scaling {scaling} (only default RoPE is supported; remove it or set it to null)"
+            )));
         }
         let sizes = [
             ("vocab_size", self.vocab_size),
@@ -167,14 +174,14 @@ impl ModelConfig {
         if let Some((name, _)) = sizes.iter().find(|(_, v)| *v == 0) {
             return Err(unsupported(format!("{name} is 0")));
         }
-        if self.num_attention_heads % self.num_kv_heads() != 0 {
+        if !self.num_attention_heads.is_multiple_of(self.num_kv_heads()) {
             return Err(unsupported(format!(
                 "num_attention_heads {} is not a multiple of num_key_value_heads {}",
                 self.num_attention_heads,
                 self.num_kv_heads()
             )));
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             return Err(unsupported(format!(
                 "head_dim {} is odd; RoPE needs an even head_dim",
                 self.head_dim()
@@ -227,12 +234,8 @@ impl DiffusionSettings {
             "Dream" => Some(true),
             _ => None,
         };
-        let mask_token_id = merge(
-            "mask_token_id",
-            config.mask_token_id,
-            extra.mask_token_id,
-        )?
-        .ok_or_else(|| missing("mask_token_id"))?;
+        let mask_token_id = merge("mask_token_id", config.mask_token_id, extra.mask_token_id)?
+            .ok_or_else(|| missing("mask_token_id"))?;
         let eos_token_id = merge(
             "eos_token_id",
             config.eos_token_id.as_ref().and_then(TokenIds::first),
@@ -275,11 +278,18 @@ impl DiffusionSettings {
                 });
             }
         }
-        if mask_token_id == eos_token_id {
-            return Err(Error::ContradictorySetting {
-                setting: "mask_token_id",
-                message: format!("mask and EOS share id {mask_token_id}"),
-            });
+        // A mask that is also EOS, pad or BOS would be filled, ended or prepended as the other.
+        for (other, id) in [
+            ("EOS", Some(eos_token_id)),
+            ("pad", Some(pad_token_id)),
+            ("BOS", bos_token_id),
+        ] {
+            if id == Some(mask_token_id) {
+                return Err(Error::ContradictorySetting {
+                    setting: "mask_token_id",
+                    message: format!("mask and {other} share id {mask_token_id}"),
+                });
+            }
         }
         Ok(settings)
     }
@@ -304,7 +314,10 @@ fn missing(setting: &'static str) -> Error {
     }
 }
 
-pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &'static str) -> Result<T> {
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &'static str,
+) -> Result<T> {
     let text = std::fs::read_to_string(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             Error::MissingFile {

@@ -416,3 +416,59 @@ impl Denoiser for Qwen2 {
         cache.covers(tokens, window)
     }
 }
+
+/// Freshly initialised weights for `config` under checkpoint names (normal, std 0.02; norms at 1,
+/// biases at 0), seeded. For benchmarks and as the starting point of training.
+pub fn init_weights(
+    config: &ModelConfig,
+    seed: u64,
+) -> Result<std::collections::HashMap<String, Tensor>> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let device = Device::Cpu;
+    let mut normal = |shape: &[usize]| -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n)
+            .map(|_| {
+                // Box-Muller: one standard normal from two uniforms.
+                let (u1, u2): (f32, f32) = (rng.random::<f32>().max(1e-12), rng.random());
+                0.02 * (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+            })
+            .collect();
+        Ok(Tensor::from_vec(data, shape, &device)?)
+    };
+    let (d, v, ffn) = (config.hidden_size, config.vocab_size, config.intermediate_size);
+    let hd = config.head_dim();
+    let (q_out, kv_out) = (config.num_attention_heads * hd, config.num_kv_heads() * hd);
+    let mut w = std::collections::HashMap::new();
+    w.insert("model.embed_tokens.weight".to_string(), normal(&[v, d])?);
+    for i in 0..config.num_hidden_layers {
+        let p = format!("model.layers.{i}");
+        for (name, shape) in [
+            ("self_attn.q_proj.weight", vec![q_out, d]),
+            ("self_attn.k_proj.weight", vec![kv_out, d]),
+            ("self_attn.v_proj.weight", vec![kv_out, d]),
+            ("self_attn.o_proj.weight", vec![d, q_out]),
+            ("mlp.gate_proj.weight", vec![ffn, d]),
+            ("mlp.up_proj.weight", vec![ffn, d]),
+            ("mlp.down_proj.weight", vec![d, ffn]),
+        ] {
+            w.insert(format!("{p}.{name}"), normal(&shape)?);
+        }
+        for (name, n) in [
+            ("self_attn.q_proj.bias", q_out),
+            ("self_attn.k_proj.bias", kv_out),
+            ("self_attn.v_proj.bias", kv_out),
+        ] {
+            w.insert(format!("{p}.{name}"), Tensor::zeros(n, candle_core::DType::F32, &device)?);
+        }
+        for name in ["input_layernorm.weight", "post_attention_layernorm.weight"] {
+            w.insert(format!("{p}.{name}"), Tensor::ones(d, candle_core::DType::F32, &device)?);
+        }
+    }
+    w.insert("model.norm.weight".to_string(), Tensor::ones(d, candle_core::DType::F32, &device)?);
+    if !config.tie_word_embeddings {
+        w.insert("lm_head.weight".to_string(), normal(&[v, d])?);
+    }
+    Ok(w)
+}

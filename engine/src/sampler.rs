@@ -392,6 +392,10 @@ impl<'a> Sampler<'a> {
                 };
                 let mut committed = Vec::with_capacity(wanted);
                 for choice in choices.into_iter().take(wanted) {
+                    // An EOS committed earlier in this step has already forced this slot.
+                    if state.values[choice.slot].is_some() {
+                        continue;
+                    }
                     self.commit(state, choice.slot, choice.token);
                     committed.push(choice.slot);
                 }

@@ -1,1 +1,33 @@
-fn main(){}
+//! `redraft`: AI inline completion backed by a masked-diffusion language model.
+//!
+//! One binary, one subcommand per file: `complete` fills a middle from the command line,
+//! `bench` measures the engine on this machine.
+
+mod bench;
+mod complete;
+mod malloc;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "redraft", version, about = "masked-diffusion code completion")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Fill in the middle at a cursor (or between a prefix and a suffix) and print it.
+    Complete(complete::Args),
+    /// Measure forward passes, cached steps and end-to-end latency against PyTorch.
+    Bench(bench::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    malloc::tune();
+    match Cli::parse().command {
+        Command::Complete(args) => complete::run(args),
+        Command::Bench(args) => bench::run(args),
+    }
+}

@@ -1,0 +1,796 @@
+//! Loading a broken model directory fails with a typed error that names the file, tensor or
+//! setting at fault, never a panic. Each test copies a parity fixture (plus a small trained
+//! tokenizer) into a temporary directory, breaks one thing, and checks both the error variant and
+//! what its message names.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use candle_core::{DType, Device, Tensor};
+use redraft_engine::config::ModelConfig;
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::Controls;
+use redraft_engine::tokenizer::Tokenizer;
+use redraft_engine::{Engine, Error, InfillRequest};
+use serde_json::{json, Map, Value};
+use tempfile::TempDir;
+
+/// bf16, one `model.safetensors`, tied head, `model_type` qwen2 with `logit_shift` true in
+/// redraft.json.
+const DREAM: &str = "dream-tied";
+/// f32, two shards behind `model.safetensors.index.json`, untied head, BOS 381.
+const LLADA: &str = "llada-untied";
+
+const CONFIG: &str = "config.json";
+const REDRAFT: &str = "redraft.json";
+const TOKENIZER: &str = "tokenizer.json";
+const SINGLE: &str = "model.safetensors";
+const INDEX: &str = "model.safetensors.index.json";
+const SHARD_1: &str = "model-00001-of-00002.safetensors";
+const SHARD_2: &str = "model-00002-of-00002.safetensors";
+
+/// Both fixtures have a vocabulary of 384: EOS/pad 382, mask 383.
+const MODEL_VOCAB: usize = 384;
+
+/// Code-like text for training tokenizers: enough distinct words for a few hundred merges.
+fn corpus() -> Vec<String> {
+    const SYLLABLES: [&str; 10] = ["ka", "lo", "mi", "ne", "ru", "te", "po", "sa", "vi", "du"];
+    (0..1000)
+        .map(|i| {
+            let name: String = [i % 10, i / 10 % 10, i / 100]
+                .iter()
+                .map(|&s| SYLLABLES[s])
+                .collect();
+            format!(
+                "fn {name}(left: i32) -> i32 {{\n    let {name} = left * {i};\n    {name}\n}}\n"
+            )
+        })
+        .collect()
+}
+
+/// A tokenizer smaller than the fixtures' vocabulary, as `tokenizer.json` text.
+fn tokenizer_json() -> &'static str {
+    static JSON: OnceLock<String> = OnceLock::new();
+    JSON.get_or_init(|| tokenizer_json_of_size(320))
+}
+
+fn tokenizer_json_of_size(vocab_size: usize) -> String {
+    let tokenizer = Tokenizer::train_bpe(corpus().into_iter(), vocab_size, &["<|endoftext|>"])
+        .expect("training a tokenizer on the test corpus");
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join(TOKENIZER);
+    tokenizer.save(&path).unwrap();
+    std::fs::read_to_string(&path).unwrap()
+}
+
+/// A writable copy of a parity fixture with a `tokenizer.json`.
+struct ModelDir {
+    tmp: TempDir,
+}
+
+impl ModelDir {
+    fn copy(fixture: &str) -> ModelDir {
+        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/parity")
+            .join(fixture);
+        let tmp = TempDir::new().unwrap();
+        for entry in std::fs::read_dir(&source).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), tmp.path().join(entry.file_name())).unwrap();
+        }
+        std::fs::write(tmp.path().join(TOKENIZER), tokenizer_json()).unwrap();
+        ModelDir { tmp }
+    }
+
+    fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    fn write(&self, name: &str, contents: impl AsRef<[u8]>) {
+        std::fs::write(self.file(name), contents).unwrap();
+    }
+
+    fn remove(&self, name: &str) {
+        std::fs::remove_file(self.file(name)).unwrap();
+    }
+
+    /// Rewrites the JSON object in `name`.
+    fn edit_json(&self, name: &str, edit: impl FnOnce(&mut Map<String, Value>)) {
+        let text = std::fs::read_to_string(self.file(name)).unwrap();
+        let mut value: Value = serde_json::from_str(&text).unwrap();
+        edit(value.as_object_mut().unwrap());
+        self.write(name, serde_json::to_string_pretty(&value).unwrap());
+    }
+
+    /// Rewrites the safetensors file `name` (dtypes are kept as stored).
+    fn edit_tensors(&self, name: &str, edit: impl FnOnce(&mut HashMap<String, Tensor>)) {
+        let mut tensors = candle_core::safetensors::load(self.file(name), &Device::Cpu).unwrap();
+        edit(&mut tensors);
+        candle_core::safetensors::save(&tensors, self.file(name)).unwrap();
+    }
+
+    fn load(&self) -> redraft_engine::Result<Engine> {
+        Engine::load(self.path())
+    }
+
+    fn load_err(&self) -> Error {
+        load_err(self.path())
+    }
+}
+
+fn load_err(dir: &Path) -> Error {
+    match Engine::load(dir) {
+        Ok(_) => panic!("{} loaded, expected an error", dir.display()),
+        Err(err) => err,
+    }
+}
+
+/// `err`'s message mentions every one of `needles`.
+fn assert_names(err: &Error, needles: &[&str]) {
+    let message = err.to_string();
+    for needle in needles {
+        assert!(
+            message.contains(needle),
+            "`{message}` does not mention `{needle}`"
+        );
+    }
+}
+
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+// --- config.json --------------------------------------------------------------------------
+
+#[test]
+fn directory_missing() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().join("no-such-model");
+    let err = load_err(&dir);
+    assert!(
+        matches!(err, Error::MissingFile { ref path, .. } if *path == dir),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir), "config.json"]);
+}
+
+#[test]
+fn config_missing() {
+    let dir = ModelDir::copy(DREAM);
+    dir.remove(CONFIG);
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingFile { ref path, .. } if *path == dir.file(CONFIG)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(CONFIG)), "model config"]);
+}
+
+#[test]
+fn config_invalid_json() {
+    let dir = ModelDir::copy(DREAM);
+    dir.write(CONFIG, r#"{ "model_type": "qwen2", "#);
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::BadJson { ref path, .. } if *path == dir.file(CONFIG)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(CONFIG)), "not valid JSON"]);
+}
+
+#[test]
+fn config_missing_required_field() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(CONFIG, |c| {
+        c.remove("hidden_size");
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::BadJson { ref path, .. } if *path == dir.file(CONFIG)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(CONFIG)), "hidden_size"]);
+}
+
+/// Breaks `config.json` with `edit` and checks that it is rejected as unsupported, naming every
+/// one of `needles`.
+fn check_unsupported(edit: impl FnOnce(&mut Map<String, Value>), needles: &[&str]) {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(CONFIG, edit);
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::UnsupportedConfig { ref path, .. } if *path == dir.file(CONFIG)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(CONFIG))]);
+    assert_names(&err, needles);
+}
+
+#[test]
+fn unsupported_model_type() {
+    check_unsupported(
+        |c| {
+            c.insert("model_type".into(), json!("llama"));
+        },
+        &["model_type `llama`", "qwen2, Dream"],
+    );
+}
+
+#[test]
+fn unsupported_hidden_act() {
+    check_unsupported(
+        |c| {
+            c.insert("hidden_act".into(), json!("gelu"));
+        },
+        &["hidden_act `gelu`", "silu"],
+    );
+}
+
+#[test]
+fn rope_scaling_transformers_4() {
+    check_unsupported(
+        |c| {
+            c.insert(
+                "rope_scaling".into(),
+                json!({ "type": "linear", "factor": 2.0 }),
+            );
+        },
+        &["rope_scaling", "linear", "default RoPE"],
+    );
+}
+
+#[test]
+fn rope_scaling_transformers_5() {
+    check_unsupported(
+        |c| {
+            c.remove("rope_theta");
+            c.insert(
+                "rope_parameters".into(),
+                json!({ "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0 }),
+            );
+        },
+        &["rope_parameters.rope_type `yarn`", "default RoPE"],
+    );
+}
+
+#[test]
+fn heads_not_a_multiple_of_kv_heads() {
+    check_unsupported(
+        |c| {
+            c.insert("num_key_value_heads".into(), json!(3));
+        },
+        &["num_attention_heads 4", "num_key_value_heads 3"],
+    );
+}
+
+#[test]
+fn zero_attention_heads_without_head_dim() {
+    // Without `head_dim` the head size is hidden_size / num_attention_heads: a division by zero
+    // unless the zero is caught first.
+    check_unsupported(
+        |c| {
+            c.remove("head_dim");
+            c.insert("num_attention_heads".into(), json!(0));
+        },
+        &["num_attention_heads is 0"],
+    );
+}
+
+/// transformers 4 writes `rope_theta` at the top level, transformers 5 inside `rope_parameters`.
+#[test]
+fn rope_theta_from_either_config_style() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(CONFIG, |c| {
+        c.insert("rope_theta".into(), json!(250000.0));
+    });
+    let old = ModelConfig::load(&dir.file(CONFIG)).unwrap();
+    dir.edit_json(CONFIG, |c| {
+        c.remove("rope_theta");
+        c.insert(
+            "rope_parameters".into(),
+            json!({ "rope_theta": 250000.0, "rope_type": "default" }),
+        );
+    });
+    let new = ModelConfig::load(&dir.file(CONFIG)).unwrap();
+    assert_eq!(old.rope_theta(), 250000.0);
+    assert_eq!(new.rope_theta(), 250000.0);
+
+    let llada = ModelDir::copy(LLADA);
+    let stated = ModelConfig::load(&llada.file(CONFIG)).unwrap();
+    assert_eq!(stated.rope_theta(), 500000.0);
+}
+
+// --- safetensors ------------------------------------------------------------------------------
+
+#[test]
+fn weights_missing() {
+    let dir = ModelDir::copy(DREAM);
+    dir.remove(SINGLE);
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingFile { ref path, .. } if *path == dir.file(SINGLE)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(SINGLE)), INDEX]);
+}
+
+/// Replaces `model.safetensors` with `bytes` and checks it is reported as corrupt.
+fn check_corrupt(bytes: impl FnOnce(Vec<u8>) -> Vec<u8>) {
+    let dir = ModelDir::copy(DREAM);
+    let original = std::fs::read(dir.file(SINGLE)).unwrap();
+    dir.write(SINGLE, bytes(original));
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::CorruptWeights { ref path, .. } if *path == dir.file(SINGLE)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(SINGLE)), "truncated or corrupt"]);
+}
+
+#[test]
+fn weights_truncated_in_half() {
+    check_corrupt(|mut bytes| {
+        bytes.truncate(bytes.len() / 2);
+        bytes
+    });
+}
+
+#[test]
+fn weights_truncated_inside_the_header_length() {
+    check_corrupt(|mut bytes| {
+        bytes.truncate(5);
+        bytes
+    });
+}
+
+#[test]
+fn weights_empty() {
+    check_corrupt(|_| Vec::new());
+}
+
+#[test]
+fn weights_garbage() {
+    check_corrupt(|bytes| {
+        bytes
+            .iter()
+            .map(|b| b.wrapping_mul(31).wrapping_add(7))
+            .collect()
+    });
+}
+
+#[test]
+fn shard_missing() {
+    let dir = ModelDir::copy(LLADA);
+    dir.remove(SHARD_2);
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingFile { ref path, .. } if *path == dir.file(SHARD_2)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(SHARD_2)), "shard index"]);
+}
+
+#[test]
+fn index_names_a_tensor_no_shard_has() {
+    let dir = ModelDir::copy(LLADA);
+    let ghost = "model.layers.1.mlp.extra_proj.weight";
+    dir.edit_json(INDEX, |index| {
+        index["weight_map"]
+            .as_object_mut()
+            .unwrap()
+            .insert(ghost.into(), json!(SHARD_2));
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingTensor { ref name, .. } if name == ghost),
+        "{err:?}"
+    );
+    assert_names(&err, &[ghost, INDEX, SHARD_2]);
+}
+
+/// An index that puts a tensor in the wrong shard still loads, as in `transformers`: every shard
+/// it names is read whole, so the tensor is found wherever it is.
+#[test]
+fn index_misplacing_a_tensor_still_loads() {
+    let dir = ModelDir::copy(LLADA);
+    dir.edit_json(INDEX, |index| {
+        index["weight_map"]["lm_head.weight"] = json!(SHARD_1);
+    });
+    dir.load().map(drop).unwrap();
+}
+
+#[test]
+fn index_invalid_json() {
+    let dir = ModelDir::copy(LLADA);
+    dir.write(INDEX, "{\"weight_map\": [");
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::BadJson { ref path, .. } if *path == dir.file(INDEX)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(INDEX)), "shard index"]);
+}
+
+#[test]
+fn tensor_renamed() {
+    let dir = ModelDir::copy(DREAM);
+    let name = "model.layers.1.self_attn.k_proj.bias";
+    dir.edit_tensors(SINGLE, |t| {
+        let tensor = t.remove(name).unwrap();
+        t.insert("model.layers.1.self_attn.k_proj.b".into(), tensor);
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingTensor { ref name, .. } if name == "model.layers.1.self_attn.k_proj.bias"),
+        "{err:?}"
+    );
+    assert_names(&err, &[name, &shown(&dir.file(SINGLE))]);
+}
+
+#[test]
+fn tensor_renamed_in_a_shard() {
+    let dir = ModelDir::copy(LLADA);
+    let name = "model.layers.1.mlp.down_proj.weight";
+    dir.edit_tensors(SHARD_2, |t| {
+        let tensor = t.remove(name).unwrap();
+        t.insert("model.layers.1.mlp.down.weight".into(), tensor);
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingTensor { ref name, .. } if name == "model.layers.1.mlp.down_proj.weight"),
+        "{err:?}"
+    );
+    assert_names(&err, &[name, INDEX, SHARD_2]);
+}
+
+#[test]
+fn tensor_wrong_shape() {
+    let dir = ModelDir::copy(DREAM);
+    let name = "model.layers.0.mlp.up_proj.weight";
+    dir.edit_tensors(SINGLE, |t| {
+        let reshaped = t[name].reshape((64, 176)).unwrap();
+        t.insert(name.into(), reshaped);
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::TensorShape { ref name, ref path, ref expected, ref found }
+            if name == "model.layers.0.mlp.up_proj.weight"
+                && *path == dir.file(SINGLE)
+                && expected == &[176, 64]
+                && found == &[64, 176]),
+        "{err:?}"
+    );
+    assert_names(
+        &err,
+        &[name, &shown(&dir.file(SINGLE)), "[64, 176]", "[176, 64]"],
+    );
+}
+
+#[test]
+fn tensor_wrong_shape_in_a_shard() {
+    let dir = ModelDir::copy(LLADA);
+    let name = "lm_head.weight";
+    dir.edit_tensors(SHARD_2, |t| {
+        let narrowed = t[name].narrow(0, 0, 380).unwrap();
+        t.insert(name.into(), narrowed);
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::TensorShape { ref name, ref path, .. }
+            if name == "lm_head.weight" && *path == dir.file(SHARD_2)),
+        "{err:?}"
+    );
+    assert_names(&err, &[name, &shown(&dir.file(SHARD_2)), "[380, 64]"]);
+}
+
+#[test]
+fn tensor_unsupported_dtype() {
+    let dir = ModelDir::copy(DREAM);
+    let name = "model.norm.weight";
+    dir.edit_tensors(SINGLE, |t| {
+        t.insert(
+            name.into(),
+            Tensor::zeros(64, DType::I64, &Device::Cpu).unwrap(),
+        );
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::TensorDtype { ref name, ref path, ref dtype }
+            if name == "model.norm.weight" && *path == dir.file(SINGLE) && dtype == "I64"),
+        "{err:?}"
+    );
+    assert_names(
+        &err,
+        &[name, &shown(&dir.file(SINGLE)), "I64", "f32, f16 or bf16"],
+    );
+}
+
+#[test]
+fn untied_config_without_lm_head() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(CONFIG, |c| {
+        c.insert("tie_word_embeddings".into(), json!(false));
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingTensor { ref name, .. } if name == "lm_head.weight"),
+        "{err:?}"
+    );
+    assert_names(&err, &["lm_head.weight", &shown(&dir.file(SINGLE))]);
+}
+
+#[test]
+fn untied_shards_without_lm_head() {
+    let dir = ModelDir::copy(LLADA);
+    dir.edit_tensors(SHARD_2, |t| {
+        t.remove("lm_head.weight").unwrap();
+    });
+    dir.edit_json(INDEX, |index| {
+        index["weight_map"]
+            .as_object_mut()
+            .unwrap()
+            .remove("lm_head.weight");
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingTensor { ref name, .. } if name == "lm_head.weight"),
+        "{err:?}"
+    );
+    assert_names(
+        &err,
+        &[
+            "lm_head.weight",
+            &shown(&dir.file(SHARD_1)),
+            &shown(&dir.file(SHARD_2)),
+        ],
+    );
+}
+
+// --- diffusion settings ---------------------------------------------------------------------
+
+fn check_missing_setting(dir: &ModelDir, setting: &str) {
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingSetting { setting: s, .. } if s == setting),
+        "{err:?}"
+    );
+    assert_names(&err, &[&format!("`{setting}`"), REDRAFT]);
+}
+
+fn check_contradictory_setting(dir: &ModelDir, setting: &str, needles: &[&str]) {
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::ContradictorySetting { setting: s, .. } if s == setting),
+        "{err:?}"
+    );
+    assert_names(&err, &[&format!("`{setting}`")]);
+    assert_names(&err, needles);
+}
+
+#[test]
+fn logit_shift_missing_without_redraft_json() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(CONFIG, |c| {
+        c.insert("mask_token_id".into(), json!(383));
+    });
+    dir.remove(REDRAFT);
+    check_missing_setting(&dir, "logit_shift");
+}
+
+#[test]
+fn mask_token_id_missing() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(REDRAFT, |r| {
+        r.remove("mask_token_id");
+    });
+    check_missing_setting(&dir, "mask_token_id");
+}
+
+#[test]
+fn eos_token_id_missing() {
+    let dir = ModelDir::copy(LLADA);
+    dir.edit_json(CONFIG, |c| {
+        c.remove("eos_token_id");
+    });
+    dir.edit_json(REDRAFT, |r| {
+        r.remove("eos_token_id");
+    });
+    check_missing_setting(&dir, "eos_token_id");
+}
+
+#[test]
+fn mask_token_id_contradicts_config() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(CONFIG, |c| {
+        c.insert("mask_token_id".into(), json!(383));
+    });
+    dir.edit_json(REDRAFT, |r| {
+        r.insert("mask_token_id".into(), json!(380));
+    });
+    check_contradictory_setting(
+        &dir,
+        "mask_token_id",
+        &["config.json says 383", "redraft.json says 380"],
+    );
+}
+
+#[test]
+fn pad_token_id_contradicts_config() {
+    let dir = ModelDir::copy(LLADA);
+    dir.edit_json(REDRAFT, |r| {
+        r.insert("pad_token_id".into(), json!(380));
+    });
+    check_contradictory_setting(
+        &dir,
+        "pad_token_id",
+        &["config.json says 382", "redraft.json says 380"],
+    );
+}
+
+#[test]
+fn dream_model_type_contradicts_logit_shift_false() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(CONFIG, |c| {
+        c.insert("model_type".into(), json!("Dream"));
+    });
+    dir.edit_json(REDRAFT, |r| {
+        r.insert("logit_shift".into(), json!(false));
+    });
+    check_contradictory_setting(
+        &dir,
+        "logit_shift",
+        &["model_type `Dream`", "redraft.json says false"],
+    );
+}
+
+/// `model_type: "Dream"` is enough to know the logit shift; redraft.json need not repeat it.
+#[test]
+fn dream_model_type_implies_logit_shift() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(CONFIG, |c| {
+        c.insert("model_type".into(), json!("Dream"));
+        c.insert("mask_token_id".into(), json!(383));
+    });
+    dir.remove(REDRAFT);
+    let engine = dir.load().unwrap_or_else(|err| panic!("{err}"));
+    assert!(engine.settings().logit_shift);
+    assert_eq!(engine.settings().mask_token_id, 383);
+}
+
+#[test]
+fn mask_token_id_outside_vocabulary() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(REDRAFT, |r| {
+        r.insert("mask_token_id".into(), json!(MODEL_VOCAB));
+    });
+    check_contradictory_setting(&dir, "mask_token_id", &["id 384", "vocabulary of 384"]);
+}
+
+#[test]
+fn mask_token_id_equals_eos() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(REDRAFT, |r| {
+        r.insert("mask_token_id".into(), json!(382));
+    });
+    check_contradictory_setting(&dir, "mask_token_id", &["EOS", "382"]);
+}
+
+#[test]
+fn mask_token_id_equals_pad() {
+    let dir = ModelDir::copy(LLADA);
+    dir.edit_json(CONFIG, |c| {
+        c.insert("pad_token_id".into(), json!(383));
+    });
+    dir.edit_json(REDRAFT, |r| {
+        r.remove("pad_token_id");
+    });
+    check_contradictory_setting(&dir, "mask_token_id", &["pad", "383"]);
+}
+
+#[test]
+fn mask_token_id_equals_bos() {
+    let dir = ModelDir::copy(LLADA);
+    dir.edit_json(CONFIG, |c| {
+        c.insert("bos_token_id".into(), json!(383));
+    });
+    dir.edit_json(REDRAFT, |r| {
+        r.remove("bos_token_id");
+    });
+    check_contradictory_setting(&dir, "mask_token_id", &["BOS", "383"]);
+}
+
+#[test]
+fn redraft_json_unknown_key() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(REDRAFT, |r| {
+        r.insert("mask_id".into(), json!(383));
+    });
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::BadJson { ref path, .. } if *path == dir.file(REDRAFT)),
+        "{err:?}"
+    );
+    assert_names(
+        &err,
+        &[&shown(&dir.file(REDRAFT)), "unknown field `mask_id`"],
+    );
+}
+
+// --- tokenizer.json -------------------------------------------------------------------------
+
+#[test]
+fn tokenizer_missing() {
+    let dir = ModelDir::copy(DREAM);
+    dir.remove(TOKENIZER);
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::MissingFile { ref path, .. } if *path == dir.file(TOKENIZER)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(TOKENIZER))]);
+}
+
+#[test]
+fn tokenizer_corrupt() {
+    let dir = ModelDir::copy(DREAM);
+    let json = tokenizer_json();
+    dir.write(TOKENIZER, &json[..json.len() / 2]);
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::Tokenizer { ref path, .. } if *path == dir.file(TOKENIZER)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(TOKENIZER))]);
+}
+
+#[test]
+fn tokenizer_larger_than_model_vocabulary() {
+    let dir = ModelDir::copy(DREAM);
+    dir.write(TOKENIZER, tokenizer_json_of_size(MODEL_VOCAB + 40));
+    let size = Tokenizer::load(&dir.file(TOKENIZER)).unwrap().vocab_size();
+    assert!(
+        size > MODEL_VOCAB,
+        "the corpus is too small for the test: {size} tokens"
+    );
+    let err = dir.load_err();
+    assert!(
+        matches!(err, Error::Tokenizer { ref path, .. } if *path == dir.file(TOKENIZER)),
+        "{err:?}"
+    );
+    assert_names(&err, &[&shown(&dir.file(TOKENIZER)), "vocab_size 384"]);
+}
+
+// --- a good directory -----------------------------------------------------------------------
+
+/// The fixtures' weights are random, so only the shape of the answer is checked.
+#[test]
+fn loads_and_completes() {
+    for fixture in [DREAM, LLADA] {
+        let dir = ModelDir::copy(fixture);
+        let engine = dir.load().unwrap_or_else(|err| panic!("{fixture}: {err}"));
+        let mut request =
+            InfillRequest::new("fn add_3(left: i32, right: i32) -> i32 {\n    ", "\n}\n");
+        request.max_tokens = 8;
+        let completion = engine
+            .complete(&request, &mut KvCache::default(), Controls::default())
+            .unwrap_or_else(|err| panic!("{fixture}: {err}"));
+        assert!(
+            completion.tokens.len() <= request.max_tokens,
+            "{fixture}: {completion:?}"
+        );
+        assert!(completion.forwards >= 1, "{fixture}: {completion:?}");
+        assert!(
+            completion.prefix_tokens > 0 && completion.suffix_tokens > 0,
+            "{fixture}: {completion:?}"
+        );
+        assert_eq!(
+            completion.middle,
+            engine.tokenizer().decode(&completion.tokens).unwrap()
+        );
+    }
+}

@@ -1,0 +1,1015 @@
+//! The diffusion sampler against a scripted fake model: commit order, schedules, confidence
+//! kinds, the step budget, variable length (EOS), the logit shift and BOS, the context cache,
+//! cancellation, the deadline, batching, temperature, invalid requests and the effort presets.
+//!
+//! The fake ([`ScriptedModel`]) answers each (sequence, position) from a script and records every
+//! call, so a test states what the model believes and asserts what the sampler did with it. The
+//! per-step stream is rendered one line per step, `slots | committed`, with `_` for a masked slot.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use redraft_engine::config::DiffusionSettings;
+use redraft_engine::sampler::{
+    score_row, CachePolicy, Canvas, CanvasView, Confidence, Controls, DenoiseStep, Denoiser, Effort, Pass,
+    Sampled, Sampler, SamplerConfig, Schedule,
+};
+use redraft_engine::{Error, Result};
+
+// The fake's vocabulary: ten letters, two whitespace tokens, then the special ids.
+const A: u32 = 0;
+const B: u32 = 1;
+const C: u32 = 2;
+const D: u32 = 3;
+const E: u32 = 4;
+const F: u32 = 5;
+const G: u32 = 6;
+const J: u32 = 9;
+const SPACE: u32 = 10;
+const NEWLINE: u32 = 11;
+const BOS: u32 = 12;
+const PAD: u32 = 13;
+const EOS: u32 = 14;
+const MASK: u32 = 15;
+const VOCAB: usize = 16;
+const NAMES: [&str; VOCAB] = [
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "sp", "nl", "BOS", "PAD", "EOS", "MASK",
+];
+
+// ---------------------------------------------------------------------------------------------
+// Distributions: logits are ln of chosen probabilities.
+
+/// Logits putting `probs` on the listed tokens and spreading what is left evenly over the
+/// ordinary tokens (letters and whitespace) not listed; special tokens get nothing unless listed.
+fn dist(probs: &[(u32, f32)]) -> Vec<f32> {
+    let listed: f32 = probs.iter().map(|(_, p)| p).sum();
+    let rest: Vec<u32> = (0..BOS).filter(|t| probs.iter().all(|(l, _)| l != t)).collect();
+    let each = (1.0 - listed).max(0.0) / rest.len() as f32;
+    let mut p = vec![0.0f32; VOCAB];
+    for t in rest {
+        p[t as usize] = each;
+    }
+    for &(t, q) in probs {
+        p[t as usize] = q;
+    }
+    p.iter().map(|q| q.ln()).collect()
+}
+
+/// Probability `p` on `token`, the rest spread.
+fn peaked(token: u32, p: f32) -> Vec<f32> {
+    dist(&[(token, p)])
+}
+
+/// Every ordinary token equally likely.
+fn flat() -> Vec<f32> {
+    dist(&[])
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fake model.
+
+/// One model call as the fake saw it.
+#[derive(Debug, Clone, PartialEq)]
+struct Call {
+    pass: Pass,
+    window: Range<usize>,
+    tokens: Vec<Vec<u32>>,
+}
+
+impl Call {
+    fn render(&self) -> String {
+        let pass = match self.pass {
+            Pass::Full { store: true } => "full+store",
+            Pass::Full { store: false } => "full",
+            Pass::Window => "window",
+        };
+        format!("{pass} {:?}", self.window)
+    }
+}
+
+/// What the last stored pass (`Pass::Full { store: true }`) was for; `None` before any.
+#[derive(Debug, Default)]
+struct FakeCache {
+    stored: Option<Vec<Vec<u32>>>,
+}
+
+type Script = Box<dyn Fn(&[u32], usize) -> Vec<f32>>;
+
+/// A model whose row at `position` of `sequence` is whatever the script says.
+struct ScriptedModel {
+    script: Script,
+    calls: RefCell<Vec<Call>>,
+}
+
+impl ScriptedModel {
+    fn new(script: impl Fn(&[u32], usize) -> Vec<f32> + 'static) -> ScriptedModel {
+        ScriptedModel {
+            script: Box::new(script),
+            calls: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Row `first + i` is `rows[i]` whatever the tokens; every other row is flat.
+    fn rows(first: usize, rows: Vec<Vec<f32>>) -> ScriptedModel {
+        ScriptedModel::new(move |_, pos| pos.checked_sub(first).and_then(|i| rows.get(i)).cloned().unwrap_or_else(flat))
+    }
+
+    fn take_calls(&self) -> Vec<Call> {
+        std::mem::take(&mut self.calls.borrow_mut())
+    }
+}
+
+impl Denoiser for ScriptedModel {
+    type Cache = FakeCache;
+
+    fn vocab_size(&self) -> usize {
+        VOCAB
+    }
+
+    fn logits(&self, tokens: &[Vec<u32>], window: Range<usize>, cache: &mut FakeCache, pass: Pass) -> Result<Vec<f32>> {
+        self.calls.borrow_mut().push(Call {
+            pass,
+            window: window.clone(),
+            tokens: tokens.to_vec(),
+        });
+        match pass {
+            Pass::Full { store: true } => cache.stored = Some(tokens.to_vec()),
+            Pass::Full { store: false } => {}
+            // As the real model does: a window pass needs a stored pass over the same context.
+            Pass::Window if !self.cache_covers(cache, tokens, &window) => {
+                return Err(Error::InvalidRequest("window pass without a stored pass for these tokens".into()));
+            }
+            Pass::Window => {}
+        }
+        let mut out = Vec::with_capacity(tokens.len() * window.len() * VOCAB);
+        for seq in tokens {
+            for pos in window.clone() {
+                // A shorter sequence of the batch is padded, as the real model pads it.
+                let row = if pos < seq.len() { (self.script)(seq, pos) } else { flat() };
+                assert_eq!(row.len(), VOCAB, "script row for position {pos}");
+                out.extend(row);
+            }
+        }
+        Ok(out)
+    }
+
+    fn cache_covers(&self, cache: &FakeCache, tokens: &[Vec<u32>], window: &Range<usize>) -> bool {
+        cache.stored.as_ref().is_some_and(|stored| {
+            stored.len() == tokens.len()
+                && stored.iter().zip(tokens).all(|(old, new)| {
+                    let (start, end) = (window.start.min(new.len()), window.end.min(new.len()));
+                    old.len() == new.len() && old[..start] == new[..start] && old[end..] == new[end..]
+                })
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the sampler.
+
+fn settings(logit_shift: bool, bos_token_id: Option<u32>) -> DiffusionSettings {
+    DiffusionSettings {
+        mask_token_id: MASK,
+        eos_token_id: EOS,
+        pad_token_id: PAD,
+        bos_token_id,
+        logit_shift,
+    }
+}
+
+/// `SPACE` and `NEWLINE` are whitespace only.
+fn whitespace() -> Vec<bool> {
+    (0..VOCAB as u32).map(|t| t == SPACE || t == NEWLINE).collect()
+}
+
+/// One token per step, greedy, probability confidence, cache on, no step cap.
+fn one_per_step() -> SamplerConfig {
+    SamplerConfig {
+        schedule: Schedule::TopK { k: 1 },
+        confidence: Confidence::Probability,
+        max_steps: None,
+        temperature: 0.0,
+        seed: 0,
+        cache: CachePolicy {
+            enabled: true,
+            refresh_every: None,
+        },
+    }
+}
+
+fn canvas(prefix: &[u32], length: usize, suffix: &[u32]) -> Canvas {
+    Canvas {
+        prefix: prefix.to_vec(),
+        length,
+        suffix: suffix.to_vec(),
+    }
+}
+
+/// How the sampler is set up for a run; `Setup::new()` is what most tests use.
+struct Setup {
+    settings: DiffusionSettings,
+    whitespace: Vec<bool>,
+    config: SamplerConfig,
+}
+
+/// Everything one run left behind.
+struct Outcome {
+    result: Result<Sampled>,
+    stream: Vec<DenoiseStep>,
+    calls: Vec<Call>,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        Setup {
+            settings: settings(false, None),
+            whitespace: whitespace(),
+            config: one_per_step(),
+        }
+    }
+
+    fn run(&self, model: &ScriptedModel, canvases: &[Canvas]) -> Outcome {
+        self.run_in(model, &mut FakeCache::default(), canvases, None)
+    }
+
+    fn run_in(
+        &self,
+        model: &ScriptedModel,
+        cache: &mut FakeCache,
+        canvases: &[Canvas],
+        deadline: Option<Instant>,
+    ) -> Outcome {
+        let mut stream = Vec::new();
+        let mut on_step = |step: &DenoiseStep| stream.push(step.clone());
+        let controls = Controls {
+            cancel: None,
+            deadline,
+            on_step: Some(&mut on_step),
+        };
+        let result = Sampler::new(self.settings, &self.whitespace).run(model, cache, canvases, &self.config, controls);
+        Outcome {
+            result,
+            stream,
+            calls: model.take_calls(),
+        }
+    }
+}
+
+impl Outcome {
+    fn sampled(&self) -> &Sampled {
+        self.result.as_ref().expect("run succeeds")
+    }
+
+    /// Filled middles of the batch, one per canvas.
+    fn tokens(&self) -> Vec<Vec<u32>> {
+        self.sampled().infills.iter().map(|i| i.tokens.clone()).collect()
+    }
+
+    /// Slots committed per step, for canvas 0.
+    fn committed(&self) -> Vec<Vec<usize>> {
+        self.stream.iter().map(|s| s.canvases[0].committed.clone()).collect()
+    }
+
+    /// The stream, one line per step; canvases of a batch separated by ` ; `.
+    fn lines(&self) -> Vec<String> {
+        self.stream
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                assert_eq!(s.step, i, "steps are numbered from 0");
+                s.canvases.iter().map(render).collect::<Vec<_>>().join(" ; ")
+            })
+            .collect()
+    }
+}
+
+fn render(view: &CanvasView) -> String {
+    let slots: Vec<&str> = view.slots.iter().map(|s| s.map_or("_", |t| NAMES[t as usize])).collect();
+    format!("{} | {:?}", slots.join(" "), view.committed)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commit order under one token per step.
+
+/// `confidences[i]` is slot i's probability of `a`; `expect` lists the slots in commit order.
+fn check_commit_order(confidences: &[f32], expect: &[usize]) {
+    let model = ScriptedModel::rows(0, confidences.iter().map(|&p| peaked(A, p)).collect());
+    let out = Setup::new().run(&model, &[canvas(&[], confidences.len(), &[])]);
+    let committed = out.committed();
+    assert!(committed.iter().all(|c| c.len() == 1), "one slot per step: {committed:?}");
+    assert_eq!(committed.concat(), expect);
+    assert_eq!(out.sampled().forwards, confidences.len());
+    assert_eq!(out.tokens(), [vec![A; confidences.len()]]);
+}
+
+#[test]
+fn one_per_step_commits_in_decreasing_confidence() {
+    check_commit_order(&[0.3, 0.9, 0.5, 0.7], &[1, 3, 2, 0]);
+    check_commit_order(&[0.9, 0.8, 0.7, 0.6], &[0, 1, 2, 3]);
+    check_commit_order(&[0.6, 0.7, 0.8, 0.9], &[3, 2, 1, 0]);
+}
+
+#[test]
+fn one_per_step_breaks_ties_by_the_leftmost_slot() {
+    check_commit_order(&[0.6, 0.8, 0.6, 0.8], &[1, 3, 0, 2]);
+    check_commit_order(&[0.5; 4], &[0, 1, 2, 3]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threshold schedule.
+
+/// Slots committed per step under `Threshold { tau }`, slot i's row being `rows[i]`.
+fn check_threshold(tau: f32, rows: Vec<Vec<f32>>, expect: &[&[usize]]) {
+    let length = rows.len();
+    let setup = Setup {
+        config: SamplerConfig {
+            schedule: Schedule::Threshold { tau },
+            ..one_per_step()
+        },
+        ..Setup::new()
+    };
+    let out = setup.run(&ScriptedModel::rows(0, rows), &[canvas(&[], length, &[])]);
+    assert_eq!(out.committed(), expect);
+    assert_eq!(out.sampled().forwards, expect.len());
+}
+
+#[test]
+fn threshold_commits_every_slot_at_or_above_tau_in_one_step() {
+    // Slot 1 splits evenly between two tokens: its confidence is exactly 0.5, i.e. at tau.
+    let rows = vec![
+        peaked(A, 0.9),
+        dist(&[(A, 0.5), (B, 0.5)]),
+        peaked(A, 0.3),
+        peaked(A, 0.6),
+        peaked(A, 0.45),
+    ];
+    check_threshold(0.5, rows, &[&[0, 1, 3], &[4], &[2]]);
+}
+
+#[test]
+fn threshold_commits_the_most_confident_slot_when_none_reaches_tau() {
+    let rows = vec![peaked(A, 0.3), peaked(A, 0.6), peaked(A, 0.5)];
+    check_threshold(0.95, rows, &[&[1], &[2], &[0]]);
+}
+
+#[test]
+fn threshold_commits_everything_at_once_when_all_are_confident() {
+    check_threshold(0.8, vec![peaked(A, 0.9); 4], &[&[0, 1, 2, 3]]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Confidence kinds.
+
+/// Three slots on which the kinds disagree about who is most confident:
+/// - slot 0: `a` 0.52, `b` 0.46 (highest probability, small margin);
+/// - slot 1: `c` 0.45, the rest flat (lowest probability, largest margin, highest entropy);
+/// - slot 2: `d` 0.5, `e` 0.49 (tiniest margin, but nearly all mass on two tokens: lowest entropy).
+fn disagreeing_rows() -> Vec<Vec<f32>> {
+    vec![dist(&[(A, 0.52), (B, 0.46)]), peaked(C, 0.45), dist(&[(D, 0.5), (E, 0.49)])]
+}
+
+fn check_confidence(confidence: Confidence, expect: &[usize]) {
+    let setup = Setup {
+        config: SamplerConfig {
+            confidence,
+            ..one_per_step()
+        },
+        ..Setup::new()
+    };
+    let out = setup.run(&ScriptedModel::rows(0, disagreeing_rows()), &[canvas(&[], 3, &[])]);
+    assert_eq!(out.committed().concat(), expect, "{confidence:?}");
+    // The kind decides the order, never the token.
+    assert_eq!(out.tokens(), [vec![A, C, D]]);
+}
+
+#[test]
+fn probability_ranks_by_the_chosen_token() {
+    // 0.52 > 0.5 > 0.45
+    check_confidence(Confidence::Probability, &[0, 2, 1]);
+}
+
+#[test]
+fn margin_ranks_by_top1_minus_top2() {
+    // 0.45 - 0.05 = 0.40 > 0.52 - 0.46 = 0.06 > 0.5 - 0.49 = 0.01
+    check_confidence(Confidence::Margin, &[1, 0, 2]);
+}
+
+#[test]
+fn neg_entropy_ranks_by_how_concentrated_the_distribution_is() {
+    // entropies: slot 2 ~0.77 < slot 0 ~0.82 < slot 1 ~2.0 nats
+    check_confidence(Confidence::NegEntropy, &[2, 0, 1]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step budget.
+
+/// `length` slots, none confident (0.5), under `schedule` with `max_steps`: `expect` is how many
+/// slots each step commits; the last step must leave nothing masked.
+fn check_budget(schedule: Schedule, length: usize, max_steps: usize, expect: &[usize]) {
+    let setup = Setup {
+        config: SamplerConfig {
+            schedule,
+            max_steps: Some(max_steps),
+            ..one_per_step()
+        },
+        ..Setup::new()
+    };
+    let out = setup.run(&ScriptedModel::rows(0, vec![peaked(A, 0.5); length]), &[canvas(&[], length, &[])]);
+    let per_step: Vec<usize> = out.committed().iter().map(Vec::len).collect();
+    assert_eq!(per_step, expect);
+    let sampled = out.sampled();
+    assert!(sampled.forwards <= max_steps, "{} calls for a budget of {max_steps}", sampled.forwards);
+    assert_eq!(sampled.forwards, expect.len());
+    assert_eq!(out.calls.len(), expect.len());
+    let last = &out.stream.last().unwrap().canvases[0];
+    assert!(last.slots.iter().all(Option::is_some), "canvas full after the last step: {}", render(last));
+    assert_eq!(out.tokens(), [vec![A; length]]);
+}
+
+#[test]
+fn step_budget_spreads_the_slots_and_the_last_step_commits_the_rest() {
+    // ceil(7/3) = 3, ceil(4/2) = 2, then everything left.
+    check_budget(Schedule::TopK { k: 1 }, 7, 3, &[3, 2, 2]);
+    check_budget(Schedule::Threshold { tau: 0.9 }, 5, 2, &[3, 2]);
+    check_budget(Schedule::Threshold { tau: 0.9 }, 5, 1, &[5]);
+}
+
+#[test]
+fn step_budget_larger_than_needed_changes_nothing() {
+    check_budget(Schedule::TopK { k: 1 }, 3, 10, &[1, 1, 1]);
+    check_budget(Schedule::TopK { k: 2 }, 5, 3, &[2, 2, 1]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Variable length: EOS and pad end the middle; EOS is suppressed until there is content.
+
+/// Runs one canvas of `rows.len()` slots (slot i scored by `rows[i]`), one token per step, with
+/// `whitespace` as the whitespace table; checks the stream and the infill.
+fn check_variable_length(whitespace: &[bool], rows: Vec<Vec<f32>>, stream: &[&str], tokens: &[u32], ended_by_eos: bool) {
+    let length = rows.len();
+    let setup = Setup {
+        whitespace: whitespace.to_vec(),
+        ..Setup::new()
+    };
+    let out = setup.run(&ScriptedModel::rows(0, rows), &[canvas(&[], length, &[])]);
+    assert_eq!(out.lines(), stream);
+    let infill = &out.sampled().infills[0];
+    assert_eq!(infill.tokens, tokens);
+    assert_eq!(infill.ended_by_eos, ended_by_eos);
+    assert_eq!(infill.steps, stream.len());
+}
+
+#[test]
+fn eos_ends_the_middle_and_later_slots_become_eos() {
+    // Step 0: EOS is still suppressed at slot 1, so `a` goes first; then EOS ends the middle.
+    let rows = vec![peaked(A, 0.9), peaked(EOS, 0.95), peaked(B, 0.5), peaked(C, 0.5)];
+    check_variable_length(
+        &whitespace(),
+        rows,
+        &["a _ _ _ | [0]", "a EOS EOS EOS | [1]"],
+        &[A],
+        true,
+    );
+}
+
+#[test]
+fn pad_ends_the_middle_too() {
+    let rows = vec![peaked(A, 0.9), peaked(PAD, 0.95), peaked(B, 0.5), peaked(C, 0.5)];
+    check_variable_length(
+        &whitespace(),
+        rows,
+        &["a _ _ _ | [0]", "a PAD EOS EOS | [1]"],
+        &[A],
+        true,
+    );
+}
+
+#[test]
+fn middle_without_eos_fills_the_canvas() {
+    let rows = vec![peaked(A, 0.9), peaked(B, 0.8)];
+    check_variable_length(&whitespace(), rows, &["a _ | [0]", "a b | [1]"], &[A, B], false);
+}
+
+#[test]
+fn eos_is_suppressed_until_content_is_committed() {
+    // The model wants EOS everywhere (0.9); the first commit is still content.
+    let rows = vec![
+        dist(&[(EOS, 0.9), (A, 0.06)]),
+        dist(&[(EOS, 0.9), (B, 0.05)]),
+        dist(&[(EOS, 0.9), (C, 0.04)]),
+    ];
+    check_variable_length(
+        &whitespace(),
+        rows,
+        &["a _ _ | [0]", "a EOS EOS | [1]"],
+        &[A],
+        true,
+    );
+}
+
+#[test]
+fn pad_is_suppressed_until_content_is_committed() {
+    let rows = vec![dist(&[(PAD, 0.9), (A, 0.06)]), dist(&[(PAD, 0.9), (B, 0.05)])];
+    check_variable_length(&whitespace(), rows, &["a _ | [0]", "a PAD | [1]"], &[A], true);
+}
+
+#[test]
+fn whitespace_only_commit_does_not_lift_eos_suppression() {
+    // After `sp` (whitespace) EOS stays suppressed, so slot 1 gets `a`, not EOS.
+    let rows = vec![
+        dist(&[(EOS, 0.9), (SPACE, 0.08)]),
+        dist(&[(EOS, 0.9), (A, 0.05)]),
+        dist(&[(EOS, 0.9), (NEWLINE, 0.03)]),
+    ];
+    check_variable_length(
+        &whitespace(),
+        rows,
+        &["sp _ _ | [0]", "sp a _ | [1]", "sp a EOS | [2]"],
+        &[SPACE, A],
+        true,
+    );
+}
+
+#[test]
+fn empty_whitespace_table_counts_every_token_as_content() {
+    // Same model as above; without a whitespace table `sp` is content and EOS may follow it.
+    let rows = vec![
+        dist(&[(EOS, 0.9), (SPACE, 0.08)]),
+        dist(&[(EOS, 0.9), (A, 0.05)]),
+        dist(&[(EOS, 0.9), (NEWLINE, 0.03)]),
+    ];
+    check_variable_length(&[], rows, &["sp _ _ | [0]", "sp EOS EOS | [1]"], &[SPACE], true);
+}
+
+#[test]
+fn eos_overrides_later_slots_committed_in_earlier_steps() {
+    // `b` at slot 2 goes first (EOS is still suppressed at slot 1); the EOS that follows at
+    // slot 1 replaces it: later slots are forced to EOS whatever they held.
+    let rows = vec![peaked(A, 0.9), peaked(EOS, 0.99), peaked(B, 0.95), peaked(C, 0.1)];
+    check_variable_length(
+        &whitespace(),
+        rows,
+        &["_ _ b _ | [2]", "_ EOS EOS EOS | [1]", "a EOS EOS EOS | [0]"],
+        &[A],
+        true,
+    );
+}
+
+/// Slots 3 and 4 become confident only once slot 0 holds content, so they commit in the same
+/// step as the EOS at slot 2 (threshold 0.8), after it in confidence order.
+fn same_step_eos_model() -> ScriptedModel {
+    ScriptedModel::new(|seq, pos| {
+        let content = seq[0] != MASK;
+        match pos {
+            0 => peaked(A, 0.99),
+            1 => peaked(B, 0.3),
+            2 => peaked(EOS, 0.95),
+            3 => peaked(C, if content { 0.9 } else { 0.5 }),
+            4 => peaked(D, if content { 0.85 } else { 0.5 }),
+            _ => flat(),
+        }
+    })
+}
+
+#[test]
+fn eos_wins_over_later_slots_committed_in_the_same_step() {
+    let setup = Setup {
+        config: SamplerConfig {
+            schedule: Schedule::Threshold { tau: 0.8 },
+            ..one_per_step()
+        },
+        ..Setup::new()
+    };
+    let model = same_step_eos_model();
+    let out = setup.run(&model, &[canvas(&[], 5, &[])]);
+    assert_eq!(
+        out.lines(),
+        ["a _ _ _ _ | [0]", "a _ EOS EOS EOS | [2]", "a b EOS EOS EOS | [1]"]
+    );
+    // The model never sees content after the end.
+    assert_eq!(out.calls[2].tokens, [vec![A, MASK, EOS, EOS, EOS]]);
+    let infill = &out.sampled().infills[0];
+    assert_eq!((infill.tokens.as_slice(), infill.ended_by_eos), (&[A, B][..], true));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mask token.
+
+#[test]
+fn mask_token_is_never_emitted() {
+    let rows = vec![dist(&[(MASK, 0.9), (B, 0.05)]), dist(&[(MASK, 0.99)]), peaked(MASK, 0.6)];
+    for temperature in [0.0, 1.0] {
+        for seed in 0..4 {
+            let setup = Setup {
+                config: SamplerConfig {
+                    temperature,
+                    seed,
+                    ..one_per_step()
+                },
+                ..Setup::new()
+            };
+            let out = setup.run(&ScriptedModel::rows(0, rows.clone()), &[canvas(&[], 3, &[])]);
+            let seen: Vec<u32> = out.stream.iter().flat_map(|s| s.canvases[0].slots.iter().flatten().copied()).collect();
+            assert!(!seen.contains(&MASK), "temperature {temperature}, seed {seed}: {:?}", out.lines());
+            if temperature == 0.0 {
+                // Greedy takes the best of what is left: `b`, then `a` (lowest id of a flat rest).
+                assert_eq!(out.tokens(), [vec![B, A, A]]);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logit shift and BOS.
+
+/// Row j of the model says letter j; the middle shows which row scored each slot.
+fn letter_per_row() -> ScriptedModel {
+    ScriptedModel::new(|_, pos| if pos <= J as usize { peaked(pos as u32, 0.9) } else { flat() })
+}
+
+fn check_shift(logit_shift: bool, bos: Option<u32>, prefix: &[u32], length: usize, expect: &[u32]) {
+    let setup = Setup {
+        settings: settings(logit_shift, bos),
+        ..Setup::new()
+    };
+    let out = setup.run(&letter_per_row(), &[canvas(prefix, length, &[J])]);
+    assert_eq!(out.tokens(), [expect.to_vec()], "logit_shift {logit_shift}, bos {bos:?}, prefix {prefix:?}");
+}
+
+#[test]
+fn unshifted_model_scores_a_slot_from_its_own_row() {
+    check_shift(false, None, &[A, B], 2, &[C, D]);
+    check_shift(false, None, &[], 2, &[A, B]);
+}
+
+#[test]
+fn shifted_model_scores_a_slot_from_the_row_to_its_left() {
+    check_shift(true, None, &[A, B], 2, &[B, C]);
+    // Position 0 has no row to its left: it keeps row 0.
+    check_shift(true, None, &[], 2, &[A, A]);
+}
+
+#[test]
+fn bos_moves_every_slot_one_position_right() {
+    check_shift(false, Some(BOS), &[A], 2, &[C, D]);
+    check_shift(true, Some(BOS), &[A], 2, &[B, C]);
+    check_shift(true, Some(BOS), &[], 1, &[A]);
+}
+
+#[test]
+fn score_row_reads_one_to_the_left_when_shifted() {
+    assert_eq!([0, 1, 5].map(|p| score_row(true, p)), [0, 0, 4]);
+    assert_eq!([0, 1, 5].map(|p| score_row(false, p)), [0, 1, 5]);
+}
+
+#[test]
+fn bos_is_prepended_to_what_the_model_sees() {
+    let request = canvas(&[A, B], 2, &[C]);
+    let with_bos = Sampler::new(settings(true, Some(BOS)), &[]);
+    assert_eq!(with_bos.sequence(&request), [BOS, A, B, MASK, MASK, C]);
+    let without = Sampler::new(settings(true, None), &[]);
+    assert_eq!(without.sequence(&request), [A, B, MASK, MASK, C]);
+
+    let setup = Setup {
+        settings: settings(true, Some(BOS)),
+        ..Setup::new()
+    };
+    let out = setup.run(&letter_per_row(), std::slice::from_ref(&request));
+    assert_eq!(out.calls[0].tokens, [with_bos.sequence(&request)]);
+    // Later calls see the committed slots in place of masks, BOS still first.
+    assert_eq!(out.calls[1].tokens, [vec![BOS, A, B, C, MASK, C]]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The context cache.
+
+/// Prefix `a b`, four or five slots, suffix `c`, one token per step: the passes the model was
+/// asked for, as `kind window`.
+fn check_passes(cache: CachePolicy, logit_shift: bool, length: usize, expect: &[&str]) {
+    let setup = Setup {
+        settings: settings(logit_shift, None),
+        config: SamplerConfig {
+            cache,
+            ..one_per_step()
+        },
+        ..Setup::new()
+    };
+    let model = ScriptedModel::new(|_, pos| peaked(D, 0.9 - 0.01 * pos as f32));
+    let mut fake_cache = FakeCache::default();
+    let out = setup.run_in(&model, &mut fake_cache, &[canvas(&[A, B], length, &[C])], None);
+    let passes: Vec<String> = out.calls.iter().map(Call::render).collect();
+    assert_eq!(passes, expect);
+    let sampled = out.sampled();
+    let full = expect.iter().filter(|p| p.starts_with("full")).count();
+    assert_eq!((sampled.full_passes, sampled.window_passes), (full, expect.len() - full));
+    assert_eq!(sampled.forwards, expect.len());
+    // The cache holds what the last stored pass saw, and nothing when nothing was stored.
+    let last_store = out.calls.iter().rfind(|c| c.pass == Pass::Full { store: true });
+    assert_eq!(fake_cache.stored, last_store.map(|c| c.tokens.clone()));
+}
+
+fn cache_on(refresh_every: Option<usize>) -> CachePolicy {
+    CachePolicy {
+        enabled: true,
+        refresh_every,
+    }
+}
+
+#[test]
+fn cache_stores_one_full_pass_then_runs_windows_over_the_canvas() {
+    check_passes(cache_on(None), false, 4, &["full+store 2..6", "window 2..6", "window 2..6", "window 2..6"]);
+}
+
+#[test]
+fn shifted_window_includes_the_row_before_the_canvas() {
+    check_passes(cache_on(None), true, 4, &["full+store 1..6", "window 1..6", "window 1..6", "window 1..6"]);
+}
+
+#[test]
+fn disabled_cache_recomputes_everything_and_stores_nothing() {
+    let disabled = CachePolicy {
+        enabled: false,
+        refresh_every: None,
+    };
+    check_passes(disabled, false, 4, &["full 2..6", "full 2..6", "full 2..6", "full 2..6"]);
+}
+
+#[test]
+fn cache_refresh_runs_a_stored_full_pass_every_n_steps() {
+    check_passes(
+        cache_on(Some(2)),
+        false,
+        5,
+        &["full+store 2..7", "window 2..7", "full+store 2..7", "window 2..7", "full+store 2..7"],
+    );
+    check_passes(
+        cache_on(Some(3)),
+        false,
+        5,
+        &["full+store 2..7", "window 2..7", "window 2..7", "full+store 2..7", "window 2..7"],
+    );
+}
+
+#[test]
+fn cache_is_reused_across_requests_over_the_same_context() {
+    let setup = Setup::new();
+    let model = ScriptedModel::new(|_, pos| peaked(D, 0.9 - 0.01 * pos as f32));
+    let mut cache = FakeCache::default();
+    let request = canvas(&[A, B], 2, &[C]);
+
+    let first = setup.run_in(&model, &mut cache, std::slice::from_ref(&request), None);
+    let passes: Vec<String> = first.calls.iter().map(Call::render).collect();
+    assert_eq!(passes, ["full+store 2..4", "window 2..4"]);
+
+    // Same context: the stored pass covers it, so no full pass at all.
+    let again = setup.run_in(&model, &mut cache, std::slice::from_ref(&request), None);
+    let passes: Vec<String> = again.calls.iter().map(Call::render).collect();
+    assert_eq!(passes, ["window 2..4", "window 2..4"]);
+    assert_eq!(again.tokens(), first.tokens());
+
+    // A different suffix: the cache no longer covers the context.
+    let edited = setup.run_in(&model, &mut cache, &[canvas(&[A, B], 2, &[E])], None);
+    let passes: Vec<String> = edited.calls.iter().map(Call::render).collect();
+    assert_eq!(passes, ["full+store 2..4", "window 2..4"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancellation.
+
+/// Five slots, one per step; the cancel flag is set before the run (`None`) or from the stream
+/// callback after step `after_step`. `expect_calls` model calls happen before `run` gives up.
+fn check_cancel(after_step: Option<usize>, expect_calls: usize) {
+    let model = ScriptedModel::rows(0, vec![peaked(A, 0.9); 5]);
+    let cancel = AtomicBool::new(after_step.is_none());
+    let mut seen_steps = Vec::new();
+    let mut on_step = |step: &DenoiseStep| {
+        seen_steps.push(step.step);
+        if Some(step.step) == after_step {
+            cancel.store(true, Ordering::Relaxed);
+        }
+    };
+    let controls = Controls {
+        cancel: Some(&cancel),
+        deadline: None,
+        on_step: Some(&mut on_step),
+    };
+    let config = one_per_step();
+    let sampler = Sampler::new(settings(false, None), &[]);
+    let result = sampler.run(&model, &mut FakeCache::default(), &[canvas(&[], 5, &[])], &config, controls);
+    assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+    assert_eq!(model.take_calls().len(), expect_calls);
+    assert_eq!(seen_steps, (0..expect_calls).collect::<Vec<_>>());
+}
+
+#[test]
+fn cancel_from_the_stream_stops_before_the_next_model_call() {
+    check_cancel(Some(1), 2);
+    check_cancel(Some(0), 1);
+}
+
+#[test]
+fn cancel_before_the_run_makes_no_model_call() {
+    check_cancel(None, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deadline.
+
+/// Every slot's best token (`a`, `b`, ...) has only 0.3, so temperature sampling strays from it.
+fn unsure_rows(length: usize) -> ScriptedModel {
+    ScriptedModel::rows(0, (0..length as u32).map(|t| peaked(t, 0.3)).collect())
+}
+
+fn warm(seed: u64) -> Setup {
+    Setup {
+        config: SamplerConfig {
+            temperature: 1.0,
+            seed,
+            ..one_per_step()
+        },
+        ..Setup::new()
+    }
+}
+
+#[test]
+fn past_deadline_commits_the_argmax_of_everything_after_one_call() {
+    let argmax = vec![A, B, C, D, E, F];
+    let past = Instant::now();
+    std::thread::sleep(Duration::from_millis(1));
+    let out = warm(3).run_in(&unsure_rows(6), &mut FakeCache::default(), &[canvas(&[], 6, &[])], Some(past));
+    let sampled = out.sampled();
+    assert_eq!(sampled.forwards, 1);
+    assert!(sampled.hit_deadline);
+    assert_eq!(out.tokens(), [argmax.clone()]);
+    assert_eq!(out.lines(), ["a b c d e f | [0, 1, 2, 3, 4, 5]"]);
+    assert_eq!(sampled.infills[0].steps, 1);
+
+    // Without the deadline the same seed does not give the argmax: the deadline forced it.
+    let free = warm(3).run(&unsure_rows(6), &[canvas(&[], 6, &[])]);
+    assert!(!free.sampled().hit_deadline);
+    assert_ne!(free.tokens(), [argmax]);
+}
+
+#[test]
+fn future_deadline_changes_nothing() {
+    let later = Instant::now() + Duration::from_secs(3600);
+    let out = Setup::new().run_in(&unsure_rows(3), &mut FakeCache::default(), &[canvas(&[], 3, &[])], Some(later));
+    assert!(!out.sampled().hit_deadline);
+    assert_eq!(out.sampled().forwards, 3);
+    assert_eq!(out.tokens(), [vec![A, B, C]]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batching.
+
+#[test]
+fn batch_shares_model_calls_and_fills_each_canvas_from_its_own_rows() {
+    // A sequence starting with `a` is filled with `f`, one starting with `c` with `g`; confidence
+    // falls with the position so each canvas commits left to right, one per step.
+    let model = ScriptedModel::new(|seq, pos| {
+        let p = 0.9 - 0.01 * pos as f32;
+        match seq[0] {
+            A => peaked(F, p),
+            C => peaked(G, p),
+            _ => flat(),
+        }
+    });
+    let short = canvas(&[A], 2, &[B, C]);
+    let long = canvas(&[C, D, E], 4, &[]);
+    let setup = Setup::new();
+    let out = setup.run(&model, &[short.clone(), long.clone()]);
+
+    assert_eq!(out.tokens(), [vec![F, F], vec![G, G, G, G]]);
+    let sampled = out.sampled();
+    assert_eq!(sampled.forwards, 4, "the longer canvas's steps, not 2 + 4");
+    assert_eq!(sampled.infills.iter().map(|i| i.steps).collect::<Vec<_>>(), [2, 4]);
+    assert_eq!(
+        out.lines(),
+        [
+            "f _ | [0] ; g _ _ _ | [0]",
+            "f f | [1] ; g g _ _ | [1]",
+            "f f | [] ; g g g _ | [2]",
+            "f f | [] ; g g g g | [3]",
+        ]
+    );
+    let sampler = Sampler::new(setup.settings, &setup.whitespace);
+    assert_eq!(out.calls[0].tokens, [sampler.sequence(&short), sampler.sequence(&long)]);
+    // One window over both canvases: from the short one's first slot to the long one's last.
+    assert!(out.calls.iter().all(|c| c.tokens.len() == 2 && c.window == (1..7)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Temperature.
+
+/// Eight slots where every ordinary token is equally likely.
+fn sample_flat(temperature: f32, seed: u64) -> Vec<u32> {
+    let setup = Setup {
+        config: SamplerConfig {
+            temperature,
+            seed,
+            ..one_per_step()
+        },
+        ..Setup::new()
+    };
+    setup.run(&ScriptedModel::new(|_, _| flat()), &[canvas(&[], 8, &[])]).tokens().remove(0)
+}
+
+#[test]
+fn same_seed_samples_the_same_middle() {
+    for seed in [0, 1, 42] {
+        assert_eq!(sample_flat(1.0, seed), sample_flat(1.0, seed), "seed {seed}");
+    }
+}
+
+#[test]
+fn different_seeds_sample_different_middles() {
+    let middles: HashSet<Vec<u32>> = (0..4).map(|seed| sample_flat(1.0, seed)).collect();
+    assert!(middles.len() > 1, "four seeds, one middle: {middles:?}");
+}
+
+#[test]
+fn temperature_zero_is_greedy_whatever_the_seed() {
+    for seed in 0..4 {
+        let out = Setup {
+            config: SamplerConfig {
+                seed,
+                ..one_per_step()
+            },
+            ..Setup::new()
+        }
+        .run(&unsure_rows(4), &[canvas(&[], 4, &[])]);
+        assert_eq!(out.tokens(), [vec![A, B, C, D]], "seed {seed}");
+    }
+    // On a flat distribution greedy takes the lowest id.
+    assert_eq!(sample_flat(0.0, 7), vec![A; 8]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invalid requests.
+
+fn check_invalid(canvases: &[Canvas], config: SamplerConfig) {
+    let setup = Setup {
+        config,
+        ..Setup::new()
+    };
+    let model = ScriptedModel::rows(0, Vec::new());
+    let out = setup.run(&model, canvases);
+    assert!(matches!(out.result, Err(Error::InvalidRequest(_))), "{:?}", out.result);
+    assert!(out.calls.is_empty());
+    assert!(out.stream.is_empty());
+}
+
+#[test]
+fn invalid_requests_are_rejected_before_any_model_call() {
+    check_invalid(&[], one_per_step());
+    check_invalid(&[canvas(&[A], 0, &[B])], one_per_step());
+    check_invalid(&[canvas(&[A], 2, &[]), canvas(&[A], 0, &[])], one_per_step());
+    check_invalid(
+        &[canvas(&[A], 2, &[])],
+        SamplerConfig {
+            schedule: Schedule::TopK { k: 0 },
+            ..one_per_step()
+        },
+    );
+    check_invalid(
+        &[canvas(&[A], 2, &[])],
+        SamplerConfig {
+            max_steps: Some(0),
+            ..one_per_step()
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Effort presets.
+
+#[test]
+fn effort_presets_trade_steps_for_quality() {
+    let [low, medium, high] = [Effort::Low, Effort::Medium, Effort::High].map(SamplerConfig::effort);
+    let tau = |c: &SamplerConfig| match c.schedule {
+        Schedule::Threshold { tau } => tau,
+        Schedule::TopK { .. } => panic!("expected a threshold schedule, got {:?}", c.schedule),
+    };
+    assert!(low.max_steps.unwrap() < medium.max_steps.unwrap());
+    assert!(tau(&low) < tau(&medium), "a lower bar at low");
+    assert_eq!((high.schedule, high.max_steps), (Schedule::TopK { k: 1 }, None));
+    assert_eq!(SamplerConfig::default(), medium);
+    assert_eq!(["low", "medium", "high"].map(|s| s.parse::<Effort>().unwrap()), [Effort::Low, Effort::Medium, Effort::High]);
+    assert!("fast".parse::<Effort>().is_err());
+}
+
+#[test]
+fn effort_presets_cap_model_calls() {
+    // 40 slots, none confident enough for either threshold: the budget alone decides.
+    let calls = |effort| {
+        let setup = Setup {
+            config: SamplerConfig::effort(effort),
+            ..Setup::new()
+        };
+        setup.run(&ScriptedModel::rows(0, vec![peaked(A, 0.5); 40]), &[canvas(&[], 40, &[])]).sampled().forwards
+    };
+    assert_eq!([Effort::Low, Effort::Medium, Effort::High].map(calls), [8, 32, 40]);
+}

@@ -1,0 +1,142 @@
+//! `redraft complete` end to end: the real binary on a small random-weight checkpoint (the
+//! parity fixture's weights with a tokenizer trained here), so every path from files to printed
+//! middle runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::io::Write;
+
+use redraft_engine::tokenizer::Tokenizer;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A complete model directory: fixture weights, a BPE tokenizer filling the model's 384 ids
+/// (mask 0, EOS 1) and redraft.json saying so.
+fn model_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = repo().join("fixtures/parity/dream-tied");
+    std::fs::copy(fixture.join("model.safetensors"), dir.path().join("model.safetensors")).unwrap();
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).unwrap()).unwrap();
+    config["eos_token_id"] = 1.into();
+    config["pad_token_id"] = 1.into();
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let corpus: Vec<String> = std::fs::read_dir(repo().join("engine/src"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+        .collect();
+    let tokenizer = Tokenizer::train_bpe(corpus.iter(), 384, &["<|mask|>", "<|endoftext|>"]).unwrap();
+    assert_eq!(tokenizer.vocab_size(), 384, "corpus too small for the fixture's vocabulary");
+    tokenizer.save(&dir.path().join("tokenizer.json")).unwrap();
+    std::fs::write(
+        dir.path().join("redraft.json"),
+        r#"{"mask_token_id": 0, "eos_token_id": 1, "logit_shift": true}"#,
+    )
+    .unwrap();
+    dir
+}
+
+fn redraft(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn json_ok(output: &Output) -> serde_json::Value {
+    assert!(output.status.success(), "redraft failed: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("one JSON object on stdout")
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn completes_between_prefix_and_suffix_files_as_json() {
+    let model = model_dir();
+    let prefix = model.path().join("prefix.rs");
+    let suffix = model.path().join("suffix.rs");
+    std::fs::write(&prefix, "fn add(a: u32, b: u32) -> u32 {\n    ").unwrap();
+    std::fs::write(&suffix, "\n}\n").unwrap();
+    let out = redraft(
+        &["complete", "--model", path(model.path()), "--prefix-file", path(&prefix), "--suffix-file", path(&suffix), "--max-tokens", "12", "--json"],
+        None,
+    );
+    let v = json_ok(&out);
+    assert!(v["middle"].is_string());
+    let tokens = v["tokens"].as_array().unwrap().len();
+    assert!(tokens <= 12);
+    let forwards = v["forwards"].as_u64().unwrap();
+    assert!((1..=12).contains(&forwards), "{forwards} forwards for 12 slots");
+    assert!(v["tokens_per_forward"].as_f64().unwrap() >= 1.0);
+    assert!(v["timings"]["total_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["sampler"]["schedule"]["kind"], "threshold");
+}
+
+#[test]
+fn plain_output_is_the_middle_and_matches_json() {
+    let model = model_dir();
+    let request = r#"{"prefix": "let x = ", "suffix": ";\n"}"#;
+    let plain = redraft(&["complete", "--model", path(model.path()), "--stdin-json"], Some(request));
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let json = json_ok(&redraft(&["complete", "--model", path(model.path()), "--stdin-json", "--json"], Some(request)));
+    assert_eq!(String::from_utf8(plain.stdout).unwrap(), json["middle"].as_str().unwrap());
+}
+
+#[test]
+fn cursor_in_a_file_and_out_of_range_cursor() {
+    let model = model_dir();
+    let file = model.path().join("lib.rs");
+    std::fs::write(&file, "fn main() {\n    let v = \n}\n").unwrap();
+    let ok = redraft(&["complete", "--model", path(model.path()), "--file", path(&file), "--line", "2", "--column", "13", "--json"], None);
+    assert_eq!(json_ok(&ok)["prefix_tokens"].as_u64().unwrap() > 0, true);
+    let bad = redraft(&["complete", "--model", path(model.path()), "--file", path(&file), "--line", "2", "--column", "40"], None);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("column 40 is past the end of line 2"));
+}
+
+#[test]
+fn steps_view_streams_every_step_and_effort_bounds_steps() {
+    let model = model_dir();
+    let request = r#"{"prefix": "fn f() {", "suffix": "}"}"#;
+    let out = redraft(
+        &["complete", "--model", path(model.path()), "--stdin-json", "--json", "--steps-view", "--effort", "low", "--max-tokens", "32"],
+        Some(request),
+    );
+    let v = json_ok(&out);
+    let forwards = v["forwards"].as_u64().unwrap();
+    assert!(forwards <= 8, "low effort caps steps at 8, took {forwards}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let steps = stderr.lines().filter(|l| l.starts_with("step ")).count();
+    assert_eq!(steps as u64, forwards);
+    let one_per_step = json_ok(&redraft(
+        &["complete", "--model", path(model.path()), "--stdin-json", "--json", "--per-step", "1", "--max-tokens", "6"],
+        Some(request),
+    ));
+    assert!(one_per_step["forwards"].as_u64().unwrap() <= 6);
+    assert_eq!(one_per_step["sampler"]["schedule"]["k"], 1);
+}
+
+#[test]
+fn clear_errors_for_missing_model_and_broken_model_dir() {
+    let no_model = redraft(&["complete", "--stdin-json"], Some(r#"{"prefix": "a"}"#));
+    assert!(!no_model.status.success());
+    assert!(String::from_utf8_lossy(&no_model.stderr).contains("no model given: pass --model DIR"));
+    let model = model_dir();
+    std::fs::remove_file(model.path().join("tokenizer.json")).unwrap();
+    let broken = redraft(&["complete", "--model", path(model.path()), "--stdin-json"], Some(r#"{"prefix": "a"}"#));
+    assert!(!broken.status.success());
+    let stderr = String::from_utf8_lossy(&broken.stderr);
+    assert!(stderr.contains("tokenizer.json is missing"), "{stderr}");
+    let garbage = redraft(&["complete", "--model", path(model.path()), "--stdin-json"], Some("not json"));
+    assert!(!garbage.status.success());
+    assert!(String::from_utf8_lossy(&garbage.stderr).contains("stdin must hold"));
+}

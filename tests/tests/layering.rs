@@ -1,0 +1,28 @@
+//! The one-way layering of ARCHITECTURE.md, checked on the real dependency graph
+//! (rust-analyzer checks its own the same way).
+
+use std::process::Command;
+
+/// Every package `package` depends on (normal and build edges, not dev), by name.
+fn dependencies(package: &str) -> Vec<String> {
+    let output = Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "-e", "normal,build", "--prefix", "none", "--format", "{p}", "-p", package])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(output.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn engine_knows_nothing_of_editors_or_async() {
+    let deps = dependencies("redraft-engine");
+    assert!(deps.iter().any(|d| d == "candle-core"), "sanity: the tree was read");
+    for forbidden in ["tokio", "tower-lsp-server", "ls-types", "ropey", "tree-sitter", "tree-sitter-rust"] {
+        assert!(!deps.iter().any(|d| d == forbidden), "redraft-engine depends on {forbidden}");
+    }
+}
