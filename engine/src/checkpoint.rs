@@ -89,7 +89,8 @@ impl Weights {
             path: path.to_path_buf(),
             message,
         };
-        let st = safetensors::SafeTensors::deserialize(&mmap).map_err(|e| corrupt(e.to_string()))?;
+        let st =
+            safetensors::SafeTensors::deserialize(&mmap).map_err(|e| corrupt(e.to_string()))?;
         let file_index = self.files.len();
         self.files.push(path.to_path_buf());
         for (name, view) in st.tensors() {

@@ -137,7 +137,9 @@ impl Engine {
     /// cursor on both sides.
     pub fn canvas(&self, request: &InfillRequest) -> Result<Canvas> {
         if request.max_tokens == 0 {
-            return Err(Error::InvalidRequest("max_tokens must be at least 1".into()));
+            return Err(Error::InvalidRequest(
+                "max_tokens must be at least 1".into(),
+            ));
         }
         let mut prefix = self.tokenizer.encode(&request.prefix)?;
         let mut suffix = self.tokenizer.encode(&request.suffix)?;

@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod ops;
 pub mod qwen2;
 pub mod sampler;
 pub mod tokenizer;

@@ -15,13 +15,14 @@
 use std::ops::Range;
 
 use candle_core::{Device, Tensor};
-use candle_nn::ops::{rms_norm, softmax_last_dim};
+use candle_nn::ops::rms_norm;
+
+use crate::ops::{softmax_last_dim, swiglu};
 
 use crate::checkpoint::Weights;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::sampler::{Denoiser, Pass};
-
 
 /// Per-layer keys and values (after RoPE) of the last full pass, with the tokens they were
 /// computed from. A value the caller keeps: a later request over the same context reuses it.
@@ -147,10 +148,7 @@ impl Qwen2 {
     pub fn new(config: &ModelConfig, weights: &Weights, device: &Device) -> Result<Qwen2> {
         let (d, v) = (config.hidden_size, config.vocab_size);
         let hd = config.head_dim();
-        let (q_out, kv_out) = (
-            config.num_attention_heads * hd,
-            config.num_kv_heads() * hd,
-        );
+        let (q_out, kv_out) = (config.num_attention_heads * hd, config.num_kv_heads() * hd);
         let ffn = config.intermediate_size;
         let embed = weights.get("model.embed_tokens.weight", &[v, d])?;
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
@@ -235,7 +233,11 @@ impl Qwen2 {
         let mask = self.key_mask(tokens, len)?;
         let padded: Vec<u32> = tokens
             .iter()
-            .flat_map(|t| t.iter().copied().chain(std::iter::repeat(0).take(len - t.len())))
+            .flat_map(|t| {
+                t.iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(0, len - t.len()))
+            })
             .collect();
         let ids = Tensor::from_vec(padded, (batch, len), &self.device)?;
         let hidden = match pass {
@@ -243,7 +245,10 @@ impl Qwen2 {
                 if store {
                     cache.clear();
                 }
-                let mut x = self.embed.embedding(&ids.flatten_all()?)?.reshape((batch, len, ()))?;
+                let mut x = self
+                    .embed
+                    .embedding(&ids.flatten_all()?)?
+                    .reshape((batch, len, ()))?;
                 let last = self.layers.len() - 1;
                 for (i, layer) in self.layers.iter().enumerate() {
                     // The last layer only needs the window's queries: nothing reads the others.
@@ -261,10 +266,11 @@ impl Qwen2 {
             }
             Pass::Window => {
                 let ids = ids.narrow(1, window.start, window.len())?;
-                let mut x = self
-                    .embed
-                    .embedding(&ids.flatten_all()?)?
-                    .reshape((batch, window.len(), ()))?;
+                let mut x = self.embed.embedding(&ids.flatten_all()?)?.reshape((
+                    batch,
+                    window.len(),
+                    (),
+                ))?;
                 for (layer, cached) in self.layers.iter().zip(&cache.layers) {
                     let full = 0..window.len();
                     x = self
@@ -290,7 +296,11 @@ impl Qwen2 {
             .iter()
             .flat_map(|t| (0..len).map(move |j| if j < t.len() { 0.0 } else { f32::NEG_INFINITY }))
             .collect();
-        Ok(Some(Tensor::from_vec(mask, (tokens.len(), 1, 1, len), &self.device)?))
+        Ok(Some(Tensor::from_vec(
+            mask,
+            (tokens.len(), 1, 1, len),
+            &self.device,
+        )?))
     }
 
     /// One transformer block over `x` (`[B, rows, d]`, the rows at `positions`).
@@ -321,9 +331,13 @@ impl Qwen2 {
             Ok(qkv.narrow(2, start, n)?.transpose(1, 2)?.contiguous()?)
         };
         let q_positions = positions.start + queries.start..positions.start + queries.end;
-        let q = split(0, heads)?.narrow(2, queries.start, queries.len())?.contiguous()?;
+        let q = split(0, heads)?
+            .narrow(2, queries.start, queries.len())?
+            .contiguous()?;
         let q = self.rope.apply(&q, q_positions)?;
-        let k = self.rope.apply(&split(heads, kv_heads)?, positions.clone())?;
+        let k = self
+            .rope
+            .apply(&split(heads, kv_heads)?, positions.clone())?;
         let v = split(heads + kv_heads, kv_heads)?;
         let (k_all, v_all) = match cached {
             None => (k.clone(), v.clone()),
@@ -340,11 +354,7 @@ impl Qwen2 {
             .matmul(&layer.o_weight)?
             .reshape((b, q_rows, d))?)?;
         let h = rms_norm(&x, &layer.post_norm, eps)?.reshape((b * q_rows, d))?;
-        let gate_up = h.matmul(&layer.gate_up_weight)?;
-        let ffn = cfg.intermediate_size;
-        let gate = gate_up.narrow(1, 0, ffn)?;
-        let up = gate_up.narrow(1, ffn, ffn)?;
-        let mlp = (candle_nn::ops::silu(&gate)? * up)?.matmul(&layer.down_weight)?;
+        let mlp = swiglu(&h.matmul(&layer.gate_up_weight)?)?.matmul(&layer.down_weight)?;
         let out = (x + mlp.reshape((b, q_rows, d))?)?;
         Ok((out, (k, v)))
     }
@@ -437,7 +447,11 @@ pub fn init_weights(
             .collect();
         Ok(Tensor::from_vec(data, shape, &device)?)
     };
-    let (d, v, ffn) = (config.hidden_size, config.vocab_size, config.intermediate_size);
+    let (d, v, ffn) = (
+        config.hidden_size,
+        config.vocab_size,
+        config.intermediate_size,
+    );
     let hd = config.head_dim();
     let (q_out, kv_out) = (config.num_attention_heads * hd, config.num_kv_heads() * hd);
     let mut w = std::collections::HashMap::new();
@@ -460,13 +474,22 @@ pub fn init_weights(
             ("self_attn.k_proj.bias", kv_out),
             ("self_attn.v_proj.bias", kv_out),
         ] {
-            w.insert(format!("{p}.{name}"), Tensor::zeros(n, candle_core::DType::F32, &device)?);
+            w.insert(
+                format!("{p}.{name}"),
+                Tensor::zeros(n, candle_core::DType::F32, &device)?,
+            );
         }
         for name in ["input_layernorm.weight", "post_attention_layernorm.weight"] {
-            w.insert(format!("{p}.{name}"), Tensor::ones(d, candle_core::DType::F32, &device)?);
+            w.insert(
+                format!("{p}.{name}"),
+                Tensor::ones(d, candle_core::DType::F32, &device)?,
+            );
         }
     }
-    w.insert("model.norm.weight".to_string(), Tensor::ones(d, candle_core::DType::F32, &device)?);
+    w.insert(
+        "model.norm.weight".to_string(),
+        Tensor::ones(d, candle_core::DType::F32, &device)?,
+    );
     if !config.tie_word_embeddings {
         w.insert("lm_head.weight".to_string(), normal(&[v, d])?);
     }

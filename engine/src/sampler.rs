@@ -229,7 +229,9 @@ struct Slots {
     values: Vec<Option<u32>>,
     /// First slot holding EOS or pad.
     end: Option<usize>,
-    has_content: bool,
+    /// Leftmost slot holding a non-whitespace token. EOS is allowed only to its right: content
+    /// further right would be overwritten by the EOS and could leave the middle empty.
+    first_content: Option<usize>,
     steps: usize,
 }
 
@@ -273,10 +275,14 @@ impl<'a> Sampler<'a> {
 
     /// The token sequence the model sees for `canvas` (BOS if the model uses one).
     pub fn sequence(&self, canvas: &Canvas) -> Vec<u32> {
-        let mut seq = Vec::with_capacity(canvas.prefix.len() + canvas.length + canvas.suffix.len() + 1);
+        let mut seq =
+            Vec::with_capacity(canvas.prefix.len() + canvas.length + canvas.suffix.len() + 1);
         seq.extend(self.settings.bos_token_id);
         seq.extend_from_slice(&canvas.prefix);
-        seq.extend(std::iter::repeat(self.settings.mask_token_id).take(canvas.length));
+        seq.extend(std::iter::repeat_n(
+            self.settings.mask_token_id,
+            canvas.length,
+        ));
         seq.extend_from_slice(&canvas.suffix);
         seq
     }
@@ -314,7 +320,7 @@ impl<'a> Sampler<'a> {
                 start: bos + c.prefix.len(),
                 values: vec![None; c.length],
                 end: None,
-                has_content: false,
+                first_content: None,
                 steps: 0,
             })
             .collect();
@@ -336,7 +342,10 @@ impl<'a> Sampler<'a> {
             }
             let pass = if !config.cache.enabled {
                 Pass::Full { store: false }
-            } else if config.cache.refresh_every.is_some_and(|r| r > 0 && step > 0 && step % r == 0)
+            } else if config
+                .cache
+                .refresh_every
+                .is_some_and(|r| r > 0 && step > 0 && step % r == 0)
                 || !model.cache_covers(cache, &seqs, &window)
             {
                 Pass::Full { store: true }
@@ -369,7 +378,14 @@ impl<'a> Sampler<'a> {
                     .map(|slot| {
                         let row = score_row(shift, state.start + slot) - window.start;
                         let logits = &rows[row * vocab..(row + 1) * vocab];
-                        self.choose(logits, slot, state.has_content, config, hit_deadline, &mut rng)
+                        self.choose(
+                            logits,
+                            slot,
+                            state.first_content.is_some_and(|c| c < slot),
+                            config,
+                            hit_deadline,
+                            &mut rng,
+                        )
                     })
                     .collect();
                 let masked = choices.len();
@@ -377,7 +393,11 @@ impl<'a> Sampler<'a> {
                     views.push(view(state, Vec::new()));
                     continue;
                 }
-                choices.sort_by(|a, b| b.confidence.total_cmp(&a.confidence).then(a.slot.cmp(&b.slot)));
+                choices.sort_by(|a, b| {
+                    b.confidence
+                        .total_cmp(&a.confidence)
+                        .then(a.slot.cmp(&b.slot))
+                });
                 let wanted = if hit_deadline || steps_left == Some(1) {
                     masked
                 } else {
@@ -419,7 +439,10 @@ impl<'a> Sampler<'a> {
             .map(|s| {
                 let end = s.end.unwrap_or(s.values.len());
                 Infill {
-                    tokens: s.values[..end].iter().map(|v| v.expect("all slots filled")).collect(),
+                    tokens: s.values[..end]
+                        .iter()
+                        .map(|v| v.expect("all slots filled"))
+                        .collect(),
                     ended_by_eos: s.end.is_some(),
                     steps: s.steps,
                 }
@@ -461,8 +484,16 @@ impl<'a> Sampler<'a> {
         let suppressed = |id: usize| {
             id as u32 == self.settings.mask_token_id || (!has_content && self.is_end(id as u32))
         };
-        let temperature = if force_argmax { 0.0 } else { config.temperature };
-        let scale = if temperature > 0.0 { 1.0 / temperature } else { 1.0 };
+        let temperature = if force_argmax {
+            0.0
+        } else {
+            config.temperature
+        };
+        let scale = if temperature > 0.0 {
+            1.0 / temperature
+        } else {
+            1.0
+        };
         let max = logits
             .iter()
             .enumerate()
@@ -472,7 +503,13 @@ impl<'a> Sampler<'a> {
         let mut probs: Vec<f32> = logits
             .iter()
             .enumerate()
-            .map(|(id, &l)| if suppressed(id) { 0.0 } else { (l * scale - max).exp() })
+            .map(|(id, &l)| {
+                if suppressed(id) {
+                    0.0
+                } else {
+                    (l * scale - max).exp()
+                }
+            })
             .collect();
         let total: f32 = probs.iter().sum();
         probs.iter_mut().for_each(|p| *p /= total);
@@ -480,7 +517,13 @@ impl<'a> Sampler<'a> {
             probs
                 .iter()
                 .enumerate()
-                .fold((0, f32::NEG_INFINITY), |best, (id, &p)| if p > best.1 { (id, p) } else { best })
+                .fold((0, f32::NEG_INFINITY), |best, (id, &p)| {
+                    if p > best.1 {
+                        (id, p)
+                    } else {
+                        best
+                    }
+                })
                 .0
         };
         let token = if temperature > 0.0 {
@@ -532,8 +575,13 @@ impl<'a> Sampler<'a> {
             for later in &mut state.values[end + 1..] {
                 *later = Some(self.settings.eos_token_id);
             }
-        } else if !self.whitespace.get(token as usize).copied().unwrap_or(false) {
-            state.has_content = true;
+        } else if !self
+            .whitespace
+            .get(token as usize)
+            .copied()
+            .unwrap_or(false)
+        {
+            state.first_content = Some(state.first_content.map_or(slot, |c| c.min(slot)));
         }
     }
 }

@@ -67,7 +67,12 @@ impl Tokenizer {
             .vocab_size(vocab_size)
             .min_frequency(2)
             .show_progress(false)
-            .special_tokens(specials.iter().map(|s| AddedToken::from(*s, true)).collect())
+            .special_tokens(
+                specials
+                    .iter()
+                    .map(|s| AddedToken::from(*s, true))
+                    .collect(),
+            )
             .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
             .build();
         let byte_level = ByteLevel::new(false, false, true);
@@ -134,9 +139,16 @@ mod tests {
 
     #[test]
     fn trained_bpe_round_trips_any_text() {
-        let corpus = ["fn main() {\n    println!(\"hi\");\n}\n", "let x = vec![1, 2, 3];\n"];
-        let tok = Tokenizer::train_bpe(corpus.iter().cycle().take(50), 300, &["<|mask|>", "<|eos|>"])
-            .unwrap();
+        let corpus = [
+            "fn main() {\n    println!(\"hi\");\n}\n",
+            "let x = vec![1, 2, 3];\n",
+        ];
+        let tok = Tokenizer::train_bpe(
+            corpus.iter().cycle().take(50),
+            300,
+            &["<|mask|>", "<|eos|>"],
+        )
+        .unwrap();
         assert_eq!(tok.token_to_id("<|mask|>"), Some(0));
         assert_eq!(tok.token_to_id("<|eos|>"), Some(1));
         for text in ["fn main() {}", "  \t\r\n", "emoji 🦀 and ünïcödé", ""] {

@@ -13,7 +13,9 @@ use redraft_engine::sampler::{score_row, Pass};
 const TOLERANCE: f32 = 1e-4;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/parity").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/parity")
+        .join(name)
 }
 
 struct Expected {
@@ -23,10 +25,15 @@ struct Expected {
 }
 
 fn expected(name: &str) -> Expected {
-    let tensors = candle_core::safetensors::load(fixture(name).join("expected.safetensors"), &Device::Cpu).unwrap();
+    let tensors =
+        candle_core::safetensors::load(fixture(name).join("expected.safetensors"), &Device::Cpu)
+            .unwrap();
     let ids: Vec<Vec<i64>> = tensors["input_ids"].to_vec2().unwrap();
     Expected {
-        input_ids: ids.iter().map(|r| r.iter().map(|&t| t as u32).collect()).collect(),
+        input_ids: ids
+            .iter()
+            .map(|r| r.iter().map(|&t| t as u32).collect())
+            .collect(),
         logits: tensors["logits"].to_vec3().unwrap(),
         logits_unshifted: tensors["logits_unshifted"].to_vec3().unwrap(),
     }
@@ -36,7 +43,10 @@ fn load(name: &str) -> (Qwen2, bool) {
     let dir = fixture(name);
     let (config, settings) = load_settings(&dir).unwrap();
     let weights = Weights::load(&dir, DType::F32, &Device::Cpu).unwrap();
-    (Qwen2::new(&config, &weights, &Device::Cpu).unwrap(), settings.logit_shift)
+    (
+        Qwen2::new(&config, &weights, &Device::Cpu).unwrap(),
+        settings.logit_shift,
+    )
 }
 
 fn max_abs_diff(a: &[Vec<Vec<f32>>], b: &[Vec<Vec<f32>>]) -> f32 {
@@ -51,7 +61,12 @@ fn max_abs_diff(a: &[Vec<Vec<f32>>], b: &[Vec<Vec<f32>>]) -> f32 {
 fn run(model: &Qwen2, ids: &[Vec<u32>]) -> Vec<Vec<Vec<f32>>> {
     let len = ids[0].len();
     model
-        .forward(ids, 0..len, &mut KvCache::default(), Pass::Full { store: false })
+        .forward(
+            ids,
+            0..len,
+            &mut KvCache::default(),
+            Pass::Full { store: false },
+        )
         .unwrap()
         .to_vec3()
         .unwrap()
@@ -63,11 +78,18 @@ fn check_parity(name: &str, expect_shift: bool) {
     let expected = expected(name);
     let raw = run(&model, &expected.input_ids);
     let diff = max_abs_diff(&raw, &expected.logits_unshifted);
-    assert!(diff <= TOLERANCE, "{name}: unshifted logits differ by {diff}");
+    assert!(
+        diff <= TOLERANCE,
+        "{name}: unshifted logits differ by {diff}"
+    );
     // What the sampler reads for each position, under the checkpoint's shift setting.
     let scored: Vec<Vec<Vec<f32>>> = raw
         .iter()
-        .map(|seq| (0..seq.len()).map(|j| seq[score_row(shift, j)].clone()).collect())
+        .map(|seq| {
+            (0..seq.len())
+                .map(|j| seq[score_row(shift, j)].clone())
+                .collect()
+        })
         .collect();
     let diff = max_abs_diff(&scored, &expected.logits);
     assert!(diff <= TOLERANCE, "{name}: shifted logits differ by {diff}");
@@ -93,8 +115,11 @@ fn window_pass_over_unchanged_tokens_equals_full_pass() {
         .unwrap()
         .to_vec3()
         .unwrap();
-    let window: Vec<Vec<Vec<f32>>> =
-        model.forward(&ids, 8..16, &mut cache, Pass::Window).unwrap().to_vec3().unwrap();
+    let window: Vec<Vec<Vec<f32>>> = model
+        .forward(&ids, 8..16, &mut cache, Pass::Window)
+        .unwrap()
+        .to_vec3()
+        .unwrap();
     assert!(max_abs_diff(&full, &window) <= 1e-5);
     // Only the window is recomputed: with new tokens in it, the result differs from a fresh
     // full pass only through the (stale) context keys/values, which is the approximation.
@@ -111,7 +136,12 @@ fn padded_batch_rows_equal_unpadded_runs() {
     let short: Vec<u32> = ids[1][..17].to_vec();
     let batch = vec![ids[0].clone(), short.clone()];
     let batched: Vec<Vec<Vec<f32>>> = model
-        .forward(&batch, 0..17, &mut KvCache::default(), Pass::Full { store: false })
+        .forward(
+            &batch,
+            0..17,
+            &mut KvCache::default(),
+            Pass::Full { store: false },
+        )
         .unwrap()
         .to_vec3()
         .unwrap();

@@ -59,8 +59,15 @@ fn anchor(name: &str) -> anyhow::Result<ModelConfig> {
 
 /// FLOPs of one forward over `len` tokens with logits for `rows` positions.
 fn forward_flops(c: &ModelConfig, len: usize, rows: usize) -> f64 {
-    let (d, hd, ffn) = (c.hidden_size as f64, c.head_dim() as f64, c.intermediate_size as f64);
-    let (q, kv) = (c.num_attention_heads as f64 * hd, c.num_kv_heads() as f64 * hd);
+    let (d, hd, ffn) = (
+        c.hidden_size as f64,
+        c.head_dim() as f64,
+        c.intermediate_size as f64,
+    );
+    let (q, kv) = (
+        c.num_attention_heads as f64 * hd,
+        c.num_kv_heads() as f64 * hd,
+    );
     let t = len as f64;
     let proj = 2.0 * t * d * (q + 2.0 * kv) + 2.0 * t * q * d + 2.0 * t * d * 3.0 * ffn;
     let attn = 4.0 * t * t * q;
@@ -113,7 +120,10 @@ fn random_ids(len: usize, vocab: usize, seed: u64) -> Vec<u32> {
 
 fn write_model_dir(dir: &Path, config: &ModelConfig) -> anyhow::Result<Qwen2> {
     let tensors = init_weights(config, 0)?;
-    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(config)?)?;
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_string_pretty(config)?,
+    )?;
     let extra = RedraftJson {
         mask_token_id: Some(config.vocab_size as u32 - 1),
         eos_token_id: Some(config.vocab_size as u32 - 2),
@@ -121,7 +131,10 @@ fn write_model_dir(dir: &Path, config: &ModelConfig) -> anyhow::Result<Qwen2> {
         bos_token_id: None,
         logit_shift: Some(true),
     };
-    std::fs::write(dir.join("redraft.json"), serde_json::to_string_pretty(&extra)?)?;
+    std::fs::write(
+        dir.join("redraft.json"),
+        serde_json::to_string_pretty(&extra)?,
+    )?;
     candle_core::safetensors::save(&tensors, dir.join("model.safetensors"))?;
     // Load back through the checkpoint path, as a user's model would be.
     let weights = Weights::load(dir, candle_core::DType::F32, &Device::Cpu)?;
@@ -133,7 +146,12 @@ fn default_python() -> Option<String> {
     venv.exists().then(|| venv.display().to_string())
 }
 
-fn torch_reference(python: &str, dir: &Path, lengths: &[usize], repeats: usize) -> anyhow::Result<serde_json::Value> {
+fn torch_reference(
+    python: &str,
+    dir: &Path,
+    lengths: &[usize],
+    repeats: usize,
+) -> anyhow::Result<serde_json::Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/parity/torch_bench.py");
     let lengths: Vec<String> = lengths.iter().map(ToString::to_string).collect();
     let output = Command::new(python)
@@ -146,7 +164,10 @@ fn torch_reference(python: &str, dir: &Path, lengths: &[usize], repeats: usize) 
         .output()
         .with_context(|| format!("running {python} {}", script.display()))?;
     if !output.status.success() {
-        bail!("torch reference failed: {}", String::from_utf8_lossy(&output.stderr));
+        bail!(
+            "torch reference failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     Ok(serde_json::from_slice(&output.stdout)?)
 }
@@ -189,19 +210,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for &len in &args.lengths {
             let ids = vec![random_ids(len, vocab, len as u64)];
             let full_ms = time_ms(args.repeats, || {
-                model.forward(&ids, 0..len, &mut KvCache::default(), Pass::Full { store: false })?;
+                model.forward(
+                    &ids,
+                    0..len,
+                    &mut KvCache::default(),
+                    Pass::Full { store: false },
+                )?;
                 Ok(())
             })?;
             // What the product runs: logits only for a 16-slot canvas.
             let canvas = len * 3 / 4..len * 3 / 4 + 16;
             let canvas_ms = time_ms(args.repeats, || {
-                model.forward(&ids, canvas.clone(), &mut KvCache::default(), Pass::Full { store: false })?;
+                model.forward(
+                    &ids,
+                    canvas.clone(),
+                    &mut KvCache::default(),
+                    Pass::Full { store: false },
+                )?;
                 Ok(())
             })?;
             let gflops = forward_flops(&config, len, len) / (full_ms * 1e6);
             let canvas_gflops = forward_flops(&config, len, 16) / (canvas_ms * 1e6);
             let torch_ms = torch.as_ref().and_then(|t| {
-                t["results"].as_array()?.iter().find(|r| r["tokens"] == len)?["ms_median"].as_f64()
+                t["results"]
+                    .as_array()?
+                    .iter()
+                    .find(|r| r["tokens"] == len)?["ms_median"]
+                    .as_f64()
             });
             println!(
                 "{len:>6} | {full_ms:>7.1}ms {gflops:>8.1} {:>5.0}% | {canvas_ms:>9.1}ms {:>7.0}% | {:>9}",
@@ -243,7 +278,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             config.cache.enabled = cached;
             let mut last = None;
             let ms = time_ms(args.repeats, || {
-                let out = sampler.run(&model, &mut KvCache::default(), std::slice::from_ref(&canvas), &config, Controls::default())?;
+                let out = sampler.run(
+                    &model,
+                    &mut KvCache::default(),
+                    std::slice::from_ref(&canvas),
+                    &config,
+                    Controls::default(),
+                )?;
                 last = Some(out);
                 Ok(())
             })?;

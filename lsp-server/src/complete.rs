@@ -150,7 +150,10 @@ pub fn cursor_offset(text: &str, line: usize, column: usize) -> anyhow::Result<u
     for _ in 1..line {
         match text[start..].find('\n') {
             Some(i) => start += i + 1,
-            None => bail!("line {line} is past the end of the file ({} lines)", text.lines().count().max(1)),
+            None => bail!(
+                "line {line} is past the end of the file ({} lines)",
+                text.lines().count().max(1)
+            ),
         }
     }
     let line_text = text[start..].split('\n').next().unwrap_or("");
@@ -184,12 +187,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     request.max_tokens = args.max_tokens;
     request.sampler = args.sampler();
     let mut on_step = |step: &DenoiseStep| {
-        eprintln!("step {:>3}: {}", step.step, render(&engine, &step.canvases[0]));
+        eprintln!(
+            "step {:>3}: {}",
+            step.step,
+            render(&engine, &step.canvases[0])
+        );
     };
     let controls = Controls {
         cancel: None,
-        deadline: args.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms)),
-        on_step: if args.steps_view { Some(&mut on_step) } else { None },
+        deadline: args
+            .deadline_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms)),
+        on_step: if args.steps_view {
+            Some(&mut on_step)
+        } else {
+            None
+        },
     };
     let completion = engine.complete(&request, &mut KvCache::default(), controls)?;
     if args.json {

@@ -2,9 +2,9 @@
 //! parity fixture's weights with a tokenizer trained here), so every path from files to printed
 //! middle runs.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::io::Write;
 
 use redraft_engine::tokenizer::Tokenizer;
 
@@ -17,9 +17,14 @@ fn repo() -> PathBuf {
 fn model_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let fixture = repo().join("fixtures/parity/dream-tied");
-    std::fs::copy(fixture.join("model.safetensors"), dir.path().join("model.safetensors")).unwrap();
+    std::fs::copy(
+        fixture.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
     let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).unwrap())
+            .unwrap();
     config["eos_token_id"] = 1.into();
     config["pad_token_id"] = 1.into();
     std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
@@ -27,8 +32,13 @@ fn model_dir() -> tempfile::TempDir {
         .unwrap()
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
         .collect();
-    let tokenizer = Tokenizer::train_bpe(corpus.iter(), 384, &["<|mask|>", "<|endoftext|>"]).unwrap();
-    assert_eq!(tokenizer.vocab_size(), 384, "corpus too small for the fixture's vocabulary");
+    let tokenizer =
+        Tokenizer::train_bpe(corpus.iter(), 384, &["<|mask|>", "<|endoftext|>"]).unwrap();
+    assert_eq!(
+        tokenizer.vocab_size(),
+        384,
+        "corpus too small for the fixture's vocabulary"
+    );
     tokenizer.save(&dir.path().join("tokenizer.json")).unwrap();
     std::fs::write(
         dir.path().join("redraft.json"),
@@ -46,12 +56,21 @@ fn redraft(args: &[&str], stdin: Option<&str>) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.unwrap_or("").as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
 fn json_ok(output: &Output) -> serde_json::Value {
-    assert!(output.status.success(), "redraft failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "redraft failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).expect("one JSON object on stdout")
 }
 
@@ -67,7 +86,18 @@ fn completes_between_prefix_and_suffix_files_as_json() {
     std::fs::write(&prefix, "fn add(a: u32, b: u32) -> u32 {\n    ").unwrap();
     std::fs::write(&suffix, "\n}\n").unwrap();
     let out = redraft(
-        &["complete", "--model", path(model.path()), "--prefix-file", path(&prefix), "--suffix-file", path(&suffix), "--max-tokens", "12", "--json"],
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--prefix-file",
+            path(&prefix),
+            "--suffix-file",
+            path(&suffix),
+            "--max-tokens",
+            "12",
+            "--json",
+        ],
         None,
     );
     let v = json_ok(&out);
@@ -75,7 +105,10 @@ fn completes_between_prefix_and_suffix_files_as_json() {
     let tokens = v["tokens"].as_array().unwrap().len();
     assert!(tokens <= 12);
     let forwards = v["forwards"].as_u64().unwrap();
-    assert!((1..=12).contains(&forwards), "{forwards} forwards for 12 slots");
+    assert!(
+        (1..=12).contains(&forwards),
+        "{forwards} forwards for 12 slots"
+    );
     assert!(v["tokens_per_forward"].as_f64().unwrap() >= 1.0);
     assert!(v["timings"]["total_ms"].as_f64().unwrap() > 0.0);
     assert_eq!(v["sampler"]["schedule"]["kind"], "threshold");
@@ -85,10 +118,29 @@ fn completes_between_prefix_and_suffix_files_as_json() {
 fn plain_output_is_the_middle_and_matches_json() {
     let model = model_dir();
     let request = r#"{"prefix": "let x = ", "suffix": ";\n"}"#;
-    let plain = redraft(&["complete", "--model", path(model.path()), "--stdin-json"], Some(request));
-    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
-    let json = json_ok(&redraft(&["complete", "--model", path(model.path()), "--stdin-json", "--json"], Some(request)));
-    assert_eq!(String::from_utf8(plain.stdout).unwrap(), json["middle"].as_str().unwrap());
+    let plain = redraft(
+        &["complete", "--model", path(model.path()), "--stdin-json"],
+        Some(request),
+    );
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let json = json_ok(&redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+        ],
+        Some(request),
+    ));
+    assert_eq!(
+        String::from_utf8(plain.stdout).unwrap(),
+        json["middle"].as_str().unwrap()
+    );
 }
 
 #[test]
@@ -96,9 +148,36 @@ fn cursor_in_a_file_and_out_of_range_cursor() {
     let model = model_dir();
     let file = model.path().join("lib.rs");
     std::fs::write(&file, "fn main() {\n    let v = \n}\n").unwrap();
-    let ok = redraft(&["complete", "--model", path(model.path()), "--file", path(&file), "--line", "2", "--column", "13", "--json"], None);
-    assert_eq!(json_ok(&ok)["prefix_tokens"].as_u64().unwrap() > 0, true);
-    let bad = redraft(&["complete", "--model", path(model.path()), "--file", path(&file), "--line", "2", "--column", "40"], None);
+    let ok = redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--file",
+            path(&file),
+            "--line",
+            "2",
+            "--column",
+            "13",
+            "--json",
+        ],
+        None,
+    );
+    assert!(json_ok(&ok)["prefix_tokens"].as_u64().unwrap() > 0);
+    let bad = redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--file",
+            path(&file),
+            "--line",
+            "2",
+            "--column",
+            "40",
+        ],
+        None,
+    );
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("column 40 is past the end of line 2"));
 }
@@ -108,7 +187,18 @@ fn steps_view_streams_every_step_and_effort_bounds_steps() {
     let model = model_dir();
     let request = r#"{"prefix": "fn f() {", "suffix": "}"}"#;
     let out = redraft(
-        &["complete", "--model", path(model.path()), "--stdin-json", "--json", "--steps-view", "--effort", "low", "--max-tokens", "32"],
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+            "--steps-view",
+            "--effort",
+            "low",
+            "--max-tokens",
+            "32",
+        ],
         Some(request),
     );
     let v = json_ok(&out);
@@ -118,7 +208,17 @@ fn steps_view_streams_every_step_and_effort_bounds_steps() {
     let steps = stderr.lines().filter(|l| l.starts_with("step ")).count();
     assert_eq!(steps as u64, forwards);
     let one_per_step = json_ok(&redraft(
-        &["complete", "--model", path(model.path()), "--stdin-json", "--json", "--per-step", "1", "--max-tokens", "6"],
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+            "--per-step",
+            "1",
+            "--max-tokens",
+            "6",
+        ],
         Some(request),
     ));
     assert!(one_per_step["forwards"].as_u64().unwrap() <= 6);
@@ -132,11 +232,17 @@ fn clear_errors_for_missing_model_and_broken_model_dir() {
     assert!(String::from_utf8_lossy(&no_model.stderr).contains("no model given: pass --model DIR"));
     let model = model_dir();
     std::fs::remove_file(model.path().join("tokenizer.json")).unwrap();
-    let broken = redraft(&["complete", "--model", path(model.path()), "--stdin-json"], Some(r#"{"prefix": "a"}"#));
+    let broken = redraft(
+        &["complete", "--model", path(model.path()), "--stdin-json"],
+        Some(r#"{"prefix": "a"}"#),
+    );
     assert!(!broken.status.success());
     let stderr = String::from_utf8_lossy(&broken.stderr);
     assert!(stderr.contains("tokenizer.json is missing"), "{stderr}");
-    let garbage = redraft(&["complete", "--model", path(model.path()), "--stdin-json"], Some("not json"));
+    let garbage = redraft(
+        &["complete", "--model", path(model.path()), "--stdin-json"],
+        Some("not json"),
+    );
     assert!(!garbage.status.success());
     assert!(String::from_utf8_lossy(&garbage.stderr).contains("stdin must hold"));
 }

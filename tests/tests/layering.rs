@@ -6,11 +6,26 @@ use std::process::Command;
 /// Every package `package` depends on (normal and build edges, not dev), by name.
 fn dependencies(package: &str) -> Vec<String> {
     let output = Command::new(env!("CARGO"))
-        .args(["tree", "--offline", "-e", "normal,build", "--prefix", "none", "--format", "{p}", "-p", package])
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+            "-p",
+            package,
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo tree runs");
-    assert!(output.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout)
         .unwrap()
         .lines()
@@ -21,8 +36,21 @@ fn dependencies(package: &str) -> Vec<String> {
 #[test]
 fn engine_knows_nothing_of_editors_or_async() {
     let deps = dependencies("redraft-engine");
-    assert!(deps.iter().any(|d| d == "candle-core"), "sanity: the tree was read");
-    for forbidden in ["tokio", "tower-lsp-server", "ls-types", "ropey", "tree-sitter", "tree-sitter-rust"] {
-        assert!(!deps.iter().any(|d| d == forbidden), "redraft-engine depends on {forbidden}");
+    assert!(
+        deps.iter().any(|d| d == "candle-core"),
+        "sanity: the tree was read"
+    );
+    for forbidden in [
+        "tokio",
+        "tower-lsp-server",
+        "ls-types",
+        "ropey",
+        "tree-sitter",
+        "tree-sitter-rust",
+    ] {
+        assert!(
+            !deps.iter().any(|d| d == forbidden),
+            "redraft-engine depends on {forbidden}"
+        );
     }
 }
