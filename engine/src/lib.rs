@@ -5,6 +5,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod corpus;
 pub mod engine;
 pub mod error;
 pub mod ops;

@@ -3,7 +3,7 @@
 //! `rotate_half`, grouped-query attention with q/k/v biases, SwiGLU MLP, tied or untied head),
 //! run with a full (non-causal) attention mask, as masked-diffusion models are.
 //!
-//! Inference-only: it uses candle's fused CPU ops (`rms_norm`, `softmax_last_dim`), which have no
+//! Inference-only: it uses candle's fused CPU ops (`rms_norm`, and the softmax and SwiGLU of `ops`), which have no
 //! backward pass. Projections are stored pre-transposed (`[in, out]`) and fused (q|k|v and
 //! gate|up), so a layer is four matmuls.
 //!
@@ -17,7 +17,7 @@ use std::ops::Range;
 use candle_core::{Device, Tensor};
 use candle_nn::ops::rms_norm;
 
-use crate::ops::{softmax_last_dim, swiglu};
+use crate::ops::{softmax_last_dim_, swiglu};
 
 use crate::checkpoint::Weights;
 use crate::config::ModelConfig;
@@ -379,8 +379,8 @@ fn attention(
     if let Some(mask) = mask {
         scores = scores.broadcast_add(mask)?;
     }
-    let probs = softmax_last_dim(&scores)?;
-    let out = probs.matmul(v)?.reshape((b, heads, rows, hd))?;
+    softmax_last_dim_(&scores)?;
+    let out = scores.matmul(v)?.reshape((b, heads, rows, hd))?;
     Ok(out.transpose(1, 2)?.contiguous()?)
 }
 

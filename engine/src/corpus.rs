@@ -1,0 +1,779 @@
+//! Training corpus for redraft's own code model: hand-written, MIT / Apache-2.0 Rust taken from
+//! unpacked crate sources (what `cargo fetch` leaves under `~/.cargo/registry/src/*/`),
+//! deduplicated, and split into train and validation by whole crates.
+//!
+//! [`build`] writes three files to the output directory:
+//! - [`TRAIN_FILE`] and [`VALID_FILE`]: JSON Lines, one [`CorpusRecord`] per source file, sorted
+//!   by crate then path;
+//! - [`MANIFEST_FILE`]: the [`CorpusManifest`]: every crate used (name, version, licence, split,
+//!   files, bytes), every crate and file dropped with the reason, and the totals.
+//!
+//! The same sources and options give byte-identical files. What is dropped, in order:
+//! crates not pinned by the given lockfiles, older versions of a crate, crates matching
+//! [`CorpusOptions::excluded_crates`] (the repositories the benchmarks come from) or
+//! [`CorpusOptions::generated_crates`] (bindgen-style bindings), crates whose licence has no MIT or
+//! Apache-2.0 alternative; then per file the [`FileDropReason`]s, duplicates last.
+//!
+//! Validation holds out whole crate families ([`split_for`]), and training crates claim shared
+//! files first, so no validation file is a copy of a training one. Sources that are, or lead into,
+//! benchmark data (`benchmarks/`, `*humaneval*`) are refused outright.
+
+mod cargo_files;
+mod filter;
+mod license;
+
+pub use filter::{FileDropReason, MARKER_LINES, MAX_LINE_CHARS, MAX_MEAN_LINE_CHARS};
+pub use license::allows_mit_or_apache;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::io::{self, BufWriter, Write};
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use cargo_files::Version;
+
+/// Training split, JSON Lines of [`CorpusRecord`].
+pub const TRAIN_FILE: &str = "train.jsonl";
+/// Validation split (held-out crates), JSON Lines of [`CorpusRecord`].
+pub const VALID_FILE: &str = "valid.jsonl";
+/// The [`CorpusManifest`], pretty-printed JSON.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// Crates that are machine-generated bindings as a whole (`*` at the end matches any suffix; `-`
+/// and `_` are the same): megabytes of `extern` blocks and constants that would teach the model
+/// FFI tables rather than Rust.
+pub const GENERATED_CRATES: &[&str] = &[
+    "libc",
+    "linux-raw-sys",
+    "windows",
+    "windows-*",
+    "winapi",
+    "winapi-*",
+    "web-sys",
+];
+
+/// Crates published from the repositories the benchmarks were taken from
+/// (`../shared/benchmarks/zed-next-edit` edits tree-sitter's `crates/loader/src/loader.rs` and
+/// codex-acp's `src/prompt_args.rs`): training on them would leak the expected answers.
+pub const BENCHMARK_SOURCE_CRATES: &[&str] = &["tree-sitter*", "codex-acp"];
+
+/// Errors of [`build`].
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("no corpus sources: pass at least one directory of unpacked crates, such as ~/.cargo/registry/src/index.crates.io-*")]
+    NoSources,
+    #[error("corpus source {path} looks like benchmark data ({why}): benchmarks must never enter the training corpus, pass directories of unpacked crates only")]
+    BenchmarkSource { path: PathBuf, why: &'static str },
+    #[error("holdout fraction {0} is not in [0, 1): pass a fraction such as 0.05")]
+    HoldoutFraction(f64),
+    #[error("{count} crate(s) pinned by the lockfiles are not unpacked under any source (first: {first}): run `cargo fetch --manifest-path` on the manifests next to those lockfiles")]
+    MissingLockedCrates { count: usize, first: String },
+    #[error("no crate fell into the validation split (holdout fraction {fraction}, seed {seed}): raise the fraction, pick another seed or add crates")]
+    EmptyValidation { fraction: f64, seed: u64 },
+    #[error(
+        "no file is left for training: check the sources, the lockfiles and the exclusion lists"
+    )]
+    EmptyTraining,
+}
+
+/// Result of corpus building.
+pub type Result<T, E = CorpusError> = std::result::Result<T, E>;
+
+/// What to read and how to split it.
+#[derive(Debug, Clone)]
+pub struct CorpusOptions {
+    /// Directories whose subdirectories are unpacked crates (`name-1.2.3/Cargo.toml`), such as
+    /// `~/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f`. When one crate version is in
+    /// several sources, the earliest source wins.
+    pub sources: Vec<PathBuf>,
+    /// When non-empty, only the registry crates pinned by these `Cargo.lock` files are used, so
+    /// the corpus does not depend on whatever else the machine once unpacked.
+    pub lockfiles: Vec<PathBuf>,
+    /// Chance that a crate family goes to the validation split (see [`split_for`]).
+    pub holdout_fraction: f64,
+    /// Seed of the holdout hash: another seed holds out other crates.
+    pub seed: u64,
+    /// Larger files are dropped ([`FileDropReason::TooLarge`]).
+    pub max_file_bytes: usize,
+    /// Crate-name patterns dropped as generated bindings; defaults to [`GENERATED_CRATES`].
+    pub generated_crates: Vec<String>,
+    /// Further crate-name patterns to drop; defaults to [`BENCHMARK_SOURCE_CRATES`].
+    pub excluded_crates: Vec<String>,
+}
+
+impl Default for CorpusOptions {
+    fn default() -> Self {
+        CorpusOptions {
+            sources: Vec::new(),
+            lockfiles: Vec::new(),
+            holdout_fraction: 0.05,
+            seed: 0,
+            max_file_bytes: 200 * 1024,
+            generated_crates: GENERATED_CRATES.iter().map(|s| s.to_string()).collect(),
+            excluded_crates: BENCHMARK_SOURCE_CRATES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}
+
+/// Train or validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Split {
+    Train,
+    Valid,
+}
+
+/// One line of [`TRAIN_FILE`] / [`VALID_FILE`]: a source file, line endings normalised to LF.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorpusRecord {
+    #[serde(rename = "crate")]
+    pub krate: String,
+    pub version: String,
+    /// Relative to the crate root, `/`-separated.
+    pub path: String,
+    pub text: String,
+}
+
+/// A crate in the corpus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorpusCrate {
+    pub name: String,
+    pub version: String,
+    pub license: String,
+    pub split: Split,
+    pub files: usize,
+    /// UTF-8 bytes of its files as written to the corpus.
+    pub bytes: u64,
+}
+
+/// Why a crate version is not in the corpus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrateDropReason {
+    /// `Cargo.toml` gives no usable name and version (nor does the directory name).
+    UnreadableManifest,
+    /// A newer version of the crate is in the sources.
+    OlderVersion,
+    /// The same version was already found in an earlier source.
+    DuplicateSource,
+    /// Matches [`CorpusOptions::excluded_crates`].
+    Excluded,
+    /// Matches [`CorpusOptions::generated_crates`].
+    GeneratedBindings,
+    /// No `license` field, or one without an MIT or Apache-2.0 alternative.
+    License,
+    /// Every file was dropped.
+    NoFilesLeft,
+}
+
+/// A crate version left out, with the reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DroppedCrate {
+    pub name: String,
+    pub version: String,
+    pub license: Option<String>,
+    pub reason: CrateDropReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A `.rs` file of a kept crate left out, with the reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DroppedFile {
+    #[serde(rename = "crate")]
+    pub krate: String,
+    pub path: String,
+    pub reason: FileDropReason,
+    pub bytes: u64,
+    /// The marker found, or the file this one duplicates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Files and bytes dropped for one reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DropTally {
+    pub files: usize,
+    pub bytes: u64,
+}
+
+/// Totals of a corpus build.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CorpusStats {
+    pub crates_train: usize,
+    pub crates_valid: usize,
+    pub files_train: usize,
+    pub files_valid: usize,
+    pub bytes_train: u64,
+    pub bytes_valid: u64,
+    pub crates_dropped: BTreeMap<CrateDropReason, usize>,
+    pub files_dropped: BTreeMap<FileDropReason, DropTally>,
+}
+
+/// Everything about a corpus build; written as [`MANIFEST_FILE`]. Source paths are left out so
+/// that the same crates give the same manifest on any machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorpusManifest {
+    pub holdout_fraction: f64,
+    pub seed: u64,
+    pub max_file_bytes: usize,
+    pub generated_crates: Vec<String>,
+    pub excluded_crates: Vec<String>,
+    pub stats: CorpusStats,
+    /// Sorted by name.
+    pub crates: Vec<CorpusCrate>,
+    /// Sorted by name, then version.
+    pub dropped_crates: Vec<DroppedCrate>,
+    /// Sorted by crate, then path.
+    pub dropped_files: Vec<DroppedFile>,
+}
+
+/// Builds the corpus from `options.sources` into `out_dir` (created if needed) and returns the
+/// manifest it wrote.
+pub fn build(options: &CorpusOptions, out_dir: &Path) -> Result<CorpusManifest> {
+    if options.sources.is_empty() {
+        return Err(CorpusError::NoSources);
+    }
+    if !(0.0..1.0).contains(&options.holdout_fraction) {
+        return Err(CorpusError::HoldoutFraction(options.holdout_fraction));
+    }
+    let locked = read_lockfiles(&options.lockfiles)?;
+    let found = discover(&options.sources)?;
+    let (kept, mut dropped_crates) = select(found, locked.as_ref(), options)?;
+    let gathered = gather(kept, options, &mut dropped_crates)?;
+    dropped_crates.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
+
+    let mut stats = CorpusStats::default();
+    for krate in &gathered.crates {
+        let (crates, files, bytes) = match krate.split {
+            Split::Train => (
+                &mut stats.crates_train,
+                &mut stats.files_train,
+                &mut stats.bytes_train,
+            ),
+            Split::Valid => (
+                &mut stats.crates_valid,
+                &mut stats.files_valid,
+                &mut stats.bytes_valid,
+            ),
+        };
+        *crates += 1;
+        *files += krate.files;
+        *bytes += krate.bytes;
+    }
+    for dropped in &dropped_crates {
+        *stats.crates_dropped.entry(dropped.reason).or_default() += 1;
+    }
+    for dropped in &gathered.dropped_files {
+        let tally = stats.files_dropped.entry(dropped.reason).or_default();
+        tally.files += 1;
+        tally.bytes += dropped.bytes;
+    }
+    if stats.files_train == 0 {
+        return Err(CorpusError::EmptyTraining);
+    }
+    if options.holdout_fraction > 0.0 && stats.files_valid == 0 {
+        return Err(CorpusError::EmptyValidation {
+            fraction: options.holdout_fraction,
+            seed: options.seed,
+        });
+    }
+
+    let manifest = CorpusManifest {
+        holdout_fraction: options.holdout_fraction,
+        seed: options.seed,
+        max_file_bytes: options.max_file_bytes,
+        generated_crates: options.generated_crates.clone(),
+        excluded_crates: options.excluded_crates.clone(),
+        stats,
+        crates: gathered.crates,
+        dropped_crates,
+        dropped_files: gathered.dropped_files,
+    };
+    write_corpus(out_dir, &gathered.records, &manifest)?;
+    Ok(manifest)
+}
+
+/// Crates whose names share the part before the first `-` or `_` (`serde`, `serde_core`,
+/// `serde_derive`; `regex`, `regex-automata`) often share or copy code, so they are held out
+/// together: validating on `serde_core` after training on `serde` would measure memory.
+pub fn holdout_family(name: &str) -> String {
+    name.split(['-', '_'])
+        .next()
+        .unwrap_or(name)
+        .to_ascii_lowercase()
+}
+
+/// The split of crate `name`: a seeded hash of its [`holdout_family`], mapped to [0, 1), is
+/// compared with `holdout_fraction`. A crate's split does not depend on which other crates are
+/// in the corpus, so adding crates never moves existing ones between splits.
+pub fn split_for(name: &str, seed: u64, holdout_fraction: f64) -> Split {
+    let hash = splitmix64(fnv1a(holdout_family(name).as_bytes()) ^ seed);
+    let unit = (hash >> 11) as f64 / (1u64 << 53) as f64;
+    if unit < holdout_fraction {
+        Split::Valid
+    } else {
+        Split::Train
+    }
+}
+
+/// Whether crate `name` matches `pattern`: exact, or a prefix when the pattern ends in `*`;
+/// case-insensitive, with `-` and `_` equal as on crates.io.
+pub fn matches_crate_pattern(pattern: &str, name: &str) -> bool {
+    let canonical = |s: &str| s.to_ascii_lowercase().replace('_', "-");
+    let (pattern, name) = (canonical(pattern), canonical(name));
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == pattern,
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn read_error(path: &Path) -> impl FnOnce(io::Error) -> CorpusError + '_ {
+    move |source| CorpusError::Read {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Refuses paths that are, or resolve into, benchmark data.
+fn guard_against_benchmarks(path: &Path) -> Result<()> {
+    let canonical = fs::canonicalize(path).map_err(read_error(path))?;
+    for component in canonical.components() {
+        let Component::Normal(part) = component else {
+            continue;
+        };
+        let part = part.to_string_lossy().to_lowercase();
+        let why = if part == "benchmarks" {
+            "a directory named `benchmarks`"
+        } else if part.contains("humaneval") {
+            "a directory named like HumanEval"
+        } else {
+            continue;
+        };
+        return Err(CorpusError::BenchmarkSource {
+            path: path.to_path_buf(),
+            why,
+        });
+    }
+    Ok(())
+}
+
+fn read_lockfiles(lockfiles: &[PathBuf]) -> Result<Option<BTreeSet<(String, String)>>> {
+    if lockfiles.is_empty() {
+        return Ok(None);
+    }
+    let mut locked = BTreeSet::new();
+    for path in lockfiles {
+        let text = fs::read_to_string(path).map_err(read_error(path))?;
+        locked.extend(cargo_files::locked_registry_packages(&text));
+    }
+    Ok(Some(locked))
+}
+
+/// A crate directory found in a source.
+struct FoundCrate {
+    name: String,
+    version: String,
+    parsed: Version,
+    license: Option<String>,
+    license_file: Option<String>,
+    dir: PathBuf,
+    source_index: usize,
+}
+
+/// Every crate directory of every source, plus the unreadable ones as drops.
+fn discover(sources: &[PathBuf]) -> Result<(Vec<FoundCrate>, Vec<DroppedCrate>)> {
+    let mut found = Vec::new();
+    let mut unreadable = Vec::new();
+    for (source_index, source) in sources.iter().enumerate() {
+        guard_against_benchmarks(source)?;
+        let mut dirs: Vec<PathBuf> = fs::read_dir(source)
+            .map_err(read_error(source))?
+            .map(|entry| entry.map(|e| e.path()).map_err(read_error(source)))
+            .collect::<Result<_>>()?;
+        dirs.sort();
+        for dir in dirs {
+            let cargo_toml = dir.join("Cargo.toml");
+            if !dir.is_dir() || !cargo_toml.is_file() {
+                continue;
+            }
+            guard_against_benchmarks(&dir)?;
+            let text = fs::read_to_string(&cargo_toml).map_err(read_error(&cargo_toml))?;
+            let fields = cargo_files::package_fields(&text);
+            let dir_name = dir.file_name().unwrap_or_default().to_string_lossy();
+            let from_dir = cargo_files::split_dir_name(&dir_name);
+            let name = fields.name.or_else(|| from_dir.map(|(n, _)| n.to_string()));
+            let version = fields
+                .version
+                .or_else(|| from_dir.map(|(_, v)| v.to_string()));
+            let parsed = version.as_deref().and_then(Version::parse);
+            match (name, version, parsed) {
+                (Some(name), Some(version), Some(parsed)) => found.push(FoundCrate {
+                    name,
+                    version,
+                    parsed,
+                    license: fields.license,
+                    license_file: fields.license_file,
+                    dir,
+                    source_index,
+                }),
+                (name, version, _) => unreadable.push(DroppedCrate {
+                    name: name.unwrap_or_else(|| dir_name.to_string()),
+                    version: version.unwrap_or_default(),
+                    license: fields.license,
+                    reason: CrateDropReason::UnreadableManifest,
+                    detail: Some("no semver `name`/`version` in Cargo.toml".to_string()),
+                }),
+            }
+        }
+    }
+    Ok((found, unreadable))
+}
+
+/// A crate chosen for the corpus, before its files are read.
+struct SelectedCrate {
+    name: String,
+    version: String,
+    license: String,
+    split: Split,
+    dir: PathBuf,
+}
+
+/// Applies the lockfile filter, newest-version choice and crate-level drops.
+fn select(
+    (found, mut dropped): (Vec<FoundCrate>, Vec<DroppedCrate>),
+    locked: Option<&BTreeSet<(String, String)>>,
+    options: &CorpusOptions,
+) -> Result<(Vec<SelectedCrate>, Vec<DroppedCrate>)> {
+    let mut by_name: BTreeMap<String, Vec<FoundCrate>> = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    for krate in found {
+        let key = (krate.name.clone(), krate.version.clone());
+        if locked.is_some_and(|locked| !locked.contains(&key)) {
+            continue;
+        }
+        seen.insert(key);
+        by_name.entry(krate.name.clone()).or_default().push(krate);
+    }
+    if let Some(locked) = locked {
+        let missing: Vec<_> = locked.difference(&seen).collect();
+        if let Some((name, version)) = missing.first() {
+            return Err(CorpusError::MissingLockedCrates {
+                count: missing.len(),
+                first: format!("{name} {version}"),
+            });
+        }
+    }
+
+    let mut selected = Vec::new();
+    for (name, mut versions) in by_name {
+        versions.sort_by(|a, b| {
+            b.parsed
+                .cmp(&a.parsed)
+                .then(a.source_index.cmp(&b.source_index))
+        });
+        let mut versions = versions.into_iter();
+        let Some(newest) = versions.next() else {
+            continue;
+        };
+        for other in versions {
+            let (reason, detail) = if other.parsed == newest.parsed {
+                (CrateDropReason::DuplicateSource, None)
+            } else {
+                (
+                    CrateDropReason::OlderVersion,
+                    Some(format!("kept {}", newest.version)),
+                )
+            };
+            dropped.push(DroppedCrate {
+                name: other.name,
+                version: other.version,
+                license: other.license,
+                reason,
+                detail,
+            });
+        }
+        let matches_any = |patterns: &[String]| {
+            patterns
+                .iter()
+                .find(|pattern| matches_crate_pattern(pattern, &name))
+                .map(|pattern| format!("matches `{pattern}`"))
+        };
+        let verdict = if let Some(detail) = matches_any(&options.excluded_crates) {
+            Err((CrateDropReason::Excluded, Some(detail)))
+        } else if let Some(detail) = matches_any(&options.generated_crates) {
+            Err((CrateDropReason::GeneratedBindings, Some(detail)))
+        } else {
+            match (&newest.license, &newest.license_file) {
+                (Some(license), _) if allows_mit_or_apache(license) => Ok(license.clone()),
+                (Some(_), _) => Err((
+                    CrateDropReason::License,
+                    Some("no MIT or Apache-2.0 alternative".to_string()),
+                )),
+                (None, Some(file)) => Err((
+                    CrateDropReason::License,
+                    Some(format!(
+                        "only `license-file = \"{file}\"`, no SPDX expression"
+                    )),
+                )),
+                (None, None) => Err((
+                    CrateDropReason::License,
+                    Some("no `license` field".to_string()),
+                )),
+            }
+        };
+        match verdict {
+            Ok(license) => selected.push(SelectedCrate {
+                split: split_for(&name, options.seed, options.holdout_fraction),
+                name,
+                version: newest.version,
+                license,
+                dir: newest.dir,
+            }),
+            Err((reason, detail)) => dropped.push(DroppedCrate {
+                name,
+                version: newest.version,
+                license: newest.license,
+                reason,
+                detail,
+            }),
+        }
+    }
+    Ok((selected, dropped))
+}
+
+/// The files of the selected crates, read and filtered.
+struct Gathered {
+    /// Sorted by crate, then path.
+    crates: Vec<CorpusCrate>,
+    /// Train records then valid records, each sorted by crate then path.
+    records: Vec<(Split, CorpusRecord)>,
+    dropped_files: Vec<DroppedFile>,
+}
+
+fn gather(
+    mut selected: Vec<SelectedCrate>,
+    options: &CorpusOptions,
+    dropped_crates: &mut Vec<DroppedCrate>,
+) -> Result<Gathered> {
+    // Training crates claim shared files first, so a validation file is never a copy of a
+    // training one; the duplicate is dropped from the validation crate instead.
+    selected.sort_by(|a, b| (a.split, &a.name).cmp(&(b.split, &b.name)));
+    let mut records: Vec<(Split, CorpusRecord)> = Vec::new();
+    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut crates = Vec::new();
+    let mut dropped_files = Vec::new();
+    for krate in selected {
+        let mut files = 0;
+        let mut bytes = 0;
+        for file in rust_files(&krate.dir)? {
+            let drop = |reason, bytes, detail| DroppedFile {
+                krate: krate.name.clone(),
+                path: file.relative.clone(),
+                reason,
+                bytes,
+                detail,
+            };
+            let size = fs::metadata(&file.absolute)
+                .map_err(read_error(&file.absolute))?
+                .len();
+            let early = if !file.utf8_path {
+                Some(FileDropReason::NotUtf8)
+            } else {
+                filter::path_drop(&file.relative)
+            };
+            if let Some(reason) = early {
+                dropped_files.push(drop(reason, size, None));
+                continue;
+            }
+            if size > options.max_file_bytes as u64 {
+                // Most oversized files are generated tables: say so when the header does.
+                let head = read_head(&file.absolute)?;
+                let (reason, detail) = match filter::generated_marker(&head) {
+                    Some(marker) => (
+                        FileDropReason::GeneratedMarker,
+                        Some(format!("marker `{marker}`")),
+                    ),
+                    None => (FileDropReason::TooLarge, None),
+                };
+                dropped_files.push(drop(reason, size, detail));
+                continue;
+            }
+            let raw = fs::read(&file.absolute).map_err(read_error(&file.absolute))?;
+            let Ok(raw) = String::from_utf8(raw) else {
+                dropped_files.push(drop(FileDropReason::NotUtf8, size, None));
+                continue;
+            };
+            let text = filter::normalise(&raw);
+            if let Some(reason) = filter::content_drop(&text) {
+                let detail = (reason == FileDropReason::GeneratedMarker)
+                    .then(|| filter::generated_marker(&text))
+                    .flatten()
+                    .map(|marker| format!("marker `{marker}`"));
+                dropped_files.push(drop(reason, size, detail));
+                continue;
+            }
+            let candidates = by_hash.entry(fnv1a(text.as_bytes())).or_default();
+            if let Some(&original) = candidates.iter().find(|&&i| records[i].1.text == text) {
+                let original = &records[original].1;
+                let detail = format!("same as {}/{}", original.krate, original.path);
+                dropped_files.push(drop(FileDropReason::Duplicate, size, Some(detail)));
+                continue;
+            }
+            candidates.push(records.len());
+            files += 1;
+            bytes += text.len() as u64;
+            records.push((
+                krate.split,
+                CorpusRecord {
+                    krate: krate.name.clone(),
+                    version: krate.version.clone(),
+                    path: file.relative,
+                    text,
+                },
+            ));
+        }
+        if files == 0 {
+            dropped_crates.push(DroppedCrate {
+                name: krate.name,
+                version: krate.version,
+                license: Some(krate.license),
+                reason: CrateDropReason::NoFilesLeft,
+                detail: None,
+            });
+            continue;
+        }
+        crates.push(CorpusCrate {
+            name: krate.name,
+            version: krate.version,
+            license: krate.license,
+            split: krate.split,
+            files,
+            bytes,
+        });
+    }
+    crates.sort_by(|a, b| a.name.cmp(&b.name));
+    dropped_files.sort_by(|a, b| (&a.krate, &a.path).cmp(&(&b.krate, &b.path)));
+    Ok(Gathered {
+        crates,
+        records,
+        dropped_files,
+    })
+}
+
+/// The first 16 KiB of a file, enough for its header comment.
+fn read_head(path: &Path) -> Result<String> {
+    let mut head = Vec::new();
+    fs::File::open(path)
+        .and_then(|file| io::Read::read_to_end(&mut io::Read::take(file, 16 * 1024), &mut head))
+        .map_err(read_error(path))?;
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// A `.rs` file under a crate directory.
+struct RustFile {
+    /// Relative to the crate root, `/`-separated (lossy when `utf8_path` is false).
+    relative: String,
+    absolute: PathBuf,
+    utf8_path: bool,
+}
+
+/// Every `.rs` file under `root`, sorted by relative path. Symlinks are not followed: a
+/// package's files are real files, and a link could lead out of it (or in a circle).
+fn rust_files(root: &Path) -> Result<Vec<RustFile>> {
+    let mut files = Vec::new();
+    let mut pending = vec![(root.to_path_buf(), String::new(), true)];
+    while let Some((dir, prefix, utf8)) = pending.pop() {
+        for entry in fs::read_dir(&dir).map_err(read_error(&dir))? {
+            let entry = entry.map_err(read_error(&dir))?;
+            let file_type = entry.file_type().map_err(read_error(&entry.path()))?;
+            let name = entry.file_name();
+            let utf8 = utf8 && name.to_str().is_some();
+            let relative = format!("{prefix}{}", name.to_string_lossy());
+            if file_type.is_dir() {
+                pending.push((entry.path(), format!("{relative}/"), utf8));
+            } else if file_type.is_file() && relative.ends_with(".rs") {
+                files.push(RustFile {
+                    relative,
+                    absolute: entry.path(),
+                    utf8_path: utf8,
+                });
+            }
+        }
+    }
+    files.sort_by(|a, b| a.relative.cmp(&b.relative));
+    Ok(files)
+}
+
+fn write_corpus(
+    out_dir: &Path,
+    records: &[(Split, CorpusRecord)],
+    manifest: &CorpusManifest,
+) -> Result<()> {
+    fs::create_dir_all(out_dir).map_err(|source| CorpusError::Write {
+        path: out_dir.to_path_buf(),
+        source,
+    })?;
+    for (split, file_name) in [(Split::Train, TRAIN_FILE), (Split::Valid, VALID_FILE)] {
+        let path = out_dir.join(file_name);
+        write_file(&path, |out| {
+            for (_, record) in records.iter().filter(|(s, _)| *s == split) {
+                serde_json::to_writer(&mut *out, record)?;
+                out.write_all(b"\n")?;
+            }
+            Ok(())
+        })?;
+    }
+    write_file(&out_dir.join(MANIFEST_FILE), |out| {
+        serde_json::to_writer_pretty(&mut *out, manifest)?;
+        out.write_all(b"\n")
+    })
+}
+
+fn write_file(
+    path: &Path,
+    contents: impl FnOnce(&mut BufWriter<fs::File>) -> io::Result<()>,
+) -> Result<()> {
+    let write = || {
+        let mut out = BufWriter::new(fs::File::create(path)?);
+        contents(&mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()
+    };
+    write().map_err(|source| CorpusError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests;

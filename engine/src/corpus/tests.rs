@@ -1,0 +1,611 @@
+//! End-to-end tests of [`super::build`] on fake registry directories.
+
+use std::fs;
+use std::path::Path;
+
+use tempfile::TempDir;
+
+use super::*;
+
+/// Writes an unpacked crate `name-version/` under `source`, as `cargo fetch` would.
+fn add_crate(
+    source: &Path,
+    name: &str,
+    version: &str,
+    license: Option<&str>,
+    files: &[(&str, &str)],
+) {
+    let dir = source.join(format!("{name}-{version}"));
+    fs::create_dir_all(&dir).unwrap();
+    let license = license.map_or(String::new(), |l| format!("license = \"{l}\"\n"));
+    let toml = format!("[package]\nname = \"{name}\"\nversion = \"{version}\"\n{license}");
+    fs::write(dir.join("Cargo.toml"), toml).unwrap();
+    for (path, text) in files {
+        let path = dir.join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+}
+
+fn options(source: &Path) -> CorpusOptions {
+    CorpusOptions {
+        sources: vec![source.to_path_buf()],
+        holdout_fraction: 0.0,
+        ..CorpusOptions::default()
+    }
+}
+
+fn records(out: &Path, file: &str) -> Vec<CorpusRecord> {
+    fs::read_to_string(out.join(file))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn kept(manifest: &CorpusManifest) -> Vec<String> {
+    manifest
+        .crates
+        .iter()
+        .map(|c| format!("{} {}", c.name, c.version))
+        .collect()
+}
+
+fn dropped(manifest: &CorpusManifest) -> Vec<String> {
+    manifest
+        .dropped_crates
+        .iter()
+        .map(|c| format!("{} {} {:?}", c.name, c.version, c.reason))
+        .collect()
+}
+
+fn dropped_files(manifest: &CorpusManifest) -> Vec<String> {
+    manifest
+        .dropped_files
+        .iter()
+        .map(|f| format!("{}/{} {:?}", f.krate, f.path, f.reason))
+        .collect()
+}
+
+/// Distinct, plausible file text so that nothing counts as a duplicate by accident.
+fn code(tag: &str) -> String {
+    format!("pub fn {tag}() -> u32 {{\n    {}\n}}\n", tag.len())
+}
+
+#[test]
+fn keeps_only_crates_with_an_mit_or_apache_alternative() {
+    let source = TempDir::new().unwrap();
+    let s = source.path();
+    let f = |tag: &str| vec![("src/lib.rs", code(tag))];
+    let add = |name, license, tag: &str| {
+        let files = f(tag);
+        let files: Vec<_> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+        add_crate(s, name, "1.0.0", license, &files);
+    };
+    add("dual", Some("MIT OR Apache-2.0"), "a");
+    add("legacy", Some("MIT/Apache-2.0"), "b");
+    add("llvm", Some("Apache-2.0 WITH LLVM-exception"), "c");
+    add("unlicense", Some("Unlicense OR MIT"), "d");
+    add("mpl", Some("MPL-2.0"), "e");
+    add("gpl", Some("GPL-3.0-or-later"), "f");
+    add("unicode", Some("(MIT OR Apache-2.0) AND Unicode-3.0"), "g");
+    add("none", None, "h");
+    let out = TempDir::new().unwrap();
+    let manifest = build(&options(s), out.path()).unwrap();
+    assert_eq!(
+        kept(&manifest),
+        [
+            "dual 1.0.0",
+            "legacy 1.0.0",
+            "llvm 1.0.0",
+            "unlicense 1.0.0"
+        ]
+    );
+    assert_eq!(
+        dropped(&manifest),
+        [
+            "gpl 1.0.0 License",
+            "mpl 1.0.0 License",
+            "none 1.0.0 License",
+            "unicode 1.0.0 License"
+        ]
+    );
+    assert_eq!(manifest.stats.crates_dropped[&CrateDropReason::License], 4);
+}
+
+#[test]
+fn keeps_the_newest_version_of_each_crate() {
+    let source = TempDir::new().unwrap();
+    let s = source.path();
+    add_crate(
+        s,
+        "foo",
+        "1.2.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("one"))],
+    );
+    add_crate(
+        s,
+        "foo",
+        "1.10.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("ten"))],
+    );
+    add_crate(
+        s,
+        "foo",
+        "1.10.0-rc.1",
+        Some("MIT"),
+        &[("src/lib.rs", &code("rc"))],
+    );
+    // The newest version decides the licence even when an older one was acceptable.
+    add_crate(
+        s,
+        "bar",
+        "0.1.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("bar"))],
+    );
+    add_crate(
+        s,
+        "bar",
+        "0.2.0",
+        Some("GPL-3.0"),
+        &[("src/lib.rs", &code("bar2"))],
+    );
+    let out = TempDir::new().unwrap();
+    let manifest = build(&options(s), out.path()).unwrap();
+    assert_eq!(kept(&manifest), ["foo 1.10.0"]);
+    assert_eq!(
+        dropped(&manifest),
+        [
+            "bar 0.1.0 OlderVersion",
+            "bar 0.2.0 License",
+            "foo 1.10.0-rc.1 OlderVersion",
+            "foo 1.2.0 OlderVersion"
+        ]
+    );
+    let train = records(out.path(), TRAIN_FILE);
+    assert_eq!(train.len(), 1);
+    assert_eq!(train[0].text, code("ten"));
+}
+
+#[test]
+fn an_earlier_source_wins_for_the_same_version() {
+    let (first, second) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    add_crate(
+        first.path(),
+        "foo",
+        "1.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("first"))],
+    );
+    add_crate(
+        second.path(),
+        "foo",
+        "1.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("second"))],
+    );
+    let out = TempDir::new().unwrap();
+    let options = CorpusOptions {
+        sources: vec![first.path().to_path_buf(), second.path().to_path_buf()],
+        ..options(first.path())
+    };
+    let manifest = build(&options, out.path()).unwrap();
+    assert_eq!(dropped(&manifest), ["foo 1.0.0 DuplicateSource"]);
+    assert_eq!(records(out.path(), TRAIN_FILE)[0].text, code("first"));
+}
+
+#[test]
+fn drops_generated_vendored_and_oversized_files_and_binding_crates() {
+    let source = TempDir::new().unwrap();
+    let s = source.path();
+    let big = format!("// big\n{}", "fn f() {}\n".repeat(210));
+    let table = format!("pub static T: [u8; 600] = [{}];\n", "0, ".repeat(600));
+    add_crate(
+        s,
+        "mixed",
+        "0.3.0",
+        Some("MIT"),
+        &[
+            ("src/lib.rs", &code("lib")),
+            (
+                "src/tables.rs",
+                "// DO NOT EDIT: generated by ucd-generate\npub const A: u8 = 1;\n",
+            ),
+            ("src/sys/bindings.rs", &code("bindings")),
+            ("vendor/other/src/lib.rs", &code("vendored")),
+            ("target/debug/out.rs", &code("built")),
+            ("src/big.rs", &big),
+            (
+                "src/big_table.rs",
+                &format!("// @generated by gen.py\n{big}"),
+            ),
+            (
+                "src/output_tests/expected/derive.expected.rs",
+                &code("expanded"),
+            ),
+            ("src/data.rs", &table),
+            ("src/empty.rs", "\n"),
+            ("src/latin1.rs", "// caf\u{e9}\n"),
+            ("README.md", "# not rust\n"),
+        ],
+    );
+    fs::write(s.join("mixed-0.3.0/src/latin1.rs"), b"// caf\xe9\n").unwrap();
+    add_crate(
+        s,
+        "libc",
+        "0.2.191",
+        Some("MIT OR Apache-2.0"),
+        &[("src/lib.rs", &code("c"))],
+    );
+    add_crate(
+        s,
+        "windows_x86_64_gnu",
+        "0.52.6",
+        Some("MIT"),
+        &[("src/lib.rs", &code("w"))],
+    );
+    add_crate(
+        s,
+        "tree-sitter-loader",
+        "0.25.0",
+        Some("MIT"),
+        &[("src/loader.rs", &code("t"))],
+    );
+    let out = TempDir::new().unwrap();
+    let manifest = build(
+        &CorpusOptions {
+            max_file_bytes: 2000,
+            ..options(s)
+        },
+        out.path(),
+    )
+    .unwrap();
+    assert_eq!(kept(&manifest), ["mixed 0.3.0"]);
+    assert_eq!(
+        dropped(&manifest),
+        [
+            "libc 0.2.191 GeneratedBindings",
+            "tree-sitter-loader 0.25.0 Excluded",
+            "windows_x86_64_gnu 0.52.6 GeneratedBindings"
+        ]
+    );
+    assert_eq!(
+        dropped_files(&manifest),
+        [
+            "mixed/src/big.rs TooLarge",
+            "mixed/src/big_table.rs GeneratedMarker",
+            "mixed/src/data.rs LongLines",
+            "mixed/src/empty.rs Empty",
+            "mixed/src/latin1.rs NotUtf8",
+            "mixed/src/output_tests/expected/derive.expected.rs GeneratedPath",
+            "mixed/src/sys/bindings.rs GeneratedPath",
+            "mixed/src/tables.rs GeneratedMarker",
+            "mixed/target/debug/out.rs BuildOutput",
+            "mixed/vendor/other/src/lib.rs Vendored"
+        ]
+    );
+    let paths: Vec<_> = records(out.path(), TRAIN_FILE)
+        .into_iter()
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(paths, ["src/lib.rs"]);
+}
+
+#[test]
+fn deduplicates_files_across_crates_and_line_endings() {
+    let source = TempDir::new().unwrap();
+    let s = source.path();
+    let shared = "pub fn shared() {}\npub fn more() {}\n";
+    let shared_crlf = shared.replace('\n', "\r\n");
+    add_crate(
+        s,
+        "alpha",
+        "1.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", shared), ("src/a.rs", &code("a"))],
+    );
+    add_crate(
+        s,
+        "beta",
+        "1.0.0",
+        Some("MIT"),
+        &[("src/util.rs", &shared_crlf), ("src/lib.rs", &code("b"))],
+    );
+    add_crate(s, "gamma", "1.0.0", Some("MIT"), &[("src/lib.rs", shared)]);
+    let out = TempDir::new().unwrap();
+    let manifest = build(&options(s), out.path()).unwrap();
+    assert_eq!(
+        dropped_files(&manifest),
+        ["beta/src/util.rs Duplicate", "gamma/src/lib.rs Duplicate"]
+    );
+    assert_eq!(
+        manifest.dropped_files[0].detail.as_deref(),
+        Some("same as alpha/src/lib.rs")
+    );
+    assert_eq!(dropped(&manifest), ["gamma 1.0.0 NoFilesLeft"]);
+    let train = records(out.path(), TRAIN_FILE);
+    let texts: Vec<_> = train.iter().map(|r| r.text.as_str()).collect();
+    assert_eq!(texts, [code("a").as_str(), shared, code("b").as_str()]);
+    assert!(!texts.iter().any(|t| t.contains('\r')));
+}
+
+/// Crate names, seed and fraction for which both splits are non-empty, found with the same
+/// function `build` uses rather than hard-coded, so the test follows any change of hash.
+fn mixed_split_crates(seed: u64, fraction: f64) -> Vec<String> {
+    let names: Vec<String> = (0..24).map(|i| format!("crate{i}")).collect();
+    let valid = names
+        .iter()
+        .filter(|n| split_for(n, seed, fraction) == Split::Valid)
+        .count();
+    assert!(
+        valid > 0 && valid < names.len(),
+        "seed {seed} gives one split only"
+    );
+    names
+}
+
+#[test]
+fn holds_out_whole_crates_and_families() {
+    let (seed, fraction) = (7, 0.4);
+    let source = TempDir::new().unwrap();
+    let s = source.path();
+    let mut names = mixed_split_crates(seed, fraction);
+    names.extend([
+        "fam".to_string(),
+        "fam-derive".to_string(),
+        "fam_core".to_string(),
+    ]);
+    for name in &names {
+        let files: Vec<(String, String)> = (0..3)
+            .map(|i| {
+                (
+                    format!("src/m{i}.rs"),
+                    code(&format!("{}_{i}", name.replace('-', "_"))),
+                )
+            })
+            .collect();
+        let files: Vec<_> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        add_crate(s, name, "1.0.0", Some("MIT"), &files);
+    }
+    let out = TempDir::new().unwrap();
+    let options = CorpusOptions {
+        seed,
+        holdout_fraction: fraction,
+        ..options(s)
+    };
+    let manifest = build(&options, out.path()).unwrap();
+    let train = records(out.path(), TRAIN_FILE);
+    let valid = records(out.path(), VALID_FILE);
+    assert!(!train.is_empty() && !valid.is_empty());
+    for krate in &manifest.crates {
+        assert_eq!(krate.split, split_for(&krate.name, seed, fraction));
+        let (mine, other) = match krate.split {
+            Split::Train => (&train, &valid),
+            Split::Valid => (&valid, &train),
+        };
+        assert_eq!(mine.iter().filter(|r| r.krate == krate.name).count(), 3);
+        assert!(!other.iter().any(|r| r.krate == krate.name));
+    }
+    let family: Vec<_> = ["fam", "fam-derive", "fam_core"]
+        .iter()
+        .map(|n| split_for(n, seed, fraction))
+        .collect();
+    assert!(family.iter().all(|s| *s == family[0]));
+    assert_eq!(
+        manifest.stats.files_train + manifest.stats.files_valid,
+        names.len() * 3
+    );
+}
+
+#[test]
+fn a_validation_copy_of_a_training_file_is_dropped_from_validation() {
+    let (seed, fraction) = (7, 0.4);
+    let names = mixed_split_crates(seed, fraction);
+    let valid = names
+        .iter()
+        .find(|n| split_for(n, seed, fraction) == Split::Valid)
+        .unwrap();
+    // The train crate sorts after the valid one, so only the split order makes train win.
+    let train = (0..)
+        .map(|i| format!("{valid}z{i}"))
+        .find(|n| split_for(n, seed, fraction) == Split::Train)
+        .unwrap();
+    let source = TempDir::new().unwrap();
+    let s = source.path();
+    let shared = code("shared");
+    add_crate(
+        s,
+        valid,
+        "1.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", &shared), ("src/own.rs", &code("own"))],
+    );
+    add_crate(s, &train, "1.0.0", Some("MIT"), &[("src/lib.rs", &shared)]);
+    let out = TempDir::new().unwrap();
+    let options = CorpusOptions {
+        seed,
+        holdout_fraction: fraction,
+        ..options(s)
+    };
+    let manifest = build(&options, out.path()).unwrap();
+    assert_eq!(
+        dropped_files(&manifest),
+        [format!("{valid}/src/lib.rs Duplicate")]
+    );
+    assert_eq!(records(out.path(), VALID_FILE).len(), 1);
+}
+
+#[test]
+fn building_twice_gives_identical_files() {
+    let source = TempDir::new().unwrap();
+    let s = source.path();
+    for (i, name) in mixed_split_crates(3, 0.3).iter().enumerate() {
+        let files: Vec<(String, String)> = (0..4)
+            .map(|j| {
+                (
+                    format!("src/d{j}/f.rs"),
+                    code(&format!("{name}_{}", (i + j) % 7)),
+                )
+            })
+            .collect();
+        let files: Vec<_> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        add_crate(s, name, "0.1.0", Some("Apache-2.0"), &files);
+    }
+    let options = CorpusOptions {
+        seed: 3,
+        holdout_fraction: 0.3,
+        ..options(s)
+    };
+    let (a, b) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let first = build(&options, a.path()).unwrap();
+    let second = build(&options, b.path()).unwrap();
+    assert_eq!(first, second);
+    for file in [TRAIN_FILE, VALID_FILE, MANIFEST_FILE] {
+        let (x, y) = (
+            fs::read(a.path().join(file)).unwrap(),
+            fs::read(b.path().join(file)).unwrap(),
+        );
+        assert!(!x.is_empty(), "{file} is empty");
+        assert!(x == y, "{file} differs between builds");
+    }
+    let train = records(a.path(), TRAIN_FILE);
+    let keys: Vec<_> = train.iter().map(|r| (&r.krate, &r.path)).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "train.jsonl is sorted by crate, then path");
+    let manifest: CorpusManifest =
+        serde_json::from_slice(&fs::read(a.path().join(MANIFEST_FILE)).unwrap()).unwrap();
+    assert_eq!(manifest, first);
+}
+
+#[test]
+fn refuses_benchmark_directories_as_sources() {
+    let root = TempDir::new().unwrap();
+    let benchmarks = root.path().join("shared/benchmarks");
+    add_crate(
+        &benchmarks,
+        "foo",
+        "1.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("x"))],
+    );
+    let out = TempDir::new().unwrap();
+    let err = build(&options(&benchmarks), out.path()).unwrap_err();
+    assert!(matches!(err, CorpusError::BenchmarkSource { .. }), "{err}");
+
+    // A crate directory that is a link into benchmark data is refused too.
+    let humaneval = root.path().join("HumanEval-infilling");
+    add_crate(
+        &humaneval,
+        "bar",
+        "1.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("y"))],
+    );
+    let source = root.path().join("registry");
+    fs::create_dir_all(&source).unwrap();
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(humaneval.join("bar-1.0.0"), source.join("bar-1.0.0")).unwrap();
+        let err = build(&options(&source), out.path()).unwrap_err();
+        assert!(matches!(err, CorpusError::BenchmarkSource { .. }), "{err}");
+    }
+    assert!(!out.path().join(TRAIN_FILE).exists());
+}
+
+#[test]
+fn lockfiles_restrict_the_crates_and_must_be_fetched() {
+    let source = TempDir::new().unwrap();
+    let s = source.path();
+    add_crate(
+        s,
+        "locked",
+        "1.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("l"))],
+    );
+    add_crate(
+        s,
+        "locked",
+        "2.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("l2"))],
+    );
+    add_crate(
+        s,
+        "stray",
+        "1.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("s"))],
+    );
+    let lock_dir = TempDir::new().unwrap();
+    let lockfile = lock_dir.path().join("Cargo.lock");
+    let entry = |name: &str, version: &str| {
+        format!("[[package]]\nname = \"{name}\"\nversion = \"{version}\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n\n")
+    };
+    fs::write(&lockfile, entry("locked", "1.0.0")).unwrap();
+    let out = TempDir::new().unwrap();
+    let options = CorpusOptions {
+        lockfiles: vec![lockfile.clone()],
+        ..options(s)
+    };
+    let manifest = build(&options, out.path()).unwrap();
+    assert_eq!(kept(&manifest), ["locked 1.0.0"]);
+    assert!(manifest.dropped_crates.is_empty());
+
+    fs::write(
+        &lockfile,
+        entry("locked", "1.0.0") + &entry("unfetched", "0.1.0"),
+    )
+    .unwrap();
+    let err = build(&options, out.path()).unwrap_err();
+    assert!(
+        matches!(&err, CorpusError::MissingLockedCrates { count: 1, first } if first == "unfetched 0.1.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_empty_validation_split_is_an_error() {
+    let source = TempDir::new().unwrap();
+    let name = (0..)
+        .map(|i| format!("lonely{i}"))
+        .find(|n| split_for(n, 0, 0.05) == Split::Train)
+        .unwrap();
+    add_crate(
+        source.path(),
+        &name,
+        "1.0.0",
+        Some("MIT"),
+        &[("src/lib.rs", &code("x"))],
+    );
+    let out = TempDir::new().unwrap();
+    let options = CorpusOptions {
+        holdout_fraction: 0.05,
+        ..options(source.path())
+    };
+    let err = build(&options, out.path()).unwrap_err();
+    assert!(matches!(err, CorpusError::EmptyValidation { .. }), "{err}");
+}
+
+#[test]
+fn crate_patterns_ignore_case_and_separator_style() {
+    assert!(matches_crate_pattern("windows-*", "windows_x86_64_gnu"));
+    assert!(matches_crate_pattern("windows-*", "windows-sys"));
+    assert!(!matches_crate_pattern("windows-*", "windows"));
+    assert!(matches_crate_pattern("linux-raw-sys", "linux_raw_sys"));
+    assert!(matches_crate_pattern("tree-sitter*", "tree-sitter"));
+    assert!(!matches_crate_pattern("libc", "libcst"));
+    assert_eq!(holdout_family("serde_derive"), "serde");
+    assert_eq!(holdout_family("regex-automata"), "regex");
+    assert_eq!(holdout_family("syn"), "syn");
+}
