@@ -266,6 +266,265 @@ impl CustomOp1 for SwiGlu {
     }
 }
 
+/// Which columns of the fused projection rows hold what (see [`attention`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadLayout {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+}
+
+/// Full (bidirectional) attention, fused: for each (sequence, head, block of queries) one task
+/// computes the block's scores against every key, its softmax and the weighted values, so no
+/// `[heads, queries, keys]` tensor is ever materialised, nothing is transposed, and
+/// grouped-query heads read their shared keys in place. Keys past `key_lens[b]` (padding) are
+/// left out entirely.
+struct Attention {
+    layout: HeadLayout,
+    queries: std::ops::Range<usize>,
+    k_col: usize,
+    key_lens: Vec<usize>,
+}
+
+/// A raw pointer that tasks writing disjoint parts of one buffer may share.
+#[derive(Clone, Copy)]
+struct SharedMut(*mut f32);
+// SAFETY: every task writes a disjoint set of elements (see `Attention::cpu_fwd`).
+unsafe impl Send for SharedMut {}
+unsafe impl Sync for SharedMut {}
+
+impl SharedMut {
+    /// The pointer `offset` elements in (a method, so closures capture the `Send` wrapper).
+    fn at(self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+
+impl candle_core::CustomOp2 for Attention {
+    fn name(&self) -> &'static str {
+        "redraft-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        q_storage: &CpuStorage,
+        q_layout: &Layout,
+        kv_storage: &CpuStorage,
+        kv_layout: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        let q = contiguous_f32(q_storage, q_layout, name)?;
+        let kv = contiguous_f32(kv_storage, kv_layout, name)?;
+        let HeadLayout {
+            heads,
+            kv_heads,
+            head_dim: hd,
+        } = self.layout;
+        let (batch, q_len, q_stride) = q_layout.shape().dims3()?;
+        let (kv_batch, keys, kv_stride) = kv_layout.shape().dims3()?;
+        if kv_batch != batch
+            || q_stride < heads * hd
+            || kv_stride < self.k_col + 2 * kv_heads * hd
+            || self.queries.end > q_len
+        {
+            candle_core::bail!(
+                "{name}: rows {:?} / {:?} do not hold {heads} query and {kv_heads} key heads of {hd} (queries {:?})",
+                q_layout.shape(), kv_layout.shape(), self.queries
+            );
+        }
+        if kv_heads == 0 || heads % kv_heads != 0 || self.key_lens.len() != batch {
+            candle_core::bail!(
+                "{name}: {heads} heads, {kv_heads} key heads, {} key lengths for {batch} sequences",
+                self.key_lens.len()
+            );
+        }
+        if let Some(&bad) = self.key_lens.iter().find(|&&l| l == 0 || l > keys) {
+            candle_core::bail!("{name}: key length {bad} outside 1..={keys}");
+        }
+        let group = heads / kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let queries = self.queries.len();
+        let mut out = vec![0f32; batch * queries * heads * hd];
+        let out_ptr = SharedMut(out.as_mut_ptr());
+        // Blocks small enough to keep a block's scores in L2, and enough tasks for every thread.
+        let block = queries.clamp(1, 64);
+        let blocks = queries.div_ceil(block);
+        (0..batch * heads * blocks)
+            .into_par_iter()
+            .for_each(|task| {
+                let (b, rest) = (task / (heads * blocks), task % (heads * blocks));
+                let (h, blk) = (rest / blocks, rest % blocks);
+                let q0 = blk * block;
+                let rows = block.min(queries - q0);
+                let kl = self.key_lens[b];
+                let g = h / group;
+                let q_at = (b * q_len + self.queries.start + q0) * q_stride + h * hd;
+                let k_at = b * keys * kv_stride + self.k_col + g * hd;
+                let v_at = k_at + kv_heads * hd;
+                let mut scores = vec![0f32; rows * kl];
+                // SAFETY: every pointer stays inside its buffer (the checks above bound rows,
+                // columns and key lengths). The destination rows (b, q0..q0 + rows, h, 0..hd) belong
+                // to this task alone, so concurrent tasks never write the same element.
+                unsafe {
+                    gemm::gemm(
+                        rows,
+                        kl,
+                        hd,
+                        scores.as_mut_ptr(),
+                        1,
+                        kl as isize,
+                        false,
+                        q.as_ptr().add(q_at),
+                        1,
+                        q_stride as isize,
+                        kv.as_ptr().add(k_at),
+                        kv_stride as isize,
+                        1,
+                        0.0,
+                        scale,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    );
+                    softmax_rows(&mut scores, kl);
+                    gemm::gemm(
+                        rows,
+                        hd,
+                        kl,
+                        out_ptr.at(((b * queries + q0) * heads + h) * hd),
+                        1,
+                        (heads * hd) as isize,
+                        false,
+                        scores.as_ptr(),
+                        1,
+                        kl as isize,
+                        kv.as_ptr().add(v_at),
+                        1,
+                        kv_stride as isize,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    );
+                }
+            });
+        Ok((
+            CpuStorage::F32(out),
+            Shape::from_dims(&[batch, queries, heads * hd]),
+        ))
+    }
+}
+
+/// Bidirectional attention straight from fused projection rows.
+///
+/// `q_rows` (`[B, Tq, _]`) holds each query head's `head_dim` values side by side from column 0;
+/// `kv_rows` (`[B, T, _]`) holds the key heads from column `k_col` and the value heads right after
+/// them. Only queries `queries` of `q_rows` are computed, and sequence `b` attends to its first
+/// `key_lens[b]` keys. Returns `[B, queries.len(), heads * head_dim]`.
+pub fn attention(
+    q_rows: &Tensor,
+    kv_rows: &Tensor,
+    layout: HeadLayout,
+    queries: std::ops::Range<usize>,
+    k_col: usize,
+    key_lens: &[usize],
+) -> Result<Tensor> {
+    let op = Attention {
+        layout,
+        queries,
+        k_col,
+        key_lens: key_lens.to_vec(),
+    };
+    q_rows.apply_op2_no_bwd(kv_rows, &op)
+}
+
+/// Adds the projection bias to fused q|k|v rows and rotates the query and key heads (RoPE,
+/// `rotate_half` convention), in place.
+struct BiasRope<'a> {
+    layout: HeadLayout,
+    bias: &'a [f32],
+    /// `[rows, head_dim / 2]` for the rows' positions.
+    cos: &'a [f32],
+    sin: &'a [f32],
+}
+
+impl candle_core::InplaceOp1 for BiasRope<'_> {
+    fn name(&self) -> &'static str {
+        "redraft-bias-rope"
+    }
+
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> Result<()> {
+        let name = self.name();
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("{name}: only f32 is supported")
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("{name}: input must be contiguous")
+        };
+        let (_, rows, width) = layout.shape().dims3()?;
+        let HeadLayout {
+            heads,
+            kv_heads,
+            head_dim: hd,
+        } = self.layout;
+        let half = hd / 2;
+        if width != (heads + 2 * kv_heads) * hd
+            || self.bias.len() != width
+            || self.cos.len() != rows * half
+            || self.sin.len() != rows * half
+        {
+            candle_core::bail!(
+                "{name}: rows of {width} values, bias {}, {} rotations for {rows} rows",
+                self.bias.len(),
+                self.cos.len()
+            );
+        }
+        let rotated = (heads + kv_heads) * hd;
+        data[start..end]
+            .par_chunks_mut(width)
+            .enumerate()
+            .for_each(|(i, row)| {
+                let t = i % rows;
+                let (cos, sin) = (
+                    &self.cos[t * half..(t + 1) * half],
+                    &self.sin[t * half..(t + 1) * half],
+                );
+                for (x, b) in row.iter_mut().zip(self.bias) {
+                    *x += b;
+                }
+                for head in row[..rotated].chunks_mut(hd) {
+                    let (x1, x2) = head.split_at_mut(half);
+                    for j in 0..half {
+                        let (a, b) = (x1[j], x2[j]);
+                        x1[j] = a * cos[j] - b * sin[j];
+                        x2[j] = b * cos[j] + a * sin[j];
+                    }
+                }
+            });
+        Ok(())
+    }
+}
+
+/// `qkv` (`[B, T, (heads + 2 kv_heads) * head_dim]`, contiguous, not shared) += `bias`, then RoPE
+/// on its query and key heads with `cos`/`sin` rows (`[T, head_dim / 2]`) for its positions.
+pub fn bias_rope_(
+    qkv: &Tensor,
+    bias: &[f32],
+    layout: HeadLayout,
+    cos: &[f32],
+    sin: &[f32],
+) -> Result<()> {
+    qkv.inplace_op1(&BiasRope {
+        layout,
+        bias,
+        cos,
+        sin,
+    })
+}
+
 /// Softmax over the last dimension of a contiguous f32 tensor, in place: `x` must not be shared
 /// (a tensor just produced by another op).
 pub fn softmax_last_dim_(x: &Tensor) -> Result<()> {
@@ -323,5 +582,146 @@ mod tests {
             .to_scalar()
             .unwrap();
         assert!(diff < 1e-5, "swiglu differs by {diff}");
+    }
+
+    /// The textbook formula on `[B, H, T, hd]` tensors, with explicit repeats of the key heads
+    /// and a padding mask.
+    fn reference_attention(q: &Tensor, k: &Tensor, v: &Tensor, key_lens: &[usize]) -> Tensor {
+        let (b, h, _, hd) = q.dims4().unwrap();
+        let (_, kvh, t, _) = k.dims4().unwrap();
+        let repeat = |x: &Tensor| {
+            let parts: Vec<Tensor> = (0..h)
+                .map(|i| x.narrow(1, i / (h / kvh), 1).unwrap())
+                .collect();
+            Tensor::cat(&parts, 1).unwrap()
+        };
+        let (k, v) = (repeat(k), repeat(v));
+        let scores = (q.matmul(&k.t().unwrap()).unwrap() / (hd as f64).sqrt()).unwrap();
+        let mask: Vec<f32> = key_lens
+            .iter()
+            .flat_map(|&l| (0..t).map(move |j| if j < l { 0.0 } else { f32::NEG_INFINITY }))
+            .collect();
+        let mask = Tensor::from_vec(mask, (b, 1, 1, t), &Device::Cpu).unwrap();
+        let p = candle_nn::ops::softmax_last_dim(&scores.broadcast_add(&mask).unwrap()).unwrap();
+        p.matmul(&v)
+            .unwrap()
+            .transpose(1, 2)
+            .unwrap()
+            .reshape((b, (), h * hd))
+            .unwrap()
+    }
+
+    /// `[B, T, n * hd]` rows starting at head `first` as `[B, n, T, hd]`.
+    fn heads_of(rows: &Tensor, first: usize, n: usize, hd: usize) -> Tensor {
+        let (b, t, _) = rows.dims3().unwrap();
+        rows.narrow(2, first * hd, n * hd)
+            .unwrap()
+            .reshape((b, t, n, hd))
+            .unwrap()
+            .transpose(1, 2)
+            .unwrap()
+            .contiguous()
+            .unwrap()
+    }
+
+    #[test]
+    fn fused_attention_matches_the_formula_with_gqa_padding_blocks_and_query_subsets() {
+        let layout = HeadLayout {
+            heads: 6,
+            kv_heads: 2,
+            head_dim: 8,
+        };
+        for (tokens, queries) in [(5, 0..5), (70, 0..70), (130, 60..63)] {
+            let rows = Tensor::randn(0f32, 1.0, (2, tokens, 10 * 8), &Device::Cpu).unwrap();
+            let key_lens = [tokens, tokens - 2];
+            let ours = attention(&rows, &rows, layout, queries.clone(), 6 * 8, &key_lens).unwrap();
+            let q = heads_of(&rows, 0, 6, 8)
+                .narrow(2, queries.start, queries.len())
+                .unwrap();
+            let expected = reference_attention(
+                &q,
+                &heads_of(&rows, 6, 2, 8),
+                &heads_of(&rows, 8, 2, 8),
+                &key_lens,
+            );
+            let diff: f32 = (ours - expected)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar()
+                .unwrap();
+            assert!(diff < 1e-5, "{tokens} tokens: attention differs by {diff}");
+            // Keys and values from a separate cache (no query columns).
+            let kv = rows.narrow(2, 6 * 8, 4 * 8).unwrap().contiguous().unwrap();
+            let cached = attention(&rows, &kv, layout, queries.clone(), 0, &key_lens).unwrap();
+            let again = attention(&rows, &rows, layout, queries, 6 * 8, &key_lens).unwrap();
+            let diff: f32 = (cached - again)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar()
+                .unwrap();
+            assert_eq!(diff, 0.0);
+        }
+        let rows = Tensor::zeros((1, 3, 10 * 8), candle_core::DType::F32, &Device::Cpu).unwrap();
+        assert!(
+            attention(&rows, &rows, layout, 0..3, 48, &[4]).is_err(),
+            "key length past the keys"
+        );
+        assert!(
+            attention(&rows, &rows, layout, 0..3, 48, &[3, 3]).is_err(),
+            "one key length per sequence"
+        );
+        assert!(
+            attention(&rows, &rows, layout, 0..4, 48, &[3]).is_err(),
+            "queries past the rows"
+        );
+    }
+
+    #[test]
+    fn bias_rope_matches_candle_rope_on_each_head() {
+        let layout = HeadLayout {
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 8,
+        };
+        let (t, width) = (5, 8 * 8);
+        let qkv = Tensor::randn(0f32, 1.0, (2, t, width), &Device::Cpu).unwrap();
+        let bias = Tensor::randn(0f32, 1.0, width, &Device::Cpu).unwrap();
+        let cos = Tensor::randn(0f32, 1.0, (t, 4), &Device::Cpu).unwrap();
+        let sin = Tensor::randn(0f32, 1.0, (t, 4), &Device::Cpu).unwrap();
+        let biased = qkv.broadcast_add(&bias).unwrap();
+        let ours = qkv.copy().unwrap();
+        bias_rope_(
+            &ours,
+            &bias.to_vec1().unwrap(),
+            layout,
+            &cos.flatten_all().unwrap().to_vec1().unwrap(),
+            &sin.flatten_all().unwrap().to_vec1().unwrap(),
+        )
+        .unwrap();
+        let rotated = candle_nn::rotary_emb::rope(&heads_of(&biased, 0, 6, 8), &cos, &sin).unwrap();
+        let diff: f32 = (heads_of(&ours, 0, 6, 8) - rotated)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar()
+            .unwrap();
+        assert!(diff < 1e-5, "rotated heads differ by {diff}");
+        let values: f32 = (heads_of(&ours, 6, 2, 8) - heads_of(&biased, 6, 2, 8))
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar()
+            .unwrap();
+        assert_eq!(values, 0.0, "value heads only get the bias");
     }
 }

@@ -12,23 +12,25 @@
 //! - [`Pass::Window`] recomputes only the window (the canvas), attending to cached keys/values
 //!   for every other position (Fast-dLLM's approximate dual cache).
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use candle_core::{Device, Tensor};
 use candle_nn::ops::rms_norm;
 
-use crate::ops::{softmax_last_dim_, swiglu};
+use crate::ops::{attention, bias_rope_, swiglu, HeadLayout};
 
 use crate::checkpoint::Weights;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::sampler::{Denoiser, Pass};
 
-/// Per-layer keys and values (after RoPE) of the last full pass, with the tokens they were
-/// computed from. A value the caller keeps: a later request over the same context reuses it.
+/// Per-layer keys and values (after RoPE; `[B, T, kv_heads * head_dim * 2]`, keys then values)
+/// with the tokens they were computed from. A value the caller keeps: a later request over the
+/// same context reuses it.
 #[derive(Default)]
 pub struct KvCache {
-    layers: Vec<(Tensor, Tensor)>,
+    layers: Vec<Tensor>,
     tokens: Vec<Vec<u32>>,
 }
 
@@ -56,17 +58,14 @@ impl KvCache {
 
     /// Bytes held by the cached keys and values.
     pub fn bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .map(|(k, v)| (k.elem_count() + v.elem_count()) * 4)
-            .sum()
+        self.layers.iter().map(|kv| kv.elem_count() * 4).sum()
     }
 }
 
 struct Layer {
     input_norm: Tensor,
     qkv_weight: Tensor,
-    qkv_bias: Tensor,
+    qkv_bias: Vec<f32>,
     o_weight: Tensor,
     post_norm: Tensor,
     gate_up_weight: Tensor,
@@ -84,9 +83,11 @@ pub struct Qwen2 {
     device: Device,
 }
 
+/// RoPE rotations (`[position, head_dim / 2]` cos and sin), precomputed for the usual
+/// lengths and computed on demand past them.
 struct Rope {
-    cos: Tensor,
-    sin: Tensor,
+    cos: Vec<f32>,
+    sin: Vec<f32>,
     theta: f64,
     head_dim: usize,
 }
@@ -94,26 +95,21 @@ struct Rope {
 impl Rope {
     const PRECOMPUTED: usize = 4096;
 
-    fn new(theta: f64, head_dim: usize, device: &Device) -> Result<Rope> {
-        let (cos, sin) = Rope::tables(theta, head_dim, 0..Rope::PRECOMPUTED, device)?;
-        Ok(Rope {
+    fn new(theta: f64, head_dim: usize) -> Rope {
+        let (cos, sin) = Rope::tables(theta, head_dim, 0..Rope::PRECOMPUTED);
+        Rope {
             cos,
             sin,
             theta,
             head_dim,
-        })
+        }
     }
 
-    fn tables(
-        theta: f64,
-        head_dim: usize,
-        positions: Range<usize>,
-        device: &Device,
-    ) -> Result<(Tensor, Tensor)> {
+    fn tables(theta: f64, head_dim: usize, positions: Range<usize>) -> (Vec<f32>, Vec<f32>) {
         let half = head_dim / 2;
         let mut cos = Vec::with_capacity(positions.len() * half);
         let mut sin = Vec::with_capacity(positions.len() * half);
-        for pos in positions.clone() {
+        for pos in positions {
             for i in 0..half {
                 // Same as transformers: inv_freq in f32, the product in f32.
                 let inv_freq = (1.0 / theta.powf((2 * i) as f64 / head_dim as f64)) as f32;
@@ -122,24 +118,22 @@ impl Rope {
                 sin.push(angle.sin());
             }
         }
-        let shape = (positions.len(), half);
-        Ok((
-            Tensor::from_vec(cos, shape, device)?,
-            Tensor::from_vec(sin, shape, device)?,
-        ))
+        (cos, sin)
     }
 
-    /// Applies RoPE to `x` (`[B, heads, len, head_dim]`, contiguous) at `positions`.
-    fn apply(&self, x: &Tensor, positions: Range<usize>) -> Result<Tensor> {
-        let (cos, sin) = if positions.end <= self.cos.dim(0)? {
+    /// The rotations for `positions`.
+    fn at(&self, positions: Range<usize>) -> (Cow<'_, [f32]>, Cow<'_, [f32]>) {
+        let half = self.head_dim / 2;
+        if positions.end <= Rope::PRECOMPUTED {
+            let span = positions.start * half..positions.end * half;
             (
-                self.cos.narrow(0, positions.start, positions.len())?,
-                self.sin.narrow(0, positions.start, positions.len())?,
+                Cow::Borrowed(&self.cos[span.clone()]),
+                Cow::Borrowed(&self.sin[span]),
             )
         } else {
-            Rope::tables(self.theta, self.head_dim, positions, x.device())?
-        };
-        Ok(candle_nn::rotary_emb::rope(x, &cos, &sin)?)
+            let (cos, sin) = Rope::tables(self.theta, self.head_dim, positions);
+            (Cow::Owned(cos), Cow::Owned(sin))
+        }
     }
 }
 
@@ -166,7 +160,7 @@ impl Qwen2 {
             layers.push(Layer {
                 input_norm: get("input_layernorm.weight", &[d])?,
                 qkv_weight: transpose(&Tensor::cat(&[&q, &k, &vv], 0)?)?,
-                qkv_bias: Tensor::cat(&[&qb, &kb, &vb], 0)?,
+                qkv_bias: Tensor::cat(&[&qb, &kb, &vb], 0)?.to_vec1()?,
                 o_weight: transpose(&get("self_attn.o_proj.weight", &[d, q_out])?)?,
                 post_norm: get("post_attention_layernorm.weight", &[d])?,
                 gate_up_weight: transpose(&Tensor::cat(&[&gate, &up], 0)?)?,
@@ -185,7 +179,7 @@ impl Qwen2 {
             layers,
             norm,
             lm_head_t: transpose(&lm_head)?,
-            rope: Rope::new(config.rope_theta(), hd, device)?,
+            rope: Rope::new(config.rope_theta(), hd),
             device: device.clone(),
         })
     }
@@ -230,7 +224,7 @@ impl Qwen2 {
                 "window pass without a cache for these tokens".into(),
             ));
         }
-        let mask = self.key_mask(tokens, len)?;
+        let key_lens: Vec<usize> = tokens.iter().map(Vec::len).collect();
         let padded: Vec<u32> = tokens
             .iter()
             .flat_map(|t| {
@@ -253,11 +247,11 @@ impl Qwen2 {
                 for (i, layer) in self.layers.iter().enumerate() {
                     // The last layer only needs the window's queries: nothing reads the others.
                     let queries = if i == last { window.clone() } else { 0..len };
-                    let (next, kv) = self.layer_forward(layer, &x, queries, 0..len, None, &mask)?;
+                    let kv_use = if store { KvUse::Keep } else { KvUse::Drop };
+                    let (next, kv) =
+                        self.layer_forward(layer, &x, queries, 0..len, kv_use, &key_lens)?;
                     x = next;
-                    if store {
-                        cache.layers.push(kv);
-                    }
+                    cache.layers.extend(kv);
                 }
                 if store {
                     cache.tokens = tokens.to_vec();
@@ -274,8 +268,22 @@ impl Qwen2 {
                 for (layer, cached) in self.layers.iter().zip(&cache.layers) {
                     let full = 0..window.len();
                     x = self
-                        .layer_forward(layer, &x, full, window.clone(), Some(cached), &mask)?
+                        .layer_forward(
+                            layer,
+                            &x,
+                            full,
+                            window.clone(),
+                            KvUse::Cached(cached),
+                            &key_lens,
+                        )?
                         .0;
+                }
+                // The cache now holds the window's keys/values for these tokens.
+                for (cached, new) in cache.tokens.iter_mut().zip(tokens) {
+                    let end = window.end.min(new.len());
+                    if window.start < end {
+                        cached[window.start..end].copy_from_slice(&new[window.start..end]);
+                    }
                 }
                 x
             }
@@ -287,115 +295,82 @@ impl Qwen2 {
         Ok(logits.reshape((b, w, vocab))?)
     }
 
-    /// Additive `[B, 1, 1, T]` mask hiding padding keys; `None` when no sequence is padded.
-    fn key_mask(&self, tokens: &[Vec<u32>], len: usize) -> Result<Option<Tensor>> {
-        if tokens.iter().all(|t| t.len() == len) {
-            return Ok(None);
-        }
-        let mask: Vec<f32> = tokens
-            .iter()
-            .flat_map(|t| (0..len).map(move |j| if j < t.len() { 0.0 } else { f32::NEG_INFINITY }))
-            .collect();
-        Ok(Some(Tensor::from_vec(
-            mask,
-            (tokens.len(), 1, 1, len),
-            &self.device,
-        )?))
-    }
-
     /// One transformer block over `x` (`[B, rows, d]`, the rows at `positions`).
     ///
     /// `queries` selects which of `x`'s rows produce outputs (the others only provide keys and
-    /// values). With `cached`, keys/values of positions outside `positions` come from the cache.
-    /// Returns the block's output for the query rows and this pass's keys/values.
+    /// values). Returns the block's output for the query rows, and this pass's keys/values
+    /// (`[B, rows, 2 * kv_heads * head_dim]`) with [`KvUse::Keep`].
     fn layer_forward(
         &self,
         layer: &Layer,
         x: &Tensor,
         queries: Range<usize>,
         positions: Range<usize>,
-        cached: Option<&(Tensor, Tensor)>,
-        mask: &Option<Tensor>,
-    ) -> Result<(Tensor, (Tensor, Tensor))> {
+        kv_cache: KvUse<'_>,
+        key_lens: &[usize],
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let cfg = &self.config;
         let eps = cfg.rms_norm_eps as f32;
         let (b, rows, d) = x.dims3()?;
-        let (heads, kv_heads, hd) = (cfg.num_attention_heads, cfg.num_kv_heads(), cfg.head_dim());
+        let heads = HeadLayout {
+            heads: cfg.num_attention_heads,
+            kv_heads: cfg.num_kv_heads(),
+            head_dim: cfg.head_dim(),
+        };
+        let (q_width, kv_width) = (
+            heads.heads * heads.head_dim,
+            2 * heads.kv_heads * heads.head_dim,
+        );
         let h = rms_norm(x, &layer.input_norm, eps)?;
         let qkv = h
             .reshape((b * rows, d))?
             .matmul(&layer.qkv_weight)?
-            .broadcast_add(&layer.qkv_bias)?
-            .reshape((b, rows, heads + 2 * kv_heads, hd))?;
-        let split = |start: usize, n: usize| -> Result<Tensor> {
-            Ok(qkv.narrow(2, start, n)?.transpose(1, 2)?.contiguous()?)
-        };
-        let q_positions = positions.start + queries.start..positions.start + queries.end;
-        let q = split(0, heads)?
-            .narrow(2, queries.start, queries.len())?
-            .contiguous()?;
-        let q = self.rope.apply(&q, q_positions)?;
-        let k = self
-            .rope
-            .apply(&split(heads, kv_heads)?, positions.clone())?;
-        let v = split(heads + kv_heads, kv_heads)?;
-        let (k_all, v_all) = match cached {
-            None => (k.clone(), v.clone()),
-            Some((ck, cv)) => (
-                splice(ck, &k, positions.clone())?,
-                splice(cv, &v, positions.clone())?,
+            .reshape((b, rows, q_width + kv_width))?;
+        let (cos, sin) = self.rope.at(positions.clone());
+        bias_rope_(&qkv, &layer.qkv_bias, heads, &cos, &sin)?;
+        let fresh_kv = || -> Result<Tensor> { Ok(qkv.narrow(2, q_width, kv_width)?.contiguous()?) };
+        let (attn, kv) = match kv_cache {
+            KvUse::Drop | KvUse::Keep => (
+                attention(&qkv, &qkv, heads, queries.clone(), q_width, key_lens)?,
+                if matches!(kv_cache, KvUse::Keep) {
+                    Some(fresh_kv()?)
+                } else {
+                    None
+                },
             ),
+            KvUse::Cached(cache) => {
+                // The rows' fresh keys/values replace the cached ones in place (as Fast-dLLM's
+                // dual cache does): no copy of the whole cache per step.
+                cache.slice_set(&fresh_kv()?, 1, positions.start)?;
+                (
+                    attention(&qkv, cache, heads, queries.clone(), 0, key_lens)?,
+                    None,
+                )
+            }
         };
-        let attn = attention(&q, &k_all, &v_all, mask, heads / kv_heads)?;
         let q_rows = queries.len();
         let x = x.narrow(1, queries.start, q_rows)?;
         let x = (x + attn
-            .reshape((b * q_rows, heads * hd))?
+            .reshape((b * q_rows, q_width))?
             .matmul(&layer.o_weight)?
             .reshape((b, q_rows, d))?)?;
         let h = rms_norm(&x, &layer.post_norm, eps)?.reshape((b * q_rows, d))?;
         let mlp = swiglu(&h.matmul(&layer.gate_up_weight)?)?.matmul(&layer.down_weight)?;
         let out = (x + mlp.reshape((b, q_rows, d))?)?;
-        Ok((out, (k, v)))
+        Ok((out, kv))
     }
 }
 
-/// Full attention of `q` (`[B, H, Q, hd]`) over `k`, `v` (`[B, KVH, T, hd]`).
-///
-/// Grouped-query attention without copying keys: the `group` query heads sharing a key head are
-/// folded into the row dimension, so one batched matmul serves them all.
-fn attention(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    mask: &Option<Tensor>,
-    group: usize,
-) -> Result<Tensor> {
-    let (b, heads, rows, hd) = q.dims4()?;
-    let kv_heads = heads / group;
-    let scale = 1.0 / (hd as f64).sqrt();
-    let q = (q.reshape((b, kv_heads, group * rows, hd))? * scale)?;
-    let mut scores = q.matmul(&k.t()?)?;
-    if let Some(mask) = mask {
-        scores = scores.broadcast_add(mask)?;
-    }
-    softmax_last_dim_(&scores)?;
-    let out = scores.matmul(v)?.reshape((b, heads, rows, hd))?;
-    Ok(out.transpose(1, 2)?.contiguous()?)
-}
-
-/// `cached` (`[B, KVH, T, hd]`) with positions `at` replaced by `fresh`.
-fn splice(cached: &Tensor, fresh: &Tensor, at: Range<usize>) -> Result<Tensor> {
-    let len = cached.dim(2)?;
-    let mut parts = Vec::with_capacity(3);
-    if at.start > 0 {
-        parts.push(cached.narrow(2, 0, at.start)?);
-    }
-    parts.push(fresh.clone());
-    if at.end < len {
-        parts.push(cached.narrow(2, at.end, len - at.end)?);
-    }
-    Ok(Tensor::cat(&parts, 2)?)
+/// What a block does with keys and values.
+#[derive(Clone, Copy)]
+enum KvUse<'a> {
+    /// Attend within the rows, keep nothing.
+    Drop,
+    /// Attend within the rows and return their keys/values for the cache.
+    Keep,
+    /// Attend over this layer's cache, after writing the rows' keys/values into it (the rows
+    /// sit at `positions`; every other position comes from the cache).
+    Cached(&'a Tensor),
 }
 
 fn transpose(w: &Tensor) -> Result<Tensor> {
