@@ -12,6 +12,7 @@ pub mod ops;
 pub mod qwen2;
 pub mod sampler;
 pub mod tokenizer;
+pub mod train;
 
 pub use engine::{Completion, Engine, InfillRequest};
 pub use error::{Error, Result};

@@ -1,11 +1,12 @@
 //! `redraft`: AI inline completion backed by a masked-diffusion language model.
 //!
 //! One binary, one subcommand per file: `complete` fills a middle from the command line,
-//! `bench` measures the engine on this machine.
+//! `bench` measures the engine on this machine, `train` trains a model.
 
 mod bench;
 mod complete;
 mod malloc;
+mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +23,8 @@ enum Command {
     Complete(complete::Args),
     /// Measure forward passes, cached steps and end-to-end latency against PyTorch.
     Bench(bench::Args),
+    /// Train a masked-diffusion code model on a built corpus into a model directory.
+    Train(train::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -29,5 +32,6 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Complete(args) => complete::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Train(args) => train::run(args),
     }
 }
