@@ -143,10 +143,22 @@ impl Engine {
         }
         let mut prefix = self.tokenizer.encode(&request.prefix)?;
         let mut suffix = self.tokenizer.encode(&request.suffix)?;
-        if prefix.len() > request.max_prefix_tokens {
-            prefix.drain(..prefix.len() - request.max_prefix_tokens);
-        }
-        suffix.truncate(request.max_suffix_tokens);
+        // Positions past the model's training length were never seen: the whole canvas must fit.
+        let bos = usize::from(self.settings.bos_token_id.is_some());
+        let positions = self.model.config().max_position_embeddings;
+        let Some(budget) = positions.checked_sub(bos + request.max_tokens) else {
+            return Err(Error::InvalidRequest(format!(
+                "max_tokens {} does not fit the model's {positions} positions",
+                request.max_tokens
+            )));
+        };
+        let (keep_prefix, keep_suffix) = fit_context(
+            prefix.len().min(request.max_prefix_tokens),
+            suffix.len().min(request.max_suffix_tokens),
+            budget,
+        );
+        prefix.drain(..prefix.len() - keep_prefix);
+        suffix.truncate(keep_suffix);
         Ok(Canvas {
             prefix,
             length: request.max_tokens,
@@ -205,6 +217,17 @@ impl Engine {
     }
 }
 
+/// How many prefix and suffix tokens to keep (nearest the cursor) when only `budget` fit: the
+/// prefix gets three quarters, and either side's unused share goes to the other.
+pub fn fit_context(prefix: usize, suffix: usize, budget: usize) -> (usize, usize) {
+    if prefix + suffix <= budget {
+        return (prefix, suffix);
+    }
+    let prefix_share = budget * 3 / 4;
+    let keep_suffix = suffix.min(budget - prefix_share.min(prefix));
+    (prefix.min(budget - keep_suffix), keep_suffix)
+}
+
 /// Reads `config.json` and resolves the diffusion settings with `redraft.json`.
 pub fn load_settings(dir: &Path) -> Result<(ModelConfig, DiffusionSettings)> {
     let config = ModelConfig::load(&dir.join(CONFIG_FILE))?;
@@ -220,4 +243,18 @@ pub fn load_settings(dir: &Path) -> Result<(ModelConfig, DiffusionSettings)> {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit_context;
+
+    #[test]
+    fn context_fits_the_budget_keeping_three_quarters_for_the_prefix() {
+        assert_eq!(fit_context(10, 5, 100), (10, 5));
+        assert_eq!(fit_context(1000, 1000, 100), (75, 25));
+        assert_eq!(fit_context(1000, 10, 100), (90, 10));
+        assert_eq!(fit_context(10, 1000, 100), (10, 90));
+        assert_eq!(fit_context(1000, 1000, 0), (0, 0));
+    }
 }

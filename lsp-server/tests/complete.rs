@@ -246,3 +246,30 @@ fn clear_errors_for_missing_model_and_broken_model_dir() {
     assert!(!garbage.status.success());
     assert!(String::from_utf8_lossy(&garbage.stderr).contains("stdin must hold"));
 }
+
+#[test]
+fn long_context_is_trimmed_to_the_models_positions() {
+    let model = model_dir();
+    let request = serde_json::json!({
+        "prefix": "let total = items.iter().map(|x| x * 2).sum::<u32>();\n".repeat(200),
+        "suffix": "}\n".repeat(400),
+    });
+    let v = json_ok(&redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+            "--max-tokens",
+            "16",
+        ],
+        Some(&request.to_string()),
+    ));
+    let (prefix, suffix) = (
+        v["prefix_tokens"].as_u64().unwrap(),
+        v["suffix_tokens"].as_u64().unwrap(),
+    );
+    // The fixture model has 256 positions: 240 for context, three quarters of it before.
+    assert_eq!((prefix, suffix), (180, 60));
+}
