@@ -85,12 +85,37 @@ impl Weights {
         // SAFETY: the map is read-only and dropped before this function returns; a file
         // truncated underneath us is the one hazard, as with every mmap-based loader.
         let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        self.load_bytes(&mmap, path, dtype, device)
+    }
+
+    /// Weights from the bytes of one safetensors file; `origin` names it in errors.
+    pub fn from_safetensors_bytes(
+        bytes: &[u8],
+        origin: &Path,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Weights> {
+        let mut weights = Weights {
+            tensors: HashMap::new(),
+            files: Vec::new(),
+        };
+        weights.load_bytes(bytes, origin, dtype, device)?;
+        Ok(weights)
+    }
+
+    fn load_bytes(
+        &mut self,
+        bytes: &[u8],
+        path: &Path,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<()> {
         let corrupt = |message: String| Error::CorruptWeights {
             path: path.to_path_buf(),
             message,
         };
         let st =
-            safetensors::SafeTensors::deserialize(&mmap).map_err(|e| corrupt(e.to_string()))?;
+            safetensors::SafeTensors::deserialize(bytes).map_err(|e| corrupt(e.to_string()))?;
         let file_index = self.files.len();
         self.files.push(path.to_path_buf());
         for (name, view) in st.tensors() {

@@ -97,6 +97,13 @@ impl ModelConfig {
         Ok(config)
     }
 
+    /// Parses and validates `config.json` text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<ModelConfig> {
+        let config: ModelConfig = parse_json(text, path, "the model config")?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
     pub fn num_kv_heads(&self) -> usize {
         self.num_key_value_heads.unwrap_or(self.num_attention_heads)
     }
@@ -210,6 +217,11 @@ pub struct RedraftJson {
 impl RedraftJson {
     pub fn load(path: &Path) -> Result<RedraftJson> {
         read_json(path, "redraft's diffusion settings")
+    }
+
+    /// Parses `redraft.json` text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<RedraftJson> {
+        parse_json(text, path, "redraft's diffusion settings")
     }
 }
 
@@ -328,7 +340,15 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
             Error::io(path, source)
         }
     })?;
-    serde_json::from_str(&text).map_err(|e| Error::BadJson {
+    parse_json(&text, path, what)
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &Path,
+    what: &'static str,
+) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| Error::BadJson {
         path: path.to_path_buf(),
         what,
         message: e.to_string(),

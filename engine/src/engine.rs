@@ -72,6 +72,18 @@ pub struct Completion {
     pub timings: Timings,
 }
 
+/// The files of a model directory, in memory.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelFiles<'a> {
+    /// Where the files came from (a directory, named in error messages).
+    pub origin: &'a str,
+    pub config: &'a str,
+    pub redraft: Option<&'a str>,
+    /// One safetensors file.
+    pub weights: &'a [u8],
+    pub tokenizer: &'a [u8],
+}
+
 /// A model directory, loaded.
 pub struct Engine {
     model: Qwen2,
@@ -92,14 +104,43 @@ impl Engine {
         let device = Device::Cpu;
         let (config, settings) = load_settings(dir)?;
         let weights = Weights::load(dir, DType::F32, &device)?;
-        let model = Qwen2::new(&config, &weights, &device)?;
-        let tokenizer_path = dir.join(TOKENIZER_FILE);
-        let tokenizer = Tokenizer::load(&tokenizer_path)?;
+        let tokenizer = Tokenizer::load(&dir.join(TOKENIZER_FILE))?;
+        Engine::assemble(dir, config, settings, &weights, tokenizer)
+    }
+
+    /// A model whose files are already in memory (the default model compiled into the
+    /// binary); errors name the files as if they sat in `files.origin`.
+    pub fn from_files(files: &ModelFiles<'_>) -> Result<Engine> {
+        let dir = Path::new(files.origin);
+        let config = ModelConfig::parse(files.config, &dir.join(CONFIG_FILE))?;
+        let extra = files
+            .redraft
+            .map(|text| RedraftJson::parse(text, &dir.join(REDRAFT_FILE)))
+            .transpose()?;
+        let settings = DiffusionSettings::resolve(&config, extra.as_ref())?;
+        let weights = Weights::from_safetensors_bytes(
+            files.weights,
+            &dir.join(crate::checkpoint::SINGLE_FILE),
+            DType::F32,
+            &Device::Cpu,
+        )?;
+        let tokenizer = Tokenizer::from_bytes(files.tokenizer, &dir.join(TOKENIZER_FILE))?;
+        Engine::assemble(dir, config, settings, &weights, tokenizer)
+    }
+
+    fn assemble(
+        dir: &Path,
+        config: ModelConfig,
+        settings: DiffusionSettings,
+        weights: &Weights,
+        tokenizer: Tokenizer,
+    ) -> Result<Engine> {
+        let model = Qwen2::new(&config, weights, &Device::Cpu)?;
         if tokenizer.vocab_size() > config.vocab_size {
             return Err(Error::Tokenizer {
-                path: tokenizer_path,
+                path: dir.join(TOKENIZER_FILE),
                 message: format!(
-                    "{} tokens, more than the model's vocab_size {}",
+                    "{} tokens, more than the model's vocab_size {}: the tokenizer does not belong to this model",
                     tokenizer.vocab_size(),
                     config.vocab_size
                 ),

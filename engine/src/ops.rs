@@ -55,7 +55,7 @@ fn swiglu_row(gate_up: &[f32], out: &mut [f32]) {
     }
 }
 
-fn softmax_rows(data: &mut [f32], width: usize) {
+pub(crate) fn softmax_rows(data: &mut [f32], width: usize) {
     #[cfg(target_arch = "x86_64")]
     if avx2::available() {
         // SAFETY: the CPU has AVX2 and FMA.
@@ -66,7 +66,7 @@ fn softmax_rows(data: &mut [f32], width: usize) {
     }
 }
 
-fn swiglu_rows(src: &[f32], dst: &mut [f32], width: usize) {
+pub(crate) fn swiglu_rows(src: &[f32], dst: &mut [f32], width: usize) {
     #[cfg(target_arch = "x86_64")]
     if avx2::available() {
         // SAFETY: the CPU has AVX2 and FMA.
@@ -204,11 +204,15 @@ mod avx2 {
 }
 
 /// Rows per parallel task: enough work to be worth a thread hop.
-fn rows_per_task(width: usize) -> usize {
+pub(crate) fn rows_per_task(width: usize) -> usize {
     (16_384 / width.max(1)).max(1)
 }
 
-fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [f32]> {
+pub(crate) fn contiguous_f32<'a>(
+    storage: &'a CpuStorage,
+    layout: &Layout,
+    op: &str,
+) -> Result<&'a [f32]> {
     let CpuStorage::F32(data) = storage else {
         candle_core::bail!("{op}: only f32 is supported")
     };

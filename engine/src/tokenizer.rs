@@ -35,6 +35,15 @@ impl Tokenizer {
         Ok(Tokenizer::from_inner(inner, path.to_path_buf()))
     }
 
+    /// A tokenizer from the bytes of a `tokenizer.json`; `origin` names it in errors.
+    pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<Tokenizer> {
+        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| Error::Tokenizer {
+            path: origin.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Ok(Tokenizer::from_inner(inner, origin.to_path_buf()))
+    }
+
     fn from_inner(inner: tokenizers::Tokenizer, origin: PathBuf) -> Tokenizer {
         let size = inner.get_vocab_size(true);
         let whitespace = (0..size as u32)

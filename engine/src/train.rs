@@ -17,6 +17,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod examples;
+pub mod fused;
 pub mod model;
 pub mod optim;
 pub mod tokens;

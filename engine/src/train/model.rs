@@ -1,13 +1,13 @@
 //! The differentiable Qwen2 that training runs: the same architecture as [`crate::qwen2::Qwen2`]
 //! (checkpoint tensor names, RMSNorm, RoPE with `rotate_half`, grouped-query attention with
-//! q/k/v biases, SwiGLU, tied or untied head, bidirectional attention) built only from candle ops
-//! that have a backward pass.
+//! q/k/v biases, SwiGLU, tied or untied head, bidirectional attention) built only from ops that
+//! have a backward pass.
 //!
 //! Why not reuse the inference model: it calls candle-nn's fused `rms_norm`, `rotary_emb::rope`
-//! and `crate::ops`' softmax/SwiGLU kernels, none of which has a backward, so gradients would
-//! silently stop at the head. Here RMSNorm is `x * rsqrt(mean(x²) + eps) * w`, RoPE is
-//! `x * cos + rotate_half(x) * sin`, softmax is `exp(x - max) / sum` with the max detached (the
-//! result does not depend on it), SwiGLU is `silu(gate) * up`. `every_parameter_gets_a_gradient`
+//! and `crate::ops`' kernels, none of which has a backward, so gradients would silently stop at
+//! the head. Here RMSNorm, softmax and SwiGLU are the fused ops of [`fused`] (each with its own
+//! backward, tested against the composed formulas), RoPE is `x * cos + rotate_half(x) * sin`.
+//! `every_parameter_gets_a_gradient`
 //! and `training_forward_matches_inference_logits` in `train/tests.rs` keep it that way.
 
 use std::collections::HashMap;
@@ -17,6 +17,7 @@ use candle_core::{DType, Device, Tensor, Var, D};
 use super::examples::Batch;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::train::fused;
 
 /// One trainable tensor under its checkpoint name.
 pub struct Param {
@@ -255,7 +256,7 @@ impl TrainModel {
         if let Some(mask) = mask {
             scores = scores.broadcast_add(mask)?;
         }
-        let probs = softmax_last_dim(&scores)?;
+        let probs = fused::softmax_last_dim(&scores)?;
         let attn = probs
             .matmul(&v)?
             .reshape((b, heads, len, hd))?
@@ -264,31 +265,20 @@ impl TrainModel {
             .reshape((b * len, heads * hd))?;
         let x = (x + attn.matmul(&layer.o.as_tensor().t()?)?)?;
         let h = rms_norm(&x, layer.post_norm.as_tensor(), cfg)?;
-        let ffn = cfg.intermediate_size;
         let w_gate_up = Tensor::cat(&[layer.gate.as_tensor(), layer.up.as_tensor()], 0)?;
         let gate_up = h.matmul(&w_gate_up.t()?)?;
-        let act = (gate_up.narrow(1, 0, ffn)?.silu()? * gate_up.narrow(1, ffn, ffn)?)?;
+        let act = fused::swiglu(&gate_up)?;
         Ok((x + act.matmul(&layer.down.as_tensor().t()?)?)?)
     }
 }
 
-/// `x * rsqrt(mean(x²) + eps) * w` over the last dimension, from differentiable ops.
+/// `x * rsqrt(mean(x²) + eps) * w` over the last dimension (fused, with a backward pass).
 fn rms_norm(x: &Tensor, weight: &Tensor, cfg: &ModelConfig) -> Result<Tensor> {
-    let inv_rms = (x.sqr()?.mean_keepdim(D::Minus1)? + cfg.rms_norm_eps)?
-        .sqrt()?
-        .recip()?;
-    Ok(x.broadcast_mul(&inv_rms)?.broadcast_mul(weight)?)
+    Ok(fused::rms_norm(x, weight, cfg.rms_norm_eps)?)
 }
 
-/// Softmax over the last dimension from differentiable ops. The max is detached: subtracting it
-/// only keeps `exp` in range, and the softmax does not depend on it, so no gradient flows there.
-pub(crate) fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
-    let max = x.max_keepdim(D::Minus1)?.detach();
-    let exp = x.broadcast_sub(&max)?.exp()?;
-    Ok(exp.broadcast_div(&exp.sum_keepdim(D::Minus1)?)?)
-}
-
-/// Natural-log softmax over the last dimension (max detached, as in [`softmax_last_dim`]).
+/// Natural-log softmax over the last dimension (the max is detached: it only keeps
+/// `exp` in range and the result does not depend on it).
 pub(crate) fn log_softmax_last_dim(x: &Tensor) -> Result<Tensor> {
     let max = x.max_keepdim(D::Minus1)?.detach();
     let shifted = x.broadcast_sub(&max)?;
