@@ -16,7 +16,8 @@ use candle_core::{Device, Tensor};
 use redraft_engine::checkpoint::Weights;
 use redraft_engine::config::{DiffusionSettings, ModelConfig, RedraftJson};
 use redraft_engine::qwen2::{init_weights, KvCache, Qwen2};
-use redraft_engine::sampler::{Canvas, Controls, Pass, Sampler, SamplerConfig};
+use redraft_engine::sampler::{Canvas, Controls, Effort, Pass, Sampler, SamplerConfig};
+use redraft_engine::InfillRequest;
 use serde_json::json;
 
 #[derive(clap::Args)]
@@ -38,6 +39,16 @@ pub struct Args {
     /// Write the report as JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Also time real completions with this model directory (default: the embedded model) on
+    /// line cuts of `--fim-file`, at each effort.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Source file to cut rest-of-line completions from (code the model never trained on).
+    #[arg(long)]
+    fim_file: Option<PathBuf>,
+    /// Number of cuts (0 skips the real-model part).
+    #[arg(long, default_value_t = 40)]
+    fim_cuts: usize,
 }
 
 fn anchor(name: &str) -> anyhow::Result<ModelConfig> {
@@ -151,7 +162,15 @@ fn torch_reference(
     dir: &Path,
     lengths: &[usize],
     repeats: usize,
+    vocab: usize,
 ) -> anyhow::Result<serde_json::Value> {
+    // The very ids redraft runs, so both time the same input.
+    let ids: serde_json::Map<String, serde_json::Value> = lengths
+        .iter()
+        .map(|&len| (len.to_string(), json!(random_ids(len, vocab, len as u64))))
+        .collect();
+    let ids_path = dir.join("bench_ids.json");
+    std::fs::write(&ids_path, serde_json::to_string(&ids)?)?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/parity/torch_bench.py");
     let lengths: Vec<String> = lengths.iter().map(ToString::to_string).collect();
     let output = Command::new(python)
@@ -161,6 +180,8 @@ fn torch_reference(
         .arg("--lengths")
         .args(&lengths)
         .args(["--threads", "2", "--repeats", &repeats.to_string()])
+        .arg("--ids")
+        .arg(&ids_path)
         .output()
         .with_context(|| format!("running {python} {}", script.display()))?;
     if !output.status.success() {
@@ -193,7 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             config.num_parameters() as f64 / 1e6
         );
         let torch = match &python {
-            Some(py) => match torch_reference(py, dir.path(), &args.lengths, args.repeats) {
+            Some(py) => match torch_reference(py, dir.path(), &args.lengths, args.repeats, vocab) {
                 Ok(v) => Some(v),
                 Err(e) => {
                     eprintln!("warning: no PyTorch reference: {e:#}");
@@ -304,10 +325,101 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "cached_step_ms": step_ms, "end_to_end": e2e, "pytorch": torch,
         }));
     }
-    let report = json!({"matmul_peak_gflops": peak, "configs": report});
+    let completions = if args.fim_cuts > 0 {
+        real_completions(&args)?
+    } else {
+        serde_json::Value::Null
+    };
+    let report = json!({"matmul_peak_gflops": peak, "configs": report, "completions": completions});
     if let Some(out) = &args.out {
         std::fs::write(out, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", out.display()))?;
     }
     Ok(())
+}
+
+/// Rest-of-line completions with a real model: latency, model calls and tokens per call at each
+/// effort, and how often the line came out exactly (a speed report, not the eval).
+fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
+    let file = args
+        .fim_file
+        .clone()
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src/sampler.rs"));
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        eprintln!(
+            "warning: no completions timed: cannot read {}",
+            file.display()
+        );
+        return Ok(serde_json::Value::Null);
+    };
+    let engine = crate::default_model::load_or_default(args.model.as_deref())?;
+    // Lines with some code after their indentation, spread evenly over the file.
+    let starts: Vec<usize> = text
+        .match_indices('\n')
+        .map(|(i, _)| i + 1)
+        .filter(|&i| {
+            text[i..]
+                .lines()
+                .next()
+                .is_some_and(|l| l.trim().len() >= 8)
+        })
+        .collect();
+    let step = (starts.len() / args.fim_cuts.max(1)).max(1);
+    let cuts: Vec<(usize, usize)> = starts
+        .iter()
+        .step_by(step)
+        .take(args.fim_cuts)
+        .map(|&line| {
+            let indent = text[line..].len() - text[line..].trim_start_matches([' ', '\t']).len();
+            let end = text[line..].find('\n').map_or(text.len(), |e| line + e);
+            (line + indent, end)
+        })
+        .collect();
+    println!(
+        "== real completions: {} ({} rest-of-line cuts of {})",
+        engine.dir().display(),
+        cuts.len(),
+        file.display()
+    );
+    println!(
+        "{:>6} | {:>9} {:>9} {:>8} {:>10} {:>7}",
+        "effort", "p50", "p95", "calls", "tok/call", "exact"
+    );
+    let mut rows = vec![];
+    for effort in [Effort::Low, Effort::Medium, Effort::High] {
+        let (mut latencies, mut calls, mut slots, mut exact) = (vec![], 0, 0, 0);
+        for &(cursor, end) in &cuts {
+            let mut request = InfillRequest::new(&text[..cursor], &text[end..]);
+            request.max_tokens = 24;
+            request.sampler = SamplerConfig::effort(effort);
+            let started = Instant::now();
+            let completion =
+                engine.complete(&request, &mut KvCache::default(), Controls::default())?;
+            latencies.push(started.elapsed().as_secs_f64() * 1e3);
+            calls += completion.forwards;
+            slots += request.max_tokens;
+            exact += usize::from(completion.middle.trim_end() == text[cursor..end].trim_end());
+        }
+        latencies.sort_by(f64::total_cmp);
+        let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize];
+        let row = json!({
+            "effort": effort, "p50_ms": pct(0.5), "p95_ms": pct(0.95),
+            "calls_per_completion": calls as f64 / cuts.len() as f64,
+            "tokens_per_call": slots as f64 / calls.max(1) as f64,
+            "exact_line": exact as f64 / cuts.len() as f64,
+        });
+        println!(
+            "{:>6} | {:>7.1}ms {:>7.1}ms {:>8.1} {:>10.2} {:>6.0}%",
+            format!("{effort:?}").to_lowercase(),
+            pct(0.5),
+            pct(0.95),
+            row["calls_per_completion"].as_f64().unwrap_or(0.0),
+            row["tokens_per_call"].as_f64().unwrap_or(0.0),
+            100.0 * row["exact_line"].as_f64().unwrap_or(0.0),
+        );
+        rows.push(row);
+    }
+    Ok(
+        json!({"model": engine.dir().display().to_string(), "file": file.display().to_string(), "efforts": rows}),
+    )
 }

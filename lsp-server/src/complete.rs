@@ -13,7 +13,8 @@ use redraft_engine::{Engine, InfillRequest};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model directory (config.json, model.safetensors, tokenizer.json, redraft.json).
+    /// Model directory (config.json, model.safetensors, tokenizer.json, redraft.json);
+    /// default: the model compiled into redraft.
     #[arg(long)]
     model: Option<PathBuf>,
     /// Source file holding the cursor.
@@ -175,13 +176,9 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let Some(model_dir) = &args.model else {
-        bail!("no model given: pass --model DIR, a Hugging Face style model directory (no default model ships yet)");
-    };
     let (prefix, suffix) = args.prefix_suffix()?;
     let load_started = Instant::now();
-    let engine = Engine::load(model_dir)
-        .with_context(|| format!("loading the model from {}", model_dir.display()))?;
+    let engine = crate::default_model::load_or_default(args.model.as_deref())?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
     let mut request = InfillRequest::new(prefix, suffix);
     request.max_tokens = args.max_tokens;
@@ -208,6 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         let mut value = serde_json::to_value(&completion)?;
         value["load_ms"] = load_ms.into();
+        value["model"] = engine.dir().display().to_string().into();
         value["sampler"] = serde_json::to_value(&request.sampler)?;
         println!("{value}");
     } else {

@@ -5,6 +5,7 @@
 
 mod bench;
 mod complete;
+mod default_model;
 mod malloc;
 mod train;
 

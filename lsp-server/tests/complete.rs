@@ -226,10 +226,18 @@ fn steps_view_streams_every_step_and_effort_bounds_steps() {
 }
 
 #[test]
-fn clear_errors_for_missing_model_and_broken_model_dir() {
-    let no_model = redraft(&["complete", "--stdin-json"], Some(r#"{"prefix": "a"}"#));
-    assert!(!no_model.status.success());
-    assert!(String::from_utf8_lossy(&no_model.stderr).contains("no model given: pass --model DIR"));
+fn without_model_the_embedded_default_model_completes() {
+    let out = redraft(
+        &["complete", "--stdin-json", "--json", "--max-tokens", "8"],
+        Some(r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#),
+    );
+    let v = json_ok(&out);
+    assert_eq!(v["model"], "<embedded>/fixtures/default-model");
+    assert!(v["tokens"].as_array().unwrap().len() <= 8);
+}
+
+#[test]
+fn clear_errors_for_broken_model_dir_and_bad_requests() {
     let model = model_dir();
     std::fs::remove_file(model.path().join("tokenizer.json")).unwrap();
     let broken = redraft(
@@ -239,12 +247,12 @@ fn clear_errors_for_missing_model_and_broken_model_dir() {
     assert!(!broken.status.success());
     let stderr = String::from_utf8_lossy(&broken.stderr);
     assert!(stderr.contains("tokenizer.json is missing"), "{stderr}");
-    let garbage = redraft(
-        &["complete", "--model", path(model.path()), "--stdin-json"],
-        Some("not json"),
-    );
+    let garbage = redraft(&["complete", "--stdin-json"], Some("not json"));
     assert!(!garbage.status.success());
     assert!(String::from_utf8_lossy(&garbage.stderr).contains("stdin must hold"));
+    let nowhere = redraft(&["complete"], None);
+    assert!(!nowhere.status.success());
+    assert!(String::from_utf8_lossy(&nowhere.stderr).contains("say where to complete"));
 }
 
 #[test]

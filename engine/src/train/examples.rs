@@ -12,10 +12,11 @@
 //!
 //! Masking follows MDLM / LLaDA: `t ~ U(t_min, 1)` (stratified across a batch), each maskable
 //! position masked with probability `t` (at least one), and each masked position's cross-entropy
-//! weighted `1 / (max(t, 1/n) * n)` for `n` maskable positions, which is MDLM's `1/t`
-//! normalised by the canvas size. The `max(t, 1/n)` only matters when `t < 1/n`: there the forced
-//! single mask is what was really masked, and a weight of `1/t` (up to 1000) would turn one token
-//! into a gradient spike.
+//! weighted `1 / (max(t, 1/n) * seq_len)` for `n` maskable positions: MDLM's `1/t`, normalised
+//! by the sequence length, so a token weighs the same in a 4-slot canvas as in a whole-sequence
+//! example. The `max(t, 1/n)` only matters when `t < 1/n`: there the forced single mask is what
+//! was really masked, and a weight of `1/t` (up to 1000) would turn one token into a gradient
+//! spike.
 //!
 //! Sequences shorter than `seq_len` (short files) are padded with EOS; the padding is hidden from
 //! attention by a key mask and never scored.
@@ -107,7 +108,8 @@ pub struct Example {
 }
 
 impl Example {
-    /// Loss weight of each masked position: `1 / (max(t, 1/n) * n)`.
+    /// Loss weight of each masked position relative to the canvas: `1 / (max(t, 1/n) * n)`
+    /// ([`Batch::new`] rescales it to the sequence length).
     pub fn weight(&self) -> f32 {
         let n = self.canvas.len() as f32;
         1.0 / (self.t.max(1.0 / n) * n)
@@ -530,7 +532,10 @@ impl Batch {
             input.resize(len, EOS_ID);
             out.input.extend(input);
             out.lens.push(ex.tokens.len());
-            let w = ex.weight() / batch as f32;
+            // Every masked token weighs 1 / (t * seq_len), whatever its canvas (MDLM normalises by
+            // the sequence length): normalising by the canvas instead let EOS-padded FIM canvases
+            // outweigh real code 32:1 and stalled training at unigram statistics.
+            let w = ex.weight() * ex.canvas.len() as f32 / len as f32 / batch as f32;
             for &p in &ex.masked {
                 out.rows.push((b * len + p) as u32);
                 out.targets.push(ex.tokens[p]);

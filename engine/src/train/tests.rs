@@ -532,3 +532,79 @@ fn f16_export_loads() {
     assert!(weights.values().all(|t| t.dtype() == DType::F16));
     Engine::load(out.path()).unwrap();
 }
+
+/// The gradients are the loss's: along a random direction per parameter, the autograd
+/// directional derivative equals a central finite difference. (Every parameter merely having a
+/// gradient would not catch a wrong backward.)
+#[test]
+fn gradients_match_finite_differences() {
+    let config = tiny_shape(64).model_config(512);
+    let model =
+        TrainModel::from_tensors(&config, random_weights(&config, 3), &Device::Cpu).unwrap();
+    let batch = tiny_batch(64);
+    let loss = |model: &TrainModel| -> f64 {
+        model
+            .score(&batch)
+            .unwrap()
+            .loss
+            .to_scalar::<f32>()
+            .unwrap() as f64
+    };
+    let grads = model.score(&batch).unwrap().loss.backward().unwrap();
+    let h = 1e-2;
+    for (i, p) in model.params().iter().enumerate() {
+        let original = p.var.as_tensor().copy().unwrap();
+        let direction = Tensor::randn(0f32, 1.0, original.dims(), &Device::Cpu).unwrap();
+        let norm = direction.sqr().unwrap().sum_all().unwrap().sqrt().unwrap();
+        let direction = direction.broadcast_div(&norm).unwrap();
+        let analytic = (grads.get(p.var.as_tensor()).unwrap() * &direction)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap() as f64;
+        p.var
+            .set(&(&original + (&direction * h).unwrap()).unwrap())
+            .unwrap();
+        let up = loss(&model);
+        p.var
+            .set(&(&original - (&direction * h).unwrap()).unwrap())
+            .unwrap();
+        let down = loss(&model);
+        p.var.set(&original).unwrap();
+        let numeric = (up - down) / (2.0 * h);
+        let tolerance = 2e-3 + 0.03 * analytic.abs().max(numeric.abs());
+        assert!(
+            (analytic - numeric).abs() <= tolerance,
+            "param {i} ({}): autograd {analytic:.6} vs finite difference {numeric:.6}",
+            p.name
+        );
+    }
+}
+
+/// A masked token weighs 1 / (t * seq_len) whatever its canvas: with the weight normalised by
+/// the canvas instead, EOS-padded FIM canvases outweighed real code 32:1 and training stalled
+/// at unigram statistics (measured on a copy task: plain accuracy 9% instead of 49%).
+#[test]
+fn masked_tokens_weigh_the_same_in_small_and_large_canvases() {
+    use super::examples::{Example, SpanKind};
+    let example = |canvas: std::ops::Range<usize>, kind| Example {
+        kind,
+        tokens: vec![9; 32],
+        middle_len: canvas.len(),
+        masked: canvas.clone().step_by(2).collect(),
+        canvas,
+        t: 0.5,
+    };
+    let batch = Batch::new(
+        &[
+            example(10..14, ExampleKind::Fim(SpanKind::Lines)),
+            example(0..32, ExampleKind::Plain),
+        ],
+        32,
+    );
+    let expected = 1.0 / (0.5 * 32.0 * 2.0);
+    for w in &batch.weights {
+        assert!((w - expected).abs() < 1e-7, "{:?}", batch.weights);
+    }
+}

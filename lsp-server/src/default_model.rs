@@ -1,0 +1,34 @@
+//! The default model (`fixtures/default-model`, trained by this project with `redraft train`),
+//! compiled into the binary so redraft works offline with no set-up.
+
+use std::path::Path;
+
+use anyhow::Context;
+use redraft_engine::engine::ModelFiles;
+use redraft_engine::Engine;
+
+/// Where the embedded files came from, for error messages and `--json` reports.
+pub const ORIGIN: &str = "<embedded>/fixtures/default-model";
+
+const FILES: ModelFiles<'static> = ModelFiles {
+    origin: ORIGIN,
+    config: include_str!("../../fixtures/default-model/config.json"),
+    redraft: Some(include_str!("../../fixtures/default-model/redraft.json")),
+    weights: include_bytes!("../../fixtures/default-model/model.safetensors"),
+    tokenizer: include_bytes!("../../fixtures/default-model/tokenizer.json"),
+};
+
+/// Loads the embedded default model.
+pub fn load() -> anyhow::Result<Engine> {
+    Engine::from_files(&FILES).context("loading the embedded default model")
+}
+
+/// `--model DIR` if given, else the embedded default model.
+pub fn load_or_default(model: Option<&Path>) -> anyhow::Result<Engine> {
+    match model {
+        Some(dir) => {
+            Engine::load(dir).with_context(|| format!("loading the model from {}", dir.display()))
+        }
+        None => load(),
+    }
+}
