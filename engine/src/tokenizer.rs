@@ -44,7 +44,10 @@ impl Tokenizer {
         Ok(Tokenizer::from_inner(inner, origin.to_path_buf()))
     }
 
-    fn from_inner(inner: tokenizers::Tokenizer, origin: PathBuf) -> Tokenizer {
+    fn from_inner(mut inner: tokenizers::Tokenizer, origin: PathBuf) -> Tokenizer {
+        // A user's text that spells a special token (`<|mask|>` in a comment) is text: it must
+        // never turn into a mask or an EOS on the canvas.
+        inner.set_encode_special_tokens(true);
         let size = inner.get_vocab_size(true);
         let whitespace = (0..size as u32)
             .map(|id| {
@@ -164,6 +167,11 @@ mod tests {
             let ids = tok.encode(text).unwrap();
             assert_eq!(tok.decode(&ids).unwrap(), text);
         }
+        // Special tokens spelled in text stay text, and round-trip.
+        let text = "a <|mask|> b <|eos|>";
+        let ids = tok.encode(text).unwrap();
+        assert!(!ids.contains(&0) && !ids.contains(&1), "{ids:?}");
+        assert_eq!(tok.decode(&ids).unwrap(), text);
         let space = tok.encode(" ").unwrap();
         assert!(tok.whitespace()[space[0] as usize]);
         let word = tok.encode("main").unwrap();
