@@ -237,9 +237,7 @@ impl candle_core::InplaceOp1 for Softmax {
             candle_core::bail!("{}: input must be contiguous", self.name())
         };
         let width = layout.shape().dims().last().copied().unwrap_or(1);
-        data[start..end]
-            .par_chunks_mut(width * rows_per_task(width))
-            .for_each(|chunk| softmax_rows(chunk, width));
+        softmax_in_place(&mut data[start..end], width);
         Ok(())
     }
 }
@@ -252,22 +250,34 @@ impl CustomOp1 for SwiGlu {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let src = contiguous_f32(storage, layout, self.name())?;
-        let dims = layout.shape().dims();
-        let full = dims.last().copied().unwrap_or(0);
-        if full % 2 != 0 {
-            candle_core::bail!("swiglu: last dimension {full} is odd");
-        }
-        let width = full / 2;
-        let mut dst = vec![0f32; src.len() / 2];
-        let rows = rows_per_task(width);
-        src.par_chunks(full * rows)
-            .zip(dst.par_chunks_mut(width * rows))
-            .for_each(|(s, d)| swiglu_rows(s, d, width));
-        let mut out = dims.to_vec();
-        *out.last_mut().expect("at least one dimension") = width;
-        Ok((CpuStorage::F32(dst), Shape::from_dims(&out)))
+        swiglu_cpu(storage, layout)
     }
+}
+
+/// SwiGLU over `[gate | up]` rows: the forward of both the inference op and the training op.
+pub(crate) fn swiglu_cpu(storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+    let src = contiguous_f32(storage, layout, "swiglu")?;
+    let dims = layout.shape().dims();
+    let full = dims.last().copied().unwrap_or(0);
+    if full % 2 != 0 {
+        candle_core::bail!("swiglu: last dimension {full} is odd");
+    }
+    let width = full / 2;
+    let mut dst = vec![0f32; src.len() / 2];
+    let rows = rows_per_task(width);
+    src.par_chunks(full * rows)
+        .zip(dst.par_chunks_mut(width * rows))
+        .for_each(|(s, d)| swiglu_rows(s, d, width));
+    let mut out = dims.to_vec();
+    *out.last_mut().expect("at least one dimension") = width;
+    Ok((CpuStorage::F32(dst), Shape::from_dims(&out)))
+}
+
+/// Softmax over the last dimension of `data` (rows of `width`), in parallel: the forward of
+/// both the inference op and the training op.
+pub(crate) fn softmax_in_place(data: &mut [f32], width: usize) {
+    data.par_chunks_mut(width * rows_per_task(width))
+        .for_each(|chunk| softmax_rows(chunk, width));
 }
 
 /// Which columns of the fused projection rows hold what (see [`attention`]).

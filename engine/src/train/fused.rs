@@ -8,7 +8,7 @@
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
-use crate::ops::{contiguous_f32, rows_per_task, softmax_rows, swiglu_rows};
+use crate::ops::{contiguous_f32, softmax_in_place, swiglu_cpu};
 
 fn last_dim(layout: &Layout) -> usize {
     layout.shape().dims().last().copied().unwrap_or(1)
@@ -23,9 +23,7 @@ impl CustomOp1 for Softmax {
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let mut out = contiguous_f32(storage, layout, self.name())?.to_vec();
-        let width = last_dim(layout);
-        out.par_chunks_mut(width * rows_per_task(width))
-            .for_each(|chunk| softmax_rows(chunk, width));
+        softmax_in_place(&mut out, last_dim(layout));
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 
@@ -76,16 +74,7 @@ impl CustomOp1 for SwiGlu {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let src = contiguous_f32(storage, layout, self.name())?;
-        let full = last_dim(layout);
-        let width = full / 2;
-        let mut dst = vec![0f32; src.len() / 2];
-        src.par_chunks(full * rows_per_task(width))
-            .zip(dst.par_chunks_mut(width * rows_per_task(width)))
-            .for_each(|(s, d)| swiglu_rows(s, d, width));
-        let mut dims = layout.shape().dims().to_vec();
-        *dims.last_mut().expect("at least one dimension") = width;
-        Ok((CpuStorage::F32(dst), Shape::from_dims(&dims)))
+        swiglu_cpu(storage, layout)
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
