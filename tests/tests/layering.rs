@@ -54,3 +54,25 @@ fn engine_knows_nothing_of_editors_or_async() {
         );
     }
 }
+
+#[test]
+fn context_layer_knows_neither_the_model_nor_the_protocol() {
+    let deps = dependencies("redraft-context");
+    assert!(
+        deps.iter().any(|d| d == "tree-sitter"),
+        "sanity: the tree was read"
+    );
+    for forbidden in [
+        "redraft-engine",
+        "candle-core",
+        "tokenizers",
+        "tokio",
+        "tower-lsp-server",
+        "ls-types",
+    ] {
+        assert!(
+            !deps.iter().any(|d| d == forbidden),
+            "redraft-context depends on {forbidden}"
+        );
+    }
+}

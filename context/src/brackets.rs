@@ -1,0 +1,225 @@
+//! A bracket scanner that skips strings and comments: enough lexing to tell whether a middle
+//! closes what it opens, without a parser (a middle is rarely a complete syntax tree).
+
+use crate::Language;
+
+/// Scanner state, carried across the prefix, the middle and the suffix.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scanner {
+    stack: Vec<u8>,
+    /// Closers that matched nothing or the wrong opener.
+    pub(crate) errors: usize,
+    mode: Mode,
+    python: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Mode {
+    #[default]
+    Code,
+    LineComment,
+    /// Rust block comments nest.
+    BlockComment(u32),
+    /// A string closed by `quote` repeated `count` times (Python triple quotes).
+    Str {
+        quote: u8,
+        count: u8,
+    },
+}
+
+impl Scanner {
+    pub(crate) fn new(language: Language) -> Scanner {
+        Scanner {
+            python: language == Language::Python,
+            ..Scanner::default()
+        }
+    }
+
+    pub(crate) fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    pub(crate) fn in_code(&self) -> bool {
+        self.mode == Mode::Code
+    }
+
+    pub(crate) fn feed(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            i += self.step(bytes, i);
+        }
+    }
+
+    /// Consumes the token at `bytes[i]`, returning its length.
+    fn step(&mut self, bytes: &[u8], i: usize) -> usize {
+        let b = bytes[i];
+        let next = bytes.get(i + 1).copied();
+        match self.mode {
+            Mode::LineComment => {
+                if b == b'\n' {
+                    self.mode = Mode::Code;
+                }
+                1
+            }
+            Mode::BlockComment(depth) => match (b, next) {
+                (b'*', Some(b'/')) => {
+                    self.mode = if depth > 1 {
+                        Mode::BlockComment(depth - 1)
+                    } else {
+                        Mode::Code
+                    };
+                    2
+                }
+                (b'/', Some(b'*')) => {
+                    self.mode = Mode::BlockComment(depth + 1);
+                    2
+                }
+                _ => 1,
+            },
+            Mode::Str { quote, count } => {
+                if b == b'\\' {
+                    return 2.min(bytes.len() - i);
+                }
+                if b == b'\n' && count == 1 && quote == b'\'' && !self.python {
+                    self.mode = Mode::Code;
+                    return 1;
+                }
+                let count = usize::from(count);
+                if b == quote && bytes[i..].iter().take(count).all(|&c| c == quote) {
+                    self.mode = Mode::Code;
+                    return count.min(bytes.len() - i);
+                }
+                1
+            }
+            Mode::Code => self.code(bytes, i, b, next),
+        }
+    }
+
+    fn code(&mut self, bytes: &[u8], i: usize, b: u8, next: Option<u8>) -> usize {
+        match b {
+            b'(' | b'[' | b'{' => {
+                self.stack.push(b);
+                1
+            }
+            b')' | b']' | b'}' => {
+                let opener = match b {
+                    b')' => b'(',
+                    b']' => b'[',
+                    _ => b'{',
+                };
+                match self.stack.pop() {
+                    Some(top) if top == opener => {}
+                    Some(_) | None => self.errors += 1,
+                }
+                1
+            }
+            b'#' if self.python => {
+                self.mode = Mode::LineComment;
+                1
+            }
+            b'/' if !self.python && next == Some(b'/') => {
+                self.mode = Mode::LineComment;
+                2
+            }
+            b'/' if !self.python && next == Some(b'*') => {
+                self.mode = Mode::BlockComment(1);
+                2
+            }
+            b'"' | b'\'' if self.python => {
+                let triple = bytes[i..].iter().take(3).filter(|&&c| c == b).count() == 3;
+                self.mode = Mode::Str {
+                    quote: b,
+                    count: if triple { 3 } else { 1 },
+                };
+                if triple {
+                    3
+                } else {
+                    1
+                }
+            }
+            b'"' => {
+                self.mode = Mode::Str { quote: b, count: 1 };
+                1
+            }
+            // Rust: a char literal (`'x'`, `'\n'`, `'\u{..}'`) or a lifetime (`'a`).
+            b'\'' => {
+                if next == Some(b'\\') {
+                    self.mode = Mode::Str {
+                        quote: b'\'',
+                        count: 1,
+                    };
+                    return 1;
+                }
+                let rest = &bytes[i + 1..];
+                let char_len = rest
+                    .first()
+                    .map_or(0, |&lead| utf8_len(lead))
+                    .min(rest.len());
+                if char_len > 0 && rest.get(char_len) == Some(&b'\'') {
+                    char_len + 2
+                } else {
+                    1
+                }
+            }
+            _ => 1,
+        }
+    }
+}
+
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
+
+/// Bracket trouble in `prefix + middle + suffix`: closers that match nothing or the wrong
+/// opener, plus openers left unclosed at the end. Only differences between middles matter,
+/// so windows that start or end inside a block are fine.
+pub(crate) fn trouble(language: Language, prefix: &str, middle: &str, suffix: &str) -> usize {
+    let mut scanner = Scanner::new(language);
+    scanner.feed(prefix);
+    scanner.feed(middle);
+    scanner.feed(suffix);
+    scanner.errors + scanner.depth()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn depth_of(language: Language, text: &str) -> (usize, usize) {
+        let mut scanner = Scanner::new(language);
+        scanner.feed(text);
+        (scanner.depth(), scanner.errors)
+    }
+
+    #[test]
+    fn brackets_in_strings_comments_and_chars_do_not_count() {
+        let rust = r#"f("(", '(', '\'', /* ( /* nested ( */ */ x) // (
+"#;
+        assert_eq!(depth_of(Language::Rust, rust), (0, 0));
+        assert_eq!(
+            depth_of(Language::Rust, "fn f<'a>(x: &'a str) {"),
+            (1, 0),
+            "lifetimes are not char literals"
+        );
+        assert_eq!(
+            depth_of(Language::Python, "f('(', \"\"\"\n(\n\"\"\", x) # (\n"),
+            (0, 0)
+        );
+        assert_eq!(depth_of(Language::Rust, "let c = '字'; g("), (1, 0));
+    }
+
+    #[test]
+    fn wrong_and_extra_closers_are_errors() {
+        assert_eq!(depth_of(Language::Rust, "(]"), (0, 1));
+        assert_eq!(depth_of(Language::Rust, "())"), (0, 1));
+        assert_eq!(trouble(Language::Rust, "f(", "a)", ")"), 1);
+        assert_eq!(trouble(Language::Rust, "f(", "a", ")"), 0);
+        assert_eq!(trouble(Language::Rust, "f(", "g(a", ")"), 1);
+    }
+}

@@ -1,0 +1,157 @@
+//! Post-processing of the model's middle: what a user sees is what the eval scores.
+
+use crate::brackets::{trouble, Scanner};
+use crate::{Plan, Unit};
+
+/// Suffix lines compared against the end of a middle when looking for repeats.
+const MAX_REPEATED_LINES: usize = 8;
+
+/// Cleans `middle` for insertion at the cursor of `plan`:
+///
+/// - a line completion stops at the end of its syntactic unit (the first line end where
+///   nothing the middle opened is still open); a block stops before the line that closes the
+///   body it was written into, or that dedents out of it;
+/// - text that repeats the start of the suffix is dropped when that leaves the brackets
+///   balanced (no worse than keeping it);
+/// - trailing whitespace goes, except the line break of a line inserted before existing text.
+///
+/// `None` when nothing but whitespace is left. A [`Unit::Fixed`] canvas is only checked for
+/// whitespace and repeats.
+pub fn finish(middle: &str, plan: &Plan) -> Option<String> {
+    if middle.trim().is_empty() {
+        return None;
+    }
+    let window = &plan.prefix[plan.snippets_len.min(plan.prefix.len())..];
+    let mut after_prefix = Scanner::new(plan.language);
+    after_prefix.feed(window);
+    let cut = cut_to_unit(middle, plan, &after_prefix);
+    let deduped = drop_suffix_repeats(cut, plan, window);
+    let tidy = tidy_whitespace(deduped, plan);
+    (!tidy.trim().is_empty()).then_some(tidy)
+}
+
+fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, after_prefix: &Scanner) -> &'m str {
+    let unit = plan.canvas.unit;
+    if unit == Unit::Fixed {
+        return middle;
+    }
+    let mut scanner = after_prefix.clone();
+    let start_depth = scanner.depth();
+    let mut block_indent = None;
+    let mut offset = 0;
+    let mut seen_code = false;
+    for line in middle.split_inclusive('\n') {
+        let line_start = offset;
+        offset += line.len();
+        scanner.feed(line);
+        let has_code = !line.trim().is_empty();
+        if unit == Unit::Block && has_code {
+            // The body's indentation is that of its first line; a later line left of it has
+            // left the body (Python has no closer to tell).
+            let column = indent(if line_start == 0 {
+                plan.line_prefix.clone() + line
+            } else {
+                line.to_string()
+            });
+            match block_indent {
+                None => block_indent = Some(column),
+                Some(body) if column < body => return &middle[..line_start],
+                Some(_) => {}
+            }
+        }
+        if unit != Unit::RestOfLine && scanner.depth() < start_depth {
+            // This line closes something opened before the middle: the rest is the suffix's.
+            return &middle[..line_start];
+        }
+        seen_code |= has_code;
+        let line_done = line.ends_with('\n') && scanner.in_code();
+        if unit != Unit::Block && seen_code && line_done && scanner.depth() <= start_depth {
+            return &middle[..offset];
+        }
+    }
+    middle
+}
+
+fn drop_suffix_repeats(middle: &str, plan: &Plan, window: &str) -> String {
+    let suffix_lines: Vec<&str> = plan
+        .suffix
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .take(MAX_REPEATED_LINES)
+        .collect();
+    let rest_of_line = plan.line_suffix.trim();
+    let mut candidates: Vec<&str> = vec![middle];
+    // Whole trailing lines equal to the suffix's first lines.
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(middle.match_indices('\n').map(|(at, _)| at + 1))
+        .filter(|&at| !middle[at..].trim().is_empty())
+        .collect();
+    for n in 1..=suffix_lines.len().min(line_starts.len()) {
+        let from = line_starts[line_starts.len() - n];
+        let tail: Vec<&str> = middle[from..]
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .collect();
+        if tail == suffix_lines[..n] {
+            candidates.push(&middle[..from]);
+        }
+    }
+    // The end of the middle equal to the start of the rest of the cursor's line.
+    let trimmed = middle.trim_end();
+    for (cut, _) in rest_of_line
+        .char_indices()
+        .skip(1)
+        .chain([(rest_of_line.len(), ' ')])
+    {
+        if !rest_of_line.is_empty() && trimmed.ends_with(&rest_of_line[..cut]) {
+            // Repeating all of an indented line leaves only its indentation behind.
+            candidates.push(trimmed[..trimmed.len() - cut].trim_end_matches([' ', '\t']));
+        }
+    }
+    candidates.sort_by_key(|candidate| std::cmp::Reverse(candidate.len()));
+    candidates.dedup();
+    let score = |candidate: &str| {
+        let last_line = candidate.lines().map(str::trim).rfind(|l| !l.is_empty());
+        let repeats_line = last_line.is_some() && last_line == suffix_lines.first().copied();
+        let repeats_rest = !rest_of_line.is_empty() && candidate.trim_end().ends_with(rest_of_line);
+        trouble(plan.language, window, candidate, &plan.suffix)
+            + usize::from(repeats_line || repeats_rest)
+    };
+    let mut best = candidates[0];
+    let mut best_score = score(best);
+    for &candidate in &candidates[1..] {
+        let candidate_score = score(candidate);
+        if candidate_score < best_score {
+            best = candidate;
+            best_score = candidate_score;
+        }
+    }
+    best.to_string()
+}
+
+fn tidy_whitespace(mut middle: String, plan: &Plan) -> String {
+    if plan.canvas.unit == Unit::Fixed {
+        return middle;
+    }
+    middle.truncate(middle.trim_end().len());
+    let inserting_line = plan.canvas.unit != Unit::RestOfLine
+        && plan.line_prefix.trim().is_empty()
+        && !plan.line_suffix.trim().is_empty();
+    if inserting_line && !middle.is_empty() {
+        middle.push('\n');
+    }
+    if plan.prefix.contains("\r\n") {
+        middle = middle.replace("\r\n", "\n").replace('\n', "\r\n");
+    }
+    middle
+}
+
+fn indent(line: impl AsRef<str>) -> usize {
+    line.as_ref()
+        .chars()
+        .take_while(|c| *c == ' ' || *c == '\t')
+        .map(|c| if c == '\t' { 4 } else { 1 })
+        .sum()
+}

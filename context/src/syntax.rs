@@ -1,0 +1,220 @@
+//! The questions the context layer asks a tree-sitter tree: does an item or statement start or
+//! end here, and is the cursor inside an empty body.
+
+use tree_sitter::{Node, Parser, Tree};
+
+/// Documents larger than this are parsed only around the cursor when the caller has no tree.
+const WHOLE_PARSE_LIMIT: usize = 1 << 20;
+const AROUND_BEFORE: usize = 256 << 10;
+const AROUND_AFTER: usize = 64 << 10;
+
+/// Nodes whose children are items, statements, arms, fields or variants: a line that starts
+/// (or ends) one of their children is a clean place to cut a window.
+const CONTAINERS: &[&str] = &[
+    "source_file",
+    "declaration_list",
+    "block",
+    "match_block",
+    "field_declaration_list",
+    "enum_variant_list",
+];
+
+/// Bodies that, when empty, call for a block-sized canvas.
+const BODIES: &[(&str, &str)] = &[
+    ("block", "block"),
+    ("declaration_list", "impl/trait/mod body"),
+    ("match_block", "match with no arms"),
+    ("field_declaration_list", "struct body"),
+    ("enum_variant_list", "enum body"),
+];
+
+/// Parses Rust source; `None` only if tree-sitter gives up (it recovers from syntax errors).
+pub fn parse_rust(text: &str) -> Option<Tree> {
+    let mut parser = Parser::new();
+    parser
+        .set_language(&tree_sitter_rust::LANGUAGE.into())
+        .expect("the bundled tree-sitter-rust grammar matches the tree-sitter ABI");
+    parser.parse(text, None)
+}
+
+/// Parses `text`, or only the region around `cursor` when the document is large; returns the
+/// tree and the byte offset its positions are relative to.
+pub(crate) fn parse_around(text: &str, cursor: usize) -> Option<(Tree, usize)> {
+    if text.len() <= WHOLE_PARSE_LIMIT {
+        return parse_rust(text).map(|tree| (tree, 0));
+    }
+    let mut start = cursor.saturating_sub(AROUND_BEFORE);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    // Start on a line so the first item is not cut in half.
+    start = text[start..cursor]
+        .find('\n')
+        .map_or(start, |newline| start + newline + 1);
+    let mut end = (cursor + AROUND_AFTER).min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    parse_rust(&text[start..end]).map(|tree| (tree, start))
+}
+
+/// A tree whose byte positions are `base` bytes into the document.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'t> {
+    root: Node<'t>,
+    base: usize,
+}
+
+impl<'t> View<'t> {
+    pub(crate) fn new(tree: &'t Tree, base: usize) -> View<'t> {
+        View {
+            root: tree.root_node(),
+            base,
+        }
+    }
+
+    fn local(&self, offset: usize) -> Option<usize> {
+        let local = offset.checked_sub(self.base)?;
+        (local <= self.root.end_byte()).then_some(local)
+    }
+
+    /// Whether a node that is a direct child of a container starts at `offset`.
+    pub(crate) fn starts_unit(&self, offset: usize) -> bool {
+        let Some(local) = self.local(offset) else {
+            return false;
+        };
+        let Some(mut node) = self.root.descendant_for_byte_range(local, local) else {
+            return false;
+        };
+        loop {
+            if node.start_byte() != local {
+                return false;
+            }
+            let Some(parent) = node.parent() else {
+                return false;
+            };
+            // Items and statements; the container's own braces belong to the container.
+            if CONTAINERS.contains(&parent.kind()) && node.is_named() {
+                return true;
+            }
+            node = parent;
+        }
+    }
+
+    /// Whether a node that is a direct child of a container ends at `offset` (exclusive).
+    pub(crate) fn ends_unit(&self, offset: usize) -> bool {
+        let Some(local) = self.local(offset) else {
+            return false;
+        };
+        if local == 0 {
+            return false;
+        }
+        let Some(mut node) = self.root.descendant_for_byte_range(local - 1, local) else {
+            return false;
+        };
+        // The smallest node containing the last byte; climb while it ends exactly here.
+        loop {
+            if node.end_byte() != local {
+                return false;
+            }
+            let Some(parent) = node.parent() else {
+                return false;
+            };
+            // Items and statements; the container's own braces belong to the container.
+            if CONTAINERS.contains(&parent.kind()) && node.is_named() {
+                return true;
+            }
+            node = parent;
+        }
+    }
+
+    /// If the cursor sits inside a body with nothing in it but whitespace, what kind of body.
+    pub(crate) fn empty_body_at(&self, text: &str, cursor: usize) -> Option<&'static str> {
+        let local = self.local(cursor)?;
+        let mut node = self.root.descendant_for_byte_range(local, local)?;
+        loop {
+            if let Some(&(_, what)) = BODIES.iter().find(|(kind, _)| *kind == node.kind()) {
+                let start = node.start_byte() + self.base;
+                let end = node.end_byte() + self.base;
+                return (start < cursor && cursor < end && is_empty_braces(&text[start..end]))
+                    .then_some(what);
+            }
+            node = node.parent()?;
+        }
+    }
+}
+
+/// `{`, whitespace, `}`. (A body still being typed, with no closer, is not a `block` node at
+/// all; the indentation heuristic in `canvas` covers it.)
+fn is_empty_braces(body: &str) -> bool {
+    body.strip_prefix('{')
+        .and_then(|inner| inner.strip_suffix('}'))
+        .is_some_and(|inner| inner.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(text: &str) -> (Tree, usize) {
+        (parse_rust(text).unwrap(), 0)
+    }
+
+    #[test]
+    fn items_and_statements_start_and_end_units() {
+        let text = "fn a() {\n    let x = f(\n        1,\n    );\n    x\n}\n";
+        let (tree, base) = view(text);
+        let view = View::new(&tree, base);
+        let at = |needle: &str| text.find(needle).unwrap();
+        assert!(view.starts_unit(0), "fn item");
+        assert!(view.starts_unit(at("let")), "statement");
+        assert!(!view.starts_unit(at("1,")), "argument inside a call");
+        assert!(view.ends_unit(at(");") + 2), "end of the let statement");
+        assert!(!view.ends_unit(at("1,") + 2), "end of an argument");
+        assert!(view.ends_unit(text.len() - 1), "end of the fn");
+        assert!(
+            !view.ends_unit(at("{") + 1),
+            "an opening brace ends nothing"
+        );
+        assert!(
+            !view.starts_unit(text.len() - 2),
+            "a closing brace starts nothing"
+        );
+    }
+
+    #[test]
+    fn empty_bodies_are_recognised() {
+        for (text, what) in [
+            ("fn f() {\n    \n}\n", Some("block")),
+            (
+                "fn f(x: u8) {\n    match x {\n        \n    }\n}\n",
+                Some("match with no arms"),
+            ),
+            ("impl S {\n    \n}\n", Some("impl/trait/mod body")),
+            ("fn f() {\n    g();\n    \n}\n", None),
+        ] {
+            let cursor = text
+                .find("\n    \n")
+                .map_or_else(|| text.find("        \n").unwrap() + 8, |at| at + 5);
+            let (tree, base) = view(text);
+            assert_eq!(
+                View::new(&tree, base).empty_body_at(text, cursor),
+                what,
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn large_documents_are_parsed_around_the_cursor() {
+        let item = "fn f() { let x = 1; }\n";
+        let text = item.repeat(3 * WHOLE_PARSE_LIMIT / item.len());
+        let cursor = text.len() / 2 / item.len() * item.len();
+        let (tree, base) = parse_around(&text, cursor).unwrap();
+        assert!(base > 0 && tree.root_node().end_byte() < text.len());
+        let view = View::new(&tree, base);
+        assert!(view.starts_unit(cursor));
+        assert!(!view.starts_unit(cursor + 3));
+        assert!(!view.starts_unit(0), "outside the parsed region");
+    }
+}

@@ -1,0 +1,468 @@
+//! The context layer's behaviour: windows, canvas sizes, neighbour snippets, post-processing.
+//! Fixtures mark the cursor with `$0` (as rust-analyzer's do).
+
+use proptest::prelude::*;
+use redraft_context::{
+    finish, parse_rust, plan, Budget, ByteEstimate, CanvasPlan, Language, Neighbour, Plan, Source,
+    TokenCounter, Unit,
+};
+
+const ROOMY: Budget = Budget {
+    prefix_tokens: 4000,
+    suffix_tokens: 1000,
+    neighbour_tokens: 0,
+    max_canvas_tokens: 64,
+};
+
+fn split(fixture: &str) -> (String, usize) {
+    let cursor = fixture.find("$0").expect("fixture has a $0 cursor");
+    (fixture.replacen("$0", "", 1), cursor)
+}
+
+fn plan_for(fixture: &str, language: Language, budget: Budget) -> Plan {
+    let (text, cursor) = split(fixture);
+    let source = Source {
+        text: &text,
+        cursor,
+        language,
+        tree: None,
+    };
+    plan(&source, &budget, &ByteEstimate, &[])
+}
+
+fn rust(fixture: &str) -> Plan {
+    plan_for(fixture, Language::Rust, ROOMY)
+}
+
+#[test]
+fn canvas_size_follows_the_syntax_around_the_cursor() {
+    let cases = [
+        ("fn f() {\n    let x = $0\n}\n", Unit::RestOfLine),
+        ("fn f() {\n    call(a, $0)\n}\n", Unit::RestOfLine),
+        ("fn f() {\n    g();\n    $0\n    h();\n}\n", Unit::Line),
+        ("fn f() {\n    g();\n$0    h();\n}\n", Unit::Line),
+        ("fn f() {\n    $0\n}\n", Unit::Block),
+        ("fn f() {\n    $0", Unit::Block),
+        (
+            "fn f(x: u8) {\n    match x {\n        $0\n    }\n}\n",
+            Unit::Block,
+        ),
+        ("impl S {\n    $0\n}\n", Unit::Block),
+    ];
+    for (fixture, unit) in cases {
+        let plan = rust(fixture);
+        assert_eq!(
+            plan.canvas.unit, unit,
+            "{fixture:?}: {}",
+            plan.canvas.reason
+        );
+    }
+    let sizes: Vec<usize> = [
+        "fn f() {\n    let x = $0\n}\n",
+        "fn f() {\n    g();\n    $0\n    h();\n}\n",
+        "fn f() {\n    $0\n}\n",
+    ]
+    .iter()
+    .map(|fixture| rust(fixture).canvas.tokens)
+    .collect();
+    assert!(
+        sizes[0] < sizes[1] && sizes[1] < sizes[2],
+        "rest of line < line < block: {sizes:?}"
+    );
+}
+
+#[test]
+fn plain_text_and_python_use_indentation_for_empty_bodies() {
+    let python = plan_for(
+        "def f(x):\n    $0\n\ndef g():\n    pass\n",
+        Language::Python,
+        ROOMY,
+    );
+    assert_eq!(python.canvas.unit, Unit::Block, "{}", python.canvas.reason);
+    let filled = plan_for("def f(x):\n    $0\n    return x\n", Language::Python, ROOMY);
+    assert_eq!(filled.canvas.unit, Unit::Line, "{}", filled.canvas.reason);
+    let braces = plan_for("function f() {\n  $0\n}\n", Language::Plain, ROOMY);
+    assert_eq!(braces.canvas.unit, Unit::Block);
+}
+
+#[test]
+fn the_reason_explains_the_choice_and_the_cap() {
+    let plan = rust("fn f() {\n    let total = $0\n}\n");
+    assert!(
+        plan.canvas.reason.contains("let total ="),
+        "{}",
+        plan.canvas.reason
+    );
+    let capped = plan_for(
+        "fn f() {\n    $0\n}\n",
+        Language::Rust,
+        Budget {
+            max_canvas_tokens: 5,
+            ..ROOMY
+        },
+    );
+    assert_eq!(capped.canvas.tokens, 5);
+    assert!(
+        capped.canvas.reason.contains("capped"),
+        "{}",
+        capped.canvas.reason
+    );
+}
+
+#[test]
+fn a_small_document_is_sent_whole() {
+    let (text, cursor) = split("use std::fmt;\n\nfn f() {\n    let x = $0;\n}\n");
+    let plan = rust("use std::fmt;\n\nfn f() {\n    let x = $0;\n}\n");
+    assert_eq!(plan.prefix, text[..cursor]);
+    assert_eq!(plan.suffix, text[cursor..]);
+    assert_eq!((plan.prefix_start, plan.suffix_end), (0, text.len()));
+    assert_eq!(plan.line_prefix, "    let x = ");
+    assert_eq!(plan.line_suffix, ";");
+}
+
+/// A file of many small functions whose bodies span several lines, cursor in the middle.
+fn long_file() -> (String, usize) {
+    let mut text = String::new();
+    for i in 0..200 {
+        text += &format!(
+            "fn f{i}(a: u32) -> u32 {{\n    let b = g(\n        a,\n        {i},\n    );\n    b + 1\n}}\n\n"
+        );
+    }
+    let cursor = text.find("fn f100").unwrap()
+        + "fn f100(a: u32) -> u32 {\n    let b = g(\n        a,\n        100,\n    );\n    b + "
+            .len();
+    (text, cursor)
+}
+
+#[test]
+fn windows_fit_the_budget_and_cut_at_items_or_statements() {
+    let (text, cursor) = long_file();
+    let tree = parse_rust(&text).unwrap();
+    for prefix_tokens in [20, 37, 55, 90, 140] {
+        let budget = Budget {
+            prefix_tokens,
+            suffix_tokens: prefix_tokens / 3,
+            neighbour_tokens: 0,
+            max_canvas_tokens: 16,
+        };
+        let source = Source {
+            text: &text,
+            cursor,
+            language: Language::Rust,
+            tree: Some(&tree),
+        };
+        let plan = plan(&source, &budget, &ByteEstimate, &[]);
+        assert!(plan.prefix_tokens <= prefix_tokens);
+        // Per-line counts round up, so the whole window counts no more than their sum.
+        assert!(ByteEstimate.count_tokens(&plan.prefix) <= plan.prefix_tokens);
+        assert!(plan.suffix_tokens <= budget.suffix_tokens);
+        assert!(plan.prefix.ends_with("    b + ") && plan.suffix.starts_with("1\n}"));
+        let first = text[plan.prefix_start..]
+            .lines()
+            .find(|line| !line.trim().is_empty())
+            .unwrap()
+            .trim_start();
+        assert!(
+            first.starts_with("fn ") || first.starts_with("let ") || first.starts_with("b + 1"),
+            "prefix of {prefix_tokens} tokens starts mid-statement: {first:?}"
+        );
+        let last = text[..plan.suffix_end].lines().last().unwrap().trim_end();
+        assert!(
+            last.ends_with('}') || last.ends_with(';') || last.is_empty() || last.ends_with("+ 1"),
+            "suffix ends mid-statement: {last:?}"
+        );
+    }
+}
+
+#[test]
+fn plain_text_windows_cut_at_any_line() {
+    let (text, cursor) = long_file();
+    let budget = Budget {
+        prefix_tokens: 37,
+        suffix_tokens: 12,
+        neighbour_tokens: 0,
+        max_canvas_tokens: 16,
+    };
+    let source = Source {
+        text: &text,
+        cursor,
+        language: Language::Plain,
+        tree: None,
+    };
+    let plan = plan(&source, &budget, &ByteEstimate, &[]);
+    assert!(plan.prefix_start == 0 || text.as_bytes()[plan.prefix_start - 1] == b'\n');
+    // With no syntax the window takes every line that fits, so it is at least as long.
+    let rust = plan_for_text(&text, cursor, Language::Rust, budget);
+    assert!(plan.prefix.len() >= rust.prefix.len());
+}
+
+fn plan_for_text(text: &str, cursor: usize, language: Language, budget: Budget) -> Plan {
+    let source = Source {
+        text,
+        cursor,
+        language,
+        tree: None,
+    };
+    plan(&source, &budget, &ByteEstimate, &[])
+}
+
+#[test]
+fn unused_budget_on_one_side_goes_to_the_other() {
+    let (text, _) = long_file();
+    let near_top = text.find("a,").unwrap();
+    let budget = Budget {
+        prefix_tokens: 90,
+        suffix_tokens: 30,
+        neighbour_tokens: 0,
+        max_canvas_tokens: 16,
+    };
+    let top = plan_for_text(&text, near_top, Language::Rust, budget);
+    assert_eq!(top.prefix_start, 0);
+    assert!(
+        top.suffix_tokens > 30,
+        "suffix got the spare: {}",
+        top.suffix_tokens
+    );
+    let near_end = text.len() - 5;
+    let bottom = plan_for_text(&text, near_end, Language::Rust, budget);
+    assert_eq!(bottom.suffix_end, text.len());
+    assert!(
+        bottom.prefix_tokens > 90,
+        "prefix got the spare: {}",
+        bottom.prefix_tokens
+    );
+}
+
+#[test]
+fn huge_lines_and_odd_cursors_stay_bounded() {
+    let line = "x".repeat(5 << 20);
+    let text = format!("{line}\n{line}");
+    let plan = plan_for_text(&text, line.len() / 2, Language::Rust, ROOMY);
+    assert!(plan.prefix.len() <= 4000 * 4 && plan.suffix.len() <= 1000 * 4);
+    assert!(!plan.prefix.is_empty() && !plan.suffix.is_empty());
+
+    let text = "fn é() { ü }";
+    let inside_e = text.find('é').unwrap() + 1;
+    let plan = plan_for_text(text, inside_e, Language::Rust, ROOMY);
+    assert_eq!(plan.prefix, "fn ");
+    let plan = plan_for_text(text, text.len() + 10, Language::Rust, ROOMY);
+    assert_eq!((plan.prefix.as_str(), plan.suffix.as_str()), (text, ""));
+}
+
+#[test]
+fn budget_for_positions_leaves_room_for_the_canvas() {
+    let small = Budget::for_positions(256, 48);
+    assert_eq!(small.neighbour_tokens, 0);
+    assert_eq!(small.prefix_tokens + small.suffix_tokens + 48 + 1, 256);
+    assert!(small.prefix_tokens > 2 * small.suffix_tokens);
+    let large = Budget::for_positions(8192, 64);
+    assert!(large.neighbour_tokens > 0);
+    assert_eq!(
+        large.prefix_tokens + large.suffix_tokens + large.neighbour_tokens + 64 + 1,
+        8192
+    );
+    assert_eq!(Budget::for_positions(8, 100).max_canvas_tokens, 7);
+}
+
+fn neighbour(path: &str, text: &str, edited_at: u64) -> Neighbour {
+    Neighbour {
+        path: path.into(),
+        text: text.into(),
+        edited_at,
+    }
+}
+
+#[test]
+fn related_open_documents_are_added_most_recent_nearest() {
+    let (text, cursor) = split(
+        "use crate::shapes::Circle;\n\nfn area_sum(circles: &[Circle]) -> f64 {\n    circles.iter().map(|circle| circle.$0).sum()\n}\n",
+    );
+    let shapes = neighbour(
+        "src/shapes.rs",
+        "pub struct Circle {\n    pub radius: f64,\n}\n\nimpl Circle {\n    pub fn area(&self) -> f64 {\n        std::f64::consts::PI * self.radius * self.radius\n    }\n}\n",
+        2,
+    );
+    let older = neighbour(
+        "src/circles.rs",
+        "fn circles_total(circles: &[Circle]) -> usize {\n    circles.len()\n}\n",
+        1,
+    );
+    let unrelated = neighbour(
+        "src/net.rs",
+        "fn connect(host: &str, port: u16) -> TcpStream {\n    TcpStream::connect((host, port)).unwrap()\n}\n",
+        3,
+    );
+    let source = Source {
+        text: &text,
+        cursor,
+        language: Language::Rust,
+        tree: None,
+    };
+    let budget = Budget {
+        neighbour_tokens: 400,
+        ..ROOMY
+    };
+    let plan = plan(&source, &budget, &ByteEstimate, &[older, unrelated, shapes]);
+    assert!(plan.prefix.ends_with(&text[..cursor]));
+    let snippets = &plan.prefix[..plan.snippets_len];
+    assert!(
+        snippets.contains("// src/shapes.rs\npub struct Circle"),
+        "{snippets}"
+    );
+    assert!(
+        !snippets.contains("net.rs"),
+        "unrelated document added: {snippets}"
+    );
+    let older_at = snippets
+        .find("src/circles.rs")
+        .expect("older related document");
+    assert!(
+        older_at < snippets.find("src/shapes.rs").unwrap(),
+        "most recent nearest"
+    );
+    assert!(plan.neighbour_tokens <= 400 && plan.neighbour_tokens > 0);
+
+    let none = plan_for_text(&text, cursor, Language::Rust, ROOMY);
+    assert_eq!(none.snippets_len, 0);
+}
+
+// --- post-processing ---------------------------------------------------------------------
+
+fn finished(fixture: &str, middle: &str) -> Option<String> {
+    finish(middle, &rust(fixture))
+}
+
+#[test]
+fn whitespace_only_middles_are_no_suggestion() {
+    assert_eq!(finished("fn f() {\n    let x = $0\n}\n", "  \n\t"), None);
+    assert_eq!(finished("fn f() {\n    let x = $0\n}\n", ""), None);
+}
+
+#[test]
+fn line_completions_stop_at_the_end_of_their_unit() {
+    let fixture = "fn f() {\n    let x = $0\n}\n";
+    assert_eq!(
+        finished(fixture, "g(1);\n    let y = 2;\n").as_deref(),
+        Some("g(1);")
+    );
+    assert_eq!(
+        finished(
+            fixture,
+            "vec![\n        1,\n        2,\n    ];\n    junk();"
+        )
+        .as_deref(),
+        Some("vec![\n        1,\n        2,\n    ];"),
+        "a bracket opened in the middle keeps the line going"
+    );
+    let blank = "fn f() {\n    g();\n    $0\n}\n";
+    assert_eq!(
+        finished(blank, "x += 1;\n}\n\nfn other() {}").as_deref(),
+        Some("x += 1;")
+    );
+    assert_eq!(
+        finished(blank, "\n    x += 1;\n    y();").as_deref(),
+        Some("\n    x += 1;"),
+        "a leading blank line does not end the unit"
+    );
+}
+
+#[test]
+fn block_completions_stop_before_the_body_closes_or_dedents() {
+    let fixture = "fn f() -> u32 {\n    $0\n}\n";
+    assert_eq!(
+        finished(fixture, "let a = 1;\n    a + 1\n}\n\nfn junk() {}").as_deref(),
+        Some("let a = 1;\n    a + 1")
+    );
+    let python = plan_for("def f(x):\n    $0\n", Language::Python, ROOMY);
+    assert_eq!(
+        finish("y = x * 2\n    return y\n\ndef h():\n    pass\n", &python).as_deref(),
+        Some("y = x * 2\n    return y")
+    );
+}
+
+#[test]
+fn repeats_of_the_suffix_go_when_that_balances_brackets() {
+    assert_eq!(
+        finished("fn f() {\n    call(a, $0)\n}\n", "b, c)").as_deref(),
+        Some("b, c")
+    );
+    assert_eq!(
+        finished("fn f() {\n    outer($0)\n}\n", "inner()").as_deref(),
+        Some("inner()"),
+        "the middle's own closer stays"
+    );
+    assert_eq!(
+        finished("fn f() {\n    let x = $0;\n}\n", "5;").as_deref(),
+        Some("5")
+    );
+    assert_eq!(
+        finished("fn f() {\n    let v = [$0];\n}\n", "1, 2];").as_deref(),
+        Some("1, 2")
+    );
+    let lines = plan_for(
+        "def f(x):\n    y = x\n$0    return y\n",
+        Language::Python,
+        ROOMY,
+    );
+    assert_eq!(lines.canvas.unit, Unit::Line);
+    assert_eq!(
+        finish("    y += 1\n", &lines).as_deref(),
+        Some("    y += 1\n"),
+        "a line inserted before existing text keeps its line break"
+    );
+    assert_eq!(
+        finish("    return y", &lines),
+        None,
+        "repeating the next line is no suggestion"
+    );
+    let mut fixed = lines.clone();
+    fixed.canvas = CanvasPlan::fixed(12);
+    assert_eq!(
+        finish("    y += 1\n    return y\n", &fixed).as_deref(),
+        Some("    y += 1\n"),
+        "fixed-length canvases still drop repeated suffix lines"
+    );
+    assert_eq!(
+        finish("    y += 1\n    z = 2\n", &fixed).as_deref(),
+        Some("    y += 1\n    z = 2\n"),
+        "fixed-length canvases keep everything else, whitespace included"
+    );
+}
+
+#[test]
+fn crlf_documents_get_crlf_suggestions() {
+    let plan = rust("fn f() {\r\n    $0\r\n}\r\n");
+    assert_eq!(
+        finish("let a = 1;\n    a", &plan).as_deref(),
+        Some("let a = 1;\r\n    a")
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn plans_are_slices_of_the_document_within_budget(
+        text in "[a-z{}();\n é\t\r]{0,400}",
+        cursor in 0usize..420,
+        prefix_tokens in 0usize..80,
+        suffix_tokens in 0usize..40,
+    ) {
+        let budget = Budget { prefix_tokens, suffix_tokens, neighbour_tokens: 0, max_canvas_tokens: 16 };
+        for language in [Language::Rust, Language::Python, Language::Plain] {
+            let source = Source { text: &text, cursor, language, tree: None };
+            let plan = plan(&source, &budget, &ByteEstimate, &[]);
+            let cursor = plan.prefix_start + plan.prefix.len();
+            prop_assert!(plan.prefix_start <= cursor && cursor <= plan.suffix_end);
+            prop_assert_eq!(&text[plan.prefix_start..cursor], plan.prefix.as_str());
+            prop_assert_eq!(&text[cursor..plan.suffix_end], plan.suffix.as_str());
+            prop_assert!(plan.prefix_tokens <= prefix_tokens + suffix_tokens);
+            prop_assert!(plan.suffix_tokens <= prefix_tokens + suffix_tokens);
+            prop_assert!(plan.canvas.tokens >= 1 && plan.canvas.tokens <= 16);
+            let middle: String = text.chars().rev().take(30).collect();
+            if let Some(done) = finish(&middle, &plan) {
+                prop_assert!(!done.trim().is_empty());
+            }
+        }
+    }
+}
