@@ -1,0 +1,324 @@
+--- redraft for Neovim: starts `redraft lsp` and shows its inline completions as ghost text.
+---
+--- The plugin is thin on purpose: the server computes every suggestion and the plugin shows
+--- it unchanged. On Neovim 0.12+ the display is the native `vim.lsp.inline_completion`; on 0.11
+--- (or with `native = false`) the small extmark renderer in `redraft.ghost` stands in.
+local M = {}
+
+--- Defaults; `setup()` merges the user's table over them.
+M.defaults = {
+  --- The `redraft` binary: a path or a name looked up on `PATH`.
+  cmd = { 'redraft', 'lsp' },
+  --- Filetypes to attach to; nil: every buffer with a file.
+  filetypes = nil,
+  --- Sent as `initializationOptions` and in `workspace/didChangeConfiguration`, as given
+  --- (camelCase keys, see the README): model, effort, maxTokens, contextTokens, languages,
+  --- candidates, streamSteps, logLevel. The server validates them and reports bad values.
+  settings = {},
+  --- Use Neovim's own inline completion when it has one (0.12+).
+  native = true,
+  --- Insert-mode keys; set one to false to leave that key alone.
+  keymaps = {
+    accept = '<Tab>',
+    accept_word = '<M-Right>',
+    accept_line = '<M-C-Right>',
+    next = '<M-]>',
+    prev = '<M-[>',
+    dismiss = '<C-]>',
+    trigger = '<M-\\>',
+  },
+  --- Debounce for automatic requests in the fallback renderer (the native one has its own).
+  debounce_ms = 150,
+}
+
+M.config = vim.deepcopy(M.defaults)
+
+--- What the server told us about itself; read by `:Redraft status` and `:checkhealth`.
+M.state = {
+  --- 'not started' | 'starting' | 'loading model' | 'ready' | 'error'
+  status = 'not started',
+  reason = nil,
+  server_version = nil,
+  enabled = true,
+}
+
+local CLIENT_NAME = 'redraft'
+
+local function has_native()
+  return vim.lsp.inline_completion ~= nil and vim.lsp.inline_completion.enable ~= nil
+end
+
+--- Whether the native renderer is the one in use.
+function M.uses_native()
+  return M.config.native and has_native()
+end
+
+local function renderer()
+  if M.uses_native() then
+    return require('redraft.native')
+  end
+  return require('redraft.ghost')
+end
+
+--- The running redraft clients (one per root, usually one).
+function M.clients(bufnr)
+  return vim.lsp.get_clients({ name = CLIENT_NAME, bufnr = bufnr })
+end
+
+local function set_status(status, reason)
+  M.state.status = status
+  M.state.reason = reason
+  vim.api.nvim_exec_autocmds('User', { pattern = 'RedraftStatus', modeline = false })
+end
+
+-- Keep the default behaviour of each handler and note what it says about the server's state.
+local function wrap_handler(method, on_message)
+  local default = vim.lsp.handlers[method]
+  return function(err, result, ctx, config)
+    if result then
+      on_message(result)
+    end
+    if default then
+      return default(err, result, ctx, config)
+    end
+  end
+end
+
+local function handlers()
+  return {
+    ['window/showMessage'] = wrap_handler('window/showMessage', function(result)
+      if result.type == vim.lsp.protocol.MessageType.Error then
+        set_status('error', result.message)
+      end
+    end),
+    ['$/progress'] = wrap_handler('$/progress', function(result)
+      local value = result.value or {}
+      if value.kind == 'begin' then
+        set_status('loading model', value.title)
+      elseif value.kind == 'end' and M.state.status == 'loading model' then
+        set_status('ready', value.message)
+      end
+    end),
+  }
+end
+
+local function resolve_cmd(cmd)
+  if type(cmd) == 'string' then
+    cmd = { cmd, 'lsp' }
+  end
+  return cmd
+end
+
+local function lsp_config()
+  local settings = vim.deepcopy(M.config.settings or {})
+  return {
+    cmd = resolve_cmd(M.config.cmd),
+    filetypes = M.config.filetypes,
+    root_markers = { '.git' },
+    workspace_required = false,
+    init_options = settings,
+    settings = { redraft = settings },
+    handlers = handlers(),
+    on_init = function(client, result)
+      M.state.server_version = result.serverInfo and result.serverInfo.version
+      if M.state.status ~= 'loading model' and M.state.status ~= 'error' then
+        set_status('ready')
+      end
+      return client
+    end,
+    on_exit = function(code, signal)
+      if code ~= 0 then
+        set_status('error', ('redraft lsp exited with code %d, signal %d'):format(code, signal))
+      else
+        set_status('not started')
+      end
+    end,
+    on_attach = function(client, bufnr)
+      renderer().attach(client, bufnr)
+    end,
+  }
+end
+
+--- Sends the current settings to running servers (`workspace/didChangeConfiguration`).
+function M.push_settings()
+  for _, client in ipairs(M.clients()) do
+    client.settings = { redraft = vim.deepcopy(M.config.settings) }
+    client:notify('workspace/didChangeConfiguration', { settings = client.settings })
+  end
+end
+
+--- Keys mapped by the last setup(), removed when setup() runs again so a changed or disabled
+--- key does not linger.
+local mapped = {}
+
+local function map(key, rhs, desc, opts)
+  if key and key ~= '' then
+    vim.keymap.set('i', key, rhs, vim.tbl_extend('force', { desc = desc, silent = true }, opts or {}))
+    mapped[#mapped + 1] = key
+  end
+end
+
+local function set_keymaps()
+  for _, key in ipairs(mapped) do
+    pcall(vim.keymap.del, 'i', key)
+  end
+  mapped = {}
+  local keys = M.config.keymaps or {}
+  -- Accept falls through to the key itself when there is nothing to accept, so <Tab> still
+  -- indents.
+  map(keys.accept, function()
+    if M.state.enabled and renderer().accept() then
+      return ''
+    end
+    return vim.api.nvim_replace_termcodes(keys.accept, true, false, true)
+  end, 'redraft: accept suggestion', { expr = true, replace_keycodes = false })
+  map(keys.accept_word, function()
+    renderer().accept_partial('word')
+  end, 'redraft: accept next word')
+  map(keys.accept_line, function()
+    renderer().accept_partial('line')
+  end, 'redraft: accept first line')
+  map(keys.next, function()
+    renderer().select(1)
+  end, 'redraft: next candidate')
+  map(keys.prev, function()
+    renderer().select(-1)
+  end, 'redraft: previous candidate')
+  map(keys.dismiss, function()
+    if not renderer().dismiss() then
+      -- Nothing shown: let the key do what it did before.
+      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys.dismiss, true, false, true), 'n', false)
+    end
+  end, 'redraft: dismiss suggestion')
+  map(keys.trigger, function()
+    renderer().trigger()
+  end, 'redraft: suggest now (several candidates)')
+end
+
+--- Turns suggestions on or off everywhere (the server keeps running).
+function M.toggle(on)
+  if on == nil then
+    on = not M.state.enabled
+  end
+  M.state.enabled = on
+  renderer().enable(on)
+  vim.notify('redraft: suggestions ' .. (on and 'on' or 'off'))
+end
+
+--- Sets the effort for new requests and tells running servers.
+function M.set_effort(effort)
+  if not vim.tbl_contains({ 'low', 'medium', 'high' }, effort) then
+    vim.notify(('redraft: effort must be low, medium or high, got %q'):format(tostring(effort)), vim.log.levels.ERROR)
+    return
+  end
+  M.config.settings.effort = effort
+  M.push_settings()
+  vim.notify('redraft: effort ' .. effort)
+end
+
+--- One line that says what the plugin and the server are doing.
+function M.status_line()
+  local clients = M.clients()
+  local head = 'redraft: ' .. M.state.status
+  if M.state.reason then
+    head = head .. ' (' .. M.state.reason .. ')'
+  end
+  local parts = { head }
+  parts[#parts + 1] = M.state.enabled and 'suggestions on' or 'suggestions off'
+  parts[#parts + 1] = ('%d client%s'):format(#clients, #clients == 1 and '' or 's')
+  if M.state.server_version then
+    parts[#parts + 1] = 'server ' .. M.state.server_version
+  end
+  parts[#parts + 1] = 'effort ' .. (M.config.settings.effort or 'default')
+  parts[#parts + 1] = M.uses_native() and 'native display' or 'extmark display'
+  return table.concat(parts, ', ')
+end
+
+local subcommands = {
+  status = function()
+    vim.notify(M.status_line())
+  end,
+  toggle = function()
+    M.toggle()
+  end,
+  enable = function()
+    M.toggle(true)
+  end,
+  disable = function()
+    M.toggle(false)
+  end,
+  effort = function(args)
+    if args[1] then
+      M.set_effort(args[1])
+    else
+      vim.ui.select({ 'low', 'medium', 'high' }, { prompt = 'redraft effort' }, function(choice)
+        if choice then
+          M.set_effort(choice)
+        end
+      end)
+    end
+  end,
+  log = function()
+    vim.cmd.edit(vim.fn.fnameescape(vim.lsp.log.get_filename()))
+  end,
+  restart = function()
+    for _, client in ipairs(M.clients()) do
+      client:stop()
+    end
+    vim.defer_fn(function()
+      vim.cmd('edit')
+    end, 500)
+  end,
+}
+
+local function create_command()
+  vim.api.nvim_create_user_command('Redraft', function(opts)
+    local args = vim.split(vim.trim(opts.args), '%s+', { trimempty = true })
+    local name = table.remove(args, 1) or 'status'
+    local run = subcommands[name]
+    if not run then
+      vim.notify(('redraft: unknown subcommand %q (%s)'):format(name, table.concat(vim.tbl_keys(subcommands), ', ')), vim.log.levels.ERROR)
+      return
+    end
+    run(args)
+  end, {
+    nargs = '*',
+    desc = 'redraft: status | toggle | enable | disable | effort [low|medium|high] | log | restart',
+    complete = function(arglead, line)
+      local words = vim.split(line, '%s+')
+      local options = #words <= 2 and vim.tbl_keys(subcommands) or (words[2] == 'effort' and { 'low', 'medium', 'high' } or {})
+      table.sort(options)
+      return vim.tbl_filter(function(o)
+        return vim.startswith(o, arglead)
+      end, options)
+    end,
+  })
+end
+
+--- Configures and starts redraft. Safe to call again: the new options replace the old ones.
+function M.setup(opts)
+  if vim.fn.has('nvim-0.11') ~= 1 then
+    vim.notify('redraft: needs Neovim 0.11 or newer', vim.log.levels.ERROR)
+    return
+  end
+  M.config = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts or {})
+  if opts and opts.keymaps == false then
+    M.config.keymaps = {}
+  end
+  local cmd = resolve_cmd(M.config.cmd)
+  if vim.fn.executable(cmd[1]) ~= 1 then
+    set_status('error', ('`%s` not found: install redraft or set cmd in setup()'):format(cmd[1]))
+    vim.notify('redraft: ' .. M.state.reason, vim.log.levels.WARN)
+  else
+    set_status('starting')
+  end
+  vim.lsp.config(CLIENT_NAME, lsp_config())
+  vim.lsp.enable(CLIENT_NAME)
+  renderer().setup(M.config)
+  set_keymaps()
+  create_command()
+  M.push_settings()
+  return M
+end
+
+return M

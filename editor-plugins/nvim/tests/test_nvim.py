@@ -1,0 +1,321 @@
+"""The Neovim plugin in real Neovim 0.12 (headless, driven over its RPC API) with the real
+`redraft lsp`: type in insert mode, wait for the ghost text, accept it, check the buffer.
+
+Run through `scripts/test-editors`, which sets REDRAFT_NVIM (from scripts/setup-editors) and
+REDRAFT_BIN (the freshly built binary). Waits are `vim.wait` on the condition itself inside
+Neovim, so they end as soon as the event happens; the timeouts are only there to turn a hang
+into a clear failure.
+"""
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pynvim
+import pytest
+
+PLUGIN = Path(__file__).resolve().parents[1]
+NVIM = os.environ.get("REDRAFT_NVIM", "")
+REDRAFT = os.environ.get("REDRAFT_BIN", "")
+
+# The first request also loads the model; a cold 2-core machine under load needs headroom.
+SUGGESTION_TIMEOUT_MS = 120_000
+STARTUP_TIMEOUT_MS = 60_000
+
+SOURCE = textwrap.dedent(
+    """\
+    use std::collections::HashMap;
+
+    /// Counts how often each word occurs in `text`.
+    fn word_counts(text: &str) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for word in text.split_whitespace() {
+            *counts.entry(word.to_string()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    fn main() {
+        let counts = word_counts("a b a");
+
+    }
+    """
+)
+# Typed on the empty line in `main` (Neovim's autoindent supplies the indent); the model has the
+# whole file around it.
+TYPED = "println!("
+
+
+def require_environment():
+    missing = [n for n, v in (("REDRAFT_NVIM", NVIM), ("REDRAFT_BIN", REDRAFT)) if not v]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not set: run the editor tests through scripts/test-editors")
+    for path in (NVIM, REDRAFT):
+        if not os.access(path, os.X_OK):
+            pytest.fail(f"{path} is not an executable: run scripts/setup-editors and build redraft")
+
+
+def start(tmp_path, native=True, cmd=None, extra=""):
+    require_environment()
+    cmd = cmd or [REDRAFT, "lsp"]
+    init = tmp_path / "init.lua"
+    init.write_text(
+        textwrap.dedent(
+            f"""\
+            vim.opt.runtimepath:prepend({str(PLUGIN)!r})
+            vim.opt.swapfile = false
+            vim.opt.shadafile = 'NONE'
+            vim.cmd('filetype on')
+            vim.lsp.log.set_level('info')
+            require('redraft').setup({{
+              cmd = vim.json.decode({json.dumps(cmd)!r}),
+              native = {str(native).lower()},
+              settings = {{ logLevel = 'debug' }},
+            }})
+            {extra}
+            """
+        )
+    )
+    # A private home for Neovim's state and log, so runs never see each other's files.
+    env = [f"{var}={tmp_path / var.lower()}" for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")]
+    nvim = pynvim.attach(
+        "child", argv=["env", *env, NVIM, "--embed", "--headless", "-n", "-i", "NONE", "-u", str(init)]
+    )
+    return nvim
+
+
+def server_log(nvim):
+    """The tail of Neovim's LSP log (server stderr included), for failure messages."""
+    try:
+        path = nvim.exec_lua("return vim.lsp.log.get_filename()")
+        return "".join(Path(path).read_text(errors="replace").splitlines(True)[-40:])
+    except Exception as error:  # the log is only a diagnostic aid
+        return f"(no LSP log: {error})"
+
+
+def wait_lua(nvim, timeout_ms, predicate, what, *args):
+    """Waits inside Neovim (its event loop keeps running) until `predicate` (a Lua function body
+    that sees the extra arguments as `args`) returns true."""
+    ok = nvim.exec_lua(
+        f"local args = {{...}}; return vim.wait({timeout_ms}, function() {predicate} end, 20)",
+        *args,
+    )
+    if not ok:
+        pytest.fail(f"timed out after {timeout_ms / 1000:.0f} s waiting for {what}\n{server_log(nvim)}")
+
+
+def open_rust_file(nvim, tmp_path):
+    path = tmp_path / "src" / "main.rs"
+    path.parent.mkdir()
+    path.write_text(SOURCE)
+    nvim.command(f"edit {path}")
+    assert nvim.current.buffer.options["filetype"] == "rust"
+    wait_lua(
+        nvim,
+        STARTUP_TIMEOUT_MS,
+        "local c = vim.lsp.get_clients({ name = 'redraft', bufnr = 0 })[1]; "
+        "return c ~= nil and c.initialized == true",
+        "the redraft client to initialize",
+    )
+    return path
+
+
+def type_in_insert_mode(nvim, line_number, text):
+    nvim.current.window.cursor = (line_number, 0)
+    nvim.input("S")  # replace the (empty) line, as a user starting a new statement would
+    nvim.input(text.replace("<", "<lt>"))
+    # nvim_input only queues keys; a (non-fast) request is answered once they are processed.
+    assert nvim.eval("mode(1)") == "i"
+    assert nvim.current.line.strip() == text
+
+
+def ghost_text(nvim, namespace):
+    """The suggestion on screen: the extmark's inline text plus its virtual lines."""
+    marks = nvim.exec_lua(
+        "local ns = vim.api.nvim_create_namespace(...); "
+        "return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })",
+        namespace,
+    )
+    assert len(marks) == 1, marks
+    details = marks[0][3]
+    first = "".join(chunk[0] for chunk in details.get("virt_text", []))
+    rest = ["".join(chunk[0] for chunk in line) for line in details.get("virt_lines", [])]
+    return "\n".join([first, *rest])
+
+
+def check_suggestion_round_trip(nvim, tmp_path, namespace):
+    open_rust_file(nvim, tmp_path)
+    empty_line = SOURCE.splitlines().index("") + 1
+    line_number = SOURCE.splitlines().index("    let counts = word_counts(\"a b a\");") + 2
+    assert line_number > empty_line
+    type_in_insert_mode(nvim, line_number, TYPED)
+
+    wait_lua(
+        nvim,
+        SUGGESTION_TIMEOUT_MS,
+        "return #vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_create_namespace(args[1]), 0, -1, {}) > 0",
+        "the inline suggestion to be displayed",
+        namespace,
+    )
+    shown = ghost_text(nvim, namespace)
+    assert shown.strip(), f"an empty suggestion was displayed: {shown!r}"
+    before = nvim.current.buffer[:]
+    row, col = nvim.current.window.cursor
+    assert before[row - 1].strip() == TYPED
+
+    # What the server says for this very state: the display must be exactly that.
+    answer = nvim.exec_lua(
+        """
+        local client = vim.lsp.get_clients({ name = 'redraft', bufnr = 0 })[1]
+        local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+        params.context = { triggerKind = 2 }
+        local response = client:request_sync('textDocument/inlineCompletion', params, 60000, 0)
+        local result = response and response.result
+        return result and (result.items or result)[1] or vim.NIL
+        """
+    )
+    assert answer, f"the server gave no item for the state shown\n{server_log(nvim)}"
+    insert = answer["insertText"]
+    start_col = answer["range"]["start"]["character"] if "range" in answer else col
+    end_col = answer["range"]["end"]["character"] if "range" in answer else col
+    already_typed = before[row - 1][start_col:col]
+    assert insert.startswith(already_typed), (insert, already_typed)
+    assert shown == insert[len(already_typed):], (
+        f"displayed {shown!r} but the server's item says {insert!r}"
+    )
+
+    nvim.input("<Tab>")
+    expected_line = before[row - 1][:start_col] + insert + before[row - 1][end_col:]
+    expected = before[: row - 1] + expected_line.split("\n") + before[row:]
+    wait_lua(
+        nvim,
+        10_000,
+        "return vim.deep_equal(vim.api.nvim_buf_get_lines(0, 0, -1, true), args[1])",
+        "the accepted suggestion to be in the buffer",
+        expected,
+    )
+    assert nvim.current.buffer[:] == expected
+    inserted = expected_line.split("\n")
+    assert tuple(nvim.current.window.cursor) == (
+        row + len(inserted) - 1,
+        len(inserted[-1]) - len(before[row - 1][end_col:]),
+    )
+    assert nvim.api.get_mode()["mode"] == "i"
+    nvim.input("<Esc>")
+    return shown
+
+
+def test_native_inline_completion_shows_and_accepts_the_servers_suggestion(tmp_path):
+    nvim = start(tmp_path, native=True)
+    try:
+        assert nvim.exec_lua("return require('redraft').uses_native()")
+        check_suggestion_round_trip(nvim, tmp_path, "nvim.lsp.inline_completion")
+    finally:
+        nvim.close()
+
+
+def test_extmark_fallback_shows_and_accepts_the_servers_suggestion(tmp_path):
+    # The renderer Neovim 0.11 gets, exercised here on 0.12 with the native one turned off.
+    nvim = start(tmp_path, native=False)
+    try:
+        assert not nvim.exec_lua("return require('redraft').uses_native()")
+        check_suggestion_round_trip(nvim, tmp_path, "redraft.ghost")
+    finally:
+        nvim.close()
+
+
+def checkhealth(nvim):
+    nvim.command("checkhealth redraft")
+    return "\n".join(nvim.current.buffer[:])
+
+
+def test_checkhealth_reports_binary_version_model_and_encoding(tmp_path):
+    nvim = start(tmp_path)
+    try:
+        open_rust_file(nvim, tmp_path)
+        wait_lua(
+            nvim,
+            SUGGESTION_TIMEOUT_MS,
+            "local s = require('redraft').state.status; return s == 'ready' or s == 'error'",
+            "the server to report ready",
+        )
+        report = checkhealth(nvim)
+        version = nvim.exec_lua("return vim.fn.system({...})", REDRAFT, "--version").strip()
+        assert f"OK redraft binary: {REDRAFT}" in report, report
+        assert f"OK version: {version}" in report, report
+        assert "OK server offers textDocument/inlineCompletion" in report, report
+        assert "OK model loaded" in report, report
+        assert "position encoding: utf-" in report, report
+        assert "ERROR" not in report, report
+    finally:
+        nvim.close()
+
+
+def test_checkhealth_and_status_explain_a_missing_binary(tmp_path):
+    missing = str(tmp_path / "no-such-redraft")
+    nvim = start(tmp_path, cmd=[missing, "lsp"])
+    try:
+        status = nvim.exec_lua("return require('redraft').status_line()")
+        assert status.startswith("redraft: error (`" + missing + "` not found"), status
+        report = checkhealth(nvim)
+        assert f"ERROR redraft binary not found: `{missing}`" in report, report
+        assert "cargo install --path lsp-server" in report, report
+    finally:
+        nvim.close()
+
+
+def test_redraft_command_changes_effort_and_toggles(tmp_path):
+    nvim = start(tmp_path)
+    try:
+        open_rust_file(nvim, tmp_path)
+        nvim.command("Redraft effort low")
+        settings = nvim.exec_lua(
+            "return vim.lsp.get_clients({ name = 'redraft' })[1].settings"
+        )
+        assert settings["redraft"]["effort"] == "low", settings
+        assert "effort low" in nvim.exec_lua("return require('redraft').status_line()")
+        nvim.command("Redraft toggle")
+        assert "suggestions off" in nvim.exec_lua("return require('redraft').status_line()")
+        assert not nvim.exec_lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })")
+        nvim.command("Redraft toggle")
+        assert nvim.exec_lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })")
+        with pytest.raises(pynvim.NvimError):
+            nvim.command("Redraft nonsense")
+    finally:
+        nvim.close()
+
+
+def test_keymaps_are_overridable(tmp_path):
+    nvim = start(
+        tmp_path,
+        extra="require('redraft').setup({ cmd = { 'true' }, keymaps = { accept = '<C-l>', next = false } })",
+    )
+    try:
+        maps = nvim.exec_lua(
+            "local out = {}; for _, m in ipairs(vim.api.nvim_get_keymap('i')) do "
+            "if (m.desc or ''):match('^redraft') then out[m.lhs] = m.desc end end; return out"
+        )
+        assert maps.get("<C-L>") == "redraft: accept suggestion", maps
+        assert "redraft: next candidate" not in maps.values(), maps
+        assert maps.get("<M-[>") == "redraft: previous candidate", maps
+    finally:
+        nvim.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "piece"),
+    [
+        ("foo(bar)", "word", "foo"),
+        ("  .iter()", "word", "  ."),
+        ("(a, b);\nnext", "line", "(a, b);"),
+        ("\n    x += 1;\n}", "line", "\n    x += 1;"),
+        ("", "word", ""),
+    ],
+)
+def test_partial_accept_takes_one_word_or_line(tmp_path, text, kind, piece):
+    nvim = start(tmp_path, cmd=["true"])
+    try:
+        assert nvim.exec_lua("return require('redraft.partial').piece(...)", text, kind) == piece
+    finally:
+        nvim.close()
