@@ -1,0 +1,188 @@
+// redraft for VS Code: starts `redraft lsp` with vscode-languageclient, whose inline-completion
+// feature turns the server's `textDocument/inlineCompletion` items into ghost text unchanged.
+// This file adds what users expect around it: settings, a status bar item, commands.
+import * as vscode from "vscode";
+import {
+  CloseAction,
+  ErrorAction,
+  LanguageClient,
+  LanguageClientOptions,
+  MessageType,
+  ServerOptions,
+  ShowMessageNotification,
+  State,
+  TransportKind,
+  WorkDoneProgress,
+  WorkDoneProgressCreateRequest,
+} from "vscode-languageclient/node";
+import { findBinary } from "./binary";
+import { affectsServer, EFFORTS, serverSettings } from "./settings";
+import { BusyCounter, ServerState, statusView } from "./status";
+
+let client: LanguageClient | undefined;
+let log: vscode.LogOutputChannel;
+let statusItem: vscode.StatusBarItem;
+let state: ServerState = { kind: "stopped" };
+
+function config(): vscode.WorkspaceConfiguration {
+  return vscode.workspace.getConfiguration("redraft");
+}
+
+function enabled(): boolean {
+  return config().get<boolean>("enable") ?? true;
+}
+
+function setState(next: ServerState): void {
+  state = next;
+  const view = statusView(state, enabled(), config().get<string>("effort") ?? "medium");
+  statusItem.text = view.text;
+  statusItem.tooltip = view.tooltip;
+  statusItem.backgroundColor = view.error ? new vscode.ThemeColor("statusBarItem.errorBackground") : undefined;
+  statusItem.command = view.error ? "redraft.showLog" : "redraft.toggle";
+  statusItem.show();
+}
+
+// The server reports model loading as work-done progress; shown in the status bar instead of a
+// notification popup, since it happens on every start.
+function watchProgress(lc: LanguageClient): void {
+  lc.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
+    lc.onProgress(WorkDoneProgress.type, token, (value) => {
+      if (value.kind === "begin") {
+        setState({ kind: "loading", detail: value.title + (value.message ? `: ${value.message}` : "") });
+      } else if (value.kind === "report" && state.kind === "loading") {
+        const percent = value.percentage !== undefined ? ` ${value.percentage}%` : "";
+        setState({ kind: "loading", detail: (value.message ?? "") + percent });
+      } else if (value.kind === "end" && state.kind === "loading") {
+        setState({ kind: "ready" });
+      }
+    });
+  });
+  lc.onNotification(ShowMessageNotification.type, ({ type, message }) => {
+    log.appendLine(`server: ${message}`);
+    if (type === MessageType.Error) {
+      setState({ kind: "error", reason: message });
+      void vscode.window.showErrorMessage(`redraft: ${message}`, "Show Log").then((choice) => {
+        if (choice) log.show();
+      });
+    } else if (type === MessageType.Warning) {
+      void vscode.window.showWarningMessage(`redraft: ${message}`);
+    }
+  });
+}
+
+async function start(context: vscode.ExtensionContext): Promise<void> {
+  const binary = findBinary(config().get<string>("path") ?? "redraft", process.env.PATH, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
+  if (!binary.found) {
+    setState({ kind: "error", reason: binary.reason });
+    log.error(binary.reason);
+    const choice = await vscode.window.showErrorMessage(`redraft: ${binary.reason}`, "Open Settings");
+    if (choice) await vscode.commands.executeCommand("workbench.action.openSettings", "redraft.path");
+    return;
+  }
+  log.info(`starting ${binary.path} lsp`);
+  const serverOptions: ServerOptions = {
+    command: binary.path,
+    args: ["lsp"],
+    transport: TransportKind.stdio,
+  };
+  const busy = new BusyCounter((isBusy) => {
+    if (state.kind === "ready" || state.kind === "busy") setState({ kind: isBusy ? "busy" : "ready" });
+  });
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
+    initializationOptions: serverSettings(config()),
+    outputChannel: log,
+    // One crash restarts the server; repeated crashes leave it stopped with the reason shown.
+    errorHandler: {
+      error: () => ({ action: ErrorAction.Continue }),
+      closed: () => {
+        setState({ kind: "error", reason: "the server stopped (see the log)" });
+        return { action: CloseAction.DoNotRestart };
+      },
+    },
+    middleware: {
+      provideInlineCompletionItems: (document, position, ctx, token, next) => {
+        if (!enabled()) return undefined;
+        return busy.around(async () => await next(document, position, ctx, token));
+      },
+    },
+  };
+  const lc = new LanguageClient("redraft", "redraft", serverOptions, clientOptions);
+  client = lc;
+  lc.onDidChangeState(({ newState }) => {
+    if (newState === State.Starting) setState({ kind: "loading", detail: "starting the server" });
+    else if (newState === State.Running && state.kind === "loading" && state.detail === "starting the server") {
+      setState({ kind: "ready" });
+    } else if (newState === State.Stopped && state.kind !== "error") setState({ kind: "stopped" });
+  });
+  watchProgress(lc);
+  try {
+    await lc.start();
+  } catch (error) {
+    const reason = `could not start ${binary.path} lsp: ${error instanceof Error ? error.message : String(error)}`;
+    setState({ kind: "error", reason });
+    log.error(reason);
+    return;
+  }
+  if (!lc.initializeResult?.capabilities.inlineCompletionProvider) {
+    setState({ kind: "error", reason: "this redraft does not offer inline completion; update it" });
+  }
+  context.subscriptions.push(lc);
+}
+
+async function stop(): Promise<void> {
+  const lc = client;
+  client = undefined;
+  if (lc?.isRunning()) await lc.stop();
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  log = vscode.window.createOutputChannel("redraft", { log: true });
+  statusItem = vscode.window.createStatusBarItem("redraft.status", vscode.StatusBarAlignment.Right, 100);
+  statusItem.name = "redraft";
+  context.subscriptions.push(log, statusItem);
+
+  context.subscriptions.push(
+    vscode.commands.registerCommand("redraft.trigger", () =>
+      vscode.commands.executeCommand("editor.action.inlineSuggest.trigger"),
+    ),
+    vscode.commands.registerCommand("redraft.toggle", async () => {
+      await config().update("enable", !enabled(), vscode.ConfigurationTarget.Global);
+    }),
+    vscode.commands.registerCommand("redraft.chooseEffort", async () => {
+      const current = config().get<string>("effort") ?? "medium";
+      const choice = await vscode.window.showQuickPick(
+        EFFORTS.map((effort) => ({
+          label: effort,
+          description: effort === current ? "current" : undefined,
+        })),
+        { placeHolder: "redraft effort: low is fastest, high is best" },
+      );
+      if (choice) await config().update("effort", choice.label, vscode.ConfigurationTarget.Global);
+    }),
+    vscode.commands.registerCommand("redraft.showLog", () => log.show()),
+    vscode.commands.registerCommand("redraft.restart", async () => {
+      await stop();
+      await start(context);
+    }),
+    vscode.workspace.onDidChangeConfiguration(async (event) => {
+      if (event.affectsConfiguration("redraft.path")) {
+        await stop();
+        await start(context);
+        return;
+      }
+      if (affectsServer((section) => event.affectsConfiguration(section)) && client?.isRunning()) {
+        await client.sendNotification("workspace/didChangeConfiguration", {
+          settings: { redraft: serverSettings(config()) },
+        });
+      }
+      setState(state);
+    }),
+  );
+  setState({ kind: "stopped" });
+  await start(context);
+}
+
+export async function deactivate(): Promise<void> {
+  await stop();
+}

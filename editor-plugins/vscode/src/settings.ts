@@ -1,0 +1,50 @@
+// The server's settings from the extension's: the one place that knows how `redraft.*` in VS Code
+// maps to the `initializationOptions` / `workspace/didChangeConfiguration` object of `redraft lsp`.
+// No `vscode` import, so it is unit-tested under plain Node.
+
+/** What `redraft lsp` accepts (camelCase keys; see the README's configuration section). */
+export interface ServerSettings {
+  model: string | null;
+  effort: "low" | "medium" | "high";
+  maxTokens: number;
+  contextTokens: number | null;
+  languages: string[] | null;
+  candidates: number;
+  logLevel: "error" | "warn" | "info" | "debug";
+  streamSteps: boolean;
+}
+
+/** Reads one setting; `vscode.WorkspaceConfiguration` fits, and so does a plain map in tests. */
+export interface SettingsSource {
+  get<T>(key: string): T | undefined;
+}
+
+export const EFFORTS = ["low", "medium", "high"] as const;
+
+/**
+ * Builds the object sent to the server. Values are passed through as the user set them: the
+ * server validates and reports bad ones (`window/showMessage`), so the rules live in one place.
+ * Empty strings and empty lists mean "the default", as the settings UI cannot express null.
+ */
+export function serverSettings(config: SettingsSource): ServerSettings {
+  const model = config.get<string | null>("model");
+  const languages = config.get<string[] | null>("languages");
+  return {
+    model: model ? model : null,
+    effort: config.get<ServerSettings["effort"]>("effort") ?? "medium",
+    maxTokens: config.get<number>("maxTokens") ?? 32,
+    contextTokens: config.get<number | null>("contextTokens") ?? null,
+    languages: languages && languages.length > 0 ? languages : null,
+    candidates: config.get<number>("candidates") ?? 3,
+    logLevel: config.get<ServerSettings["logLevel"]>("logLevel") ?? "info",
+    // The draft-step stream is for views that show the denoising; the ghost text does not.
+    streamSteps: false,
+  };
+}
+
+/** Whether a change to `redraft.<key>` must be sent to the server. */
+export function affectsServer(changed: (section: string) => boolean): boolean {
+  return ["model", "effort", "maxTokens", "contextTokens", "languages", "candidates", "logLevel"].some((key) =>
+    changed(`redraft.${key}`),
+  );
+}

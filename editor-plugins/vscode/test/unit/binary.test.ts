@@ -1,0 +1,40 @@
+// Finding the redraft binary, and the message when it is missing.
+import { test } from "node:test";
+import * as assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { findBinary } from "../../src/binary";
+
+function tempDirWithBinary(executable: boolean): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "redraft-bin-"));
+  fs.writeFileSync(path.join(dir, "redraft"), "#!/bin/sh\n", { mode: executable ? 0o755 : 0o644 });
+  return dir;
+}
+
+test("a name is looked up on PATH", () => {
+  const dir = tempDirWithBinary(true);
+  assert.deepEqual(findBinary("redraft", `/nonexistent${path.delimiter}${dir}`), {
+    found: true,
+    path: path.join(dir, "redraft"),
+  });
+});
+
+test("a missing name says how to install or configure it", () => {
+  const result = findBinary("redraft", "/nonexistent");
+  assert.equal(result.found, false);
+  assert.match(result.found ? "" : result.reason, /not on PATH.*cargo install --path lsp-server.*redraft\.path/);
+});
+
+test("a path must be an executable file", () => {
+  const dir = tempDirWithBinary(false);
+  const result = findBinary(path.join(dir, "redraft"), "");
+  assert.equal(result.found, false);
+  assert.match(result.found ? "" : result.reason, /not executable/);
+  assert.equal(findBinary(dir, "").found, false, "a directory is not a binary");
+});
+
+test("a relative path resolves against the workspace folder", () => {
+  const dir = tempDirWithBinary(true);
+  assert.deepEqual(findBinary("./redraft", "", dir), { found: true, path: path.join(dir, "redraft") });
+});
