@@ -177,7 +177,11 @@ impl Engine {
     /// The canvas for `request`: context trimmed to the budget, keeping the code nearest the
     /// cursor on both sides.
     pub fn canvas(&self, request: &InfillRequest) -> Result<Canvas> {
-        if request.max_tokens == 0 {
+        self.canvas_of_length(request, request.max_tokens)
+    }
+
+    fn canvas_of_length(&self, request: &InfillRequest, length: usize) -> Result<Canvas> {
+        if length == 0 {
             return Err(Error::InvalidRequest(
                 "max_tokens must be at least 1".into(),
             ));
@@ -187,10 +191,9 @@ impl Engine {
         // Positions past the model's training length were never seen: the whole canvas must fit.
         let bos = usize::from(self.settings.bos_token_id.is_some());
         let positions = self.model.config().max_position_embeddings;
-        let Some(budget) = positions.checked_sub(bos + request.max_tokens) else {
+        let Some(budget) = positions.checked_sub(bos + length) else {
             return Err(Error::InvalidRequest(format!(
-                "max_tokens {} does not fit the model's {positions} positions",
-                request.max_tokens
+                "max_tokens {length} does not fit the model's {positions} positions"
             )));
         };
         let (keep_prefix, keep_suffix) = fit_context(
@@ -202,7 +205,7 @@ impl Engine {
         suffix.truncate(keep_suffix);
         Ok(Canvas {
             prefix,
-            length: request.max_tokens,
+            length,
             suffix,
         })
     }
@@ -225,17 +228,51 @@ impl Engine {
             &request.sampler,
             controls,
         )?;
-        self.completion(&canvas, sampled, tokenized, started)
+        self.completion(&canvas, &sampled, 0, tokenized, started)
+    }
+
+    /// Fills the middle of `request` once per canvas length in `lengths`, as one batch: every
+    /// model call serves all of them (the candidates of an explicitly invoked completion cost
+    /// about one request). The context is fitted for the longest canvas and shared.
+    pub fn complete_lengths(
+        &self,
+        request: &InfillRequest,
+        lengths: &[usize],
+        cache: &mut KvCache,
+        controls: Controls<'_>,
+    ) -> Result<Vec<Completion>> {
+        let started = Instant::now();
+        let Some(&longest) = lengths.iter().max() else {
+            return Err(Error::InvalidRequest("no canvas length given".into()));
+        };
+        let widest = self.canvas_of_length(request, longest)?;
+        let canvases: Vec<Canvas> = lengths
+            .iter()
+            .map(|&length| Canvas {
+                length,
+                ..widest.clone()
+            })
+            .collect();
+        let tokenized = started.elapsed();
+        let sampled =
+            self.sampler()
+                .run(&self.model, cache, &canvases, &request.sampler, controls)?;
+        canvases
+            .iter()
+            .enumerate()
+            .map(|(i, canvas)| self.completion(canvas, &sampled, i, tokenized, started))
+            .collect()
     }
 
     fn completion(
         &self,
         canvas: &Canvas,
-        sampled: Sampled,
+        sampled: &Sampled,
+        index: usize,
         tokenized: Duration,
         started: Instant,
     ) -> Result<Completion> {
-        let infill = &sampled.infills[0];
+        let infill = &sampled.infills[index];
         let middle = self.tokenizer.decode(&infill.tokens)?;
         Ok(Completion {
             middle,
@@ -288,7 +325,48 @@ fn ms(d: Duration) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::fit_context;
+    use super::*;
+    use crate::sampler::Effort;
+
+    /// A batch of canvas lengths gives each length the middle it would get alone: batching only
+    /// shares the model calls (padding is masked out, each canvas reads its own rows).
+    #[test]
+    fn batched_lengths_equal_separate_requests() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model");
+        let engine = Engine::load(&dir).unwrap();
+        let mut request = InfillRequest::new("fn add(a: u32, b: u32) -> u32 {\n    ", "\n}\n");
+        request.sampler = SamplerConfig::effort(Effort::High);
+        let lengths = [3, 9, 5];
+        let batch = engine
+            .complete_lengths(
+                &request,
+                &lengths,
+                &mut KvCache::default(),
+                Controls::default(),
+            )
+            .unwrap();
+        assert_eq!(batch.len(), lengths.len());
+        for (completion, &length) in batch.iter().zip(&lengths) {
+            request.max_tokens = length;
+            let alone = engine
+                .complete(&request, &mut KvCache::default(), Controls::default())
+                .unwrap();
+            assert_eq!(completion.tokens, alone.tokens, "length {length}");
+            assert_eq!(completion.middle, alone.middle);
+            assert!(completion.tokens.len() <= length);
+        }
+        assert!(engine
+            .complete_lengths(&request, &[], &mut KvCache::default(), Controls::default())
+            .is_err());
+        assert!(engine
+            .complete_lengths(
+                &request,
+                &[4, 0],
+                &mut KvCache::default(),
+                Controls::default()
+            )
+            .is_err());
+    }
 
     #[test]
     fn context_fits_the_budget_keeping_three_quarters_for_the_prefix() {
