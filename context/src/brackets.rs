@@ -35,6 +35,19 @@ impl Scanner {
         }
     }
 
+    /// A scanner in code with `open` (outermost first) already open.
+    pub(crate) fn with_open(language: Language, open: &str) -> Scanner {
+        Scanner {
+            stack: open.bytes().collect(),
+            ..Scanner::new(language)
+        }
+    }
+
+    /// The brackets still open, outermost first.
+    pub(crate) fn open(&self) -> String {
+        self.stack.iter().map(|&b| char::from(b)).collect()
+    }
+
     pub(crate) fn depth(&self) -> usize {
         self.stack.len()
     }
@@ -176,12 +189,11 @@ fn utf8_len(lead: u8) -> usize {
     }
 }
 
-/// Bracket trouble in `prefix + middle + suffix`: closers that match nothing or the wrong
-/// opener, plus openers left unclosed at the end. Only differences between middles matter,
-/// so windows that start or end inside a block are fine.
-pub(crate) fn trouble(language: Language, prefix: &str, middle: &str, suffix: &str) -> usize {
-    let mut scanner = Scanner::new(language);
-    scanner.feed(prefix);
+/// Bracket trouble in `middle + suffix` after `start` (the state at the cursor): closers that
+/// match nothing or the wrong opener, plus openers left unclosed at the end. Only differences
+/// between middles matter, so a suffix window that ends inside a block is fine.
+pub(crate) fn trouble(start: &Scanner, middle: &str, suffix: &str) -> usize {
+    let mut scanner = start.clone();
     scanner.feed(middle);
     scanner.feed(suffix);
     scanner.errors + scanner.depth()
@@ -218,8 +230,11 @@ mod tests {
     fn wrong_and_extra_closers_are_errors() {
         assert_eq!(depth_of(Language::Rust, "(]"), (0, 1));
         assert_eq!(depth_of(Language::Rust, "())"), (0, 1));
-        assert_eq!(trouble(Language::Rust, "f(", "a)", ")"), 1);
-        assert_eq!(trouble(Language::Rust, "f(", "a", ")"), 0);
-        assert_eq!(trouble(Language::Rust, "f(", "g(a", ")"), 1);
+        let call = Scanner::with_open(Language::Rust, "{(");
+        assert_eq!(call.open(), "{(");
+        assert_eq!(trouble(&call, "a", ")}"), 0);
+        assert!(trouble(&call, "a)", ")}") > 0, "closes what the suffix closes");
+        assert!(trouble(&call, "g(a", ")}") > 0, "leaves its own opener open");
+        assert_eq!(trouble(&call, "g(a)", ")}"), 0);
     }
 }

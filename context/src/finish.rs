@@ -21,21 +21,20 @@ pub fn finish(middle: &str, plan: &Plan) -> Option<String> {
     if middle.trim().is_empty() {
         return None;
     }
-    let window = &plan.prefix[plan.snippets_len.min(plan.prefix.len())..];
-    let mut after_prefix = Scanner::new(plan.language);
-    after_prefix.feed(window);
-    let cut = cut_to_unit(middle, plan, &after_prefix);
-    let deduped = drop_suffix_repeats(cut, plan, window);
+    let mut at_cursor = Scanner::with_open(plan.language, &plan.open_brackets);
+    at_cursor.feed(&plan.line_prefix);
+    let cut = cut_to_unit(middle, plan, &at_cursor);
+    let deduped = drop_suffix_repeats(cut, plan, &at_cursor);
     let tidy = tidy_whitespace(deduped, plan);
     (!tidy.trim().is_empty()).then_some(tidy)
 }
 
-fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, after_prefix: &Scanner) -> &'m str {
+fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> &'m str {
     let unit = plan.canvas.unit;
     if unit == Unit::Fixed {
         return middle;
     }
-    let mut scanner = after_prefix.clone();
+    let mut scanner = at_cursor.clone();
     let start_depth = scanner.depth();
     let mut block_indent = None;
     let mut offset = 0;
@@ -59,8 +58,13 @@ fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, after_prefix: &Scanner) -> &'m 
                 Some(_) => {}
             }
         }
-        if unit != Unit::RestOfLine && scanner.depth() < start_depth {
-            // This line closes something opened before the middle: the rest is the suffix's.
+        if unit != Unit::RestOfLine
+            && scanner.depth() < start_depth
+            && trouble(at_cursor, &middle[..line_start], &plan.suffix)
+                <= trouble(at_cursor, &middle[..offset], &plan.suffix)
+        {
+            // This line closes something opened before the middle that the suffix closes
+            // itself: the rest is the suffix's.
             return &middle[..line_start];
         }
         seen_code |= has_code;
@@ -72,7 +76,7 @@ fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, after_prefix: &Scanner) -> &'m 
     middle
 }
 
-fn drop_suffix_repeats(middle: &str, plan: &Plan, window: &str) -> String {
+fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String {
     let suffix_lines: Vec<&str> = plan
         .suffix
         .lines()
@@ -116,8 +120,7 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, window: &str) -> String {
         let last_line = candidate.lines().map(str::trim).rfind(|l| !l.is_empty());
         let repeats_line = last_line.is_some() && last_line == suffix_lines.first().copied();
         let repeats_rest = !rest_of_line.is_empty() && candidate.trim_end().ends_with(rest_of_line);
-        trouble(plan.language, window, candidate, &plan.suffix)
-            + usize::from(repeats_line || repeats_rest)
+        trouble(at_cursor, candidate, &plan.suffix) + usize::from(repeats_line || repeats_rest)
     };
     let mut best = candidates[0];
     let mut best_score = score(best);

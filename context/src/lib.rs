@@ -144,6 +144,9 @@ pub struct Plan {
     pub line_prefix: String,
     /// The cursor line's text after the cursor (no newline).
     pub line_suffix: String,
+    /// Brackets open where the cursor's line starts, outermost first (`"{{("`), from the
+    /// document rather than the windows, so post-processing knows what the suffix closes.
+    pub open_brackets: String,
     /// Tokens the windows and snippets were measured at.
     pub prefix_tokens: usize,
     pub suffix_tokens: usize,
@@ -202,12 +205,31 @@ pub fn plan(
         suffix_end: windows.suffix_end,
         line_prefix: text[lines.line_start..cursor].to_string(),
         line_suffix: text[cursor..lines.line_end].to_string(),
+        open_brackets: open_brackets(text, lines.line_start, source.language),
         prefix_tokens: windows.prefix_tokens,
         suffix_tokens: windows.suffix_tokens,
         neighbour_tokens: snippets.tokens,
         snippets_len,
         language: source.language,
     }
+}
+
+/// How far back the bracket context is scanned (from a line start).
+const BRACKET_CONTEXT_BYTES: usize = 256 << 10;
+
+fn open_brackets(text: &str, line_start: usize, language: Language) -> String {
+    let mut from = line_start.saturating_sub(BRACKET_CONTEXT_BYTES);
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    if from > 0 {
+        from = text[from..line_start]
+            .find('\n')
+            .map_or(line_start, |newline| from + newline + 1);
+    }
+    let mut scanner = brackets::Scanner::new(language);
+    scanner.feed(&text[from..line_start]);
+    scanner.open()
 }
 
 fn floor_char_boundary(text: &str, mut offset: usize) -> usize {

@@ -466,3 +466,40 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn closers_the_suffix_lacks_are_kept() {
+    let plan = rust("fn f() -> R {\n    let x = g(\n        a,\n$0    x\n}\n");
+    assert_eq!(plan.canvas.unit, Unit::Line);
+    assert_eq!(
+        finish("    )?;\n", &plan).as_deref(),
+        Some("    )?;\n"),
+        "the call opened above is closed by the middle, not by the suffix"
+    );
+}
+
+#[test]
+fn bracket_context_comes_from_the_document_not_the_window() {
+    let tiny = Budget {
+        prefix_tokens: 2,
+        suffix_tokens: 2,
+        neighbour_tokens: 0,
+        max_canvas_tokens: 48,
+    };
+    let plan = plan_for(
+        "impl Never {\n    fn f(&self) -> ! {\n$0    }\n}\n",
+        Language::Rust,
+        tiny,
+    );
+    assert!(
+        !plan.prefix.contains('{'),
+        "the window holds no opener: {:?}",
+        plan.prefix
+    );
+    assert_eq!(plan.open_brackets, "{{");
+    assert_eq!(
+        finish("        match *self {}\n", &plan).as_deref(),
+        Some("        match *self {}\n"),
+        "the suffix's `}}` closes the fn, not the match"
+    );
+}
