@@ -9,6 +9,7 @@ into a clear failure.
 
 import json
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -56,9 +57,10 @@ def require_environment():
             pytest.fail(f"{path} is not an executable: run scripts/setup-editors and build redraft")
 
 
-def start(tmp_path, native=True, cmd=None, extra=""):
+def start(tmp_path, native=True, cmd=None, extra="", settings=None):
     require_environment()
     cmd = cmd or [REDRAFT, "lsp"]
+    settings = {"logLevel": "debug", **(settings or {})}
     init = tmp_path / "init.lua"
     init.write_text(
         textwrap.dedent(
@@ -71,7 +73,7 @@ def start(tmp_path, native=True, cmd=None, extra=""):
             require('redraft').setup({{
               cmd = vim.json.decode({json.dumps(cmd)!r}),
               native = {str(native).lower()},
-              settings = {{ logLevel = 'debug' }},
+              settings = vim.json.decode({json.dumps(settings)!r}),
             }})
             {extra}
             """
@@ -237,17 +239,37 @@ def test_checkhealth_reports_binary_version_model_and_encoding(tmp_path):
         wait_lua(
             nvim,
             SUGGESTION_TIMEOUT_MS,
-            "local s = require('redraft').state.status; return s == 'ready' or s == 'error'",
-            "the server to report ready",
+            "return require('redraft').state.model ~= nil",
+            "the server to report its model load",
         )
         report = checkhealth(nvim)
         version = nvim.exec_lua("return vim.fn.system({...})", REDRAFT, "--version").strip()
         assert f"OK redraft binary: {REDRAFT}" in report, report
         assert f"OK version: {version}" in report, report
         assert "OK server offers textDocument/inlineCompletion" in report, report
-        assert "OK model loaded" in report, report
+        assert "OK model loaded from" in report, report
         assert "position encoding: utf-" in report, report
         assert "ERROR" not in report, report
+    finally:
+        nvim.close()
+
+
+def test_checkhealth_explains_a_model_that_fails_to_load(tmp_path):
+    missing_model = str(tmp_path / "no-such-model")
+    nvim = start(tmp_path, settings={"model": missing_model})
+    try:
+        open_rust_file(nvim, tmp_path)
+        wait_lua(
+            nvim,
+            SUGGESTION_TIMEOUT_MS,
+            "local m = require('redraft').state.model; return m ~= nil and not m.loaded",
+            "the server to report that the model did not load",
+        )
+        report = checkhealth(nvim)
+        assert f"ERROR model directory does not exist: {missing_model}" in report, report
+        assert re.search(r"ERROR .*model.*" + re.escape(missing_model), report), report
+        status = nvim.exec_lua("return require('redraft').status_line()")
+        assert status.startswith("redraft: error ("), status
     finally:
         nvim.close()
 

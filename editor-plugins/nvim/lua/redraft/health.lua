@@ -74,15 +74,18 @@ function M.check()
       health.error('server does not offer textDocument/inlineCompletion', { 'update redraft' })
     end
   end
-  local status = redraft.state.status
-  if status == 'ready' then
-    health.ok('model loaded' .. (redraft.state.reason and (': ' .. redraft.state.reason) or ''))
-  elseif status == 'loading model' or status == 'starting' then
-    health.info('model: ' .. status .. ' (run :checkhealth redraft again in a moment)')
-  else
-    health.error(('model not loaded (%s): %s'):format(status, redraft.state.reason or 'no reason given'), {
+  local model = redraft.state.model
+  if model and model.loaded then
+    health.ok(model.message)
+  elseif model then
+    health.error(model.message, {
+      'fix settings.model (a model directory), or remove it to use the built-in model',
       ':Redraft log shows the server log',
     })
+  elseif redraft.state.status == 'error' then
+    health.error('server error: ' .. (redraft.state.reason or 'no reason given'), { ':Redraft log shows the server log' })
+  else
+    health.info('model: no report from the server yet (' .. redraft.state.status .. '); run :checkhealth redraft again in a moment')
   end
 end
 

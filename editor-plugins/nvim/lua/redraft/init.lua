@@ -39,6 +39,9 @@ M.state = {
   status = 'not started',
   reason = nil,
   server_version = nil,
+  --- What the server last said about its model: { loaded = bool, message = string }, or nil
+  --- before it said anything (it loads the model right after start-up).
+  model = nil,
   enabled = true,
 }
 
@@ -88,15 +91,24 @@ local function handlers()
   return {
     ['window/showMessage'] = wrap_handler('window/showMessage', function(result)
       if result.type == vim.lsp.protocol.MessageType.Error then
+        if result.message:match('model') then
+          M.state.model = { loaded = false, message = result.message }
+        end
         set_status('error', result.message)
       end
     end),
+    -- redraft reports its model load as work-done progress: a begin, then an end whose message
+    -- says "model loaded from ..." or "model not loaded: <reason>".
     ['$/progress'] = wrap_handler('$/progress', function(result)
       local value = result.value or {}
       if value.kind == 'begin' then
+        M.state.model = nil
         set_status('loading model', value.title)
       elseif value.kind == 'end' and M.state.status == 'loading model' then
-        set_status('ready', value.message)
+        local message = value.message or 'model loaded'
+        local failed = message:match('^model not loaded') ~= nil
+        M.state.model = { loaded = not failed, message = message }
+        set_status(failed and 'error' or 'ready', message)
       end
     end),
   }
