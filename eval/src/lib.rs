@@ -1,0 +1,19 @@
+//! redraft's fill-in-the-middle evaluation: benchmark builders, sandboxed execution scoring,
+//! the generation driver and the reports behind `redraft eval` and `redraft bench build`.
+//!
+//! - [`task`]: the HumanEval-infilling JSONL schema every part reads and writes.
+//! - [`build`]: HumanEvalPack-Rust cuts and `--from-dir` cuts.
+//! - [`sandbox`] + [`score`]: run Python and Rust programs isolated and classify the outcome.
+//! - [`metrics`]: exact match and edit similarity.
+
+pub mod build;
+pub mod error;
+pub mod metrics;
+pub mod parallel;
+pub mod progress;
+pub mod rng;
+pub mod sandbox;
+pub mod score;
+pub mod task;
+
+pub use error::{Error, Result};

@@ -1,0 +1,328 @@
+//! Runs untrusted programs (and the compiler on untrusted source) so that no completion can
+//! hurt the run or the machine: its own directory, resource limits set in the child before
+//! `exec` (address space, CPU seconds, processes, file size, open files, no core dumps), its own
+//! process group killed as a whole at a wall-clock deadline, a network namespace with nothing
+//! in it where the kernel allows one, and, when redraft runs as root, the uid of `nobody`.
+//!
+//! A wrong program here once grew to 10 GB; a looping one must not stall the run. Output goes
+//! to files (bounded by the file-size limit), never to pipes a stray grandchild could hold open.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// The uid/gid of `nobody` on Linux.
+const NOBODY: u32 = 65534;
+/// Bytes of stdout/stderr kept for classification and reports.
+const KEPT_OUTPUT: u64 = 64 * 1024;
+
+/// Resource limits for one child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// Wall-clock time before the whole process group is killed.
+    #[serde(serialize_with = "as_secs")]
+    pub wall: Duration,
+    /// CPU seconds (RLIMIT_CPU): SIGXCPU at the limit, SIGKILL a second later.
+    pub cpu_seconds: u64,
+    /// Address space in bytes (RLIMIT_AS): allocation fails beyond it.
+    pub address_space: u64,
+    /// Largest file the child may write, output files included (RLIMIT_FSIZE).
+    pub file_size: u64,
+    /// Processes and threads (RLIMIT_NPROC); only meaningful when the child runs under its own
+    /// uid, since the kernel counts every process of the uid and ignores it for root.
+    pub processes: u64,
+    /// Whether the child drops to `nobody` when redraft runs as root (needs its program
+    /// readable by `nobody`, so not for a toolchain under /root).
+    pub drop_privileges: bool,
+}
+
+fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// How the child is cut off from the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// A fresh network namespace (only a down loopback): needs CAP_SYS_ADMIN.
+    Namespace,
+    /// A fresh user namespace holding a fresh network namespace: unprivileged, where the
+    /// kernel allows unprivileged user namespaces.
+    UserNamespace,
+    /// Neither is available: the child shares the host's network.
+    Shared,
+}
+
+/// The isolation this machine allows, probed once.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Sandbox {
+    pub network: Network,
+    /// Whether redraft runs as root (children with `drop_privileges` then run as `nobody`).
+    pub root: bool,
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Exited(i32),
+    Signaled(i32),
+    /// Killed at the wall-clock deadline.
+    TimedOut,
+}
+
+/// A finished child: its status and the start of its output.
+#[derive(Debug, Clone)]
+pub struct Exit {
+    pub status: Status,
+    pub stdout: String,
+    pub stderr: String,
+    pub wall: Duration,
+}
+
+impl Sandbox {
+    /// Probes which network isolation works here by starting `true` under each in turn.
+    pub fn detect() -> Sandbox {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let network = [Network::Namespace, Network::UserNamespace]
+            .into_iter()
+            .find(|&network| probe(network, root))
+            .unwrap_or(Network::Shared);
+        Sandbox { network, root }
+    }
+
+    /// Whether a child with these limits will run as `nobody`.
+    pub fn drops_to_nobody(&self, limits: &Limits) -> bool {
+        self.root && limits.drop_privileges
+    }
+
+    /// A one-line description for reports.
+    pub fn describe(&self, limits: &Limits) -> String {
+        let network = match self.network {
+            Network::Namespace => "network namespace (no network)",
+            Network::UserNamespace => "user+network namespace (no network)",
+            Network::Shared => "NO network isolation (namespaces unavailable)",
+        };
+        let user = if self.drops_to_nobody(limits) {
+            "as nobody"
+        } else {
+            "as the invoking user"
+        };
+        format!(
+            "{network}, {user}, {:.0} s wall, {} s CPU, {} MiB address space",
+            limits.wall.as_secs_f64(),
+            limits.cpu_seconds,
+            limits.address_space >> 20
+        )
+    }
+
+    /// Runs `program args` in `dir` with a clean environment (`env` only), stdin closed and
+    /// `limits` applied; kills the process group at the deadline and after the child exits (so
+    /// nothing it started lingers).
+    pub fn run(
+        &self,
+        program: &Path,
+        args: &[&OsStr],
+        dir: &Path,
+        env: &[(&str, &OsStr)],
+        limits: &Limits,
+    ) -> Result<Exit> {
+        let out_path = dir.join(".redraft-stdout");
+        let err_path = dir.join(".redraft-stderr");
+        let stdout = File::create(&out_path).map_err(|e| Error::io(&out_path, e))?;
+        let stderr = File::create(&err_path).map_err(|e| Error::io(&err_path, e))?;
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .current_dir(dir)
+            .env_clear()
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .process_group(0);
+        let setup = ChildSetup {
+            network: self.network,
+            limits: *limits,
+            nobody: self.drops_to_nobody(limits),
+        };
+        // SAFETY: the closure only makes async-signal-safe system calls (unshare, setrlimit,
+        // setgroups, setgid, setuid) on data copied before the fork; it allocates nothing.
+        unsafe {
+            command.pre_exec(move || setup.apply());
+        }
+        let started = Instant::now();
+        let mut child = command.spawn().map_err(|source| Error::Spawn {
+            program: program.display().to_string(),
+            source,
+        })?;
+        let pid = child.id() as libc::pid_t;
+        let deadline = started + limits.wall;
+        let mut pause = Duration::from_millis(1);
+        let status = loop {
+            if exited_without_reaping(pid) {
+                break None;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break Some(Status::TimedOut);
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(20));
+        };
+        // Before reaping the leader, while its process group id cannot be reused: take down
+        // anything it left behind (or everything, at the deadline).
+        // SAFETY: kill with a negative pid signals the child's own process group.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+        let waited = child.wait().map_err(|source| Error::Spawn {
+            program: program.display().to_string(),
+            source,
+        })?;
+        let wall = started.elapsed();
+        let status = status.unwrap_or_else(|| match (waited.code(), waited.signal()) {
+            (Some(code), _) => Status::Exited(code),
+            (None, Some(signal)) => Status::Signaled(signal),
+            (None, None) => Status::Signaled(0),
+        });
+        Ok(Exit {
+            status,
+            stdout: read_head(&out_path),
+            stderr: read_head(&err_path),
+            wall,
+        })
+    }
+}
+
+/// What the child does between `fork` and `exec`.
+#[derive(Clone, Copy)]
+struct ChildSetup {
+    network: Network,
+    limits: Limits,
+    nobody: bool,
+}
+
+impl ChildSetup {
+    fn apply(&self) -> std::io::Result<()> {
+        let flags = match self.network {
+            Network::Namespace => libc::CLONE_NEWNET,
+            Network::UserNamespace => libc::CLONE_NEWUSER | libc::CLONE_NEWNET,
+            Network::Shared => 0,
+        };
+        // SAFETY: plain system calls on values; failures are reported through errno.
+        unsafe {
+            if flags != 0 && libc::unshare(flags) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let l = &self.limits;
+            let cpu = l.cpu_seconds.max(1);
+            set_limit(libc::RLIMIT_CPU, cpu, cpu + 1)?;
+            set_limit(libc::RLIMIT_AS, l.address_space, l.address_space)?;
+            set_limit(libc::RLIMIT_FSIZE, l.file_size, l.file_size)?;
+            set_limit(libc::RLIMIT_CORE, 0, 0)?;
+            set_limit(libc::RLIMIT_NOFILE, 256, 256)?;
+            if self.nobody {
+                set_limit(libc::RLIMIT_NPROC, l.processes, l.processes)?;
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(NOBODY) != 0
+                    || libc::setuid(NOBODY) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// # Safety
+/// Async-signal-safe; called only between fork and exec.
+unsafe fn set_limit(
+    resource: libc::__rlimit_resource_t,
+    soft: u64,
+    hard: u64,
+) -> std::io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
+    };
+    // SAFETY: `limit` is a valid rlimit for the duration of the call.
+    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether `pid` has exited, leaving it a zombie (so its pid, and its process group id, stay
+/// reserved until `wait`).
+fn exited_without_reaping(pid: libc::pid_t) -> bool {
+    // SAFETY: `info` is written by waitid; WNOWAIT leaves the child waitable.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        rc == 0 && info.si_pid() != 0
+    }
+}
+
+fn read_head(path: &Path) -> String {
+    let mut bytes = Vec::new();
+    if let Ok(file) = File::open(path) {
+        let _ = file.take(KEPT_OUTPUT).read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Starts `true` under `network` isolation; whether it ran.
+fn probe(network: Network, root: bool) -> bool {
+    let Ok(dir) = tempfile::tempdir() else {
+        return false;
+    };
+    let limits = Limits {
+        wall: Duration::from_secs(10),
+        cpu_seconds: 5,
+        address_space: 1 << 30,
+        file_size: 1 << 20,
+        processes: 64,
+        drop_privileges: false,
+    };
+    let sandbox = Sandbox { network, root };
+    let Some(truth) = ["/bin/true", "/usr/bin/true"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+    else {
+        return false;
+    };
+    matches!(
+        sandbox.run(truth, &[], dir.path(), &[], &limits),
+        Ok(Exit {
+            status: Status::Exited(0),
+            ..
+        })
+    )
+}
+
+/// Whether `nobody` can execute `path`: every directory on the way searchable by others and
+/// the file executable by others (so a toolchain under a 0700 /root cannot be used as nobody).
+pub fn executable_by_others(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(path) = path.canonicalize() else {
+        return false;
+    };
+    let mode = |p: &Path| p.metadata().map(|m| m.permissions().mode()).unwrap_or(0);
+    mode(&path) & 0o001 != 0 && path.ancestors().skip(1).all(|dir| mode(dir) & 0o001 != 0)
+}

@@ -1,0 +1,340 @@
+//! Execution scoring: a completion is put back between its task's prefix and suffix, the task's
+//! test is appended, and the program is run in the [`crate::sandbox`]. Python runs under
+//! python3 (`check(entry_point)` appended, as HumanEval-infilling does); Rust is compiled as a
+//! test crate (edition 2021) against prebuilt rand/regex/md5 rlibs and its test binary run.
+//!
+//! Identical programs are executed once per [`Scorer`] (every task cut from one problem gives
+//! the same program for the canonical middle; a model often writes the same wrong line twice).
+
+mod python;
+mod rust;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+use crate::sandbox::{Exit, Limits, Sandbox};
+use crate::task::{Task, TaskLanguage};
+
+pub use python::Python;
+pub use rust::{RustDeps, RustToolchain};
+
+/// How a completion fared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Pass,
+    /// Rust: rustc rejected the program; Python: a syntax error before any code ran.
+    CompileError,
+    /// The tests ran and failed (or crashed, or ran none).
+    TestFailure,
+    /// Killed at the wall-clock or CPU limit.
+    Timeout,
+    /// Ran out of the address-space limit.
+    Memory,
+    /// The task has no test: scored by exact match and edit similarity only.
+    NotExecuted,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Pass,
+        Outcome::CompileError,
+        Outcome::TestFailure,
+        Outcome::Timeout,
+        Outcome::Memory,
+        Outcome::NotExecuted,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::CompileError => "compile-error",
+            Outcome::TestFailure => "test-failure",
+            Outcome::Timeout => "timeout",
+            Outcome::Memory => "memory",
+            Outcome::NotExecuted => "not-executed",
+        }
+    }
+}
+
+/// An outcome and the start of the message that explains it (compiler error, failing
+/// assertion), with paths relative to the program's directory so reports diff cleanly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+impl Verdict {
+    /// The first failing run of several, named as such.
+    fn of_runs(runs: usize, mut each: impl FnMut() -> Result<Verdict>) -> Result<Verdict> {
+        for run in 1..=runs {
+            let verdict = each()?;
+            if verdict.outcome != Outcome::Pass {
+                if runs == 1 {
+                    return Ok(verdict);
+                }
+                let detail = format!("run {run} of {runs}: {}", verdict.detail);
+                return Ok(Verdict::new(verdict.outcome, detail));
+            }
+        }
+        Ok(Verdict::new(Outcome::Pass, ""))
+    }
+
+    fn new(outcome: Outcome, detail: impl Into<String>) -> Verdict {
+        Verdict {
+            outcome,
+            detail: clip(&detail.into(), 600),
+        }
+    }
+}
+
+/// What the scorer needs to know; everything has a default.
+#[derive(Debug, Clone, Default)]
+pub struct ScorerConfig {
+    /// Where per-program directories are made (default: the system temp dir).
+    pub work_dir: Option<PathBuf>,
+    /// The Python interpreter (default: `python3` on PATH).
+    pub python: Option<PathBuf>,
+    /// `deps.json` written by scripts/setup-eval, or its directory (default:
+    /// $REDRAFT_EVAL_DEPS, else the repository's target/eval-deps).
+    pub rust_deps: Option<PathBuf>,
+    /// Wall-clock limit for running a program (default: 3 s Python as HumanEval-infilling
+    /// does, 10 s Rust).
+    pub timeout: Option<Duration>,
+    /// Address-space limit for running a program, MiB (default 2048).
+    pub memory_mb: Option<u64>,
+}
+
+type Slot = Arc<OnceLock<std::result::Result<Verdict, String>>>;
+
+/// Scores completions by execution; shareable across worker threads.
+pub struct Scorer {
+    sandbox: Sandbox,
+    work_dir: PathBuf,
+    python: Option<Python>,
+    rust: Option<RustToolchain>,
+    run_limits: HashMap<TaskLanguage, Limits>,
+    done: Mutex<HashMap<(TaskLanguage, String), Slot>>,
+}
+
+impl Scorer {
+    /// A scorer able to run `languages` (each toolchain is found and checked now, so a missing
+    /// one is reported before any generation starts).
+    pub fn new(config: &ScorerConfig, languages: &[TaskLanguage]) -> Result<Scorer> {
+        let sandbox = Sandbox::detect();
+        let work_dir = config.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        std::fs::create_dir_all(&work_dir).map_err(|e| Error::io(&work_dir, e))?;
+        let memory = config.memory_mb.unwrap_or(2048) << 20;
+        let mut run_limits = HashMap::new();
+        let mut python = None;
+        let mut rust = None;
+        for &language in languages {
+            let wall = config.timeout.unwrap_or(match language {
+                TaskLanguage::Python => Duration::from_secs(3),
+                TaskLanguage::Rust => Duration::from_secs(10),
+            });
+            let mut limits = Limits {
+                wall,
+                cpu_seconds: wall.as_secs_f64().ceil() as u64 + 1,
+                address_space: memory,
+                file_size: 64 << 20,
+                processes: 256,
+                drop_privileges: true,
+            };
+            match language {
+                TaskLanguage::Python if python.is_none() => {
+                    let found = Python::find(config.python.as_deref(), &sandbox)?;
+                    limits.drop_privileges = found.runs_as_nobody;
+                    python = Some(found);
+                }
+                TaskLanguage::Rust if rust.is_none() => {
+                    rust = Some(RustToolchain::find(config.rust_deps.as_deref())?);
+                }
+                _ => {}
+            }
+            if sandbox.drops_to_nobody(&limits) && !crate::sandbox::executable_by_others(&work_dir)
+            {
+                return Err(Error::Invalid(format!(
+                    "programs run as nobody, who cannot reach the work dir {}: pick one under /tmp (--work-dir)",
+                    work_dir.display()
+                )));
+            }
+            run_limits.insert(language, limits);
+        }
+        Ok(Scorer {
+            sandbox,
+            work_dir,
+            python,
+            rust,
+            run_limits,
+            done: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// One line per language on how its programs run, for reports.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Some(python) = &self.python {
+            let limits = &self.run_limits[&TaskLanguage::Python];
+            lines.push(format!(
+                "python: {} ({}); {}",
+                python.path.display(),
+                python.version,
+                self.sandbox.describe(limits)
+            ));
+        }
+        if let Some(rust) = &self.rust {
+            let limits = &self.run_limits[&TaskLanguage::Rust];
+            lines.push(format!(
+                "rust: {} --edition 2021 --test, deps {}; tests {}; compile {}",
+                rust.rustc.display(),
+                rust.deps.manifest.display(),
+                self.sandbox.describe(limits),
+                self.sandbox.describe(&rust::compile_limits()),
+            ));
+        }
+        lines
+    }
+
+    /// The program `completion` makes of `task`.
+    pub fn program(task: &Task, language: TaskLanguage, completion: &str) -> String {
+        match language {
+            TaskLanguage::Python => python::program(task, completion),
+            TaskLanguage::Rust => rust::program(task, completion),
+        }
+    }
+
+    /// Runs `completion` in `task` and classifies the result. Errors are the scorer's own
+    /// (a toolchain that cannot start, a full disk), never the program's.
+    pub fn score(&self, task: &Task, language: TaskLanguage, completion: &str) -> Result<Verdict> {
+        if !task.is_executable() {
+            return Ok(Verdict::new(Outcome::NotExecuted, ""));
+        }
+        let program = Scorer::program(task, language, completion);
+        let slot = {
+            let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+            done.entry((language, program.clone())).or_default().clone()
+        };
+        // A second worker asking for the same program waits for the first one's verdict.
+        slot.get_or_init(|| {
+            self.execute(language, &program, 1)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(Error::Invalid)
+    }
+
+    /// Runs `completion` in `task` `runs` times (compiled once), uncached: a pass means every
+    /// run passed. For checking that a solution is a reliable reference: a test that draws
+    /// random inputs can make a solution pass only sometimes.
+    pub fn score_runs(
+        &self,
+        task: &Task,
+        language: TaskLanguage,
+        completion: &str,
+        runs: usize,
+    ) -> Result<Verdict> {
+        if !task.is_executable() {
+            return Ok(Verdict::new(Outcome::NotExecuted, ""));
+        }
+        let program = Scorer::program(task, language, completion);
+        self.execute(language, &program, runs.max(1))
+    }
+
+    fn execute(&self, language: TaskLanguage, program: &str, runs: usize) -> Result<Verdict> {
+        let limits = self.run_limits.get(&language).ok_or_else(|| {
+            Error::Invalid(format!("the scorer was not set up for {language} tasks"))
+        })?;
+        let dir = tempfile::Builder::new()
+            .prefix("redraft-eval-")
+            .tempdir_in(&self.work_dir)
+            .map_err(|e| Error::io(&self.work_dir, e))?;
+        if self.sandbox.drops_to_nobody(limits) {
+            // Programs may write scratch files next to themselves, as `nobody`.
+            std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534))
+                .map_err(|e| Error::io(dir.path(), e))?;
+        }
+        match language {
+            TaskLanguage::Python => {
+                let python = self.python.as_ref().ok_or_else(|| {
+                    Error::Invalid("the scorer was not set up for python tasks".into())
+                })?;
+                python.run(&self.sandbox, dir.path(), program, limits, runs)
+            }
+            TaskLanguage::Rust => {
+                let rust = self.rust.as_ref().ok_or_else(|| {
+                    Error::Invalid("the scorer was not set up for rust tasks".into())
+                })?;
+                rust.run(&self.sandbox, dir.path(), program, limits, runs)
+            }
+        }
+    }
+}
+
+/// Scores `items` on `jobs` threads, with a progress line; verdicts in input order.
+pub fn score_all(
+    scorer: &Scorer,
+    items: &[(&Task, &str)],
+    jobs: usize,
+    label: &str,
+) -> Result<Vec<crate::score::Verdict>> {
+    let progress = Progress::new(label, items.len());
+    let results = crate::parallel::map(items, jobs, |(task, completion)| {
+        let verdict = task
+            .language(None)
+            .and_then(|language| scorer.score(task, language, completion));
+        progress.tick(verdict.as_ref().is_ok_and(|v| v.outcome == Outcome::Pass));
+        verdict
+    });
+    progress.finish();
+    results.into_iter().collect()
+}
+
+/// At most `max` bytes of `text`, cut at a char boundary, marked when cut.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// The environment every child gets: nothing from ours but a PATH for the linker.
+fn child_env(dir: &Path) -> Vec<(&'static str, std::ffi::OsString)> {
+    vec![
+        ("PATH", "/usr/local/bin:/usr/bin:/bin".into()),
+        ("HOME", dir.as_os_str().to_owned()),
+        ("TMPDIR", dir.as_os_str().to_owned()),
+        ("LANG", "C.UTF-8".into()),
+    ]
+}
+
+fn as_env<'a>(
+    env: &'a [(&'static str, std::ffi::OsString)],
+) -> Vec<(&'static str, &'a std::ffi::OsStr)> {
+    env.iter().map(|(k, v)| (*k, v.as_os_str())).collect()
+}
+
+/// Whether the child was stopped by the wall clock or the CPU limit.
+fn timed_out(exit: &Exit) -> bool {
+    use crate::sandbox::Status;
+    matches!(
+        exit.status,
+        Status::TimedOut | Status::Signaled(libc::SIGXCPU) | Status::Signaled(libc::SIGKILL)
+    )
+}

@@ -1,0 +1,142 @@
+//! Python programs: `prompt + completion + suffix + test + check(entry_point)` under python3, as
+//! HumanEval-infilling scores them.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{as_env, child_env, timed_out, Outcome, Verdict};
+use crate::error::{Error, Result};
+use crate::sandbox::{executable_by_others, Exit, Limits, Sandbox, Status};
+use crate::task::Task;
+
+/// A Python interpreter the sandbox can start.
+#[derive(Debug, Clone)]
+pub struct Python {
+    pub path: PathBuf,
+    pub version: String,
+    /// Whether programs run as `nobody` (when redraft runs as root and `nobody` can execute
+    /// the interpreter).
+    pub runs_as_nobody: bool,
+}
+
+pub(crate) fn program(task: &Task, completion: &str) -> String {
+    format!(
+        "{}{}{}\n{}\ncheck({})\n",
+        task.prompt, completion, task.suffix, task.test, task.entry_point
+    )
+}
+
+impl Python {
+    /// `requested`, or `python3` on PATH, resolved to the real executable (a pyenv shim needs
+    /// environment the sandbox does not pass). As root, an interpreter `nobody` cannot execute
+    /// (one under /root) is swapped for /usr/bin/python3 when that exists, so programs still
+    /// run as `nobody`.
+    pub fn find(requested: Option<&Path>, sandbox: &Sandbox) -> Result<Python> {
+        let requested = requested.unwrap_or(Path::new("python3"));
+        let (path, version) = resolve(requested)?;
+        if sandbox.root && !executable_by_others(&path) {
+            let system = Path::new("/usr/bin/python3");
+            if executable_by_others(system) {
+                let (path, version) = resolve(system)?;
+                return Ok(Python {
+                    path,
+                    version,
+                    runs_as_nobody: true,
+                });
+            }
+            return Ok(Python {
+                path,
+                version,
+                runs_as_nobody: false,
+            });
+        }
+        Ok(Python {
+            path,
+            version,
+            runs_as_nobody: sandbox.root,
+        })
+    }
+
+    pub(crate) fn run(
+        &self,
+        sandbox: &Sandbox,
+        dir: &Path,
+        program: &str,
+        limits: &Limits,
+        runs: usize,
+    ) -> Result<Verdict> {
+        let file = dir.join("program.py");
+        std::fs::write(&file, program).map_err(|e| Error::io(&file, e))?;
+        let env = child_env(dir);
+        let mut env = as_env(&env);
+        env.push(("PYTHONHASHSEED", OsStr::new("0")));
+        let args = [OsStr::new("-B"), OsStr::new("-s"), OsStr::new("program.py")];
+        Verdict::of_runs(runs, || {
+            Ok(classify(
+                &sandbox.run(&self.path, &args, dir, &env, limits)?,
+            ))
+        })
+    }
+}
+
+fn resolve(python: &Path) -> Result<(PathBuf, String)> {
+    let output = Command::new(python)
+        .args([
+            "-c",
+            "import sys; print(sys.executable); print(sys.version.split()[0])",
+        ])
+        .output()
+        .map_err(|source| Error::Spawn {
+            program: python.display().to_string(),
+            source,
+        })?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut lines = text.lines();
+    match (output.status.success(), lines.next(), lines.next()) {
+        (true, Some(path), Some(version)) if !path.is_empty() => {
+            Ok((PathBuf::from(path), version.to_string()))
+        }
+        _ => Err(Error::Toolchain {
+            what: format!("python `{}`", python.display()),
+            message: format!(
+                "did not report its executable ({}); pass --python PATH",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
+        }),
+    }
+}
+
+/// A syntax error at compile time prints no traceback header: nothing of the program ran.
+pub(crate) fn classify(exit: &Exit) -> Verdict {
+    let stderr = exit.stderr.trim_end();
+    let last = stderr.lines().last().unwrap_or("");
+    if exit.status == Status::Exited(0) {
+        return Verdict::new(Outcome::Pass, "");
+    }
+    if stderr.contains("MemoryError") {
+        return Verdict::new(Outcome::Memory, last);
+    }
+    if timed_out(exit) {
+        return Verdict::new(
+            Outcome::Timeout,
+            format!("killed after {:.1} s", exit.wall.as_secs_f64()),
+        );
+    }
+    let syntax = ["SyntaxError", "IndentationError", "TabError"]
+        .iter()
+        .any(|kind| last.starts_with(kind));
+    if syntax && !stderr.contains("Traceback (most recent call last)") {
+        return Verdict::new(Outcome::CompileError, tail_lines(stderr, 4));
+    }
+    let detail = match exit.status {
+        Status::Signaled(signal) => format!("killed by signal {signal}"),
+        _ => tail_lines(stderr, 3),
+    };
+    Verdict::new(Outcome::TestFailure, detail)
+}
+
+fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}

@@ -1,0 +1,252 @@
+//! Rust programs: `prompt + completion + suffix + test` compiled with
+//! `rustc --edition 2021 --test` against the rand 0.4 / regex 1 / md5 0.7 rlibs that
+//! scripts/setup-eval built once (one rustc call per program instead of one cargo project per
+//! task), then the test binary run.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{as_env, child_env, clip, timed_out, Outcome, Verdict};
+use crate::error::{Error, Result};
+use crate::sandbox::{Exit, Limits, Sandbox, Status};
+use crate::task::Task;
+
+/// The crates every HumanEvalPack-Rust prompt uses.
+const CRATES: [&str; 3] = ["rand", "regex", "md5"];
+
+pub(crate) fn program(task: &Task, completion: &str) -> String {
+    format!(
+        "{}{}{}\n{}\n",
+        task.prompt, completion, task.suffix, task.test
+    )
+}
+
+/// rustc itself runs no code of the program (no build scripts, no proc macros here), so it
+/// runs as the invoking user, which a toolchain under a 0700 /root needs; it is still time-,
+/// memory- and network-limited.
+pub(crate) fn compile_limits() -> Limits {
+    Limits {
+        wall: Duration::from_secs(60),
+        cpu_seconds: 60,
+        address_space: 4 << 30,
+        file_size: 512 << 20,
+        processes: 256,
+        drop_privileges: false,
+    }
+}
+
+/// `deps.json` as scripts/setup-eval writes it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RustDeps {
+    /// `rustc -V` of the compiler that built the rlibs; rlibs only link with that compiler.
+    pub rustc: String,
+    pub dependency_dir: PathBuf,
+    pub externs: BTreeMap<String, PathBuf>,
+    #[serde(skip)]
+    pub manifest: PathBuf,
+}
+
+impl RustDeps {
+    /// `requested` (deps.json or its directory), else $REDRAFT_EVAL_DEPS, else this
+    /// repository's target/eval-deps.
+    pub fn find(requested: Option<&Path>) -> Result<RustDeps> {
+        let place = match requested {
+            Some(path) => path.to_path_buf(),
+            None => match std::env::var_os("REDRAFT_EVAL_DEPS") {
+                Some(dir) => PathBuf::from(dir),
+                None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/eval-deps"),
+            },
+        };
+        let manifest = if place.is_dir() {
+            place.join("deps.json")
+        } else {
+            place
+        };
+        if !manifest.is_file() {
+            return Err(Error::RustDepsMissing { looked: manifest });
+        }
+        let text = std::fs::read_to_string(&manifest).map_err(|e| Error::io(&manifest, e))?;
+        let mut deps: RustDeps = serde_json::from_str(&text).map_err(|e| Error::Input {
+            path: manifest.clone(),
+            message: format!("{e}; rerun scripts/setup-eval"),
+        })?;
+        for name in CRATES {
+            match deps.externs.get(name) {
+                Some(rlib) if rlib.is_file() => {}
+                _ => {
+                    return Err(Error::Input {
+                        path: manifest.clone(),
+                        message: format!("no built rlib for `{name}`; rerun scripts/setup-eval"),
+                    })
+                }
+            }
+        }
+        deps.manifest = manifest;
+        Ok(deps)
+    }
+}
+
+/// The compiler and the crates programs link against.
+#[derive(Debug, Clone)]
+pub struct RustToolchain {
+    /// The real rustc in the sysroot (a rustup proxy would need the environment the sandbox
+    /// does not pass).
+    pub rustc: PathBuf,
+    pub deps: RustDeps,
+}
+
+impl RustToolchain {
+    pub fn find(deps: Option<&Path>) -> Result<RustToolchain> {
+        let deps = RustDeps::find(deps)?;
+        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+        let sysroot = output_of(Command::new(&rustc).args(["--print", "sysroot"]))?;
+        let rustc = Path::new(sysroot.trim()).join("bin/rustc");
+        let version = output_of(Command::new(&rustc).arg("-V"))?;
+        if version.trim() != deps.rustc.trim() {
+            return Err(Error::Toolchain {
+                what: format!("{}", deps.manifest.display()),
+                message: format!(
+                    "built by `{}` but rustc is now `{}`: rerun scripts/setup-eval",
+                    deps.rustc.trim(),
+                    version.trim()
+                ),
+            });
+        }
+        Ok(RustToolchain { rustc, deps })
+    }
+
+    pub(crate) fn run(
+        &self,
+        sandbox: &Sandbox,
+        dir: &Path,
+        program: &str,
+        limits: &Limits,
+        runs: usize,
+    ) -> Result<Verdict> {
+        let file = dir.join("program.rs");
+        std::fs::write(&file, program).map_err(|e| Error::io(&file, e))?;
+        let env = child_env(dir);
+        let env = as_env(&env);
+        let mut args: Vec<OsString> = [
+            "--edition",
+            "2021",
+            "--test",
+            "--crate-name",
+            "program",
+            "-A",
+            "warnings",
+            "-C",
+            "debuginfo=0",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        let mut dependency = OsString::from("dependency=");
+        dependency.push(&self.deps.dependency_dir);
+        args.extend(["-L".into(), dependency]);
+        for (name, rlib) in &self.deps.externs {
+            let mut spec = OsString::from(format!("{name}="));
+            spec.push(rlib);
+            args.extend(["--extern".into(), spec]);
+        }
+        args.extend(["-o", "program", "program.rs"].map(OsString::from));
+        let args: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+        let compiled = sandbox.run(&self.rustc, &args, dir, &env, &compile_limits())?;
+        if let Some(verdict) = classify_compile(&compiled) {
+            return Ok(verdict);
+        }
+        let mut env = env;
+        env.push(("RUST_BACKTRACE", OsStr::new("0")));
+        let args = [OsStr::new("--test-threads=1")];
+        let binary = dir.join("program");
+        Verdict::of_runs(runs, || {
+            Ok(classify_run(
+                &sandbox.run(&binary, &args, dir, &env, limits)?,
+            ))
+        })
+    }
+}
+
+fn output_of(command: &mut Command) -> Result<String> {
+    let program = format!("{:?}", command.get_program());
+    let output = command.output().map_err(|source| Error::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    if !output.status.success() {
+        return Err(Error::Toolchain {
+            what: program,
+            message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn allocation_failed(exit: &Exit) -> bool {
+    exit.stderr.contains("memory allocation of") && exit.stderr.contains("failed")
+}
+
+/// `None`: it compiled.
+pub(crate) fn classify_compile(exit: &Exit) -> Option<Verdict> {
+    if exit.status == Status::Exited(0) {
+        return None;
+    }
+    Some(if allocation_failed(exit) {
+        Verdict::new(Outcome::Memory, "rustc ran out of memory")
+    } else if timed_out(exit) {
+        Verdict::new(
+            Outcome::Timeout,
+            format!("rustc killed after {:.1} s", exit.wall.as_secs_f64()),
+        )
+    } else {
+        // The first error is the one that explains the rest.
+        let from = exit.stderr.find("error").unwrap_or(0);
+        Verdict::new(Outcome::CompileError, clip(&exit.stderr[from..], 500))
+    })
+}
+
+/// A pass is a clean exit whose summary counts at least one passed test: a completion that
+/// ends the process early, or hides the tests, must not pass.
+pub(crate) fn classify_run(exit: &Exit) -> Verdict {
+    if allocation_failed(exit) {
+        return Verdict::new(Outcome::Memory, last_line(&exit.stderr));
+    }
+    if timed_out(exit) {
+        return Verdict::new(
+            Outcome::Timeout,
+            format!("killed after {:.1} s", exit.wall.as_secs_f64()),
+        );
+    }
+    let passed = exit
+        .stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("test result: ok. "))
+        .filter_map(|rest| rest.split(' ').next()?.parse::<usize>().ok())
+        .next();
+    match (exit.status, passed) {
+        (Status::Exited(0), Some(n)) if n > 0 => Verdict::new(Outcome::Pass, ""),
+        (Status::Exited(0), _) => Verdict::new(Outcome::TestFailure, "no test ran"),
+        (Status::Signaled(signal), _) => Verdict::new(
+            Outcome::TestFailure,
+            format!("killed by signal {signal}: {}", last_line(&exit.stderr)),
+        ),
+        _ => {
+            // The harness prints each failure's panic message under `---- name stdout ----`.
+            let failure = exit
+                .stdout
+                .find("---- ")
+                .map(|at| &exit.stdout[at..])
+                .unwrap_or(&exit.stdout);
+            Verdict::new(Outcome::TestFailure, clip(failure, 400))
+        }
+    }
+}
+
+fn last_line(text: &str) -> &str {
+    text.trim_end().lines().last().unwrap_or("")
+}

@@ -1,0 +1,166 @@
+//! The task schema: HumanEval-infilling JSON Lines (plain or gzip), one fill-in-the-middle task
+//! per line. Every builder writes it and every scorer reads it, so tasks from OpenAI's files, the
+//! HumanEvalPack-Rust builder and `--from-dir` are interchangeable.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// One task: `prompt` + middle + `suffix` is the program; `test` checks it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub task_id: String,
+    /// The code before the middle (the prefix).
+    pub prompt: String,
+    #[serde(default)]
+    pub suffix: String,
+    /// The middle that was cut out.
+    pub canonical_solution: String,
+    /// Python: defines `check(candidate)`; Rust: a `#[cfg(test)]` module. Empty: no execution,
+    /// the task is scored by exact match and edit similarity only.
+    #[serde(default)]
+    pub test: String,
+    #[serde(default)]
+    pub entry_point: String,
+    /// Absent in OpenAI's files (Python, recognised by their ids); the builders always write it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<TaskLanguage>,
+}
+
+/// The languages the scorer can execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskLanguage {
+    Python,
+    Rust,
+}
+
+impl std::str::FromStr for TaskLanguage {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<TaskLanguage, String> {
+        match s {
+            "python" => Ok(TaskLanguage::Python),
+            "rust" => Ok(TaskLanguage::Rust),
+            other => Err(format!("unknown language `{other}` (python or rust)")),
+        }
+    }
+}
+
+impl std::fmt::Display for TaskLanguage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TaskLanguage::Python => "python",
+            TaskLanguage::Rust => "rust",
+        })
+    }
+}
+
+impl Task {
+    /// The task's language: its own field, else `fallback` (`--language`), else what its id
+    /// says (`Rust...` ids are HumanEvalPack-Rust's, `...HumanEval...` ones OpenAI's Python).
+    pub fn language(&self, fallback: Option<TaskLanguage>) -> Result<TaskLanguage> {
+        if let Some(language) = self.language.or(fallback) {
+            return Ok(language);
+        }
+        if self.task_id.starts_with("Rust") {
+            Ok(TaskLanguage::Rust)
+        } else if self.task_id.contains("HumanEval") {
+            Ok(TaskLanguage::Python)
+        } else {
+            Err(Error::UnknownLanguage {
+                task_id: self.task_id.clone(),
+            })
+        }
+    }
+
+    /// Whether the task can be executed (it has a test).
+    pub fn is_executable(&self) -> bool {
+        !self.test.trim().is_empty()
+    }
+}
+
+/// Reads a JSONL file of tasks; gzip is recognised by its magic bytes, whatever the name says.
+/// Blank lines are skipped; a bad line is an error naming its number; ids must be unique.
+pub fn read_tasks(path: &Path) -> Result<Vec<Task>> {
+    let rows: Vec<Task> = read_jsonl(path)?;
+    let mut seen = HashSet::new();
+    for task in &rows {
+        if !seen.insert(task.task_id.as_str()) {
+            return Err(Error::Input {
+                path: path.to_path_buf(),
+                message: format!("task id `{}` appears twice", task.task_id),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Reads any JSONL file (plain or gzip) into `T`s.
+pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    let reader = open_maybe_gzip(path)?;
+    let mut rows = Vec::new();
+    for (index, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| Error::io(path, e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row = serde_json::from_str(&line).map_err(|e| Error::Input {
+            path: path.to_path_buf(),
+            message: format!("line {}: {e}", index + 1),
+        })?;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn open_maybe_gzip(path: &Path) -> Result<Box<dyn BufRead>> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut magic = [0u8; 2];
+    let n = file.read(&mut magic).map_err(|e| Error::io(path, e))?;
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    Ok(if n == 2 && magic == [0x1f, 0x8b] {
+        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(file)))
+    } else {
+        Box::new(BufReader::new(file))
+    })
+}
+
+/// Writes `rows` as JSONL, gzip-compressed when the name ends in `.gz` (with a zero timestamp,
+/// so the same tasks give the same bytes). Written to a temporary name, then renamed, so a
+/// reader never sees half a file.
+pub fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
+    let mut text = Vec::new();
+    for row in rows {
+        serde_json::to_writer(&mut text, row).map_err(|e| Error::Input {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        text.push(b'\n');
+    }
+    let bytes = if path.extension().is_some_and(|e| e == "gz") {
+        let mut encoder = flate2::GzBuilder::new()
+            .mtime(0)
+            .write(Vec::new(), flate2::Compression::best());
+        encoder.write_all(&text).map_err(|e| Error::io(path, e))?;
+        encoder.finish().map_err(|e| Error::io(path, e))?
+    } else {
+        text
+    };
+    write_atomic(path, &bytes)
+}
+
+/// Writes `bytes` to a sibling temporary file and renames it over `path`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    file.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+    file.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}

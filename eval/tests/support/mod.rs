@@ -1,0 +1,67 @@
+//! What the eval tests share: the repository, the shared benchmark data and the Rust crates
+//! programs link against (built by scripts/setup-eval on first use, as a fresh clone needs).
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use redraft_eval::score::{Scorer, ScorerConfig};
+use redraft_eval::task::TaskLanguage;
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("eval/ sits in the repository")
+        .to_path_buf()
+}
+
+/// The benchmark data (read in place): $REDRAFT_BENCHMARKS, else ../shared/benchmarks next
+/// to the repository.
+pub fn benchmarks() -> PathBuf {
+    let dir = std::env::var_os("REDRAFT_BENCHMARKS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/benchmarks"));
+    assert!(
+        dir.join("humanevalpack-rust/humanevalpack.jsonl").is_file(),
+        "benchmark data not found in {}: set REDRAFT_BENCHMARKS to the shared benchmarks directory",
+        dir.display()
+    );
+    dir
+}
+
+pub fn humanevalpack() -> PathBuf {
+    benchmarks().join("humanevalpack-rust/humanevalpack.jsonl")
+}
+
+/// deps.json from scripts/setup-eval (run once per test binary; a no-op once built).
+pub fn rust_deps() -> PathBuf {
+    static DEPS: OnceLock<PathBuf> = OnceLock::new();
+    DEPS.get_or_init(|| {
+        let output = Command::new(repo().join("scripts/setup-eval"))
+            .output()
+            .expect("scripts/setup-eval runs");
+        assert!(
+            output.status.success(),
+            "scripts/setup-eval failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+    })
+    .clone()
+}
+
+pub fn config() -> ScorerConfig {
+    ScorerConfig {
+        rust_deps: Some(rust_deps()),
+        ..ScorerConfig::default()
+    }
+}
+
+pub fn scorer(languages: &[TaskLanguage]) -> Scorer {
+    Scorer::new(&config(), languages).expect("scorer starts")
+}
+
+pub fn jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, usize::from)
+}
