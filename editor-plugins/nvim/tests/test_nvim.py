@@ -187,6 +187,7 @@ def check_suggestion_round_trip(nvim, tmp_path, namespace):
         f"displayed {shown!r} but the server's item says {insert!r}"
     )
 
+    print(f"{namespace}: shown {shown!r}, server item {insert!r}")
     nvim.input("<Tab>")
     expected_line = before[row - 1][:start_col] + insert + before[row - 1][end_col:]
     expected = before[: row - 1] + expected_line.split("\n") + before[row:]

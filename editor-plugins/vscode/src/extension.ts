@@ -37,6 +37,8 @@ function setState(next: ServerState): void {
   const view = statusView(state, enabled(), config().get<string>("effort") ?? "medium");
   statusItem.text = view.text;
   statusItem.tooltip = view.tooltip;
+  // Screen readers (and the end-to-end test) read the state from the label.
+  statusItem.accessibilityInformation = { label: view.tooltip };
   statusItem.backgroundColor = view.error ? new vscode.ThemeColor("statusBarItem.errorBackground") : undefined;
   statusItem.command = view.error ? "redraft.showLog" : "redraft.toggle";
   statusItem.show();

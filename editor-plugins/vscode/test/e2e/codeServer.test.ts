@@ -107,8 +107,14 @@ function waitForFile(file: string, accept: (text: string) => boolean, ms: number
   });
 }
 
+/** The extension's status item's label (it carries the state, e.g. "redraft: ready, ..."). */
 async function statusText(page: Page): Promise<string> {
-  return (await page.locator("#status\\.extension\\.redraft\\.status, [id$='redraft.status']").first().getAttribute("aria-label")) ?? "";
+  return page.evaluate(
+    () =>
+      Array.from(document.querySelectorAll(".statusbar-item"))
+        .map((e) => e.getAttribute("aria-label") ?? "")
+        .find((label) => label.startsWith("redraft")) ?? "",
+  );
 }
 
 test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the document", { timeout: 600_000 }, async () => {
@@ -206,6 +212,7 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
     }
     // Ghost text is drawn as syntax-highlighted spans: join the spans of each rendered line, then
     // the lines (the first inline after the cursor, the rest in a view zone below).
+    assert.match(await statusText(page), /^redraft: (ready|computing)/, "status after a suggestion");
     const shown = (
       await ghost.evaluateAll((nodes) => {
         const lines = new Map<Element, string>();
