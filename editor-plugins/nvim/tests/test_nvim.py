@@ -228,6 +228,45 @@ def test_extmark_fallback_shows_and_accepts_the_servers_suggestion(tmp_path):
         nvim.close()
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "extmarks"])
+def test_accept_word_then_the_rest(tmp_path, native):
+    namespace = "nvim.lsp.inline_completion" if native else "redraft.ghost"
+    nvim = start(tmp_path, native=native)
+    try:
+        open_rust_file(nvim, tmp_path)
+        line_number = SOURCE.splitlines().index("    let counts = word_counts(\"a b a\");") + 2
+        type_in_insert_mode(nvim, line_number, TYPED)
+        typed_line = nvim.current.line
+        show = "return #vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_create_namespace(args[1]), 0, -1, {}) > 0"
+        wait_lua(nvim, SUGGESTION_TIMEOUT_MS, show, "the inline suggestion to be displayed", namespace)
+        shown = ghost_text(nvim, namespace)
+        word = nvim.exec_lua("return require('redraft.partial').piece(...)", shown, "word")
+        assert word and word != shown, f"the suggestion {shown!r} has a single word; pick another fixture"
+
+        nvim.input("<M-Right>")
+        wait_lua(
+            nvim,
+            10_000,
+            "return vim.api.nvim_get_current_line() == args[1]",
+            "the first word to be accepted",
+            typed_line + word,
+        )
+        # The rest is suggested again (the server answers from what it already computed).
+        wait_lua(nvim, SUGGESTION_TIMEOUT_MS, show, "the rest of the suggestion to be displayed", namespace)
+        rest = ghost_text(nvim, namespace)
+        nvim.input("<Tab>")
+        wait_lua(
+            nvim,
+            10_000,
+            "return vim.api.nvim_get_current_line() == args[1]",
+            "the rest to be accepted",
+            typed_line + word + rest,
+        )
+        print(f"{namespace}: word {word!r}, then {rest!r}")
+    finally:
+        nvim.close()
+
+
 def checkhealth(nvim):
     nvim.command("checkhealth redraft")
     return "\n".join(nvim.current.buffer[:])
