@@ -117,8 +117,18 @@ async function statusText(page: Page): Promise<string> {
   );
 }
 
-test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the document", { timeout: 600_000 }, async () => {
-  const redraft = required("REDRAFT_BIN");
+interface Session {
+  page: Page;
+  file: string;
+  output: string[];
+}
+
+/**
+ * Runs `body` against code-server with the packaged extension installed, `settings` as the user
+ * settings and src/main.rs (holding SOURCE) open in the editor. Everything it starts is stopped
+ * afterwards; the temporary home is kept when `body` fails, for a look at what happened.
+ */
+async function withCodeServer(settings: Record<string, unknown>, body: (session: Session) => Promise<void>): Promise<void> {
   const codeServer = required("REDRAFT_CODE_SERVER");
   const chromiumPath = required("REDRAFT_CHROMIUM");
   assert.ok(fs.existsSync(VSIX), `${VSIX} is missing: run npm run package first`);
@@ -134,8 +144,6 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
   fs.writeFileSync(
     path.join(userData, "User", "settings.json"),
     JSON.stringify({
-      "redraft.path": redraft,
-      "redraft.logLevel": "debug",
       "workbench.startupEditor": "none",
       "workbench.tips.enabled": false,
       "workbench.enableExperiments": false,
@@ -151,6 +159,7 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
       "editor.autoClosingBrackets": "never",
       "editor.autoIndent": "none",
       "editor.formatOnType": false,
+      ...settings,
     }),
   );
 
@@ -172,10 +181,9 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
   server.stderr.on("data", (d: Buffer) => output.push(d.toString()));
   const browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-gpu"] });
   fs.mkdirSync(SHOTS, { recursive: true });
-  let page: Page | undefined;
   try {
     await waitForOutput(server, /HTTP server listening/, STARTUP_MS, "code-server to listen", output);
-    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}`);
     await page.locator(".monaco-workbench").waitFor({ timeout: STARTUP_MS });
 
@@ -186,16 +194,27 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
     await page.keyboard.type("main.rs");
     await page.locator(".quick-input-list .monaco-list-row").first().waitFor({ timeout: STARTUP_MS });
     await page.keyboard.press("Enter");
-    const editor = page.locator(".editor-instance .monaco-editor").first();
-    await editor.locator(".view-lines", { hasText: "word_counts" }).waitFor({ timeout: STARTUP_MS });
+    await page.locator(".editor-instance .monaco-editor .view-lines", { hasText: "word_counts" }).waitFor({ timeout: STARTUP_MS });
 
-    // The extension's status item appears once it activated and found the binary.
+    // The extension's status item appears once it activated.
     await page.waitForFunction(
-      () => Array.from(document.querySelectorAll(".statusbar-item")).some((e) => /redraft/.test(e.getAttribute("aria-label") ?? "")),
+      () => Array.from(document.querySelectorAll(".statusbar-item")).some((e) => /^redraft/.test(e.getAttribute("aria-label") ?? "")),
       undefined,
       { timeout: STARTUP_MS },
     );
+    await body({ page, file, output });
+    fs.rmSync(home, { recursive: true, force: true });
+  } finally {
+    await browser.close();
+    if (server.pid !== undefined) process.kill(-server.pid, "SIGTERM");
+    await exited;
+  }
+}
 
+test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the document", { timeout: 600_000 }, async () => {
+  const redraft = required("REDRAFT_BIN");
+  await withCodeServer({ "redraft.path": redraft, "redraft.logLevel": "debug" }, async ({ page, file, output }) => {
+    const editor = page.locator(".editor-instance .monaco-editor").first();
     // Go to the empty line in main() and type the start of a statement.
     const emptyLine = SOURCE.split("\n").indexOf('    let counts = word_counts("a b a");') + 2;
     await page.keyboard.press("Control+G");
@@ -210,9 +229,9 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
       await page.screenshot({ path: path.join(SHOTS, "vscode-no-ghost-text.png") });
       throw new Error(`no ghost text within ${SUGGESTION_MS / 1000} s (status: ${await statusText(page)})\n${String(error)}\n${output.join("").slice(-4000)}`);
     }
+    assert.match(await statusText(page), /^redraft: (ready|computing)/, "status after a suggestion");
     // Ghost text is drawn as syntax-highlighted spans: join the spans of each rendered line, then
     // the lines (the first inline after the cursor, the rest in a view zone below).
-    assert.match(await statusText(page), /^redraft: (ready|computing)/, "status after a suggestion");
     const shown = (
       await ghost.evaluateAll((nodes) => {
         const lines = new Map<Element, string>();
@@ -226,8 +245,8 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
     assert.ok(shown.trim().length > 0, "the ghost text is empty");
     await page.screenshot({ path: path.join(SHOTS, "vscode-ghost-text.png") });
 
+    // Keys are handled in order: the save sees the document as Tab left it.
     await page.keyboard.press("Tab");
-    await ghost.first().waitFor({ state: "detached", timeout: 30_000 });
     await page.keyboard.press("Control+S");
     // A save truncates and rewrites: wait for a complete file that holds the typed text.
     const saved = await waitForFile(
@@ -251,10 +270,25 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
     // What was accepted is what was shown: first ghost line inline, the rest as extra lines.
     assert.equal(inserted, shown);
     console.log(`accepted suggestion: ${JSON.stringify(inserted)}; screenshots in ${SHOTS}`);
-    fs.rmSync(home, { recursive: true, force: true });
-  } finally {
-    await browser.close();
-    if (server.pid !== undefined) process.kill(-server.pid, "SIGTERM");
-    await exited;
-  }
+  });
+});
+
+test("code-server: a missing binary shows the reason in the status bar", { timeout: 300_000 }, async () => {
+  const missing = path.join(os.tmpdir(), "no-such-dir", "redraft");
+  await withCodeServer({ "redraft.path": missing }, async ({ page }) => {
+    await page.waitForFunction(
+      () =>
+        Array.from(document.querySelectorAll(".statusbar-item")).some((e) =>
+          /^redraft: .*not found/.test(e.getAttribute("aria-label") ?? ""),
+        ),
+      undefined,
+      { timeout: STARTUP_MS },
+    );
+    assert.match(await statusText(page), new RegExp(`not found or not executable: ${missing.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
+    // The same reason pops up as an error notification with a way to fix it.
+    const toast = page.locator(".notifications-toasts .notification-toast", { hasText: "redraft binary not found" });
+    await toast.waitFor({ timeout: STARTUP_MS });
+    assert.match((await toast.textContent()) ?? "", /Open Settings/);
+    await page.screenshot({ path: path.join(SHOTS, "vscode-missing-binary.png") });
+  });
 });
