@@ -119,7 +119,8 @@ local function request(bufnr, kind)
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
   params.context = { triggerKind = kind }
   local tick, where = api.nvim_buf_get_changedtick(bufnr), cursor_key()
-  local ok, id = client:request(METHOD, params, function(err, result)
+  local ok, id
+  ok, id = client:request(METHOD, params, function(err, result)
     if state.request_id == id then
       state.request_id = nil
     end
