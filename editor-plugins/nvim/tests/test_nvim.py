@@ -267,6 +267,27 @@ def test_accept_word_then_the_rest(tmp_path, native):
         nvim.close()
 
 
+def test_streamed_steps_are_drawn_then_give_way_to_the_suggestion(tmp_path):
+    nvim = start(tmp_path, settings={"streamSteps": True})
+    try:
+        open_rust_file(nvim, tmp_path)
+        line_number = SOURCE.splitlines().index("    let counts = word_counts(\"a b a\");") + 2
+        type_in_insert_mode(nvim, line_number, TYPED)
+        wait_lua(
+            nvim,
+            SUGGESTION_TIMEOUT_MS,
+            "return require('redraft.steps').count > 0 and #vim.api.nvim_buf_get_extmarks(0, "
+            "vim.api.nvim_create_namespace('nvim.lsp.inline_completion'), 0, -1, {}) > 0",
+            "streamed steps and then the suggestion",
+        )
+        drafts = nvim.exec_lua(
+            "return #vim.api.nvim_buf_get_extmarks(0, require('redraft.steps').namespace, 0, -1, {})"
+        )
+        assert drafts == 0, "the last step's draft must be gone once the suggestion is shown"
+    finally:
+        nvim.close()
+
+
 def checkhealth(nvim):
     nvim.command("checkhealth redraft")
     return "\n".join(nvim.current.buffer[:])

@@ -59,6 +59,12 @@ function watchProgress(lc: LanguageClient): void {
       }
     });
   });
+  // `redraft/draftStep` (sent when redraft.streamSteps is on): the step being computed.
+  lc.onNotification("redraft/draftStep", (params: { step?: number; masked?: number }) => {
+    if (state.kind === "busy" && typeof params.step === "number") {
+      setState({ kind: "busy", step: `step ${params.step + 1}, ${params.masked ?? 0} masked` });
+    }
+  });
   lc.onNotification(ShowMessageNotification.type, ({ type, message }) => {
     log.appendLine(`server: ${message}`);
     if (type === MessageType.Error) {

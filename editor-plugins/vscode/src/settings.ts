@@ -37,14 +37,13 @@ export function serverSettings(config: SettingsSource): ServerSettings {
     languages: languages && languages.length > 0 ? languages : null,
     candidates: config.get<number>("candidates") ?? 3,
     logLevel: config.get<ServerSettings["logLevel"]>("logLevel") ?? "info",
-    // The draft-step stream is for views that show the denoising; the ghost text does not.
-    streamSteps: false,
+    streamSteps: config.get<boolean>("streamSteps") ?? false,
   };
 }
 
 /** Whether a change to `redraft.<key>` must be sent to the server. */
 export function affectsServer(changed: (section: string) => boolean): boolean {
-  return ["model", "effort", "maxTokens", "contextTokens", "languages", "candidates", "logLevel"].some((key) =>
+  return ["model", "effort", "maxTokens", "contextTokens", "languages", "candidates", "streamSteps", "logLevel"].some((key) =>
     changed(`redraft.${key}`),
   );
 }

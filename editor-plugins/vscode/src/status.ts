@@ -4,7 +4,7 @@ export type ServerState =
   | { kind: "stopped" }
   | { kind: "loading"; detail?: string }
   | { kind: "ready" }
-  | { kind: "busy" }
+  | { kind: "busy"; step?: string }
   | { kind: "error"; reason: string };
 
 export interface StatusView {
@@ -32,7 +32,11 @@ export function statusView(state: ServerState, enabled: boolean, effort: string)
         error: false,
       };
     case "busy":
-      return { text: `$(loading~spin) redraft${off}`, tooltip: `redraft: computing a suggestion (effort ${effort})`, error: false };
+      return {
+        text: `$(loading~spin) redraft${off}`,
+        tooltip: `redraft: computing a suggestion (effort ${effort}${state.step ? `, ${state.step}` : ""})`,
+        error: false,
+      };
     case "error":
       return { text: "$(error) redraft", tooltip: `redraft: ${state.reason} (click to show the log)`, error: true };
   }

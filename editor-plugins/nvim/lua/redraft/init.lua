@@ -14,6 +14,7 @@ M.defaults = {
   --- Sent as `initializationOptions` and in `workspace/didChangeConfiguration`, as given
   --- (camelCase keys, see the README): model, effort, maxTokens, contextTokens, languages,
   --- candidates, streamSteps, logLevel. The server validates them and reports bad values.
+  --- `streamSteps = true` also draws each denoising step's draft while a suggestion is computed.
   settings = {},
   --- Use Neovim's own inline completion when it has one (0.12+).
   native = true,
@@ -88,7 +89,9 @@ local function wrap_handler(method, on_message)
 end
 
 local function handlers()
+  local steps = require('redraft.steps')
   return {
+    [steps.METHOD] = steps.handler,
     ['window/showMessage'] = wrap_handler('window/showMessage', function(result)
       if result.type == vim.lsp.protocol.MessageType.Error then
         if result.message:match('model') then

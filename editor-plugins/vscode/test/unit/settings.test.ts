@@ -30,6 +30,7 @@ test("user values pass through unchanged, for the server to validate", () => {
       languages: ["rust", "python"],
       candidates: 5,
       logLevel: "debug",
+      streamSteps: true,
     }),
   );
   assert.equal(settings.model, "/models/dream");
@@ -40,6 +41,7 @@ test("user values pass through unchanged, for the server to validate", () => {
   assert.deepEqual(settings.languages, ["rust", "python"]);
   assert.equal(settings.candidates, 5);
   assert.equal(settings.logLevel, "debug");
+  assert.equal(settings.streamSteps, true);
 });
 
 test("empty model and empty language list mean the defaults", () => {
@@ -51,6 +53,7 @@ test("empty model and empty language list mean the defaults", () => {
 test("only server settings trigger didChangeConfiguration", () => {
   assert.equal(affectsServer((s) => s === "redraft.effort"), true);
   assert.equal(affectsServer((s) => s === "redraft.languages"), true);
+  assert.equal(affectsServer((s) => s === "redraft.streamSteps"), true);
   assert.equal(affectsServer((s) => s === "redraft.enable"), false);
   assert.equal(affectsServer((s) => s === "redraft.path"), false);
   assert.equal(affectsServer((s) => s === "editor.fontSize"), false);

@@ -10,6 +10,7 @@ test("each state reads as the user expects", () => {
   assert.match(ready.tooltip, /effort low/);
   assert.equal(statusView({ kind: "ready" }, false, "low").text, "$(sparkle) redraft (off)");
   assert.match(statusView({ kind: "busy" }, true, "high").text, /spin/);
+  assert.match(statusView({ kind: "busy", step: "step 2, 5 masked" }, true, "high").tooltip, /step 2, 5 masked/);
   const error = statusView({ kind: "error", reason: "model failed to load: no config.json" }, true, "medium");
   assert.equal(error.error, true);
   assert.match(error.tooltip, /no config\.json/);
