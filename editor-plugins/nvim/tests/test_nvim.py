@@ -348,6 +348,23 @@ def test_checkhealth_and_status_explain_a_missing_binary(tmp_path):
         nvim.close()
 
 
+def test_a_server_that_dies_is_reported(tmp_path):
+    nvim = start(tmp_path, cmd=["sh", "-c", "exit 3"])
+    try:
+        path = tmp_path / "main.rs"
+        path.write_text(SOURCE)
+        nvim.command(f"edit {path}")
+        wait_lua(
+            nvim,
+            STARTUP_TIMEOUT_MS,
+            "return require('redraft').state.status == 'error'",
+            "the plugin to notice the server exited",
+        )
+        assert "exited with code 3" in nvim.exec_lua("return require('redraft').status_line()")
+    finally:
+        nvim.close()
+
+
 def test_redraft_command_changes_effort_and_toggles(tmp_path):
     nvim = start(tmp_path)
     try:
@@ -363,6 +380,16 @@ def test_redraft_command_changes_effort_and_toggles(tmp_path):
         assert not nvim.exec_lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })")
         nvim.command("Redraft toggle")
         assert nvim.exec_lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })")
+        first = nvim.exec_lua("return vim.lsp.get_clients({ name = 'redraft' })[1].id")
+        nvim.command("Redraft restart")
+        wait_lua(
+            nvim,
+            STARTUP_TIMEOUT_MS,
+            "local c = vim.lsp.get_clients({ name = 'redraft', bufnr = 0 })[1]; "
+            "return c ~= nil and c.id ~= args[1] and c.initialized == true",
+            "a new redraft client after :Redraft restart",
+            first,
+        )
         with pytest.raises(pynvim.NvimError):
             nvim.command("Redraft nonsense")
     finally:

@@ -72,7 +72,15 @@ end
 local function set_status(status, reason)
   M.state.status = status
   M.state.reason = reason
-  vim.api.nvim_exec_autocmds('User', { pattern = 'RedraftStatus', modeline = false })
+  local function announce()
+    vim.api.nvim_exec_autocmds('User', { pattern = 'RedraftStatus', modeline = false })
+  end
+  -- on_exit runs in a fast event, where autocommands may not run yet.
+  if vim.in_fast_event() then
+    vim.schedule(announce)
+  else
+    announce()
+  end
 end
 
 -- Keep the default behaviour of each handler and note what it says about the server's state.
@@ -280,9 +288,17 @@ local subcommands = {
     for _, client in ipairs(M.clients()) do
       client:stop()
     end
-    vim.defer_fn(function()
-      vim.cmd('edit')
-    end, 500)
+    if not vim.wait(5000, function()
+      return #M.clients() == 0
+    end, 20) then
+      for _, client in ipairs(M.clients()) do
+        client:stop(true)
+      end
+    end
+    -- Enabling again attaches every open buffer, which starts a fresh server.
+    vim.lsp.enable(CLIENT_NAME, false)
+    set_status('starting')
+    vim.lsp.enable(CLIENT_NAME)
   end,
 }
 
