@@ -6,6 +6,7 @@
 mod bench;
 mod complete;
 mod default_model;
+mod lsp;
 mod malloc;
 mod train;
 
@@ -26,6 +27,8 @@ enum Command {
     Bench(bench::Args),
     /// Train a masked-diffusion code model on a built corpus into a model directory.
     Train(train::Args),
+    /// Run the language server on stdin/stdout (inline completion for editors).
+    Lsp(lsp::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,5 +37,6 @@ fn main() -> anyhow::Result<()> {
         Command::Complete(args) => complete::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Train(args) => train::run(args),
+        Command::Lsp(args) => lsp::run(args),
     }
 }

@@ -1,0 +1,202 @@
+//! The server's settings, from `initializationOptions` and `workspace/didChangeConfiguration`.
+//!
+//! Both carry the same JSON object (camelCase keys), either bare or under a `"redraft"` key (the
+//! shape editors use for a settings section). A key that is absent keeps its value; a value of
+//! the wrong type or range is reported and ignored, so a typo in a settings file never takes
+//! the server down or silently resets something else.
+
+use std::path::PathBuf;
+
+use redraft_engine::sampler::Effort;
+use serde_json::Value;
+
+/// Everything a user can set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Model directory; `None`: the model compiled into the binary.
+    pub model: Option<PathBuf>,
+    pub effort: Effort,
+    /// Upper bound on the masked canvas (the longest suggestion), in tokens; the syntax around
+    /// the cursor usually asks for less.
+    pub max_tokens: usize,
+    /// Upper bound on the context shown to the model (prefix + suffix + other documents), in
+    /// tokens; `None`: whatever the model's positions allow.
+    pub context_tokens: Option<usize>,
+    /// LSP language ids to complete in; `None`: every language.
+    pub languages: Option<Vec<String>>,
+    /// Suggestions computed for an explicitly invoked completion (one batch, one pass per step).
+    pub candidates: usize,
+    /// Send `redraft/draftStep` notifications (see the README's protocol extension).
+    pub stream_steps: bool,
+    /// Log each request's canvas choice and timings (`"logLevel": "debug"`).
+    pub debug_log: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            model: None,
+            effort: Effort::Medium,
+            max_tokens: 32,
+            context_tokens: None,
+            languages: None,
+            candidates: 3,
+            stream_steps: false,
+            debug_log: false,
+        }
+    }
+}
+
+/// Bounds that keep one request from asking for a canvas no model has room for.
+const MAX_TOKENS_LIMIT: usize = 1024;
+const MAX_CANDIDATES: usize = 8;
+
+impl Settings {
+    /// Applies what `value` sets; returns one message per key that was ignored.
+    pub fn update(&mut self, value: &Value) -> Vec<String> {
+        let mut problems = Vec::new();
+        let object = match value {
+            Value::Null => return problems,
+            Value::Object(object) => match object.get("redraft") {
+                Some(Value::Object(inner)) => inner,
+                _ => object,
+            },
+            other => {
+                problems.push(format!("settings must be a JSON object, got {other}"));
+                return problems;
+            }
+        };
+        for (key, value) in object {
+            if let Err(problem) = self.set(key, value) {
+                problems.push(format!(
+                    "setting `{key}`: {problem} (kept the previous value)"
+                ));
+            }
+        }
+        problems
+    }
+
+    fn set(&mut self, key: &str, value: &Value) -> Result<(), String> {
+        match key {
+            "model" => {
+                self.model = match value {
+                    Value::Null => None,
+                    Value::String(s) if s.is_empty() => None,
+                    Value::String(s) => Some(PathBuf::from(s)),
+                    _ => return Err("expected a directory path or null".into()),
+                }
+            }
+            "effort" => {
+                self.effort = value
+                    .as_str()
+                    .ok_or("expected \"low\", \"medium\" or \"high\"")?
+                    .parse()?
+            }
+            "maxTokens" => self.max_tokens = count(value, 1, MAX_TOKENS_LIMIT)?,
+            "contextTokens" => {
+                self.context_tokens = match value {
+                    Value::Null => None,
+                    _ => Some(count(value, 1, usize::MAX)?),
+                }
+            }
+            "languages" => {
+                self.languages = match value {
+                    Value::Null => None,
+                    Value::Array(items) => Some(
+                        items
+                            .iter()
+                            .map(|v| v.as_str().map(str::to_string))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or("expected a list of language ids")?,
+                    ),
+                    _ => return Err("expected a list of language ids or null".into()),
+                }
+            }
+            "candidates" => self.candidates = count(value, 1, MAX_CANDIDATES)?,
+            "streamSteps" => self.stream_steps = value.as_bool().ok_or("expected true or false")?,
+            "logLevel" => {
+                self.debug_log = match value.as_str() {
+                    Some("debug" | "trace") => true,
+                    Some("error" | "warn" | "info") => false,
+                    _ => return Err("expected \"error\", \"warn\", \"info\" or \"debug\"".into()),
+                }
+            }
+            _ => return Err("unknown setting".into()),
+        }
+        Ok(())
+    }
+
+    /// Whether documents of `language_id` get suggestions.
+    pub fn enabled_for(&self, language_id: &str) -> bool {
+        self.languages
+            .as_ref()
+            .is_none_or(|languages| languages.iter().any(|l| l == language_id))
+    }
+}
+
+fn count(value: &Value, min: usize, max: usize) -> Result<usize, String> {
+    value
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| format!("expected a whole number from {min} to {max}, got {value}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bare_and_nested_objects_set_the_same_things() {
+        let mut bare = Settings::default();
+        let problems = bare.update(&json!({
+            "model": "/models/dream",
+            "effort": "low",
+            "maxTokens": 16,
+            "contextTokens": 512,
+            "languages": ["rust", "python"],
+            "candidates": 2,
+            "streamSteps": true,
+            "logLevel": "debug",
+        }));
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut nested = Settings::default();
+        nested.update(&json!({"redraft": {
+            "model": "/models/dream", "effort": "low", "maxTokens": 16, "contextTokens": 512,
+            "languages": ["rust", "python"], "candidates": 2, "streamSteps": true, "logLevel": "debug",
+        }}));
+        assert_eq!(bare, nested);
+        assert_eq!(bare.model, Some(PathBuf::from("/models/dream")));
+        assert_eq!(bare.effort, Effort::Low);
+        assert!(bare.enabled_for("rust") && !bare.enabled_for("markdown"));
+        assert!(Settings::default().enabled_for("markdown"));
+    }
+
+    #[test]
+    fn bad_values_are_reported_and_keep_the_old_value() {
+        let mut settings = Settings::default();
+        let problems = settings.update(&json!({
+            "effort": "extreme",
+            "maxTokens": 0,
+            "candidates": "many",
+            "languages": [1],
+            "colour": "blue",
+            "streamSteps": true,
+        }));
+        assert_eq!(problems.len(), 5, "{problems:?}");
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("unknown effort `extreme`")));
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("`colour`: unknown setting")));
+        let expected = Settings {
+            stream_steps: true,
+            ..Settings::default()
+        };
+        assert_eq!(settings, expected);
+        assert_eq!(settings.update(&json!(null)), Vec::<String>::new());
+        assert_eq!(settings.update(&json!([1])).len(), 1);
+    }
+}

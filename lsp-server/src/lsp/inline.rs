@@ -1,0 +1,212 @@
+//! `textDocument/inlineCompletion` (LSP 3.18): the request behind every suggestion.
+//!
+//! Order of business: register as the newest request on the document (cancelling the older
+//! one) and queue for a snapshot, both before the first `.await`; convert the position; answer
+//! from the type-through cache if the user is typing through the last suggestion; otherwise hand
+//! a job to the inference worker and wait for it or for cancellation, whichever comes first.
+
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+use ropey::Rope;
+use tower_lsp_server::jsonrpc;
+use tower_lsp_server::ls_types::{
+    InlineCompletionItem, InlineCompletionParams, InlineCompletionResponse,
+    InlineCompletionTriggerKind, Range,
+};
+
+use super::encoding::{line_content, PositionEncoding};
+use super::server::Server;
+use super::stream::StreamTarget;
+use super::worker::{Job, JobError};
+
+impl Server {
+    pub async fn inline_completion(
+        &self,
+        params: InlineCompletionParams,
+    ) -> jsonrpc::Result<Option<InlineCompletionResponse>> {
+        // A bug in here must cost one answer, not the server.
+        match AssertUnwindSafe(self.inline_completion_inner(params))
+            .catch_unwind()
+            .await
+        {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.log.error("inline completion failed unexpectedly (a bug): answered with an internal error");
+                Err(jsonrpc::Error::internal_error())
+            }
+        }
+    }
+
+    async fn inline_completion_inner(
+        &self,
+        params: InlineCompletionParams,
+    ) -> jsonrpc::Result<Option<InlineCompletionResponse>> {
+        let uri = params.text_document_position.text_document.uri;
+        let position = params.text_document_position.position;
+        // Both before any `.await`: see the module comment.
+        let ticket = self.in_flight.begin(&uri);
+        let snapshot = self.documents.snapshot(uri.clone());
+        let token = ticket.token().clone();
+        let snapshots = tokio::select! {
+            answer = snapshot => answer.ok().flatten(),
+            () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
+        };
+        let Some(snapshots) = snapshots else {
+            return Err(jsonrpc::Error::invalid_params(format!(
+                "{} is not open (send textDocument/didOpen first)",
+                uri.as_str()
+            )));
+        };
+        let settings = self.settings();
+        let document = &snapshots.document;
+        if !settings.enabled_for(&document.language_id) {
+            return Ok(None);
+        }
+        let encoding = self.encoding();
+        let cursor = encoding
+            .offset(&document.rope, position)
+            .map_err(|err| jsonrpc::Error::invalid_params(err.to_string()))?;
+
+        let cached = self.type_through().answer(&uri, &document.rope, cursor);
+        if let Some(texts) = cached {
+            self.log.debug(|| {
+                format!(
+                    "{} v{}: answered from the type-through cache",
+                    uri.as_str(),
+                    document.version
+                )
+            });
+            return Ok(Some(response(&document.rope, cursor, encoding, &texts)));
+        }
+
+        let candidates = if params.context.trigger_kind == InlineCompletionTriggerKind::INVOKED {
+            settings.candidates
+        } else {
+            1
+        };
+        let stream = settings.stream_steps.then(|| {
+            (
+                StreamTarget {
+                    uri: uri.clone(),
+                    version: document.version,
+                    position,
+                },
+                self.drafts.clone(),
+            )
+        });
+        let rope = document.rope.clone();
+        let answer = self.worker.submit(Job {
+            snapshots,
+            cursor,
+            candidates,
+            settings,
+            cancel: token.flag(),
+            stream,
+        });
+        let answer = tokio::select! {
+            answer = answer => answer,
+            () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
+        };
+        match answer {
+            Ok(Ok(suggestions)) => {
+                self.type_through()
+                    .remember(&uri, &rope, cursor, &suggestions.texts);
+                Ok(Some(response(&rope, cursor, encoding, &suggestions.texts)))
+            }
+            Ok(Err(JobError::Cancelled)) => Err(jsonrpc::Error::request_cancelled()),
+            Ok(Err(JobError::NoModel(reason))) => {
+                self.log
+                    .debug(|| format!("no suggestion for {}: {reason}", uri.as_str()));
+                Ok(None)
+            }
+            Ok(Err(JobError::Failed(reason))) => {
+                self.log
+                    .warn(format!("completion in {} failed: {reason}", uri.as_str()));
+                Ok(None)
+            }
+            Err(_) => {
+                self.log
+                    .error("the inference worker is gone; no suggestions");
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The items for `texts` at byte offset `cursor`. Each item's range stays on the cursor's line
+/// (the protocol requires it): an insertion at the cursor, or, when the suggestion's first line
+/// ends with the rest of the cursor's line (a closing bracket the model wrote again), a
+/// replacement of that rest, so accepting it does not double it.
+fn response(
+    rope: &Rope,
+    cursor: usize,
+    encoding: PositionEncoding,
+    texts: &[String],
+) -> InlineCompletionResponse {
+    let line = rope.byte_to_line(cursor);
+    let content = line_content(rope.line(line));
+    let line_end = rope.line_to_byte(line) + content.len_bytes();
+    let rest = rope.byte_slice(cursor..line_end).to_string();
+    let start = encoding.position(rope, cursor);
+    let items = texts
+        .iter()
+        .map(|text| {
+            let first_line = text.split('\n').next().unwrap_or_default();
+            let covers_rest =
+                !rest.trim().is_empty() && first_line.trim_end().ends_with(rest.trim_end());
+            let end = if covers_rest {
+                encoding.position(rope, line_end)
+            } else {
+                start
+            };
+            InlineCompletionItem {
+                insert_text: text.clone(),
+                filter_text: None,
+                range: Some(Range::new(start, end)),
+                command: None,
+                insert_text_format: None,
+            }
+        })
+        .collect();
+    InlineCompletionResponse::Array(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower_lsp_server::ls_types::Position;
+
+    fn items(text: &str, suggestions: &[&str]) -> Vec<(String, Range)> {
+        let cursor = text.find("$0").unwrap();
+        let rope = Rope::from_str(&text.replace("$0", ""));
+        let texts: Vec<String> = suggestions.iter().map(|s| s.to_string()).collect();
+        match response(&rope, cursor, PositionEncoding::Utf16, &texts) {
+            InlineCompletionResponse::Array(items) => items
+                .into_iter()
+                .map(|i| (i.insert_text, i.range.unwrap()))
+                .collect(),
+            InlineCompletionResponse::List(_) => unreachable!("always an array"),
+        }
+    }
+
+    #[test]
+    fn ranges_stay_on_the_cursor_line() {
+        let at = |l, c| Position::new(l, c);
+        assert_eq!(
+            items("fn f() {\n    let 😀 = $0\n}", &["1;\n    let b = 2;"]),
+            vec![(
+                "1;\n    let b = 2;".to_string(),
+                Range::new(at(1, 13), at(1, 13))
+            )]
+        );
+        // The suggestion repeats the closing bracket: it replaces the rest of the line.
+        assert_eq!(
+            items("call(a, $0)\r\nnext", &["b)", "b, c"]),
+            vec![
+                ("b)".to_string(), Range::new(at(0, 8), at(0, 9))),
+                ("b, c".to_string(), Range::new(at(0, 8), at(0, 8))),
+            ]
+        );
+    }
+}

@@ -1,0 +1,288 @@
+//! The tower-lsp-server glue: capabilities, the lifecycle (initialize, model load with
+//! `$/progress`, shutdown), document sync handed to the document owner, and configuration.
+//! Inline completion itself lives in `inline.rs`.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tower_lsp_server::jsonrpc;
+use tower_lsp_server::ls_types::{
+    DidChangeConfigurationParams, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, InitializeParams, InitializeResult, InitializedParams, MessageType,
+    OneOf, ProgressToken, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
+    TextDocumentSyncKind,
+};
+use tower_lsp_server::{Client, LanguageServer};
+
+use super::cancel::InFlight;
+use super::config::Settings;
+use super::documents::Documents;
+use super::encoding::PositionEncoding;
+use super::log::Log;
+use super::stream::{DraftStep, StepDraft};
+use super::type_through::TypeThrough;
+use super::worker::Worker;
+
+pub struct Server {
+    client: Client,
+    pub(super) log: Log,
+    log_rx: Mutex<Option<mpsc::UnboundedReceiver<(MessageType, String)>>>,
+    pub(super) documents: Documents,
+    pub(super) worker: Worker,
+    pub(super) in_flight: Arc<InFlight>,
+    type_through: Mutex<TypeThrough>,
+    settings: Mutex<Settings>,
+    encoding: Mutex<PositionEncoding>,
+    pub(super) drafts: mpsc::UnboundedSender<StepDraft>,
+    drafts_rx: Mutex<Option<mpsc::UnboundedReceiver<StepDraft>>>,
+    /// The first model load, started at `initialize` so requests queue behind it, reported
+    /// at `initialized` (progress needs an initialized client).
+    loading: Mutex<Option<oneshot::Receiver<Result<String, String>>>>,
+    progress_supported: Mutex<bool>,
+    initial_problems: Mutex<Vec<String>>,
+    /// Debug logging asked for on the command line stays on whatever the settings say.
+    debug_from_args: bool,
+}
+
+/// Poisoning only says another handler panicked; the data behind these locks is replaced
+/// whole, never left half-written, so it is still good.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Server {
+    pub fn new(client: Client, debug: bool) -> Server {
+        let (log, log_rx) = Log::new(debug);
+        let (drafts, drafts_rx) = mpsc::unbounded_channel();
+        Server {
+            client,
+            documents: Documents::spawn(log.clone()),
+            worker: Worker::spawn(log.clone()),
+            log,
+            log_rx: Mutex::new(Some(log_rx)),
+            in_flight: Arc::default(),
+            type_through: Mutex::default(),
+            settings: Mutex::default(),
+            encoding: Mutex::default(),
+            drafts,
+            drafts_rx: Mutex::new(Some(drafts_rx)),
+            loading: Mutex::new(None),
+            progress_supported: Mutex::new(false),
+            initial_problems: Mutex::default(),
+            debug_from_args: debug,
+        }
+    }
+
+    pub(super) fn settings(&self) -> Settings {
+        lock(&self.settings).clone()
+    }
+
+    pub(super) fn encoding(&self) -> PositionEncoding {
+        *lock(&self.encoding)
+    }
+
+    pub(super) fn type_through(&self) -> MutexGuard<'_, TypeThrough> {
+        lock(&self.type_through)
+    }
+
+    /// Applies `value` to the settings; problems are logged now and returned for the user.
+    fn apply_settings(&self, value: &Value) -> (Settings, Vec<String>) {
+        let (problems, settings) = {
+            let mut settings = lock(&self.settings);
+            let problems = settings.update(value);
+            (problems, settings.clone())
+        };
+        self.log
+            .set_debug(settings.debug_log || self.debug_from_args);
+        for problem in &problems {
+            self.log.warn(problem);
+        }
+        (settings, problems)
+    }
+
+    /// Tells the user which settings were ignored (the editor shows it; a log line would go
+    /// unnoticed).
+    fn show_setting_problems(&self, problems: Vec<String>) {
+        if problems.is_empty() {
+            return;
+        }
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            client
+                .show_message(
+                    MessageType::WARNING,
+                    format!("redraft settings: {}", problems.join("; ")),
+                )
+                .await;
+        });
+    }
+
+    /// Reports a model load to the client: `$/progress` while it runs (when the client takes
+    /// progress), `window/showMessage` if it fails.
+    fn report_load(&self, load: oneshot::Receiver<Result<String, String>>) {
+        let client = self.client.clone();
+        let log = self.log.clone();
+        let progress_supported = *lock(&self.progress_supported);
+        tokio::spawn(async move {
+            let progress = if progress_supported {
+                let token = ProgressToken::String(format!(
+                    "redraft/model-load/{}",
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos())
+                ));
+                match client.create_work_done_progress(token.clone()).await {
+                    Ok(()) => Some(
+                        client
+                            .progress(token, "redraft: loading the model")
+                            .begin()
+                            .await,
+                    ),
+                    Err(_) => None,
+                }
+            } else {
+                None
+            };
+            let result = load
+                .await
+                .unwrap_or_else(|_| Err("the inference worker stopped".into()));
+            let message = match &result {
+                Ok(origin) => format!("model loaded from {origin}"),
+                Err(reason) => format!("model not loaded: {reason}"),
+            };
+            if let Some(progress) = progress {
+                progress.finish_with_message(message.clone()).await;
+            }
+            match result {
+                Ok(_) => log.info(message),
+                Err(reason) => {
+                    log.error(&message);
+                    client
+                        .show_message(
+                            MessageType::ERROR,
+                            format!("redraft could not load its model: {reason}. Suggestions stay empty until the `model` setting names a loadable model directory."),
+                        )
+                        .await;
+                }
+            }
+        });
+    }
+}
+
+impl LanguageServer for Server {
+    async fn initialize(&self, params: InitializeParams) -> jsonrpc::Result<InitializeResult> {
+        let encoding = PositionEncoding::negotiate(
+            params
+                .capabilities
+                .general
+                .as_ref()
+                .and_then(|g| g.position_encodings.as_deref()),
+        );
+        *lock(&self.encoding) = encoding;
+        self.documents.set_encoding(encoding);
+        *lock(&self.progress_supported) = params
+            .capabilities
+            .window
+            .as_ref()
+            .and_then(|w| w.work_done_progress)
+            .unwrap_or(false);
+        let (settings, problems) = self.apply_settings(
+            params
+                .initialization_options
+                .as_ref()
+                .unwrap_or(&Value::Null),
+        );
+        // Shown once the client is initialized (messages before that are dropped).
+        *lock(&self.initial_problems) = problems;
+        *lock(&self.loading) = Some(self.worker.load(settings.model.clone()));
+        Ok(InitializeResult {
+            capabilities: ServerCapabilities {
+                position_encoding: Some(encoding.kind()),
+                text_document_sync: Some(TextDocumentSyncCapability::Kind(
+                    TextDocumentSyncKind::INCREMENTAL,
+                )),
+                inline_completion_provider: Some(OneOf::Left(true)),
+                ..ServerCapabilities::default()
+            },
+            server_info: Some(ServerInfo {
+                name: "redraft".into(),
+                version: Some(env!("CARGO_PKG_VERSION").into()),
+            }),
+            offset_encoding: None,
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        if let Some(mut rx) = lock(&self.log_rx).take() {
+            let client = self.client.clone();
+            tokio::spawn(async move {
+                while let Some((typ, message)) = rx.recv().await {
+                    client.log_message(typ, message).await;
+                }
+            });
+        }
+        if let Some(mut rx) = lock(&self.drafts_rx).take() {
+            let client = self.client.clone();
+            tokio::spawn(async move {
+                while let Some(draft) = rx.recv().await {
+                    client.send_notification::<DraftStep>(draft).await;
+                }
+            });
+        }
+        let problems = std::mem::take(&mut *lock(&self.initial_problems));
+        self.show_setting_problems(problems);
+        let load = lock(&self.loading).take();
+        if let Some(load) = load {
+            self.report_load(load);
+        }
+    }
+
+    async fn shutdown(&self) -> jsonrpc::Result<()> {
+        Ok(())
+    }
+
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        let document = params.text_document;
+        self.documents.open(
+            document.uri,
+            document.language_id,
+            document.version,
+            document.text,
+        );
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        let uri = params.text_document.uri;
+        self.in_flight.edited(&uri);
+        self.documents
+            .change(uri, params.text_document.version, params.content_changes);
+    }
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        let uri = params.text_document.uri;
+        self.in_flight.edited(&uri);
+        self.type_through().forget(&uri);
+        self.documents.close(uri);
+    }
+
+    async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
+        let before = self.settings();
+        let (after, problems) = self.apply_settings(&params.settings);
+        self.show_setting_problems(problems);
+        if after.model != before.model {
+            self.log.info(format!(
+                "loading the model from {}",
+                after
+                    .model
+                    .as_ref()
+                    .map_or("the binary (default model)".into(), |p| p
+                        .display()
+                        .to_string())
+            ));
+            self.report_load(self.worker.load(after.model.clone()));
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Typing through a shown suggestion: while the user types the characters the last suggestion
+//! predicted, the rest of it is the answer, and the model does not run (Tabby, llama.vim and
+//! Zed do the same).
+//!
+//! The suggestion is remembered at its anchor (the cursor it was computed at) with a little of
+//! the text on both sides. A later request on the same document is answered from it when the
+//! text around the anchor is unchanged and everything between the anchor and the new cursor is
+//! the start of a remembered suggestion, in which case the answer is that suggestion's rest.
+
+use std::collections::HashMap;
+
+use ropey::Rope;
+use tower_lsp_server::ls_types::Uri;
+
+/// How much text on each side of the anchor must be unchanged for the old answer to stand.
+const GUARD_BYTES: usize = 256;
+
+struct Shown {
+    anchor: usize,
+    before: Vec<u8>,
+    after: Vec<u8>,
+    texts: Vec<String>,
+}
+
+/// The last model answer per document.
+#[derive(Default)]
+pub struct TypeThrough {
+    shown: HashMap<Uri, Shown>,
+}
+
+impl TypeThrough {
+    /// Remembers the model's `texts` (best first) computed at byte offset `anchor` of `rope`.
+    pub fn remember(&mut self, uri: &Uri, rope: &Rope, anchor: usize, texts: &[String]) {
+        if texts.is_empty() {
+            self.shown.remove(uri);
+            return;
+        }
+        let start = anchor.saturating_sub(GUARD_BYTES);
+        let end = (anchor + GUARD_BYTES).min(rope.len_bytes());
+        self.shown.insert(
+            uri.clone(),
+            Shown {
+                anchor,
+                before: rope.bytes_at(start).take(anchor - start).collect(),
+                after: rope.bytes_at(anchor).take(end - anchor).collect(),
+                texts: texts.to_vec(),
+            },
+        );
+    }
+
+    /// The rest of each remembered suggestion the user is typing through at `cursor`, best
+    /// first; `None` when the model has to run.
+    pub fn answer(&self, uri: &Uri, rope: &Rope, cursor: usize) -> Option<Vec<String>> {
+        let shown = self.shown.get(uri)?;
+        let longest = shown.texts.iter().map(String::len).max()?;
+        if cursor < shown.anchor || cursor - shown.anchor >= longest || cursor > rope.len_bytes() {
+            return None;
+        }
+        let start = shown.anchor.checked_sub(shown.before.len())?;
+        if !rope
+            .bytes_at(start)
+            .take(shown.before.len())
+            .eq(shown.before.iter().copied())
+        {
+            return None;
+        }
+        let typed: Vec<u8> = rope
+            .bytes_at(shown.anchor)
+            .take(cursor - shown.anchor)
+            .collect();
+        // What followed the anchor must still follow the cursor (only typing happened), up to
+        // the end of the document if the guard reached it.
+        let left = rope.len_bytes() - cursor;
+        let reached_end = shown.after.len() < GUARD_BYTES;
+        if left < shown.after.len() || (reached_end && left != shown.after.len()) {
+            return None;
+        }
+        if !rope
+            .bytes_at(cursor)
+            .take(shown.after.len())
+            .eq(shown.after.iter().copied())
+        {
+            return None;
+        }
+        let rests: Vec<String> = shown
+            .texts
+            .iter()
+            .filter(|text| text.as_bytes().starts_with(&typed) && text.len() > typed.len())
+            .filter_map(|text| text.get(typed.len()..))
+            .filter(|rest| !rest.trim().is_empty())
+            .map(str::to_string)
+            .collect();
+        (!rests.is_empty()).then_some(rests)
+    }
+
+    pub fn forget(&mut self, uri: &Uri) {
+        self.shown.remove(uri);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uri() -> Uri {
+        "file:///t/a.rs".parse().unwrap()
+    }
+
+    /// `$0` marks the cursor.
+    fn at(text: &str) -> (Rope, usize) {
+        let cursor = text.find("$0").unwrap();
+        (Rope::from_str(&text.replace("$0", "")), cursor)
+    }
+
+    fn remembered(text: &str, suggestions: &[&str]) -> TypeThrough {
+        let (rope, cursor) = at(text);
+        let mut cache = TypeThrough::default();
+        let texts: Vec<String> = suggestions.iter().map(|s| s.to_string()).collect();
+        cache.remember(&uri(), &rope, cursor, &texts);
+        cache
+    }
+
+    fn check(cache: &TypeThrough, text: &str, expect: Option<&[&str]>) {
+        let (rope, cursor) = at(text);
+        let got = cache.answer(&uri(), &rope, cursor);
+        let expect = expect.map(|e| e.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(got, expect, "at {text:?}");
+    }
+
+    #[test]
+    fn typing_through_answers_the_rest() {
+        let cache = remembered(
+            "fn f() {\n    let x = $0\n}\n",
+            &["vec![1, 2];", "Vec::new();"],
+        );
+        check(
+            &cache,
+            "fn f() {\n    let x = $0\n}\n",
+            Some(&["vec![1, 2];", "Vec::new();"]),
+        );
+        check(
+            &cache,
+            "fn f() {\n    let x = v$0\n}\n",
+            Some(&["ec![1, 2];"]),
+        );
+        check(
+            &cache,
+            "fn f() {\n    let x = V$0\n}\n",
+            Some(&["ec::new();"]),
+        );
+        check(
+            &cache,
+            "fn f() {\n    let x = vec![1$0\n}\n",
+            Some(&[", 2];"]),
+        );
+        // Typed all of it, or something else: the model runs.
+        check(&cache, "fn f() {\n    let x = vec![1, 2];$0\n}\n", None);
+        check(&cache, "fn f() {\n    let x = w$0\n}\n", None);
+        // Text changed before the anchor, or after the cursor.
+        check(&cache, "fn g() {\n    let x = v$0\n}\n", None);
+        check(&cache, "fn f() {\n    let x = v$0\n}\n// more\n", None);
+        check(&cache, "fn f() {\n    let x = v$0\n", None);
+        // Cursor moved before the anchor.
+        check(&cache, "fn f() {\n    let x =$0 \n}\n", None);
+    }
+
+    #[test]
+    fn multi_line_suggestions_survive_newlines_and_whitespace_rests_are_dropped() {
+        let cache = remembered("fn f() {\n    $0\n}", &["a();\n    b();", "a();\n    "]);
+        check(&cache, "fn f() {\n    a();\n    $0\n}", Some(&["b();"]));
+        let mut cache = cache;
+        cache.forget(&uri());
+        check(&cache, "fn f() {\n    a();\n    $0\n}", None);
+    }
+
+    #[test]
+    fn empty_answers_are_not_remembered() {
+        let (rope, cursor) = at("x$0");
+        let mut cache = remembered("x$0", &["y"]);
+        cache.remember(&uri(), &rope, cursor, &[]);
+        check(&cache, "x$0", None);
+    }
+}

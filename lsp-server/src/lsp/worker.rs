@@ -1,0 +1,344 @@
+//! The inference worker: one OS thread that owns the model (`Engine`) and a `KvCache` reused
+//! across requests, fed by a channel. Nothing here runs on the async runtime.
+//!
+//! Each job goes the same way `redraft eval` goes: `redraft_context::plan` builds the request
+//! from the snapshot (windows, neighbour snippets, the canvas size and why), the engine fills
+//! the canvas(es), `redraft_context::finish` cleans each middle. A job whose cancel flag is set
+//! is answered without running the model, and a running one stops at the sampler's next
+//! denoising step.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use redraft_context::{Budget, ByteEstimate, Neighbour, Plan, Source, TokenCounter};
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig};
+use redraft_engine::{Engine, InfillRequest};
+use tokio::sync::oneshot;
+
+use super::config::Settings;
+use super::document::Snapshot;
+use super::documents::Snapshots;
+use super::log::Log;
+use super::stream::{StepDraft, StreamTarget};
+
+/// Above this size only a window of text around the cursor is handed to the context layer
+/// (without the tree, which would describe the whole text): no budget reaches that far, and
+/// copying a huge rope per keystroke would dominate the request.
+const MAX_SOURCE_BYTES: usize = 1 << 20;
+const SOURCE_WINDOW_BYTES: usize = 256 << 10;
+/// The most of each other open document offered as neighbour context.
+const MAX_NEIGHBOUR_BYTES: usize = 128 << 10;
+
+/// One inline completion to compute.
+pub struct Job {
+    pub snapshots: Snapshots,
+    /// Byte offset of the cursor in `snapshots.document`.
+    pub cursor: usize,
+    /// How many different suggestions to compute (one batch).
+    pub candidates: usize,
+    pub settings: Settings,
+    pub cancel: Arc<AtomicBool>,
+    /// Where each step's draft goes, for clients that opted in.
+    pub stream: Option<(StreamTarget, tokio::sync::mpsc::UnboundedSender<StepDraft>)>,
+}
+
+type Reply = oneshot::Sender<Result<Suggestions, JobError>>;
+
+/// What the model suggested, cleaned, best first; empty when nothing was worth showing.
+#[derive(Debug, Clone)]
+pub struct Suggestions {
+    pub texts: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error("no model is loaded ({0})")]
+    NoModel(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+enum Message {
+    Load {
+        model: Option<PathBuf>,
+        reply: oneshot::Sender<Result<String, String>>,
+    },
+    Job(Box<Job>, Reply),
+}
+
+/// The handle the server holds; cheap to clone.
+#[derive(Clone)]
+pub struct Worker {
+    tx: mpsc::Sender<Message>,
+}
+
+impl Worker {
+    pub fn spawn(log: Log) -> Worker {
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("redraft-inference".into())
+            .spawn(move || Inference::new(log).run(rx))
+            .expect("spawning the inference thread");
+        Worker { tx }
+    }
+
+    /// Loads (or replaces) the model; the answer names what was loaded or why it failed. Jobs
+    /// queued after this wait for it.
+    pub fn load(&self, model: Option<PathBuf>) -> oneshot::Receiver<Result<String, String>> {
+        let (reply, rx) = oneshot::channel();
+        let _ = self.tx.send(Message::Load { model, reply });
+        rx
+    }
+
+    /// Queues `job`; the answer comes on the returned channel (closed if the thread is gone).
+    pub fn submit(&self, job: Job) -> oneshot::Receiver<Result<Suggestions, JobError>> {
+        let (reply, rx) = oneshot::channel();
+        let _ = self.tx.send(Message::Job(Box::new(job), reply));
+        rx
+    }
+}
+
+struct Inference {
+    engine: Option<Engine>,
+    /// Why there is no engine (shown in results' logs).
+    missing: String,
+    cache: KvCache,
+    log: Log,
+}
+
+impl Inference {
+    fn new(log: Log) -> Inference {
+        Inference {
+            engine: None,
+            missing: "the model is still loading".into(),
+            cache: KvCache::default(),
+            log,
+        }
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Message>) {
+        while let Ok(message) = rx.recv() {
+            match message {
+                Message::Load { model, reply } => {
+                    let answer = self.load(model);
+                    let _ = reply.send(answer);
+                }
+                Message::Job(job, reply) => {
+                    let answer = if reply.is_closed() || job.cancel.load(Ordering::Relaxed) {
+                        Err(JobError::Cancelled)
+                    } else {
+                        self.complete(&job)
+                    };
+                    let _ = reply.send(answer);
+                }
+            }
+        }
+    }
+
+    fn load(&mut self, model: Option<PathBuf>) -> Result<String, String> {
+        self.engine = None;
+        self.cache = KvCache::default();
+        match crate::default_model::load_or_default(model.as_deref()) {
+            Ok(engine) => {
+                let origin = engine.dir().display().to_string();
+                self.engine = Some(engine);
+                Ok(origin)
+            }
+            Err(err) => {
+                self.missing = format!("{err:#}");
+                Err(self.missing.clone())
+            }
+        }
+    }
+
+    fn complete(&mut self, job: &Job) -> Result<Suggestions, JobError> {
+        let Some(engine) = &self.engine else {
+            return Err(JobError::NoModel(self.missing.clone()));
+        };
+        let document = &job.snapshots.document;
+        let (text, base) = source_text(document, job.cursor);
+        let cursor = job.cursor - base;
+        let positions = engine.model().config().max_position_embeddings;
+        let positions = match job.settings.context_tokens {
+            Some(context) => positions.min(context + job.settings.max_tokens + 1),
+            None => positions,
+        };
+        let budget = Budget::for_positions(positions, job.settings.max_tokens);
+        let counter = EngineTokens(engine);
+        let neighbours = if budget.neighbour_tokens > 0 {
+            neighbours(&job.snapshots.neighbours)
+        } else {
+            Vec::new()
+        };
+        let source = Source {
+            text: &text,
+            cursor,
+            language: document.language,
+            tree: if base == 0 {
+                document.tree.as_ref()
+            } else {
+                None
+            },
+        };
+        let plan = redraft_context::plan(&source, &budget, &counter, &neighbours);
+        let reason = plan.canvas.reason.clone();
+        let request = InfillRequest {
+            prefix: plan.prefix.clone(),
+            suffix: plan.suffix.clone(),
+            max_tokens: plan.canvas.tokens,
+            max_prefix_tokens: budget.prefix_tokens + budget.neighbour_tokens,
+            max_suffix_tokens: budget.suffix_tokens,
+            sampler: SamplerConfig::effort(job.settings.effort),
+        };
+        let lengths =
+            candidate_lengths(plan.canvas.tokens, job.candidates, budget.max_canvas_tokens);
+        let mut on_step = |step: &DenoiseStep| {
+            if let Some((target, tx)) = &job.stream {
+                if let Some(view) = step.canvases.first() {
+                    let _ = tx.send(StepDraft::render(engine, target, step.step, view));
+                }
+            }
+        };
+        let controls = Controls {
+            cancel: Some(&job.cancel),
+            deadline: None,
+            on_step: job
+                .stream
+                .is_some()
+                .then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
+        };
+        let started = Instant::now();
+        let completions = if lengths.len() == 1 {
+            engine
+                .complete(&request, &mut self.cache, controls)
+                .map(|c| vec![c])
+        } else {
+            engine.complete_lengths(&request, &lengths, &mut self.cache, controls)
+        };
+        let completions = completions.map_err(|err| match err {
+            redraft_engine::Error::Cancelled => JobError::Cancelled,
+            other => JobError::Failed(format!("{other:#}")),
+        })?;
+        let model_ms = started.elapsed().as_secs_f64() * 1e3;
+        let texts = cleaned(completions.iter().map(|c| c.middle.as_str()), &plan);
+        self.log.debug(|| {
+            format!(
+                "{} v{} @{}: canvas {} ({}), lengths {:?}, context {}+{}+{} tokens, {:.1} ms, {} suggestion(s)",
+                document.uri.as_str(),
+                document.version,
+                job.cursor,
+                plan.canvas.tokens,
+                reason,
+                lengths,
+                plan.neighbour_tokens,
+                plan.prefix_tokens,
+                plan.suffix_tokens,
+                model_ms,
+                texts.len()
+            )
+        });
+        Ok(Suggestions { texts })
+    }
+}
+
+/// The text handed to the context layer and the byte offset in the document where it starts.
+fn source_text(document: &Snapshot, cursor: usize) -> (String, usize) {
+    let rope = &document.rope;
+    if rope.len_bytes() <= MAX_SOURCE_BYTES {
+        return (rope.to_string(), 0);
+    }
+    // Whole lines around the cursor.
+    let first = rope.byte_to_line(cursor.saturating_sub(SOURCE_WINDOW_BYTES));
+    let start = rope.line_to_byte(first);
+    let last = rope.byte_to_line((cursor + SOURCE_WINDOW_BYTES).min(rope.len_bytes()));
+    let end = rope.line_to_byte((last + 1).min(rope.len_lines()));
+    (rope.byte_slice(start..end).to_string(), start)
+}
+
+fn neighbours(snapshots: &[Snapshot]) -> Vec<Neighbour> {
+    snapshots
+        .iter()
+        .map(|s| {
+            let len = s.rope.len_bytes().min(MAX_NEIGHBOUR_BYTES);
+            let end = s.rope.char_to_byte(s.rope.byte_to_char(len));
+            Neighbour {
+                path: s
+                    .uri
+                    .to_file_path()
+                    .map_or_else(|| s.uri.as_str().to_string(), |p| p.display().to_string()),
+                text: s.rope.byte_slice(..end).to_string(),
+                edited_at: s.edited_at,
+            }
+        })
+        .collect()
+}
+
+/// Canvas lengths for `candidates` suggestions: the planned length first, then shorter and
+/// longer ones (length is what decides a masked-diffusion middle most), capped and distinct.
+pub fn candidate_lengths(planned: usize, candidates: usize, cap: usize) -> Vec<usize> {
+    const FACTORS: [(usize, usize); 8] = [
+        (1, 1),
+        (1, 2),
+        (2, 1),
+        (3, 4),
+        (3, 2),
+        (1, 4),
+        (3, 1),
+        (5, 4),
+    ];
+    let mut lengths = Vec::with_capacity(candidates);
+    for (num, den) in FACTORS {
+        if lengths.len() >= candidates.max(1) {
+            break;
+        }
+        let length = (planned * num / den).clamp(1, cap.max(1));
+        if !lengths.contains(&length) {
+            lengths.push(length);
+        }
+    }
+    lengths
+}
+
+/// Cleans each middle with the context layer, drops duplicates, keeps the order.
+fn cleaned<'a>(middles: impl Iterator<Item = &'a str>, plan: &Plan) -> Vec<String> {
+    let mut texts: Vec<String> = Vec::new();
+    for middle in middles {
+        if let Some(text) = redraft_context::finish(middle, plan) {
+            if !texts.contains(&text) {
+                texts.push(text);
+            }
+        }
+    }
+    texts
+}
+
+/// Token counts from the model's own tokenizer, so the windows fit what the engine will see.
+struct EngineTokens<'a>(&'a Engine);
+
+impl TokenCounter for EngineTokens<'_> {
+    fn count_tokens(&self, text: &str) -> usize {
+        self.0
+            .tokenizer()
+            .encode(text)
+            .map_or_else(|_| ByteEstimate.count_tokens(text), |ids| ids.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::candidate_lengths;
+
+    #[test]
+    fn candidate_lengths_start_with_the_plan_and_stay_distinct_and_capped() {
+        assert_eq!(candidate_lengths(16, 1, 32), vec![16]);
+        assert_eq!(candidate_lengths(16, 3, 32), vec![16, 8, 32]);
+        assert_eq!(candidate_lengths(16, 3, 20), vec![16, 8, 20]);
+        assert_eq!(candidate_lengths(1, 3, 32), vec![1, 2, 3]);
+        assert_eq!(candidate_lengths(0, 2, 32), vec![1]);
+    }
+}

@@ -1,0 +1,12 @@
+//! `redraft lsp` end to end: the real binary over stdio, driven by a real LSP client library
+//! (async-lsp's client main loop), on the embedded default model at low effort.
+
+#[path = "lsp/bad_input.rs"]
+mod bad_input;
+#[allow(dead_code)] // shared with the typing benchmark, which uses other parts
+#[path = "lsp/client.rs"]
+mod client;
+#[path = "lsp/protocol.rs"]
+mod protocol;
+#[path = "lsp/storm.rs"]
+mod storm;

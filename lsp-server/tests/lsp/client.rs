@@ -1,0 +1,331 @@
+//! The test side of the wire: the real `redraft lsp` process driven by async-lsp's client main
+//! loop. Messages are raw JSON so tests can also send what a broken client would.
+
+use std::future::Future;
+use std::ops::ControlFlow;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_lsp::router::Router;
+use async_lsp::{AnyNotification, MainLoop, ResponseError, ServerSocket};
+use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+/// Declares a request or notification whose params and result are plain JSON.
+macro_rules! raw {
+    (request $name:ident = $method:literal) => {
+        pub enum $name {}
+        impl async_lsp::lsp_types::request::Request for $name {
+            type Params = Value;
+            type Result = Value;
+            const METHOD: &'static str = $method;
+        }
+    };
+    (notification $name:ident = $method:literal) => {
+        pub enum $name {}
+        impl async_lsp::lsp_types::notification::Notification for $name {
+            type Params = Value;
+            const METHOD: &'static str = $method;
+        }
+    };
+}
+
+raw!(request Initialize = "initialize");
+raw!(request Shutdown = "shutdown");
+raw!(request InlineCompletion = "textDocument/inlineCompletion");
+raw!(request Unknown = "redraft/noSuchMethod");
+raw!(notification Initialized = "initialized");
+raw!(notification Exit = "exit");
+raw!(notification DidOpen = "textDocument/didOpen");
+raw!(notification DidChange = "textDocument/didChange");
+raw!(notification DidClose = "textDocument/didClose");
+raw!(notification DidChangeConfiguration = "workspace/didChangeConfiguration");
+raw!(notification CancelRequest = "$/cancelRequest");
+
+pub const CANCELLED: i32 = -32800;
+pub const INVALID_PARAMS: i32 = -32602;
+
+type Answer = Result<Value, async_lsp::Error>;
+
+/// A request on its way: its JSON-RPC id (for `$/cancelRequest`) and its answer.
+pub struct Pending {
+    pub id: i32,
+    pub sent: Instant,
+    answer: Pin<Box<dyn Future<Output = Answer> + Send>>,
+}
+
+impl Pending {
+    /// The result, or the error the server answered with (a transport failure fails the test).
+    pub async fn answer(self) -> Result<Value, ResponseError> {
+        match tokio::time::timeout(Duration::from_secs(120), self.answer).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(async_lsp::Error::Response(err))) => Err(err),
+            Ok(Err(other)) => panic!("request {} failed on the transport: {other}", self.id),
+            Err(_) => panic!("request {} got no answer in 120 s", self.id),
+        }
+    }
+}
+
+pub struct Lsp {
+    socket: ServerSocket,
+    child: Child,
+    /// async-lsp numbers outgoing requests 0, 1, 2... in the order they are queued; sending
+    /// under this lock keeps our count equal to the id it assigns.
+    next_id: tokio::sync::Mutex<i32>,
+    pub notifications: Arc<Mutex<Vec<AnyNotification>>>,
+    stderr: Arc<Mutex<String>>,
+    pub initialize_result: Value,
+}
+
+/// How a test starts the server.
+pub struct Start {
+    pub options: Value,
+    pub encodings: Option<Vec<&'static str>>,
+    pub progress: bool,
+    /// Wait until the model is loaded (or failed to load) before returning.
+    pub wait_for_model: bool,
+}
+
+impl Default for Start {
+    fn default() -> Start {
+        Start {
+            // Low effort and small canvases keep the tests fast on the tiny default model.
+            options: json!({"effort": "low", "maxTokens": 12}),
+            encodings: None,
+            progress: true,
+            wait_for_model: true,
+        }
+    }
+}
+
+impl Lsp {
+    pub async fn start(start: Start) -> Lsp {
+        let notifications: Arc<Mutex<Vec<AnyNotification>>> = Arc::default();
+        let (mainloop, socket) = MainLoop::new_client(|_server| {
+            let mut router = Router::new(notifications.clone());
+            router
+                .request::<async_lsp::lsp_types::request::WorkDoneProgressCreate, _>(|_, _| {
+                    std::future::ready(Ok(()))
+                })
+                .unhandled_notification(|seen, notification| {
+                    seen.lock().unwrap().push(notification);
+                    ControlFlow::Continue(())
+                });
+            router
+        });
+        let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
+            .args(["lsp", "--stdio"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redraft starts");
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut stderr_pipe = child.stderr.take().unwrap();
+        let stderr: Arc<Mutex<String>> = Arc::default();
+        tokio::spawn({
+            let stderr = stderr.clone();
+            async move {
+                let mut buf = vec![0u8; 64 << 10];
+                while let Ok(n) = stderr_pipe.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    stderr
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        });
+        tokio::spawn(async move {
+            // Ends with an error when the server exits; a protocol error (something on stdout
+            // that is not LSP) shows up as a test waiting on an answer that never comes.
+            if let Err(err) = mainloop
+                .run_buffered(stdout.compat(), stdin.compat_write())
+                .await
+            {
+                eprintln!("client main loop ended: {err}");
+            }
+        });
+        let mut lsp = Lsp {
+            socket,
+            child,
+            next_id: tokio::sync::Mutex::new(0),
+            notifications,
+            stderr,
+            initialize_result: Value::Null,
+        };
+        let mut general = json!({});
+        if let Some(encodings) = &start.encodings {
+            general["positionEncodings"] = json!(encodings);
+        }
+        let params = json!({
+            "processId": std::process::id(),
+            "rootUri": null,
+            "capabilities": {
+                "general": general,
+                "window": {"workDoneProgress": start.progress},
+                "textDocument": {"inlineCompletion": {"dynamicRegistration": false}},
+            },
+            "initializationOptions": start.options,
+        });
+        lsp.initialize_result = lsp
+            .send::<Initialize>(params)
+            .await
+            .answer()
+            .await
+            .expect("initialize succeeds");
+        lsp.notify::<Initialized>(json!({}));
+        if start.wait_for_model {
+            lsp.wait_for_log(|m| m.contains("model loaded from") || m.contains("model not loaded"))
+                .await;
+        }
+        lsp
+    }
+
+    /// Queues a request now (its id is fixed here) and returns the pending answer.
+    pub async fn send<R>(&self, params: Value) -> Pending
+    where
+        R: async_lsp::lsp_types::request::Request<Params = Value, Result = Value>,
+    {
+        let mut next_id = self.next_id.lock().await;
+        let socket = self.socket.clone();
+        let mut answer: Pin<Box<dyn Future<Output = Answer> + Send>> =
+            Box::pin(async move { socket.request::<R>(params).await });
+        // One poll queues the request with the main loop, which numbers it.
+        assert!(futures::poll!(answer.as_mut()).is_pending());
+        let id = *next_id;
+        *next_id += 1;
+        Pending {
+            id,
+            sent: Instant::now(),
+            answer,
+        }
+    }
+
+    pub fn notify<N>(&self, params: Value)
+    where
+        N: async_lsp::lsp_types::notification::Notification<Params = Value>,
+    {
+        self.socket
+            .notify::<N>(params)
+            .expect("the client main loop runs");
+    }
+
+    pub fn cancel(&self, id: i32) {
+        self.notify::<CancelRequest>(json!({"id": id}));
+    }
+
+    pub fn open(&self, uri: &str, language: &str, text: &str) {
+        self.notify::<DidOpen>(json!({"textDocument": {
+            "uri": uri, "languageId": language, "version": 0, "text": text,
+        }}));
+    }
+
+    /// One incremental change: `range` = [[line, character], [line, character]].
+    pub fn change(&self, uri: &str, version: i32, range: [[u32; 2]; 2], text: &str) {
+        self.notify::<DidChange>(json!({
+            "textDocument": {"uri": uri, "version": version},
+            "contentChanges": [{
+                "range": {
+                    "start": {"line": range[0][0], "character": range[0][1]},
+                    "end": {"line": range[1][0], "character": range[1][1]},
+                },
+                "text": text,
+            }],
+        }));
+    }
+
+    pub async fn inline(&self, uri: &str, line: u32, character: u32, invoked: bool) -> Pending {
+        self.send::<InlineCompletion>(json!({
+            "textDocument": {"uri": uri},
+            "position": {"line": line, "character": character},
+            "context": {"triggerKind": if invoked { 1 } else { 2 }},
+        }))
+        .await
+    }
+
+    /// Notifications of `method` received so far.
+    pub fn received(&self, method: &str) -> Vec<Value> {
+        self.notifications
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n.method == method)
+            .map(|n| n.params.clone())
+            .collect()
+    }
+
+    /// Waits (up to a minute) for a `window/logMessage` line matching `pred`.
+    pub async fn wait_for_log(&self, pred: impl Fn(&str) -> bool) -> String {
+        self.wait_for("window/logMessage", |p| {
+            pred(p["message"].as_str().unwrap_or(""))
+        })
+        .await["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Waits (up to a minute) for a notification of `method` whose params match `pred`.
+    pub async fn wait_for(&self, method: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(found) = self.received(method).into_iter().find(|p| pred(p)) {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no matching {method} within a minute; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Resident memory of the server process, in bytes.
+    pub fn rss(&self) -> usize {
+        let pid = self.child.id().expect("the server is running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        let kb: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kb * 1024
+    }
+
+    /// `shutdown` then `exit`; the process must end by itself with status 0.
+    pub async fn shutdown(mut self) {
+        let answer = self.send::<Shutdown>(Value::Null).await.answer().await;
+        assert_eq!(answer.unwrap(), Value::Null);
+        self.notify::<Exit>(Value::Null);
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("the server exits after `exit`")
+            .unwrap();
+        assert!(
+            status.success(),
+            "exit status {status}; stderr:\n{}",
+            self.stderr()
+        );
+    }
+}
+
+/// The items of an inline completion answer (an array, a list, or null).
+pub fn items(answer: &Value) -> Vec<Value> {
+    match answer {
+        Value::Null => Vec::new(),
+        Value::Array(items) => items.clone(),
+        Value::Object(list) => list["items"].as_array().cloned().unwrap_or_default(),
+        other => panic!("not an inline completion answer: {other}"),
+    }
+}

@@ -1,0 +1,284 @@
+//! The protocol as an editor drives it: initialize (encoding negotiation, progress), open,
+//! incremental edits, inline completion, the three kinds of cancellation, type-through,
+//! streaming, configuration, shutdown and exit.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::client::{items, Lsp, Start, CANCELLED, INVALID_PARAMS};
+
+const URI: &str = "file:///work/demo/src/lib.rs";
+
+/// A Rust file with the cursor after `let total = ` on line 2.
+const SOURCE: &str = "fn sum(values: &[u32]) -> u32 {\n    let mut total = 0;\n    for v in values {\n        total += \n    }\n    total\n}\n";
+
+/// Settings under which a request runs long enough to be cancelled mid-way: one token per
+/// step over a large canvas.
+fn slow() -> Value {
+    json!({"effort": "high", "maxTokens": 200, "streamSteps": true})
+}
+
+fn assert_one_line_items(answer: &Value, line: u32, character: u32) -> Vec<String> {
+    items(answer)
+        .iter()
+        .map(|item| {
+            let range = &item["range"];
+            assert_eq!(
+                range["start"],
+                json!({"line": line, "character": character}),
+                "{item}"
+            );
+            assert_eq!(
+                range["end"]["line"],
+                json!(line),
+                "a range stays on one line: {item}"
+            );
+            let text = item["insertText"].as_str().unwrap().to_string();
+            assert!(
+                !text.trim().is_empty(),
+                "no whitespace-only suggestion: {item}"
+            );
+            text
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn initialize_negotiates_the_position_encoding() {
+    for (offered, chosen) in [
+        (None, "utf-16"),
+        (Some(vec!["utf-16", "utf-8"]), "utf-8"),
+        (Some(vec!["utf-32", "utf-16"]), "utf-32"),
+    ] {
+        let lsp = Lsp::start(Start {
+            encodings: offered,
+            wait_for_model: false,
+            ..Start::default()
+        })
+        .await;
+        let capabilities = &lsp.initialize_result["capabilities"];
+        assert_eq!(capabilities["positionEncoding"], json!(chosen));
+        assert_eq!(
+            capabilities["textDocumentSync"],
+            json!(2),
+            "incremental sync"
+        );
+        assert_eq!(capabilities["inlineCompletionProvider"], json!(true));
+        assert_eq!(
+            lsp.initialize_result["serverInfo"]["name"],
+            json!("redraft")
+        );
+        lsp.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn open_edit_complete_and_exit() {
+    let lsp = Lsp::start(Start::default()).await;
+    // The model load was reported as work-done progress, begun and ended.
+    let progress = lsp.received("$/progress");
+    assert_eq!(progress.first().unwrap()["value"]["kind"], json!("begin"));
+    assert!(progress.iter().any(|p| p["value"]["kind"] == json!("end")
+        && p["value"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("model loaded from <embedded>")));
+
+    lsp.open(URI, "rust", "fn sum(values: &[u32]) -> u32 {\n}\n");
+    // Line 3 does not exist yet.
+    let err = lsp
+        .inline(URI, 3, 17, false)
+        .await
+        .answer()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code.0, INVALID_PARAMS, "{err:?}");
+    // Type the body in three incremental edits (one with an emoji, counted in UTF-16).
+    lsp.change(URI, 1, [[0, 31], [0, 31]], "\n    let mut total = 0;");
+    lsp.change(
+        URI,
+        2,
+        [[1, 22], [1, 22]],
+        "\n    for v in values {\n        total += \n    }\n    total",
+    );
+    lsp.change(URI, 3, [[0, 0], [0, 0]], "// 😀 sums\n");
+    lsp.change(URI, 4, [[0, 0], [1, 0]], "");
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    let texts = assert_one_line_items(&answer, 3, 17);
+    assert_eq!(
+        texts.len(),
+        1,
+        "an automatic trigger gets one item: {answer}"
+    );
+
+    // An explicit trigger gets several candidates from one batch, all different.
+    let answer = lsp.inline(URI, 3, 17, true).await.answer().await.unwrap();
+    let texts = assert_one_line_items(&answer, 3, 17);
+    assert!(!texts.is_empty(), "{answer}");
+    let mut distinct = texts.clone();
+    distinct.dedup();
+    assert_eq!(distinct, texts);
+
+    lsp.notify::<crate::client::DidClose>(json!({"textDocument": {"uri": URI}}));
+    let err = lsp
+        .inline(URI, 3, 17, false)
+        .await
+        .answer()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code.0, INVALID_PARAMS,
+        "closed documents are unknown: {err:?}"
+    );
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancel_request_stops_the_sampler_and_answers_with_the_cancel_error() {
+    let lsp = Lsp::start(Start {
+        options: slow(),
+        ..Start::default()
+    })
+    .await;
+    lsp.open(URI, "rust", SOURCE);
+    // Uncancelled, the same request takes this many denoising steps.
+    let full = lsp.inline(URI, 3, 17, false).await.answer().await;
+    assert!(full.is_ok(), "{full:?}");
+    let full_steps = lsp.received("redraft/draftStep").len();
+    assert!(
+        full_steps >= 8,
+        "the slow settings need several steps ({full_steps})"
+    );
+    // Type a character so the next request is not answered by type-through.
+    lsp.change(URI, 1, [[3, 17], [3, 17]], "v");
+
+    let pending = lsp.inline(URI, 3, 18, false).await;
+    // Cancel once the sampler has started.
+    lsp.wait_for("redraft/draftStep", |p| {
+        p["textDocument"]["version"] == json!(1)
+    })
+    .await;
+    lsp.cancel(pending.id);
+    let err = pending.answer().await.unwrap_err();
+    assert_eq!(err.code.0, CANCELLED, "{err:?}");
+    // The sampler stopped at its next step: no more drafts for that request.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let steps = lsp
+        .received("redraft/draftStep")
+        .iter()
+        .filter(|p| p["textDocument"]["version"] == json!(1))
+        .count();
+    assert!(
+        steps < full_steps / 2,
+        "{steps} of {full_steps} steps ran after the cancel"
+    );
+    // And the server goes on answering.
+    let again = lsp.inline(URI, 3, 18, false).await.answer().await;
+    assert!(again.is_ok(), "{again:?}");
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_newer_request_or_an_edit_cancels_the_older_request() {
+    let lsp = Lsp::start(Start {
+        options: slow(),
+        ..Start::default()
+    })
+    .await;
+    lsp.open(URI, "rust", SOURCE);
+    let older = lsp.inline(URI, 3, 17, false).await;
+    let newer = lsp.inline(URI, 3, 17, false).await;
+    assert_eq!(older.answer().await.unwrap_err().code.0, CANCELLED);
+    assert!(newer.answer().await.is_ok());
+
+    let running = lsp.inline(URI, 3, 17, false).await;
+    lsp.change(URI, 1, [[3, 17], [3, 17]], "1");
+    assert_eq!(running.answer().await.unwrap_err().code.0, CANCELLED);
+
+    // Requests on another document are left alone.
+    let other = "file:///work/demo/src/other.rs";
+    lsp.open(other, "rust", "fn main() {\n    let x = \n}\n");
+    let first = lsp.inline(other, 1, 12, false).await;
+    let second = lsp.inline(URI, 3, 18, false).await;
+    assert!(first.answer().await.is_ok());
+    assert!(second.answer().await.is_ok());
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn typing_through_a_suggestion_is_answered_without_the_model() {
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "low", "maxTokens": 12, "streamSteps": true}),
+        ..Start::default()
+    })
+    .await;
+    lsp.open(URI, "rust", SOURCE);
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    let texts = assert_one_line_items(&answer, 3, 17);
+    let first = texts
+        .first()
+        .expect("the default model suggests something here")
+        .clone();
+    let typed: String = first.chars().take(1).collect();
+    // Drafts travel separately from the answer: wait for the last one (nothing masked).
+    lsp.wait_for("redraft/draftStep", |p| p["masked"] == json!(0))
+        .await;
+    let drafts_before = lsp.received("redraft/draftStep").len();
+    lsp.change(URI, 1, [[3, 17], [3, 17]], &typed);
+    let column = 17 + typed.encode_utf16().count() as u32;
+    let answer = lsp
+        .inline(URI, 3, column, false)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    let rest = assert_one_line_items(&answer, 3, column);
+    assert_eq!(rest, vec![first[typed.len()..].to_string()]);
+    assert_eq!(
+        lsp.received("redraft/draftStep").len(),
+        drafts_before,
+        "the model did not run"
+    );
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn configuration_changes_apply_and_a_model_that_fails_to_load_is_reported() {
+    let lsp = Lsp::start(Start {
+        options: json!({"model": "/nonexistent/model", "effort": "fast", "maxTokens": 8}),
+        ..Start::default()
+    })
+    .await;
+    let shown = lsp
+        .wait_for("window/showMessage", |p| p["type"] == json!(1))
+        .await;
+    let message = shown["message"].as_str().unwrap();
+    assert!(message.contains("/nonexistent/model"), "{message}");
+    let warning = lsp
+        .wait_for("window/showMessage", |p| p["type"] == json!(2))
+        .await;
+    assert!(warning["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown effort `fast`"));
+    // No model: requests still get answers, empty ones.
+    lsp.open(URI, "rust", SOURCE);
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    assert!(items(&answer).is_empty(), "{answer}");
+
+    // Back to the embedded model through didChangeConfiguration (nested, as VS Code sends it).
+    lsp.notify::<crate::client::DidChangeConfiguration>(
+        json!({"settings": {"redraft": {"model": null, "languages": ["python"]}}}),
+    );
+    lsp.wait_for_log(|m| m.contains("model loaded from <embedded>"))
+        .await;
+    // Rust is no longer enabled.
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    assert!(items(&answer).is_empty(), "{answer}");
+    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"languages": null}}));
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    assert_one_line_items(&answer, 3, 17);
+    assert!(!lsp.stderr().is_empty(), "logs go to stderr");
+    lsp.shutdown().await;
+}
