@@ -48,6 +48,18 @@ enum Event {
     },
 }
 
+impl Event {
+    fn uri(&self) -> Option<&Uri> {
+        match self {
+            Event::Encoding(_) => None,
+            Event::Open { uri, .. }
+            | Event::Change { uri, .. }
+            | Event::Close { uri }
+            | Event::Snapshot { uri, .. } => Some(uri),
+        }
+    }
+}
+
 /// The handle the handlers use; cheap to clone.
 #[derive(Clone)]
 pub struct Documents {
@@ -123,7 +135,19 @@ impl Owner {
 
     fn run(mut self, rx: mpsc::Receiver<Event>) {
         while let Ok(event) = rx.recv() {
-            self.handle(event);
+            let uri = event.uri().cloned();
+            let handled =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(event)));
+            if handled.is_err() {
+                // The document may be half-edited: forget it rather than serve wrong text.
+                if let Some(uri) = uri {
+                    self.documents.remove(&uri);
+                    self.log.error(format!(
+                        "an edit of {} failed unexpectedly (a bug); the document is closed until the client opens it again",
+                        uri.as_str()
+                    ));
+                }
+            }
         }
     }
 

@@ -7,6 +7,7 @@
 //! is answered without running the model, and a running one stops at the sampler's next
 //! denoising step.
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -132,7 +133,15 @@ impl Inference {
                     let answer = if reply.is_closed() || job.cancel.load(Ordering::Relaxed) {
                         Err(JobError::Cancelled)
                     } else {
-                        self.complete(&job)
+                        // A bug on one request must not end suggestions for the session.
+                        std::panic::catch_unwind(AssertUnwindSafe(|| self.complete(&job)))
+                            .unwrap_or_else(|_| {
+                                self.cache = KvCache::default();
+                                self.log.error(
+                                    "a completion failed unexpectedly (a bug); the worker goes on",
+                                );
+                                Err(JobError::Failed("internal error".into()))
+                            })
                     };
                     let _ = reply.send(answer);
                 }
