@@ -4,14 +4,19 @@
 //! - [`task`]: the HumanEval-infilling JSONL schema every part reads and writes.
 //! - [`build`]: HumanEvalPack-Rust cuts and `--from-dir` cuts.
 //! - [`sandbox`] + [`score`]: run Python and Rust programs isolated and classify the outcome.
+//! - [`generate`]: requests built by the context layer, as the language server builds them.
+//! - [`run`]: parallel scoring, resumable per-task output, sweeps; [`report`]: summaries.
 //! - [`metrics`]: exact match and edit similarity.
 
 pub mod build;
 pub mod error;
+pub mod generate;
 pub mod metrics;
 pub mod parallel;
 pub mod progress;
+pub mod report;
 pub mod rng;
+pub mod run;
 pub mod sandbox;
 pub mod score;
 pub mod task;

@@ -25,7 +25,7 @@ pub use python::Python;
 pub use rust::{RustDeps, RustToolchain};
 
 /// How a completion fared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     Pass,

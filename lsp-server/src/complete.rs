@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use redraft_engine::qwen2::KvCache;
-use redraft_engine::sampler::{
-    CanvasView, Confidence, Controls, DenoiseStep, Effort, SamplerConfig, Schedule,
-};
+use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
 use redraft_engine::{Engine, InfillRequest};
+
+use crate::sampler_args::SamplerArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -38,32 +38,8 @@ pub struct Args {
     /// Longest middle in tokens (the canvas size; the model may end earlier with EOS).
     #[arg(long, default_value_t = 32)]
     max_tokens: usize,
-    /// Quality/speed preset.
-    #[arg(long, default_value = "medium")]
-    effort: Effort,
-    /// Commit every slot at least this confident (threshold decoding).
-    #[arg(long, conflicts_with = "per_step")]
-    tau: Option<f32>,
-    /// Commit exactly this many slots per step instead of a threshold (1: the quality ceiling).
-    #[arg(long)]
-    per_step: Option<usize>,
-    /// Cap on denoising steps.
-    #[arg(long)]
-    steps: Option<usize>,
-    /// Confidence measure: probability, margin or neg-entropy.
-    #[arg(long, value_parser = parse_confidence)]
-    confidence: Option<Confidence>,
-    /// Recompute every position at every step (no context cache).
-    #[arg(long)]
-    no_cache: bool,
-    /// Refresh the context cache every N steps.
-    #[arg(long)]
-    refresh_every: Option<usize>,
-    /// Sampling temperature (0: greedy).
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    sampler: SamplerArgs,
     /// Stop refining after this many milliseconds and commit the best guess for what is left.
     #[arg(long)]
     deadline_ms: Option<u64>,
@@ -75,39 +51,7 @@ pub struct Args {
     json: bool,
 }
 
-fn parse_confidence(s: &str) -> Result<Confidence, String> {
-    match s {
-        "probability" => Ok(Confidence::Probability),
-        "margin" => Ok(Confidence::Margin),
-        "neg-entropy" => Ok(Confidence::NegEntropy),
-        other => Err(format!(
-            "unknown confidence `{other}` (probability, margin or neg-entropy)"
-        )),
-    }
-}
-
 impl Args {
-    fn sampler(&self) -> SamplerConfig {
-        let mut config = SamplerConfig::effort(self.effort);
-        if let Some(tau) = self.tau {
-            config.schedule = Schedule::Threshold { tau };
-        }
-        if let Some(k) = self.per_step {
-            config.schedule = Schedule::TopK { k };
-        }
-        if self.steps.is_some() {
-            config.max_steps = self.steps;
-        }
-        if let Some(confidence) = self.confidence {
-            config.confidence = confidence;
-        }
-        config.cache.enabled = !self.no_cache;
-        config.cache.refresh_every = self.refresh_every;
-        config.temperature = self.temperature;
-        config.seed = self.seed;
-        config
-    }
-
     fn prefix_suffix(&self) -> anyhow::Result<(String, String)> {
         if let Some(file) = &self.file {
             let text = read_text(file)?;
@@ -182,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
     let mut request = InfillRequest::new(prefix, suffix);
     request.max_tokens = args.max_tokens;
-    request.sampler = args.sampler();
+    request.sampler = args.sampler.config();
     let mut on_step = |step: &DenoiseStep| {
         eprintln!(
             "step {:>3}: {}",

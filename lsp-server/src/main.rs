@@ -1,13 +1,16 @@
 //! `redraft`: AI inline completion backed by a masked-diffusion language model.
 //!
 //! One binary, one subcommand per file: `complete` fills a middle from the command line,
-//! `bench` measures the engine on this machine, `train` trains a model.
+//! `bench` measures the engine on this machine (`bench build` makes eval task sets), `eval`
+//! scores completions on benchmarks, `train` trains a model.
 
 mod bench;
+mod bench_build;
 mod complete;
 mod default_model;
-mod lsp;
+mod eval;
 mod malloc;
+mod sampler_args;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -23,20 +26,41 @@ struct Cli {
 enum Command {
     /// Fill in the middle at a cursor (or between a prefix and a suffix) and print it.
     Complete(complete::Args),
-    /// Measure forward passes, cached steps and end-to-end latency against PyTorch.
-    Bench(bench::Args),
+    /// Measure forward passes, cached steps and end-to-end latency against PyTorch; `bench
+    /// build` makes task sets for `eval`.
+    Bench(BenchArgs),
+    /// Score fill-in-the-middle completions on a benchmark (by execution where it has tests).
+    Eval(eval::Args),
     /// Train a masked-diffusion code model on a built corpus into a model directory.
     Train(train::Args),
-    /// Run the language server on stdin/stdout (inline completion for editors).
-    Lsp(lsp::Args),
+}
+
+/// `redraft bench [FLAGS]` is the speed benchmark; `redraft bench build ...` builds task sets.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct BenchArgs {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
+    #[command(flatten)]
+    speed: bench::Args,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Build FIM task sets: HumanEvalPack-Rust cuts, or cuts of any Rust tree (--from-dir).
+    Build(bench_build::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     malloc::tune();
     match Cli::parse().command {
         Command::Complete(args) => complete::run(args),
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Build(args)),
+            ..
+        }) => bench_build::run(args),
+        Command::Bench(args) => bench::run(args.speed),
+        Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
-        Command::Lsp(args) => lsp::run(args),
     }
 }

@@ -1,0 +1,227 @@
+//! What an evaluation writes: one JSON line per task (diffable: a regression shows as a diff),
+//! a summary JSON, and a table on stdout with one column per setting.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+use crate::generate::GenerationStats;
+use crate::score::Outcome;
+
+/// One task's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskResult {
+    pub task_id: String,
+    /// What was scored (after post-processing when redraft generated it).
+    pub completion: String,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    pub exact_match: bool,
+    pub edit_similarity: f64,
+    /// Absent when the completion came from a file (`--completions`).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<GenerationStats>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub mean: f64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles; `None` for no values.
+    pub fn of(values: &[f64]) -> Option<Percentiles> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let rank = |p: f64| sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
+        Some(Percentiles {
+            p50: rank(0.50),
+            p95: rank(0.95),
+            p99: rank(0.99),
+            mean: sorted.iter().sum::<f64>() / sorted.len() as f64,
+        })
+    }
+}
+
+/// The numbers for one setting over one task set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub setting: String,
+    pub tasks: usize,
+    /// Tasks with a test (the denominator of pass@1).
+    pub executed: usize,
+    pub outcomes: BTreeMap<Outcome, usize>,
+    /// Share of executed tasks whose (single, greedy) completion passes.
+    pub pass_at_1: Option<f64>,
+    pub compile_error_rate: Option<f64>,
+    pub exact_match: f64,
+    pub edit_similarity: f64,
+    /// Completions post-processing left empty (or given empty).
+    pub empty_completions: usize,
+    pub latency_ms: Option<Percentiles>,
+    pub tokens_per_forward: Option<f64>,
+    pub steps: Option<f64>,
+    pub canvas_tokens: Option<f64>,
+}
+
+impl Summary {
+    pub fn of(setting: &str, results: &[&TaskResult]) -> Summary {
+        let mut outcomes = BTreeMap::new();
+        for result in results {
+            *outcomes.entry(result.outcome).or_insert(0) += 1;
+        }
+        let executed = results.len() - outcomes.get(&Outcome::NotExecuted).copied().unwrap_or(0);
+        let share = |outcome| {
+            (executed > 0).then(|| {
+                outcomes.get(&outcome).copied().unwrap_or(0) as f64 / executed as f64
+            })
+        };
+        let n = results.len().max(1) as f64;
+        let generated: Vec<&GenerationStats> =
+            results.iter().filter_map(|r| r.generation.as_ref()).collect();
+        let mean = |f: &dyn Fn(&GenerationStats) -> f64| {
+            (!generated.is_empty())
+                .then(|| generated.iter().map(|g| f(g)).sum::<f64>() / generated.len() as f64)
+        };
+        let latencies: Vec<f64> = generated.iter().map(|g| g.latency_ms).collect();
+        Summary {
+            setting: setting.to_string(),
+            tasks: results.len(),
+            executed,
+            pass_at_1: share(Outcome::Pass),
+            compile_error_rate: share(Outcome::CompileError),
+            exact_match: results.iter().filter(|r| r.exact_match).count() as f64 / n,
+            edit_similarity: results.iter().map(|r| r.edit_similarity).sum::<f64>() / n,
+            empty_completions: results.iter().filter(|r| r.completion.trim().is_empty()).count(),
+            latency_ms: Percentiles::of(&latencies),
+            tokens_per_forward: mean(&|g| g.tokens_per_forward),
+            steps: mean(&|g| g.steps as f64),
+            canvas_tokens: mean(&|g| g.canvas_tokens as f64),
+            outcomes,
+        }
+    }
+}
+
+/// The summaries side by side: one row per metric, one column per setting.
+pub fn table(summaries: &[Summary]) -> String {
+    let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+    let number = |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |x| format!("{x:.digits$}"));
+    let count = |s: &Summary, o: Outcome| s.outcomes.get(&o).copied().unwrap_or(0).to_string();
+    type Row<'a> = (&'a str, Box<dyn Fn(&Summary) -> String + 'a>);
+    let rows: Vec<Row> = vec![
+        ("tasks", Box::new(|s| s.tasks.to_string())),
+        ("pass@1", Box::new(move |s| percent(s.pass_at_1))),
+        ("exact match", Box::new(move |s| percent(Some(s.exact_match)))),
+        ("edit similarity", Box::new(move |s| number(Some(s.edit_similarity), 3))),
+        ("compile errors", Box::new(move |s| percent(s.compile_error_rate))),
+        ("test failures", Box::new(move |s| count(s, Outcome::TestFailure))),
+        ("timeouts", Box::new(move |s| count(s, Outcome::Timeout))),
+        ("memory", Box::new(move |s| count(s, Outcome::Memory))),
+        ("empty completions", Box::new(|s| s.empty_completions.to_string())),
+        ("latency p50 ms", Box::new(move |s| number(s.latency_ms.map(|l| l.p50), 1))),
+        ("latency p95 ms", Box::new(move |s| number(s.latency_ms.map(|l| l.p95), 1))),
+        ("latency p99 ms", Box::new(move |s| number(s.latency_ms.map(|l| l.p99), 1))),
+        ("tokens/forward", Box::new(move |s| number(s.tokens_per_forward, 2))),
+        ("steps", Box::new(move |s| number(s.steps, 2))),
+        ("canvas tokens", Box::new(move |s| number(s.canvas_tokens, 1))),
+    ];
+    let mut cells: Vec<Vec<String>> = vec![std::iter::once(String::new())
+        .chain(summaries.iter().map(|s| s.setting.clone()))
+        .collect()];
+    for (name, value) in &rows {
+        cells.push(
+            std::iter::once(name.to_string())
+                .chain(summaries.iter().map(|s| value(s)))
+                .collect(),
+        );
+    }
+    let columns = summaries.len() + 1;
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| cells.iter().map(|row| row[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (i, row) in cells.iter().enumerate() {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                if c == 0 {
+                    format!("{cell:<w$}", w = widths[c])
+                } else {
+                    format!("{cell:>w$}", w = widths[c])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+        if i == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+            let _ = writeln!(out, "{}", rule.join("  "));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(id: &str, outcome: Outcome, latency: Option<f64>) -> TaskResult {
+        TaskResult {
+            task_id: id.into(),
+            completion: if outcome == Outcome::Pass { "x".into() } else { String::new() },
+            outcome,
+            detail: String::new(),
+            exact_match: outcome == Outcome::Pass,
+            edit_similarity: if outcome == Outcome::Pass { 1.0 } else { 0.0 },
+            generation: latency.map(|latency_ms| GenerationStats {
+                raw_middle: String::new(),
+                canvas_tokens: 16,
+                canvas_reason: String::new(),
+                steps: 4,
+                forwards: 4,
+                tokens_per_forward: 4.0,
+                ended_by_eos: true,
+                latency_ms,
+                model_ms: latency_ms,
+            }),
+        }
+    }
+
+    #[test]
+    fn summary_counts_pass_at_1_over_executed_tasks() {
+        let results = [
+            result("a", Outcome::Pass, Some(10.0)),
+            result("b", Outcome::CompileError, Some(30.0)),
+            result("c", Outcome::TestFailure, Some(20.0)),
+            result("d", Outcome::NotExecuted, Some(40.0)),
+        ];
+        let refs: Vec<&TaskResult> = results.iter().collect();
+        let summary = Summary::of("low", &refs);
+        assert_eq!(summary.executed, 3);
+        assert_eq!(summary.pass_at_1, Some(1.0 / 3.0));
+        assert_eq!(summary.compile_error_rate, Some(1.0 / 3.0));
+        assert_eq!(summary.exact_match, 0.25);
+        assert_eq!(summary.empty_completions, 3);
+        let latency = summary.latency_ms.unwrap();
+        assert_eq!((latency.p50, latency.p95, latency.mean), (20.0, 40.0, 25.0));
+        let table = table(&[summary.clone(), Summary { setting: "high".into(), ..summary }]);
+        assert!(table.lines().next().unwrap().ends_with("low  high"), "{table}");
+        assert!(table.contains("pass@1"));
+    }
+
+    #[test]
+    fn results_round_trip_through_json() {
+        for result in [result("a", Outcome::Pass, Some(1.5)), result("b", Outcome::Timeout, None)] {
+            let line = serde_json::to_string(&result).unwrap();
+            assert_eq!(serde_json::from_str::<TaskResult>(&line).unwrap(), result);
+        }
+    }
+}

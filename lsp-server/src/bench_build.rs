@@ -1,0 +1,138 @@
+//! `redraft bench build`: benchmark task sets for `redraft eval`, cut from HumanEvalPack-Rust
+//! (or any JSONL of Rust solutions with tests) or from any Rust source tree.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use redraft_eval::build::from_dir::{self, FromDirOptions};
+use redraft_eval::build::humanevalpack::Kind;
+use redraft_eval::score::{Scorer, ScorerConfig};
+use redraft_eval::task::{write_jsonl, TaskLanguage};
+
+/// What to cut tasks from.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Source {
+    /// Whole Rust solutions with tests (`task_id`, `prompt`, `canonical_solution`, `test`).
+    HumanevalpackRust,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A benchmark of whole solutions to cut.
+    #[arg(value_enum, required_unless_present = "from_dir")]
+    source: Option<Source>,
+    /// Cut match-scored tasks from the Rust sources under this directory instead.
+    #[arg(long, conflicts_with = "source")]
+    from_dir: Option<PathBuf>,
+    /// The solutions (humanevalpack-rust).
+    #[arg(
+        long,
+        default_value = "../shared/benchmarks/humanevalpack-rust/humanevalpack.jsonl"
+    )]
+    input: PathBuf,
+    /// Output: a directory for humanevalpack-rust (one file per set, plus build.json); a
+    /// .jsonl or .jsonl.gz file for --from-dir. Default: target/benchmarks(/from-dir.jsonl.gz).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Task sets to build (humanevalpack-rust): single-line, multi-line (~13k programs to
+    /// check, about half an hour on 2 cores), random-span, random-span-light.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "single-line,multi-line,random-span,random-span-light"
+    )]
+    sets: Vec<String>,
+    /// Seed for random spans and --from-dir samples.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write plain .jsonl instead of .jsonl.gz (humanevalpack-rust).
+    #[arg(long)]
+    plain: bool,
+    /// Scoring workers for the checks (default: the machine's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// deps.json of scripts/setup-eval (default: $REDRAFT_EVAL_DEPS, else target/eval-deps).
+    #[arg(long)]
+    rust_deps: Option<PathBuf>,
+    /// --from-dir: tasks sampled per file.
+    #[arg(long, default_value_t = 8)]
+    per_file: usize,
+    /// --from-dir: at most this many tasks overall (a seeded sample).
+    #[arg(long)]
+    max_tasks: Option<usize>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(dir) = &args.from_dir {
+        let options = FromDirOptions {
+            seed: args.seed,
+            per_file: args.per_file,
+            max_tasks: args.max_tasks,
+            ..FromDirOptions::default()
+        };
+        let tasks = from_dir::build(dir, &options)?;
+        let out = args
+            .out
+            .unwrap_or_else(|| PathBuf::from("target/benchmarks/from-dir.jsonl.gz"));
+        let name = out.to_string_lossy();
+        if !(name.ends_with(".jsonl") || name.ends_with(".jsonl.gz")) {
+            bail!("--out for --from-dir names a .jsonl or .jsonl.gz file, not {name}");
+        }
+        if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        write_jsonl(&out, &tasks)?;
+        println!(
+            "{} tasks from {} -> {}",
+            tasks.len(),
+            dir.display(),
+            out.display()
+        );
+        return Ok(());
+    }
+    let kinds = args
+        .sets
+        .iter()
+        .map(|s| s.parse::<Kind>().map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<Kind>>>()?;
+    if !args.input.is_file() {
+        bail!(
+            "{} not found: pass --input with HumanEvalPack's Rust humanevalpack.jsonl (or any JSONL of Rust solutions with tests)",
+            args.input.display()
+        );
+    }
+    let config = ScorerConfig {
+        rust_deps: args.rust_deps.clone(),
+        ..ScorerConfig::default()
+    };
+    let scorer = Scorer::new(&config, &[TaskLanguage::Rust])?;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(redraft_eval::parallel::default_jobs)
+        .max(1);
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("target/benchmarks"));
+    let report = redraft_eval::build::humanevalpack(
+        &args.input,
+        &out,
+        &kinds,
+        args.seed,
+        !args.plain,
+        &scorer,
+        jobs,
+    )?;
+    for (problem, why) in &report.failing_solutions {
+        eprintln!("bench build: dropped {problem}: its solution does not pass every time ({why})");
+    }
+    for (name, set) in &report.sets {
+        println!(
+            "{name}: {} tasks ({} cuts, {} dropped because an empty middle passes) -> {}",
+            set.tasks,
+            set.candidates,
+            set.empty_passes,
+            set.file.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,278 @@
+//! `redraft eval`: fill-in-the-middle benchmarks scored by execution (Python, Rust) or by match
+//! (tasks without tests), with latency, for the embedded model, a model directory, or
+//! completions produced elsewhere. The work is `redraft_eval`'s; this file is the command line.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use redraft_eval::generate::Setting;
+use redraft_eval::rng::SplitMix64;
+use redraft_eval::run::{self, Completions, Run, RunIdentity};
+use redraft_eval::score::{Scorer, ScorerConfig};
+use redraft_eval::task::{read_tasks, Task, TaskLanguage};
+
+use crate::sampler_args::SamplerArgs;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Task file: HumanEval-infilling JSONL (plain or .gz), e.g. one `redraft bench build` wrote.
+    #[arg(long)]
+    tasks: PathBuf,
+    /// Language of tasks that do not say (OpenAI's Python files are recognised by their ids).
+    #[arg(long)]
+    language: Option<TaskLanguage>,
+    /// Model directory; default: the model compiled into redraft.
+    #[arg(long, conflicts_with_all = ["completions", "canonical"])]
+    model: Option<PathBuf>,
+    /// Score these completions (JSONL of `task_id`, `completion`) instead of generating: the
+    /// same scorer for any other system.
+    #[arg(long, conflicts_with = "canonical")]
+    completions: Option<PathBuf>,
+    /// Score each task's own middle (checks a task file and the scorer: everything should pass).
+    #[arg(long)]
+    canonical: bool,
+    /// Output directory (per-task `tasks.jsonl`, `summary.json`); rerunning the same command
+    /// resumes. Default: target/eval/<task file>-<setting>.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Scoring workers (default: the machine's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Only the first N tasks.
+    #[arg(long, conflicts_with = "sample")]
+    limit: Option<usize>,
+    /// A seeded random sample of N tasks (kept in file order).
+    #[arg(long)]
+    sample: Option<usize>,
+    /// Seed of `--sample`.
+    #[arg(long, default_value_t = 0)]
+    sample_seed: u64,
+    /// Canvas = the true middle's length in tokens, instead of the context layer's choice.
+    #[arg(long)]
+    oracle_length: bool,
+    /// Largest canvas the context layer may choose (the editor's "max tokens").
+    #[arg(long, default_value_t = 32)]
+    max_tokens: usize,
+    #[command(flatten)]
+    sampler: SamplerArgs,
+    /// Run several settings side by side, each written like these flags (and parsed on its
+    /// own, from the defaults): `--sweep "--effort low" --sweep "--effort high --oracle-length"`.
+    #[arg(long, allow_hyphen_values = true)]
+    sweep: Vec<String>,
+    /// Wall-clock limit per program run, seconds (default: 3 Python, 10 Rust).
+    #[arg(long)]
+    timeout_s: Option<f64>,
+    /// Address-space limit per program run, MiB.
+    #[arg(long, default_value_t = 2048)]
+    memory_mb: u64,
+    /// Python interpreter (default: python3 on PATH).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// deps.json of scripts/setup-eval (default: $REDRAFT_EVAL_DEPS, else target/eval-deps).
+    #[arg(long)]
+    rust_deps: Option<PathBuf>,
+    /// Where per-program scratch directories go (default: the system temp dir).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+}
+
+/// One `--sweep` value, parsed with the same flags as the command line.
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+struct SweepSetting {
+    #[command(flatten)]
+    sampler: SamplerArgs,
+    #[arg(long)]
+    oracle_length: bool,
+    #[arg(long, default_value_t = 32)]
+    max_tokens: usize,
+}
+
+fn setting(sampler: &SamplerArgs, oracle_length: bool, max_tokens: usize) -> Setting {
+    let mut name = sampler.describe();
+    if oracle_length {
+        name.push_str(" --oracle-length");
+    }
+    if max_tokens != 32 {
+        name.push_str(&format!(" --max-tokens {max_tokens}"));
+    }
+    Setting {
+        name,
+        sampler: sampler.config(),
+        oracle_length,
+        max_tokens,
+    }
+}
+
+impl Args {
+    fn settings(&self) -> anyhow::Result<Vec<Setting>> {
+        if self.sweep.is_empty() {
+            return Ok(vec![setting(
+                &self.sampler,
+                self.oracle_length,
+                self.max_tokens,
+            )]);
+        }
+        self.sweep
+            .iter()
+            .map(|spec| {
+                let parsed = SweepSetting::try_parse_from(spec.split_whitespace()).map_err(|e| {
+                    anyhow::anyhow!("--sweep {spec:?}: {}", e.render().to_string().trim())
+                })?;
+                Ok(setting(
+                    &parsed.sampler,
+                    parsed.oracle_length,
+                    parsed.max_tokens,
+                ))
+            })
+            .collect()
+    }
+
+    fn select(&self, mut tasks: Vec<Task>) -> Vec<Task> {
+        if let Some(limit) = self.limit {
+            tasks.truncate(limit);
+        }
+        if let Some(n) = self.sample {
+            if n < tasks.len() {
+                let mut order: Vec<usize> = (0..tasks.len()).collect();
+                SplitMix64::new(self.sample_seed).shuffle(&mut order);
+                let mut keep = order[..n].to_vec();
+                keep.sort_unstable();
+                tasks = keep.into_iter().map(|i| tasks[i].clone()).collect();
+            }
+        }
+        tasks
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let all = read_tasks(&args.tasks)?;
+    if all.is_empty() {
+        bail!("{} holds no tasks", args.tasks.display());
+    }
+    let mut tasks = args.select(all);
+    let given: Option<HashMap<String, String>> = match (&args.completions, args.canonical) {
+        (Some(path), _) => {
+            let given = run::read_completions(path, &tasks)?;
+            let before = tasks.len();
+            tasks.retain(|t| given.contains_key(&t.task_id));
+            if tasks.is_empty() {
+                bail!("{} has no completion for the selected tasks", path.display());
+            }
+            if tasks.len() < before {
+                eprintln!(
+                    "eval: {} of {before} selected tasks have no completion in {}; scoring the {} that do",
+                    before - tasks.len(),
+                    path.display(),
+                    tasks.len()
+                );
+            }
+            Some(given)
+        }
+        (None, true) => Some(
+            tasks
+                .iter()
+                .map(|t| (t.task_id.clone(), t.canonical_solution.clone()))
+                .collect(),
+        ),
+        (None, false) => None,
+    };
+    let languages = tasks
+        .iter()
+        .map(|t| t.language(args.language))
+        .collect::<Result<Vec<_>, _>>()?;
+    let executed: BTreeSet<TaskLanguage> = tasks
+        .iter()
+        .zip(&languages)
+        .filter(|(t, _)| t.is_executable())
+        .map(|(_, l)| *l)
+        .collect();
+    let config = ScorerConfig {
+        work_dir: args.work_dir.clone(),
+        python: args.python.clone(),
+        rust_deps: args.rust_deps.clone(),
+        timeout: args.timeout_s.map(std::time::Duration::from_secs_f64),
+        memory_mb: Some(args.memory_mb),
+    };
+    let executed: Vec<TaskLanguage> = executed.into_iter().collect();
+    let scorer = Scorer::new(&config, &executed)?;
+    for line in scorer.describe() {
+        eprintln!("eval: {line}");
+    }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(redraft_eval::parallel::default_jobs)
+        .max(1);
+    let stem = task_file_stem(&args.tasks);
+    let tasks_file = args.tasks.display().to_string();
+    let run = Run {
+        tasks: &tasks,
+        languages: &languages,
+        scorer: &scorer,
+        jobs,
+        label: stem.clone(),
+    };
+
+    let summaries = if let Some(given) = &given {
+        let (source, name) = match &args.completions {
+            Some(path) => (path.display().to_string(), "completions"),
+            None => ("canonical".to_string(), "canonical"),
+        };
+        let out = args
+            .out
+            .clone()
+            .unwrap_or_else(|| Path::new("target/eval").join(format!("{stem}-{name}")));
+        let identity = RunIdentity {
+            tasks: tasks_file,
+            source,
+            setting: None,
+        };
+        let summary = run::evaluate(&run, Completions::Given(given), &identity, &out)?;
+        eprintln!("eval: results in {}", out.display());
+        vec![summary]
+    } else {
+        let settings = args.settings()?;
+        let engine = crate::default_model::load_or_default(args.model.as_deref())?;
+        let model = engine.dir().display().to_string();
+        if args.sweep.is_empty() {
+            let setting = &settings[0];
+            let out = args.out.clone().unwrap_or_else(|| {
+                Path::new("target/eval").join(format!("{stem}-{}", run::setting_slug(setting)))
+            });
+            let identity = RunIdentity {
+                tasks: tasks_file,
+                source: model,
+                setting: Some(setting.clone()),
+            };
+            let completions = Completions::Generate {
+                engine: &engine,
+                setting,
+            };
+            let summary = run::evaluate(&run, completions, &identity, &out)
+                .with_context(|| format!("evaluating into {}", out.display()))?;
+            eprintln!("eval: results in {}", out.display());
+            vec![summary]
+        } else {
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(|| Path::new("target/eval").join(format!("{stem}-sweep")));
+            let summaries = run::sweep(&run, &engine, &settings, &tasks_file, &model, &out)?;
+            eprintln!("eval: results in {}", out.display());
+            summaries
+        }
+    };
+    print!("{}", redraft_eval::report::table(&summaries));
+    Ok(())
+}
+
+/// `HumanEval-SingleLineInfilling.jsonl.gz` -> `HumanEval-SingleLineInfilling`.
+fn task_file_stem(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map_or_else(|| "tasks".into(), |n| n.to_string_lossy().into_owned());
+    let name = name.strip_suffix(".gz").unwrap_or(&name);
+    name.strip_suffix(".jsonl").unwrap_or(name).to_string()
+}

@@ -1,0 +1,106 @@
+//! The decoding flags `redraft complete` and `redraft eval` share (and each `--sweep` setting
+//! is parsed with): an effort preset plus overrides.
+
+use redraft_engine::sampler::{Confidence, Effort, SamplerConfig, Schedule};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SamplerArgs {
+    /// Quality/speed preset.
+    #[arg(long, default_value = "medium")]
+    pub effort: Effort,
+    /// Commit every slot at least this confident (threshold decoding).
+    #[arg(long, conflicts_with = "per_step")]
+    pub tau: Option<f32>,
+    /// Commit exactly this many slots per step instead of a threshold (1: the quality ceiling).
+    #[arg(long)]
+    pub per_step: Option<usize>,
+    /// Cap on denoising steps.
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Confidence measure: probability, margin or neg-entropy.
+    #[arg(long, value_parser = parse_confidence)]
+    pub confidence: Option<Confidence>,
+    /// Recompute every position at every step (no context cache).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Refresh the context cache every N steps.
+    #[arg(long)]
+    pub refresh_every: Option<usize>,
+    /// Sampling temperature (0: greedy).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+fn parse_confidence(s: &str) -> Result<Confidence, String> {
+    match s {
+        "probability" => Ok(Confidence::Probability),
+        "margin" => Ok(Confidence::Margin),
+        "neg-entropy" => Ok(Confidence::NegEntropy),
+        other => Err(format!(
+            "unknown confidence `{other}` (probability, margin or neg-entropy)"
+        )),
+    }
+}
+
+impl SamplerArgs {
+    /// The effort preset with the overrides applied.
+    pub fn config(&self) -> SamplerConfig {
+        let mut config = SamplerConfig::effort(self.effort);
+        if let Some(tau) = self.tau {
+            config.schedule = Schedule::Threshold { tau };
+        }
+        if let Some(k) = self.per_step {
+            config.schedule = Schedule::TopK { k };
+        }
+        if self.steps.is_some() {
+            config.max_steps = self.steps;
+        }
+        if let Some(confidence) = self.confidence {
+            config.confidence = confidence;
+        }
+        config.cache.enabled = !self.no_cache;
+        config.cache.refresh_every = self.refresh_every;
+        config.temperature = self.temperature;
+        config.seed = self.seed;
+        config
+    }
+
+    /// The flags as a user would write them, defaults left out (`--effort low --tau 0.5`).
+    pub fn describe(&self) -> String {
+        let effort = match self.effort {
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+        };
+        let mut parts = vec![format!("--effort {effort}")];
+        let mut add = |flag: &str, value: Option<String>| {
+            if let Some(value) = value {
+                parts.push(format!("--{flag} {value}").trim_end().to_string());
+            }
+        };
+        add("tau", self.tau.map(|t| t.to_string()));
+        add("per-step", self.per_step.map(|k| k.to_string()));
+        add("steps", self.steps.map(|s| s.to_string()));
+        add(
+            "confidence",
+            self.confidence.map(|c| {
+                match c {
+                    Confidence::Probability => "probability",
+                    Confidence::Margin => "margin",
+                    Confidence::NegEntropy => "neg-entropy",
+                }
+                .to_string()
+            }),
+        );
+        add("no-cache", self.no_cache.then(String::new));
+        add("refresh-every", self.refresh_every.map(|r| r.to_string()));
+        add(
+            "temperature",
+            (self.temperature != 0.0).then(|| self.temperature.to_string()),
+        );
+        add("seed", (self.seed != 0).then(|| self.seed.to_string()));
+        parts.join(" ")
+    }
+}
