@@ -2,13 +2,14 @@
 //!
 //! One binary, one subcommand per file: `complete` fills a middle from the command line,
 //! `bench` measures the engine on this machine (`bench build` makes eval task sets), `eval`
-//! scores completions on benchmarks, `train` trains a model.
+//! scores completions on benchmarks, `train` trains a model, `lsp` serves editors.
 
 mod bench;
 mod bench_build;
 mod complete;
 mod default_model;
 mod eval;
+mod lsp;
 mod malloc;
 mod sampler_args;
 mod train;
@@ -33,6 +34,8 @@ enum Command {
     Eval(eval::Args),
     /// Train a masked-diffusion code model on a built corpus into a model directory.
     Train(train::Args),
+    /// Run the language server on stdin/stdout (inline completion for editors).
+    Lsp(lsp::Args),
 }
 
 /// `redraft bench [FLAGS]` is the speed benchmark; `redraft bench build ...` builds task sets.
@@ -62,5 +65,6 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args.speed),
         Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
+        Command::Lsp(args) => lsp::run(args),
     }
 }
