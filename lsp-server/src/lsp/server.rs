@@ -134,14 +134,20 @@ impl Server {
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_nanos())
                 ));
-                match client.create_work_done_progress(token.clone()).await {
-                    Ok(()) => Some(
+                // A client that never answers must not keep the load from being reported.
+                let created = tokio::time::timeout(
+                    std::time::Duration::from_secs(5),
+                    client.create_work_done_progress(token.clone()),
+                )
+                .await;
+                match created {
+                    Ok(Ok(())) => Some(
                         client
                             .progress(token, "redraft: loading the model")
                             .begin()
                             .await,
                     ),
-                    Err(_) => None,
+                    Ok(Err(_)) | Err(_) => None,
                 }
             } else {
                 None
