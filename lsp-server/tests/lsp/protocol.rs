@@ -209,13 +209,18 @@ async fn a_newer_request_or_an_edit_cancels_the_older_request() {
 #[tokio::test]
 async fn typing_through_a_suggestion_is_answered_without_the_model() {
     let lsp = Lsp::start(Start {
-        options: json!({"effort": "low", "maxTokens": 12, "streamSteps": true}),
+        options: json!({"effort": "low", "maxTokens": 12, "streamSteps": true, "logLevel": "debug"}),
         ..Start::default()
     })
     .await;
     lsp.open(URI, "rust", SOURCE);
     let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
     let texts = assert_one_line_items(&answer, 3, 17);
+    // The debug log says how the canvas was sized and why.
+    let line = lsp
+        .wait_for_log(|m| m.contains("v0 @") && m.contains("canvas"))
+        .await;
+    assert!(line.contains(URI), "{line}");
     let first = texts
         .first()
         .expect("the default model suggests something here")
@@ -240,6 +245,7 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
         drafts_before,
         "the model did not run"
     );
+    lsp.wait_for_log(|m| m.contains("type-through cache")).await;
     lsp.shutdown().await;
 }
 
