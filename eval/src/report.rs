@@ -41,7 +41,8 @@ impl Percentiles {
         }
         let mut sorted = values.to_vec();
         sorted.sort_by(f64::total_cmp);
-        let rank = |p: f64| sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
+        let rank =
+            |p: f64| sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
         Some(Percentiles {
             p50: rank(0.50),
             p95: rank(0.95),
@@ -80,13 +81,14 @@ impl Summary {
         }
         let executed = results.len() - outcomes.get(&Outcome::NotExecuted).copied().unwrap_or(0);
         let share = |outcome| {
-            (executed > 0).then(|| {
-                outcomes.get(&outcome).copied().unwrap_or(0) as f64 / executed as f64
-            })
+            (executed > 0)
+                .then(|| outcomes.get(&outcome).copied().unwrap_or(0) as f64 / executed as f64)
         };
         let n = results.len().max(1) as f64;
-        let generated: Vec<&GenerationStats> =
-            results.iter().filter_map(|r| r.generation.as_ref()).collect();
+        let generated: Vec<&GenerationStats> = results
+            .iter()
+            .filter_map(|r| r.generation.as_ref())
+            .collect();
         let mean = |f: &dyn Fn(&GenerationStats) -> f64| {
             (!generated.is_empty())
                 .then(|| generated.iter().map(|g| f(g)).sum::<f64>() / generated.len() as f64)
@@ -100,7 +102,10 @@ impl Summary {
             compile_error_rate: share(Outcome::CompileError),
             exact_match: results.iter().filter(|r| r.exact_match).count() as f64 / n,
             edit_similarity: results.iter().map(|r| r.edit_similarity).sum::<f64>() / n,
-            empty_completions: results.iter().filter(|r| r.completion.trim().is_empty()).count(),
+            empty_completions: results
+                .iter()
+                .filter(|r| r.completion.trim().is_empty())
+                .count(),
             latency_ms: Percentiles::of(&latencies),
             tokens_per_forward: mean(&|g| g.tokens_per_forward),
             steps: mean(&|g| g.steps as f64),
@@ -113,25 +118,56 @@ impl Summary {
 /// The summaries side by side: one row per metric, one column per setting.
 pub fn table(summaries: &[Summary]) -> String {
     let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
-    let number = |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |x| format!("{x:.digits$}"));
+    let number =
+        |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |x| format!("{x:.digits$}"));
     let count = |s: &Summary, o: Outcome| s.outcomes.get(&o).copied().unwrap_or(0).to_string();
     type Row<'a> = (&'a str, Box<dyn Fn(&Summary) -> String + 'a>);
     let rows: Vec<Row> = vec![
         ("tasks", Box::new(|s| s.tasks.to_string())),
         ("pass@1", Box::new(move |s| percent(s.pass_at_1))),
-        ("exact match", Box::new(move |s| percent(Some(s.exact_match)))),
-        ("edit similarity", Box::new(move |s| number(Some(s.edit_similarity), 3))),
-        ("compile errors", Box::new(move |s| percent(s.compile_error_rate))),
-        ("test failures", Box::new(move |s| count(s, Outcome::TestFailure))),
+        (
+            "exact match",
+            Box::new(move |s| percent(Some(s.exact_match))),
+        ),
+        (
+            "edit similarity",
+            Box::new(move |s| number(Some(s.edit_similarity), 3)),
+        ),
+        (
+            "compile errors",
+            Box::new(move |s| percent(s.compile_error_rate)),
+        ),
+        (
+            "test failures",
+            Box::new(move |s| count(s, Outcome::TestFailure)),
+        ),
         ("timeouts", Box::new(move |s| count(s, Outcome::Timeout))),
         ("memory", Box::new(move |s| count(s, Outcome::Memory))),
-        ("empty completions", Box::new(|s| s.empty_completions.to_string())),
-        ("latency p50 ms", Box::new(move |s| number(s.latency_ms.map(|l| l.p50), 1))),
-        ("latency p95 ms", Box::new(move |s| number(s.latency_ms.map(|l| l.p95), 1))),
-        ("latency p99 ms", Box::new(move |s| number(s.latency_ms.map(|l| l.p99), 1))),
-        ("tokens/forward", Box::new(move |s| number(s.tokens_per_forward, 2))),
+        (
+            "empty completions",
+            Box::new(|s| s.empty_completions.to_string()),
+        ),
+        (
+            "latency p50 ms",
+            Box::new(move |s| number(s.latency_ms.map(|l| l.p50), 1)),
+        ),
+        (
+            "latency p95 ms",
+            Box::new(move |s| number(s.latency_ms.map(|l| l.p95), 1)),
+        ),
+        (
+            "latency p99 ms",
+            Box::new(move |s| number(s.latency_ms.map(|l| l.p99), 1)),
+        ),
+        (
+            "tokens/forward",
+            Box::new(move |s| number(s.tokens_per_forward, 2)),
+        ),
         ("steps", Box::new(move |s| number(s.steps, 2))),
-        ("canvas tokens", Box::new(move |s| number(s.canvas_tokens, 1))),
+        (
+            "canvas tokens",
+            Box::new(move |s| number(s.canvas_tokens, 1)),
+        ),
     ];
     let mut cells: Vec<Vec<String>> = vec![std::iter::once(String::new())
         .chain(summaries.iter().map(|s| s.setting.clone()))
@@ -139,13 +175,19 @@ pub fn table(summaries: &[Summary]) -> String {
     for (name, value) in &rows {
         cells.push(
             std::iter::once(name.to_string())
-                .chain(summaries.iter().map(|s| value(s)))
+                .chain(summaries.iter().map(value))
                 .collect(),
         );
     }
     let columns = summaries.len() + 1;
     let widths: Vec<usize> = (0..columns)
-        .map(|c| cells.iter().map(|row| row[c].chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            cells
+                .iter()
+                .map(|row| row[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for (i, row) in cells.iter().enumerate() {
@@ -176,7 +218,11 @@ mod tests {
     fn result(id: &str, outcome: Outcome, latency: Option<f64>) -> TaskResult {
         TaskResult {
             task_id: id.into(),
-            completion: if outcome == Outcome::Pass { "x".into() } else { String::new() },
+            completion: if outcome == Outcome::Pass {
+                "x".into()
+            } else {
+                String::new()
+            },
             outcome,
             detail: String::new(),
             exact_match: outcome == Outcome::Pass,
@@ -212,14 +258,26 @@ mod tests {
         assert_eq!(summary.empty_completions, 3);
         let latency = summary.latency_ms.unwrap();
         assert_eq!((latency.p50, latency.p95, latency.mean), (20.0, 40.0, 25.0));
-        let table = table(&[summary.clone(), Summary { setting: "high".into(), ..summary }]);
-        assert!(table.lines().next().unwrap().ends_with("low  high"), "{table}");
+        let table = table(&[
+            summary.clone(),
+            Summary {
+                setting: "high".into(),
+                ..summary
+            },
+        ]);
+        assert!(
+            table.lines().next().unwrap().ends_with("low  high"),
+            "{table}"
+        );
         assert!(table.contains("pass@1"));
     }
 
     #[test]
     fn results_round_trip_through_json() {
-        for result in [result("a", Outcome::Pass, Some(1.5)), result("b", Outcome::Timeout, None)] {
+        for result in [
+            result("a", Outcome::Pass, Some(1.5)),
+            result("b", Outcome::Timeout, None),
+        ] {
             let line = serde_json::to_string(&result).unwrap();
             assert_eq!(serde_json::from_str::<TaskResult>(&line).unwrap(), result);
         }

@@ -88,7 +88,10 @@ pub fn evaluate(
         .filter(|r| wanted.contains(r.task_id.as_str()) && r.outcome == Outcome::Pass)
         .count();
     if done_before > 0 {
-        eprintln!("{label}: resuming, {done_before} of {} tasks already done", tasks.len());
+        eprintln!(
+            "{label}: resuming, {done_before} of {} tasks already done",
+            tasks.len()
+        );
     }
     let progress = Progress::resuming(label, tasks.len(), done_before, passed_before);
     let file = OpenOptions::new()
@@ -116,7 +119,9 @@ pub fn evaluate(
         for _ in 0..jobs.max(1) {
             scope.spawn(|| loop {
                 let next = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                let Ok((i, completion, generation)) = next else { break };
+                let Ok((i, completion, generation)) = next else {
+                    break;
+                };
                 if failed.load(Ordering::SeqCst) {
                     continue;
                 }
@@ -147,7 +152,10 @@ pub fn evaluate(
                     continue;
                 }
                 progress.tick(result.outcome == Outcome::Pass);
-                fresh_results.lock().unwrap_or_else(|e| e.into_inner()).push(result);
+                fresh_results
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(result);
             });
         }
         for &i in &todo {
@@ -165,9 +173,11 @@ pub fn evaluate(
                         }
                     }
                 }
-                Completions::Given(given) => {
-                    (i, given.get(&task.task_id).cloned().unwrap_or_default(), None)
-                }
+                Completions::Given(given) => (
+                    i,
+                    given.get(&task.task_id).cloned().unwrap_or_default(),
+                    None,
+                ),
             };
             if work.send(item).is_err() {
                 break;
@@ -277,7 +287,10 @@ pub fn read_completions(path: &Path, tasks: &[Task]) -> Result<HashMap<String, S
                 ),
             });
         }
-        if completions.insert(row.task_id.clone(), row.completion).is_some() {
+        if completions
+            .insert(row.task_id.clone(), row.completion)
+            .is_some()
+        {
             return Err(Error::Input {
                 path: path.to_path_buf(),
                 message: format!(
@@ -300,7 +313,13 @@ pub fn setting_slug(setting: &Setting) -> String {
     let slug = setting
         .name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect::<String>()
         .split('-')
         .filter(|part| !part.is_empty())
@@ -335,9 +354,15 @@ pub fn sweep(
             ..*run
         };
         let completions = Completions::Generate { engine, setting };
-        summaries.push(evaluate(&labelled, completions, &identity, &setting_dir(out, setting))?);
+        summaries.push(evaluate(
+            &labelled,
+            completions,
+            &identity,
+            &setting_dir(out, setting),
+        )?);
     }
-    let json = serde_json::to_string_pretty(&summaries).map_err(|e| Error::Invalid(e.to_string()))?;
+    let json =
+        serde_json::to_string_pretty(&summaries).map_err(|e| Error::Invalid(e.to_string()))?;
     write_atomic(&out.join("sweep.json"), json.as_bytes())?;
     Ok(summaries)
 }

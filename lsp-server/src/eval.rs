@@ -118,9 +118,10 @@ impl Args {
         self.sweep
             .iter()
             .map(|spec| {
-                let parsed = SweepSetting::try_parse_from(spec.split_whitespace()).map_err(|e| {
-                    anyhow::anyhow!("--sweep {spec:?}: {}", e.render().to_string().trim())
-                })?;
+                let parsed =
+                    SweepSetting::try_parse_from(spec.split_whitespace()).map_err(|e| {
+                        anyhow::anyhow!("--sweep {spec:?}: {}", e.render().to_string().trim())
+                    })?;
                 Ok(setting(
                     &parsed.sampler,
                     parsed.oracle_length,
@@ -159,7 +160,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let before = tasks.len();
             tasks.retain(|t| given.contains_key(&t.task_id));
             if tasks.is_empty() {
-                bail!("{} has no completion for the selected tasks", path.display());
+                bail!(
+                    "{} has no completion for the selected tasks",
+                    path.display()
+                );
             }
             if tasks.len() < before {
                 eprintln!(

@@ -38,7 +38,9 @@ fn path(p: &Path) -> &str {
 fn rust_deps() -> &'static str {
     static DEPS: OnceLock<String> = OnceLock::new();
     DEPS.get_or_init(|| {
-        let out = ok(Command::new(repo().join("scripts/setup-eval")).output().unwrap());
+        let out = ok(Command::new(repo().join("scripts/setup-eval"))
+            .output()
+            .unwrap());
         out.trim().to_string()
     })
 }
@@ -65,14 +67,25 @@ fn lines(path: &Path) -> Vec<Value> {
 
 /// Rust tasks from two HumanEvalPack problems, built by the real binary.
 fn build_rust_tasks(dir: &Path) -> PathBuf {
-    let source = std::fs::read_to_string(benchmarks().join("humanevalpack-rust/humanevalpack.jsonl")).unwrap();
+    let source =
+        std::fs::read_to_string(benchmarks().join("humanevalpack-rust/humanevalpack.jsonl"))
+            .unwrap();
     let subset: Vec<&str> = source.lines().skip(12).take(2).collect();
     let input = dir.join("subset.jsonl");
     std::fs::write(&input, subset.join("\n")).unwrap();
     let out = dir.join("built");
     let stdout = ok(redraft(&[
-        "bench", "build", "humanevalpack-rust", "--input", path(&input), "--out", path(&out),
-        "--sets", "single-line", "--rust-deps", rust_deps(),
+        "bench",
+        "build",
+        "humanevalpack-rust",
+        "--input",
+        path(&input),
+        "--out",
+        path(&out),
+        "--sets",
+        "single-line",
+        "--rust-deps",
+        rust_deps(),
     ]));
     assert!(stdout.starts_with("RustSingleLine: "), "{stdout}");
     out.join("RustSingleLine.jsonl.gz")
@@ -85,8 +98,19 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
     let out = dir.path().join("low");
     let eval = |limit: &str, out: &Path, extra: &[&str]| {
         let mut args = vec![
-            "eval", "--tasks", path(&tasks), "--limit", limit, "--effort", "low", "--jobs", "2",
-            "--out", path(out), "--rust-deps", rust_deps(),
+            "eval",
+            "--tasks",
+            path(&tasks),
+            "--limit",
+            limit,
+            "--effort",
+            "low",
+            "--jobs",
+            "2",
+            "--out",
+            path(out),
+            "--rust-deps",
+            rust_deps(),
         ];
         args.extend_from_slice(extra);
         redraft(&args)
@@ -94,7 +118,10 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
 
     // Two tasks, then four into the same directory: the first two are not redone.
     let table = ok(eval("2", &out, &[]));
-    assert!(table.contains("pass@1") && table.contains("--effort low"), "{table}");
+    assert!(
+        table.contains("pass@1") && table.contains("--effort low"),
+        "{table}"
+    );
     let first = lines(&out.join("tasks.jsonl"));
     assert_eq!(first.len(), 2);
     let resumed = eval("4", &out, &[]);
@@ -102,49 +129,91 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
     ok(resumed);
     let results = lines(&out.join("tasks.jsonl"));
     assert_eq!(results.len(), 4);
-    assert_eq!(results[..2], first[..], "resumed tasks are kept as they were");
+    assert_eq!(
+        results[..2],
+        first[..],
+        "resumed tasks are kept as they were"
+    );
     for result in &results {
-        assert!(result["task_id"].as_str().unwrap().starts_with("RustSingleLine/12/"));
+        assert!(result["task_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("RustSingleLine/12/"));
         let outcome = result["outcome"].as_str().unwrap();
-        assert!(["pass", "compile-error", "test-failure", "timeout", "memory"].contains(&outcome), "{result}");
-        for field in ["steps", "tokens_per_forward", "latency_ms", "canvas_tokens", "edit_similarity"] {
+        assert!(
+            ["pass", "compile-error", "test-failure", "timeout", "memory"].contains(&outcome),
+            "{result}"
+        );
+        for field in [
+            "steps",
+            "tokens_per_forward",
+            "latency_ms",
+            "canvas_tokens",
+            "edit_similarity",
+        ] {
             assert!(result[field].is_number(), "{field} in {result}");
         }
     }
-    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["tasks"], 4);
     assert!(summary["latency_ms"]["p95"].is_number());
 
     // Another setting into the same directory is refused, not mixed in.
-    let mixed = eval("4", &out, &["--effort", "high"]);
+    let mixed = eval("4", &out, &["--tau", "0.5"]);
     assert!(!mixed.status.success());
-    assert!(String::from_utf8_lossy(&mixed.stderr).contains("another run"));
+    let stderr = String::from_utf8_lossy(&mixed.stderr);
+    assert!(stderr.contains("another run"), "{stderr}");
 
     // The same completions from a file get the same verdicts from the same scorer.
     let completions = dir.path().join("completions.jsonl");
     let rows: Vec<String> = results
         .iter()
-        .map(|r| serde_json::json!({"task_id": r["task_id"], "completion": r["completion"]}).to_string())
+        .map(|r| {
+            serde_json::json!({"task_id": r["task_id"], "completion": r["completion"]}).to_string()
+        })
         .collect();
     std::fs::write(&completions, rows.join("\n")).unwrap();
     let rescored_dir = dir.path().join("rescored");
     ok(redraft(&[
-        "eval", "--tasks", path(&tasks), "--completions", path(&completions), "--out", path(&rescored_dir),
-        "--rust-deps", rust_deps(),
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--completions",
+        path(&completions),
+        "--out",
+        path(&rescored_dir),
+        "--rust-deps",
+        rust_deps(),
     ]));
     let rescored = lines(&rescored_dir.join("tasks.jsonl"));
     assert_eq!(rescored.len(), 4);
     for (a, b) in results.iter().zip(&rescored) {
-        for field in ["task_id", "completion", "outcome", "exact_match", "edit_similarity"] {
+        for field in [
+            "task_id",
+            "completion",
+            "outcome",
+            "exact_match",
+            "edit_similarity",
+        ] {
             assert_eq!(a[field], b[field], "{field}");
         }
-        assert!(b.get("latency_ms").is_none(), "no generation stats for given completions");
+        assert!(
+            b.get("latency_ms").is_none(),
+            "no generation stats for given completions"
+        );
     }
 
     // The tasks' own middles all pass.
     let canonical = ok(redraft(&[
-        "eval", "--tasks", path(&tasks), "--canonical", "--out", path(&dir.path().join("canonical")),
-        "--rust-deps", rust_deps(),
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--canonical",
+        "--out",
+        path(&dir.path().join("canonical")),
+        "--rust-deps",
+        rust_deps(),
     ]));
     let pass_row = canonical.lines().find(|l| l.starts_with("pass@1")).unwrap();
     assert!(pass_row.ends_with("100.0%"), "{canonical}");
@@ -156,20 +225,44 @@ fn a_sweep_prints_settings_side_by_side() {
     let tasks = build_rust_tasks(dir.path());
     let out = dir.path().join("sweep");
     let table = ok(redraft(&[
-        "eval", "--tasks", path(&tasks), "--limit", "2", "--out", path(&out), "--rust-deps", rust_deps(),
-        "--sweep", "--effort low", "--sweep", "--effort low --oracle-length",
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--limit",
+        "2",
+        "--out",
+        path(&out),
+        "--rust-deps",
+        rust_deps(),
+        "--sweep",
+        "--effort low",
+        "--sweep",
+        "--effort low --oracle-length",
     ]));
     let header = table.lines().next().unwrap();
-    assert!(header.contains("--effort low") && header.ends_with("--effort low --oracle-length"), "{table}");
+    assert!(
+        header.contains("--effort low") && header.ends_with("--effort low --oracle-length"),
+        "{table}"
+    );
     assert!(out.join("effort-low/tasks.jsonl").is_file());
     assert!(out.join("effort-low-oracle-length/tasks.jsonl").is_file());
-    let sweep: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    let sweep: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
     assert_eq!(sweep.len(), 2);
     // The oracle canvas is the true middle's length: never the planned default.
     for result in lines(&out.join("effort-low-oracle-length/tasks.jsonl")) {
-        assert!(result["canvas_reason"].as_str().unwrap().contains("fixed"), "{result}");
+        assert!(
+            result["canvas_reason"].as_str().unwrap().contains("fixed"),
+            "{result}"
+        );
     }
-    let bad = redraft(&["eval", "--tasks", path(&tasks), "--sweep", "--effort extreme"]);
+    let bad = redraft(&[
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--sweep",
+        "--effort extreme",
+    ]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--sweep"));
 }
@@ -179,11 +272,28 @@ fn from_dir_tasks_are_scored_by_match() {
     let dir = tempfile::tempdir().unwrap();
     let tasks = dir.path().join("engine.jsonl");
     let stdout = ok(redraft(&[
-        "bench", "build", "--from-dir", "engine/src", "--per-file", "1", "--max-tasks", "3", "--out", path(&tasks),
+        "bench",
+        "build",
+        "--from-dir",
+        "engine/src",
+        "--per-file",
+        "1",
+        "--max-tasks",
+        "3",
+        "--out",
+        path(&tasks),
     ]));
     assert!(stdout.starts_with("3 tasks from engine/src"), "{stdout}");
     let out = dir.path().join("eval");
-    let table = ok(redraft(&["eval", "--tasks", path(&tasks), "--effort", "low", "--out", path(&out)]));
+    let table = ok(redraft(&[
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--effort",
+        "low",
+        "--out",
+        path(&out),
+    ]));
     assert!(table.contains("exact match"), "{table}");
     for result in lines(&out.join("tasks.jsonl")) {
         assert_eq!(result["outcome"], "not-executed");
@@ -196,15 +306,29 @@ fn python_middles_pass_and_bad_input_is_a_clear_error() {
     let tasks = benchmarks().join("humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz");
     let dir = tempfile::tempdir().unwrap();
     let table = ok(redraft(&[
-        "eval", "--tasks", path(&tasks), "--canonical", "--sample", "6", "--sample-seed", "3",
-        "--out", path(&dir.path().join("py")),
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--canonical",
+        "--sample",
+        "6",
+        "--sample-seed",
+        "3",
+        "--out",
+        path(&dir.path().join("py")),
     ]));
     let pass_row = table.lines().find(|l| l.starts_with("pass@1")).unwrap();
     assert!(pass_row.ends_with("100.0%"), "{table}");
 
     let unknown = dir.path().join("unknown.jsonl");
     std::fs::write(&unknown, r#"{"task_id": "Nope/1", "completion": "x"}"#).unwrap();
-    let output = redraft(&["eval", "--tasks", path(&tasks), "--completions", path(&unknown)]);
+    let output = redraft(&[
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--completions",
+        path(&unknown),
+    ]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("not in the task file"));
 
@@ -218,7 +342,15 @@ fn python_middles_pass_and_bad_input_is_a_clear_error() {
 #[test]
 fn the_speed_bench_flags_still_work() {
     // Parsed as the speed benchmark (which then rejects the config), not as `bench build`.
-    let output = redraft(&["bench", "--configs", "huge", "--python", "none", "--fim-cuts", "0"]);
+    let output = redraft(&[
+        "bench",
+        "--configs",
+        "huge",
+        "--python",
+        "none",
+        "--fim-cuts",
+        "0",
+    ]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown bench config `huge`"));
 }
