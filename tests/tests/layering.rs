@@ -76,3 +76,20 @@ fn context_layer_knows_neither_the_model_nor_the_protocol() {
         );
     }
 }
+
+#[test]
+fn eval_knows_nothing_of_the_protocol() {
+    // `redraft eval` reaches the model through the engine and the context layer only, as the
+    // language server does; it never goes through (or copies) the server.
+    let deps = dependencies("redraft-eval");
+    assert!(
+        deps.iter().any(|d| d == "redraft-context"),
+        "sanity: the tree was read"
+    );
+    for forbidden in ["redraft", "tokio", "tower-lsp-server", "ls-types", "ropey"] {
+        assert!(
+            !deps.iter().any(|d| d == forbidden),
+            "redraft-eval depends on {forbidden}"
+        );
+    }
+}
