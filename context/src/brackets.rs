@@ -233,8 +233,14 @@ mod tests {
         let call = Scanner::with_open(Language::Rust, "{(");
         assert_eq!(call.open(), "{(");
         assert_eq!(trouble(&call, "a", ")}"), 0);
-        assert!(trouble(&call, "a)", ")}") > 0, "closes what the suffix closes");
-        assert!(trouble(&call, "g(a", ")}") > 0, "leaves its own opener open");
+        assert!(
+            trouble(&call, "a)", ")}") > 0,
+            "closes what the suffix closes"
+        );
+        assert!(
+            trouble(&call, "g(a", ")}") > 0,
+            "leaves its own opener open"
+        );
         assert_eq!(trouble(&call, "g(a)", ")}"), 0);
     }
 }
