@@ -36,7 +36,8 @@ pub struct BuildReport {
 pub struct SetReport {
     pub file: PathBuf,
     pub candidates: usize,
-    /// Cuts dropped because the program with an empty middle still passes.
+    /// Cuts dropped because the program with an empty middle still passes (random-span-light:
+    /// candidates are problems, dropped ones those with no kept span).
     pub empty_passes: usize,
     pub tasks: usize,
 }
@@ -115,7 +116,7 @@ pub fn humanevalpack(
                         jobs,
                     )?);
                 }
-                let (candidates, kept, _) = spans.as_ref().expect("just filled");
+                let (_, kept, _) = spans.as_ref().expect("just filled");
                 // The first kept span of each problem.
                 let mut light: Vec<Task> = Vec::new();
                 let mut last_problem = None;
@@ -126,8 +127,9 @@ pub fn humanevalpack(
                         light.push(humanevalpack::as_light(task));
                     }
                 }
+                // One candidate per problem: its first kept span, if any.
                 let dropped = good.len() - light.len();
-                (*candidates, light, dropped)
+                (good.len(), light, dropped)
             }
             Kind::RandomSpan => {
                 let filtered = keep_failing_empty(scorer, &good, kind, seed, jobs)?;

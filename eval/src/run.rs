@@ -206,11 +206,12 @@ pub fn evaluate(
     let ordered_len = ordered.len();
     ordered.extend(others);
     write_jsonl(&results_path, &ordered)?;
-    let name = identity
-        .setting
-        .as_ref()
-        .map_or("completions", |s| s.name.as_str());
-    let summary = Summary::of(name, &ordered[..ordered_len]);
+    let name = match &identity.setting {
+        Some(setting) => setting.name.clone(),
+        None if identity.source == "canonical" => "canonical".to_string(),
+        None => format!("completions {}", identity.source),
+    };
+    let summary = Summary::of(&name, &ordered[..ordered_len]);
     let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::Invalid(e.to_string()))?;
     write_atomic(&out.join(SUMMARY_FILE), json.as_bytes())?;
     Ok(summary)

@@ -86,7 +86,7 @@ impl RustDeps {
                 }
             }
         }
-        deps.manifest = manifest;
+        deps.manifest = manifest.canonicalize().unwrap_or(manifest);
         Ok(deps)
     }
 }
