@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use redraft_context::{Budget, ByteEstimate, Neighbour, Plan, Source, TokenCounter};
+use redraft_context::{Budget, Neighbour, Plan, Source};
+use redraft_eval::generate::EngineTokens;
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig};
 use redraft_engine::{Engine, InfillRequest};
@@ -324,18 +325,6 @@ fn cleaned<'a>(middles: impl Iterator<Item = &'a str>, plan: &Plan) -> Vec<Strin
         }
     }
     texts
-}
-
-/// Token counts from the model's own tokenizer, so the windows fit what the engine will see.
-struct EngineTokens<'a>(&'a Engine);
-
-impl TokenCounter for EngineTokens<'_> {
-    fn count_tokens(&self, text: &str) -> usize {
-        self.0
-            .tokenizer()
-            .encode(text)
-            .map_or_else(|_| ByteEstimate.count_tokens(text), |ids| ids.len())
-    }
 }
 
 #[cfg(test)]
