@@ -14,10 +14,10 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use redraft_context::{Budget, Neighbour, Plan, Source};
-use redraft_eval::generate::EngineTokens;
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig};
 use redraft_engine::{Engine, InfillRequest};
+use redraft_eval::generate::EngineTokens;
 use tokio::sync::oneshot;
 
 use super::config::Settings;
