@@ -73,15 +73,21 @@ pub fn request(
     if let Some(tokens) = fixed_length {
         plan.canvas = CanvasPlan::fixed(tokens.min(budget.max_canvas_tokens));
     }
-    let request = InfillRequest {
+    let request = engine_request(&plan, &budget, sampler);
+    (plan, request)
+}
+
+/// The [`InfillRequest`] for a plan made under `budget`: the one place (for the language
+/// server and the eval alike) where the context layer's output becomes an engine request.
+pub fn engine_request(plan: &Plan, budget: &Budget, sampler: SamplerConfig) -> InfillRequest {
+    InfillRequest {
         prefix: plan.prefix.clone(),
         suffix: plan.suffix.clone(),
         max_tokens: plan.canvas.tokens,
         max_prefix_tokens: budget.prefix_tokens + budget.neighbour_tokens,
         max_suffix_tokens: budget.suffix_tokens,
         sampler,
-    };
-    (plan, request)
+    }
 }
 
 /// Fills `task`'s middle with `engine` under `setting`; the completion is `finish`'s output,

@@ -16,8 +16,8 @@ use std::time::Instant;
 use redraft_context::{Budget, Neighbour, Plan, Source};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig};
-use redraft_engine::{Engine, InfillRequest};
-use redraft_eval::generate::EngineTokens;
+use redraft_engine::Engine;
+use redraft_eval::generate::{engine_request, EngineTokens};
 use tokio::sync::oneshot;
 
 use super::config::Settings;
@@ -197,14 +197,7 @@ impl Inference {
         };
         let plan = redraft_context::plan(&source, &budget, &counter, &neighbours);
         let reason = plan.canvas.reason.clone();
-        let request = InfillRequest {
-            prefix: plan.prefix.clone(),
-            suffix: plan.suffix.clone(),
-            max_tokens: plan.canvas.tokens,
-            max_prefix_tokens: budget.prefix_tokens + budget.neighbour_tokens,
-            max_suffix_tokens: budget.suffix_tokens,
-            sampler: SamplerConfig::effort(job.settings.effort),
-        };
+        let request = engine_request(&plan, &budget, SamplerConfig::effort(job.settings.effort));
         let lengths =
             candidate_lengths(plan.canvas.tokens, job.candidates, budget.max_canvas_tokens);
         let mut on_step = |step: &DenoiseStep| {
