@@ -80,52 +80,21 @@ impl<'t> View<'t> {
 
     /// Whether a node that is a direct child of a container starts at `offset`.
     pub(crate) fn starts_unit(&self, offset: usize) -> bool {
-        let Some(local) = self.local(offset) else {
-            return false;
-        };
-        let Some(mut node) = self.root.descendant_for_byte_range(local, local) else {
-            return false;
-        };
-        loop {
-            if node.start_byte() != local {
-                return false;
-            }
-            let Some(parent) = node.parent() else {
-                return false;
-            };
-            // Items and statements; the container's own braces belong to the container.
-            if CONTAINERS.contains(&parent.kind()) && node.is_named() {
-                return true;
-            }
-            node = parent;
-        }
+        self.local(offset).is_some_and(|local| {
+            let node = self.root.descendant_for_byte_range(local, local);
+            is_unit_edge(node, |node| node.start_byte() == local)
+        })
     }
 
     /// Whether a node that is a direct child of a container ends at `offset` (exclusive).
     pub(crate) fn ends_unit(&self, offset: usize) -> bool {
-        let Some(local) = self.local(offset) else {
-            return false;
-        };
-        if local == 0 {
-            return false;
-        }
-        let Some(mut node) = self.root.descendant_for_byte_range(local - 1, local) else {
-            return false;
-        };
-        // The smallest node containing the last byte; climb while it ends exactly here.
-        loop {
-            if node.end_byte() != local {
-                return false;
-            }
-            let Some(parent) = node.parent() else {
-                return false;
-            };
-            // Items and statements; the container's own braces belong to the container.
-            if CONTAINERS.contains(&parent.kind()) && node.is_named() {
-                return true;
-            }
-            node = parent;
-        }
+        self.local(offset).is_some_and(|local| {
+            // The smallest node containing the last byte before `offset`.
+            let node = local
+                .checked_sub(1)
+                .and_then(|last| self.root.descendant_for_byte_range(last, local));
+            is_unit_edge(node, |node| node.end_byte() == local)
+        })
     }
 
     /// If the cursor sits inside a body with nothing in it but whitespace, what kind of body.
@@ -142,6 +111,22 @@ impl<'t> View<'t> {
             node = node.parent()?;
         }
     }
+}
+
+/// Climbs from `node` while `at_edge` holds; true once an item or statement (a named direct
+/// child of a container; the container's own braces belong to the container) is reached.
+fn is_unit_edge(node: Option<Node<'_>>, at_edge: impl Fn(&Node<'_>) -> bool) -> bool {
+    let mut node = node;
+    while let Some(current) = node.filter(|n| at_edge(n)) {
+        let Some(parent) = current.parent() else {
+            return false;
+        };
+        if CONTAINERS.contains(&parent.kind()) && current.is_named() {
+            return true;
+        }
+        node = Some(parent);
+    }
+    false
 }
 
 /// `{`, whitespace, `}`. (A body still being typed, with no closer, is not a `block` node at
