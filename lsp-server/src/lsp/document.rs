@@ -225,12 +225,6 @@ mod tests {
     use proptest::prelude::*;
     use tower_lsp_server::ls_types::Range as LspRange;
 
-    const ALL: [PositionEncoding; 3] = [
-        PositionEncoding::Utf8,
-        PositionEncoding::Utf16,
-        PositionEncoding::Utf32,
-    ];
-
     fn uri() -> Uri {
         "file:///t/lib.rs".parse().unwrap()
     }
@@ -427,7 +421,7 @@ mod tests {
         #[test]
         fn edits_through_sync_equal_edits_on_a_string(initial in proptest::collection::vec(piece(), 0..20), edits in edits()) {
             let initial = initial.concat();
-            for enc in ALL {
+            for enc in PositionEncoding::ALL {
                 let mut text = initial.clone();
                 let mut doc = Document::new(uri(), "rust", 0, &text, 0);
                 let mut oracle = StringTree::new(&text);

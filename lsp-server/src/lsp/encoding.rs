@@ -17,6 +17,16 @@ pub enum PositionEncoding {
     Utf32,
 }
 
+impl PositionEncoding {
+    /// Every encoding, for tests that must hold in all of them.
+    #[cfg(test)]
+    pub const ALL: [PositionEncoding; 3] = [
+        PositionEncoding::Utf8,
+        PositionEncoding::Utf16,
+        PositionEncoding::Utf32,
+    ];
+}
+
 /// A position that names no place in the document.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PositionError {
@@ -141,12 +151,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const ALL: [PositionEncoding; 3] = [
-        PositionEncoding::Utf8,
-        PositionEncoding::Utf16,
-        PositionEncoding::Utf32,
-    ];
-
     /// The oracle: LSP's reading of a position, written against a plain `&str` without ropey.
     fn oracle_offset(text: &str, enc: PositionEncoding, pos: Position) -> Option<usize> {
         let mut line_start = 0;
@@ -214,7 +218,7 @@ mod tests {
             character in 0u32..20,
         ) {
             let rope = Rope::from_str(&text);
-            for enc in ALL {
+            for enc in PositionEncoding::ALL {
                 let pos = Position::new(line, character);
                 let got = enc.offset(&rope, pos).ok();
                 prop_assert_eq!(got, oracle_offset(&text, enc, pos), "{:?} {:?} in {:?}", enc, pos, text);
@@ -230,7 +234,7 @@ mod tests {
         #[test]
         fn every_char_boundary_round_trips(text in text_strategy()) {
             let rope = Rope::from_str(&text);
-            for enc in ALL {
+            for enc in PositionEncoding::ALL {
                 for (byte, _) in text.char_indices().chain([(text.len(), ' ')]) {
                     // Between `\r` and `\n` is not a position.
                     if byte > 0 && text.as_bytes()[byte - 1] == b'\r' && text.as_bytes().get(byte) == Some(&b'\n') {
