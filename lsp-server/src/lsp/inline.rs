@@ -86,15 +86,13 @@ impl Server {
             1
         };
         let stream = settings.stream_steps.then(|| {
-            (
-                StreamTarget {
-                    uri: uri.clone(),
-                    version: document.version,
-                    position,
-                },
-                self.drafts.clone(),
-            )
+            self.drafts.start(StreamTarget {
+                uri: uri.clone(),
+                version: document.version,
+                position,
+            })
         });
+        let streaming = stream.is_some();
         let rope = document.rope.clone();
         let answer = self.worker.submit(Job {
             snapshots,
@@ -108,6 +106,12 @@ impl Server {
             answer = answer => answer,
             () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
         };
+        if streaming {
+            self.drafts.flush().await;
+        }
+        if streaming {
+            self.drafts.flush().await;
+        }
         match answer {
             Ok(Ok(suggestions)) => {
                 self.type_through()

@@ -20,7 +20,7 @@ use super::config::Settings;
 use super::documents::Documents;
 use super::encoding::PositionEncoding;
 use super::log::Log;
-use super::stream::{DraftStep, StepDraft};
+use super::stream::{DraftStep, Drafts, Outgoing};
 use super::type_through::TypeThrough;
 use super::worker::Worker;
 
@@ -34,8 +34,8 @@ pub struct Server {
     type_through: Mutex<TypeThrough>,
     settings: Mutex<Settings>,
     encoding: Mutex<PositionEncoding>,
-    pub(super) drafts: mpsc::UnboundedSender<StepDraft>,
-    drafts_rx: Mutex<Option<mpsc::UnboundedReceiver<StepDraft>>>,
+    pub(super) drafts: Drafts,
+    drafts_rx: Mutex<Option<mpsc::UnboundedReceiver<Outgoing>>>,
     /// The first model load, started at `initialize` so requests queue behind it, reported
     /// at `initialized` (progress needs an initialized client).
     loading: Mutex<Option<oneshot::Receiver<Result<String, String>>>>,
@@ -56,7 +56,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Server {
     pub fn new(client: Client, debug: bool) -> Server {
         let (log, log_rx) = Log::new(debug);
-        let (drafts, drafts_rx) = mpsc::unbounded_channel();
+        let (drafts, drafts_rx) = Drafts::channel();
         Server {
             client,
             documents: Documents::spawn(log.clone()),
@@ -233,8 +233,15 @@ impl LanguageServer for Server {
         if let Some(mut rx) = lock(&self.drafts_rx).take() {
             let client = self.client.clone();
             tokio::spawn(async move {
-                while let Some(draft) = rx.recv().await {
-                    client.send_notification::<DraftStep>(draft).await;
+                while let Some(outgoing) = rx.recv().await {
+                    match outgoing {
+                        Outgoing::Draft(draft) => {
+                            client.send_notification::<DraftStep>(draft).await;
+                        }
+                        Outgoing::Flush(done) => {
+                            let _ = done.send(());
+                        }
+                    }
                 }
             });
         }

@@ -2,10 +2,18 @@
 //! suggestion to clients that opt in (`"streamSteps": true`), so an editor can show the
 //! masked-diffusion "developing photo" while the final answer is on its way. Documented in the
 //! README; the final `textDocument/inlineCompletion` answer is unchanged by it.
+//!
+//! Every stream ends with a draft that has `masked: 0`, so a client can always take its preview
+//! down: the last denoising step, or an empty closing draft when the request was cancelled or
+//! failed mid-way ([`JobStream`]'s drop). Drafts travel on their own channel; the request
+//! handler [`Drafts::flush`]es it before answering so the drafts reach the client first.
+
+use std::time::Duration;
 
 use redraft_engine::sampler::CanvasView;
 use redraft_engine::Engine;
 use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
 use tower_lsp_server::ls_types::notification::Notification;
 use tower_lsp_server::ls_types::{Position, Uri, VersionedTextDocumentIdentifier};
 
@@ -70,6 +78,15 @@ impl StepDraft {
             }
         }
         flush(&mut run, &mut draft);
+        StepDraft::new(target, step, draft, masked)
+    }
+
+    /// The end of a stream that stopped before its last step: nothing drafted, nothing masked.
+    pub fn closing(target: &StreamTarget, step: usize) -> Self {
+        StepDraft::new(target, step, String::new(), 0)
+    }
+
+    fn new(target: &StreamTarget, step: usize, draft: String, masked: u32) -> Self {
         StepDraft {
             text_document: VersionedTextDocumentIdentifier {
                 uri: target.uri.clone(),
@@ -79,6 +96,83 @@ impl StepDraft {
             step: u32::try_from(step).unwrap_or(u32::MAX),
             draft,
             masked,
+        }
+    }
+}
+
+/// What the drafts channel carries to the task that sends notifications.
+#[derive(Debug)]
+pub enum Outgoing {
+    Draft(StepDraft),
+    /// Answered once every draft queued before it has been handed to the client.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The sending end of the drafts channel, shared by all requests.
+#[derive(Debug, Clone)]
+pub struct Drafts(mpsc::UnboundedSender<Outgoing>);
+
+impl Drafts {
+    pub fn channel() -> (Drafts, mpsc::UnboundedReceiver<Outgoing>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Drafts(tx), rx)
+    }
+
+    /// The stream of one request.
+    pub fn start(&self, target: StreamTarget) -> JobStream {
+        JobStream {
+            target,
+            tx: self.clone(),
+            next_step: 0,
+            open: false,
+        }
+    }
+
+    /// Waits until the drafts queued so far are with the client, so an answer sent after this
+    /// does not overtake them. Bounded: a client that never sent `initialized` has no sender
+    /// task yet, and the answer must not wait on that.
+    pub async fn flush(&self) {
+        const MAX_WAIT: Duration = Duration::from_millis(500);
+        let (done, flushed) = oneshot::channel();
+        if self.0.send(Outgoing::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(MAX_WAIT, flushed).await;
+        }
+        // The notifications now wait in the transport's queue, which shares a task with the
+        // request handlers and picks between queued notifications and answers in turn: give it
+        // one turn to write them before this handler's answer joins the race.
+        tokio::task::yield_now().await;
+    }
+
+    fn send(&self, draft: StepDraft) {
+        let _ = self.0.send(Outgoing::Draft(draft));
+    }
+}
+
+/// One request's drafts. Dropping it while a draft still shows masked slots sends the closing
+/// draft, so a cancelled or failed run does not leave a preview behind.
+#[derive(Debug)]
+pub struct JobStream {
+    target: StreamTarget,
+    tx: Drafts,
+    next_step: usize,
+    /// A draft with masked slots was sent and no draft with none has followed.
+    open: bool,
+}
+
+impl JobStream {
+    pub fn step(&mut self, engine: &Engine, step: usize, view: &CanvasView) {
+        let draft = StepDraft::render(engine, &self.target, step, view);
+        self.open = draft.masked > 0;
+        self.next_step = step + 1;
+        self.tx.send(draft);
+    }
+}
+
+impl Drop for JobStream {
+    fn drop(&mut self) {
+        if self.open {
+            self.tx
+                .send(StepDraft::closing(&self.target, self.next_step));
         }
     }
 }

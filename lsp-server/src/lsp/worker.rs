@@ -24,7 +24,7 @@ use super::config::Settings;
 use super::document::Snapshot;
 use super::documents::Snapshots;
 use super::log::Log;
-use super::stream::{StepDraft, StreamTarget};
+use super::stream::JobStream;
 
 /// Above this size only a window of text around the cursor is handed to the context layer
 /// (without the tree, which would describe the whole text): no budget reaches that far, and
@@ -44,7 +44,7 @@ pub struct Job {
     pub settings: Settings,
     pub cancel: Arc<AtomicBool>,
     /// Where each step's draft goes, for clients that opted in.
-    pub stream: Option<(StreamTarget, tokio::sync::mpsc::UnboundedSender<StepDraft>)>,
+    pub stream: Option<JobStream>,
 }
 
 type Reply = oneshot::Sender<Result<Suggestions, JobError>>;
@@ -130,12 +130,12 @@ impl Inference {
                     let answer = self.load(model);
                     let _ = reply.send(answer);
                 }
-                Message::Job(job, reply) => {
+                Message::Job(mut job, reply) => {
                     let answer = if reply.is_closed() || job.cancel.load(Ordering::Relaxed) {
                         Err(JobError::Cancelled)
                     } else {
                         // A bug on one request must not end suggestions for the session.
-                        std::panic::catch_unwind(AssertUnwindSafe(|| self.complete(&job)))
+                        std::panic::catch_unwind(AssertUnwindSafe(|| self.complete(&mut job)))
                             .unwrap_or_else(|_| {
                                 self.cache = KvCache::default();
                                 self.log.error(
@@ -144,6 +144,8 @@ impl Inference {
                                 Err(JobError::Failed("internal error".into()))
                             })
                     };
+                    // Its stream closes first, so the answer's flush covers the closing draft.
+                    drop(job);
                     let _ = reply.send(answer);
                 }
             }
@@ -166,7 +168,7 @@ impl Inference {
         }
     }
 
-    fn complete(&mut self, job: &Job) -> Result<Suggestions, JobError> {
+    fn complete(&mut self, job: &mut Job) -> Result<Suggestions, JobError> {
         let Some(engine) = &self.engine else {
             return Err(JobError::NoModel(self.missing.clone()));
         };
@@ -200,20 +202,17 @@ impl Inference {
         let request = engine_request(&plan, &budget, SamplerConfig::effort(job.settings.effort));
         let lengths =
             candidate_lengths(plan.canvas.tokens, job.candidates, budget.max_canvas_tokens);
+        let streaming = job.stream.is_some();
+        let stream = &mut job.stream;
         let mut on_step = |step: &DenoiseStep| {
-            if let Some((target, tx)) = &job.stream {
-                if let Some(view) = step.canvases.first() {
-                    let _ = tx.send(StepDraft::render(engine, target, step.step, view));
-                }
+            if let (Some(stream), Some(view)) = (stream.as_mut(), step.canvases.first()) {
+                stream.step(engine, step.step, view);
             }
         };
         let controls = Controls {
             cancel: Some(&job.cancel),
             deadline: None,
-            on_step: job
-                .stream
-                .is_some()
-                .then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
+            on_step: streaming.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
         };
         let started = Instant::now();
         let completions = if lengths.len() == 1 {
