@@ -6,6 +6,8 @@
 //!   tokenized once, cached on disk;
 //! - [`examples`]: fill-in-the-middle and plain examples with their masking, and batches;
 //! - [`model`]: the Qwen2 of [`crate::qwen2`] rebuilt from differentiable ops over `Var`s;
+//! - [`cpu`]: the same model's forward and backward written out over flat buffers, which
+//!   trains on CPU (the autograd model stays the reference, and the path for other devices);
 //! - [`optim`]: AdamW, the warmup + cosine schedule, gradient clipping;
 //! - [`checkpoint`]: resumable checkpoints and the exported model directory.
 //!
@@ -16,6 +18,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod cpu;
 pub mod examples;
 pub mod fused;
 pub mod model;
@@ -36,6 +39,7 @@ use crate::engine::TOKENIZER_FILE;
 use crate::tokenizer::Tokenizer;
 use checkpoint::TrainState;
 pub use config::{ModelShape, TrainConfig};
+use cpu::{BatchScores, CpuModel};
 use examples::{Batch, ExampleBuilder, Stream};
 use model::TrainModel;
 use optim::AdamW;
@@ -215,6 +219,16 @@ pub struct TrainSummary {
     pub parameters: usize,
 }
 
+/// What computes the gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// [`cpu::CpuModel`] on CPU, candle's autograd over [`TrainModel`] on other devices.
+    #[default]
+    Auto,
+    /// candle's autograd over [`TrainModel`] everywhere (the reference the CPU path is held to).
+    Autograd,
+}
+
 /// Which tokenizer a fresh run uses.
 #[derive(Debug, Clone)]
 pub enum TokenizerSource {
@@ -279,6 +293,26 @@ pub fn train(
     paths: &TrainPaths,
     resume: bool,
     export_dtype: DType,
+    controls: TrainControls<'_>,
+) -> TrainResult<TrainSummary> {
+    train_with(
+        config,
+        paths,
+        resume,
+        export_dtype,
+        Backend::Auto,
+        controls,
+    )
+}
+
+/// [`train`] with the gradients computed by `backend`. Both backends read and write the same
+/// checkpoints, so a run may be resumed with either.
+pub fn train_with(
+    config: &TrainConfig,
+    paths: &TrainPaths,
+    resume: bool,
+    export_dtype: DType,
+    backend: Backend,
     mut controls: TrainControls<'_>,
 ) -> TrainResult<TrainSummary> {
     config.validate()?;
@@ -382,6 +416,10 @@ pub fn train(
         config.model.vocab_size
     ));
 
+    let mut fast = match backend {
+        Backend::Auto if device.is_cpu() => Some(CpuModel::new(&model)?),
+        _ => None,
+    };
     let seq_len = config.data.seq_len;
     let builder = ExampleBuilder::new(
         &train_split,
@@ -417,17 +455,28 @@ pub fn train(
         }
         let started = Instant::now();
         let batch = Batch::new(&builder.batch(step as u64, config.batch)?, seq_len);
-        let scored = model.score(&batch)?;
-        let loss = scored.loss.to_scalar::<f32>()?;
-        if !loss.is_finite() {
-            return Err(TrainError::NonFinite {
-                what: format!("loss {loss} at step {step}"),
-            });
-        }
-        let grads = scored.loss.backward()?;
         let lr = config.optim.lr_at(step, config.steps);
-        let update = optim.step(model.params(), &grads, lr)?;
-        drop(grads);
+        let diverged = |loss: f32| TrainError::NonFinite {
+            what: format!("loss {loss} at step {step}"),
+        };
+        let (loss, update) = match fast.as_mut() {
+            Some(fast) => {
+                let scored = fast.score(&batch, true)?;
+                if !scored.loss.is_finite() {
+                    return Err(diverged(scored.loss));
+                }
+                (scored.loss, fast.step(&mut optim, lr)?)
+            }
+            None => {
+                let scored = model.score(&batch)?;
+                let loss = scored.loss.to_scalar::<f32>()?;
+                if !loss.is_finite() {
+                    return Err(diverged(loss));
+                }
+                let grads = scored.loss.backward()?;
+                (loss, optim.step(model.params(), &grads, lr)?)
+            }
+        };
         step += 1;
         session_steps += 1;
         tokens_seen += tokens_per_step;
@@ -452,6 +501,7 @@ pub fn train(
         if step.is_multiple_of(config.eval_every) {
             let report = evaluate(
                 &model,
+                fast.as_mut(),
                 &eval_set,
                 step,
                 loss_since_eval,
@@ -476,7 +526,7 @@ pub fn train(
                 tokens_seen,
                 train_seconds,
             );
-            save_all(out, &model, &optim, &state, export_dtype)?;
+            save_all(out, &model, fast.as_ref(), &optim, &state, export_dtype)?;
             last_saved = step;
             controls.status(&format!("saved the checkpoint at step {step}"));
         }
@@ -490,6 +540,7 @@ pub fn train(
         let speed = tokens_per_s(step_time, session_steps);
         let report = evaluate(
             &model,
+            fast.as_mut(),
             &eval_set,
             step,
             loss_since_eval,
@@ -513,7 +564,7 @@ pub fn train(
             tokens_seen,
             train_seconds,
         );
-        save_all(out, &model, &optim, &state, export_dtype)?;
+        save_all(out, &model, fast.as_ref(), &optim, &state, export_dtype)?;
         controls.status(&format!(
             "saved the checkpoint and the model at step {step}"
         ));
@@ -528,13 +579,19 @@ pub fn train(
     })
 }
 
+/// Saves the checkpoint and exports the model, first copying the CPU path's weights (when it
+/// trains) into `model`.
 fn save_all(
     out: &Path,
     model: &TrainModel,
+    fast: Option<&CpuModel>,
     optim: &AdamW,
     state: &TrainState,
     dtype: DType,
 ) -> TrainResult<()> {
+    if let Some(fast) = fast {
+        fast.write_to(model)?;
+    }
     checkpoint::save(out, model, optim, state)?;
     checkpoint::export(out, model, dtype)
 }
@@ -567,9 +624,30 @@ fn eval_batches(
     Ok(batches)
 }
 
+/// Scores `batch` without gradients, on the CPU path when it trains (its weights are the
+/// current ones; `model`'s are only refreshed when saving).
+fn score_only(
+    model: &TrainModel,
+    fast: Option<&mut CpuModel>,
+    batch: &Batch,
+) -> TrainResult<BatchScores> {
+    Ok(match fast {
+        Some(fast) => fast.score(batch, false)?,
+        None => {
+            let scored = model.score(batch)?;
+            BatchScores {
+                loss: scored.loss.to_scalar::<f32>()?,
+                ce: scored.ce,
+                correct: scored.correct,
+            }
+        }
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn evaluate(
     model: &TrainModel,
+    mut fast: Option<&mut CpuModel>,
     batches: &[Batch],
     step: usize,
     (train_loss_sum, train_steps): (f64, usize),
@@ -583,8 +661,8 @@ fn evaluate(
     // (correct, total) for FIM rows and plain rows.
     let mut acc = [(0usize, 0usize); 2];
     for batch in batches {
-        let scored = model.score(batch)?;
-        loss += scored.loss.to_scalar::<f32>()? as f64 * batch.batch as f64;
+        let scored = score_only(model, fast.as_deref_mut(), batch)?;
+        loss += scored.loss as f64 * batch.batch as f64;
         examples += batch.batch;
         for ((ce, correct), fim) in scored.ce.iter().zip(&scored.correct).zip(&batch.row_is_fim) {
             ce_sum += *ce as f64;

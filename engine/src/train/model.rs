@@ -170,6 +170,30 @@ impl TrainModel {
             .collect()
     }
 
+    /// Replaces every parameter's value by `weights` (flat, in [`TrainModel::params`] order).
+    pub fn set_weights(&self, weights: &[Vec<f32>]) -> Result<()> {
+        if weights.len() != self.params.len() {
+            return Err(Error::InvalidRequest(format!(
+                "{} weight buffers for {} parameters",
+                weights.len(),
+                self.params.len()
+            )));
+        }
+        for (p, w) in self.params.iter().zip(weights) {
+            if w.len() != p.var.elem_count() {
+                return Err(Error::InvalidRequest(format!(
+                    "{} values for `{}` of shape {:?}",
+                    w.len(),
+                    p.name,
+                    p.var.dims()
+                )));
+            }
+            p.var
+                .set(&Tensor::from_slice(w, p.var.shape(), &self.device)?)?;
+        }
+        Ok(())
+    }
+
     /// Logits `[rows.len(), vocab]` for the requested rows. Bidirectional attention; padding keys
     /// (past each sequence's length) are masked out, as in the inference model.
     pub fn forward(&self, input: &ForwardInput<'_>) -> Result<Tensor> {
@@ -301,14 +325,23 @@ fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     Ok((x.broadcast_mul(cos)? + rotated.broadcast_mul(sin)?)?)
 }
 
-/// RoPE tables `[len, head_dim]` computed exactly as the inference model does (inverse frequency
-/// in f32 from an f64 power, the angle as an f32 product).
+/// RoPE tables `[len, head_dim]` as tensors (see [`rope_table_values`]).
 fn rope_tables(
     theta: f64,
     head_dim: usize,
     len: usize,
     device: &Device,
 ) -> Result<(Tensor, Tensor)> {
+    let (cos, sin) = rope_table_values(theta, head_dim, len);
+    Ok((
+        Tensor::from_vec(cos, (len, head_dim), device)?,
+        Tensor::from_vec(sin, (len, head_dim), device)?,
+    ))
+}
+
+/// RoPE tables `[len, head_dim]` computed exactly as the inference model does (inverse frequency
+/// in f32 from an f64 power, the angle as an f32 product); the CPU training path uses the same.
+pub(crate) fn rope_table_values(theta: f64, head_dim: usize, len: usize) -> (Vec<f32>, Vec<f32>) {
     let half = head_dim / 2;
     let mut cos = Vec::with_capacity(len * head_dim);
     let mut sin = Vec::with_capacity(len * head_dim);
@@ -321,10 +354,7 @@ fn rope_tables(
             sin.extend(angles.iter().map(|a| a.sin()));
         }
     }
-    Ok((
-        Tensor::from_vec(cos, (len, head_dim), device)?,
-        Tensor::from_vec(sin, (len, head_dim), device)?,
-    ))
+    (cos, sin)
 }
 
 /// Additive `[b, 1, 1, len]` mask hiding padding keys; `None` when nothing is padded.

@@ -110,6 +110,38 @@ impl AdamW {
                 Ok(g.flatten_all()?.to_vec1::<f32>()?)
             })
             .collect::<TrainResult<_>>()?;
+        let mut weights: Vec<Vec<f32>> = params
+            .iter()
+            .map(|p| Ok(p.var.as_tensor().flatten_all()?.to_vec1::<f32>()?))
+            .collect::<TrainResult<_>>()?;
+        let decay: Vec<bool> = params.iter().map(|p| p.decay).collect();
+        let report = self.step_flat(&mut weights, &grads, &decay, lr)?;
+        for (p, w) in params.iter().zip(weights) {
+            let shape = p.var.shape().clone();
+            p.var.set(&Tensor::from_vec(w, shape, p.var.device())?)?;
+        }
+        Ok(report)
+    }
+
+    /// [`AdamW::step`] on flat buffers, updated in place (the CPU training path's weights and
+    /// gradients, in [`super::model::TrainModel::params`] order; `decay` per parameter).
+    pub fn step_flat(
+        &mut self,
+        weights: &mut [Vec<f32>],
+        grads: &[Vec<f32>],
+        decay: &[bool],
+        lr: f64,
+    ) -> TrainResult<UpdateReport> {
+        let sizes_match = weights.len() == self.m.len()
+            && grads.len() == self.m.len()
+            && decay.len() == self.m.len()
+            && (weights.iter().zip(grads).zip(&self.m))
+                .all(|((w, g), m)| w.len() == m.len() && g.len() == m.len());
+        if !sizes_match {
+            return Err(TrainError::Config(
+                "the optimizer state does not match the parameters it is asked to update".into(),
+            ));
+        }
         let sum_sq: f64 = grads
             .iter()
             .map(|g| g.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>())
@@ -132,9 +164,8 @@ impl AdamW {
         let bias1 = (1.0 - c.beta1.powi(self.steps as i32)) as f32;
         let bias2 = (1.0 - c.beta2.powi(self.steps as i32)) as f32;
         let (lr32, eps) = (lr as f32, c.eps as f32);
-        for (i, p) in params.iter().enumerate() {
-            let mut w = p.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
-            let decay = if p.decay {
+        for (i, w) in weights.iter_mut().enumerate() {
+            let decay = if decay[i] {
                 1.0 - (lr * c.weight_decay) as f32
             } else {
                 1.0
@@ -153,10 +184,13 @@ impl AdamW {
                         w[j] = w[j] * decay - lr32 * update;
                     }
                 });
-            let shape = p.var.shape().clone();
-            p.var.set(&Tensor::from_vec(w, shape, p.var.device())?)?;
         }
         Ok(UpdateReport { grad_norm, clipped })
+    }
+
+    /// The first and second moments of every parameter (tests compare optimiser paths).
+    pub fn moments(&self) -> (&[Vec<f32>], &[Vec<f32>]) {
+        (&self.m, &self.v)
     }
 
     pub fn steps(&self) -> u64 {

@@ -29,7 +29,7 @@ const TRAIN_TEXTS: [&str; 5] = [
 /// Held out: has non-ASCII text, which the example builder must cut on character boundaries.
 const VALID_TEXTS: [&str; 1] = [include_str!("../tokenizer.rs")];
 
-fn tiny_shape(vocab_size: usize) -> ModelShape {
+pub(super) fn tiny_shape(vocab_size: usize) -> ModelShape {
     ModelShape {
         vocab_size,
         layers: 2,
@@ -44,7 +44,7 @@ fn tiny_shape(vocab_size: usize) -> ModelShape {
 
 /// Weights with every tensor random (norms and biases too), so none is a no-op in the
 /// comparison with the inference model.
-fn random_weights(config: &ModelConfig, seed: u64) -> HashMap<String, Tensor> {
+pub(super) fn random_weights(config: &ModelConfig, seed: u64) -> HashMap<String, Tensor> {
     let mut weights = init_weights(config, seed).unwrap();
     for (i, (name, t)) in weights.iter_mut().enumerate() {
         if name.ends_with("norm.weight") || name.ends_with(".bias") {
@@ -62,7 +62,7 @@ fn random_weights(config: &ModelConfig, seed: u64) -> HashMap<String, Tensor> {
     weights
 }
 
-fn token_batch(vocab: u32, batch: usize, len: usize, lens: Vec<usize>) -> Vec<u32> {
+pub(super) fn token_batch(vocab: u32, batch: usize, len: usize, lens: Vec<usize>) -> Vec<u32> {
     (0..batch * len)
         .map(|i| {
             let (b, j) = (i / len, i % len);
@@ -397,7 +397,7 @@ fn bracket_blocks_skip_strings_comments_and_chars() {
     assert_eq!(bracket_block("(]", 0, 10, 10), None);
 }
 
-fn write_corpus(dir: &Path) {
+pub(super) fn write_corpus(dir: &Path) {
     for (file, texts) in [
         ("train.jsonl", &TRAIN_TEXTS[..]),
         ("valid.jsonl", &VALID_TEXTS[..]),
@@ -414,7 +414,7 @@ fn write_corpus(dir: &Path) {
     }
 }
 
-fn tiny_run(corpus: &Path, out: &Path) -> (TrainConfig, TrainPaths) {
+pub(super) fn tiny_run(corpus: &Path, out: &Path) -> (TrainConfig, TrainPaths) {
     let paths = TrainPaths {
         corpus: corpus.to_path_buf(),
         out: out.to_path_buf(),
@@ -447,7 +447,7 @@ fn tiny_run(corpus: &Path, out: &Path) -> (TrainConfig, TrainPaths) {
     (config, paths)
 }
 
-fn log_losses(out: &Path) -> Vec<(usize, f64)> {
+pub(super) fn log_losses(out: &Path) -> Vec<(usize, f64)> {
     std::fs::read_to_string(out.join(LOG_FILE))
         .unwrap()
         .lines()
