@@ -295,14 +295,7 @@ pub fn train(
     export_dtype: DType,
     controls: TrainControls<'_>,
 ) -> TrainResult<TrainSummary> {
-    train_with(
-        config,
-        paths,
-        resume,
-        export_dtype,
-        Backend::Auto,
-        controls,
-    )
+    train_with(config, paths, resume, export_dtype, Backend::Auto, controls)
 }
 
 /// [`train`] with the gradients computed by `backend`. Both backends read and write the same
