@@ -38,6 +38,24 @@ impl SplitMix64 {
     }
 }
 
+/// A seeded random `n` of `items`, kept in their order (all of them when there are no more).
+pub fn sample<T>(items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
+    if n >= items.len() {
+        return items;
+    }
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    SplitMix64::new(seed).shuffle(&mut order);
+    let mut keep = vec![false; items.len()];
+    for &i in &order[..n] {
+        keep[i] = true;
+    }
+    items
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(item, kept)| kept.then_some(item))
+        .collect()
+}
+
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -62,5 +80,16 @@ mod tests {
             counts.iter().all(|&c| (900..1100).contains(&c)),
             "{counts:?}"
         );
+    }
+
+    #[test]
+    fn samples_are_seeded_distinct_and_in_order() {
+        let items: Vec<u32> = (0..100).collect();
+        let a = sample(items.clone(), 10, 3);
+        assert_eq!(a, sample(items.clone(), 10, 3));
+        assert_ne!(a, sample(items.clone(), 10, 4));
+        assert_eq!(a.len(), 10);
+        assert!(a.windows(2).all(|w| w[0] < w[1]), "{a:?}");
+        assert_eq!(sample(items.clone(), 200, 3), items);
     }
 }

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use redraft_eval::build::from_dir::{self, rust_parser, FromDirOptions};
 use redraft_eval::build::humanevalpack::{candidates, Kind, Problem};
+use redraft_eval::build::BuildOptions;
 use redraft_eval::score::{score_all, Outcome};
 use redraft_eval::task::{read_jsonl, read_tasks, write_jsonl, Task, TaskLanguage};
 
@@ -106,9 +107,14 @@ fn a_build_keeps_only_tasks_an_empty_middle_fails() {
     let out = dir.path().join("out");
     let scorer = support::scorer(&[TaskLanguage::Rust]);
     let kinds = [Kind::SingleLine, Kind::RandomSpanLight];
-    let report =
-        redraft_eval::build::humanevalpack(&input, &out, &kinds, 0, true, &scorer, support::jobs())
-            .unwrap();
+    let options = BuildOptions {
+        kinds: kinds.to_vec(),
+        seed: 0,
+        gzip: true,
+        jobs: support::jobs(),
+        max_tasks: None,
+    };
+    let report = redraft_eval::build::humanevalpack(&input, &out, &options, &scorer).unwrap();
     assert_eq!(report.problems, 4);
     assert_eq!(
         report.failing_solutions.keys().collect::<Vec<_>>(),
@@ -159,6 +165,26 @@ fn a_build_keeps_only_tasks_an_empty_middle_fails() {
             verdict.detail
         );
     }
+
+    // `max_tasks`: a seeded sample of the cuts, checked the same way (a subset of the full set).
+    let sampled_out = dir.path().join("sampled");
+    let sampled = BuildOptions {
+        kinds: vec![Kind::SingleLine],
+        max_tasks: Some(3),
+        ..options
+    };
+    let report =
+        redraft_eval::build::humanevalpack(&input, &sampled_out, &sampled, &scorer).unwrap();
+    let set = &report.sets["RustSingleLine"];
+    assert_eq!(set.candidates, 3);
+    let kept = read_tasks(&sampled_out.join("RustSingleLine.jsonl.gz")).unwrap();
+    assert_eq!(kept.len(), set.tasks);
+    let full: HashSet<&str> = single.iter().map(|t| t.task_id.as_str()).collect();
+    assert!(
+        kept.iter().all(|t| full.contains(t.task_id.as_str())),
+        "{:?}",
+        kept.iter().map(|t| &t.task_id).collect::<Vec<_>>()
+    );
 }
 
 /// `--from-dir` on this repository's own engine sources: each cut is a syntax node (or the

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 use redraft_eval::build::from_dir::{self, FromDirOptions};
 use redraft_eval::build::humanevalpack::Kind;
+use redraft_eval::build::BuildOptions;
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{write_jsonl, TaskLanguage};
 
@@ -57,7 +58,9 @@ pub struct Args {
     /// --from-dir: tasks sampled per file.
     #[arg(long, default_value_t = 8)]
     per_file: usize,
-    /// --from-dir: at most this many tasks overall (a seeded sample).
+    /// A seeded sample: --from-dir, at most this many tasks overall; humanevalpack-rust, at most
+    /// this many cuts per set, sampled before the empty-middle check (e.g. 600 makes the
+    /// multi-line set a few minutes to build instead of half an hour).
     #[arg(long)]
     max_tasks: Option<usize>,
 }
@@ -113,15 +116,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from("target/benchmarks"));
-    let report = redraft_eval::build::humanevalpack(
-        &args.input,
-        &out,
-        &kinds,
-        args.seed,
-        !args.plain,
-        &scorer,
+    let options = BuildOptions {
+        kinds,
+        seed: args.seed,
+        gzip: !args.plain,
         jobs,
-    )?;
+        max_tasks: args.max_tasks,
+    };
+    let report = redraft_eval::build::humanevalpack(&args.input, &out, &options, &scorer)?;
     for (problem, why) in &report.failing_solutions {
         eprintln!("bench build: dropped {problem}: its solution does not pass every time ({why})");
     }

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::Parser;
 use redraft_eval::generate::Setting;
-use redraft_eval::rng::SplitMix64;
 use redraft_eval::run::{self, Completions, Run, RunIdentity};
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{read_tasks, Task, TaskLanguage};
@@ -135,16 +134,10 @@ impl Args {
         if let Some(limit) = self.limit {
             tasks.truncate(limit);
         }
-        if let Some(n) = self.sample {
-            if n < tasks.len() {
-                let mut order: Vec<usize> = (0..tasks.len()).collect();
-                SplitMix64::new(self.sample_seed).shuffle(&mut order);
-                let mut keep = order[..n].to_vec();
-                keep.sort_unstable();
-                tasks = keep.into_iter().map(|i| tasks[i].clone()).collect();
-            }
+        match self.sample {
+            Some(n) => redraft_eval::rng::sample(tasks, n, self.sample_seed),
+            None => tasks,
         }
-        tasks
     }
 }
 
