@@ -46,6 +46,9 @@ SOURCE = textwrap.dedent(
 # Typed on the empty line in `main` (Neovim's autoindent supplies the indent); the model has the
 # whole file around it.
 TYPED = "println!("
+# For partial acceptance the suggestion must have more than one word: a method call the default
+# model completes as `name();` (the test fails with a clear message if a retrained model does not).
+TYPED_FOR_WORDS = "let n = counts."
 
 
 def require_environment():
@@ -235,7 +238,7 @@ def test_accept_word_then_the_rest(tmp_path, native):
     try:
         open_rust_file(nvim, tmp_path)
         line_number = SOURCE.splitlines().index("    let counts = word_counts(\"a b a\");") + 2
-        type_in_insert_mode(nvim, line_number, TYPED)
+        type_in_insert_mode(nvim, line_number, TYPED_FOR_WORDS)
         typed_line = nvim.current.line
         show = "return #vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_create_namespace(args[1]), 0, -1, {}) > 0"
         wait_lua(nvim, SUGGESTION_TIMEOUT_MS, show, "the inline suggestion to be displayed", namespace)
