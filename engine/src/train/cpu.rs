@@ -529,40 +529,23 @@ impl CpuModel {
         }
         for (l, (idx, acts)) in self.layers.iter().zip(&work.layers).enumerate().rev() {
             // dx holds the gradient of the block's output. The MLP:
-            matmul(
-                MatMut::rows(&mut work.d_act, n, ffn),
+            linear_backward(
                 Mat::rows(dx, n, d),
-                Mat::rows(&w[idx.down], d, ffn),
-                false,
-                1.0,
-                Threads::Pool,
-            )?;
-            matmul(
-                MatMut::rows(&mut grads[idx.down], d, ffn),
-                Mat::rows(dx, n, d).t(),
                 Mat::rows(&acts.act, n, ffn),
-                true,
-                1.0,
-                Threads::Pool,
+                Mat::rows(&w[idx.down], d, ffn),
+                MatMut::rows(&mut grads[idx.down], d, ffn),
+                MatMut::rows(&mut work.d_act, n, ffn),
+                false,
             )?;
             kernels::swiglu_backward(&acts.gate_up, &work.d_act, &mut work.d_gate_up, ffn);
             for (i, (param, offset)) in [(idx.gate, 0), (idx.up, ffn)].into_iter().enumerate() {
-                let d_part = Mat::at(&work.d_gate_up, offset, n, ffn, 2 * ffn);
-                matmul(
-                    MatMut::rows(&mut grads[param], ffn, d),
-                    d_part.t(),
+                linear_backward(
+                    Mat::at(&work.d_gate_up, offset, n, ffn, 2 * ffn),
                     Mat::rows(&acts.h2, n, d),
-                    true,
-                    1.0,
-                    Threads::Pool,
-                )?;
-                matmul(
-                    MatMut::rows(&mut work.dh, n, d),
-                    d_part,
                     Mat::rows(&w[param], ffn, d),
+                    MatMut::rows(&mut grads[param], ffn, d),
+                    MatMut::rows(&mut work.dh, n, d),
                     i > 0,
-                    1.0,
-                    Threads::Pool,
                 )?;
             }
             kernels::rms_norm_backward(
@@ -574,21 +557,13 @@ impl CpuModel {
                 &mut grads[idx.post_norm],
             );
             // dx now holds the gradient of the residual after attention.
-            matmul(
-                MatMut::rows(&mut work.d_attn, n, q_width),
+            linear_backward(
                 Mat::rows(dx, n, d),
-                Mat::rows(&w[idx.o], d, q_width),
-                false,
-                1.0,
-                Threads::Pool,
-            )?;
-            matmul(
-                MatMut::rows(&mut grads[idx.o], d, q_width),
-                Mat::rows(dx, n, d).t(),
                 Mat::rows(&acts.attn, n, q_width),
-                true,
-                1.0,
-                Threads::Pool,
+                Mat::rows(&w[idx.o], d, q_width),
+                MatMut::rows(&mut grads[idx.o], d, q_width),
+                MatMut::rows(&mut work.d_attn, n, q_width),
+                false,
             )?;
             let (qkv, probs, d_attn) = (&acts.qkv, &acts.probs, &work.d_attn);
             work.d_qkv
@@ -655,22 +630,13 @@ impl CpuModel {
             .enumerate()
             {
                 grads[bias].copy_from_slice(&work.d_bias[offset..offset + rows]);
-                let d_part = Mat::at(&work.d_qkv, offset, n, rows, width);
-                matmul(
-                    MatMut::rows(&mut grads[param], rows, d),
-                    d_part.t(),
+                linear_backward(
+                    Mat::at(&work.d_qkv, offset, n, rows, width),
                     Mat::rows(&acts.h1, n, d),
-                    true,
-                    1.0,
-                    Threads::Pool,
-                )?;
-                matmul(
-                    MatMut::rows(&mut work.dh, n, d),
-                    d_part,
                     Mat::rows(&w[param], rows, d),
+                    MatMut::rows(&mut grads[param], rows, d),
+                    MatMut::rows(&mut work.dh, n, d),
                     i > 0,
-                    1.0,
-                    Threads::Pool,
                 )?;
                 offset += rows;
             }
@@ -691,4 +657,19 @@ impl CpuModel {
         }
         Ok(())
     }
+}
+
+/// The backward of a projection `y = x w^T` (`x` `[n, k]`, `w` `[m, k]`, `dy` `[n, m]`):
+/// `dw += dy^T x`, and `dx = dy w`, added to what `dx` holds when `accumulate_dx` (the
+/// projections that read the same input: gate/up, q/k/v).
+fn linear_backward(
+    dy: Mat<'_>,
+    x: Mat<'_>,
+    w: Mat<'_>,
+    dw: MatMut<'_>,
+    dx: MatMut<'_>,
+    accumulate_dx: bool,
+) -> Result<()> {
+    matmul(dw, dy.t(), x, true, 1.0, Threads::Pool)?;
+    matmul(dx, dy, w, accumulate_dx, 1.0, Threads::Pool)
 }

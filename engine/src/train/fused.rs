@@ -211,14 +211,7 @@ impl CustomOp3 for RmsNormBackward {
             .zip(x.par_chunks(width).zip(g.par_chunks(width)))
             .for_each(|(dx, (x, g))| {
                 let r = norm.inv_rms(x);
-                let mean = x
-                    .iter()
-                    .zip(g)
-                    .zip(w)
-                    .map(|((x, g), w)| x * g * w)
-                    .sum::<f32>()
-                    / width as f32;
-                let c = r * r * r * mean;
+                let c = rms_norm_backward_coefficient(x, g, w, r);
                 for i in 0..width {
                     dx[i] = r * w[i] * g[i] - x[i] * c;
                 }
@@ -241,6 +234,20 @@ pub fn swiglu(gate_up: &Tensor) -> Result<Tensor> {
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
     x.contiguous()?
         .apply_op2(weight, RmsNorm { eps: eps as f32 })
+}
+
+/// RMSNorm's backward for one row `x` with output gradient `g`, weight `w` and `r = 1 / rms(x)`
+/// is `dx = r * w * g - x * c`; this is `c = r³ * mean(x * g * w)`. Shared by the candle op and
+/// the CPU training path.
+pub(crate) fn rms_norm_backward_coefficient(x: &[f32], g: &[f32], w: &[f32], r: f32) -> f32 {
+    let mean = x
+        .iter()
+        .zip(g)
+        .zip(w)
+        .map(|((x, g), w)| x * g * w)
+        .sum::<f32>()
+        / x.len() as f32;
+    r * r * r * mean
 }
 
 #[cfg(test)]

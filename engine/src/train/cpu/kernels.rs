@@ -11,6 +11,7 @@
 use rayon::prelude::*;
 
 use crate::ops::{exp, rows_per_task, softmax_rows, swiglu_rows};
+use crate::train::fused::rms_norm_backward_coefficient;
 
 /// Rows per fixed chunk of a column sum.
 const SUM_ROWS: usize = 256;
@@ -55,14 +56,7 @@ pub(super) fn rms_norm_backward(
                 .zip(g.chunks(width))
                 .zip(inv)
             {
-                let mean = x
-                    .iter()
-                    .zip(g)
-                    .zip(w)
-                    .map(|((x, g), w)| x * g * w)
-                    .sum::<f32>()
-                    / width as f32;
-                let c = r * r * r * mean;
+                let c = rms_norm_backward_coefficient(x, g, w, r);
                 for i in 0..width {
                     dx[i] += r * w[i] * g[i] - x[i] * c;
                     partial[i] += g[i] * (x[i] * r);
