@@ -277,28 +277,28 @@ impl CpuModel {
     }
 
     fn forward(&mut self, batch: &Batch) -> Result<()> {
-        let cfg = &self.config;
-        let (b, len) = (batch.batch, batch.len);
-        let n = b * len;
-        let (d, heads, kv_heads, hd) = (
-            cfg.hidden_size,
-            cfg.num_attention_heads,
-            cfg.num_kv_heads(),
-            cfg.head_dim(),
-        );
-        let (ffn, vocab, eps) = (
-            cfg.intermediate_size,
-            cfg.vocab_size,
-            cfg.rms_norm_eps as f32,
-        );
-        let (q_width, kv_width) = (heads * hd, kv_heads * hd);
-        let width = q_width + 2 * kv_width;
-        let group = heads / kv_heads;
-        let scale = (1.0 / (hd as f64).sqrt()) as f32;
+        let Dims {
+            b,
+            len,
+            n,
+            d,
+            heads,
+            kv_heads,
+            hd,
+            ffn,
+            vocab,
+            q_width,
+            kv_width,
+            width,
+            group,
+            scale,
+        } = Dims::new(&self.config, batch);
+        let eps = self.config.rms_norm_eps as f32;
         let w = &self.weights;
         let work = &mut self.work;
         if work.rope_len != len {
-            (work.cos, work.sin) = super::model::rope_table_values(cfg.rope_theta(), hd, len);
+            (work.cos, work.sin) =
+                super::model::rope_table_values(self.config.rope_theta(), hd, len);
             work.rope_len = len;
         }
         let rope = Rope {
@@ -452,20 +452,22 @@ impl CpuModel {
 
     /// Back-propagates the gradient the cross-entropy left in the logits buffer.
     fn backward(&mut self, batch: &Batch) -> Result<()> {
-        let cfg = &self.config;
-        let (b, len) = (batch.batch, batch.len);
-        let n = b * len;
-        let (d, heads, kv_heads, hd) = (
-            cfg.hidden_size,
-            cfg.num_attention_heads,
-            cfg.num_kv_heads(),
-            cfg.head_dim(),
-        );
-        let (ffn, vocab) = (cfg.intermediate_size, cfg.vocab_size);
-        let (q_width, kv_width) = (heads * hd, kv_heads * hd);
-        let width = q_width + 2 * kv_width;
-        let group = heads / kv_heads;
-        let scale = (1.0 / (hd as f64).sqrt()) as f32;
+        let Dims {
+            b,
+            len,
+            n,
+            d,
+            heads,
+            kv_heads,
+            hd,
+            ffn,
+            vocab,
+            q_width,
+            kv_width,
+            width,
+            group,
+            scale,
+        } = Dims::new(&self.config, batch);
         let m = batch.rows.len();
         let w = &self.weights;
         let grads = &mut self.grads;
@@ -672,4 +674,48 @@ fn linear_backward(
 ) -> Result<()> {
     matmul(dw, dy.t(), x, true, 1.0, Threads::Pool)?;
     matmul(dx, dy, w, accumulate_dx, 1.0, Threads::Pool)
+}
+
+/// The sizes a step works with, from the model's config and the batch's shape.
+struct Dims {
+    b: usize,
+    len: usize,
+    /// Token rows in the batch (`b * len`).
+    n: usize,
+    d: usize,
+    heads: usize,
+    kv_heads: usize,
+    hd: usize,
+    ffn: usize,
+    vocab: usize,
+    /// Widths of the q and of the k (= v) projections, and of the packed `q | k | v` rows.
+    q_width: usize,
+    kv_width: usize,
+    width: usize,
+    /// Query heads per key head.
+    group: usize,
+    /// `1 / sqrt(head_dim)`.
+    scale: f32,
+}
+
+impl Dims {
+    fn new(cfg: &ModelConfig, batch: &Batch) -> Dims {
+        let (heads, kv_heads, hd) = (cfg.num_attention_heads, cfg.num_kv_heads(), cfg.head_dim());
+        Dims {
+            b: batch.batch,
+            len: batch.len,
+            n: batch.batch * batch.len,
+            d: cfg.hidden_size,
+            heads,
+            kv_heads,
+            hd,
+            ffn: cfg.intermediate_size,
+            vocab: cfg.vocab_size,
+            q_width: heads * hd,
+            kv_width: kv_heads * hd,
+            width: (heads + 2 * kv_heads) * hd,
+            group: heads / kv_heads,
+            scale: (1.0 / (hd as f64).sqrt()) as f32,
+        }
+    }
 }
