@@ -66,7 +66,13 @@ async fn a_cancellation_storm_answers_everything_and_memory_stays_flat() {
         totals = (totals.0 + ok, totals.1 + cancelled);
     }
     let after = lsp.rss();
-    assert!(totals.1 >= 300, "most requests were cancelled: {totals:?}");
+    // Two in five are cancelled right after being sent, while the worker is busy with earlier
+    // ones; how many of the rest are cancelled depends on how fast the model is (about half of
+    // all with the default model on 2 cores, most with a slower one).
+    assert!(
+        totals.1 >= 600 / 5,
+        "the cancellations took effect: {totals:?}"
+    );
     assert!(totals.0 >= 1, "some requests ran to the end: {totals:?}");
     assert!(
         after <= before + (64 << 20),
