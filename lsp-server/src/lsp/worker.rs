@@ -11,7 +11,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redraft_context::{Budget, Neighbour, Plan, Source};
 use redraft_engine::qwen2::KvCache;
@@ -33,6 +33,15 @@ const MAX_SOURCE_BYTES: usize = 1 << 20;
 const SOURCE_WINDOW_BYTES: usize = 256 << 10;
 /// The most of each other open document offered as neighbour context.
 const MAX_NEIGHBOUR_BYTES: usize = 128 << 10;
+/// A testing aid: `REDRAFT_STEP_DELAY_MS=N` makes the worker sleep N ms after every denoising
+/// step, so the end-to-end tests can cancel or supersede a run mid-way on any machine, however
+/// fast the model. Unset (always, outside tests) it costs nothing.
+const STEP_DELAY_ENV: &str = "REDRAFT_STEP_DELAY_MS";
+
+fn step_delay() -> Option<Duration> {
+    let ms: u64 = std::env::var(STEP_DELAY_ENV).ok()?.trim().parse().ok()?;
+    (ms > 0).then(|| Duration::from_millis(ms))
+}
 
 /// One inline completion to compute.
 pub struct Job {
@@ -107,6 +116,8 @@ impl Worker {
 
 struct Inference {
     engine: Option<Engine>,
+    /// See [`STEP_DELAY_ENV`].
+    step_delay: Option<Duration>,
     /// Why there is no engine (shown in results' logs).
     missing: String,
     cache: KvCache,
@@ -117,6 +128,7 @@ impl Inference {
     fn new(log: Log) -> Inference {
         Inference {
             engine: None,
+            step_delay: step_delay(),
             missing: "the model is still loading".into(),
             cache: KvCache::default(),
             log,
@@ -202,17 +214,20 @@ impl Inference {
         let request = engine_request(&plan, &budget, SamplerConfig::effort(job.settings.effort));
         let lengths =
             candidate_lengths(plan.canvas.tokens, job.candidates, budget.max_canvas_tokens);
-        let streaming = job.stream.is_some();
-        let stream = &mut job.stream;
+        let watched = job.stream.is_some() || self.step_delay.is_some();
+        let (stream, delay) = (&mut job.stream, self.step_delay);
         let mut on_step = |step: &DenoiseStep| {
             if let (Some(stream), Some(view)) = (stream.as_mut(), step.canvases.first()) {
                 stream.step(engine, step.step, view);
+            }
+            if let Some(delay) = delay {
+                std::thread::sleep(delay);
             }
         };
         let controls = Controls {
             cancel: Some(&job.cancel),
             deadline: None,
-            on_step: streaming.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
+            on_step: watched.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
         };
         let started = Instant::now();
         let completions = if lengths.len() == 1 {

@@ -88,6 +88,9 @@ pub struct Start {
     pub progress: bool,
     /// Wait until the model is loaded (or failed to load) before returning.
     pub wait_for_model: bool,
+    /// `REDRAFT_STEP_DELAY_MS` for the server: a pause after every denoising step, so a test
+    /// can act while a run is under way however fast the model is.
+    pub step_delay_ms: Option<u64>,
 }
 
 impl Default for Start {
@@ -98,6 +101,7 @@ impl Default for Start {
             encodings: None,
             progress: true,
             wait_for_model: true,
+            step_delay_ms: None,
         }
     }
 }
@@ -117,7 +121,11 @@ impl Lsp {
                 });
             router
         });
-        let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_redraft"));
+        if let Some(ms) = start.step_delay_ms {
+            command.env("REDRAFT_STEP_DELAY_MS", ms.to_string());
+        }
+        let mut child = command
             .args(["lsp", "--stdio"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -19,6 +19,17 @@ fn slow() -> Value {
     json!({"effort": "high", "maxTokens": 200, "streamSteps": true})
 }
 
+/// A server whose runs take a while whatever the machine and model: high effort, and a pause
+/// after every denoising step, so cancels and edits land while the sampler is running.
+async fn slow_server() -> Lsp {
+    Lsp::start(Start {
+        options: slow(),
+        step_delay_ms: Some(25),
+        ..Start::default()
+    })
+    .await
+}
+
 fn assert_one_line_items(answer: &Value, line: u32, character: u32) -> Vec<String> {
     items(answer)
         .iter()
@@ -136,11 +147,7 @@ async fn open_edit_complete_and_exit() {
 
 #[tokio::test]
 async fn cancel_request_stops_the_sampler_and_answers_with_the_cancel_error() {
-    let lsp = Lsp::start(Start {
-        options: slow(),
-        ..Start::default()
-    })
-    .await;
+    let lsp = slow_server().await;
     lsp.open(URI, "rust", SOURCE);
     // Uncancelled, the same request takes this many denoising steps.
     let full = lsp.inline(URI, 3, 17, false).await.answer().await;
@@ -189,11 +196,7 @@ async fn cancel_request_stops_the_sampler_and_answers_with_the_cancel_error() {
 
 #[tokio::test]
 async fn a_newer_request_or_an_edit_cancels_the_older_request() {
-    let lsp = Lsp::start(Start {
-        options: slow(),
-        ..Start::default()
-    })
-    .await;
+    let lsp = slow_server().await;
     lsp.open(URI, "rust", SOURCE);
     let older = lsp.inline(URI, 3, 17, false).await;
     let newer = lsp.inline(URI, 3, 17, false).await;
