@@ -157,10 +157,10 @@ async fn cancel_request_stops_the_sampler_and_answers_with_the_cancel_error() {
         full_steps >= 8,
         "the slow settings need several steps ({full_steps})"
     );
-    // Type a character so the next request is not answered by type-through.
-    lsp.change(URI, 1, [[3, 17], [3, 17]], "v");
+    // Delete what precedes the cursor, so the next request is not answered by type-through.
+    lsp.change(URI, 1, [[3, 16], [3, 17]], "");
 
-    let pending = lsp.inline(URI, 3, 18, false).await;
+    let pending = lsp.inline(URI, 3, 16, false).await;
     // Cancel once the sampler has started.
     lsp.wait_for("redraft/draftStep", |p| {
         p["textDocument"]["version"] == json!(1)
@@ -189,7 +189,7 @@ async fn cancel_request_stops_the_sampler_and_answers_with_the_cancel_error() {
         .await;
     assert_eq!(closing["draft"], json!(""), "{closing}");
     // And the server goes on answering.
-    let again = lsp.inline(URI, 3, 18, false).await.answer().await;
+    let again = lsp.inline(URI, 3, 16, false).await.answer().await;
     assert!(again.is_ok(), "{again:?}");
     lsp.shutdown().await;
 }
@@ -203,15 +203,22 @@ async fn a_newer_request_or_an_edit_cancels_the_older_request() {
     assert_eq!(older.answer().await.unwrap_err().code.0, CANCELLED);
     assert!(newer.answer().await.is_ok());
 
-    let running = lsp.inline(URI, 3, 17, false).await;
-    lsp.change(URI, 1, [[3, 17], [3, 17]], "1");
+    // Delete what precedes the cursor, so the next request is not answered by type-through
+    // (it would otherwise be, from `newer`'s suggestion, without running the model).
+    lsp.change(URI, 1, [[3, 16], [3, 17]], "");
+    let running = lsp.inline(URI, 3, 16, false).await;
+    lsp.wait_for("redraft/draftStep", |p| {
+        p["textDocument"]["version"] == json!(1)
+    })
+    .await;
+    lsp.change(URI, 2, [[3, 16], [3, 16]], "1");
     assert_eq!(running.answer().await.unwrap_err().code.0, CANCELLED);
 
     // Requests on another document are left alone.
     let other = "file:///work/demo/src/other.rs";
     lsp.open(other, "rust", "fn main() {\n    let x = \n}\n");
     let first = lsp.inline(other, 1, 12, false).await;
-    let second = lsp.inline(URI, 3, 18, false).await;
+    let second = lsp.inline(URI, 3, 17, false).await;
     assert!(first.answer().await.is_ok());
     assert!(second.answer().await.is_ok());
     lsp.shutdown().await;
