@@ -525,10 +525,7 @@ impl CpuModel {
         );
         let dx = &mut work.dx;
         dx.fill(0.0);
-        for (g, &r) in work.d_rows_x.chunks(d).zip(&batch.rows) {
-            let row = &mut dx[r as usize * d..(r as usize + 1) * d];
-            row.iter_mut().zip(g).for_each(|(a, b)| *a += b);
-        }
+        kernels::add_rows_at(&work.d_rows_x, &batch.rows, dx, d);
         for (l, (idx, acts)) in self.layers.iter().zip(&work.layers).enumerate().rev() {
             // dx holds the gradient of the block's output. The MLP:
             linear_backward(
@@ -653,10 +650,7 @@ impl CpuModel {
         }
         // dx is now the embeddings' output gradient: add each row to its token's embedding.
         let d_embed = &mut grads[self.embed];
-        for (g, &t) in dx.chunks(d).zip(&batch.input) {
-            let row = &mut d_embed[t as usize * d..(t as usize + 1) * d];
-            row.iter_mut().zip(g).for_each(|(a, b)| *a += b);
-        }
+        kernels::add_rows_at(dx, &batch.input, d_embed, d);
         Ok(())
     }
 }

@@ -75,6 +75,14 @@ fn add(dst: &mut [f32], src: &[f32]) {
     }
 }
 
+/// Adds row `i` of `src` to row `at[i]` of `dst` (rows of `width` values): the backward of a
+/// row gather (the masked rows' head input, the embedding lookup).
+pub(super) fn add_rows_at(src: &[f32], at: &[u32], dst: &mut [f32], width: usize) {
+    for (row, &r) in src.chunks(width).zip(at) {
+        add(&mut dst[r as usize * width..][..width], row);
+    }
+}
+
 /// `dst += Σ_rows src` for `src` rows of `dst.len()` values.
 pub(super) fn add_column_sums(src: &[f32], dst: &mut [f32]) {
     let width = dst.len();
