@@ -93,24 +93,34 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Loads `config.json`, `redraft.json` (if present), the weights and `tokenizer.json`.
+    /// Loads `config.json`, `redraft.json` (if present), the weights and `tokenizer.json`, to
+    /// run on the CPU.
     pub fn load(dir: &Path) -> Result<Engine> {
+        Engine::load_on(dir, &Device::Cpu)
+    }
+
+    /// [`Engine::load`] onto `device` (see [`crate::DeviceSpec`]).
+    pub fn load_on(dir: &Path, device: &Device) -> Result<Engine> {
         if !dir.is_dir() {
             return Err(Error::MissingFile {
                 path: dir.to_path_buf(),
                 what: "to be a directory (config.json, model.safetensors, tokenizer.json)",
             });
         }
-        let device = Device::Cpu;
         let (config, settings) = load_settings(dir)?;
-        let weights = Weights::load(dir, DType::F32, &device)?;
+        let weights = Weights::load(dir, DType::F32, device)?;
         let tokenizer = Tokenizer::load(&dir.join(TOKENIZER_FILE))?;
-        Engine::assemble(dir, config, settings, &weights, tokenizer)
+        Engine::assemble(dir, config, settings, &weights, tokenizer, device)
     }
 
     /// A model whose files are already in memory (the default model compiled into the
     /// binary); errors name the files as if they sat in `files.origin`.
     pub fn from_files(files: &ModelFiles<'_>) -> Result<Engine> {
+        Engine::from_files_on(files, &Device::Cpu)
+    }
+
+    /// [`Engine::from_files`] onto `device`.
+    pub fn from_files_on(files: &ModelFiles<'_>, device: &Device) -> Result<Engine> {
         let dir = Path::new(files.origin);
         let config = ModelConfig::parse(files.config, &dir.join(CONFIG_FILE))?;
         let extra = files
@@ -122,10 +132,10 @@ impl Engine {
             files.weights,
             &dir.join(crate::checkpoint::SINGLE_FILE),
             DType::F32,
-            &Device::Cpu,
+            device,
         )?;
         let tokenizer = Tokenizer::from_bytes(files.tokenizer, &dir.join(TOKENIZER_FILE))?;
-        Engine::assemble(dir, config, settings, &weights, tokenizer)
+        Engine::assemble(dir, config, settings, &weights, tokenizer, device)
     }
 
     fn assemble(
@@ -134,8 +144,9 @@ impl Engine {
         settings: DiffusionSettings,
         weights: &Weights,
         tokenizer: Tokenizer,
+        device: &Device,
     ) -> Result<Engine> {
-        let model = Qwen2::new(&config, weights, &Device::Cpu)?;
+        let model = Qwen2::new(&config, weights, device)?;
         if tokenizer.vocab_size() > config.vocab_size {
             return Err(Error::Tokenizer {
                 path: dir.join(TOKENIZER_FILE),

@@ -50,6 +50,8 @@ pub enum Error {
     },
     #[error("tokenizer {path}: {message}")]
     Tokenizer { path: PathBuf, message: String },
+    #[error("device: {0}")]
+    Device(String),
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     #[error("cancelled")]

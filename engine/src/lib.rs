@@ -6,6 +6,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod corpus;
+pub mod device;
 pub mod engine;
 pub mod error;
 pub mod ops;
@@ -14,5 +15,6 @@ pub mod sampler;
 pub mod tokenizer;
 pub mod train;
 
+pub use device::DeviceSpec;
 pub use engine::{Completion, Engine, InfillRequest};
 pub use error::{Error, Result};

@@ -5,9 +5,34 @@
 //! parity budget), written out again in AVX2+FMA intrinsics and picked at run time when the CPU
 //! has them; the tests hold both paths to candle's reference ops. Inference only: these ops have
 //! no backward pass.
+//!
+//! They run on CPU storage only; [`portable`] composes the same operations from candle's own
+//! ops for every other device, and [`Kernels`] says which of the two a model uses.
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+pub mod portable;
+
+use candle_core::{CpuStorage, CustomOp1, Device, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
+
+/// Which implementation of the fused operations a model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernels {
+    /// The CPU kernels of this module (custom candle ops over CPU storage).
+    Cpu,
+    /// [`portable`]: candle's own tensor ops, on any device (what CUDA runs).
+    Portable,
+}
+
+impl Kernels {
+    /// The fast choice for `device`.
+    pub fn for_device(device: &Device) -> Kernels {
+        if device.is_cpu() {
+            Kernels::Cpu
+        } else {
+            Kernels::Portable
+        }
+    }
+}
 
 /// e^x for f32, vectorisable: x = n ln 2 + r with n an integer (the exponent bits) and
 /// |r| <= ln2 / 2, ln 2 split in two parts so r stays exact (Cody-Waite), then a degree-6
@@ -694,6 +719,83 @@ mod tests {
             attention(&rows, &rows, layout, 0..4, 48, &[3]).is_err(),
             "queries past the rows"
         );
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar()
+            .unwrap()
+    }
+
+    #[test]
+    fn portable_ops_match_the_cpu_kernels() {
+        let layout = HeadLayout {
+            heads: 6,
+            kv_heads: 2,
+            head_dim: 8,
+        };
+        let width = 10 * 8;
+        for (tokens, queries, key_lens) in [
+            (5, 0..5, [5, 5]),
+            (9, 0..9, [9, 8]),
+            (70, 0..70, [70, 61]),
+            (130, 60..63, [1, 130]),
+        ] {
+            let rows = Tensor::randn(0f32, 1.0, (2, tokens, width), &Device::Cpu).unwrap();
+            let cpu = attention(&rows, &rows, layout, queries.clone(), 6 * 8, &key_lens).unwrap();
+            let portable =
+                portable::attention(&rows, &rows, layout, queries.clone(), 6 * 8, &key_lens)
+                    .unwrap();
+            assert_eq!(cpu.dims(), portable.dims());
+            let diff = max_diff(&cpu, &portable);
+            assert!(diff < 1e-5, "{tokens} tokens: attention differs by {diff}");
+            // Keys and values from a separate cache (no query columns).
+            let kv = rows.narrow(2, 6 * 8, 4 * 8).unwrap().contiguous().unwrap();
+            let cached = portable::attention(&rows, &kv, layout, queries, 0, &key_lens).unwrap();
+            assert!(max_diff(&cached, &portable) < 1e-6);
+        }
+        let rows = Tensor::zeros((1, 3, width), candle_core::DType::F32, &Device::Cpu).unwrap();
+        for (queries, lens) in [
+            (0..3, vec![4]),
+            (0..3, vec![3, 3]),
+            (0..4, vec![3]),
+            (0..3, vec![0]),
+        ] {
+            assert!(
+                portable::attention(&rows, &rows, layout, queries.clone(), 48, &lens).is_err(),
+                "queries {queries:?}, key lengths {lens:?}"
+            );
+        }
+
+        let t = 7;
+        let qkv = Tensor::randn(0f32, 1.0, (2, t, width), &Device::Cpu).unwrap();
+        let bias = Tensor::randn(0f32, 1.0, width, &Device::Cpu).unwrap();
+        let cos = Tensor::randn(0f32, 1.0, (t, 4), &Device::Cpu).unwrap();
+        let sin = Tensor::randn(0f32, 1.0, (t, 4), &Device::Cpu).unwrap();
+        let portable = portable::bias_rope(&qkv, &bias, layout, &cos, &sin).unwrap();
+        let cpu = qkv.copy().unwrap();
+        bias_rope_(
+            &cpu,
+            &bias.to_vec1().unwrap(),
+            layout,
+            &cos.flatten_all().unwrap().to_vec1().unwrap(),
+            &sin.flatten_all().unwrap().to_vec1().unwrap(),
+        )
+        .unwrap();
+        let diff = max_diff(&cpu, &portable);
+        assert!(diff < 1e-5, "bias + RoPE differs by {diff}");
+
+        let gate_up = Tensor::randn(0f32, 3.0, (2, 3, 2 * 19), &Device::Cpu).unwrap();
+        let diff = max_diff(
+            &swiglu(&gate_up).unwrap(),
+            &portable::swiglu(&gate_up).unwrap(),
+        );
+        assert!(diff < 1e-5, "swiglu differs by {diff}");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! `rotate_half`, grouped-query attention with q/k/v biases, SwiGLU MLP, tied or untied head),
 //! run with a full (non-causal) attention mask, as masked-diffusion models are.
 //!
-//! Inference-only: it uses candle's fused CPU ops (`rms_norm`, and the softmax and SwiGLU of `ops`), which have no
-//! backward pass. Projections are stored pre-transposed (`[in, out]`) and fused (q|k|v and
+//! Inference-only: it uses fused ops without a backward pass (candle's `rms_norm`, and
+//! attention, bias + RoPE and SwiGLU from [`crate::ops`]: its CPU kernels on CPU, their
+//! [`crate::ops::portable`] compositions on other devices). Projections are stored pre-transposed (`[in, out]`) and fused (q|k|v and
 //! gate|up), so a layer is four matmuls.
 //!
 //! Two passes, both returning logits only for the `window` of positions the caller asks for:
@@ -18,7 +19,7 @@ use std::ops::Range;
 use candle_core::{Device, Tensor};
 use candle_nn::ops::rms_norm;
 
-use crate::ops::{attention, bias_rope_, swiglu, HeadLayout};
+use crate::ops::{attention, bias_rope_, portable, swiglu, HeadLayout, Kernels};
 
 use crate::checkpoint::Weights;
 use crate::config::ModelConfig;
@@ -66,6 +67,8 @@ struct Layer {
     input_norm: Tensor,
     qkv_weight: Tensor,
     qkv_bias: Vec<f32>,
+    /// The same bias as a tensor on the model's device (for [`Kernels::Portable`]).
+    qkv_bias_tensor: Tensor,
     o_weight: Tensor,
     post_norm: Tensor,
     gate_up_weight: Tensor,
@@ -81,6 +84,7 @@ pub struct Qwen2 {
     lm_head_t: Tensor,
     rope: Rope,
     device: Device,
+    kernels: Kernels,
 }
 
 /// RoPE rotations (`[position, head_dim / 2]` cos and sin), precomputed for the usual
@@ -157,10 +161,12 @@ impl Qwen2 {
             let vb = get("self_attn.v_proj.bias", &[kv_out])?;
             let gate = get("mlp.gate_proj.weight", &[ffn, d])?;
             let up = get("mlp.up_proj.weight", &[ffn, d])?;
+            let qkv_bias_tensor = Tensor::cat(&[&qb, &kb, &vb], 0)?;
             layers.push(Layer {
                 input_norm: get("input_layernorm.weight", &[d])?,
                 qkv_weight: transpose(&Tensor::cat(&[&q, &k, &vv], 0)?)?,
-                qkv_bias: Tensor::cat(&[&qb, &kb, &vb], 0)?.to_vec1()?,
+                qkv_bias: qkv_bias_tensor.to_vec1()?,
+                qkv_bias_tensor,
                 o_weight: transpose(&get("self_attn.o_proj.weight", &[d, q_out])?)?,
                 post_norm: get("post_attention_layernorm.weight", &[d])?,
                 gate_up_weight: transpose(&Tensor::cat(&[&gate, &up], 0)?)?,
@@ -181,7 +187,26 @@ impl Qwen2 {
             lm_head_t: transpose(&lm_head)?,
             rope: Rope::new(config.rope_theta(), hd),
             device: device.clone(),
+            kernels: Kernels::for_device(device),
         })
+    }
+
+    /// The model running `kernels` instead of the ones its device calls for. Only the CPU
+    /// runs [`Kernels::Cpu`]; [`Kernels::Portable`] runs anywhere (tests hold the two paths to
+    /// each other on CPU).
+    pub fn with_kernels(mut self, kernels: Kernels) -> Result<Qwen2> {
+        if kernels == Kernels::Cpu && !self.device.is_cpu() {
+            return Err(Error::Device(format!(
+                "the CPU kernels cannot run on {}",
+                crate::device::describe(&self.device)
+            )));
+        }
+        self.kernels = kernels;
+        Ok(self)
+    }
+
+    pub fn kernels(&self) -> Kernels {
+        self.kernels
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -327,7 +352,28 @@ impl Qwen2 {
             .matmul(&layer.qkv_weight)?
             .reshape((b, rows, q_width + kv_width))?;
         let (cos, sin) = self.rope.at(positions.clone());
-        bias_rope_(&qkv, &layer.qkv_bias, heads, &cos, &sin)?;
+        let qkv = match self.kernels {
+            Kernels::Cpu => {
+                bias_rope_(&qkv, &layer.qkv_bias, heads, &cos, &sin)?;
+                qkv
+            }
+            Kernels::Portable => {
+                let table = |values: &[f32]| {
+                    Tensor::from_slice(values, (rows, heads.head_dim / 2), &self.device)
+                };
+                portable::bias_rope(
+                    &qkv,
+                    &layer.qkv_bias_tensor,
+                    heads,
+                    &table(&cos)?,
+                    &table(&sin)?,
+                )?
+            }
+        };
+        let attention = match self.kernels {
+            Kernels::Cpu => attention,
+            Kernels::Portable => portable::attention,
+        };
         let fresh_kv = || -> Result<Tensor> { Ok(qkv.narrow(2, q_width, kv_width)?.contiguous()?) };
         let (attn, kv) = match kv_cache {
             KvUse::Drop | KvUse::Keep => (
@@ -355,7 +401,12 @@ impl Qwen2 {
             .matmul(&layer.o_weight)?
             .reshape((b, q_rows, d))?)?;
         let h = rms_norm(&x, &layer.post_norm, eps)?.reshape((b * q_rows, d))?;
-        let mlp = swiglu(&h.matmul(&layer.gate_up_weight)?)?.matmul(&layer.down_weight)?;
+        let gate_up = h.matmul(&layer.gate_up_weight)?;
+        let act = match self.kernels {
+            Kernels::Cpu => swiglu(&gate_up)?,
+            Kernels::Portable => portable::swiglu(&gate_up)?,
+        };
+        let mlp = act.matmul(&layer.down_weight)?;
         let out = (x + mlp.reshape((b, q_rows, d))?)?;
         Ok((out, kv))
     }

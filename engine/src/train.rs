@@ -28,6 +28,9 @@ pub mod tokens;
 #[cfg(test)]
 mod tests;
 
+#[cfg(all(test, feature = "cuda"))]
+mod cuda_tests;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -217,16 +220,22 @@ pub struct TrainSummary {
     pub tokens_per_s: f64,
     pub last_eval: Option<EvalReport>,
     pub parameters: usize,
+    /// Where it ran: `cpu` or `cuda:N`.
+    pub device: String,
 }
 
 /// What computes the gradients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
-    /// [`cpu::CpuModel`] on CPU, candle's autograd over [`TrainModel`] on other devices.
+    /// [`cpu::CpuModel`] on CPU, [`Backend::Portable`] on other devices.
     #[default]
     Auto,
-    /// candle's autograd over [`TrainModel`] everywhere (the reference the CPU path is held to).
+    /// candle's autograd over [`TrainModel`] with the device's own kernels (on CPU: the
+    /// reference the CPU path is held to).
     Autograd,
+    /// candle's autograd over [`TrainModel`] built from composed ops, with the optimizer's
+    /// moments in tensors: what a GPU runs, on any device (tests run it on CPU).
+    Portable,
 }
 
 /// Which tokenizer a fresh run uses.
@@ -286,25 +295,36 @@ fn check_specials(tokenizer: &Tokenizer, path: &Path) -> TrainResult<()> {
     Ok(())
 }
 
-/// Runs (or, with `resume`, continues) training. The tokenizer must already be at
+/// Runs (or, with `resume`, continues) training on `device`. The tokenizer must already be at
 /// `paths.tokenizer()` ([`prepare_tokenizer`]); `config.model.vocab_size` must be its size.
 pub fn train(
     config: &TrainConfig,
     paths: &TrainPaths,
     resume: bool,
     export_dtype: DType,
+    device: &Device,
     controls: TrainControls<'_>,
 ) -> TrainResult<TrainSummary> {
-    train_with(config, paths, resume, export_dtype, Backend::Auto, controls)
+    train_with(
+        config,
+        paths,
+        resume,
+        export_dtype,
+        device,
+        Backend::Auto,
+        controls,
+    )
 }
 
-/// [`train`] with the gradients computed by `backend`. Both backends read and write the same
-/// checkpoints, so a run may be resumed with either.
+/// [`train`] with the gradients computed by `backend`. Every device and backend reads and
+/// writes the same checkpoints, so a run may be resumed with any of them (the steps differ only
+/// by float rounding).
 pub fn train_with(
     config: &TrainConfig,
     paths: &TrainPaths,
     resume: bool,
     export_dtype: DType,
+    device: &Device,
     backend: Backend,
     mut controls: TrainControls<'_>,
 ) -> TrainResult<TrainSummary> {
@@ -348,7 +368,6 @@ pub fn train_with(
         train_split.hash() ^ valid_split.hash().rotate_left(1)
     );
     let tokenizer_hash = format!("{tokenizer_hash:016x}");
-    let device = Device::Cpu;
     let model_config = config.model.model_config(config.data.seq_len);
 
     let (model, mut optim, start_step, mut tokens_seen, mut train_seconds) = if resume {
@@ -371,8 +390,8 @@ pub fn train_with(
             ));
         }
         let (weights, moments) = checkpoint::load_tensors(out)?;
-        let model = TrainModel::from_tensors(&model_config, weights, &device)?;
-        let mut optim = AdamW::new(config.optim.clone(), model.params());
+        let model = build_model(&model_config, weights, device, backend)?;
+        let mut optim = new_optimizer(config, &model, backend)?;
         optim.restore(model.params(), &moments, state.step as u64)?;
         truncate_log(&out.join(LOG_FILE), state.step)?;
         controls.status(&format!(
@@ -394,8 +413,8 @@ pub fn train_with(
             )));
         }
         let weights = crate::qwen2::init_weights(&model_config, config.seed)?;
-        let model = TrainModel::from_tensors(&model_config, weights, &device)?;
-        let optim = AdamW::new(config.optim.clone(), model.params());
+        let model = build_model(&model_config, weights, device, backend)?;
+        let optim = new_optimizer(config, &model, backend)?;
         let _ = std::fs::remove_file(out.join(LOG_FILE));
         (model, optim, 0, 0, 0.0)
     };
@@ -413,6 +432,15 @@ pub fn train_with(
         Backend::Auto if device.is_cpu() => Some(CpuModel::new(&model)?),
         _ => None,
     };
+    controls.status(&format!(
+        "training on {} ({})",
+        crate::device::describe(device),
+        if fast.is_some() {
+            "redraft's CPU forward and backward"
+        } else {
+            "candle autograd"
+        }
+    ));
     let seq_len = config.data.seq_len;
     let builder = ExampleBuilder::new(
         &train_split,
@@ -569,11 +597,33 @@ pub fn train_with(
         tokens_per_s: tokens_per_s(step_time, session_steps),
         last_eval,
         parameters: model.num_parameters(),
+        device: crate::device::describe(device),
     })
 }
 
 /// Saves the checkpoint and exports the model, first copying the CPU path's weights (when it
 /// trains) into `model`.
+/// The training model for `backend` on `device`.
+fn build_model(
+    config: &crate::config::ModelConfig,
+    weights: std::collections::HashMap<String, candle_core::Tensor>,
+    device: &Device,
+    backend: Backend,
+) -> TrainResult<TrainModel> {
+    let model = TrainModel::from_tensors(config, weights, device)?;
+    Ok(match backend {
+        Backend::Portable => model.with_kernels(crate::ops::Kernels::Portable)?,
+        Backend::Auto | Backend::Autograd => model,
+    })
+}
+
+fn new_optimizer(config: &TrainConfig, model: &TrainModel, backend: Backend) -> TrainResult<AdamW> {
+    match backend {
+        Backend::Portable => AdamW::with_tensor_moments(config.optim.clone(), model.params()),
+        Backend::Auto | Backend::Autograd => AdamW::new(config.optim.clone(), model.params()),
+    }
+}
+
 fn save_all(
     out: &Path,
     model: &TrainModel,

@@ -1,12 +1,14 @@
 //! Parity with the reference implementation: `transformers`' Qwen2 in PyTorch, run with a full
 //! non-causal mask (fixtures and generator in `fixtures/parity/`). Both logit-shift settings,
-//! a bf16 single-file checkpoint and an f32 sharded one.
+//! a bf16 single-file checkpoint and an f32 sharded one. Every check runs twice: with the CPU
+//! kernels and with the portable ops that other devices (CUDA) run.
 
 use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
 use redraft_engine::checkpoint::Weights;
 use redraft_engine::engine::load_settings;
+use redraft_engine::ops::Kernels;
 use redraft_engine::qwen2::{KvCache, Qwen2};
 use redraft_engine::sampler::{score_row, Pass};
 
@@ -39,14 +41,19 @@ fn expected(name: &str) -> Expected {
     }
 }
 
-fn load(name: &str) -> (Qwen2, bool) {
+const KERNELS: [Kernels; 2] = [Kernels::Cpu, Kernels::Portable];
+
+fn load(name: &str, kernels: Kernels) -> (Qwen2, bool) {
     let dir = fixture(name);
     let (config, settings) = load_settings(&dir).unwrap();
     let weights = Weights::load(&dir, DType::F32, &Device::Cpu).unwrap();
-    (
-        Qwen2::new(&config, &weights, &Device::Cpu).unwrap(),
-        settings.logit_shift,
-    )
+    let model = Qwen2::new(&config, &weights, &Device::Cpu).unwrap();
+    assert_eq!(
+        model.kernels(),
+        Kernels::Cpu,
+        "the CPU's own kernels by default"
+    );
+    (model.with_kernels(kernels).unwrap(), settings.logit_shift)
 }
 
 fn max_abs_diff(a: &[Vec<Vec<f32>>], b: &[Vec<Vec<f32>>]) -> f32 {
@@ -73,14 +80,20 @@ fn run(model: &Qwen2, ids: &[Vec<u32>]) -> Vec<Vec<Vec<f32>>> {
 }
 
 fn check_parity(name: &str, expect_shift: bool) {
-    let (model, shift) = load(name);
+    for kernels in KERNELS {
+        check_parity_with(name, expect_shift, kernels);
+    }
+}
+
+fn check_parity_with(name: &str, expect_shift: bool, kernels: Kernels) {
+    let (model, shift) = load(name, kernels);
     assert_eq!(shift, expect_shift, "{name}: logit_shift from redraft.json");
     let expected = expected(name);
     let raw = run(&model, &expected.input_ids);
     let diff = max_abs_diff(&raw, &expected.logits_unshifted);
     assert!(
         diff <= TOLERANCE,
-        "{name}: unshifted logits differ by {diff}"
+        "{name} ({kernels:?}): unshifted logits differ by {diff}"
     );
     // What the sampler reads for each position, under the checkpoint's shift setting.
     let scored: Vec<Vec<Vec<f32>>> = raw
@@ -92,7 +105,10 @@ fn check_parity(name: &str, expect_shift: bool) {
         })
         .collect();
     let diff = max_abs_diff(&scored, &expected.logits);
-    assert!(diff <= TOLERANCE, "{name}: shifted logits differ by {diff}");
+    assert!(
+        diff <= TOLERANCE,
+        "{name} ({kernels:?}): shifted logits differ by {diff}"
+    );
 }
 
 #[test]
@@ -107,7 +123,13 @@ fn llada_style_f32_sharded_untied_matches_transformers() {
 
 #[test]
 fn window_pass_over_unchanged_tokens_equals_full_pass() {
-    let (model, _) = load("dream-tied");
+    for kernels in KERNELS {
+        window_pass_equals_full_pass(kernels);
+    }
+}
+
+fn window_pass_equals_full_pass(kernels: Kernels) {
+    let (model, _) = load("dream-tied", kernels);
     let ids = expected("dream-tied").input_ids;
     let mut cache = KvCache::default();
     let full: Vec<Vec<Vec<f32>>> = model
@@ -120,7 +142,7 @@ fn window_pass_over_unchanged_tokens_equals_full_pass() {
         .unwrap()
         .to_vec3()
         .unwrap();
-    assert!(max_abs_diff(&full, &window) <= 1e-5);
+    assert!(max_abs_diff(&full, &window) <= 1e-5, "{kernels:?}");
     // Only the window is recomputed: with new tokens in it, the result differs from a fresh
     // full pass only through the (stale) context keys/values, which is the approximation.
     let mut changed = ids.clone();
@@ -131,7 +153,13 @@ fn window_pass_over_unchanged_tokens_equals_full_pass() {
 
 #[test]
 fn padded_batch_rows_equal_unpadded_runs() {
-    let (model, _) = load("llada-untied");
+    for kernels in KERNELS {
+        padded_rows_equal_unpadded(kernels);
+    }
+}
+
+fn padded_rows_equal_unpadded(kernels: Kernels) {
+    let (model, _) = load("llada-untied", kernels);
     let ids = expected("llada-untied").input_ids;
     let short: Vec<u32> = ids[1][..17].to_vec();
     let batch = vec![ids[0].clone(), short.clone()];
@@ -146,7 +174,7 @@ fn padded_batch_rows_equal_unpadded_runs() {
         .to_vec3()
         .unwrap();
     let alone = run(&model, &[short]);
-    assert!(max_abs_diff(&batched[1..], &alone) <= 1e-5);
+    assert!(max_abs_diff(&batched[1..], &alone) <= 1e-5, "{kernels:?}");
 }
 
 #[test]
@@ -154,4 +182,25 @@ fn weights_convert_bf16_to_f32() {
     let weights = Weights::load(&fixture("dream-tied"), DType::F32, &Device::Cpu).unwrap();
     let t: Tensor = weights.get("model.norm.weight", &[64]).unwrap();
     assert_eq!(t.dtype(), DType::F32);
+}
+
+/// The same checkpoints on a CUDA device (built with `cuda`; needs a GPU). cuBLAS sums in
+/// another order than the CPU, hence the looser bound.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_logits_match_transformers() {
+    let gpu = Device::new_cuda(0).expect("this test needs a CUDA device");
+    for name in ["dream-tied", "llada-untied"] {
+        let dir = fixture(name);
+        let (config, _) = load_settings(&dir).unwrap();
+        let weights = Weights::load(&dir, DType::F32, &gpu).unwrap();
+        let model = Qwen2::new(&config, &weights, &gpu).unwrap();
+        assert_eq!(model.kernels(), Kernels::Portable);
+        let expected = expected(name);
+        let diff = max_abs_diff(
+            &run(&model, &expected.input_ids),
+            &expected.logits_unshifted,
+        );
+        assert!(diff <= 1e-3, "{name} on cuda: logits differ by {diff}");
+    }
 }

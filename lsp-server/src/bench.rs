@@ -17,7 +17,7 @@ use redraft_engine::checkpoint::Weights;
 use redraft_engine::config::{DiffusionSettings, ModelConfig, RedraftJson};
 use redraft_engine::qwen2::{init_weights, KvCache, Qwen2};
 use redraft_engine::sampler::{Canvas, Controls, Effort, Pass, Sampler, SamplerConfig};
-use redraft_engine::InfillRequest;
+use redraft_engine::{DeviceSpec, InfillRequest};
 use serde_json::json;
 
 #[derive(clap::Args)]
@@ -43,6 +43,10 @@ pub struct Args {
     /// line cuts of `--fim-file`, at each effort.
     #[arg(long)]
     model: Option<PathBuf>,
+    /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else
+    /// the CPU), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceSpec,
     /// Source file to cut rest-of-line completions from (code the model never trained on).
     #[arg(long)]
     fim_file: Option<PathBuf>,
@@ -352,7 +356,7 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
         );
         return Ok(serde_json::Value::Null);
     };
-    let engine = crate::default_model::load_or_default(args.model.as_deref())?;
+    let engine = crate::default_model::load_or_default(args.model.as_deref(), args.device)?;
     // Lines with some code after their indentation, spread evenly over the file.
     let starts: Vec<usize> = text
         .match_indices('\n')

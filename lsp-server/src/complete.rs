@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
-use redraft_engine::{Engine, InfillRequest};
+use redraft_engine::{DeviceSpec, Engine, InfillRequest};
 
 use crate::sampler_args::SamplerArgs;
 
@@ -17,6 +17,10 @@ pub struct Args {
     /// default: the model compiled into redraft.
     #[arg(long)]
     model: Option<PathBuf>,
+    /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else
+    /// the CPU), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceSpec,
     /// Source file holding the cursor.
     #[arg(long, requires_all = ["line", "column"])]
     file: Option<PathBuf>,
@@ -122,7 +126,7 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (prefix, suffix) = args.prefix_suffix()?;
     let load_started = Instant::now();
-    let engine = crate::default_model::load_or_default(args.model.as_deref())?;
+    let engine = crate::default_model::load_or_default(args.model.as_deref(), args.device)?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
     let mut request = InfillRequest::new(prefix, suffix);
     request.max_tokens = args.max_tokens;
@@ -150,6 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let mut value = serde_json::to_value(&completion)?;
         value["load_ms"] = load_ms.into();
         value["model"] = engine.dir().display().to_string().into();
+        value["device"] = redraft_engine::device::describe(engine.model().device()).into();
         value["sampler"] = serde_json::to_value(&request.sampler)?;
         println!("{value}");
     } else {

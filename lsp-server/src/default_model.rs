@@ -4,8 +4,9 @@
 use std::path::Path;
 
 use anyhow::Context;
+use candle_core::Device;
 use redraft_engine::engine::ModelFiles;
-use redraft_engine::Engine;
+use redraft_engine::{DeviceSpec, Engine};
 
 /// Where the embedded files came from, for error messages and `--json` reports.
 pub const ORIGIN: &str = "<embedded>/fixtures/default-model";
@@ -18,17 +19,16 @@ const FILES: ModelFiles<'static> = ModelFiles {
     tokenizer: include_bytes!("../../fixtures/default-model/tokenizer.json"),
 };
 
-/// Loads the embedded default model.
-pub fn load() -> anyhow::Result<Engine> {
-    Engine::from_files(&FILES).context("loading the embedded default model")
+fn load_on(device: &Device) -> anyhow::Result<Engine> {
+    Engine::from_files_on(&FILES, device).context("loading the embedded default model")
 }
 
-/// `--model DIR` if given, else the embedded default model.
-pub fn load_or_default(model: Option<&Path>) -> anyhow::Result<Engine> {
+/// `--model DIR` if given, else the embedded default model, on `device`.
+pub fn load_or_default(model: Option<&Path>, device: DeviceSpec) -> anyhow::Result<Engine> {
+    let device = device.resolve()?;
     match model {
-        Some(dir) => {
-            Engine::load(dir).with_context(|| format!("loading the model from {}", dir.display()))
-        }
-        None => load(),
+        Some(dir) => Engine::load_on(dir, &device)
+            .with_context(|| format!("loading the model from {}", dir.display())),
+        None => load_on(&device),
     }
 }

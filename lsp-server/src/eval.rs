@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use redraft_engine::DeviceSpec;
 use redraft_eval::generate::Setting;
 use redraft_eval::run::{self, Completions, Run, RunIdentity};
 use redraft_eval::score::{Scorer, ScorerConfig};
@@ -25,6 +26,10 @@ pub struct Args {
     /// Model directory; default: the model compiled into redraft.
     #[arg(long, conflicts_with_all = ["completions", "canonical"])]
     model: Option<PathBuf>,
+    /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else
+    /// the CPU), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceSpec,
     /// Score these completions (JSONL of `task_id`, `completion`) instead of generating: the
     /// same scorer for any other system.
     #[arg(long, conflicts_with = "canonical")]
@@ -231,7 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         vec![summary]
     } else {
         let settings = args.settings()?;
-        let engine = crate::default_model::load_or_default(args.model.as_deref())?;
+        let engine = crate::default_model::load_or_default(args.model.as_deref(), args.device)?;
         let model = engine.dir().display().to_string();
         if args.sweep.is_empty() {
             let setting = &settings[0];

@@ -12,6 +12,7 @@ use redraft_engine::train::{
     self, checkpoint, tokens, EvalReport, Progress, TokenizerSource, TrainConfig, TrainControls,
     TrainPaths,
 };
+use redraft_engine::DeviceSpec;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -87,6 +88,10 @@ pub struct Args {
     /// Dtype of the exported model.safetensors (the checkpoint is always f32).
     #[arg(long, default_value = "f32", value_parser = parse_dtype)]
     dtype: DType,
+    /// Where training runs: auto (a GPU when this build has CUDA and the machine has one, else
+    /// the CPU), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceSpec,
     /// Worker threads for matmuls and data [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
@@ -144,6 +149,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // candle reads the thread count from rayon's variable; set it before any tensor op.
         std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
     }
+    // A device that cannot be had fails now, not after the corpus is tokenized.
+    let device = args.device.resolve()?;
     let paths = TrainPaths {
         corpus: args.corpus.clone(),
         out: args.out.clone(),
@@ -228,7 +235,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         on_eval: Some(&mut on_eval),
         on_status: Some(&mut on_status),
     };
-    let summary = train::train(&config, &paths, args.resume, args.dtype, controls)
+    let summary = train::train(&config, &paths, args.resume, args.dtype, &device, controls)
         .with_context(|| format!("training into {}", paths.out.display()))?;
     if interactive {
         eprintln!();

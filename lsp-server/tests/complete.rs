@@ -234,6 +234,38 @@ fn without_model_the_embedded_default_model_completes() {
     let v = json_ok(&out);
     assert_eq!(v["model"], "<embedded>/fixtures/default-model");
     assert!(v["tokens"].as_array().unwrap().len() <= 8);
+    let on_cpu = json_ok(&redraft(
+        &[
+            "complete",
+            "--stdin-json",
+            "--json",
+            "--max-tokens",
+            "8",
+            "--device",
+            "cpu",
+        ],
+        Some(r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#),
+    ));
+    assert_eq!(on_cpu["device"], "cpu");
+    assert_eq!(on_cpu["middle"], v["middle"]);
+    if !cfg!(feature = "cuda") {
+        assert_eq!(v["device"], "cpu", "auto is the CPU without CUDA");
+    }
+}
+
+#[test]
+fn devices_that_cannot_be_had_are_clear_errors() {
+    let request = Some(r#"{"prefix": "a", "suffix": "b"}"#);
+    let bad = redraft(&["complete", "--stdin-json", "--device", "tpu"], request);
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("use auto, cpu, cuda or cuda:N"), "{stderr}");
+    if !cfg!(feature = "cuda") {
+        let cuda = redraft(&["complete", "--stdin-json", "--device", "cuda"], request);
+        assert!(!cuda.status.success());
+        let stderr = String::from_utf8_lossy(&cuda.stderr);
+        assert!(stderr.contains("--features cuda"), "{stderr}");
+    }
 }
 
 #[test]

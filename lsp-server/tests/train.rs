@@ -119,6 +119,9 @@ fn trains_a_model_that_completes_and_resumes() {
     let summary = json_ok(&train(corpus.path(), &model, TINY));
     assert_eq!(summary["step"], 3);
     assert_eq!(summary["stopped"], "finished");
+    if !cfg!(feature = "cuda") {
+        assert_eq!(summary["device"], "cpu");
+    }
     assert!(summary["tokens_per_s"].as_f64().unwrap() > 0.0);
     assert!(summary["last_eval"]["val_acc"].as_f64().is_some());
     for file in [
@@ -182,6 +185,28 @@ fn tokenizer_only_reports_bytes_per_token() {
     assert_eq!(report["vocab_size"], 300);
     assert!(report["valid_bytes_per_token"].as_f64().unwrap() > 1.0);
     assert!(out.path().join("tokenizer.json").is_file());
+}
+
+#[test]
+fn a_device_that_cannot_be_had_fails_before_any_work() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    let corpus = corpus();
+    let out = tempfile::tempdir().unwrap();
+    let mut args = TINY.to_vec();
+    args.extend(["--device", "cuda:1"]);
+    let failed = train(corpus.path(), out.path(), &args);
+    assert!(!failed.status.success());
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        stderr.contains("`cuda:1` needs a redraft built with CUDA"),
+        "{stderr}"
+    );
+    assert!(
+        !out.path().join("tokenizer.json").exists(),
+        "nothing was trained"
+    );
 }
 
 #[test]

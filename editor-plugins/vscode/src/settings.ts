@@ -5,6 +5,7 @@
 /** What `redraft lsp` accepts (camelCase keys; see the README's configuration section). */
 export interface ServerSettings {
   model: string | null;
+  device: string;
   effort: "low" | "medium" | "high";
   maxTokens: number;
   contextTokens: number | null;
@@ -31,6 +32,7 @@ export function serverSettings(config: SettingsSource): ServerSettings {
   const languages = config.get<string[] | null>("languages");
   return {
     model: model ? model : null,
+    device: config.get<string>("device") || "auto",
     effort: config.get<ServerSettings["effort"]>("effort") ?? "medium",
     maxTokens: config.get<number>("maxTokens") ?? 32,
     contextTokens: config.get<number | null>("contextTokens") ?? null,
@@ -43,7 +45,7 @@ export function serverSettings(config: SettingsSource): ServerSettings {
 
 /** Whether a change to `redraft.<key>` must be sent to the server. */
 export function affectsServer(changed: (section: string) => boolean): boolean {
-  return ["model", "effort", "maxTokens", "contextTokens", "languages", "candidates", "streamSteps", "logLevel"].some((key) =>
+  return ["model", "device", "effort", "maxTokens", "contextTokens", "languages", "candidates", "streamSteps", "logLevel"].some((key) =>
     changed(`redraft.${key}`),
   );
 }

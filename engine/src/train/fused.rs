@@ -3,7 +3,8 @@
 //! candle's composed versions of these are a dozen element-wise passes each (and its own fused
 //! ones have no backward, so they cannot be trained through). Here the forward reuses the
 //! inference kernels of `crate::ops`, and each backward is one fused pass too. Tests hold both
-//! the values and the gradients to the composed formulas.
+//! the values and the gradients to the composed formulas of [`composed`], which are what
+//! devices other than the CPU train through.
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
@@ -236,6 +237,31 @@ pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
         .apply_op2(weight, RmsNorm { eps: eps as f32 })
 }
 
+/// The same three operations composed from candle's differentiable tensor ops: slower on CPU,
+/// but they run (and train) on every device.
+pub mod composed {
+    use candle_core::{Result, Tensor, D};
+
+    /// Softmax over the last dimension (the max is detached: it only keeps `exp` in range).
+    pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
+        let max = x.max_keepdim(D::Minus1)?.detach();
+        let e = x.broadcast_sub(&max)?.exp()?;
+        e.broadcast_div(&e.sum_keepdim(D::Minus1)?)
+    }
+
+    /// `silu(gate) * up` over `[gate | up]` in the last dimension.
+    pub fn swiglu(gate_up: &Tensor) -> Result<Tensor> {
+        let half = gate_up.dim(D::Minus1)? / 2;
+        gate_up.narrow(D::Minus1, 0, half)?.silu()? * gate_up.narrow(D::Minus1, half, half)?
+    }
+
+    /// `x * rsqrt(mean(x²) + eps) * w` over the last dimension.
+    pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
+        let inv = (x.sqr()?.mean_keepdim(D::Minus1)? + eps)?.sqrt()?.recip()?;
+        x.broadcast_mul(&inv)?.broadcast_mul(weight)
+    }
+}
+
 /// RMSNorm's backward for one row `x` with output gradient `g`, weight `w` and `r = 1 / rms(x)`
 /// is `dx = r * w * g - x * c`; this is `c = r³ * mean(x * g * w)`. Shared by the candle op and
 /// the CPU training path.
@@ -325,11 +351,7 @@ mod tests {
         check(
             &[x],
             |x| softmax_last_dim(&x[0]).unwrap(),
-            |x| {
-                let max = x[0].max_keepdim(D::Minus1).unwrap().detach();
-                let e = x[0].broadcast_sub(&max).unwrap().exp().unwrap();
-                e.broadcast_div(&e.sum_keepdim(D::Minus1).unwrap()).unwrap()
-            },
+            |x| composed::softmax_last_dim(&x[0]).unwrap(),
         );
     }
 
@@ -339,10 +361,7 @@ mod tests {
         check(
             &[x],
             |x| swiglu(&x[0]).unwrap(),
-            |x| {
-                (x[0].narrow(1, 0, 19).unwrap().silu().unwrap() * x[0].narrow(1, 19, 19).unwrap())
-                    .unwrap()
-            },
+            |x| composed::swiglu(&x[0]).unwrap(),
         );
     }
 
@@ -353,18 +372,7 @@ mod tests {
         check(
             &[x, w],
             |x| rms_norm(&x[0], &x[1], 1e-6).unwrap(),
-            |x| {
-                let inv = (x[0].sqr().unwrap().mean_keepdim(D::Minus1).unwrap() + 1e-6)
-                    .unwrap()
-                    .sqrt()
-                    .unwrap()
-                    .recip()
-                    .unwrap();
-                x[0].broadcast_mul(&inv)
-                    .unwrap()
-                    .broadcast_mul(&x[1])
-                    .unwrap()
-            },
+            |x| composed::rms_norm(&x[0], &x[1], 1e-6).unwrap(),
         );
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! Why not reuse the inference model: it calls candle-nn's fused `rms_norm`, `rotary_emb::rope`
 //! and `crate::ops`' kernels, none of which has a backward, so gradients would silently stop at
-//! the head. Here RMSNorm, softmax and SwiGLU are the fused ops of [`fused`] (each with its own
-//! backward, tested against the composed formulas), RoPE is `x * cos + rotate_half(x) * sin`.
+//! the head. Here RMSNorm, softmax and SwiGLU are the fused ops of [`fused`] on CPU (each with its
+//! own backward, tested against the composed formulas) and those [`fused::composed`] formulas on
+//! other devices (CUDA); RoPE is `x * cos + rotate_half(x) * sin`.
 //! `every_parameter_gets_a_gradient`
 //! and `training_forward_matches_inference_logits` in `train/tests.rs` keep it that way.
 
@@ -17,6 +18,7 @@ use candle_core::{DType, Device, Tensor, Var, D};
 use super::examples::Batch;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::ops::Kernels;
 use crate::train::fused;
 
 /// One trainable tensor under its checkpoint name.
@@ -52,6 +54,8 @@ pub struct TrainModel {
     /// `None` when the head is tied to the embeddings.
     lm_head: Option<Var>,
     device: Device,
+    /// [`Kernels::Cpu`]: the fused ops of [`fused`]; otherwise their [`fused::composed`] forms.
+    kernels: Kernels,
 }
 
 /// What a forward pass is asked for: token ids `[batch, len]` and the rows (flattened
@@ -146,6 +150,47 @@ impl TrainModel {
             norm,
             lm_head,
             device: device.clone(),
+            kernels: Kernels::for_device(device),
+        })
+    }
+
+    /// The model training through `kernels` instead of the ones its device calls for (the
+    /// composed ops run anywhere; the fused ones only on CPU).
+    pub fn with_kernels(mut self, kernels: Kernels) -> Result<TrainModel> {
+        if kernels == Kernels::Cpu && !self.device.is_cpu() {
+            return Err(Error::Device(format!(
+                "the CPU kernels cannot run on {}",
+                crate::device::describe(&self.device)
+            )));
+        }
+        self.kernels = kernels;
+        Ok(self)
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn softmax_last_dim(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(match self.kernels {
+            Kernels::Cpu => fused::softmax_last_dim(x)?,
+            Kernels::Portable => fused::composed::softmax_last_dim(x)?,
+        })
+    }
+
+    fn swiglu(&self, gate_up: &Tensor) -> Result<Tensor> {
+        Ok(match self.kernels {
+            Kernels::Cpu => fused::swiglu(gate_up)?,
+            Kernels::Portable => fused::composed::swiglu(gate_up)?,
+        })
+    }
+
+    /// `x * rsqrt(mean(x²) + eps) * w` over the last dimension.
+    fn rms_norm(&self, x: &Tensor, weight: &Tensor) -> Result<Tensor> {
+        let eps = self.config.rms_norm_eps;
+        Ok(match self.kernels {
+            Kernels::Cpu => fused::rms_norm(x, weight, eps)?,
+            Kernels::Portable => fused::composed::rms_norm(x, weight, eps)?,
         })
     }
 
@@ -222,7 +267,7 @@ impl TrainModel {
         let rows = Tensor::from_slice(input.rows, input.rows.len(), &self.device)?;
         // The final norm is per row: only the rows whose logits are needed go through it and
         // the head (the head is the biggest matmul of a small model).
-        let h = rms_norm(&x.index_select(&rows, 0)?, self.norm.as_tensor(), cfg)?;
+        let h = self.rms_norm(&x.index_select(&rows, 0)?, self.norm.as_tensor())?;
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
         Ok(h.matmul(&head.as_tensor().t()?)?)
     }
@@ -241,7 +286,7 @@ impl TrainModel {
     ) -> Result<Tensor> {
         let cfg = &self.config;
         let (heads, kv_heads, hd) = (cfg.num_attention_heads, cfg.num_kv_heads(), cfg.head_dim());
-        let h = rms_norm(x, layer.input_norm.as_tensor(), cfg)?;
+        let h = self.rms_norm(x, layer.input_norm.as_tensor())?;
         // q|k|v in one matmul; the concatenation of the weights is small next to the matmul.
         let w_qkv = Tensor::cat(
             &[
@@ -280,7 +325,7 @@ impl TrainModel {
         if let Some(mask) = mask {
             scores = scores.broadcast_add(mask)?;
         }
-        let probs = fused::softmax_last_dim(&scores)?;
+        let probs = self.softmax_last_dim(&scores)?;
         let attn = probs
             .matmul(&v)?
             .reshape((b, heads, len, hd))?
@@ -288,17 +333,12 @@ impl TrainModel {
             .contiguous()?
             .reshape((b * len, heads * hd))?;
         let x = (x + attn.matmul(&layer.o.as_tensor().t()?)?)?;
-        let h = rms_norm(&x, layer.post_norm.as_tensor(), cfg)?;
+        let h = self.rms_norm(&x, layer.post_norm.as_tensor())?;
         let w_gate_up = Tensor::cat(&[layer.gate.as_tensor(), layer.up.as_tensor()], 0)?;
         let gate_up = h.matmul(&w_gate_up.t()?)?;
-        let act = fused::swiglu(&gate_up)?;
+        let act = self.swiglu(&gate_up)?;
         Ok((x + act.matmul(&layer.down.as_tensor().t()?)?)?)
     }
-}
-
-/// `x * rsqrt(mean(x²) + eps) * w` over the last dimension (fused, with a backward pass).
-fn rms_norm(x: &Tensor, weight: &Tensor, cfg: &ModelConfig) -> Result<Tensor> {
-    Ok(fused::rms_norm(x, weight, cfg.rms_norm_eps)?)
 }
 
 /// Natural-log softmax over the last dimension (the max is detached: it only keeps

@@ -14,6 +14,7 @@ use super::tokens::CorpusSplit;
 use super::*;
 use crate::checkpoint::Weights;
 use crate::config::ModelConfig;
+use crate::ops::Kernels;
 use crate::qwen2::{init_weights, KvCache, Qwen2};
 use crate::sampler::{Controls, Pass};
 use crate::{Engine, InfillRequest};
@@ -184,7 +185,7 @@ fn training_forward_matches_transformers() {
     }
 }
 
-fn tiny_batch(vocab: u32) -> Batch {
+pub(super) fn tiny_batch(vocab: u32) -> Batch {
     let (batch, len, lens) = (2, 16, vec![16, 11]);
     let clean = token_batch(vocab, batch, len, lens.clone());
     let masked: Vec<usize> = vec![1, 4, 5, 9, 16 + 2, 16 + 10];
@@ -204,12 +205,21 @@ fn tiny_batch(vocab: u32) -> Batch {
     }
 }
 
-/// The trap this model exists for: ops without a backward leave parameters untrained.
+/// The trap this model exists for: ops without a backward leave parameters untrained. Both
+/// the fused CPU ops and the composed ones other devices train through.
 #[test]
 fn every_parameter_gets_a_gradient() {
+    for kernels in [Kernels::Cpu, Kernels::Portable] {
+        every_parameter_gets_a_gradient_with(kernels);
+    }
+}
+
+fn every_parameter_gets_a_gradient_with(kernels: Kernels) {
     let config = tiny_shape(64).model_config(512);
-    let model =
-        TrainModel::from_tensors(&config, random_weights(&config, 1), &Device::Cpu).unwrap();
+    let model = TrainModel::from_tensors(&config, random_weights(&config, 1), &Device::Cpu)
+        .unwrap()
+        .with_kernels(kernels)
+        .unwrap();
     let scored = model.score(&tiny_batch(64)).unwrap();
     let grads = scored.loss.backward().unwrap();
     assert_eq!(model.params().len(), 2 + 12 * config.num_hidden_layers);
@@ -226,7 +236,7 @@ fn every_parameter_gets_a_gradient() {
             .unwrap();
         assert!(
             norm > 0.0 && norm.is_finite(),
-            "{}: gradient norm {norm}",
+            "{} ({kernels:?}): gradient norm {norm}",
             p.name
         );
     }
@@ -242,7 +252,7 @@ fn overfitting_one_batch_drives_the_loss_down() {
         warmup: 1,
         ..OptimConfig::default()
     };
-    let mut optim = AdamW::new(optim_config.clone(), model.params());
+    let mut optim = AdamW::new(optim_config.clone(), model.params()).unwrap();
     let batch = tiny_batch(64);
     let mut losses = Vec::new();
     for step in 0..40 {
@@ -467,7 +477,15 @@ fn resumed_run_equals_uninterrupted_and_exports_a_loadable_model() {
     let (straight, interrupted) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
 
     let (config, paths) = tiny_run(corpus.path(), straight.path());
-    let summary = train(&config, &paths, false, DType::F32, TrainControls::default()).unwrap();
+    let summary = train(
+        &config,
+        &paths,
+        false,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap();
     assert_eq!((summary.step, summary.stopped), (6, StopReason::Finished));
 
     let (config, paths) = tiny_run(corpus.path(), interrupted.path());
@@ -475,21 +493,44 @@ fn resumed_run_equals_uninterrupted_and_exports_a_loadable_model() {
         stop_after: Some(3),
         ..TrainControls::default()
     };
-    let summary = train(&config, &paths, false, DType::F32, controls).unwrap();
+    let summary = train(&config, &paths, false, DType::F32, &Device::Cpu, controls).unwrap();
     assert_eq!((summary.step, summary.stopped), (3, StopReason::StepLimit));
     assert!(
-        train(&config, &paths, false, DType::F32, TrainControls::default()).is_err(),
+        train(
+            &config,
+            &paths,
+            false,
+            DType::F32,
+            &Device::Cpu,
+            TrainControls::default()
+        )
+        .is_err(),
         "a fresh run must not overwrite a checkpoint"
     );
     let changed = TrainConfig {
         seed: 12,
         ..config.clone()
     };
-    let err = train(&changed, &paths, true, DType::F32, TrainControls::default())
-        .err()
-        .unwrap();
+    let err = train(
+        &changed,
+        &paths,
+        true,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .err()
+    .unwrap();
     assert!(err.to_string().contains("seed: 11 -> 12"), "{err}");
-    let summary = train(&config, &paths, true, DType::F32, TrainControls::default()).unwrap();
+    let summary = train(
+        &config,
+        &paths,
+        true,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap();
     assert_eq!((summary.step, summary.steps_this_session), (6, 3));
 
     let read = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();
@@ -526,7 +567,15 @@ fn f16_export_loads() {
     let out = tempfile::tempdir().unwrap();
     let (config, paths) = tiny_run(corpus.path(), out.path());
     let config = TrainConfig { steps: 1, ..config };
-    train(&config, &paths, false, DType::F16, TrainControls::default()).unwrap();
+    train(
+        &config,
+        &paths,
+        false,
+        DType::F16,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap();
     let weights =
         candle_core::safetensors::load(out.path().join("model.safetensors"), &Device::Cpu).unwrap();
     assert!(weights.values().all(|t| t.dtype() == DType::F16));

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use redraft_engine::sampler::Effort;
+use redraft_engine::DeviceSpec;
 use serde_json::Value;
 
 /// Everything a user can set.
@@ -15,6 +16,8 @@ use serde_json::Value;
 pub struct Settings {
     /// Model directory; `None`: the model compiled into the binary.
     pub model: Option<PathBuf>,
+    /// Where the model runs (`"auto"`, `"cpu"`, `"cuda"`, `"cuda:N"`).
+    pub device: DeviceSpec,
     pub effort: Effort,
     /// Upper bound on the masked canvas (the longest suggestion), in tokens; the syntax around
     /// the cursor usually asks for less.
@@ -36,6 +39,7 @@ impl Default for Settings {
     fn default() -> Settings {
         Settings {
             model: None,
+            device: DeviceSpec::Auto,
             effort: Effort::Medium,
             max_tokens: 32,
             context_tokens: None,
@@ -84,6 +88,13 @@ impl Settings {
                     Value::String(s) if s.is_empty() => None,
                     Value::String(s) => Some(PathBuf::from(s)),
                     _ => return Err("expected a directory path or null".into()),
+                }
+            }
+            "device" => {
+                self.device = match value {
+                    Value::Null => DeviceSpec::Auto,
+                    Value::String(s) => s.parse()?,
+                    _ => return Err("expected \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"".into()),
                 }
             }
             "effort" => {
@@ -152,6 +163,7 @@ mod tests {
         let mut bare = Settings::default();
         let problems = bare.update(&json!({
             "model": "/models/dream",
+            "device": "cuda:1",
             "effort": "low",
             "maxTokens": 16,
             "contextTokens": 512,
@@ -163,12 +175,15 @@ mod tests {
         assert!(problems.is_empty(), "{problems:?}");
         let mut nested = Settings::default();
         nested.update(&json!({"redraft": {
-            "model": "/models/dream", "effort": "low", "maxTokens": 16, "contextTokens": 512,
+            "model": "/models/dream", "device": "cuda:1", "effort": "low", "maxTokens": 16, "contextTokens": 512,
             "languages": ["rust", "python"], "candidates": 2, "streamSteps": true, "logLevel": "debug",
         }}));
         assert_eq!(bare, nested);
         assert_eq!(bare.model, Some(PathBuf::from("/models/dream")));
         assert_eq!(bare.effort, Effort::Low);
+        assert_eq!(bare.device, DeviceSpec::Cuda(1));
+        bare.update(&json!({"device": null}));
+        assert_eq!(bare.device, DeviceSpec::Auto);
         assert!(bare.enabled_for("rust") && !bare.enabled_for("markdown"));
         assert!(Settings::default().enabled_for("markdown"));
     }
@@ -182,9 +197,13 @@ mod tests {
             "candidates": "many",
             "languages": [1],
             "colour": "blue",
+            "device": "tpu",
             "streamSteps": true,
         }));
-        assert_eq!(problems.len(), 5, "{problems:?}");
+        assert_eq!(problems.len(), 6, "{problems:?}");
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("`device`: unknown device `tpu`")));
         assert!(problems
             .iter()
             .any(|p| p.contains("unknown effort `extreme`")));

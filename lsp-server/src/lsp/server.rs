@@ -203,7 +203,7 @@ impl LanguageServer for Server {
         );
         // Shown once the client is initialized (messages before that are dropped).
         *lock(&self.initial_problems) = problems;
-        *lock(&self.loading) = Some(self.worker.load(settings.model.clone()));
+        *lock(&self.loading) = Some(self.worker.load(settings.model.clone(), settings.device));
         Ok(InitializeResult {
             capabilities: ServerCapabilities {
                 position_encoding: Some(encoding.kind()),
@@ -285,17 +285,18 @@ impl LanguageServer for Server {
         let before = self.settings();
         let (after, problems) = self.apply_settings(&params.settings);
         self.show_setting_problems(problems);
-        if after.model != before.model {
+        if after.model != before.model || after.device != before.device {
             self.log.info(format!(
-                "loading the model from {}",
+                "loading the model from {} (device {})",
                 after
                     .model
                     .as_ref()
                     .map_or("the binary (default model)".into(), |p| p
                         .display()
-                        .to_string())
+                        .to_string()),
+                after.device
             ));
-            self.report_load(self.worker.load(after.model.clone()));
+            self.report_load(self.worker.load(after.model.clone(), after.device));
         }
     }
 }

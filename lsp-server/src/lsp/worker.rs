@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use redraft_context::{Budget, Neighbour, Plan, Source};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig};
-use redraft_engine::Engine;
+use redraft_engine::{DeviceSpec, Engine};
 use redraft_eval::generate::{engine_request, EngineTokens};
 use tokio::sync::oneshot;
 
@@ -77,6 +77,7 @@ pub enum JobError {
 enum Message {
     Load {
         model: Option<PathBuf>,
+        device: DeviceSpec,
         reply: oneshot::Sender<Result<String, String>>,
     },
     Job(Box<Job>, Reply),
@@ -100,9 +101,17 @@ impl Worker {
 
     /// Loads (or replaces) the model; the answer names what was loaded or why it failed. Jobs
     /// queued after this wait for it.
-    pub fn load(&self, model: Option<PathBuf>) -> oneshot::Receiver<Result<String, String>> {
+    pub fn load(
+        &self,
+        model: Option<PathBuf>,
+        device: DeviceSpec,
+    ) -> oneshot::Receiver<Result<String, String>> {
         let (reply, rx) = oneshot::channel();
-        let _ = self.tx.send(Message::Load { model, reply });
+        let _ = self.tx.send(Message::Load {
+            model,
+            device,
+            reply,
+        });
         rx
     }
 
@@ -138,8 +147,12 @@ impl Inference {
     fn run(mut self, rx: mpsc::Receiver<Message>) {
         while let Ok(message) = rx.recv() {
             match message {
-                Message::Load { model, reply } => {
-                    let answer = self.load(model);
+                Message::Load {
+                    model,
+                    device,
+                    reply,
+                } => {
+                    let answer = self.load(model, device);
                     let _ = reply.send(answer);
                 }
                 Message::Job(mut job, reply) => {
@@ -164,12 +177,16 @@ impl Inference {
         }
     }
 
-    fn load(&mut self, model: Option<PathBuf>) -> Result<String, String> {
+    fn load(&mut self, model: Option<PathBuf>, device: DeviceSpec) -> Result<String, String> {
         self.engine = None;
         self.cache = KvCache::default();
-        match crate::default_model::load_or_default(model.as_deref()) {
+        match crate::default_model::load_or_default(model.as_deref(), device) {
             Ok(engine) => {
-                let origin = engine.dir().display().to_string();
+                let origin = format!(
+                    "{} on {}",
+                    engine.dir().display(),
+                    redraft_engine::device::describe(engine.model().device())
+                );
                 self.engine = Some(engine);
                 Ok(origin)
             }

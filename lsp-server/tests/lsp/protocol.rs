@@ -307,3 +307,30 @@ async fn configuration_changes_apply_and_a_model_that_fails_to_load_is_reported(
     assert!(!lsp.stderr().is_empty(), "logs go to stderr");
     lsp.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_device_this_binary_lacks_is_reported_and_switching_to_the_cpu_recovers() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    let lsp = Lsp::start(Start {
+        options: json!({"device": "cuda:0"}),
+        ..Start::default()
+    })
+    .await;
+    let shown = lsp
+        .wait_for("window/showMessage", |p| p["type"] == json!(1))
+        .await;
+    let message = shown["message"].as_str().unwrap();
+    assert!(message.contains("--features cuda"), "{message}");
+    lsp.open(URI, "rust", SOURCE);
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    assert!(items(&answer).is_empty(), "{answer}");
+
+    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"device": "cpu"}}));
+    lsp.wait_for_log(|m| m.contains("model loaded from <embedded>/fixtures/default-model on cpu"))
+        .await;
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    assert_one_line_items(&answer, 3, 17);
+    lsp.shutdown().await;
+}

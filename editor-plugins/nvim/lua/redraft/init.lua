@@ -12,7 +12,7 @@ M.defaults = {
   --- Filetypes to attach to; nil: every buffer with a file.
   filetypes = nil,
   --- Sent as `initializationOptions` and in `workspace/didChangeConfiguration`, as given
-  --- (camelCase keys, see the README): model, effort, maxTokens, contextTokens, languages,
+  --- (camelCase keys, see the README): model, device, effort, maxTokens, contextTokens, languages,
   --- candidates, streamSteps, logLevel. The server validates them and reports bad values.
   --- `streamSteps = true` also draws each denoising step's draft while a suggestion is computed.
   settings = {},

@@ -10,6 +10,7 @@ function source(values: Record<string, unknown>): SettingsSource {
 test("defaults match the server's own defaults", () => {
   assert.deepEqual(serverSettings(source({})), {
     model: null,
+    device: "auto",
     effort: "medium",
     maxTokens: 32,
     contextTokens: null,
@@ -24,6 +25,7 @@ test("user values pass through unchanged, for the server to validate", () => {
   const settings = serverSettings(
     source({
       model: "/models/dream",
+      device: "cuda:1",
       effort: "high",
       maxTokens: 4096,
       contextTokens: 512,
@@ -34,6 +36,7 @@ test("user values pass through unchanged, for the server to validate", () => {
     }),
   );
   assert.equal(settings.model, "/models/dream");
+  assert.equal(settings.device, "cuda:1");
   assert.equal(settings.effort, "high");
   // Out of the server's range on purpose: the server, not the extension, reports it.
   assert.equal(settings.maxTokens, 4096);
@@ -44,14 +47,16 @@ test("user values pass through unchanged, for the server to validate", () => {
   assert.equal(settings.streamSteps, true);
 });
 
-test("empty model and empty language list mean the defaults", () => {
-  const settings = serverSettings(source({ model: "", languages: [] }));
+test("empty model, device and language list mean the defaults", () => {
+  const settings = serverSettings(source({ model: "", device: "", languages: [] }));
   assert.equal(settings.model, null);
+  assert.equal(settings.device, "auto");
   assert.equal(settings.languages, null);
 });
 
 test("only server settings trigger didChangeConfiguration", () => {
   assert.equal(affectsServer((s) => s === "redraft.effort"), true);
+  assert.equal(affectsServer((s) => s === "redraft.device"), true);
   assert.equal(affectsServer((s) => s === "redraft.languages"), true);
   assert.equal(affectsServer((s) => s === "redraft.streamSteps"), true);
   assert.equal(affectsServer((s) => s === "redraft.enable"), false);

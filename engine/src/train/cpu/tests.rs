@@ -3,6 +3,8 @@
 //! meets (tied and untied heads, grouped-query attention, padded sequences, rows spread over
 //! the batch); the same optimiser update; and the same run through [`train_with`].
 
+use std::path::Path;
+
 use candle_core::{DType, Device};
 
 use super::*;
@@ -183,8 +185,8 @@ fn optimizer_step_on_flat_buffers_equals_the_candle_step() {
             clip_norm,
             ..OptimConfig::default()
         };
-        let mut reference_optim = AdamW::new(config.clone(), reference_model.params());
-        let mut fast_optim = AdamW::new(config, reference_model.params());
+        let mut reference_optim = AdamW::new(config.clone(), reference_model.params()).unwrap();
+        let mut fast_optim = AdamW::new(config, reference_model.params()).unwrap();
         for lr in [1e-3, 5e-4] {
             let grads = reference_model
                 .score(&batch)
@@ -210,7 +212,7 @@ fn optimizer_step_on_flat_buffers_equals_the_candle_step() {
                 let w: Vec<f32> = p.var.as_tensor().flatten_all().unwrap().to_vec1().unwrap();
                 assert!(w == fast.weights()[i], "{}: weights differ", p.name);
             }
-            assert!(reference_optim.moments() == fast_optim.moments());
+            assert!(reference_optim.moments().unwrap() == fast_optim.moments().unwrap());
         }
         // Back in step for the next round: the fast model restarts from the reference's weights.
         fast = CpuModel::new(&reference_model).unwrap();
@@ -225,13 +227,14 @@ fn optimizer_step_on_flat_buffers_equals_the_candle_step() {
 }
 
 /// A short run through the training loop on each backend: the same losses (to float
-/// rounding), evaluations at the same steps, and both export a model.
+/// rounding), evaluations at the same steps, and each exports a model.
 #[test]
 fn a_run_on_the_cpu_path_follows_the_autograd_run() {
     let corpus = tempfile::tempdir().unwrap();
     write_corpus(corpus.path());
     let mut losses = Vec::new();
-    for backend in [Backend::Autograd, Backend::Auto] {
+    let backends = [Backend::Autograd, Backend::Auto, Backend::Portable];
+    for backend in backends {
         let out = tempfile::tempdir().unwrap();
         let (config, paths) = tiny_run(corpus.path(), out.path());
         let summary = train_with(
@@ -239,6 +242,7 @@ fn a_run_on_the_cpu_path_follows_the_autograd_run() {
             &paths,
             false,
             DType::F32,
+            &Device::Cpu,
             backend,
             TrainControls::default(),
         )
@@ -248,11 +252,116 @@ fn a_run_on_the_cpu_path_follows_the_autograd_run() {
         losses.push(log_losses(out.path()));
     }
     let steps = |l: &[(usize, f64)]| l.iter().map(|(s, _)| *s).collect::<Vec<_>>();
-    assert_eq!(steps(&losses[0]), steps(&losses[1]));
-    for ((step, a), (_, b)) in losses[0].iter().zip(&losses[1]) {
-        assert!(
-            (a - b).abs() <= 1e-4 * a.abs(),
-            "step {step}: validation loss {a} (autograd) vs {b} (cpu path)"
-        );
+    for (other, backend) in losses.iter().zip(backends).skip(1) {
+        assert_eq!(steps(&losses[0]), steps(other));
+        for ((step, a), (_, b)) in losses[0].iter().zip(other) {
+            assert!(
+                (a - b).abs() <= 1e-4 * a.abs(),
+                "step {step}: validation loss {a} (autograd) vs {b} ({backend:?})"
+            );
+        }
+    }
+}
+
+/// The optimizer with its moments in tensors (what a GPU run uses) takes the host update's
+/// steps, clipped or not, and its state survives a checkpoint round trip into either kind.
+#[test]
+fn tensor_moments_take_the_host_steps() {
+    let batch = spread_batch(64, vec![12, 9], 12);
+    for (clip_norm, expect_clipped) in [(1e6, false), (1e-3, true)] {
+        let config = OptimConfig {
+            clip_norm,
+            ..OptimConfig::default()
+        };
+        let host_model = model(false, 4, 2, 7);
+        let copies = host_model
+            .tensors()
+            .into_iter()
+            .map(|(name, t)| (name, t.copy().unwrap()))
+            .collect();
+        let tensor_model =
+            TrainModel::from_tensors(host_model.config(), copies, &Device::Cpu).unwrap();
+        let mut host = AdamW::new(config.clone(), host_model.params()).unwrap();
+        let mut tensors =
+            AdamW::with_tensor_moments(config.clone(), tensor_model.params()).unwrap();
+        for lr in [1e-3, 5e-4, 2e-4] {
+            let host_grads = host_model.score(&batch).unwrap().loss.backward().unwrap();
+            let tensor_grads = tensor_model.score(&batch).unwrap().loss.backward().unwrap();
+            let a = host.step(host_model.params(), &host_grads, lr).unwrap();
+            let b = tensors
+                .step(tensor_model.params(), &tensor_grads, lr)
+                .unwrap();
+            assert!(
+                (a.grad_norm - b.grad_norm).abs() <= 1e-5 * a.grad_norm,
+                "lr {lr}: gradient norm {} vs {}",
+                a.grad_norm,
+                b.grad_norm
+            );
+            assert_eq!((a.clipped, b.clipped), (expect_clipped, expect_clipped));
+            for (p, q) in host_model.params().iter().zip(tensor_model.params()) {
+                let flat = |p: &crate::train::model::Param| -> Vec<f32> {
+                    p.var.as_tensor().flatten_all().unwrap().to_vec1().unwrap()
+                };
+                assert_close(&p.name, &flat(q), &flat(p), 1e-5);
+            }
+            let ((hm, hv), (tm, tv)) = (host.moments().unwrap(), tensors.moments().unwrap());
+            for i in 0..hm.len() {
+                assert_close("first moment", &tm[i], &hm[i], 1e-5);
+                assert_close("second moment", &tv[i], &hv[i], 1e-5);
+            }
+        }
+        // Saved from tensors, restored into host vectors and into tensors again.
+        let saved = tensors.state_tensors(tensor_model.params()).unwrap();
+        assert!(saved.values().all(|t| t.device().is_cpu()));
+        let mut restored_host = AdamW::new(config.clone(), host_model.params()).unwrap();
+        restored_host
+            .restore(host_model.params(), &saved, 3)
+            .unwrap();
+        let mut restored = AdamW::with_tensor_moments(config, tensor_model.params()).unwrap();
+        restored.restore(tensor_model.params(), &saved, 3).unwrap();
+        assert!(restored.moments().unwrap() == tensors.moments().unwrap());
+        assert!(restored_host.moments().unwrap() == tensors.moments().unwrap());
+        assert_eq!(restored.steps(), 3);
+    }
+    // Flat buffers need host moments.
+    let m = model(false, 4, 2, 7);
+    let mut tensors = AdamW::with_tensor_moments(OptimConfig::default(), m.params()).unwrap();
+    let mut fast = CpuModel::new(&m).unwrap();
+    assert!(fast.step(&mut tensors, 1e-3).is_err());
+}
+
+/// A run stopped on the portable (GPU) path resumes on the CPU path and ends where an
+/// uninterrupted CPU run does, to float rounding: checkpoints do not depend on the device.
+#[test]
+fn a_portable_run_resumes_on_the_cpu_path() {
+    let corpus = tempfile::tempdir().unwrap();
+    write_corpus(corpus.path());
+    let (straight, switched) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let run = |out: &Path, resume: bool, backend: Backend, stop_after: Option<usize>| {
+        let (config, paths) = tiny_run(corpus.path(), out);
+        let controls = TrainControls {
+            stop_after,
+            ..TrainControls::default()
+        };
+        train_with(
+            &config,
+            &paths,
+            resume,
+            DType::F32,
+            &Device::Cpu,
+            backend,
+            controls,
+        )
+        .unwrap()
+    };
+    run(straight.path(), false, Backend::Auto, None);
+    let first = run(switched.path(), false, Backend::Portable, Some(3));
+    assert_eq!((first.step, first.stopped), (3, StopReason::StepLimit));
+    let second = run(switched.path(), true, Backend::Auto, None);
+    assert_eq!((second.step, second.steps_this_session), (6, 3));
+    let (a, b) = (log_losses(straight.path()), log_losses(switched.path()));
+    assert_eq!(a.len(), b.len());
+    for ((step, x), (_, y)) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= 1e-4 * x.abs(), "step {step}: {x} vs {y}");
     }
 }
