@@ -5,8 +5,8 @@
 //!
 //! Inference-only: it uses fused ops without a backward pass (candle's `rms_norm`, and
 //! attention, bias + RoPE and SwiGLU from [`crate::ops`]: its CPU kernels on CPU, their
-//! [`crate::ops::portable`] compositions on other devices). Projections are stored pre-transposed (`[in, out]`) and fused (q|k|v and
-//! gate|up), so a layer is four matmuls.
+//! [`crate::ops::portable`] compositions on other devices). Projections are stored
+//! pre-transposed (`[in, out]`) and fused (q|k|v and gate|up), so a layer is four matmuls.
 //!
 //! Two passes, both returning logits only for the `window` of positions the caller asks for:
 //! - [`Pass::Full`] runs every position and can fill a [`KvCache`] with each layer's keys/values;
