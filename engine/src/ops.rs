@@ -32,6 +32,17 @@ impl Kernels {
             Kernels::Portable
         }
     }
+
+    /// An error unless these kernels run on `device` (the CPU kernels run on the CPU only).
+    pub fn check(self, device: &Device) -> crate::Result<()> {
+        if self == Kernels::Cpu && !device.is_cpu() {
+            return Err(crate::Error::Device(format!(
+                "the CPU kernels cannot run on {}",
+                crate::device::describe(device)
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// e^x for f32, vectorisable: x = n ln 2 + r with n an integer (the exponent bits) and

@@ -195,12 +195,7 @@ impl Qwen2 {
     /// runs [`Kernels::Cpu`]; [`Kernels::Portable`] runs anywhere (tests hold the two paths to
     /// each other on CPU).
     pub fn with_kernels(mut self, kernels: Kernels) -> Result<Qwen2> {
-        if kernels == Kernels::Cpu && !self.device.is_cpu() {
-            return Err(Error::Device(format!(
-                "the CPU kernels cannot run on {}",
-                crate::device::describe(&self.device)
-            )));
-        }
+        kernels.check(&self.device)?;
         self.kernels = kernels;
         Ok(self)
     }

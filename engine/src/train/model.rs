@@ -157,12 +157,7 @@ impl TrainModel {
     /// The model training through `kernels` instead of the ones its device calls for (the
     /// composed ops run anywhere; the fused ones only on CPU).
     pub fn with_kernels(mut self, kernels: Kernels) -> Result<TrainModel> {
-        if kernels == Kernels::Cpu && !self.device.is_cpu() {
-            return Err(Error::Device(format!(
-                "the CPU kernels cannot run on {}",
-                crate::device::describe(&self.device)
-            )));
-        }
+        kernels.check(&self.device)?;
         self.kernels = kernels;
         Ok(self)
     }
