@@ -231,33 +231,60 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
         ..Start::default()
     })
     .await;
-    lsp.open(URI, "rust", SOURCE);
-    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
-    let texts = assert_one_line_items(&answer, 3, 17);
-    // The debug log says how the canvas was sized and why.
-    let line = lsp
-        .wait_for_log(|m| m.contains("v0 @") && m.contains("canvas"))
-        .await;
-    assert!(line.contains(URI), "{line}");
-    let first = texts
-        .first()
-        .expect("the default model suggests something here")
-        .clone();
+    // A place where the default model suggests at least two characters, so that typing the
+    // first leaves something to type through (which place depends on the shipped model).
+    let places = [
+        (URI, SOURCE, 3, 17),
+        (
+            "file:///work/demo/src/main.rs",
+            "fn main() {\n    let names = vec![\"a\", \"b\"];\n    for name in \n}\n",
+            2,
+            16,
+        ),
+        (
+            "file:///work/demo/src/util.rs",
+            "pub fn greet(name: &str) -> String {\n    format!(\n}\n",
+            1,
+            12,
+        ),
+    ];
+    let mut found = None;
+    for (uri, text, line, column) in places {
+        lsp.open(uri, "rust", text);
+        let answer = lsp
+            .inline(uri, line, column, false)
+            .await
+            .answer()
+            .await
+            .unwrap();
+        let texts = assert_one_line_items(&answer, line, column);
+        // The debug log says how the canvas was sized and why.
+        let log = lsp
+            .wait_for_log(|m| m.contains("v0 @") && m.contains("canvas") && m.contains(uri))
+            .await;
+        assert!(log.contains("canvas"), "{log}");
+        if let Some(first) = texts.first().filter(|t| t.chars().count() >= 2) {
+            found = Some((uri, line, column, first.clone()));
+            break;
+        }
+    }
+    let (uri, line, column, first) =
+        found.expect("the default model suggests two or more characters at one of the places");
     let typed: String = first.chars().take(1).collect();
     // The drafts reached the client before the answer, the last one with nothing masked.
     let drafts = lsp.received("redraft/draftStep");
     let last = drafts.last().expect("drafts were streamed");
     assert_eq!(last["masked"], json!(0), "{last}");
     let drafts_before = lsp.received("redraft/draftStep").len();
-    lsp.change(URI, 1, [[3, 17], [3, 17]], &typed);
-    let column = 17 + typed.encode_utf16().count() as u32;
+    lsp.change(uri, 1, [[line, column], [line, column]], &typed);
+    let column = column + typed.encode_utf16().count() as u32;
     let answer = lsp
-        .inline(URI, 3, column, false)
+        .inline(uri, line, column, false)
         .await
         .answer()
         .await
         .unwrap();
-    let rest = assert_one_line_items(&answer, 3, column);
+    let rest = assert_one_line_items(&answer, line, column);
     assert_eq!(rest, vec![first[typed.len()..].to_string()]);
     assert_eq!(
         lsp.received("redraft/draftStep").len(),
