@@ -743,6 +743,31 @@ mod tests {
             .unwrap()
     }
 
+    /// Random `[2, t, width]` rows, a `[width]` bias and `[t, 4]` cos and sin tables (head dim 8).
+    fn rope_inputs(t: usize, width: usize) -> [Tensor; 4] {
+        let randn = |shape: &[usize]| Tensor::randn(0f32, 1.0, shape, &Device::Cpu).unwrap();
+        [
+            randn(&[2, t, width]),
+            randn(&[width]),
+            randn(&[t, 4]),
+            randn(&[t, 4]),
+        ]
+    }
+
+    /// [`bias_rope_`] on a copy of `qkv`, given its arguments as tensors.
+    fn cpu_bias_rope(
+        qkv: &Tensor,
+        bias: &Tensor,
+        layout: HeadLayout,
+        cos: &Tensor,
+        sin: &Tensor,
+    ) -> Tensor {
+        let out = qkv.copy().unwrap();
+        let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        bias_rope_(&out, &flat(bias), layout, &flat(cos), &flat(sin)).unwrap();
+        out
+    }
+
     #[test]
     fn portable_ops_match_the_cpu_kernels() {
         let layout = HeadLayout {
@@ -783,22 +808,9 @@ mod tests {
             );
         }
 
-        let t = 7;
-        let qkv = Tensor::randn(0f32, 1.0, (2, t, width), &Device::Cpu).unwrap();
-        let bias = Tensor::randn(0f32, 1.0, width, &Device::Cpu).unwrap();
-        let cos = Tensor::randn(0f32, 1.0, (t, 4), &Device::Cpu).unwrap();
-        let sin = Tensor::randn(0f32, 1.0, (t, 4), &Device::Cpu).unwrap();
+        let [qkv, bias, cos, sin] = rope_inputs(7, width);
         let portable = portable::bias_rope(&qkv, &bias, layout, &cos, &sin).unwrap();
-        let cpu = qkv.copy().unwrap();
-        bias_rope_(
-            &cpu,
-            &bias.to_vec1().unwrap(),
-            layout,
-            &cos.flatten_all().unwrap().to_vec1().unwrap(),
-            &sin.flatten_all().unwrap().to_vec1().unwrap(),
-        )
-        .unwrap();
-        let diff = max_diff(&cpu, &portable);
+        let diff = max_diff(&cpu_bias_rope(&qkv, &bias, layout, &cos, &sin), &portable);
         assert!(diff < 1e-5, "bias + RoPE differs by {diff}");
 
         let gate_up = Tensor::randn(0f32, 3.0, (2, 3, 2 * 19), &Device::Cpu).unwrap();
@@ -816,21 +828,9 @@ mod tests {
             kv_heads: 2,
             head_dim: 8,
         };
-        let (t, width) = (5, 8 * 8);
-        let qkv = Tensor::randn(0f32, 1.0, (2, t, width), &Device::Cpu).unwrap();
-        let bias = Tensor::randn(0f32, 1.0, width, &Device::Cpu).unwrap();
-        let cos = Tensor::randn(0f32, 1.0, (t, 4), &Device::Cpu).unwrap();
-        let sin = Tensor::randn(0f32, 1.0, (t, 4), &Device::Cpu).unwrap();
+        let [qkv, bias, cos, sin] = rope_inputs(5, 8 * 8);
         let biased = qkv.broadcast_add(&bias).unwrap();
-        let ours = qkv.copy().unwrap();
-        bias_rope_(
-            &ours,
-            &bias.to_vec1().unwrap(),
-            layout,
-            &cos.flatten_all().unwrap().to_vec1().unwrap(),
-            &sin.flatten_all().unwrap().to_vec1().unwrap(),
-        )
-        .unwrap();
+        let ours = cpu_bias_rope(&qkv, &bias, layout, &cos, &sin);
         let rotated = candle_nn::rotary_emb::rope(&heads_of(&biased, 0, 6, 8), &cos, &sin).unwrap();
         let diff: f32 = (heads_of(&ours, 0, 6, 8) - rotated)
             .unwrap()
