@@ -591,6 +591,17 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar()
+            .unwrap()
+    }
+
     #[test]
     fn fast_exp_is_accurate_over_the_useful_range() {
         let mut worst: f32 = 0.0;
@@ -609,28 +620,14 @@ mod tests {
         let ours = x.copy().unwrap();
         softmax_last_dim_(&ours).unwrap();
         let reference = candle_nn::ops::softmax_last_dim(&x).unwrap();
-        let diff: f32 = (ours - reference)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar()
-            .unwrap();
+        let diff = max_diff(&ours, &reference);
         assert!(diff < 1e-6, "softmax differs by {diff}");
 
         let gu = Tensor::randn(0f32, 3.0, (4, 2 * 19), &Device::Cpu).unwrap();
         let ours = swiglu(&gu).unwrap();
         let (gate, up) = (gu.narrow(1, 0, 19).unwrap(), gu.narrow(1, 19, 19).unwrap());
         let reference = (candle_nn::ops::silu(&gate).unwrap() * up).unwrap();
-        let diff: f32 = (ours - reference)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar()
-            .unwrap();
+        let diff = max_diff(&ours, &reference);
         assert!(diff < 1e-5, "swiglu differs by {diff}");
     }
 
@@ -694,27 +691,13 @@ mod tests {
                 &heads_of(&rows, 8, 2, 8),
                 &key_lens,
             );
-            let diff: f32 = (ours - expected)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar()
-                .unwrap();
+            let diff = max_diff(&ours, &expected);
             assert!(diff < 1e-5, "{tokens} tokens: attention differs by {diff}");
             // Keys and values from a separate cache (no query columns).
             let kv = rows.narrow(2, 6 * 8, 4 * 8).unwrap().contiguous().unwrap();
             let cached = attention(&rows, &kv, layout, queries.clone(), 0, &key_lens).unwrap();
             let again = attention(&rows, &rows, layout, queries, 6 * 8, &key_lens).unwrap();
-            let diff: f32 = (cached - again)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar()
-                .unwrap();
+            let diff = max_diff(&cached, &again);
             assert_eq!(diff, 0.0);
         }
         let rows = Tensor::zeros((1, 3, 10 * 8), candle_core::DType::F32, &Device::Cpu).unwrap();
@@ -730,17 +713,6 @@ mod tests {
             attention(&rows, &rows, layout, 0..4, 48, &[3]).is_err(),
             "queries past the rows"
         );
-    }
-
-    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar()
-            .unwrap()
     }
 
     /// Random `[2, t, width]` rows, a `[width]` bias and `[t, 4]` cos and sin tables (head dim 8).
@@ -832,23 +804,9 @@ mod tests {
         let biased = qkv.broadcast_add(&bias).unwrap();
         let ours = cpu_bias_rope(&qkv, &bias, layout, &cos, &sin);
         let rotated = candle_nn::rotary_emb::rope(&heads_of(&biased, 0, 6, 8), &cos, &sin).unwrap();
-        let diff: f32 = (heads_of(&ours, 0, 6, 8) - rotated)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar()
-            .unwrap();
+        let diff = max_diff(&heads_of(&ours, 0, 6, 8), &rotated);
         assert!(diff < 1e-5, "rotated heads differ by {diff}");
-        let values: f32 = (heads_of(&ours, 6, 2, 8) - heads_of(&biased, 6, 2, 8))
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar()
-            .unwrap();
+        let values = max_diff(&heads_of(&ours, 6, 2, 8), &heads_of(&biased, 6, 2, 8));
         assert_eq!(values, 0.0, "value heads only get the bias");
     }
 }
