@@ -180,6 +180,7 @@ async function withCodeServer(settings: Record<string, unknown>, body: (session:
   server.stdout.on("data", (d: Buffer) => output.push(d.toString()));
   server.stderr.on("data", (d: Buffer) => output.push(d.toString()));
   const browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-gpu"] });
+  let passed = false;
   fs.mkdirSync(SHOTS, { recursive: true });
   try {
     await waitForOutput(server, /HTTP server listening/, STARTUP_MS, "code-server to listen", output);
@@ -203,12 +204,15 @@ async function withCodeServer(settings: Record<string, unknown>, body: (session:
       { timeout: STARTUP_MS },
     );
     await body({ page, file, output });
-    fs.rmSync(home, { recursive: true, force: true });
+    passed = true;
   } finally {
     await browser.close();
     if (server.pid !== undefined) process.kill(-server.pid, "SIGTERM");
     await exited;
   }
+  // Only once code-server has exited: while it runs it still writes under its home (removing
+  // it earlier raced with those writes). A failed run keeps it for a look.
+  if (passed) fs.rmSync(home, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 }
 
 test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the document", { timeout: 600_000 }, async () => {
