@@ -56,12 +56,16 @@ fn redraft(args: &[&str], stdin: Option<&str>) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
+    // A run that fails on its arguments exits before it reads stdin: the pipe
+    // then breaks, which is not the test's failure.
+    let written = child
         .stdin
         .take()
         .unwrap()
-        .write_all(stdin.unwrap_or("").as_bytes())
-        .unwrap();
+        .write_all(stdin.unwrap_or("").as_bytes());
+    if let Err(err) = written {
+        assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
+    }
     child.wait_with_output().unwrap()
 }
 

@@ -47,12 +47,12 @@ fn redraft(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
+    // A run that fails on its arguments exits before it reads stdin: the pipe
+    // then breaks, which is not the test's failure.
+    let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    if let Err(err) = written {
+        assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
+    }
     child.wait_with_output().unwrap()
 }
 
