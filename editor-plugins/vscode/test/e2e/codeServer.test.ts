@@ -162,6 +162,10 @@ async function withCodeServer(settings: Record<string, unknown>, body: (session:
       ...settings,
     }),
   );
+  // The test's own settings also go in as machine settings: once in about 20 runs the extension
+  // host started with the user settings not yet applied and no change event followed.
+  fs.mkdirSync(path.join(userData, "Machine"), { recursive: true });
+  fs.writeFileSync(path.join(userData, "Machine", "settings.json"), JSON.stringify(settings));
 
   const common = ["--user-data-dir", userData, "--extensions-dir", extensions];
   execFileSync(process.execPath, [codeServer, ...common, "--install-extension", VSIX], { stdio: "pipe", timeout: STARTUP_MS });
