@@ -2,15 +2,11 @@
 //! parity fixture's weights with a tokenizer trained here), so every path from files to printed
 //! middle runs.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
 
 use redraft_engine::tokenizer::Tokenizer;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use common::{json_ok, path, redraft, repo};
 
 /// A complete model directory: fixture weights, a BPE tokenizer filling the model's 384 ids
 /// (mask 0, EOS 1) and redraft.json saying so.
@@ -48,40 +44,6 @@ fn model_dir() -> tempfile::TempDir {
     dir
 }
 
-fn redraft(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A run that fails on its arguments exits before it reads stdin: the pipe
-    // then breaks, which is not the test's failure.
-    let written = child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.unwrap_or("").as_bytes());
-    if let Err(err) = written {
-        assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn json_ok(output: &Output) -> serde_json::Value {
-    assert!(
-        output.status.success(),
-        "redraft failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("one JSON object on stdout")
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 #[test]
 fn completes_between_prefix_and_suffix_files_as_json() {
     let model = model_dir();
@@ -102,7 +64,7 @@ fn completes_between_prefix_and_suffix_files_as_json() {
             "12",
             "--json",
         ],
-        None,
+        "",
     );
     let v = json_ok(&out);
     assert!(v["middle"].is_string());
@@ -124,7 +86,7 @@ fn plain_output_is_the_middle_and_matches_json() {
     let request = r#"{"prefix": "let x = ", "suffix": ";\n"}"#;
     let plain = redraft(
         &["complete", "--model", path(model.path()), "--stdin-json"],
-        Some(request),
+        request,
     );
     assert!(
         plain.status.success(),
@@ -139,7 +101,7 @@ fn plain_output_is_the_middle_and_matches_json() {
             "--stdin-json",
             "--json",
         ],
-        Some(request),
+        request,
     ));
     assert_eq!(
         String::from_utf8(plain.stdout).unwrap(),
@@ -165,7 +127,7 @@ fn cursor_in_a_file_and_out_of_range_cursor() {
             "13",
             "--json",
         ],
-        None,
+        "",
     );
     assert!(json_ok(&ok)["prefix_tokens"].as_u64().unwrap() > 0);
     let bad = redraft(
@@ -180,7 +142,7 @@ fn cursor_in_a_file_and_out_of_range_cursor() {
             "--column",
             "40",
         ],
-        None,
+        "",
     );
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("column 40 is past the end of line 2"));
@@ -203,7 +165,7 @@ fn steps_view_streams_every_step_and_effort_bounds_steps() {
             "--max-tokens",
             "32",
         ],
-        Some(request),
+        request,
     );
     let v = json_ok(&out);
     let forwards = v["forwards"].as_u64().unwrap();
@@ -223,7 +185,7 @@ fn steps_view_streams_every_step_and_effort_bounds_steps() {
             "--max-tokens",
             "6",
         ],
-        Some(request),
+        request,
     ));
     assert!(one_per_step["forwards"].as_u64().unwrap() <= 6);
     assert_eq!(one_per_step["sampler"]["schedule"]["k"], 1);
@@ -233,7 +195,7 @@ fn steps_view_streams_every_step_and_effort_bounds_steps() {
 fn without_model_the_embedded_default_model_completes() {
     let out = redraft(
         &["complete", "--stdin-json", "--json", "--max-tokens", "8"],
-        Some(r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#),
+        r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#,
     );
     let v = json_ok(&out);
     assert_eq!(v["model"], "<embedded>/fixtures/default-model");
@@ -248,7 +210,7 @@ fn without_model_the_embedded_default_model_completes() {
             "--device",
             "cpu",
         ],
-        Some(r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#),
+        r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#,
     ));
     assert_eq!(on_cpu["device"], "cpu");
     assert_eq!(on_cpu["middle"], v["middle"]);
@@ -259,7 +221,7 @@ fn without_model_the_embedded_default_model_completes() {
 
 #[test]
 fn devices_that_cannot_be_had_are_clear_errors() {
-    let request = Some(r#"{"prefix": "a", "suffix": "b"}"#);
+    let request = r#"{"prefix": "a", "suffix": "b"}"#;
     let bad = redraft(&["complete", "--stdin-json", "--device", "tpu"], request);
     assert!(!bad.status.success());
     let stderr = String::from_utf8_lossy(&bad.stderr);
@@ -278,15 +240,15 @@ fn clear_errors_for_broken_model_dir_and_bad_requests() {
     std::fs::remove_file(model.path().join("tokenizer.json")).unwrap();
     let broken = redraft(
         &["complete", "--model", path(model.path()), "--stdin-json"],
-        Some(r#"{"prefix": "a"}"#),
+        r#"{"prefix": "a"}"#,
     );
     assert!(!broken.status.success());
     let stderr = String::from_utf8_lossy(&broken.stderr);
     assert!(stderr.contains("tokenizer.json is missing"), "{stderr}");
-    let garbage = redraft(&["complete", "--stdin-json"], Some("not json"));
+    let garbage = redraft(&["complete", "--stdin-json"], "not json");
     assert!(!garbage.status.success());
     assert!(String::from_utf8_lossy(&garbage.stderr).contains("stdin must hold"));
-    let nowhere = redraft(&["complete"], None);
+    let nowhere = redraft(&["complete"], "");
     assert!(!nowhere.status.success());
     assert!(String::from_utf8_lossy(&nowhere.stderr).contains("say where to complete"));
 }
@@ -308,7 +270,7 @@ fn long_context_is_trimmed_to_the_models_positions() {
             "--max-tokens",
             "16",
         ],
-        Some(&request.to_string()),
+        &request.to_string(),
     ));
     let (prefix, suffix) = (
         v["prefix_tokens"].as_u64().unwrap(),

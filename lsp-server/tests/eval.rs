@@ -3,15 +3,15 @@
 //! execution, resumed, rescored from a completions file, swept; `--from-dir` tasks scored by
 //! match; the old `redraft bench` flags still reach the speed benchmark.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use common::{path, repo};
 
 fn redraft(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_redraft"))
@@ -28,10 +28,6 @@ fn ok(output: Output) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout).unwrap()
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// deps.json from scripts/setup-eval (a no-op once built).

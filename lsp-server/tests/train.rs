@@ -1,13 +1,12 @@
 //! `redraft train` end to end: the real binary trains a tiny model on a tiny corpus, the output
 //! directory completes with `redraft complete`, and the run resumes from its checkpoint.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::{json_ok, path, redraft, repo};
 
 /// `train.jsonl` from the engine's sources, `valid.jsonl` from this crate's.
 fn corpus() -> tempfile::TempDir {
@@ -37,36 +36,6 @@ fn corpus() -> tempfile::TempDir {
         std::fs::write(dir.path().join(split), lines.join("\n") + "\n").unwrap();
     }
     dir
-}
-
-fn redraft(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A run that fails on its arguments exits before it reads stdin: the pipe
-    // then breaks, which is not the test's failure.
-    let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    if let Err(err) = written {
-        assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn json_ok(output: &Output) -> serde_json::Value {
-    assert!(
-        output.status.success(),
-        "redraft failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("one JSON object on stdout")
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 fn train(corpus: &Path, out: &Path, extra: &[&str]) -> Output {

@@ -1,0 +1,43 @@
+//! What the command-line tests share: the repository root and running the real `redraft`
+//! binary with arguments and standard input.
+#![allow(dead_code)] // each test binary uses its own part of this
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs `redraft args` with `stdin` as its standard input, to the end.
+pub fn redraft(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A run that fails on its arguments exits before it reads stdin: the pipe then breaks,
+    // which is not the test's failure.
+    let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    if let Err(err) = written {
+        assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The one JSON object a successful run printed.
+pub fn json_ok(output: &Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "redraft failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("one JSON object on stdout")
+}
+
+pub fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
