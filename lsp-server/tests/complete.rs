@@ -2,11 +2,11 @@
 //! parity fixture's weights with a tokenizer trained here), so every path from files to printed
 //! middle runs.
 
-mod common;
+mod cli;
 
 use redraft_engine::tokenizer::Tokenizer;
 
-use common::{json_ok, path, redraft, repo};
+use cli::{json_ok, path, redraft, repo};
 
 /// A complete model directory: fixture weights, a BPE tokenizer filling the model's 384 ids
 /// (mask 0, EOS 1) and redraft.json saying so.

@@ -3,7 +3,7 @@
 //! execution, resumed, rescored from a completions file, swept; `--from-dir` tasks scored by
 //! match; the old `redraft bench` flags still reach the speed benchmark.
 
-mod common;
+mod cli;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use common::{path, repo};
+use cli::{path, repo};
 
 fn redraft(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_redraft"))

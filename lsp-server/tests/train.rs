@@ -1,12 +1,12 @@
 //! `redraft train` end to end: the real binary trains a tiny model on a tiny corpus, the output
 //! directory completes with `redraft complete`, and the run resumes from its checkpoint.
 
-mod common;
+mod cli;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{json_ok, path, redraft, repo};
+use cli::{json_ok, path, redraft, repo};
 
 /// `train.jsonl` from the engine's sources, `valid.jsonl` from this crate's.
 fn corpus() -> tempfile::TempDir {
