@@ -55,6 +55,13 @@ fn assert_one_line_items(answer: &Value, line: u32, character: u32) -> Vec<Strin
         .collect()
 }
 
+/// Asks for a suggestion at (`line`, `character`) and checks every item as
+/// `assert_one_line_items` does; the items' texts.
+async fn one_line_suggestions(lsp: &Lsp, uri: &str, line: u32, character: u32) -> Vec<String> {
+    let answer = lsp.inline(uri, line, character, false).await.answer().await;
+    assert_one_line_items(&answer.unwrap(), line, character)
+}
+
 #[tokio::test]
 async fn initialize_negotiates_the_position_encoding() {
     for (offered, chosen) in [
@@ -251,13 +258,7 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
     let mut found = None;
     for (uri, text, line, column) in places {
         lsp.open(uri, "rust", text);
-        let answer = lsp
-            .inline(uri, line, column, false)
-            .await
-            .answer()
-            .await
-            .unwrap();
-        let texts = assert_one_line_items(&answer, line, column);
+        let texts = one_line_suggestions(&lsp, uri, line, column).await;
         // The debug log says how the canvas was sized and why.
         let log = lsp
             .wait_for_log(|m| m.contains("v0 @") && m.contains("canvas") && m.contains(uri))
@@ -278,13 +279,7 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
     let drafts_before = lsp.received("redraft/draftStep").len();
     lsp.change(uri, 1, [[line, column], [line, column]], &typed);
     let column = column + typed.encode_utf16().count() as u32;
-    let answer = lsp
-        .inline(uri, line, column, false)
-        .await
-        .answer()
-        .await
-        .unwrap();
-    let rest = assert_one_line_items(&answer, line, column);
+    let rest = one_line_suggestions(&lsp, uri, line, column).await;
     assert_eq!(rest, vec![first[typed.len()..].to_string()]);
     assert_eq!(
         lsp.received("redraft/draftStep").len(),
@@ -329,8 +324,7 @@ async fn configuration_changes_apply_and_a_model_that_fails_to_load_is_reported(
     let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
     assert!(items(&answer).is_empty(), "{answer}");
     lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"languages": null}}));
-    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
-    assert_one_line_items(&answer, 3, 17);
+    one_line_suggestions(&lsp, URI, 3, 17).await;
     assert!(!lsp.stderr().is_empty(), "logs go to stderr");
     lsp.shutdown().await;
 }
@@ -357,7 +351,6 @@ async fn a_device_this_binary_lacks_is_reported_and_switching_to_the_cpu_recover
     lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"device": "cpu"}}));
     lsp.wait_for_log(|m| m.contains("model loaded from <embedded>/fixtures/default-model on cpu"))
         .await;
-    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
-    assert_one_line_items(&answer, 3, 17);
+    one_line_suggestions(&lsp, URI, 3, 17).await;
     lsp.shutdown().await;
 }
