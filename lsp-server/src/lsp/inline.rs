@@ -94,14 +94,20 @@ impl Server {
         });
         let streaming = stream.is_some();
         let rope = document.rope.clone();
-        let answer = self.worker.submit(Job {
-            snapshots,
-            cursor,
-            candidates,
-            settings,
-            cancel: token.flag(),
-            stream,
-        });
+        // Under the cache's lock, as a model switch clears it and queues the load: a job queued
+        // before the load has the generation from before the clear.
+        let (generation, answer) = {
+            let type_through = self.type_through();
+            let answer = self.worker.submit(Job {
+                snapshots,
+                cursor,
+                candidates,
+                settings,
+                cancel: token.flag(),
+                stream,
+            });
+            (type_through.generation(), answer)
+        };
         let answer = tokio::select! {
             answer = answer => answer,
             () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
@@ -115,7 +121,7 @@ impl Server {
         match answer {
             Ok(Ok(suggestions)) => {
                 self.type_through()
-                    .remember(&uri, &rope, cursor, &suggestions.texts);
+                    .remember(&uri, &rope, cursor, &suggestions.texts, generation);
                 Ok(Some(response(&rope, cursor, encoding, &suggestions.texts)))
             }
             Ok(Err(JobError::Cancelled)) => Err(jsonrpc::Error::request_cancelled()),

@@ -296,7 +296,15 @@ impl LanguageServer for Server {
                         .to_string()),
                 after.device
             ));
-            self.report_load(self.worker.load(after.model.clone(), after.device));
+            // The old model's suggestions are not the new one's to type through. Cleared and
+            // the load queued under the cache's lock, so every job queued after the clear runs
+            // on the new model (`inline` queues its jobs under the same lock).
+            let load = {
+                let mut type_through = self.type_through();
+                type_through.clear();
+                self.worker.load(after.model.clone(), after.device)
+            };
+            self.report_load(load);
         }
     }
 }

@@ -26,11 +26,41 @@ struct Shown {
 #[derive(Default)]
 pub struct TypeThrough {
     shown: HashMap<Uri, Shown>,
+    /// Bumped by `clear`: an answer computed before a model switch must not be remembered
+    /// when it arrives after it.
+    generation: u64,
 }
 
+/// Which model's answers a request will bring: see [`TypeThrough::generation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generation(u64);
+
 impl TypeThrough {
-    /// Remembers the model's `texts` (best first) computed at byte offset `anchor` of `rope`.
-    pub fn remember(&mut self, uri: &Uri, rope: &Rope, anchor: usize, texts: &[String]) {
+    /// Taken before a job is submitted and handed back to `remember` with its answer.
+    pub fn generation(&self) -> Generation {
+        Generation(self.generation)
+    }
+
+    /// Forgets every suggestion (the model changed: its suggestions are not the new model's),
+    /// including those of requests still running.
+    pub fn clear(&mut self) {
+        self.shown.clear();
+        self.generation += 1;
+    }
+
+    /// Remembers the model's `texts` (best first) computed at byte offset `anchor` of `rope`,
+    /// unless the cache was cleared since `generation` was taken.
+    pub fn remember(
+        &mut self,
+        uri: &Uri,
+        rope: &Rope,
+        anchor: usize,
+        texts: &[String],
+        generation: Generation,
+    ) {
+        if generation != self.generation() {
+            return;
+        }
         if texts.is_empty() {
             self.shown.remove(uri);
             return;
@@ -116,7 +146,8 @@ mod tests {
         let (rope, cursor) = at(text);
         let mut cache = TypeThrough::default();
         let texts: Vec<String> = suggestions.iter().map(|s| s.to_string()).collect();
-        cache.remember(&uri(), &rope, cursor, &texts);
+        let generation = cache.generation();
+        cache.remember(&uri(), &rope, cursor, &texts, generation);
         cache
     }
 
@@ -177,7 +208,24 @@ mod tests {
     fn empty_answers_are_not_remembered() {
         let (rope, cursor) = at("x$0");
         let mut cache = remembered("x$0", &["y"]);
-        cache.remember(&uri(), &rope, cursor, &[]);
+        let generation = cache.generation();
+        cache.remember(&uri(), &rope, cursor, &[], generation);
         check(&cache, "x$0", None);
+    }
+
+    #[test]
+    fn a_model_switch_forgets_every_suggestion_and_those_still_being_computed() {
+        let text = "fn f() {\n    let x = $0\n}\n";
+        let mut cache = remembered(text, &["vec![];"]);
+        let (rope, cursor) = at(text);
+        let before_switch = cache.generation();
+        cache.clear();
+        check(&cache, text, None);
+        // A request that started before the switch answers after it: not remembered.
+        cache.remember(&uri(), &rope, cursor, &["old();".into()], before_switch);
+        check(&cache, text, None);
+        let generation = cache.generation();
+        cache.remember(&uri(), &rope, cursor, &["new();".into()], generation);
+        check(&cache, text, Some(&["new();"]));
     }
 }

@@ -231,15 +231,10 @@ async fn a_newer_request_or_an_edit_cancels_the_older_request() {
     lsp.shutdown().await;
 }
 
-#[tokio::test]
-async fn typing_through_a_suggestion_is_answered_without_the_model() {
-    let lsp = Lsp::start(Start {
-        options: json!({"effort": "low", "maxTokens": 12, "streamSteps": true, "logLevel": "debug"}),
-        ..Start::default()
-    })
-    .await;
-    // A place where the default model suggests at least two characters, so that typing the
-    // first leaves something to type through (which place depends on the shipped model).
+/// A place where the default model suggests at least two characters, so that typing the first
+/// leaves something to type through (which place depends on the shipped model): the document,
+/// line, column and suggestion. The documents are opened on `lsp`.
+async fn a_place_to_type_through(lsp: &Lsp) -> (&'static str, u32, u32, String) {
     let places = [
         (URI, SOURCE, 3, 17),
         (
@@ -255,22 +250,29 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
             12,
         ),
     ];
-    let mut found = None;
     for (uri, text, line, column) in places {
         lsp.open(uri, "rust", text);
-        let texts = one_line_suggestions(&lsp, uri, line, column).await;
-        // The debug log says how the canvas was sized and why.
-        let log = lsp
-            .wait_for_log(|m| m.contains("v0 @") && m.contains("canvas") && m.contains(uri))
-            .await;
-        assert!(log.contains("canvas"), "{log}");
+        let texts = one_line_suggestions(lsp, uri, line, column).await;
         if let Some(first) = texts.first().filter(|t| t.chars().count() >= 2) {
-            found = Some((uri, line, column, first.clone()));
-            break;
+            return (uri, line, column, first.clone());
         }
     }
-    let (uri, line, column, first) =
-        found.expect("the default model suggests two or more characters at one of the places");
+    panic!("the default model suggests two or more characters at one of the places");
+}
+
+#[tokio::test]
+async fn typing_through_a_suggestion_is_answered_without_the_model() {
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "low", "maxTokens": 12, "streamSteps": true, "logLevel": "debug"}),
+        ..Start::default()
+    })
+    .await;
+    let (uri, line, column, first) = a_place_to_type_through(&lsp).await;
+    // The debug log says how the canvas was sized and why.
+    let log = lsp
+        .wait_for_log(|m| m.contains("v0 @") && m.contains("canvas") && m.contains(uri))
+        .await;
+    assert!(log.contains("canvas"), "{log}");
     let typed: String = first.chars().take(1).collect();
     // The drafts reached the client before the answer, the last one with nothing masked.
     let drafts = lsp.received("redraft/draftStep");
@@ -287,6 +289,32 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
         "the model did not run"
     );
     lsp.wait_for_log(|m| m.contains("type-through cache")).await;
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_model_switch_forgets_the_old_models_suggestions() {
+    let lsp = Lsp::start(Start::default()).await;
+    let (uri, line, column, first) = a_place_to_type_through(&lsp).await;
+    // Switch to a model that does not load: any suggestion after the switch can only be the
+    // old model's, served from the type-through cache.
+    lsp.notify::<crate::client::DidChangeConfiguration>(
+        json!({"settings": {"model": "/nonexistent/model"}}),
+    );
+    lsp.wait_for_log(|m| m.contains("model not loaded")).await;
+    let typed: String = first.chars().take(1).collect();
+    lsp.change(uri, 1, [[line, column], [line, column]], &typed);
+    let column = column + typed.encode_utf16().count() as u32;
+    let answer = lsp
+        .inline(uri, line, column, false)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    assert!(
+        items(&answer).is_empty(),
+        "typed through the old model's {first:?} after the switch: {answer}"
+    );
     lsp.shutdown().await;
 }
 
