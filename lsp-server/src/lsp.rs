@@ -3,8 +3,9 @@
 //! One module per concern: `encoding` (the only place LSP positions are converted), `document`
 //! and `documents` (ropes and incremental tree-sitter trees, applied in order by one owner
 //! thread), `config`, `worker` (the inference thread), `cancel`, `type_through`, `stream` (the
-//! `redraft/draftStep` extension), `inline` (the inline completion request) and `server` (the
-//! tower-lsp-server glue). Stdout carries the protocol and nothing else.
+//! `redraft/draftStep` extension), `inline` (the inline completion request), `server` (the
+//! tower-lsp-server glue) and `transport` (stdin/stdout framing that survives any bytes). Stdout
+//! carries the protocol and nothing else.
 
 mod cancel;
 mod config;
@@ -15,13 +16,18 @@ mod inline;
 mod log;
 mod server;
 mod stream;
+mod transport;
 mod type_through;
 mod worker;
 
-use tower_lsp_server::{LspService, Server as Transport};
+use std::process::ExitCode;
 
-/// Requests handled at once. tower-lsp polls notifications (`$/cancelRequest` and edits among
-/// them) in the same pool as requests, so the pool must be wide enough that requests waiting on
+use tower_lsp_server::LspService;
+
+use transport::Ended;
+
+/// Requests handled at once. The transport polls notifications (`$/cancelRequest` and edits
+/// among them) in the same pool as requests, so the pool must be wide enough that requests waiting on
 /// the model never hold up the messages that would cancel them.
 const CONCURRENCY: usize = 1024;
 
@@ -35,7 +41,10 @@ pub struct Args {
     debug: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// Serves until `exit` or the end of stdin. The status follows the protocol: 0 after `shutdown`
+/// then `exit`, 1 for `exit` without `shutdown`; the end of stdin without `shutdown` (the client
+/// went away) is 1 too. A transport that fails (stdin or stdout) is an error, logged by `main`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let _ = args.stdio;
     let debug = args.debug || std::env::var("REDRAFT_LOG").is_ok_and(|v| v == "debug");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -43,19 +52,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .thread_name("redraft-lsp")
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
-        let (service, socket) = LspService::build(|client| server::Server::new(client, debug))
+    let (ended, shut_down, log) = runtime.block_on(async move {
+        let (mut service, socket) = LspService::build(|client| server::Server::new(client, debug))
             .custom_method(
                 "textDocument/inlineCompletion",
                 server::Server::inline_completion,
             )
             .finish();
-        Transport::new(tokio::io::stdin(), tokio::io::stdout(), socket)
-            .concurrency_level(CONCURRENCY)
-            .serve(service)
-            .await;
+        let ended = transport::serve(&mut service, socket, CONCURRENCY).await;
+        let server = service.inner();
+        (ended, server.was_shut_down(), server.log.clone())
     });
-    // The document and inference threads block on their channels; the process ends here
-    // without waiting for them.
-    Ok(())
+    // The document and inference threads block on their channels, and tasks may still wait on
+    // them; the process ends here without waiting.
+    runtime.shutdown_background();
+    let status = match (ended?, shut_down) {
+        (Ended::Exit | Ended::EndOfInput, true) => 0,
+        (Ended::Exit, false) => {
+            log.error("exit without shutdown first: exit status 1, as the protocol says");
+            1
+        }
+        (Ended::EndOfInput, false) => {
+            log.error("stdin closed without shutdown and exit (the client is gone): exit status 1");
+            1
+        }
+    };
+    Ok(ExitCode::from(status))
 }

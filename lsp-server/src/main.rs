@@ -14,6 +14,8 @@ mod malloc;
 mod sampler_args;
 mod train;
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -54,9 +56,9 @@ enum BenchCommand {
     Build(bench_build::Args),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<ExitCode> {
     malloc::tune();
-    match Cli::parse().command {
+    let done = match Cli::parse().command {
         Command::Complete(args) => complete::run(args),
         Command::Bench(BenchArgs {
             command: Some(BenchCommand::Build(args)),
@@ -65,6 +67,8 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args.speed),
         Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
-        Command::Lsp(args) => lsp::run(args),
-    }
+        // The language server's status says how the session ended (the protocol's `exit`).
+        Command::Lsp(args) => return lsp::run(args),
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }

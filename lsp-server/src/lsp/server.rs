@@ -2,6 +2,7 @@
 //! `$/progress`, shutdown), document sync handed to the document owner, and configuration.
 //! Inline completion itself lives in `inline.rs`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
@@ -43,6 +44,8 @@ pub struct Server {
     initial_problems: Mutex<Vec<String>>,
     /// Debug logging asked for on the command line stays on whatever the settings say.
     debug_from_args: bool,
+    /// `shutdown` was answered: the exit status says whether the session ended properly.
+    shut_down: AtomicBool,
 }
 
 /// Poisoning only says another handler panicked; the data behind these locks is replaced
@@ -73,6 +76,7 @@ impl Server {
             progress_supported: Mutex::new(false),
             initial_problems: Mutex::default(),
             debug_from_args: debug,
+            shut_down: AtomicBool::new(false),
         }
     }
 
@@ -82,6 +86,10 @@ impl Server {
 
     pub(super) fn encoding(&self) -> PositionEncoding {
         *lock(&self.encoding)
+    }
+
+    pub(super) fn was_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::SeqCst)
     }
 
     pub(super) fn type_through(&self) -> MutexGuard<'_, TypeThrough> {
@@ -254,6 +262,7 @@ impl LanguageServer for Server {
     }
 
     async fn shutdown(&self) -> jsonrpc::Result<()> {
+        self.shut_down.store(true, Ordering::SeqCst);
         Ok(())
     }
 

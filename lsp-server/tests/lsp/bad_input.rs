@@ -1,10 +1,15 @@
 //! What a broken or hostile client sends: positions past the end of a line or the file,
-//! unknown documents, malformed params, unknown methods, a 50 MB document, binary content. Each
-//! gets an error response or an empty result, never a crash, and the server answers afterwards.
+//! unknown documents, malformed params, unknown methods, a 50 MB document, binary content, and
+//! (written as raw bytes) bodies that are not JSON or not UTF-8, lone surrogates, bad or missing
+//! headers, lengths that lie, garbage between frames and random noise. Each gets an error
+//! response or an empty result, never a crash, and the server answers afterwards. Also the exit
+//! statuses: only `shutdown` then `exit` (or the end of input after `shutdown`) is 0.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
-use crate::client::{items, InlineCompletion, Lsp, Start, Unknown, INVALID_PARAMS};
+use crate::client::{
+    frame, items, spawn_server, InlineCompletion, Lsp, Raw, Start, Unknown, INVALID_PARAMS,
+};
 
 const URI: &str = "file:///work/demo/src/bad.rs";
 
@@ -131,4 +136,462 @@ async fn huge_and_binary_documents_are_served() {
     }
     still_answers(&lsp).await;
     lsp.shutdown().await;
+}
+
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+
+/// A raw-bytes client with `URI` open.
+async fn raw_server(options: Value) -> Raw {
+    let mut raw = Raw::start(options).await;
+    raw.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": URI, "languageId": "rust", "version": 0, "text": "fn main() {\n    let x = \n}\n"}}),
+    )
+    .await;
+    raw
+}
+
+/// Asks for a suggestion in `uri` at (`line`, `character`); the answer must be a result.
+async fn raw_answers(raw: &mut Raw, uri: &str, line: u32, character: u32, after: &str) {
+    let (request, id) = raw.inline_bytes(uri, line, character);
+    raw.write(&request).await;
+    let answer = raw.answer(id).await;
+    assert!(
+        answer.get("result").is_some(),
+        "after {after}: {answer}\nstderr:\n{}",
+        raw.stderr()
+    );
+}
+
+/// Writes `bytes`, then a normal request, which must be answered; the codes of the errors with a
+/// null id that `bytes` brought (they come before the request's answer).
+async fn after_bytes_a_request_is_answered(raw: &mut Raw, what: &str, bytes: &[u8]) -> Vec<i64> {
+    let before = raw.unaddressed_errors().len();
+    raw.write(bytes).await;
+    raw_answers(raw, URI, 1, 12, what).await;
+    raw.unaddressed_errors()[before..]
+        .iter()
+        .map(|e| e["code"].as_i64().unwrap())
+        .collect()
+}
+
+/// A JSON string literal of text, raw bytes (sent as they are, not UTF-8) and `\uXXXX` escapes
+/// of lone surrogates, as a client would send it; and the text the server should hold for it
+/// (one U+FFFD per bad byte or lone surrogate).
+enum Piece<'a> {
+    Text(&'a str),
+    Byte(u8),
+    Lone(u16),
+}
+
+fn json_string(pieces: &[Piece]) -> (Vec<u8>, String) {
+    let mut json = vec![b'"'];
+    let mut text = String::new();
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => {
+                let quoted = serde_json::to_string(t).unwrap();
+                json.extend_from_slice(&quoted.as_bytes()[1..quoted.len() - 1]);
+                text.push_str(t);
+            }
+            Piece::Byte(b) => {
+                json.push(*b);
+                text.push('\u{fffd}');
+            }
+            Piece::Lone(unit) => {
+                json.extend_from_slice(format!("\\u{unit:04x}").as_bytes());
+                text.push('\u{fffd}');
+            }
+        }
+    }
+    json.push(b'"');
+    (json, text)
+}
+
+/// `message` with its string `"@TEXT@"` replaced by `json` (raw bytes), framed.
+fn frame_with_text(message: Value, json: &[u8]) -> Vec<u8> {
+    let body = message.to_string();
+    let at = body
+        .find("\"@TEXT@\"")
+        .expect("the message holds the placeholder");
+    let mut bytes = body.as_bytes()[..at].to_vec();
+    bytes.extend_from_slice(json);
+    bytes.extend_from_slice(&body.as_bytes()[at + "\"@TEXT@\"".len()..]);
+    frame(&bytes)
+}
+
+fn did_open(uri: &str, text: &[u8]) -> Vec<u8> {
+    frame_with_text(
+        json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": uri, "languageId": "rust", "version": 0, "text": "@TEXT@"}}}),
+        text,
+    )
+}
+
+#[tokio::test]
+async fn every_undecodable_message_is_answered_and_the_server_keeps_serving() {
+    let mut raw = raw_server(json!({"effort": "low", "maxTokens": 12})).await;
+    let request = |raw: &mut Raw| raw.inline_bytes(URI, 1, 12);
+    // Not an inline request: the next request would cancel that one.
+    let (late, late_id) = raw.request_bytes("redraft/noSuchMethod", json!({}));
+    let mut overstated = b"Content-Length: 500\r\n\r\n".to_vec();
+    overstated
+        .extend_from_slice(&late[late.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4..]);
+    let cases: Vec<(&str, Vec<u8>, Vec<i64>)> = vec![
+        (
+            "a body that is not JSON",
+            frame(b"this is not JSON"),
+            vec![PARSE_ERROR],
+        ),
+        (
+            "JSON that is not JSON-RPC",
+            frame(br#"{"hello":"world"}"#),
+            vec![INVALID_REQUEST],
+        ),
+        (
+            "a request of JSON-RPC 1.0",
+            frame(br#"{"jsonrpc":"1.0","id":77,"method":"shutdown"}"#),
+            vec![],
+        ),
+        (
+            "an invalid UTF-8 byte in a method name",
+            frame(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}"),
+            vec![],
+        ),
+        ("an empty body", frame(b""), vec![PARSE_ERROR]),
+        (
+            "a header without Content-Length",
+            b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n{\"jsonrpc\":\"2.0\"}"
+                .to_vec(),
+            vec![PARSE_ERROR],
+        ),
+        (
+            "a Content-Length that is not a number",
+            b"Content-Length: twelve\r\n\r\n{}".to_vec(),
+            vec![PARSE_ERROR],
+        ),
+        (
+            "a huge Content-Length",
+            b"Content-Length: 99999999999999999999\r\n\r\n{}".to_vec(),
+            vec![PARSE_ERROR],
+        ),
+        (
+            "a large Content-Length with nothing behind it",
+            b"Content-Length: 200000000\r\n\r\n".to_vec(),
+            vec![PARSE_ERROR],
+        ),
+        ("a Content-Length larger than its body", overstated, vec![]),
+        (
+            "garbage between frames",
+            b"\x00\x01 garbage {}}}\r\n\r\n\xff\xfe".to_vec(),
+            vec![PARSE_ERROR],
+        ),
+    ];
+    for (what, bytes, expect) in cases {
+        let errors = after_bytes_a_request_is_answered(&mut raw, what, &bytes).await;
+        assert_eq!(errors, expect, "{what}\nstderr:\n{}", raw.stderr());
+    }
+    // The request read out of the overstated frame was answered too.
+    assert_eq!(raw.answer(late_id).await["error"]["code"], json!(-32601));
+    // Invalid requests with a readable id are answered with that id.
+    let answer = raw.answer(77).await;
+    assert_eq!(answer["error"]["code"], json!(INVALID_REQUEST), "{answer}");
+
+    // A Content-Type without a charset (the base protocol allows it), and one with another.
+    for content_type in ["application/vscode-jsonrpc", "text/plain; charset=latin1"] {
+        let (request, id) = request(&mut raw);
+        let body = &request[request.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4..];
+        let mut bytes = format!(
+            "Content-Length: {}\r\nContent-Type: {content_type}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        bytes.extend_from_slice(body);
+        raw.write(&bytes).await;
+        assert!(
+            raw.answer(id).await.get("result").is_some(),
+            "{content_type}"
+        );
+    }
+
+    // Documents whose text is not UTF-8, or holds lone surrogates, open and are served.
+    for (uri, pieces) in [
+        (
+            "file:///work/demo/src/latin1.rs",
+            vec![
+                Piece::Text("fn f() {\n    let s = \""),
+                Piece::Byte(0xe9),
+                Piece::Byte(0xff),
+                Piece::Text("\";\n    \n}\n"),
+            ],
+        ),
+        (
+            "file:///work/demo/src/lone.rs",
+            vec![
+                Piece::Text("fn f() {\n    let s = \""),
+                Piece::Lone(0xd83d),
+                Piece::Lone(0xdc00),
+                Piece::Text("\";\n    \n}\n"),
+            ],
+        ),
+    ] {
+        let (json, _) = json_string(&pieces);
+        raw.write(&did_open(uri, &json)).await;
+        raw_answers(&mut raw, uri, 2, 4, uri).await;
+    }
+
+    // Garbage interleaved with valid frames: every frame is still read.
+    let mut bytes = Vec::new();
+    let mut ids = Vec::new();
+    for garbage in [
+        &b"junk"[..],
+        b"\r\n\r\n\r\n",
+        b"Content-Length: x\r\n\r\n",
+        b"{\"a\":1}",
+        b"\x80\x80\x80",
+    ] {
+        let (request, id) = request(&mut raw);
+        bytes.extend_from_slice(&request);
+        bytes.extend_from_slice(garbage);
+        ids.push(id);
+    }
+    raw.write(&bytes).await;
+    // Each is answered; all but the last are cancelled by the next (a newer request on the same
+    // document cancels the older one, as for keystrokes).
+    for (n, id) in ids.iter().enumerate() {
+        let answer = raw.answer(*id).await;
+        if n + 1 < ids.len() {
+            assert!(
+                answer.get("result").is_some() || answer["error"]["code"] == json!(-32800),
+                "{answer}"
+            );
+        } else {
+            assert!(answer.get("result").is_some(), "{answer}");
+        }
+    }
+    assert!(raw.running());
+}
+
+#[tokio::test]
+async fn random_noise_between_requests_never_stops_the_server() {
+    let mut raw = raw_server(json!({"effort": "low", "maxTokens": 12})).await;
+    // A fixed-seed xorshift: the same noise every run.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for round in 0..150 {
+        let mut noise = Vec::new();
+        for _ in 0..next() % 96 {
+            match next() % 12 {
+                0 => noise.push(b'\n'),
+                1 => noise.extend_from_slice(b"\r\n"),
+                2 => noise.push(b':'),
+                3 => noise.extend_from_slice(b"Content-Length: "),
+                4 => noise.extend_from_slice((next() % 80).to_string().as_bytes()),
+                5 => noise.extend_from_slice(next().to_string().as_bytes()),
+                6 => noise.extend_from_slice(br#"{"jsonrpc":"2.0","#),
+                7 => noise.extend_from_slice(br"\ud83d"),
+                _ => noise.push(next() as u8),
+            }
+        }
+        // The same cheap request twice: noise can swallow the first (a header in it whose
+        // length ends inside the request's first line), never the second.
+        let (first, _) = raw.request_bytes("redraft/noSuchMethod", json!({}));
+        let (second, id) = raw.request_bytes("redraft/noSuchMethod", json!({}));
+        raw.write(&[noise, first, second].concat()).await;
+        let answer = raw.answer(id).await;
+        assert_eq!(
+            answer["error"]["code"],
+            json!(-32601),
+            "round {round}: {answer}"
+        );
+    }
+    raw_answers(&mut raw, URI, 1, 12, "the noise").await;
+    assert!(raw.running());
+    assert!(!raw.stderr().contains("panicked"), "{}", raw.stderr());
+}
+
+/// A document with bytes that are not UTF-8 and lone surrogates, edited incrementally (with more
+/// of both), stays where the client thinks it is: every position the client names maps to the
+/// byte the server's debug log reports for it, computed here on the client's view of the text
+/// (one character per bad byte or lone surrogate, positions in UTF-16).
+#[tokio::test]
+async fn documents_that_are_not_utf8_or_hold_lone_surrogates_stay_in_sync_through_edits() {
+    let mut raw = raw_server(json!({"effort": "low", "maxTokens": 8, "logLevel": "debug"})).await;
+    let uri = "file:///work/demo/src/odd.rs";
+    let (json, mut text) = json_string(&[
+        Piece::Text("fn main() {\n    let s = \""),
+        Piece::Byte(0xff),
+        Piece::Byte(0xfe),
+        Piece::Text("\";\n    let t = \""),
+        Piece::Lone(0xd83d),
+        Piece::Text("\";\n    let e = \"😀\";\n    let u = \""),
+        Piece::Byte(0xe2),
+        Piece::Byte(0x82),
+        Piece::Text("\";\n}\n"),
+    ]);
+    raw.write(&did_open(uri, &json)).await;
+
+    // (byte range in the client's text, replacement)
+    let find = |text: &str, needle: &str| text.find(needle).unwrap();
+    let edits: Vec<(RangeIn, Vec<Piece>)> = vec![
+        (
+            Box::new(move |t| {
+                let at = find(t, "\u{fffd}\u{fffd}\"") + 6;
+                (at, at)
+            }),
+            vec![Piece::Text("x"), Piece::Byte(0xc3)],
+        ),
+        (
+            Box::new(move |t| {
+                let at = find(t, "t = \"\u{fffd}") + 5;
+                (at, at + 3)
+            }),
+            vec![Piece::Lone(0xdc00), Piece::Text("y😀")],
+        ),
+        (
+            Box::new(move |t| {
+                let at = find(t, "😀\";") + 4;
+                (at, at)
+            }),
+            vec![
+                Piece::Text("\n    let v = \""),
+                Piece::Lone(0xdbff),
+                Piece::Text("\";"),
+            ],
+        ),
+        (
+            Box::new(move |t| (find(t, "let s"), find(t, "let t"))),
+            vec![Piece::Byte(0x80)],
+        ),
+    ];
+    for (version, (range, pieces)) in edits.into_iter().enumerate() {
+        let (start, end) = range(&text);
+        let (json, inserted) = json_string(&pieces);
+        let message = json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": uri, "version": version + 1},
+            "contentChanges": [{"range": {"start": utf16_position(&text, start), "end": utf16_position(&text, end)}, "text": "@TEXT@"}],
+        }});
+        raw.write(&frame_with_text(message, &json)).await;
+        text.replace_range(start..end, &inserted);
+    }
+
+    // Each line's end (a column past it means the end) and each position after a replacement
+    // character, probed from the end of the text backwards so no answer comes from the
+    // type-through cache (which only answers at or after its last suggestion).
+    let mut probes: Vec<(Value, usize)> = Vec::new();
+    let mut line_start = 0;
+    for (line, content) in text.split('\n').enumerate() {
+        probes.push((
+            json!({"line": line, "character": 999}),
+            line_start + content.len(),
+        ));
+        for (at, _) in content.match_indices('\u{fffd}') {
+            let byte = line_start + at + '\u{fffd}'.len_utf8();
+            probes.push((utf16_position(&text, byte), byte));
+        }
+        line_start += content.len() + 1;
+    }
+    probes.sort_by_key(|(_, byte)| std::cmp::Reverse(*byte));
+    probes.dedup_by_key(|(_, byte)| *byte);
+    assert!(probes.len() > 8, "{probes:?}");
+    let runs = |raw: &Raw| {
+        raw.logs()
+            .into_iter()
+            .filter(|m| m.starts_with(uri) && m.contains("canvas"))
+            .collect::<Vec<_>>()
+    };
+    for (position, byte) in probes {
+        let before = runs(&raw).len();
+        let (request, id) = raw.request_bytes(
+            "textDocument/inlineCompletion",
+            json!({"textDocument": {"uri": uri}, "position": position, "context": {"triggerKind": 2}}),
+        );
+        raw.write(&request).await;
+        let answer = raw.answer(id).await;
+        assert!(answer.get("result").is_some(), "{position}: {answer}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while runs(&raw).len() <= before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no debug line for {position}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let log = runs(&raw).pop().unwrap();
+        assert!(
+            log.starts_with(&format!("{uri} v4 @{byte}:")),
+            "{position} should be byte {byte} of version 4 of {text:?}; the server says: {log}"
+        );
+    }
+}
+
+/// Where an edit goes: its byte range in the client's text as it is then.
+type RangeIn = Box<dyn Fn(&str) -> (usize, usize)>;
+
+/// The LSP position (UTF-16 columns) of byte `at` of `text`.
+fn utf16_position(text: &str, at: usize) -> Value {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[..at].matches('\n').count();
+    let character: usize = text[line_start..at].chars().map(char::len_utf16).sum();
+    json!({"line": line, "character": character})
+}
+
+#[tokio::test]
+async fn a_frame_cut_short_by_the_end_of_input_still_lets_earlier_requests_be_answered() {
+    let mut raw = raw_server(json!({"effort": "low", "maxTokens": 12})).await;
+    let (request, id) = raw.inline_bytes(URI, 1, 12);
+    raw.write(&request).await;
+    raw.write(b"Content-Length: 100\r\n\r\n{\"jsonrpc\":\"2.0\",")
+        .await;
+    raw.close_stdin();
+    assert!(raw.answer(id).await.get("result").is_some());
+    // No shutdown, no exit: the client went away, which is not a clean end.
+    assert_eq!(raw.exit_code().await, Some(1), "{}", raw.stderr());
+    let stderr = raw.stderr();
+    assert!(stderr.contains("cut short by the end of input"), "{stderr}");
+    assert!(stderr.contains("stdin closed without shutdown"), "{stderr}");
+}
+
+#[tokio::test]
+async fn exit_statuses_follow_the_protocol() {
+    // `exit` without `shutdown`: 1, as the protocol says.
+    let mut raw = Raw::start(json!({})).await;
+    raw.notify("exit", Value::Null).await;
+    assert_eq!(raw.exit_code().await, Some(1), "{}", raw.stderr());
+    assert!(
+        raw.stderr().contains("exit without shutdown"),
+        "{}",
+        raw.stderr()
+    );
+
+    // `shutdown`, then the end of input without `exit`: a clean end.
+    let mut raw = Raw::start(json!({})).await;
+    let id = raw.request("shutdown", Value::Null).await;
+    assert_eq!(raw.answer(id).await["result"], Value::Null);
+    raw.close_stdin();
+    assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
+
+    // Stdout gone (the client closed its end): a fatal transport error, logged, status 1.
+    let (mut child, stderr, stderr_reader) = spawn_server(None);
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let initialize =
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}});
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, &frame(initialize.to_string().as_bytes()))
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+        .await
+        .expect("the server exits when stdout is gone")
+        .unwrap();
+    stderr_reader.await.unwrap();
+    let stderr = stderr.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write to stdout"), "{stderr}");
 }

@@ -1,5 +1,6 @@
 //! The test side of the wire: the real `redraft lsp` process driven by async-lsp's client main
-//! loop. Messages are raw JSON so tests can also send what a broken client would.
+//! loop (`Lsp`). Messages are raw JSON so tests can also send what a broken client would; `Raw`
+//! writes bytes, for what no client library can send.
 
 use std::future::Future;
 use std::ops::ControlFlow;
@@ -11,8 +12,8 @@ use std::time::{Duration, Instant};
 use async_lsp::router::Router;
 use async_lsp::{AnyNotification, MainLoop, ResponseError, ServerSocket};
 use serde_json::{json, Value};
-use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 /// Declares a request or notification whose params and result are plain JSON.
@@ -121,37 +122,9 @@ impl Lsp {
                 });
             router
         });
-        let mut command = Command::new(env!("CARGO_BIN_EXE_redraft"));
-        if let Some(ms) = start.step_delay_ms {
-            command.env("REDRAFT_STEP_DELAY_MS", ms.to_string());
-        }
-        let mut child = command
-            .args(["lsp", "--stdio"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("redraft starts");
+        let (mut child, stderr, _) = spawn_server(start.step_delay_ms);
         let stdout = child.stdout.take().unwrap();
         let stdin = child.stdin.take().unwrap();
-        let mut stderr_pipe = child.stderr.take().unwrap();
-        let stderr: Arc<Mutex<String>> = Arc::default();
-        tokio::spawn({
-            let stderr = stderr.clone();
-            async move {
-                let mut buf = vec![0u8; 64 << 10];
-                while let Ok(n) = stderr_pipe.read(&mut buf).await {
-                    if n == 0 {
-                        break;
-                    }
-                    stderr
-                        .lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            }
-        });
         tokio::spawn(async move {
             // Ends with an error when the server exits; a protocol error (something on stdout
             // that is not LSP) shows up as a test waiting on an answer that never comes.
@@ -335,5 +308,260 @@ pub fn items(answer: &Value) -> Vec<Value> {
         Value::Array(items) => items.clone(),
         Value::Object(list) => list["items"].as_array().cloned().unwrap_or_default(),
         other => panic!("not an inline completion answer: {other}"),
+    }
+}
+
+/// Spawns `redraft lsp` with piped stdio; its stderr is collected into the returned string by
+/// the returned task, which ends when the process closes stderr.
+pub fn spawn_server(
+    step_delay_ms: Option<u64>,
+) -> (Child, Arc<Mutex<String>>, tokio::task::JoinHandle<()>) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_redraft"));
+    if let Some(ms) = step_delay_ms {
+        command.env("REDRAFT_STEP_DELAY_MS", ms.to_string());
+    }
+    let mut child = command
+        .args(["lsp", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("redraft starts");
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let stderr: Arc<Mutex<String>> = Arc::default();
+    let reader = tokio::spawn({
+        let stderr = stderr.clone();
+        async move {
+            let mut buf = vec![0u8; 64 << 10];
+            while let Ok(n) = stderr_pipe.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                stderr
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+    });
+    (child, stderr, reader)
+}
+
+/// One frame of the base protocol around `body`.
+pub fn frame(body: &[u8]) -> Vec<u8> {
+    let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// The real server driven with raw bytes on its stdin. Whatever it writes must be well-formed
+/// frames of JSON (a reader task checks each one); they are kept in arrival order.
+pub struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    received: Arc<Mutex<Vec<Value>>>,
+    stderr: Arc<Mutex<String>>,
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
+    next_id: i64,
+}
+
+impl Raw {
+    /// Starts the server, initializes it with `options` and waits for its model.
+    pub async fn start(options: Value) -> Raw {
+        let (mut child, stderr, stderr_reader) = spawn_server(None);
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().unwrap();
+        let received: Arc<Mutex<Vec<Value>>> = Arc::default();
+        tokio::spawn({
+            let received = received.clone();
+            async move {
+                let mut buf = Vec::new();
+                let mut chunk = vec![0u8; 64 << 10];
+                loop {
+                    while let Some((body, used)) = Raw::parse_frame(&buf) {
+                        let value: Value = serde_json::from_slice(body).unwrap_or_else(|err| {
+                            panic!(
+                                "the server wrote a body that is not JSON ({err}): {:?}",
+                                String::from_utf8_lossy(body)
+                            )
+                        });
+                        received.lock().unwrap().push(value);
+                        buf.drain(..used);
+                    }
+                    match stdout.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                assert!(
+                    buf.is_empty(),
+                    "the server's output ended inside a frame: {:?}",
+                    String::from_utf8_lossy(&buf)
+                );
+            }
+        });
+        let mut raw = Raw {
+            child,
+            stdin,
+            received,
+            stderr,
+            stderr_reader: Some(stderr_reader),
+            next_id: 0,
+        };
+        let id = raw
+            .request(
+                "initialize",
+                json!({"processId": null, "rootUri": null, "capabilities": {}, "initializationOptions": options}),
+            )
+            .await;
+        let result = raw.answer(id).await;
+        assert!(
+            result.get("result").is_some(),
+            "initialize failed: {result}"
+        );
+        raw.notify("initialized", json!({})).await;
+        raw.wait_for_log(|m| m.contains("model loaded from") || m.contains("model not loaded"))
+            .await;
+        raw
+    }
+
+    /// A complete `Content-Length` frame at the start of `buf`: its body and the bytes it took.
+    /// The server must write exactly `Content-Length: N\r\n\r\n`; anything else fails the test.
+    fn parse_frame(buf: &[u8]) -> Option<(&[u8], usize)> {
+        let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+        let header = std::str::from_utf8(&buf[..end]).expect("the server's header is ASCII");
+        let len: usize = header
+            .strip_prefix("Content-Length: ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("the server wrote a bad header: {header:?}"));
+        let body = buf.get(end + 4..end + 4 + len)?;
+        Some((body, end + 4 + len))
+    }
+
+    pub async fn write(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin
+            .write_all(bytes)
+            .await
+            .expect("the server reads stdin");
+        stdin.flush().await.unwrap();
+    }
+
+    pub async fn send(&mut self, message: Value) {
+        self.write(&frame(message.to_string().as_bytes())).await;
+    }
+
+    /// The framed bytes of a request, and its id (for requests written by hand).
+    pub fn request_bytes(&mut self, method: &str, params: Value) -> (Vec<u8>, i64) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        (frame(body.to_string().as_bytes()), id)
+    }
+
+    pub async fn request(&mut self, method: &str, params: Value) -> i64 {
+        let (bytes, id) = self.request_bytes(method, params);
+        self.write(&bytes).await;
+        id
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
+    }
+
+    /// An inline completion request's framed bytes, and its id.
+    pub fn inline_bytes(&mut self, uri: &str, line: u32, character: u32) -> (Vec<u8>, i64) {
+        self.request_bytes(
+            "textDocument/inlineCompletion",
+            json!({
+                "textDocument": {"uri": uri},
+                "position": {"line": line, "character": character},
+                "context": {"triggerKind": 2},
+            }),
+        )
+    }
+
+    /// The response to request `id` (waits up to two minutes).
+    pub async fn answer(&self, id: i64) -> Value {
+        self.wait_for(|m| {
+            m["id"] == json!(id) && (m.get("result").is_some() || m.get("error").is_some())
+        })
+        .await
+    }
+
+    /// Error responses with a null id (answers to what could not be read), received so far.
+    pub fn unaddressed_errors(&self) -> Vec<Value> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m.get("id") == Some(&Value::Null) && m.get("error").is_some())
+            .map(|m| m["error"].clone())
+            .collect()
+    }
+
+    /// `window/logMessage` texts received so far.
+    pub fn logs(&self) -> Vec<String> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["method"] == "window/logMessage")
+            .map(|m| m["params"]["message"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    pub async fn wait_for_log(&self, pred: impl Fn(&str) -> bool) -> String {
+        let found = self
+            .wait_for(|m| {
+                m["method"] == "window/logMessage"
+                    && pred(m["params"]["message"].as_str().unwrap_or(""))
+            })
+            .await;
+        found["params"]["message"].as_str().unwrap().to_string()
+    }
+
+    pub async fn wait_for(&self, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(found) = self.received.lock().unwrap().iter().find(|m| pred(m)) {
+                return found.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no matching message within two minutes; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Closes stdin (the end of input).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits (up to 30 s) for the server to exit by itself; its exit code. All of its stderr
+    /// has been read by then.
+    pub async fn exit_code(&mut self) -> Option<i32> {
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("the server did not exit; stderr:\n{}", self.stderr()))
+            .unwrap();
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), reader).await;
+        }
+        status.code()
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 }

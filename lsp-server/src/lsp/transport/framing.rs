@@ -1,0 +1,506 @@
+//! The base protocol's framing (`Content-Length: N\r\n\r\n` + N bytes) read from bytes that may
+//! be anything: a decoder that never gives up. Headers are read tolerantly (any case, any
+//! `Content-Type`, `\n` or `\r\n` line ends); what cannot be framed is skipped up to the next
+//! `Content-Length` header and reported once, and a body whose `Content-Length` overstated it is
+//! cut where the next frame's header begins, so the frames after it are not lost.
+//!
+//! No I/O and no JSON here: bytes in ([`Decoder::feed`], [`Decoder::end`]), frames out
+//! ([`Decoder::next`]).
+
+/// The largest body accepted. Far above any document an editor sends (the tests open 50 MB);
+/// a larger `Content-Length` comes from a broken or hostile client, and waiting for that many
+/// bytes would only hold up every message after it.
+pub const MAX_BODY_BYTES: u64 = 256 << 20;
+
+/// A header block is a few dozen bytes; this many without its end is not a header.
+const MAX_HEADER_BYTES: usize = 8 << 10;
+
+const CONTENT_LENGTH: &[u8] = b"content-length";
+
+/// What the decoder found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A body, exactly as its `Content-Length` framed it.
+    Body(Vec<u8>),
+    /// A body that ended before its `Content-Length` did: the next frame's header began inside
+    /// it (`declared` is the length the header claimed).
+    ShortBody { body: Vec<u8>, declared: u64 },
+    /// `bytes` bytes that could not be framed were dropped.
+    Skipped { bytes: usize, reason: Skip },
+}
+
+/// Why bytes were skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// Bytes where a header should start that are not one.
+    NotAHeader,
+    /// A header block without a `Content-Length`.
+    MissingContentLength,
+    /// A `Content-Length` that is not a decimal number.
+    BadContentLength,
+    /// A `Content-Length` over [`MAX_BODY_BYTES`].
+    TooLong(u64),
+    /// The input ended inside a frame.
+    Truncated,
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skip::NotAHeader => f.write_str("not a message header"),
+            Skip::MissingContentLength => f.write_str("a header without Content-Length"),
+            Skip::BadContentLength => f.write_str("a Content-Length that is not a number"),
+            Skip::TooLong(n) => write!(
+                f,
+                "a Content-Length of {n} bytes, over the limit of {MAX_BODY_BYTES}"
+            ),
+            Skip::Truncated => f.write_str("a frame cut short by the end of input"),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum State {
+    Header,
+    /// Reading a body of `len` bytes that starts at `start`; `scanned` bytes of it were already
+    /// searched for a header that would cut it short.
+    Body {
+        len: usize,
+        declared: u64,
+        scanned: usize,
+    },
+}
+
+/// Bytes in, frames out; see the module comment.
+#[derive(Debug)]
+pub struct Decoder {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already consumed.
+    start: usize,
+    state: State,
+    ended: bool,
+    /// Bytes skipped since the last frame, reported once the skipping stops.
+    skipping: Option<(usize, Skip)>,
+}
+
+impl Default for Decoder {
+    fn default() -> Decoder {
+        Decoder {
+            buf: Vec::new(),
+            start: 0,
+            state: State::Header,
+            ended: false,
+            skipping: None,
+        }
+    }
+}
+
+enum Header {
+    /// A complete header block of `len` bytes.
+    Complete {
+        len: usize,
+        length: Result<u64, Skip>,
+    },
+    /// The block may still be completed by more input.
+    Partial,
+    /// The bytes cannot be a header block.
+    Garbage,
+}
+
+impl Decoder {
+    pub fn feed(&mut self, bytes: &[u8]) {
+        // Consumed bytes are dropped before appending, so the buffer holds at most one frame
+        // and what arrived after it.
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// No more input: what is left is reported by the next calls to [`Decoder::next`].
+    pub fn end(&mut self) {
+        self.ended = true;
+    }
+
+    /// The next frame, or `None` until more input arrives (or for good, after [`Decoder::end`]).
+    pub fn next(&mut self) -> Option<Frame> {
+        loop {
+            match self.state {
+                State::Header => {
+                    // Blank lines between frames are harmless; some clients send them. Inside
+                    // skipped bytes they count as skipped.
+                    while self
+                        .buf
+                        .get(self.start)
+                        .is_some_and(u8::is_ascii_whitespace)
+                    {
+                        self.start += 1;
+                        if let Some((bytes, _)) = &mut self.skipping {
+                            *bytes += 1;
+                        }
+                    }
+                    let rest = &self.buf[self.start..];
+                    if rest.is_empty() {
+                        return self
+                            .ended
+                            .then(|| self.skipping.take())
+                            .flatten()
+                            .map(skipped);
+                    }
+                    match parse_header(rest) {
+                        Header::Complete { len, length: Ok(n) } if n <= MAX_BODY_BYTES => {
+                            if let Some(frame) = self.skipping.take() {
+                                return Some(skipped(frame));
+                            }
+                            self.start += len;
+                            self.state = State::Body {
+                                len: n as usize,
+                                declared: n,
+                                scanned: 0,
+                            };
+                        }
+                        Header::Complete { length, .. } => {
+                            let reason = match length {
+                                Ok(n) => Skip::TooLong(n),
+                                Err(reason) => reason,
+                            };
+                            self.resync(reason);
+                        }
+                        Header::Garbage => self.resync(Skip::NotAHeader),
+                        Header::Partial if rest.len() > MAX_HEADER_BYTES => {
+                            self.resync(Skip::NotAHeader);
+                        }
+                        Header::Partial if self.ended => {
+                            let bytes = rest.len();
+                            self.start = self.buf.len();
+                            self.note_skipped(bytes, Skip::Truncated);
+                        }
+                        Header::Partial => return None,
+                    }
+                }
+                State::Body {
+                    len,
+                    declared,
+                    scanned,
+                } => {
+                    let available = self.buf.len() - self.start;
+                    let upto = available.min(len);
+                    let body = &self.buf[self.start..self.start + upto];
+                    if let Some(cut) = inner_header(body, scanned) {
+                        let body = body[..cut].to_vec();
+                        self.start += cut;
+                        self.state = State::Header;
+                        return Some(Frame::ShortBody { body, declared });
+                    }
+                    if available >= len {
+                        let body = body.to_vec();
+                        self.start += len;
+                        self.state = State::Header;
+                        return Some(Frame::Body(body));
+                    }
+                    if self.ended {
+                        self.start = self.buf.len();
+                        self.state = State::Header;
+                        self.note_skipped(available, Skip::Truncated);
+                        continue;
+                    }
+                    self.state = State::Body {
+                        len,
+                        declared,
+                        scanned: upto,
+                    };
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Drops bytes up to the next `Content-Length` after the current position (or all but a
+    /// tail that may be the start of one).
+    fn resync(&mut self, reason: Skip) {
+        let rest = &self.buf[self.start..];
+        let skip = match find_ignore_case(&rest[1..], CONTENT_LENGTH) {
+            Some(at) => at + 1,
+            None if self.ended => rest.len(),
+            None => rest.len().saturating_sub(CONTENT_LENGTH.len() - 1).max(1),
+        };
+        self.start += skip;
+        self.note_skipped(skip, reason);
+    }
+
+    fn note_skipped(&mut self, bytes: usize, reason: Skip) {
+        let entry = self.skipping.get_or_insert((0, reason));
+        entry.0 += bytes;
+    }
+}
+
+fn skipped((bytes, reason): (usize, Skip)) -> Frame {
+    Frame::Skipped { bytes, reason }
+}
+
+fn parse_header(bytes: &[u8]) -> Header {
+    let mut pos = 0;
+    let mut length = Err(Skip::MissingContentLength);
+    loop {
+        let rest = &bytes[pos..];
+        let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+            // An unfinished line is already garbage if its name cannot be a header name (a
+            // lone `\r` may be the start of the line end).
+            let line = rest.strip_suffix(b"\r").unwrap_or(rest);
+            let name_end = line.iter().position(|&b| b == b':').unwrap_or(line.len());
+            if !line[..name_end]
+                .trim_ascii()
+                .iter()
+                .all(|&b| is_name_byte(b))
+            {
+                return Header::Garbage;
+            }
+            return Header::Partial;
+        };
+        let line = &rest[..newline];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        pos += newline + 1;
+        if line.is_empty() {
+            return Header::Complete { len: pos, length };
+        }
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return Header::Garbage;
+        };
+        let name = line[..colon].trim_ascii();
+        if name.is_empty() || !name.iter().all(|&b| is_name_byte(b)) {
+            return Header::Garbage;
+        }
+        if name.eq_ignore_ascii_case(CONTENT_LENGTH) {
+            let value = line[colon + 1..].trim_ascii();
+            length = if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
+                // Too many digits to be a length is "too long", not "not a number".
+                Ok(std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(u64::MAX))
+            } else {
+                Err(Skip::BadContentLength)
+            };
+        }
+    }
+}
+
+/// RFC 7230 token characters (spaces around a name are trimmed before this is asked).
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Where a `Content-Length: N` header line starts inside `body`, searching the lines that end
+/// at or after `from`. Valid JSON cannot hold one: a raw line break may only stand between
+/// tokens, and a header name is not a token, so a match means the body was cut short there.
+fn inner_header(body: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(offset) = body[at..].iter().position(|&b| b == b'\n') {
+        let newline = at + offset;
+        if let Some(start) = header_line_ending_at(&body[..newline]) {
+            return Some(start);
+        }
+        at = newline + 1;
+    }
+    None
+}
+
+/// If `before` ends with `content-length: <digits>` (optionally `\r`), where that starts.
+fn header_line_ending_at(before: &[u8]) -> Option<usize> {
+    let mut end = before.len();
+    if before[..end].ends_with(b"\r") {
+        end -= 1;
+    }
+    let digits = before[..end]
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if digits == 0 {
+        return None;
+    }
+    end -= digits;
+    end -= before[..end]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    end = end.checked_sub(1).filter(|&colon| before[colon] == b':')?;
+    end -= before[..end]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    let start = end.checked_sub(CONTENT_LENGTH.len())?;
+    before[start..end]
+        .eq_ignore_ascii_case(CONTENT_LENGTH)
+        .then_some(start)
+}
+
+fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window.eq_ignore_ascii_case(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(body: &str) -> Vec<u8> {
+        format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+    }
+
+    /// Everything the decoder makes of `input`, fed in pieces of `chunk` bytes.
+    fn decode(input: &[u8], chunk: usize) -> Vec<Frame> {
+        let mut decoder = Decoder::default();
+        let mut frames = Vec::new();
+        for piece in input.chunks(chunk.max(1)) {
+            decoder.feed(piece);
+            frames.extend(std::iter::from_fn(|| decoder.next()));
+        }
+        decoder.end();
+        frames.extend(std::iter::from_fn(|| decoder.next()));
+        frames
+    }
+
+    /// The same frames whatever the chunking: one byte at a time, a few, all at once.
+    fn check(input: &[u8], expect: &[Frame]) {
+        for chunk in [1, 3, 7, 64, input.len()] {
+            assert_eq!(decode(input, chunk), expect, "chunk {chunk}");
+        }
+    }
+
+    fn body(text: &str) -> Frame {
+        Frame::Body(text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn well_formed_frames_and_tolerated_headers() {
+        let mut input = frame("{}");
+        input.extend(b"content-length:3\nContent-Type: application/vscode-jsonrpc\n\n[1]");
+        input.extend(b"\r\n\r\n");
+        input.extend(b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\nCONTENT-LENGTH :  2 \r\n\r\nab");
+        input.extend(frame(""));
+        check(&input, &[body("{}"), body("[1]"), body("ab"), body("")]);
+    }
+
+    #[test]
+    fn garbage_and_bad_headers_are_skipped_up_to_the_next_frame() {
+        let mut input = b"hello garbage".to_vec();
+        input.extend(frame("1"));
+        input.extend(b"Content-Type: text/plain\r\n\r\n{\"lost\":1}");
+        input.extend(frame("2"));
+        input.extend(b"Content-Length: twelve\r\n\r\n");
+        input.extend(frame("3"));
+        input.extend(b"Content-Length: 99999999999999999999999\r\n\r\n");
+        input.extend(frame("4"));
+        check(
+            &input,
+            &[
+                Frame::Skipped {
+                    bytes: 13,
+                    reason: Skip::NotAHeader,
+                },
+                body("1"),
+                Frame::Skipped {
+                    bytes: 38,
+                    reason: Skip::MissingContentLength,
+                },
+                body("2"),
+                Frame::Skipped {
+                    bytes: 26,
+                    reason: Skip::BadContentLength,
+                },
+                body("3"),
+                Frame::Skipped {
+                    bytes: 43,
+                    reason: Skip::TooLong(u64::MAX),
+                },
+                body("4"),
+            ],
+        );
+    }
+
+    #[test]
+    fn an_overstated_length_is_cut_at_the_next_header() {
+        let first = r#"{"id":1}"#;
+        let mut input = format!("Content-Length: 500\r\n\r\n{first}").into_bytes();
+        input.extend(frame("{\"id\":2}"));
+        input.extend(frame("{\"id\":3}"));
+        check(
+            &input,
+            &[
+                Frame::ShortBody {
+                    body: first.as_bytes().to_vec(),
+                    declared: 500,
+                },
+                body("{\"id\":2}"),
+                body("{\"id\":3}"),
+            ],
+        );
+        // Text that merely mentions a header, inside a JSON string, is not one.
+        let text = r#"{"text":"Content-Length: 5\n\nabc"}"#;
+        check(&frame(text), &[body(text)]);
+    }
+
+    #[test]
+    fn the_end_of_input_inside_a_frame_is_reported() {
+        let mut input = frame("{}");
+        input.extend(b"Content-Length: 10\r\n\r\n{\"a\"");
+        check(
+            &input,
+            &[
+                body("{}"),
+                Frame::Skipped {
+                    bytes: 4,
+                    reason: Skip::Truncated,
+                },
+            ],
+        );
+        check(
+            b"Content-Len",
+            &[Frame::Skipped {
+                bytes: 11,
+                reason: Skip::Truncated,
+            }],
+        );
+    }
+
+    #[test]
+    fn random_bytes_never_stop_the_decoder() {
+        // A fixed-seed xorshift: the same noise every run.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut noise = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let good = frame("{\"ok\":1}");
+        for _ in 0..2000 {
+            let mut input = Vec::new();
+            for _ in 0..noise() % 64 {
+                match noise() % 10 {
+                    0 => input.push(b'\n'),
+                    1 => input.extend(b"\r\n"),
+                    2 => input.push(b':'),
+                    3 => input.extend(b"Content-Length: "),
+                    4 => input.extend((noise() % 40).to_string().as_bytes()),
+                    _ => input.push(noise() as u8),
+                }
+            }
+            // Noise may swallow the first good frame (a header in it whose length ends inside
+            // the frame's first line); never the second.
+            input.extend(&good);
+            input.extend(&good);
+            let frames = decode(&input, (noise() % 16) as usize + 1);
+            assert_eq!(
+                frames.last(),
+                Some(&body("{\"ok\":1}")),
+                "{input:?} -> {frames:?}"
+            );
+        }
+    }
+}
