@@ -25,7 +25,11 @@ pub const TOKENIZER_FILE: &str = "tokenizer.json";
 pub struct InfillRequest {
     pub prefix: String,
     pub suffix: String,
-    /// Masked slots on the canvas: the longest middle the model may write, in tokens.
+    /// Masked slots laid down at the start: the length prior (the context layer's choice); at
+    /// most `max_tokens` are used.
+    pub canvas_tokens: usize,
+    /// The longest middle the model may write, in tokens: a canvas whose last slot the model
+    /// fills grows a block at a time up to this.
     pub max_tokens: usize,
     /// Context kept on each side, in tokens (the nearest code is kept).
     pub max_prefix_tokens: usize,
@@ -38,6 +42,7 @@ impl InfillRequest {
         InfillRequest {
             prefix: prefix.into(),
             suffix: suffix.into(),
+            canvas_tokens: 32,
             max_tokens: 32,
             max_prefix_tokens: 768,
             max_suffix_tokens: 256,
@@ -64,6 +69,8 @@ pub struct Completion {
     pub forwards: usize,
     pub full_passes: usize,
     pub window_passes: usize,
+    /// Canvas slots at the end: the canvas's length plus what it grew by.
+    pub slots: usize,
     /// Canvas slots committed per model call (EOS padding included).
     pub tokens_per_forward: f64,
     pub hit_deadline: bool,
@@ -185,26 +192,27 @@ impl Engine {
         Sampler::new(self.settings, self.tokenizer.whitespace())
     }
 
-    /// The canvas for `request`: context trimmed to the budget, keeping the code nearest the
-    /// cursor on both sides.
+    /// The canvas for `request`: context trimmed to the budget (room left for the longest
+    /// middle), keeping the code nearest the cursor on both sides.
     pub fn canvas(&self, request: &InfillRequest) -> Result<Canvas> {
-        self.canvas_of_length(request, request.max_tokens)
+        self.canvas_of_length(request, request.canvas_tokens.min(request.max_tokens))
     }
 
     fn canvas_of_length(&self, request: &InfillRequest, length: usize) -> Result<Canvas> {
-        if length == 0 {
+        if length == 0 || request.max_tokens == 0 {
             return Err(Error::InvalidRequest(
-                "max_tokens must be at least 1".into(),
+                "canvas_tokens and max_tokens must be at least 1".into(),
             ));
         }
+        let longest = length.max(request.max_tokens);
         let mut prefix = self.tokenizer.encode(&request.prefix)?;
         let mut suffix = self.tokenizer.encode(&request.suffix)?;
         // Positions past the model's training length were never seen: the whole canvas must fit.
         let bos = usize::from(self.settings.bos_token_id.is_some());
         let positions = self.model.config().max_position_embeddings;
-        let Some(budget) = positions.checked_sub(bos + length) else {
+        let Some(budget) = positions.checked_sub(bos + longest) else {
             return Err(Error::InvalidRequest(format!(
-                "max_tokens {length} does not fit the model's {positions} positions"
+                "max_tokens {longest} does not fit the model's {positions} positions"
             )));
         };
         let (keep_prefix, keep_suffix) = fit_context(
@@ -214,11 +222,7 @@ impl Engine {
         );
         prefix.drain(..prefix.len() - keep_prefix);
         suffix.truncate(keep_suffix);
-        Ok(Canvas {
-            prefix,
-            length,
-            suffix,
-        })
+        Ok(Canvas::new(prefix, length, suffix).growing_to(longest))
     }
 
     /// Fills the middle of `request`. `cache` may be kept across calls: a later request over the
@@ -244,7 +248,8 @@ impl Engine {
 
     /// Fills the middle of `request` once per canvas length in `lengths`, as one batch: every
     /// model call serves all of them (the candidates of an explicitly invoked completion cost
-    /// about one request). The context is fitted for the longest canvas and shared.
+    /// about one request). The context is fitted for the longest canvas and shared; each
+    /// canvas may grow to `request.max_tokens`.
     pub fn complete_lengths(
         &self,
         request: &InfillRequest,
@@ -261,6 +266,7 @@ impl Engine {
             .iter()
             .map(|&length| Canvas {
                 length,
+                max_length: widest.max_length.max(length),
                 ..widest.clone()
             })
             .collect();
@@ -293,7 +299,8 @@ impl Engine {
             forwards: sampled.forwards,
             full_passes: sampled.full_passes,
             window_passes: sampled.window_passes,
-            tokens_per_forward: sampled.tokens_per_forward(canvas.length),
+            slots: infill.slots,
+            tokens_per_forward: sampled.tokens_per_forward(index),
             hit_deadline: sampled.hit_deadline,
             prefix_tokens: canvas.prefix.len(),
             suffix_tokens: canvas.suffix.len(),
@@ -340,13 +347,16 @@ mod tests {
     use crate::sampler::Effort;
 
     /// A batch of canvas lengths gives each length the middle it would get alone: batching only
-    /// shares the model calls (padding is masked out, each canvas reads its own rows).
+    /// shares the model calls (padding is masked out, each canvas reads its own rows). Exactly
+    /// so without the approximate cache; with it, what a window pass recomputes (and when a
+    /// canvas that grew forces a full pass) follows the whole batch.
     #[test]
     fn batched_lengths_equal_separate_requests() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model");
         let engine = Engine::load(&dir).unwrap();
         let mut request = InfillRequest::new("fn add(a: u32, b: u32) -> u32 {\n    ", "\n}\n");
         request.sampler = SamplerConfig::effort(Effort::High);
+        request.sampler.cache.enabled = false;
         let lengths = [3, 9, 5];
         let batch = engine
             .complete_lengths(
@@ -358,13 +368,13 @@ mod tests {
             .unwrap();
         assert_eq!(batch.len(), lengths.len());
         for (completion, &length) in batch.iter().zip(&lengths) {
-            request.max_tokens = length;
+            request.canvas_tokens = length;
             let alone = engine
                 .complete(&request, &mut KvCache::default(), Controls::default())
                 .unwrap();
             assert_eq!(completion.tokens, alone.tokens, "length {length}");
             assert_eq!(completion.middle, alone.middle);
-            assert!(completion.tokens.len() <= length);
+            assert!(completion.tokens.len() <= request.max_tokens);
         }
         assert!(engine
             .complete_lengths(&request, &[], &mut KvCache::default(), Controls::default())
@@ -377,6 +387,26 @@ mod tests {
                 Controls::default()
             )
             .is_err());
+    }
+
+    /// The context leaves room for the canvas to grow to `max_tokens`, and the canvas starts at
+    /// `canvas_tokens` (never more than `max_tokens`).
+    #[test]
+    fn the_canvas_starts_at_the_prior_with_room_to_grow() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model");
+        let engine = Engine::load(&dir).unwrap();
+        let positions = engine.model().config().max_position_embeddings;
+        let mut request = InfillRequest::new("let x = 1;\n".repeat(200), "}\n".repeat(200));
+        request.canvas_tokens = 8;
+        request.max_tokens = 40;
+        let canvas = engine.canvas(&request).unwrap();
+        assert_eq!((canvas.length, canvas.max_length), (8, 40));
+        assert_eq!(canvas.prefix.len() + canvas.suffix.len() + 40, positions);
+        request.max_tokens = 4;
+        let capped = engine.canvas(&request).unwrap();
+        assert_eq!((capped.length, capped.max_length), (4, 4));
+        request.max_tokens = positions + 1;
+        assert!(engine.canvas(&request).is_err());
     }
 
     #[test]

@@ -7,8 +7,13 @@
 //!   `tau`, at least one; or a fixed `k` per step; one per step is the quality ceiling;
 //! - a step budget: each step commits at least `ceil(masked / steps_left)` so the canvas is full
 //!   when the budget runs out;
-//! - variable length: the middle ends at the first committed EOS (or pad); later slots are forced
-//!   to EOS; EOS is suppressed until the middle holds a non-whitespace token;
+//! - variable length as one decision: the masked slots at the right end that all vote for EOS
+//!   (or pad) are committed together as the end of the middle, ranked by their least confident
+//!   vote; EOS is suppressed until the middle holds a non-whitespace token and left of any
+//!   committed token (an end never overwrites one);
+//! - length during decoding: once the end is committed, later passes stop before it (the window
+//!   shrinks); a canvas whose last slot receives a token grows by a block, up to its
+//!   `max_length`;
 //! - the approximate context cache (full pass, then window passes, optional refresh);
 //! - cancellation between steps, a deadline (commit the argmax of what is left), a per-step
 //!   stream of the canvas, greedy or seeded temperature sampling, batches of canvases.
@@ -162,16 +167,37 @@ impl Default for SamplerConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canvas {
     pub prefix: Vec<u32>,
+    /// Masked slots laid down at the start (the length prior).
     pub length: usize,
     pub suffix: Vec<u32>,
+    /// The most slots the canvas may grow to when the model writes up to its last slot;
+    /// `length` (or less) never grows.
+    pub max_length: usize,
+}
+
+impl Canvas {
+    /// A canvas of `length` slots that never grows.
+    pub fn new(prefix: Vec<u32>, length: usize, suffix: Vec<u32>) -> Canvas {
+        Canvas {
+            prefix,
+            length,
+            suffix,
+            max_length: length,
+        }
+    }
+
+    /// The same canvas, allowed to grow to `max_length` slots.
+    pub fn growing_to(self, max_length: usize) -> Canvas {
+        Canvas { max_length, ..self }
+    }
 }
 
 /// The state of one canvas after a denoising step (for streaming the "diffusing" view).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CanvasView {
-    /// Each slot's token, `None` while still masked.
+    /// Each slot's token, `None` while still masked; longer after the canvas grew.
     pub slots: Vec<Option<u32>>,
-    /// Slots committed in this step.
+    /// Slots committed in this step (an end commits the whole run of EOS after it).
     pub committed: Vec<usize>,
 }
 
@@ -199,6 +225,8 @@ pub struct Infill {
     pub ended_by_eos: bool,
     /// Steps in which this canvas committed something.
     pub steps: usize,
+    /// Slots the canvas had at the end (its length plus what it grew by).
+    pub slots: usize,
 }
 
 /// The outcome of a run over a batch of canvases.
@@ -209,6 +237,9 @@ pub struct Sampled {
     pub forwards: usize,
     pub full_passes: usize,
     pub window_passes: usize,
+    /// Positions whose logits the passes returned, summed over the batch's calls (what the
+    /// window shrinking saves shows here).
+    pub window_positions: usize,
     /// Whether the deadline forced the remaining slots.
     pub hit_deadline: bool,
     /// Time inside the model.
@@ -216,9 +247,9 @@ pub struct Sampled {
 }
 
 impl Sampled {
-    /// Tokens committed per model call (slots of all canvases, EOS padding included).
-    pub fn tokens_per_forward(&self, slots: usize) -> f64 {
-        slots as f64 / self.forwards.max(1) as f64
+    /// Slots of canvas `index` (EOS padding included) committed per model call.
+    pub fn tokens_per_forward(&self, index: usize) -> f64 {
+        self.infills[index].slots as f64 / self.forwards.max(1) as f64
     }
 }
 
@@ -227,11 +258,20 @@ struct Slots {
     /// Absolute position of slot 0 in the sequence.
     start: usize,
     values: Vec<Option<u32>>,
+    max_length: usize,
+    /// Slots added at a time when the canvas grows.
+    growth: usize,
     /// First slot holding EOS or pad.
     end: Option<usize>,
-    /// Leftmost slot holding a non-whitespace token. EOS is allowed only to its right: content
-    /// further right would be overwritten by the EOS and could leave the middle empty.
+    /// Leftmost slot holding a non-whitespace token: the middle may end only to its right, so
+    /// it is never empty.
     first_content: Option<usize>,
+    /// Rightmost slot holding anything but EOS or pad: the middle may end only to its right, so
+    /// an end never overwrites a committed token.
+    last_token: Option<usize>,
+    /// Slots committed in the last step: the next pass still recomputes them, so the cache
+    /// holds their new tokens before the window leaves them.
+    touched: Vec<usize>,
     steps: usize,
 }
 
@@ -247,6 +287,18 @@ impl Slots {
     fn is_done(&self) -> bool {
         self.values.iter().all(Option::is_some)
     }
+
+    fn end_allowed(&self, slot: usize) -> bool {
+        self.first_content.is_some_and(|c| c < slot) && self.last_token.is_none_or(|t| t < slot)
+    }
+
+    /// One past the last slot the next pass must recompute: the last masked or just-committed
+    /// slot (an end committed earlier lies beyond it, so later passes are shorter).
+    fn live_end(&self) -> Option<usize> {
+        let masked = self.values.iter().rposition(Option::is_none);
+        let touched = self.touched.iter().max().copied();
+        masked.max(touched).map(|last| last + 1)
+    }
 }
 
 /// A candidate commit for one slot.
@@ -254,6 +306,19 @@ struct Choice {
     slot: usize,
     token: u32,
     confidence: f32,
+}
+
+/// What one step may commit in a canvas: a token in one slot, or the end of the middle, which
+/// fills every masked slot after `slot` with EOS at once.
+struct Action {
+    slot: usize,
+    token: u32,
+    confidence: f32,
+    /// Slots this action fills.
+    fills: usize,
+    /// For an end: the later candidates, `(slot, token)` in slot order, where it moves if a
+    /// token committed earlier in the step lies past `slot`.
+    later_ends: Vec<(usize, u32)>,
 }
 
 /// The sampler: the model-independent half of the engine.
@@ -319,12 +384,15 @@ impl<'a> Sampler<'a> {
             .map(|c| Slots {
                 start: bos + c.prefix.len(),
                 values: vec![None; c.length],
+                max_length: c.max_length.max(c.length),
+                growth: c.length.div_ceil(2),
                 end: None,
                 first_content: None,
+                last_token: None,
+                touched: Vec::new(),
                 steps: 0,
             })
             .collect();
-        let window = self.window(&slots);
         let shift = self.settings.logit_shift;
         let mut rng = StdRng::seed_from_u64(config.seed);
         let mut out = Sampled {
@@ -332,6 +400,7 @@ impl<'a> Sampler<'a> {
             forwards: 0,
             full_passes: 0,
             window_passes: 0,
+            window_positions: 0,
             hit_deadline: false,
             model_time: Duration::ZERO,
         };
@@ -340,6 +409,7 @@ impl<'a> Sampler<'a> {
             if controls.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
                 return Err(Error::Cancelled);
             }
+            let window = self.window(&slots);
             let pass = if !config.cache.enabled {
                 Pass::Full { store: false }
             } else if config
@@ -356,6 +426,7 @@ impl<'a> Sampler<'a> {
             let logits = model.logits(&seqs, window.clone(), cache, pass)?;
             out.model_time += started.elapsed();
             out.forwards += 1;
+            out.window_positions += seqs.len() * window.len();
             match pass {
                 Pass::Full { .. } => out.full_passes += 1,
                 Pass::Window => out.window_passes += 1,
@@ -369,61 +440,104 @@ impl<'a> Sampler<'a> {
             }
             let hit_deadline = controls.deadline.is_some_and(|d| Instant::now() >= d);
             out.hit_deadline |= hit_deadline;
+            let forced = hit_deadline || config.max_steps.is_some_and(|m| step + 1 >= m);
             let steps_left = config.max_steps.map(|m| m.saturating_sub(step).max(1));
             let mut views = Vec::with_capacity(slots.len());
             for (b, state) in slots.iter_mut().enumerate() {
+                state.touched.clear();
+                let masked = state.masked().count();
+                if masked == 0 {
+                    views.push(view(state, Vec::new()));
+                    continue;
+                }
                 let rows = &logits[b * window.len() * vocab..(b + 1) * window.len() * vocab];
-                let mut choices: Vec<Choice> = state
+                let start = state.start;
+                let row = |slot: usize| {
+                    let row = score_row(shift, start + slot) - window.start;
+                    &rows[row * vocab..(row + 1) * vocab]
+                };
+                let votes: Vec<Choice> = state
                     .masked()
                     .map(|slot| {
-                        let row = score_row(shift, state.start + slot) - window.start;
-                        let logits = &rows[row * vocab..(row + 1) * vocab];
                         self.choose(
-                            logits,
+                            row(slot),
                             slot,
-                            state.first_content.is_some_and(|c| c < slot),
+                            state.end_allowed(slot),
                             config,
                             hit_deadline,
                             &mut rng,
                         )
                     })
                     .collect();
-                let masked = choices.len();
-                if masked == 0 {
-                    views.push(view(state, Vec::new()));
-                    continue;
-                }
-                choices.sort_by(|a, b| {
+                let mut actions = self.actions(votes, config, forced);
+                actions.sort_by(|a, b| {
                     b.confidence
                         .total_cmp(&a.confidence)
                         .then(a.slot.cmp(&b.slot))
                 });
-                let wanted = if hit_deadline || steps_left == Some(1) {
-                    masked
+                let take = if forced {
+                    actions.len()
                 } else {
                     let by_schedule = match config.schedule {
                         Schedule::Threshold { tau } => {
-                            choices.iter().take_while(|c| c.confidence >= tau).count()
+                            actions.iter().take_while(|a| a.confidence >= tau).count()
                         }
                         Schedule::TopK { k } => k,
                     };
-                    let by_budget = steps_left.map_or(1, |left| masked.div_ceil(left));
-                    by_schedule.max(by_budget).max(1).min(masked)
+                    // The budget counts slots: an end fills many at once.
+                    let wanted = steps_left.map_or(1, |left| masked.div_ceil(left));
+                    let mut filled = 0;
+                    let by_budget = actions
+                        .iter()
+                        .take_while(|a| {
+                            let more = filled < wanted;
+                            filled += a.fills;
+                            more
+                        })
+                        .count();
+                    by_schedule.max(by_budget).max(1)
                 };
-                let mut committed = Vec::with_capacity(wanted);
-                for choice in choices.into_iter().take(wanted) {
-                    // An EOS committed earlier in this step has already forced this slot.
-                    if state.values[choice.slot].is_some() {
-                        continue;
+                let mut committed = Vec::new();
+                for action in actions.into_iter().take(take) {
+                    let target = if self.is_end(action.token) {
+                        std::iter::once((action.slot, action.token))
+                            .chain(action.later_ends)
+                            .find(|&(slot, _)| state.end_allowed(slot))
+                    } else {
+                        Some((action.slot, action.token))
+                    };
+                    // An end committed earlier in this step may have filled a token's slot.
+                    match target {
+                        Some((slot, token)) if state.values[slot].is_none() => {
+                            committed.extend(self.commit(state, slot, token));
+                        }
+                        _ => {}
                     }
-                    self.commit(state, choice.slot, choice.token);
-                    committed.push(choice.slot);
+                }
+                if forced {
+                    // An end that found no place (a token committed past it this step) leaves
+                    // its slots masked; a forced step fills them, left to right.
+                    while let Some(slot) = state.values.iter().position(Option::is_none) {
+                        let choice = self.choose(
+                            row(slot),
+                            slot,
+                            state.end_allowed(slot),
+                            config,
+                            true,
+                            &mut rng,
+                        );
+                        committed.extend(self.commit(state, slot, choice.token));
+                    }
                 }
                 state.steps += 1;
+                if !forced {
+                    self.grow(state, &mut seqs[b]);
+                }
                 for (slot, value) in state.values.iter().enumerate() {
                     seqs[b][state.start + slot] = value.unwrap_or(self.settings.mask_token_id);
                 }
                 committed.sort_unstable();
+                state.touched.clone_from(&committed);
                 views.push(view(state, committed));
             }
             if let Some(on_step) = controls.on_step.as_mut() {
@@ -445,44 +559,140 @@ impl<'a> Sampler<'a> {
                         .collect(),
                     ended_by_eos: s.end.is_some(),
                     steps: s.steps,
+                    slots: s.values.len(),
                 }
             })
             .collect();
         Ok(out)
     }
 
-    /// Positions every pass must return: the canvases, plus the rows that score them.
+    /// Positions the next pass must return: for every canvas with masked slots or slots
+    /// committed in the last step, from the row that scores its first slot to its last such
+    /// slot. A committed end (and a finished canvas) drops out one pass after it was committed,
+    /// once the cache holds its tokens.
     fn window(&self, slots: &[Slots]) -> Range<usize> {
         let shift = self.settings.logit_shift;
-        let start = slots
+        slots
             .iter()
-            .map(|s| score_row(shift, s.start))
-            .min()
-            .unwrap_or(0);
-        let end = slots
+            .filter_map(|s| {
+                let end = s.live_end()?;
+                Some((score_row(shift, s.start), s.start + end))
+            })
+            .fold(None, |range: Option<Range<usize>>, (start, end)| {
+                Some(match range {
+                    None => start..end,
+                    Some(r) => r.start.min(start)..r.end.max(end),
+                })
+            })
+            .expect("the run loop asks only while a canvas has masked slots")
+    }
+
+    /// One step's candidate commits from each masked slot's vote (in slot order): a token per
+    /// slot voting for one, and one end of the middle.
+    ///
+    /// Under EOS padding, slot j holding EOS means the middle ended at or before j, so a vote
+    /// for the end at j is the model's confidence that the end lies there or earlier, and it
+    /// decides every slot after j at once. Among the slots voting for the end (the candidates),
+    /// the end goes to the leftmost whose vote clears `tau` (threshold schedule, something
+    /// clears it), or, when it is the single most confident decision the step can take (top-k,
+    /// or a threshold nothing clears), to the leftmost candidate surer than every token, and
+    /// then over the unbroken run of end votes to its left: those slots would end the middle
+    /// one per step otherwise. When no candidate is surer than every token, the most confident
+    /// one is the action, ranked below them; in a forced step, the leftmost. The later
+    /// candidates go with the end, in case a token committed earlier in the step lies past it.
+    fn actions(&self, votes: Vec<Choice>, config: &SamplerConfig, forced: bool) -> Vec<Action> {
+        let is_end = |v: &Choice| self.is_end(v.token);
+        let best = |end: bool| {
+            votes
+                .iter()
+                .filter(|v| is_end(v) == end)
+                .map(|v| v.confidence)
+                .fold(f32::NEG_INFINITY, f32::max)
+        };
+        let (best_token, best_end) = (best(false), best(true));
+        // (bar, whether the end spreads over the run of end votes to its left)
+        let (bar, spread) = match config.schedule {
+            _ if forced => (f32::NEG_INFINITY, false),
+            Schedule::Threshold { tau } if best_token >= tau || best_end >= tau => (tau, false),
+            Schedule::Threshold { .. } | Schedule::TopK { .. } => {
+                (best_token.min(best_end), best_end >= best_token)
+            }
+        };
+        let end = votes
             .iter()
-            .map(|s| s.start + s.values.len())
-            .max()
-            .unwrap_or(0);
-        start..end
+            .position(|v| is_end(v) && v.confidence >= bar)
+            .map(|anchor| {
+                let mut first = anchor;
+                while spread && first > 0 && is_end(&votes[first - 1]) {
+                    first -= 1;
+                }
+                Action {
+                    slot: votes[first].slot,
+                    token: votes[first].token,
+                    confidence: votes[anchor].confidence,
+                    fills: votes.len() - first,
+                    later_ends: votes[first + 1..]
+                        .iter()
+                        .filter(|v| is_end(v))
+                        .map(|v| (v.slot, v.token))
+                        .collect(),
+                }
+            });
+        let mut actions: Vec<Action> = votes
+            .iter()
+            .filter(|v| !is_end(v))
+            .map(|v| Action {
+                slot: v.slot,
+                token: v.token,
+                confidence: v.confidence,
+                fills: 1,
+                later_ends: Vec::new(),
+            })
+            .collect();
+        actions.extend(end);
+        actions
+    }
+
+    /// Appends a block of masked slots when the model wrote a token in the last slot (the middle
+    /// does not end inside the canvas), up to the canvas's `max_length`. Never in a forced step
+    /// (the last of the budget, or past the deadline): those end the run.
+    fn grow(&self, state: &mut Slots, seq: &mut Vec<u32>) {
+        let last_holds_token = state
+            .values
+            .last()
+            .copied()
+            .flatten()
+            .is_some_and(|t| !self.is_end(t));
+        let room = state.max_length.saturating_sub(state.values.len());
+        if !last_holds_token || room == 0 {
+            return;
+        }
+        let added = state.growth.clamp(1, room);
+        let at = state.start + state.values.len();
+        seq.splice(
+            at..at,
+            std::iter::repeat_n(self.settings.mask_token_id, added),
+        );
+        state.values.extend(std::iter::repeat_n(None, added));
     }
 
     fn is_end(&self, token: u32) -> bool {
         token == self.settings.eos_token_id || token == self.settings.pad_token_id
     }
 
-    /// Picks the token for one slot and how confident the model is in it.
+    /// Picks the token for one slot and how confident the model is in it; the end tokens (EOS,
+    /// pad) only where `end_allowed`.
     fn choose(
         &self,
         logits: &[f32],
         slot: usize,
-        has_content: bool,
+        end_allowed: bool,
         config: &SamplerConfig,
         force_argmax: bool,
         rng: &mut StdRng,
     ) -> Choice {
         let suppressed = |id: usize| {
-            id as u32 == self.settings.mask_token_id || (!has_content && self.is_end(id as u32))
+            id as u32 == self.settings.mask_token_id || (!end_allowed && self.is_end(id as u32))
         };
         let temperature = if force_argmax {
             0.0
@@ -567,22 +777,36 @@ impl<'a> Sampler<'a> {
         }
     }
 
-    fn commit(&self, state: &mut Slots, slot: usize, token: u32) {
+    /// Commits `token` at `slot`; an end token also fills every slot after it with EOS. Returns
+    /// the slots filled.
+    fn commit(&self, state: &mut Slots, slot: usize, token: u32) -> Vec<usize> {
+        let mut filled = vec![slot];
         state.values[slot] = Some(token);
         if self.is_end(token) {
-            let end = state.end.map_or(slot, |e| e.min(slot));
-            state.end = Some(end);
-            for later in &mut state.values[end + 1..] {
-                *later = Some(self.settings.eos_token_id);
+            debug_assert!(
+                state.last_token.is_none_or(|t| t < slot),
+                "an end at slot {slot} would overwrite the token at {:?}",
+                state.last_token
+            );
+            state.end = Some(state.end.map_or(slot, |e| e.min(slot)));
+            for (later, value) in state.values.iter_mut().enumerate().skip(slot + 1) {
+                if value.is_none() {
+                    *value = Some(self.settings.eos_token_id);
+                    filled.push(later);
+                }
             }
-        } else if !self
-            .whitespace
-            .get(token as usize)
-            .copied()
-            .unwrap_or(false)
-        {
-            state.first_content = Some(state.first_content.map_or(slot, |c| c.min(slot)));
+        } else {
+            state.last_token = Some(state.last_token.map_or(slot, |t| t.max(slot)));
+            if !self
+                .whitespace
+                .get(token as usize)
+                .copied()
+                .unwrap_or(false)
+            {
+                state.first_content = Some(state.first_content.map_or(slot, |c| c.min(slot)));
+            }
         }
+        filled
     }
 }
 

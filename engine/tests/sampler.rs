@@ -1,5 +1,6 @@
 //! The diffusion sampler against a scripted fake model: commit order, schedules, confidence
-//! kinds, the step budget, variable length (EOS), the logit shift and BOS, the context cache,
+//! kinds, the step budget, variable length (EOS runs, the shrinking window, growth), the logit
+//! shift and BOS, the context cache,
 //! cancellation, the deadline, batching, temperature, invalid requests and the effort presets.
 //!
 //! The fake ([`ScriptedModel`]) answers each (sequence, position) from a script and records every
@@ -92,7 +93,8 @@ impl Call {
     }
 }
 
-/// What the last stored pass (`Pass::Full { store: true }`) was for; `None` before any.
+/// The tokens the cache's keys/values were computed for: the last stored pass
+/// (`Pass::Full { store: true }`) with every later window pass's window; `None` before any.
 #[derive(Debug, Default)]
 struct FakeCache {
     stored: Option<Vec<Vec<u32>>>,
@@ -157,7 +159,16 @@ impl Denoiser for ScriptedModel {
                     "window pass without a stored pass for these tokens".into(),
                 ));
             }
-            Pass::Window => {}
+            // As the real cache does: a window pass leaves the window's keys/values (here: its
+            // tokens) in the cache.
+            Pass::Window => {
+                for (stored, new) in cache.stored.iter_mut().flatten().zip(tokens) {
+                    let end = window.end.min(new.len());
+                    if window.start < end {
+                        stored[window.start..end].copy_from_slice(&new[window.start..end]);
+                    }
+                }
+            }
         }
         let mut out = Vec::with_capacity(tokens.len() * window.len() * VOCAB);
         for seq in tokens {
@@ -224,11 +235,7 @@ fn one_per_step() -> SamplerConfig {
 }
 
 fn canvas(prefix: &[u32], length: usize, suffix: &[u32]) -> Canvas {
-    Canvas {
-        prefix: prefix.to_vec(),
-        length,
-        suffix: suffix.to_vec(),
-    }
+    Canvas::new(prefix.to_vec(), length, suffix.to_vec())
 }
 
 /// How the sampler is set up for a run; `Setup::new()` is what most tests use.
@@ -509,11 +516,13 @@ fn step_budget_larger_than_needed_changes_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Variable length: EOS and pad end the middle; EOS is suppressed until there is content.
+// Variable length: the middle ends where a run of EOS (or pad) starts, decided in one step; EOS
+// is suppressed until there is content, and never overwrites a committed token.
 
-/// Runs one canvas of `rows.len()` slots (slot i scored by `rows[i]`), one token per step, with
+/// Runs one canvas of `rows.len()` slots (slot i scored by `rows[i]`) under `config`, with
 /// `whitespace` as the whitespace table; checks the stream and the infill.
-fn check_variable_length(
+fn check_variable_length_with(
+    config: SamplerConfig,
     whitespace: &[bool],
     rows: Vec<Vec<f32>>,
     stream: &[&str],
@@ -523,6 +532,7 @@ fn check_variable_length(
     let length = rows.len();
     let setup = Setup {
         whitespace: whitespace.to_vec(),
+        config,
         ..Setup::new()
     };
     let out = setup.run(&ScriptedModel::rows(0, rows), &[canvas(&[], length, &[])]);
@@ -531,21 +541,49 @@ fn check_variable_length(
     assert_eq!(infill.tokens, tokens);
     assert_eq!(infill.ended_by_eos, ended_by_eos);
     assert_eq!(infill.steps, stream.len());
+    assert_eq!(out.sampled().forwards, stream.len());
+    assert_eq!(infill.slots, length, "no growth without room");
+}
+
+/// [`check_variable_length_with`] one token (or one end) per step.
+fn check_variable_length(
+    whitespace: &[bool],
+    rows: Vec<Vec<f32>>,
+    stream: &[&str],
+    tokens: &[u32],
+    ended_by_eos: bool,
+) {
+    check_variable_length_with(
+        one_per_step(),
+        whitespace,
+        rows,
+        stream,
+        tokens,
+        ended_by_eos,
+    );
+}
+
+fn threshold(tau: f32) -> SamplerConfig {
+    SamplerConfig {
+        schedule: Schedule::Threshold { tau },
+        ..one_per_step()
+    }
 }
 
 #[test]
-fn eos_ends_the_middle_and_later_slots_become_eos() {
-    // Step 0: EOS is still suppressed at slot 1, so `a` goes first; then EOS ends the middle.
+fn an_eos_run_ends_the_middle_in_one_step() {
+    // Step 0: EOS is still suppressed (no content yet), so `a` goes first; then the three slots
+    // voting EOS are one decision, committed together even at one token per step.
     let rows = vec![
         peaked(A, 0.9),
         peaked(EOS, 0.95),
-        peaked(B, 0.5),
-        peaked(C, 0.5),
+        peaked(EOS, 0.9),
+        peaked(EOS, 0.99),
     ];
     check_variable_length(
         &whitespace(),
         rows,
-        &["a _ _ _ | [0]", "a EOS EOS EOS | [1]"],
+        &["a _ _ _ | [0]", "a EOS EOS EOS | [1, 2, 3]"],
         &[A],
         true,
     );
@@ -556,13 +594,127 @@ fn pad_ends_the_middle_too() {
     let rows = vec![
         peaked(A, 0.9),
         peaked(PAD, 0.95),
+        peaked(PAD, 0.95),
+        peaked(EOS, 0.95),
+    ];
+    check_variable_length(
+        &whitespace(),
+        rows,
+        &["a _ _ _ | [0]", "a PAD EOS EOS | [1, 2, 3]"],
+        &[A],
+        true,
+    );
+}
+
+#[test]
+fn one_per_step_commits_an_eos_run_as_one_decision() {
+    // Step 1: the end at slot 2 (0.95) is surer than `b` (0.6): slots 2-4 are decided in one
+    // step, even at one token per step; `b` follows. Three model calls for five slots.
+    let rows = vec![
+        peaked(A, 0.99),
+        peaked(B, 0.6),
+        peaked(EOS, 0.95),
+        peaked(EOS, 0.7),
+        peaked(EOS, 0.99),
+    ];
+    check_variable_length(
+        &whitespace(),
+        rows,
+        &[
+            "a _ _ _ _ | [0]",
+            "a _ EOS EOS EOS | [2, 3, 4]",
+            "a b EOS EOS EOS | [1]",
+        ],
+        &[A, B],
+        true,
+    );
+    // `b` surer than any end vote goes first; then the whole run, not a slot per step.
+    let rows = vec![
+        peaked(A, 0.99),
+        peaked(B, 0.98),
+        peaked(EOS, 0.6),
+        peaked(EOS, 0.7),
+        peaked(EOS, 0.8),
+    ];
+    check_variable_length(
+        &whitespace(),
+        rows,
+        &[
+            "a _ _ _ _ | [0]",
+            "a b _ _ _ | [1]",
+            "a b EOS EOS EOS | [2, 3, 4]",
+        ],
+        &[A, B],
+        true,
+    );
+}
+
+#[test]
+fn a_run_of_end_votes_below_tau_is_one_decision_when_nothing_clears_tau() {
+    // Nothing reaches 0.9. The surest decision is the end (0.8 at slot 4, above `b`'s 0.5): it
+    // takes the unbroken run of end votes to its left with it (slots 2-3, less sure), so the
+    // middle does not shrink by one slot per step.
+    let rows = vec![
+        peaked(A, 0.95),
+        peaked(B, 0.5),
+        peaked(EOS, 0.3),
+        peaked(EOS, 0.6),
+        peaked(EOS, 0.8),
+    ];
+    check_variable_length_with(
+        threshold(0.9),
+        &whitespace(),
+        rows,
+        &[
+            "a _ _ _ _ | [0]",
+            "a _ EOS EOS EOS | [2, 3, 4]",
+            "a b EOS EOS EOS | [1]",
+        ],
+        &[A, B],
+        true,
+    );
+}
+
+#[test]
+fn threshold_commits_the_confident_part_of_an_eos_run() {
+    // Slot 2's EOS (0.5) is below tau; slots 3-4 clear it, so they end the middle at once.
+    // Next step slot 2's EOS (0.5) is the most confident action left, above `b` (0.3).
+    let rows = vec![
+        peaked(A, 0.99),
+        peaked(B, 0.3),
+        peaked(EOS, 0.5),
+        peaked(EOS, 0.95),
+        peaked(EOS, 0.9),
+    ];
+    check_variable_length_with(
+        threshold(0.8),
+        &whitespace(),
+        rows,
+        &[
+            "a _ _ _ _ | [0]",
+            "a _ _ EOS EOS | [3, 4]",
+            "a _ EOS EOS EOS | [2]",
+            "a b EOS EOS EOS | [1]",
+        ],
+        &[A, B],
+        true,
+    );
+}
+
+#[test]
+fn an_end_decides_the_masked_slots_after_it() {
+    // Slot 1's EOS (0.95) means the middle ends at or before slot 1: the masked slots after it
+    // become EOS whatever they voted (nothing committed is overwritten).
+    let rows = vec![
+        peaked(A, 0.9),
+        peaked(EOS, 0.95),
         peaked(B, 0.5),
         peaked(C, 0.5),
     ];
     check_variable_length(
         &whitespace(),
         rows,
-        &["a _ _ _ | [0]", "a PAD EOS EOS | [1]"],
+        &["a _ _ _ | [0]", "a EOS EOS EOS | [1, 2, 3]"],
         &[A],
         true,
     );
@@ -591,7 +743,7 @@ fn eos_is_suppressed_until_content_is_committed() {
     check_variable_length(
         &whitespace(),
         rows,
-        &["a _ _ | [0]", "a EOS EOS | [1]"],
+        &["a _ _ | [0]", "a EOS EOS | [1, 2]"],
         &[A],
         true,
     );
@@ -640,27 +792,33 @@ fn empty_whitespace_table_counts_every_token_as_content() {
     check_variable_length(
         &[],
         rows,
-        &["sp _ _ | [0]", "sp EOS EOS | [1]"],
+        &["sp _ _ | [0]", "sp EOS EOS | [1, 2]"],
         &[SPACE],
         true,
     );
 }
 
 #[test]
-fn eos_overrides_later_slots_committed_in_earlier_steps() {
-    // `b` at slot 2 goes first, then `a` (EOS at slot 1 waits for content to its left); the EOS
-    // that follows at slot 1 replaces `b`: later slots are forced to EOS whatever they held.
+fn an_end_never_overwrites_a_committed_token() {
+    // `b` at slot 2 goes first. The model then wants EOS at slot 1 (0.9), but that would erase
+    // `b`: EOS is suppressed left of a committed token, so slot 1 gets content and the end can
+    // only come after `b`.
     let rows = vec![
-        peaked(A, 0.9),
-        peaked(EOS, 0.99),
+        peaked(A, 0.8),
+        dist(&[(EOS, 0.9), (C, 0.05)]),
         peaked(B, 0.95),
-        peaked(C, 0.1),
+        peaked(EOS, 0.6),
     ];
     check_variable_length(
         &whitespace(),
         rows,
-        &["_ _ b _ | [2]", "a _ b _ | [0]", "a EOS EOS EOS | [1]"],
-        &[A],
+        &[
+            "_ _ b _ | [2]",
+            "a _ b _ | [0]",
+            "a _ b EOS | [3]",
+            "a c b EOS | [1]",
+        ],
+        &[A, C, B],
         true,
     );
 }
@@ -683,48 +841,281 @@ fn content_after_the_eos_does_not_lift_suppression() {
     );
 }
 
-/// Slots 3 and 4 become confident only once slot 0 holds content, so they commit in the same
-/// step as the EOS at slot 2 (threshold 0.8), after it in confidence order.
-fn same_step_eos_model() -> ScriptedModel {
-    ScriptedModel::new(|seq, pos| {
+#[test]
+fn an_end_and_tokens_before_it_commit_in_the_same_step() {
+    // Slot 1 becomes confident only once slot 0 holds content, in the same step as the run.
+    let model = ScriptedModel::new(|seq, pos| {
         let content = seq[0] != MASK;
         match pos {
             0 => peaked(A, 0.99),
-            1 => peaked(B, 0.3),
-            2 => peaked(EOS, 0.95),
-            3 => peaked(C, if content { 0.9 } else { 0.5 }),
-            4 => peaked(D, if content { 0.85 } else { 0.5 }),
-            _ => flat(),
+            1 => peaked(B, if content { 0.9 } else { 0.5 }),
+            2 => peaked(C, 0.3),
+            _ => peaked(EOS, 0.95),
         }
-    })
+    });
+    let out = Setup {
+        config: threshold(0.8),
+        ..Setup::new()
+    }
+    .run(&model, &[canvas(&[], 6, &[])]);
+    assert_eq!(
+        out.lines(),
+        [
+            "a _ _ _ _ _ | [0]",
+            "a b _ EOS EOS EOS | [1, 3, 4, 5]",
+            "a b c EOS EOS EOS | [2]",
+        ]
+    );
+    // The model sees the end as EOS tokens from the next call on.
+    assert_eq!(out.calls[2].tokens, [vec![A, B, MASK, EOS, EOS, EOS]]);
 }
 
 #[test]
-fn eos_wins_over_later_slots_committed_in_the_same_step() {
+fn a_token_committed_past_the_end_in_the_same_step_moves_the_end_after_it() {
+    // Step 1: `b` (0.95 once slot 0 holds content) at slot 2 and the end at slot 1 (0.85) both
+    // clear tau. `b` goes first, so the end can no longer be at slot 1: it moves to the next
+    // candidate, slot 3.
+    let model = ScriptedModel::new(|seq, pos| {
+        let content = seq[0] != MASK;
+        match pos {
+            0 => peaked(A, 0.99),
+            1 => peaked(EOS, 0.85),
+            2 => peaked(B, if content { 0.95 } else { 0.5 }),
+            _ => peaked(EOS, 0.9),
+        }
+    });
+    let out = Setup {
+        config: threshold(0.8),
+        ..Setup::new()
+    }
+    .run(&model, &[canvas(&[], 4, &[])]);
+    assert_eq!(
+        out.lines(),
+        ["a _ _ _ | [0]", "a _ b EOS | [2, 3]", "a a b EOS | [1]"]
+    );
+    assert_eq!(out.tokens(), [vec![A, A, B]]);
+}
+
+/// What every run must keep, whatever the model says: a committed slot never changes, the
+/// middle holds no end or mask token, an end follows content, slots after it are EOS, the step
+/// budget and the growth limit hold.
+#[test]
+fn random_models_keep_the_sampler_invariants() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let tokens = [A, B, SPACE, NEWLINE, EOS, PAD];
+    for seed in 0..300u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let length = rng.random_range(1..7);
+        let max_length = length + rng.random_range(0..6);
+        let schedule = if rng.random_bool(0.5) {
+            Schedule::TopK {
+                k: rng.random_range(1..3),
+            }
+        } else {
+            Schedule::Threshold {
+                tau: rng.random_range(0.2..0.95),
+            }
+        };
+        let max_steps = rng.random_bool(0.5).then(|| rng.random_range(1..8));
+        let script_seed = rng.random::<u64>();
+        // The model's row depends on the whole sequence, so commits change what it says.
+        let model = ScriptedModel::new(move |seq, pos| {
+            let key = seq.iter().fold(script_seed ^ pos as u64, |h, &t| {
+                h.wrapping_mul(31).wrapping_add(t as u64)
+            });
+            let mut rng = StdRng::seed_from_u64(key);
+            let token = tokens[rng.random_range(0..tokens.len())];
+            dist(&[(token, rng.random_range(0.3..0.99))])
+        });
+        let setup = Setup {
+            config: SamplerConfig {
+                schedule,
+                max_steps,
+                ..one_per_step()
+            },
+            ..Setup::new()
+        };
+        let out = setup.run(&model, &[canvas(&[J], length, &[J]).growing_to(max_length)]);
+        let context = format!("seed {seed}: {:?}", out.lines());
+        let sampled = out.sampled();
+        if let Some(max) = max_steps {
+            assert!(sampled.forwards <= max, "{context}");
+        }
+        for pair in out.stream.windows(2) {
+            let (before, after) = (&pair[0].canvases[0].slots, &pair[1].canvases[0].slots);
+            for (slot, value) in before.iter().enumerate() {
+                if value.is_some() {
+                    assert_eq!(*value, after[slot], "slot {slot} changed; {context}");
+                }
+            }
+        }
+        let last = &out.stream.last().expect("at least one step").canvases[0];
+        assert!(last.slots.iter().all(Option::is_some), "{context}");
+        let infill = &sampled.infills[0];
+        assert!(
+            infill.slots <= max_length && infill.slots >= length,
+            "{context}"
+        );
+        assert_eq!(infill.slots, last.slots.len(), "{context}");
+        assert!(
+            infill
+                .tokens
+                .iter()
+                .all(|&t| ![EOS, PAD, MASK].contains(&t)),
+            "{context}"
+        );
+        if infill.ended_by_eos {
+            assert!(
+                infill.tokens.iter().any(|&t| t != SPACE && t != NEWLINE),
+                "an end before content; {context}"
+            );
+            let after = &last.slots[infill.tokens.len()..];
+            assert!(
+                after.iter().all(|&t| t == Some(EOS) || t == Some(PAD)),
+                "{context}"
+            );
+        } else {
+            assert_eq!(infill.tokens.len(), infill.slots, "{context}");
+        }
+    }
+}
+
+#[test]
+fn passes_after_the_end_cover_only_the_slots_before_it() {
+    // Prefix `j`, six slots, suffix `j`. The end (slots 3-5) is committed at step 1; step 2 still
+    // recomputes it (the cache must hold the EOS tokens before the window leaves them); step 3's
+    // window stops after slot 2. No full pass is needed for that.
+    let model = ScriptedModel::new(|_, pos| match pos {
+        1 => peaked(A, 0.99),
+        2 => peaked(B, 0.6),
+        3 => peaked(C, 0.5),
+        _ => peaked(EOS, 0.95),
+    });
+    let out = Setup::new().run(&model, &[canvas(&[J], 6, &[J])]);
+    assert_eq!(
+        out.lines(),
+        [
+            "a _ _ _ _ _ | [0]",
+            "a _ _ EOS EOS EOS | [3, 4, 5]",
+            "a b _ EOS EOS EOS | [1]",
+            "a b c EOS EOS EOS | [2]",
+        ]
+    );
+    let passes: Vec<String> = out.calls.iter().map(Call::render).collect();
+    assert_eq!(
+        passes,
+        [
+            "full+store 1..7",
+            "window 1..7",
+            "window 1..7",
+            "window 1..4"
+        ]
+    );
+    assert_eq!(out.sampled().window_positions, 6 + 6 + 6 + 3);
+}
+
+#[test]
+fn eos_runs_end_each_canvas_of_a_batch_in_one_step() {
+    // Each canvas: one letter, then EOS (canvas 1's end with pad first).
+    let model = ScriptedModel::new(|seq, pos| match (seq[0], pos) {
+        (A, 1) | (C, 1) => peaked(F, 0.99),
+        (C, 2) => peaked(PAD, 0.9),
+        _ => peaked(EOS, 0.95),
+    });
+    let out = Setup::new().run(&model, &[canvas(&[A], 4, &[]), canvas(&[C], 3, &[B])]);
+    assert_eq!(
+        out.lines(),
+        [
+            "f _ _ _ | [0] ; f _ _ | [0]",
+            "f EOS EOS EOS | [1, 2, 3] ; f PAD EOS | [1, 2]",
+        ]
+    );
+    assert_eq!(out.tokens(), [vec![F], vec![F]]);
+    assert_eq!(out.sampled().forwards, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Length during decoding: a canvas whose last slot receives a token grows.
+
+/// A canvas of `length` slots allowed to reach `max_length`, over a model that writes `a` at
+/// every position before `end_at` and EOS from there; one token per step unless `max_steps`.
+fn grow(length: usize, max_length: usize, end_at: usize, max_steps: Option<usize>) -> Outcome {
+    let model = ScriptedModel::new(move |_, pos| {
+        if pos < end_at {
+            peaked(A, 0.9)
+        } else {
+            peaked(EOS, 0.95)
+        }
+    });
     let setup = Setup {
         config: SamplerConfig {
-            schedule: Schedule::Threshold { tau: 0.8 },
+            max_steps,
             ..one_per_step()
         },
         ..Setup::new()
     };
-    let model = same_step_eos_model();
-    let out = setup.run(&model, &[canvas(&[], 5, &[])]);
+    setup.run(&model, &[canvas(&[], length, &[]).growing_to(max_length)])
+}
+
+#[test]
+fn a_canvas_whose_last_slot_holds_a_token_grows_by_a_block() {
+    // Two slots filled with `a` (the second is the last slot: grow by one, half the canvas);
+    // the third `a` again at the last slot (grow by one); then the model ends the middle.
+    let out = grow(2, 8, 3, None);
     assert_eq!(
         out.lines(),
         [
-            "a _ _ _ _ | [0]",
-            "a _ EOS EOS EOS | [2]",
-            "a b EOS EOS EOS | [1]"
+            "a _ | [0]",
+            "a a _ | [1]",
+            "a a a _ | [2]",
+            "a a a EOS | [3]"
         ]
     );
-    // The model never sees content after the end.
-    assert_eq!(out.calls[2].tokens, [vec![A, MASK, EOS, EOS, EOS]]);
     let infill = &out.sampled().infills[0];
+    assert_eq!(infill.tokens, [A, A, A]);
+    assert!(infill.ended_by_eos);
+    assert_eq!(infill.slots, 4);
+    // A grown canvas shifts the suffix: the next pass is a full one.
+    let passes: Vec<String> = out.calls.iter().map(Call::render).collect();
     assert_eq!(
-        (infill.tokens.as_slice(), infill.ended_by_eos),
-        (&[A, B][..], true)
+        passes,
+        [
+            "full+store 0..2",
+            "window 0..2",
+            "full+store 0..3",
+            "full+store 0..4"
+        ]
     );
+    assert_eq!(out.sampled().tokens_per_forward(0), 1.0);
+}
+
+#[test]
+fn growth_stops_at_max_length() {
+    let out = grow(4, 7, usize::MAX, None);
+    let infill = &out.sampled().infills[0];
+    assert_eq!(infill.tokens, [A; 7]);
+    assert!(!infill.ended_by_eos);
+    assert_eq!(infill.slots, 7);
+    // 4 slots, then +2 (half of 4), then +1 (what is left).
+    let lengths: Vec<usize> = out
+        .stream
+        .iter()
+        .map(|s| s.canvases[0].slots.len())
+        .collect();
+    assert_eq!(lengths, [4, 4, 4, 6, 6, 7, 7]);
+    // Without room it never grows.
+    let fixed = grow(4, 4, usize::MAX, None);
+    assert_eq!(fixed.sampled().infills[0].slots, 4);
+}
+
+#[test]
+fn a_forced_step_never_grows_the_canvas() {
+    // Two steps allowed: the second commits everything left and the run ends there.
+    let out = grow(2, 8, usize::MAX, Some(2));
+    assert_eq!(out.sampled().forwards, 2);
+    assert_eq!(out.tokens(), [vec![A, A]]);
+    assert_eq!(out.sampled().infills[0].slots, 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -871,12 +1262,14 @@ fn check_passes(cache: CachePolicy, logit_shift: bool, length: usize, expect: &[
         (full, expect.len() - full)
     );
     assert_eq!(sampled.forwards, expect.len());
-    // The cache holds what the last stored pass saw, and nothing when nothing was stored.
-    let last_store = out
+    // The cache holds what the last pass saw (window passes update their window), and nothing
+    // when nothing was stored.
+    let stored_any = out
         .calls
         .iter()
-        .rfind(|c| c.pass == Pass::Full { store: true });
-    assert_eq!(fake_cache.stored, last_store.map(|c| c.tokens.clone()));
+        .any(|c| c.pass == Pass::Full { store: true });
+    let last_seen = out.calls.last().map(|c| c.tokens.clone());
+    assert_eq!(fake_cache.stored, last_seen.filter(|_| stored_any));
 }
 
 fn cache_on(refresh_every: Option<usize>) -> CachePolicy {
@@ -1124,11 +1517,11 @@ fn batch_shares_model_calls_and_fills_each_canvas_from_its_own_rows() {
         out.calls[0].tokens,
         [sampler.sequence(&short), sampler.sequence(&long)]
     );
-    // One window over both canvases: from the short one's first slot to the long one's last.
-    assert!(out
-        .calls
-        .iter()
-        .all(|c| c.tokens.len() == 2 && c.window == (1..7)));
+    // One window over both canvases, from the short one's first slot to the long one's last,
+    // until the short one is filled and its last commit is in the cache.
+    let windows: Vec<Range<usize>> = out.calls.iter().map(|c| c.window.clone()).collect();
+    assert_eq!(windows, [1..7, 1..7, 1..7, 3..7]);
+    assert!(out.calls.iter().all(|c| c.tokens.len() == 2));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@
 
 use std::time::Instant;
 
-use redraft_context::{Budget, ByteEstimate, CanvasPlan, Language, Plan, Source, TokenCounter};
+use redraft_context::{
+    Budget, ByteEstimate, CanvasPlan, Language, Plan, Source, TokenCounter, Unit,
+};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
 use redraft_engine::{Engine, InfillRequest};
@@ -40,6 +42,15 @@ pub struct GenerationStats {
     pub forwards: usize,
     pub tokens_per_forward: f64,
     pub ended_by_eos: bool,
+    /// The engine's length choice: tokens of the raw middle (before post-processing).
+    #[serde(default)]
+    pub middle_tokens: usize,
+    /// Tokens of the task's own middle.
+    #[serde(default)]
+    pub true_tokens: usize,
+    /// Canvas slots at the end (the plan's length plus what the canvas grew by).
+    #[serde(default)]
+    pub slots: usize,
     /// Plan + engine + post-processing: what the user waits for after the debounce.
     pub latency_ms: f64,
     pub model_ms: f64,
@@ -83,7 +94,13 @@ pub fn engine_request(plan: &Plan, budget: &Budget, sampler: SamplerConfig) -> I
     InfillRequest {
         prefix: plan.prefix.clone(),
         suffix: plan.suffix.clone(),
-        max_tokens: plan.canvas.tokens,
+        canvas_tokens: plan.canvas.tokens,
+        // The plan's length is a prior the model may outgrow up to the largest canvas allowed;
+        // a length fixed by the caller (the oracle) is kept.
+        max_tokens: match plan.canvas.unit {
+            Unit::Fixed => plan.canvas.tokens,
+            _ => budget.max_canvas_tokens.max(plan.canvas.tokens),
+        },
         max_prefix_tokens: budget.prefix_tokens + budget.neighbour_tokens,
         max_suffix_tokens: budget.suffix_tokens,
         sampler,
@@ -98,12 +115,8 @@ pub fn generate(
     language: TaskLanguage,
     setting: &Setting,
 ) -> Result<(String, GenerationStats)> {
-    let oracle = if setting.oracle_length {
-        let tokens = engine.tokenizer().encode(&task.canonical_solution)?;
-        Some(tokens.len().max(1))
-    } else {
-        None
-    };
+    let true_tokens = engine.tokenizer().encode(&task.canonical_solution)?.len();
+    let oracle = setting.oracle_length.then_some(true_tokens.max(1));
     let started = Instant::now();
     let text = format!("{}{}", task.prompt, task.suffix);
     let source = Source {
@@ -135,6 +148,9 @@ pub fn generate(
             forwards: completion.forwards,
             tokens_per_forward: completion.tokens_per_forward,
             ended_by_eos: completion.ended_by_eos,
+            middle_tokens: completion.tokens.len(),
+            true_tokens,
+            slots: completion.slots,
             latency_ms,
             model_ms: completion.timings.model_ms,
         },

@@ -71,6 +71,9 @@ pub struct Summary {
     pub tokens_per_forward: Option<f64>,
     pub steps: Option<f64>,
     pub canvas_tokens: Option<f64>,
+    /// Mean |engine's middle length - true middle length|, in tokens.
+    #[serde(default)]
+    pub length_error: Option<f64>,
 }
 
 impl Summary {
@@ -110,6 +113,7 @@ impl Summary {
             tokens_per_forward: mean(&|g| g.tokens_per_forward),
             steps: mean(&|g| g.steps as f64),
             canvas_tokens: mean(&|g| g.canvas_tokens as f64),
+            length_error: mean(&|g| g.middle_tokens.abs_diff(g.true_tokens) as f64),
             outcomes,
         }
     }
@@ -168,6 +172,7 @@ pub fn table(summaries: &[Summary]) -> String {
             "canvas tokens",
             Box::new(move |s| number(s.canvas_tokens, 1)),
         ),
+        ("length error", Box::new(move |s| number(s.length_error, 2))),
     ];
     let mut cells: Vec<Vec<String>> = vec![std::iter::once(String::new())
         .chain(summaries.iter().map(|s| s.setting.clone()))
@@ -216,6 +221,16 @@ mod tests {
     use super::*;
 
     fn result(id: &str, outcome: Outcome, latency: Option<f64>) -> TaskResult {
+        result_of_length(id, outcome, latency, 3)
+    }
+
+    /// A result whose engine middle had `middle_tokens` tokens; the true middle has 5.
+    fn result_of_length(
+        id: &str,
+        outcome: Outcome,
+        latency: Option<f64>,
+        middle_tokens: usize,
+    ) -> TaskResult {
         TaskResult {
             task_id: id.into(),
             completion: if outcome == Outcome::Pass {
@@ -235,6 +250,9 @@ mod tests {
                 forwards: 4,
                 tokens_per_forward: 4.0,
                 ended_by_eos: true,
+                middle_tokens,
+                true_tokens: 5,
+                slots: 16,
                 latency_ms,
                 model_ms: latency_ms,
             }),
@@ -256,6 +274,7 @@ mod tests {
         assert_eq!(summary.compile_error_rate, Some(1.0 / 3.0));
         assert_eq!(summary.exact_match, 0.25);
         assert_eq!(summary.empty_completions, 3);
+        assert_eq!(summary.length_error, Some(2.0));
         let latency = summary.latency_ms.unwrap();
         assert_eq!((latency.p50, latency.p95, latency.mean), (20.0, 40.0, 25.0));
         let table = table(&[
@@ -270,6 +289,26 @@ mod tests {
         let pass: Vec<&str> = table.lines().nth(3).unwrap().split_whitespace().collect();
         assert_eq!(pass, ["pass@1", "33.3%", "33.3%"], "{table}");
         assert!(table.contains("pass@1"));
+    }
+
+    #[test]
+    fn length_error_is_the_mean_distance_to_the_true_length() {
+        let results = [
+            result_of_length("a", Outcome::Pass, Some(1.0), 5),
+            result_of_length("b", Outcome::Pass, Some(1.0), 9),
+            result_of_length("c", Outcome::Pass, Some(1.0), 0),
+            // Scored from a file: no length to compare.
+            result_of_length("d", Outcome::Pass, None, 0),
+        ];
+        let refs: Vec<&TaskResult> = results.iter().collect();
+        assert_eq!(Summary::of("x", &refs).length_error, Some(3.0));
+        let table = table(&[Summary::of("x", &refs)]);
+        assert!(
+            table
+                .lines()
+                .any(|l| l.split_whitespace().eq(["length", "error", "3.00"])),
+            "{table}"
+        );
     }
 
     #[test]

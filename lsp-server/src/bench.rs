@@ -283,11 +283,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             bos_token_id: None,
             logit_shift: true,
         };
-        let canvas = Canvas {
-            prefix: random_ids(768, vocab, 1),
-            length: 16,
-            suffix: random_ids(240, vocab, 2),
-        };
+        let canvas = Canvas::new(random_ids(768, vocab, 1), 16, random_ids(240, vocab, 2));
         let sampler = Sampler::new(settings, &[]);
         let seq = vec![sampler.sequence(&canvas)];
         let window = 767..784;
@@ -401,7 +397,7 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
                 engine.complete(&request, &mut KvCache::default(), Controls::default())?;
             latencies.push(started.elapsed().as_secs_f64() * 1e3);
             calls += completion.forwards;
-            slots += request.max_tokens;
+            slots += completion.slots;
             exact += usize::from(completion.middle.trim_end() == text[cursor..end].trim_end());
         }
         latencies.sort_by(f64::total_cmp);

@@ -39,9 +39,13 @@ pub struct Args {
     /// Read `{"prefix": "...", "suffix": "..."}` from stdin.
     #[arg(long, conflicts_with_all = ["file", "prefix_file", "suffix_file"])]
     stdin_json: bool,
-    /// Longest middle in tokens (the canvas size; the model may end earlier with EOS).
+    /// Longest middle in tokens (the model may end earlier with EOS).
     #[arg(long, default_value_t = 32)]
     max_tokens: usize,
+    /// Masked slots laid down at the start (default: --max-tokens); when the model writes the
+    /// last one, the canvas grows a block at a time up to --max-tokens.
+    #[arg(long)]
+    canvas_tokens: Option<usize>,
     #[command(flatten)]
     sampler: SamplerArgs,
     /// Stop refining after this many milliseconds and commit the best guess for what is left.
@@ -130,6 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
     let mut request = InfillRequest::new(prefix, suffix);
     request.max_tokens = args.max_tokens;
+    request.canvas_tokens = args.canvas_tokens.unwrap_or(args.max_tokens);
     request.sampler = args.sampler.config();
     let mut on_step = |step: &DenoiseStep| {
         eprintln!(

@@ -192,6 +192,35 @@ fn steps_view_streams_every_step_and_effort_bounds_steps() {
 }
 
 #[test]
+fn a_canvas_whose_last_slot_is_written_grows_up_to_max_tokens() {
+    // One slot: its first commit is content (EOS waits for content), so the canvas must grow.
+    let request = r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#;
+    let run = |canvas: &str, max: &str| {
+        json_ok(&redraft(
+            &[
+                "complete",
+                "--stdin-json",
+                "--json",
+                "--effort",
+                "high",
+                "--canvas-tokens",
+                canvas,
+                "--max-tokens",
+                max,
+            ],
+            request,
+        ))
+    };
+    let grown = run("1", "12");
+    let slots = grown["slots"].as_u64().unwrap();
+    assert!((2..=12).contains(&slots), "{grown}");
+    assert!(grown["tokens"].as_array().unwrap().len() as u64 <= slots);
+    let fixed = run("1", "1");
+    assert_eq!(fixed["slots"], 1, "{fixed}");
+    assert_eq!(fixed["tokens"].as_array().unwrap().len(), 1);
+}
+
+#[test]
 fn without_model_the_embedded_default_model_completes() {
     let out = redraft(
         &["complete", "--stdin-json", "--json", "--max-tokens", "8"],
