@@ -17,16 +17,20 @@
 mod body;
 mod framing;
 
+use std::future::Future;
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::channel::mpsc as futures_mpsc;
 use futures::future::{self, BoxFuture};
-use futures::{FutureExt, SinkExt, StreamExt, TryFutureExt};
-use tokio::sync::{mpsc, oneshot};
+use futures::{FutureExt, SinkExt, StreamExt};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tower::Service;
 use tower_lsp_server::jsonrpc::{self, ErrorCode, Id, Request, Response};
-use tower_lsp_server::{ClientSocket, LspService};
+use tower_lsp_server::{ClientSocket, ExitedError, LspService};
 
 use self::body::{Message, Rejected, Repairs};
 use self::framing::{Decoder, Frame, Skip};
@@ -38,6 +42,8 @@ const INPUT_QUEUE: usize = 16;
 const OUTPUT_QUEUE: usize = 64;
 /// Requests handed to the service but not yet polled (tower-lsp's own queue size).
 const TASK_QUEUE: usize = 100;
+/// How long `exit` waits for requests still running (a `shutdown` sent just before it).
+const EXIT_GRACE: Duration = Duration::from_secs(5);
 
 /// How a session that did not fail ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +102,7 @@ pub async fn serve(
     let (client_requests, stop_client_requests) = futures::stream::abortable(client_requests);
     let (mut tasks, task_rx) =
         futures_mpsc::channel::<BoxFuture<'static, Option<Response>>>(TASK_QUEUE);
+    let outstanding = Outstanding::default();
 
     let answers = {
         let output = output.clone();
@@ -145,8 +152,17 @@ pub async fn serve(
                             // The protocol: nothing is read after `exit` (a client may keep
                             // stdin open).
                             let exit = request.method() == "exit";
-                            let task = service.call(request).unwrap_or_else(|_exited| None);
-                            if tasks.send(task.boxed()).await.is_err() || exit {
+                            if exit {
+                                // `exit` aborts what is still running, and a client may send it
+                                // right behind `shutdown`: let that answer first, or the
+                                // session would not count as shut down.
+                                let drained = outstanding.drained();
+                                if tokio::time::timeout(EXIT_GRACE, drained).await.is_err() {
+                                    log.warn("requests still running at exit are abandoned");
+                                }
+                            }
+                            let task = outstanding.track(service.call(request));
+                            if tasks.send(task).await.is_err() || exit {
                                 break Ok(Ended::Exit);
                             }
                         }
@@ -198,6 +214,39 @@ pub async fn serve(
             .err()
             .unwrap_or_else(|| io::Error::other("stdout closed")))
         .context("cannot write to stdout"),
+    }
+}
+
+/// Requests handed to the service and not yet answered.
+#[derive(Clone, Default)]
+struct Outstanding {
+    count: Arc<AtomicUsize>,
+    done: Arc<Notify>,
+}
+
+impl Outstanding {
+    fn track(
+        &self,
+        task: impl Future<Output = Result<Option<Response>, ExitedError>> + Send + 'static,
+    ) -> BoxFuture<'static, Option<Response>> {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        let this = self.clone();
+        async move {
+            let response = task.await.unwrap_or(None);
+            this.count.fetch_sub(1, Ordering::SeqCst);
+            this.done.notify_one();
+            response
+        }
+        .boxed()
+    }
+
+    /// Resolves once nothing is outstanding.
+    async fn drained(&self) {
+        // `notify_one` leaves a permit when nobody waits, so a task finishing between the
+        // check and the wait is not missed.
+        while self.count.load(Ordering::SeqCst) > 0 {
+            self.done.notified().await;
+        }
     }
 }
 

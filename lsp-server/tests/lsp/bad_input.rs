@@ -570,6 +570,19 @@ async fn exit_statuses_follow_the_protocol() {
         raw.stderr()
     );
 
+    // `shutdown` with `exit` right behind it, before its answer: a clean end, and the answer
+    // still comes.
+    let mut raw = Raw::start(json!({})).await;
+    let (shutdown, id) = raw.request_bytes("shutdown", Value::Null);
+    let exit = frame(
+        json!({"jsonrpc": "2.0", "method": "exit"})
+            .to_string()
+            .as_bytes(),
+    );
+    raw.write(&[shutdown, exit].concat()).await;
+    assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
+    assert_eq!(raw.answer(id).await["result"], Value::Null);
+
     // `shutdown`, then the end of input without `exit`: a clean end.
     let mut raw = Raw::start(json!({})).await;
     let id = raw.request("shutdown", Value::Null).await;
