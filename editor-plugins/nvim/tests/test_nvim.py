@@ -10,6 +10,7 @@ into a clear failure.
 import json
 import os
 import re
+import signal
 import textwrap
 from pathlib import Path
 
@@ -364,6 +365,105 @@ def test_a_server_that_dies_is_reported(tmp_path):
             "the plugin to notice the server exited",
         )
         assert "exited with code 3" in nvim.exec_lua("return require('redraft').status_line()")
+    finally:
+        nvim.close()
+
+
+# Records every vim.notify message (and still shows it), so a test can check what the user saw.
+RECORD_NOTIFICATIONS = """
+_G.notified = {}
+local notify = vim.notify
+vim.notify = function(msg, level, opts)
+  table.insert(_G.notified, { msg = msg, level = level })
+  return notify(msg, level, opts)
+end
+"""
+
+
+def server_pid(nvim):
+    """The pid of the running `redraft lsp` Neovim started (a direct child of Neovim)."""
+    nvim_pid = nvim.exec_lua("return vim.fn.getpid()")
+    binary = os.path.realpath(REDRAFT)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            # The command name is in parentheses and may hold spaces: the fields after it.
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if int(ppid) == nvim_pid and state != "Z" and os.path.realpath(f"/proc/{entry}/exe") == binary:
+                return int(entry)
+        except (OSError, ValueError):
+            continue  # the process ended while we looked
+    pytest.fail(f"no running redraft lsp under Neovim ({nvim_pid})\n{server_log(nvim)}")
+
+
+def notifications(nvim):
+    return nvim.exec_lua("return _G.notified")
+
+
+def test_a_killed_server_is_reported_and_restarted_a_bounded_number_of_times(tmp_path):
+    nvim = start(tmp_path, extra=RECORD_NOTIFICATIONS)
+    try:
+        open_rust_file(nvim, tmp_path)
+        max_restarts = nvim.exec_lua("return require('redraft').config.max_restarts")
+        assert max_restarts >= 1
+        for attempt in range(1, max_restarts + 2):
+            old_client = nvim.exec_lua("return vim.lsp.get_clients({ name = 'redraft', bufnr = 0 })[1].id")
+            os.kill(server_pid(nvim), signal.SIGKILL)
+            if attempt <= max_restarts:
+                wait_lua(
+                    nvim,
+                    STARTUP_TIMEOUT_MS,
+                    "local c = vim.lsp.get_clients({ name = 'redraft', bufnr = 0 })[1]; "
+                    "return c ~= nil and c.id ~= args[1] and c.initialized == true "
+                    "and require('redraft').state.status == 'ready'",
+                    f"the server to be restarted after kill {attempt}",
+                    old_client,
+                )
+                said = [n["msg"] for n in notifications(nvim)]
+                expected = f"restarting it ({attempt} of {max_restarts})"
+                assert any("exited with code 0, signal 9" in m and expected in m for m in said), said
+            else:
+                wait_lua(
+                    nvim,
+                    STARTUP_TIMEOUT_MS,
+                    "return require('redraft').state.status == 'error' "
+                    "and #vim.lsp.get_clients({ name = 'redraft' }) == 0",
+                    "the plugin to give up after the last restart",
+                )
+                # It stays stopped, and said so as an error.
+                assert not nvim.exec_lua(
+                    "return vim.wait(2000, function() return #vim.lsp.get_clients({ name = 'redraft' }) > 0 end, 50)"
+                )
+                last = notifications(nvim)[-1]
+                assert "not restarting it" in last["msg"], last
+                assert last["level"] == nvim.exec_lua("return vim.log.levels.ERROR")
+                assert "not restarting" in nvim.exec_lua("return require('redraft').status_line()")
+        # :Redraft restart starts it again by hand.
+        nvim.command("Redraft restart")
+        wait_lua(
+            nvim,
+            STARTUP_TIMEOUT_MS,
+            "local c = vim.lsp.get_clients({ name = 'redraft', bufnr = 0 })[1]; return c ~= nil and c.initialized == true",
+            "a new client after :Redraft restart",
+        )
+    finally:
+        nvim.close()
+
+
+def test_stopping_the_server_on_purpose_is_not_a_crash(tmp_path):
+    nvim = start(tmp_path, extra=RECORD_NOTIFICATIONS)
+    try:
+        open_rust_file(nvim, tmp_path)
+        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients({ name = 'redraft' })) do c:stop() end")
+        wait_lua(
+            nvim,
+            STARTUP_TIMEOUT_MS,
+            "return #vim.lsp.get_clients({ name = 'redraft' }) == 0 and require('redraft').state.status == 'not started'",
+            "the server to stop",
+        )
+        assert not any("restarting" in n["msg"] for n in notifications(nvim)), notifications(nvim)
     finally:
         nvim.close()
 

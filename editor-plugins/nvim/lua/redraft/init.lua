@@ -30,6 +30,10 @@ M.defaults = {
   },
   --- Debounce for automatic requests in the fallback renderer (the native one has its own).
   debounce_ms = 150,
+  --- A server that exits unexpectedly is restarted, at most this many times within
+  --- `restart_window_s` seconds; then it stays stopped (`:Redraft restart` starts it again).
+  max_restarts = 3,
+  restart_window_s = 180,
 }
 
 M.config = vim.deepcopy(M.defaults)
@@ -125,6 +129,49 @@ local function handlers()
   }
 end
 
+--- When the server was restarted after unexpected exits (`vim.uv.now()` milliseconds), for the
+--- bound on restarts.
+local restarts = {}
+
+--- Starts the server again for every buffer it was attached to.
+local function enable_again()
+  vim.lsp.enable(CLIENT_NAME, false)
+  vim.lsp.enable(CLIENT_NAME)
+end
+
+--- A server that was not asked to stop has crashed or was killed: say so (a status line nobody
+--- looks at would leave the user without suggestions and without knowing) and start it again,
+--- unless it already needed `max_restarts` restarts within `restart_window_s`.
+local function on_unexpected_exit(code, signal)
+  local how = ('redraft lsp exited with code %d, signal %d'):format(code, signal)
+  local now = vim.uv.now()
+  local window_ms = (M.config.restart_window_s or 180) * 1000
+  restarts = vim.tbl_filter(function(at)
+    return now - at < window_ms
+  end, restarts)
+  local max = M.config.max_restarts or 3
+  if #restarts >= max then
+    local reason = ('%s; not restarting it after %d restarts within %d s (see :Redraft log, then :Redraft restart)'):format(
+      how,
+      #restarts,
+      window_ms / 1000
+    )
+    set_status('error', reason)
+    vim.schedule(function()
+      vim.notify('redraft: ' .. reason, vim.log.levels.ERROR)
+    end)
+    return
+  end
+  restarts[#restarts + 1] = now
+  local reason = ('%s; restarting it (%d of %d)'):format(how, #restarts, max)
+  set_status('error', reason)
+  -- Scheduled after Neovim's own clean-up of the exited client, which it schedules first.
+  vim.schedule(function()
+    vim.notify('redraft: ' .. reason, vim.log.levels.WARN)
+    enable_again()
+  end)
+end
+
 local function resolve_cmd(cmd)
   if type(cmd) == 'string' then
     cmd = { cmd, 'lsp' }
@@ -149,11 +196,14 @@ local function lsp_config()
       end
       return client
     end,
-    on_exit = function(code, signal)
-      if code ~= 0 then
-        set_status('error', ('redraft lsp exited with code %d, signal %d'):format(code, signal))
-      else
+    on_exit = function(code, signal, client_id)
+      -- The client still exists while on_exit runs; it knows whether a stop was asked for
+      -- (`:Redraft restart`, `:LspStop`, quitting Neovim).
+      local client = vim.lsp.get_client_by_id(client_id)
+      if client and client._is_stopping then
         set_status('not started')
+      else
+        on_unexpected_exit(code, signal)
       end
     end,
     on_attach = function(client, bufnr)
@@ -295,10 +345,11 @@ local subcommands = {
         client:stop(true)
       end
     end
-    -- Enabling again attaches every open buffer, which starts a fresh server.
-    vim.lsp.enable(CLIENT_NAME, false)
+    -- Enabling again attaches every open buffer, which starts a fresh server. A restart by
+    -- hand also forgets earlier crashes.
+    restarts = {}
     set_status('starting')
-    vim.lsp.enable(CLIENT_NAME)
+    enable_again()
   end,
 }
 
