@@ -16,6 +16,7 @@ import {
   WorkDoneProgressCreateRequest,
 } from "vscode-languageclient/node";
 import { findBinary } from "./binary";
+import { RestartBudget } from "./restart";
 import { affectsServer, EFFORTS, serverSettings } from "./settings";
 import { BusyCounter, ServerState, statusView } from "./status";
 
@@ -23,6 +24,7 @@ let client: LanguageClient | undefined;
 let log: vscode.LogOutputChannel;
 let statusItem: vscode.StatusBarItem;
 let state: ServerState = { kind: "stopped" };
+const restarts = new RestartBudget();
 
 function config(): vscode.WorkspaceConfiguration {
   return vscode.workspace.getConfiguration("redraft");
@@ -100,12 +102,29 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
     documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
     initializationOptions: serverSettings(config()),
     outputChannel: log,
-    // One crash restarts the server; repeated crashes leave it stopped with the reason shown.
+    // A server that stops without being asked to (a crash, a kill) is restarted, and the user
+    // is told; one that keeps stopping is left stopped with the reason shown. (`closed` is not
+    // called for a stop the extension asked for.)
     errorHandler: {
       error: () => ({ action: ErrorAction.Continue }),
       closed: () => {
-        setState({ kind: "error", reason: "the server stopped (see the log)" });
-        return { action: CloseAction.DoNotRestart };
+        const attempt = restarts.take();
+        if (attempt === undefined) {
+          const reason =
+            `the server stopped unexpectedly ${restarts.max + 1} times within ${restarts.windowMs / 60_000} minutes; ` +
+            `not restarting it (see the log, then run "redraft: Restart Server")`;
+          log.error(reason);
+          setState({ kind: "error", reason });
+          void vscode.window.showErrorMessage(`redraft: ${reason}`, "Show Log").then((choice) => {
+            if (choice) log.show();
+          });
+          return { action: CloseAction.DoNotRestart, handled: true };
+        }
+        const reason = `the server stopped unexpectedly; restarting it (${attempt} of ${restarts.max})`;
+        log.warn(reason);
+        setState({ kind: "loading", detail: reason });
+        void vscode.window.showWarningMessage(`redraft: ${reason}`);
+        return { action: CloseAction.Restart, handled: true };
       },
     },
     middleware: {
@@ -170,6 +189,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     vscode.commands.registerCommand("redraft.showLog", () => log.show()),
     vscode.commands.registerCommand("redraft.restart", async () => {
+      restarts.reset();
       await stop();
       await start(context);
     }),

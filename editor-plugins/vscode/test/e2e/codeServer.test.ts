@@ -117,10 +117,65 @@ async function statusText(page: Page): Promise<string> {
   );
 }
 
+/** Waits until the extension's status item's label matches `pattern`. */
+async function waitForStatus(page: Page, pattern: RegExp, ms: number, what: string): Promise<void> {
+  try {
+    await page.waitForFunction(
+      (source) =>
+        Array.from(document.querySelectorAll(".statusbar-item")).some((e) =>
+          new RegExp(source).test(e.getAttribute("aria-label") ?? ""),
+        ),
+      pattern.source,
+      { timeout: ms },
+    );
+  } catch (error) {
+    throw new Error(`timed out waiting for ${what} (status: ${await statusText(page)})\n${String(error)}`);
+  }
+}
+
+/** The running `binary` processes descended from process `root` (code-server). */
+function processesUnder(root: number, binary: string): number[] {
+  const real = fs.realpathSync(binary);
+  const parents = new Map<number, number>();
+  const matching: number[] = [];
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
+      // The command name is in parentheses and may hold spaces: the fields after it.
+      const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      parents.set(Number(entry), Number(ppid));
+      if (state !== "Z" && fs.realpathSync(`/proc/${entry}/exe`) === real) matching.push(Number(entry));
+    } catch {
+      // The process ended while we looked, or is not ours to read.
+    }
+  }
+  const descends = (pid: number) => {
+    for (let at = pid, hops = 0; at > 1 && hops < 64; at = parents.get(at) ?? 0, hops++) {
+      if (at === root) return true;
+    }
+    return false;
+  };
+  return matching.filter(descends);
+}
+
+/** Polls (every 100 ms, up to `ms`) until exactly one `binary` runs under `root`; its pid. */
+async function theServer(root: number, binary: string, ms: number, not?: number): Promise<number> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const pids = processesUnder(root, binary);
+    if (pids.length === 1 && pids[0] !== not) return pids[0];
+    if (Date.now() > deadline) throw new Error(`expected one redraft lsp under code-server, found ${JSON.stringify(pids)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 interface Session {
   page: Page;
   file: string;
   output: string[];
+  /** code-server's pid: everything the test started runs under it. */
+  root: number;
 }
 
 /**
@@ -207,7 +262,7 @@ async function withCodeServer(settings: Record<string, unknown>, body: (session:
       undefined,
       { timeout: STARTUP_MS },
     );
-    await body({ page, file, output });
+    await body({ page, file, output, root: server.pid ?? 0 });
     passed = true;
   } finally {
     await browser.close();
@@ -298,5 +353,28 @@ test("code-server: a missing binary shows the reason in the status bar", { timeo
     await toast.waitFor({ timeout: STARTUP_MS });
     assert.match((await toast.textContent()) ?? "", /Open Settings/);
     await page.screenshot({ path: path.join(SHOTS, "vscode-missing-binary.png") });
+  });
+});
+
+test("code-server: a killed server is reported and restarted", { timeout: 600_000 }, async () => {
+  const redraft = required("REDRAFT_BIN");
+  await withCodeServer({ "redraft.path": redraft }, async ({ page, root }) => {
+    await waitForStatus(page, /^redraft: ready/, STARTUP_MS, "the server to be ready");
+    const first = await theServer(root, redraft, STARTUP_MS);
+    process.kill(first, "SIGKILL");
+    // The user is told, as a warning notification, and the server comes back.
+    const toast = page.locator(".notifications-toasts .notification-toast", {
+      hasText: "the server stopped unexpectedly; restarting it (1 of 3)",
+    });
+    try {
+      await toast.waitFor({ timeout: STARTUP_MS });
+    } catch (error) {
+      await page.screenshot({ path: path.join(SHOTS, "vscode-no-restart-notice.png") });
+      throw new Error(`no restart notice (status: ${await statusText(page)})\n${String(error)}`);
+    }
+    await waitForStatus(page, /^redraft: ready/, STARTUP_MS, "the restarted server to be ready");
+    const second = await theServer(root, redraft, STARTUP_MS, first);
+    assert.notEqual(second, first);
+    await page.screenshot({ path: path.join(SHOTS, "vscode-restarted.png") });
   });
 });
