@@ -288,6 +288,8 @@ impl Slots {
         self.values.iter().all(Option::is_some)
     }
 
+    /// Whether the end may be at `slot`: after content (the middle is not empty), and after
+    /// every committed token (an end never overwrites one).
     fn end_allowed(&self, slot: usize) -> bool {
         self.first_content.is_some_and(|c| c < slot) && self.last_token.is_none_or(|t| t < slot)
     }
@@ -316,9 +318,6 @@ struct Action {
     confidence: f32,
     /// Slots this action fills.
     fills: usize,
-    /// For an end: the later candidates, `(slot, token)` in slot order, where it moves if a
-    /// token committed earlier in the step lies past `slot`.
-    later_ends: Vec<(usize, u32)>,
 }
 
 /// The sampler: the model-independent half of the engine.
@@ -499,24 +498,10 @@ impl<'a> Sampler<'a> {
                 };
                 let mut committed = Vec::new();
                 for action in actions.into_iter().take(take) {
-                    let target = if self.is_end(action.token) {
-                        std::iter::once((action.slot, action.token))
-                            .chain(action.later_ends)
-                            .find(|&(slot, _)| state.end_allowed(slot))
-                    } else {
-                        Some((action.slot, action.token))
-                    };
-                    // An end committed earlier in this step may have filled a token's slot.
-                    match target {
-                        Some((slot, token)) if state.values[slot].is_none() => {
-                            committed.extend(self.commit(state, slot, token));
-                        }
-                        _ => {}
-                    }
+                    committed.extend(self.commit(state, action.slot, action.token));
                 }
                 if forced {
-                    // An end that found no place (a token committed past it this step) leaves
-                    // its slots masked; a forced step fills them, left to right.
+                    // A forced step leaves nothing masked, whatever the actions covered.
                     while let Some(slot) = state.values.iter().position(Option::is_none) {
                         let choice = self.choose(
                             row(slot),
@@ -588,28 +573,30 @@ impl<'a> Sampler<'a> {
     }
 
     /// One step's candidate commits from each masked slot's vote (in slot order): a token per
-    /// slot voting for one, and one end of the middle.
+    /// slot voting for one inside the middle, and one end of the middle.
     ///
     /// Under EOS padding, slot j holding EOS means the middle ended at or before j, so a vote
     /// for the end at j is the model's confidence that the end lies there or earlier, and it
-    /// decides every slot after j at once. Among the slots voting for the end (the candidates),
-    /// the end goes to the leftmost whose vote clears `tau` (threshold schedule, something
-    /// clears it), or, when it is the single most confident decision the step can take (top-k,
-    /// or a threshold nothing clears), to the leftmost candidate surer than every token, and
-    /// then over the unbroken run of end votes to its left: those slots would end the middle
-    /// one per step otherwise. When no candidate is surer than every token, the most confident
-    /// one is the action, ranked below them; in a forced step, the leftmost. The later
-    /// candidates go with the end, in case a token committed earlier in the step lies past it.
+    /// decides every slot after j at once. A token voted past the first end vote lies outside
+    /// the middle the model now sees; it waits (committed, it would pin the end after it, since
+    /// an end never overwrites a token). Among the end votes (the candidates), the end goes to
+    /// the leftmost whose vote clears `tau` (threshold schedule, something clears it), or, when
+    /// it is the single most confident decision the step can take (top-k, or a threshold nothing
+    /// clears), to the leftmost candidate surer than every token, and then over the unbroken run
+    /// of end votes to its left: those slots would end the middle one per step otherwise. When
+    /// no candidate is surer than every token, the most confident one is the action, ranked
+    /// below them; in a forced step, the leftmost, which fills every slot after it.
     fn actions(&self, votes: Vec<Choice>, config: &SamplerConfig, forced: bool) -> Vec<Action> {
         let is_end = |v: &Choice| self.is_end(v.token);
-        let best = |end: bool| {
+        let first_end = votes.iter().position(is_end).unwrap_or(votes.len());
+        let (tokens, ends) = votes.split_at(first_end);
+        let most_confident = |votes: &mut dyn Iterator<Item = &Choice>| {
             votes
-                .iter()
-                .filter(|v| is_end(v) == end)
                 .map(|v| v.confidence)
                 .fold(f32::NEG_INFINITY, f32::max)
         };
-        let (best_token, best_end) = (best(false), best(true));
+        let best_token = most_confident(&mut tokens.iter());
+        let best_end = most_confident(&mut ends.iter().filter(|v| is_end(v)));
         // (bar, whether the end spreads over the run of end votes to its left)
         let (bar, spread) = match config.schedule {
             _ if forced => (f32::NEG_INFINITY, false),
@@ -618,39 +605,31 @@ impl<'a> Sampler<'a> {
                 (best_token.min(best_end), best_end >= best_token)
             }
         };
-        let end = votes
+        let end = ends
             .iter()
             .position(|v| is_end(v) && v.confidence >= bar)
             .map(|anchor| {
                 let mut first = anchor;
-                while spread && first > 0 && is_end(&votes[first - 1]) {
+                while spread && first > 0 && is_end(&ends[first - 1]) {
                     first -= 1;
                 }
                 Action {
-                    slot: votes[first].slot,
-                    token: votes[first].token,
-                    confidence: votes[anchor].confidence,
-                    fills: votes.len() - first,
-                    later_ends: votes[first + 1..]
-                        .iter()
-                        .filter(|v| is_end(v))
-                        .map(|v| (v.slot, v.token))
-                        .collect(),
+                    slot: ends[first].slot,
+                    token: ends[first].token,
+                    confidence: ends[anchor].confidence,
+                    fills: ends.len() - first,
                 }
             });
-        let mut actions: Vec<Action> = votes
+        tokens
             .iter()
-            .filter(|v| !is_end(v))
             .map(|v| Action {
                 slot: v.slot,
                 token: v.token,
                 confidence: v.confidence,
                 fills: 1,
-                later_ends: Vec::new(),
             })
-            .collect();
-        actions.extend(end);
-        actions
+            .chain(end)
+            .collect()
     }
 
     /// Appends a block of masked slots when the model wrote a token in the last slot (the middle
