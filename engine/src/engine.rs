@@ -71,6 +71,8 @@ pub struct Completion {
     pub window_passes: usize,
     /// Canvas slots at the end: the canvas's length plus what it grew by.
     pub slots: usize,
+    /// Steps after the one that committed the end (the work left once the length was decided).
+    pub steps_after_end: Option<usize>,
     /// Canvas slots committed per model call (EOS padding included).
     pub tokens_per_forward: f64,
     pub hit_deadline: bool,
@@ -300,6 +302,7 @@ impl Engine {
             full_passes: sampled.full_passes,
             window_passes: sampled.window_passes,
             slots: infill.slots,
+            steps_after_end: infill.steps_after_end,
             tokens_per_forward: sampled.tokens_per_forward(index),
             hit_deadline: sampled.hit_deadline,
             prefix_tokens: canvas.prefix.len(),

@@ -227,6 +227,9 @@ pub struct Infill {
     pub steps: usize,
     /// Slots the canvas had at the end (its length plus what it grew by).
     pub slots: usize,
+    /// Steps this canvas committed something in after the one that first committed its end:
+    /// the work left once the length was decided (`None` without an end).
+    pub steps_after_end: Option<usize>,
 }
 
 /// The outcome of a run over a batch of canvases.
@@ -273,6 +276,8 @@ struct Slots {
     /// holds their new tokens before the window leaves them.
     touched: Vec<usize>,
     steps: usize,
+    /// `steps` when the end was first committed.
+    steps_at_end: Option<usize>,
 }
 
 impl Slots {
@@ -390,6 +395,7 @@ impl<'a> Sampler<'a> {
                 last_token: None,
                 touched: Vec::new(),
                 steps: 0,
+                steps_at_end: None,
             })
             .collect();
         let shift = self.settings.logit_shift;
@@ -515,6 +521,9 @@ impl<'a> Sampler<'a> {
                     }
                 }
                 state.steps += 1;
+                if state.end.is_some() && state.steps_at_end.is_none() {
+                    state.steps_at_end = Some(state.steps);
+                }
                 if !forced {
                     self.grow(state, &mut seqs[b]);
                 }
@@ -545,6 +554,7 @@ impl<'a> Sampler<'a> {
                     ended_by_eos: s.end.is_some(),
                     steps: s.steps,
                     slots: s.values.len(),
+                    steps_after_end: s.steps_at_end.map(|at| s.steps - at),
                 }
             })
             .collect();

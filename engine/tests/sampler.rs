@@ -543,6 +543,17 @@ fn check_variable_length_with(
     assert_eq!(infill.steps, stream.len());
     assert_eq!(out.sampled().forwards, stream.len());
     assert_eq!(infill.slots, length, "no growth without room");
+    // Whatever came after the end's step: the stream shows which step committed it.
+    let end_step = out.stream.iter().position(|s| {
+        s.canvases[0]
+            .slots
+            .iter()
+            .any(|t| t.is_some_and(|t| t == EOS || t == PAD))
+    });
+    assert_eq!(
+        infill.steps_after_end,
+        end_step.map(|at| stream.len() - at - 1)
+    );
 }
 
 /// [`check_variable_length_with`] one token (or one end) per step.
@@ -1011,6 +1022,8 @@ fn passes_after_the_end_cover_only_the_slots_before_it() {
         ]
     );
     assert_eq!(out.sampled().window_positions, 6 + 6 + 6 + 3);
+    // The end was decided in the second of four steps: two steps of work were left.
+    assert_eq!(out.sampled().infills[0].steps_after_end, Some(2));
 }
 
 #[test]

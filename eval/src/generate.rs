@@ -51,6 +51,9 @@ pub struct GenerationStats {
     /// Canvas slots at the end (the plan's length plus what the canvas grew by).
     #[serde(default)]
     pub slots: usize,
+    /// Steps after the one that committed the end (none when the middle filled the canvas).
+    #[serde(default)]
+    pub steps_after_end: Option<usize>,
     /// Plan + engine + post-processing: what the user waits for after the debounce.
     pub latency_ms: f64,
     pub model_ms: f64,
@@ -151,6 +154,7 @@ pub fn generate(
             middle_tokens: completion.tokens.len(),
             true_tokens,
             slots: completion.slots,
+            steps_after_end: completion.steps_after_end,
             latency_ms,
             model_ms: completion.timings.model_ms,
         },

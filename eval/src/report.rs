@@ -74,6 +74,9 @@ pub struct Summary {
     /// Mean |engine's middle length - true middle length|, in tokens.
     #[serde(default)]
     pub length_error: Option<f64>,
+    /// Mean steps after the end was committed, over middles the model ended.
+    #[serde(default)]
+    pub steps_after_end: Option<f64>,
 }
 
 impl Summary {
@@ -114,6 +117,14 @@ impl Summary {
             steps: mean(&|g| g.steps as f64),
             canvas_tokens: mean(&|g| g.canvas_tokens as f64),
             length_error: mean(&|g| g.middle_tokens.abs_diff(g.true_tokens) as f64),
+            steps_after_end: {
+                let after: Vec<f64> = generated
+                    .iter()
+                    .filter_map(|g| g.steps_after_end)
+                    .map(|s| s as f64)
+                    .collect();
+                (!after.is_empty()).then(|| after.iter().sum::<f64>() / after.len() as f64)
+            },
             outcomes,
         }
     }
@@ -173,6 +184,10 @@ pub fn table(summaries: &[Summary]) -> String {
             Box::new(move |s| number(s.canvas_tokens, 1)),
         ),
         ("length error", Box::new(move |s| number(s.length_error, 2))),
+        (
+            "steps after end",
+            Box::new(move |s| number(s.steps_after_end, 2)),
+        ),
     ];
     let mut cells: Vec<Vec<String>> = vec![std::iter::once(String::new())
         .chain(summaries.iter().map(|s| s.setting.clone()))
@@ -253,6 +268,7 @@ mod tests {
                 middle_tokens,
                 true_tokens: 5,
                 slots: 16,
+                steps_after_end: (middle_tokens > 0).then_some(middle_tokens),
                 latency_ms,
                 model_ms: latency_ms,
             }),
@@ -302,6 +318,8 @@ mod tests {
         ];
         let refs: Vec<&TaskResult> = results.iter().collect();
         assert_eq!(Summary::of("x", &refs).length_error, Some(3.0));
+        // Over the middles that ended (here: those with tokens): (5 + 9) / 2.
+        assert_eq!(Summary::of("x", &refs).steps_after_end, Some(7.0));
         let table = table(&[Summary::of("x", &refs)]);
         assert!(
             table
