@@ -139,8 +139,11 @@ impl SamplerConfig {
     /// (the quality ceiling) at `high`.
     pub fn effort(effort: Effort) -> SamplerConfig {
         let (schedule, max_steps) = match effort {
-            Effort::Low => (Schedule::Threshold { tau: 0.7 }, Some(8)),
-            Effort::Medium => (Schedule::Threshold { tau: 0.9 }, Some(32)),
+            // Measured on the default model (scripts/decoding-bench, README "Decoding"): a step
+            // cap that makes weak slots commit several per step wrote better middles than
+            // waiting for confidence, at a third of the forward passes.
+            Effort::Low => (Schedule::Threshold { tau: 0.7 }, Some(4)),
+            Effort::Medium => (Schedule::Threshold { tau: 0.9 }, Some(8)),
             Effort::High => (Schedule::TopK { k: 1 }, None),
         };
         SamplerConfig {
@@ -293,10 +296,16 @@ impl Slots {
         self.values.iter().all(Option::is_some)
     }
 
-    /// Whether the end may be at `slot`: after content (the middle is not empty), and after
-    /// every committed token (an end never overwrites one).
+    /// Whether the end may be committed at `slot`: after content (the middle is not empty), and
+    /// after every committed token.
     fn end_allowed(&self, slot: usize) -> bool {
-        self.first_content.is_some_and(|c| c < slot) && self.last_token.is_none_or(|t| t < slot)
+        self.first_content.is_some_and(|c| c < slot) && self.end_votable(slot)
+    }
+
+    /// Whether `slot` may vote for the end: not left of a committed token (an end there would
+    /// overwrite it).
+    fn end_votable(&self, slot: usize) -> bool {
+        self.last_token.is_none_or(|t| t < slot)
     }
 
     /// One past the last slot the next pass must recompute: the last masked or just-committed
@@ -461,19 +470,29 @@ impl<'a> Sampler<'a> {
                     let row = score_row(shift, start + slot) - window.start;
                     &rows[row * vocab..(row + 1) * vocab]
                 };
-                let votes: Vec<Choice> = state
+                let mut votes: Vec<Choice> = state
                     .masked()
                     .map(|slot| {
                         self.choose(
                             row(slot),
                             slot,
-                            state.end_allowed(slot),
+                            state.end_votable(slot),
                             config,
                             hit_deadline,
                             &mut rng,
                         )
                     })
                     .collect();
+                // Where the model sees the middle end before there is content, that slot takes
+                // its best token instead and the slots after it wait: the middle is not empty.
+                if let Some(i) = votes.iter().position(|v| self.is_end(v.token)) {
+                    let slot = votes[i].slot;
+                    if !state.end_allowed(slot) {
+                        votes[i] =
+                            self.choose(row(slot), slot, false, config, hit_deadline, &mut rng);
+                        votes.truncate(i + 1);
+                    }
+                }
                 let mut actions = self.actions(votes, config, forced);
                 actions.sort_by(|a, b| {
                     b.confidence
