@@ -330,8 +330,10 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
     const after = original.slice(emptyLine).join("\n");
     assert.ok(accepted.endsWith("\n" + after), `the lines after the cursor changed:\n${saved}`);
     const inserted = accepted.slice(0, accepted.length - after.length - 1);
-    // What was accepted is what was shown: first ghost line inline, the rest as extra lines.
-    assert.equal(inserted, shown);
+    // What was accepted is what was shown: first ghost line inline, the rest as extra lines. A
+    // suggestion that starts with a line break has an empty inline part, which VS Code draws
+    // with no spans at all.
+    assert.equal(inserted.startsWith("\n") && !shown.startsWith("\n") ? inserted.slice(1) : inserted, shown);
     console.log(`accepted suggestion: ${JSON.stringify(inserted)}; screenshots in ${SHOTS}`);
   });
 });
