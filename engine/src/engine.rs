@@ -268,7 +268,6 @@ impl Engine {
             .iter()
             .map(|&length| Canvas {
                 length,
-                max_length: widest.max_length.max(length),
                 ..widest.clone()
             })
             .collect();

@@ -456,12 +456,16 @@ impl<'a> Sampler<'a> {
             out.hit_deadline |= hit_deadline;
             let forced = hit_deadline || config.max_steps.is_some_and(|m| step + 1 >= m);
             let steps_left = config.max_steps.map(|m| m.saturating_sub(step).max(1));
-            let mut views = Vec::with_capacity(slots.len());
+            // The canvases are copied for the stream only when someone listens.
+            let streaming = controls.on_step.is_some();
+            let mut views = Vec::with_capacity(if streaming { slots.len() } else { 0 });
             for (b, state) in slots.iter_mut().enumerate() {
                 state.touched.clear();
                 let masked = state.masked().count();
                 if masked == 0 {
-                    views.push(view(state, Vec::new()));
+                    if streaming {
+                        views.push(view(state, Vec::new()));
+                    }
                     continue;
                 }
                 let rows = &logits[b * window.len() * vocab..(b + 1) * window.len() * vocab];
@@ -526,7 +530,8 @@ impl<'a> Sampler<'a> {
                     committed.extend(self.commit(state, action.slot, action.token));
                 }
                 if forced {
-                    // A forced step leaves nothing masked, whatever the actions covered.
+                    // A forced step leaves nothing masked: the slots that waited for content
+                    // to their left (see the votes above) are filled left to right.
                     while let Some(slot) = state.values.iter().position(Option::is_none) {
                         let choice = self.choose(
                             row(slot),
@@ -550,8 +555,10 @@ impl<'a> Sampler<'a> {
                     seqs[b][state.start + slot] = value.unwrap_or(self.settings.mask_token_id);
                 }
                 committed.sort_unstable();
-                state.touched.clone_from(&committed);
-                views.push(view(state, committed));
+                if streaming {
+                    views.push(view(state, committed.clone()));
+                }
+                state.touched = committed;
             }
             if let Some(on_step) = controls.on_step.as_mut() {
                 on_step(&DenoiseStep {
@@ -619,13 +626,8 @@ impl<'a> Sampler<'a> {
         let is_end = |v: &Choice| self.is_end(v.token);
         let first_end = votes.iter().position(is_end).unwrap_or(votes.len());
         let (tokens, ends) = votes.split_at(first_end);
-        let most_confident = |votes: &mut dyn Iterator<Item = &Choice>| {
-            votes
-                .map(|v| v.confidence)
-                .fold(f32::NEG_INFINITY, f32::max)
-        };
-        let best_token = most_confident(&mut tokens.iter());
-        let best_end = most_confident(&mut ends.iter().filter(|v| is_end(v)));
+        let best_token = most_confident(tokens.iter());
+        let best_end = most_confident(ends.iter().filter(|v| is_end(v)));
         // (bar, whether the end spreads over the run of end votes to its left)
         let (bar, spread) = match config.schedule {
             _ if forced => (f32::NEG_INFINITY, false),
@@ -816,6 +818,13 @@ impl<'a> Sampler<'a> {
         }
         filled
     }
+}
+
+/// The highest confidence among `votes`; minus infinity for none.
+fn most_confident<'a>(votes: impl Iterator<Item = &'a Choice>) -> f32 {
+    votes
+        .map(|v| v.confidence)
+        .fold(f32::NEG_INFINITY, f32::max)
 }
 
 fn view(state: &Slots, committed: Vec<usize>) -> CanvasView {
