@@ -257,18 +257,13 @@ impl Lsp {
 
     /// Waits (up to a minute) for a notification of `method` whose params match `pred`.
     pub async fn wait_for(&self, method: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(found) = self.received(method).into_iter().find(|p| pred(p)) {
-                return found;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no matching {method} within a minute; stderr:\n{}",
-                self.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        poll_until(
+            Duration::from_secs(60),
+            &format!("a matching {method}"),
+            || self.stderr(),
+            || self.received(method).into_iter().find(|p| pred(p)),
+        )
+        .await
     }
 
     pub fn stderr(&self) -> String {
@@ -524,18 +519,20 @@ impl Raw {
     }
 
     pub async fn wait_for(&self, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(found) = self.received.lock().unwrap().iter().find(|m| pred(m)) {
-                return found.clone();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no matching message within two minutes; stderr:\n{}",
-                self.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        poll_until(
+            Duration::from_secs(120),
+            "a matching message",
+            || self.stderr(),
+            || {
+                self.received
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|m| pred(m))
+                    .cloned()
+            },
+        )
+        .await
     }
 
     pub fn stderr(&self) -> String {
@@ -563,5 +560,27 @@ impl Raw {
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
+    }
+}
+
+/// Polls `find` every 10 ms until it finds something; fails after `within`, naming `what` and
+/// showing the server's stderr.
+async fn poll_until<T>(
+    within: Duration,
+    what: &str,
+    stderr: impl Fn() -> String,
+    mut find: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(found) = find() {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {what} within {within:?}; stderr:\n{}",
+            stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
