@@ -10,9 +10,12 @@
 //!   masked canvas from the syntax around the cursor ([`CanvasPlan`], with the reason).
 //! - [`finish`] drops what repeats the suffix, keeps brackets balanced, stops a line completion
 //!   at the end of its syntactic unit and refuses whitespace-only suggestions.
+//! - [`edit`] is the text layer of next-edit suggestions: diffs, edit history, the editable
+//!   region around the cursor, the request plan and the edits a rewritten region makes.
 
 mod brackets;
 mod canvas;
+pub mod edit;
 mod finish;
 mod neighbours;
 mod syntax;

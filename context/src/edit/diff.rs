@@ -1,0 +1,493 @@
+//! Unified diffs: parsing concatenated `git diff` output (and the looser hand-written kind
+//! found in edit-prediction datasets), applying a file's hunks to a text whose line numbers may
+//! not match the hunks', and writing a diff between two texts.
+//!
+//! Line endings are not part of a diff: hunk lines carry no `\n` or `\r\n`, a parsed CRLF diff
+//! reads like an LF one, [`apply`] writes added lines with the text's own line ending, and
+//! [`unified_diff`] compares lines without their endings. Only a missing newline at the end of
+//! the file is a difference (the `\ No newline at end of file` marker).
+
+use std::fmt;
+
+use similar::{capture_diff_slices, group_diff_ops, Algorithm, DiffTag};
+
+/// The changes to one file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilePatch {
+    /// The path after `--- `, without git's `a/` prefix (and without a tab-separated
+    /// timestamp); empty for hunks that came without a file header.
+    pub old_path: String,
+    /// The path after `+++ `, without git's `b/` prefix.
+    pub new_path: String,
+    pub hunks: Vec<Hunk>,
+}
+
+/// One `@@` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hunk {
+    /// 1-based line of the old text where the hunk starts, as written (for a hunk with no old
+    /// lines: the line after which it inserts, 0 at the top).
+    pub old_start: usize,
+    /// 1-based line of the new text, as written.
+    pub new_start: usize,
+    pub lines: Vec<HunkLine>,
+    /// The hunk's last old line is the end of a file without a final newline.
+    pub old_no_newline: bool,
+    /// The hunk's last new line is the end of a file without a final newline.
+    pub new_no_newline: bool,
+}
+
+/// A line of a hunk, without its line ending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HunkLine {
+    Context(String),
+    Removed(String),
+    Added(String),
+}
+
+impl HunkLine {
+    pub fn text(&self) -> &str {
+        match self {
+            HunkLine::Context(text) | HunkLine::Removed(text) | HunkLine::Added(text) => text,
+        }
+    }
+}
+
+impl Hunk {
+    /// The lines the hunk expects in the old text: context and removed, in order.
+    pub fn old_lines(&self) -> impl Iterator<Item = &str> + '_ {
+        self.lines.iter().filter_map(|line| match line {
+            HunkLine::Context(text) | HunkLine::Removed(text) => Some(text.as_str()),
+            HunkLine::Added(_) => None,
+        })
+    }
+
+    /// The lines the hunk leaves in the new text: context and added, in order.
+    pub fn new_lines(&self) -> impl Iterator<Item = &str> + '_ {
+        self.lines.iter().filter_map(|line| match line {
+            HunkLine::Context(text) | HunkLine::Added(text) => Some(text.as_str()),
+            HunkLine::Removed(_) => None,
+        })
+    }
+
+    pub fn old_len(&self) -> usize {
+        self.old_lines().count()
+    }
+
+    pub fn new_len(&self) -> usize {
+        self.new_lines().count()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DiffError {
+    #[error(
+        "line {line}: bad hunk header {header:?}: expected `@@ -start[,count] +start[,count] @@`"
+    )]
+    BadHunkHeader { line: usize, header: String },
+    #[error(
+        "hunk {hunk} of {path:?} (`@@ -{old_start}`): its context and removed lines are not in \
+         the text; make the diff against this text"
+    )]
+    HunkNotFound {
+        /// 1-based position of the hunk in its file patch.
+        hunk: usize,
+        old_start: usize,
+        path: String,
+    },
+}
+
+/// Reads every file patch in `text`: `--- `/`+++ ` headers (git's `a/` and `b/` stripped) and
+/// their `@@` hunks. What is between patches (`diff --git`, `index` lines, prose, markers) is
+/// skipped. Hunk bodies are read up to the first line that cannot be a hunk line; a blank line
+/// inside a body is an empty context line (hand-written diffs drop the space), and blank lines
+/// that end a body past its stated counts are dropped. A hunk before any file header starts a
+/// patch with empty paths. CRLF input reads like LF.
+pub fn parse_patches(text: &str) -> Result<Vec<FilePatch>, DiffError> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut patches: Vec<FilePatch> = Vec::new();
+    let mut at = 0;
+    while at < lines.len() {
+        if let Some((old_path, new_path)) = file_header(&lines, at) {
+            patches.push(FilePatch {
+                old_path,
+                new_path,
+                hunks: Vec::new(),
+            });
+            at += 2;
+        } else if lines[at].starts_with("@@") {
+            let header = HunkHeader::parse(lines[at]).ok_or_else(|| DiffError::BadHunkHeader {
+                line: at + 1,
+                header: lines[at].to_string(),
+            })?;
+            let (hunk, next) = read_hunk(&lines, at + 1, &header);
+            if patches.is_empty() {
+                patches.push(FilePatch::default());
+            }
+            patches
+                .last_mut()
+                .expect("a patch was pushed")
+                .hunks
+                .push(hunk);
+            at = next;
+        } else {
+            at += 1;
+        }
+    }
+    Ok(patches)
+}
+
+/// `--- old` directly followed by `+++ new`.
+fn file_header(lines: &[&str], at: usize) -> Option<(String, String)> {
+    let old = lines.get(at)?.strip_prefix("--- ")?;
+    let new = lines.get(at + 1)?.strip_prefix("+++ ")?;
+    Some((header_path(old, "a/"), header_path(new, "b/")))
+}
+
+fn header_path(field: &str, prefix: &str) -> String {
+    let path = field.split('\t').next().unwrap_or(field).trim_end();
+    path.strip_prefix(prefix).unwrap_or(path).to_string()
+}
+
+struct HunkHeader {
+    old_start: usize,
+    old_count: usize,
+    new_start: usize,
+    new_count: usize,
+}
+
+impl HunkHeader {
+    /// `@@ -a[,b] +c[,d] @@ section`; an omitted count is 1, as in GNU diff.
+    fn parse(line: &str) -> Option<HunkHeader> {
+        let rest = line.strip_prefix("@@")?.trim_start();
+        let (ranges, _section) = rest.split_once("@@")?;
+        let mut fields = ranges.split_whitespace();
+        let (old_start, old_count) = range(fields.next()?.strip_prefix('-')?)?;
+        let (new_start, new_count) = range(fields.next()?.strip_prefix('+')?)?;
+        fields.next().is_none().then_some(HunkHeader {
+            old_start,
+            old_count,
+            new_start,
+            new_count,
+        })
+    }
+}
+
+fn range(field: &str) -> Option<(usize, usize)> {
+    match field.split_once(',') {
+        Some((start, count)) => Some((start.parse().ok()?, count.parse().ok()?)),
+        None => Some((field.parse().ok()?, 1)),
+    }
+}
+
+/// Reads a hunk body from `lines[start..]`; returns the hunk and the index of the first line
+/// after it.
+fn read_hunk(lines: &[&str], start: usize, header: &HunkHeader) -> (Hunk, usize) {
+    let mut hunk = Hunk {
+        old_start: header.old_start,
+        new_start: header.new_start,
+        ..Hunk::default()
+    };
+    // Whether each line was a bare blank line (read as context), for trimming the tail.
+    let mut bare = Vec::new();
+    let (mut old_seen, mut new_seen) = (0, 0);
+    let mut at = start;
+    while let Some(&line) = lines.get(at) {
+        let counts_due = old_seen < header.old_count || new_seen < header.new_count;
+        // A `--- x` / `+++ y` pair inside a body the counts say is unfinished is a removed
+        // `-- x` and an added `++ y`.
+        if line.starts_with("@@") || (!counts_due && file_header(lines, at).is_some()) {
+            break;
+        }
+        let (kind, text) = match line.as_bytes().first() {
+            None => (b' ', ""),
+            Some(&first @ (b' ' | b'-' | b'+')) => (first, &line[1..]),
+            Some(b'\\') => {
+                match hunk.lines.last() {
+                    Some(HunkLine::Removed(_)) => hunk.old_no_newline = true,
+                    Some(HunkLine::Added(_)) => hunk.new_no_newline = true,
+                    Some(HunkLine::Context(_)) => {
+                        hunk.old_no_newline = true;
+                        hunk.new_no_newline = true;
+                    }
+                    None => {}
+                }
+                at += 1;
+                continue;
+            }
+            Some(_) => break,
+        };
+        let text = text.to_string();
+        hunk.lines.push(match kind {
+            b'-' => HunkLine::Removed(text),
+            b'+' => HunkLine::Added(text),
+            _ => HunkLine::Context(text),
+        });
+        bare.push(line.is_empty());
+        if kind != b'+' {
+            old_seen += 1;
+        }
+        if kind != b'-' {
+            new_seen += 1;
+        }
+        at += 1;
+    }
+    while bare.last() == Some(&true) && (old_seen > header.old_count || new_seen > header.new_count)
+    {
+        bare.pop();
+        hunk.lines.pop();
+        old_seen -= 1;
+        new_seen -= 1;
+    }
+    (hunk, at)
+}
+
+/// A line of a text: its content and its ending (`"\n"`, `"\r\n"` or `""` at the end).
+#[derive(Clone, Copy)]
+struct Line<'a> {
+    content: &'a str,
+    ending: &'a str,
+}
+
+fn split_lines(text: &str) -> Vec<Line<'_>> {
+    text.split_inclusive('\n')
+        .map(|line| {
+            let content = line
+                .strip_suffix("\r\n")
+                .or_else(|| line.strip_suffix('\n'))
+                .unwrap_or(line);
+            Line {
+                content,
+                ending: &line[content.len()..],
+            }
+        })
+        .collect()
+}
+
+/// The text's line ending: its first line's, else `\n`.
+pub(crate) fn line_ending(text: &str) -> &'static str {
+    match text.find('\n') {
+        Some(at) if at > 0 && text.as_bytes()[at - 1] == b'\r' => "\r\n",
+        _ => "\n",
+    }
+}
+
+/// Applies `patch`'s hunks to `text`, in order. Each hunk's old lines (context and removed)
+/// are looked for nearest the line the hunk states, shifted by how far the previous hunk was
+/// found from its own stated line (an excerpt's line numbers differ from the file's by a
+/// constant), then anywhere after the previous hunk. Added lines take the text's line ending.
+pub fn apply(text: &str, patch: &FilePatch) -> Result<String, DiffError> {
+    let lines = split_lines(text);
+    let eol = line_ending(text);
+    let mut out = String::with_capacity(text.len());
+    // Lines before `done` are written (or replaced).
+    let mut done = 0;
+    // Found line minus stated line, from the previous hunk.
+    let mut shift: isize = 0;
+    for (number, hunk) in patch.hunks.iter().enumerate() {
+        let old: Vec<&str> = hunk.old_lines().collect();
+        // For a hunk with no old lines the stated line is the one it inserts after.
+        let stated = if old.is_empty() {
+            hunk.old_start
+        } else {
+            hunk.old_start.saturating_sub(1)
+        };
+        let expected = stated.saturating_add_signed(shift);
+        let found =
+            find_lines(&lines, &old, done, expected).ok_or_else(|| DiffError::HunkNotFound {
+                hunk: number + 1,
+                old_start: hunk.old_start,
+                path: patch.old_path.clone(),
+            })?;
+        shift = found as isize - stated as isize;
+        let new_len = hunk.new_len();
+        for line in &lines[done..found] {
+            out.push_str(line.content);
+            // Only the text's last line lacks an ending; lines inserted after it need one.
+            out.push_str(if line.ending.is_empty() && new_len > 0 {
+                eol
+            } else {
+                line.ending
+            });
+        }
+        let end = found + old.len();
+        // How the text ends when the hunk reaches its end: as the hunk says, else as it did.
+        let final_ending = if hunk.new_no_newline {
+            ""
+        } else if hunk.old_no_newline {
+            eol
+        } else {
+            lines.last().map_or(eol, |line| line.ending)
+        };
+        let mut old_at = found;
+        let mut written = 0;
+        for line in &hunk.lines {
+            let ending = match line {
+                HunkLine::Removed(_) => {
+                    old_at += 1;
+                    continue;
+                }
+                HunkLine::Context(_) => {
+                    old_at += 1;
+                    lines[old_at - 1].ending
+                }
+                HunkLine::Added(_) => eol,
+            };
+            written += 1;
+            out.push_str(line.text());
+            out.push_str(if written == new_len && end == lines.len() {
+                final_ending
+            } else if ending.is_empty() {
+                eol
+            } else {
+                ending
+            });
+        }
+        done = end;
+    }
+    for line in &lines[done..] {
+        out.push_str(line.content);
+        out.push_str(line.ending);
+    }
+    Ok(out)
+}
+
+/// The index, at or after `from`, where `lines` holds `wanted`, nearest `expected`.
+fn find_lines(lines: &[Line<'_>], wanted: &[&str], from: usize, expected: usize) -> Option<usize> {
+    let last = lines.len().checked_sub(wanted.len())?;
+    if from > last {
+        return None;
+    }
+    let expected = expected.clamp(from, last);
+    let matches = |at: usize| {
+        lines[at..at + wanted.len()]
+            .iter()
+            .zip(wanted)
+            .all(|(line, want)| line.content == *want)
+    };
+    (0..=last - from).find_map(|distance| {
+        let after = expected + distance;
+        if after <= last && matches(after) {
+            return Some(after);
+        }
+        let before = expected.checked_sub(distance).filter(|&at| at >= from)?;
+        (distance > 0 && matches(before)).then_some(before)
+    })
+}
+
+/// The diff from `old` to `new` as `git diff` writes it (`--- a/path`, `+++ b/path`, hunks
+/// with `context_lines` lines of context); empty when the texts have the same lines.
+pub fn unified_diff(path: &str, old: &str, new: &str, context_lines: usize) -> String {
+    let patch = diff_patch(path, old, new, context_lines);
+    if patch.hunks.is_empty() {
+        String::new()
+    } else {
+        patch.to_string()
+    }
+}
+
+/// The diff from `old` to `new` as a [`FilePatch`] (paths both `path`).
+pub fn diff_patch(path: &str, old: &str, new: &str, context_lines: usize) -> FilePatch {
+    let old_lines = split_lines(old);
+    let new_lines = split_lines(new);
+    // A last line without a newline differs from the same line with one.
+    fn key<'a>(line: &Line<'a>) -> (&'a str, bool) {
+        (line.content, line.ending.is_empty())
+    }
+    let old_keys: Vec<_> = old_lines.iter().map(key).collect();
+    let new_keys: Vec<_> = new_lines.iter().map(key).collect();
+    let ops = capture_diff_slices(Algorithm::Myers, &old_keys, &new_keys);
+    let mut hunks = Vec::new();
+    for group in group_diff_ops(ops, context_lines) {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            continue;
+        };
+        let old_range = first.old_range().start..last.old_range().end;
+        let new_range = first.new_range().start..last.new_range().end;
+        let mut hunk = Hunk {
+            old_start: old_range.start + usize::from(!old_range.is_empty()),
+            new_start: new_range.start + usize::from(!new_range.is_empty()),
+            ..Hunk::default()
+        };
+        for op in &group {
+            let (tag, old_range, new_range) = op.as_tag_tuple();
+            if tag == DiffTag::Equal {
+                for line in &old_lines[old_range] {
+                    hunk.lines.push(HunkLine::Context(line.content.to_string()));
+                }
+                continue;
+            }
+            for line in &old_lines[old_range] {
+                hunk.lines.push(HunkLine::Removed(line.content.to_string()));
+            }
+            for line in &new_lines[new_range] {
+                hunk.lines.push(HunkLine::Added(line.content.to_string()));
+            }
+        }
+        hunk.old_no_newline = old_range.end == old_lines.len()
+            && old_lines.last().is_some_and(|line| line.ending.is_empty());
+        hunk.new_no_newline = new_range.end == new_lines.len()
+            && new_lines.last().is_some_and(|line| line.ending.is_empty());
+        hunks.push(hunk);
+    }
+    FilePatch {
+        old_path: path.to_string(),
+        new_path: path.to_string(),
+        hunks,
+    }
+}
+
+/// The patch as a unified diff (`--- a/old`, `+++ b/new`, hunks with their counts; a count of
+/// one is left out, as git does). [`parse_patches`] reads it back.
+impl fmt::Display for FilePatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "--- a/{}", self.old_path)?;
+        writeln!(f, "+++ b/{}", self.new_path)?;
+        for hunk in &self.hunks {
+            write!(f, "{hunk}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The hunk's `@@` header and lines, each ending in `\n`.
+impl fmt::Display for Hunk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let range = |start: usize, count: usize| {
+            if count == 1 {
+                start.to_string()
+            } else {
+                format!("{start},{count}")
+            }
+        };
+        writeln!(
+            f,
+            "@@ -{} +{} @@",
+            range(self.old_start, self.old_len()),
+            range(self.new_start, self.new_len())
+        )?;
+        // The marker follows the last old line and the last new line it applies to.
+        let last_old = self
+            .lines
+            .iter()
+            .rposition(|l| !matches!(l, HunkLine::Added(_)));
+        let last_new = self
+            .lines
+            .iter()
+            .rposition(|l| !matches!(l, HunkLine::Removed(_)));
+        for (at, line) in self.lines.iter().enumerate() {
+            let (sign, text) = match line {
+                HunkLine::Context(text) => (' ', text),
+                HunkLine::Removed(text) => ('-', text),
+                HunkLine::Added(text) => ('+', text),
+            };
+            writeln!(f, "{sign}{text}")?;
+            if (self.old_no_newline && last_old == Some(at))
+                || (self.new_no_newline && last_new == Some(at))
+            {
+                writeln!(f, "\\ No newline at end of file")?;
+            }
+        }
+        Ok(())
+    }
+}
