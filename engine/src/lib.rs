@@ -5,16 +5,16 @@
 
 pub mod checkpoint;
 pub mod config;
-pub mod corpus;
 pub mod device;
+pub mod edit;
 pub mod engine;
 pub mod error;
 pub mod ops;
 pub mod qwen2;
 pub mod sampler;
 pub mod tokenizer;
-pub mod train;
 
 pub use device::DeviceSpec;
+pub use edit::EditRequest;
 pub use engine::{Completion, Engine, InfillRequest};
 pub use error::{Error, Result};

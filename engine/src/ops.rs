@@ -91,7 +91,9 @@ fn swiglu_row(gate_up: &[f32], out: &mut [f32]) {
     }
 }
 
-pub(crate) fn softmax_rows(data: &mut [f32], width: usize) {
+/// Softmax of each row of `width` in place, on this thread (training's kernels reuse it).
+#[doc(hidden)]
+pub fn softmax_rows(data: &mut [f32], width: usize) {
     #[cfg(target_arch = "x86_64")]
     if avx2::available() {
         // SAFETY: the CPU has AVX2 and FMA.
@@ -102,7 +104,10 @@ pub(crate) fn softmax_rows(data: &mut [f32], width: usize) {
     }
 }
 
-pub(crate) fn swiglu_rows(src: &[f32], dst: &mut [f32], width: usize) {
+/// SwiGLU of each `[gate | up]` row of `2 * width` into `dst`, on this thread (training's
+/// kernels reuse it).
+#[doc(hidden)]
+pub fn swiglu_rows(src: &[f32], dst: &mut [f32], width: usize) {
     #[cfg(target_arch = "x86_64")]
     if avx2::available() {
         // SAFETY: the CPU has AVX2 and FMA.
@@ -240,15 +245,14 @@ mod avx2 {
 }
 
 /// Rows per parallel task: enough work to be worth a thread hop.
-pub(crate) fn rows_per_task(width: usize) -> usize {
+#[doc(hidden)]
+pub fn rows_per_task(width: usize) -> usize {
     (16_384 / width.max(1)).max(1)
 }
 
-pub(crate) fn contiguous_f32<'a>(
-    storage: &'a CpuStorage,
-    layout: &Layout,
-    op: &str,
-) -> Result<&'a [f32]> {
+/// The f32 data of a contiguous CPU tensor (the fused ops' input check; training's ops reuse it).
+#[doc(hidden)]
+pub fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [f32]> {
     let CpuStorage::F32(data) = storage else {
         candle_core::bail!("{op}: only f32 is supported")
     };
@@ -291,7 +295,8 @@ impl CustomOp1 for SwiGlu {
 }
 
 /// SwiGLU over `[gate | up]` rows: the forward of both the inference op and the training op.
-pub(crate) fn swiglu_cpu(storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+#[doc(hidden)]
+pub fn swiglu_cpu(storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
     let src = contiguous_f32(storage, layout, "swiglu")?;
     let dims = layout.shape().dims();
     let full = dims.last().copied().unwrap_or(0);
@@ -311,7 +316,8 @@ pub(crate) fn swiglu_cpu(storage: &CpuStorage, layout: &Layout) -> Result<(CpuSt
 
 /// Softmax over the last dimension of `data` (rows of `width`), in parallel: the forward of
 /// both the inference op and the training op.
-pub(crate) fn softmax_in_place(data: &mut [f32], width: usize) {
+#[doc(hidden)]
+pub fn softmax_in_place(data: &mut [f32], width: usize) {
     data.par_chunks_mut(width * rows_per_task(width))
         .for_each(|chunk| softmax_rows(chunk, width));
 }

@@ -1,6 +1,6 @@
 //! `redraft train`: trains redraft's own masked-diffusion code model on a built corpus into a
 //! model directory that `redraft complete --model` loads (the loop itself is
-//! `redraft_engine::train`; this file turns flags into its settings and draws the progress line).
+//! `redraft_train::train`; this file turns flags into its settings and draws the progress line).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use candle_core::DType;
-use redraft_engine::train::{
+use redraft_engine::DeviceSpec;
+use redraft_train::train::{
     self, checkpoint, tokens, EvalReport, Progress, TokenizerSource, TrainConfig, TrainControls,
     TrainPaths,
 };
-use redraft_engine::DeviceSpec;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -47,6 +47,8 @@ fn engine_knows_nothing_of_editors_or_async() {
         "ropey",
         "tree-sitter",
         "tree-sitter-rust",
+        // Training sits above the engine: the inference crate never pulls it in.
+        "redraft-train",
     ] {
         assert!(
             !deps.iter().any(|d| d == forbidden),
@@ -64,6 +66,7 @@ fn context_layer_knows_neither_the_model_nor_the_protocol() {
     );
     for forbidden in [
         "redraft-engine",
+        "redraft-train",
         "candle-core",
         "tokenizers",
         "tokio",
@@ -90,6 +93,30 @@ fn eval_knows_nothing_of_the_protocol() {
         assert!(
             !deps.iter().any(|d| d == forbidden),
             "redraft-eval depends on {forbidden}"
+        );
+    }
+}
+
+#[test]
+fn training_sits_on_the_engine_and_knows_nothing_of_editors() {
+    // Corpus building, next-edit data and the training loop may use the engine and the context
+    // layer (tree-sitter included), never the server, the eval harness or an async runtime.
+    let deps = dependencies("redraft-train");
+    assert!(
+        deps.iter().any(|d| d == "redraft-engine"),
+        "sanity: the tree was read"
+    );
+    for forbidden in [
+        "redraft",
+        "redraft-eval",
+        "tokio",
+        "tower-lsp-server",
+        "ls-types",
+        "ropey",
+    ] {
+        assert!(
+            !deps.iter().any(|d| d == forbidden),
+            "redraft-train depends on {forbidden}"
         );
     }
 }

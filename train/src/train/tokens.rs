@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::{TrainError, TrainResult, SPECIAL_TOKENS};
 use crate::corpus::CorpusRecord;
-use crate::tokenizer::Tokenizer;
+use redraft_engine::tokenizer::Tokenizer;
 
 const CACHE_MAGIC: &[u8; 8] = b"RDTOKS01";
 
@@ -67,7 +67,7 @@ impl CorpusSplit {
         let encoded: Vec<Vec<u32>> = texts
             .par_iter()
             .map(|t| tokenizer.encode(t))
-            .collect::<crate::Result<_>>()?;
+            .collect::<redraft_engine::Result<_>>()?;
         let mut offsets = Vec::with_capacity(texts.len() + 1);
         offsets.push(0);
         let mut tokens = Vec::with_capacity(encoded.iter().map(Vec::len).sum());
@@ -177,7 +177,7 @@ pub fn bytes_per_token(tokenizer: &Tokenizer, texts: &[String]) -> TrainResult<f
     let counts: Vec<(usize, usize)> = texts
         .par_iter()
         .map(|t| tokenizer.encode(t).map(|ids| (t.len(), ids.len())))
-        .collect::<crate::Result<_>>()?;
+        .collect::<redraft_engine::Result<_>>()?;
     let (bytes, tokens) = counts
         .iter()
         .fold((0, 0), |(b, t), (b2, t2)| (b + b2, t + t2));

@@ -12,23 +12,23 @@ use super::model::{ForwardInput, TrainModel};
 use super::optim::{AdamW, OptimConfig};
 use super::tokens::CorpusSplit;
 use super::*;
-use crate::checkpoint::Weights;
-use crate::config::ModelConfig;
-use crate::ops::Kernels;
-use crate::qwen2::{init_weights, KvCache, Qwen2};
-use crate::sampler::{Controls, Pass};
-use crate::{Engine, InfillRequest};
+use redraft_engine::checkpoint::Weights;
+use redraft_engine::config::ModelConfig;
+use redraft_engine::ops::Kernels;
+use redraft_engine::qwen2::{init_weights, KvCache, Qwen2};
+use redraft_engine::sampler::{Controls, Pass};
+use redraft_engine::{Engine, InfillRequest};
 
-/// Training texts: some of this crate's own (ASCII) sources.
+/// Training texts: some of the engine's (ASCII) sources.
 const TRAIN_TEXTS: [&str; 5] = [
-    include_str!("../sampler.rs"),
-    include_str!("../config.rs"),
-    include_str!("../engine.rs"),
-    include_str!("../checkpoint.rs"),
-    include_str!("../error.rs"),
+    include_str!("../../../engine/src/sampler.rs"),
+    include_str!("../../../engine/src/config.rs"),
+    include_str!("../../../engine/src/engine.rs"),
+    include_str!("../../../engine/src/checkpoint.rs"),
+    include_str!("../../../engine/src/error.rs"),
 ];
 /// Held out: has non-ASCII text, which the example builder must cut on character boundaries.
-const VALID_TEXTS: [&str; 1] = [include_str!("../tokenizer.rs")];
+const VALID_TEXTS: [&str; 1] = [include_str!("../../../engine/src/tokenizer.rs")];
 
 pub(super) fn tiny_shape(vocab_size: usize) -> ModelShape {
     ModelShape {
@@ -286,12 +286,12 @@ fn schedule_warms_up_then_decays_to_the_floor() {
     assert!(c.lr_at(30, 110) > c.lr_at(31, 110));
 }
 
-fn tokenizer() -> crate::tokenizer::Tokenizer {
+fn tokenizer() -> redraft_engine::tokenizer::Tokenizer {
     let texts: Vec<String> = TRAIN_TEXTS.iter().map(|t| t.to_string()).collect();
     tokens::train_tokenizer(&texts, 400).unwrap()
 }
 
-fn split(texts: &[&str], tokenizer: &crate::tokenizer::Tokenizer) -> CorpusSplit {
+fn split(texts: &[&str], tokenizer: &redraft_engine::tokenizer::Tokenizer) -> CorpusSplit {
     CorpusSplit::from_texts(texts.iter().map(|t| t.to_string()).collect(), tokenizer).unwrap()
 }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::examples::DataConfig;
 use super::optim::OptimConfig;
 use super::{TrainError, TrainResult, EOS_ID, MASK_ID, SPECIAL_TOKENS};
-use crate::config::{ModelConfig, TokenIds};
+use redraft_engine::config::{ModelConfig, TokenIds};
 
 /// The model's shape (the vocabulary size comes from the tokenizer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

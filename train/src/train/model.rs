@@ -1,10 +1,10 @@
-//! The differentiable Qwen2 that training runs: the same architecture as [`crate::qwen2::Qwen2`]
+//! The differentiable Qwen2 that training runs: the same architecture as [`redraft_engine::qwen2::Qwen2`]
 //! (checkpoint tensor names, RMSNorm, RoPE with `rotate_half`, grouped-query attention with
 //! q/k/v biases, SwiGLU, tied or untied head, bidirectional attention) built only from ops that
 //! have a backward pass.
 //!
 //! Why not reuse the inference model: it calls candle-nn's fused `rms_norm`, `rotary_emb::rope`
-//! and `crate::ops`' kernels, none of which has a backward, so gradients would silently stop at
+//! and `redraft_engine::ops`' kernels, none of which has a backward, so gradients would silently stop at
 //! the head. Here RMSNorm, softmax and SwiGLU are the fused ops of [`fused`] on CPU (each with its
 //! own backward, tested against the composed formulas) and those [`fused::composed`] formulas on
 //! other devices (CUDA); RoPE is `x * cos + rotate_half(x) * sin`.
@@ -16,10 +16,10 @@ use std::collections::HashMap;
 use candle_core::{DType, Device, Tensor, Var, D};
 
 use super::examples::Batch;
-use crate::config::ModelConfig;
-use crate::error::{Error, Result};
-use crate::ops::Kernels;
 use crate::train::fused;
+use redraft_engine::config::ModelConfig;
+use redraft_engine::error::{Error, Result};
+use redraft_engine::ops::Kernels;
 
 /// One trainable tensor under its checkpoint name.
 pub struct Param {
@@ -70,7 +70,7 @@ pub struct ForwardInput<'a> {
 }
 
 impl TrainModel {
-    /// Wraps `tensors` (checkpoint names, as [`crate::qwen2::init_weights`] returns them) in
+    /// Wraps `tensors` (checkpoint names, as [`redraft_engine::qwen2::init_weights`] returns them) in
     /// variables, checking every name and shape the config implies.
     pub fn from_tensors(
         config: &ModelConfig,

@@ -18,8 +18,8 @@ use super::model::TrainModel;
 use super::optim::AdamW;
 use super::tokens::write_atomic;
 use super::{TrainConfig, TrainError, TrainResult, EOS_ID, MASK_ID};
-use crate::checkpoint::SINGLE_FILE;
-use crate::engine::{CONFIG_FILE, REDRAFT_FILE};
+use redraft_engine::checkpoint::SINGLE_FILE;
+use redraft_engine::engine::{CONFIG_FILE, REDRAFT_FILE};
 
 pub const CHECKPOINT_DIR: &str = "checkpoint";
 const STATE_FILE: &str = "state.json";

@@ -27,10 +27,10 @@ use super::examples::Batch;
 use super::model::TrainModel;
 use super::optim::{AdamW, UpdateReport};
 use super::TrainResult;
-use crate::config::ModelConfig;
-use crate::error::{Error, Result};
 use kernels::Rope;
 use matmul::{matmul, Mat, MatMut, Threads};
+use redraft_engine::config::ModelConfig;
+use redraft_engine::error::{Error, Result};
 
 /// Indices (into [`CpuModel`]'s parameter list) of one block's tensors.
 struct LayerIndex {

@@ -12,7 +12,7 @@ use super::model::TrainModel;
 use super::optim::{AdamW, OptimConfig};
 use super::tests::{log_losses, random_weights, tiny_batch, tiny_run, tiny_shape, write_corpus};
 use super::{train_with, Backend, StopReason, TrainControls};
-use crate::ops::Kernels;
+use redraft_engine::ops::Kernels;
 
 fn gpu() -> Device {
     Device::new_cuda(0).expect("these tests need a CUDA device")
@@ -140,14 +140,14 @@ fn a_run_on_the_gpu_follows_the_cpu_run_and_resumes_anywhere() {
         }
     }
     // The exported model loads onto the GPU and completes.
-    let engine = crate::Engine::load_on(gpu_out.path(), &gpu).unwrap();
-    let mut request = crate::InfillRequest::new("fn main() {\n    let x = ", ";\n}\n");
+    let engine = redraft_engine::Engine::load_on(gpu_out.path(), &gpu).unwrap();
+    let mut request = redraft_engine::InfillRequest::new("fn main() {\n    let x = ", ";\n}\n");
     request.max_tokens = 8;
     let completion = engine
         .complete(
             &request,
-            &mut crate::qwen2::KvCache::default(),
-            crate::sampler::Controls::default(),
+            &mut redraft_engine::qwen2::KvCache::default(),
+            redraft_engine::sampler::Controls::default(),
         )
         .unwrap();
     assert!(completion.tokens.len() <= 8);

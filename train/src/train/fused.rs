@@ -2,14 +2,14 @@
 //!
 //! candle's composed versions of these are a dozen element-wise passes each (and its own fused
 //! ones have no backward, so they cannot be trained through). Here the forward reuses the
-//! inference kernels of `crate::ops`, and each backward is one fused pass too. Tests hold both
+//! inference kernels of `redraft_engine::ops`, and each backward is one fused pass too. Tests hold both
 //! the values and the gradients to the composed formulas of [`composed`], which are what
 //! devices other than the CPU train through.
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
-use crate::ops::{contiguous_f32, softmax_in_place, swiglu_cpu};
+use redraft_engine::ops::{contiguous_f32, softmax_in_place, swiglu_cpu};
 
 fn last_dim(layout: &Layout) -> usize {
     layout.shape().dims().last().copied().unwrap_or(1)
@@ -113,7 +113,7 @@ impl CustomOp2 for SwiGluBackward {
                 let (gate, up) = gu.split_at(width);
                 let (d_gate, d_up) = out.split_at_mut(width);
                 for i in 0..width {
-                    let s = 1.0 / (1.0 + crate::ops::exp(-gate[i]));
+                    let s = 1.0 / (1.0 + redraft_engine::ops::exp(-gate[i]));
                     d_gate[i] = g[i] * up[i] * s * (1.0 + gate[i] * (1.0 - s));
                     d_up[i] = g[i] * gate[i] * s;
                 }

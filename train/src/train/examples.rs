@@ -3,7 +3,7 @@
 //! A fill-in-the-middle ([`ExampleKind::Fim`]) example is `prefix + canvas + suffix`, the canvas
 //! being the middle's tokens followed by EOS up to a bucket length ([`BUCKETS`]): the model
 //! learns to write a middle and to end it. The prefix, middle and suffix are tokenized
-//! separately, as [`crate::Engine`] tokenizes a request, so a cursor inside a word looks the same
+//! separately, as [`redraft_engine::Engine`] tokenizes a request, so a cursor inside a word looks the same
 //! in training as in use. The middle is chosen by [`SpanKind`]: the rest of a line, 2-8 whole
 //! lines, a bracket block, or a random character span. Only canvas positions are masked.
 //!
@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::tokens::CorpusSplit;
 use super::{TrainResult, EOS_ID, MASK_ID};
-use crate::tokenizer::Tokenizer;
+use redraft_engine::tokenizer::Tokenizer;
 
 /// Canvas lengths: a middle of `m` tokens gets the smallest bucket `>= m + 1` (at least one EOS).
 pub const BUCKETS: [usize; 5] = [4, 8, 16, 32, 64];

@@ -3,7 +3,7 @@
 //! ```text
 //! cargo fetch --locked                                            # the workspace's own crates
 //! cargo fetch --locked --manifest-path fixtures/corpus/Cargo.toml # the extra corpus crates
-//! cargo run --release -p redraft-engine --example build_corpus -- \
+//! cargo run --release -p redraft-train --example build_corpus -- \
 //!     --source ~/.cargo/registry/src/index.crates.io-*/ \
 //!     --lockfile Cargo.lock fixtures/corpus/Cargo.lock \
 //!     --out /work/corpus-out
@@ -21,7 +21,7 @@ use std::io::{self, Write as _};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use redraft_engine::corpus::{self, CorpusOptions, Split};
+use redraft_train::corpus::{self, CorpusOptions, Split};
 
 fn main() -> anyhow::Result<()> {
     let mut options = CorpusOptions::default();

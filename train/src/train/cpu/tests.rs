@@ -248,7 +248,7 @@ fn a_run_on_the_cpu_path_follows_the_autograd_run() {
         )
         .unwrap();
         assert_eq!((summary.step, summary.stopped), (6, StopReason::Finished));
-        crate::Engine::load(out.path()).unwrap();
+        redraft_engine::Engine::load(out.path()).unwrap();
         losses.push(log_losses(out.path()));
     }
     let steps = |l: &[(usize, f64)]| l.iter().map(|(s, _)| *s).collect::<Vec<_>>();

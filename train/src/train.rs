@@ -1,11 +1,11 @@
 //! Training redraft's own masked-diffusion code model (MDLM / LLaDA style) on the corpus that
-//! [`crate::corpus`] builds, into a model directory [`crate::Engine::load`] loads.
+//! [`crate::corpus`] builds, into a model directory [`redraft_engine::Engine::load`] loads.
 //!
 //! - [`config`]: the run's settings ([`TrainConfig`]);
 //! - [`tokens`]: the byte-level BPE (specials at fixed ids, [`SPECIAL_TOKENS`]) and the corpus
 //!   tokenized once, cached on disk;
 //! - [`examples`]: fill-in-the-middle and plain examples with their masking, and batches;
-//! - [`model`]: the Qwen2 of [`crate::qwen2`] rebuilt from differentiable ops over `Var`s;
+//! - [`model`]: the Qwen2 of [`redraft_engine::qwen2`] rebuilt from differentiable ops over `Var`s;
 //! - [`cpu`]: the same model's forward and backward written out over flat buffers, which
 //!   trains on CPU (the autograd model stays the reference, and the path for other devices);
 //! - [`optim`]: AdamW, the warmup + cosine schedule, gradient clipping;
@@ -38,14 +38,14 @@ use std::time::{Duration, Instant};
 use candle_core::{DType, Device};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::TOKENIZER_FILE;
-use crate::tokenizer::Tokenizer;
 use checkpoint::TrainState;
 pub use config::{ModelShape, TrainConfig};
 use cpu::{BatchScores, CpuModel};
 use examples::{Batch, ExampleBuilder, Stream};
 use model::TrainModel;
 use optim::AdamW;
+use redraft_engine::engine::TOKENIZER_FILE;
+use redraft_engine::tokenizer::Tokenizer;
 use tokens::CorpusSplit;
 
 /// Special tokens, in id order: the mask, EOS (also padding), a BOS that redraft's models do not
@@ -72,7 +72,7 @@ pub const CACHE_DIR: &str = "cache";
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
     #[error(transparent)]
-    Engine(#[from] crate::Error),
+    Engine(#[from] redraft_engine::Error),
     #[error("model computation failed: {0}")]
     Candle(#[from] candle_core::Error),
     #[error("cannot read {path}: {source}")]
@@ -412,7 +412,7 @@ pub fn train_with(
                 dir.display()
             )));
         }
-        let weights = crate::qwen2::init_weights(&model_config, config.seed)?;
+        let weights = redraft_engine::qwen2::init_weights(&model_config, config.seed)?;
         let model = build_model(&model_config, weights, device, backend)?;
         let optim = new_optimizer(config, &model, backend)?;
         let _ = std::fs::remove_file(out.join(LOG_FILE));
@@ -434,7 +434,7 @@ pub fn train_with(
     };
     controls.status(&format!(
         "training on {} ({})",
-        crate::device::describe(device),
+        redraft_engine::device::describe(device),
         if fast.is_some() {
             "redraft's CPU forward and backward"
         } else {
@@ -576,7 +576,7 @@ pub fn train_with(
         }
         last_eval = Some(report);
     }
-    if last_saved != step || !out.join(crate::checkpoint::SINGLE_FILE).exists() {
+    if last_saved != step || !out.join(redraft_engine::checkpoint::SINGLE_FILE).exists() {
         let state = TrainState::new(
             step,
             config,
@@ -597,7 +597,7 @@ pub fn train_with(
         tokens_per_s: tokens_per_s(step_time, session_steps),
         last_eval,
         parameters: model.num_parameters(),
-        device: crate::device::describe(device),
+        device: redraft_engine::device::describe(device),
     })
 }
 
@@ -605,14 +605,14 @@ pub fn train_with(
 /// trains) into `model`.
 /// The training model for `backend` on `device`.
 fn build_model(
-    config: &crate::config::ModelConfig,
+    config: &redraft_engine::config::ModelConfig,
     weights: std::collections::HashMap<String, candle_core::Tensor>,
     device: &Device,
     backend: Backend,
 ) -> TrainResult<TrainModel> {
     let model = TrainModel::from_tensors(config, weights, device)?;
     Ok(match backend {
-        Backend::Portable => model.with_kernels(crate::ops::Kernels::Portable)?,
+        Backend::Portable => model.with_kernels(redraft_engine::ops::Kernels::Portable)?,
         Backend::Auto | Backend::Autograd => model,
     })
 }

@@ -10,8 +10,8 @@
 
 use rayon::prelude::*;
 
-use crate::ops::{exp, rows_per_task, softmax_rows, swiglu_rows};
 use crate::train::fused::rms_norm_backward_coefficient;
+use redraft_engine::ops::{exp, rows_per_task, softmax_rows, swiglu_rows};
 
 /// Rows per fixed chunk of a column sum.
 const SUM_ROWS: usize = 256;
