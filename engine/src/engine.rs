@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::checkpoint::Weights;
 use crate::config::{DiffusionSettings, ModelConfig, RedraftJson};
+use crate::edit::{canvas_length, EditLayout, EditMarkers, EditRequest};
 use crate::error::{Error, Result};
 use crate::qwen2::{KvCache, Qwen2};
 use crate::sampler::{Canvas, Controls, Sampled, Sampler, SamplerConfig};
@@ -280,6 +281,54 @@ impl Engine {
             .enumerate()
             .map(|(i, canvas)| self.completion(canvas, &sampled, i, tokenized, started))
             .collect()
+    }
+
+    /// Rewrites the editable region of `request`: the completion's `middle` is the new
+    /// region (the old one, unchanged, when the model sees nothing to edit). `cache` may be
+    /// kept across calls, as for [`Engine::complete`].
+    pub fn next_edit(
+        &self,
+        request: &EditRequest,
+        cache: &mut KvCache,
+        controls: Controls<'_>,
+    ) -> Result<Completion> {
+        let started = Instant::now();
+        let markers = EditMarkers::of(&self.tokenizer)?;
+        let draft = self.tokenizer.encode(&request.region)?;
+        let bos = usize::from(self.settings.bos_token_id.is_some());
+        let positions = self.model.config().max_position_embeddings;
+        let room = positions.saturating_sub(bos);
+        let longest = request.max_tokens.unwrap_or(2 * draft.len() + 16).min(
+            room.saturating_sub(2 * draft.len() + 8)
+                .max(draft.len() + 1),
+        );
+        if longest == 0 {
+            return Err(Error::InvalidRequest(
+                "max_tokens must be at least 1".into(),
+            ));
+        }
+        let layout = EditLayout::build(
+            &self.tokenizer,
+            markers,
+            &request.prompt(),
+            room.saturating_sub(longest),
+        )?;
+        let canvas = Canvas::new(
+            layout.prefix,
+            canvas_length(draft.len()).min(longest),
+            layout.suffix,
+        )
+        .growing_to(longest)
+        .with_draft(layout.draft);
+        let tokenized = started.elapsed();
+        let sampled = self.sampler().run(
+            &self.model,
+            cache,
+            std::slice::from_ref(&canvas),
+            &request.sampler,
+            controls,
+        )?;
+        self.completion(&canvas, &sampled, 0, tokenized, started)
     }
 
     fn completion(

@@ -132,6 +132,11 @@ pub struct SamplerConfig {
     pub temperature: f32,
     pub seed: u64,
     pub cache: CachePolicy,
+    /// The bar for a slot whose vote agrees with the canvas's [`Canvas::draft`] (the text it
+    /// rewrites), in place of the schedule's: a copied token is committed once the model is
+    /// this sure of it. `None`: drafts are ignored.
+    #[serde(default)]
+    pub draft_tau: Option<f32>,
 }
 
 impl SamplerConfig {
@@ -156,6 +161,7 @@ impl SamplerConfig {
                 enabled: true,
                 refresh_every: None,
             },
+            draft_tau: None,
         }
     }
 }
@@ -176,6 +182,9 @@ pub struct Canvas {
     /// The most slots the canvas may grow to when the model writes up to its last slot;
     /// `length` (or less) never grows.
     pub max_length: usize,
+    /// Tokens the middle is expected to mostly repeat (a next edit's old region); empty for a
+    /// plain infill. See [`SamplerConfig::draft_tau`].
+    pub draft: Vec<u32>,
 }
 
 impl Canvas {
@@ -186,12 +195,18 @@ impl Canvas {
             length,
             suffix,
             max_length: length,
+            draft: Vec::new(),
         }
     }
 
     /// The same canvas, allowed to grow to `max_length` slots.
     pub fn growing_to(self, max_length: usize) -> Canvas {
         Canvas { max_length, ..self }
+    }
+
+    /// The same canvas, expected to repeat much of `draft`.
+    pub fn with_draft(self, draft: Vec<u32>) -> Canvas {
+        Canvas { draft, ..self }
     }
 }
 
@@ -281,6 +296,8 @@ struct Slots {
     steps: usize,
     /// `steps` when the end was first committed.
     steps_at_end: Option<usize>,
+    /// The canvas's draft followed by the end (EOS), or empty.
+    draft: Vec<u32>,
 }
 
 impl Slots {
@@ -405,6 +422,15 @@ impl<'a> Sampler<'a> {
                 touched: Vec::new(),
                 steps: 0,
                 steps_at_end: None,
+                draft: if c.draft.is_empty() {
+                    Vec::new()
+                } else {
+                    c.draft
+                        .iter()
+                        .copied()
+                        .chain([self.settings.eos_token_id])
+                        .collect()
+                },
             })
             .collect();
         let shift = self.settings.logit_shift;
@@ -497,20 +523,34 @@ impl<'a> Sampler<'a> {
                         votes.truncate(i + 1);
                     }
                 }
+                let copies = match config.draft_tau {
+                    Some(_) if !state.draft.is_empty() => self.draft_copies(state, &votes),
+                    _ => Vec::new(),
+                };
                 let mut actions = self.actions(votes, config, forced);
+                // An action clears its bar: the schedule's threshold, or `draft_tau` for a copy
+                // of the draft. Those that clear it go first, then by confidence.
+                let clears = |a: &Action| {
+                    let copy = copies.get(a.slot).copied().unwrap_or(false);
+                    match (copy, config.draft_tau, config.schedule) {
+                        (true, Some(bar), _) => a.confidence >= bar,
+                        (_, _, Schedule::Threshold { tau }) => a.confidence >= tau,
+                        (_, _, Schedule::TopK { .. }) => false,
+                    }
+                };
                 actions.sort_by(|a, b| {
-                    b.confidence
-                        .total_cmp(&a.confidence)
+                    clears(b)
+                        .cmp(&clears(a))
+                        .then(b.confidence.total_cmp(&a.confidence))
                         .then(a.slot.cmp(&b.slot))
                 });
                 let take = if forced {
                     actions.len()
                 } else {
+                    let cleared = actions.iter().take_while(|a| clears(a)).count();
                     let by_schedule = match config.schedule {
-                        Schedule::Threshold { tau } => {
-                            actions.iter().take_while(|a| a.confidence >= tau).count()
-                        }
-                        Schedule::TopK { k } => k,
+                        Schedule::Threshold { .. } => cleared,
+                        Schedule::TopK { k } => k.max(cleared),
                     };
                     // The budget counts slots: an end fills many at once.
                     let wanted = steps_left.map_or(1, |left| masked.div_ceil(left));
@@ -606,6 +646,50 @@ impl<'a> Sampler<'a> {
                 })
             })
             .expect("the run loop asks only while a canvas has masked slots")
+    }
+
+    /// Which slots' votes copy the draft: the canvas as it would read with every vote taken
+    /// (committed slots, then each masked slot's vote; EOS after the first end vote), aligned to
+    /// the draft plus its end by a longest common subsequence. A masked slot copies when its
+    /// vote is aligned and so is a neighbour, each to the next draft token: one aligned token
+    /// alone is too often a coincidence (whitespace, a bracket). Indexed by slot.
+    fn draft_copies(&self, state: &Slots, votes: &[Choice]) -> Vec<bool> {
+        let mut guess: Vec<u32> = state
+            .values
+            .iter()
+            .map(|v| v.unwrap_or(self.settings.mask_token_id))
+            .collect();
+        let mut ended = false;
+        for vote in votes {
+            guess[vote.slot] = if ended {
+                self.settings.eos_token_id
+            } else {
+                vote.token
+            };
+            ended |= self.is_end(vote.token);
+        }
+        // Only the first end counts: the draft ends once.
+        if let Some(end) = guess.iter().position(|&t| self.is_end(t)) {
+            guess.truncate(end + 1);
+            guess[end] = self.settings.eos_token_id;
+        }
+        let pairs = lcs_pairs(&guess, &state.draft);
+        let mut aligned = vec![None; state.values.len()];
+        for &(slot, at) in &pairs {
+            aligned[slot] = Some(at);
+        }
+        let follows = |a: usize, b: usize| match (aligned[a], aligned[b]) {
+            (Some(x), Some(y)) => y == x + 1,
+            _ => false,
+        };
+        (0..state.values.len())
+            .map(|slot| {
+                state.values[slot].is_none()
+                    && aligned[slot].is_some()
+                    && ((slot > 0 && follows(slot - 1, slot))
+                        || (slot + 1 < aligned.len() && follows(slot, slot + 1)))
+            })
+            .collect()
     }
 
     /// One step's candidate commits from each masked slot's vote (in slot order): a token per
@@ -818,6 +902,38 @@ impl<'a> Sampler<'a> {
         }
         filled
     }
+}
+
+/// The matched index pairs of a longest common subsequence of `a` and `b`, in order (ties go to
+/// the earliest match in `b`). Quadratic: canvases and drafts are a few hundred tokens.
+fn lcs_pairs(a: &[u32], b: &[u32]) -> Vec<(usize, usize)> {
+    let (n, m) = (a.len(), b.len());
+    // lengths[i][j]: LCS of a[i..] and b[j..].
+    let mut lengths = vec![0u32; (n + 1) * (m + 1)];
+    let at = |i: usize, j: usize| i * (m + 1) + j;
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lengths[at(i, j)] = if a[i] == b[j] {
+                lengths[at(i + 1, j + 1)] + 1
+            } else {
+                lengths[at(i + 1, j)].max(lengths[at(i, j + 1)])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut pairs = Vec::new();
+    while i < n && j < m {
+        if a[i] == b[j] {
+            pairs.push((i, j));
+            i += 1;
+            j += 1;
+        } else if lengths[at(i + 1, j)] >= lengths[at(i, j + 1)] {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    pairs
 }
 
 /// The highest confidence among `votes`; minus infinity for none.

@@ -1,7 +1,8 @@
 //! The diffusion sampler against a scripted fake model: commit order, schedules, confidence
 //! kinds, the step budget, variable length (EOS runs, the shrinking window, growth), the logit
 //! shift and BOS, the context cache,
-//! cancellation, the deadline, batching, temperature, invalid requests and the effort presets.
+//! cancellation, the deadline, batching, temperature, invalid requests, the effort presets and
+//! drafts (a next edit's old region, committed at a lower bar where the model copies it).
 //!
 //! The fake ([`ScriptedModel`]) answers each (sequence, position) from a script and records every
 //! call, so a test states what the model believes and asserts what the sampler did with it. The
@@ -231,6 +232,7 @@ fn one_per_step() -> SamplerConfig {
             enabled: true,
             refresh_every: None,
         },
+        draft_tau: None,
     }
 }
 
@@ -1675,5 +1677,105 @@ fn effort_presets_cap_model_calls() {
     assert_eq!(
         [Effort::Low, Effort::Medium, Effort::High].map(calls),
         [4, 8, 40]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drafts: the text a next edit rewrites.
+
+/// Steps of a threshold-0.9 run over one canvas of `rows.len()` slots with `draft`, with drafts
+/// honoured at `draft_tau`.
+fn check_draft(draft_tau: Option<f32>, draft: &[u32], rows: Vec<Vec<f32>>, expect: &[&str]) {
+    let length = rows.len();
+    let setup = Setup {
+        config: SamplerConfig {
+            schedule: Schedule::Threshold { tau: 0.9 },
+            draft_tau,
+            ..one_per_step()
+        },
+        ..Setup::new()
+    };
+    let canvas = canvas(&[], length, &[]).with_draft(draft.to_vec());
+    let out = setup.run(&ScriptedModel::rows(0, rows), &[canvas]);
+    assert_eq!(out.lines(), expect);
+}
+
+#[test]
+fn slots_that_copy_the_draft_commit_at_the_draft_bar() {
+    let rows = vec![
+        peaked(A, 0.6),
+        peaked(B, 0.6),
+        peaked(C, 0.6),
+        peaked(D, 0.6),
+    ];
+    check_draft(
+        Some(0.5),
+        &[A, B, C, D],
+        rows.clone(),
+        &["a b c d | [0, 1, 2, 3]"],
+    );
+    // Below the draft bar, or with drafts off, they wait for the schedule: one per step.
+    check_draft(
+        Some(0.7),
+        &[A, B, C, D],
+        rows.clone(),
+        &[
+            "a _ _ _ | [0]",
+            "a b _ _ | [1]",
+            "a b c _ | [2]",
+            "a b c d | [3]",
+        ],
+    );
+    check_draft(
+        None,
+        &[A, B, C, D],
+        rows,
+        &[
+            "a _ _ _ | [0]",
+            "a b _ _ | [1]",
+            "a b c _ | [2]",
+            "a b c d | [3]",
+        ],
+    );
+}
+
+/// One aligned token alone is no copy (a coincidence as often as not); a run of two is.
+#[test]
+fn a_lone_aligned_token_is_not_a_copy() {
+    let rows = vec![
+        peaked(A, 0.6),
+        peaked(E, 0.6),
+        peaked(C, 0.6),
+        peaked(D, 0.6),
+    ];
+    check_draft(
+        Some(0.5),
+        &[A, B, C, D],
+        rows,
+        &["_ _ c d | [2, 3]", "a _ c d | [0]", "a e c d | [1]"],
+    );
+}
+
+/// Copies are aligned, not compared slot by slot: an insertion before them shifts them, and the
+/// draft's end is copied once the middle has content.
+#[test]
+fn copies_are_found_after_an_insertion_and_the_end_is_copied_too() {
+    let rows = vec![
+        peaked(E, 0.6),
+        peaked(A, 0.6),
+        peaked(B, 0.6),
+        peaked(C, 0.6),
+        peaked(EOS, 0.6),
+        peaked(EOS, 0.6),
+    ];
+    check_draft(
+        Some(0.5),
+        &[A, B, C],
+        rows,
+        &[
+            "_ a b c _ _ | [1, 2, 3]",
+            "_ a b c EOS EOS | [4, 5]",
+            "e a b c EOS EOS | [0]",
+        ],
     );
 }

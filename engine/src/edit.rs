@@ -1,0 +1,169 @@
+//! Next-edit requests: the model rewrites an editable region of a file, seeing the recent edit
+//! history, the file around the region and the region's current text.
+//!
+//! The token layout, built by [`EditLayout::build`] for inference and training alike:
+//!
+//! ```text
+//! history <|file_sep|> path "\n" before <|edit_start|> old[..cursor] <|cursor|> old[cursor..] <|edit_end|> [canvas] after
+//! ```
+//!
+//! The canvas, between the marked old region and the code after it, is the new region followed
+//! by EOS padding: to the model a next edit is an infill whose prefix also shows the text being
+//! rewritten and what the user did just before. Unchanged text is mostly copies, which a
+//! denoiser commits in the first steps, and a region the model rewrites as it was is "no
+//! edit". The old region's tokens are the canvas's draft (see
+//! [`crate::sampler::SamplerConfig::draft_tau`]). Each piece is tokenized on its own, as the
+//! prefix and suffix of an infill are, so the markers are always their own ids, whatever the
+//! text holds.
+
+use crate::error::{Error, Result};
+use crate::sampler::SamplerConfig;
+use crate::tokenizer::Tokenizer;
+
+/// A next-edit request in text (see [`crate::Engine::next_edit`]).
+#[derive(Debug, Clone)]
+pub struct EditRequest {
+    pub history: String,
+    pub path: String,
+    pub before: String,
+    pub region: String,
+    /// Byte offset of the cursor in `region`.
+    pub cursor: usize,
+    pub after: String,
+    /// The longest new region, in tokens; `None`: twice the old region's plus 16, within what
+    /// the model's positions leave.
+    pub max_tokens: Option<usize>,
+    pub sampler: SamplerConfig,
+}
+
+impl EditRequest {
+    pub fn prompt(&self) -> EditPrompt<'_> {
+        EditPrompt {
+            history: &self.history,
+            path: &self.path,
+            before: &self.before,
+            region: &self.region,
+            cursor: self.cursor,
+            after: &self.after,
+        }
+    }
+}
+
+/// The marker tokens of the layout, by name in the tokenizer's vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EditMarkers {
+    pub file_sep: u32,
+    pub cursor: u32,
+    pub edit_start: u32,
+    pub edit_end: u32,
+}
+
+pub const FILE_SEP: &str = "<|file_sep|>";
+pub const CURSOR: &str = "<|cursor|>";
+pub const EDIT_START: &str = "<|edit_start|>";
+pub const EDIT_END: &str = "<|edit_end|>";
+
+impl EditMarkers {
+    /// The markers of `tokenizer`; a model without them was not trained for next edits.
+    pub fn of(tokenizer: &Tokenizer) -> Result<EditMarkers> {
+        let id = |name: &str| {
+            tokenizer.token_to_id(name).ok_or_else(|| {
+                Error::InvalidRequest(format!(
+                    "this model has no `{name}` token: it was not trained for next-edit suggestions"
+                ))
+            })
+        };
+        Ok(EditMarkers {
+            file_sep: id(FILE_SEP)?,
+            cursor: id(CURSOR)?,
+            edit_start: id(EDIT_START)?,
+            edit_end: id(EDIT_END)?,
+        })
+    }
+}
+
+/// A next-edit prompt in text: what the context layer chose.
+#[derive(Debug, Clone, Copy)]
+pub struct EditPrompt<'a> {
+    /// The rendered edit history (oldest first).
+    pub history: &'a str,
+    /// The file's name, as the history names files.
+    pub path: &'a str,
+    /// The file before the region.
+    pub before: &'a str,
+    /// The region's current text.
+    pub region: &'a str,
+    /// Byte offset of the cursor in `region` (clamped, moved back to a char boundary).
+    pub cursor: usize,
+    /// The file after the region.
+    pub after: &'a str,
+}
+
+/// The tokens of a next-edit request around its canvas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditLayout {
+    /// History, file header, the code before and the marked old region.
+    pub prefix: Vec<u32>,
+    /// The code after the region.
+    pub suffix: Vec<u32>,
+    /// The old region's tokens (tokenized whole, as the new region is): the canvas's draft.
+    pub draft: Vec<u32>,
+}
+
+impl EditLayout {
+    /// Lays out `prompt` in at most `budget` tokens besides the canvas. The marked old region
+    /// and the file header are kept whole (an error when they alone do not fit); of what is left,
+    /// the newest history gets up to half, the code on either side the rest (the nearest lines
+    /// kept, three quarters before), and what either leaves unused goes to the other.
+    pub fn build(
+        tokenizer: &Tokenizer,
+        markers: EditMarkers,
+        prompt: &EditPrompt<'_>,
+        budget: usize,
+    ) -> Result<EditLayout> {
+        let mut cursor = prompt.cursor.min(prompt.region.len());
+        while !prompt.region.is_char_boundary(cursor) {
+            cursor -= 1;
+        }
+        let mut header = vec![markers.file_sep];
+        header.extend(tokenizer.encode(&format!("{}\n", prompt.path))?);
+        let mut region = vec![markers.edit_start];
+        region.extend(tokenizer.encode(&prompt.region[..cursor])?);
+        region.push(markers.cursor);
+        region.extend(tokenizer.encode(&prompt.region[cursor..])?);
+        region.push(markers.edit_end);
+        let fixed = header.len() + region.len();
+        let Some(rest) = budget.checked_sub(fixed) else {
+            return Err(Error::InvalidRequest(format!(
+                "the editable region takes {fixed} tokens with its markers, more than the {budget} \
+                 the model has room for besides the new region: choose a smaller region"
+            )));
+        };
+        let mut history = tokenizer.encode(prompt.history)?;
+        let mut before = tokenizer.encode(prompt.before)?;
+        let mut after = tokenizer.encode(prompt.after)?;
+        let history_share = history.len().min(rest / 2);
+        let (keep_before, keep_after) =
+            crate::engine::fit_context(before.len(), after.len(), rest - history_share);
+        let keep_history = history.len().min(rest - keep_before - keep_after);
+        history.drain(..history.len() - keep_history);
+        before.drain(..before.len() - keep_before);
+        after.truncate(keep_after);
+        let mut prefix = history;
+        prefix.extend(header);
+        prefix.extend(before);
+        prefix.extend(region);
+        Ok(EditLayout {
+            prefix,
+            suffix: after,
+            draft: tokenizer.encode(prompt.region)?,
+        })
+    }
+}
+
+/// Masked slots laid down for a region of `draft` tokens: room for the rewrite to be somewhat
+/// longer (the canvas grows beyond it when the model writes its last slot), in blocks of 8 so
+/// training and use see the same few lengths.
+pub fn canvas_length(draft: usize) -> usize {
+    (draft + draft / 4 + 4).next_multiple_of(8)
+}
