@@ -2,9 +2,26 @@
 //! and the edits a rewritten region makes. Fixtures mark the cursor with `$0`.
 
 use proptest::prelude::*;
-use redraft_context::edit::diff::{
-    apply, parse_patches, unified_diff, DiffError, FilePatch, Hunk, HunkLine,
+use redraft_context::edit::{
+    apply, edit_region, parse_patches, plan_edit, render_history, suggestion_from_region,
+    unified_diff, DiffError, EditBudget, EditPlan, EditSuggestion, FilePatch, HistoryEdit, Hunk,
+    HunkLine, TextEdit,
 };
+use redraft_context::{parse_rust, ByteEstimate, Language, Source, TokenCounter};
+
+fn split(fixture: &str) -> (String, usize) {
+    let cursor = fixture.find("$0").expect("fixture has a $0 cursor");
+    (fixture.replacen("$0", "", 1), cursor)
+}
+
+/// One token per line: budgets in tests read as line counts.
+struct Lines;
+
+impl TokenCounter for Lines {
+    fn count_tokens(&self, text: &str) -> usize {
+        text.lines().count()
+    }
+}
 
 fn context(text: &str) -> HunkLine {
     HunkLine::Context(text.to_string())
@@ -305,4 +322,541 @@ proptest! {
         };
         prop_assert_eq!(applied, new, "{}", diff);
     }
+}
+
+// ---- history ----
+
+fn edit(path: &str, old: &str, new: &str) -> HistoryEdit {
+    HistoryEdit {
+        path: path.into(),
+        old: old.into(),
+        new: new.into(),
+    }
+}
+
+#[test]
+fn a_change_is_widened_to_its_lines_and_one_line_of_context() {
+    let text = "fn f() {\n    let x = 1;\n    g(x);\n}\n";
+    let x = text.find("x =").unwrap();
+    assert_eq!(
+        HistoryEdit::from_change("f.rs", text, x..x + 1, "y"),
+        edit(
+            "f.rs",
+            "fn f() {\n    let x = 1;\n    g(x);\n",
+            "fn f() {\n    let y = 1;\n    g(x);\n"
+        )
+    );
+    // A whole line deleted: the range ends at the next line's start, which it does not touch.
+    let line = text.find("    let").unwrap();
+    let next = text.find("    g(").unwrap();
+    assert_eq!(
+        HistoryEdit::from_change("f.rs", text, line..next, ""),
+        edit(
+            "f.rs",
+            "fn f() {\n    let x = 1;\n    g(x);\n",
+            "fn f() {\n    g(x);\n"
+        )
+    );
+    // An insertion at a line start touches that line.
+    assert_eq!(
+        HistoryEdit::from_change("f.rs", text, next..next, "    h();\n"),
+        edit(
+            "f.rs",
+            "    let x = 1;\n    g(x);\n}\n",
+            "    let x = 1;\n    h();\n    g(x);\n}\n"
+        )
+    );
+}
+
+#[test]
+fn a_change_at_the_edges_of_a_crlf_text_has_lf_whole_lines() {
+    let text = "a\r\nb";
+    assert_eq!(
+        HistoryEdit::from_change("t", text, 4..4, "c"),
+        edit("t", "a\nb\n", "a\nbc\n")
+    );
+    assert_eq!(
+        HistoryEdit::from_change("t", text, 0..1, "A"),
+        edit("t", "a\nb\n", "A\nb\n")
+    );
+}
+
+#[test]
+fn a_patch_gives_one_edit_per_hunk_with_one_line_of_outer_context() {
+    let old = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n";
+    let new = old.replace("\n5\n", "\nfive\n").replace("\n14\n", "\n");
+    let patch = one_patch(&unified_diff("src/n.rs", old, &new, 3));
+    assert_eq!(patch.hunks.len(), 2, "{patch}");
+    assert_eq!(
+        HistoryEdit::from_patch(&patch),
+        vec![
+            edit("src/n.rs", "4\n5\n6\n", "4\nfive\n6\n"),
+            edit("src/n.rs", "13\n14\n15\n", "13\n15\n"),
+        ]
+    );
+}
+
+#[test]
+fn history_renders_oldest_first_with_headers_for_other_files() {
+    let edits = [
+        edit(
+            "src/shape.rs",
+            "fn area(&self) -> u32 {\n    self.w * self.h\n",
+            "fn area(&self) -> u32 {\n    self.width * self.height\n",
+        ),
+        edit("src/main.rs", "    let w = 3;\n", "    let width = 3;\n"),
+        edit("src/main.rs", "a\nb\n", "a\nb\n"),
+        edit("src/main.rs", "x\n", "x\ny\n"),
+    ];
+    assert_eq!(
+        render_history(&edits, "src/main.rs", 1000, &ByteEstimate),
+        "\
+@@ src/shape.rs
+ fn area(&self) -> u32 {
+-    self.w * self.h
++    self.width * self.height
+@@
+-    let w = 3;
++    let width = 3;
+@@
+ x
++y
+"
+    );
+}
+
+#[test]
+fn the_history_budget_keeps_the_newest_edits() {
+    let edits = [
+        edit("f", "one\n", "1\n"),
+        edit("f", "two\n", "2\n"),
+        edit("f", "three\n", "3\n"),
+    ];
+    // Each block is three lines (header, `-`, `+`).
+    assert_eq!(
+        render_history(&edits, "f", 8, &Lines),
+        "@@\n-two\n+2\n@@\n-three\n+3\n"
+    );
+    assert_eq!(render_history(&edits, "f", 9, &Lines).lines().count(), 9);
+    assert_eq!(render_history(&edits, "f", 2, &Lines), "");
+    // A newest block that does not fit ends the history: no older block is shown past it.
+    let mut with_big = edits.to_vec();
+    with_big.push(edit("f", "a\nb\nc\n", "A\nB\nC\n"));
+    assert_eq!(render_history(&with_big, "f", 6, &Lines), "");
+}
+
+// ---- region ----
+
+fn region_in(fixture: &str, language: Language, budget: &EditBudget) -> (String, String) {
+    let (text, cursor) = split(fixture);
+    let source = Source {
+        text: &text,
+        cursor,
+        language,
+        tree: None,
+    };
+    let region = edit_region(&source, budget, &ByteEstimate);
+    assert!(
+        region.range.start <= cursor && cursor <= region.range.end,
+        "{region:?} holds the cursor"
+    );
+    assert!(region.range.start == 0 || text[..region.range.start].ends_with('\n'));
+    assert!(region.range.end == text.len() || text[..region.range.end].ends_with('\n'));
+    (text[region.range].to_string(), region.reason.to_string())
+}
+
+fn check_region(fixture: &str, language: Language, region: &str, reason: &str) {
+    let got = region_in(fixture, language, &EditBudget::default());
+    assert_eq!(got, (region.to_string(), reason.to_string()), "{fixture}");
+}
+
+#[test]
+fn rust_regions_are_the_smallest_enclosing_unit() {
+    check_region(
+        "fn a() {}\n\nfn f(x: u8) -> u8 {\n    let y = x + 1;\n    $0y * 2\n}\n\nfn g() {}\n",
+        Language::Rust,
+        "fn f(x: u8) -> u8 {\n    let y = x + 1;\n    y * 2\n}\n",
+        "block (statements)",
+    );
+    check_region(
+        "fn f(x: u8) -> u8 {\n    let a = 1;\n    let b = 2;\n    match x {\n        0 => a,\n        1 => $0b,\n        _ => 0,\n    }\n}\n",
+        Language::Rust,
+        "    match x {\n        0 => a,\n        1 => b,\n        _ => 0,\n    }\n",
+        "block (match arms)",
+    );
+    check_region(
+        "use std::fmt;\n\nstruct S {\n    a: u8,\n    $0b: u8,\n}\n",
+        Language::Rust,
+        "struct S {\n    a: u8,\n    b: u8,\n}\n",
+        "block (struct fields)",
+    );
+    check_region(
+        "struct S;\n\nimpl S {\n    fn a(&self) {}\n$0\n    fn b(&self) {}\n}\n",
+        Language::Rust,
+        "impl S {\n    fn a(&self) {}\n\n    fn b(&self) {}\n}\n",
+        "block (impl/trait/mod body)",
+    );
+    check_region(
+        "impl S {\n    fn a(\n        &self,\n        $0x: u8,\n    ) {\n        g();\n    }\n}\n",
+        Language::Rust,
+        "    fn a(\n        &self,\n        x: u8,\n    ) {\n        g();\n    }\n",
+        "block (function)",
+    );
+}
+
+#[test]
+fn a_one_line_block_is_not_a_region() {
+    check_region(
+        "fn f() {\n    if a { b$0 }\n    c;\n}\n",
+        Language::Rust,
+        "fn f() {\n    if a { b }\n    c;\n}\n",
+        "block (statements)",
+    );
+}
+
+#[test]
+fn regions_are_clamped_to_lines_around_the_cursor() {
+    let body: String = (0..20).map(|i| format!("    s{i}();\n")).collect();
+    let fixture = format!(
+        "fn f() {{\n{}}}\n",
+        body.replace("    s8();", "    s8($0);")
+    );
+    let expected: String = (5..=18).map(|i| format!("    s{i}();\n")).collect();
+    check_region(
+        &fixture,
+        Language::Rust,
+        &expected,
+        "block (statements) clamped above and below",
+    );
+    let fixture = format!(
+        "fn f() {{\n{}}}\n",
+        body.replace("    s1();", "    s1($0);")
+    );
+    let expected: String = format!(
+        "fn f() {{\n{}",
+        (0..=11)
+            .map(|i| format!("    s{i}();\n"))
+            .collect::<String>()
+    );
+    check_region(
+        &fixture,
+        Language::Rust,
+        &expected,
+        "block (statements) clamped below",
+    );
+}
+
+#[test]
+fn the_token_budget_shrinks_the_region_from_its_far_ends() {
+    let fixture = "fn f() {\n    a();\n    b();\n    c();$0\n    d();\n    e();\n}\n";
+    let budget = EditBudget {
+        region_tokens: 3 * ByteEstimate.count_tokens("    a();\n"),
+        ..EditBudget::default()
+    };
+    // Below gets lines first (its limit is larger), then above.
+    assert_eq!(
+        region_in(fixture, Language::Rust, &budget),
+        (
+            "    b();\n    c();\n    d();\n".to_string(),
+            "block (statements) clamped above and below to the token budget".to_string()
+        )
+    );
+    // The cursor's line is never cut, even over budget.
+    let budget = EditBudget {
+        region_tokens: 1,
+        ..EditBudget::default()
+    };
+    assert_eq!(region_in(fixture, Language::Rust, &budget).0, "    c();\n");
+}
+
+#[test]
+fn python_and_plain_text_use_indentation_blocks() {
+    check_region(
+        "import os\n\ndef f(x):\n    a = 1\n    b = $0a\n\ndef g():\n    pass\n",
+        Language::Python,
+        "def f(x):\n    a = 1\n    b = a\n",
+        "indentation block",
+    );
+    check_region(
+        "def f(x):\n    if x:\n        y()\n    $0\n    return 1\n",
+        Language::Python,
+        "def f(x):\n    if x:\n        y()\n    \n    return 1\n",
+        "indentation block",
+    );
+    check_region(
+        "one\ntwo\nthr$0ee\nfour\n",
+        Language::Plain,
+        "one\ntwo\nthree\nfour\n",
+        "lines around cursor",
+    );
+    check_region(
+        "- list\n  - item$0\n  - item\nnext\n",
+        Language::Plain,
+        "- list\n  - item\n  - item\n",
+        "indentation block",
+    );
+}
+
+#[test]
+fn cursor_on_the_first_and_last_lines_and_an_empty_file() {
+    check_region(
+        "$0fn f() {\n    x();\n}\n",
+        Language::Rust,
+        "fn f() {\n    x();\n}\n",
+        "block (function)",
+    );
+    check_region(
+        "fn f() {\n    x();\n}$0",
+        Language::Rust,
+        "fn f() {\n    x();\n}",
+        "block (statements)",
+    );
+    check_region(
+        "a\nb\nc$0",
+        Language::Plain,
+        "a\nb\nc",
+        "lines around cursor",
+    );
+    check_region("a\nb\n$0", Language::Plain, "a\nb\n", "lines around cursor");
+    check_region("$0", Language::Rust, "", "lines around cursor");
+    check_region("$0", Language::Python, "", "lines around cursor");
+}
+
+#[test]
+fn a_caller_kept_tree_gives_the_same_region() {
+    let (text, cursor) = split("fn f() {\n    let a = 1;\n    $0a\n}\n");
+    let tree = parse_rust(&text).unwrap();
+    let with_tree = Source {
+        text: &text,
+        cursor,
+        language: Language::Rust,
+        tree: Some(&tree),
+    };
+    let without = Source {
+        tree: None,
+        ..with_tree
+    };
+    let budget = EditBudget::default();
+    assert_eq!(
+        edit_region(&with_tree, &budget, &ByteEstimate),
+        edit_region(&without, &budget, &ByteEstimate)
+    );
+}
+
+// ---- plan ----
+
+fn plan_for(fixture: &str, budget: &EditBudget, history: &[HistoryEdit]) -> (String, EditPlan) {
+    let (text, cursor) = split(fixture);
+    let source = Source {
+        text: &text,
+        cursor,
+        language: Language::Rust,
+        tree: None,
+    };
+    let plan = plan_edit(&source, "src/lib.rs", history, budget, &ByteEstimate);
+    (text, plan)
+}
+
+#[test]
+fn a_plan_is_the_region_with_windows_on_either_side() {
+    let fixture = "use std::fmt;\n\nfn a() {\n    one();\n}\n\nfn f(x: u8) {\n    let y = x;\n    $0g(y);\n}\n\nfn b() {\n    two();\n}\n";
+    let history = [edit("src/lib.rs", "fn f() {\n", "fn f(x: u8) {\n")];
+    let (text, plan) = plan_for(fixture, &EditBudget::default(), &history);
+    assert_eq!(plan.region, "fn f(x: u8) {\n    let y = x;\n    g(y);\n}\n");
+    assert_eq!(plan.region_range.start, text.find("fn f").unwrap());
+    assert_eq!(&plan.region[plan.cursor_in_region..], "g(y);\n}\n");
+    assert_eq!(plan.before, "use std::fmt;\n\nfn a() {\n    one();\n}\n\n");
+    assert_eq!(plan.after, "\nfn b() {\n    two();\n}\n");
+    assert_eq!((plan.before_start, plan.after_end), (0, text.len()));
+    assert_eq!(plan.history, "@@\n-fn f() {\n+fn f(x: u8) {\n");
+    assert_eq!(plan.reason.to_string(), "block (statements)");
+    assert_eq!(plan.language, Language::Rust);
+    assert_eq!(plan.path, "src/lib.rs");
+}
+
+#[test]
+fn windows_stay_within_budget_and_cut_at_lines() {
+    let items: String = (0..40)
+        .map(|i| format!("fn f{i}() {{\n    g({i});\n}}\n"))
+        .collect();
+    let fixture = items.replace("g(20)", "g($020)");
+    let budget = EditBudget::default();
+    let (text, plan) = plan_for(&fixture, &budget, &[]);
+    assert_eq!(plan.region, "fn f20() {\n    g(20);\n}\n");
+    assert!(ByteEstimate.count_tokens(&plan.before) <= budget.before_tokens);
+    assert!(ByteEstimate.count_tokens(&plan.after) <= budget.after_tokens);
+    assert!(
+        plan.before.len() > 100 && plan.after.len() > 100,
+        "{plan:#?}"
+    );
+    assert_eq!(
+        format!("{}{}{}", plan.before, plan.region, plan.after),
+        text[plan.before_start..plan.after_end]
+    );
+    // Cut where an item or statement starts and ends, never after a closing brace's line.
+    assert!(!plan.before.starts_with('}'), "{:?}", plan.before);
+    assert!(
+        plan.after.ends_with("}\n") || plan.after.ends_with(";\n"),
+        "{:?}",
+        plan.after
+    );
+}
+
+#[test]
+fn the_after_window_takes_what_the_before_window_leaves() {
+    let items: String = (0..40)
+        .map(|i| format!("fn f{i}() {{\n    g({i});\n}}\n"))
+        .collect();
+    let fixture = items.replace("g(0)", "g($00)");
+    let budget = EditBudget::default();
+    let (_, plan) = plan_for(&fixture, &budget, &[]);
+    assert_eq!(plan.before, "");
+    let after = ByteEstimate.count_tokens(&plan.after);
+    assert!(
+        after > budget.after_tokens && after <= budget.after_tokens + budget.before_tokens,
+        "{after}"
+    );
+}
+
+// ---- extract ----
+
+/// Plans `fixture`, rewrites the region with `rewrite`, returns the suggestion and the text
+/// after applying it.
+fn suggest(fixture: &str, rewrite: impl Fn(&str) -> String) -> (EditSuggestion, String) {
+    let (text, plan) = plan_for(fixture, &EditBudget::default(), &[]);
+    let cursor = plan.region_range.start + plan.cursor_in_region;
+    let suggestion = suggestion_from_region(&text, &plan, &rewrite(&plan.region), cursor);
+    let mut edited = text.clone();
+    for edit in suggestion.edits.iter().rev() {
+        edited.replace_range(edit.range.clone(), &edit.new_text);
+    }
+    (suggestion, edited)
+}
+
+fn text_edit(range: std::ops::Range<usize>, new_text: &str) -> TextEdit {
+    TextEdit {
+        range,
+        new_text: new_text.into(),
+    }
+}
+
+const FN: &str = "fn f(x: u8) {\n    let y = x;\n    $0g(y);\n    h(y);\n}\n";
+
+#[test]
+fn a_one_word_change_is_a_one_word_edit() {
+    let (suggestion, edited) = suggest(FN, |region| region.replace("let y", "let mut y"));
+    let at = FN.find("let y").unwrap() + 4;
+    assert_eq!(suggestion.edits, vec![text_edit(at..at, "mut ")]);
+    assert_eq!(edited, split(FN).0.replace("let y", "let mut y"));
+    assert_eq!(
+        suggestion.jump,
+        Some(at),
+        "the edit is above the cursor's line"
+    );
+
+    let (suggestion, _) = suggest(FN, |region| region.replace("g(y)", "g(&y)"));
+    let at = split(FN).0.find("g(y)").unwrap() + 2;
+    assert_eq!(suggestion.edits, vec![text_edit(at..at, "&")]);
+    assert_eq!(suggestion.jump, None, "on the cursor's line");
+}
+
+#[test]
+fn insertions_deletions_and_several_hunks() {
+    let text = split(FN).0;
+    let (suggestion, edited) = suggest(FN, |region| region.replace("    h(y);\n", ""));
+    let h = text.find("    h(y);\n").unwrap();
+    assert_eq!(suggestion.edits, vec![text_edit(h..h + 10, "")]);
+    assert_eq!(edited, text.replace("    h(y);\n", ""));
+
+    let (suggestion, edited) = suggest(FN, |region| {
+        region.replace("    h(y);\n", "    h(y);\n    k();\n")
+    });
+    let end = text.find("}\n").unwrap();
+    assert_eq!(suggestion.edits, vec![text_edit(end..end, "    k();\n")]);
+    assert_eq!(suggestion.jump, Some(end));
+    assert_eq!(edited, text.replace("    h(y);\n", "    h(y);\n    k();\n"));
+
+    let (suggestion, edited) = suggest(FN, |region| {
+        region.replace("x: u8", "x: u16").replace("h(y)", "h(x)")
+    });
+    assert_eq!(suggestion.edits.len(), 2, "{suggestion:?}");
+    assert_eq!(
+        suggestion.edits[0],
+        text_edit(
+            text.find("u8").unwrap() + 1..text.find("u8").unwrap() + 2,
+            "16"
+        )
+    );
+    assert_eq!(
+        edited,
+        text.replace("x: u8", "x: u16").replace("h(y)", "h(x)")
+    );
+
+    let (suggestion, edited) = suggest(FN, |_| String::new());
+    assert_eq!(edited, "", "deleting the whole region is an edit");
+    assert_eq!(suggestion.edits, vec![text_edit(0..text.len(), "")]);
+}
+
+#[test]
+fn no_edit_when_only_line_endings_differ() {
+    for rewrite in [
+        |region: &str| region.to_string(),
+        |region: &str| region.trim_end_matches('\n').to_string(),
+        |region: &str| region.replace('\n', "\r\n"),
+    ] {
+        let (suggestion, _) = suggest(FN, rewrite);
+        assert_eq!(suggestion, EditSuggestion::default());
+        assert!(suggestion.is_empty());
+    }
+    let crlf = FN.replace('\n', "\r\n");
+    let (suggestion, _) = suggest(&crlf, |region| region.replace("\r\n", "\n"));
+    assert!(suggestion.is_empty(), "{suggestion:?}");
+}
+
+#[test]
+fn crlf_documents_keep_their_line_endings() {
+    let crlf = FN.replace('\n', "\r\n");
+    let text = split(&crlf).0;
+    // The model writes LF.
+    let (suggestion, edited) = suggest(&crlf, |region| {
+        region
+            .replace("\r\n", "\n")
+            .replace("    h(y);\n", "    h(y);\n    k(y);\n")
+    });
+    let end = text.find("}\r\n").unwrap();
+    assert_eq!(suggestion.edits, vec![text_edit(end..end, "    k(y);\r\n")]);
+    assert_eq!(
+        edited,
+        text.replace("    h(y);\r\n", "    h(y);\r\n    k(y);\r\n")
+    );
+}
+
+#[test]
+fn non_ascii_edits_are_on_char_boundaries() {
+    let fixture = "fn f() {\n    let é = \"ü\";\n    $0g(é);\n}\n";
+    let text = split(fixture).0;
+    let (suggestion, edited) = suggest(fixture, |region| region.replace("\"ü\"", "\"ö\""));
+    let at = text.find('ü').unwrap();
+    assert_eq!(
+        suggestion.edits,
+        vec![text_edit(at..at + 'ü'.len_utf8(), "ö")]
+    );
+    assert_eq!(edited, text.replace('ü', "ö"));
+    // Same first byte (0xC3) in é and ê: the prefix is whole chars.
+    let (suggestion, edited) = suggest(fixture, |region| region.replace('é', "ê"));
+    assert_eq!(suggestion.edits.len(), 2);
+    for edit in &suggestion.edits {
+        assert_eq!(&text[edit.range.clone()], "é");
+        assert_eq!(edit.new_text, "ê");
+    }
+    assert_eq!(edited, text.replace('é', "ê"));
+}
+
+#[test]
+fn a_region_at_the_end_of_a_text_without_a_final_newline() {
+    let fixture = "fn f() {\n    $0g();\n}";
+    let text = split(fixture).0;
+    let (suggestion, edited) = suggest(fixture, |region| format!("{region}\nfn h() {{}}\n"));
+    assert_eq!(edited, format!("{text}\nfn h() {{}}"));
+    assert_eq!(suggestion.jump, Some(text.len()));
 }

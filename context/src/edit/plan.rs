@@ -1,0 +1,195 @@
+//! One next-edit request: the rendered history, the editable region and the code on either
+//! side of it, each within its share of the model's positions.
+
+use std::ops::Range;
+
+use super::history::{render_history, HistoryEdit};
+use super::region::{self, RegionReason};
+use crate::window::{self, LineIndex};
+use crate::{syntax, Budget, Language, Source, TokenCounter};
+
+/// Limits for one request. The tokens are the model's: the default model has 512 positions
+/// for the whole request (history + before + old region + new region + after).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EditBudget {
+    /// Lines of the region above the cursor's line, at most.
+    pub lines_above: usize,
+    /// Lines of the region below the cursor's line, at most.
+    pub lines_below: usize,
+    /// The region's current text, at most (its rewrite is given as many again).
+    pub region_tokens: usize,
+    pub history_tokens: usize,
+    /// The window before the region.
+    pub before_tokens: usize,
+    /// The window after the region.
+    pub after_tokens: usize,
+}
+
+impl Default for EditBudget {
+    fn default() -> EditBudget {
+        EditBudget {
+            lines_above: 3,
+            lines_below: 10,
+            region_tokens: 160,
+            history_tokens: 160,
+            before_tokens: 96,
+            after_tokens: 64,
+        }
+    }
+}
+
+/// What the model is shown for one next-edit request, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditPlan {
+    pub path: String,
+    /// The recent edits, rendered (see [`super::history`]).
+    pub history: String,
+    /// The text just before the region, from a line start.
+    pub before: String,
+    /// The region's current text: whole lines.
+    pub region: String,
+    /// Byte offset of the cursor in `region`.
+    pub cursor_in_region: usize,
+    /// The text just after the region, up to a line end.
+    pub after: String,
+    /// Byte offsets of the region in the source text.
+    pub region_range: Range<usize>,
+    /// Byte offset in the source text where `before` starts.
+    pub before_start: usize,
+    /// Byte offset in the source text where `after` ends.
+    pub after_end: usize,
+    pub reason: RegionReason,
+    pub language: Language,
+}
+
+/// Plans a next-edit request for the cursor in `source` (`history` oldest first). `before` and
+/// `after` are the FIM windows' line walks ([`crate::plan`]'s, cut where an item or statement
+/// starts or ends) from the region's edges; what one side leaves of its budget when it reaches
+/// the start or end of the text goes to the other.
+pub fn plan_edit(
+    source: &Source<'_>,
+    path: &str,
+    history: &[HistoryEdit],
+    budget: &EditBudget,
+    counter: &dyn TokenCounter,
+) -> EditPlan {
+    let text = source.text;
+    let cursor = crate::floor_char_boundary(text, source.cursor.min(text.len()));
+    let owned_tree = match (source.language, source.tree) {
+        (Language::Rust, None) => syntax::parse_around(text, cursor),
+        _ => None,
+    };
+    let tree = match (source.language, source.tree) {
+        (Language::Rust, Some(tree)) => Some((tree, 0)),
+        _ => owned_tree.as_ref().map(|(tree, base)| (tree, *base)),
+    };
+    let region = region::choose(
+        text,
+        cursor,
+        tree.map(|(tree, base)| (tree.root_node(), base)),
+        budget,
+        counter,
+    );
+    let view = tree.map(|(tree, base)| syntax::View::new(tree, base));
+    let range = region.range.clone();
+
+    let (mut before_start, before_tokens) = before_window(
+        text,
+        range.start,
+        view.as_ref(),
+        budget.before_tokens,
+        counter,
+    );
+    let (mut after_end, after_tokens) =
+        after_window(text, range.end, view.as_ref(), budget.after_tokens, counter);
+    if before_start == 0 && after_end < text.len() {
+        let spare = budget.before_tokens - before_tokens;
+        after_end = after_window(
+            text,
+            range.end,
+            view.as_ref(),
+            budget.after_tokens + spare,
+            counter,
+        )
+        .0;
+    } else if after_end == text.len() && before_start > 0 {
+        let spare = budget.after_tokens - after_tokens;
+        before_start = before_window(
+            text,
+            range.start,
+            view.as_ref(),
+            budget.before_tokens + spare,
+            counter,
+        )
+        .0;
+    }
+
+    EditPlan {
+        path: path.to_string(),
+        history: render_history(history, path, budget.history_tokens, counter),
+        before: text[before_start..range.start].to_string(),
+        region: text[range.clone()].to_string(),
+        cursor_in_region: cursor - range.start,
+        after: text[range.end..after_end].to_string(),
+        region_range: range,
+        before_start,
+        after_end,
+        reason: region.reason,
+        language: source.language,
+    }
+}
+
+/// Whole lines before `line_start` within `tokens`: (where they start, their tokens).
+fn before_window(
+    text: &str,
+    line_start: usize,
+    view: Option<&syntax::View<'_>>,
+    tokens: usize,
+    counter: &dyn TokenCounter,
+) -> (usize, usize) {
+    let windows = window::choose(
+        text,
+        line_start,
+        &LineIndex::new(text, line_start),
+        view,
+        &side_budget(tokens, 0),
+        counter,
+    );
+    (windows.prefix_start, windows.prefix_tokens)
+}
+
+/// Whole lines from `line_end` (a line start or the end of the text) within `tokens`: (where
+/// they end, their tokens).
+fn after_window(
+    text: &str,
+    line_end: usize,
+    view: Option<&syntax::View<'_>>,
+    tokens: usize,
+    counter: &dyn TokenCounter,
+) -> (usize, usize) {
+    let windows = window::choose(
+        text,
+        line_end,
+        &LineIndex::new(text, line_end),
+        view,
+        &side_budget(0, tokens),
+        counter,
+    );
+    // The walk keeps part of a first line that is over budget on its own; a window here is
+    // whole lines or nothing.
+    let end = windows.suffix_end;
+    if end == text.len() || text[..end].ends_with('\n') {
+        (end, windows.suffix_tokens)
+    } else {
+        (line_end, 0)
+    }
+}
+
+fn side_budget(prefix_tokens: usize, suffix_tokens: usize) -> Budget {
+    Budget {
+        prefix_tokens,
+        suffix_tokens,
+        neighbour_tokens: 0,
+        max_canvas_tokens: 1,
+    }
+}
