@@ -860,3 +860,119 @@ fn a_region_at_the_end_of_a_text_without_a_final_newline() {
     assert_eq!(edited, format!("{text}\nfn h() {{}}"));
     assert_eq!(suggestion.jump, Some(text.len()));
 }
+
+fn small_lines() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(
+        prop::sample::select(vec!["a", "b", "é", "  a b", "", "x é y"]).prop_map(String::from),
+        0..8,
+    )
+}
+
+proptest! {
+    /// Applying the edits to the document gives the document with the region rewritten; the
+    /// edits are in order, apart, on char boundaries and trimmed to where the texts differ.
+    #[test]
+    fn extracted_edits_rewrite_the_region(
+        before in small_lines(),
+        region in small_lines(),
+        after in small_lines(),
+        new in small_lines(),
+        crlf in any::<bool>(),
+    ) {
+        let eol = if crlf { "\r\n" } else { "\n" };
+        let join = |lines: &[String]| lines.iter().map(|line| format!("{line}{eol}")).collect::<String>();
+        let (before, region, after) = (join(&before), join(&region), join(&after));
+        let text = format!("{before}{region}{after}");
+        let range = before.len()..before.len() + region.len();
+        let plan = EditPlan {
+            path: "t".into(),
+            history: String::new(),
+            before: before.clone(),
+            region: region.clone(),
+            cursor_in_region: 0,
+            after: after.clone(),
+            region_range: range.clone(),
+            before_start: 0,
+            after_end: text.len(),
+            reason: edit_region(
+                &Source { text: &text, cursor: range.start, language: Language::Plain, tree: None },
+                &EditBudget::default(),
+                &ByteEstimate,
+            )
+            .reason,
+            language: Language::Plain,
+        };
+        // The model writes LF whatever the document has.
+        let new_lf: String = new.iter().map(|line| format!("{line}\n")).collect();
+        let suggestion = suggestion_from_region(&text, &plan, &new_lf, range.start);
+        // Into an empty region a lone newline is no edit; an empty document has no line
+        // ending of its own, so it gets `\n`.
+        let doc_eol = if text.is_empty() { "\n" } else { eol };
+        let expected_region = if region.is_empty() && new_lf == "\n" {
+            String::new()
+        } else {
+            new_lf.replace('\n', doc_eol)
+        };
+        let mut edited = text.clone();
+        let mut end = 0;
+        for edit in &suggestion.edits {
+            prop_assert!(edit.range.start >= end, "in order and apart: {:?}", suggestion.edits);
+            prop_assert!(text.is_char_boundary(edit.range.start) && text.is_char_boundary(edit.range.end));
+            let old = &text[edit.range.clone()];
+            prop_assert!(old != edit.new_text);
+            if let (Some(a), Some(b)) = (old.chars().next(), edit.new_text.chars().next()) {
+                prop_assert_ne!(a, b, "trimmed at the front: {:?}", edit);
+            }
+            if let (Some(a), Some(b)) = (old.chars().last(), edit.new_text.chars().last()) {
+                prop_assert_ne!(a, b, "trimmed at the back: {:?}", edit);
+            }
+            end = edit.range.end;
+        }
+        for edit in suggestion.edits.iter().rev() {
+            edited.replace_range(edit.range.clone(), &edit.new_text);
+        }
+        prop_assert_eq!(edited, format!("{before}{expected_region}{after}"));
+        prop_assert_eq!(suggestion.edits.is_empty(), expected_region == region);
+    }
+}
+
+const SAMPLE_RUST: &str = "use std::fmt;\r\n\r\n/// Ünïcode ✓\r\nstruct S {\r\n    a: u8,\r\n    b: String,\r\n}\r\n\r\nimpl S {\r\n    fn f(&self, x: u8) -> u8 {\r\n        match x {\r\n            0 => 1,\r\n            _ => {\r\n                let é = \"ü\";\r\n                é.len() as u8\r\n            }\r\n        }\r\n    }\r\n}\r\n";
+
+const SAMPLE_PYTHON: &str = "import os\n\nclass A:\n    def f(self, x):\n        if x:\n            return 'é'\n\n        return None\n\n\tdef g(self):\n\t\tpass\n";
+
+proptest! {
+    /// Wherever the cursor is, the region holds its line, is whole lines within the line
+    /// limits, and the plan's pieces are the document's text around it.
+    #[test]
+    fn regions_are_whole_lines_around_any_cursor(
+        cursor in 0usize..400,
+        python in any::<bool>(),
+        lines_above in 0usize..4,
+        lines_below in 0usize..12,
+    ) {
+        let (text, language) = if python {
+            (SAMPLE_PYTHON, Language::Python)
+        } else {
+            (SAMPLE_RUST, Language::Rust)
+        };
+        let budget = EditBudget { lines_above, lines_below, ..EditBudget::default() };
+        let source = Source { text, cursor, language, tree: None };
+        let plan = plan_edit(&source, "f", &[], &budget, &ByteEstimate);
+        let range = plan.region_range.clone();
+        let mut cursor = cursor.min(text.len());
+        while !text.is_char_boundary(cursor) {
+            cursor -= 1;
+        }
+        prop_assert_eq!(range.start + plan.cursor_in_region, cursor);
+        prop_assert!(range.start == 0 || text[..range.start].ends_with('\n'));
+        prop_assert!(range.end == text.len() || text[..range.end].ends_with('\n'));
+        let line_start = text[..cursor].rfind('\n').map_or(0, |at| at + 1);
+        let above = text[range.start..line_start].matches('\n').count();
+        let below = text[cursor..range.end].matches('\n').count().saturating_sub(1);
+        prop_assert!(above <= lines_above && below <= lines_below, "{:?}: {} above, {} below", plan.region, above, below);
+        prop_assert_eq!(
+            format!("{}{}{}", plan.before, plan.region, plan.after),
+            &text[plan.before_start..plan.after_end]
+        );
+    }
+}

@@ -133,7 +133,7 @@ pub fn suggestion_from_region(
 }
 
 /// `new_region` with `eol` line endings, ending in a newline exactly when `old` does (unless
-/// it is empty: deleting the whole region is an edit).
+/// it is empty: deleting the whole region is an edit; an empty `old` takes it as written).
 fn with_ending(new_region: &str, eol: &str, old: &str) -> String {
     let mut new = String::with_capacity(new_region.len() + 2);
     for line in new_region.split_inclusive('\n') {
@@ -144,6 +144,14 @@ fn with_ending(new_region: &str, eol: &str, old: &str) -> String {
             }
             None => new.push_str(line),
         }
+    }
+    if old.is_empty() {
+        // An empty region (an empty document, or the end after a final newline) gains what
+        // the model wrote, but a lone newline is nothing.
+        if new == eol {
+            new.clear();
+        }
+        return new;
     }
     let old_ends = old.ends_with('\n');
     if new.ends_with('\n') && !old_ends {
