@@ -12,6 +12,7 @@ pub mod build;
 pub mod error;
 pub mod generate;
 pub mod metrics;
+pub mod next_edit;
 pub mod parallel;
 pub mod progress;
 pub mod report;

@@ -1,0 +1,293 @@
+//! What a next-edit evaluation writes: one JSON line per case (the suggestion as a diff of the
+//! excerpt, so a regression shows as a diff), `summary.json`, and a Markdown table with one
+//! column per source.
+
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+use super::score::{CaseScore, Counts};
+use crate::report::Percentiles;
+
+/// What the model path recorded for one case (absent for baselines and completions files).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NextEditStats {
+    /// Plan + engine + edits: what the user waits for.
+    pub latency_ms: f64,
+    pub model_ms: f64,
+    /// Denoising steps.
+    pub steps: usize,
+    pub forwards: usize,
+    pub tokens_per_forward: f64,
+}
+
+/// One case's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseResult {
+    pub case: String,
+    /// The right answer was no edit.
+    pub no_edit: bool,
+    /// The suggestion as a unified diff of the excerpt; empty for no suggestion.
+    pub suggestion: String,
+    pub exact: bool,
+    pub delta_chrf: f64,
+    pub suggested: bool,
+    /// The expected alternative delta-chrF was best against (0-based).
+    pub best: usize,
+    pub lines: Counts,
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<NextEditStats>,
+}
+
+impl CaseResult {
+    pub fn new(
+        case: &str,
+        no_edit: bool,
+        suggestion: String,
+        score: CaseScore,
+        generation: Option<NextEditStats>,
+    ) -> CaseResult {
+        CaseResult {
+            case: case.to_string(),
+            no_edit,
+            suggestion,
+            exact: score.exact,
+            delta_chrf: score.delta_chrf,
+            suggested: score.suggested,
+            best: score.best,
+            lines: score.lines,
+            generation,
+        }
+    }
+}
+
+/// The numbers for one source over one case set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NextEditSummary {
+    /// The source: a baseline's name, `completions FILE`, or the model's setting.
+    pub setting: String,
+    pub cases: usize,
+    /// Cases whose answer is no edit.
+    pub no_edit_cases: usize,
+    /// Share of cases answered exactly (no suggestion on a no-edit case counts).
+    pub exact_match: f64,
+    /// Mean delta-chrF over all cases, 0 to 100.
+    pub delta_chrf: f64,
+    /// Changed lines summed over all cases (micro).
+    pub lines: Counts,
+    pub line_precision: f64,
+    pub line_recall: f64,
+    /// Share of no-edit cases with a suggestion; `None` without such cases.
+    pub false_positive_rate: Option<f64>,
+    /// Share of cases with a suggestion.
+    pub suggestion_rate: f64,
+    pub latency_ms: Option<Percentiles>,
+    pub steps: Option<f64>,
+    pub tokens_per_forward: Option<f64>,
+}
+
+impl NextEditSummary {
+    pub fn of(setting: &str, results: &[&CaseResult]) -> NextEditSummary {
+        let n = results.len().max(1) as f64;
+        let mut lines = Counts::default();
+        for result in results {
+            lines.add(result.lines);
+        }
+        let no_edit: Vec<&&CaseResult> = results.iter().filter(|r| r.no_edit).collect();
+        let generated: Vec<&NextEditStats> = results
+            .iter()
+            .filter_map(|r| r.generation.as_ref())
+            .collect();
+        let mean = |f: &dyn Fn(&NextEditStats) -> f64| {
+            (!generated.is_empty())
+                .then(|| generated.iter().map(|g| f(g)).sum::<f64>() / generated.len() as f64)
+        };
+        let latencies: Vec<f64> = generated.iter().map(|g| g.latency_ms).collect();
+        NextEditSummary {
+            setting: setting.to_string(),
+            cases: results.len(),
+            no_edit_cases: no_edit.len(),
+            exact_match: results.iter().filter(|r| r.exact).count() as f64 / n,
+            delta_chrf: results.iter().map(|r| r.delta_chrf).sum::<f64>() / n,
+            line_precision: lines.precision(),
+            line_recall: lines.recall(),
+            lines,
+            false_positive_rate: (!no_edit.is_empty()).then(|| {
+                no_edit.iter().filter(|r| r.suggested).count() as f64 / no_edit.len() as f64
+            }),
+            suggestion_rate: results.iter().filter(|r| r.suggested).count() as f64 / n,
+            latency_ms: Percentiles::of(&latencies),
+            steps: mean(&|g| g.steps as f64),
+            tokens_per_forward: mean(&|g| g.tokens_per_forward),
+        }
+    }
+}
+
+/// The summaries side by side as a Markdown table: one row per metric, one column per source.
+pub fn table(summaries: &[NextEditSummary]) -> String {
+    let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+    let number =
+        |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |x| format!("{x:.digits$}"));
+    type Row<'a> = (&'a str, Box<dyn Fn(&NextEditSummary) -> String + 'a>);
+    let rows: Vec<Row> = vec![
+        (
+            "cases (no-edit)",
+            Box::new(|s| format!("{} ({})", s.cases, s.no_edit_cases)),
+        ),
+        (
+            "exact match",
+            Box::new(move |s| percent(Some(s.exact_match))),
+        ),
+        (
+            "delta-chrF",
+            Box::new(move |s| number(Some(s.delta_chrf), 2)),
+        ),
+        (
+            "line precision",
+            Box::new(move |s| percent(Some(s.line_precision))),
+        ),
+        (
+            "line recall",
+            Box::new(move |s| percent(Some(s.line_recall))),
+        ),
+        (
+            "false positives (no-edit)",
+            Box::new(move |s| percent(s.false_positive_rate)),
+        ),
+        (
+            "suggestion rate",
+            Box::new(move |s| percent(Some(s.suggestion_rate))),
+        ),
+        (
+            "latency p50 ms",
+            Box::new(move |s| number(s.latency_ms.map(|l| l.p50), 1)),
+        ),
+        (
+            "latency p95 ms",
+            Box::new(move |s| number(s.latency_ms.map(|l| l.p95), 1)),
+        ),
+        ("steps", Box::new(move |s| number(s.steps, 2))),
+        (
+            "tokens/forward",
+            Box::new(move |s| number(s.tokens_per_forward, 2)),
+        ),
+    ];
+    let mut cells: Vec<Vec<String>> = vec![std::iter::once(String::new())
+        .chain(summaries.iter().map(|s| s.setting.replace('|', "\\|")))
+        .collect()];
+    for (name, value) in &rows {
+        cells.push(
+            std::iter::once(name.to_string())
+                .chain(summaries.iter().map(value))
+                .collect(),
+        );
+    }
+    let widths: Vec<usize> = (0..=summaries.len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|row| row[c].chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(3)
+        })
+        .collect();
+    let mut out = String::new();
+    for (i, row) in cells.iter().enumerate() {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                if c == 0 {
+                    format!("{cell:<w$}", w = widths[c])
+                } else {
+                    format!("{cell:>w$}", w = widths[c])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "| {} |", line.join(" | "));
+        if i == 0 {
+            let rule: Vec<String> = widths
+                .iter()
+                .enumerate()
+                .map(|(c, w)| {
+                    if c == 0 {
+                        "-".repeat(*w)
+                    } else {
+                        format!("{}:", "-".repeat(w - 1))
+                    }
+                })
+                .collect();
+            let _ = writeln!(out, "| {} |", rule.join(" | "));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(no_edit: bool, exact: bool, chrf: f64, suggested: bool, tp: usize) -> CaseResult {
+        CaseResult {
+            case: "c".into(),
+            no_edit,
+            suggestion: String::new(),
+            exact,
+            delta_chrf: chrf,
+            suggested,
+            best: 0,
+            lines: Counts {
+                true_positives: tp,
+                false_positives: 1,
+                false_negatives: 0,
+            },
+            generation: None,
+        }
+    }
+
+    #[test]
+    fn summary_rates_and_micro_line_counts() {
+        let results = [
+            result(false, true, 100.0, true, 3),
+            result(false, false, 50.0, true, 1),
+            result(true, true, 100.0, false, 0),
+            result(true, false, 0.0, true, 0),
+        ];
+        let refs: Vec<&CaseResult> = results.iter().collect();
+        let summary = NextEditSummary::of("repeat-last", &refs);
+        assert_eq!(summary.exact_match, 0.5);
+        assert_eq!(summary.delta_chrf, 62.5);
+        assert_eq!(summary.false_positive_rate, Some(0.5));
+        assert_eq!(summary.suggestion_rate, 0.75);
+        // 4 true positives, 4 false positives, no false negatives.
+        assert_eq!(summary.line_precision, 0.5);
+        assert_eq!(summary.line_recall, 1.0);
+        assert_eq!(summary.latency_ms, None);
+        let table = table(&[summary]);
+        let rows: Vec<&str> = table.lines().collect();
+        assert!(rows[0].contains("repeat-last"), "{table}");
+        assert!(rows[1].starts_with("| ---"), "{table}");
+        assert!(
+            rows.iter()
+                .any(|r| r.contains("delta-chrF") && r.contains("62.50")),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn results_round_trip_through_json() {
+        let mut with_stats = result(false, true, 1.0, true, 1);
+        with_stats.generation = Some(NextEditStats {
+            latency_ms: 12.5,
+            model_ms: 10.0,
+            steps: 4,
+            forwards: 4,
+            tokens_per_forward: 3.5,
+        });
+        for result in [result(true, false, 0.0, true, 0), with_stats] {
+            let line = serde_json::to_string(&result).unwrap();
+            assert_eq!(serde_json::from_str::<CaseResult>(&line).unwrap(), result);
+        }
+    }
+}

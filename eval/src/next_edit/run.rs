@@ -1,0 +1,305 @@
+//! One next-edit evaluation: each case's suggestion (from the model, a completions file or a
+//! baseline) is scored and appended to `cases.jsonl` as it comes, so a stopped run resumes
+//! where it stopped and a different source or setting is refused; at the end the file is
+//! rewritten in case order (two runs diff cleanly) and `summary.json` and `summary.md` (the
+//! table) written.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+
+use redraft_context::edit::diff;
+use serde::{Deserialize, Serialize};
+
+use super::baseline::Baseline;
+use super::case::NextEditCase;
+use super::report::{table, CaseResult, NextEditStats, NextEditSummary};
+use super::score::score;
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+use crate::task::{read_jsonl, write_atomic, write_jsonl};
+
+pub const RESULTS_FILE: &str = "cases.jsonl";
+pub const SUMMARY_FILE: &str = "summary.json";
+pub const TABLE_FILE: &str = "summary.md";
+pub const RUN_FILE: &str = "run.json";
+
+/// The model arm: the one next-edit pipeline (plan -> engine -> edits) that the language
+/// server also calls, behind a trait so this crate's runner does not fix its settings.
+///
+/// INTEGRATION POINT: implemented over `redraft_eval::generate::next_edit` (the engine side);
+/// until it exists the command line has no model to pass here.
+pub trait NextEditModel {
+    /// The setting as the user wrote it (`--effort low`): the table's column and part of the
+    /// run's identity.
+    fn setting(&self) -> String;
+    /// The model directory (part of the run's identity).
+    fn model(&self) -> String;
+    /// The case's excerpt as the model's suggestion leaves it (unchanged: no suggestion).
+    fn suggest(&self, case: &NextEditCase) -> Result<Suggestion>;
+}
+
+/// What the model suggested for one case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suggestion {
+    /// The whole excerpt after the suggested edits.
+    pub excerpt: String,
+    pub stats: NextEditStats,
+}
+
+/// Where suggestions come from.
+pub enum NextEditSource<'a> {
+    Model(&'a dyn NextEditModel),
+    /// Case name -> the excerpt after another system's suggestion (see [`read_completions`]),
+    /// and the file it came from.
+    Completions {
+        file: &'a Path,
+        given: &'a HashMap<String, String>,
+    },
+    Baseline(Baseline),
+}
+
+impl NextEditSource<'_> {
+    /// The table's column name.
+    pub fn setting(&self) -> String {
+        match self {
+            NextEditSource::Model(model) => model.setting(),
+            NextEditSource::Completions { file, .. } => format!("completions {}", file.display()),
+            NextEditSource::Baseline(baseline) => baseline.name().to_string(),
+        }
+    }
+
+    /// What the run's results depend on besides the cases.
+    pub fn identity(&self, cases: &str) -> RunIdentity {
+        let (source, setting) = match self {
+            NextEditSource::Model(model) => (model.model(), Some(model.setting())),
+            NextEditSource::Completions { file, .. } => (file.display().to_string(), None),
+            NextEditSource::Baseline(baseline) => (format!("baseline {baseline}"), None),
+        };
+        RunIdentity {
+            cases: cases.to_string(),
+            source,
+            setting,
+        }
+    }
+
+    fn suggest(&self, case: &NextEditCase) -> Result<(String, Option<NextEditStats>)> {
+        Ok(match self {
+            NextEditSource::Model(model) => {
+                let suggestion = model.suggest(case)?;
+                (suggestion.excerpt, Some(suggestion.stats))
+            }
+            NextEditSource::Completions { given, .. } => (
+                given
+                    .get(&case.name)
+                    .cloned()
+                    .unwrap_or_else(|| case.excerpt.clone()),
+                None,
+            ),
+            NextEditSource::Baseline(baseline) => (baseline.suggest(case), None),
+        })
+    }
+}
+
+/// What identifies a run: a directory holding results of another run is not resumed into.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunIdentity {
+    /// The case directory or file.
+    pub cases: String,
+    /// The model directory, the completions file, or `baseline NAME`.
+    pub source: String,
+    /// The model's setting.
+    pub setting: Option<String>,
+}
+
+/// Evaluates `cases` into `out` (created if needed) and returns the summary. Cases already in
+/// `out/cases.jsonl` are not redone.
+pub fn evaluate(
+    cases: &[NextEditCase],
+    source: &NextEditSource<'_>,
+    identity: &RunIdentity,
+    out: &Path,
+) -> Result<NextEditSummary> {
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let results_path = out.join(RESULTS_FILE);
+    let mut previous = resume(out, identity)?;
+    let label = source.setting();
+    let done_before = cases
+        .iter()
+        .filter(|c| previous.contains_key(&c.name))
+        .count();
+    if done_before > 0 {
+        eprintln!(
+            "eval --next-edit: resuming, {done_before} of {} cases already done",
+            cases.len()
+        );
+    }
+    let exact_before = cases
+        .iter()
+        .filter_map(|c| previous.get(&c.name))
+        .filter(|r| r.exact)
+        .count();
+    let progress = Progress::resuming(&label, cases.len(), done_before, exact_before);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&results_path)
+        .map_err(|e| Error::io(&results_path, e))?;
+    let todo: Vec<&NextEditCase> = cases
+        .iter()
+        .filter(|c| !previous.contains_key(&c.name))
+        .collect();
+    for case in todo {
+        let (actual, generation) = source.suggest(case)?;
+        let scored = score(case, &actual);
+        let suggestion = diff::unified_diff(
+            &case.path,
+            &case.excerpt,
+            super::score::normalise(case, &actual),
+            3,
+        );
+        let result = CaseResult::new(&case.name, case.no_edit, suggestion, scored, generation);
+        let line = serde_json::to_string(&result).expect("results serialise");
+        writeln!(file, "{line}")
+            .and_then(|()| file.flush())
+            .map_err(|e| Error::io(&results_path, e))?;
+        progress.tick(result.exact);
+        previous.insert(result.case.clone(), result);
+    }
+    progress.finish();
+    drop(file);
+    // In case order; results of cases outside this set (an earlier, larger run) after them.
+    let wanted: HashSet<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    let mut ordered: Vec<&CaseResult> =
+        cases.iter().filter_map(|c| previous.get(&c.name)).collect();
+    let mut others: Vec<&CaseResult> = previous
+        .values()
+        .filter(|r| !wanted.contains(r.case.as_str()))
+        .collect();
+    others.sort_by(|a, b| a.case.cmp(&b.case));
+    let selected = ordered.len();
+    ordered.extend(others);
+    write_jsonl(&results_path, &ordered)?;
+    let summary = NextEditSummary::of(&label, &ordered[..selected]);
+    let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::Invalid(e.to_string()))?;
+    write_atomic(&out.join(SUMMARY_FILE), json.as_bytes())?;
+    write_atomic(
+        &out.join(TABLE_FILE),
+        table(std::slice::from_ref(&summary)).as_bytes(),
+    )?;
+    Ok(summary)
+}
+
+/// The results already in `out`, after checking they belong to this run. A last line cut short
+/// by a crash is dropped (its case is redone).
+fn resume(out: &Path, identity: &RunIdentity) -> Result<HashMap<String, CaseResult>> {
+    let run_path = out.join(RUN_FILE);
+    let results_path = out.join(RESULTS_FILE);
+    if run_path.is_file() {
+        let text = std::fs::read_to_string(&run_path).map_err(|e| Error::io(&run_path, e))?;
+        let theirs: RunIdentity = serde_json::from_str(&text).map_err(|e| Error::Input {
+            path: run_path.clone(),
+            message: e.to_string(),
+        })?;
+        if &theirs != identity {
+            return Err(Error::Invalid(format!(
+                "{} holds results of another run ({}); pick another --out or delete it",
+                out.display(),
+                run_path.display()
+            )));
+        }
+    } else if results_path.is_file() {
+        return Err(Error::Invalid(format!(
+            "{} has results but no {RUN_FILE}: not resuming into it; pick another --out",
+            out.display()
+        )));
+    } else {
+        let json =
+            serde_json::to_string_pretty(identity).map_err(|e| Error::Invalid(e.to_string()))?;
+        write_atomic(&run_path, json.as_bytes())?;
+    }
+    if !results_path.is_file() {
+        return Ok(HashMap::new());
+    }
+    let text = std::fs::read_to_string(&results_path).map_err(|e| Error::io(&results_path, e))?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut results = HashMap::new();
+    for (i, line) in lines.iter().enumerate() {
+        match serde_json::from_str::<CaseResult>(line) {
+            Ok(result) => {
+                results.insert(result.case.clone(), result);
+            }
+            Err(_) if i + 1 == lines.len() => {} // cut short by a stop mid-write
+            Err(e) => {
+                return Err(Error::Input {
+                    path: results_path,
+                    message: format!("line {}: {e}", i + 1),
+                })
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// Reads `--completions`: JSONL with one row per case, `case` (its name) and either
+/// `excerpt` (the whole excerpt after the suggestion) or `region` (the rewritten text of
+/// `range`, a `[start, end]` byte range of the excerpt; without `range`, the whole excerpt).
+/// Every name must be a case's, once. Returns case name -> excerpt after the suggestion.
+pub fn read_completions(path: &Path, cases: &[NextEditCase]) -> Result<HashMap<String, String>> {
+    #[derive(Deserialize)]
+    struct Row {
+        case: String,
+        excerpt: Option<String>,
+        region: Option<String>,
+        range: Option<(usize, usize)>,
+    }
+    let rows: Vec<Row> = read_jsonl(path)?;
+    let by_name: HashMap<&str, &NextEditCase> =
+        cases.iter().map(|c| (c.name.as_str(), c)).collect();
+    let bad = |message: String| Error::Input {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut given = HashMap::new();
+    for row in rows {
+        let case = by_name.get(row.case.as_str()).ok_or_else(|| {
+            bad(format!(
+                "a completion for `{}`, which is not a case here: are these completions for these cases?",
+                row.case
+            ))
+        })?;
+        let excerpt = match (row.excerpt, row.region, row.range) {
+            (Some(excerpt), None, None) => excerpt,
+            (None, Some(region), None) => region,
+            (None, Some(region), Some((start, end))) => {
+                let text = &case.excerpt;
+                if start > end
+                    || end > text.len()
+                    || !text.is_char_boundary(start)
+                    || !text.is_char_boundary(end)
+                {
+                    return Err(bad(format!(
+                        "`{}`: range [{start}, {end}] is not a byte range of the excerpt ({} bytes)",
+                        row.case,
+                        text.len()
+                    )));
+                }
+                format!("{}{region}{}", &text[..start], &text[end..])
+            }
+            _ => {
+                return Err(bad(format!(
+                    "`{}`: give `excerpt`, or `region` (with an optional `range`), not both",
+                    row.case
+                )))
+            }
+        };
+        if given.insert(row.case.clone(), excerpt).is_some() {
+            return Err(bad(format!(
+                "two completions for `{}`: one suggestion per case is what is scored",
+                row.case
+            )));
+        }
+    }
+    Ok(given)
+}
