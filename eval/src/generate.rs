@@ -2,7 +2,9 @@
 //! between them, and the request is built exactly as the language server builds one: the
 //! context layer's [`redraft_context::plan`] picks the windows and the canvas length, the
 //! engine fills the canvas, [`redraft_context::finish`] cleans the middle. So the eval scores
-//! what an editor user would have been shown.
+//! what an editor user would have been shown. [`edit`] is the same for next edits.
+
+pub mod edit;
 
 use std::time::Instant;
 

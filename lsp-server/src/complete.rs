@@ -1,4 +1,7 @@
-//! `redraft complete`: one fill-in-the-middle request from the command line.
+//! `redraft complete`: one fill-in-the-middle request from the command line, or with
+//! `--next-edit` one next-edit suggestion ([`next_edit`]).
+
+mod next_edit;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -36,9 +39,17 @@ pub struct Args {
     /// The text after the cursor.
     #[arg(long, conflicts_with = "file")]
     suffix_file: Option<PathBuf>,
-    /// Read `{"prefix": "...", "suffix": "..."}` from stdin.
+    /// Read `{"prefix": "...", "suffix": "..."}` from stdin (with --next-edit: `{"text": "...",
+    /// "cursor": BYTE, "path": "...", "history": "unified diff"}`).
     #[arg(long, conflicts_with_all = ["file", "prefix_file", "suffix_file"])]
     stdin_json: bool,
+    /// Suggest the next edit near the cursor instead of filling in at it: prints the edit as a
+    /// unified diff (nothing when the model sees no edit to make).
+    #[arg(long, conflicts_with_all = ["prefix_file", "suffix_file", "canvas_tokens"])]
+    next_edit: bool,
+    /// The recent edits, oldest first, as unified diffs (`git diff` output), for --next-edit.
+    #[arg(long, requires = "next_edit")]
+    history: Option<PathBuf>,
     /// Longest middle in tokens (the model may end earlier with EOS).
     #[arg(long, default_value_t = 32)]
     max_tokens: usize,
@@ -128,6 +139,9 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.next_edit {
+        return next_edit::run(args);
+    }
     let (prefix, suffix) = args.prefix_suffix()?;
     let load_started = Instant::now();
     let engine = crate::default_model::load_or_default(args.model.as_deref(), args.device)?;

@@ -31,6 +31,13 @@ pub struct SamplerArgs {
     pub temperature: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Next edits: commit a token copied from the old region once the model is this sure of it
+    /// [default: 0.5].
+    #[arg(long, conflicts_with = "no_draft")]
+    pub draft_tau: Option<f32>,
+    /// Next edits: no lower bar for copies of the old region (every slot waits for --tau).
+    #[arg(long)]
+    pub no_draft: bool,
 }
 
 fn parse_confidence(s: &str) -> Result<Confidence, String> {
@@ -64,6 +71,17 @@ impl SamplerArgs {
         config.cache.refresh_every = self.refresh_every;
         config.temperature = self.temperature;
         config.seed = self.seed;
+        config.draft_tau = if self.no_draft { None } else { self.draft_tau };
+        config
+    }
+
+    /// [`SamplerArgs::config`] for next edits: copies of the old region commit at the draft
+    /// bar unless `--no-draft`.
+    pub fn edit_config(&self) -> SamplerConfig {
+        let mut config = self.config();
+        if !self.no_draft && config.draft_tau.is_none() {
+            config.draft_tau = Some(redraft_eval::generate::edit::DRAFT_TAU);
+        }
         config
     }
 
@@ -101,6 +119,8 @@ impl SamplerArgs {
             (self.temperature != 0.0).then(|| self.temperature.to_string()),
         );
         add("seed", (self.seed != 0).then(|| self.seed.to_string()));
+        add("draft-tau", self.draft_tau.map(|t| t.to_string()));
+        add("no-draft", self.no_draft.then(String::new));
         parts.join(" ")
     }
 }

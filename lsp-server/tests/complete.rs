@@ -308,3 +308,109 @@ fn long_context_is_trimmed_to_the_models_positions() {
     // The fixture model has 256 positions: 240 for context, three quarters of it before.
     assert_eq!((prefix, suffix), (180, 60));
 }
+
+/// `redraft complete --next-edit` on the default model: the JSON names the region, the edits
+/// lie inside it, and the edits applied to the file give the file with the region rewritten
+/// as `new_region` says; the plain output is a unified diff saying the same.
+#[test]
+fn next_edit_prints_the_edit_as_json_and_as_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("area.rs");
+    let text = "fn area(width: u32, height: u32) -> u32 {\n    width * height\n}\n\nfn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", area(w, h));\n}\n";
+    std::fs::write(&file, text).unwrap();
+    let history = dir.path().join("history.diff");
+    std::fs::write(
+        &history,
+        "--- a/area.rs\n+++ b/area.rs\n@@ -5,3 +5,3 @@\n fn main() {\n-    let w = 3;\n+    let width = 3;\n     let h = 4;\n",
+    )
+    .unwrap();
+    let args = [
+        "complete",
+        "--next-edit",
+        "--file",
+        path(&file),
+        "--line",
+        "6",
+        "--column",
+        "14",
+        "--history",
+        path(&history),
+    ];
+    let v = json_ok(&redraft(&[&args[..], &["--json"]].concat(), ""));
+    let (start, end) = (
+        v["region"]["start"].as_u64().unwrap() as usize,
+        v["region"]["end"].as_u64().unwrap() as usize,
+    );
+    let cursor = text.find("width = 3").unwrap() + "width".len() - 1;
+    assert!(
+        start <= cursor && cursor <= end,
+        "{start}..{end} holds the cursor"
+    );
+    assert_eq!(v["history_edits"], 1);
+    assert!(v["forwards"].as_u64().unwrap() >= 1);
+    assert!(v["tokens_per_forward"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["sampler"]["draft_tau"], 0.5);
+    let mut edited = text.to_string();
+    for edit in v["edits"].as_array().unwrap().iter().rev() {
+        let (a, b) = (
+            edit["start"].as_u64().unwrap() as usize,
+            edit["end"].as_u64().unwrap() as usize,
+        );
+        assert!(start <= a && b <= end, "edit {a}..{b} inside the region");
+        edited.replace_range(a..b, edit["text"].as_str().unwrap());
+    }
+    let new_region = v["new_region"].as_str().unwrap();
+    let expected = format!("{}{}{}", &text[..start], new_region, &text[end..]);
+    // Line endings and a final newline of the rewrite are the document's business.
+    assert_eq!(edited.trim_end(), expected.trim_end());
+
+    let out = redraft(&args, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let diff = String::from_utf8(out.stdout).unwrap();
+    if v["edits"].as_array().unwrap().is_empty() {
+        assert_eq!(diff, "");
+    } else {
+        let patches = redraft_context::edit::parse_patches(&diff).unwrap();
+        assert_eq!(patches.len(), 1);
+        assert_eq!(
+            redraft_context::edit::apply(text, &patches[0]).unwrap(),
+            edited
+        );
+    }
+}
+
+#[test]
+fn next_edit_refuses_a_cursor_inside_a_character_and_bad_history() {
+    let out = redraft(
+        &["complete", "--next-edit", "--stdin-json"],
+        r#"{"text": "let é = 1;\n", "cursor": 5}"#,
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a character boundary"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.rs");
+    std::fs::write(&file, "fn a() {}\n").unwrap();
+    let history = dir.path().join("h.diff");
+    std::fs::write(&history, "--- a/a.rs\n+++ b/a.rs\n@@ nonsense @@\n-x\n").unwrap();
+    let out = redraft(
+        &[
+            "complete",
+            "--next-edit",
+            "--file",
+            path(&file),
+            "--line",
+            "1",
+            "--column",
+            "1",
+            "--history",
+            path(&history),
+        ],
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("edit history"));
+}

@@ -1,0 +1,91 @@
+//! The next-edit pipeline, the one path from a document to a suggested edit for every caller
+//! (`redraft eval --next-edit`, `redraft complete --next-edit`, the language server): the context
+//! layer's [`plan_edit`] picks the editable region and what is shown around it, the engine
+//! rewrites the region ([`Engine::next_edit`]), [`suggestion_from_region`] turns the rewrite
+//! into minimal edits and a jump target.
+
+use std::time::Instant;
+
+use redraft_context::edit::{
+    plan_edit, suggestion_from_region, EditBudget, EditPlan, EditSuggestion, HistoryEdit,
+};
+use redraft_context::Source;
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::{Controls, SamplerConfig};
+use redraft_engine::{Completion, EditRequest, Engine};
+
+use super::EngineTokens;
+use crate::error::Result;
+
+/// The draft bar next edits decode with unless told otherwise: a token the model copies from
+/// the old region is committed once it is this sure of it (see `SamplerConfig::draft_tau`).
+pub const DRAFT_TAU: f32 = 0.5;
+
+/// What a next edit is asked about: the document (with the cursor), its name, and the recent
+/// edits, oldest first.
+#[derive(Debug, Clone, Copy)]
+pub struct EditInput<'a> {
+    pub source: Source<'a>,
+    pub path: &'a str,
+    pub history: &'a [HistoryEdit],
+}
+
+/// A suggested next edit with how it was made.
+#[derive(Debug, Clone)]
+pub struct EditOutcome {
+    pub plan: EditPlan,
+    /// The engine's rewrite of `plan.region`.
+    pub new_region: String,
+    /// Empty: no edit.
+    pub suggestion: EditSuggestion,
+    pub completion: Completion,
+    /// Plan + engine + extraction.
+    pub latency_ms: f64,
+}
+
+/// The engine request for a plan: the one place a next-edit plan becomes an [`EditRequest`].
+pub fn edit_request(plan: &EditPlan, sampler: SamplerConfig) -> EditRequest {
+    EditRequest {
+        history: plan.history.clone(),
+        path: plan.path.clone(),
+        before: plan.before.clone(),
+        region: plan.region.clone(),
+        cursor: plan.cursor_in_region,
+        after: plan.after.clone(),
+        max_tokens: None,
+        sampler,
+    }
+}
+
+/// Suggests the next edit for `input`.
+pub fn next_edit(
+    engine: &Engine,
+    input: &EditInput<'_>,
+    budget: &EditBudget,
+    sampler: SamplerConfig,
+    cache: &mut KvCache,
+    controls: Controls<'_>,
+) -> Result<EditOutcome> {
+    let started = Instant::now();
+    let plan = plan_edit(
+        &input.source,
+        input.path,
+        input.history,
+        budget,
+        &EngineTokens(engine),
+    );
+    let completion = engine.next_edit(&edit_request(&plan, sampler), cache, controls)?;
+    let suggestion = suggestion_from_region(
+        input.source.text,
+        &plan,
+        &completion.middle,
+        input.source.cursor,
+    );
+    Ok(EditOutcome {
+        new_region: completion.middle.clone(),
+        plan,
+        suggestion,
+        completion,
+        latency_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
