@@ -11,6 +11,7 @@
 //! Not here: the model, the prompt's special tokens, LSP types. Byte offsets are the
 //! document's; every range is on char boundaries.
 
+pub mod cut;
 pub mod diff;
 pub mod extract;
 pub mod history;
