@@ -7,6 +7,7 @@
 //! - [`score`]: exact match, Zed's delta-chrF and changed-line counts against the best
 //!   expected alternative.
 //! - [`baseline`]: `no-edit` and `repeat-last`.
+//! - [`model`]: the model arm, through [`crate::generate::edit::next_edit`].
 //! - [`run`]: a case set through a source (the model, a completions file, a baseline) into
 //!   resumable per-case JSONL; [`report`]: the summary and its Markdown table.
 //! - [`build`]: cases cut from two versions of a tree.
@@ -15,6 +16,7 @@ pub mod baseline;
 pub mod build;
 pub mod case;
 pub mod markdown;
+pub mod model;
 pub mod report;
 pub mod run;
 pub mod score;

@@ -1,6 +1,10 @@
 //! `redraft eval`: fill-in-the-middle benchmarks scored by execution (Python, Rust) or by match
 //! (tasks without tests), with latency, for the embedded model, a model directory, or
-//! completions produced elsewhere. The work is `redraft_eval`'s; this file is the command line.
+//! completions produced elsewhere; `--next-edit` scores next-edit suggestions instead
+//! ([`next_edit`]). The work is `redraft_eval`'s; this file is the command line.
+
+#[path = "eval_next_edit.rs"]
+mod next_edit;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -18,8 +22,20 @@ use crate::sampler_args::SamplerArgs;
 #[derive(clap::Args)]
 pub struct Args {
     /// Task file: HumanEval-infilling JSONL (plain or .gz), e.g. one `redraft bench build` wrote.
-    #[arg(long)]
-    tasks: PathBuf,
+    #[arg(long, required_unless_present = "next_edit")]
+    tasks: Option<PathBuf>,
+    /// Score next-edit suggestions on these cases instead of fill-in-the-middle tasks: a
+    /// directory of Zed-format `.md` cases (e.g. ../shared/benchmarks/zed-next-edit) or one
+    /// case file. With --from-dirs, the directory the built cases are written to.
+    #[arg(
+        long,
+        value_name = "CASES",
+        conflicts_with_all = [
+            "tasks", "language", "canonical", "sweep", "oracle_length", "sample", "jobs",
+            "timeout_s", "python", "rust_deps", "work_dir",
+        ],
+    )]
+    next_edit: Option<PathBuf>,
     /// Language of tasks that do not say (OpenAI's Python files are recognised by their ids).
     #[arg(long)]
     language: Option<TaskLanguage>,
@@ -31,7 +47,9 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     device: DeviceSpec,
     /// Score these completions (JSONL of `task_id`, `completion`) instead of generating: the
-    /// same scorer for any other system.
+    /// same scorer for any other system. With --next-edit: JSONL of `case` (its name) and
+    /// `excerpt` (the case's excerpt after the suggestion), or `region` (the rewritten text of
+    /// `range`, a [start, end] byte range of the excerpt).
     #[arg(long, conflicts_with = "canonical")]
     completions: Option<PathBuf>,
     /// Score each task's own middle (checks a task file and the scorer: everything should pass).
@@ -44,7 +62,7 @@ pub struct Args {
     /// Scoring workers (default: the machine's cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Only the first N tasks.
+    /// Only the first N tasks (cases).
     #[arg(long, conflicts_with = "sample")]
     limit: Option<usize>,
     /// A seeded random sample of N tasks (kept in file order).
@@ -80,6 +98,9 @@ pub struct Args {
     /// Where per-program scratch directories go (default: the system temp dir).
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    /// Last: its heading would carry over to the flags after it.
+    #[command(flatten)]
+    next: next_edit::NextEditArgs,
 }
 
 /// One `--sweep` value, parsed with the same flags as the command line.
@@ -147,9 +168,28 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let all = read_tasks(&args.tasks)?;
+    if let Some(cases) = &args.next_edit {
+        let common = next_edit::Common {
+            cases,
+            model: args.model.as_deref(),
+            device: args.device,
+            completions: args.completions.as_deref(),
+            out: args.out.as_deref(),
+            limit: args.limit,
+            sampler: &args.sampler,
+        };
+        return next_edit::run(common, &args.next);
+    }
+    if let Some(flag) = args.next.given() {
+        bail!("{flag} goes with --next-edit CASES (next-edit suggestions), not --tasks");
+    }
+    let tasks_path = args
+        .tasks
+        .clone()
+        .expect("clap requires --tasks without --next-edit");
+    let all = read_tasks(&tasks_path)?;
     if all.is_empty() {
-        bail!("{} holds no tasks", args.tasks.display());
+        bail!("{} holds no tasks", tasks_path.display());
     }
     let mut tasks = args.select(all);
     let given: Option<HashMap<String, String>> = match (&args.completions, args.canonical) {
@@ -207,8 +247,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .jobs
         .unwrap_or_else(redraft_eval::parallel::default_jobs)
         .max(1);
-    let stem = task_file_stem(&args.tasks);
-    let tasks_file = args.tasks.display().to_string();
+    let stem = task_file_stem(&tasks_path);
+    let tasks_file = tasks_path.display().to_string();
     let run = Run {
         tasks: &tasks,
         languages: &languages,
