@@ -381,30 +381,36 @@ fn cases_are_built_from_two_versions_of_a_tree() {
         revision: "0".into(),
         ..BuildOptions::default()
     };
-    let cases = build_from_dirs(&old, &new, &options).unwrap();
+    let built = build_from_dirs(&old, &new, &options).unwrap();
+    assert_eq!(built.unwritable, 0);
+    let cases = built.cases;
+    // The field's rename is a group of its own (nine unchanged lines away); `area` and
+    // `is_square` are one: the second is the target, then the group is done.
     let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["src-shapes.rs--hunk-2", "src-shapes.rs--after-last"]
-    );
+    assert_eq!(names, ["src-shapes.rs--1", "src-shapes.rs--2-no-edit"]);
 
-    // The target: the renames in `area` and `is_square`, after the field's rename; the
-    // cursor where that rename ended.
     let target = &cases[0];
     assert!(!target.no_edit);
-    assert!(target.excerpt[..target.cursor].ends_with("    pub width: u32,"));
-    assert!(target.history[0].diff.contains("+    pub width: u32,"));
+    assert!(target.excerpt[..target.cursor]
+        .ends_with("    pub fn area(&self) -> u32 {\n        self.width"));
+    assert_eq!(target.history.len(), 1);
+    assert!(target.history[0]
+        .diff
+        .contains("+        self.width * self.h"));
     assert_eq!(
-        target.expected[0],
-        target
+        target.expected,
+        [target
             .excerpt
-            .replace("self.w * self.h", "self.width * self.h")
-            .replace("self.w == self.h", "self.width == self.h")
+            .replace("self.w == self.h", "self.width == self.h")]
     );
-    // After the last hunk nothing more was done.
-    let last = &cases[1];
-    assert!(last.no_edit && last.expected_patches.is_empty());
-    assert!(last.excerpt[..last.cursor].ends_with("self.width == self.h"));
+    // Repeating the last rename is right here.
+    assert!(score(target, &Baseline::RepeatLast.suggest(target)).exact);
+
+    let done = &cases[1];
+    assert!(done.no_edit && done.expected_patches.is_empty());
+    assert!(done.excerpt[..done.cursor]
+        .ends_with("    pub fn is_square(&self) -> bool {\n        self.width"));
+    assert_eq!(done.history.len(), 2);
 
     // Written in Zed's format and read back unchanged.
     let dir = tempfile::tempdir().unwrap();
@@ -412,17 +418,13 @@ fn cases_are_built_from_two_versions_of_a_tree() {
     assert_eq!(files.len(), 2);
     let text = std::fs::read_to_string(&files[0]).unwrap();
     assert!(text.starts_with(
-        "+++\nrepository_url = \"https://example.com/shapes\"\nrevision = \"0\"\n+++\n"
+        "+++\nrepository_url = \"https://example.com/shapes\"\nrevision = \"0\"\n+++\n\n# src-shapes.rs--1\n"
     ));
     assert!(text.contains("## Edit History\n\n```diff\n--- a/src/shapes.rs\n"));
     assert!(text.contains("```src/shapes.rs\n"));
     assert!(
-        text.contains("\n    pub width: u32,\n    //             ^[CURSOR_POSITION]\n"),
+        text.contains("\n        self.width * self.h\n        //        ^[CURSOR_POSITION]\n"),
         "{text}"
     );
-    // A directory reads in file-name order.
-    assert_eq!(
-        read_cases(dir.path()).unwrap(),
-        [cases[1].clone(), cases[0].clone()]
-    );
+    assert_eq!(read_cases(dir.path()).unwrap(), cases);
 }

@@ -35,9 +35,10 @@ pub struct NextEditArgs {
     )]
     baseline: Option<Baseline>,
     /// Build cases instead of scoring them: pair the files of OLD and NEW by relative path,
-    /// diff them, and write one Zed-format case per hunk after each file's first (earlier
-    /// hunks are its history) plus one no-edit case after each file's last, into the
-    /// --next-edit directory.
+    /// cut each pair's diff as training data is cut (changes a few lines apart are one train of
+    /// thought: each change after a group's first is a target with the earlier ones as history,
+    /// a finished group is a no-edit case, churn is dropped), and write the cases in Zed's
+    /// format into the --next-edit directory.
     #[arg(
         long,
         num_args = 2,
@@ -55,7 +56,7 @@ pub struct NextEditArgs {
     /// Built cases: lines kept above and below the cursor and the target hunk.
     #[arg(long, requires = "from_dirs", default_value_t = 8)]
     context_lines: usize,
-    /// Built cases: no no-edit case after each file's last hunk.
+    /// Built cases: leave out the no-edit cases.
     #[arg(long, requires = "from_dirs")]
     no_no_edit_cases: bool,
 }
@@ -154,7 +155,8 @@ fn build(dir: &Path, old: &Path, new: &Path, args: &NextEditArgs) -> anyhow::Res
         revision: args.revision.clone(),
         ..BuildOptions::default()
     };
-    let cases = build_from_dirs(old, new, &options)?;
+    let built = build_from_dirs(old, new, &options)?;
+    let cases = &built.cases;
     if cases.is_empty() {
         bail!(
             "no cases: no file under both {} and {} differs (pairs are by relative path)",
@@ -162,7 +164,7 @@ fn build(dir: &Path, old: &Path, new: &Path, args: &NextEditArgs) -> anyhow::Res
             new.display()
         );
     }
-    let files = write_cases(dir, &cases)?;
+    let files = write_cases(dir, cases)?;
     let no_edit = cases.iter().filter(|c| c.no_edit).count();
     println!(
         "{} cases ({no_edit} no-edit) from {} -> {} in {}",
@@ -171,6 +173,20 @@ fn build(dir: &Path, old: &Path, new: &Path, args: &NextEditArgs) -> anyhow::Res
         new.display(),
         dir.display()
     );
+    let dropped: Vec<String> = built
+        .dropped
+        .iter()
+        .map(|(reason, n)| format!("{reason} {n}"))
+        .collect();
+    if !dropped.is_empty() {
+        eprintln!("eval --next-edit: changes dropped: {}", dropped.join(", "));
+    }
+    if built.unwritable > 0 {
+        eprintln!(
+            "eval --next-edit: {} cut cases left out (not writable faithfully in Zed's format)",
+            built.unwritable
+        );
+    }
     Ok(())
 }
 

@@ -1,28 +1,28 @@
 //! Next-edit cases from two versions of a tree (`--from-dirs OLD NEW`): files are paired by
-//! relative path, each pair is diffed, and the diff is cut into cases written in Zed's
-//! Markdown format (so Zed's own `ep` tool reads them too).
-//!
-//! The cut ([`cut_file`]) is the simple one until `redraft_context::edit::cut` lands: each
-//! hunk after a file's first is a target, the hunks before it (of the same file) are the
-//! history, the cursor sits at the end of the previous hunk's last change, and the excerpt is
-//! the lines spanning that cursor and the target hunk with `context_lines` more either side.
-//! After a file's last hunk comes one no-edit case (cursor at the end of the last change,
-//! every hunk in the history): nothing more was done there.
+//! relative path, each pair is cut by [`redraft_context::edit::cut`] (the cutter training data
+//! comes from too: changes grouped into trains of thought, earlier changes of a group the
+//! history, the next one the target, a finished group a no-edit case, churn dropped), and each
+//! cut case is written in Zed's Markdown format (so Zed's own `ep` tool reads them too): the
+//! file's lines around the cursor and the target as the excerpt, each history edit as a diff of
+//! its lines, the target as a diff of the file.
 
 use std::path::{Path, PathBuf};
 
-use redraft_context::edit::diff::{self, FilePatch, Hunk, HunkLine};
+use std::collections::BTreeMap;
+
+use redraft_context::edit::cut::{cut_versions, CutOptions, DropReason, EditCase};
+use redraft_context::edit::diff;
 
 use super::case::{ExpectedPatch, HistoryBlock, NextEditCase};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
-    /// Lines of the file kept above and below the cursor and the target hunk.
+    /// How changes are grouped and what is churn.
+    pub cut: CutOptions,
+    /// Lines of the file kept above and below the cursor and the target.
     pub context_lines: usize,
-    /// A target farther than this many lines from the cursor (excerpt length) is skipped.
-    pub max_excerpt_lines: usize,
-    /// Also write the no-edit case after each file's last hunk.
+    /// Also keep the no-edit cases (after a group's last change).
     pub no_edit_cases: bool,
     /// Front matter of every case (where the two versions come from).
     pub repository_url: String,
@@ -32,8 +32,8 @@ pub struct BuildOptions {
 impl Default for BuildOptions {
     fn default() -> Self {
         BuildOptions {
+            cut: CutOptions::default(),
             context_lines: 8,
-            max_excerpt_lines: 60,
             no_edit_cases: true,
             repository_url: String::new(),
             revision: String::new(),
@@ -116,17 +116,43 @@ fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Every case of every pair (see the module's description), in path order.
-pub fn build_from_dirs(
-    old: &Path,
-    new: &Path,
-    options: &BuildOptions,
-) -> Result<Vec<NextEditCase>> {
-    let mut cases = Vec::new();
+/// What a build made: the cases, in path order, and what was left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Built {
+    pub cases: Vec<NextEditCase>,
+    /// Changes the cutter dropped, by reason ([`DropReason::name`]).
+    pub dropped: BTreeMap<&'static str, usize>,
+    /// Cut cases that could not be written faithfully (a cursor marker in the text, an excerpt
+    /// that reads back differently).
+    pub unwritable: usize,
+}
+
+/// Every case of every pair (see the module's description).
+pub fn build_from_dirs(old: &Path, new: &Path, options: &BuildOptions) -> Result<Built> {
+    let mut built = Built::default();
     for pair in pair_files(old, new)? {
-        cases.extend(cut_file(&pair, options));
+        let cut = cut_versions(&pair.path, &pair.old, &pair.new, &options.cut);
+        for (reason, count) in &cut.dropped {
+            *built.dropped.entry(DropReason::name(*reason)).or_insert(0) += count;
+        }
+        let stem = name_stem(&pair.path);
+        for (i, case) in cut.cases.iter().enumerate() {
+            if case.target.is_none() && !options.no_edit_cases {
+                continue;
+            }
+            let suffix = if case.target.is_none() {
+                "-no-edit"
+            } else {
+                ""
+            };
+            let name = format!("{stem}--{}{suffix}", i + 1);
+            match written_case(&name, case, options) {
+                Some(case) => built.cases.push(case),
+                None => built.unwritable += 1,
+            }
+        }
     }
-    Ok(cases)
+    Ok(built)
 }
 
 /// A file's case name stem: Zed's file-name sanitising of the path.
@@ -140,134 +166,80 @@ fn name_stem(path: &str) -> String {
         .collect()
 }
 
-/// Where a hunk sits: the 0-based index of its first old line and first new line.
-fn firsts(hunk: &Hunk) -> (usize, usize) {
-    let first = |start: usize, len: usize| if len > 0 { start - 1 } else { start };
-    (
-        first(hunk.old_start, hunk.old_len()),
-        first(hunk.new_start, hunk.new_len()),
-    )
+/// The line (0-based) holding byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset].matches('\n').count()
 }
 
-/// The new-text line (0-based) and byte column where the hunk's last change ends: the end of
-/// its last added line, or the start of the line where it removed lines.
-fn change_end(hunk: &Hunk, new_lines: &[&str]) -> (usize, usize) {
-    let (_, mut at) = firsts(hunk);
-    let mut end = (at, 0);
-    for line in &hunk.lines {
-        match line {
-            HunkLine::Context(_) => at += 1,
-            HunkLine::Added(_) => {
-                let text = new_lines.get(at).copied().unwrap_or("");
-                end = (at, text.trim_end_matches(['\n', '\r']).len());
-                at += 1;
-            }
-            HunkLine::Removed(_) => end = (at, 0),
-        }
-    }
-    end
-}
-
-/// The simple cut of one file (the swap point for `redraft_context::edit::cut`).
-pub fn cut_file(pair: &FilePair, options: &BuildOptions) -> Vec<NextEditCase> {
-    let full = diff::diff_patch(&pair.path, &pair.old, &pair.new, 3);
-    let old_lines: Vec<&str> = pair.old.split_inclusive('\n').collect();
-    let new_lines: Vec<&str> = pair.new.split_inclusive('\n').collect();
-    let hunks = &full.hunks;
-    // The file with hunks[..k] applied: the new text up to hunk k, the old text after it.
-    let version = |k: usize| -> String {
-        match hunks.get(k) {
-            Some(hunk) => {
-                let (old_first, new_first) = firsts(hunk);
-                new_lines[..new_first]
-                    .iter()
-                    .chain(&old_lines[old_first..])
-                    .copied()
-                    .collect()
-            }
-            None => pair.new.clone(),
-        }
+/// `case` in Zed's format, as reading it back gives it; `None` when that is not the case cut
+/// (so only faithful cases are written).
+fn written_case(name: &str, case: &EditCase, options: &BuildOptions) -> Option<NextEditCase> {
+    let text = &case.text;
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let cursor_line = line_of(text, case.cursor);
+    let (first, last) = match &case.target {
+        Some(edit) => (
+            cursor_line.min(line_of(text, edit.range.start)),
+            cursor_line.max(line_of(text, edit.range.end)),
+        ),
+        None => (cursor_line, cursor_line),
     };
-    let history = |k: usize| -> Vec<HistoryBlock> {
-        vec![HistoryBlock {
-            diff: FilePatch {
-                old_path: pair.path.clone(),
-                new_path: pair.path.clone(),
-                hunks: hunks[..k].to_vec(),
-            }
-            .to_string(),
+    let first = first.saturating_sub(options.context_lines);
+    let last = (last + options.context_lines).min(lines.len().saturating_sub(1));
+    let start: usize = lines[..first].iter().map(|l| l.len()).sum();
+    let end: usize = start + lines[first..=last].iter().map(|l| l.len()).sum::<usize>();
+    let mut excerpt = text[start..end].to_string();
+    excerpt.truncate(excerpt.trim_end_matches('\n').len());
+    let cursor = case.cursor.checked_sub(start)?.min(excerpt.len());
+    let history = case
+        .history
+        .iter()
+        .map(|edit| HistoryBlock {
+            // The edit's own lines (no file line numbers: the cut keeps none).
+            diff: diff::unified_diff(&edit.path, &edit.old, &edit.new, 1),
             accepted_prediction: false,
-        }]
+        })
+        .filter(|block| !block.diff.is_empty())
+        .collect();
+    let (expected_patches, expected_excerpt) = match &case.target {
+        Some(edit) => {
+            let range = edit.range.start.checked_sub(start)?..edit.range.end.checked_sub(start)?;
+            let mut after = excerpt.clone();
+            after.get(range.clone())?;
+            after.replace_range(range, &edit.new_text);
+            let mut next = text.clone();
+            next.replace_range(edit.range.clone(), &edit.new_text);
+            let patch = diff::unified_diff(&case.path, text, &next, 3);
+            (vec![ExpectedPatch::new(&patch)], Some(after))
+        }
+        None => (Vec::new(), None),
     };
-    let stem = name_stem(&pair.path);
-    let mut cases = Vec::new();
-    for k in 1..=hunks.len() {
-        let target = hunks.get(k);
-        if target.is_none() && !options.no_edit_cases {
-            break;
-        }
-        let current = version(k);
-        let lines: Vec<&str> = current.split_inclusive('\n').collect();
-        let (cursor_line, cursor_column) = change_end(&hunks[k - 1], &new_lines);
-        let (span_start, span_end) = match target {
-            Some(hunk) => {
-                let (_, new_first) = firsts(hunk);
-                (
-                    cursor_line.min(new_first),
-                    cursor_line.max(new_first + hunk.old_len().max(1) - 1),
-                )
-            }
-            None => (cursor_line, cursor_line),
-        };
-        let first = span_start.saturating_sub(options.context_lines);
-        let last = (span_end + options.context_lines).min(lines.len().saturating_sub(1));
-        if last + 1 - first > options.max_excerpt_lines || lines.is_empty() {
-            continue;
-        }
-        let before: usize = lines[first..cursor_line.min(lines.len())]
-            .iter()
-            .map(|l| l.len())
-            .sum();
-        let mut excerpt: String = lines[first..=last].concat();
-        excerpt.truncate(excerpt.trim_end_matches('\n').len());
-        let cursor = (before + cursor_column).min(excerpt.len());
-        let (name, expected_patches) = match target {
-            Some(_) => (
-                format!("{stem}--hunk-{}", k + 1),
-                vec![ExpectedPatch::new(&diff::unified_diff(
-                    &pair.path,
-                    &current,
-                    &version(k + 1),
-                    3,
-                ))],
-            ),
-            None => (format!("{stem}--after-last"), Vec::new()),
-        };
-        let case = NextEditCase {
-            name,
-            repository_url: options.repository_url.clone(),
-            revision: options.revision.clone(),
-            tags: Vec::new(),
-            path: pair.path.clone(),
-            excerpt,
-            cursor,
-            history: history(k),
-            expected_patches,
-            expected: Vec::new(),
-            no_edit: false,
-        };
-        if !case.is_writable() {
-            continue;
-        }
-        // What is kept is what reading the written file gives (a target whose patch does not
-        // apply to the excerpt is dropped).
-        if let Ok(read) = NextEditCase::from_markdown(&case.name, &case.to_markdown()) {
-            if read.no_edit == target.is_none() {
-                cases.push(read);
-            }
-        }
+    let written = NextEditCase {
+        name: name.to_string(),
+        repository_url: options.repository_url.clone(),
+        revision: options.revision.clone(),
+        tags: Vec::new(),
+        path: case.path.clone(),
+        excerpt,
+        cursor,
+        history,
+        expected_patches,
+        expected: Vec::new(),
+        no_edit: false,
+    };
+    if !written.is_writable() {
+        return None;
     }
-    cases
+    let read = NextEditCase::from_markdown(name, &written.to_markdown()).ok()?;
+    let faithful = match expected_excerpt {
+        Some(after) => {
+            read.expected.len() == 1
+                && read.expected[0].trim_end_matches('\n') == after.trim_end_matches('\n')
+                && !read.no_edit
+        }
+        None => read.no_edit,
+    };
+    faithful.then_some(read)
 }
 
 /// Writes each case to `dir/<name>.md` (the directory is created) and returns the files.
