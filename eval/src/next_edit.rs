@@ -3,7 +3,8 @@
 //! Zed's case format, with Zed's metrics.
 //!
 //! - [`case`]: a case in Zed's Markdown format (`ExampleSpec::from_markdown`), read and written
-//!   ([`markdown`]: the part of Markdown and TOML that takes).
+//!   ([`markdown`]: the part of Markdown and TOML that takes; [`place`]: expected patches
+//!   placed in the excerpt).
 //! - [`score`]: exact match, Zed's delta-chrF and changed-line counts against the best
 //!   expected alternative.
 //! - [`baseline`]: `no-edit` and `repeat-last`.
@@ -17,6 +18,7 @@ pub mod build;
 pub mod case;
 pub mod markdown;
 pub mod model;
+pub mod place;
 pub mod report;
 pub mod run;
 pub mod score;
