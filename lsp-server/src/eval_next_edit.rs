@@ -133,7 +133,7 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
         let engine = crate::default_model::load_or_default(common.model, common.device)?;
         let model = EngineModel {
             engine: &engine,
-            budget: EditBudget::default(),
+            budget: EditBudget::for_positions(engine.model().config().max_position_embeddings),
             sampler: common.sampler.edit_config(),
             setting: common.sampler.describe(),
         };

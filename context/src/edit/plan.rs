@@ -38,6 +38,22 @@ impl Default for EditBudget {
     }
 }
 
+impl EditBudget {
+    /// The default lines, with token shares of a model's `max_positions` (the default's at 512
+    /// positions): the old region and its rewrite (given about as much again) take most of it,
+    /// then history and the code around the region.
+    pub fn for_positions(max_positions: usize) -> EditBudget {
+        let share = |sixteenths: usize| max_positions * sixteenths / 16;
+        EditBudget {
+            region_tokens: share(5),
+            history_tokens: share(5),
+            before_tokens: share(3),
+            after_tokens: share(2),
+            ..EditBudget::default()
+        }
+    }
+}
+
 /// What the model is shown for one next-edit request, and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditPlan {

@@ -163,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let outcome = next_edit(
         &engine,
         &input,
-        &EditBudget::default(),
+        &EditBudget::for_positions(engine.model().config().max_position_embeddings),
         sampler.clone(),
         &mut KvCache::default(),
         controls,
