@@ -691,6 +691,45 @@ fn gather(
     })
 }
 
+/// One unpacked crate version's licence (its SPDX `license`, when that allows MIT or
+/// Apache-2.0 use, as [`build`] requires) and its `.rs` files that pass the corpus's file
+/// filters, as `(relative path, normalised text)` sorted by path. No deduplication: that is a
+/// corpus-wide decision. Next-edit data reads earlier versions of corpus crates through this.
+pub(crate) fn crate_version_files(dir: &Path, max_file_bytes: usize) -> Result<CrateVersionFiles> {
+    let cargo_toml = dir.join("Cargo.toml");
+    let manifest = fs::read_to_string(&cargo_toml).map_err(read_error(&cargo_toml))?;
+    let license = cargo_files::package_fields(&manifest)
+        .license
+        .filter(|license| allows_mit_or_apache(license));
+    let mut files = Vec::new();
+    for file in rust_files(dir)? {
+        if !file.utf8_path || filter::path_drop(&file.relative).is_some() {
+            continue;
+        }
+        let size = fs::metadata(&file.absolute)
+            .map_err(read_error(&file.absolute))?
+            .len();
+        if size > max_file_bytes as u64 {
+            continue;
+        }
+        let raw = fs::read(&file.absolute).map_err(read_error(&file.absolute))?;
+        let Ok(raw) = String::from_utf8(raw) else {
+            continue;
+        };
+        let text = filter::normalise(&raw);
+        if filter::content_drop(&text).is_none() {
+            files.push((file.relative, text));
+        }
+    }
+    Ok(CrateVersionFiles { license, files })
+}
+
+/// What [`crate_version_files`] read.
+pub(crate) struct CrateVersionFiles {
+    pub license: Option<String>,
+    pub files: Vec<(String, String)>,
+}
+
 /// The first 16 KiB of a file, enough for its header comment.
 fn read_head(path: &Path) -> Result<String> {
     let mut head = Vec::new();

@@ -1,0 +1,469 @@
+//! Next-edit training data: [`EditCase`]s (recent edits, the file with them applied, the cursor,
+//! the edit that comes next or none) cut from the corpus's crates.
+//!
+//! - [`versions`]: real edits. Earlier published versions of the corpus's own crates (the same
+//!   crates, the same licence filter, the same train/validation split; fetched with cargo), each
+//!   file paired with the next version's, cut by [`cut::cut_versions`].
+//! - [`synthetic`]: edits made up from the corpus's code with tree-sitter (a rename carried to
+//!   the other uses, a parameter or field added and its call sites or initialisers updated,
+//!   `.unwrap()` turned into `?`, a repeated change applied once more, a new enum variant and its
+//!   match arms). Seeded, deterministic.
+//! - No-edit cases (target `None`) come from both: a group of real changes with nothing after
+//!   it, a synthetic edit already fully applied.
+//!
+//! [`build`] writes [`TRAIN_FILE`] and [`VALID_FILE`] (JSON Lines of [`EditRecord`], split by
+//! crate as the corpus is, so no validation crate's edits are in training) and
+//! [`MANIFEST_FILE`] ([`EditsManifest`]: counts per kind and split, versions used and skipped,
+//! drops by reason). The same corpus, downloads and options give byte-identical files.
+
+pub mod synthetic;
+pub mod versions;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, BufRead, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use redraft_context::edit::cut::{CutOptions, EditCase};
+use redraft_context::edit::{HistoryEdit, TextEdit};
+use serde::{Deserialize, Serialize};
+
+use crate::corpus::{self, CorpusError, CorpusManifest, CorpusRecord, Split};
+
+/// Training cases, JSON Lines of [`EditRecord`].
+pub const TRAIN_FILE: &str = "edits-train.jsonl";
+/// Validation cases (the corpus's validation crates), JSON Lines of [`EditRecord`].
+pub const VALID_FILE: &str = "edits-valid.jsonl";
+/// The [`EditsManifest`].
+pub const MANIFEST_FILE: &str = "edits-manifest.json";
+
+/// Where a case comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EditKind {
+    /// Two published versions of a crate.
+    Versions,
+    /// A local renamed at its declaration; its other uses follow.
+    Rename,
+    /// A parameter added to a fn; its call sites follow.
+    AddParameter,
+    /// A field added to a struct; its initialisers follow.
+    AddField,
+    /// `.unwrap()` turned into `?` in a fn returning `Result`; the next one follows.
+    UnwrapToTry,
+    /// The same change made to similar lines in a run; the next line follows.
+    RepeatPattern,
+    /// A variant added to an enum; the match arms for it follow.
+    EnumVariant,
+}
+
+impl EditKind {
+    pub const ALL: [EditKind; 7] = [
+        EditKind::Versions,
+        EditKind::Rename,
+        EditKind::AddParameter,
+        EditKind::AddField,
+        EditKind::UnwrapToTry,
+        EditKind::RepeatPattern,
+        EditKind::EnumVariant,
+    ];
+}
+
+/// One line of [`TRAIN_FILE`] / [`VALID_FILE`]: an [`EditCase`] and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditRecord {
+    pub kind: EditKind,
+    #[serde(rename = "crate")]
+    pub krate: String,
+    /// The version whose code this is (for [`EditKind::Versions`], the newer one).
+    pub version: String,
+    /// For [`EditKind::Versions`], the older version the edits start from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_version: Option<String>,
+    pub path: String,
+    /// The file with the history applied.
+    pub text: String,
+    /// Byte offset in `text`.
+    pub cursor: usize,
+    /// Oldest first.
+    pub history: Vec<HistoryRecord>,
+    /// `None`: the history is complete, nothing follows.
+    pub target: Option<TargetRecord>,
+}
+
+/// [`HistoryEdit`] as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    pub path: String,
+    pub old: String,
+    pub new: String,
+}
+
+/// [`TextEdit`] as JSON: `text[start..end]` becomes `new_text`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetRecord {
+    pub start: usize,
+    pub end: usize,
+    pub new_text: String,
+}
+
+impl EditRecord {
+    pub fn new(kind: EditKind, krate: &str, version: &str, case: EditCase) -> EditRecord {
+        EditRecord {
+            kind,
+            krate: krate.to_string(),
+            version: version.to_string(),
+            from_version: None,
+            path: case.path,
+            text: case.text,
+            cursor: case.cursor,
+            history: case
+                .history
+                .into_iter()
+                .map(|edit| HistoryRecord {
+                    path: edit.path,
+                    old: edit.old,
+                    new: edit.new,
+                })
+                .collect(),
+            target: case.target.map(|edit| TargetRecord {
+                start: edit.range.start,
+                end: edit.range.end,
+                new_text: edit.new_text,
+            }),
+        }
+    }
+
+    /// The case, as `redraft_context` has it.
+    pub fn case(&self) -> EditCase {
+        EditCase {
+            path: self.path.clone(),
+            text: self.text.clone(),
+            cursor: self.cursor,
+            history: self
+                .history
+                .iter()
+                .map(|edit| HistoryEdit {
+                    path: edit.path.clone(),
+                    old: edit.old.clone(),
+                    new: edit.new.clone(),
+                })
+                .collect(),
+            target: self.target.as_ref().map(|edit| TextEdit {
+                range: edit.start..edit.end,
+                new_text: edit.new_text.clone(),
+            }),
+        }
+    }
+}
+
+/// Errors of next-edit data building and reading.
+#[derive(Debug, thiserror::Error)]
+pub enum EditsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}:{line}: not an edit case: {message}")]
+    BadRecord {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{path}:{line}: the case's cursor or target is not on a char boundary of its text")]
+    BadOffsets { path: PathBuf, line: usize },
+    #[error("{path} is not a corpus manifest ({message}): pass the directory build_corpus wrote")]
+    BadManifest { path: PathBuf, message: String },
+    #[error("cannot run cargo ({command}): {source}; is cargo on PATH?")]
+    Cargo {
+        command: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Corpus(#[from] CorpusError),
+}
+
+/// Result of next-edit data building.
+pub type Result<T, E = EditsError> = std::result::Result<T, E>;
+
+/// Reads a [`TRAIN_FILE`] or [`VALID_FILE`] with where each case came from.
+pub fn read_edit_records(path: &Path) -> Result<Vec<EditRecord>> {
+    let read_error = |source| EditsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = fs::File::open(path).map_err(read_error)?;
+    let mut records = Vec::new();
+    for (at, line) in io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(read_error)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: EditRecord =
+            serde_json::from_str(&line).map_err(|e| EditsError::BadRecord {
+                path: path.to_path_buf(),
+                line: at + 1,
+                message: e.to_string(),
+            })?;
+        let on_boundary = |offset: usize| record.text.is_char_boundary(offset);
+        let target_ok = record
+            .target
+            .as_ref()
+            .is_none_or(|t| t.start <= t.end && on_boundary(t.start) && on_boundary(t.end));
+        if !on_boundary(record.cursor) || !target_ok {
+            return Err(EditsError::BadOffsets {
+                path: path.to_path_buf(),
+                line: at + 1,
+            });
+        }
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// Reads a [`TRAIN_FILE`] or [`VALID_FILE`]: the cases alone.
+pub fn read_edit_cases(path: &Path) -> Result<Vec<EditCase>> {
+    Ok(read_edit_records(path)?
+        .iter()
+        .map(EditRecord::case)
+        .collect())
+}
+
+/// What to build from.
+#[derive(Debug, Clone)]
+pub struct EditsOptions {
+    /// A directory [`corpus::build`] wrote (its manifest and splits).
+    pub corpus: PathBuf,
+    /// Earlier versions per crate to fetch and pair (0: synthetic cases only).
+    pub versions: usize,
+    /// Where scratch manifests and their lockfiles live (a rerun reuses their resolutions);
+    /// default `<out>/versions-work`.
+    pub work_dir: Option<PathBuf>,
+    /// `CARGO_HOME` for the downloads; default: cargo's own (`~/.cargo`).
+    pub cargo_home: Option<PathBuf>,
+    /// Only crates whose name is listed (all when empty): for tests and trials.
+    pub only_crates: Vec<String>,
+    pub cut: CutOptions,
+    pub synthetic: synthetic::SyntheticOptions,
+}
+
+impl EditsOptions {
+    pub fn new(corpus: impl Into<PathBuf>) -> EditsOptions {
+        EditsOptions {
+            corpus: corpus.into(),
+            versions: 2,
+            work_dir: None,
+            cargo_home: None,
+            only_crates: Vec::new(),
+            cut: CutOptions::default(),
+            synthetic: synthetic::SyntheticOptions::default(),
+        }
+    }
+}
+
+/// Cases with and without a target.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseCounts {
+    pub edit: usize,
+    pub no_edit: usize,
+}
+
+/// Everything about a build; written as [`MANIFEST_FILE`]. No paths or timings, so the same
+/// inputs give the same manifest anywhere.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EditsManifest {
+    /// The corpus's holdout settings, which decide the split.
+    pub holdout_fraction: f64,
+    pub holdout_seed: u64,
+    pub synthetic_seed: u64,
+    /// Per split, per kind.
+    pub counts: BTreeMap<Split, BTreeMap<EditKind, CaseCounts>>,
+    /// Changes or opportunities not made into cases, by reason (`versions/...` from real
+    /// version pairs, `synthetic/...` from made-up edits).
+    pub dropped: BTreeMap<String, usize>,
+    /// Per corpus crate: the versions paired and why the chain stopped.
+    pub versions: Vec<versions::CrateVersions>,
+}
+
+/// What [`build`] did, for the caller's summary.
+#[derive(Debug, Clone)]
+pub struct EditsReport {
+    pub manifest: EditsManifest,
+    /// Seconds spent resolving and fetching versions with cargo.
+    pub fetch_seconds: f64,
+    /// Bytes of the `.crate` files of the earlier versions used.
+    pub crate_bytes: u64,
+}
+
+/// Builds the next-edit data from `options.corpus` into `out_dir` (created if needed).
+pub fn build(options: &EditsOptions, out_dir: &Path) -> Result<EditsReport> {
+    let manifest_path = options.corpus.join(corpus::MANIFEST_FILE);
+    let corpus_manifest: CorpusManifest =
+        serde_json::from_str(&fs::read_to_string(&manifest_path).map_err(|source| {
+            EditsError::Read {
+                path: manifest_path.clone(),
+                source,
+            }
+        })?)
+        .map_err(|e| EditsError::BadManifest {
+            path: manifest_path.clone(),
+            message: e.to_string(),
+        })?;
+    let wanted = |name: &str| {
+        options.only_crates.is_empty() || options.only_crates.iter().any(|c| c == name)
+    };
+    let mut records_by_crate: BTreeMap<String, Vec<CorpusRecord>> = BTreeMap::new();
+    for file in [corpus::TRAIN_FILE, corpus::VALID_FILE] {
+        for record in read_corpus_records(&options.corpus.join(file))? {
+            if wanted(&record.krate) {
+                records_by_crate
+                    .entry(record.krate.clone())
+                    .or_default()
+                    .push(record);
+            }
+        }
+    }
+    let crates: Vec<_> = corpus_manifest
+        .crates
+        .iter()
+        .filter(|c| wanted(&c.name))
+        .cloned()
+        .collect();
+    let split_of: BTreeMap<&str, Split> =
+        crates.iter().map(|c| (c.name.as_str(), c.split)).collect();
+
+    let mut dropped = BTreeMap::new();
+    let mut records: Vec<EditRecord> = Vec::new();
+
+    let work_dir = options
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| out_dir.join("versions-work"));
+    let real = versions::build(
+        &crates,
+        &records_by_crate,
+        &versions::VersionsOptions {
+            versions: options.versions,
+            work_dir,
+            cargo_home: options.cargo_home.clone(),
+            max_file_bytes: corpus_manifest.max_file_bytes,
+            excluded_crates: corpus_manifest.excluded_crates.clone(),
+            cut: options.cut.clone(),
+        },
+    )?;
+    for (reason, count) in real.dropped {
+        *dropped.entry(format!("versions/{reason}")).or_default() += count;
+    }
+    records.extend(real.records);
+
+    for (krate, files) in &records_by_crate {
+        for file in files {
+            let made = synthetic::cases(
+                &file.path,
+                &file.text,
+                &format!("{krate}/{}", file.path),
+                &options.synthetic,
+                &options.cut,
+            );
+            for (reason, count) in made.dropped {
+                *dropped.entry(format!("synthetic/{reason}")).or_default() += count;
+            }
+            records.extend(
+                made.cases
+                    .into_iter()
+                    .map(|(kind, case)| EditRecord::new(kind, krate, &file.version, case)),
+            );
+        }
+    }
+
+    let mut counts: BTreeMap<Split, BTreeMap<EditKind, CaseCounts>> = BTreeMap::new();
+    let (mut train, mut valid) = (Vec::new(), Vec::new());
+    for record in records {
+        let split = split_of
+            .get(record.krate.as_str())
+            .copied()
+            .unwrap_or(Split::Train);
+        let count = counts
+            .entry(split)
+            .or_default()
+            .entry(record.kind)
+            .or_default();
+        if record.target.is_some() {
+            count.edit += 1;
+        } else {
+            count.no_edit += 1;
+        }
+        match split {
+            Split::Train => train.push(record),
+            Split::Valid => valid.push(record),
+        }
+    }
+    fs::create_dir_all(out_dir).map_err(|source| EditsError::Write {
+        path: out_dir.to_path_buf(),
+        source,
+    })?;
+    write_records(&out_dir.join(TRAIN_FILE), &train)?;
+    write_records(&out_dir.join(VALID_FILE), &valid)?;
+    let manifest = EditsManifest {
+        holdout_fraction: corpus_manifest.holdout_fraction,
+        holdout_seed: corpus_manifest.seed,
+        synthetic_seed: options.synthetic.seed,
+        counts,
+        dropped,
+        versions: real.crates,
+    };
+    let path = out_dir.join(MANIFEST_FILE);
+    let mut json = serde_json::to_string_pretty(&manifest).expect("the manifest serialises");
+    json.push('\n');
+    fs::write(&path, json).map_err(|source| EditsError::Write { path, source })?;
+    Ok(EditsReport {
+        manifest,
+        fetch_seconds: real.fetch_seconds,
+        crate_bytes: real.crate_bytes,
+    })
+}
+
+fn read_corpus_records(path: &Path) -> Result<Vec<CorpusRecord>> {
+    let read_error = |source| EditsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = fs::File::open(path).map_err(read_error)?;
+    let mut records = Vec::new();
+    for (at, line) in io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(read_error)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        records.push(
+            serde_json::from_str(&line).map_err(|e| EditsError::BadRecord {
+                path: path.to_path_buf(),
+                line: at + 1,
+                message: e.to_string(),
+            })?,
+        );
+    }
+    Ok(records)
+}
+
+fn write_records(path: &Path, records: &[EditRecord]) -> Result<()> {
+    let write_error = |source| EditsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut out = BufWriter::new(fs::File::create(path).map_err(write_error)?);
+    for record in records {
+        serde_json::to_writer(&mut out, record).expect("records serialise");
+        out.write_all(b"\n").map_err(write_error)?;
+    }
+    out.flush().map_err(write_error)
+}
