@@ -67,9 +67,16 @@ pub struct Args {
     /// Seed of initialisation and data order [default: 0].
     #[arg(long)]
     seed: Option<u64>,
-    /// Share of fill-in-the-middle examples [default: 0.7].
+    /// Share of fill-in-the-middle examples among those that are not next edits [default: 0.7].
     #[arg(long)]
     fim_rate: Option<f64>,
+    /// Directory of next-edit cases (edits-train.jsonl, edits-valid.jsonl; see
+    /// `cargo run -p redraft-train --example build_edits`): the run learns next edits too.
+    #[arg(long)]
+    edits: Option<PathBuf>,
+    /// Share of next-edit examples [default: 0.3 with --edits, else 0].
+    #[arg(long, requires = "edits")]
+    edit_rate: Option<f64>,
     /// Evaluate on the held-out crates every N steps [default: 200].
     #[arg(long)]
     eval_every: Option<usize>,
@@ -82,6 +89,10 @@ pub struct Args {
     /// Continue the run checkpointed in --out (settings come from the checkpoint).
     #[arg(long)]
     resume: bool,
+    /// Start from this model directory's weights instead of random ones (a model `redraft
+    /// train` exported, such as fixtures/default-model): its shape and tokenizer are the run's.
+    #[arg(long, conflicts_with_all = ["resume", "tokenizer", "vocab_size", "layers", "hidden", "heads", "kv_heads", "ffn"])]
+    init: Option<PathBuf>,
     /// Stop cleanly, saving a checkpoint, after this many minutes.
     #[arg(long)]
     max_minutes: Option<f64>,
@@ -120,7 +131,7 @@ impl Args {
         set(&mut c.model.heads, self.heads);
         match self.kv_heads {
             Some(v) => c.model.kv_heads = v,
-            None if !self.resume => c.model.kv_heads = c.model.heads,
+            None if !self.resume && self.init.is_none() => c.model.kv_heads = c.model.heads,
             None => {}
         }
         set(&mut c.model.ffn, self.ffn);
@@ -140,6 +151,11 @@ impl Args {
         if let Some(rate) = self.fim_rate {
             c.data.fim_rate = rate;
         }
+        match self.edit_rate {
+            Some(rate) => c.data.edit_rate = rate,
+            None if self.edits.is_some() && !self.resume => c.data.edit_rate = 0.3,
+            None => {}
+        }
         c
     }
 }
@@ -154,6 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let paths = TrainPaths {
         corpus: args.corpus.clone(),
         out: args.out.clone(),
+        edits: args.edits.clone(),
     };
     for split in [paths.train_split(), paths.valid_split()] {
         if !split.is_file() {
@@ -181,6 +198,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         let tokenizer = redraft_engine::tokenizer::Tokenizer::load(&paths.tokenizer())?;
         (state.config, tokenizer)
+    } else if let Some(init) = &args.init {
+        let tokenizer = train::prepare_tokenizer(
+            &paths,
+            &TokenizerSource::File(init.join(redraft_engine::engine::TOKENIZER_FILE)),
+        )?;
+        (init_config(init)?, tokenizer)
     } else {
         (TrainConfig::default(), prepare_tokenizer(&args, &paths)?)
     };
@@ -244,6 +267,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     value["out"] = serde_json::to_value(&paths.out)?;
     println!("{value}");
     Ok(())
+}
+
+/// The settings of a run started from the model in `dir`: its shape, the rest defaults.
+fn init_config(dir: &std::path::Path) -> anyhow::Result<TrainConfig> {
+    let (model, _) = redraft_engine::engine::load_settings(dir)
+        .with_context(|| format!("--init {}", dir.display()))?;
+    let mut config = TrainConfig::default();
+    config.model.layers = model.num_hidden_layers;
+    config.model.hidden = model.hidden_size;
+    config.model.heads = model.num_attention_heads;
+    config.model.kv_heads = model
+        .num_key_value_heads
+        .unwrap_or(model.num_attention_heads);
+    config.model.ffn = model.intermediate_size;
+    config.model.rms_norm_eps = model.rms_norm_eps;
+    if let Some(theta) = model.rope_theta {
+        config.model.rope_theta = theta;
+    }
+    if !model.tie_word_embeddings
+        || model
+            .head_dim
+            .is_some_and(|d| d * model.num_attention_heads != model.hidden_size)
+    {
+        bail!("--init {}: only models of redraft's own layout (tied head, head size hidden / heads) can be trained further", dir.display());
+    }
+    config.init = Some(dir.to_path_buf());
+    Ok(config)
 }
 
 /// The tokenizer of a fresh run: the given file, the one already in --out, or a new one.
@@ -310,13 +360,15 @@ fn progress_line(p: &Progress) -> String {
 
 fn eval_line(r: &EvalReport) -> String {
     format!(
-        "eval step {}: val loss {:.4} ce {:.4} acc {:.3} (fim {:.3}, plain {:.3}); train loss {}",
+        "eval step {}: val loss {:.4} ce {:.4} acc {:.3} (fim {:.3}, plain {:.3}{}); train loss {}",
         r.step,
         r.val_loss,
         r.val_ce,
         r.val_acc,
         r.val_fim_acc,
         r.val_plain_acc,
+        r.val_edit_acc
+            .map_or_else(String::new, |a| format!(", next edit {a:.3}")),
         r.train_loss
             .map_or_else(|| "-".to_string(), |l| format!("{l:.4}"))
     )

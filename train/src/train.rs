@@ -41,9 +41,10 @@ use serde::{Deserialize, Serialize};
 use checkpoint::TrainState;
 pub use config::{ModelShape, TrainConfig};
 use cpu::{BatchScores, CpuModel};
-use examples::{Batch, ExampleBuilder, Stream};
+use examples::{Batch, ExampleBuilder, ExampleKind, Stream};
 use model::TrainModel;
 use optim::AdamW;
+use redraft_context::edit::cut::EditCase;
 use redraft_engine::engine::TOKENIZER_FILE;
 use redraft_engine::tokenizer::Tokenizer;
 use tokens::CorpusSplit;
@@ -95,6 +96,8 @@ pub enum TrainError {
     },
     #[error("{path} holds no text to train on: point --corpus at a built corpus")]
     EmptyCorpus { path: PathBuf },
+    #[error(transparent)]
+    Edits(#[from] crate::edits::EditsError),
     #[error("invalid training settings: {0}")]
     Config(String),
     #[error("the checkpoint cannot be used: {message}")]
@@ -132,6 +135,9 @@ pub struct TrainPaths {
     pub corpus: PathBuf,
     /// The model directory being written (and the checkpoint, caches and log inside it).
     pub out: PathBuf,
+    /// Holds the next-edit cases (`edits-train.jsonl`, `edits-valid.jsonl`), when the run
+    /// learns next edits too.
+    pub edits: Option<PathBuf>,
 }
 
 impl TrainPaths {
@@ -173,6 +179,9 @@ pub struct EvalReport {
     pub val_acc: f64,
     pub val_fim_acc: f64,
     pub val_plain_acc: f64,
+    /// Share of masked next-edit canvas tokens predicted right (runs with edit cases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_edit_acc: Option<f64>,
     /// Mean training loss since the previous evaluation (none when no step ran since).
     pub train_loss: Option<f64>,
     pub lr: f64,
@@ -363,9 +372,19 @@ pub fn train_with(
         valid_split.num_files(),
         valid_split.num_tokens(),
     ));
+    let edits = load_edits(config, paths)?;
+    if let Some(edits) = &edits {
+        controls.status(&format!(
+            "next-edit cases: train {}, valid {}",
+            edits.train.len(),
+            edits.valid.len()
+        ));
+    }
     let corpus_hash = format!(
         "{:016x}",
-        train_split.hash() ^ valid_split.hash().rotate_left(1)
+        train_split.hash()
+            ^ valid_split.hash().rotate_left(1)
+            ^ edits.as_ref().map_or(0, |e| e.hash.rotate_left(2))
     );
     let tokenizer_hash = format!("{tokenizer_hash:016x}");
     let model_config = config.model.model_config(config.data.seq_len);
@@ -412,7 +431,13 @@ pub fn train_with(
                 dir.display()
             )));
         }
-        let weights = redraft_engine::qwen2::init_weights(&model_config, config.seed)?;
+        let weights = match &config.init {
+            Some(dir) => {
+                controls.status(&format!("starting from the weights in {}", dir.display()));
+                initial_weights(dir, &model_config)?
+            }
+            None => redraft_engine::qwen2::init_weights(&model_config, config.seed)?,
+        };
         let model = build_model(&model_config, weights, device, backend)?;
         let optim = new_optimizer(config, &model, backend)?;
         let _ = std::fs::remove_file(out.join(LOG_FILE));
@@ -449,7 +474,16 @@ pub fn train_with(
         config.seed,
         Stream::Train,
     );
-    let eval_set = eval_batches(config, &valid_split, &tokenizer)?;
+    let builder = match &edits {
+        Some(edits) => builder.with_edits(&edits.train)?,
+        None => builder,
+    };
+    let eval_set = eval_batches(
+        config,
+        &valid_split,
+        edits.as_ref().map(|e| &e.valid[..]),
+        &tokenizer,
+    )?;
     let tokens_per_step = (config.batch * seq_len) as u64;
     let mut step_time = Duration::ZERO;
     let mut session_steps = 0;
@@ -604,6 +638,23 @@ pub fn train_with(
 /// Saves the checkpoint and exports the model, first copying the CPU path's weights (when it
 /// trains) into `model`.
 /// The training model for `backend` on `device`.
+/// The weights of the model directory `dir` for a run of shape `config`: every tensor a fresh
+/// run would create, read (as f32) with its shape checked, so a directory of another shape or
+/// layout is an error naming the tensor.
+fn initial_weights(
+    dir: &Path,
+    config: &redraft_engine::config::ModelConfig,
+) -> TrainResult<std::collections::HashMap<String, candle_core::Tensor>> {
+    let loaded = redraft_engine::checkpoint::Weights::load(dir, DType::F32, &Device::Cpu)?;
+    redraft_engine::qwen2::init_weights(config, 0)?
+        .into_iter()
+        .map(|(name, fresh)| {
+            let tensor = loaded.get(&name, fresh.dims())?;
+            Ok((name, tensor))
+        })
+        .collect()
+}
+
 fn build_model(
     config: &redraft_engine::config::ModelConfig,
     weights: std::collections::HashMap<String, candle_core::Tensor>,
@@ -640,9 +691,47 @@ fn save_all(
 }
 
 /// The fixed held-out sample, in batches of the training batch size.
+/// The next-edit cases of a run, when it learns next edits.
+struct EditCases {
+    train: Vec<EditCase>,
+    valid: Vec<EditCase>,
+    /// Of both files' bytes: a resumed run must see the same cases.
+    hash: u64,
+}
+
+fn load_edits(config: &TrainConfig, paths: &TrainPaths) -> TrainResult<Option<EditCases>> {
+    if config.data.edit_rate <= 0.0 {
+        return Ok(None);
+    }
+    let Some(dir) = &paths.edits else {
+        return Err(TrainError::Config(
+            "a next-edit rate needs the next-edit cases: pass --edits DIR (built by build_edits)"
+                .into(),
+        ));
+    };
+    let mut hash = 0u64;
+    let mut read = |name: &str| -> TrainResult<Vec<EditCase>> {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).map_err(|e| TrainError::read(&path, e))?;
+        hash = hash.rotate_left(1) ^ tokens::fnv1a(&bytes);
+        let cases = crate::edits::read_edit_cases(&path)?;
+        if cases.is_empty() {
+            return Err(TrainError::Config(format!(
+                "{} holds no next-edit cases",
+                path.display()
+            )));
+        }
+        Ok(cases)
+    };
+    let train = read(crate::edits::TRAIN_FILE)?;
+    let valid = read(crate::edits::VALID_FILE)?;
+    Ok(Some(EditCases { train, valid, hash }))
+}
+
 fn eval_batches(
     config: &TrainConfig,
     valid: &CorpusSplit,
+    valid_edits: Option<&[EditCase]>,
     tokenizer: &Tokenizer,
 ) -> TrainResult<Vec<Batch>> {
     let builder = ExampleBuilder::new(
@@ -652,6 +741,10 @@ fn eval_batches(
         config.seed,
         Stream::Eval,
     );
+    let builder = match valid_edits {
+        Some(cases) => builder.with_edits(cases)?,
+        None => builder,
+    };
     let mut batches = Vec::new();
     let mut left = config.eval_examples;
     let mut number = 0;
@@ -701,16 +794,20 @@ fn evaluate(
 ) -> TrainResult<EvalReport> {
     let (mut loss, mut examples) = (0.0f64, 0usize);
     let (mut ce_sum, mut rows) = (0.0f64, 0usize);
-    // (correct, total) for FIM rows and plain rows.
-    let mut acc = [(0usize, 0usize); 2];
+    // (correct, total) for FIM, plain and next-edit rows.
+    let mut acc = [(0usize, 0usize); 3];
     for batch in batches {
         let scored = score_only(model, fast.as_deref_mut(), batch)?;
         loss += scored.loss as f64 * batch.batch as f64;
         examples += batch.batch;
-        for ((ce, correct), fim) in scored.ce.iter().zip(&scored.correct).zip(&batch.row_is_fim) {
+        for ((ce, correct), kind) in scored.ce.iter().zip(&scored.correct).zip(&batch.row_kind) {
             ce_sum += *ce as f64;
             rows += 1;
-            let slot = &mut acc[usize::from(!fim)];
+            let slot = &mut acc[match kind {
+                ExampleKind::Fim(_) => 0,
+                ExampleKind::Plain => 1,
+                ExampleKind::Edit { .. } => 2,
+            }];
             slot.0 += usize::from(*correct);
             slot.1 += 1;
         }
@@ -720,9 +817,10 @@ fn evaluate(
         step,
         val_loss: loss / examples.max(1) as f64,
         val_ce: ce_sum / rows.max(1) as f64,
-        val_acc: ratio((acc[0].0 + acc[1].0, acc[0].1 + acc[1].1)),
+        val_acc: ratio(acc.iter().fold((0, 0), |(a, b), (c, d)| (a + c, b + d))),
         val_fim_acc: ratio(acc[0]),
         val_plain_acc: ratio(acc[1]),
+        val_edit_acc: (acc[2].1 > 0).then(|| ratio(acc[2])),
         train_loss: (train_steps > 0).then(|| train_loss_sum / train_steps as f64),
         lr,
         tokens_per_s,

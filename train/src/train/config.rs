@@ -82,6 +82,10 @@ pub struct TrainConfig {
     pub eval_examples: usize,
     /// Write a checkpoint (and export the model) every this many steps.
     pub save_every: usize,
+    /// A model directory whose weights a fresh run starts from (its shape and tokenizer are
+    /// the run's), instead of random ones.
+    #[serde(default)]
+    pub init: Option<std::path::PathBuf>,
 }
 
 impl Default for TrainConfig {
@@ -96,6 +100,7 @@ impl Default for TrainConfig {
             eval_every: 200,
             eval_examples: 128,
             save_every: 500,
+            init: None,
         }
     }
 }
@@ -143,6 +148,12 @@ impl TrainConfig {
         }
         if !(0.0..=1.0).contains(&self.data.fim_rate) {
             return bad(format!("FIM rate {} is not in [0, 1]", self.data.fim_rate));
+        }
+        if !(0.0..=1.0).contains(&self.data.edit_rate) {
+            return bad(format!(
+                "next-edit rate {} is not in [0, 1]",
+                self.data.edit_rate
+            ));
         }
         if !(self.data.t_min > 0.0 && self.data.t_min < 1.0) {
             return bad(format!("t_min {} is not in (0, 1)", self.data.t_min));

@@ -29,8 +29,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+pub mod edit;
+
 use super::tokens::CorpusSplit;
 use super::{TrainResult, EOS_ID, MASK_ID};
+use redraft_context::edit::cut::EditCase;
+use redraft_engine::edit::EditMarkers;
 use redraft_engine::tokenizer::Tokenizer;
 
 /// Canvas lengths: a middle of `m` tokens gets the smallest bucket `>= m + 1` (at least one EOS).
@@ -45,6 +49,10 @@ pub struct DataConfig {
     pub fim_rate: f64,
     /// Lower end of the masking rate `t`.
     pub t_min: f64,
+    /// Share of next-edit examples (drawn first; the FIM rate applies to the rest). Needs edit
+    /// cases ([`ExampleBuilder::with_edits`]).
+    #[serde(default)]
+    pub edit_rate: f64,
 }
 
 impl Default for DataConfig {
@@ -53,6 +61,7 @@ impl Default for DataConfig {
             seq_len: 256,
             fim_rate: 0.7,
             t_min: 1e-3,
+            edit_rate: 0.0,
         }
     }
 }
@@ -89,6 +98,10 @@ pub enum SpanKind {
 pub enum ExampleKind {
     Fim(SpanKind),
     Plain,
+    /// A next edit ([`edit`]): the canvas is the rewritten region.
+    Edit {
+        no_edit: bool,
+    },
 }
 
 /// One training sequence with its masking.
@@ -148,6 +161,8 @@ pub struct ExampleBuilder<'a> {
     config: DataConfig,
     seed: u64,
     stream: Stream,
+    edits: &'a [EditCase],
+    markers: Option<EditMarkers>,
 }
 
 impl<'a> ExampleBuilder<'a> {
@@ -164,7 +179,17 @@ impl<'a> ExampleBuilder<'a> {
             config,
             seed,
             stream,
+            edits: &[],
+            markers: None,
         }
+    }
+
+    /// Draws next-edit examples from `cases` at the configured rate (the tokenizer must have
+    /// the edit markers).
+    pub fn with_edits(mut self, cases: &'a [EditCase]) -> TrainResult<ExampleBuilder<'a>> {
+        self.markers = Some(EditMarkers::of(self.tokenizer)?);
+        self.edits = cases;
+        Ok(self)
     }
 
     /// Batch number `number`: examples `number * size ..`, with masking rates stratified
@@ -190,7 +215,20 @@ impl<'a> ExampleBuilder<'a> {
     /// Example `index` of this stream, masked at rate `t`.
     pub fn example(&self, index: u64, t: f32) -> TrainResult<Example> {
         let mut rng = rng_for(self.seed, self.stream.salt(), index);
-        let (kind, tokens, canvas, middle_len) = if rng.random_bool(self.config.fim_rate) {
+        // No draw for edits when there are none, so a run without them keeps its stream.
+        let edit = match self.markers {
+            Some(markers) if self.config.edit_rate > 0.0 && !self.edits.is_empty() => {
+                if rng.random_bool(self.config.edit_rate) {
+                    self.edit(markers, &mut rng)?
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        let (kind, tokens, canvas, middle_len) = if let Some(edit) = edit {
+            edit
+        } else if rng.random_bool(self.config.fim_rate) {
             match self.fim(&mut rng)? {
                 Some(fim) => fim,
                 None => self.plain(&mut rng),
@@ -207,6 +245,25 @@ impl<'a> ExampleBuilder<'a> {
             masked,
             t,
         })
+    }
+
+    /// A next-edit example from a random case, or `None` when a few draws found none that fits.
+    #[allow(clippy::type_complexity)]
+    fn edit(
+        &self,
+        markers: EditMarkers,
+        rng: &mut StdRng,
+    ) -> TrainResult<Option<(ExampleKind, Vec<u32>, Range<usize>, usize)>> {
+        for _ in 0..4 {
+            let case = &self.edits[rng.random_range(0..self.edits.len())];
+            if let Some(e) =
+                edit::edit_tokens(self.tokenizer, markers, case, self.config.seq_len, rng)?
+            {
+                let kind = ExampleKind::Edit { no_edit: e.no_edit };
+                return Ok(Some((kind, e.tokens, e.canvas, e.middle_len)));
+            }
+        }
+        Ok(None)
     }
 
     fn random_file(&self, rng: &mut StdRng) -> usize {
@@ -511,7 +568,8 @@ pub struct Batch {
     pub targets: Vec<u32>,
     /// Per row: the example's weight divided by the batch size, so the loss is `sum(w * ce)`.
     pub weights: Vec<f32>,
-    pub row_is_fim: Vec<bool>,
+    /// Per row: the kind of example it belongs to.
+    pub row_kind: Vec<ExampleKind>,
 }
 
 impl Batch {
@@ -525,7 +583,7 @@ impl Batch {
             rows: Vec::new(),
             targets: Vec::new(),
             weights: Vec::new(),
-            row_is_fim: Vec::new(),
+            row_kind: Vec::new(),
         };
         for (b, ex) in examples.iter().enumerate() {
             let mut input = ex.input();
@@ -540,7 +598,7 @@ impl Batch {
                 out.rows.push((b * len + p) as u32);
                 out.targets.push(ex.tokens[p]);
                 out.weights.push(w);
-                out.row_is_fim.push(matches!(ex.kind, ExampleKind::Fim(_)));
+                out.row_kind.push(ex.kind);
             }
         }
         out

@@ -201,7 +201,7 @@ pub(super) fn tiny_batch(vocab: u32) -> Batch {
         rows: masked.iter().map(|&r| r as u32).collect(),
         targets: masked.iter().map(|&r| clean[r]).collect(),
         weights: vec![0.25; masked.len()],
-        row_is_fim: vec![false; masked.len()],
+        row_kind: vec![ExampleKind::Plain; masked.len()],
     }
 }
 
@@ -362,6 +362,7 @@ fn examples_keep_their_invariants() {
                         .iter()
                         .any(|t| t.contains(&decoded_text(&ex.tokens))));
                 }
+                ExampleKind::Edit { .. } => panic!("no edit cases were given"),
             }
         }
     }
@@ -428,6 +429,7 @@ pub(super) fn tiny_run(corpus: &Path, out: &Path) -> (TrainConfig, TrainPaths) {
     let paths = TrainPaths {
         corpus: corpus.to_path_buf(),
         out: out.to_path_buf(),
+        edits: None,
     };
     let tok = prepare_tokenizer(
         &paths,
@@ -453,6 +455,7 @@ pub(super) fn tiny_run(corpus: &Path, out: &Path) -> (TrainConfig, TrainPaths) {
         eval_every: 2,
         eval_examples: 4,
         save_every: 100,
+        init: None,
     };
     (config, paths)
 }
@@ -656,4 +659,149 @@ fn masked_tokens_weigh_the_same_in_small_and_large_canvases() {
     for w in &batch.weights {
         assert!((w - expected).abs() < 1e-7, "{:?}", batch.weights);
     }
+}
+
+/// `init` starts a run from an exported model's weights: after one step at a vanishing learning
+/// rate the new run's weights are the old model's; a model of another shape is refused, naming
+/// a tensor.
+#[test]
+fn a_run_started_from_a_model_begins_with_its_weights() {
+    let corpus = tempfile::tempdir().unwrap();
+    write_corpus(corpus.path());
+    let first = tempfile::tempdir().unwrap();
+    let (config, paths) = tiny_run(corpus.path(), first.path());
+    train(
+        &config,
+        &paths,
+        false,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap();
+
+    let second = tempfile::tempdir().unwrap();
+    let (mut config2, paths2) = tiny_run(corpus.path(), second.path());
+    config2.init = Some(first.path().to_path_buf());
+    config2.steps = 1;
+    config2.optim.lr = 1e-12;
+    config2.optim.warmup = 0;
+    config2.data.seq_len = 64;
+    train(
+        &config2,
+        &paths2,
+        false,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap();
+    let load = |dir: &Path| {
+        candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).unwrap()
+    };
+    let (a, b) = (load(first.path()), load(second.path()));
+    assert_eq!(a.len(), b.len());
+    for (name, tensor) in &a {
+        let x = tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let y = b[name].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert!(max_abs_diff(&x, &y) < 1e-6, "{name} moved");
+    }
+    // Random weights would differ everywhere.
+    let fresh = redraft_engine::qwen2::init_weights(&config2.model.model_config(64), 11).unwrap();
+    let name = "model.embed_tokens.weight";
+    let x = fresh[name].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let y = b[name].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert!(max_abs_diff(&x, &y) > 1e-3);
+
+    let third = tempfile::tempdir().unwrap();
+    let (mut config3, paths3) = tiny_run(corpus.path(), third.path());
+    config3.init = Some(first.path().to_path_buf());
+    config3.model.ffn *= 2;
+    let err = train(
+        &config3,
+        &paths3,
+        false,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("mlp"), "{err}");
+}
+
+/// A run with next-edit cases trains on them and reports their accuracy; the cases are part of
+/// what a resume must see unchanged.
+#[test]
+fn a_run_with_edit_cases_reports_next_edit_accuracy() {
+    use crate::edits::{EditKind, EditRecord, TRAIN_FILE, VALID_FILE};
+    use redraft_context::edit::cut::EditCase;
+    use redraft_context::edit::HistoryEdit;
+    let corpus = tempfile::tempdir().unwrap();
+    write_corpus(corpus.path());
+    let edits = tempfile::tempdir().unwrap();
+    let text = "fn main() {\n    let width = 3;\n    let h = 4;\n}\n";
+    let record = EditRecord::new(
+        EditKind::Rename,
+        "c",
+        "1.0.0",
+        EditCase {
+            path: "src/main.rs".into(),
+            text: text.into(),
+            cursor: text.find("width").unwrap() + 5,
+            history: vec![HistoryEdit {
+                path: "src/main.rs".into(),
+                old: "    let w = 3;\n".into(),
+                new: "    let width = 3;\n".into(),
+            }],
+            target: None,
+        },
+    );
+    let line = serde_json::to_string(&record).unwrap() + "\n";
+    for file in [TRAIN_FILE, VALID_FILE] {
+        std::fs::write(edits.path().join(file), &line).unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    let (mut config, mut paths) = tiny_run(corpus.path(), out.path());
+    config.data.seq_len = 128;
+    config.data.edit_rate = 0.5;
+    config.steps = 2;
+    let err = train(
+        &config,
+        &paths,
+        false,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("--edits"), "{err}");
+    paths.edits = Some(edits.path().to_path_buf());
+    let summary = train(
+        &config,
+        &paths,
+        false,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap();
+    let edit_acc = summary.last_eval.unwrap().val_edit_acc;
+    assert!(
+        edit_acc.is_some_and(|a| (0.0..=1.0).contains(&a)),
+        "{edit_acc:?}"
+    );
+
+    std::fs::write(edits.path().join(TRAIN_FILE), line.repeat(2)).unwrap();
+    config.steps = 4;
+    let err = train(
+        &config,
+        &paths,
+        true,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("changed"), "{err}");
 }

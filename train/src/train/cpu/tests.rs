@@ -8,6 +8,7 @@ use std::path::Path;
 use candle_core::{DType, Device};
 
 use super::*;
+use crate::train::examples::ExampleKind;
 use crate::train::optim::OptimConfig;
 use crate::train::tests::{
     log_losses, random_weights, tiny_run, tiny_shape, token_batch, write_corpus,
@@ -35,7 +36,7 @@ fn spread_batch(vocab: u32, lens: Vec<usize>, len: usize) -> Batch {
         lens,
         targets: rows.iter().map(|&r| clean[r as usize]).collect(),
         weights: (0..rows.len()).map(|i| 0.05 + 0.01 * i as f32).collect(),
-        row_is_fim: vec![false; rows.len()],
+        row_kind: vec![ExampleKind::Plain; rows.len()],
         rows,
     }
 }

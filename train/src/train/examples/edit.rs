@@ -1,0 +1,280 @@
+//! Next-edit examples: an [`EditCase`] planned by the context layer
+//! ([`redraft_context::edit::plan_edit`]) and laid out by the engine
+//! ([`redraft_engine::edit::EditLayout`]) exactly as a request in an editor is, the canvas being
+//! the new region followed by EOS padding. A case without a target ("no edit") teaches the model
+//! to write the region back unchanged.
+//!
+//! The region's line budget is drawn around the one requests use (a line or two more or less
+//! above and below), so the model does not learn one region size; the rest of the layout is the
+//! engine's.
+
+use std::ops::Range;
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use redraft_context::edit::cut::EditCase;
+use redraft_context::edit::{plan_edit, EditBudget};
+use redraft_context::{Language, Source, TokenCounter};
+use redraft_engine::edit::{canvas_length, EditLayout, EditMarkers, EditPrompt};
+use redraft_engine::tokenizer::Tokenizer;
+
+use super::super::{TrainResult, EOS_ID};
+
+/// Token counts for the context layer's budgets, from the tokenizer the model is trained with.
+pub struct TokenizerCounter<'a>(pub &'a Tokenizer);
+
+impl TokenCounter for TokenizerCounter<'_> {
+    fn count_tokens(&self, text: &str) -> usize {
+        self.0.encode(text).map_or(text.len(), |ids| ids.len())
+    }
+}
+
+/// A laid-out next-edit example.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditTokens {
+    pub tokens: Vec<u32>,
+    /// The canvas: the new region's tokens, then EOS.
+    pub canvas: Range<usize>,
+    /// Tokens of the new region.
+    pub middle_len: usize,
+    /// The case asks for no edit (the new region is the old one).
+    pub no_edit: bool,
+}
+
+/// `case` as a training sequence of at most `seq_len` tokens, or `None` when its target lies
+/// outside the region the context layer chose, or the region is too long for `seq_len`.
+pub fn edit_tokens(
+    tokenizer: &Tokenizer,
+    markers: EditMarkers,
+    case: &EditCase,
+    seq_len: usize,
+    rng: &mut StdRng,
+) -> TrainResult<Option<EditTokens>> {
+    let defaults = EditBudget::default();
+    let budget = EditBudget {
+        lines_above: rng
+            .random_range(defaults.lines_above.saturating_sub(2)..=defaults.lines_above + 1),
+        lines_below: rng
+            .random_range(defaults.lines_below.saturating_sub(4)..=defaults.lines_below + 2),
+        ..defaults
+    };
+    let source = Source {
+        text: &case.text,
+        cursor: case.cursor,
+        language: Language::from_path(std::path::Path::new(&case.path)),
+        tree: None,
+    };
+    let counter = TokenizerCounter(tokenizer);
+    let plan = plan_edit(&source, &case.path, &case.history, &budget, &counter);
+    let region = plan.region_range.clone();
+    let new_region = match &case.target {
+        None => plan.region.clone(),
+        Some(target) => {
+            if target.range.start < region.start || target.range.end > region.end {
+                return Ok(None);
+            }
+            let (a, b) = (
+                target.range.start - region.start,
+                target.range.end - region.start,
+            );
+            format!(
+                "{}{}{}",
+                &plan.region[..a],
+                target.new_text,
+                &plan.region[b..]
+            )
+        }
+    };
+    let new = tokenizer.encode(&new_region)?;
+    let draft_len = tokenizer.encode(&plan.region)?.len();
+    let canvas_len = canvas_length(draft_len).max((new.len() + 1).next_multiple_of(8));
+    if canvas_len > seq_len / 2 {
+        return Ok(None);
+    }
+    let prompt = EditPrompt {
+        history: &plan.history,
+        path: &case.path,
+        before: &plan.before,
+        region: &plan.region,
+        cursor: plan.cursor_in_region,
+        after: &plan.after,
+    };
+    let layout = match EditLayout::build(tokenizer, markers, &prompt, seq_len - canvas_len) {
+        Ok(layout) => layout,
+        // The region with its markers does not fit beside its canvas.
+        Err(redraft_engine::Error::InvalidRequest(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut tokens = layout.prefix;
+    let canvas = tokens.len()..tokens.len() + canvas_len;
+    tokens.extend_from_slice(&new);
+    tokens.resize(canvas.end, EOS_ID);
+    tokens.extend_from_slice(&layout.suffix);
+    Ok(Some(EditTokens {
+        tokens,
+        canvas,
+        middle_len: new.len(),
+        no_edit: case.target.is_none(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use redraft_context::edit::{HistoryEdit, TextEdit};
+
+    use super::*;
+    use crate::train::tokens::train_tokenizer;
+
+    const TEXT: &str = "fn area(w: u32, h: u32) -> u32 {\n    w * h\n}\n\nfn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", area(w, h));\n}\n";
+
+    fn tokenizer() -> Tokenizer {
+        train_tokenizer(&[TEXT.repeat(4)], 300).unwrap()
+    }
+
+    fn case(target: Option<TextEdit>) -> EditCase {
+        EditCase {
+            path: "src/main.rs".into(),
+            text: TEXT.into(),
+            cursor: TEXT.find("width = 3").unwrap() + "width".len(),
+            history: vec![HistoryEdit {
+                path: "src/main.rs".into(),
+                old: "    let w = 3;\n".into(),
+                new: "    let width = 3;\n".into(),
+            }],
+            target,
+        }
+    }
+
+    fn tokens_of(case: &EditCase, seq_len: usize) -> Option<EditTokens> {
+        let tokenizer = tokenizer();
+        let markers = EditMarkers::of(&tokenizer).unwrap();
+        let mut rng = StdRng::seed_from_u64(3);
+        edit_tokens(&tokenizer, markers, case, seq_len, &mut rng).unwrap()
+    }
+
+    /// The canvas holds the region with the target applied, then EOS; the old region sits
+    /// between the markers just before it, with the cursor marker where the cursor is.
+    #[test]
+    fn the_canvas_is_the_new_region_after_the_marked_old_one() {
+        let at = TEXT.find("area(w, h)").unwrap() + "area(".len();
+        let target = TextEdit {
+            range: at..at + 1,
+            new_text: "width".into(),
+        };
+        let ex = tokens_of(&case(Some(target)), 512).expect("the target is in the region");
+        let tokenizer = tokenizer();
+        let markers = EditMarkers::of(&tokenizer).unwrap();
+        assert!(!ex.no_edit);
+        let canvas = &ex.tokens[ex.canvas.clone()];
+        let (middle, padding) = canvas.split_at(ex.middle_len);
+        assert!(!padding.is_empty() && padding.iter().all(|&t| t == EOS_ID));
+        let new_region = tokenizer.decode(middle).unwrap();
+        assert!(new_region.contains("area(width, h)"), "{new_region}");
+        let before = &ex.tokens[..ex.canvas.start];
+        assert_eq!(before.last(), Some(&markers.edit_end));
+        let start = before
+            .iter()
+            .rposition(|&t| t == markers.edit_start)
+            .unwrap();
+        let old = &before[start + 1..before.len() - 1];
+        let cursor = old.iter().position(|&t| t == markers.cursor).unwrap();
+        let old_text = format!(
+            "{}{}",
+            tokenizer.decode(&old[..cursor]).unwrap(),
+            tokenizer.decode(&old[cursor + 1..]).unwrap()
+        );
+        assert!(old_text.contains("area(w, h)"), "{old_text}");
+        assert_eq!(
+            old_text.replace("area(w, h)", "area(width, h)"),
+            new_region,
+            "the rewrite is the old region with the target applied"
+        );
+        assert!(tokenizer
+            .decode(&old[..cursor])
+            .unwrap()
+            .ends_with("let width"));
+        // The history comes first, the file header after it.
+        let history = tokenizer.decode(&before[..start]).unwrap();
+        assert!(history.contains("+    let width = 3;"), "{history}");
+        assert!(ex.tokens.len() <= 512);
+    }
+
+    #[test]
+    fn a_case_without_a_target_rewrites_the_region_unchanged() {
+        let ex = tokens_of(&case(None), 512).unwrap();
+        assert!(ex.no_edit);
+        let tokenizer = tokenizer();
+        let new_region = tokenizer
+            .decode(&ex.tokens[ex.canvas.start..ex.canvas.start + ex.middle_len])
+            .unwrap();
+        assert!(TEXT.contains(&new_region) && new_region.contains("let h = 4;"));
+    }
+
+    #[test]
+    fn targets_outside_the_region_and_regions_too_long_for_the_sequence_are_skipped() {
+        let target = TextEdit {
+            range: 3..7,
+            new_text: "surface".into(),
+        };
+        assert_eq!(tokens_of(&case(Some(target)), 512), None);
+        assert_eq!(tokens_of(&case(None), 24), None);
+    }
+}
+
+#[cfg(test)]
+mod builder_tests {
+    use redraft_context::edit::HistoryEdit;
+
+    use super::super::{DataConfig, ExampleBuilder, ExampleKind, Stream};
+    use super::*;
+    use crate::train::tokens::{train_tokenizer, CorpusSplit};
+
+    /// At an edit rate of one half, about half the examples are next edits, each masked only
+    /// inside its canvas; with the rate at zero the stream is the one without edit cases.
+    #[test]
+    fn the_builder_mixes_in_next_edits_at_their_rate() {
+        let text =
+            "fn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", w * h);\n}\n";
+        let tokenizer = train_tokenizer(&[text.repeat(8)], 300).unwrap();
+        let split = CorpusSplit::from_texts(vec![text.repeat(6)], &tokenizer).unwrap();
+        let cases = vec![EditCase {
+            path: "src/main.rs".into(),
+            text: text.into(),
+            cursor: text.find("width").unwrap() + 5,
+            history: vec![HistoryEdit {
+                path: "src/main.rs".into(),
+                old: "    let w = 3;\n".into(),
+                new: "    let width = 3;\n".into(),
+            }],
+            target: None,
+        }];
+        let mixed = DataConfig {
+            seq_len: 256,
+            edit_rate: 0.5,
+            ..DataConfig::default()
+        };
+        let builder = ExampleBuilder::new(&split, &tokenizer, mixed.clone(), 1, Stream::Train)
+            .with_edits(&cases)
+            .unwrap();
+        let examples = builder.batch(0, 64).unwrap();
+        let edits = examples
+            .iter()
+            .filter(|e| matches!(e.kind, ExampleKind::Edit { no_edit: true }))
+            .count();
+        assert!((20..=44).contains(&edits), "{edits} of 64");
+        for ex in &examples {
+            assert!(ex.masked.iter().all(|p| ex.canvas.contains(p)));
+            assert!(ex.tokens.len() <= 256);
+        }
+        let off = DataConfig {
+            edit_rate: 0.0,
+            ..mixed
+        };
+        let with = ExampleBuilder::new(&split, &tokenizer, off.clone(), 1, Stream::Train)
+            .with_edits(&cases)
+            .unwrap();
+        let without = ExampleBuilder::new(&split, &tokenizer, off, 1, Stream::Train);
+        assert_eq!(with.batch(3, 8).unwrap(), without.batch(3, 8).unwrap());
+    }
+}
