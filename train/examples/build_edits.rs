@@ -2,15 +2,16 @@
 //!
 //! ```text
 //! cargo run --release -p redraft-train --example build_edits -- \
-//!     --corpus target/decoding/corpus --out target/edits [--versions 2]
+//!     --corpus target/decoding/corpus --out target/edits [--versions 4]
 //! ```
 //!
-//! `--versions N` earlier published versions of each corpus crate are resolved and fetched with
-//! cargo (crates.io, once; the scratch lockfiles under `--work-dir`, default
+//! `--versions N` (4) earlier published versions of each corpus crate are resolved and fetched
+//! with cargo (crates.io, once; the scratch lockfiles under `--work-dir`, default
 //! `OUT/versions-work`, make reruns offline) and paired file by file; `--versions 0` makes
 //! synthetic cases only. Other options: `--seed N` (synthetic picks, 0), `--per-file N`
 //! (synthetic cases per kind per file, 2), `--no-edit-fraction F` (0.2), `--cargo-home DIR`
-//! (where cargo downloads to; default cargo's own), `--crate NAME...` (only these crates).
+//! (where cargo downloads to; default cargo's own), `--crate NAME...` (only these crates),
+//! `--excerpt-lines N` (lines kept above the cursor and below the target, 40; 0: whole files).
 //!
 //! Writes `edits-train.jsonl`, `edits-valid.jsonl` and `edits-manifest.json` to `OUT`.
 
@@ -66,6 +67,12 @@ fn main() -> anyhow::Result<()> {
                     .context("--no-edit-fraction takes a fraction such as 0.2")?
             }
             "--crate" => options.only_crates.extend(values()),
+            "--excerpt-lines" => {
+                let lines: usize = one("number")?
+                    .parse()
+                    .context("--excerpt-lines takes an integer (0: whole files)")?;
+                options.excerpt_lines = (lines > 0).then_some(lines);
+            }
             other => bail!("unknown argument `{other}`: see the header of examples/build_edits.rs"),
         }
     }

@@ -14,7 +14,9 @@
 //! [`build`] writes [`TRAIN_FILE`] and [`VALID_FILE`] (JSON Lines of [`EditRecord`], split by
 //! crate as the corpus is, so no validation crate's edits are in training) and
 //! [`MANIFEST_FILE`] ([`EditsManifest`]: counts per kind and split, versions used and skipped,
-//! drops by reason). The same corpus, downloads and options give byte-identical files.
+//! drops by reason). A case's text is the file cut to whole lines around the cursor and target
+//! ([`EditsOptions::excerpt_lines`]; the model sees only a few lines beyond the region). The
+//! same corpus, downloads and options give byte-identical files.
 
 pub mod synthetic;
 pub mod versions;
@@ -81,8 +83,11 @@ pub struct EditRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_version: Option<String>,
     pub path: String,
-    /// The file with the history applied.
+    /// The file with the history applied: whole lines around the cursor and the target (see
+    /// [`EditsOptions::excerpt_lines`]), starting at line `excerpt_line` (0-based) of the file.
     pub text: String,
+    #[serde(default)]
+    pub excerpt_line: usize,
     /// Byte offset in `text`.
     pub cursor: usize,
     /// Oldest first.
@@ -116,6 +121,7 @@ impl EditRecord {
             from_version: None,
             path: case.path,
             text: case.text,
+            excerpt_line: 0,
             cursor: case.cursor,
             history: case
                 .history
@@ -132,6 +138,33 @@ impl EditRecord {
                 new_text: edit.new_text,
             }),
         }
+    }
+
+    /// Cuts `text` down to whole lines from `lines` above the cursor's line to `lines` below
+    /// the cursor's or the target's last line, whichever is lower; offsets follow.
+    pub fn trim_to_excerpt(&mut self, lines: usize) {
+        let line_of = |offset: usize| self.text[..offset].matches('\n').count();
+        let cursor_line = line_of(self.cursor);
+        let last_line = self
+            .target
+            .as_ref()
+            .map_or(cursor_line, |t| line_of(t.end).max(cursor_line));
+        let first = cursor_line.saturating_sub(lines);
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(self.text.match_indices('\n').map(|(at, _)| at + 1))
+            .collect();
+        let start = starts[first.min(starts.len() - 1)];
+        let end = starts
+            .get(last_line + lines + 1)
+            .copied()
+            .unwrap_or(self.text.len());
+        self.text = self.text[start..end].to_string();
+        self.cursor -= start;
+        if let Some(target) = &mut self.target {
+            target.start -= start;
+            target.end -= start;
+        }
+        self.excerpt_line += first.min(starts.len() - 1);
     }
 
     /// The case, as `redraft_context` has it.
@@ -254,18 +287,22 @@ pub struct EditsOptions {
     pub only_crates: Vec<String>,
     pub cut: CutOptions,
     pub synthetic: synthetic::SyntheticOptions,
+    /// Lines of the file kept above the cursor and below the cursor or target (the model sees
+    /// a few lines on either side of the region); `None` keeps whole files.
+    pub excerpt_lines: Option<usize>,
 }
 
 impl EditsOptions {
     pub fn new(corpus: impl Into<PathBuf>) -> EditsOptions {
         EditsOptions {
             corpus: corpus.into(),
-            versions: 2,
+            versions: 4,
             work_dir: None,
             cargo_home: None,
             only_crates: Vec::new(),
             cut: CutOptions::default(),
             synthetic: synthetic::SyntheticOptions::default(),
+            excerpt_lines: Some(40),
         }
     }
 }
@@ -387,7 +424,10 @@ pub fn build(options: &EditsOptions, out_dir: &Path) -> Result<EditsReport> {
 
     let mut counts: BTreeMap<Split, BTreeMap<EditKind, CaseCounts>> = BTreeMap::new();
     let (mut train, mut valid) = (Vec::new(), Vec::new());
-    for record in records {
+    for mut record in records {
+        if let Some(lines) = options.excerpt_lines {
+            record.trim_to_excerpt(lines);
+        }
         let split = split_of
             .get(record.krate.as_str())
             .copied()

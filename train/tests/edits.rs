@@ -209,3 +209,34 @@ fn the_same_inputs_give_the_same_files() {
     assert_eq!(cases.len(), records(&a, edits::TRAIN_FILE).len());
     assert!(cases.iter().any(|c| c.target.is_none()));
 }
+
+#[test]
+fn an_excerpt_keeps_the_lines_around_cursor_and_target() {
+    use redraft_context::edit::cut::EditCase;
+    use redraft_context::edit::TextEdit;
+    let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
+    let cursor = text.find("line 50").unwrap() + 4;
+    let target = text.find("line 53").unwrap();
+    let mut record = EditRecord::new(
+        EditKind::Rename,
+        "c",
+        "1.0.0",
+        EditCase {
+            path: "f.rs".into(),
+            text: text.clone(),
+            cursor,
+            history: Vec::new(),
+            target: Some(TextEdit {
+                range: target..target + 4,
+                new_text: "LINE".into(),
+            }),
+        },
+    );
+    let before = applied(&record);
+    record.trim_to_excerpt(5);
+    assert_eq!(record.excerpt_line, 45);
+    assert!(record.text.starts_with("line 45\n"));
+    assert!(record.text.ends_with("line 58\n"));
+    assert_eq!(&record.text[record.cursor..record.cursor + 3], " 50");
+    assert!(before.contains(&applied(&record)));
+}
