@@ -254,3 +254,51 @@ fn next_edit_flags_need_next_edit() {
     let refused = redraft(&["eval", "--next-edit", "x", "--canonical"]);
     assert!(!refused.status.success());
 }
+
+/// The embedded model on three of Zed's cases: every suggestion recorded is a diff of the
+/// excerpt that the library's scorer scores as the run did, and the run reports its latency,
+/// steps and tokens per forward.
+#[test]
+fn the_embedded_model_is_scored_on_a_few_zed_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("model");
+    let cases_dir = zed_cases();
+    ok(redraft(&[
+        "eval",
+        "--next-edit",
+        path(&cases_dir),
+        "--limit",
+        "3",
+        "--out",
+        path(&out),
+    ]));
+    let cases = read_cases(&cases_dir).unwrap();
+    let results = std::fs::read_to_string(out.join("cases.jsonl")).unwrap();
+    let results: Vec<Value> = results
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(results.len(), 3);
+    for result in &results {
+        let case = cases
+            .iter()
+            .find(|c| result["case"] == c.name.as_str())
+            .unwrap();
+        let diff = result["suggestion"].as_str().unwrap();
+        let suggested = if diff.is_empty() {
+            case.excerpt.clone()
+        } else {
+            let patches = redraft_context::edit::parse_patches(diff).unwrap();
+            redraft_context::edit::apply(&case.excerpt, &patches[0]).unwrap()
+        };
+        let scored = score(case, &suggested);
+        assert_eq!(result["exact"], scored.exact, "{}", case.name);
+        assert!((number(result, "delta_chrf") - scored.delta_chrf).abs() < 1e-9);
+        assert!(number(result, "latency_ms") > 0.0);
+        assert!(number(result, "steps") >= 1.0);
+        assert!(number(result, "tokens_per_forward") > 0.0);
+    }
+    let summary = summary(&out);
+    assert_eq!(summary["cases"], 3);
+    assert!(!summary["latency_ms"].is_null() && !summary["steps"].is_null());
+}
