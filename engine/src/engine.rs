@@ -238,15 +238,7 @@ impl Engine {
     ) -> Result<Completion> {
         let started = Instant::now();
         let canvas = self.canvas(request)?;
-        let tokenized = started.elapsed();
-        let sampled = self.sampler().run(
-            &self.model,
-            cache,
-            std::slice::from_ref(&canvas),
-            &request.sampler,
-            controls,
-        )?;
-        self.completion(&canvas, &sampled, 0, tokenized, started)
+        self.run_one(&canvas, &request.sampler, cache, controls, started)
     }
 
     /// Fills the middle of `request` once per canvas length in `lengths`, as one batch: every
@@ -320,15 +312,27 @@ impl Engine {
         )
         .growing_to(longest)
         .with_draft(layout.draft);
+        self.run_one(&canvas, &request.sampler, cache, controls, started)
+    }
+
+    /// Fills one canvas; `started` is when the request began (tokenizing is what came before).
+    fn run_one(
+        &self,
+        canvas: &Canvas,
+        sampler: &SamplerConfig,
+        cache: &mut KvCache,
+        controls: Controls<'_>,
+        started: Instant,
+    ) -> Result<Completion> {
         let tokenized = started.elapsed();
         let sampled = self.sampler().run(
             &self.model,
             cache,
-            std::slice::from_ref(&canvas),
-            &request.sampler,
+            std::slice::from_ref(canvas),
+            sampler,
             controls,
         )?;
-        self.completion(&canvas, &sampled, 0, tokenized, started)
+        self.completion(canvas, &sampled, 0, tokenized, started)
     }
 
     fn completion(

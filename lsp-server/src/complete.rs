@@ -150,25 +150,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     request.max_tokens = args.max_tokens;
     request.canvas_tokens = args.canvas_tokens.unwrap_or(args.max_tokens);
     request.sampler = args.sampler.config();
-    let mut on_step = |step: &DenoiseStep| {
-        eprintln!(
-            "step {:>3}: {}",
-            step.step,
-            render(&engine, &step.canvases[0])
-        );
-    };
-    let controls = Controls {
-        cancel: None,
-        deadline: args
-            .deadline_ms
-            .map(|ms| Instant::now() + Duration::from_millis(ms)),
-        on_step: if args.steps_view {
-            Some(&mut on_step)
-        } else {
-            None
-        },
-    };
-    let completion = engine.complete(&request, &mut KvCache::default(), controls)?;
+    let completion = with_controls(&args, &engine, |controls| {
+        engine.complete(&request, &mut KvCache::default(), controls)
+    })?;
     if args.json {
         let mut value = serde_json::to_value(&completion)?;
         value["load_ms"] = load_ms.into();
@@ -180,6 +164,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", completion.middle);
     }
     Ok(())
+}
+
+/// Runs `run` under the flags' deadline, with each step's canvas printed to stderr under
+/// `--steps-view`.
+fn with_controls<T>(args: &Args, engine: &Engine, run: impl FnOnce(Controls<'_>) -> T) -> T {
+    let mut on_step = |step: &DenoiseStep| {
+        eprintln!(
+            "step {:>3}: {}",
+            step.step,
+            render(engine, &step.canvases[0])
+        );
+    };
+    run(Controls {
+        cancel: None,
+        deadline: args
+            .deadline_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms)),
+        on_step: if args.steps_view {
+            Some(&mut on_step)
+        } else {
+            None
+        },
+    })
 }
 
 /// One line per step: committed text, `░` for a masked slot, newlines shown as `↵`.

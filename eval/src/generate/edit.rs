@@ -89,3 +89,16 @@ pub fn next_edit(
         latency_ms: started.elapsed().as_secs_f64() * 1e3,
     })
 }
+
+/// `text` with `suggestion`'s edits applied (they are in document order and do not overlap).
+pub fn apply(text: &str, suggestion: &EditSuggestion) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for edit in &suggestion.edits {
+        out.push_str(&text[at..edit.range.start]);
+        out.push_str(&edit.new_text);
+        at = edit.range.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}

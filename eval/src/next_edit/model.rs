@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use redraft_context::edit::{EditBudget, EditSuggestion, HistoryEdit};
+use redraft_context::edit::{EditBudget, HistoryEdit};
 use redraft_context::{Language, Source};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
@@ -15,7 +15,7 @@ use super::case::NextEditCase;
 use super::report::NextEditStats;
 use super::run::{NextEditModel, Suggestion};
 use crate::error::Result;
-use crate::generate::edit::{next_edit, EditInput};
+use crate::generate::edit::{apply, next_edit, EditInput};
 
 /// The engine under one setting.
 pub struct EngineModel<'a> {
@@ -57,7 +57,7 @@ impl NextEditModel for EngineModel<'_> {
         )?;
         let completion = &outcome.completion;
         Ok(Suggestion {
-            excerpt: applied(&case.excerpt, &outcome.suggestion),
+            excerpt: apply(&case.excerpt, &outcome.suggestion),
             stats: NextEditStats {
                 latency_ms: outcome.latency_ms,
                 model_ms: completion.timings.model_ms,
@@ -67,19 +67,6 @@ impl NextEditModel for EngineModel<'_> {
             },
         })
     }
-}
-
-/// `text` with the suggestion's edits (ordered, not overlapping) made.
-pub fn applied(text: &str, suggestion: &EditSuggestion) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for edit in &suggestion.edits {
-        out.push_str(&text[at..edit.range.start]);
-        out.push_str(&edit.new_text);
-        at = edit.range.end;
-    }
-    out.push_str(&text[at..]);
-    out
 }
 
 impl NextEditCase {

@@ -3,17 +3,16 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
-use redraft_context::edit::{parse_patches, unified_diff, EditBudget, EditSuggestion, HistoryEdit};
+use redraft_context::edit::{parse_patches, unified_diff, EditBudget, HistoryEdit};
 use redraft_context::{Language, Source};
 use redraft_engine::qwen2::KvCache;
-use redraft_engine::sampler::{Controls, DenoiseStep};
-use redraft_eval::generate::edit::{next_edit, EditInput};
+use redraft_eval::generate::edit::{apply, next_edit, EditInput};
 use serde::Serialize;
 
-use super::{cursor_offset, read_text, render, Args};
+use super::{cursor_offset, read_text, with_controls, Args};
 
 /// The request: a document, its name, the cursor and the recent edits as a unified diff.
 struct Request {
@@ -111,19 +110,6 @@ struct JsonEdit {
     text: String,
 }
 
-/// The document with `suggestion` applied.
-fn applied(text: &str, suggestion: &EditSuggestion) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for edit in &suggestion.edits {
-        out.push_str(&text[at..edit.range.start]);
-        out.push_str(&edit.new_text);
-        at = edit.range.end;
-    }
-    out.push_str(&text[at..]);
-    out
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     let request = request(&args)?;
     let patches = parse_patches(&request.history).context("reading the edit history")?;
@@ -132,24 +118,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let engine = crate::default_model::load_or_default(args.model.as_deref(), args.device)?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
     let sampler = args.sampler.edit_config();
-    let mut on_step = |step: &DenoiseStep| {
-        eprintln!(
-            "step {:>3}: {}",
-            step.step,
-            render(&engine, &step.canvases[0])
-        );
-    };
-    let controls = Controls {
-        cancel: None,
-        deadline: args
-            .deadline_ms
-            .map(|ms| Instant::now() + Duration::from_millis(ms)),
-        on_step: if args.steps_view {
-            Some(&mut on_step)
-        } else {
-            None
-        },
-    };
     let input = EditInput {
         source: Source {
             text: &request.text,
@@ -160,14 +128,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         path: &request.path,
         history: &history,
     };
-    let outcome = next_edit(
-        &engine,
-        &input,
-        &EditBudget::for_positions(engine.model().config().max_position_embeddings),
-        sampler.clone(),
-        &mut KvCache::default(),
-        controls,
-    )?;
+    let budget = EditBudget::for_positions(engine.model().config().max_position_embeddings);
+    let outcome = with_controls(&args, &engine, |controls| {
+        next_edit(
+            &engine,
+            &input,
+            &budget,
+            sampler.clone(),
+            &mut KvCache::default(),
+            controls,
+        )
+    })?;
     let text = &request.text;
     if args.json {
         let edits: Vec<JsonEdit> = outcome
@@ -229,7 +200,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         print!(
             "{}",
-            unified_diff(path, text, &applied(text, &outcome.suggestion), 3)
+            unified_diff(path, text, &apply(text, &outcome.suggestion), 3)
         );
     }
     Ok(())
@@ -238,7 +209,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redraft_context::edit::TextEdit;
+    use redraft_context::edit::{EditSuggestion, TextEdit};
 
     #[test]
     fn line_columns_are_1_based_and_count_characters() {
@@ -265,6 +236,6 @@ mod tests {
             ],
             jump: None,
         };
-        assert_eq!(applied("abc\ndef", &suggestion), "Abc\n!def");
+        assert_eq!(apply("abc\ndef", &suggestion), "Abc\n!def");
     }
 }

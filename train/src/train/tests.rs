@@ -735,8 +735,6 @@ fn a_run_started_from_a_model_begins_with_its_weights() {
 #[test]
 fn a_run_with_edit_cases_reports_next_edit_accuracy() {
     use crate::edits::{EditKind, EditRecord, TRAIN_FILE, VALID_FILE};
-    use redraft_context::edit::cut::EditCase;
-    use redraft_context::edit::HistoryEdit;
     let corpus = tempfile::tempdir().unwrap();
     write_corpus(corpus.path());
     let edits = tempfile::tempdir().unwrap();
@@ -745,17 +743,7 @@ fn a_run_with_edit_cases_reports_next_edit_accuracy() {
         EditKind::Rename,
         "c",
         "1.0.0",
-        EditCase {
-            path: "src/main.rs".into(),
-            text: text.into(),
-            cursor: text.find("width").unwrap() + 5,
-            history: vec![HistoryEdit {
-                path: "src/main.rs".into(),
-                old: "    let w = 3;\n".into(),
-                new: "    let width = 3;\n".into(),
-            }],
-            target: None,
-        },
+        super::examples::edit::tests::renamed_width(text, None),
     );
     let line = serde_json::to_string(&record).unwrap() + "\n";
     for file in [TRAIN_FILE, VALID_FILE] {

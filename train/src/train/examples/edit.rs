@@ -119,7 +119,7 @@ pub fn edit_tokens(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use rand::SeedableRng;
     use redraft_context::edit::{HistoryEdit, TextEdit};
 
@@ -133,10 +133,16 @@ mod tests {
     }
 
     fn case(target: Option<TextEdit>) -> EditCase {
+        renamed_width(TEXT, target)
+    }
+
+    /// `text` (holding `let width = 3;`) just after `w` was renamed `width` there, the cursor
+    /// at the end of the new name.
+    pub(crate) fn renamed_width(text: &str, target: Option<TextEdit>) -> EditCase {
         EditCase {
             path: "src/main.rs".into(),
-            text: TEXT.into(),
-            cursor: TEXT.find("width = 3").unwrap() + "width".len(),
+            text: text.into(),
+            cursor: text.find("width = 3").unwrap() + "width".len(),
             history: vec![HistoryEdit {
                 path: "src/main.rs".into(),
                 old: "    let w = 3;\n".into(),
@@ -224,10 +230,7 @@ mod tests {
 
 #[cfg(test)]
 mod builder_tests {
-    use redraft_context::edit::HistoryEdit;
-
     use super::super::{DataConfig, ExampleBuilder, ExampleKind, Stream};
-    use super::*;
     use crate::train::tokens::{train_tokenizer, CorpusSplit};
 
     /// At an edit rate of one half, about half the examples are next edits, each masked only
@@ -238,17 +241,7 @@ mod builder_tests {
             "fn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", w * h);\n}\n";
         let tokenizer = train_tokenizer(&[text.repeat(8)], 300).unwrap();
         let split = CorpusSplit::from_texts(vec![text.repeat(6)], &tokenizer).unwrap();
-        let cases = vec![EditCase {
-            path: "src/main.rs".into(),
-            text: text.into(),
-            cursor: text.find("width").unwrap() + 5,
-            history: vec![HistoryEdit {
-                path: "src/main.rs".into(),
-                old: "    let w = 3;\n".into(),
-                new: "    let width = 3;\n".into(),
-            }],
-            target: None,
-        }];
+        let cases = vec![super::tests::renamed_width(text, None)];
         let mixed = DataConfig {
             seq_len: 256,
             edit_rate: 0.5,
