@@ -132,103 +132,123 @@ impl Summary {
 
 /// The summaries side by side: one row per metric, one column per setting.
 pub fn table(summaries: &[Summary]) -> String {
-    let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
-    let number =
-        |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |x| format!("{x:.digits$}"));
     let count = |s: &Summary, o: Outcome| s.outcomes.get(&o).copied().unwrap_or(0).to_string();
-    type Row<'a> = (&'a str, Box<dyn Fn(&Summary) -> String + 'a>);
-    let rows: Vec<Row> = vec![
+    let rows: Vec<Metric<Summary>> = vec![
         ("tasks", Box::new(|s| s.tasks.to_string())),
-        ("pass@1", Box::new(move |s| percent(s.pass_at_1))),
-        (
-            "exact match",
-            Box::new(move |s| percent(Some(s.exact_match))),
-        ),
+        ("pass@1", Box::new(|s| percent(s.pass_at_1))),
+        ("exact match", Box::new(|s| percent(Some(s.exact_match)))),
         (
             "edit similarity",
-            Box::new(move |s| number(Some(s.edit_similarity), 3)),
+            Box::new(|s| number(Some(s.edit_similarity), 3)),
         ),
         (
             "compile errors",
-            Box::new(move |s| percent(s.compile_error_rate)),
+            Box::new(|s| percent(s.compile_error_rate)),
         ),
         (
             "test failures",
-            Box::new(move |s| count(s, Outcome::TestFailure)),
+            Box::new(|s| count(s, Outcome::TestFailure)),
         ),
-        ("timeouts", Box::new(move |s| count(s, Outcome::Timeout))),
-        ("memory", Box::new(move |s| count(s, Outcome::Memory))),
+        ("timeouts", Box::new(|s| count(s, Outcome::Timeout))),
+        ("memory", Box::new(|s| count(s, Outcome::Memory))),
         (
             "empty completions",
             Box::new(|s| s.empty_completions.to_string()),
         ),
         (
             "latency p50 ms",
-            Box::new(move |s| number(s.latency_ms.map(|l| l.p50), 1)),
+            Box::new(|s| number(s.latency_ms.map(|l| l.p50), 1)),
         ),
         (
             "latency p95 ms",
-            Box::new(move |s| number(s.latency_ms.map(|l| l.p95), 1)),
+            Box::new(|s| number(s.latency_ms.map(|l| l.p95), 1)),
         ),
         (
             "latency p99 ms",
-            Box::new(move |s| number(s.latency_ms.map(|l| l.p99), 1)),
+            Box::new(|s| number(s.latency_ms.map(|l| l.p99), 1)),
         ),
         (
             "tokens/forward",
-            Box::new(move |s| number(s.tokens_per_forward, 2)),
+            Box::new(|s| number(s.tokens_per_forward, 2)),
         ),
-        ("steps", Box::new(move |s| number(s.steps, 2))),
-        (
-            "canvas tokens",
-            Box::new(move |s| number(s.canvas_tokens, 1)),
-        ),
-        ("length error", Box::new(move |s| number(s.length_error, 2))),
+        ("steps", Box::new(|s| number(s.steps, 2))),
+        ("canvas tokens", Box::new(|s| number(s.canvas_tokens, 1))),
+        ("length error", Box::new(|s| number(s.length_error, 2))),
         (
             "steps after end",
-            Box::new(move |s| number(s.steps_after_end, 2)),
+            Box::new(|s| number(s.steps_after_end, 2)),
         ),
     ];
-    let mut cells: Vec<Vec<String>> = vec![std::iter::once(String::new())
-        .chain(summaries.iter().map(|s| s.setting.clone()))
-        .collect()];
-    for (name, value) in &rows {
-        cells.push(
-            std::iter::once(name.to_string())
-                .chain(summaries.iter().map(value))
-                .collect(),
-        );
-    }
-    let columns = summaries.len() + 1;
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            cells
-                .iter()
-                .map(|row| row[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let header = summaries.iter().map(|s| s.setting.clone()).collect();
+    let (cells, widths) = padded_cells(header, summaries, &rows, 0);
     let mut out = String::new();
     for (i, row) in cells.iter().enumerate() {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(c, cell)| {
-                if c == 0 {
-                    format!("{cell:<w$}", w = widths[c])
-                } else {
-                    format!("{cell:>w$}", w = widths[c])
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+        let _ = writeln!(out, "{}", row.join("  ").trim_end());
         if i == 0 {
             let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
             let _ = writeln!(out, "{}", rule.join("  "));
         }
     }
     out
+}
+
+/// A table's row: the metric's name, and its cell for one summary.
+pub(crate) type Metric<'a, S> = (&'a str, Box<dyn Fn(&S) -> String + 'a>);
+
+/// A share as a percentage to one decimal; `-` for none.
+pub(crate) fn percent(x: Option<f64>) -> String {
+    x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x))
+}
+
+/// A number to `digits` decimals; `-` for none.
+pub(crate) fn number(x: Option<f64>, digits: usize) -> String {
+    x.map_or("-".to_string(), |x| format!("{x:.digits$}"))
+}
+
+/// The cells of a table of `summaries` side by side, each padded to its column's width (at
+/// least `min_width` characters), and the widths: a header row (an empty corner, then
+/// `header`, a cell per summary) and a row per metric, its name left-aligned and its values
+/// right-aligned. The FIM and the next-edit tables differ only in how they join and rule them.
+pub(crate) fn padded_cells<S>(
+    header: Vec<String>,
+    summaries: &[S],
+    metrics: &[Metric<'_, S>],
+    min_width: usize,
+) -> (Vec<Vec<String>>, Vec<usize>) {
+    let mut cells: Vec<Vec<String>> = vec![std::iter::once(String::new()).chain(header).collect()];
+    for (name, value) in metrics {
+        cells.push(
+            std::iter::once(name.to_string())
+                .chain(summaries.iter().map(value))
+                .collect(),
+        );
+    }
+    let widths: Vec<usize> = (0..=summaries.len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|row| row[c].chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(min_width)
+        })
+        .collect();
+    let padded = cells
+        .iter()
+        .map(|row| {
+            row.iter()
+                .enumerate()
+                .map(|(c, cell)| {
+                    if c == 0 {
+                        format!("{cell:<w$}", w = widths[c])
+                    } else {
+                        format!("{cell:>w$}", w = widths[c])
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    (padded, widths)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 
 use redraft_engine::Engine;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -77,7 +78,7 @@ pub fn evaluate(
     assert_eq!(tasks.len(), languages.len(), "one language per task");
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let results_path = out.join(RESULTS_FILE);
-    let mut previous = resume(out, identity)?;
+    let mut previous = resume(out, RESULTS_FILE, identity, |r: &TaskResult| &r.task_id)?;
     let wanted: HashSet<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
     let todo: Vec<usize> = (0..tasks.len())
         .filter(|&i| !previous.contains_key(&tasks[i].task_id))
@@ -194,17 +195,8 @@ pub fn evaluate(
     }
     // In task order; results for tasks outside this set (an earlier, larger run) are kept
     // after them.
-    let mut ordered: Vec<&TaskResult> = tasks
-        .iter()
-        .filter_map(|t| previous.get(&t.task_id))
-        .collect();
-    let mut others: Vec<&TaskResult> = previous
-        .values()
-        .filter(|r| !wanted.contains(r.task_id.as_str()))
-        .collect();
-    others.sort_by(|a, b| a.task_id.cmp(&b.task_id));
-    let ordered_len = ordered.len();
-    ordered.extend(others);
+    let names: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+    let (ordered, ordered_len) = in_order(&names, &previous);
     write_jsonl(&results_path, &ordered)?;
     let name = match &identity.setting {
         Some(setting) => setting.name.clone(),
@@ -217,16 +209,26 @@ pub fn evaluate(
     Ok(summary)
 }
 
-/// The results already in `out`, after checking they belong to this run. A line cut short by
-/// a crash is dropped (its task is redone).
-fn resume(out: &Path, identity: &RunIdentity) -> Result<HashMap<String, TaskResult>> {
+/// The results already in `out/results_file` (JSONL, one result per line), by `key`, after
+/// checking that `out/run.json` says they belong to `identity` (a fresh directory gets one): a
+/// directory holding another run's results, or results without a `run.json`, is refused. The
+/// FIM and the next-edit runs both resume through this. A last line cut short by a crash is
+/// dropped (its item is redone).
+pub fn resume<I, R>(
+    out: &Path,
+    results_file: &str,
+    identity: &I,
+    key: impl Fn(&R) -> &str,
+) -> Result<HashMap<String, R>>
+where
+    I: Serialize + DeserializeOwned + PartialEq,
+    R: DeserializeOwned,
+{
     let run_path = out.join(RUN_FILE);
-    let results_path = out.join(RESULTS_FILE);
-    let identity_json =
-        serde_json::to_string_pretty(identity).map_err(|e| Error::Invalid(e.to_string()))?;
+    let results_path = out.join(results_file);
     if run_path.is_file() {
         let text = std::fs::read_to_string(&run_path).map_err(|e| Error::io(&run_path, e))?;
-        let theirs: RunIdentity = serde_json::from_str(&text).map_err(|e| Error::Input {
+        let theirs: I = serde_json::from_str(&text).map_err(|e| Error::Input {
             path: run_path.clone(),
             message: e.to_string(),
         })?;
@@ -243,7 +245,9 @@ fn resume(out: &Path, identity: &RunIdentity) -> Result<HashMap<String, TaskResu
             out.display()
         )));
     } else {
-        write_atomic(&run_path, identity_json.as_bytes())?;
+        let json =
+            serde_json::to_string_pretty(identity).map_err(|e| Error::Invalid(e.to_string()))?;
+        write_atomic(&run_path, json.as_bytes())?;
     }
     if !results_path.is_file() {
         return Ok(HashMap::new());
@@ -252,9 +256,9 @@ fn resume(out: &Path, identity: &RunIdentity) -> Result<HashMap<String, TaskResu
     let mut results = HashMap::new();
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     for (i, line) in lines.iter().enumerate() {
-        match serde_json::from_str::<TaskResult>(line) {
+        match serde_json::from_str::<R>(line) {
             Ok(result) => {
-                results.insert(result.task_id.clone(), result);
+                results.insert(key(&result).to_string(), result);
             }
             Err(_) if i + 1 == lines.len() => {} // cut short by a stop mid-write
             Err(e) => {
@@ -266,6 +270,22 @@ fn resume(out: &Path, identity: &RunIdentity) -> Result<HashMap<String, TaskResu
         }
     }
     Ok(results)
+}
+
+/// `results` (by name) in the order of `names`, then the results of other names (an earlier,
+/// larger run's) sorted by name; and how many of them are of `names`. What a run rewrites its
+/// results file as, so two runs diff cleanly.
+pub fn in_order<'r, R>(names: &[&str], results: &'r HashMap<String, R>) -> (Vec<&'r R>, usize) {
+    let wanted: HashSet<&str> = names.iter().copied().collect();
+    let mut ordered: Vec<&R> = names.iter().filter_map(|n| results.get(*n)).collect();
+    let selected = ordered.len();
+    let mut others: Vec<(&String, &R)> = results
+        .iter()
+        .filter(|(name, _)| !wanted.contains(name.as_str()))
+        .collect();
+    others.sort_by(|a, b| a.0.cmp(b.0));
+    ordered.extend(others.into_iter().map(|(_, result)| result));
+    (ordered, selected)
 }
 
 /// Reads `--completions`: JSONL of `task_id` + `completion`, one per task, every id known.
@@ -311,8 +331,13 @@ pub fn setting_dir(out: &Path, setting: &Setting) -> PathBuf {
 
 /// The setting's name made safe for a path: `--effort low --tau 0.5` -> `effort-low-tau-0.5`.
 pub fn setting_slug(setting: &Setting) -> String {
-    let slug = setting
-        .name
+    slug(&setting.name)
+}
+
+/// A name made safe for a path (a run directory's): runs of anything but ASCII letters, digits
+/// and `.` become one `-`, none at either end; `default` when nothing is left.
+pub fn slug(name: &str) -> String {
+    let slug = name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' {

@@ -16,6 +16,7 @@ use redraft_eval::next_edit::model::EngineModel;
 use redraft_eval::next_edit::report::table;
 use redraft_eval::next_edit::run::{evaluate, read_completions};
 use redraft_eval::next_edit::{Baseline, NextEditSource};
+use redraft_eval::run::slug;
 
 use crate::sampler_args::SamplerArgs;
 
@@ -196,27 +197,4 @@ fn case_set_stem(path: &Path) -> String {
         .file_name()
         .map_or_else(|| "cases".into(), |n| n.to_string_lossy().into_owned());
     name.strip_suffix(".md").unwrap_or(&name).to_string()
-}
-
-/// A setting's name made safe for a path: `--effort low` -> `effort-low`.
-fn slug(name: &str) -> String {
-    let slug = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect::<String>()
-        .split('-')
-        .filter(|part| !part.is_empty())
-        .collect::<Vec<_>>()
-        .join("-");
-    if slug.is_empty() {
-        "default".into()
-    } else {
-        slug
-    }
 }

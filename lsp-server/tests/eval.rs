@@ -6,29 +6,12 @@
 mod cli;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use cli::{path, repo};
-
-fn redraft(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_redraft"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap()
-}
-
-fn ok(output: Output) -> String {
-    assert!(
-        output.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
+use cli::{benchmarks, ok, path, redraft_in_repo, repo};
 
 /// deps.json from scripts/setup-eval (a no-op once built).
 fn rust_deps() -> &'static str {
@@ -39,18 +22,6 @@ fn rust_deps() -> &'static str {
             .unwrap());
         out.trim().to_string()
     })
-}
-
-fn benchmarks() -> PathBuf {
-    let dir = std::env::var_os("REDRAFT_BENCHMARKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/benchmarks"));
-    assert!(
-        dir.is_dir(),
-        "benchmark data not found in {}: set REDRAFT_BENCHMARKS",
-        dir.display()
-    );
-    dir
 }
 
 fn lines(path: &Path) -> Vec<Value> {
@@ -70,7 +41,7 @@ fn build_rust_tasks(dir: &Path) -> PathBuf {
     let input = dir.join("subset.jsonl");
     std::fs::write(&input, subset.join("\n")).unwrap();
     let out = dir.join("built");
-    let stdout = ok(redraft(&[
+    let stdout = ok(redraft_in_repo(&[
         "bench",
         "build",
         "humanevalpack-rust",
@@ -109,7 +80,7 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
             rust_deps(),
         ];
         args.extend_from_slice(extra);
-        redraft(&args)
+        redraft_in_repo(&args)
     };
 
     // Two tasks, then four into the same directory: the first two are not redone.
@@ -171,7 +142,7 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
         .collect();
     std::fs::write(&completions, rows.join("\n")).unwrap();
     let rescored_dir = dir.path().join("rescored");
-    ok(redraft(&[
+    ok(redraft_in_repo(&[
         "eval",
         "--tasks",
         path(&tasks),
@@ -201,7 +172,7 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
     }
 
     // The tasks' own middles all pass.
-    let canonical = ok(redraft(&[
+    let canonical = ok(redraft_in_repo(&[
         "eval",
         "--tasks",
         path(&tasks),
@@ -220,7 +191,7 @@ fn a_sweep_prints_settings_side_by_side() {
     let dir = tempfile::tempdir().unwrap();
     let tasks = build_rust_tasks(dir.path());
     let out = dir.path().join("sweep");
-    let table = ok(redraft(&[
+    let table = ok(redraft_in_repo(&[
         "eval",
         "--tasks",
         path(&tasks),
@@ -252,7 +223,7 @@ fn a_sweep_prints_settings_side_by_side() {
             "{result}"
         );
     }
-    let bad = redraft(&[
+    let bad = redraft_in_repo(&[
         "eval",
         "--tasks",
         path(&tasks),
@@ -267,7 +238,7 @@ fn a_sweep_prints_settings_side_by_side() {
 fn from_dir_tasks_are_scored_by_match() {
     let dir = tempfile::tempdir().unwrap();
     let tasks = dir.path().join("engine.jsonl");
-    let stdout = ok(redraft(&[
+    let stdout = ok(redraft_in_repo(&[
         "bench",
         "build",
         "--from-dir",
@@ -281,7 +252,7 @@ fn from_dir_tasks_are_scored_by_match() {
     ]));
     assert!(stdout.starts_with("3 tasks from engine/src"), "{stdout}");
     let out = dir.path().join("eval");
-    let table = ok(redraft(&[
+    let table = ok(redraft_in_repo(&[
         "eval",
         "--tasks",
         path(&tasks),
@@ -301,7 +272,7 @@ fn from_dir_tasks_are_scored_by_match() {
 fn python_middles_pass_and_bad_input_is_a_clear_error() {
     let tasks = benchmarks().join("humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz");
     let dir = tempfile::tempdir().unwrap();
-    let table = ok(redraft(&[
+    let table = ok(redraft_in_repo(&[
         "eval",
         "--tasks",
         path(&tasks),
@@ -318,7 +289,7 @@ fn python_middles_pass_and_bad_input_is_a_clear_error() {
 
     let unknown = dir.path().join("unknown.jsonl");
     std::fs::write(&unknown, r#"{"task_id": "Nope/1", "completion": "x"}"#).unwrap();
-    let output = redraft(&[
+    let output = redraft_in_repo(&[
         "eval",
         "--tasks",
         path(&tasks),
@@ -330,7 +301,7 @@ fn python_middles_pass_and_bad_input_is_a_clear_error() {
 
     let broken = dir.path().join("broken.jsonl");
     std::fs::write(&broken, "{\"task_id\": \"a\"}\n").unwrap();
-    let output = redraft(&["eval", "--tasks", path(&broken)]);
+    let output = redraft_in_repo(&["eval", "--tasks", path(&broken)]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("line 1"));
 }
@@ -338,7 +309,7 @@ fn python_middles_pass_and_bad_input_is_a_clear_error() {
 #[test]
 fn the_speed_bench_flags_still_work() {
     // Parsed as the speed benchmark (which then rejects the config), not as `bench build`.
-    let output = redraft(&[
+    let output = redraft_in_repo(&[
         "bench",
         "--configs",
         "huge",

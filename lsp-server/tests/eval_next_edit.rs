@@ -6,39 +6,17 @@
 mod cli;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use redraft_eval::next_edit::case::{read_cases, NextEditCase};
 use redraft_eval::next_edit::score::{score, CaseScore, Counts};
 use redraft_eval::next_edit::Baseline;
 use serde_json::Value;
 
-use cli::{path, repo};
+use cli::{benchmarks, ok, path, redraft_in_repo, repo};
 
-fn redraft(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_redraft"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap()
-}
-
-fn ok(output: Output) -> String {
-    assert!(
-        output.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// $REDRAFT_BENCHMARKS/zed-next-edit, else ../shared/benchmarks/zed-next-edit next to the
-/// repository (as `tests/eval.rs` finds its benchmarks).
+/// Zed's cases in the benchmark data (as `tests/eval.rs` finds its benchmarks).
 fn zed_cases() -> PathBuf {
-    let dir = std::env::var_os("REDRAFT_BENCHMARKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/benchmarks"))
-        .join("zed-next-edit");
+    let dir = benchmarks().join("zed-next-edit");
     assert!(
         dir.is_dir(),
         "Zed's next-edit cases not found in {}: set REDRAFT_BENCHMARKS",
@@ -100,7 +78,7 @@ fn repeat_last_on_zeds_cases_is_what_the_scorer_says() {
         "--out",
         path(&out),
     ];
-    let table = ok(redraft(&args));
+    let table = ok(redraft_in_repo(&args));
     let cases = read_cases(&cases_dir).unwrap();
     assert_eq!(cases.len(), 19);
     let scores: Vec<CaseScore> = cases
@@ -131,7 +109,7 @@ fn repeat_last_on_zeds_cases_is_what_the_scorer_says() {
     assert_eq!(names[0], "\"codex-acp--add-derive\"");
 
     // The same command resumes: same summary, same file.
-    ok(redraft(&args));
+    ok(redraft_in_repo(&args));
     assert_eq!(summary(&out), first);
     assert_eq!(
         std::fs::read_to_string(out.join("cases.jsonl")).unwrap(),
@@ -140,7 +118,7 @@ fn repeat_last_on_zeds_cases_is_what_the_scorer_says() {
     // Another baseline into the same directory is refused.
     let mut other = args;
     other[4] = "no-edit";
-    let refused = redraft(&other);
+    let refused = redraft_in_repo(&other);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("another run"), "{stderr}");
@@ -186,7 +164,7 @@ fn completions_on_a_few_zed_cases_are_scored_by_the_same_scorer() {
     let text: Vec<String> = rows.iter().map(Value::to_string).collect();
     std::fs::write(&file, text.join("\n")).unwrap();
     let out = dir.path().join("out");
-    ok(redraft(&[
+    ok(redraft_in_repo(&[
         "eval",
         "--next-edit",
         path(&set),
@@ -213,7 +191,7 @@ fn cases_built_from_two_trees_are_scored() {
     let dir = tempfile::tempdir().unwrap();
     let built = dir.path().join("built");
     let fixtures = repo().join("eval/tests/fixtures/next_edit");
-    let stdout = ok(redraft(&[
+    let stdout = ok(redraft_in_repo(&[
         "eval",
         "--next-edit",
         path(&built),
@@ -226,7 +204,7 @@ fn cases_built_from_two_trees_are_scored() {
     assert!(stdout.starts_with("2 cases (1 no-edit)"), "{stdout}");
     assert_eq!(read_cases(&built).unwrap().len(), 2);
     let out = dir.path().join("out");
-    ok(redraft(&[
+    ok(redraft_in_repo(&[
         "eval",
         "--next-edit",
         path(&built),
@@ -244,14 +222,14 @@ fn cases_built_from_two_trees_are_scored() {
 
 #[test]
 fn next_edit_flags_need_next_edit() {
-    let refused = redraft(&["eval", "--tasks", "x.jsonl", "--baseline", "no-edit"]);
+    let refused = redraft_in_repo(&["eval", "--tasks", "x.jsonl", "--baseline", "no-edit"]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
         stderr.contains("--baseline goes with --next-edit"),
         "{stderr}"
     );
-    let refused = redraft(&["eval", "--next-edit", "x", "--canonical"]);
+    let refused = redraft_in_repo(&["eval", "--next-edit", "x", "--canonical"]);
     assert!(!refused.status.success());
 }
 
@@ -263,7 +241,7 @@ fn the_embedded_model_is_scored_on_a_few_zed_cases() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("model");
     let cases_dir = zed_cases();
-    ok(redraft(&[
+    ok(redraft_in_repo(&[
         "eval",
         "--next-edit",
         path(&cases_dir),

@@ -18,7 +18,7 @@ use std::ops::Range;
 
 use similar::{capture_diff_slices, Algorithm, DiffTag};
 
-use super::extract::TextEdit;
+use super::extract::{narrowed, TextEdit};
 use super::history::HistoryEdit;
 use super::plan::EditBudget;
 
@@ -228,8 +228,9 @@ pub fn case_from_edits(
             range.clone(),
             &edit.new_text,
         ));
-        let (_, suffix) = common_affixes(&text[range.clone()], &edit.new_text);
-        cursor = start + edit.new_text.len() - suffix;
+        // Just after the last character the edit changes.
+        let changed = narrowed(start, &text[range.clone()], &edit.new_text);
+        cursor = changed.range.start + changed.new_text.len();
         text.replace_range(range, &edit.new_text);
         applied.push((
             edit.range.clone(),
@@ -238,12 +239,11 @@ pub fn case_from_edits(
     }
     let target = target.map(|edit| {
         let start = shifted(edit.range.start, &applied);
-        let old = &text[start..start + edit.range.len()];
-        let (prefix, suffix) = common_affixes(old, &edit.new_text);
-        TextEdit {
-            range: start + prefix..start + edit.range.len() - suffix,
-            new_text: edit.new_text[prefix..edit.new_text.len() - suffix].to_string(),
-        }
+        narrowed(
+            start,
+            &text[start..start + edit.range.len()],
+            &edit.new_text,
+        )
     });
     if history.is_empty() {
         cursor = target.as_ref().map_or(0, |t| t.range.start);
@@ -542,22 +542,4 @@ fn is_changelog(path: &str) -> bool {
         stem,
         "changelog" | "changes" | "history" | "releases" | "release-notes" | "news"
     ) || file.ends_with(".md")
-}
-
-/// Bytes of the longest common prefix and, of what is left, suffix; both on char boundaries.
-fn common_affixes(old: &str, new: &str) -> (usize, usize) {
-    let prefix = old
-        .char_indices()
-        .zip(new.chars())
-        .find(|((_, a), b)| a != b)
-        .map_or_else(|| old.len().min(new.len()), |((at, _), _)| at);
-    let (old_rest, new_rest) = (&old[prefix..], &new[prefix..]);
-    let suffix = old_rest
-        .chars()
-        .rev()
-        .zip(new_rest.chars().rev())
-        .take_while(|(a, b)| a == b)
-        .map(|(a, _)| a.len_utf8())
-        .sum();
-    (prefix, suffix)
 }

@@ -94,13 +94,7 @@ pub fn suggestion_from_region(
         for (old_range, new_range) in pieces {
             let old_text = &old[old_at[old_range.start]..old_at[old_range.end]];
             let new_text = &new[new_at[new_range.start]..new_at[new_range.end]];
-            let (prefix, suffix) = common_affixes(old_text, new_text);
-            let start = base + old_at[old_range.start] + prefix;
-            let end = base + old_at[old_range.end] - suffix;
-            edits.push(TextEdit {
-                range: start..end,
-                new_text: new_text[prefix..new_text.len() - suffix].to_string(),
-            });
+            edits.push(narrowed(base + old_at[old_range.start], old_text, new_text));
         }
     };
     for op in capture_diff_slices(Algorithm::Myers, &old_keys, &new_keys) {
@@ -160,6 +154,17 @@ fn with_ending(new_region: &str, eol: &str, old: &str) -> String {
         new.push_str(eol);
     }
     new
+}
+
+/// The edit that replaces `old`, at byte `start` of the document, with `new`, narrowed to the
+/// characters that change: their longest common prefix and, of what is left, suffix are left
+/// out (both on char boundaries), so renaming a word is an edit of that word.
+pub(super) fn narrowed(start: usize, old: &str, new: &str) -> TextEdit {
+    let (prefix, suffix) = common_affixes(old, new);
+    TextEdit {
+        range: start + prefix..start + old.len() - suffix,
+        new_text: new[prefix..new.len() - suffix].to_string(),
+    }
 }
 
 /// Bytes of the longest common prefix and, of what is left, suffix; both on char boundaries.

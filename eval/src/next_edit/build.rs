@@ -224,6 +224,7 @@ fn written_case(name: &str, case: &EditCase, options: &BuildOptions) -> Option<N
         cursor,
         history,
         expected_patches,
+        // Worked out by reading the case back, below.
         expected: Vec::new(),
         no_edit: false,
     };

@@ -220,7 +220,25 @@ impl NextEditCase {
         for block in &history {
             block.patches().map_err(CaseError::History)?;
         }
-        let mut case = NextEditCase {
+        let mut expected = Vec::with_capacity(expected_patches.len());
+        for (i, patch) in expected_patches.iter_mut().enumerate() {
+            let clean = patch.patch();
+            let (text, outside) =
+                apply_to_excerpt(&excerpt, &path, &clean, cursor).map_err(|source| {
+                    CaseError::Patch {
+                        alternative: i + 1,
+                        source,
+                    }
+                })?;
+            let changes = changed_line_count(&clean);
+            if changes > 0 && outside == changes {
+                return Err(CaseError::PatchOutsideExcerpt(i + 1));
+            }
+            patch.outside = outside;
+            expected.push(text);
+        }
+        let no_edit = expected.iter().all(|e| *e == excerpt);
+        Ok(NextEditCase {
             name: heading_name
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| name.to_string()),
@@ -232,25 +250,9 @@ impl NextEditCase {
             cursor,
             history,
             expected_patches,
-            expected: Vec::new(),
-            no_edit: false,
-        };
-        for (i, patch) in case.expected_patches.iter_mut().enumerate() {
-            let clean = patch.patch();
-            let (text, outside) = apply_to_excerpt(&case.excerpt, &case.path, &clean, case.cursor)
-                .map_err(|source| CaseError::Patch {
-                    alternative: i + 1,
-                    source,
-                })?;
-            let changes = changed_line_count(&clean);
-            if changes > 0 && outside == changes {
-                return Err(CaseError::PatchOutsideExcerpt(i + 1));
-            }
-            patch.outside = outside;
-            case.expected.push(text);
-        }
-        case.no_edit = case.expected.iter().all(|e| *e == case.excerpt);
-        Ok(case)
+            expected,
+            no_edit,
+        })
     }
 
     /// Reads one case file; its name is the file's stem unless it has a `# heading`.

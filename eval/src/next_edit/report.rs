@@ -7,7 +7,7 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::score::{CaseScore, Counts};
-use crate::report::Percentiles;
+use crate::report::{number, padded_cells, percent, Metric, Percentiles};
 
 /// What the model path recorded for one case (absent for baselines and completions files).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,87 +125,48 @@ impl NextEditSummary {
 
 /// The summaries side by side as a Markdown table: one row per metric, one column per source.
 pub fn table(summaries: &[NextEditSummary]) -> String {
-    let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
-    let number =
-        |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |x| format!("{x:.digits$}"));
-    type Row<'a> = (&'a str, Box<dyn Fn(&NextEditSummary) -> String + 'a>);
-    let rows: Vec<Row> = vec![
+    let rows: Vec<Metric<NextEditSummary>> = vec![
         (
             "cases (no-edit)",
             Box::new(|s| format!("{} ({})", s.cases, s.no_edit_cases)),
         ),
-        (
-            "exact match",
-            Box::new(move |s| percent(Some(s.exact_match))),
-        ),
-        (
-            "delta-chrF",
-            Box::new(move |s| number(Some(s.delta_chrf), 2)),
-        ),
+        ("exact match", Box::new(|s| percent(Some(s.exact_match)))),
+        ("delta-chrF", Box::new(|s| number(Some(s.delta_chrf), 2))),
         (
             "line precision",
-            Box::new(move |s| percent(Some(s.line_precision))),
+            Box::new(|s| percent(Some(s.line_precision))),
         ),
-        (
-            "line recall",
-            Box::new(move |s| percent(Some(s.line_recall))),
-        ),
+        ("line recall", Box::new(|s| percent(Some(s.line_recall)))),
         (
             "false positives (no-edit)",
-            Box::new(move |s| percent(s.false_positive_rate)),
+            Box::new(|s| percent(s.false_positive_rate)),
         ),
         (
             "suggestion rate",
-            Box::new(move |s| percent(Some(s.suggestion_rate))),
+            Box::new(|s| percent(Some(s.suggestion_rate))),
         ),
         (
             "latency p50 ms",
-            Box::new(move |s| number(s.latency_ms.map(|l| l.p50), 1)),
+            Box::new(|s| number(s.latency_ms.map(|l| l.p50), 1)),
         ),
         (
             "latency p95 ms",
-            Box::new(move |s| number(s.latency_ms.map(|l| l.p95), 1)),
+            Box::new(|s| number(s.latency_ms.map(|l| l.p95), 1)),
         ),
-        ("steps", Box::new(move |s| number(s.steps, 2))),
+        ("steps", Box::new(|s| number(s.steps, 2))),
         (
             "tokens/forward",
-            Box::new(move |s| number(s.tokens_per_forward, 2)),
+            Box::new(|s| number(s.tokens_per_forward, 2)),
         ),
     ];
-    let mut cells: Vec<Vec<String>> = vec![std::iter::once(String::new())
-        .chain(summaries.iter().map(|s| s.setting.replace('|', "\\|")))
-        .collect()];
-    for (name, value) in &rows {
-        cells.push(
-            std::iter::once(name.to_string())
-                .chain(summaries.iter().map(value))
-                .collect(),
-        );
-    }
-    let widths: Vec<usize> = (0..=summaries.len())
-        .map(|c| {
-            cells
-                .iter()
-                .map(|row| row[c].chars().count())
-                .max()
-                .unwrap_or(0)
-                .max(3)
-        })
+    let header = summaries
+        .iter()
+        .map(|s| s.setting.replace('|', "\\|"))
         .collect();
+    let (cells, widths) = padded_cells(header, summaries, &rows, 3);
     let mut out = String::new();
     for (i, row) in cells.iter().enumerate() {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(c, cell)| {
-                if c == 0 {
-                    format!("{cell:<w$}", w = widths[c])
-                } else {
-                    format!("{cell:>w$}", w = widths[c])
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "| {} |", line.join(" | "));
+        let _ = writeln!(out, "| {} |", row.join(" | "));
         if i == 0 {
             let rule: Vec<String> = widths
                 .iter()

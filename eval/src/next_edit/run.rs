@@ -4,7 +4,7 @@
 //! rewritten in case order (two runs diff cleanly) and `summary.json` and `summary.md` (the
 //! table) written.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
@@ -18,12 +18,13 @@ use super::report::{table, CaseResult, NextEditStats, NextEditSummary};
 use super::score::score;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
+use crate::run::{in_order, resume};
 use crate::task::{read_jsonl, write_atomic, write_jsonl};
 
 pub const RESULTS_FILE: &str = "cases.jsonl";
 pub const SUMMARY_FILE: &str = "summary.json";
 pub const TABLE_FILE: &str = "summary.md";
-pub const RUN_FILE: &str = "run.json";
+pub use crate::run::RUN_FILE;
 
 /// The model arm: the one next-edit pipeline (plan -> engine -> edits) that the language
 /// server also calls, behind a trait so this crate's runner does not fix its settings.
@@ -123,7 +124,7 @@ pub fn evaluate(
 ) -> Result<NextEditSummary> {
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let results_path = out.join(RESULTS_FILE);
-    let mut previous = resume(out, identity)?;
+    let mut previous = resume(out, RESULTS_FILE, identity, |r: &CaseResult| &r.case)?;
     let label = source.setting();
     let done_before = cases
         .iter()
@@ -170,16 +171,8 @@ pub fn evaluate(
     progress.finish();
     drop(file);
     // In case order; results of cases outside this set (an earlier, larger run) after them.
-    let wanted: HashSet<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-    let mut ordered: Vec<&CaseResult> =
-        cases.iter().filter_map(|c| previous.get(&c.name)).collect();
-    let mut others: Vec<&CaseResult> = previous
-        .values()
-        .filter(|r| !wanted.contains(r.case.as_str()))
-        .collect();
-    others.sort_by(|a, b| a.case.cmp(&b.case));
-    let selected = ordered.len();
-    ordered.extend(others);
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    let (ordered, selected) = in_order(&names, &previous);
     write_jsonl(&results_path, &ordered)?;
     let summary = NextEditSummary::of(&label, &ordered[..selected]);
     let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::Invalid(e.to_string()))?;
@@ -189,57 +182,6 @@ pub fn evaluate(
         table(std::slice::from_ref(&summary)).as_bytes(),
     )?;
     Ok(summary)
-}
-
-/// The results already in `out`, after checking they belong to this run. A last line cut short
-/// by a crash is dropped (its case is redone).
-fn resume(out: &Path, identity: &RunIdentity) -> Result<HashMap<String, CaseResult>> {
-    let run_path = out.join(RUN_FILE);
-    let results_path = out.join(RESULTS_FILE);
-    if run_path.is_file() {
-        let text = std::fs::read_to_string(&run_path).map_err(|e| Error::io(&run_path, e))?;
-        let theirs: RunIdentity = serde_json::from_str(&text).map_err(|e| Error::Input {
-            path: run_path.clone(),
-            message: e.to_string(),
-        })?;
-        if &theirs != identity {
-            return Err(Error::Invalid(format!(
-                "{} holds results of another run ({}); pick another --out or delete it",
-                out.display(),
-                run_path.display()
-            )));
-        }
-    } else if results_path.is_file() {
-        return Err(Error::Invalid(format!(
-            "{} has results but no {RUN_FILE}: not resuming into it; pick another --out",
-            out.display()
-        )));
-    } else {
-        let json =
-            serde_json::to_string_pretty(identity).map_err(|e| Error::Invalid(e.to_string()))?;
-        write_atomic(&run_path, json.as_bytes())?;
-    }
-    if !results_path.is_file() {
-        return Ok(HashMap::new());
-    }
-    let text = std::fs::read_to_string(&results_path).map_err(|e| Error::io(&results_path, e))?;
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let mut results = HashMap::new();
-    for (i, line) in lines.iter().enumerate() {
-        match serde_json::from_str::<CaseResult>(line) {
-            Ok(result) => {
-                results.insert(result.case.clone(), result);
-            }
-            Err(_) if i + 1 == lines.len() => {} // cut short by a stop mid-write
-            Err(e) => {
-                return Err(Error::Input {
-                    path: results_path,
-                    message: format!("line {}: {e}", i + 1),
-                })
-            }
-        }
-    }
-    Ok(results)
 }
 
 /// Reads `--completions`: JSONL with one row per case, `case` (its name) and either

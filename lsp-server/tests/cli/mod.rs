@@ -1,5 +1,5 @@
-//! What the command-line tests share: the repository root and running the real `redraft`
-//! binary with arguments and standard input.
+//! What the command-line tests share: the repository root, the shared benchmark data, and
+//! running the real `redraft` binary with arguments (and standard input, or from the root).
 #![allow(dead_code)] // each test binary uses its own part of this
 
 use std::io::Write;
@@ -8,6 +8,38 @@ use std::process::{Command, Output, Stdio};
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The benchmark data: $REDRAFT_BENCHMARKS, else ../shared/benchmarks next to the repository.
+pub fn benchmarks() -> PathBuf {
+    let dir = std::env::var_os("REDRAFT_BENCHMARKS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/benchmarks"));
+    assert!(
+        dir.is_dir(),
+        "benchmark data not found in {}: set REDRAFT_BENCHMARKS",
+        dir.display()
+    );
+    dir
+}
+
+/// Runs `redraft args` from the repository root, with no standard input, to the end.
+pub fn redraft_in_repo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_redraft"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap()
+}
+
+/// What a successful run printed.
+pub fn ok(output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
 }
 
 /// Runs `redraft args` with `stdin` as its standard input, to the end.
