@@ -976,3 +976,24 @@ proptest! {
         );
     }
 }
+
+#[test]
+fn the_changed_fraction_is_the_larger_of_what_is_removed_and_inserted_over_the_region() {
+    use redraft_context::edit::{EditSuggestion, TextEdit};
+    let edit = |range: std::ops::Range<usize>, text: &str| TextEdit {
+        range,
+        new_text: text.into(),
+    };
+    assert_eq!(EditSuggestion::default().changed_fraction(40), 0.0);
+    let rename = EditSuggestion {
+        edits: vec![edit(4..5, "width"), edit(20..21, "width")],
+        jump: None,
+    };
+    assert_eq!(rename.changed_fraction(40), 0.25);
+    let deletion = EditSuggestion {
+        edits: vec![edit(0..30, "")],
+        jump: None,
+    };
+    assert_eq!(deletion.changed_fraction(40), 0.75);
+    assert_eq!(deletion.changed_fraction(0), 30.0);
+}

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::builder::TypedValueParser;
-use redraft_context::edit::EditBudget;
 use redraft_engine::DeviceSpec;
 use redraft_eval::next_edit::build::{build_from_dirs, write_cases, BuildOptions};
 use redraft_eval::next_edit::case::read_cases;
@@ -134,7 +133,9 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
         let engine = crate::default_model::load_or_default(common.model, common.device)?;
         let model = EngineModel {
             engine: &engine,
-            budget: EditBudget::for_positions(engine.model().config().max_position_embeddings),
+            budget: common
+                .sampler
+                .edit_budget(engine.model().config().max_position_embeddings),
             sampler: common.sampler.edit_config(),
             setting: common.sampler.describe(),
         };

@@ -1,6 +1,7 @@
 //! The decoding flags `redraft complete` and `redraft eval` share (and each `--sweep` setting
 //! is parsed with): an effort preset plus overrides.
 
+use redraft_context::edit::EditBudget;
 use redraft_engine::sampler::{Confidence, Effort, SamplerConfig, Schedule};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -38,6 +39,10 @@ pub struct SamplerArgs {
     /// Next edits: no lower bar for copies of the old region (every slot waits for --tau).
     #[arg(long)]
     pub no_draft: bool,
+    /// Next edits: a rewrite changing more than this share of the region is no suggestion
+    /// [default: 0.5].
+    #[arg(long)]
+    pub max_change: Option<f64>,
 }
 
 fn parse_confidence(s: &str) -> Result<Confidence, String> {
@@ -85,6 +90,15 @@ impl SamplerArgs {
         config
     }
 
+    /// The next-edit budget for a model of `positions` positions, with `--max-change`.
+    pub fn edit_budget(&self, positions: usize) -> EditBudget {
+        let mut budget = EditBudget::for_positions(positions);
+        if let Some(fraction) = self.max_change {
+            budget.max_changed_fraction = fraction;
+        }
+        budget
+    }
+
     /// The flags as a user would write them, defaults left out (`--effort low --tau 0.5`).
     pub fn describe(&self) -> String {
         let effort = match self.effort {
@@ -121,6 +135,7 @@ impl SamplerArgs {
         add("seed", (self.seed != 0).then(|| self.seed.to_string()));
         add("draft-tau", self.draft_tau.map(|t| t.to_string()));
         add("no-draft", self.no_draft.then(String::new));
+        add("max-change", self.max_change.map(|f| f.to_string()));
         parts.join(" ")
     }
 }

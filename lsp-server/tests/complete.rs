@@ -336,7 +336,19 @@ fn next_edit_prints_the_edit_as_json_and_as_a_diff() {
         "--history",
         path(&history),
     ];
-    let v = json_ok(&redraft(&[&args[..], &["--json"]].concat(), ""));
+    let v = json_ok(&redraft(
+        &[&args[..], &["--json", "--max-change", "1000"]].concat(),
+        "",
+    ));
+    // Under a limit of 0 any rewrite that changes something is refused.
+    let strict = json_ok(&redraft(
+        &[&args[..], &["--json", "--max-change", "0"]].concat(),
+        "",
+    ));
+    assert_eq!(strict["edits"].as_array().unwrap().len(), 0);
+    let changed = !v["edits"].as_array().unwrap().is_empty();
+    assert_eq!(strict["rewrote_too_much"], changed);
+    assert_eq!(v["rewrote_too_much"], false);
     let (start, end) = (
         v["region"]["start"].as_u64().unwrap() as usize,
         v["region"]["end"].as_u64().unwrap() as usize,
@@ -364,7 +376,7 @@ fn next_edit_prints_the_edit_as_json_and_as_a_diff() {
     // Line endings and a final newline of the rewrite are the document's business.
     assert_eq!(edited.trim_end(), expected.trim_end());
 
-    let out = redraft(&args, "");
+    let out = redraft(&[&args[..], &["--max-change", "1000"]].concat(), "");
     assert!(
         out.status.success(),
         "{}",

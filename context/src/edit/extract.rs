@@ -33,6 +33,15 @@ impl EditSuggestion {
     pub fn is_empty(&self) -> bool {
         self.edits.is_empty()
     }
+
+    /// How much of a region of `region_len` bytes the edits change: the larger of the bytes
+    /// they remove and insert, over the region's bytes (0 for no edit; may exceed 1 when more
+    /// is inserted than the region held).
+    pub fn changed_fraction(&self, region_len: usize) -> f64 {
+        let removed: usize = self.edits.iter().map(|e| e.range.len()).sum();
+        let inserted: usize = self.edits.iter().map(|e| e.new_text.len()).sum();
+        removed.max(inserted) as f64 / region_len.max(1) as f64
+    }
 }
 
 /// The edits that turn `plan`'s region of `text` (`text[plan.region_range]`, the document the

@@ -10,7 +10,7 @@ use crate::{syntax, Budget, Language, Source, TokenCounter};
 
 /// Limits for one request. The tokens are the model's: the default model has 512 positions
 /// for the whole request (history + before + old region + new region + after).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EditBudget {
     /// Lines of the region above the cursor's line, at most.
     pub lines_above: usize,
@@ -23,6 +23,10 @@ pub struct EditBudget {
     pub before_tokens: usize,
     /// The window after the region.
     pub after_tokens: usize,
+    /// A rewrite that changes more than this share of the region (the larger of the bytes it
+    /// removes and inserts, over the region's bytes) is no suggestion: a next edit is a small
+    /// change, and a model that rewrites most of the region has lost its way.
+    pub max_changed_fraction: f64,
 }
 
 impl Default for EditBudget {
@@ -34,6 +38,7 @@ impl Default for EditBudget {
             history_tokens: 160,
             before_tokens: 96,
             after_tokens: 64,
+            max_changed_fraction: 0.5,
         }
     }
 }

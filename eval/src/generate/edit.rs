@@ -38,6 +38,9 @@ pub struct EditOutcome {
     pub new_region: String,
     /// Empty: no edit.
     pub suggestion: EditSuggestion,
+    /// The rewrite changed more of the region than the budget allows
+    /// (`EditBudget::max_changed_fraction`), so `suggestion` is empty.
+    pub rewrote_too_much: bool,
     pub completion: Completion,
     /// Plan + engine + extraction.
     pub latency_ms: f64,
@@ -75,16 +78,22 @@ pub fn next_edit(
         &EngineTokens(engine),
     );
     let completion = engine.next_edit(&edit_request(&plan, sampler), cache, controls)?;
-    let suggestion = suggestion_from_region(
+    let mut suggestion = suggestion_from_region(
         input.source.text,
         &plan,
         &completion.middle,
         input.source.cursor,
     );
+    let rewrote_too_much =
+        suggestion.changed_fraction(plan.region_range.len()) > budget.max_changed_fraction;
+    if rewrote_too_much {
+        suggestion = EditSuggestion::default();
+    }
     Ok(EditOutcome {
         new_region: completion.middle.clone(),
         plan,
         suggestion,
+        rewrote_too_much,
         completion,
         latency_ms: started.elapsed().as_secs_f64() * 1e3,
     })

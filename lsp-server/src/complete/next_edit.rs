@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use redraft_context::edit::{parse_patches, unified_diff, EditBudget, HistoryEdit};
+use redraft_context::edit::{parse_patches, unified_diff, HistoryEdit};
 use redraft_context::{Language, Source};
 use redraft_engine::qwen2::KvCache;
 use redraft_eval::generate::edit::{apply, next_edit, EditInput};
@@ -128,7 +128,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         path: &request.path,
         history: &history,
     };
-    let budget = EditBudget::for_positions(engine.model().config().max_position_embeddings);
+    let budget = args
+        .sampler
+        .edit_budget(engine.model().config().max_position_embeddings);
     let outcome = with_controls(&args, &engine, |controls| {
         next_edit(
             &engine,
@@ -177,6 +179,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "reason": outcome.plan.reason.to_string(),
             },
             "new_region": outcome.new_region,
+            "rewrote_too_much": outcome.rewrote_too_much,
             "steps": c.steps,
             "forwards": c.forwards,
             "tokens_per_forward": c.tokens_per_forward,
