@@ -1,7 +1,7 @@
 //! Next-edit requests: the model rewrites an editable region of a file, seeing the recent edit
 //! history, the file around the region and the region's current text.
 //!
-//! The token layout, built by [`EditLayout::build`] for inference and training alike:
+//! The token layout, built by [`EditPieces`] for inference and training alike:
 //!
 //! ```text
 //! history <|file_sep|> path "\n" before <|edit_start|> old[..cursor] <|cursor|> old[cursor..] <|edit_end|> [canvas] after
@@ -99,6 +99,22 @@ pub struct EditPrompt<'a> {
     pub after: &'a str,
 }
 
+/// A next-edit prompt tokenized, each piece on its own, before it is fitted to the model's
+/// positions ([`EditPieces::fit`]). Every text is tokenized once: callers size the canvas from
+/// `draft` before fitting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditPieces {
+    history: Vec<u32>,
+    /// `<|file_sep|>` and the path line.
+    header: Vec<u32>,
+    before: Vec<u32>,
+    /// The old region between its markers, with the cursor marker.
+    marked: Vec<u32>,
+    after: Vec<u32>,
+    /// The old region's tokens (tokenized whole, as the new region is): the canvas's draft.
+    pub draft: Vec<u32>,
+}
+
 /// The tokens of a next-edit request around its canvas.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditLayout {
@@ -106,42 +122,62 @@ pub struct EditLayout {
     pub prefix: Vec<u32>,
     /// The code after the region.
     pub suffix: Vec<u32>,
-    /// The old region's tokens (tokenized whole, as the new region is): the canvas's draft.
+    /// The old region's tokens: the canvas's draft.
     pub draft: Vec<u32>,
 }
 
-impl EditLayout {
-    /// Lays out `prompt` in at most `budget` tokens besides the canvas. The marked old region
-    /// and the file header are kept whole (an error when they alone do not fit); of what is left,
-    /// the newest history gets up to half, the code on either side the rest (the nearest lines
-    /// kept, three quarters before), and what either leaves unused goes to the other.
-    pub fn build(
+impl EditPieces {
+    pub fn tokenize(
         tokenizer: &Tokenizer,
         markers: EditMarkers,
         prompt: &EditPrompt<'_>,
-        budget: usize,
-    ) -> Result<EditLayout> {
+    ) -> Result<EditPieces> {
         let mut cursor = prompt.cursor.min(prompt.region.len());
         while !prompt.region.is_char_boundary(cursor) {
             cursor -= 1;
         }
         let mut header = vec![markers.file_sep];
         header.extend(tokenizer.encode(&format!("{}\n", prompt.path))?);
-        let mut region = vec![markers.edit_start];
-        region.extend(tokenizer.encode(&prompt.region[..cursor])?);
-        region.push(markers.cursor);
-        region.extend(tokenizer.encode(&prompt.region[cursor..])?);
-        region.push(markers.edit_end);
-        let fixed = header.len() + region.len();
+        let mut marked = vec![markers.edit_start];
+        marked.extend(tokenizer.encode(&prompt.region[..cursor])?);
+        marked.push(markers.cursor);
+        marked.extend(tokenizer.encode(&prompt.region[cursor..])?);
+        marked.push(markers.edit_end);
+        Ok(EditPieces {
+            history: tokenizer.encode(prompt.history)?,
+            header,
+            before: tokenizer.encode(prompt.before)?,
+            marked,
+            after: tokenizer.encode(prompt.after)?,
+            draft: tokenizer.encode(prompt.region)?,
+        })
+    }
+
+    /// Tokens that are always kept: the file header and the marked old region.
+    pub fn fixed_len(&self) -> usize {
+        self.header.len() + self.marked.len()
+    }
+
+    /// Lays the pieces out in at most `budget` tokens besides the canvas. The marked old region
+    /// and the file header are kept whole (an error when they alone do not fit); of what is left,
+    /// the newest history gets up to half, the code on either side the rest (the nearest lines
+    /// kept, three quarters before), and what either leaves unused goes to the other.
+    pub fn fit(self, budget: usize) -> Result<EditLayout> {
+        let fixed = self.fixed_len();
         let Some(rest) = budget.checked_sub(fixed) else {
             return Err(Error::InvalidRequest(format!(
                 "the editable region takes {fixed} tokens with its markers, more than the {budget} \
                  the model has room for besides the new region: choose a smaller region"
             )));
         };
-        let mut history = tokenizer.encode(prompt.history)?;
-        let mut before = tokenizer.encode(prompt.before)?;
-        let mut after = tokenizer.encode(prompt.after)?;
+        let EditPieces {
+            mut history,
+            header,
+            mut before,
+            marked,
+            mut after,
+            draft,
+        } = self;
         let history_share = history.len().min(rest / 2);
         let (keep_before, keep_after) =
             crate::engine::fit_context(before.len(), after.len(), rest - history_share);
@@ -152,11 +188,11 @@ impl EditLayout {
         let mut prefix = history;
         prefix.extend(header);
         prefix.extend(before);
-        prefix.extend(region);
+        prefix.extend(marked);
         Ok(EditLayout {
             prefix,
             suffix: after,
-            draft: tokenizer.encode(prompt.region)?,
+            draft,
         })
     }
 }

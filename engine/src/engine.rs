@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::checkpoint::Weights;
 use crate::config::{DiffusionSettings, ModelConfig, RedraftJson};
-use crate::edit::{canvas_length, EditLayout, EditMarkers, EditRequest};
+use crate::edit::{canvas_length, EditMarkers, EditPieces, EditRequest};
 use crate::error::{Error, Result};
 use crate::qwen2::{KvCache, Qwen2};
 use crate::sampler::{Canvas, Controls, Sampled, Sampler, SamplerConfig};
@@ -285,29 +285,30 @@ impl Engine {
         controls: Controls<'_>,
     ) -> Result<Completion> {
         let started = Instant::now();
-        let markers = EditMarkers::of(&self.tokenizer)?;
-        let draft = self.tokenizer.encode(&request.region)?;
-        let bos = usize::from(self.settings.bos_token_id.is_some());
-        let positions = self.model.config().max_position_embeddings;
-        let room = positions.saturating_sub(bos);
-        let longest = request.max_tokens.unwrap_or(2 * draft.len() + 16).min(
-            room.saturating_sub(2 * draft.len() + 8)
-                .max(draft.len() + 1),
-        );
-        if longest == 0 {
+        if request.max_tokens == Some(0) {
             return Err(Error::InvalidRequest(
                 "max_tokens must be at least 1".into(),
             ));
         }
-        let layout = EditLayout::build(
-            &self.tokenizer,
-            markers,
-            &request.prompt(),
-            room.saturating_sub(longest),
-        )?;
+        let markers = EditMarkers::of(&self.tokenizer)?;
+        let pieces = EditPieces::tokenize(&self.tokenizer, markers, &request.prompt())?;
+        let draft = pieces.draft.len();
+        let bos = usize::from(self.settings.bos_token_id.is_some());
+        let room = self
+            .model
+            .config()
+            .max_position_embeddings
+            .saturating_sub(bos);
+        // What the header and the old region leave; past that, `fit` says the region is too big.
+        let longest = request
+            .max_tokens
+            .unwrap_or(2 * draft + 16)
+            .min(room.saturating_sub(pieces.fixed_len()))
+            .max(1);
+        let layout = pieces.fit(room - longest.min(room))?;
         let canvas = Canvas::new(
             layout.prefix,
-            canvas_length(draft.len()).min(longest),
+            canvas_length(draft).min(longest),
             layout.suffix,
         )
         .growing_to(longest)

@@ -15,7 +15,7 @@ use rand::Rng;
 use redraft_context::edit::cut::EditCase;
 use redraft_context::edit::{plan_edit, EditBudget};
 use redraft_context::{Language, Source, TokenCounter};
-use redraft_engine::edit::{canvas_length, EditLayout, EditMarkers, EditPrompt};
+use redraft_engine::edit::{canvas_length, EditMarkers, EditPieces, EditPrompt};
 use redraft_engine::tokenizer::Tokenizer;
 
 use super::super::{TrainResult, EOS_ID};
@@ -85,12 +85,6 @@ pub fn edit_tokens(
             )
         }
     };
-    let new = tokenizer.encode(&new_region)?;
-    let draft_len = tokenizer.encode(&plan.region)?.len();
-    let canvas_len = canvas_length(draft_len).max((new.len() + 1).next_multiple_of(8));
-    if canvas_len > seq_len / 2 {
-        return Ok(None);
-    }
     let prompt = EditPrompt {
         history: &plan.history,
         path: &case.path,
@@ -99,7 +93,13 @@ pub fn edit_tokens(
         cursor: plan.cursor_in_region,
         after: &plan.after,
     };
-    let layout = match EditLayout::build(tokenizer, markers, &prompt, seq_len - canvas_len) {
+    let pieces = EditPieces::tokenize(tokenizer, markers, &prompt)?;
+    let new = tokenizer.encode(&new_region)?;
+    let canvas_len = canvas_length(pieces.draft.len()).max((new.len() + 1).next_multiple_of(8));
+    if canvas_len > seq_len / 2 {
+        return Ok(None);
+    }
+    let layout = match pieces.fit(seq_len - canvas_len) {
         Ok(layout) => layout,
         // The region with its markers does not fit beside its canvas.
         Err(redraft_engine::Error::InvalidRequest(_)) => return Ok(None),
