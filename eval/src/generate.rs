@@ -2,18 +2,16 @@
 //! between them, and the request is built exactly as the language server builds one: the
 //! context layer's [`redraft_context::plan`] picks the windows and the canvas length, the
 //! engine fills the canvas, [`redraft_context::finish`] cleans the middle. So the eval scores
-//! what an editor user would have been shown. [`edit`] is the same for next edits.
-
-pub mod edit;
+//! what an editor user would have been shown. The pipeline itself is `redraft_suggest::fim`,
+//! the one the language server and `redraft serve` call.
 
 use std::time::Instant;
 
-use redraft_context::{
-    Budget, ByteEstimate, CanvasPlan, Language, Plan, Source, TokenCounter, Unit,
-};
+use redraft_context::{Language, Source};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
-use redraft_engine::{Engine, InfillRequest};
+use redraft_engine::Engine;
+use redraft_suggest::fim::{self, FimOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
@@ -61,57 +59,6 @@ pub struct GenerationStats {
     pub model_ms: f64,
 }
 
-/// Token counts from the model's own tokenizer, so the windows fit what the engine will see.
-pub struct EngineTokens<'a>(pub &'a Engine);
-
-impl TokenCounter for EngineTokens<'_> {
-    fn count_tokens(&self, text: &str) -> usize {
-        self.0
-            .tokenizer()
-            .encode(text)
-            .map_or_else(|_| ByteEstimate.count_tokens(text), |ids| ids.len())
-    }
-}
-
-/// The engine request for `source`: the context layer's plan, turned into an
-/// [`InfillRequest`] the way the language server's worker does (budget from the model's
-/// positions and the largest canvas allowed).
-pub fn request(
-    engine: &Engine,
-    source: &Source<'_>,
-    max_tokens: usize,
-    fixed_length: Option<usize>,
-    sampler: SamplerConfig,
-) -> (Plan, InfillRequest) {
-    let positions = engine.model().config().max_position_embeddings;
-    let budget = Budget::for_positions(positions, fixed_length.unwrap_or(max_tokens));
-    let mut plan = redraft_context::plan(source, &budget, &EngineTokens(engine), &[]);
-    if let Some(tokens) = fixed_length {
-        plan.canvas = CanvasPlan::fixed(tokens.min(budget.max_canvas_tokens));
-    }
-    let request = engine_request(&plan, &budget, sampler);
-    (plan, request)
-}
-
-/// The [`InfillRequest`] for a plan made under `budget`: the one place (for the language
-/// server and the eval alike) where the context layer's output becomes an engine request.
-pub fn engine_request(plan: &Plan, budget: &Budget, sampler: SamplerConfig) -> InfillRequest {
-    InfillRequest {
-        prefix: plan.prefix.clone(),
-        suffix: plan.suffix.clone(),
-        canvas_tokens: plan.canvas.tokens,
-        // The plan's length is a prior the model may outgrow up to the largest canvas allowed;
-        // a length fixed by the caller (the oracle) is kept.
-        max_tokens: match plan.canvas.unit {
-            Unit::Fixed => plan.canvas.tokens,
-            _ => budget.max_canvas_tokens.max(plan.canvas.tokens),
-        },
-        max_prefix_tokens: budget.prefix_tokens + budget.neighbour_tokens,
-        max_suffix_tokens: budget.suffix_tokens,
-        sampler,
-    }
-}
-
 /// Fills `task`'s middle with `engine` under `setting`; the completion is `finish`'s output,
 /// empty when post-processing keeps nothing.
 pub fn generate(
@@ -133,15 +80,25 @@ pub fn generate(
         },
         tree: None,
     };
-    let (plan, request) = request(
+    let options = FimOptions {
+        fixed_length: oracle,
+        ..FimOptions::new(setting.max_tokens, setting.sampler.clone())
+    };
+    let outcome = fim::complete(
         engine,
         &source,
-        setting.max_tokens,
-        oracle,
-        setting.sampler.clone(),
-    );
-    let completion = engine.complete(&request, &mut KvCache::default(), Controls::default())?;
-    let finished = redraft_context::finish(&completion.middle, &plan).unwrap_or_default();
+        &[],
+        &options,
+        &mut KvCache::default(),
+        Controls::default(),
+    )?;
+    let plan = outcome.prepared.plan;
+    let finished = outcome.texts.into_iter().next().unwrap_or_default();
+    let completion = outcome
+        .completions
+        .into_iter()
+        .next()
+        .expect("one canvas length, one completion");
     let latency_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok((
         finished,

@@ -8,7 +8,7 @@
 //! - [`score`]: exact match, Zed's delta-chrF and changed-line counts against the best
 //!   expected alternative.
 //! - [`baseline`]: `no-edit` and `repeat-last`.
-//! - [`model`]: the model arm, through [`crate::generate::edit::next_edit`].
+//! - [`model`]: the model arm, through [`redraft_suggest::edit::next_edit`].
 //! - [`run`]: a case set through a source (the model, a completions file, a baseline) into
 //!   resumable per-case JSONL; [`report`]: the summary and its Markdown table.
 //! - [`build`]: cases cut from two versions of a tree.

@@ -85,7 +85,7 @@ impl SamplerArgs {
     pub fn edit_config(&self) -> SamplerConfig {
         let mut config = self.config();
         if !self.no_draft && config.draft_tau.is_none() {
-            config.draft_tau = Some(redraft_eval::generate::edit::DRAFT_TAU);
+            config.draft_tau = Some(redraft_suggest::edit::DRAFT_TAU);
         }
         config
     }

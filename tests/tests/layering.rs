@@ -120,3 +120,30 @@ fn training_sits_on_the_engine_and_knows_nothing_of_editors() {
         );
     }
 }
+
+#[test]
+fn the_suggestion_pipeline_has_no_protocol_in_it() {
+    // One pipeline behind every front door (LSP, HTTP, eval): it sits on the engine and the
+    // context layer and knows no protocol, runtime or harness.
+    let deps = dependencies("redraft-suggest");
+    assert!(
+        deps.iter().any(|d| d == "redraft-engine") && deps.iter().any(|d| d == "redraft-context"),
+        "sanity: the tree was read"
+    );
+    for forbidden in [
+        "redraft",
+        "redraft-eval",
+        "redraft-train",
+        "tokio",
+        "tower-lsp-server",
+        "ls-types",
+        "ropey",
+        "axum",
+        "hyper",
+    ] {
+        assert!(
+            !deps.iter().any(|d| d == forbidden),
+            "redraft-suggest depends on {forbidden}"
+        );
+    }
+}

@@ -1,4 +1,4 @@
-//! The model arm of a next-edit run: each case goes through [`crate::generate::edit::next_edit`]
+//! The model arm of a next-edit run: each case goes through [`redraft_suggest::edit::next_edit`]
 //! (plan -> engine -> edits), the pipeline the language server calls, with the case's excerpt
 //! as the document, its cursor, and its history as [`HistoryEdit`]s; the suggestion's edits
 //! applied to the excerpt are what is scored.
@@ -15,7 +15,7 @@ use super::case::NextEditCase;
 use super::report::NextEditStats;
 use super::run::{NextEditModel, Suggestion};
 use crate::error::Result;
-use crate::generate::edit::{apply, next_edit, EditInput};
+use redraft_suggest::edit::{apply, next_edit, EditInput};
 
 /// The engine under one setting.
 pub struct EngineModel<'a> {

@@ -28,9 +28,7 @@ pub use crate::run::RUN_FILE;
 
 /// The model arm: the one next-edit pipeline (plan -> engine -> edits) that the language
 /// server also calls, behind a trait so this crate's runner does not fix its settings.
-///
-/// INTEGRATION POINT: implemented over `redraft_eval::generate::next_edit` (the engine side);
-/// until it exists the command line has no model to pass here.
+/// Implemented over [`redraft_suggest::edit::next_edit`] by [`super::model`].
 pub trait NextEditModel {
     /// The setting as the user wrote it (`--effort low`): the table's column and part of the
     /// run's identity.

@@ -1,5 +1,5 @@
 //! `redraft complete --next-edit`: one next-edit suggestion from the command line, through the
-//! same pipeline as the eval and the language server (`redraft_eval::generate::edit`).
+//! same pipeline as the eval and the language server (`redraft_suggest::edit`).
 
 use std::io::Read;
 use std::path::Path;
@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use redraft_context::edit::{parse_patches, unified_diff, HistoryEdit};
 use redraft_context::{Language, Source};
 use redraft_engine::qwen2::KvCache;
-use redraft_eval::generate::edit::{apply, next_edit, EditInput};
+use redraft_suggest::edit::{apply, next_edit, EditInput};
 use serde::Serialize;
 
 use super::{cursor_offset, read_text, with_controls, Args};

@@ -1,9 +1,10 @@
 //! The inference worker: one OS thread that owns the model (`Engine`) and a `KvCache` reused
 //! across requests, fed by a channel. Nothing here runs on the async runtime.
 //!
-//! Each job goes the same way `redraft eval` goes: `redraft_context::plan` builds the request
-//! from the snapshot (windows, neighbour snippets, the canvas size and why), the engine fills
-//! the canvas(es), `redraft_context::finish` cleans each middle. A job whose cancel flag is set
+//! Each job goes through the one FIM pipeline (`redraft_suggest::fim`), as `redraft eval` and
+//! `redraft serve` do: the context layer plans the request from the snapshot (windows,
+//! neighbour snippets, the canvas size and why), the engine fills the canvas(es), the context
+//! layer cleans each middle. A job whose cancel flag is set
 //! is answered without running the model, and a running one stops at the sampler's next
 //! denoising step.
 
@@ -13,11 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use redraft_context::{Budget, Neighbour, Plan, Source};
+use redraft_context::{Neighbour, Source};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig};
 use redraft_engine::{DeviceSpec, Engine};
-use redraft_eval::generate::{engine_request, EngineTokens};
+use redraft_suggest::fim::{self, FimOptions};
 use tokio::sync::oneshot;
 
 use super::config::Settings;
@@ -204,18 +205,6 @@ impl Inference {
         let document = &job.snapshots.document;
         let (text, base) = source_text(document, job.cursor);
         let cursor = job.cursor - base;
-        let positions = engine.model().config().max_position_embeddings;
-        let positions = match job.settings.context_tokens {
-            Some(context) => positions.min(context + job.settings.max_tokens + 1),
-            None => positions,
-        };
-        let budget = Budget::for_positions(positions, job.settings.max_tokens);
-        let counter = EngineTokens(engine);
-        let neighbours = if budget.neighbour_tokens > 0 {
-            neighbours(&job.snapshots.neighbours)
-        } else {
-            Vec::new()
-        };
         let source = Source {
             text: &text,
             cursor,
@@ -226,11 +215,20 @@ impl Inference {
                 None
             },
         };
-        let plan = redraft_context::plan(&source, &budget, &counter, &neighbours);
-        let reason = plan.canvas.reason.clone();
-        let request = engine_request(&plan, &budget, SamplerConfig::effort(job.settings.effort));
-        let lengths =
-            candidate_lengths(plan.canvas.tokens, job.candidates, budget.max_canvas_tokens);
+        let options = FimOptions {
+            max_tokens: job.settings.max_tokens,
+            context_tokens: job.settings.context_tokens,
+            fixed_length: None,
+            candidates: job.candidates,
+            sampler: SamplerConfig::effort(job.settings.effort),
+        };
+        // Copying other documents is skipped when the model has no room for them.
+        let neighbours = if fim::budget(engine, &options).neighbour_tokens > 0 {
+            neighbours(&job.snapshots.neighbours)
+        } else {
+            Vec::new()
+        };
+        let prepared = fim::prepare(engine, &source, &neighbours, &options);
         let watched = job.stream.is_some() || self.step_delay.is_some();
         let (stream, delay) = (&mut job.stream, self.step_delay);
         let mut on_step = |step: &DenoiseStep| {
@@ -247,19 +245,14 @@ impl Inference {
             on_step: watched.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
         };
         let started = Instant::now();
-        let completions = if lengths.len() == 1 {
-            engine
-                .complete(&request, &mut self.cache, controls)
-                .map(|c| vec![c])
-        } else {
-            engine.complete_lengths(&request, &lengths, &mut self.cache, controls)
-        };
-        let completions = completions.map_err(|err| match err {
-            redraft_engine::Error::Cancelled => JobError::Cancelled,
-            other => JobError::Failed(format!("{other:#}")),
-        })?;
+        let completions =
+            fim::run(engine, &prepared, &mut self.cache, controls).map_err(|err| match err {
+                redraft_engine::Error::Cancelled => JobError::Cancelled,
+                other => JobError::Failed(format!("{other:#}")),
+            })?;
         let model_ms = started.elapsed().as_secs_f64() * 1e3;
-        let texts = cleaned(completions.iter().map(|c| c.middle.as_str()), &plan);
+        let plan = &prepared.plan;
+        let texts = fim::finish(completions.iter().map(|c| c.middle.as_str()), plan);
         self.log.debug(|| {
             format!(
                 "{} v{} @{}: canvas {} ({}), lengths {:?}, context {}+{}+{} tokens, {:.1} ms, {} suggestion(s)",
@@ -267,8 +260,8 @@ impl Inference {
                 document.version,
                 job.cursor,
                 plan.canvas.tokens,
-                reason,
-                lengths,
+                plan.canvas.reason,
+                prepared.lengths,
                 plan.neighbour_tokens,
                 plan.prefix_tokens,
                 plan.suffix_tokens,
@@ -310,57 +303,4 @@ fn neighbours(snapshots: &[Snapshot]) -> Vec<Neighbour> {
             }
         })
         .collect()
-}
-
-/// Canvas lengths for `candidates` suggestions: the planned length first, then shorter and
-/// longer ones (length is what decides a masked-diffusion middle most), capped and distinct.
-pub fn candidate_lengths(planned: usize, candidates: usize, cap: usize) -> Vec<usize> {
-    const FACTORS: [(usize, usize); 8] = [
-        (1, 1),
-        (1, 2),
-        (2, 1),
-        (3, 4),
-        (3, 2),
-        (1, 4),
-        (3, 1),
-        (5, 4),
-    ];
-    let mut lengths = Vec::with_capacity(candidates);
-    for (num, den) in FACTORS {
-        if lengths.len() >= candidates.max(1) {
-            break;
-        }
-        let length = (planned * num / den).clamp(1, cap.max(1));
-        if !lengths.contains(&length) {
-            lengths.push(length);
-        }
-    }
-    lengths
-}
-
-/// Cleans each middle with the context layer, drops duplicates, keeps the order.
-fn cleaned<'a>(middles: impl Iterator<Item = &'a str>, plan: &Plan) -> Vec<String> {
-    let mut texts: Vec<String> = Vec::new();
-    for middle in middles {
-        if let Some(text) = redraft_context::finish(middle, plan) {
-            if !texts.contains(&text) {
-                texts.push(text);
-            }
-        }
-    }
-    texts
-}
-
-#[cfg(test)]
-mod tests {
-    use super::candidate_lengths;
-
-    #[test]
-    fn candidate_lengths_start_with_the_plan_and_stay_distinct_and_capped() {
-        assert_eq!(candidate_lengths(16, 1, 32), vec![16]);
-        assert_eq!(candidate_lengths(16, 3, 32), vec![16, 8, 32]);
-        assert_eq!(candidate_lengths(16, 3, 20), vec![16, 8, 20]);
-        assert_eq!(candidate_lengths(1, 3, 32), vec![1, 2, 3]);
-        assert_eq!(candidate_lengths(0, 2, 32), vec![1]);
-    }
 }

@@ -12,10 +12,9 @@ use redraft_context::edit::{
 use redraft_context::Source;
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
-use redraft_engine::{Completion, EditRequest, Engine};
+use redraft_engine::{Completion, EditRequest, Engine, Result};
 
-use super::EngineTokens;
-use crate::error::Result;
+use crate::EngineTokens;
 
 /// The draft bar next edits decode with unless told otherwise: a token the model copies from
 /// the old region is committed once it is this sure of it (see `SamplerConfig::draft_tau`).
