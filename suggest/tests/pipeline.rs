@@ -1,0 +1,191 @@
+//! The pipelines on the shipped model: what `prepare` plans is what `run` fills and `finish`
+//! keeps, under the caller's limits.
+
+use std::path::Path;
+
+use redraft_context::edit::{EditBudget, HistoryEdit};
+use redraft_context::{Language, Source};
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::{Controls, Effort, SamplerConfig};
+use redraft_engine::Engine;
+use redraft_suggest::edit::{apply, next_edit, EditInput};
+use redraft_suggest::fim::{self, FimOptions};
+
+fn engine() -> Engine {
+    Engine::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model")).unwrap()
+}
+
+const TEXT: &str = "use std::collections::HashMap;\n\nfn count(words: &[&str]) -> HashMap<String, usize> {\n    let mut counts = HashMap::new();\n    for word in words {\n        \n    }\n    counts\n}\n";
+
+fn source(text: &str) -> Source<'_> {
+    let cursor = text.find("        \n").unwrap() + 8;
+    Source {
+        text,
+        cursor,
+        language: Language::Rust,
+        tree: None,
+    }
+}
+
+fn greedy() -> SamplerConfig {
+    let mut sampler = SamplerConfig::effort(Effort::High);
+    sampler.cache.enabled = false;
+    sampler
+}
+
+#[test]
+fn complete_is_prepare_run_finish() {
+    let engine = engine();
+    let options = FimOptions::new(24, greedy());
+    let outcome = fim::complete(
+        &engine,
+        &source(TEXT),
+        &[],
+        &options,
+        &mut KvCache::default(),
+        Controls::default(),
+    )
+    .unwrap();
+    let prepared = fim::prepare(&engine, &source(TEXT), &[], &options);
+    assert_eq!(prepared.request.prefix, outcome.prepared.request.prefix);
+    assert_eq!(prepared.lengths, vec![prepared.plan.canvas.tokens]);
+    let completions = fim::run(
+        &engine,
+        &prepared,
+        &mut KvCache::default(),
+        Controls::default(),
+    )
+    .unwrap();
+    assert_eq!(completions[0].middle, outcome.completions[0].middle);
+    let texts = fim::finish(
+        completions.iter().map(|c| c.middle.as_str()),
+        &prepared.plan,
+    );
+    assert_eq!(texts, outcome.texts);
+    // The request is the text around the cursor.
+    assert!(TEXT[..source(TEXT).cursor].ends_with(&prepared.request.prefix));
+    assert!(TEXT[source(TEXT).cursor..].starts_with(&prepared.request.suffix));
+}
+
+#[test]
+fn candidates_are_distinct_lengths_in_one_batch() {
+    let engine = engine();
+    let options = FimOptions {
+        candidates: 3,
+        ..FimOptions::new(24, greedy())
+    };
+    let outcome = fim::complete(
+        &engine,
+        &source(TEXT),
+        &[],
+        &options,
+        &mut KvCache::default(),
+        Controls::default(),
+    )
+    .unwrap();
+    let lengths = &outcome.prepared.lengths;
+    assert_eq!(lengths.len(), 3);
+    assert_eq!(outcome.completions.len(), 3);
+    assert!(lengths.iter().all(|&l| (1..=24).contains(&l)));
+    // Duplicates are dropped, so there are at most as many texts as lengths, none repeated.
+    assert!(outcome.texts.len() <= 3);
+    for (i, text) in outcome.texts.iter().enumerate() {
+        assert!(!outcome.texts[i + 1..].contains(text));
+    }
+}
+
+#[test]
+fn a_fixed_length_and_a_context_cap_are_kept() {
+    let engine = engine();
+    let long = format!(
+        "{}{TEXT}{}",
+        "// filler line\n".repeat(200),
+        "// after\n".repeat(200)
+    );
+    let options = FimOptions {
+        fixed_length: Some(5),
+        context_tokens: Some(40),
+        ..FimOptions::new(24, greedy())
+    };
+    let prepared = fim::prepare(&engine, &source(&long), &[], &options);
+    assert_eq!(prepared.plan.canvas.tokens, 5);
+    assert_eq!(prepared.request.max_tokens, 5);
+    assert_eq!(prepared.lengths, vec![5]);
+    assert!(
+        prepared.plan.prefix_tokens + prepared.plan.suffix_tokens <= 40,
+        "{} + {} context tokens",
+        prepared.plan.prefix_tokens,
+        prepared.plan.suffix_tokens
+    );
+    let uncapped = fim::prepare(&engine, &source(&long), &[], &FimOptions::new(24, greedy()));
+    assert!(uncapped.plan.prefix_tokens + uncapped.plan.suffix_tokens > 40);
+}
+
+#[test]
+fn a_next_edit_applies_inside_the_region_or_is_no_edit() {
+    let engine = engine();
+    let history = [HistoryEdit {
+        path: "src/count.rs".into(),
+        old: "fn count(words: &[&str]) -> HashMap<String, usize> {\n".into(),
+        new: "fn count(items: &[&str]) -> HashMap<String, usize> {\n".into(),
+    }];
+    let text = TEXT.replace("count(words", "count(items");
+    let mut sampler = greedy();
+    sampler.draft_tau = Some(redraft_suggest::edit::DRAFT_TAU);
+    let input = EditInput {
+        source: source(&text),
+        path: "src/count.rs",
+        history: &history,
+    };
+    // Unguarded, the rewrite is whatever the model wrote for the region.
+    let unguarded = EditBudget {
+        max_changed_fraction: 1.0,
+        ..EditBudget::default()
+    };
+    let outcome = next_edit(
+        &engine,
+        &input,
+        &unguarded,
+        sampler.clone(),
+        &mut KvCache::default(),
+        Controls::default(),
+    )
+    .unwrap();
+    let region = outcome.plan.region_range.clone();
+    // The region keeps its final newline (a rewrite is lines).
+    let mut new_region = outcome.new_region.clone();
+    if text[region.clone()].ends_with('\n') && !new_region.ends_with('\n') {
+        new_region.push('\n');
+    }
+    let rewritten = format!(
+        "{}{new_region}{}",
+        &text[..region.start],
+        &text[region.end..]
+    );
+    assert_eq!(apply(&text, &outcome.suggestion), rewritten);
+    assert!(!outcome.rewrote_too_much);
+    for edit in &outcome.suggestion.edits {
+        assert!(region.start <= edit.range.start && edit.range.end <= region.end);
+    }
+    // A guard that allows no change turns any rewrite into no edit.
+    let strict = EditBudget {
+        max_changed_fraction: 0.0,
+        ..EditBudget::default()
+    };
+    let guarded = next_edit(
+        &engine,
+        &input,
+        &strict,
+        sampler,
+        &mut KvCache::default(),
+        Controls::default(),
+    )
+    .unwrap();
+    assert_eq!(guarded.new_region, outcome.new_region);
+    assert_eq!(
+        guarded.rewrote_too_much,
+        !outcome.suggestion.edits.is_empty()
+    );
+    assert!(guarded.suggestion.edits.is_empty());
+    assert_eq!(apply(&text, &guarded.suggestion), text);
+}
