@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use redraft_context::{Budget, CanvasPlan, Neighbour, Plan, Source, Unit};
+use redraft_context::{Budget, CanvasPlan, Neighbour, Plan, Source, TokenCounter, Unit};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
 use redraft_engine::{Completion, Engine, InfillRequest, Result};
@@ -66,7 +66,11 @@ pub struct FimOutcome {
 /// What the context may hold for a request under `options` on `engine`'s model. A caller
 /// whose neighbour snippets are costly to gather may skip them when `neighbour_tokens` is 0.
 pub fn budget(engine: &Engine, options: &FimOptions) -> Budget {
-    let positions = engine.model().config().max_position_embeddings;
+    budget_for(engine.model().config().max_position_embeddings, options)
+}
+
+/// [`budget`] for a model of `positions` positions (a remote one, say).
+pub fn budget_for(positions: usize, options: &FimOptions) -> Budget {
     let canvas_cap = options.fixed_length.unwrap_or(options.max_tokens);
     let positions = match options.context_tokens {
         Some(context) => positions.min(context + canvas_cap + 1),
@@ -82,13 +86,31 @@ pub fn prepare(
     neighbours: &[Neighbour],
     options: &FimOptions,
 ) -> Prepared {
-    let budget = budget(engine, options);
+    prepare_with(
+        engine.model().config().max_position_embeddings,
+        &EngineTokens(engine),
+        source,
+        neighbours,
+        options,
+    )
+}
+
+/// [`prepare`] for a model of `positions` positions whose tokens `counter` counts: the plan a
+/// remote backend (another process's model) is sent.
+pub fn prepare_with(
+    positions: usize,
+    counter: &dyn TokenCounter,
+    source: &Source<'_>,
+    neighbours: &[Neighbour],
+    options: &FimOptions,
+) -> Prepared {
+    let budget = budget_for(positions, options);
     let neighbours = if budget.neighbour_tokens > 0 {
         neighbours
     } else {
         &[]
     };
-    let mut plan = redraft_context::plan(source, &budget, &EngineTokens(engine), neighbours);
+    let mut plan = redraft_context::plan(source, &budget, counter, neighbours);
     if let Some(tokens) = options.fixed_length {
         plan.canvas = CanvasPlan::fixed(tokens.min(budget.max_canvas_tokens));
     }
