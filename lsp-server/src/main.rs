@@ -2,7 +2,8 @@
 //!
 //! One binary, one subcommand per file: `complete` fills a middle from the command line,
 //! `bench` measures the engine on this machine (`bench build` makes eval task sets), `eval`
-//! scores completions on benchmarks, `train` trains a model, `lsp` serves editors.
+//! scores completions on benchmarks, `train` trains a model, `lsp` serves editors over LSP,
+//! `serve` over HTTP.
 
 mod bench;
 mod bench_build;
@@ -12,6 +13,7 @@ mod eval;
 mod lsp;
 mod malloc;
 mod sampler_args;
+mod serve;
 mod train;
 
 use std::process::ExitCode;
@@ -38,6 +40,8 @@ enum Command {
     Train(train::Args),
     /// Run the language server on stdin/stdout (inline completion for editors).
     Lsp(lsp::Args),
+    /// Serve completions and next edits over HTTP (OpenAI-, Ollama- and Mercury-shaped APIs).
+    Serve(serve::Args),
 }
 
 /// `redraft bench [FLAGS]` is the speed benchmark; `redraft bench build ...` builds task sets.
@@ -67,6 +71,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(args.speed),
         Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
+        Command::Serve(args) => serve::run(args),
         // The language server's status says how the session ended (the protocol's `exit`).
         Command::Lsp(args) => return lsp::run(args),
     };

@@ -1,0 +1,447 @@
+//! `redraft serve`: the HTTP engine for editors that reach a model only over HTTP (Zed's
+//! OpenAI-compatible and Ollama providers) and for teams sharing one machine.
+//!
+//! axum on tokio; the model runs on the scheduler's own thread (`scheduler`), never on the
+//! runtime. One module per API: `openai` (`/v1/completions`, `/v1/models`, with Zed's FIM
+//! templates and next-edit layouts), `ollama` (`/api/generate`, `/api/tags`, `/api/version`),
+//! `inception` (Mercury-shaped `/v1/fim/completions` and `/v1/edit/completions`); `requests`
+//! turns every API's request into the scheduler's work and streams answers back;
+//! `fim_template` and `edit_prompt` read the prompt layouts clients send; `error` the error
+//! bodies; `metrics` `/metrics`. Nothing a client sends ends the server: bad input is a 4xx,
+//! a panic in a job a 500 for that job only.
+
+mod edit_prompt;
+mod error;
+mod fim_template;
+mod inception;
+mod metrics;
+mod ollama;
+mod openai;
+mod requests;
+mod scheduler;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use redraft_engine::sampler::Effort;
+use redraft_engine::DeviceSpec;
+use serde_json::json;
+
+use error::{ApiError, Dialect};
+use metrics::Metrics;
+use scheduler::{LoopConfig, Scheduler};
+
+/// The served model's id when no `--model` is given.
+pub const DEFAULT_MODEL_ID: &str = "redraft-default";
+/// Extra names the model answers to, so Zed infers a prompt format from them (PROTOCOLS.md
+/// §1.4: the part before the first `:` is matched exactly): Qwen's FIM template, and Sweep's
+/// next-edit layout.
+pub const ALIASES: &[&str] = &["qwen2.5-coder:redraft", "sweep-next-edit:redraft"];
+/// How long in-flight work may take to finish after SIGINT/SIGTERM before it is cancelled.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model directory; default: the model compiled into redraft (id `redraft-default`).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Where the model runs: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceSpec,
+    /// Address to listen on (port 0: any free port; the bound address is printed on stderr).
+    #[arg(long, default_value = "127.0.0.1:8717")]
+    bind: SocketAddr,
+    /// Require `Authorization: Bearer KEY` on every route but /health [env: REDRAFT_API_KEY].
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Canvases the model runs together at most (1: one request at a time).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=64))]
+    max_batch: u64,
+    /// Requests that may wait for the model; past that, 429 with Retry-After.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_queue: u64,
+    /// Largest request body in bytes; past that, 413.
+    #[arg(long, default_value_t = 4 << 20)]
+    max_body: usize,
+    /// Decoding preset for requests that do not say (an `effort` field).
+    #[arg(long, default_value = "medium")]
+    effort: Effort,
+    /// Time budget per request in milliseconds from its arrival: past it the sampler commits
+    /// its best guess for what is left.
+    #[arg(long)]
+    deadline_ms: Option<u64>,
+}
+
+/// What the model answers to, for `/v1/models`, `/api/tags` and the `model` field.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    /// The id (the model directory's name, or [`DEFAULT_MODEL_ID`]) first, then [`ALIASES`].
+    pub names: Vec<String>,
+    /// When it was loaded (Unix seconds).
+    pub created: u64,
+    pub parameters: usize,
+}
+
+impl ModelInfo {
+    pub fn id(&self) -> &str {
+        &self.names[0]
+    }
+}
+
+/// What every handler shares.
+pub struct App {
+    pub scheduler: Scheduler,
+    pub metrics: Arc<Metrics>,
+    pub model: ModelInfo,
+    api_key: Option<String>,
+    pub effort: Effort,
+    pub deadline: Option<Duration>,
+    pub max_body: usize,
+    pub max_batch: usize,
+    pub max_queue: usize,
+    shutting_down: AtomicBool,
+}
+
+impl App {
+    /// `Ok` when `asked` (absent or empty: the served model) names the served model; the
+    /// error is 404 `model_not_found` with the names that work.
+    pub fn check_model(&self, asked: Option<&str>) -> Result<(), ApiError> {
+        match asked.map(str::trim) {
+            None | Some("") => Ok(()),
+            Some(name) if self.model.names.iter().any(|n| n == name) => Ok(()),
+            Some(name) => Err(ApiError::model_not_found(name, &self.model.names)),
+        }
+    }
+
+    /// The name to put in answers: what the client asked for if it is served, else the id.
+    pub fn answer_model(&self, asked: Option<&str>) -> String {
+        asked
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .unwrap_or(self.model.id())
+            .to_string()
+    }
+}
+
+pub type Shared = Arc<App>;
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let api_key = args
+        .api_key
+        .clone()
+        .or_else(|| std::env::var("REDRAFT_API_KEY").ok())
+        .filter(|k| !k.is_empty());
+    if !args.bind.ip().is_loopback() && api_key.is_none() {
+        eprintln!(
+            "redraft serve: warning: listening on {} without an API key: anyone who can reach it can use the model (set --api-key or REDRAFT_API_KEY)",
+            args.bind
+        );
+    }
+    let started = Instant::now();
+    let loaded = crate::default_model::load_or_default(args.model.as_deref(), args.device);
+    let id = match &args.model {
+        Some(dir) => dir
+            .canonicalize()
+            .unwrap_or_else(|_| dir.clone())
+            .file_name()
+            .map_or_else(
+                || DEFAULT_MODEL_ID.to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+        None => DEFAULT_MODEL_ID.to_string(),
+    };
+    let parameters = loaded.as_ref().map_or(0, |engine| {
+        let c = engine.model().config();
+        // Embeddings and the layers' matrices: what `/api/tags` reports as the size.
+        c.vocab_size * c.hidden_size
+            + c.num_hidden_layers
+                * (4 * c.hidden_size * c.hidden_size + 3 * c.hidden_size * c.intermediate_size)
+    });
+    let engine = match loaded {
+        Ok(engine) => {
+            eprintln!(
+                "redraft serve: model {id} loaded from {} on {} in {:.0} ms",
+                engine.dir().display(),
+                redraft_engine::device::describe(engine.model().device()),
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            Ok(engine)
+        }
+        Err(err) => {
+            eprintln!("redraft serve: model not loaded: {err:#}; completion routes answer 503");
+            Err(format!("{err:#}"))
+        }
+    };
+    let metrics = Arc::new(Metrics::new());
+    let max_batch = usize::try_from(args.max_batch).unwrap_or(1);
+    let max_queue = usize::try_from(args.max_queue).unwrap_or(1);
+    let (scheduler, inference) = Scheduler::start(
+        engine,
+        LoopConfig {
+            max_batch,
+            max_queue,
+        },
+        Arc::clone(&metrics),
+    );
+    let mut names = vec![id];
+    for alias in ALIASES {
+        if !names.iter().any(|n| n == alias) {
+            names.push(alias.to_string());
+        }
+    }
+    let app = Arc::new(App {
+        scheduler,
+        metrics,
+        model: ModelInfo {
+            names,
+            created: requests::unix_now(),
+            parameters,
+        },
+        api_key,
+        effort: args.effort,
+        deadline: args.deadline_ms.map(Duration::from_millis),
+        max_body: args.max_body,
+        max_batch,
+        max_queue,
+        shutting_down: AtomicBool::new(false),
+    });
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("redraft-serve")
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(Arc::clone(&app), args.bind))?;
+    // Every accepted job has been answered (or cancelled); the inference thread ends with the
+    // queue.
+    app.scheduler.close();
+    if let Some(handle) = inference {
+        let _ = handle.join();
+    }
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    eprintln!("redraft serve: stopped");
+    Ok(())
+}
+
+async fn serve(app: Shared, bind: SocketAddr) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("binding {bind} (is another server on that port?)"))?;
+    let local = listener.local_addr()?;
+    eprintln!("redraft serve: listening on http://{local}");
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let signal = {
+        let app = Arc::clone(&app);
+        let stopping = Arc::clone(&stopping);
+        async move {
+            let why = shutdown_signal().await;
+            eprintln!(
+                "redraft serve: {why}: finishing {} queued request(s), then stopping",
+                app.scheduler.queue_len()
+            );
+            app.shutting_down.store(true, Ordering::Relaxed);
+            app.scheduler.close();
+            stopping.notify_one();
+            let grace = Arc::clone(&app);
+            tokio::spawn(async move {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+                eprintln!("redraft serve: in-flight work past the grace period is cancelled");
+                grace.scheduler.abort();
+            });
+        }
+    };
+    let server = axum::serve(listener, router(app)).with_graceful_shutdown(signal);
+    let server = std::future::IntoFuture::into_future(server);
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => result.context("serving HTTP")?,
+        () = async {
+            stopping.notified().await;
+            tokio::time::sleep(SHUTDOWN_GRACE + Duration::from_secs(5)).await;
+        } => eprintln!("redraft serve: connections still open after the grace period are dropped"),
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() -> &'static str {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => tokio::select! {
+                _ = interrupt => "SIGINT",
+                _ = terminate.recv() => "SIGTERM",
+            },
+            Err(_) => {
+                let _ = interrupt.await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+        "interrupt"
+    }
+}
+
+/// Every route, behind the API-key check, the body limit and the request metrics.
+pub fn router(app: Shared) -> Router {
+    Router::new()
+        .route("/", get(root))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics_text))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/completions", post(openai::completions))
+        .route("/v1/fim/completions", post(inception::fim))
+        .route("/v1/edit/completions", post(inception::edit))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/version", get(ollama::version))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(app.max_body))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), authorize))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
+        .with_state(app)
+}
+
+/// The endpoint label of a path: a known route, or `other` (unknown paths must not grow the
+/// metrics without bound).
+fn endpoint_label(path: &str) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "/",
+        "/health",
+        "/metrics",
+        "/v1/models",
+        "/v1/completions",
+        "/v1/fim/completions",
+        "/v1/edit/completions",
+        "/api/generate",
+        "/api/tags",
+        "/api/version",
+    ];
+    KNOWN
+        .iter()
+        .find(|k| **k == path)
+        .copied()
+        .unwrap_or("other")
+}
+
+async fn count(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let endpoint = endpoint_label(request.uri().path());
+    let response = next.run(request).await;
+    app.metrics
+        .request(endpoint, response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// `Authorization: Bearer KEY` when the server has a key; `/health` is always open (load
+/// balancers probe it).
+async fn authorize(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let Some(key) = &app.api_key else {
+        return next.run(request).await;
+    };
+    if request.uri().path() == "/health" || bearer_matches(request.headers(), key) {
+        return next.run(request).await;
+    }
+    ApiError::unauthorized()
+        .in_dialect(Dialect::of_path(request.uri().path()))
+        .into_response()
+}
+
+fn bearer_matches(headers: &HeaderMap, key: &str) -> bool {
+    let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let Some((scheme, token)) = value.trim().split_once(' ') else {
+        return false;
+    };
+    // The same time whatever the token, so the key cannot be guessed a byte at a time.
+    let (token, key) = (token.trim().as_bytes(), key.as_bytes());
+    scheme.eq_ignore_ascii_case("bearer")
+        && token.len() == key.len()
+        && token.iter().zip(key).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+async fn root() -> &'static str {
+    "redraft is running\n"
+}
+
+async fn health(State(app): State<Shared>) -> Response {
+    let body = |status: &str| {
+        json!({
+            "status": status,
+            "model": app.model.id(),
+            "queue": app.scheduler.queue_len(),
+            "max_queue": app.max_queue,
+            "max_batch": app.max_batch,
+        })
+    };
+    if let Some(why) = app.scheduler.missing() {
+        let mut value = body("no_model");
+        value["error"] = why.into();
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(value)).into_response();
+    }
+    if app.shutting_down.load(Ordering::Relaxed) {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body("shutting_down"))).into_response();
+    }
+    Json(body("ok")).into_response()
+}
+
+async fn metrics_text(State(app): State<Shared>) -> Response {
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn unknown_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::unknown_route(method.as_str(), uri.path()).in_dialect(Dialect::of_path(uri.path()))
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::method_not_allowed(method.as_str(), uri.path())
+        .in_dialect(Dialect::of_path(uri.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_keys_are_compared_whole() {
+        let mut headers = HeaderMap::new();
+        assert!(!bearer_matches(&headers, "k3y"));
+        headers.insert(header::AUTHORIZATION, "Bearer k3y".parse().unwrap());
+        assert!(bearer_matches(&headers, "k3y"));
+        assert!(!bearer_matches(&headers, "k3"));
+        assert!(!bearer_matches(&headers, "k3yy"));
+        headers.insert(header::AUTHORIZATION, "bearer  k3y ".parse().unwrap());
+        assert!(bearer_matches(&headers, "k3y"));
+        headers.insert(header::AUTHORIZATION, "Basic k3y".parse().unwrap());
+        assert!(!bearer_matches(&headers, "k3y"));
+    }
+
+    #[test]
+    fn unknown_paths_share_one_metrics_label() {
+        assert_eq!(endpoint_label("/v1/completions"), "/v1/completions");
+        assert_eq!(endpoint_label("/v1/../../etc/passwd"), "other");
+    }
+}
