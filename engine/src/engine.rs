@@ -1,8 +1,10 @@
 //! A loaded checkpoint ready to fill in the middle: model + tokenizer + diffusion settings.
 //!
 //! This is the entry point callers use (`redraft complete`, the eval CLI, the LSP server): text
-//! in, text out, with the sampler's controls passed through.
+//! in, text out, with the sampler's controls passed through. [`EngineBatch`] is the same for a
+//! server: requests join a running batch between denoising steps and leave as completions.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -14,7 +16,10 @@ use crate::config::{DiffusionSettings, ModelConfig, RedraftJson};
 use crate::edit::{canvas_length, EditMarkers, EditPieces, EditRequest};
 use crate::error::{Error, Result};
 use crate::qwen2::{KvCache, Qwen2};
-use crate::sampler::{Canvas, Controls, Sampled, Sampler, SamplerConfig};
+use crate::sampler::{
+    Batch, CachePolicy, Canvas, Controls, Infill, MemberControls, MemberId, MemberOutcome,
+    PassStats, Sampler, SamplerConfig,
+};
 use crate::tokenizer::Tokenizer;
 
 pub const CONFIG_FILE: &str = "config.json";
@@ -264,14 +269,15 @@ impl Engine {
                 ..widest.clone()
             })
             .collect();
-        let tokenized = started.elapsed();
+        let admitted = Admitted::now(&widest, started);
         let sampled =
             self.sampler()
                 .run(&self.model, cache, &canvases, &request.sampler, controls)?;
-        canvases
+        let stats = sampled.stats();
+        sampled
+            .infills
             .iter()
-            .enumerate()
-            .map(|(i, canvas)| self.completion(canvas, &sampled, i, tokenized, started))
+            .map(|infill| self.completion(&admitted, infill, &stats))
             .collect()
     }
 
@@ -285,6 +291,14 @@ impl Engine {
         controls: Controls<'_>,
     ) -> Result<Completion> {
         let started = Instant::now();
+        let canvas = self.edit_canvas(request)?;
+        self.run_one(&canvas, &request.sampler, cache, controls, started)
+    }
+
+    /// The canvas for a next edit: the prompt laid out around it (see [`crate::edit`]), the old
+    /// region as its draft, room to grow to the request's `max_tokens` within the model's
+    /// positions.
+    pub fn edit_canvas(&self, request: &EditRequest) -> Result<Canvas> {
         if request.max_tokens == Some(0) {
             return Err(Error::InvalidRequest(
                 "max_tokens must be at least 1".into(),
@@ -306,14 +320,24 @@ impl Engine {
             .min(room.saturating_sub(pieces.fixed_len()))
             .max(1);
         let layout = pieces.fit(room - longest.min(room))?;
-        let canvas = Canvas::new(
+        Ok(Canvas::new(
             layout.prefix,
             canvas_length(draft).min(longest),
             layout.suffix,
         )
         .growing_to(longest)
-        .with_draft(layout.draft);
-        self.run_one(&canvas, &request.sampler, cache, controls, started)
+        .with_draft(layout.draft))
+    }
+
+    /// A batch that requests join and leave between denoising steps (what a server runs: see
+    /// [`EngineBatch`]), under one cache policy, with a cache of its own.
+    pub fn batch(&self, cache: CachePolicy) -> EngineBatch<'_> {
+        EngineBatch {
+            engine: self,
+            batch: self.sampler().batch(cache),
+            cache: KvCache::default(),
+            admitted: HashMap::new(),
+        }
     }
 
     /// Fills one canvas; `started` is when the request began (tokenizing is what came before).
@@ -325,7 +349,7 @@ impl Engine {
         controls: Controls<'_>,
         started: Instant,
     ) -> Result<Completion> {
-        let tokenized = started.elapsed();
+        let admitted = Admitted::now(canvas, started);
         let sampled = self.sampler().run(
             &self.model,
             cache,
@@ -333,39 +357,152 @@ impl Engine {
             sampler,
             controls,
         )?;
-        self.completion(canvas, &sampled, 0, tokenized, started)
+        self.completion(&admitted, &sampled.infills[0], &sampled.stats())
     }
 
+    /// The text of `infill` with how it got there; `stats` are the model calls it took part in.
     fn completion(
         &self,
-        canvas: &Canvas,
-        sampled: &Sampled,
-        index: usize,
-        tokenized: Duration,
-        started: Instant,
+        admitted: &Admitted,
+        infill: &Infill,
+        stats: &PassStats,
     ) -> Result<Completion> {
-        let infill = &sampled.infills[index];
         let middle = self.tokenizer.decode(&infill.tokens)?;
         Ok(Completion {
             middle,
             tokens: infill.tokens.clone(),
             ended_by_eos: infill.ended_by_eos,
             steps: infill.steps,
-            forwards: sampled.forwards,
-            full_passes: sampled.full_passes,
-            window_passes: sampled.window_passes,
+            forwards: stats.forwards,
+            full_passes: stats.full_passes,
+            window_passes: stats.window_passes,
             slots: infill.slots,
             steps_after_end: infill.steps_after_end,
-            tokens_per_forward: sampled.tokens_per_forward(index),
-            hit_deadline: sampled.hit_deadline,
-            prefix_tokens: canvas.prefix.len(),
-            suffix_tokens: canvas.suffix.len(),
+            tokens_per_forward: infill.slots as f64 / stats.forwards.max(1) as f64,
+            hit_deadline: stats.hit_deadline,
+            prefix_tokens: admitted.prefix_tokens,
+            suffix_tokens: admitted.suffix_tokens,
             timings: Timings {
-                tokenize_ms: ms(tokenized),
-                model_ms: ms(sampled.model_time),
-                total_ms: ms(started.elapsed()),
+                tokenize_ms: ms(admitted.tokenized),
+                model_ms: ms(stats.model_time),
+                total_ms: ms(admitted.started.elapsed()),
             },
         })
+    }
+}
+
+/// What a [`Completion`] reports of its request besides the infill.
+struct Admitted {
+    prefix_tokens: usize,
+    suffix_tokens: usize,
+    /// When the request began.
+    started: Instant,
+    /// Time spent building its canvas.
+    tokenized: Duration,
+}
+
+impl Admitted {
+    /// A request whose canvas is ready now.
+    fn now(canvas: &Canvas, started: Instant) -> Admitted {
+        Admitted {
+            prefix_tokens: canvas.prefix.len(),
+            suffix_tokens: canvas.suffix.len(),
+            started,
+            tokenized: started.elapsed(),
+        }
+    }
+}
+
+/// Requests decoded together, joining at the next denoising step and leaving when done: the
+/// engine's face of [`Batch`] (see it for the cache rule), for a server that batches whatever
+/// is in flight, fill-in-the-middle and next-edit requests alike. Each request keeps its own
+/// sampler config, cancel flag, deadline and stream; the batch holds the cache.
+pub struct EngineBatch<'e> {
+    engine: &'e Engine,
+    batch: Batch<'e>,
+    cache: KvCache,
+    admitted: HashMap<MemberId, Admitted>,
+}
+
+impl<'e> EngineBatch<'e> {
+    /// Adds a fill-in-the-middle request (its canvas as [`Engine::complete`] builds it).
+    pub fn join(
+        &mut self,
+        request: &InfillRequest,
+        controls: MemberControls<'e>,
+    ) -> Result<MemberId> {
+        let started = Instant::now();
+        let canvas = self.engine.canvas(request)?;
+        self.admit(&canvas, request.sampler.clone(), controls, started)
+    }
+
+    /// Adds a next-edit request (its canvas as [`Engine::next_edit`] builds it).
+    pub fn join_edit(
+        &mut self,
+        request: &EditRequest,
+        controls: MemberControls<'e>,
+    ) -> Result<MemberId> {
+        let started = Instant::now();
+        let canvas = self.engine.edit_canvas(request)?;
+        self.admit(&canvas, request.sampler.clone(), controls, started)
+    }
+
+    /// Adds a canvas built by the caller, decoded under `config`.
+    pub fn join_canvas(
+        &mut self,
+        canvas: &Canvas,
+        config: SamplerConfig,
+        controls: MemberControls<'e>,
+    ) -> Result<MemberId> {
+        self.admit(canvas, config, controls, Instant::now())
+    }
+
+    fn admit(
+        &mut self,
+        canvas: &Canvas,
+        config: SamplerConfig,
+        controls: MemberControls<'e>,
+        started: Instant,
+    ) -> Result<MemberId> {
+        let admitted = Admitted::now(canvas, started);
+        let id = self.batch.join(canvas, config, controls)?;
+        self.admitted.insert(id, admitted);
+        Ok(id)
+    }
+
+    /// One denoising step over every request in the batch (see [`Batch::step`]): the requests
+    /// that finished, as completions whose `forwards`, passes, `model_ms` and `hit_deadline`
+    /// count the model calls each took part in, and `total_ms` runs from its join; a cancelled
+    /// one as [`Error::Cancelled`]. A model error fails the step for everyone.
+    pub fn step(&mut self) -> Result<Vec<(MemberId, Result<Completion>)>> {
+        let left = self.batch.step(&self.engine.model, &mut self.cache)?;
+        Ok(left
+            .into_iter()
+            .map(|(id, outcome)| {
+                let admitted = self.admitted.remove(&id).expect("joined through admit");
+                let completion = match outcome {
+                    MemberOutcome::Filled { infill, stats } => {
+                        self.engine.completion(&admitted, &infill, &stats)
+                    }
+                    MemberOutcome::Cancelled => Err(Error::Cancelled),
+                };
+                (id, completion)
+            })
+            .collect())
+    }
+
+    /// Requests still being filled.
+    pub fn len(&self) -> usize {
+        self.batch.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+
+    /// Every model call the batch has made so far.
+    pub fn stats(&self) -> PassStats {
+        self.batch.stats()
     }
 }
 

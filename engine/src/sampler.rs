@@ -16,18 +16,26 @@
 //!   `max_length`;
 //! - the approximate context cache (full pass, then window passes, optional refresh);
 //! - cancellation between steps, a deadline (commit the argmax of what is left), a per-step
-//!   stream of the canvas, greedy or seeded temperature sampling, batches of canvases.
+//!   stream of the canvas, greedy or seeded temperature sampling, batches of canvases;
+//! - iteration-level batching ([`Batch`], in `sampler/batch.rs`): canvases join a running batch
+//!   at the next step and leave when full or cancelled, each with its own config, generator,
+//!   step budget, deadline and stream. [`Sampler::run`] is a batch every canvas joins at once.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::config::DiffusionSettings;
 use crate::error::{Error, Result};
+
+mod batch;
+
+pub use batch::{Batch, CanvasStream, MemberControls, MemberId, MemberOutcome, PassStats};
 
 /// Which positions a forward pass recomputes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,6 +276,18 @@ pub struct Sampled {
 }
 
 impl Sampled {
+    /// The run's model calls, as a [`Batch`] counts them.
+    pub fn stats(&self) -> PassStats {
+        PassStats {
+            forwards: self.forwards,
+            full_passes: self.full_passes,
+            window_passes: self.window_passes,
+            window_positions: self.window_positions,
+            hit_deadline: self.hit_deadline,
+            model_time: self.model_time,
+        }
+    }
+
     /// Slots of canvas `index` (EOS padding included) committed per model call.
     pub fn tokens_per_forward(&self, index: usize) -> f64 {
         self.infills[index].slots as f64 / self.forwards.max(1) as f64
@@ -325,6 +345,21 @@ impl Slots {
         self.last_token.is_none_or(|t| t < slot)
     }
 
+    /// The middle of a full canvas.
+    fn infill(&self) -> Infill {
+        let end = self.end.unwrap_or(self.values.len());
+        Infill {
+            tokens: self.values[..end]
+                .iter()
+                .map(|v| v.expect("all slots filled"))
+                .collect(),
+            ended_by_eos: self.end.is_some(),
+            steps: self.steps,
+            slots: self.values.len(),
+            steps_after_end: self.steps_at_end.map(|at| self.steps - at),
+        }
+    }
+
     /// One past the last slot the next pass must recompute: the last masked or just-committed
     /// slot (an end committed earlier lies beyond it, so later passes are shorter).
     fn live_end(&self) -> Option<usize> {
@@ -351,7 +386,39 @@ struct Action {
     fills: usize,
 }
 
+/// One canvas's rows of a pass's logits: row j is position `first + j`.
+#[derive(Clone, Copy)]
+struct Rows<'l> {
+    logits: &'l [f32],
+    first: usize,
+    vocab: usize,
+}
+
+impl<'l> Rows<'l> {
+    fn at(&self, position: usize) -> &'l [f32] {
+        let row = position - self.first;
+        &self.logits[row * self.vocab..(row + 1) * self.vocab]
+    }
+}
+
+/// Where a canvas stands against its limits in a step.
+#[derive(Clone, Copy)]
+struct Pressure {
+    /// Past the deadline: commit the argmax of everything left.
+    past_deadline: bool,
+    /// Steps left in the budget, this one included; `None` without a cap.
+    steps_left: Option<usize>,
+}
+
+impl Pressure {
+    /// The last step this canvas gets: everything left is committed.
+    fn forced(&self) -> bool {
+        self.past_deadline || self.steps_left == Some(1)
+    }
+}
+
 /// The sampler: the model-independent half of the engine.
+#[derive(Clone, Copy)]
 pub struct Sampler<'a> {
     settings: DiffusionSettings,
     /// Per token id: decodes to whitespace only (no content yet).
@@ -382,7 +449,10 @@ impl<'a> Sampler<'a> {
         seq
     }
 
-    /// Fills every canvas of the batch in one run, sharing each model call.
+    /// Fills every canvas of the batch in one run, sharing each model call: a [`Batch`] that
+    /// every canvas joins before the first step, stepped until it is empty. Each canvas draws
+    /// its samples from its own generator seeded with `config.seed`, so it gets the middle it
+    /// would get alone.
     pub fn run<M: Denoiser>(
         &self,
         model: &M,
@@ -394,10 +464,94 @@ impl<'a> Sampler<'a> {
         if canvases.is_empty() {
             return Err(Error::InvalidRequest("no canvas to fill".into()));
         }
-        if let Some(c) = canvases.iter().find(|c| c.length == 0) {
+        // Each member's stream writes its view here; the batch-wide stream is assembled from
+        // them after each step (a finished canvas shows its last view, nothing committed).
+        let fresh: Mutex<Vec<Option<CanvasView>>> = Mutex::new(vec![None; canvases.len()]);
+        let streaming = controls.on_step.is_some();
+        let mut batch = self.batch(config.cache);
+        let mut ids = Vec::with_capacity(canvases.len());
+        for (index, canvas) in canvases.iter().enumerate() {
+            let fresh = &fresh;
+            let on_step = streaming.then(|| {
+                Box::new(move |view: &CanvasView| {
+                    fresh.lock().expect("stream slot")[index] = Some(view.clone());
+                }) as CanvasStream<'_>
+            });
+            let controls = MemberControls {
+                cancel: None,
+                deadline: controls.deadline,
+                on_step,
+            };
+            ids.push(batch.join(canvas, config.clone(), controls)?);
+        }
+        let mut infills: Vec<Option<Infill>> = vec![None; canvases.len()];
+        let mut views: Vec<CanvasView> = Vec::new();
+        let mut step = 0;
+        while !batch.is_empty() {
+            if controls.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(Error::Cancelled);
+            }
+            for (id, outcome) in batch.step(model, cache)? {
+                let index = ids
+                    .iter()
+                    .position(|&i| i == id)
+                    .expect("a member of this run");
+                match outcome {
+                    MemberOutcome::Filled { infill, .. } => infills[index] = Some(infill),
+                    MemberOutcome::Cancelled => return Err(Error::Cancelled),
+                }
+            }
+            if let Some(on_step) = controls.on_step.as_mut() {
+                let mut fresh = fresh.lock().expect("stream slots");
+                if views.is_empty() {
+                    views = fresh
+                        .iter_mut()
+                        .map(|v| v.take().expect("every canvas takes part in the first step"))
+                        .collect();
+                } else {
+                    for (view, new) in views.iter_mut().zip(fresh.iter_mut()) {
+                        match new.take() {
+                            Some(new) => *view = new,
+                            None => view.committed.clear(),
+                        }
+                    }
+                }
+                let denoised = DenoiseStep {
+                    step,
+                    canvases: std::mem::take(&mut views),
+                };
+                on_step(&denoised);
+                views = denoised.canvases;
+            }
+            step += 1;
+        }
+        let stats = batch.stats();
+        Ok(Sampled {
+            infills: infills
+                .into_iter()
+                .map(|i| i.expect("every canvas finished"))
+                .collect(),
+            forwards: stats.forwards,
+            full_passes: stats.full_passes,
+            window_passes: stats.window_passes,
+            window_positions: stats.window_positions,
+            hit_deadline: stats.hit_deadline,
+            model_time: stats.model_time,
+        })
+    }
+
+    /// A batch that canvases join and leave between steps, sharing each model call (see
+    /// [`Batch`]); `cache` is its policy for every member.
+    pub fn batch(&self, cache: CachePolicy) -> Batch<'a> {
+        Batch::new(*self, cache)
+    }
+
+    /// Rejects a canvas or a config the sampler cannot run, before any model call.
+    fn validate(canvas: &Canvas, config: &SamplerConfig) -> Result<()> {
+        if canvas.length == 0 {
             return Err(Error::InvalidRequest(format!(
                 "a canvas needs at least one masked slot (prefix of {} tokens)",
-                c.prefix.len()
+                canvas.prefix.len()
             )));
         }
         if let Schedule::TopK { k: 0 } = config.schedule {
@@ -406,235 +560,152 @@ impl<'a> Sampler<'a> {
         if config.max_steps == Some(0) {
             return Err(Error::InvalidRequest("max_steps is 0".into()));
         }
-        let vocab = model.vocab_size();
-        let mut seqs: Vec<Vec<u32>> = canvases.iter().map(|c| self.sequence(c)).collect();
+        Ok(())
+    }
+
+    /// The bookkeeping of `canvas` before its first step.
+    fn slots(&self, canvas: &Canvas) -> Slots {
         let bos = usize::from(self.settings.bos_token_id.is_some());
-        let mut slots: Vec<Slots> = canvases
-            .iter()
-            .map(|c| Slots {
-                start: bos + c.prefix.len(),
-                values: vec![None; c.length],
-                max_length: c.max_length.max(c.length),
-                growth: c.length.div_ceil(2),
-                end: None,
-                first_content: None,
-                last_token: None,
-                touched: Vec::new(),
-                steps: 0,
-                steps_at_end: None,
-                draft: if c.draft.is_empty() {
-                    Vec::new()
-                } else {
-                    c.draft
-                        .iter()
-                        .copied()
-                        .chain([self.settings.eos_token_id])
-                        .collect()
-                },
-            })
-            .collect();
-        let shift = self.settings.logit_shift;
-        let mut rng = StdRng::seed_from_u64(config.seed);
-        let mut out = Sampled {
-            infills: Vec::new(),
-            forwards: 0,
-            full_passes: 0,
-            window_passes: 0,
-            window_positions: 0,
-            hit_deadline: false,
-            model_time: Duration::ZERO,
-        };
-        let mut step = 0;
-        while !slots.iter().all(Slots::is_done) {
-            if controls.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                return Err(Error::Cancelled);
-            }
-            let window = self.window(&slots);
-            let pass = if !config.cache.enabled {
-                Pass::Full { store: false }
-            } else if config
-                .cache
-                .refresh_every
-                .is_some_and(|r| r > 0 && step > 0 && step % r == 0)
-                || !model.cache_covers(cache, &seqs, &window)
-            {
-                Pass::Full { store: true }
+        Slots {
+            start: bos + canvas.prefix.len(),
+            values: vec![None; canvas.length],
+            max_length: canvas.max_length.max(canvas.length),
+            growth: canvas.length.div_ceil(2),
+            end: None,
+            first_content: None,
+            last_token: None,
+            touched: Vec::new(),
+            steps: 0,
+            steps_at_end: None,
+            draft: if canvas.draft.is_empty() {
+                Vec::new()
             } else {
-                Pass::Window
-            };
-            let started = Instant::now();
-            let logits = model.logits(&seqs, window.clone(), cache, pass)?;
-            out.model_time += started.elapsed();
-            out.forwards += 1;
-            out.window_positions += seqs.len() * window.len();
-            match pass {
-                Pass::Full { .. } => out.full_passes += 1,
-                Pass::Window => out.window_passes += 1,
-            }
-            if logits.len() != seqs.len() * window.len() * vocab {
-                return Err(Error::InvalidRequest(format!(
-                    "model returned {} logits, expected {}",
-                    logits.len(),
-                    seqs.len() * window.len() * vocab
-                )));
-            }
-            let hit_deadline = controls.deadline.is_some_and(|d| Instant::now() >= d);
-            out.hit_deadline |= hit_deadline;
-            let forced = hit_deadline || config.max_steps.is_some_and(|m| step + 1 >= m);
-            let steps_left = config.max_steps.map(|m| m.saturating_sub(step).max(1));
-            // The canvases are copied for the stream only when someone listens.
-            let streaming = controls.on_step.is_some();
-            let mut views = Vec::with_capacity(if streaming { slots.len() } else { 0 });
-            for (b, state) in slots.iter_mut().enumerate() {
-                state.touched.clear();
-                let masked = state.masked().count();
-                if masked == 0 {
-                    if streaming {
-                        views.push(view(state, Vec::new()));
-                    }
-                    continue;
-                }
-                let rows = &logits[b * window.len() * vocab..(b + 1) * window.len() * vocab];
-                let start = state.start;
-                let row = |slot: usize| {
-                    let row = score_row(shift, start + slot) - window.start;
-                    &rows[row * vocab..(row + 1) * vocab]
-                };
-                let mut votes: Vec<Choice> = state
-                    .masked()
-                    .map(|slot| {
-                        self.choose(
-                            row(slot),
-                            slot,
-                            state.end_votable(slot),
-                            config,
-                            hit_deadline,
-                            &mut rng,
-                        )
-                    })
-                    .collect();
-                // Where the model sees the middle end before there is content, that slot takes
-                // its best token instead and the slots after it wait: the middle is not empty.
-                if let Some(i) = votes.iter().position(|v| self.is_end(v.token)) {
-                    let slot = votes[i].slot;
-                    if !state.end_allowed(slot) {
-                        votes[i] =
-                            self.choose(row(slot), slot, false, config, hit_deadline, &mut rng);
-                        votes.truncate(i + 1);
-                    }
-                }
-                let copies = match config.draft_tau {
-                    Some(_) if !state.draft.is_empty() => self.draft_copies(state, &votes),
-                    _ => Vec::new(),
-                };
-                let mut actions = self.actions(votes, config, forced);
-                // An action clears its bar: the schedule's threshold, or `draft_tau` for a copy
-                // of the draft. Those that clear it go first, then by confidence.
-                let clears = |a: &Action| {
-                    let copy = copies.get(a.slot).copied().unwrap_or(false);
-                    match (copy, config.draft_tau, config.schedule) {
-                        (true, Some(bar), _) => a.confidence >= bar,
-                        (_, _, Schedule::Threshold { tau }) => a.confidence >= tau,
-                        (_, _, Schedule::TopK { .. }) => false,
-                    }
-                };
-                actions.sort_by(|a, b| {
-                    clears(b)
-                        .cmp(&clears(a))
-                        .then(b.confidence.total_cmp(&a.confidence))
-                        .then(a.slot.cmp(&b.slot))
-                });
-                let take = if forced {
-                    actions.len()
-                } else {
-                    let cleared = actions.iter().take_while(|a| clears(a)).count();
-                    let by_schedule = match config.schedule {
-                        Schedule::Threshold { .. } => cleared,
-                        Schedule::TopK { k } => k.max(cleared),
-                    };
-                    // The budget counts slots: an end fills many at once.
-                    let wanted = steps_left.map_or(1, |left| masked.div_ceil(left));
-                    let mut filled = 0;
-                    let by_budget = actions
-                        .iter()
-                        .take_while(|a| {
-                            let more = filled < wanted;
-                            filled += a.fills;
-                            more
-                        })
-                        .count();
-                    by_schedule.max(by_budget).max(1)
-                };
-                let mut committed = Vec::new();
-                for action in actions.into_iter().take(take) {
-                    committed.extend(self.commit(state, action.slot, action.token));
-                }
-                if forced {
-                    // A forced step leaves nothing masked: the slots that waited for content
-                    // to their left (see the votes above) are filled left to right.
-                    while let Some(slot) = state.values.iter().position(Option::is_none) {
-                        let choice = self.choose(
-                            row(slot),
-                            slot,
-                            state.end_allowed(slot),
-                            config,
-                            true,
-                            &mut rng,
-                        );
-                        committed.extend(self.commit(state, slot, choice.token));
-                    }
-                }
-                state.steps += 1;
-                if state.end.is_some() && state.steps_at_end.is_none() {
-                    state.steps_at_end = Some(state.steps);
-                }
-                if !forced {
-                    self.grow(state, &mut seqs[b]);
-                }
-                for (slot, value) in state.values.iter().enumerate() {
-                    seqs[b][state.start + slot] = value.unwrap_or(self.settings.mask_token_id);
-                }
-                committed.sort_unstable();
-                if streaming {
-                    views.push(view(state, committed.clone()));
-                }
-                state.touched = committed;
-            }
-            if let Some(on_step) = controls.on_step.as_mut() {
-                on_step(&DenoiseStep {
-                    step,
-                    canvases: views,
-                });
-            }
-            step += 1;
+                canvas
+                    .draft
+                    .iter()
+                    .copied()
+                    .chain([self.settings.eos_token_id])
+                    .collect()
+            },
         }
-        out.infills = slots
-            .into_iter()
-            .map(|s| {
-                let end = s.end.unwrap_or(s.values.len());
-                Infill {
-                    tokens: s.values[..end]
-                        .iter()
-                        .map(|v| v.expect("all slots filled"))
-                        .collect(),
-                    ended_by_eos: s.end.is_some(),
-                    steps: s.steps,
-                    slots: s.values.len(),
-                    steps_after_end: s.steps_at_end.map(|at| s.steps - at),
-                }
+    }
+
+    /// One denoising step of one canvas with masked slots, from its rows of the pass: votes,
+    /// the schedule and the budget decide what is committed, then the canvas may grow and `seq`
+    /// is brought up to date. The slots committed are left in `state.touched`, in order.
+    fn advance(
+        &self,
+        state: &mut Slots,
+        seq: &mut Vec<u32>,
+        rows: Rows<'_>,
+        config: &SamplerConfig,
+        pressure: Pressure,
+        rng: &mut StdRng,
+    ) {
+        let shift = self.settings.logit_shift;
+        let masked = state.masked().count();
+        debug_assert!(masked > 0, "a full canvas takes no step");
+        let (forced, hit_deadline) = (pressure.forced(), pressure.past_deadline);
+        let start = state.start;
+        let row = |slot: usize| rows.at(score_row(shift, start + slot));
+        let mut votes: Vec<Choice> = state
+            .masked()
+            .map(|slot| {
+                self.choose(
+                    row(slot),
+                    slot,
+                    state.end_votable(slot),
+                    config,
+                    hit_deadline,
+                    rng,
+                )
             })
             .collect();
-        Ok(out)
+        // Where the model sees the middle end before there is content, that slot takes its best
+        // token instead and the slots after it wait: the middle is not empty.
+        if let Some(i) = votes.iter().position(|v| self.is_end(v.token)) {
+            let slot = votes[i].slot;
+            if !state.end_allowed(slot) {
+                votes[i] = self.choose(row(slot), slot, false, config, hit_deadline, rng);
+                votes.truncate(i + 1);
+            }
+        }
+        let copies = match config.draft_tau {
+            Some(_) if !state.draft.is_empty() => self.draft_copies(state, &votes),
+            _ => Vec::new(),
+        };
+        let mut actions = self.actions(votes, config, forced);
+        // An action clears its bar: the schedule's threshold, or `draft_tau` for a copy of the
+        // draft. Those that clear it go first, then by confidence.
+        let clears = |a: &Action| {
+            let copy = copies.get(a.slot).copied().unwrap_or(false);
+            match (copy, config.draft_tau, config.schedule) {
+                (true, Some(bar), _) => a.confidence >= bar,
+                (_, _, Schedule::Threshold { tau }) => a.confidence >= tau,
+                (_, _, Schedule::TopK { .. }) => false,
+            }
+        };
+        actions.sort_by(|a, b| {
+            clears(b)
+                .cmp(&clears(a))
+                .then(b.confidence.total_cmp(&a.confidence))
+                .then(a.slot.cmp(&b.slot))
+        });
+        let take = if forced {
+            actions.len()
+        } else {
+            let cleared = actions.iter().take_while(|a| clears(a)).count();
+            let by_schedule = match config.schedule {
+                Schedule::Threshold { .. } => cleared,
+                Schedule::TopK { k } => k.max(cleared),
+            };
+            // The budget counts slots: an end fills many at once.
+            let wanted = pressure.steps_left.map_or(1, |left| masked.div_ceil(left));
+            let mut filled = 0;
+            let by_budget = actions
+                .iter()
+                .take_while(|a| {
+                    let more = filled < wanted;
+                    filled += a.fills;
+                    more
+                })
+                .count();
+            by_schedule.max(by_budget).max(1)
+        };
+        let mut committed = Vec::new();
+        for action in actions.into_iter().take(take) {
+            committed.extend(self.commit(state, action.slot, action.token));
+        }
+        if forced {
+            // A forced step leaves nothing masked: the slots that waited for content to their
+            // left (see the votes above) are filled left to right.
+            while let Some(slot) = state.values.iter().position(Option::is_none) {
+                let choice =
+                    self.choose(row(slot), slot, state.end_allowed(slot), config, true, rng);
+                committed.extend(self.commit(state, slot, choice.token));
+            }
+        }
+        state.steps += 1;
+        if state.end.is_some() && state.steps_at_end.is_none() {
+            state.steps_at_end = Some(state.steps);
+        }
+        if !forced {
+            self.grow(state, seq);
+        }
+        for (slot, value) in state.values.iter().enumerate() {
+            seq[state.start + slot] = value.unwrap_or(self.settings.mask_token_id);
+        }
+        committed.sort_unstable();
+        state.touched = committed;
     }
 
     /// Positions the next pass must return: for every canvas with masked slots or slots
     /// committed in the last step, from the row that scores its first slot to its last such
     /// slot. A committed end (and a finished canvas) drops out one pass after it was committed,
-    /// once the cache holds its tokens.
-    fn window(&self, slots: &[Slots]) -> Range<usize> {
+    /// once the cache holds its tokens. `None` when no canvas needs a pass.
+    fn window<'s>(&self, slots: impl Iterator<Item = &'s Slots>) -> Option<Range<usize>> {
         let shift = self.settings.logit_shift;
         slots
-            .iter()
             .filter_map(|s| {
                 let end = s.live_end()?;
                 Some((score_row(shift, s.start), s.start + end))
@@ -645,7 +716,6 @@ impl<'a> Sampler<'a> {
                     Some(r) => r.start.min(start)..r.end.max(end),
                 })
             })
-            .expect("the run loop asks only while a canvas has masked slots")
     }
 
     /// Which slots' votes copy the draft: the canvas as it would read with every vote taken

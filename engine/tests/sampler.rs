@@ -1,8 +1,9 @@
 //! The diffusion sampler against a scripted fake model: commit order, schedules, confidence
 //! kinds, the step budget, variable length (EOS runs, the shrinking window, growth), the logit
 //! shift and BOS, the context cache,
-//! cancellation, the deadline, batching, temperature, invalid requests, the effort presets and
-//! drafts (a next edit's old region, committed at a lower bar where the model copies it).
+//! cancellation, the deadline, batching, temperature, invalid requests, the effort presets,
+//! drafts (a next edit's old region, committed at a lower bar where the model copies it) and
+//! iteration-level batching (members joining a running batch and leaving it, each as if alone).
 //!
 //! The fake ([`ScriptedModel`]) answers each (sequence, position) from a script and records every
 //! call, so a test states what the model believes and asserts what the sampler did with it. The
@@ -12,12 +13,14 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redraft_engine::config::DiffusionSettings;
 use redraft_engine::sampler::{
     score_row, CachePolicy, Canvas, CanvasView, Confidence, Controls, DenoiseStep, Denoiser,
-    Effort, Pass, Sampled, Sampler, SamplerConfig, Schedule,
+    Effort, Infill, MemberControls, MemberId, MemberOutcome, Pass, PassStats, Sampled, Sampler,
+    SamplerConfig, Schedule,
 };
 use redraft_engine::{Error, Result};
 
@@ -1778,4 +1781,587 @@ fn copies_are_found_after_an_insertion_and_the_end_is_copied_too() {
             "e a b c EOS EOS | [0]",
         ],
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Iteration-level batching: members join a running batch and leave when full or cancelled.
+
+/// A member of a staggered batch: it joins before batch step `at`.
+struct Joiner {
+    at: usize,
+    canvas: Canvas,
+    config: SamplerConfig,
+    controls: MemberControls<'static>,
+}
+
+impl Joiner {
+    fn new(at: usize, canvas: Canvas, config: SamplerConfig) -> Joiner {
+        Joiner {
+            at,
+            canvas,
+            config,
+            controls: MemberControls::default(),
+        }
+    }
+}
+
+/// What a staggered batch left behind, by joiner.
+struct Staggered {
+    outcomes: Vec<MemberOutcome>,
+    /// The batch step each joiner left in.
+    left_at: Vec<usize>,
+    calls: Vec<Call>,
+}
+
+impl Staggered {
+    fn infill(&self, joiner: usize) -> &Infill {
+        match &self.outcomes[joiner] {
+            MemberOutcome::Filled { infill, .. } => infill,
+            MemberOutcome::Cancelled => panic!("joiner {joiner} was cancelled"),
+        }
+    }
+
+    fn stats(&self, joiner: usize) -> PassStats {
+        match &self.outcomes[joiner] {
+            MemberOutcome::Filled { stats, .. } => *stats,
+            MemberOutcome::Cancelled => panic!("joiner {joiner} was cancelled"),
+        }
+    }
+
+    fn passes(&self) -> Vec<String> {
+        self.calls.iter().map(Call::render).collect()
+    }
+
+    fn rows(&self) -> Vec<usize> {
+        self.calls.iter().map(|c| c.tokens.len()).collect()
+    }
+}
+
+/// Steps a batch under `cache`, each joiner joining before its step, until everyone has left.
+fn staggered(
+    settings: DiffusionSettings,
+    model: &ScriptedModel,
+    cache: CachePolicy,
+    joiners: Vec<Joiner>,
+) -> Staggered {
+    let whitespace = whitespace();
+    let sampler = Sampler::new(settings, &whitespace);
+    let mut batch = sampler.batch(cache);
+    let mut fake_cache = FakeCache::default();
+    let count = joiners.len();
+    let mut waiting: Vec<(usize, Joiner)> = joiners.into_iter().enumerate().collect();
+    let mut ids: Vec<Option<MemberId>> = vec![None; count];
+    let mut outcomes: Vec<Option<MemberOutcome>> = vec![None; count];
+    let mut left_at = vec![usize::MAX; count];
+    let mut step = 0;
+    while !(batch.is_empty() && waiting.is_empty()) {
+        let (now, later): (Vec<_>, Vec<_>) = waiting.into_iter().partition(|(_, j)| j.at == step);
+        waiting = later;
+        for (index, joiner) in now {
+            let id = batch
+                .join(&joiner.canvas, joiner.config, joiner.controls)
+                .expect("a valid member");
+            assert!(ids.iter().all(|&other| other != Some(id)), "ids are unique");
+            ids[index] = Some(id);
+        }
+        let live = batch.len();
+        let left = batch
+            .step(model, &mut fake_cache)
+            .expect("the step succeeds");
+        assert_eq!(batch.len(), live - left.len());
+        for (id, outcome) in left {
+            let index = ids.iter().position(|&i| i == Some(id)).expect("a joiner");
+            assert!(outcomes[index].is_none(), "joiner {index} left twice");
+            outcomes[index] = Some(outcome);
+            left_at[index] = step;
+        }
+        step += 1;
+        assert!(step < 1000, "the batch never emptied");
+    }
+    Staggered {
+        outcomes: outcomes
+            .into_iter()
+            .map(|o| o.expect("everyone left"))
+            .collect(),
+        left_at,
+        calls: model.take_calls(),
+    }
+}
+
+/// `canvas` filled by `Sampler::run` on its own (the cache as `config` says), with its stream.
+fn alone(
+    settings: DiffusionSettings,
+    model: &ScriptedModel,
+    canvas: &Canvas,
+    config: &SamplerConfig,
+) -> (Sampled, Vec<String>) {
+    let setup = Setup {
+        settings,
+        whitespace: whitespace(),
+        config: config.clone(),
+    };
+    let out = setup.run(model, std::slice::from_ref(canvas));
+    let stream = out.lines();
+    (out.result.expect("the run succeeds"), stream)
+}
+
+fn cache_off() -> CachePolicy {
+    CachePolicy {
+        enabled: false,
+        refresh_every: None,
+    }
+}
+
+fn greedy_cache_off() -> SamplerConfig {
+    SamplerConfig {
+        cache: cache_off(),
+        ..one_per_step()
+    }
+}
+
+/// Each sequence is filled by the letter after its first token (`a` → `b`, `c` → `d`, ...);
+/// confidence falls with the position, so one per step goes left to right.
+fn letter_after_the_first() -> ScriptedModel {
+    ScriptedModel::new(|seq, pos| peaked(seq[0] + 1, 0.9 - 0.01 * pos as f32))
+}
+
+/// A model whose rows hang on the whole sequence (so every commit changes what it says), mixing
+/// letters, whitespace and ends.
+fn hashed(script_seed: u64) -> ScriptedModel {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let tokens = [A, B, SPACE, NEWLINE, EOS, PAD];
+    ScriptedModel::new(move |seq, pos| {
+        let key = seq.iter().fold(script_seed ^ pos as u64, |h, &t| {
+            h.wrapping_mul(31).wrapping_add(t as u64)
+        });
+        let mut rng = StdRng::seed_from_u64(key);
+        let token = tokens[rng.random_range(0..tokens.len())];
+        dist(&[(token, rng.random_range(0.3..0.99))])
+    })
+}
+
+#[test]
+fn members_joining_mid_run_get_the_infills_they_get_alone() {
+    // `a` runs alone for two steps, `c` joins after them, `e` after `c`'s first step.
+    let model = letter_after_the_first();
+    let members = [
+        (0, canvas(&[A], 4, &[J])),
+        (2, canvas(&[C, D], 3, &[])),
+        (3, canvas(&[E], 2, &[J, J])),
+    ];
+    let joiners = members
+        .iter()
+        .map(|(at, c)| Joiner::new(*at, c.clone(), greedy_cache_off()))
+        .collect();
+    let out = staggered(settings(false, None), &model, cache_off(), joiners);
+    for (index, (_, canvas)) in members.iter().enumerate() {
+        let (sampled, _) = alone(settings(false, None), &model, canvas, &greedy_cache_off());
+        assert_eq!(out.infill(index), &sampled.infills[0], "member {index}");
+        assert_eq!(
+            out.stats(index).forwards,
+            sampled.forwards,
+            "member {index}"
+        );
+    }
+    assert_eq!(out.infill(1).tokens, [D, D, D]);
+    assert_eq!(out.left_at, [3, 4, 4]);
+    // `a`'s row is in step 3's call (its last), gone from step 4's: without the cache every
+    // pass is full, so a full member's row leaves at the next.
+    assert_eq!(out.rows(), [1, 1, 2, 3, 2]);
+    assert_eq!(out.calls[4].tokens[0][..3], [C, D, D]);
+    assert!(out
+        .calls
+        .iter()
+        .all(|c| c.pass == Pass::Full { store: false }));
+}
+
+/// Random members (canvases, schedules, budgets, temperatures, drafts, settings) joining at
+/// random steps under a random cache policy: each ends with the infill it gets alone, in as
+/// many model calls. The fake's rows do not depend on the cache, so this holds with the cache
+/// on too (where the fake also refuses a window pass the cache does not cover); what the cache
+/// changes for a real model is in tests/batch.rs.
+#[test]
+fn random_staggered_batches_give_every_member_its_infill_alone() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    for seed in 0..150u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let settings = settings(rng.random_bool(0.5), rng.random_bool(0.5).then_some(BOS));
+        let cache = match rng.random_range(0..3) {
+            0 => cache_off(),
+            1 => cache_on(None),
+            _ => cache_on(Some(2)),
+        };
+        let model = hashed(rng.random());
+        let letters = |rng: &mut StdRng, n: usize| -> Vec<u32> {
+            (0..n)
+                .map(|_| [A, B, C, D, J][rng.random_range(0..5)])
+                .collect()
+        };
+        let mut members = Vec::new();
+        for _ in 0..rng.random_range(1..5) {
+            let n = rng.random_range(0..4);
+            let prefix = letters(&mut rng, n);
+            let n = rng.random_range(0..3);
+            let suffix = letters(&mut rng, n);
+            let n = rng.random_range(0..3);
+            let draft = letters(&mut rng, n);
+            let length = rng.random_range(1..6);
+            let canvas = Canvas::new(prefix, length, suffix)
+                .growing_to(length + rng.random_range(0..5))
+                .with_draft(draft);
+            let config = SamplerConfig {
+                schedule: if rng.random_bool(0.5) {
+                    Schedule::TopK {
+                        k: rng.random_range(1..3),
+                    }
+                } else {
+                    Schedule::Threshold {
+                        tau: rng.random_range(0.2..0.95),
+                    }
+                },
+                max_steps: rng.random_bool(0.5).then(|| rng.random_range(1..6)),
+                temperature: if rng.random_bool(0.3) { 1.0 } else { 0.0 },
+                seed: rng.random(),
+                draft_tau: rng.random_bool(0.5).then_some(0.5),
+                cache,
+                ..one_per_step()
+            };
+            members.push((rng.random_range(0..5), canvas, config));
+        }
+        let joiners = members
+            .iter()
+            .map(|(at, canvas, config)| Joiner::new(*at, canvas.clone(), config.clone()))
+            .collect();
+        let out = staggered(settings, &model, cache, joiners);
+        for (index, (_, canvas, config)) in members.iter().enumerate() {
+            let (sampled, _) = alone(settings, &model, canvas, config);
+            let context = format!("seed {seed}, member {index}: {canvas:?} {config:?}");
+            assert_eq!(out.infill(index), &sampled.infills[0], "{context}");
+            assert_eq!(out.stats(index).forwards, sampled.forwards, "{context}");
+        }
+    }
+}
+
+/// With the cache on: a join (once the batch has made a pass) is followed by a stored full
+/// pass; a full member's row stays in the window passes after it and leaves at the next full
+/// pass.
+#[test]
+fn a_join_forces_a_stored_full_pass_and_a_full_row_waits_for_it() {
+    let model = letter_after_the_first();
+    let members = [
+        (0, canvas(&[A], 4, &[])),
+        (2, canvas(&[C, D, E], 5, &[])),
+        (5, canvas(&[D], 1, &[])),
+    ];
+    let joiners = members
+        .iter()
+        .map(|(at, c)| Joiner::new(*at, c.clone(), one_per_step()))
+        .collect();
+    let out = staggered(settings(false, None), &model, cache_on(None), joiners);
+    assert_eq!(
+        out.passes(),
+        [
+            "full+store 1..5",
+            "window 1..5",
+            "full+store 1..8",
+            "window 1..8",
+            "window 1..8",
+            "full+store 1..8",
+            "window 1..8",
+        ]
+    );
+    assert_eq!(out.left_at, [3, 6, 5]);
+    assert_eq!(out.rows(), [1, 1, 2, 2, 2, 2, 2]);
+    // `a` (full at step 3) is still row 0 at step 4 and gone at step 5's full pass.
+    assert_eq!(out.calls[4].tokens[0], [A, B, B, B, B]);
+    assert_eq!(out.calls[5].tokens[0][..3], [C, D, E]);
+    for (index, (_, canvas)) in members.iter().enumerate() {
+        let (sampled, _) = alone(settings(false, None), &model, canvas, &one_per_step());
+        assert_eq!(out.infill(index), &sampled.infills[0], "member {index}");
+    }
+    let b = out.stats(1);
+    assert_eq!(
+        (b.forwards, b.full_passes, b.window_passes),
+        (5, 2, 3),
+        "the calls `c` took part in"
+    );
+    assert_eq!(
+        b.window_positions,
+        5 * 7,
+        "its own rows of five windows 1..8"
+    );
+
+    // A member alone in a batch makes the passes `run` makes.
+    let only = staggered(
+        settings(false, None),
+        &model,
+        cache_on(None),
+        vec![Joiner::new(0, members[1].1.clone(), one_per_step())],
+    );
+    let setup = Setup::new();
+    let run = setup.run(&model, std::slice::from_ref(&members[1].1));
+    assert_eq!(only.calls, run.calls);
+    assert_eq!(only.infill(0), &run.sampled().infills[0]);
+}
+
+/// A member that takes the place of a cancelled one with the same canvas leaves the rows
+/// looking the same to `cache_covers` outside the window, but the cache holds the other
+/// member's commits: the pass is a stored full pass all the same.
+#[test]
+fn a_member_replacing_a_cancelled_one_gets_a_stored_full_pass() {
+    let model = letter_after_the_first();
+    let request = canvas(&[A], 4, &[J]);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let mut first = Joiner::new(0, request.clone(), one_per_step());
+    first.controls.cancel = Some(cancel);
+    first.controls.on_step = Some(Box::new(move |view: &CanvasView| {
+        if view.slots.iter().filter(|s| s.is_some()).count() == 2 {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }));
+    let out = staggered(
+        settings(false, None),
+        &model,
+        cache_on(None),
+        vec![first, Joiner::new(2, request.clone(), one_per_step())],
+    );
+    assert_eq!(out.outcomes[0], MemberOutcome::Cancelled);
+    assert_eq!(out.left_at[0], 2);
+    assert_eq!(
+        out.passes(),
+        [
+            "full+store 1..5",
+            "window 1..5",
+            "full+store 1..5",
+            "window 1..5",
+            "window 1..5",
+            "window 1..5",
+        ]
+    );
+    assert_eq!(out.calls[2].tokens, [vec![A, MASK, MASK, MASK, MASK, J]]);
+    let (sampled, _) = alone(settings(false, None), &model, &request, &one_per_step());
+    assert_eq!(out.infill(1), &sampled.infills[0]);
+}
+
+#[test]
+fn a_cancelled_member_leaves_before_the_next_pass_and_the_others_are_untouched() {
+    let model = letter_after_the_first();
+    let members = [
+        canvas(&[A], 4, &[]),
+        canvas(&[C], 5, &[J]),
+        canvas(&[E, E], 3, &[]),
+    ];
+    for policy in [cache_off(), cache_on(None)] {
+        let config = SamplerConfig {
+            cache: policy,
+            ..one_per_step()
+        };
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut joiners: Vec<Joiner> = members
+            .iter()
+            .map(|c| Joiner::new(0, c.clone(), config.clone()))
+            .collect();
+        // `c` raises its own flag from its stream after its second step.
+        let flag = cancel.clone();
+        let mut seen = 0;
+        joiners[1].controls.cancel = Some(cancel);
+        joiners[1].controls.on_step = Some(Box::new(move |_: &CanvasView| {
+            seen += 1;
+            if seen == 2 {
+                flag.store(true, Ordering::Relaxed);
+            }
+        }));
+        let out = staggered(settings(false, None), &model, policy, joiners);
+        assert_eq!(out.outcomes[1], MemberOutcome::Cancelled, "{policy:?}");
+        assert_eq!(out.left_at, [3, 2, 2], "{policy:?}");
+        // Step 2's call has no row of `c`'s.
+        assert_eq!(out.rows()[..3], [3, 3, 2], "{policy:?}");
+        assert!(out.calls[2].tokens.iter().all(|t| t[0] != C), "{policy:?}");
+        if policy.enabled {
+            assert_eq!(out.calls[2].pass, Pass::Full { store: true });
+        }
+        for index in [0, 2] {
+            let (sampled, _) = alone(settings(false, None), &model, &members[index], &config);
+            assert_eq!(out.infill(index), &sampled.infills[0], "{policy:?} {index}");
+        }
+    }
+}
+
+#[test]
+fn a_members_deadline_forces_only_that_member() {
+    let model = letter_after_the_first();
+    let past = Instant::now();
+    std::thread::sleep(Duration::from_millis(1));
+    let members = [canvas(&[A], 4, &[]), canvas(&[C], 4, &[])];
+    let mut late = Joiner::new(0, members[0].clone(), one_per_step());
+    late.controls.deadline = Some(past);
+    let mut relaxed = Joiner::new(0, members[1].clone(), one_per_step());
+    relaxed.controls.deadline = Some(Instant::now() + Duration::from_secs(3600));
+    let out = staggered(
+        settings(false, None),
+        &model,
+        cache_on(None),
+        vec![late, relaxed],
+    );
+    // The late member commits all four slots in the first step; the other goes one per step.
+    assert_eq!(out.left_at, [0, 3]);
+    assert_eq!(out.infill(0).tokens, [B, B, B, B]);
+    assert_eq!(out.infill(0).steps, 1);
+    assert!(out.stats(0).hit_deadline);
+    assert!(!out.stats(1).hit_deadline);
+    let (sampled, _) = alone(settings(false, None), &model, &members[1], &one_per_step());
+    assert_eq!(out.infill(1), &sampled.infills[0]);
+    assert_eq!(sampled.forwards, 4);
+}
+
+/// Each member draws from its own generator seeded from its config: the same seed and canvas
+/// sample the same middle whoever else is in the batch and whenever it joins.
+#[test]
+fn a_seeded_member_samples_the_same_middle_alone_or_batched() {
+    let model = ScriptedModel::new(|_, _| flat());
+    let warm = |seed| SamplerConfig {
+        temperature: 1.0,
+        seed,
+        ..one_per_step()
+    };
+    let members = [
+        (0, canvas(&[], 8, &[]), warm(1)),
+        (1, canvas(&[A], 6, &[B]), warm(2)),
+        (3, canvas(&[], 8, &[]), warm(1)),
+    ];
+    let joiners = members
+        .iter()
+        .map(|(at, c, config)| Joiner::new(*at, c.clone(), config.clone()))
+        .collect();
+    let out = staggered(settings(false, None), &model, cache_on(None), joiners);
+    for (index, (_, canvas, config)) in members.iter().enumerate() {
+        let (sampled, _) = alone(settings(false, None), &model, canvas, config);
+        assert_eq!(out.infill(index), &sampled.infills[0], "member {index}");
+    }
+    assert_eq!(out.infill(0).tokens, out.infill(2).tokens);
+    assert_ne!(out.infill(0).tokens, vec![A; 8], "sampled, not greedy");
+}
+
+#[test]
+fn a_member_rejected_at_join_does_not_disturb_the_batch() {
+    let model = letter_after_the_first();
+    let whitespace = whitespace();
+    let sampler = Sampler::new(settings(false, None), &whitespace);
+    let members = [canvas(&[A], 4, &[]), canvas(&[C], 4, &[])];
+    let run = |with_bad_joins: bool| {
+        let mut batch = sampler.batch(cache_on(None));
+        let mut fake_cache = FakeCache::default();
+        let mut left = Vec::new();
+        let first = batch
+            .join(&members[0], one_per_step(), MemberControls::default())
+            .unwrap();
+        for step in 0.. {
+            // Refused joins at step 1 (after a pass: a member that did join would force a
+            // stored full pass), the second member at step 2.
+            if step == 1 && with_bad_joins {
+                let bad = [
+                    (canvas(&[A], 0, &[]), one_per_step()),
+                    (
+                        members[1].clone(),
+                        SamplerConfig {
+                            schedule: Schedule::TopK { k: 0 },
+                            ..one_per_step()
+                        },
+                    ),
+                    (
+                        members[1].clone(),
+                        SamplerConfig {
+                            max_steps: Some(0),
+                            ..one_per_step()
+                        },
+                    ),
+                ];
+                for (canvas, config) in bad {
+                    let refused = batch.join(&canvas, config, MemberControls::default());
+                    assert!(
+                        matches!(refused, Err(Error::InvalidRequest(_))),
+                        "{refused:?}"
+                    );
+                    assert_eq!(batch.len(), 1);
+                }
+            }
+            if step == 2 {
+                batch
+                    .join(&members[1], one_per_step(), MemberControls::default())
+                    .unwrap();
+            }
+            if batch.is_empty() {
+                break;
+            }
+            for (id, mut outcome) in batch.step(&model, &mut fake_cache).unwrap() {
+                // Time is the one thing two runs do not share.
+                if let MemberOutcome::Filled { stats, .. } = &mut outcome {
+                    stats.model_time = Duration::ZERO;
+                }
+                left.push((id == first, step, outcome));
+            }
+        }
+        let stats = PassStats {
+            model_time: Duration::ZERO,
+            ..batch.stats()
+        };
+        (left, model.take_calls(), stats)
+    };
+    let (clean, clean_calls, clean_stats) = run(false);
+    let (disturbed, disturbed_calls, disturbed_stats) = run(true);
+    assert_eq!(disturbed, clean);
+    assert_eq!(disturbed_calls, clean_calls);
+    assert_eq!(disturbed_stats, clean_stats);
+    assert_eq!(clean.len(), 2);
+    let passes: Vec<String> = clean_calls.iter().map(Call::render).collect();
+    assert_eq!(
+        passes[..3],
+        ["full+store 1..5", "window 1..5", "full+store 1..5"]
+    );
+}
+
+/// A member's stream sees that member's canvas only, step for step what `run` streams for it
+/// alone.
+#[test]
+fn a_members_stream_sees_its_own_canvas_only() {
+    let model = letter_after_the_first();
+    let members = [(0, canvas(&[A], 3, &[])), (1, canvas(&[C, C], 4, &[J]))];
+    let streams: Vec<Arc<Mutex<Vec<String>>>> = members
+        .iter()
+        .map(|_| Arc::new(Mutex::new(Vec::new())))
+        .collect();
+    let joiners = members
+        .iter()
+        .zip(&streams)
+        .map(|((at, c), stream)| {
+            let mut joiner = Joiner::new(*at, c.clone(), one_per_step());
+            let stream = stream.clone();
+            joiner.controls.on_step = Some(Box::new(move |view: &CanvasView| {
+                stream.lock().unwrap().push(render(view));
+            }));
+            joiner
+        })
+        .collect();
+    let out = staggered(settings(false, None), &model, cache_on(None), joiners);
+    assert_eq!(
+        *streams[0].lock().unwrap(),
+        ["b _ _ | [0]", "b b _ | [1]", "b b b | [2]"]
+    );
+    assert_eq!(
+        *streams[1].lock().unwrap(),
+        [
+            "d _ _ _ | [0]",
+            "d d _ _ | [1]",
+            "d d d _ | [2]",
+            "d d d d | [3]"
+        ]
+    );
+    for (index, (_, canvas)) in members.iter().enumerate() {
+        let (_, stream) = alone(settings(false, None), &model, canvas, &one_per_step());
+        assert_eq!(*streams[index].lock().unwrap(), stream, "member {index}");
+    }
+    assert_eq!(out.left_at, [2, 4]);
 }

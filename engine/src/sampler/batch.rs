@@ -1,0 +1,333 @@
+//! Iteration-level batching: canvases join a running batch at the next denoising step and leave
+//! when they are full or cancelled, so one model call serves whoever is in flight (what a server
+//! needs; [`Sampler::run`] is a batch that every canvas joins before the first step).
+//!
+//! Each member carries its own [`SamplerConfig`] (schedule, confidence, step budget,
+//! temperature, seed, draft bar), its own generator seeded from that config, its own step count,
+//! cancel flag, deadline and stream; the batch owns what is one value for everyone: the cache
+//! policy and the window (one range over every canvas in the call).
+//!
+//! The cache rule: a window pass reads keys/values stored by a full pass over the same rows, so
+//! after a member joins or leaves (once the batch has made a pass) the next pass is a stored
+//! full pass (`cache_covers` compares tokens: a member taking the place of a cancelled one over
+//! the same context would pass it while the cache holds the other's commits); the first pass of
+//! a new batch asks [`Denoiser::cache_covers`], which is how a caller's cache is reused across
+//! requests. A member that is full leaves at once (its outcome is returned by the step that
+//! filled it), but its row stays in the model call until the next full pass: dropping it earlier
+//! would change the rows and cost a full pass, keeping it costs its share of the window.
+//! Without the cache every pass is full, so such rows go at the next. `refresh_every` counts the
+//! batch's steps, not a member's.
+//!
+//! What a member gets: without the cache, the middle it gets alone (its rows of a call depend on
+//! its own sequence only; it commits from them under its own config and generator). With the
+//! cache, a window pass recomputes the window of the whole batch and joins and leaves force
+//! full passes, so what it reads from the cache, and hence its middle, follows the batch; alone
+//! in a batch it is what `run` gives.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::Serialize;
+
+use super::{
+    view, CachePolicy, Canvas, CanvasView, Denoiser, Infill, Pass, Pressure, Rows, Sampler,
+    SamplerConfig, Slots,
+};
+use crate::error::{Error, Result};
+
+/// A member of a [`Batch`], unique within it (never reused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemberId(u64);
+
+/// How one member is steered from outside: owned, so a request can hand them over to the
+/// thread that runs the batch.
+#[derive(Default)]
+pub struct MemberControls<'s> {
+    /// Raised: the member leaves before the next pass with [`MemberOutcome::Cancelled`].
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Past it, the member's next step commits the argmax of everything it has left.
+    pub deadline: Option<Instant>,
+    /// This member's canvas after each step it takes part in.
+    pub on_step: Option<CanvasStream<'s>>,
+}
+
+/// A member's stream: its canvas after each step.
+pub type CanvasStream<'s> = Box<dyn FnMut(&CanvasView) + Send + 's>;
+
+/// Model calls and what they cost, for a member (the calls it took part in) or a whole batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PassStats {
+    pub forwards: usize,
+    pub full_passes: usize,
+    pub window_passes: usize,
+    /// Positions whose logits the passes returned: for a member, its own rows; for a batch,
+    /// every row of every call.
+    pub window_positions: usize,
+    /// Whether a deadline forced the remaining slots.
+    pub hit_deadline: bool,
+    /// Time inside the model. A member is charged the whole of every call it took part in (the
+    /// call serves the batch at once; a share per row would be a guess), so members' times add
+    /// up to more than the batch's.
+    pub model_time: Duration,
+}
+
+impl PassStats {
+    fn record(&mut self, pass: Pass, elapsed: Duration, positions: usize) {
+        self.forwards += 1;
+        match pass {
+            Pass::Full { .. } => self.full_passes += 1,
+            Pass::Window => self.window_passes += 1,
+        }
+        self.window_positions += positions;
+        self.model_time += elapsed;
+    }
+}
+
+/// Why a member left the batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MemberOutcome {
+    /// Its canvas is full.
+    Filled { infill: Infill, stats: PassStats },
+    /// Its cancel flag was up before a pass; it took no part in that pass.
+    Cancelled,
+}
+
+/// What a member still being filled keeps between steps.
+struct Live<'s> {
+    config: SamplerConfig,
+    rng: StdRng,
+    /// Steps taken (passes taken part in): its budget counts these.
+    steps: usize,
+    stats: PassStats,
+    controls: MemberControls<'s>,
+}
+
+/// One sequence of the model call: a member being filled (`live`), or one that is full and
+/// whose row waits for the next full pass to leave.
+struct Row<'s> {
+    id: MemberId,
+    slots: Slots,
+    live: Option<Live<'s>>,
+}
+
+/// Canvases being filled together, one denoising step at a time: see the module docs.
+pub struct Batch<'s> {
+    sampler: Sampler<'s>,
+    cache: CachePolicy,
+    rows: Vec<Row<'s>>,
+    /// The model's input, one sequence per row (kept apart: the model takes them as a slice).
+    seqs: Vec<Vec<u32>>,
+    next_id: u64,
+    /// Passes made.
+    steps: usize,
+    /// The rows changed since the last stored pass: the cache no longer matches them.
+    stale: bool,
+    stats: PassStats,
+}
+
+impl<'s> Batch<'s> {
+    pub(super) fn new(sampler: Sampler<'s>, cache: CachePolicy) -> Batch<'s> {
+        Batch {
+            sampler,
+            cache,
+            rows: Vec::new(),
+            seqs: Vec::new(),
+            next_id: 0,
+            steps: 0,
+            stale: false,
+            stats: PassStats::default(),
+        }
+    }
+
+    /// Adds `canvas` to the batch from the next step on, decoded under `config` (its `cache` is
+    /// ignored: the batch's policy holds for everyone). A canvas or config [`Sampler::run`] would
+    /// refuse is refused here with [`Error::InvalidRequest`], and the batch is left as it was.
+    pub fn join(
+        &mut self,
+        canvas: &Canvas,
+        config: SamplerConfig,
+        controls: MemberControls<'s>,
+    ) -> Result<MemberId> {
+        Sampler::validate(canvas, &config)?;
+        let id = MemberId(self.next_id);
+        self.next_id += 1;
+        self.seqs.push(self.sampler.sequence(canvas));
+        self.rows.push(Row {
+            id,
+            slots: self.sampler.slots(canvas),
+            live: Some(Live {
+                rng: StdRng::seed_from_u64(config.seed),
+                config,
+                steps: 0,
+                stats: PassStats::default(),
+                controls,
+            }),
+        });
+        self.stale |= self.steps > 0;
+        Ok(id)
+    }
+
+    /// Members still being filled.
+    pub fn len(&self) -> usize {
+        self.rows.iter().filter(|r| r.live.is_some()).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.iter().all(|r| r.live.is_none())
+    }
+
+    /// Every model call the batch has made so far.
+    pub fn stats(&self) -> PassStats {
+        self.stats
+    }
+
+    /// One denoising step: members whose cancel flag is up leave first, then one model call
+    /// over the rows and each member's commits, as [`Sampler::run`] makes them. Returns the
+    /// members that left in this step: cancelled, or filled (with their infill and the calls
+    /// they took part in). An empty batch makes no call. A model error fails the step for every
+    /// member; the batch is then best dropped (members that left as cancelled before the call
+    /// are not reported).
+    pub fn step<M: Denoiser>(
+        &mut self,
+        model: &M,
+        cache: &mut M::Cache,
+    ) -> Result<Vec<(MemberId, MemberOutcome)>> {
+        let mut left = Vec::new();
+        let mut b = 0;
+        while b < self.rows.len() {
+            let cancelled = self.rows[b]
+                .live
+                .as_ref()
+                .and_then(|live| live.controls.cancel.as_ref())
+                .is_some_and(|c| c.load(Ordering::Relaxed));
+            if cancelled {
+                left.push((self.remove(b).id, MemberOutcome::Cancelled));
+            } else {
+                b += 1;
+            }
+        }
+        if self.is_empty() {
+            while !self.rows.is_empty() {
+                self.remove(0);
+            }
+            return Ok(left);
+        }
+        let refresh = self
+            .cache
+            .refresh_every
+            .is_some_and(|r| r > 0 && self.steps > 0 && self.steps.is_multiple_of(r));
+        let pass = if !self.cache.enabled {
+            Pass::Full { store: false }
+        } else if self.stale || refresh || !model.cache_covers(cache, &self.seqs, &self.window()) {
+            Pass::Full { store: true }
+        } else {
+            Pass::Window
+        };
+        if let Pass::Full { .. } = pass {
+            // Nothing is reused from the cache: the rows of full members may go for free.
+            let mut b = 0;
+            while b < self.rows.len() {
+                if self.rows[b].live.is_none() {
+                    self.remove(b);
+                } else {
+                    b += 1;
+                }
+            }
+        }
+        let window = self.window();
+        let started = Instant::now();
+        let logits = model.logits(&self.seqs, window.clone(), cache, pass);
+        let elapsed = started.elapsed();
+        let vocab = model.vocab_size();
+        let expected = self.seqs.len() * window.len() * vocab;
+        let logits = match logits {
+            Ok(logits) if logits.len() == expected => logits,
+            failed => {
+                // The call may have left the cache half written.
+                self.stale = true;
+                return Err(match failed {
+                    Err(e) => e,
+                    Ok(logits) => Error::InvalidRequest(format!(
+                        "model returned {} logits, expected {expected}",
+                        logits.len()
+                    )),
+                });
+            }
+        };
+        self.stale = false;
+        self.stats
+            .record(pass, elapsed, self.seqs.len() * window.len());
+        let now = Instant::now();
+        let per_row = window.len() * vocab;
+        for (b, (row, seq)) in self.rows.iter_mut().zip(&mut self.seqs).enumerate() {
+            row.slots.touched.clear();
+            let Some(live) = row.live.as_mut() else {
+                continue;
+            };
+            live.stats.record(pass, elapsed, window.len());
+            let past_deadline = live.controls.deadline.is_some_and(|d| now >= d);
+            live.stats.hit_deadline |= past_deadline;
+            self.stats.hit_deadline |= past_deadline;
+            let pressure = Pressure {
+                past_deadline,
+                steps_left: live
+                    .config
+                    .max_steps
+                    .map(|m| m.saturating_sub(live.steps).max(1)),
+            };
+            let rows = Rows {
+                logits: &logits[b * per_row..(b + 1) * per_row],
+                first: window.start,
+                vocab,
+            };
+            self.sampler.advance(
+                &mut row.slots,
+                seq,
+                rows,
+                &live.config,
+                pressure,
+                &mut live.rng,
+            );
+            live.steps += 1;
+            if let Some(on_step) = live.controls.on_step.as_mut() {
+                on_step(&view(&row.slots, row.slots.touched.clone()));
+            }
+            if row.slots.is_done() {
+                let stats = live.stats;
+                row.live = None;
+                left.push((
+                    row.id,
+                    MemberOutcome::Filled {
+                        infill: row.slots.infill(),
+                        stats,
+                    },
+                ));
+            }
+        }
+        self.steps += 1;
+        if self.is_empty() {
+            while !self.rows.is_empty() {
+                self.remove(0);
+            }
+        }
+        Ok(left)
+    }
+
+    /// The window of the next pass over every row.
+    fn window(&self) -> Range<usize> {
+        self.sampler
+            .window(self.rows.iter().map(|r| &r.slots))
+            .expect("a member being filled has masked slots")
+    }
+
+    /// Takes row `b` out of the model call; once a pass was made, the cache no longer matches.
+    fn remove(&mut self, b: usize) -> Row<'s> {
+        self.seqs.remove(b);
+        self.stale |= self.steps > 0;
+        self.rows.remove(b)
+    }
+}

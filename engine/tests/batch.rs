@@ -1,0 +1,395 @@
+//! Iteration-level batching with the real model: requests joining a running [`EngineBatch`]
+//! (fill-in-the-middle and next edits together) against the same requests run alone through
+//! `Engine::complete` / `Engine::next_edit`, on the default model in `fixtures/default-model`.
+//!
+//! Without the cache a request's rows do not depend on who else is in the call (padding is
+//! masked out, each sequence reads its own rows), so a member ends with exactly its middle
+//! alone. With the cache, a window pass recomputes the window of the whole batch and a join
+//! forces a stored full pass, so what a member reads from the cache follows the batch: alone it
+//! equals `complete`; with others, it still finishes with a valid middle.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redraft_engine::engine::EngineBatch;
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::{
+    CachePolicy, Canvas, CanvasView, Controls, Effort, MemberControls, MemberId, SamplerConfig,
+};
+use redraft_engine::{Completion, EditRequest, Engine, Error, InfillRequest};
+
+fn engine() -> Engine {
+    Engine::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model"))
+        .expect("the default model loads")
+}
+
+const CACHE_OFF: CachePolicy = CachePolicy {
+    enabled: false,
+    refresh_every: None,
+};
+
+const CACHE_ON: CachePolicy = CachePolicy {
+    enabled: true,
+    refresh_every: None,
+};
+
+/// One token per step, greedy, under `cache`.
+fn high(cache: CachePolicy) -> SamplerConfig {
+    SamplerConfig {
+        cache,
+        ..SamplerConfig::effort(Effort::High)
+    }
+}
+
+fn infill(prefix: &str, suffix: &str, canvas: usize, sampler: SamplerConfig) -> InfillRequest {
+    InfillRequest {
+        canvas_tokens: canvas,
+        max_tokens: 24,
+        sampler,
+        ..InfillRequest::new(prefix, suffix)
+    }
+}
+
+fn edit(sampler: SamplerConfig) -> EditRequest {
+    EditRequest {
+        history: String::new(),
+        path: "src/lib.rs".into(),
+        before: "pub fn area(width: u32, height: u32) -> u32 {\n".into(),
+        region: "    width * heigth\n".into(),
+        cursor: 4,
+        after: "}\n".into(),
+        max_tokens: None,
+        sampler: SamplerConfig {
+            draft_tau: Some(0.5),
+            ..sampler
+        },
+    }
+}
+
+/// A request of either kind, and how it runs alone.
+enum Request {
+    Infill(InfillRequest),
+    Edit(EditRequest),
+}
+
+impl Request {
+    fn alone(&self, engine: &Engine) -> Completion {
+        let mut cache = KvCache::default();
+        match self {
+            Request::Infill(r) => engine.complete(r, &mut cache, Controls::default()),
+            Request::Edit(r) => engine.next_edit(r, &mut cache, Controls::default()),
+        }
+        .expect("runs alone")
+    }
+
+    fn canvas(&self, engine: &Engine) -> Canvas {
+        match self {
+            Request::Infill(r) => engine.canvas(r),
+            Request::Edit(r) => engine.edit_canvas(r),
+        }
+        .expect("a valid request")
+    }
+
+    fn join<'e>(
+        &self,
+        batch: &mut EngineBatch<'e>,
+        controls: MemberControls<'e>,
+    ) -> redraft_engine::Result<MemberId> {
+        match self {
+            Request::Infill(r) => batch.join(r, controls),
+            Request::Edit(r) => batch.join_edit(r, controls),
+        }
+    }
+}
+
+/// Steps `batch` until it is empty, `requests[i]` joining before step `at[i]`; each request's
+/// result and the step it left in.
+fn staggered<'e>(
+    batch: &mut EngineBatch<'e>,
+    requests: &[Request],
+    at: &[usize],
+    mut controls: impl FnMut(usize) -> MemberControls<'e>,
+) -> Vec<(redraft_engine::Result<Completion>, usize)> {
+    let mut ids = vec![None; requests.len()];
+    let mut done: Vec<Option<(redraft_engine::Result<Completion>, usize)>> =
+        (0..requests.len()).map(|_| None).collect();
+    for step in 0.. {
+        for (index, request) in requests.iter().enumerate() {
+            if at[index] == step {
+                ids[index] = Some(request.join(batch, controls(index)).expect("joins"));
+            }
+        }
+        if batch.is_empty() && at.iter().all(|&a| a <= step) {
+            break;
+        }
+        for (id, completion) in batch.step().expect("the step succeeds") {
+            let index = ids.iter().position(|&i| i == Some(id)).expect("a member");
+            done[index] = Some((completion, step));
+        }
+        assert!(step < 500, "the batch never emptied");
+    }
+    done.into_iter()
+        .map(|d| d.expect("every request left"))
+        .collect()
+}
+
+/// What must agree between a member and the same request alone.
+fn decoded(
+    c: &Completion,
+) -> (
+    &str,
+    &[u32],
+    bool,
+    usize,
+    usize,
+    Option<usize>,
+    usize,
+    usize,
+) {
+    (
+        &c.middle,
+        &c.tokens,
+        c.ended_by_eos,
+        c.steps,
+        c.slots,
+        c.steps_after_end,
+        c.prefix_tokens,
+        c.suffix_tokens,
+    )
+}
+
+fn mixed(cache: CachePolicy) -> Vec<Request> {
+    let warm = SamplerConfig {
+        temperature: 1.0,
+        seed: 7,
+        ..high(cache)
+    };
+    vec![
+        Request::Infill(infill(
+            "fn add(a: u32, b: u32) -> u32 {\n    ",
+            "\n}\n",
+            6,
+            high(cache),
+        )),
+        Request::Edit(edit(high(cache))),
+        Request::Infill(infill(
+            "let total: u32 = items.iter().map(|item| ",
+            ").sum();\n",
+            10,
+            warm,
+        )),
+        Request::Infill(infill(
+            "struct Point {\n    x: f32,\n",
+            "}\n",
+            8,
+            high(cache),
+        )),
+    ]
+}
+
+/// The second request joins after the first one's second step, the third after the second's
+/// first, the fourth later still: each ends with its middle alone, greedy or sampled, a next
+/// edit among infills.
+#[test]
+fn requests_joining_mid_run_complete_as_they_do_alone() {
+    let engine = engine();
+    let requests = mixed(CACHE_OFF);
+    let mut batch = engine.batch(CACHE_OFF);
+    let out = staggered(&mut batch, &requests, &[0, 2, 3, 5], |_| {
+        MemberControls::default()
+    });
+    for (index, (request, (batched, left_at))) in requests.iter().zip(&out).enumerate() {
+        let batched = batched.as_ref().expect("completes");
+        let alone = request.alone(&engine);
+        assert_eq!(decoded(batched), decoded(&alone), "request {index}");
+        assert_eq!(batched.forwards, alone.forwards, "request {index}");
+        assert_eq!(
+            batched.full_passes, batched.forwards,
+            "no cache: every pass is full"
+        );
+        assert!(!batched.hit_deadline);
+        assert!(*left_at >= [0, 2, 3, 5][index] + batched.steps - 1);
+    }
+    // The batch shared its calls: fewer than the requests alone.
+    let alone: usize = out.iter().map(|(c, _)| c.as_ref().unwrap().forwards).sum();
+    assert!(batch.stats().forwards < alone, "{:?}", batch.stats());
+    assert!(
+        out[0].1 >= 3,
+        "the first request was still running when the third joined"
+    );
+}
+
+/// With the cache on, a request alone in a batch is `complete`, pass for pass.
+#[test]
+fn with_the_cache_a_request_alone_in_a_batch_equals_complete() {
+    let engine = engine();
+    for request in mixed(CACHE_ON).into_iter().take(2) {
+        let mut batch = engine.batch(CACHE_ON);
+        let out = staggered(&mut batch, std::slice::from_ref(&request), &[0], |_| {
+            MemberControls::default()
+        });
+        let batched = out[0].0.as_ref().expect("completes");
+        let alone = request.alone(&engine);
+        assert_eq!(decoded(batched), decoded(&alone));
+        assert_eq!(
+            (batched.forwards, batched.full_passes, batched.window_passes),
+            (alone.forwards, alone.full_passes, alone.window_passes)
+        );
+        assert!(batched.window_passes > 0, "the cache was used");
+    }
+}
+
+/// With the cache on and members joining, every request finishes with a valid middle; each
+/// join costs the members already running a stored full pass.
+#[test]
+fn with_the_cache_and_joins_every_request_finishes_with_a_valid_middle() {
+    let engine = engine();
+    let requests = mixed(CACHE_ON);
+    let mut batch = engine.batch(CACHE_ON);
+    let at = [0, 2, 3, 5];
+    let out = staggered(&mut batch, &requests, &at, |_| MemberControls::default());
+    let mask = engine.settings().mask_token_id;
+    let eos = engine.settings().eos_token_id;
+    for (index, (completion, left_at)) in out.iter().enumerate() {
+        let c = completion.as_ref().expect("completes");
+        assert!(
+            c.tokens.iter().all(|&t| t != mask && t != eos),
+            "request {index}: {c:?}"
+        );
+        let canvas = requests[index].canvas(&engine);
+        assert!(c.tokens.len() <= c.slots, "request {index}: {c:?}");
+        assert!(
+            (canvas.length..=canvas.max_length).contains(&c.slots),
+            "request {index}: {c:?}"
+        );
+        assert_eq!(
+            c.forwards, c.steps,
+            "request {index}: one commit at least per step"
+        );
+        assert_eq!(c.full_passes + c.window_passes, c.forwards);
+        assert_eq!(engine.tokenizer().decode(&c.tokens).unwrap(), c.middle);
+        // Every later join while it ran forced a full pass on it.
+        let joins_seen = at
+            .iter()
+            .filter(|&&a| a > at[index] && a <= *left_at)
+            .count();
+        assert!(
+            c.full_passes > joins_seen,
+            "request {index}: {} full passes, {joins_seen} joins",
+            c.full_passes
+        );
+    }
+    assert!(batch.stats().window_passes > 0);
+}
+
+/// A cancelled request leaves at the next step with `Error::Cancelled`; the others end as they
+/// do alone.
+#[test]
+fn a_cancelled_request_leaves_and_the_others_complete_as_alone() {
+    let engine = engine();
+    let requests = mixed(CACHE_OFF);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let steps_seen = Arc::new(Mutex::new(0));
+    let seen = steps_seen.clone();
+    let mut batch = engine.batch(CACHE_OFF);
+    let out = staggered(&mut batch, &requests, &[0, 0, 0, 0], |index| {
+        if index != 1 {
+            return MemberControls::default();
+        }
+        let (flag, seen) = (flag.clone(), seen.clone());
+        MemberControls {
+            cancel: Some(cancel.clone()),
+            deadline: None,
+            on_step: Some(Box::new(move |_: &CanvasView| {
+                let mut seen = seen.lock().unwrap();
+                *seen += 1;
+                if *seen == 2 {
+                    flag.store(true, Ordering::Relaxed);
+                }
+            })),
+        }
+    });
+    assert!(matches!(out[1].0, Err(Error::Cancelled)), "{:?}", out[1].0);
+    assert_eq!(out[1].1, 2, "left before the third step's call");
+    assert_eq!(*steps_seen.lock().unwrap(), 2);
+    for index in [0, 2, 3] {
+        let batched = out[index].0.as_ref().expect("completes");
+        assert_eq!(decoded(batched), decoded(&requests[index].alone(&engine)));
+    }
+}
+
+/// A request past its deadline is forced in its first step; the others are not.
+#[test]
+fn a_requests_deadline_forces_only_that_request() {
+    let engine = engine();
+    let requests = mixed(CACHE_OFF);
+    let past = Instant::now();
+    std::thread::sleep(Duration::from_millis(1));
+    let mut batch = engine.batch(CACHE_OFF);
+    let out = staggered(&mut batch, &requests, &[0, 0, 0, 0], |index| {
+        MemberControls {
+            deadline: (index == 0).then_some(past),
+            ..MemberControls::default()
+        }
+    });
+    let late = out[0].0.as_ref().unwrap();
+    assert!(late.hit_deadline);
+    assert_eq!((late.steps, late.forwards, out[0].1), (1, 1, 0));
+    for index in 1..4 {
+        let batched = out[index].0.as_ref().unwrap();
+        assert!(!batched.hit_deadline);
+        assert_eq!(decoded(batched), decoded(&requests[index].alone(&engine)));
+    }
+}
+
+/// A request the engine refuses (an empty canvas, a next edit with no room) is refused at join;
+/// the batch carries on as if it had never been asked.
+#[test]
+fn a_refused_request_does_not_disturb_the_batch() {
+    let engine = engine();
+    let requests = mixed(CACHE_ON);
+    let mut batch = engine.batch(CACHE_ON);
+    requests[0]
+        .join(&mut batch, MemberControls::default())
+        .unwrap();
+    batch.step().unwrap();
+    let empty = infill("a", "b", 0, high(CACHE_ON));
+    assert!(matches!(
+        batch.join(&empty, MemberControls::default()),
+        Err(Error::InvalidRequest(_))
+    ));
+    let no_room = EditRequest {
+        max_tokens: Some(0),
+        ..edit(high(CACHE_ON))
+    };
+    assert!(matches!(
+        batch.join_edit(&no_room, MemberControls::default()),
+        Err(Error::InvalidRequest(_))
+    ));
+    assert_eq!(batch.len(), 1);
+    let mut last = Vec::new();
+    while !batch.is_empty() {
+        last = batch.step().unwrap();
+    }
+    let batched = last[0].1.as_ref().unwrap();
+    let alone = requests[0].alone(&engine);
+    assert_eq!(decoded(batched), decoded(&alone));
+    assert_eq!(
+        (batched.full_passes, batched.window_passes),
+        (alone.full_passes, alone.window_passes),
+        "no full pass for the refused joins"
+    );
+}
+
+/// A server moves a batch (and the controls in it) to its inference thread.
+#[test]
+fn a_batch_can_move_to_another_thread() {
+    fn sendable<T: Send>(_: &T) {}
+    let engine = engine();
+    let batch = engine.batch(CACHE_ON);
+    sendable(&batch);
+    sendable(&MemberControls::default());
+}
