@@ -104,6 +104,8 @@ pub struct Engine {
     model: Qwen2,
     tokenizer: Tokenizer,
     settings: DiffusionSettings,
+    /// Per token id: never written into a canvas (the tokenizer's special tokens but the end).
+    banned: Vec<bool>,
     dir: PathBuf,
 }
 
@@ -172,10 +174,17 @@ impl Engine {
                 ),
             });
         }
+        let mut banned = tokenizer.special().to_vec();
+        for id in [settings.eos_token_id, settings.pad_token_id] {
+            if let Some(slot) = banned.get_mut(id as usize) {
+                *slot = false;
+            }
+        }
         Ok(Engine {
             model,
             tokenizer,
             settings,
+            banned,
             dir: dir.to_path_buf(),
         })
     }
@@ -197,7 +206,7 @@ impl Engine {
     }
 
     pub fn sampler(&self) -> Sampler<'_> {
-        Sampler::new(self.settings, self.tokenizer.whitespace())
+        Sampler::new(self.settings, self.tokenizer.whitespace()).banning(&self.banned)
     }
 
     /// The canvas for `request`: context trimmed to the budget (room left for the longest
@@ -600,6 +609,27 @@ mod tests {
         assert_eq!((capped.length, capped.max_length), (4, 4));
         request.max_tokens = positions + 1;
         assert!(engine.canvas(&request).is_err());
+    }
+
+    /// The prompt's markers are never written into a canvas; the end is.
+    #[test]
+    fn special_tokens_but_the_end_are_banned_from_canvases() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model");
+        let engine = Engine::load(&dir).unwrap();
+        let markers = crate::edit::EditMarkers::of(engine.tokenizer()).unwrap();
+        for id in [
+            markers.file_sep,
+            markers.cursor,
+            markers.edit_start,
+            markers.edit_end,
+        ] {
+            assert!(engine.banned[id as usize], "marker {id} is banned");
+        }
+        let settings = engine.settings();
+        assert!(!engine.banned[settings.eos_token_id as usize]);
+        assert!(!engine.banned[settings.pad_token_id as usize]);
+        let text = engine.tokenizer().encode("fn main() {}").unwrap();
+        assert!(text.iter().all(|&t| !engine.banned[t as usize]));
     }
 
     #[test]

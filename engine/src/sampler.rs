@@ -423,6 +423,8 @@ pub struct Sampler<'a> {
     settings: DiffusionSettings,
     /// Per token id: decodes to whitespace only (no content yet).
     whitespace: &'a [bool],
+    /// Per token id: never committed to a canvas (markers and other special tokens).
+    banned: &'a [bool],
 }
 
 impl<'a> Sampler<'a> {
@@ -432,7 +434,14 @@ impl<'a> Sampler<'a> {
         Sampler {
             settings,
             whitespace,
+            banned: &[],
         }
+    }
+
+    /// The same sampler, never committing a token `banned[id]` marks: a middle or a rewritten
+    /// region is text, and a marker the prompt holds (`<|cursor|>`, `<|fim_middle|>`) is not.
+    pub fn banning(self, banned: &'a [bool]) -> Sampler<'a> {
+        Sampler { banned, ..self }
     }
 
     /// The token sequence the model sees for `canvas` (BOS if the model uses one).
@@ -856,7 +865,9 @@ impl<'a> Sampler<'a> {
         rng: &mut StdRng,
     ) -> Choice {
         let suppressed = |id: usize| {
-            id as u32 == self.settings.mask_token_id || (!end_allowed && self.is_end(id as u32))
+            id as u32 == self.settings.mask_token_id
+                || self.banned.get(id).copied().unwrap_or(false)
+                || (!end_allowed && self.is_end(id as u32))
         };
         let temperature = if force_argmax {
             0.0

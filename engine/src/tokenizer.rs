@@ -16,6 +16,8 @@ use crate::error::{Error, Result};
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     whitespace: Vec<bool>,
+    /// Per token id: a special token (a marker such as `<|fim_middle|>` or `<|cursor|>`).
+    special: Vec<bool>,
     origin: PathBuf,
 }
 
@@ -56,9 +58,18 @@ impl Tokenizer {
                     .is_ok_and(|s| !s.is_empty() && s.trim().is_empty())
             })
             .collect();
+        let mut special = vec![false; size];
+        for (&id, token) in inner.get_added_tokens_decoder().iter() {
+            if token.special {
+                if let Some(slot) = special.get_mut(id as usize) {
+                    *slot = true;
+                }
+            }
+        }
         Tokenizer {
             inner,
             whitespace,
+            special,
             origin,
         }
     }
@@ -126,6 +137,11 @@ impl Tokenizer {
 
     pub fn vocab_size(&self) -> usize {
         self.whitespace.len()
+    }
+
+    /// `special()[id]`: the token is one of the tokenizer's special tokens (never text).
+    pub fn special(&self) -> &[bool] {
+        &self.special
     }
 
     /// `whitespace()[id]`: the token decodes to whitespace only.

@@ -247,6 +247,8 @@ fn canvas(prefix: &[u32], length: usize, suffix: &[u32]) -> Canvas {
 struct Setup {
     settings: DiffusionSettings,
     whitespace: Vec<bool>,
+    /// Tokens never committed (`Sampler::banning`); empty: none.
+    banned: Vec<bool>,
     config: SamplerConfig,
 }
 
@@ -262,6 +264,7 @@ impl Setup {
         Setup {
             settings: settings(false, None),
             whitespace: whitespace(),
+            banned: Vec::new(),
             config: one_per_step(),
         }
     }
@@ -284,13 +287,9 @@ impl Setup {
             deadline,
             on_step: Some(&mut on_step),
         };
-        let result = Sampler::new(self.settings, &self.whitespace).run(
-            model,
-            cache,
-            canvases,
-            &self.config,
-            controls,
-        );
+        let result = Sampler::new(self.settings, &self.whitespace)
+            .banning(&self.banned)
+            .run(model, cache, canvases, &self.config, controls);
         Outcome {
             result,
             stream,
@@ -362,6 +361,34 @@ fn check_commit_order(confidences: &[f32], expect: &[usize]) {
     assert_eq!(committed.concat(), expect);
     assert_eq!(out.sampled().forwards, confidences.len());
     assert_eq!(out.tokens(), [vec![A; confidences.len()]]);
+}
+
+/// A banned token (a marker the prompt holds) is never committed, however sure the model is: the
+/// slot takes its best other token, and a forced step does the same.
+#[test]
+fn banned_tokens_are_never_committed() {
+    let rows = vec![
+        peaked(BOS, 0.9),
+        dist(&[(PAD, 0.5), (B, 0.3)]),
+        peaked(C, 0.95),
+    ];
+    let model = ScriptedModel::rows(0, rows.clone());
+    let mut setup = Setup::new();
+    let plain = setup.run(&model, &[canvas(&[], 3, &[])]);
+    assert_eq!(
+        plain.tokens()[0][0],
+        BOS,
+        "sanity: the model prefers BOS at slot 0"
+    );
+    setup.banned = (0..VOCAB as u32).map(|t| t == BOS || t == PAD).collect();
+    let out = setup.run(
+        &ScriptedModel::rows(0, rows.clone()),
+        &[canvas(&[], 3, &[])],
+    );
+    assert_eq!(out.tokens(), [vec![A, B, C]], "{:?}", out.committed());
+    setup.config.max_steps = Some(1);
+    let forced = setup.run(&ScriptedModel::rows(0, rows), &[canvas(&[], 3, &[])]);
+    assert_eq!(forced.tokens(), [vec![A, B, C]]);
 }
 
 #[test]
@@ -1898,6 +1925,7 @@ fn alone(
     let setup = Setup {
         settings,
         whitespace: whitespace(),
+        banned: Vec::new(),
         config: config.clone(),
     };
     let out = setup.run(model, std::slice::from_ref(canvas));
