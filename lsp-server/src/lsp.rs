@@ -2,16 +2,17 @@
 //!
 //! One module per concern: `encoding` (the only place LSP positions are converted), `document`
 //! and `documents` (ropes and incremental tree-sitter trees, applied in order by one owner
-//! thread), `config`, `worker` (the inference thread), `cancel`, `type_through`, `stream` (the
-//! `redraft/draftStep` extension), `inline` (the inline completion request), `server` (the
-//! tower-lsp-server glue) and `transport` (stdin/stdout framing that survives any bytes). Stdout
-//! carries the protocol and nothing else.
+//! thread), `history` (each document's recent edits), `config`, `worker` (the inference
+//! thread), `cancel`, `type_through`, `stream` (the `redraft/draftStep` extension), `inline`
+//! (the inline completion request), `server` (the tower-lsp-server glue) and `transport`
+//! (stdin/stdout framing that survives any bytes). Stdout carries the protocol and nothing else.
 
 mod cancel;
 mod config;
 mod document;
 mod documents;
 mod encoding;
+mod history;
 mod inline;
 mod log;
 mod server;

@@ -1,5 +1,7 @@
-//! One open document: its text as a rope, its version, and for Rust a tree-sitter tree kept up
-//! to date incrementally (every edit becomes an `InputEdit`, then one re-parse per `didChange`).
+//! One open document: its text as a rope, its version, for Rust a tree-sitter tree kept up to
+//! date incrementally (every edit becomes an `InputEdit`, then one re-parse per `didChange`),
+//! and its recent edits (`history`), with the next edit last offered for it so that the change
+//! applying it is recorded as an accepted suggestion.
 //!
 //! Requests never see a `Document`, only a [`Snapshot`]: cloning a rope or a tree is O(1), so
 //! a snapshot is cheap and the owner can go on applying edits while a request works.
@@ -12,6 +14,7 @@ use tower_lsp_server::ls_types::{TextDocumentContentChangeEvent, Uri};
 use tree_sitter::{InputEdit, Parser, Point, Tree};
 
 use super::encoding::{PositionEncoding, PositionError};
+use super::history::{changed_span, EditHistory, HistoryLimits, Stamp};
 
 /// Above this size a document is plain text: a tree for it would cost seconds per full parse
 /// and far more memory than the text, and the context windows never need more than a few KB
@@ -30,8 +33,30 @@ pub struct Snapshot {
     /// An up-to-date parse of `rope`, when the language has a grammar and the text is small
     /// enough.
     pub tree: Option<Tree>,
-    /// Larger is more recent (a counter over all documents, not a clock).
+    /// Larger is more recent (a counter over all documents, not a clock). Every change sets
+    /// it anew, so it names this text exactly, whatever versions the client sends.
     pub edited_at: u64,
+    /// Byte offset just after the text the last change inserted (where the editor's cursor
+    /// usually is after it); `None` before the first change.
+    pub last_edit_end: Option<usize>,
+}
+
+/// A next edit the server answered with for the text at `edited_at`: `text` in place of
+/// `range`. The next change is an accepted suggestion if it makes the document what applying
+/// this would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    pub id: u64,
+    pub edited_at: u64,
+    pub range: Range<usize>,
+    pub text: String,
+}
+
+/// How one `didChange` went: whether it applied the offered next edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Applied {
+    /// The id of the offer the change accepted.
+    pub accepted: Option<u64>,
 }
 
 pub struct Document {
@@ -42,6 +67,9 @@ pub struct Document {
     rope: Rope,
     syntax: Option<Syntax>,
     edited_at: u64,
+    history: EditHistory,
+    offer: Option<Offer>,
+    last_edit_end: Option<usize>,
 }
 
 /// The parser and its last tree; the tree is `None` while the text is too large to parse.
@@ -68,6 +96,9 @@ impl Document {
             rope: Rope::from_str(text),
             syntax,
             edited_at,
+            history: EditHistory::new(HistoryLimits::default()),
+            offer: None,
+            last_edit_end: None,
         };
         document.reparse();
         document
@@ -76,6 +107,10 @@ impl Document {
     #[cfg(test)]
     pub fn rope(&self) -> &Rope {
         &self.rope
+    }
+
+    pub fn uri(&self) -> &Uri {
+        &self.uri
     }
 
     pub fn version(&self) -> i32 {
@@ -90,40 +125,86 @@ impl Document {
         self.syntax.as_ref()?.tree.as_ref()
     }
 
+    pub fn history(&self) -> &EditHistory {
+        &self.history
+    }
+
+    /// Remembers the next edit offered for the current text (replacing any older offer); an
+    /// offer for an older text is dropped.
+    pub fn offer(&mut self, offer: Offer) {
+        if offer.edited_at == self.edited_at {
+            self.offer = Some(offer);
+        }
+    }
+
     /// Applies one `didChange` in order: each change's range refers to the text left by the
     /// previous one. A change that names no place in the text stops the sequence (later ranges
-    /// would be meaningless) and is reported; what was applied stays applied.
+    /// would be meaningless) and is reported; what was applied stays applied. A full-text change
+    /// is applied (and recorded) as the span that differs. `seq` orders the change among all
+    /// documents' (it becomes `edited_at`), `at_ms` is the clock for the history.
+    ///
+    /// The changes go into the history one by one, unless together they applied the offered
+    /// next edit: then they are one accepted group.
     pub fn apply_changes(
         &mut self,
         version: i32,
         changes: &[TextDocumentContentChangeEvent],
         encoding: PositionEncoding,
-        edited_at: u64,
-    ) -> Result<(), PositionError> {
+        seq: u64,
+        at_ms: u64,
+    ) -> Result<Applied, PositionError> {
+        let before = self.rope.clone();
+        let offer = self
+            .offer
+            .take()
+            .filter(|offer| offer.edited_at == self.edited_at);
         self.version = version;
-        self.edited_at = edited_at;
+        self.edited_at = seq;
         let mut result = Ok(());
+        // Each change with the text it applied to (a rope clone is O(1)).
+        let mut applied: Vec<(Rope, Range<usize>, &str)> = Vec::with_capacity(changes.len());
         for change in changes {
-            match change.range {
-                None => self.replace_all(&change.text),
+            let (range, text) = match change.range {
+                None => {
+                    let (old, new) = changed_span(&self.rope, &change.text);
+                    (old, &change.text[new])
+                }
                 Some(range) => match encoding.edit_range(&self.rope, range) {
-                    Ok(bytes) => self.replace(bytes, &change.text),
+                    Ok(bytes) => (bytes, change.text.as_str()),
                     Err(err) => {
                         result = Err(err);
                         break;
                     }
                 },
-            }
+            };
+            applied.push((self.rope.clone(), range.clone(), text));
+            self.replace(range, text);
         }
         self.reparse();
-        result
-    }
-
-    fn replace_all(&mut self, text: &str) {
-        self.rope = Rope::from_str(text);
-        if let Some(syntax) = &mut self.syntax {
-            syntax.tree = None;
+        let accepted = offer.filter(|offer| result.is_ok() && self.rope == offered(&before, offer));
+        let stamp = Stamp {
+            seq,
+            at_ms,
+            accepted: accepted.is_some(),
+        };
+        match &accepted {
+            Some(offer) => {
+                self.history
+                    .record(&before, offer.range.clone(), &offer.text, stamp);
+                self.last_edit_end = Some(offer.range.start + offer.text.len());
+            }
+            None => {
+                for (rope, range, text) in &applied {
+                    self.history.record(rope, range.clone(), text, stamp);
+                }
+                if let Some((_, range, text)) = applied.last() {
+                    self.last_edit_end = Some(range.start + text.len());
+                }
+            }
         }
+        result.map(|()| Applied {
+            accepted: accepted.map(|offer| offer.id),
+        })
     }
 
     /// Replaces `bytes` (on char boundaries) with `text`, editing the tree to match; the caller
@@ -177,8 +258,20 @@ impl Document {
             rope: self.rope.clone(),
             tree: self.tree().cloned(),
             edited_at: self.edited_at,
+            last_edit_end: self.last_edit_end,
         }
     }
+}
+
+/// `before` with `offer` applied.
+fn offered(before: &Rope, offer: &Offer) -> Rope {
+    let mut rope = before.clone();
+    let end = offer.range.end.min(rope.len_bytes());
+    let start = rope.byte_to_char(offer.range.start.min(end));
+    let end = rope.byte_to_char(end);
+    rope.remove(start..end);
+    rope.insert(start, &offer.text);
+    rope
 }
 
 /// Parses the rope chunk by chunk (no contiguous copy of the text).
@@ -224,6 +317,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use tower_lsp_server::ls_types::Range as LspRange;
+
+    use crate::lsp::history::replay;
 
     fn uri() -> Uri {
         "file:///t/lib.rs".parse().unwrap()
@@ -425,6 +520,8 @@ mod tests {
                 let mut text = initial.clone();
                 let mut doc = Document::new(uri(), "rust", 0, &text, 0);
                 let mut oracle = StringTree::new(&text);
+                // The text before each change, by its sequence number (the history's base).
+                let mut texts = vec![text.clone()];
                 for (version, edit) in edits.iter().enumerate() {
                     let chars = text.chars().count();
                     let start = match edit.anchor { 0 => 0, 1 => chars, _ => snap(&text, edit.start.min(chars)) };
@@ -435,16 +532,21 @@ mod tests {
                         text.char_indices().nth(end).map_or(text.len(), |(b, _)| b),
                     );
                     let old = text.clone();
+                    texts.push(old.clone());
                     text.replace_range(bs..be, &edit.text);
                     oracle.edit(&old, bs..be, &edit.text, &text);
                     oracle.reparse(&text);
+                    let seq = version as u64 + 1;
                     doc.apply_changes(version as i32 + 1, &[TextDocumentContentChangeEvent {
                         range: Some(range),
                         range_length: None,
                         text: edit.text.clone(),
-                    }], enc, version as u64).unwrap();
+                    }], enc, seq, 300 * seq).unwrap();
                     prop_assert_eq!(doc.rope().to_string(), text.clone(), "{:?} after {:?}", enc, edit);
                     check_trees(&doc, &text, &oracle)?;
+                    // The history, recorded from the LSP ranges, replays to the same text.
+                    let base = doc.history().groups().next().map_or(&text, |g| &texts[g.first_seq as usize]);
+                    prop_assert_eq!(&replay(base, doc.history().groups()), &text);
                 }
             }
         }
@@ -469,7 +571,7 @@ mod tests {
                 oracle.edit(&old, bs..be, &edit.text, &text);
                 changes.push(TextDocumentContentChangeEvent { range: Some(range), range_length: None, text: edit.text.clone() });
             }
-            doc.apply_changes(1, &changes, PositionEncoding::Utf16, 1).unwrap();
+            doc.apply_changes(1, &changes, PositionEncoding::Utf16, 1, 0).unwrap();
             prop_assert_eq!(doc.rope().to_string(), text.clone());
             oracle.reparse(&text);
             check_trees(&doc, &text, &oracle)?;
@@ -484,7 +586,7 @@ mod tests {
             range_length: None,
             text: "struct S;\n".into(),
         };
-        doc.apply_changes(1, &[full], PositionEncoding::Utf16, 1)
+        doc.apply_changes(1, &[full], PositionEncoding::Utf16, 1, 0)
             .unwrap();
         assert_eq!(doc.rope().to_string(), "struct S;\n");
         assert_eq!(
@@ -501,7 +603,7 @@ mod tests {
             text: "x".into(),
         };
         assert!(doc
-            .apply_changes(2, &[reversed], PositionEncoding::Utf16, 2)
+            .apply_changes(2, &[reversed], PositionEncoding::Utf16, 2, 0)
             .is_err());
         assert_eq!(doc.rope().to_string(), "struct S;\n");
         // Ranges past the end clamp to the end of the document.
@@ -513,7 +615,7 @@ mod tests {
             range_length: None,
             text: "fn b() {}".into(),
         };
-        doc.apply_changes(3, &[past], PositionEncoding::Utf16, 3)
+        doc.apply_changes(3, &[past], PositionEncoding::Utf16, 3, 0)
             .unwrap();
         assert_eq!(doc.rope().to_string(), "struct S;\nfn b() {}");
         assert_eq!(doc.version(), 3);
@@ -535,6 +637,7 @@ mod tests {
             }],
             PositionEncoding::Utf8,
             1,
+            0,
         )
         .unwrap();
         assert!(doc.tree().is_some(), "back under the limit, parsed again");

@@ -1,5 +1,8 @@
 //! The one owner of the open documents: a thread that applies `didOpen`/`didChange`/`didClose`
-//! in the order the client sent them and hands out snapshots.
+//! in the order the client sent them and hands out snapshots, with the recent edits of every
+//! open document when a next edit asks for them. It also keeps the next edit offered for each
+//! document, so the change that applies it is recorded as accepted, and tells the server about
+//! each change it applied (`Changed`), which is what precomputing next edits waits on.
 //!
 //! tower-lsp runs handlers concurrently, so edits must not be applied from the handlers
 //! themselves; each handler only queues its event (a synchronous send, in the order the
@@ -9,21 +12,55 @@
 
 use std::collections::HashMap;
 use std::sync::mpsc;
+use std::time::Instant;
 
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc as async_mpsc, oneshot};
 use tower_lsp_server::ls_types::{TextDocumentContentChangeEvent, Uri};
 
-use super::document::{Document, Snapshot};
+use super::document::{Document, Offer, Snapshot};
 use super::encoding::PositionEncoding;
+use super::history::EditGroup;
 use super::log::Log;
 
 /// How many other open documents a request may draw context from.
 const MAX_NEIGHBOURS: usize = 8;
+/// The most edit groups, over all documents, a next edit is asked with.
+const MAX_HISTORY_GROUPS: usize = 48;
 
-/// What a request works on: its document and the other open ones, most recently edited first.
+/// What a request works on: its document and the other open ones, most recently edited first,
+/// and for a next edit the recent edits of all of them, oldest first.
 pub struct Snapshots {
     pub document: Snapshot,
     pub neighbours: Vec<Snapshot>,
+    pub history: Vec<(Uri, EditGroup)>,
+}
+
+/// A change the owner applied, for the server to precompute the next edit on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    pub uri: Uri,
+    /// The change applied the offered next edit with this id.
+    pub accepted: Option<u64>,
+}
+
+/// Milliseconds for the edit history (coalescing keystrokes); tests drive their own.
+pub trait Clock: Send {
+    fn now_ms(&self) -> u64;
+}
+
+/// Milliseconds since the server started.
+pub struct SystemClock(Instant);
+
+impl Default for SystemClock {
+    fn default() -> SystemClock {
+        SystemClock(Instant::now())
+    }
+}
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
 }
 
 enum Event {
@@ -42,8 +79,13 @@ enum Event {
     Close {
         uri: Uri,
     },
+    Offer {
+        uri: Uri,
+        offer: Offer,
+    },
     Snapshot {
         uri: Uri,
+        with_history: bool,
         reply: oneshot::Sender<Option<Snapshots>>,
     },
 }
@@ -55,6 +97,7 @@ impl Event {
             Event::Open { uri, .. }
             | Event::Change { uri, .. }
             | Event::Close { uri }
+            | Event::Offer { uri, .. }
             | Event::Snapshot { uri, .. } => Some(uri),
         }
     }
@@ -67,11 +110,12 @@ pub struct Documents {
 }
 
 impl Documents {
-    pub fn spawn(log: Log) -> Documents {
+    /// Starts the owner thread; each change it applies is reported on `changed`.
+    pub fn spawn(log: Log, changed: async_mpsc::UnboundedSender<Changed>) -> Documents {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("redraft-documents".into())
-            .spawn(move || Owner::new(log).run(rx))
+            .spawn(move || Owner::new(log, Box::<SystemClock>::default(), changed).run(rx))
             .expect("spawning the document thread");
         Documents { tx }
     }
@@ -101,11 +145,22 @@ impl Documents {
         self.send(Event::Close { uri });
     }
 
+    /// The next edit answered for the text at `offer.edited_at`: if the next change applies
+    /// it, the history records an accepted suggestion.
+    pub fn offer(&self, uri: Uri, offer: Offer) {
+        self.send(Event::Offer { uri, offer });
+    }
+
     /// Queues a snapshot request now (so it is ordered after every event already sent) and
-    /// returns the answer to await. `None`: the document is not open.
-    pub fn snapshot(&self, uri: Uri) -> oneshot::Receiver<Option<Snapshots>> {
+    /// returns the answer to await. `None`: the document is not open. `with_history`: with the
+    /// recent edits of the open documents (a next edit needs them, a completion does not).
+    pub fn snapshot(&self, uri: Uri, with_history: bool) -> oneshot::Receiver<Option<Snapshots>> {
         let (reply, rx) = oneshot::channel();
-        self.send(Event::Snapshot { uri, reply });
+        self.send(Event::Snapshot {
+            uri,
+            with_history,
+            reply,
+        });
         rx
     }
 
@@ -118,17 +173,25 @@ impl Documents {
 struct Owner {
     documents: HashMap<Uri, Document>,
     encoding: PositionEncoding,
-    /// Orders edits across documents (recency for neighbours).
-    clock: u64,
+    /// Orders events across documents (recency for neighbours and the history).
+    seq: u64,
+    clock: Box<dyn Clock>,
+    changed: async_mpsc::UnboundedSender<Changed>,
     log: Log,
 }
 
 impl Owner {
-    fn new(log: Log) -> Owner {
+    fn new(
+        log: Log,
+        clock: Box<dyn Clock>,
+        changed: async_mpsc::UnboundedSender<Changed>,
+    ) -> Owner {
         Owner {
             documents: HashMap::new(),
             encoding: PositionEncoding::default(),
-            clock: 0,
+            seq: 0,
+            clock,
+            changed,
             log,
         }
     }
@@ -152,7 +215,7 @@ impl Owner {
     }
 
     fn handle(&mut self, event: Event) {
-        self.clock += 1;
+        self.seq += 1;
         match event {
             Event::Encoding(encoding) => self.encoding = encoding,
             Event::Open {
@@ -161,7 +224,7 @@ impl Owner {
                 version,
                 text,
             } => {
-                let document = Document::new(uri.clone(), &language_id, version, &text, self.clock);
+                let document = Document::new(uri.clone(), &language_id, version, &text, self.seq);
                 self.documents.insert(uri, document);
             }
             Event::Change {
@@ -183,19 +246,47 @@ impl Owner {
                         document.version()
                     ));
                 }
-                if let Err(err) =
-                    document.apply_changes(version, &changes, self.encoding, self.clock)
-                {
-                    self.log.error(format!(
-                        "didChange for {} (version {version}) does not apply: {err}; the document may be out of sync until the client sends it whole",
-                        uri.as_str()
-                    ));
+                let now = self.clock.now_ms();
+                let accepted = match document.apply_changes(
+                    version,
+                    &changes,
+                    self.encoding,
+                    self.seq,
+                    now,
+                ) {
+                    Ok(applied) => applied.accepted,
+                    Err(err) => {
+                        self.log.error(format!(
+                            "didChange for {} (version {version}) does not apply: {err}; the document may be out of sync until the client sends it whole",
+                            uri.as_str()
+                        ));
+                        None
+                    }
+                };
+                if let Some(id) = accepted {
+                    self.log.debug(|| {
+                        format!(
+                            "{} v{version}: the change applied next edit {id} (accepted)",
+                            uri.as_str()
+                        )
+                    });
                 }
+                // Nobody listens only while the server shuts down.
+                let _ = self.changed.send(Changed { uri, accepted });
             }
             Event::Close { uri } => {
                 self.documents.remove(&uri);
             }
-            Event::Snapshot { uri, reply } => {
+            Event::Offer { uri, offer } => {
+                if let Some(document) = self.documents.get_mut(&uri) {
+                    document.offer(offer);
+                }
+            }
+            Event::Snapshot {
+                uri,
+                with_history,
+                reply,
+            } => {
                 let answer = self.documents.get(&uri).map(|document| {
                     let mut neighbours: Vec<&Document> = self
                         .documents
@@ -204,6 +295,11 @@ impl Owner {
                         .map(|(_, d)| d)
                         .collect();
                     neighbours.sort_by_key(|d| std::cmp::Reverse(d.edited_at()));
+                    let history = if with_history {
+                        history(&uri, document, &neighbours)
+                    } else {
+                        Vec::new()
+                    };
                     Snapshots {
                         document: document.snapshot(),
                         neighbours: neighbours
@@ -211,11 +307,211 @@ impl Owner {
                             .take(MAX_NEIGHBOURS)
                             .map(Document::snapshot)
                             .collect(),
+                        history,
                     }
                 });
                 // The request may have been cancelled meanwhile; nobody is waiting then.
                 let _ = reply.send(answer);
             }
         }
+    }
+}
+
+/// The newest [`MAX_HISTORY_GROUPS`] edit groups of `document` (at `uri`) and `others`, oldest
+/// first.
+fn history(uri: &Uri, document: &Document, others: &[&Document]) -> Vec<(Uri, EditGroup)> {
+    let mut groups: Vec<(&Uri, &EditGroup)> = std::iter::once((uri, document))
+        .chain(others.iter().map(|d| (d.uri(), *d)))
+        .flat_map(|(uri, d)| d.history().groups().map(move |g| (uri, g)))
+        .collect();
+    groups.sort_by_key(|(_, g)| g.last_seq);
+    let skip = groups.len().saturating_sub(MAX_HISTORY_GROUPS);
+    groups
+        .into_iter()
+        .skip(skip)
+        .map(|(uri, g)| (uri.clone(), g.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use tower_lsp_server::ls_types::{Position, Range};
+
+    use super::*;
+
+    /// A clock the test moves.
+    #[derive(Clone, Default)]
+    struct TestClock(Arc<AtomicU64>);
+
+    impl Clock for TestClock {
+        fn now_ms(&self) -> u64 {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    struct Fixture {
+        owner: Owner,
+        clock: TestClock,
+        changed: async_mpsc::UnboundedReceiver<Changed>,
+        version: i32,
+    }
+
+    fn uri(name: &str) -> Uri {
+        format!("file:///w/{name}").parse().unwrap()
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let (log, _) = Log::new(false);
+            let (tx, changed) = async_mpsc::unbounded_channel();
+            let clock = TestClock::default();
+            Fixture {
+                owner: Owner::new(log, Box::new(clock.clone()), tx),
+                clock,
+                changed,
+                version: 0,
+            }
+        }
+
+        fn open(&mut self, name: &str, text: &str) {
+            self.owner.handle(Event::Open {
+                uri: uri(name),
+                language_id: "rust".into(),
+                version: 0,
+                text: text.into(),
+            });
+        }
+
+        /// Replaces `[line, character]..[line, character]` with `text` at `at_ms`.
+        fn change(&mut self, name: &str, range: [[u32; 2]; 2], text: &str, at_ms: u64) -> Changed {
+            self.clock.0.store(at_ms, Ordering::Relaxed);
+            self.version += 1;
+            self.owner.handle(Event::Change {
+                uri: uri(name),
+                version: self.version,
+                changes: vec![TextDocumentContentChangeEvent {
+                    range: Some(Range::new(
+                        Position::new(range[0][0], range[0][1]),
+                        Position::new(range[1][0], range[1][1]),
+                    )),
+                    range_length: None,
+                    text: text.into(),
+                }],
+            });
+            self.changed.try_recv().expect("every change is reported")
+        }
+
+        fn document(&self, name: &str) -> &Document {
+            &self.owner.documents[&uri(name)]
+        }
+
+        /// Offers `text` for `range` (bytes) of the document as it is now.
+        fn offer(&mut self, name: &str, id: u64, range: std::ops::Range<usize>, text: &str) {
+            let edited_at = self.document(name).edited_at();
+            self.owner.handle(Event::Offer {
+                uri: uri(name),
+                offer: Offer {
+                    id,
+                    edited_at,
+                    range,
+                    text: text.into(),
+                },
+            });
+        }
+
+        fn snapshot_history(&mut self, name: &str) -> Vec<(Uri, EditGroup)> {
+            let (reply, mut rx) = oneshot::channel();
+            self.owner.handle(Event::Snapshot {
+                uri: uri(name),
+                with_history: true,
+                reply,
+            });
+            rx.try_recv().unwrap().unwrap().history
+        }
+    }
+
+    /// The change that applies the offered edit is an accepted group of its own; an offer the
+    /// next change does not apply, or one for an older text, marks nothing.
+    #[test]
+    fn the_change_applying_an_offered_edit_is_recorded_as_accepted() {
+        let mut f = Fixture::new();
+        f.open("a.rs", "fn f(w: u32) {\n    w * 2\n}\n");
+        // Rename the parameter (two keystrokes, one group).
+        f.change("a.rs", [[0, 6], [0, 6]], "i", 0);
+        f.change("a.rs", [[0, 7], [0, 7]], "d", 100);
+        // The server offered the use's rename; the client applies it right away.
+        let at = "fn f(wid: u32) {\n    ".len();
+        f.offer("a.rs", 7, at..at + 1, "wid");
+        let changed = f.change("a.rs", [[1, 4], [1, 5]], "wid", 150);
+        assert_eq!(changed.accepted, Some(7));
+        let history = f.document("a.rs").history();
+        assert_eq!(history.groups().len(), 2, "not coalesced with the typing");
+        assert!(history.last_accepted());
+        // The next keystroke, right after and on the same line, starts a group of its own.
+        let changed = f.change("a.rs", [[1, 7], [1, 7]], "th", 200);
+        assert_eq!(changed.accepted, None);
+        assert_eq!(f.document("a.rs").history().groups().len(), 3);
+        assert_eq!(
+            f.document("a.rs").rope().to_string(),
+            "fn f(wid: u32) {\n    width * 2\n}\n"
+        );
+
+        // An offer the next change does not apply: consumed, nothing accepted.
+        let len = f.document("a.rs").rope().len_bytes();
+        f.offer("a.rs", 8, 0..0, "// x\n");
+        let changed = f.change("a.rs", [[0, 0], [0, 0]], "// y\n", 5_000);
+        assert_eq!(changed.accepted, None);
+        assert!(!f.document("a.rs").history().last_accepted());
+        // An offer made for an older text: dropped.
+        f.offer("a.rs", 9, 0..0, "");
+        f.change("a.rs", [[0, 0], [0, 0]], "x", 9_000);
+        let stale = Offer {
+            id: 10,
+            edited_at: 1,
+            range: len..len,
+            text: "z".into(),
+        };
+        f.owner.handle(Event::Offer {
+            uri: uri("a.rs"),
+            offer: stale,
+        });
+        let end = f.document("a.rs").rope().len_lines() as u32 - 1;
+        let changed = f.change("a.rs", [[end, 0], [end, 0]], "z", 9_500);
+        assert_eq!(changed.accepted, None);
+    }
+
+    /// A next edit is asked with the recent edits of every open document, oldest first.
+    #[test]
+    fn history_spans_the_open_documents_oldest_first() {
+        let mut f = Fixture::new();
+        f.open("a.rs", "let a = 1;\n");
+        f.open("b.rs", "let b = 2;\n");
+        f.change("a.rs", [[0, 8], [0, 9]], "10", 0);
+        f.change("b.rs", [[0, 8], [0, 9]], "20", 10);
+        f.change("a.rs", [[0, 0], [0, 0]], "pub ", 5_000);
+        let history: Vec<(String, String)> = f
+            .snapshot_history("a.rs")
+            .into_iter()
+            .map(|(uri, g)| (uri.as_str().rsplit('/').next().unwrap().to_string(), g.new))
+            .collect();
+        assert_eq!(
+            history,
+            [
+                ("a.rs".into(), "10".into()),
+                ("b.rs".into(), "20".into()),
+                ("a.rs".into(), "pub ".into())
+            ]
+        );
+        // A completion's snapshot goes without.
+        let (reply, mut rx) = oneshot::channel();
+        f.owner.handle(Event::Snapshot {
+            uri: uri("a.rs"),
+            with_history: false,
+            reply,
+        });
+        assert!(rx.try_recv().unwrap().unwrap().history.is_empty());
     }
 }

@@ -46,7 +46,7 @@ impl Server {
         let position = params.text_document_position.position;
         // Both before any `.await`: see the module comment.
         let ticket = self.in_flight.begin(&uri);
-        let snapshot = self.documents.snapshot(uri.clone());
+        let snapshot = self.documents.snapshot(uri.clone(), false);
         let token = ticket.token().clone();
         let snapshots = tokio::select! {
             answer = snapshot => answer.ok().flatten(),

@@ -60,9 +60,11 @@ impl Server {
     pub fn new(client: Client, debug: bool) -> Server {
         let (log, log_rx) = Log::new(debug);
         let (drafts, drafts_rx) = Drafts::channel();
+        // Nobody listens to the owner's changes yet.
+        let (changed_tx, _) = mpsc::unbounded_channel();
         Server {
             client,
-            documents: Documents::spawn(log.clone()),
+            documents: Documents::spawn(log.clone(), changed_tx),
             worker: Worker::spawn(log.clone()),
             log,
             log_rx: Mutex::new(Some(log_rx)),
