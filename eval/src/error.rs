@@ -27,6 +27,9 @@ pub enum Error {
     },
     #[error("{0}")]
     Engine(#[from] redraft_engine::Error),
+    /// A remote backend (`--backend`) gave no middle for a task.
+    #[error("task `{task_id}`: {message}")]
+    Backend { task_id: String, message: String },
     #[error("{0}")]
     Invalid(String),
 }

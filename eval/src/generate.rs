@@ -4,18 +4,78 @@
 //! engine fills the canvas, [`redraft_context::finish`] cleans the middle. So the eval scores
 //! what an editor user would have been shown. The pipeline itself is `redraft_suggest::fim`,
 //! the one the language server and `redraft serve` call.
+//!
+//! The run step is a [`Filler`]: the local engine, or a [`FimBackend`] (a model served by
+//! another process, `redraft eval --backend`) that fills the same plan's middle; prepare and
+//! finish are the same either way.
 
 use std::time::Instant;
 
-use redraft_context::{Language, Source};
+use redraft_context::{Language, Source, TokenCounter};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
 use redraft_engine::Engine;
-use redraft_suggest::fim::{self, FimOptions};
+use redraft_suggest::fim::{self, FimOptions, Prepared};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::task::{Task, TaskLanguage};
+
+/// What fills a prepared request's middle: the run step of `prepare -> run -> finish`.
+#[derive(Clone, Copy)]
+pub enum Filler<'a> {
+    /// The model in this process.
+    Engine(&'a Engine),
+    /// A model served by another process.
+    Backend(&'a dyn FimBackend),
+}
+
+impl Filler<'_> {
+    /// What a run's identity records about a backend; `None` for the local engine.
+    pub fn backend_spec(&self) -> Option<BackendSpec> {
+        match self {
+            Filler::Engine(_) => None,
+            Filler::Backend(backend) => Some(backend.spec()),
+        }
+    }
+}
+
+/// A FIM server in another process, as the eval sees it: the plan is made here, with the
+/// backend's positions and token counter, and the backend only fills its middle. The binary
+/// implements it over HTTP (`redraft`'s `backend` module), so this crate knows no protocol.
+pub trait FimBackend: Sync {
+    /// What identifies it in a run (a resumed run must not mix two backends).
+    fn spec(&self) -> BackendSpec;
+    /// The positions a plan under `options` may fill: the context sent plus the canvas.
+    fn positions(&self, options: &FimOptions) -> usize;
+    /// Counts tokens for the plan (the remote model's tokenizer is not at hand).
+    fn counter(&self) -> &dyn TokenCounter;
+    /// The raw middle for `prepared` (before [`fim::finish`]), or why there is none.
+    fn fill(&self, prepared: &Prepared) -> std::result::Result<RemoteMiddle, String>;
+}
+
+/// A backend as a run's identity records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendSpec {
+    /// The completions endpoint.
+    pub url: String,
+    /// The served model asked for, if any.
+    pub model: Option<String>,
+    /// The FIM template the prompt is written in (`qwen`, ..., or `suffix`).
+    pub template: String,
+    /// Context tokens sent (prefix, suffix, snippets), by the plan's count.
+    pub context_tokens: usize,
+}
+
+/// A backend's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteMiddle {
+    pub text: String,
+    /// Tokens the server says it generated, if it says.
+    pub tokens: Option<usize>,
+    /// The middle ended by itself (an end token or a stop string), not at `max_tokens`.
+    pub ended: bool,
+}
 
 /// One decoding setting: what a sweep varies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,15 +119,18 @@ pub struct GenerationStats {
     pub model_ms: f64,
 }
 
-/// Fills `task`'s middle with `engine` under `setting`; the completion is `finish`'s output,
+/// Fills `task`'s middle with `filler` under `setting`; the completion is `finish`'s output,
 /// empty when post-processing keeps nothing.
 pub fn generate(
-    engine: &Engine,
+    filler: Filler<'_>,
     task: &Task,
     language: TaskLanguage,
     setting: &Setting,
 ) -> Result<(String, GenerationStats)> {
-    let true_tokens = engine.tokenizer().encode(&task.canonical_solution)?.len();
+    let true_tokens = match filler {
+        Filler::Engine(engine) => engine.tokenizer().encode(&task.canonical_solution)?.len(),
+        Filler::Backend(backend) => backend.counter().count_tokens(&task.canonical_solution),
+    };
     let oracle = setting.oracle_length.then_some(true_tokens.max(1));
     let started = Instant::now();
     let text = format!("{}{}", task.prompt, task.suffix);
@@ -84,38 +147,101 @@ pub fn generate(
         fixed_length: oracle,
         ..FimOptions::new(setting.max_tokens, setting.sampler.clone())
     };
-    let outcome = fim::complete(
-        engine,
-        &source,
-        &[],
-        &options,
-        &mut KvCache::default(),
-        Controls::default(),
-    )?;
-    let plan = outcome.prepared.plan;
-    let finished = outcome.texts.into_iter().next().unwrap_or_default();
-    let completion = outcome
-        .completions
+    let prepared = match filler {
+        Filler::Engine(engine) => fim::prepare(engine, &source, &[], &options),
+        Filler::Backend(backend) => fim::prepare_with(
+            backend.positions(&options),
+            backend.counter(),
+            &source,
+            &[],
+            &options,
+        ),
+    };
+    let run = run(filler, &prepared, &task.task_id)?;
+    let finished = fim::finish([run.raw_middle.as_str()], &prepared.plan)
         .into_iter()
         .next()
-        .expect("one canvas length, one completion");
+        .unwrap_or_default();
     let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+    let plan = prepared.plan;
     Ok((
         finished,
         GenerationStats {
-            raw_middle: completion.middle,
+            raw_middle: run.raw_middle,
             canvas_tokens: plan.canvas.tokens,
             canvas_reason: plan.canvas.reason,
-            steps: completion.steps,
-            forwards: completion.forwards,
-            tokens_per_forward: completion.tokens_per_forward,
-            ended_by_eos: completion.ended_by_eos,
-            middle_tokens: completion.tokens.len(),
+            steps: run.steps,
+            forwards: run.forwards,
+            tokens_per_forward: run.tokens_per_forward,
+            ended_by_eos: run.ended_by_eos,
+            middle_tokens: run.middle_tokens,
             true_tokens,
-            slots: completion.slots,
-            steps_after_end: completion.steps_after_end,
+            slots: run.slots,
+            steps_after_end: run.steps_after_end,
             latency_ms,
-            model_ms: completion.timings.model_ms,
+            model_ms: run.model_ms,
         },
     ))
+}
+
+/// What the run step recorded, whichever filler ran it.
+struct Run {
+    raw_middle: String,
+    steps: usize,
+    forwards: usize,
+    tokens_per_forward: f64,
+    ended_by_eos: bool,
+    middle_tokens: usize,
+    slots: usize,
+    steps_after_end: Option<usize>,
+    model_ms: f64,
+}
+
+fn run(filler: Filler<'_>, prepared: &Prepared, task_id: &str) -> Result<Run> {
+    match filler {
+        Filler::Engine(engine) => {
+            let completion = fim::run(
+                engine,
+                prepared,
+                &mut KvCache::default(),
+                Controls::default(),
+            )?
+            .into_iter()
+            .next()
+            .expect("one canvas length, one completion");
+            Ok(Run {
+                steps: completion.steps,
+                forwards: completion.forwards,
+                tokens_per_forward: completion.tokens_per_forward,
+                ended_by_eos: completion.ended_by_eos,
+                middle_tokens: completion.tokens.len(),
+                slots: completion.slots,
+                steps_after_end: completion.steps_after_end,
+                model_ms: completion.timings.model_ms,
+                raw_middle: completion.middle,
+            })
+        }
+        Filler::Backend(backend) => {
+            let started = Instant::now();
+            let middle = backend.fill(prepared).map_err(|message| Error::Backend {
+                task_id: task_id.to_string(),
+                message,
+            })?;
+            // An autoregressive server takes one step per token and reports none of them: the
+            // step counts stay 0 rather than pretend.
+            Ok(Run {
+                middle_tokens: middle
+                    .tokens
+                    .unwrap_or_else(|| backend.counter().count_tokens(&middle.text)),
+                steps: 0,
+                forwards: 0,
+                tokens_per_forward: 0.0,
+                ended_by_eos: middle.ended,
+                slots: 0,
+                steps_after_end: None,
+                model_ms: started.elapsed().as_secs_f64() * 1e3,
+                raw_middle: middle.text,
+            })
+        }
+    }
 }

@@ -11,12 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 
-use redraft_engine::Engine;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::generate::{generate, GenerationStats, Setting};
+use crate::generate::{generate, BackendSpec, Filler, GenerationStats, Setting};
 use crate::metrics::{edit_similarity, exact_match};
 use crate::progress::Progress;
 use crate::report::{Summary, TaskResult};
@@ -29,9 +28,9 @@ pub const RUN_FILE: &str = "run.json";
 
 /// Where completions come from.
 pub enum Completions<'a> {
-    /// The engine, through the context layer, under a setting.
+    /// The engine or a backend, through the context layer, under a setting.
     Generate {
-        engine: &'a Engine,
+        filler: Filler<'a>,
         setting: &'a Setting,
     },
     /// A map from task id to a completion made elsewhere, scored as given.
@@ -43,10 +42,14 @@ pub enum Completions<'a> {
 pub struct RunIdentity {
     /// The task file.
     pub tasks: String,
-    /// The model directory, or the completions file.
+    /// The model directory, the backend's URL, or the completions file.
     pub source: String,
     /// The setting, when redraft generates.
     pub setting: Option<Setting>,
+    /// The remote backend that generated, if one did (absent from runs of the local engine,
+    /// so their `run.json` files stay as they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendSpec>,
 }
 
 /// One evaluation: the tasks (with each one's language), how to score them and where to write.
@@ -165,8 +168,8 @@ pub fn evaluate(
             }
             let task = &tasks[i];
             let item = match &completions {
-                Completions::Generate { engine, setting } => {
-                    match generate(engine, task, languages[i], setting) {
+                Completions::Generate { filler, setting } => {
+                    match generate(*filler, task, languages[i], setting) {
                         Ok((completion, stats)) => (i, completion, Some(stats)),
                         Err(error) => {
                             fail(error);
@@ -359,27 +362,29 @@ pub fn slug(name: &str) -> String {
 }
 
 /// Evaluates each setting into its own directory under `out` (see [`setting_dir`]), writes
-/// all summaries to `out/sweep.json` and returns them in order.
+/// all summaries to `out/sweep.json` and returns them in order. `source` names the model
+/// directory or the backend.
 pub fn sweep(
     run: &Run<'_>,
-    engine: &Engine,
+    filler: Filler<'_>,
     settings: &[Setting],
     tasks_file: &str,
-    model: &str,
+    source: &str,
     out: &Path,
 ) -> Result<Vec<Summary>> {
     let mut summaries = Vec::new();
     for setting in settings {
         let identity = RunIdentity {
             tasks: tasks_file.to_string(),
-            source: model.to_string(),
+            source: source.to_string(),
             setting: Some(setting.clone()),
+            backend: filler.backend_spec(),
         };
         let labelled = Run {
             label: format!("{} [{}]", run.label, setting.name),
             ..*run
         };
-        let completions = Completions::Generate { engine, setting };
+        let completions = Completions::Generate { filler, setting };
         summaries.push(evaluate(
             &labelled,
             completions,

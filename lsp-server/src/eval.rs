@@ -1,8 +1,13 @@
 //! `redraft eval`: fill-in-the-middle benchmarks scored by execution (Python, Rust) or by match
 //! (tasks without tests), with latency, for the embedded model, a model directory, or
-//! completions produced elsewhere; `--next-edit` scores next-edit suggestions instead
-//! ([`next_edit`]). The work is `redraft_eval`'s; this file is the command line.
+//! completions produced elsewhere; `--backend` fills the middles with a model served by another
+//! process ([`backend`]); `--next-edit` scores next-edit suggestions instead ([`next_edit`]).
+//! The work is `redraft_eval`'s; this file is the command line.
 
+// The remote-backend client lives at the crate's top (src/backend.rs) for the language server
+// to share; until the server's `backend` setting is wired, `redraft eval` is its only user.
+#[path = "backend.rs"]
+pub(crate) mod backend;
 #[path = "eval_next_edit.rs"]
 mod next_edit;
 
@@ -12,12 +17,28 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::Parser;
 use redraft_engine::DeviceSpec;
-use redraft_eval::generate::Setting;
+use redraft_eval::generate::{Filler, Setting};
 use redraft_eval::run::{self, Completions, Run, RunIdentity};
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{read_tasks, Task, TaskLanguage};
 
 use crate::sampler_args::SamplerArgs;
+use backend::{Backend, BackendConfig, Template};
+
+/// The engine-only decoding flags, which a remote backend (an autoregressive server) has no
+/// use for: `--temperature` and `--seed` are what it is sent.
+const ENGINE_ONLY: [&str; 10] = [
+    "effort",
+    "tau",
+    "per_step",
+    "steps",
+    "confidence",
+    "no_cache",
+    "refresh_every",
+    "draft_tau",
+    "no_draft",
+    "max_change",
+];
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -77,6 +98,33 @@ pub struct Args {
     /// Largest canvas the context layer may choose (the editor's "max tokens").
     #[arg(long, default_value_t = 32)]
     max_tokens: usize,
+    /// Fill the middles with a model served elsewhere instead of the local engine: a `redraft
+    /// serve` or an OpenAI-compatible completions server (vLLM, SGLang, llama.cpp's
+    /// llama-server, Ollama), as http://HOST:PORT (add /v1 if the server wants it).
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = ["model", "device", "completions", "canonical", "next_edit"],
+        conflicts_with_all = ENGINE_ONLY,
+    )]
+    backend: Option<String>,
+    /// The served model's name [default: the one the server lists].
+    #[arg(long, value_name = "NAME", requires = "backend")]
+    backend_model: Option<String>,
+    /// The FIM template the served model was trained on: qwen, starcoder, codellama, deepseek,
+    /// codestral, or suffix (prompt + `suffix` field, for servers that apply it themselves)
+    /// [default: qwen].
+    #[arg(long, value_name = "TEMPLATE", requires = "backend")]
+    backend_template: Option<Template>,
+    /// Context tokens sent to the backend (prefix, suffix and snippets) [default: 2048].
+    #[arg(long, value_name = "TOKENS", requires = "backend")]
+    backend_context: Option<usize>,
+    /// Seconds one backend request may take [default: 30].
+    #[arg(long, value_name = "SECONDS", requires = "backend")]
+    backend_timeout_s: Option<f64>,
+    /// Sent as `Authorization: Bearer KEY` [default: $REDRAFT_BACKEND_API_KEY].
+    #[arg(long, value_name = "KEY", requires = "backend")]
+    backend_api_key: Option<String>,
     #[command(flatten)]
     sampler: SamplerArgs,
     /// Run several settings side by side, each written like these flags (and parsed on its
@@ -115,8 +163,27 @@ struct SweepSetting {
     max_tokens: usize,
 }
 
-fn setting(sampler: &SamplerArgs, oracle_length: bool, max_tokens: usize) -> Setting {
-    let mut name = sampler.describe();
+/// The setting of a run. With a backend its name says which one, and of the decoding flags only
+/// what the backend is sent (`--temperature`, `--seed`).
+fn setting(
+    sampler: &SamplerArgs,
+    oracle_length: bool,
+    max_tokens: usize,
+    backend: Option<&str>,
+) -> Setting {
+    let mut name = match backend {
+        None => sampler.describe(),
+        Some(backend) => {
+            let mut name = format!("backend {backend}");
+            if sampler.temperature != 0.0 {
+                name.push_str(&format!(" --temperature {}", sampler.temperature));
+            }
+            if sampler.seed != 0 {
+                name.push_str(&format!(" --seed {}", sampler.seed));
+            }
+            name
+        }
+    };
     if oracle_length {
         name.push_str(" --oracle-length");
     }
@@ -132,12 +199,14 @@ fn setting(sampler: &SamplerArgs, oracle_length: bool, max_tokens: usize) -> Set
 }
 
 impl Args {
-    fn settings(&self) -> anyhow::Result<Vec<Setting>> {
+    /// The settings to run; `backend` names the backend in their names.
+    fn settings(&self, backend: Option<&str>) -> anyhow::Result<Vec<Setting>> {
         if self.sweep.is_empty() {
             return Ok(vec![setting(
                 &self.sampler,
                 self.oracle_length,
                 self.max_tokens,
+                backend,
             )]);
         }
         self.sweep
@@ -151,6 +220,7 @@ impl Args {
                     &parsed.sampler,
                     parsed.oracle_length,
                     parsed.max_tokens,
+                    backend,
                 ))
             })
             .collect()
@@ -270,44 +340,137 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             tasks: tasks_file,
             source,
             setting: None,
+            backend: None,
         };
         let summary = run::evaluate(&run, Completions::Given(given), &identity, &out)?;
         eprintln!("eval: results in {}", out.display());
         vec![summary]
+    } else if let Some(url) = &args.backend {
+        // Flag mistakes are reported before the server is contacted.
+        for spec in &args.sweep {
+            if let Some(flag) = engine_only_flag(spec) {
+                bail!("--sweep {spec:?}: {flag} is a local-engine flag; a --backend is sent only --temperature, --seed, --max-tokens and --oracle-length");
+            }
+        }
+        let backend = connect(&args, url)?;
+        let model = backend.resolve_model(None)?;
+        // For tables and directory names: a model's last path part (llama-server lists its file,
+        // Hugging Face ids have an owner); run.json keeps the whole name.
+        let name = match &model {
+            Some(model) => model.rsplit('/').next().unwrap_or(model).to_string(),
+            None => url
+                .trim_start_matches("http://")
+                .trim_start_matches("https://")
+                .to_string(),
+        };
+        eprintln!(
+            "eval: backend {} (model {}, template {}, {} context tokens)",
+            backend.endpoint(),
+            model.as_deref().unwrap_or("not named"),
+            backend.config().template,
+            backend.config().context_tokens
+        );
+        let settings = args.settings(Some(&name))?;
+        generate(
+            &args,
+            &run,
+            Filler::Backend(&backend),
+            &settings,
+            &stem,
+            &tasks_file,
+            backend.endpoint(),
+        )?
     } else {
-        let settings = args.settings()?;
+        let settings = args.settings(None)?;
         let engine = crate::default_model::load_or_default(args.model.as_deref(), args.device)?;
         let model = engine.dir().display().to_string();
-        if args.sweep.is_empty() {
-            let setting = &settings[0];
-            let out = args.out.clone().unwrap_or_else(|| {
-                Path::new("target/eval").join(format!("{stem}-{}", run::setting_slug(setting)))
-            });
-            let identity = RunIdentity {
-                tasks: tasks_file,
-                source: model,
-                setting: Some(setting.clone()),
-            };
-            let completions = Completions::Generate {
-                engine: &engine,
-                setting,
-            };
-            let summary = run::evaluate(&run, completions, &identity, &out)
-                .with_context(|| format!("evaluating into {}", out.display()))?;
-            eprintln!("eval: results in {}", out.display());
-            vec![summary]
-        } else {
-            let out = args
-                .out
-                .clone()
-                .unwrap_or_else(|| Path::new("target/eval").join(format!("{stem}-sweep")));
-            let summaries = run::sweep(&run, &engine, &settings, &tasks_file, &model, &out)?;
-            eprintln!("eval: results in {}", out.display());
-            summaries
-        }
+        generate(
+            &args,
+            &run,
+            Filler::Engine(&engine),
+            &settings,
+            &stem,
+            &tasks_file,
+            &model,
+        )?
     };
     print!("{}", redraft_eval::report::table(&summaries));
     Ok(())
+}
+
+/// The backend client of `--backend` and its flags.
+fn connect(args: &Args, url: &str) -> anyhow::Result<Backend> {
+    let mut config = BackendConfig::new(url);
+    config.model = args.backend_model.clone();
+    if let Some(template) = args.backend_template {
+        config.template = template;
+    }
+    if let Some(tokens) = args.backend_context {
+        config.context_tokens = tokens;
+    }
+    if let Some(seconds) = args.backend_timeout_s {
+        if !(seconds > 0.0 && seconds.is_finite()) {
+            bail!("--backend-timeout-s must be a positive number of seconds, not {seconds}");
+        }
+        config.timeout = std::time::Duration::from_secs_f64(seconds);
+    }
+    config.api_key = args
+        .backend_api_key
+        .clone()
+        .or_else(|| std::env::var("REDRAFT_BACKEND_API_KEY").ok())
+        .filter(|key| !key.is_empty());
+    Ok(Backend::new(config)?)
+}
+
+/// The first engine-only decoding flag in a `--sweep` value, as written.
+fn engine_only_flag(spec: &str) -> Option<&str> {
+    spec.split_whitespace().find(|word| {
+        word.strip_prefix("--")
+            .map(|flag| flag.split('=').next().unwrap_or(flag).replace('-', "_"))
+            .is_some_and(|flag| ENGINE_ONLY.contains(&flag.as_str()))
+    })
+}
+
+/// Generates and scores under each setting with `filler` (the engine or a backend named by
+/// `source`): one setting into `--out` (default target/eval/<tasks>-<setting>), a sweep into
+/// one directory per setting.
+fn generate(
+    args: &Args,
+    run: &Run<'_>,
+    filler: Filler<'_>,
+    settings: &[Setting],
+    stem: &str,
+    tasks_file: &str,
+    source: &str,
+) -> anyhow::Result<Vec<redraft_eval::report::Summary>> {
+    if args.sweep.is_empty() {
+        let setting = &settings[0];
+        let out = args.out.clone().unwrap_or_else(|| {
+            Path::new("target/eval").join(format!("{stem}-{}", run::setting_slug(setting)))
+        });
+        let identity = RunIdentity {
+            tasks: tasks_file.to_string(),
+            source: source.to_string(),
+            setting: Some(setting.clone()),
+            backend: filler.backend_spec(),
+        };
+        let completions = Completions::Generate { filler, setting };
+        let summary = run::evaluate(run, completions, &identity, &out)
+            .with_context(|| format!("evaluating into {}", out.display()))?;
+        eprintln!("eval: results in {}", out.display());
+        Ok(vec![summary])
+    } else {
+        let out = args.out.clone().unwrap_or_else(|| {
+            let kind = match filler {
+                Filler::Engine(_) => "sweep",
+                Filler::Backend(_) => "backend-sweep",
+            };
+            Path::new("target/eval").join(format!("{stem}-{kind}"))
+        });
+        let summaries = run::sweep(run, filler, settings, tasks_file, source, &out)?;
+        eprintln!("eval: results in {}", out.display());
+        Ok(summaries)
+    }
 }
 
 /// `HumanEval-SingleLineInfilling.jsonl.gz` -> `HumanEval-SingleLineInfilling`.
