@@ -33,7 +33,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use redraft_engine::sampler::Effort;
+use redraft_engine::sampler::{CachePolicy, Effort};
 use redraft_engine::DeviceSpec;
 use serde_json::json;
 
@@ -80,6 +80,10 @@ pub struct Args {
     /// its best guess for what is left.
     #[arg(long)]
     deadline_ms: Option<u64>,
+    /// Recompute every position at every step (no approximate context cache): slower, and
+    /// what makes batched results equal one-at-a-time results exactly.
+    #[arg(long)]
+    no_cache: bool,
 }
 
 /// What the model answers to, for `/v1/models`, `/api/tags` and the `model` field.
@@ -105,6 +109,7 @@ pub struct App {
     pub model: ModelInfo,
     api_key: Option<String>,
     pub effort: Effort,
+    pub cache: bool,
     pub deadline: Option<Duration>,
     pub max_body: usize,
     pub max_batch: usize,
@@ -190,6 +195,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         LoopConfig {
             max_batch,
             max_queue,
+            cache: CachePolicy {
+                enabled: !args.no_cache,
+                refresh_every: None,
+            },
         },
         Arc::clone(&metrics),
     );
@@ -209,6 +218,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         api_key,
         effort: args.effort,
+        cache: !args.no_cache,
         deadline: args.deadline_ms.map(Duration::from_millis),
         max_body: args.max_body,
         max_batch,
@@ -312,6 +322,10 @@ pub fn router(app: Shared) -> Router {
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(app.max_body))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            refuse_oversized,
+        ))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), authorize))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
         .with_state(app)
@@ -360,6 +374,22 @@ async fn authorize(State(app): State<Shared>, request: Request, next: Next) -> R
     ApiError::unauthorized()
         .in_dialect(Dialect::of_path(request.uri().path()))
         .into_response()
+}
+
+/// A `Content-Length` past `--max-body` is 413 before any of the body is read (the body
+/// limit itself only trips once that much has arrived).
+async fn refuse_oversized(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > app.max_body as u64) {
+        return ApiError::too_large(app.max_body)
+            .in_dialect(Dialect::of_path(request.uri().path()))
+            .into_response();
+    }
+    next.run(request).await
 }
 
 fn bearer_matches(headers: &HeaderMap, key: &str) -> bool {

@@ -138,6 +138,7 @@ fn effort(app: &App, asked: Option<&str>) -> Result<Effort, ApiError> {
 /// The sampler for `sampling` (effort preset, temperature, seed).
 fn sampler(app: &App, sampling: &Sampling) -> Result<SamplerConfig, ApiError> {
     let mut config = SamplerConfig::effort(effort(app, sampling.effort.as_deref())?);
+    config.cache.enabled = app.cache;
     if let Some(t) = sampling.temperature {
         if !(0.0..=2.0).contains(&t) || !t.is_finite() {
             return Err(ApiError::invalid(
@@ -287,13 +288,16 @@ pub async fn answer(app: &App, work: Work, dialect: Dialect) -> Result<Answer, A
     ticket.answer().await.map_err(|e| job_error(e, dialect))
 }
 
+/// A draft's event, if drafts are shown.
+pub type DraftEvent = Box<dyn FnMut(&Draft) -> Option<String> + Send>;
+/// The answer's events (or the error's), in order.
+pub type AnswerEvents = Box<dyn FnOnce(Result<Answer, ApiError>) -> Vec<String> + Send>;
+
 /// How a stream writes its events.
 pub struct StreamFormat {
     pub content_type: &'static str,
-    /// A draft's event, if drafts are shown.
-    pub draft: Box<dyn FnMut(&Draft) -> Option<String> + Send>,
-    /// The answer's events (or the error's), in order.
-    pub answer: Box<dyn FnOnce(Result<Answer, ApiError>) -> Vec<String> + Send>,
+    pub draft: DraftEvent,
+    pub answer: AnswerEvents,
 }
 
 /// A streamed response for `ticket`: drafts as they come, then the answer's events. When the

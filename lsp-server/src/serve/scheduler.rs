@@ -5,7 +5,7 @@
 //! [`Scheduler::submit`] a [`Work`] and get a [`Ticket`] (the answer's channel, the draft
 //! stream if asked for, and a guard that raises the job's cancel flag when the request goes
 //! away: a client that disconnects cancels its job at the sampler's next denoising step). The
-//! inference thread takes jobs with [`Queue::next`] / [`Queue::try_next`] and answers each with
+//! inference thread takes jobs with [`Queue::next`] / [`Queue::try_next_if`] and answers each with
 //! [`Job::answer`]. `serial` runs them one at a time through `redraft_suggest`'s pipelines;
 //! a batched loop would admit queued jobs into a running batch between steps through the same
 //! calls.
@@ -15,6 +15,7 @@
 //! one answers the queued jobs with [`JobError::ShuttingDown`] and raises the running ones'
 //! cancel flags.
 
+mod batched;
 mod run;
 mod serial;
 
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use redraft_context::edit::HistoryEdit;
 use redraft_context::{Language, Neighbour};
-use redraft_engine::sampler::SamplerConfig;
+use redraft_engine::sampler::{CachePolicy, SamplerConfig};
 use redraft_engine::Engine;
 use redraft_suggest::fim::FimOptions;
 use tokio::sync::{mpsc, oneshot};
@@ -275,6 +276,19 @@ impl Queue {
         }
     }
 
+    /// The next job if one is queued and `fits` it (else it stays first in the queue).
+    pub fn try_next_if(&self, fits: impl FnOnce(&Job) -> bool) -> Option<Job> {
+        let mut state = self.lock();
+        if !fits(state.jobs.front()?) {
+            return None;
+        }
+        let job = state.jobs.pop_front()?;
+        self.metrics.queue_depth.set(state.jobs.len() as i64);
+        drop(state);
+        self.taken(&job);
+        Some(job)
+    }
+
     /// Refuses new jobs; the loop answers those it holds, then ends.
     pub fn close(&self) {
         self.lock().open = false;
@@ -363,6 +377,8 @@ pub struct LoopConfig {
     /// Canvases a batched loop admits at most; 1 is one job at a time.
     pub max_batch: usize,
     pub max_queue: usize,
+    /// The approximate context cache, for every job.
+    pub cache: CachePolicy,
 }
 
 /// The handle the HTTP side holds; cheap to clone.
@@ -391,7 +407,19 @@ impl Scheduler {
                 let delay = step_delay();
                 let handle = std::thread::Builder::new()
                     .name("redraft-serve-inference".into())
-                    .spawn(move || serial::run(&engine, &thread_queue, delay))
+                    .spawn(move || {
+                        if config.max_batch > 1 {
+                            batched::run(
+                                &engine,
+                                &thread_queue,
+                                config.max_batch,
+                                config.cache,
+                                delay,
+                            )
+                        } else {
+                            serial::run(&engine, &thread_queue, delay)
+                        }
+                    })
                     .expect("spawning the inference thread");
                 (
                     Scheduler {

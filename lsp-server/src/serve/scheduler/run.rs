@@ -11,7 +11,7 @@ use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
 use redraft_engine::{Completion, Engine};
 use redraft_suggest::edit::{next_edit, EditInput};
-use redraft_suggest::fim;
+use redraft_suggest::fim::{self, Prepared};
 
 use super::{
     Answer, Draft, EditAnswer, EditWork, FimAnswer, FimChoice, FimWork, FinishReason, Job, JobError,
@@ -53,7 +53,7 @@ pub fn draft_text(engine: &Engine, view: &CanvasView) -> (String, usize) {
 
 /// The engine's error as the job's: a request this model cannot run is the client's (422),
 /// anything else ours.
-fn job_error(err: redraft_engine::Error) -> JobError {
+pub fn job_error(err: redraft_engine::Error) -> JobError {
     match err {
         redraft_engine::Error::Cancelled => JobError::Cancelled,
         redraft_engine::Error::InvalidRequest(message) => JobError::Invalid(message),
@@ -105,18 +105,7 @@ pub fn cut_at_stop(text: &str, stop: &[String]) -> (String, bool) {
     }
 }
 
-fn record(metrics: &Metrics, completions: &[Completion]) {
-    let Some(first) = completions.first() else {
-        return;
-    };
-    let slots: usize = completions.iter().map(|c| c.slots).sum();
-    metrics.model_calls(first.forwards, completions.len(), slots);
-    metrics
-        .tokens_per_forward
-        .observe(slots as f64 / first.forwards.max(1) as f64);
-}
-
-/// A FIM job: [`fim::prepare`], [`fim::run`], [`fim::finish`] per candidate.
+/// A FIM job alone: [`fim::prepare`], [`fim::run`], then [`finish_fim`].
 pub fn fim_job(
     engine: &Engine,
     cache: &mut KvCache,
@@ -136,7 +125,34 @@ pub fn fim_job(
         fim::run(engine, &prepared, cache, controls)
     })
     .map_err(job_error)?;
-    record(metrics, &completions);
+    if let Some(first) = completions.first() {
+        let slots: usize = completions.iter().map(|c| c.slots).sum();
+        metrics.model_calls(first.forwards, completions.len(), slots);
+    }
+    Ok(Answer::Fim(finish_fim(
+        engine,
+        &prepared,
+        &completions,
+        work,
+        metrics,
+    )))
+}
+
+/// The answer from a FIM job's completions (one per candidate length, in the order of
+/// `prepared.lengths`): [`fim::finish`] per candidate, stop strings, finish reasons, counts.
+pub fn finish_fim(
+    engine: &Engine,
+    prepared: &Prepared,
+    completions: &[Completion],
+    work: &FimWork,
+    metrics: &Metrics,
+) -> FimAnswer {
+    if let Some(first) = completions.first() {
+        let slots: usize = completions.iter().map(|c| c.slots).sum();
+        metrics
+            .tokens_per_forward
+            .observe(slots as f64 / first.forwards.max(1) as f64);
+    }
     let mut completion_tokens = 0;
     let choices = completions
         .iter()
@@ -159,12 +175,14 @@ pub fn fim_job(
             }
         })
         .collect();
-    let first = &completions[0];
-    Ok(Answer::Fim(FimAnswer {
+    let (prefix_tokens, suffix_tokens) = completions
+        .first()
+        .map_or((0, 0), |c| (c.prefix_tokens, c.suffix_tokens));
+    FimAnswer {
         choices,
-        prompt_tokens: first.prefix_tokens + first.suffix_tokens,
+        prompt_tokens: prefix_tokens + suffix_tokens,
         completion_tokens,
-    }))
+    }
 }
 
 /// A next-edit job through [`next_edit`], its rewrite cut to the client's region.
@@ -198,7 +216,11 @@ pub fn edit_job(
         )
     })
     .map_err(job_error)?;
-    record(metrics, std::slice::from_ref(&outcome.completion));
+    let c = &outcome.completion;
+    metrics.model_calls(c.forwards, 1, c.slots);
+    metrics
+        .tokens_per_forward
+        .observe(c.slots as f64 / c.forwards.max(1) as f64);
     let (new_region, changed) =
         rewrite_region(&work.document, &outcome.suggestion, work.region.clone());
     Ok(Answer::Edit(EditAnswer {

@@ -1,0 +1,87 @@
+//! `redraft serve` end to end: the real binary on a free loopback port, on the embedded default
+//! model, driven with the requests real clients send (Zed's OpenAI-compatible and Ollama
+//! providers with their FIM templates and stop lists, Zed's Sweep and Zeta next-edit prompts,
+//! Inception's Mercury shapes; PROTOCOLS.md) and with what broken or hostile clients send.
+//! `client` is the process and a small HTTP/1.1 client over raw TCP.
+
+#[path = "serve/batching.rs"]
+mod batching;
+#[allow(dead_code)] // shared with the load benchmark, which uses other parts
+#[path = "serve/client.rs"]
+mod client;
+#[path = "serve/hostile.rs"]
+mod hostile;
+#[path = "serve/mercury.rs"]
+mod mercury;
+#[path = "serve/openai.rs"]
+mod openai;
+#[path = "serve/zed.rs"]
+mod zed;
+
+use serde_json::{json, Value};
+
+/// A function body to fill: the cursor is where `// cursor` was.
+pub const PREFIX: &str = "fn add(a: u32, b: u32) -> u32 {\n    ";
+pub const SUFFIX: &str = "\n}\n\nfn main() {\n    println!(\"{}\", add(1, 2));\n}\n";
+
+/// Qwen's FIM template around [`PREFIX`] and [`SUFFIX`], as Zed writes it.
+pub fn qwen_prompt() -> String {
+    format!("<|fim_prefix|>{PREFIX}<|fim_suffix|>{SUFFIX}<|fim_middle|>")
+}
+
+/// Zed's Qwen stop list (PROTOCOLS.md §1.4).
+pub fn qwen_stops() -> Value {
+    json!([
+        "<|endoftext|>",
+        "<|fim_prefix|>",
+        "<|fim_middle|>",
+        "<|fim_suffix|>"
+    ])
+}
+
+/// Runs `redraft complete --next-edit --stdin-json --json` on `request` (the oracle the
+/// next-edit endpoints are held to: the same pipeline from the command line).
+pub fn cli_next_edit(request: &Value) -> Value {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
+        .args(["complete", "--next-edit", "--stdin-json", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// `text[region]` with the CLI's edits that lie inside it applied.
+pub fn apply_in_region(text: &str, cli: &Value, region: std::ops::Range<usize>) -> String {
+    let mut out = String::new();
+    let mut at = region.start;
+    for edit in cli["edits"].as_array().unwrap() {
+        let (start, end) = (
+            edit["start"].as_u64().unwrap() as usize,
+            edit["end"].as_u64().unwrap() as usize,
+        );
+        if start < at || end > region.end {
+            continue;
+        }
+        out.push_str(&text[at..start]);
+        out.push_str(edit["text"].as_str().unwrap());
+        at = end;
+    }
+    out.push_str(&text[at..region.end]);
+    out
+}

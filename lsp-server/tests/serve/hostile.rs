@@ -1,0 +1,390 @@
+//! What broken, hostile or impatient clients do, and load: bad JSON and fields, oversized
+//! bodies, unknown models and routes, missing keys, garbage on the socket, hanging up
+//! mid-stream, a full queue, SIGTERM with work in flight, no model at all. The server answers
+//! each with the right status and error body, and keeps serving.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::client::{Server, Start};
+use super::{qwen_prompt, PREFIX, SUFFIX};
+
+#[track_caller]
+fn openai_error(response: &super::client::Response, status: u16, code: &str) -> Value {
+    assert_eq!(response.status, status, "{}", response.text());
+    let body = response.json();
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .is_some_and(|m| !m.is_empty()));
+    assert!(body["error"]["type"].is_string());
+    body
+}
+
+#[track_caller]
+fn ollama_error(response: &super::client::Response, status: u16) -> String {
+    assert_eq!(response.status, status, "{}", response.text());
+    response.json()["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("Ollama's error is a string: {}", response.text()))
+        .to_string()
+}
+
+/// The server still answers a plain request.
+#[track_caller]
+fn still_serving(server: &Server) {
+    let response = server.post(
+        "/v1/completions",
+        &json!({"prompt": PREFIX, "max_tokens": 8}),
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+}
+
+#[test]
+fn bad_json_and_bad_fields_are_400_in_each_apis_shape() {
+    let server = Server::start(&[]);
+    for path in [
+        "/v1/completions",
+        "/v1/fim/completions",
+        "/v1/edit/completions",
+    ] {
+        openai_error(
+            &server.post_raw(path, b"{\"prompt\": "),
+            400,
+            "invalid_json",
+        );
+        openai_error(
+            &server.post_raw(path, b"\xff\xfe not utf-8"),
+            400,
+            "invalid_json",
+        );
+        openai_error(&server.post_raw(path, b""), 400, "invalid_json");
+    }
+    ollama_error(&server.post_raw("/api/generate", b"[1, 2"), 400);
+    let cases = [
+        (
+            json!({"prompt": PREFIX, "max_tokens": "many"}),
+            "invalid_json",
+        ),
+        (json!({"prompt": PREFIX, "max_tokens": 0}), "invalid_value"),
+        (json!({"prompt": PREFIX, "max_tokens": -5}), "invalid_value"),
+        (
+            json!({"prompt": PREFIX, "temperature": 7.5}),
+            "invalid_value",
+        ),
+        (json!({"prompt": PREFIX, "stop": [1, 2]}), "invalid_json"),
+        (
+            json!({"prompt": PREFIX, "effort": "maximal"}),
+            "invalid_value",
+        ),
+        (json!({"prompt": PREFIX, "echo": true}), "invalid_value"),
+        (json!({"prompt": {"text": PREFIX}}), "invalid_json"),
+    ];
+    for (body, code) in cases {
+        openai_error(&server.post("/v1/completions", &body), 400, code);
+    }
+    let message = ollama_error(
+        &server.post(
+            "/api/generate",
+            &json!({"prompt": PREFIX, "options": {"num_predict": -7}}),
+        ),
+        400,
+    );
+    assert!(message.contains("num_predict"), "{message}");
+    // Ollama's -1 is "as long as allowed".
+    let unbounded = server.post(
+        "/api/generate",
+        &json!({"prompt": PREFIX, "stream": false, "options": {"num_predict": -1}}),
+    );
+    assert_eq!(unbounded.status, 200);
+    still_serving(&server);
+}
+
+#[test]
+fn oversized_bodies_are_413() {
+    let server = Server::start(&["--max-body", "2000"]);
+    let big = json!({"prompt": "x".repeat(5000)});
+    let body = openai_error(
+        &server.post("/v1/completions", &big),
+        413,
+        "request_too_large",
+    );
+    assert!(body["error"]["message"].as_str().unwrap().contains("2000"));
+    ollama_error(&server.post("/api/generate", &big), 413);
+    // A length header far past the limit is refused before any body is read.
+    let mut socket = server.connect();
+    socket
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n")
+        .unwrap();
+    let mut head = [0u8; 12];
+    socket.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 413");
+    still_serving(&server);
+}
+
+#[test]
+fn unknown_models_are_404_model_not_found() {
+    let server = Server::start(&[]);
+    for path in ["/v1/completions", "/v1/fim/completions"] {
+        let body = openai_error(
+            &server.post(path, &json!({"model": "gpt-4", "prompt": PREFIX})),
+            404,
+            "model_not_found",
+        );
+        assert_eq!(body["error"]["param"], "model");
+        assert!(body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("qwen2.5-coder:redraft"));
+    }
+    openai_error(
+        &server.post(
+            "/v1/edit/completions",
+            &json!({"model": "mercury-coder", "messages": []}),
+        ),
+        404,
+        "model_not_found",
+    );
+    let message = ollama_error(
+        &server.post(
+            "/api/generate",
+            &json!({"model": "qwen2.5-coder:1.5b", "prompt": PREFIX}),
+        ),
+        404,
+    );
+    assert!(message.contains("qwen2.5-coder:1.5b"));
+    // Absent or empty: the served model.
+    for model in [Value::Null, json!("")] {
+        let response = server.post(
+            "/v1/completions",
+            &json!({"model": model, "prompt": PREFIX, "max_tokens": 4}),
+        );
+        assert_eq!(response.status, 200);
+        assert_eq!(response.json()["model"], "redraft-default");
+    }
+}
+
+#[test]
+fn unknown_routes_and_methods_have_json_errors() {
+    let server = Server::start(&[]);
+    openai_error(&server.get("/v1/chat/completions"), 404, "unknown_route");
+    openai_error(&server.get("/v1/completions"), 405, "method_not_allowed");
+    ollama_error(&server.get("/api/pull"), 404);
+    assert_eq!(server.get("/").status, 200);
+    // Unknown paths share one label, whatever they are.
+    assert_eq!(
+        server.metric("redraft_http_requests_total{endpoint=\"other\",status=\"404\"}"),
+        2.0
+    );
+    assert_eq!(
+        server.metric("redraft_http_requests_total{endpoint=\"/v1/completions\",status=\"405\"}"),
+        1.0
+    );
+}
+
+#[test]
+fn the_api_key_is_required_as_a_bearer_token() {
+    for start in [
+        Start {
+            args: &["--api-key", "s3cret"],
+            ..Start::default()
+        },
+        Start {
+            env: &[("REDRAFT_API_KEY", "s3cret")],
+            ..Start::default()
+        },
+    ] {
+        let server = Server::start_with(start);
+        let body = json!({"prompt": PREFIX, "max_tokens": 4}).to_string();
+        let ask = |headers: &[(&str, &str)], path: &str| {
+            server.request("POST", path, headers, body.as_bytes())
+        };
+        openai_error(&ask(&[], "/v1/completions"), 401, "invalid_api_key");
+        openai_error(
+            &ask(&[("Authorization", "Bearer wrong")], "/v1/completions"),
+            401,
+            "invalid_api_key",
+        );
+        openai_error(
+            &ask(&[("Authorization", "s3cret")], "/v1/completions"),
+            401,
+            "invalid_api_key",
+        );
+        ollama_error(&ask(&[], "/api/generate"), 401);
+        assert_eq!(server.get("/v1/models").status, 401);
+        assert_eq!(
+            ask(&[("Authorization", "Bearer s3cret")], "/v1/completions").status,
+            200
+        );
+        // Load balancers probe /health without a key.
+        assert_eq!(server.get("/health").status, 200);
+    }
+}
+
+/// Bytes no HTTP client sends: the server answers (400) or hangs up, and serves the next
+/// connection. A fixed seed, so a failure reproduces.
+#[test]
+fn garbage_on_the_socket_leaves_the_server_serving() {
+    let server = Server::start(&[]);
+    let mut seed: u64 = 0x5eed;
+    let mut noise = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect()
+    };
+    let mut payloads: Vec<Vec<u8>> = (0..20).map(|i| noise(1 + i * 97)).collect();
+    payloads.extend([
+        b"GET / HTTP/9.9\r\n\r\n".to_vec(),
+        b"POST /v1/completions HTTP/1.1\r\nContent-Length: -1\r\n\r\n".to_vec(),
+        b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".to_vec(),
+        b"\r\n\r\n\r\n".to_vec(),
+        [b"GET /".as_slice(), &[b'a'; 100_000], b" HTTP/1.1\r\n\r\n"].concat(),
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n{\"pro".to_vec(),
+    ]);
+    for payload in payloads {
+        let mut socket = server.connect();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let _ = socket.write_all(&payload);
+        let _ = socket.shutdown(std::net::Shutdown::Write);
+        let mut answer = Vec::new();
+        let _ = socket.read_to_end(&mut answer);
+        if !answer.is_empty() {
+            let head = String::from_utf8_lossy(&answer[..answer.len().min(12)]).to_string();
+            assert!(
+                head.starts_with("HTTP/1.1 4"),
+                "garbage got {head:?} from {:?}",
+                String::from_utf8_lossy(&payload[..payload.len().min(40)])
+            );
+        }
+    }
+    still_serving(&server);
+    assert_eq!(server.get("/health").json()["status"], "ok");
+}
+
+/// A client that hangs up cancels its job at the next denoising step (slow steps here, so the
+/// job is still running): streamed or not, the server counts it as cancelled and goes on.
+#[test]
+fn a_client_that_disconnects_mid_stream_cancels_its_job() {
+    let server = Server::start_with(Start {
+        step_delay_ms: Some(150),
+        ..Start::default()
+    });
+    let cancelled = "redraft_jobs_total{kind=\"fim\",outcome=\"cancelled\"}";
+    let body = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 32, "stream": true,
+                      "diffusing": true})
+    .to_string();
+    let mut stream = server.open(
+        "POST",
+        "/v1/fim/completions",
+        &[("Content-Type", "application/json")],
+        body.as_bytes(),
+    );
+    assert_eq!(stream.status, 200);
+    // One draft arrives: the job is running. Then hang up.
+    let first = stream.event().unwrap();
+    assert!(first.contains("diffusion_meta"), "{first}");
+    drop(stream);
+    server.wait_for_metric(cancelled, 1.0);
+    assert_eq!(server.metric("redraft_running_jobs"), 0.0);
+    // Not streamed: the handler is dropped with the connection.
+    let body = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 32}).to_string();
+    let waiting = server.open_later("POST", "/v1/completions", body.as_bytes());
+    server.wait_for_metric("redraft_running_jobs", 1.0);
+    drop(waiting);
+    server.wait_for_metric(cancelled, 2.0);
+    still_serving(&server);
+    assert_eq!(
+        server.metric("redraft_jobs_total{kind=\"fim\",outcome=\"answered\"}"),
+        1.0
+    );
+}
+
+/// With one job running and one queued (`--max-queue 1`), the next request is refused with
+/// 429 and `Retry-After`, and the queued one is still answered.
+#[test]
+fn a_full_queue_answers_429_with_retry_after() {
+    let server = Server::start_with(Start {
+        args: &["--max-queue", "1", "--max-batch", "1"],
+        step_delay_ms: Some(100),
+        ..Start::default()
+    });
+    let body = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16}).to_string();
+    let running = server.open_later("POST", "/v1/completions", body.as_bytes());
+    server.wait_for_metric("redraft_running_jobs", 1.0);
+    let queued = server.open_later("POST", "/v1/completions", body.as_bytes());
+    server.wait_for_metric("redraft_queue_depth", 1.0);
+    let refused = server.post_raw("/v1/completions", body.as_bytes());
+    openai_error(&refused, 429, "queue_full");
+    assert!(refused
+        .header("retry-after")
+        .is_some_and(|s| s.parse::<u64>().is_ok()));
+    let ollama = server.post_raw("/api/generate", body.as_bytes());
+    ollama_error(&ollama, 429);
+    assert_eq!(running.finish().status, 200);
+    assert_eq!(queued.finish().status, 200);
+    assert_eq!(
+        server.metric("redraft_jobs_total{kind=\"fim\",outcome=\"rejected_full\"}"),
+        2.0
+    );
+}
+
+/// SIGTERM with a job running: it is answered, the server stops accepting and exits 0.
+#[test]
+fn sigterm_finishes_in_flight_work_and_exits_0() {
+    let server = Server::start_with(Start {
+        step_delay_ms: Some(100),
+        ..Start::default()
+    });
+    let addr = server.addr;
+    let body = json!({"prompt": qwen_prompt(), "max_tokens": 16}).to_string();
+    let running = server.open_later("POST", "/v1/completions", body.as_bytes());
+    server.wait_for_metric("redraft_running_jobs", 1.0);
+    let status = {
+        let pid = server.pid() as i32;
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let answer = running.finish();
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        assert!(answer.json()["choices"][0]["text"].is_string());
+        server.terminate()
+    };
+    assert!(status.success(), "exit status {status:?}");
+    assert!(std::net::TcpStream::connect(addr).is_err());
+}
+
+#[test]
+fn without_a_model_completion_routes_answer_503() {
+    let server = Server::start(&["--model", "/nonexistent/model-dir"]);
+    let health = server.get("/health");
+    assert_eq!(health.status, 503);
+    assert_eq!(health.json()["status"], "no_model");
+    let body = json!({"model": "model-dir", "prompt": PREFIX});
+    let response = server.post("/v1/completions", &body);
+    openai_error(&response, 503, "model_not_loaded");
+    assert!(response.header("retry-after").is_some());
+    ollama_error(&server.post("/api/generate", &body), 503);
+    // Listing and metrics still work.
+    assert_eq!(server.get("/v1/models").status, 200);
+    assert_eq!(server.get("/metrics").status, 200);
+    assert!(server.stderr().contains("model not loaded"));
+}
+
+#[test]
+fn binding_beyond_loopback_without_a_key_warns() {
+    let open = Server::start(&["--bind", "0.0.0.0:0"]);
+    assert!(open.stderr().contains("warning"), "{}", open.stderr());
+    drop(open);
+    let keyed = Server::start(&["--bind", "0.0.0.0:0", "--api-key", "k"]);
+    assert!(!keyed.stderr().contains("warning"), "{}", keyed.stderr());
+    let local = Server::start(&[]);
+    assert!(!local.stderr().contains("warning"));
+}
