@@ -212,6 +212,21 @@ pub struct RedraftJson {
     pub bos_token_id: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logit_shift: Option<bool>,
+    /// How the model was trained to see a next edit's canvas: `masked` (the default) or
+    /// `draft` (uncommitted slots show the old region's token at that slot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_canvas: Option<EditCanvas>,
+}
+
+/// What a next edit's uncommitted canvas slots show the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EditCanvas {
+    /// The mask token, as a FIM canvas.
+    #[default]
+    Masked,
+    /// The draft's token at that slot (the old region's), the mask past its end.
+    Draft,
 }
 
 impl RedraftJson {
@@ -236,6 +251,9 @@ pub struct DiffusionSettings {
     /// Dream family: the hidden state at position j-1 scores the token at j.
     /// LLaDA family: position j scores j.
     pub logit_shift: bool,
+    /// What a canvas with a draft shows at its uncommitted slots.
+    #[serde(default)]
+    pub edit_canvas: EditCanvas,
 }
 
 impl DiffusionSettings {
@@ -276,6 +294,7 @@ impl DiffusionSettings {
             pad_token_id,
             bos_token_id,
             logit_shift,
+            edit_canvas: extra.edit_canvas.unwrap_or_default(),
         };
         for (setting, id) in [
             ("mask_token_id", Some(mask_token_id)),

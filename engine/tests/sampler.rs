@@ -213,6 +213,7 @@ fn settings(logit_shift: bool, bos_token_id: Option<u32>) -> DiffusionSettings {
         pad_token_id: PAD,
         bos_token_id,
         logit_shift,
+        edit_canvas: Default::default(),
     }
 }
 

@@ -77,6 +77,10 @@ pub struct Args {
     /// Share of next-edit examples [default: 0.3 with --edits, else 0].
     #[arg(long, requires = "edits")]
     edit_rate: Option<f64>,
+    /// Next-edit canvases show the old region's tokens at their masked slots instead of the
+    /// mask token (the exported model records it; the engine decodes it the same way).
+    #[arg(long, requires = "edits")]
+    edit_draft: bool,
     /// Evaluate on the held-out crates every N steps [default: 200].
     #[arg(long)]
     eval_every: Option<usize>,
@@ -155,6 +159,9 @@ impl Args {
             Some(rate) => c.data.edit_rate = rate,
             None if self.edits.is_some() && !self.resume => c.data.edit_rate = 0.3,
             None => {}
+        }
+        if self.edit_draft {
+            c.data.edit_draft = true;
         }
         c
     }

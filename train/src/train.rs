@@ -687,7 +687,7 @@ fn save_all(
         fast.write_to(model)?;
     }
     checkpoint::save(out, model, optim, state)?;
-    checkpoint::export(out, model, dtype)
+    checkpoint::export(out, model, dtype, state.config.data.edit_draft)
 }
 
 /// The fixed held-out sample, in batches of the training batch size.

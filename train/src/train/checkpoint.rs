@@ -137,8 +137,9 @@ pub fn load_tensors(out: &Path) -> TrainResult<(HashMap<String, Tensor>, HashMap
 }
 
 /// Writes the model directory the engine loads: `config.json`, `model.safetensors` (in `dtype`)
-/// and `redraft.json`. Each file is replaced atomically.
-pub fn export(out: &Path, model: &TrainModel, dtype: DType) -> TrainResult<()> {
+/// and `redraft.json` (which says how next-edit canvases were shown in training:
+/// `edit_draft`). Each file is replaced atomically.
+pub fn export(out: &Path, model: &TrainModel, dtype: DType, edit_draft: bool) -> TrainResult<()> {
     let cfg = model.config();
     let config = serde_json::json!({
         "model_type": "qwen2",
@@ -160,12 +161,15 @@ pub fn export(out: &Path, model: &TrainModel, dtype: DType) -> TrainResult<()> {
         "eos_token_id": EOS_ID,
         "pad_token_id": EOS_ID,
     });
-    let redraft = serde_json::json!({
+    let mut redraft = serde_json::json!({
         "mask_token_id": MASK_ID,
         "eos_token_id": EOS_ID,
         "pad_token_id": EOS_ID,
         "logit_shift": false,
     });
+    if edit_draft {
+        redraft["edit_canvas"] = "draft".into();
+    }
     let tensors = model
         .tensors()
         .into_iter()

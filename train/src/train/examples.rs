@@ -53,6 +53,12 @@ pub struct DataConfig {
     /// cases ([`ExampleBuilder::with_edits`]).
     #[serde(default)]
     pub edit_rate: f64,
+    /// A next edit's masked canvas slots show the old region's token at that slot (its draft)
+    /// instead of the mask token, so copying is the identity; the model learns where to change.
+    /// The exported model says so (`redraft.json` `edit_canvas`), and the engine shows the draft
+    /// the same way.
+    #[serde(default)]
+    pub edit_draft: bool,
 }
 
 impl Default for DataConfig {
@@ -62,6 +68,7 @@ impl Default for DataConfig {
             fim_rate: 0.7,
             t_min: 1e-3,
             edit_rate: 0.0,
+            edit_draft: false,
         }
     }
 }
@@ -118,6 +125,9 @@ pub struct Example {
     /// Masked positions, ascending, within `canvas`.
     pub masked: Vec<usize>,
     pub t: f32,
+    /// Shown at masked canvas slots instead of the mask token, by slot (a next edit's old region
+    /// under [`DataConfig::edit_draft`]); slots past its end show the mask.
+    pub draft: Vec<u32>,
 }
 
 impl Example {
@@ -128,11 +138,16 @@ impl Example {
         1.0 / (self.t.max(1.0 / n) * n)
     }
 
-    /// The model's input: the tokens with masked positions replaced by the mask id.
+    /// The model's input: the tokens with masked positions replaced by the mask id (or the
+    /// draft's token at that slot).
     pub fn input(&self) -> Vec<u32> {
         let mut input = self.tokens.clone();
         for &p in &self.masked {
-            input[p] = MASK_ID;
+            input[p] = self
+                .draft
+                .get(p - self.canvas.start)
+                .copied()
+                .unwrap_or(MASK_ID);
         }
         input
     }
@@ -226,15 +241,17 @@ impl<'a> ExampleBuilder<'a> {
             }
             _ => None,
         };
-        let (kind, tokens, canvas, middle_len) = if let Some(edit) = edit {
+        let (kind, tokens, canvas, middle_len, draft) = if let Some(edit) = edit {
             edit
         } else if rng.random_bool(self.config.fim_rate) {
-            match self.fim(&mut rng)? {
+            let (kind, tokens, canvas, middle_len) = match self.fim(&mut rng)? {
                 Some(fim) => fim,
                 None => self.plain(&mut rng),
-            }
+            };
+            (kind, tokens, canvas, middle_len, Vec::new())
         } else {
-            self.plain(&mut rng)
+            let (kind, tokens, canvas, middle_len) = self.plain(&mut rng);
+            (kind, tokens, canvas, middle_len, Vec::new())
         };
         let masked = mask_positions(&mut rng, canvas.clone(), t);
         Ok(Example {
@@ -244,6 +261,7 @@ impl<'a> ExampleBuilder<'a> {
             middle_len,
             masked,
             t,
+            draft,
         })
     }
 
@@ -253,14 +271,19 @@ impl<'a> ExampleBuilder<'a> {
         &self,
         markers: EditMarkers,
         rng: &mut StdRng,
-    ) -> TrainResult<Option<(ExampleKind, Vec<u32>, Range<usize>, usize)>> {
+    ) -> TrainResult<Option<(ExampleKind, Vec<u32>, Range<usize>, usize, Vec<u32>)>> {
         for _ in 0..4 {
             let case = &self.edits[rng.random_range(0..self.edits.len())];
             if let Some(e) =
                 edit::edit_tokens(self.tokenizer, markers, case, self.config.seq_len, rng)?
             {
                 let kind = ExampleKind::Edit { no_edit: e.no_edit };
-                return Ok(Some((kind, e.tokens, e.canvas, e.middle_len)));
+                let draft = if self.config.edit_draft {
+                    e.draft
+                } else {
+                    Vec::new()
+                };
+                return Ok(Some((kind, e.tokens, e.canvas, e.middle_len, draft)));
             }
         }
         Ok(None)

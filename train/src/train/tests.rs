@@ -647,6 +647,7 @@ fn masked_tokens_weigh_the_same_in_small_and_large_canvases() {
         masked: canvas.clone().step_by(2).collect(),
         canvas,
         t: 0.5,
+        draft: Vec::new(),
     };
     let batch = Batch::new(
         &[

@@ -39,6 +39,8 @@ pub struct EditTokens {
     pub middle_len: usize,
     /// The case asks for no edit (the new region is the old one).
     pub no_edit: bool,
+    /// The old region's tokens (the canvas's draft).
+    pub draft: Vec<u32>,
 }
 
 /// `case` as a training sequence of at most `seq_len` tokens, or `None` when its target lies
@@ -105,6 +107,7 @@ pub fn edit_tokens(
         Err(redraft_engine::Error::InvalidRequest(_)) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
+    let draft = layout.draft;
     let mut tokens = layout.prefix;
     let canvas = tokens.len()..tokens.len() + canvas_len;
     tokens.extend_from_slice(&new);
@@ -115,6 +118,7 @@ pub fn edit_tokens(
         canvas,
         middle_len: new.len(),
         no_edit: case.target.is_none(),
+        draft,
     }))
 }
 
