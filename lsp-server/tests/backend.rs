@@ -2,7 +2,8 @@
 //! fake OpenAI-compatible server started here, which records each request exactly as it
 //! arrived (the template around the planned prefix and suffix, `max_tokens`, `stop`, the
 //! `Authorization` header) and answers as told, or never; then `redraft eval --backend` through
-//! the real binary, against the fake and against the real llama.cpp `llama-server` that
+//! the real binary, against the fake, against `redraft serve` (the local engine's completions,
+//! whatever the template) and against the real llama.cpp `llama-server` that
 //! `scripts/setup-llama-server` builds, with its tiny random GGUF model.
 
 mod cli;
@@ -1090,4 +1091,92 @@ fn eval_runs_fim_tasks_through_a_real_llama_server() {
         read_json(&suffix_out.join("run.json"))["backend"]["template"],
         "suffix"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// End to end against `redraft serve`
+
+/// A running `redraft serve` on a free port, killed on drop.
+struct RedraftServe {
+    child: Child,
+    url: String,
+}
+
+impl Drop for RedraftServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl RedraftServe {
+    fn start() -> RedraftServe {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            if stderr.read_line(&mut line).unwrap() == 0 {
+                panic!("redraft serve ended before listening: {seen}");
+            }
+            seen.push_str(&line);
+            if let Some(at) = line.find("listening on ") {
+                let url = line[at + "listening on ".len()..].trim().to_string();
+                // Keep draining its log so it never blocks on a full pipe.
+                std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+                return RedraftServe { child, url };
+            }
+        }
+    }
+}
+
+#[test]
+fn eval_through_redraft_serve_matches_the_local_engine() {
+    // The same embedded model behind HTTP: each template is split back into prefix and suffix
+    // by the server, so every middle must be the one the local engine writes.
+    let serve = RedraftServe::start();
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = benchmarks().join("humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz");
+    let completions = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--tasks",
+            path(&tasks),
+            "--limit",
+            "3",
+            "--jobs",
+            "1",
+            "--out",
+            path(out),
+        ];
+        args.extend_from_slice(extra);
+        let output = redraft_in_repo(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        lines(&out.join("tasks.jsonl"))
+            .iter()
+            .map(|r| r["completion"].as_str().unwrap().to_string())
+            .collect::<Vec<String>>()
+    };
+    let local = completions(&dir.path().join("local"), &[]);
+    assert_eq!(local.len(), 3);
+    for template in ["qwen", "codestral", "suffix"] {
+        let remote = completions(
+            &dir.path().join(template),
+            &[
+                "--backend",
+                &serve.url,
+                "--backend-model",
+                "redraft-default",
+                "--backend-template",
+                template,
+            ],
+        );
+        assert_eq!(remote, local, "template {template}");
+    }
 }
