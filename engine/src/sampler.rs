@@ -30,7 +30,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::config::DiffusionSettings;
+use crate::config::{DiffusionSettings, EditCanvas};
 use crate::error::{Error, Result};
 
 mod batch;
@@ -450,12 +450,19 @@ impl<'a> Sampler<'a> {
             Vec::with_capacity(canvas.prefix.len() + canvas.length + canvas.suffix.len() + 1);
         seq.extend(self.settings.bos_token_id);
         seq.extend_from_slice(&canvas.prefix);
-        seq.extend(std::iter::repeat_n(
-            self.settings.mask_token_id,
-            canvas.length,
-        ));
+        seq.extend((0..canvas.length).map(|slot| self.uncommitted(&canvas.draft, slot)));
         seq.extend_from_slice(&canvas.suffix);
         seq
+    }
+
+    /// What an uncommitted slot shows the model: the mask, or for a model trained with
+    /// [`EditCanvas::Draft`] the draft's token at that slot (the mask past its end).
+    fn uncommitted(&self, draft: &[u32], slot: usize) -> u32 {
+        match self.settings.edit_canvas {
+            EditCanvas::Draft => draft.get(slot).copied(),
+            EditCanvas::Masked => None,
+        }
+        .unwrap_or(self.settings.mask_token_id)
     }
 
     /// Fills every canvas of the batch in one run, sharing each model call: a [`Batch`] that
@@ -701,8 +708,10 @@ impl<'a> Sampler<'a> {
         if !forced {
             self.grow(state, seq);
         }
+        // The state's draft ends with the end it aligns to; the canvas shows only the draft.
+        let draft = &state.draft[..state.draft.len().saturating_sub(1)];
         for (slot, value) in state.values.iter().enumerate() {
-            seq[state.start + slot] = value.unwrap_or(self.settings.mask_token_id);
+            seq[state.start + slot] = value.unwrap_or_else(|| self.uncommitted(draft, slot));
         }
         committed.sort_unstable();
         state.touched = committed;

@@ -829,3 +829,23 @@ fn model_files_in_memory_load_and_report_errors_against_their_origin() {
         "{err}"
     );
 }
+
+/// `edit_canvas` says how the model was trained to see a next edit's canvas; a value it does
+/// not know is an error naming the file, never a silent default.
+#[test]
+fn edit_canvas_is_read_from_redraft_json() {
+    use redraft_engine::config::EditCanvas;
+    let dir = ModelDir::copy(DREAM);
+    let engine = dir.load().unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(engine.settings().edit_canvas, EditCanvas::Masked);
+    dir.edit_json(REDRAFT, |r| {
+        r.insert("edit_canvas".into(), json!("draft"));
+    });
+    let engine = dir.load().unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(engine.settings().edit_canvas, EditCanvas::Draft);
+    dir.edit_json(REDRAFT, |r| {
+        r.insert("edit_canvas".into(), json!("sideways"));
+    });
+    let err = dir.load_err();
+    assert_names(&err, &[REDRAFT, "sideways"]);
+}

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redraft_engine::config::DiffusionSettings;
+use redraft_engine::config::{DiffusionSettings, EditCanvas};
 use redraft_engine::sampler::{
     score_row, CachePolicy, Canvas, CanvasView, Confidence, Controls, DenoiseStep, Denoiser,
     Effort, Infill, MemberControls, MemberId, MemberOutcome, Pass, PassStats, Sampled, Sampler,
@@ -1729,6 +1729,38 @@ fn check_draft(draft_tau: Option<f32>, draft: &[u32], rows: Vec<Vec<f32>>, expec
     let canvas = canvas(&[], length, &[]).with_draft(draft.to_vec());
     let out = setup.run(&ScriptedModel::rows(0, rows), &[canvas]);
     assert_eq!(out.lines(), expect);
+}
+
+/// A model trained with `edit_canvas: draft` sees the draft's token at each uncommitted slot
+/// (the mask past the draft's end) and the committed tokens as they come; other models, and
+/// canvases without a draft, see masks.
+#[test]
+fn uncommitted_slots_show_the_draft_to_a_draft_trained_model() {
+    let rows = vec![peaked(D, 0.9), flat(), flat(), flat()];
+    let run = |edit_canvas: EditCanvas, draft: Vec<u32>| {
+        let setup = Setup {
+            settings: DiffusionSettings {
+                edit_canvas,
+                ..settings(false, None)
+            },
+            ..Setup::new()
+        };
+        let canvas = canvas(&[G], 4, &[J]).with_draft(draft);
+        setup
+            .run(&ScriptedModel::rows(1, rows.clone()), &[canvas])
+            .calls
+    };
+    let calls = run(EditCanvas::Draft, vec![A, B, C]);
+    assert_eq!(calls[0].tokens[0], [G, A, B, C, MASK, J]);
+    assert_eq!(
+        calls[1].tokens[0],
+        [G, D, B, C, MASK, J],
+        "slot 0 committed D"
+    );
+    let masked = run(EditCanvas::Masked, vec![A, B, C]);
+    assert_eq!(masked[0].tokens[0], [G, MASK, MASK, MASK, MASK, J]);
+    let no_draft = run(EditCanvas::Draft, Vec::new());
+    assert_eq!(no_draft[0].tokens[0], [G, MASK, MASK, MASK, MASK, J]);
 }
 
 #[test]

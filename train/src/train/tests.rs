@@ -780,6 +780,42 @@ fn a_run_with_edit_cases_reports_next_edit_accuracy() {
         edit_acc.is_some_and(|a| (0.0..=1.0).contains(&a)),
         "{edit_acc:?}"
     );
+    // The exported model says how it saw next-edit canvases, and the engine reads it.
+    let settings = |dir: &Path| {
+        redraft_engine::Engine::load(dir)
+            .unwrap()
+            .settings()
+            .edit_canvas
+    };
+    assert_eq!(
+        settings(out.path()),
+        redraft_engine::config::EditCanvas::Masked
+    );
+    let drafted = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        out.path().join("tokenizer.json"),
+        drafted.path().join("tokenizer.json"),
+    )
+    .unwrap();
+    let mut draft_config = config.clone();
+    draft_config.data.edit_draft = true;
+    let draft_paths = TrainPaths {
+        out: drafted.path().to_path_buf(),
+        ..paths.clone()
+    };
+    train(
+        &draft_config,
+        &draft_paths,
+        false,
+        DType::F32,
+        &Device::Cpu,
+        TrainControls::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        settings(drafted.path()),
+        redraft_engine::config::EditCanvas::Draft
+    );
 
     std::fs::write(edits.path().join(TRAIN_FILE), line.repeat(2)).unwrap();
     config.steps = 4;

@@ -274,4 +274,48 @@ mod builder_tests {
         let without = ExampleBuilder::new(&split, &tokenizer, off, 1, Stream::Train);
         assert_eq!(with.batch(3, 8).unwrap(), without.batch(3, 8).unwrap());
     }
+
+    /// Under `edit_draft` a next edit's masked slots show the old region's token at that slot
+    /// (the mask past its end) and nothing else changes; without it they show the mask.
+    #[test]
+    fn edit_draft_shows_the_old_region_at_masked_slots() {
+        use super::super::super::MASK_ID;
+        let text =
+            "fn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", w * h);\n}\n";
+        let tokenizer = train_tokenizer(&[text.repeat(8)], 300).unwrap();
+        let split = CorpusSplit::from_texts(vec![text.repeat(6)], &tokenizer).unwrap();
+        let cases = vec![super::tests::renamed_width(text, None)];
+        let config = |edit_draft| DataConfig {
+            seq_len: 256,
+            edit_rate: 1.0,
+            edit_draft,
+            ..DataConfig::default()
+        };
+        let batch = |edit_draft| {
+            ExampleBuilder::new(&split, &tokenizer, config(edit_draft), 1, Stream::Train)
+                .with_edits(&cases)
+                .unwrap()
+                .batch(0, 8)
+                .unwrap()
+        };
+        let (drafted, masked) = (batch(true), batch(false));
+        for (d, m) in drafted.iter().zip(&masked) {
+            assert_eq!((&d.tokens, &d.masked, d.t), (&m.tokens, &m.masked, m.t));
+            assert!(m.draft.is_empty());
+            assert!(!d.draft.is_empty() && d.draft.len() < d.canvas.len());
+            let (input, plain) = (d.input(), m.input());
+            for &p in &d.masked {
+                assert_eq!(plain[p], MASK_ID);
+                let slot = p - d.canvas.start;
+                let shown = d.draft.get(slot).copied().unwrap_or(MASK_ID);
+                assert_eq!(input[p], shown, "slot {slot}");
+            }
+            // A no-edit case's draft is its target: what is shown at a masked slot is the answer.
+            let slots = d.draft.len().min(d.canvas.len());
+            assert_eq!(
+                d.draft[..slots],
+                d.tokens[d.canvas.start..d.canvas.start + slots]
+            );
+        }
+    }
 }
