@@ -1111,14 +1111,19 @@ impl Drop for RedraftServe {
 
 impl RedraftServe {
     fn start() -> RedraftServe {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
+        let child = Command::new(env!("CARGO_BIN_EXE_redraft"))
             .args(["serve", "--bind", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        // Owned by the guard at once, so any failure below still kills and reaps it.
+        let mut serve = RedraftServe {
+            child,
+            url: String::new(),
+        };
+        let mut stderr = BufReader::new(serve.child.stderr.take().unwrap());
         let mut seen = String::new();
         loop {
             let mut line = String::new();
@@ -1127,10 +1132,10 @@ impl RedraftServe {
             }
             seen.push_str(&line);
             if let Some(at) = line.find("listening on ") {
-                let url = line[at + "listening on ".len()..].trim().to_string();
+                serve.url = line[at + "listening on ".len()..].trim().to_string();
                 // Keep draining its log so it never blocks on a full pipe.
                 std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-                return RedraftServe { child, url };
+                return serve;
             }
         }
     }
