@@ -4,8 +4,9 @@
 //! and `documents` (ropes and incremental tree-sitter trees, applied in order by one owner
 //! thread), `history` (each document's recent edits), `config`, `worker` (the inference
 //! thread), `cancel`, `type_through`, `stream` (the `redraft/draftStep` extension), `inline`
-//! (the inline completion request), `server` (the tower-lsp-server glue) and `transport`
-//! (stdin/stdout framing that survives any bytes). Stdout carries the protocol and nothing else.
+//! (the inline completion request), `next_edit` (Copilot's `textDocument/copilotInlineEdit`
+//! and its accept command), `server` (the tower-lsp-server glue) and `transport` (stdin/stdout
+//! framing that survives any bytes). Stdout carries the protocol and nothing else.
 
 mod cancel;
 mod config;
@@ -15,6 +16,7 @@ mod encoding;
 mod history;
 mod inline;
 mod log;
+mod next_edit;
 mod server;
 mod stream;
 mod transport;
@@ -59,6 +61,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "textDocument/inlineCompletion",
                 server::Server::inline_completion,
             )
+            .custom_method(
+                "textDocument/copilotInlineEdit",
+                server::Server::copilot_inline_edit,
+            )
+            .custom_method(
+                "textDocument/didShowInlineEdit",
+                server::Server::did_show_inline_edit,
+            )
+            .custom_method("textDocument/didFocus", server::Server::did_focus)
             .finish();
         let ended = transport::serve(&mut service, socket, CONCURRENCY).await;
         let server = service.inner();

@@ -3,10 +3,12 @@
 //! Both carry the same JSON object (camelCase keys), either bare or under a `"redraft"` key (the
 //! shape editors use for a settings section). A key that is absent keeps its value; a value of
 //! the wrong type or range is reported and ignored, so a typo in a settings file never takes
-//! the server down or silently resets something else.
+//! the server down or silently resets something else. Next-edit settings sit under `nextEdit`
+//! (`true`/`false`, or an object of them), or as dotted keys (`"nextEdit.debounceMs"`).
 
 use std::path::PathBuf;
 
+use redraft_context::edit::EditBudget;
 use redraft_engine::sampler::Effort;
 use redraft_engine::DeviceSpec;
 use serde_json::Value;
@@ -33,6 +35,68 @@ pub struct Settings {
     pub stream_steps: bool,
     /// Log each request's canvas choice and timings (`"logLevel": "debug"`).
     pub debug_log: bool,
+    pub next_edit: NextEditSettings,
+}
+
+/// Next-edit suggestions (`textDocument/copilotInlineEdit`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextEditSettings {
+    /// Off: the request answers no edits and nothing is computed.
+    pub enabled: bool,
+    /// After this long without an edit of a document, its next edit is computed ahead of the
+    /// request; 0: only on request and after an accepted suggestion.
+    pub debounce_ms: u64,
+    /// The editable region's lines above and below the cursor's line, at most.
+    pub lines_above: usize,
+    pub lines_below: usize,
+    /// A rewrite changing more than this share of the region is no suggestion
+    /// (`EditBudget::max_changed_fraction`); infinite (`null`): no such guard.
+    pub max_change: f64,
+}
+
+impl Default for NextEditSettings {
+    fn default() -> NextEditSettings {
+        let budget = EditBudget::default();
+        NextEditSettings {
+            enabled: true,
+            debounce_ms: 300,
+            lines_above: budget.lines_above,
+            lines_below: budget.lines_below,
+            max_change: budget.max_changed_fraction,
+        }
+    }
+}
+
+impl NextEditSettings {
+    /// `budget` (the model's token shares) with these lines and guard.
+    pub fn apply_to(&self, mut budget: EditBudget) -> EditBudget {
+        budget.lines_above = self.lines_above;
+        budget.lines_below = self.lines_below;
+        budget.max_changed_fraction = self.max_change;
+        budget
+    }
+
+    fn set(&mut self, key: &str, value: &Value) -> Result<(), String> {
+        match key {
+            "enabled" => self.enabled = value.as_bool().ok_or("expected true or false")?,
+            "debounceMs" => self.debounce_ms = count(value, 0, MAX_DEBOUNCE_MS)? as u64,
+            "linesAbove" => self.lines_above = count(value, 0, MAX_REGION_LINES)?,
+            "linesBelow" => self.lines_below = count(value, 0, MAX_REGION_LINES)?,
+            "maxChange" => {
+                self.max_change = match value {
+                    Value::Null => f64::INFINITY,
+                    _ => value
+                        .as_f64()
+                        .filter(|f| f.is_finite() && *f > 0.0)
+                        .ok_or_else(|| {
+                            format!("expected a number above 0 (a share of the region), or null for no limit, got {value}")
+                        })?,
+                }
+            }
+            _ => return Err("unknown setting".into()),
+        }
+        Ok(())
+    }
 }
 
 impl Default for Settings {
@@ -47,6 +111,7 @@ impl Default for Settings {
             candidates: 3,
             stream_steps: false,
             debug_log: false,
+            next_edit: NextEditSettings::default(),
         }
     }
 }
@@ -54,6 +119,8 @@ impl Default for Settings {
 /// Bounds that keep one request from asking for a canvas no model has room for.
 const MAX_TOKENS_LIMIT: usize = 1024;
 const MAX_CANDIDATES: usize = 8;
+const MAX_DEBOUNCE_MS: usize = 60_000;
+const MAX_REGION_LINES: usize = 200;
 
 impl Settings {
     /// Applies what `value` sets; returns one message per key that was ignored.
@@ -70,11 +137,21 @@ impl Settings {
                 return problems;
             }
         };
-        for (key, value) in object {
+        let mut set = |key: &str, value: &Value| {
             if let Err(problem) = self.set(key, value) {
                 problems.push(format!(
                     "setting `{key}`: {problem} (kept the previous value)"
                 ));
+            }
+        };
+        for (key, value) in object {
+            match (key.as_str(), value) {
+                ("nextEdit", Value::Object(inner)) => {
+                    for (inner_key, value) in inner {
+                        set(&format!("nextEdit.{inner_key}"), value);
+                    }
+                }
+                _ => set(key, value),
             }
         }
         problems
@@ -132,7 +209,15 @@ impl Settings {
                     _ => return Err("expected \"error\", \"warn\", \"info\" or \"debug\"".into()),
                 }
             }
-            _ => return Err("unknown setting".into()),
+            "nextEdit" => {
+                self.next_edit.enabled = value
+                    .as_bool()
+                    .ok_or("expected true, false or an object of next-edit settings")?
+            }
+            _ => match key.strip_prefix("nextEdit.") {
+                Some(inner) => self.next_edit.set(inner, value)?,
+                None => return Err("unknown setting".into()),
+            },
         }
         Ok(())
     }
@@ -217,5 +302,44 @@ mod tests {
         assert_eq!(settings, expected);
         assert_eq!(settings.update(&json!(null)), Vec::<String>::new());
         assert_eq!(settings.update(&json!([1])).len(), 1);
+    }
+
+    #[test]
+    fn next_edit_settings_nest_or_dot_and_are_checked() {
+        let mut nested = Settings::default();
+        let problems = nested.update(&json!({"nextEdit": {
+            "enabled": false, "debounceMs": 0, "linesAbove": 1, "linesBelow": 4, "maxChange": null,
+        }}));
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut dotted = Settings::default();
+        dotted.update(&json!({"redraft": {
+            "nextEdit": false, "nextEdit.debounceMs": 0, "nextEdit.linesAbove": 1,
+            "nextEdit.linesBelow": 4, "nextEdit.maxChange": null,
+        }}));
+        assert_eq!(nested, dotted);
+        let budget = nested.next_edit.apply_to(EditBudget::for_positions(512));
+        assert_eq!((budget.lines_above, budget.lines_below), (1, 4));
+        assert_eq!(budget.max_changed_fraction, f64::INFINITY);
+        assert_eq!(
+            Settings::default()
+                .next_edit
+                .apply_to(EditBudget::for_positions(512)),
+            EditBudget::for_positions(512),
+            "the defaults are the pipeline's, as `redraft complete --next-edit` uses them"
+        );
+
+        let mut settings = Settings::default();
+        assert_eq!(settings.update(&json!({"nextEdit": 3})).len(), 1);
+        let problems = settings.update(&json!({"nextEdit": {
+            "maxChange": 0, "debounceMs": -5, "linesAbove": "3", "colour": 1,
+        }, "nextEdit.enabled": "yes"}));
+        assert_eq!(problems.len(), 5, "{problems:?}");
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("`nextEdit.colour`: unknown setting")));
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("`nextEdit.maxChange`: expected a number above 0")));
+        assert_eq!(settings, Settings::default());
     }
 }

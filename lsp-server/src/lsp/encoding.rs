@@ -119,6 +119,14 @@ impl PositionEncoding {
         Position::new(to_u32(line), to_u32(column))
     }
 
+    /// The range of bytes `bytes` (see [`position`](Self::position)); it may span lines.
+    pub fn range(self, rope: &Rope, bytes: std::ops::Range<usize>) -> Range {
+        Range::new(
+            self.position(rope, bytes.start),
+            self.position(rope, bytes.end),
+        )
+    }
+
     /// How many columns `text` spans in this encoding.
     #[cfg(test)]
     pub fn width(self, text: &str) -> usize {

@@ -114,6 +114,7 @@ impl EditHistory {
     }
 
     /// Bytes held (see [`HistoryLimits::max_bytes`]).
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.bytes
     }

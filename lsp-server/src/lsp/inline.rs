@@ -4,6 +4,10 @@
 //! one) and queue for a snapshot, both before the first `.await`; convert the position; answer
 //! from the type-through cache if the user is typing through the last suggestion; otherwise hand
 //! a job to the inference worker and wait for it or for cancellation, whichever comes first.
+//!
+//! Next to next edits, the completion has the cursor: precomputed next edits nobody asked for
+//! yet give way when it starts, and the line its answer shows on is remembered, so that a next
+//! edit touching that line is not shown while it is (`next_edit.rs`).
 
 use std::panic::AssertUnwindSafe;
 
@@ -17,7 +21,7 @@ use tower_lsp_server::ls_types::{
 
 use super::encoding::{line_content, PositionEncoding};
 use super::server::Server;
-use super::stream::StreamTarget;
+use super::stream::{DraftKind, StreamTarget};
 use super::worker::{Job, JobError};
 
 impl Server {
@@ -46,6 +50,8 @@ impl Server {
         let position = params.text_document_position.position;
         // Both before any `.await`: see the module comment.
         let ticket = self.in_flight.begin(&uri);
+        // The user is looking at the cursor: precomputed next edits wait.
+        self.next_edits.yield_to_inline();
         let snapshot = self.documents.snapshot(uri.clone(), false);
         let token = ticket.token().clone();
         let snapshots = tokio::select! {
@@ -69,7 +75,10 @@ impl Server {
             .map_err(|err| jsonrpc::Error::invalid_params(err.to_string()))?;
 
         let cached = self.type_through().answer(&uri, &document.rope, cursor);
+        let (edited_at, line) = (document.edited_at, document.rope.byte_to_line(cursor));
         if let Some(texts) = cached {
+            self.next_edits
+                .inline_answered(&uri, edited_at, line, !texts.is_empty());
             self.log.debug(|| {
                 format!(
                     "{} v{}: answered from the type-through cache",
@@ -90,6 +99,7 @@ impl Server {
                 uri: uri.clone(),
                 version: document.version,
                 position,
+                kind: DraftKind::Inline,
             })
         });
         let streaming = stream.is_some();
@@ -122,6 +132,12 @@ impl Server {
             Ok(Ok(suggestions)) => {
                 self.type_through()
                     .remember(&uri, &rope, cursor, &suggestions.texts, generation);
+                self.next_edits.inline_answered(
+                    &uri,
+                    edited_at,
+                    line,
+                    !suggestions.texts.is_empty(),
+                );
                 Ok(Some(response(&rope, cursor, encoding, &suggestions.texts)))
             }
             Ok(Err(JobError::Cancelled)) => Err(jsonrpc::Error::request_cancelled()),

@@ -1,6 +1,7 @@
 //! The tower-lsp-server glue: capabilities, the lifecycle (initialize, model load with
-//! `$/progress`, shutdown), document sync handed to the document owner, and configuration.
-//! Inline completion itself lives in `inline.rs`.
+//! `$/progress`, shutdown), document sync handed to the document owner, configuration and
+//! `workspace/executeCommand`. Inline completion itself lives in `inline.rs`, next edits in
+//! `next_edit.rs`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,18 +11,20 @@ use tokio::sync::{mpsc, oneshot};
 use tower_lsp_server::jsonrpc;
 use tower_lsp_server::ls_types::{
     DidChangeConfigurationParams, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
-    DidOpenTextDocumentParams, InitializeParams, InitializeResult, InitializedParams, MessageType,
-    OneOf, ProgressToken, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
-    TextDocumentSyncKind,
+    DidOpenTextDocumentParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
+    InitializeResult, InitializedParams, LSPAny, MessageType, OneOf, ProgressToken,
+    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
 };
 use tower_lsp_server::{Client, LanguageServer};
 
 use super::cancel::InFlight;
 use super::config::Settings;
-use super::documents::Documents;
+use super::documents::{Changed, Documents};
 use super::encoding::PositionEncoding;
 use super::log::Log;
-use super::stream::{DraftStep, Drafts, Outgoing};
+use super::next_edit::jobs::NextEdits;
+use super::next_edit::ACCEPT_COMMAND;
+use super::stream::{DraftKind, DraftStep, Drafts, NextEditDraftStep, Outgoing};
 use super::type_through::TypeThrough;
 use super::worker::Worker;
 
@@ -33,10 +36,15 @@ pub struct Server {
     pub(super) worker: Worker,
     pub(super) in_flight: Arc<InFlight>,
     type_through: Mutex<TypeThrough>,
-    settings: Mutex<Settings>,
+    /// Shared with the next-edit jobs, which read it when they start.
+    settings: Arc<Mutex<Settings>>,
     encoding: Mutex<PositionEncoding>,
     pub(super) drafts: Drafts,
     drafts_rx: Mutex<Option<mpsc::UnboundedReceiver<Outgoing>>>,
+    pub(super) next_edits: Arc<NextEdits>,
+    /// The document owner's changes, which precomputing next edits waits on (taken at
+    /// `initialized`).
+    changed_rx: Mutex<Option<mpsc::UnboundedReceiver<Changed>>>,
     /// The first model load, started at `initialize` so requests queue behind it, reported
     /// at `initialized` (progress needs an initialized client).
     loading: Mutex<Option<oneshot::Receiver<Result<String, String>>>>,
@@ -60,20 +68,30 @@ impl Server {
     pub fn new(client: Client, debug: bool) -> Server {
         let (log, log_rx) = Log::new(debug);
         let (drafts, drafts_rx) = Drafts::channel();
-        // Nobody listens to the owner's changes yet.
-        let (changed_tx, _) = mpsc::unbounded_channel();
+        let (changed_tx, changed_rx) = mpsc::unbounded_channel();
+        let documents = Documents::spawn(log.clone(), changed_tx);
+        let worker = Worker::spawn(log.clone());
+        let settings: Arc<Mutex<Settings>> = Arc::default();
+        let next_edits = NextEdits::new(
+            documents.clone(),
+            worker.clone(),
+            log.clone(),
+            settings.clone(),
+        );
         Server {
             client,
-            documents: Documents::spawn(log.clone(), changed_tx),
-            worker: Worker::spawn(log.clone()),
+            documents,
+            worker,
             log,
             log_rx: Mutex::new(Some(log_rx)),
             in_flight: Arc::default(),
             type_through: Mutex::default(),
-            settings: Mutex::default(),
+            settings,
             encoding: Mutex::default(),
             drafts,
             drafts_rx: Mutex::new(Some(drafts_rx)),
+            next_edits,
+            changed_rx: Mutex::new(Some(changed_rx)),
             loading: Mutex::new(None),
             progress_supported: Mutex::new(false),
             initial_problems: Mutex::default(),
@@ -199,6 +217,7 @@ impl LanguageServer for Server {
         );
         *lock(&self.encoding) = encoding;
         self.documents.set_encoding(encoding);
+        self.next_edits.set_roots(workspace_roots(&params));
         *lock(&self.progress_supported) = params
             .capabilities
             .window
@@ -221,6 +240,10 @@ impl LanguageServer for Server {
                     TextDocumentSyncKind::INCREMENTAL,
                 )),
                 inline_completion_provider: Some(OneOf::Left(true)),
+                execute_command_provider: Some(ExecuteCommandOptions {
+                    commands: vec![ACCEPT_COMMAND.into()],
+                    ..ExecuteCommandOptions::default()
+                }),
                 ..ServerCapabilities::default()
             },
             server_info: Some(ServerInfo {
@@ -245,8 +268,11 @@ impl LanguageServer for Server {
             tokio::spawn(async move {
                 while let Some(outgoing) = rx.recv().await {
                     match outgoing {
-                        Outgoing::Draft(draft) => {
+                        Outgoing::Draft(DraftKind::Inline, draft) => {
                             client.send_notification::<DraftStep>(draft).await;
+                        }
+                        Outgoing::Draft(DraftKind::NextEdit, draft) => {
+                            client.send_notification::<NextEditDraftStep>(draft).await;
                         }
                         Outgoing::Flush(done) => {
                             let _ = done.send(());
@@ -254,6 +280,9 @@ impl LanguageServer for Server {
                     }
                 }
             });
+        }
+        if let Some(rx) = lock(&self.changed_rx).take() {
+            tokio::spawn(self.next_edits.clone().precompute_on_changes(rx));
         }
         let problems = std::mem::take(&mut *lock(&self.initial_problems));
         self.show_setting_problems(problems);
@@ -281,6 +310,7 @@ impl LanguageServer for Server {
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
         let uri = params.text_document.uri;
         self.in_flight.edited(&uri);
+        self.next_edits.edited(&uri);
         self.documents
             .change(uri, params.text_document.version, params.content_changes);
     }
@@ -288,8 +318,23 @@ impl LanguageServer for Server {
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
         self.in_flight.edited(&uri);
+        self.next_edits.closed(&uri);
         self.type_through().forget(&uri);
         self.documents.close(uri);
+    }
+
+    async fn execute_command(
+        &self,
+        params: ExecuteCommandParams,
+    ) -> jsonrpc::Result<Option<LSPAny>> {
+        if params.command == ACCEPT_COMMAND {
+            self.accepted_next_edit(&params.arguments).await?;
+            return Ok(None);
+        }
+        Err(jsonrpc::Error::invalid_params(format!(
+            "unknown command `{}` (redraft runs only {ACCEPT_COMMAND})",
+            params.command
+        )))
     }
 
     async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
@@ -317,5 +362,21 @@ impl LanguageServer for Server {
             };
             self.report_load(load);
         }
+        if after != before {
+            // Next edits computed under other settings or another model are not these. After
+            // the load is queued: a job started from here on runs on the new model.
+            self.next_edits.clear();
+        }
     }
+}
+
+/// The workspace folders' paths (or the root's, from clients that send only that).
+fn workspace_roots(params: &InitializeParams) -> Vec<std::path::PathBuf> {
+    let folders = params.workspace_folders.iter().flatten().map(|f| &f.uri);
+    #[allow(deprecated)]
+    let root = params.root_uri.iter();
+    folders
+        .chain(root)
+        .filter_map(|uri| uri.to_file_path().map(|p| p.into_owned()))
+        .collect()
 }

@@ -1,7 +1,9 @@
 //! `redraft/draftStep`: a protocol extension that streams each denoising step's draft of the
 //! suggestion to clients that opt in (`"streamSteps": true`), so an editor can show the
 //! masked-diffusion "developing photo" while the final answer is on its way. Documented in the
-//! README; the final `textDocument/inlineCompletion` answer is unchanged by it.
+//! README; the final `textDocument/inlineCompletion` answer is unchanged by it. A next edit's
+//! drafts (its rewrite of the region) go the same way as `redraft/nextEditDraftStep`, so a
+//! client never shows one as the other.
 //!
 //! Every stream ends with a draft that has `masked: 0`, so a client can always take its preview
 //! down: the last denoising step, or an empty closing draft when the request was cancelled or
@@ -29,12 +31,31 @@ impl Notification for DraftStep {
     const METHOD: &'static str = "redraft/draftStep";
 }
 
+/// The notification for next edits' drafts (server -> client).
+#[derive(Debug)]
+pub enum NextEditDraftStep {}
+
+impl Notification for NextEditDraftStep {
+    type Params = StepDraft;
+    const METHOD: &'static str = "redraft/nextEditDraftStep";
+}
+
+/// Which request a stream belongs to, which says which notification carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DraftKind {
+    /// `textDocument/inlineCompletion`: `redraft/draftStep`.
+    Inline,
+    /// `textDocument/copilotInlineEdit`: `redraft/nextEditDraftStep`.
+    NextEdit,
+}
+
 /// The request a draft belongs to: the document version and the cursor it was asked at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamTarget {
     pub uri: Uri,
     pub version: i32,
     pub position: Position,
+    pub kind: DraftKind,
 }
 
 /// One step's draft of the (first) suggestion.
@@ -103,7 +124,7 @@ impl StepDraft {
 /// What the drafts channel carries to the task that sends notifications.
 #[derive(Debug)]
 pub enum Outgoing {
-    Draft(StepDraft),
+    Draft(DraftKind, StepDraft),
     /// Answered once every draft queued before it has been handed to the client.
     Flush(oneshot::Sender<()>),
 }
@@ -143,8 +164,8 @@ impl Drafts {
         tokio::task::yield_now().await;
     }
 
-    fn send(&self, draft: StepDraft) {
-        let _ = self.0.send(Outgoing::Draft(draft));
+    fn send(&self, kind: DraftKind, draft: StepDraft) {
+        let _ = self.0.send(Outgoing::Draft(kind, draft));
     }
 }
 
@@ -164,15 +185,17 @@ impl JobStream {
         let draft = StepDraft::render(engine, &self.target, step, view);
         self.open = draft.masked > 0;
         self.next_step = step + 1;
-        self.tx.send(draft);
+        self.tx.send(self.target.kind, draft);
     }
 }
 
 impl Drop for JobStream {
     fn drop(&mut self) {
         if self.open {
-            self.tx
-                .send(StepDraft::closing(&self.target, self.next_step));
+            self.tx.send(
+                self.target.kind,
+                StepDraft::closing(&self.target, self.next_step),
+            );
         }
     }
 }

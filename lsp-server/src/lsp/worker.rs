@@ -4,8 +4,10 @@
 //! Each job goes through the one FIM pipeline (`redraft_suggest::fim`), as `redraft eval` and
 //! `redraft serve` do: the context layer plans the request from the snapshot (windows,
 //! neighbour snippets, the canvas size and why), the engine fills the canvas(es), the context
-//! layer cleans each middle. A job whose cancel flag is set
-//! is answered without running the model, and a running one stops at the sampler's next
+//! layer cleans each middle. A next-edit job goes through the one next-edit pipeline
+//! (`redraft_suggest::edit::next_edit`), as `redraft complete --next-edit` and `redraft eval
+//! --next-edit` do. Both kinds share the queue and the sampler controls: a job whose cancel flag
+//! is set is answered without running the model, and a running one stops at the sampler's next
 //! denoising step.
 
 use std::panic::AssertUnwindSafe;
@@ -14,10 +16,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use std::ops::Range;
+
+use redraft_context::edit::{EditBudget, HistoryEdit, TextEdit};
 use redraft_context::{Neighbour, Source};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig};
 use redraft_engine::{DeviceSpec, Engine};
+use redraft_suggest::edit::{next_edit, EditInput, DRAFT_TAU};
 use redraft_suggest::fim::{self, FimOptions};
 use tokio::sync::oneshot;
 
@@ -59,6 +65,35 @@ pub struct Job {
 
 type Reply = oneshot::Sender<Result<Suggestions, JobError>>;
 
+/// One next edit to compute.
+pub struct EditJob {
+    pub document: Snapshot,
+    /// The document's name, as the history names it.
+    pub path: String,
+    /// Byte offset of the cursor in `document`.
+    pub cursor: usize,
+    /// The recent edits of the open documents, oldest first.
+    pub history: Vec<HistoryEdit>,
+    pub settings: Settings,
+    pub cancel: Arc<AtomicBool>,
+    pub stream: Option<JobStream>,
+}
+
+type EditReply = oneshot::Sender<Result<NextEdit, JobError>>;
+
+/// A suggested next edit: `edits` in document byte offsets, in order, not overlapping; none
+/// when the model sees nothing to change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NextEdit {
+    pub edits: Vec<TextEdit>,
+    /// The editable region the model rewrote.
+    pub region: Range<usize>,
+    /// The rewrite changed more than `nextEdit.maxChange` of the region, so it is no edit.
+    pub rewrote_too_much: bool,
+    pub steps: usize,
+    pub latency_ms: f64,
+}
+
 /// What the model suggested, cleaned, best first; empty when nothing was worth showing.
 #[derive(Debug, Clone)]
 pub struct Suggestions {
@@ -82,6 +117,7 @@ enum Message {
         reply: oneshot::Sender<Result<String, String>>,
     },
     Job(Box<Job>, Reply),
+    Edit(Box<EditJob>, EditReply),
 }
 
 /// The handle the server holds; cheap to clone.
@@ -122,6 +158,13 @@ impl Worker {
         let _ = self.tx.send(Message::Job(Box::new(job), reply));
         rx
     }
+
+    /// Queues a next edit, in the same queue as completions.
+    pub fn submit_edit(&self, job: EditJob) -> oneshot::Receiver<Result<NextEdit, JobError>> {
+        let (reply, rx) = oneshot::channel();
+        let _ = self.tx.send(Message::Edit(Box::new(job), reply));
+        rx
+    }
 }
 
 struct Inference {
@@ -157,25 +200,40 @@ impl Inference {
                     let _ = reply.send(answer);
                 }
                 Message::Job(mut job, reply) => {
-                    let answer = if reply.is_closed() || job.cancel.load(Ordering::Relaxed) {
-                        Err(JobError::Cancelled)
-                    } else {
-                        // A bug on one request must not end suggestions for the session.
-                        std::panic::catch_unwind(AssertUnwindSafe(|| self.complete(&mut job)))
-                            .unwrap_or_else(|_| {
-                                self.cache = KvCache::default();
-                                self.log.error(
-                                    "a completion failed unexpectedly (a bug); the worker goes on",
-                                );
-                                Err(JobError::Failed("internal error".into()))
-                            })
-                    };
+                    let live = !reply.is_closed() && !job.cancel.load(Ordering::Relaxed);
+                    let answer = self.guarded(live, "a completion", |me| me.complete(&mut job));
                     // Its stream closes first, so the answer's flush covers the closing draft.
+                    drop(job);
+                    let _ = reply.send(answer);
+                }
+                Message::Edit(mut job, reply) => {
+                    let live = !reply.is_closed() && !job.cancel.load(Ordering::Relaxed);
+                    let answer = self.guarded(live, "a next edit", |me| me.next_edit(&mut job));
                     drop(job);
                     let _ = reply.send(answer);
                 }
             }
         }
+    }
+
+    /// Runs a job unless it is no longer wanted (`live` false: cancelled, or nobody waits),
+    /// and survives a bug in it: one request must not end suggestions for the session.
+    fn guarded<T>(
+        &mut self,
+        live: bool,
+        what: &str,
+        run: impl FnOnce(&mut Self) -> Result<T, JobError>,
+    ) -> Result<T, JobError> {
+        if !live {
+            return Err(JobError::Cancelled);
+        }
+        std::panic::catch_unwind(AssertUnwindSafe(|| run(self))).unwrap_or_else(|_| {
+            self.cache = KvCache::default();
+            self.log.error(format!(
+                "{what} failed unexpectedly (a bug); the worker goes on"
+            ));
+            Err(JobError::Failed("internal error".into()))
+        })
     }
 
     fn load(&mut self, model: Option<PathBuf>, device: DeviceSpec) -> Result<String, String> {
@@ -229,27 +287,16 @@ impl Inference {
             Vec::new()
         };
         let prepared = fim::prepare(engine, &source, &neighbours, &options);
-        let watched = job.stream.is_some() || self.step_delay.is_some();
-        let (stream, delay) = (&mut job.stream, self.step_delay);
-        let mut on_step = |step: &DenoiseStep| {
-            if let (Some(stream), Some(view)) = (stream.as_mut(), step.canvases.first()) {
-                stream.step(engine, step.step, view);
-            }
-            if let Some(delay) = delay {
-                std::thread::sleep(delay);
-            }
-        };
-        let controls = Controls {
-            cancel: Some(&job.cancel),
-            deadline: None,
-            on_step: watched.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
-        };
         let started = Instant::now();
-        let completions =
-            fim::run(engine, &prepared, &mut self.cache, controls).map_err(|err| match err {
-                redraft_engine::Error::Cancelled => JobError::Cancelled,
-                other => JobError::Failed(format!("{other:#}")),
-            })?;
+        let cache = &mut self.cache;
+        let completions = with_controls(
+            engine,
+            &job.cancel,
+            &mut job.stream,
+            self.step_delay,
+            |controls| fim::run(engine, &prepared, cache, controls),
+        )
+        .map_err(job_error)?;
         let model_ms = started.elapsed().as_secs_f64() * 1e3;
         let plan = &prepared.plan;
         let texts = fim::finish(completions.iter().map(|c| c.middle.as_str()), plan);
@@ -270,6 +317,117 @@ impl Inference {
             )
         });
         Ok(Suggestions { texts })
+    }
+
+    /// The next edit for `job`, through the pipeline `redraft complete --next-edit` runs, with
+    /// the same defaults (the model's budget shares, the draft bar, a fresh cache), so both
+    /// suggest the same edit for the same document, cursor and history.
+    fn next_edit(&mut self, job: &mut EditJob) -> Result<NextEdit, JobError> {
+        let Some(engine) = &self.engine else {
+            return Err(JobError::NoModel(self.missing.clone()));
+        };
+        let document = &job.document;
+        let (text, base) = source_text(document, job.cursor);
+        let input = EditInput {
+            source: Source {
+                text: &text,
+                cursor: job.cursor - base,
+                language: document.language,
+                tree: if base == 0 {
+                    document.tree.as_ref()
+                } else {
+                    None
+                },
+            },
+            path: &job.path,
+            history: &job.history,
+        };
+        let positions = engine.model().config().max_position_embeddings;
+        let budget = job
+            .settings
+            .next_edit
+            .apply_to(EditBudget::for_positions(positions));
+        let mut sampler = SamplerConfig::effort(job.settings.effort);
+        sampler.draft_tau = Some(DRAFT_TAU);
+        // Not the completions' cache: a next edit's context is another prompt, and reusing a
+        // cache across requests is an approximation the command line does not make.
+        let mut cache = KvCache::default();
+        let outcome = with_controls(
+            engine,
+            &job.cancel,
+            &mut job.stream,
+            self.step_delay,
+            |controls| next_edit(engine, &input, &budget, sampler, &mut cache, controls),
+        )
+        .map_err(job_error)?;
+        let shift = |range: &Range<usize>| range.start + base..range.end + base;
+        let answer = NextEdit {
+            edits: outcome
+                .suggestion
+                .edits
+                .iter()
+                .map(|edit| TextEdit {
+                    range: shift(&edit.range),
+                    new_text: edit.new_text.clone(),
+                })
+                .collect(),
+            region: shift(&outcome.plan.region_range),
+            rewrote_too_much: outcome.rewrote_too_much,
+            steps: outcome.completion.steps,
+            latency_ms: outcome.latency_ms,
+        };
+        self.log.debug(|| {
+            format!(
+                "{} v{} @{}: next edit over lines {}..{} ({}), history {} edit(s), {} step(s), {:.1} ms, {}",
+                document.uri.as_str(),
+                document.version,
+                job.cursor,
+                document.rope.byte_to_line(answer.region.start),
+                document.rope.byte_to_line(answer.region.end),
+                outcome.plan.reason,
+                job.history.len(),
+                answer.steps,
+                answer.latency_ms,
+                if answer.rewrote_too_much {
+                    "rewrote too much: no edit".to_string()
+                } else {
+                    format!("{} edit(s)", answer.edits.len())
+                }
+            )
+        });
+        Ok(answer)
+    }
+}
+
+/// Runs the sampler with the controls every job gets: its cancel flag, its stream of drafts
+/// (if the client asked for them) and the testing aid's pause after each step.
+fn with_controls<T>(
+    engine: &Engine,
+    cancel: &AtomicBool,
+    stream: &mut Option<JobStream>,
+    delay: Option<Duration>,
+    run: impl FnOnce(Controls<'_>) -> T,
+) -> T {
+    let watched = stream.is_some() || delay.is_some();
+    let mut on_step = |step: &DenoiseStep| {
+        if let (Some(stream), Some(view)) = (stream.as_mut(), step.canvases.first()) {
+            stream.step(engine, step.step, view);
+        }
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
+    };
+    run(Controls {
+        cancel: Some(cancel),
+        deadline: None,
+        on_step: watched.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
+    })
+}
+
+fn job_error(err: redraft_engine::Error) -> JobError {
+    match err {
+        redraft_engine::Error::Cancelled => JobError::Cancelled,
+        other => JobError::Failed(format!("{other:#}")),
     }
 }
 

@@ -1,0 +1,358 @@
+//! Next-edit suggestions in the shape of Copilot's language server, so clients written for it
+//! can use redraft: the request `textDocument/copilotInlineEdit`, the notification
+//! `textDocument/didShowInlineEdit`, and the accept command (`redraft.didAcceptNextEdit`, run
+//! by the client through `workspace/executeCommand` after it applied the edit). The README's
+//! "Protocol: next edits" section is the contract.
+//!
+//! Order of business for a request, as for an inline completion: note the document's edit
+//! count and queue for a snapshot (with the edit history) before the first `.await`; answer
+//! no edits for a version that is not the document's; convert the position; wait for the
+//! document's one next-edit job (`jobs`: started here, or already under way or done for this
+//! text and cursor); answer no edits if the document changed meanwhile. An answer is one edit,
+//! the whole suggestion as one replacement (it may span lines and lie away from the cursor),
+//! which Copilot's clients apply as given.
+
+pub mod jobs;
+
+use std::ops::Range;
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+use redraft_context::edit::TextEdit;
+use ropey::Rope;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tower_lsp_server::jsonrpc;
+use tower_lsp_server::ls_types::{
+    Command, Position, Range as LspRange, Uri, VersionedTextDocumentIdentifier,
+};
+
+use super::encoding::PositionEncoding;
+use super::server::Server;
+use super::stream::{DraftKind, StreamTarget};
+use super::worker::JobError;
+use jobs::Origin;
+
+/// The command a client runs after applying a next edit (listed in `executeCommandProvider`).
+/// Not a name a user would bind: VS Code's language client registers every listed command as
+/// its own, so an extension's `redraft.acceptNextEdit` key command stays free.
+pub const ACCEPT_COMMAND: &str = "redraft.didAcceptNextEdit";
+
+/// `textDocument/copilotInlineEdit` params. Other fields (sidekick's `context`) are ignored.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InlineEditParams {
+    pub text_document: VersionedTextDocumentIdentifier,
+    pub position: Position,
+}
+
+/// The answer: no edits, or one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InlineEditList {
+    pub edits: Vec<InlineEdit>,
+}
+
+impl InlineEditList {
+    fn none() -> InlineEditList {
+        InlineEditList { edits: Vec::new() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InlineEdit {
+    /// Replaces `range`.
+    pub text: String,
+    /// The document and the version the edit is for.
+    pub text_document: VersionedTextDocumentIdentifier,
+    pub range: LspRange,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<Command>,
+}
+
+impl Server {
+    pub async fn copilot_inline_edit(
+        &self,
+        params: InlineEditParams,
+    ) -> jsonrpc::Result<InlineEditList> {
+        // A bug in here must cost one answer, not the server.
+        match AssertUnwindSafe(self.copilot_inline_edit_inner(params))
+            .catch_unwind()
+            .await
+        {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.log.error(
+                    "next edit failed unexpectedly (a bug): answered with an internal error",
+                );
+                Err(jsonrpc::Error::internal_error())
+            }
+        }
+    }
+
+    async fn copilot_inline_edit_inner(
+        &self,
+        params: InlineEditParams,
+    ) -> jsonrpc::Result<InlineEditList> {
+        let VersionedTextDocumentIdentifier { uri, version } = params.text_document;
+        let position = params.position;
+        let settings = self.settings();
+        if !settings.next_edit.enabled {
+            return Ok(InlineEditList::none());
+        }
+        // Both before any `.await`: see the module comment.
+        let edits_before = self.next_edits.edit_count(&uri);
+        let snapshot = self.documents.snapshot(uri.clone(), true);
+        let Some(snapshots) = snapshot.await.ok().flatten() else {
+            return Err(jsonrpc::Error::invalid_params(format!(
+                "{} is not open (send textDocument/didOpen first)",
+                uri.as_str()
+            )));
+        };
+        let document = &snapshots.document;
+        if document.version != version {
+            self.log.debug(|| {
+                format!(
+                    "{}: next edit asked for version {version}, the document is at {}: no edits",
+                    uri.as_str(),
+                    document.version
+                )
+            });
+            return Ok(InlineEditList::none());
+        }
+        if !settings.enabled_for(&document.language_id) {
+            return Ok(InlineEditList::none());
+        }
+        let encoding = self.encoding();
+        let rope = document.rope.clone();
+        let edited_at = document.edited_at;
+        let cursor = encoding
+            .offset(&rope, position)
+            .map_err(|err| jsonrpc::Error::invalid_params(err.to_string()))?;
+        let stream = settings.stream_steps.then(|| {
+            self.drafts.start(StreamTarget {
+                uri: uri.clone(),
+                version,
+                position,
+                kind: DraftKind::NextEdit,
+            })
+        });
+        let streaming = stream.is_some();
+        let (answer, _waiter) = self
+            .next_edits
+            .job(snapshots, cursor, Origin::Request, stream);
+        let answer = answer.await;
+        if streaming {
+            self.drafts.flush().await;
+        }
+        if self.next_edits.edit_count(&uri) != edits_before {
+            self.log.debug(|| {
+                format!(
+                    "{} v{version}: edited while the next edit was computed: no edits",
+                    uri.as_str()
+                )
+            });
+            return Ok(InlineEditList::none());
+        }
+        let next = match answer {
+            Ok(next) => next,
+            Err(JobError::Cancelled) => return Ok(InlineEditList::none()),
+            Err(JobError::NoModel(reason)) => {
+                self.log
+                    .debug(|| format!("no next edit for {}: {reason}", uri.as_str()));
+                return Ok(InlineEditList::none());
+            }
+            Err(JobError::Failed(reason)) => {
+                self.log
+                    .warn(format!("next edit in {} failed: {reason}", uri.as_str()));
+                return Ok(InlineEditList::none());
+            }
+        };
+        let Some((range, text)) = merged(&rope, &next.edits) else {
+            return Ok(InlineEditList::none());
+        };
+        let inline_line = self.next_edits.inline_line(&uri, edited_at);
+        if hidden_by_inline(&rope, &range, inline_line) {
+            self.log.debug(|| {
+                format!(
+                    "{} v{version}: the next edit touches the line an inline completion shows on: not shown",
+                    uri.as_str()
+                )
+            });
+            return Ok(InlineEditList::none());
+        }
+        let id = self
+            .next_edits
+            .offer(&uri, edited_at, range.clone(), text.clone());
+        Ok(InlineEditList {
+            edits: vec![inline_edit(&rope, encoding, &uri, version, range, text, id)],
+        })
+    }
+
+    /// `textDocument/didShowInlineEdit`: `{item}`, only `item.command.arguments[0]` (the
+    /// suggestion's id) counts; recorded in the log.
+    pub async fn did_show_inline_edit(&self, params: Value) {
+        let id = params["item"]["command"]["arguments"][0].clone();
+        self.log.debug(|| format!("next edit {id} shown"));
+    }
+
+    /// `textDocument/didFocus` (Copilot's clients send it when a buffer gets focus): nothing to
+    /// do, accepted so it is not an unknown method.
+    pub async fn did_focus(&self, _params: Value) {}
+
+    /// `workspace/executeCommand` with [`ACCEPT_COMMAND`] and the suggestion's id: records the
+    /// acceptance and precomputes the next suggestion for the text the edit left. (The history
+    /// marks the change that applied the edit as accepted whether or not this comes; Copilot's
+    /// clients send it after that change.)
+    pub(super) async fn accepted_next_edit(&self, arguments: &[Value]) -> jsonrpc::Result<()> {
+        let id = arguments
+            .first()
+            .and_then(Value::as_str)
+            .and_then(|id| id.parse::<u64>().ok())
+            .ok_or_else(|| {
+                jsonrpc::Error::invalid_params(format!(
+                    "{ACCEPT_COMMAND} takes the suggestion's id (the edit's command.arguments[0]), got {arguments:?}"
+                ))
+            })?;
+        let Some(uri) = self.next_edits.offered(id) else {
+            self.log.debug(|| {
+                format!("next edit {id} accepted, but it is no longer the latest offered")
+            });
+            return Ok(());
+        };
+        self.log
+            .info(format!("next edit {id} accepted in {}", uri.as_str()));
+        self.next_edits
+            .precompute(uri, "after an accepted suggestion")
+            .await;
+        Ok(())
+    }
+}
+
+/// The suggestion's edits (document order, not overlapping) as one replacement: from the
+/// first edit's start to the last one's end, the text between them kept.
+fn merged(rope: &Rope, edits: &[TextEdit]) -> Option<(Range<usize>, String)> {
+    let (first, last) = (edits.first()?, edits.last()?);
+    let mut text = String::new();
+    let mut at = first.range.start;
+    for edit in edits {
+        text.push_str(&rope.byte_slice(at..edit.range.start).to_string());
+        text.push_str(&edit.new_text);
+        at = edit.range.end;
+    }
+    Some((first.range.start..last.range.end, text))
+}
+
+/// Copilot's rule when both are on: an inline completion at the cursor wins there, so a next
+/// edit touching the line it shows on is not shown while it is.
+fn hidden_by_inline(rope: &Rope, range: &Range<usize>, inline_line: Option<usize>) -> bool {
+    inline_line.is_some_and(|line| {
+        (rope.byte_to_line(range.start)..=rope.byte_to_line(range.end)).contains(&line)
+    })
+}
+
+/// The protocol's edit for `text` in place of bytes `range`, positions in `encoding`.
+fn inline_edit(
+    rope: &Rope,
+    encoding: PositionEncoding,
+    uri: &Uri,
+    version: i32,
+    range: Range<usize>,
+    text: String,
+    id: u64,
+) -> InlineEdit {
+    InlineEdit {
+        text,
+        text_document: VersionedTextDocumentIdentifier {
+            uri: uri.clone(),
+            version,
+        },
+        range: encoding.range(rope, range),
+        command: Some(Command {
+            title: "Accept next edit".into(),
+            command: ACCEPT_COMMAND.into(),
+            arguments: Some(vec![Value::String(id.to_string())]),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn uri() -> Uri {
+        "file:///t/lib.rs".parse().unwrap()
+    }
+
+    /// A rename carried to two lines below the cursor ($0), with non-ASCII text before it on
+    /// the same lines: one multi-line edit, columns counted in each encoding.
+    #[test]
+    fn a_multi_line_edit_away_from_the_cursor_is_one_range() {
+        let text = "fn f(wïdth: u32) {$0\n    let 😀 = w;\n    let é = w + 1;\n}\n";
+        let rope = Rope::from_str(&text.replace("$0", ""));
+        let source = rope.to_string();
+        let at = |needle: &str| source.find(needle).unwrap();
+        let edits = [
+            TextEdit {
+                range: at("w;")..at("w;") + 1,
+                new_text: "wïdth".into(),
+            },
+            TextEdit {
+                range: at("w + 1")..at("w + 1") + 1,
+                new_text: "wïdth".into(),
+            },
+        ];
+        let (range, new) = merged(&rope, &edits).unwrap();
+        assert_eq!(new, "wïdth;\n    let é = wïdth");
+        let edit = |encoding| {
+            serde_json::to_value(inline_edit(
+                &rope,
+                encoding,
+                &uri(),
+                7,
+                range.clone(),
+                new.clone(),
+                3,
+            ))
+            .unwrap()
+        };
+        assert_eq!(
+            edit(PositionEncoding::Utf16),
+            json!({
+                "text": "wïdth;\n    let é = wïdth",
+                "textDocument": {"uri": "file:///t/lib.rs", "version": 7},
+                "range": {"start": {"line": 1, "character": 13}, "end": {"line": 2, "character": 13}},
+                "command": {"title": "Accept next edit", "command": "redraft.didAcceptNextEdit", "arguments": ["3"]},
+            })
+        );
+        assert_eq!(
+            edit(PositionEncoding::Utf8)["range"],
+            json!({"start": {"line": 1, "character": 15}, "end": {"line": 2, "character": 14}})
+        );
+        assert_eq!(
+            edit(PositionEncoding::Utf32)["range"],
+            json!({"start": {"line": 1, "character": 12}, "end": {"line": 2, "character": 13}})
+        );
+        // Applied as a client applies it, the edit gives the suggestion.
+        let mut applied = source.clone();
+        applied.replace_range(range, &new);
+        assert_eq!(
+            applied,
+            "fn f(wïdth: u32) {\n    let 😀 = wïdth;\n    let é = wïdth + 1;\n}\n"
+        );
+        assert_eq!(merged(&rope, &[]), None);
+    }
+
+    #[test]
+    fn a_next_edit_on_the_inline_completions_line_is_hidden() {
+        let rope = Rope::from_str("a\nb\nc\nd\n");
+        // Lines 1..=2.
+        let range = 2..5;
+        assert!(hidden_by_inline(&rope, &range, Some(1)));
+        assert!(hidden_by_inline(&rope, &range, Some(2)));
+        assert!(!hidden_by_inline(&rope, &range, Some(0)));
+        assert!(!hidden_by_inline(&rope, &range, Some(3)));
+        assert!(!hidden_by_inline(&rope, &range, None));
+    }
+}
