@@ -3,12 +3,14 @@
 //! (written as raw bytes) bodies that are not JSON or not UTF-8, lone surrogates, bad or missing
 //! headers, lengths that lie, garbage between frames and random noise. Each gets an error
 //! response or an empty result, never a crash, and the server answers afterwards. Also the exit
-//! statuses: only `shutdown` then `exit` (or the end of input after `shutdown`) is 0.
+//! statuses: only `shutdown` then `exit` (or the end of input after `shutdown`) is 0. The
+//! next-edit request and its accept command are held to the same.
 
 use serde_json::{json, Value};
 
 use crate::client::{
-    frame, items, spawn_server, InlineCompletion, Lsp, Raw, Start, Unknown, INVALID_PARAMS,
+    frame, items, spawn_server, CopilotInlineEdit, DidShowInlineEdit, ExecuteCommand,
+    InlineCompletion, Lsp, Raw, Start, Unknown, INVALID_PARAMS,
 };
 
 const URI: &str = "file:///work/demo/src/bad.rs";
@@ -78,6 +80,78 @@ async fn bad_positions_documents_params_and_methods_get_errors_not_crashes() {
     for item in items(&answer) {
         assert_eq!(item["range"]["start"], json!({"line": 1, "character": 12}));
     }
+    lsp.shutdown().await;
+}
+
+/// The next-edit methods get the same treatment: errors for what names nothing, no edits for
+/// what is merely stale, and the server keeps serving both features.
+#[tokio::test]
+async fn bad_next_edit_requests_and_commands_get_errors_or_no_edits() {
+    let lsp = Lsp::start(Start::default()).await;
+    lsp.open(URI, "rust", "fn main() {\n    let x = \n}\n");
+    let next_edit =
+        |params: Value| async { lsp.send::<CopilotInlineEdit>(params).await.answer().await };
+    let at = |uri: &str, version: i32, line: u32, character: u32| {
+        json!({"textDocument": {"uri": uri, "version": version},
+               "position": {"line": line, "character": character}})
+    };
+    // A column past the end of its line is the line's end; a version the document is not at
+    // gets no edits.
+    assert!(next_edit(at(URI, 0, 1, 999)).await.is_ok());
+    assert_eq!(
+        next_edit(at(URI, 7, 1, 0)).await.unwrap(),
+        json!({"edits": []})
+    );
+    // A line past the end, an unknown document, params of the wrong shape: invalid params.
+    for params in [
+        at(URI, 0, 4, 0),
+        at(URI, 0, 4_000_000_000, 0),
+        at("file:///nowhere.rs", 0, 0, 0),
+        json!({"textDocument": {"uri": URI}, "position": {"line": 0, "character": 0}}),
+        json!({"textDocument": {"uri": URI, "version": "0"}, "position": {"line": 0, "character": 0}}),
+        json!({"textDocument": {"uri": URI, "version": 0}, "position": "1:2"}),
+        json!({"textDocument": {"uri": URI, "version": 0}, "position": {"line": -1, "character": 0}}),
+        json!([1, 2, 3]),
+        json!(null),
+    ] {
+        let err = next_edit(params.clone()).await.unwrap_err();
+        assert_eq!(err.code.0, INVALID_PARAMS, "{params}: {err:?}");
+    }
+    // Shown notifications of any shape are only logged.
+    for params in [
+        json!(null),
+        json!(5),
+        json!({"item": {"command": 3}}),
+        json!({"item": {}}),
+    ] {
+        lsp.notify::<DidShowInlineEdit>(params);
+    }
+    // Unknown commands and accept commands without a suggestion's id are refused; an id that
+    // is no longer offered is accepted and ignored.
+    for (command, arguments) in [
+        ("redraft.noSuchCommand", json!([])),
+        ("redraft.didAcceptNextEdit", json!([])),
+        ("redraft.didAcceptNextEdit", json!([5])),
+        ("redraft.didAcceptNextEdit", json!(["not a number"])),
+    ] {
+        let err = lsp
+            .send::<ExecuteCommand>(json!({"command": command, "arguments": arguments}))
+            .await
+            .answer()
+            .await
+            .unwrap_err();
+        assert_eq!(err.code.0, INVALID_PARAMS, "{command} {arguments}: {err:?}");
+    }
+    let answer = lsp
+        .send::<ExecuteCommand>(
+            json!({"command": "redraft.didAcceptNextEdit", "arguments": ["999"]}),
+        )
+        .await
+        .answer()
+        .await;
+    assert_eq!(answer.unwrap(), Value::Null);
+    still_answers(&lsp).await;
+    assert!(next_edit(at(URI, 0, 1, 12)).await.is_ok());
     lsp.shutdown().await;
 }
 

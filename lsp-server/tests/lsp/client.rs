@@ -38,6 +38,8 @@ macro_rules! raw {
 raw!(request Initialize = "initialize");
 raw!(request Shutdown = "shutdown");
 raw!(request InlineCompletion = "textDocument/inlineCompletion");
+raw!(request CopilotInlineEdit = "textDocument/copilotInlineEdit");
+raw!(request ExecuteCommand = "workspace/executeCommand");
 raw!(request Unknown = "redraft/noSuchMethod");
 raw!(notification Initialized = "initialized");
 raw!(notification Exit = "exit");
@@ -46,6 +48,7 @@ raw!(notification DidChange = "textDocument/didChange");
 raw!(notification DidClose = "textDocument/didClose");
 raw!(notification DidChangeConfiguration = "workspace/didChangeConfiguration");
 raw!(notification CancelRequest = "$/cancelRequest");
+raw!(notification DidShowInlineEdit = "textDocument/didShowInlineEdit");
 
 pub const CANCELLED: i32 = -32800;
 pub const INVALID_PARAMS: i32 = -32602;
@@ -92,6 +95,8 @@ pub struct Start {
     /// `REDRAFT_STEP_DELAY_MS` for the server: a pause after every denoising step, so a test
     /// can act while a run is under way however fast the model is.
     pub step_delay_ms: Option<u64>,
+    /// The workspace folder (`rootUri` and `workspaceFolders`), if any.
+    pub root: Option<&'static str>,
 }
 
 impl Default for Start {
@@ -103,6 +108,7 @@ impl Default for Start {
             progress: true,
             wait_for_model: true,
             step_delay_ms: None,
+            root: None,
         }
     }
 }
@@ -147,9 +153,13 @@ impl Lsp {
         if let Some(encodings) = &start.encodings {
             general["positionEncodings"] = json!(encodings);
         }
+        let folders = start
+            .root
+            .map(|root| json!([{"uri": root, "name": "workspace"}]));
         let params = json!({
             "processId": std::process::id(),
-            "rootUri": null,
+            "rootUri": start.root,
+            "workspaceFolders": folders,
             "capabilities": {
                 "general": general,
                 "window": {"workDoneProgress": start.progress},
@@ -229,6 +239,15 @@ impl Lsp {
             "textDocument": {"uri": uri},
             "position": {"line": line, "character": character},
             "context": {"triggerKind": if invoked { 1 } else { 2 }},
+        }))
+        .await
+    }
+
+    /// A next-edit request (Copilot's `textDocument/copilotInlineEdit`) for `version`.
+    pub async fn next_edit(&self, uri: &str, version: i32, line: u32, character: u32) -> Pending {
+        self.send::<CopilotInlineEdit>(json!({
+            "textDocument": {"uri": uri, "version": version},
+            "position": {"line": line, "character": character},
         }))
         .await
     }

@@ -1,0 +1,502 @@
+//! Next edits over LSP as Copilot's clients drive them: `textDocument/copilotInlineEdit` after
+//! typing (the answer is what `redraft complete --next-edit` suggests for the same document,
+//! cursor and history, in any position encoding), the accept command, stale versions, the
+//! setting that turns it off, cancellation by typing, and next edits next to inline
+//! completions.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use redraft_context::edit::unified_diff;
+use serde_json::{json, Value};
+
+use crate::client::{items, ExecuteCommand, Lsp, Start};
+
+const ROOT: &str = "file:///work/demo";
+const URI: &str = "file:///work/demo/src/lib.rs";
+/// `URI` as the history names it (relative to the workspace folder).
+const PATH: &str = "src/lib.rs";
+
+/// Low effort, the model's own guard turned off (the shipped model rarely suggests an edit
+/// small enough to pass it, and these tests need edits to compare) and no precomputing unless
+/// a test asks for it.
+fn options() -> Value {
+    json!({"effort": "low", "logLevel": "debug", "nextEdit": {"maxChange": null, "debounceMs": 0}})
+}
+
+/// A document, and a rename typed in it: `typed` inserted after `at` (the cursor ends after it).
+/// Non-ASCII text before the cursor on its line, so a position counted in the wrong encoding
+/// lands elsewhere.
+struct Rename {
+    before: &'static str,
+    at: &'static str,
+    typed: &'static str,
+}
+
+const RENAMES: [Rename; 3] = [
+    Rename {
+        before: "/* é 😀 */ fn area(w: u32, h: u32) -> u32 {\n    let s = w * h;\n    s + w\n}\n",
+        at: "(w",
+        typed: "idth",
+    },
+    Rename {
+        before: "fn aire_é(w: u32, h: u32) -> u32 {\n    let é = 1;\n    w * h * é\n}\n",
+        at: "(w",
+        typed: "idth",
+    },
+    Rename {
+        before: "struct Point {\n    x: f64,\n    y: f64,\n}\n\n/// Norme — 😀\nfn norm(p: &Point) -> f64 {\n    (p.x * p.x + p.y * p.y).sqrt()\n}\n",
+        at: "(p",
+        typed: "oint",
+    },
+];
+
+impl Rename {
+    /// Byte offset of the cursor once the rename is typed, and the text then.
+    fn after(&self) -> (usize, String) {
+        let at = self.before.find(self.at).unwrap() + self.at.len();
+        let mut text = self.before.to_string();
+        text.insert_str(at, self.typed);
+        (at + self.typed.len(), text)
+    }
+}
+
+/// Columns of `text` in `encoding`.
+fn width(text: &str, encoding: &str) -> u32 {
+    let n = match encoding {
+        "utf-8" => text.len(),
+        "utf-16" => text.encode_utf16().count(),
+        _ => text.chars().count(),
+    };
+    n as u32
+}
+
+/// The LSP position of byte `at` of `text` (lines split at `\n`; the fixtures have no `\r`).
+fn position(text: &str, at: usize, encoding: &str) -> (u32, u32) {
+    let before = &text[..at];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (
+        before.matches('\n').count() as u32,
+        width(&before[line_start..], encoding),
+    )
+}
+
+/// The byte offset of an LSP position (the oracle, written without the server's code).
+fn offset(text: &str, position: &Value, encoding: &str) -> usize {
+    let line = position["line"].as_u64().unwrap() as usize;
+    let character = position["character"].as_u64().unwrap() as u32;
+    let line_start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+    let rest = &text[line_start..];
+    let content = &rest[..rest.find('\n').unwrap_or(rest.len())];
+    let mut used = 0;
+    for (i, c) in content.char_indices() {
+        if used >= character {
+            return line_start + i;
+        }
+        used += width(c.encode_utf8(&mut [0; 4]), encoding);
+    }
+    line_start + content.len()
+}
+
+/// `text` with the answer's edits applied as a client applies them.
+fn apply_lsp(text: &str, edits: &[Value], encoding: &str) -> String {
+    let mut text = text.to_string();
+    let mut ranges: Vec<(usize, usize, &str)> = edits
+        .iter()
+        .map(|e| {
+            (
+                offset(&text, &e["range"]["start"], encoding),
+                offset(&text, &e["range"]["end"], encoding),
+                e["text"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    ranges.sort_by_key(|r| std::cmp::Reverse(r.0));
+    for (start, end, new) in ranges {
+        text.replace_range(start..end, new);
+    }
+    text
+}
+
+/// `redraft complete --next-edit --json` for the same question: the text with the cursor, the
+/// file's name and the rename as a unified diff; the text with its edits applied.
+fn command_line_answer(rename: &Rename) -> String {
+    let (cursor, text) = rename.after();
+    let request = json!({
+        "text": text,
+        "cursor": cursor,
+        "path": PATH,
+        "history": unified_diff(PATH, rename.before, &text, 3),
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
+        .args(["complete", "--next-edit", "--stdin-json", "--json"])
+        .args(["--effort", "low", "--max-change", "1000000"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(answer["history_edits"], json!(1), "{answer}");
+    let mut applied = text.clone();
+    let mut edits = answer["edits"].as_array().unwrap().clone();
+    edits.sort_by_key(|e| std::cmp::Reverse(e["start"].as_u64()));
+    for e in edits {
+        let (start, end) = (
+            e["start"].as_u64().unwrap() as usize,
+            e["end"].as_u64().unwrap() as usize,
+        );
+        applied.replace_range(start..end, e["text"].as_str().unwrap());
+    }
+    applied
+}
+
+async fn server(encoding: &'static str, options: Value) -> Lsp {
+    Lsp::start(Start {
+        options,
+        encodings: Some(vec![encoding]),
+        root: Some(ROOT),
+        ..Start::default()
+    })
+    .await
+}
+
+/// Opens the rename's document on `lsp` and types the rename a character at a time; the last
+/// version.
+fn type_rename(lsp: &Lsp, rename: &Rename, encoding: &str) -> i32 {
+    lsp.open(URI, "rust", rename.before);
+    let mut text = rename.before.to_string();
+    let mut at = text.find(rename.at).unwrap() + rename.at.len();
+    let mut version = 0;
+    for c in rename.typed.chars() {
+        let (line, character) = position(&text, at, encoding);
+        version += 1;
+        lsp.change(
+            URI,
+            version,
+            [[line, character], [line, character]],
+            c.encode_utf8(&mut [0; 4]),
+        );
+        text.insert(at, c);
+        at += c.len_utf8();
+    }
+    version
+}
+
+/// A rename after which the command line suggests an edit (which rename depends on the
+/// shipped model), and the text that edit leaves.
+fn a_rename_with_an_edit() -> (&'static Rename, String) {
+    for rename in &RENAMES {
+        let answer = command_line_answer(rename);
+        if answer != rename.after().1 {
+            return (rename, answer);
+        }
+    }
+    panic!("the shipped model suggests no edit after any of the renames (even without the guard)");
+}
+
+/// The edits of a `copilotInlineEdit` answer, checked for shape.
+fn edits(answer: &Value, version: i32) -> Vec<Value> {
+    let edits = answer["edits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a copilotInlineEdit answer: {answer}"));
+    assert!(edits.len() <= 1, "one suggestion at most: {answer}");
+    for edit in edits {
+        assert_eq!(
+            edit["textDocument"],
+            json!({"uri": URI, "version": version}),
+            "{edit}"
+        );
+        assert_eq!(
+            edit["command"]["command"],
+            json!("redraft.didAcceptNextEdit")
+        );
+        assert!(edit["command"]["arguments"][0].is_string(), "{edit}");
+    }
+    edits.clone()
+}
+
+#[tokio::test]
+async fn a_next_edit_is_what_the_command_line_suggests_in_every_encoding() {
+    let (rename, expected) = a_rename_with_an_edit();
+    let (cursor, text) = rename.after();
+    for encoding in ["utf-16", "utf-8", "utf-32"] {
+        let lsp = server(encoding, options()).await;
+        assert_eq!(
+            lsp.initialize_result["capabilities"]["executeCommandProvider"]["commands"],
+            json!(["redraft.didAcceptNextEdit"])
+        );
+        let version = type_rename(&lsp, rename, encoding);
+        let (line, character) = position(&text, cursor, encoding);
+        let answer = lsp
+            .next_edit(URI, version, line, character)
+            .await
+            .answer()
+            .await
+            .unwrap();
+        let edits = edits(&answer, version);
+        assert_eq!(edits.len(), 1, "{encoding}: {answer}");
+        assert_eq!(
+            apply_lsp(&text, &edits, encoding),
+            expected,
+            "{encoding}: {answer}"
+        );
+        // The model saw the typed rename: one edit of src/lib.rs in its history.
+        lsp.wait_for_log(|m| m.contains("next edit over lines") && m.contains("history 1 edit(s)"))
+            .await;
+        lsp.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn an_accepted_next_edit_is_recorded_and_the_next_one_precomputed() {
+    let (rename, expected) = a_rename_with_an_edit();
+    let (cursor, text) = rename.after();
+    let lsp = server("utf-16", options()).await;
+    let version = type_rename(&lsp, rename, "utf-16");
+    let (line, character) = position(&text, cursor, "utf-16");
+    let answer = lsp
+        .next_edit(URI, version, line, character)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    let edit = edits(&answer, version).remove(0);
+    let command = &edit["command"];
+    let id = command["arguments"][0].as_str().unwrap().to_string();
+    // The client shows it, applies it, then runs its command (Copilot's order).
+    lsp.notify::<crate::client::DidShowInlineEdit>(json!({"item": {"command": command}}));
+    lsp.wait_for_log(|m| m == format!("next edit \"{id}\" shown"))
+        .await;
+    let (start, end) = (&edit["range"]["start"], &edit["range"]["end"]);
+    let range = |p: &Value| {
+        [
+            p["line"].as_u64().unwrap() as u32,
+            p["character"].as_u64().unwrap() as u32,
+        ]
+    };
+    lsp.change(
+        URI,
+        version + 1,
+        [range(start), range(end)],
+        edit["text"].as_str().unwrap(),
+    );
+    let ran = lsp
+        .send::<ExecuteCommand>(
+            json!({"command": command["command"], "arguments": command["arguments"]}),
+        )
+        .await
+        .answer()
+        .await
+        .unwrap();
+    assert_eq!(ran, Value::Null);
+    // The history took the change as the accepted suggestion, and the server said so.
+    lsp.wait_for_log(|m| m.contains(&format!("the change applied next edit {id} (accepted)")))
+        .await;
+    lsp.wait_for_log(|m| m == format!("next edit {id} accepted in {URI}"))
+        .await;
+    lsp.wait_for_log(|m| m.contains("next edit precomputed (after an accepted suggestion)"))
+        .await;
+    // A request where the edit left the cursor is answered by the precomputed job.
+    let applied = apply_lsp(&text, std::slice::from_ref(&edit), "utf-16");
+    assert_eq!(applied, expected);
+    let end_of_edit = offset(&text, start, "utf-16") + edit["text"].as_str().unwrap().len();
+    let (line, character) = position(&applied, end_of_edit, "utf-16");
+    let answer = lsp
+        .next_edit(URI, version + 1, line, character)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    edits(&answer, version + 1);
+    lsp.wait_for_log(|m| m.contains("the request joins the"))
+        .await;
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn stale_versions_and_the_setting_off_get_no_edits() {
+    let (rename, _) = a_rename_with_an_edit();
+    let (cursor, text) = rename.after();
+    let lsp = server("utf-16", options()).await;
+    let version = type_rename(&lsp, rename, "utf-16");
+    let (line, character) = position(&text, cursor, "utf-16");
+    for stale in [version - 1, version + 1] {
+        let answer = lsp
+            .next_edit(URI, stale, line, character)
+            .await
+            .answer()
+            .await
+            .unwrap();
+        assert_eq!(answer, json!({"edits": []}), "version {stale} of {version}");
+    }
+    lsp.wait_for_log(|m| m.contains(&format!("the document is at {version}: no edits")))
+        .await;
+
+    // Off: no edits, and nothing computed (a completion queued after it, in another document so
+    // that it shows nowhere near this one's edits, finds the worker idle).
+    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"nextEdit": false}}));
+    let answer = lsp
+        .next_edit(URI, version, line, character)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    assert_eq!(answer, json!({"edits": []}));
+    let other = "file:///work/demo/src/other.rs";
+    lsp.open(other, "rust", "fn main() {\n    let x = \n}\n");
+    lsp.inline(other, 1, 12, false)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    let computed: Vec<Value> = lsp
+        .received("window/logMessage")
+        .into_iter()
+        .filter(|m| {
+            m["message"]
+                .as_str()
+                .unwrap()
+                .contains("next edit over lines")
+        })
+        .collect();
+    assert!(computed.is_empty(), "{computed:?}");
+    // On again: answered.
+    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"nextEdit": true}}));
+    let answer = lsp
+        .next_edit(URI, version, line, character)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    assert_eq!(edits(&answer, version).len(), 1, "{answer}");
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn typing_cancels_a_running_next_edit_at_its_next_step() {
+    let (rename, _) = a_rename_with_an_edit();
+    let (cursor, text) = rename.after();
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "high", "streamSteps": true, "logLevel": "debug",
+                        "nextEdit": {"maxChange": null, "debounceMs": 0}}),
+        encodings: Some(vec!["utf-16"]),
+        root: Some(ROOT),
+        step_delay_ms: Some(100),
+        ..Start::default()
+    })
+    .await;
+    let version = type_rename(&lsp, rename, "utf-16");
+    let (line, character) = position(&text, cursor, "utf-16");
+    let drafts = |version: i32| {
+        lsp.received("redraft/nextEditDraftStep")
+            .into_iter()
+            .filter(|d| d["textDocument"]["version"] == json!(version))
+            .collect::<Vec<_>>()
+    };
+    // Uncancelled, the request takes this many steps; its drafts come on their own method.
+    let full = lsp
+        .next_edit(URI, version, line, character)
+        .await
+        .answer()
+        .await;
+    assert!(full.is_ok(), "{full:?}");
+    let full_steps = drafts(version).len();
+    assert!(
+        full_steps >= 3,
+        "the slow settings need several steps ({full_steps})"
+    );
+    assert!(
+        lsp.received("redraft/draftStep").is_empty(),
+        "a next edit's drafts are not an inline completion's"
+    );
+
+    // A keystroke (so the next request is not the finished job's), then one mid-run.
+    lsp.change(
+        URI,
+        version + 1,
+        [[line, character], [line, character]],
+        "s",
+    );
+    let running = lsp.next_edit(URI, version + 1, line, character + 1).await;
+    lsp.wait_for("redraft/nextEditDraftStep", |d| {
+        d["textDocument"]["version"] == json!(version + 1)
+    })
+    .await;
+    lsp.change(
+        URI,
+        version + 2,
+        [[line, character], [line, character + 1]],
+        "",
+    );
+    let answer = running.answer().await.unwrap();
+    assert_eq!(answer, json!({"edits": []}), "a stale answer is no edit");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let steps = drafts(version + 1).len();
+    assert!(
+        steps < full_steps,
+        "{steps} of {full_steps} steps ran despite the edit"
+    );
+    // The stream ends with a draft that has nothing masked, so a preview comes down.
+    let closing = lsp
+        .wait_for("redraft/nextEditDraftStep", |d| {
+            d["textDocument"]["version"] == json!(version + 1) && d["masked"] == json!(0)
+        })
+        .await;
+    assert_eq!(closing["draft"], json!(""), "{closing}");
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn inline_completions_and_next_edits_asked_together_both_answer() {
+    let (rename, _) = a_rename_with_an_edit();
+    let (cursor, text) = rename.after();
+    // Precomputing on, as in an editor: it gives way to the inline completion.
+    let lsp = server(
+        "utf-16",
+        json!({"effort": "low", "maxTokens": 12, "logLevel": "debug", "nextEdit": {"maxChange": null, "debounceMs": 50}}),
+    )
+    .await;
+    let version = type_rename(&lsp, rename, "utf-16");
+    let (line, character) = position(&text, cursor, "utf-16");
+    let inline = lsp.inline(URI, line, character, true).await;
+    let next = lsp.next_edit(URI, version, line, character).await;
+    let (inline, next) = (inline.answer().await.unwrap(), next.answer().await.unwrap());
+    let shown = items(&inline);
+    let next = edits(&next, version);
+    // Whichever came first, the rule holds from then on: a next edit touching the line an
+    // inline completion shows on is not shown.
+    if !shown.is_empty() {
+        let again = lsp
+            .next_edit(URI, version, line, character)
+            .await
+            .answer()
+            .await
+            .unwrap();
+        for edit in edits(&again, version) {
+            let (start, end) = (
+                edit["range"]["start"]["line"].as_u64().unwrap(),
+                edit["range"]["end"]["line"].as_u64().unwrap(),
+            );
+            assert!(
+                !(start..=end).contains(&u64::from(line)),
+                "{edit} shown next to {shown:?}"
+            );
+        }
+    }
+    assert!(next.len() <= 1);
+    lsp.shutdown().await;
+}
