@@ -52,17 +52,21 @@ TYPED = "println!("
 TYPED_FOR_WORDS = "let n = counts."
 
 
-def require_environment():
-    missing = [n for n, v in (("REDRAFT_NVIM", NVIM), ("REDRAFT_BIN", REDRAFT)) if not v]
+def require_environment(binary=True):
+    """Fails unless Neovim (and, with `binary`, the redraft binary) is there."""
+    needed = [("REDRAFT_NVIM", NVIM)] + ([("REDRAFT_BIN", REDRAFT)] if binary else [])
+    missing = [n for n, v in needed if not v]
     if missing:
         pytest.fail(f"{', '.join(missing)} not set: run the editor tests through scripts/test-editors")
-    for path in (NVIM, REDRAFT):
+    for _, path in needed:
         if not os.access(path, os.X_OK):
             pytest.fail(f"{path} is not an executable: run scripts/setup-editors and build redraft")
 
 
-def start(tmp_path, native=True, cmd=None, extra="", settings=None):
-    require_environment()
+def start(tmp_path, native=True, cmd=None, extra="", settings=None, setup_extra=""):
+    """Neovim with the plugin set up; `cmd` other than the default (the redraft binary) needs
+    no binary. `setup_extra` is Lua table fields added to the setup() call."""
+    require_environment(binary=cmd is None or REDRAFT in cmd)
     cmd = cmd or [REDRAFT, "lsp"]
     settings = {"logLevel": "debug", **(settings or {})}
     init = tmp_path / "init.lua"
@@ -78,6 +82,7 @@ def start(tmp_path, native=True, cmd=None, extra="", settings=None):
               cmd = vim.json.decode({json.dumps(cmd)!r}),
               native = {str(native).lower()},
               settings = vim.json.decode({json.dumps(settings)!r}),
+              {setup_extra}
             }})
             {extra}
             """

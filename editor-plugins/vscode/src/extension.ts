@@ -1,6 +1,7 @@
 // redraft for VS Code: starts `redraft lsp` with vscode-languageclient, whose inline-completion
 // feature turns the server's `textDocument/inlineCompletion` items into ghost text unchanged.
-// This file adds what users expect around it: settings, a status bar item, commands.
+// This file adds what users expect around it: settings, a status bar item, commands, and the
+// next edits of `nextEdits.ts`.
 import * as vscode from "vscode";
 import {
   CloseAction,
@@ -16,6 +17,7 @@ import {
   WorkDoneProgressCreateRequest,
 } from "vscode-languageclient/node";
 import { findBinary } from "./binary";
+import { NextEdits, VISIBLE_CONTEXT } from "./nextEdits";
 import { RestartBudget } from "./restart";
 import { affectsServer, EFFORTS, serverSettings } from "./settings";
 import { BusyCounter, ServerState, statusView } from "./status";
@@ -24,6 +26,7 @@ let client: LanguageClient | undefined;
 let log: vscode.LogOutputChannel;
 let statusItem: vscode.StatusBarItem;
 let state: ServerState = { kind: "stopped" };
+let nextEdits: NextEdits | undefined;
 const restarts = new RestartBudget();
 
 function config(): vscode.WorkspaceConfiguration {
@@ -130,7 +133,13 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
     middleware: {
       provideInlineCompletionItems: (document, position, ctx, token, next) => {
         if (!enabled()) return undefined;
-        return busy.around(async () => await next(document, position, ctx, token));
+        return busy.around(async () => {
+          const result = await next(document, position, ctx, token);
+          const items = Array.isArray(result) ? result : result?.items;
+          // An inline completion at the cursor wins over a next edit on its line.
+          nextEdits?.noteInline(document, items && items.length > 0 ? position.line : undefined);
+          return result;
+        });
       },
     },
   };
@@ -168,6 +177,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   statusItem = vscode.window.createStatusBarItem("redraft.status", vscode.StatusBarAlignment.Right, 100);
   statusItem.name = "redraft";
   context.subscriptions.push(log, statusItem);
+  nextEdits = new NextEdits(
+    () => client,
+    () => {
+      const settings = serverSettings(config()).nextEdit;
+      return { enabled: enabled() && settings.enabled, debounceMs: settings.debounceMs };
+    },
+    log,
+  );
+  context.subscriptions.push(nextEdits);
+  void vscode.commands.executeCommand("setContext", VISIBLE_CONTEXT, false);
 
   context.subscriptions.push(
     vscode.commands.registerCommand("redraft.trigger", () =>
@@ -188,6 +207,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (choice) await config().update("effort", choice.label, vscode.ConfigurationTarget.Global);
     }),
     vscode.commands.registerCommand("redraft.showLog", () => log.show()),
+    vscode.commands.registerCommand("redraft.suggestNextEdit", () => nextEdits?.request("asked for")),
+    vscode.commands.registerCommand("redraft.acceptNextEdit", () => nextEdits?.accept()),
+    vscode.commands.registerCommand("redraft.dismissNextEdit", () => nextEdits?.dismiss()),
+    vscode.commands.registerCommand("redraft.jumpToNextEdit", () => nextEdits?.jump()),
     vscode.commands.registerCommand("redraft.restart", async () => {
       restarts.reset();
       await stop();
@@ -198,6 +221,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         await stop();
         await start(context);
         return;
+      }
+      if (event.affectsConfiguration("redraft.enable") || event.affectsConfiguration("redraft.nextEdit.enabled")) {
+        if (!enabled() || !serverSettings(config()).nextEdit.enabled) nextEdits?.dismiss();
       }
       if (affectsServer((section) => event.affectsConfiguration(section)) && client?.isRunning()) {
         await client.sendNotification("workspace/didChangeConfiguration", {

@@ -13,6 +13,19 @@ export interface ServerSettings {
   candidates: number;
   logLevel: "error" | "warn" | "info" | "debug";
   streamSteps: boolean;
+  nextEdit: NextEditSettings;
+}
+
+/** The server's `nextEdit` object (`textDocument/copilotInlineEdit`). */
+export interface NextEditSettings {
+  enabled: boolean;
+  /** The pause after an edit before a next edit is computed (and asked for); 0: only on request. */
+  debounceMs: number;
+  /** The editable region's lines above and below the cursor's line. */
+  linesAbove: number;
+  linesBelow: number;
+  /** A rewrite changing more than this share of the region is no suggestion; null: no limit. */
+  maxChange: number | null;
 }
 
 /** Reads one setting; `vscode.WorkspaceConfiguration` fits, and so does a plain map in tests. */
@@ -30,6 +43,7 @@ export const EFFORTS = ["low", "medium", "high"] as const;
 export function serverSettings(config: SettingsSource): ServerSettings {
   const model = config.get<string | null>("model");
   const languages = config.get<string[] | null>("languages");
+  const maxChange = config.get<number | null>("nextEdit.maxChange");
   return {
     model: model ? model : null,
     device: config.get<string>("device") || "auto",
@@ -40,12 +54,21 @@ export function serverSettings(config: SettingsSource): ServerSettings {
     candidates: config.get<number>("candidates") ?? 3,
     logLevel: config.get<ServerSettings["logLevel"]>("logLevel") ?? "info",
     streamSteps: config.get<boolean>("streamSteps") ?? false,
+    nextEdit: {
+      enabled: config.get<boolean>("nextEdit.enabled") ?? true,
+      debounceMs: config.get<number>("nextEdit.debounceMs") ?? 300,
+      linesAbove: config.get<number>("nextEdit.linesAbove") ?? 3,
+      linesBelow: config.get<number>("nextEdit.linesBelow") ?? 10,
+      // null is the user's "no limit" (the server's own meaning): only a missing value falls
+      // back to the default.
+      maxChange: maxChange === undefined ? 0.5 : maxChange,
+    },
   };
 }
 
 /** Whether a change to `redraft.<key>` must be sent to the server. */
 export function affectsServer(changed: (section: string) => boolean): boolean {
-  return ["model", "device", "effort", "maxTokens", "contextTokens", "languages", "candidates", "streamSteps", "logLevel"].some((key) =>
+  return ["model", "device", "effort", "maxTokens", "contextTokens", "languages", "candidates", "streamSteps", "logLevel", "nextEdit"].some((key) =>
     changed(`redraft.${key}`),
   );
 }

@@ -1,5 +1,5 @@
 --- `:checkhealth redraft`: is the binary there, which version, did the model load, which
---- position encoding the server chose.
+--- position encoding the server chose, and how next edits stand.
 local M = {}
 
 local health = vim.health
@@ -11,6 +11,81 @@ local function binary()
     cmd = { cmd }
   end
   return cmd[1]
+end
+
+local function ago(at)
+  return ('%.1f s ago'):format((vim.uv.now() - at) / 1000)
+end
+
+--- Asks `client` for a next edit of a document version that cannot be current (-1): a server
+--- that knows the method answers at once with no edits, one that does not says so.
+local function probe(client, nextedit)
+  local bufnr = vim.lsp.get_buffers_by_client_id(client.id)[1]
+  if not bufnr then
+    return nil, 'no buffer attached to ask about'
+  end
+  local response, err = client:request_sync(nextedit.METHOD, {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr), version = -1 },
+    position = { line = 0, character = 0 },
+  }, 5000, bufnr)
+  if not response then
+    return nil, err or 'no answer within 5 s'
+  end
+  if response.err then
+    return response.err.code ~= -32601, response.err.message
+  end
+  return true
+end
+
+local function next_edits(redraft, clients)
+  local nextedit = require('redraft.nextedit')
+  health.start('redraft: next edits')
+  if nextedit.enabled() then
+    local delay = nextedit.debounce_ms()
+    health.ok(('next edits on: asked for %s'):format(
+      delay > 0 and ('after a %d ms pause, on the trigger key and after an accept'):format(delay)
+        or 'on the trigger key and after an accept (nextEdit.debounceMs is 0)'
+    ))
+  elseif not redraft.state.enabled then
+    health.info('next edits off (suggestions are off: :Redraft enable)')
+  else
+    health.info('next edits off (settings.nextEdit; :Redraft nextedit on)')
+  end
+  local keys = (redraft.config.next_edit or {}).keymaps or {}
+  local names = {}
+  for _, action in ipairs({ 'accept', 'jump', 'dismiss', 'trigger' }) do
+    names[#names + 1] = ('%s %s'):format(action, keys[action] or '(unmapped)')
+  end
+  health.info('keys (normal and insert mode): ' .. table.concat(names, ', '))
+  for _, client in ipairs(clients) do
+    local ok, why = probe(client, nextedit)
+    if ok then
+      health.ok(('server answers %s (client %d)'):format(nextedit.METHOD, client.id))
+    elseif ok == false then
+      health.error(('server does not answer %s: %s'):format(nextedit.METHOD, why or ''), { 'update redraft' })
+    else
+      health.warn(('could not ask the server about %s: %s'):format(nextedit.METHOD, why or ''))
+    end
+    local provider = client.server_capabilities and client.server_capabilities.executeCommandProvider
+    local commands = type(provider) == 'table' and provider.commands or {}
+    health.info('accept command(s) the server runs: ' .. (#commands > 0 and table.concat(commands, ', ') or 'none listed'))
+  end
+  local state = nextedit.state
+  local request = state.last_request
+  if request then
+    health.info(('last request %s: buffer %d, line %d, version %s (%s)'):format(
+      ago(request.at), request.bufnr, request.line + 1, tostring(request.version), request.reason or ''
+    ))
+  else
+    health.info('no next edit asked for yet')
+  end
+  local answer = state.last_answer
+  if answer then
+    health.info(('last answer %s: %s%s'):format(ago(answer.at), answer.outcome, answer.message and (' (' .. answer.message .. ')') or ''))
+  end
+  health.info(('since start-up: %d asked, %d shown, %d accepted, %d stale answers dropped'):format(
+    state.requests, state.shown, state.accepted, state.stale
+  ))
 end
 
 function M.check()
@@ -62,6 +137,7 @@ function M.check()
     health.warn('no redraft server running', {
       'open a file (the server starts with the first buffer) and run :checkhealth redraft again',
     })
+    next_edits(redraft, clients)
     return
   end
   for _, client in ipairs(clients) do
@@ -87,6 +163,7 @@ function M.check()
   else
     health.info('model: no report from the server yet (' .. redraft.state.status .. '); run :checkhealth redraft again in a moment')
   end
+  next_edits(redraft, clients)
 end
 
 return M

@@ -1,4 +1,5 @@
---- redraft for Neovim: starts `redraft lsp` and shows its inline completions as ghost text.
+--- redraft for Neovim: starts `redraft lsp` and shows its inline completions as ghost text and
+--- its next edits (`redraft.nextedit`) as a diff in the buffer.
 ---
 --- The plugin is thin on purpose: the server computes every suggestion and the plugin shows
 --- it unchanged. On Neovim 0.12+ the display is the native `vim.lsp.inline_completion`; on 0.11
@@ -27,6 +28,17 @@ M.defaults = {
     prev = '<M-[>',
     dismiss = '<C-]>',
     trigger = '<M-\\>',
+  },
+  --- Next edits (`textDocument/copilotInlineEdit`): keys in normal and insert mode, each
+  --- overridable or false. Whether they are asked for, and after which pause, are the server's
+  --- settings `nextEdit` / `nextEdit.debounceMs` (in `settings`), which the plugin follows.
+  next_edit = {
+    keymaps = {
+      accept = '<M-CR>',
+      jump = '<M-n>',
+      dismiss = '<M-BS>',
+      trigger = '<M-|>',
+    },
   },
   --- Debounce for automatic requests in the fallback renderer (the native one has its own).
   debounce_ms = 150,
@@ -66,6 +78,12 @@ local function renderer()
     return require('redraft.native')
   end
   return require('redraft.ghost')
+end
+
+--- Whether an inline completion is on screen in the current buffer (a next edit on its line
+--- gives way to it).
+function M.inline_visible()
+  return renderer().visible()
 end
 
 --- The running redraft clients (one per root, usually one).
@@ -208,6 +226,7 @@ local function lsp_config()
     end,
     on_attach = function(client, bufnr)
       renderer().attach(client, bufnr)
+      require('redraft.nextedit').attach(client, bufnr)
     end,
   }
 end
@@ -224,18 +243,42 @@ end
 --- key does not linger.
 local mapped = {}
 
-local function map(key, rhs, desc, opts)
+local function map(key, rhs, desc, opts, modes)
   if key and key ~= '' then
-    vim.keymap.set('i', key, rhs, vim.tbl_extend('force', { desc = desc, silent = true }, opts or {}))
-    mapped[#mapped + 1] = key
+    for _, mode in ipairs(modes or { 'i' }) do
+      vim.keymap.set(mode, key, rhs, vim.tbl_extend('force', { desc = desc, silent = true }, opts or {}))
+      mapped[#mapped + 1] = { mode, key }
+    end
   end
 end
 
+--- Runs `action`; when it had nothing to act on, the key does what it did before.
+local function or_key(key, action)
+  return function()
+    if not action() then
+      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(key, true, false, true), 'n', false)
+    end
+  end
+end
+
+local function set_next_edit_keymaps()
+  local nextedit = require('redraft.nextedit')
+  local keys = (M.config.next_edit or {}).keymaps or {}
+  local modes = { 'n', 'i' }
+  map(keys.accept, or_key(keys.accept, nextedit.accept), 'redraft: accept next edit', nil, modes)
+  map(keys.jump, or_key(keys.jump, nextedit.jump), 'redraft: jump to next edit', nil, modes)
+  map(keys.dismiss, or_key(keys.dismiss, nextedit.dismiss), 'redraft: dismiss next edit', nil, modes)
+  map(keys.trigger, function()
+    nextedit.trigger()
+  end, 'redraft: suggest a next edit now', nil, modes)
+end
+
 local function set_keymaps()
-  for _, key in ipairs(mapped) do
-    pcall(vim.keymap.del, 'i', key)
+  for _, entry in ipairs(mapped) do
+    pcall(vim.keymap.del, entry[1], entry[2])
   end
   mapped = {}
+  set_next_edit_keymaps()
   local keys = M.config.keymaps or {}
   -- Accept falls through to the key itself when there is nothing to accept, so <Tab> still
   -- indents.
@@ -275,7 +318,28 @@ function M.toggle(on)
   end
   M.state.enabled = on
   renderer().enable(on)
+  if not on then
+    require('redraft.nextedit').clear_all()
+  end
   vim.notify('redraft: suggestions ' .. (on and 'on' or 'off'))
+end
+
+--- Turns next edits on or off: the server's `nextEdit` setting, sent to running servers.
+function M.set_next_edit(on)
+  local settings = M.config.settings
+  if type(settings.nextEdit) == 'table' then
+    settings.nextEdit.enabled = on
+  else
+    settings.nextEdit = on
+  end
+  if settings['nextEdit.enabled'] ~= nil then
+    settings['nextEdit.enabled'] = on
+  end
+  if not on then
+    require('redraft.nextedit').clear_all()
+  end
+  M.push_settings()
+  vim.notify('redraft: next edits ' .. (on and 'on' or 'off'))
 end
 
 --- Sets the effort for new requests and tells running servers.
@@ -298,6 +362,7 @@ function M.status_line()
   end
   local parts = { head }
   parts[#parts + 1] = M.state.enabled and 'suggestions on' or 'suggestions off'
+  parts[#parts + 1] = require('redraft.nextedit').enabled() and 'next edits on' or 'next edits off'
   parts[#parts + 1] = ('%d client%s'):format(#clients, #clients == 1 and '' or 's')
   if M.state.server_version then
     parts[#parts + 1] = 'server ' .. M.state.server_version
@@ -329,6 +394,23 @@ local subcommands = {
           M.set_effort(choice)
         end
       end)
+    end
+  end,
+  nextedit = function(args)
+    local nextedit = require('redraft.nextedit')
+    local action = args[1] or 'request'
+    if action == 'on' or action == 'off' then
+      M.set_next_edit(action == 'on')
+    elseif action == 'request' then
+      if not nextedit.trigger() then
+        vim.notify('redraft: no next edit asked for (next edits off, or no redraft server in this buffer)', vim.log.levels.WARN)
+      end
+    elseif nextedit[action] and vim.tbl_contains({ 'accept', 'jump', 'dismiss' }, action) then
+      if not nextedit[action]() then
+        vim.notify('redraft: no next edit shown', vim.log.levels.INFO)
+      end
+    else
+      vim.notify(('redraft: nextedit takes request, accept, jump, dismiss, on or off, got %q'):format(action), vim.log.levels.ERROR)
     end
   end,
   log = function()
@@ -365,10 +447,14 @@ local function create_command()
     run(args)
   end, {
     nargs = '*',
-    desc = 'redraft: status | toggle | enable | disable | effort [low|medium|high] | log | restart',
+    desc = 'redraft: status | toggle | enable | disable | effort [low|medium|high] | nextedit [request|accept|jump|dismiss|on|off] | log | restart',
     complete = function(arglead, line)
       local words = vim.split(line, '%s+')
-      local options = #words <= 2 and vim.tbl_keys(subcommands) or (words[2] == 'effort' and { 'low', 'medium', 'high' } or {})
+      local second = {
+        effort = { 'low', 'medium', 'high' },
+        nextedit = { 'request', 'accept', 'jump', 'dismiss', 'on', 'off' },
+      }
+      local options = #words <= 2 and vim.tbl_keys(subcommands) or (second[words[2]] or {})
       table.sort(options)
       return vim.tbl_filter(function(o)
         return vim.startswith(o, arglead)
@@ -387,6 +473,9 @@ function M.setup(opts)
   if opts and opts.keymaps == false then
     M.config.keymaps = {}
   end
+  if opts and (opts.next_edit == false or (type(opts.next_edit) == 'table' and opts.next_edit.keymaps == false)) then
+    M.config.next_edit = { keymaps = {} }
+  end
   local cmd = resolve_cmd(M.config.cmd)
   if vim.fn.executable(cmd[1]) ~= 1 then
     set_status('error', ('`%s` not found: install redraft or set cmd in setup()'):format(cmd[1]))
@@ -397,6 +486,7 @@ function M.setup(opts)
   vim.lsp.config(CLIENT_NAME, lsp_config())
   vim.lsp.enable(CLIENT_NAME)
   renderer().setup(M.config)
+  require('redraft.nextedit').setup(M.config.next_edit)
   set_keymaps()
   create_command()
   M.push_settings()

@@ -18,7 +18,22 @@ test("defaults match the server's own defaults", () => {
     candidates: 3,
     logLevel: "info",
     streamSteps: false,
+    nextEdit: { enabled: true, debounceMs: 300, linesAbove: 3, linesBelow: 10, maxChange: 0.5 },
   });
+});
+
+test("next-edit settings pass through, null maxChange (no limit) included", () => {
+  const settings = serverSettings(
+    source({
+      "nextEdit.enabled": false,
+      "nextEdit.debounceMs": 0,
+      "nextEdit.linesAbove": 1,
+      "nextEdit.linesBelow": 40,
+      "nextEdit.maxChange": null,
+    }),
+  );
+  assert.deepEqual(settings.nextEdit, { enabled: false, debounceMs: 0, linesAbove: 1, linesBelow: 40, maxChange: null });
+  assert.equal(serverSettings(source({ "nextEdit.maxChange": 1.0 })).nextEdit.maxChange, 1.0);
 });
 
 test("user values pass through unchanged, for the server to validate", () => {
@@ -59,6 +74,7 @@ test("only server settings trigger didChangeConfiguration", () => {
   assert.equal(affectsServer((s) => s === "redraft.device"), true);
   assert.equal(affectsServer((s) => s === "redraft.languages"), true);
   assert.equal(affectsServer((s) => s === "redraft.streamSteps"), true);
+  assert.equal(affectsServer((s) => s === "redraft.nextEdit"), true);
   assert.equal(affectsServer((s) => s === "redraft.enable"), false);
   assert.equal(affectsServer((s) => s === "redraft.path"), false);
   assert.equal(affectsServer((s) => s === "editor.fontSize"), false);
