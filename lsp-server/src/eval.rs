@@ -1,13 +1,9 @@
 //! `redraft eval`: fill-in-the-middle benchmarks scored by execution (Python, Rust) or by match
 //! (tasks without tests), with latency, for the embedded model, a model directory, or
 //! completions produced elsewhere; `--backend` fills the middles with a model served by another
-//! process ([`backend`]); `--next-edit` scores next-edit suggestions instead ([`next_edit`]).
+//! process ([`crate::backend`]); `--next-edit` scores next-edit suggestions instead ([`next_edit`]).
 //! The work is `redraft_eval`'s; this file is the command line.
 
-// The remote-backend client lives at the crate's top (src/backend.rs) for the language server
-// to share; until the server's `backend` setting is wired, `redraft eval` is its only user.
-#[path = "backend.rs"]
-pub(crate) mod backend;
 #[path = "eval_next_edit.rs"]
 mod next_edit;
 
@@ -22,8 +18,8 @@ use redraft_eval::run::{self, Completions, Run, RunIdentity};
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{read_tasks, Task, TaskLanguage};
 
+use crate::backend::{Backend, BackendConfig, Template};
 use crate::sampler_args::SamplerArgs;
-use backend::{Backend, BackendConfig, Template};
 
 /// The engine-only decoding flags, which a remote backend (an autoregressive server) has no
 /// use for: `--temperature` and `--seed` are what it is sent.

@@ -5,6 +5,7 @@
 //! scores completions on benchmarks, `train` trains a model, `lsp` serves editors over LSP,
 //! `serve` over HTTP.
 
+mod backend;
 mod bench;
 mod bench_build;
 mod complete;

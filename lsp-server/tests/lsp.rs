@@ -2,6 +2,8 @@
 //! (async-lsp's client main loop), on the embedded default model at low effort: the protocol,
 //! next edits, bad input and a cancellation storm.
 
+#[path = "lsp/backend.rs"]
+mod backend;
 #[path = "lsp/bad_input.rs"]
 mod bad_input;
 #[allow(dead_code)] // shared with the typing benchmark, which uses other parts

@@ -4,14 +4,19 @@
 //! shape editors use for a settings section). A key that is absent keeps its value; a value of
 //! the wrong type or range is reported and ignored, so a typo in a settings file never takes
 //! the server down or silently resets something else. Next-edit settings sit under `nextEdit`
-//! (`true`/`false`, or an object of them), or as dotted keys (`"nextEdit.debounceMs"`).
+//! (`true`/`false`, or an object of them), or as dotted keys (`"nextEdit.debounceMs"`); a
+//! remote FIM backend under `backend` (a URL, or `{url, model, template, apiKey, contextTokens,
+//! timeoutMs}`).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use redraft_context::edit::EditBudget;
 use redraft_engine::sampler::Effort;
 use redraft_engine::DeviceSpec;
 use serde_json::Value;
+
+use crate::backend::{BackendConfig, Template};
 
 /// Everything a user can set.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +41,9 @@ pub struct Settings {
     /// Log each request's canvas choice and timings (`"logLevel": "debug"`).
     pub debug_log: bool,
     pub next_edit: NextEditSettings,
+    /// Fill the middle with a model another process serves (a `redraft serve`, llama-server,
+    /// vLLM, Ollama...) instead of the local one; next edits stay local.
+    pub backend: Option<BackendConfig>,
 }
 
 /// Next-edit suggestions (`textDocument/copilotInlineEdit`).
@@ -112,6 +120,7 @@ impl Default for Settings {
             stream_steps: false,
             debug_log: false,
             next_edit: NextEditSettings::default(),
+            backend: None,
         }
     }
 }
@@ -146,9 +155,12 @@ impl Settings {
         };
         for (key, value) in object {
             match (key.as_str(), value) {
-                ("nextEdit", Value::Object(inner)) => {
-                    for (inner_key, value) in inner {
-                        set(&format!("nextEdit.{inner_key}"), value);
+                ("nextEdit" | "backend", Value::Object(inner)) => {
+                    // The URL first: the other backend keys refine a backend.
+                    let mut keys: Vec<_> = inner.iter().collect();
+                    keys.sort_by_key(|(k, _)| k.as_str() != "url");
+                    for (inner_key, value) in keys {
+                        set(&format!("{key}.{inner_key}"), value);
                     }
                 }
                 _ => set(key, value),
@@ -214,10 +226,38 @@ impl Settings {
                     .as_bool()
                     .ok_or("expected true, false or an object of next-edit settings")?
             }
-            _ => match key.strip_prefix("nextEdit.") {
-                Some(inner) => self.next_edit.set(inner, value)?,
-                None => return Err("unknown setting".into()),
-            },
+            "backend" | "backend.url" => {
+                self.backend = match value {
+                    Value::Null => None,
+                    Value::String(s) if s.is_empty() => None,
+                    Value::String(url) => {
+                        crate::backend::endpoints(url).map_err(|e| e.to_string())?;
+                        let config = BackendConfig::new(url.as_str());
+                        // A new URL keeps the model, template and limits set before it.
+                        Some(match self.backend.take() {
+                            Some(old) => BackendConfig {
+                                url: url.clone(),
+                                ..old
+                            },
+                            None => config,
+                        })
+                    }
+                    _ => return Err("expected a server URL (http://host:port) or null".into()),
+                }
+            }
+            _ => {
+                if let Some(inner) = key.strip_prefix("nextEdit.") {
+                    self.next_edit.set(inner, value)?
+                } else if let Some(inner) = key.strip_prefix("backend.") {
+                    let backend = self
+                        .backend
+                        .as_mut()
+                        .ok_or("set `backend.url` (or `backend`) first")?;
+                    set_backend(backend, inner, value)?
+                } else {
+                    return Err("unknown setting".into());
+                }
+            }
         }
         Ok(())
     }
@@ -228,6 +268,32 @@ impl Settings {
             .as_ref()
             .is_none_or(|languages| languages.iter().any(|l| l == language_id))
     }
+}
+
+/// One key of the `backend` object (the URL is set with the object itself).
+fn set_backend(backend: &mut BackendConfig, key: &str, value: &Value) -> Result<(), String> {
+    let text = || match value {
+        Value::Null => Ok(None),
+        Value::String(s) if s.is_empty() => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        _ => Err("expected a string or null".to_string()),
+    };
+    match key {
+        "model" => backend.model = text()?,
+        "template" => {
+            backend.template = match text()? {
+                None => Template::Qwen,
+                Some(name) => name.parse()?,
+            }
+        }
+        "apiKey" => backend.api_key = text()?,
+        "contextTokens" => backend.context_tokens = count(value, 16, 1 << 20)?,
+        "timeoutMs" => {
+            backend.timeout = Duration::from_millis(count(value, 1, 600_000)? as u64);
+        }
+        _ => return Err("unknown setting".into()),
+    }
+    Ok(())
 }
 
 fn count(value: &Value, min: usize, max: usize) -> Result<usize, String> {
@@ -341,5 +407,40 @@ mod tests {
             .iter()
             .any(|p| p.contains("`nextEdit.maxChange`: expected a number above 0")));
         assert_eq!(settings, Settings::default());
+    }
+
+    #[test]
+    fn a_backend_is_a_url_or_an_object_and_bad_values_are_reported() {
+        let mut settings = Settings::default();
+        assert!(settings
+            .update(&json!({"backend": "http://gpu:8000/v1"}))
+            .is_empty());
+        let backend = settings.backend.clone().unwrap();
+        assert_eq!(backend, BackendConfig::new("http://gpu:8000/v1"));
+        let problems = settings.update(&json!({"backend": {
+            "template": "starcoder", "model": "coder", "apiKey": "k", "timeoutMs": 5000,
+            "contextTokens": 4096, "url": "https://team.example/v1",
+        }}));
+        assert!(problems.is_empty(), "{problems:?}");
+        let backend = settings.backend.clone().unwrap();
+        assert_eq!(backend.url, "https://team.example/v1");
+        assert_eq!(backend.template, Template::StarCoder);
+        assert_eq!(backend.model.as_deref(), Some("coder"));
+        assert_eq!(backend.api_key.as_deref(), Some("k"));
+        assert_eq!(backend.timeout, Duration::from_secs(5));
+        assert_eq!(backend.context_tokens, 4096);
+        // A new URL keeps the rest; a bad one keeps the old backend.
+        settings.update(&json!({"backend.url": "http://other:1"}));
+        assert_eq!(
+            settings.backend.as_ref().unwrap().model.as_deref(),
+            Some("coder")
+        );
+        let problems = settings.update(&json!({"backend": "ftp://x", "backend.template": "nope"}));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert_eq!(settings.backend.as_ref().unwrap().url, "http://other:1");
+        assert!(settings.update(&json!({"backend": null})).is_empty());
+        assert_eq!(settings.backend, None);
+        let problems = settings.update(&json!({"backend.model": "coder"}));
+        assert!(problems[0].contains("first"), "{problems:?}");
     }
 }

@@ -10,13 +10,12 @@
 //! is set is answered without running the model, and a running one stops at the sampler's next
 //! denoising step.
 
+use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
-
-use std::ops::Range;
 
 use redraft_context::edit::{EditBudget, HistoryEdit, TextEdit};
 use redraft_context::{Neighbour, Source};
@@ -32,6 +31,7 @@ use super::document::Snapshot;
 use super::documents::Snapshots;
 use super::log::Log;
 use super::stream::JobStream;
+use crate::backend::{Backend, BackendConfig, BackendError};
 
 /// Above this size only a window of text around the cursor is handed to the context layer
 /// (without the tree, which would describe the whole text): no budget reaches that far, and
@@ -174,6 +174,8 @@ struct Inference {
     /// Why there is no engine (shown in results' logs).
     missing: String,
     cache: KvCache,
+    /// The remote FIM backend of the settings last seen, built once per configuration.
+    backend: Option<Backend>,
     log: Log,
 }
 
@@ -184,6 +186,7 @@ impl Inference {
             step_delay: step_delay(),
             missing: "the model is still loading".into(),
             cache: KvCache::default(),
+            backend: None,
             log,
         }
     }
@@ -257,9 +260,6 @@ impl Inference {
     }
 
     fn complete(&mut self, job: &mut Job) -> Result<Suggestions, JobError> {
-        let Some(engine) = &self.engine else {
-            return Err(JobError::NoModel(self.missing.clone()));
-        };
         let document = &job.snapshots.document;
         let (text, base) = source_text(document, job.cursor);
         let cursor = job.cursor - base;
@@ -279,6 +279,40 @@ impl Inference {
             fixed_length: None,
             candidates: job.candidates,
             sampler: SamplerConfig::effort(job.settings.effort),
+        };
+        if let Some(config) = &job.settings.backend {
+            // The same plan and post-processing around another process's model: only the run
+            // step differs. A cancel closes the HTTP request.
+            let backend = backend_for(&mut self.backend, config)?;
+            let neighbours =
+                if fim::budget_for(backend.positions(&options), &options).neighbour_tokens > 0 {
+                    neighbours(&job.snapshots.neighbours)
+                } else {
+                    Vec::new()
+                };
+            let outcome = backend
+                .complete(&source, &neighbours, &options, Some(&job.cancel))
+                .map_err(|e| match e {
+                    BackendError::Cancelled => JobError::Cancelled,
+                    other => JobError::Failed(other.to_string()),
+                })?;
+            self.log.debug(|| {
+                format!(
+                    "{} v{} @{}: backend {}, {:.1} ms, {} suggestion(s)",
+                    document.uri.as_str(),
+                    document.version,
+                    job.cursor,
+                    backend.endpoint(),
+                    outcome.latency_ms,
+                    outcome.texts.len()
+                )
+            });
+            return Ok(Suggestions {
+                texts: outcome.texts,
+            });
+        }
+        let Some(engine) = &self.engine else {
+            return Err(JobError::NoModel(self.missing.clone()));
         };
         // Copying other documents is skipped when the model has no room for them.
         let neighbours = if fim::budget(engine, &options).neighbour_tokens > 0 {
@@ -422,6 +456,20 @@ fn with_controls<T>(
         deadline: None,
         on_step: watched.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
     })
+}
+
+/// The backend for `config` in `slot`, built again when the configuration changed.
+fn backend_for<'a>(
+    slot: &'a mut Option<Backend>,
+    config: &BackendConfig,
+) -> Result<&'a Backend, JobError> {
+    if slot.as_ref().is_none_or(|b| b.config() != config) {
+        *slot = None;
+        let backend =
+            Backend::new(config.clone()).map_err(|e| JobError::Failed(format!("backend: {e}")))?;
+        *slot = Some(backend);
+    }
+    Ok(slot.as_ref().expect("built above"))
 }
 
 fn job_error(err: redraft_engine::Error) -> JobError {
