@@ -1,8 +1,9 @@
 //! The next-edit pipeline, the one path from a document to a suggested edit for every caller
-//! (`redraft eval --next-edit`, `redraft complete --next-edit`, the language server): the context
-//! layer's [`plan_edit`] picks the editable region and what is shown around it, the engine
-//! rewrites the region ([`Engine::next_edit`]), [`suggestion_from_region`] turns the rewrite
-//! into minimal edits and a jump target.
+//! (`redraft eval --next-edit`, `redraft complete --next-edit`, the language server, `redraft
+//! serve`): [`prepare`] (the context layer's [`plan_edit`] picks the editable region and what
+//! is shown around it), the engine rewrites the region ([`Engine::next_edit`], or a batch
+//! through [`Prepared::request`]), [`finish`] ([`suggestion_from_region`] turns the rewrite into
+//! minimal edits and a jump target, the small-edit guard applies).
 
 use std::time::Instant;
 
@@ -59,16 +60,21 @@ pub fn edit_request(plan: &EditPlan, sampler: SamplerConfig) -> EditRequest {
     }
 }
 
-/// Suggests the next edit for `input`.
-pub fn next_edit(
+/// A planned next edit: the region and context the context layer chose, and the engine
+/// request made from them.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub plan: EditPlan,
+    pub request: EditRequest,
+}
+
+/// Plans the next edit for `input` under `budget`.
+pub fn prepare(
     engine: &Engine,
     input: &EditInput<'_>,
     budget: &EditBudget,
     sampler: SamplerConfig,
-    cache: &mut KvCache,
-    controls: Controls<'_>,
-) -> Result<EditOutcome> {
-    let started = Instant::now();
+) -> Prepared {
     let plan = plan_edit(
         &input.source,
         input.path,
@@ -76,7 +82,22 @@ pub fn next_edit(
         budget,
         &EngineTokens(engine),
     );
-    let completion = engine.next_edit(&edit_request(&plan, sampler), cache, controls)?;
+    let request = edit_request(&plan, sampler);
+    Prepared { plan, request }
+}
+
+/// The suggestion in the engine's rewrite of the prepared region (`completion`, from
+/// [`Engine::next_edit`] or a batch): the minimal edits and jump, or no edit when the rewrite
+/// changed more of the region than `budget` allows. `started`: when the request began, for
+/// the latency.
+pub fn finish(
+    input: &EditInput<'_>,
+    prepared: Prepared,
+    completion: Completion,
+    budget: &EditBudget,
+    started: Instant,
+) -> EditOutcome {
+    let plan = prepared.plan;
     let mut suggestion = suggestion_from_region(
         input.source.text,
         &plan,
@@ -88,14 +109,29 @@ pub fn next_edit(
     if rewrote_too_much {
         suggestion = EditSuggestion::default();
     }
-    Ok(EditOutcome {
+    EditOutcome {
         new_region: completion.middle.clone(),
         plan,
         suggestion,
         rewrote_too_much,
         completion,
         latency_ms: started.elapsed().as_secs_f64() * 1e3,
-    })
+    }
+}
+
+/// Suggests the next edit for `input`: [`prepare`], [`Engine::next_edit`], [`finish`].
+pub fn next_edit(
+    engine: &Engine,
+    input: &EditInput<'_>,
+    budget: &EditBudget,
+    sampler: SamplerConfig,
+    cache: &mut KvCache,
+    controls: Controls<'_>,
+) -> Result<EditOutcome> {
+    let started = Instant::now();
+    let prepared = prepare(engine, input, budget, sampler);
+    let completion = engine.next_edit(&prepared.request, cache, controls)?;
+    Ok(finish(input, prepared, completion, budget, started))
 }
 
 /// `text` with `suggestion`'s edits applied (they are in document order and do not overlap).

@@ -189,3 +189,51 @@ fn a_next_edit_applies_inside_the_region_or_is_no_edit() {
     assert!(guarded.suggestion.edits.is_empty());
     assert_eq!(apply(&text, &guarded.suggestion), text);
 }
+
+/// A batch-run next edit (prepare, then the engine's batch, then finish) suggests what the
+/// whole pipeline does.
+#[test]
+fn a_next_edit_prepared_and_finished_around_a_batch_equals_the_pipeline() {
+    use redraft_engine::sampler::MemberControls;
+    use redraft_suggest::edit::{finish, prepare};
+    let engine = engine();
+    let history = [HistoryEdit {
+        path: "src/count.rs".into(),
+        old: "    let mut counts = HashMap::new();\n".into(),
+        new: "    let mut tally = HashMap::new();\n".into(),
+    }];
+    let text = TEXT.replace("let mut counts", "let mut tally");
+    let input = EditInput {
+        source: source(&text),
+        path: "src/count.rs",
+        history: &history,
+    };
+    let budget = EditBudget {
+        max_changed_fraction: 1.0,
+        ..EditBudget::default()
+    };
+    let whole = next_edit(
+        &engine,
+        &input,
+        &budget,
+        greedy(),
+        &mut KvCache::default(),
+        Controls::default(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let prepared = prepare(&engine, &input, &budget, greedy());
+    let mut batch = engine.batch(greedy().cache);
+    batch
+        .join_edit(&prepared.request, MemberControls::default())
+        .unwrap();
+    let mut done = Vec::new();
+    while !batch.is_empty() {
+        done.extend(batch.step().unwrap());
+    }
+    let (_, completion) = done.pop().unwrap();
+    let outcome = finish(&input, prepared, completion.unwrap(), &budget, started);
+    assert_eq!(outcome.new_region, whole.new_region);
+    assert_eq!(outcome.suggestion, whole.suggestion);
+    assert_eq!(outcome.plan.region_range, whole.plan.region_range);
+}
