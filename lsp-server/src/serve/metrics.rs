@@ -38,6 +38,12 @@ pub struct JobLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassLabels {
+    /// `full` (every position recomputed) or `window` (the canvases, the rest from the cache).
+    pub pass: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: String,
 }
@@ -59,6 +65,7 @@ pub struct Metrics {
     pub running: Gauge,
     pub batch_size: Histogram,
     pub forwards: Counter,
+    pub passes: Family<PassLabels, Counter>,
     pub canvas_tokens: Counter,
     pub tokens_per_forward: Histogram,
     pub stream_drafts: Counter<u64, AtomicU64>,
@@ -119,6 +126,12 @@ impl Metrics {
         );
         let forwards = Counter::default();
         registry.register("redraft_forwards", "Model calls made", forwards.clone());
+        let passes = Family::<PassLabels, Counter>::default();
+        registry.register(
+            "redraft_passes",
+            "Model calls by pass: full (every position) or window (the canvases only)",
+            passes.clone(),
+        );
         let canvas_tokens = Counter::default();
         registry.register(
             "redraft_canvas_tokens",
@@ -148,6 +161,7 @@ impl Metrics {
             running,
             batch_size,
             forwards,
+            passes,
             canvas_tokens,
             tokens_per_forward,
             stream_drafts,
@@ -191,6 +205,16 @@ impl Metrics {
         self.canvas_tokens.inc_by(tokens as u64);
         for _ in 0..forwards {
             self.batch_size.observe(canvases as f64);
+        }
+    }
+
+    pub fn passes(&self, full: usize, window: usize) {
+        for (pass, n) in [("full", full), ("window", window)] {
+            self.passes
+                .get_or_create(&PassLabels {
+                    pass: pass.to_string(),
+                })
+                .inc_by(n as u64);
         }
     }
 

@@ -409,13 +409,7 @@ impl Scheduler {
                     .name("redraft-serve-inference".into())
                     .spawn(move || {
                         if config.max_batch > 1 {
-                            batched::run(
-                                &engine,
-                                &thread_queue,
-                                config.max_batch,
-                                config.cache,
-                                delay,
-                            )
+                            batched::run(&engine, &thread_queue, config, delay)
                         } else {
                             serial::run(&engine, &thread_queue, delay)
                         }

@@ -7,28 +7,23 @@ use serde_json::{json, Value};
 
 use super::client::{Server, Start};
 
-/// Different FIM requests (a candidate pair among them), as an editor team would send them.
+/// Different FIM requests, as an editor team would send them: three prefixes, each under two
+/// suffixes (so canvases start at the same place and share a lane), a candidate pair among them.
 fn requests() -> Vec<Value> {
-    let cuts = [
-        ("fn add(a: u32, b: u32) -> u32 {\n    ", "\n}\n"),
-        (
-            "let names: Vec<String> = people.iter().map(|p| ",
-            ").collect();\n",
-        ),
-        (
-            "impl Point {\n    fn norm(&self) -> f64 {\n        ",
-            "\n    }\n}\n",
-        ),
-        ("for (i, line) in text.lines().enumerate() {\n    ", "\n}\n"),
-        ("match value {\n    Some(v) => ", ",\n    None => 0,\n}\n"),
-        ("use std::collections::", ";\n\nfn main() {}\n"),
+    let prefixes = [
+        "fn add(a: u32, b: u32) -> u32 {\n    ",
+        "impl Point {\n    fn norm(&self) -> f64 {\n        ",
+        "for (i, line) in text.lines().enumerate() {\n    ",
     ];
-    cuts.iter()
-        .enumerate()
-        .map(|(i, (prefix, suffix))| {
-            json!({"prompt": prefix, "suffix": suffix, "max_tokens": 24, "n": if i == 2 { 2 } else { 1 }})
-        })
-        .collect()
+    let suffixes = ["\n}\n", "\n}\n\nfn main() {\n    run();\n}\n"];
+    let mut requests = Vec::new();
+    for (p, prefix) in prefixes.iter().enumerate() {
+        for (s, suffix) in suffixes.iter().enumerate() {
+            let n = if (p, s) == (1, 1) { 2 } else { 1 };
+            requests.push(json!({"prompt": prefix, "suffix": suffix, "max_tokens": 24, "n": n}));
+        }
+    }
+    requests
 }
 
 fn texts(response: &super::client::Response) -> Vec<String> {
@@ -85,6 +80,7 @@ fn batched_greedy_results_equal_one_at_a_time() {
 #[test]
 fn cancelling_one_member_leaves_the_others_unchanged() {
     let requests = requests();
+    // The first two share a lane (one prefix); the third has a lane of its own.
     let alone = one_at_a_time(&requests[..3]);
     let server = Server::start_with(Start {
         args: &["--max-batch", "8", "--no-cache"],
@@ -123,9 +119,9 @@ fn cancelling_one_member_leaves_the_others_unchanged() {
     assert!(mean_batch(&server) > 1.0);
 }
 
-/// A request that arrives while another is being decoded joins it at the next step: once the
-/// first has sent a draft with slots still masked, the second is sent, and some model call then
-/// holds both canvases.
+/// A request that arrives while another is being decoded joins it at the next step when its
+/// canvas starts where the other's does (the same prefix here): once the first has sent a draft
+/// with slots still masked, the second is sent, and some model call then holds both canvases.
 #[test]
 fn a_late_request_joins_the_running_batch() {
     let server = Server::start_with(Start {

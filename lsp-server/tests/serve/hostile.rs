@@ -308,33 +308,41 @@ fn a_client_that_disconnects_mid_stream_cancels_its_job() {
     );
 }
 
-/// With one job running and one queued (`--max-queue 1`), the next request is refused with
-/// 429 and `Retry-After`, and the queued one is still answered.
+/// With the model busy (a job of two candidates, which fills a `--max-batch 2` batch, or any job
+/// one at a time) and one job queued (`--max-queue 1`), the next request is refused with 429
+/// and `Retry-After`, and the others are still answered.
 #[test]
 fn a_full_queue_answers_429_with_retry_after() {
-    let server = Server::start_with(Start {
-        args: &["--max-queue", "1", "--max-batch", "1"],
-        step_delay_ms: Some(100),
-        ..Start::default()
-    });
-    let body = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16}).to_string();
-    let running = server.open_later("POST", "/v1/completions", body.as_bytes());
-    server.wait_for_metric("redraft_running_jobs", 1.0);
-    let queued = server.open_later("POST", "/v1/completions", body.as_bytes());
-    server.wait_for_metric("redraft_queue_depth", 1.0);
-    let refused = server.post_raw("/v1/completions", body.as_bytes());
-    openai_error(&refused, 429, "queue_full");
-    assert!(refused
-        .header("retry-after")
-        .is_some_and(|s| s.parse::<u64>().is_ok()));
-    let ollama = server.post_raw("/api/generate", body.as_bytes());
-    ollama_error(&ollama, 429);
-    assert_eq!(running.finish().status, 200);
-    assert_eq!(queued.finish().status, 200);
-    assert_eq!(
-        server.metric("redraft_jobs_total{kind=\"fim\",outcome=\"rejected_full\"}"),
-        2.0
-    );
+    for max_batch in ["1", "2"] {
+        let server = Server::start_with(Start {
+            args: &["--max-queue", "1", "--max-batch", max_batch],
+            step_delay_ms: Some(300),
+            ..Start::default()
+        });
+        // One token per step: at least two steps (content, then the end), so the busy job
+        // outlasts the requests below.
+        let busy = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "n": 2,
+                          "effort": "high"});
+        let busy = server.open_later("POST", "/v1/completions", busy.to_string().as_bytes());
+        server.wait_for_metric("redraft_running_jobs", 1.0);
+        let body = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16}).to_string();
+        let queued = server.open_later("POST", "/v1/completions", body.as_bytes());
+        server.wait_for_metric("redraft_queue_depth", 1.0);
+        let refused = server.post_raw("/v1/completions", body.as_bytes());
+        openai_error(&refused, 429, "queue_full");
+        assert!(refused
+            .header("retry-after")
+            .is_some_and(|s| s.parse::<u64>().is_ok()));
+        let ollama = server.post_raw("/api/generate", body.as_bytes());
+        ollama_error(&ollama, 429);
+        assert_eq!(busy.finish().status, 200);
+        assert_eq!(queued.finish().status, 200);
+        assert_eq!(
+            server.metric("redraft_jobs_total{kind=\"fim\",outcome=\"rejected_full\"}"),
+            2.0,
+            "--max-batch {max_batch}"
+        );
+    }
 }
 
 /// SIGTERM with a job running: it is answered, the server stops accepting and exits 0.

@@ -128,6 +128,7 @@ pub fn fim_job(
     if let Some(first) = completions.first() {
         let slots: usize = completions.iter().map(|c| c.slots).sum();
         metrics.model_calls(first.forwards, completions.len(), slots);
+        metrics.passes(first.full_passes, first.window_passes);
     }
     Ok(Answer::Fim(finish_fim(
         engine,
@@ -218,6 +219,7 @@ pub fn edit_job(
     .map_err(job_error)?;
     let c = &outcome.completion;
     metrics.model_calls(c.forwards, 1, c.slots);
+    metrics.passes(c.full_passes, c.window_passes);
     metrics
         .tokens_per_forward
         .observe(c.slots as f64 / c.forwards.max(1) as f64);

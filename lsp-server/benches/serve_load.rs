@@ -1,0 +1,324 @@
+//! Load on `redraft serve`: a bounded, self-stopping load generator on loopback. Each client
+//! sends Zed's OpenAI-compatible FIM request (Qwen template, Zed's stop list, `max_tokens`
+//! 256) with a real FIM cut as the prompt, waits for the answer, and sends the next one 300 ms
+//! after the last (Zed's throttle), for a fixed time per setting. Settings: 1, 4 and 16
+//! clients with batching (`--max-batch 8`), 16 clients with batching off (`--max-batch 1`),
+//! and 48 clients both ways (past what one-at-a-time serving keeps up with here), each on a
+//! fresh server. Reports throughput, latency p50/p95/p99, mean canvases per model
+//! call (batch size) and canvas tokens per model call, from the server's `/metrics`.
+//!
+//! ```sh
+//! cargo bench -p redraft --bench serve_load                   # 25 s per setting, writes fixtures/default-model/serve.md
+//! cargo bench -p redraft --bench serve_load -- --seconds 10 --tasks T.jsonl.gz --out FILE
+//! ```
+//!
+//! Prompts: the eval's Rust single-line cuts (`target/benchmarks/RustSingleLine.jsonl.gz`,
+//! built by `redraft bench build humanevalpack-rust --sets single-line`) when present, else
+//! single-line cuts made here from HumanEvalPack-Rust's solutions (`../shared/benchmarks`).
+//! Run by `cargo test` (without `--bench`) it is a two-second smoke run that writes nothing.
+
+#[allow(dead_code)]
+#[path = "../tests/serve/client.rs"]
+mod client;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use client::{Server, Start};
+use serde_json::json;
+
+/// Zed's throttle between two requests of one editor.
+const INTERVAL: Duration = Duration::from_millis(300);
+
+struct Options {
+    bench: bool,
+    seconds: u64,
+    tasks: Option<PathBuf>,
+    out: Option<PathBuf>,
+    /// `CLIENTSxMAX_BATCH` settings instead of the default ones (`--settings 16x8,16x1`).
+    settings: Option<Vec<Setting>>,
+    /// Extra `redraft serve` flags for every server (`--serve-args "--join-wait-ms 20"`).
+    serve_args: Vec<String>,
+}
+
+fn options() -> Options {
+    let args: Vec<String> = std::env::args().collect();
+    let bench = args.iter().any(|a| a == "--bench");
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    Options {
+        bench,
+        seconds: value("--seconds")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(if bench { 25 } else { 2 }),
+        tasks: value("--tasks").map(PathBuf::from),
+        settings: value("--settings").map(|v| {
+            v.split(',')
+                .map(|s| {
+                    let (clients, max_batch) = s.split_once('x').expect("CLIENTSxMAX_BATCH");
+                    Setting {
+                        clients: clients.parse().unwrap(),
+                        max_batch: max_batch.parse().unwrap(),
+                    }
+                })
+                .collect()
+        }),
+        serve_args: value("--serve-args")
+            .map(|v| v.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default(),
+        out: value("--out")
+            .map(PathBuf::from)
+            .or_else(|| bench.then(|| repo().join("fixtures/default-model/serve.md"))),
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// (prefix, suffix) pairs: real FIM cuts.
+fn cuts(options: &Options) -> (Vec<(String, String)>, String) {
+    let built = repo().join("target/benchmarks/RustSingleLine.jsonl.gz");
+    let file = options
+        .tasks
+        .clone()
+        .or_else(|| built.is_file().then_some(built));
+    if let Some(file) = file {
+        let tasks = redraft_eval::task::read_tasks(&file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        let cuts = tasks.into_iter().map(|t| (t.prompt, t.suffix)).collect();
+        return (cuts, file.display().to_string());
+    }
+    let benchmarks = std::env::var_os("REDRAFT_BENCHMARKS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/benchmarks"));
+    let file = benchmarks.join("humanevalpack-rust/humanevalpack.jsonl");
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("no FIM tasks: {} ({e}); pass --tasks", file.display()));
+    let mut cuts = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        let program = format!(
+            "{}{}",
+            row["prompt"].as_str().unwrap(),
+            row["canonical_solution"].as_str().unwrap()
+        );
+        let body_start = row["prompt"].as_str().unwrap().len();
+        // Every third non-blank line of the solution, cut after its indentation.
+        let mut at = body_start;
+        for (i, line) in program[body_start..].split_inclusive('\n').enumerate() {
+            let indent = line.len() - line.trim_start().len();
+            if i % 3 == 1 && !line.trim().is_empty() {
+                let cut = at + indent;
+                let end = at + line.trim_end_matches('\n').len();
+                cuts.push((program[..cut].to_string(), program[end..].to_string()));
+            }
+            at += line.len();
+        }
+    }
+    (cuts, format!("single-line cuts of {}", file.display()))
+}
+
+struct Setting {
+    clients: usize,
+    max_batch: usize,
+}
+
+#[derive(Default)]
+struct Outcome {
+    latencies_ms: Vec<f64>,
+    errors: usize,
+    elapsed: Duration,
+    mean_batch: f64,
+    tokens_per_forward: f64,
+    full_share: f64,
+}
+
+fn run(setting: &Setting, cuts: &Arc<Vec<(String, String)>>, options: &Options) -> Outcome {
+    let seconds = options.seconds;
+    let batch = setting.max_batch.to_string();
+    let mut args = vec!["--max-batch", &batch, "--max-queue", "256"];
+    args.extend(options.serve_args.iter().map(String::as_str));
+    let server = Arc::new(Server::start_with(Start {
+        args: &args,
+        ..Start::default()
+    }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let latencies = Arc::new(Mutex::new(Vec::new()));
+    let errors = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let threads: Vec<_> = (0..setting.clients)
+        .map(|client| {
+            let (server, stop, latencies, errors, cuts) = (
+                Arc::clone(&server),
+                Arc::clone(&stop),
+                Arc::clone(&latencies),
+                Arc::clone(&errors),
+                Arc::clone(cuts),
+            );
+            let clients = setting.clients;
+            std::thread::spawn(move || {
+                // Each client its own walk through the cuts, so clients do not send the same
+                // prompt at once; a small stagger, as editors do not start in step.
+                std::thread::sleep(INTERVAL * client as u32 / clients as u32);
+                let mut next = client * cuts.len() / clients;
+                while !stop.load(Ordering::Relaxed) {
+                    let (prefix, suffix) = &cuts[next % cuts.len()];
+                    next += 1;
+                    let body = json!({
+                        "model": "qwen2.5-coder:redraft",
+                        "prompt": format!("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>"),
+                        "max_tokens": 256,
+                        "stop": ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"],
+                    });
+                    let sent = Instant::now();
+                    let response = server.post("/v1/completions", &body);
+                    let took = sent.elapsed();
+                    if response.status == 200 {
+                        latencies.lock().unwrap().push(took.as_secs_f64() * 1e3);
+                    } else {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if let Some(rest) = INTERVAL.checked_sub(took) {
+                        std::thread::sleep(rest);
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(seconds));
+    stop.store(true, Ordering::Relaxed);
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let elapsed = started.elapsed();
+    let metric = |series: &str| server.metric(series);
+    let mean_batch = metric("redraft_batch_size_sum") / metric("redraft_batch_size_count").max(1.0);
+    let tokens_per_forward =
+        metric("redraft_canvas_tokens_total") / metric("redraft_forwards_total").max(1.0);
+    let full = metric("redraft_passes_total{pass=\"full\"}");
+    let window = metric("redraft_passes_total{pass=\"window\"}");
+    let full_share = full / (full + window).max(1.0);
+    let mut latencies_ms = std::mem::take(&mut *latencies.lock().unwrap());
+    latencies_ms.sort_by(f64::total_cmp);
+    Outcome {
+        latencies_ms,
+        errors: errors.load(Ordering::Relaxed),
+        elapsed,
+        mean_batch,
+        tokens_per_forward,
+        full_share,
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn main() {
+    let mut options = options();
+    let (cuts, source) = cuts(&options);
+    let cuts = Arc::new(cuts);
+    let custom = options.settings.is_some();
+    let settings: Vec<Setting> = if let Some(settings) = options.settings.take() {
+        settings
+    } else if options.bench {
+        vec![
+            Setting {
+                clients: 1,
+                max_batch: 8,
+            },
+            Setting {
+                clients: 4,
+                max_batch: 8,
+            },
+            Setting {
+                clients: 16,
+                max_batch: 8,
+            },
+            Setting {
+                clients: 16,
+                max_batch: 1,
+            },
+            // Past what one-at-a-time serving keeps up with on the development machine.
+            Setting {
+                clients: 48,
+                max_batch: 8,
+            },
+            Setting {
+                clients: 48,
+                max_batch: 1,
+            },
+        ]
+    } else {
+        vec![Setting {
+            clients: 2,
+            max_batch: 8,
+        }]
+    };
+    let mut rows = Vec::new();
+    let mut results = Vec::new();
+    for setting in &settings {
+        let outcome = run(setting, &cuts, &options);
+        let n = outcome.latencies_ms.len();
+        let throughput = n as f64 / outcome.elapsed.as_secs_f64();
+        let row = format!(
+            "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0}% | {} |",
+            setting.clients,
+            if setting.max_batch > 1 {
+                format!("{} (batched)", setting.max_batch)
+            } else {
+                "1 (off)".to_string()
+            },
+            n,
+            throughput,
+            percentile(&outcome.latencies_ms, 50.0),
+            percentile(&outcome.latencies_ms, 95.0),
+            percentile(&outcome.latencies_ms, 99.0),
+            outcome.mean_batch,
+            outcome.tokens_per_forward,
+            outcome.full_share * 100.0,
+            outcome.errors,
+        );
+        eprintln!("{row}");
+        rows.push(row);
+        results.push((throughput, percentile(&outcome.latencies_ms, 95.0)));
+    }
+    let header = "| clients | max batch | requests | throughput (req/s) | p50 ms | p95 ms | p99 ms | mean batch | tokens/forward | full passes | errors |\n|---|---|---|---|---|---|---|---|---|---|---|";
+    let mut report = format!("{header}\n{}\n", rows.join("\n"));
+    if results.len() >= 4 && !custom && options.bench {
+        let (batched, unbatched) = (results[2], results[3]);
+        let speedup = batched.0 / unbatched.0;
+        let p95 = batched.1 / unbatched.1;
+        report.push_str(&format!(
+            "\n16 clients, batched vs batching off: throughput x{speedup:.2}, p95 x{p95:.2} (goal: >= 1.5x throughput and <= 0.6x p95: {}).\n",
+            if speedup >= 1.5 && p95 <= 0.6 { "met" } else { "not met" }
+        ));
+    }
+    println!("{report}");
+    if let Some(out) = &options.out {
+        let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let text = format!(
+            "# `redraft serve` under load\n\nMeasured by `cargo bench -p redraft --bench serve_load` (release build, embedded default model, effort medium, \
+             default context cache), {} s per setting, each on a fresh server, on {nproc} cores; \
+             clients send Zed's OpenAI-compatible FIM request (Qwen template, `max_tokens` 256, Zed's stop list) \
+             with prompts from {source} ({} cuts), one request at a time each, the next 300 ms after the last one was sent \
+             (or at once when the answer took longer). Latency is request to full response at the client. \
+             Mean batch is canvases per model call, tokens/forward canvas slots filled per model call (both from `/metrics`).\n\n{report}",
+            options.seconds,
+            cuts.len(),
+        );
+        std::fs::write(out, text).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
+        eprintln!("written to {}", out.display());
+    }
+}
