@@ -75,6 +75,81 @@ fn batched_greedy_results_equal_one_at_a_time() {
     assert!(server.metric("redraft_forwards_total") > 0.0);
 }
 
+/// A Mercury next-edit message for a rename in `area`, the cursor at byte `cursor` of the
+/// region.
+fn edit_request(name: &str, cursor: usize) -> Value {
+    let region = format!("fn area({name}: u32, height: u32) -> u32 {{\n    width * height\n}}\n");
+    let message = format!(
+        "<|current_file_content|>\ncurrent_file_path: src/lib.rs\nuse std::fmt;\n\n<|code_to_edit|>\n{}<|cursor|>{}\n<|/code_to_edit|>\n\nfn main() {{}}\n\n<|/current_file_content|>\n<|edit_diff_history|>\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -3 +3 @@\n-fn area(width: u32, height: u32) -> u32 {{\n+fn area({name}: u32, height: u32) -> u32 {{\n\n<|/edit_diff_history|>\n",
+        &region[..cursor],
+        &region[cursor..]
+    );
+    json!({"messages": [{"role": "user", "content": message}], "stream": true, "diffusing": true})
+}
+
+/// The raw rewrite (the last draft of a diffusing stream) and the answer's content: the answer
+/// alone is most often the region unchanged with this model, the raw rewrite never.
+fn edit_content(response: &super::client::Response) -> (String, String) {
+    assert_eq!(response.status, 200, "{}", response.text());
+    let events = response.events();
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let content = |chunk: &Value| {
+        chunk["choices"][0]["delta"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (answer, drafts) = chunks.split_last().unwrap();
+    assert!(!drafts.is_empty());
+    (content(drafts.last().unwrap()), content(answer))
+}
+
+/// Next edits are canvases in the batch too: sent together with FIM requests, each gets what
+/// it gets alone.
+#[test]
+fn batched_next_edits_equal_one_at_a_time() {
+    let edits = [
+        edit_request("w", 9),
+        edit_request("wd", 10),
+        edit_request("w", 30),
+    ];
+    let fims = requests();
+    let serial = Server::start(&["--max-batch", "1", "--no-cache"]);
+    let alone: Vec<(String, String)> = edits
+        .iter()
+        .map(|e| edit_content(&serial.post("/v1/edit/completions", e)))
+        .collect();
+    let server = Server::start_with(Start {
+        args: &["--max-batch", "8", "--no-cache"],
+        step_delay_ms: Some(40),
+        ..Start::default()
+    });
+    let pending_fim: Vec<_> = fims[..2]
+        .iter()
+        .map(|r| server.open_later("POST", "/v1/completions", r.to_string().as_bytes()))
+        .collect();
+    let pending: Vec<_> = edits
+        .iter()
+        .map(|e| server.open_later("POST", "/v1/edit/completions", e.to_string().as_bytes()))
+        .collect();
+    let together: Vec<(String, String)> = pending
+        .into_iter()
+        .map(|p| edit_content(&p.finish()))
+        .collect();
+    assert_eq!(together, alone);
+    for p in pending_fim {
+        assert_eq!(p.finish().status, 200);
+    }
+    assert_eq!(
+        server.metric("redraft_jobs_total{kind=\"edit\",outcome=\"answered\"}"),
+        3.0
+    );
+    assert!(mean_batch(&server) > 1.0, "nothing was batched");
+}
+
 /// One client hangs up while its request is being decoded with others: it leaves the batch at
 /// the next step, and the others' answers are what they are alone.
 #[test]

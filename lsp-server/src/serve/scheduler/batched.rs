@@ -16,42 +16,49 @@
 //! joins the running canvases at the next step when it starts where they do, and otherwise
 //! waits for their lane to finish, as it would one at a time.
 //!
-//! FIM jobs go through the same pipeline as alone: [`fim::prepare`] makes the engine request,
-//! each candidate length joins as its own canvas, [`fim::finish`] cleans the middles
-//! ([`finish_fim`], shared with the one-at-a-time loop). Next edits run alone between two steps
-//! through `redraft_suggest::edit::next_edit`, the one next-edit pipeline: it has no
-//! prepare/finish split to batch through yet.
+//! Jobs go through the same pipelines as alone, split where a batch needs it: FIM jobs through
+//! [`fim::prepare`] (each candidate length joins as its own canvas) and [`fim::finish`] per
+//! candidate ([`finish_fim`]), next edits through [`edit::prepare`] (one canvas, the old region
+//! its draft) and [`edit::finish`] ([`finish_edit`]); FIM and next-edit canvases share lanes.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redraft_context::Source;
 use redraft_engine::engine::EngineBatch;
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{CachePolicy, Canvas, CanvasView, MemberControls, MemberId};
 use redraft_engine::{Completion, Engine};
-use redraft_suggest::fim::{self, Prepared};
+use redraft_suggest::{edit, fim};
 
-use super::run::{draft_text, edit_job, finish_fim, job_error};
+use super::run::{draft_text, edit_budget, edit_input, finish_edit, finish_fim, job_error};
 use super::{Answer, Draft, Job, JobError, LoopConfig, Queue, Work};
 
 /// Canvases whose starts differ by at most this many tokens share a lane.
 pub const LANE_TOLERANCE: usize = 8;
 
-/// A FIM job in a lane: its plan and its candidates' completions as they come.
+/// What a job in a lane was planned as.
+enum Plan {
+    Fim(fim::Prepared),
+    Edit {
+        prepared: edit::Prepared,
+        started: Instant,
+    },
+}
+
+/// A job in a lane: its plan and its canvases' completions as they come.
 struct Member {
     job: Job,
-    prepared: Prepared,
+    plan: Plan,
     completions: Vec<Option<Completion>>,
 }
 
-/// Canvases a job takes: one per FIM candidate; a next edit runs alone.
+/// Canvases a job takes: one per FIM candidate, one for a next edit.
 fn canvases(job: &Job) -> usize {
     match &job.work {
         Work::Fim(work) => work.options.candidates.max(1),
-        Work::Edit(_) => 0,
+        Work::Edit(_) => 1,
     }
 }
 
@@ -78,8 +85,6 @@ struct Loop<'e> {
     canvases: HashMap<(u64, MemberId), Slot>,
     next_job: u64,
     next_lane: u64,
-    /// The cache next edits run with between steps.
-    edit_cache: KvCache,
 }
 
 pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Duration>) {
@@ -94,7 +99,6 @@ pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Dur
         canvases: HashMap::new(),
         next_job: 0,
         next_lane: 0,
-        edit_cache: KvCache::default(),
     };
     while state.admit() {
         state.step();
@@ -129,31 +133,8 @@ impl<'e> Loop<'e> {
                 job.answer(Err(JobError::Cancelled), self.queue.metrics());
                 continue;
             }
-            match &job.work {
-                Work::Edit(_) => self.edit_alone(job),
-                Work::Fim(_) => self.join(job),
-            }
+            self.join(job);
         }
-    }
-
-    /// A next edit, run to its end while the lanes wait.
-    fn edit_alone(&mut self, job: Job) {
-        let metrics = self.queue.metrics();
-        let Work::Edit(work) = &job.work else {
-            unreachable!("edit_alone takes next edits")
-        };
-        metrics.running.set(self.jobs.len() as i64 + 1);
-        let (engine, delay, cache) = (self.engine, self.delay, &mut self.edit_cache);
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            edit_job(engine, cache, &job, work, delay, metrics)
-        }))
-        .unwrap_or_else(|_| {
-            *cache = KvCache::default();
-            eprintln!("redraft serve: a next edit failed unexpectedly (a bug); the server goes on");
-            Err(JobError::Failed("internal error".into()))
-        });
-        metrics.running.set(self.jobs.len() as i64);
-        job.answer(result, metrics);
     }
 
     /// The lane for canvases starting at `start`: one within [`LANE_TOLERANCE`], or a new one.
@@ -174,35 +155,52 @@ impl<'e> Loop<'e> {
         self.lanes.len() - 1
     }
 
-    /// Plans a FIM job and adds one canvas per candidate length to the lane of its start.
+    /// Plans a job and adds its canvases (one per FIM candidate length, one for a next edit)
+    /// to the lane where they start.
     fn join(&mut self, job: Job) {
-        let Work::Fim(work) = &job.work else {
-            unreachable!("only FIM jobs join a lane")
-        };
         let engine = self.engine;
         let metrics = self.queue.metrics();
-        let source = Source {
-            text: &work.text,
-            cursor: work.cursor,
-            language: work.language,
-            tree: None,
+        // The canvases as the engine builds them (`Engine::canvas`, `Engine::edit_canvas`).
+        let planned = match &job.work {
+            Work::Fim(work) => {
+                let source = Source {
+                    text: &work.text,
+                    cursor: work.cursor,
+                    language: work.language,
+                    tree: None,
+                };
+                let prepared = fim::prepare(engine, &source, &work.neighbours, &work.options);
+                let built: Result<Vec<Canvas>, _> = prepared
+                    .lengths
+                    .iter()
+                    .map(|&length| {
+                        let mut request = prepared.request.clone();
+                        request.canvas_tokens = length;
+                        engine.canvas(&request)
+                    })
+                    .collect();
+                let sampler = prepared.request.sampler.clone();
+                built.map(|built| (Plan::Fim(prepared), built, sampler))
+            }
+            Work::Edit(work) => {
+                let started = Instant::now();
+                let prepared = edit::prepare(
+                    engine,
+                    &edit_input(work),
+                    &edit_budget(engine),
+                    work.sampler.clone(),
+                );
+                let sampler = prepared.request.sampler.clone();
+                engine
+                    .edit_canvas(&prepared.request)
+                    .map(|canvas| (Plan::Edit { prepared, started }, vec![canvas], sampler))
+            }
         };
-        let prepared = fim::prepare(engine, &source, &work.neighbours, &work.options);
-        // The canvases as the engine builds them (`Engine::canvas`), one per length.
-        let built: Result<Vec<Canvas>, _> = prepared
-            .lengths
-            .iter()
-            .map(|&length| {
-                let mut request = prepared.request.clone();
-                request.canvas_tokens = length;
-                engine.canvas(&request)
-            })
-            .collect();
-        let built = match built {
-            Ok(built) => built,
+        let (plan, built, sampler) = match planned {
+            Ok(planned) => planned,
             Err(err) => return job.answer(Err(job_error(err)), metrics),
         };
-        let lane = self.lane_for(built.first().map_or(0, |c| c.prefix.len()));
+        let at_lane = self.lane_for(built.first().map_or(0, |c| c.prefix.len()));
         let key = self.next_job;
         self.next_job += 1;
         let mut joined = Vec::new();
@@ -230,11 +228,8 @@ impl<'e> Loop<'e> {
                 deadline: job.deadline,
                 on_step,
             };
-            let lane = &mut self.lanes[lane];
-            match lane
-                .batch
-                .join_canvas(canvas, prepared.request.sampler.clone(), controls)
-            {
+            let lane = &mut self.lanes[at_lane];
+            match lane.batch.join_canvas(canvas, sampler.clone(), controls) {
                 Ok(id) => joined.push(((lane.id, id), index)),
                 Err(err) => {
                     // Canvases already in leave at the next step, unanswered.
@@ -249,8 +244,8 @@ impl<'e> Loop<'e> {
         self.jobs.insert(
             key,
             Member {
-                completions: vec![None; prepared.lengths.len()],
-                prepared,
+                completions: vec![None; built.len()],
+                plan,
                 job,
             },
         );
@@ -327,12 +322,14 @@ impl<'e> Loop<'e> {
                         let member = self.jobs.remove(&key).expect("present");
                         let completions: Vec<Completion> =
                             member.completions.into_iter().flatten().collect();
-                        let Work::Fim(work) = &member.job.work else {
-                            unreachable!("only FIM jobs join a lane")
-                        };
-                        let answer =
-                            finish_fim(self.engine, &member.prepared, &completions, work, metrics);
-                        member.job.answer(Ok(Answer::Fim(answer)), metrics);
+                        let answer = finish(
+                            self.engine,
+                            &member.job.work,
+                            member.plan,
+                            completions,
+                            metrics,
+                        );
+                        member.job.answer(Ok(answer), metrics);
                     }
                 }
                 Err(err) => {
@@ -348,5 +345,35 @@ impl<'e> Loop<'e> {
         if let Some(delay) = self.delay {
             std::thread::sleep(delay);
         }
+    }
+}
+
+/// A job's answer from its canvases' completions, through its pipeline's finish.
+fn finish(
+    engine: &Engine,
+    work: &Work,
+    plan: Plan,
+    completions: Vec<Completion>,
+    metrics: &crate::serve::metrics::Metrics,
+) -> Answer {
+    match (work, plan) {
+        (Work::Fim(work), Plan::Fim(prepared)) => {
+            Answer::Fim(finish_fim(engine, &prepared, &completions, work, metrics))
+        }
+        (Work::Edit(work), Plan::Edit { prepared, started }) => {
+            let completion = completions
+                .into_iter()
+                .next()
+                .expect("a next edit has one canvas");
+            let outcome = edit::finish(
+                &edit_input(work),
+                prepared,
+                completion,
+                &edit_budget(engine),
+                started,
+            );
+            Answer::Edit(finish_edit(engine, work, &outcome, metrics))
+        }
+        _ => unreachable!("a job is planned by its own kind"),
     }
 }

@@ -10,7 +10,7 @@ use redraft_context::Source;
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
 use redraft_engine::{Completion, Engine};
-use redraft_suggest::edit::{next_edit, EditInput};
+use redraft_suggest::edit::{next_edit, EditInput, EditOutcome};
 use redraft_suggest::fim::{self, Prepared};
 
 use super::{
@@ -186,16 +186,9 @@ pub fn finish_fim(
     }
 }
 
-/// A next-edit job through [`next_edit`], its rewrite cut to the client's region.
-pub fn edit_job(
-    engine: &Engine,
-    cache: &mut KvCache,
-    job: &Job,
-    work: &EditWork,
-    delay: Option<Duration>,
-    metrics: &Metrics,
-) -> Result<Answer, JobError> {
-    let input = EditInput {
+/// What the next-edit pipeline takes for `work`.
+pub fn edit_input(work: &EditWork) -> EditInput<'_> {
+    EditInput {
         source: Source {
             text: &work.document,
             cursor: work.cursor,
@@ -204,12 +197,28 @@ pub fn edit_job(
         },
         path: &work.path,
         history: &work.history,
-    };
-    let budget = EditBudget::for_positions(engine.model().config().max_position_embeddings);
+    }
+}
+
+/// The next-edit budget of `engine`'s model.
+pub fn edit_budget(engine: &Engine) -> EditBudget {
+    EditBudget::for_positions(engine.model().config().max_position_embeddings)
+}
+
+/// A next-edit job alone, through [`next_edit`], then [`finish_edit`].
+pub fn edit_job(
+    engine: &Engine,
+    cache: &mut KvCache,
+    job: &Job,
+    work: &EditWork,
+    delay: Option<Duration>,
+    metrics: &Metrics,
+) -> Result<Answer, JobError> {
+    let budget = edit_budget(engine);
     let outcome = with_controls(engine, job, delay, |controls| {
         next_edit(
             engine,
-            &input,
+            &edit_input(work),
             &budget,
             work.sampler.clone(),
             cache,
@@ -220,12 +229,23 @@ pub fn edit_job(
     let c = &outcome.completion;
     metrics.model_calls(c.forwards, 1, c.slots);
     metrics.passes(c.full_passes, c.window_passes);
+    Ok(Answer::Edit(finish_edit(engine, work, &outcome, metrics)))
+}
+
+/// The answer from a next edit's outcome: its rewrite cut to the client's region.
+pub fn finish_edit(
+    engine: &Engine,
+    work: &EditWork,
+    outcome: &EditOutcome,
+    metrics: &Metrics,
+) -> EditAnswer {
+    let c = &outcome.completion;
     metrics
         .tokens_per_forward
         .observe(c.slots as f64 / c.forwards.max(1) as f64);
     let (new_region, changed) =
         rewrite_region(&work.document, &outcome.suggestion, work.region.clone());
-    Ok(Answer::Edit(EditAnswer {
+    EditAnswer {
         completion_tokens: if changed {
             engine
                 .tokenizer()
@@ -236,8 +256,8 @@ pub fn edit_job(
         },
         new_region,
         changed,
-        prompt_tokens: outcome.completion.prefix_tokens + outcome.completion.suffix_tokens,
-    }))
+        prompt_tokens: c.prefix_tokens + c.suffix_tokens,
+    }
 }
 
 /// `text[region]` with the edits of `suggestion` that lie inside it applied (the client diffs
