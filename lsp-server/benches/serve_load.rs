@@ -93,7 +93,10 @@ fn cuts(options: &Options) -> (Vec<(String, String)>, String) {
         let tasks = redraft_eval::task::read_tasks(&file)
             .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
         let cuts = tasks.into_iter().map(|t| (t.prompt, t.suffix)).collect();
-        return (cuts, file.display().to_string());
+        let shown = file
+            .strip_prefix(repo())
+            .map_or_else(|_| file.display().to_string(), |p| p.display().to_string());
+        return (cuts, format!("`{shown}`"));
     }
     let benchmarks = std::env::var_os("REDRAFT_BENCHMARKS")
         .map(PathBuf::from)
@@ -308,9 +311,14 @@ fn main() {
     println!("{report}");
     if let Some(out) = &options.out {
         let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+        // The machine is shared: what else was running shows in the load average.
+        let load = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| l.split_whitespace().next().map(str::to_string))
+            .unwrap_or_else(|| "unknown".into());
         let text = format!(
             "# `redraft serve` under load\n\nMeasured by `cargo bench -p redraft --bench serve_load` (release build, embedded default model, effort medium, \
-             default context cache), {} s per setting, each on a fresh server, on {nproc} cores; \
+             default context cache), {} s per setting, each on a fresh server, on {nproc} cores (1-minute load average {load} when it ended); \
              clients send Zed's OpenAI-compatible FIM request (Qwen template, `max_tokens` 256, Zed's stop list) \
              with prompts from {source} ({} cuts), one request at a time each, the next 300 ms after the last one was sent \
              (or at once when the answer took longer). Latency is request to full response at the client. \
