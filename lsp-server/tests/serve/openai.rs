@@ -133,3 +133,19 @@ fn prompt_lists_of_one_are_accepted() {
     let tokens = server.post("/v1/completions", &json!({"prompt": [1, 2, 3]}));
     assert_eq!(tokens.status, 400);
 }
+
+/// `--deadline-ms`: past it the sampler commits its best guess for every slot left. One token
+/// per step (`effort: high`) takes at least two model calls (content, then the end); with a
+/// 1 ms budget the first call is already past it, and it is the only one.
+#[test]
+fn the_deadline_ends_decoding_at_the_next_step() {
+    let request = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "effort": "high"});
+    let free = Server::start(&[]);
+    assert_eq!(free.post("/v1/completions", &request).status, 200);
+    assert!(free.metric("redraft_forwards_total") >= 2.0);
+    let hurried = Server::start(&["--deadline-ms", "1"]);
+    let answer = hurried.post("/v1/completions", &request);
+    assert_eq!(answer.status, 200);
+    assert!(answer.json()["choices"][0]["text"].is_string());
+    assert_eq!(hurried.metric("redraft_forwards_total"), 1.0);
+}
