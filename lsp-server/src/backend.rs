@@ -18,7 +18,6 @@
 //! users reach over HTTPS, without aws-lc-rs's C/CMake build.
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
@@ -39,128 +38,7 @@ const CANCEL_POLL: Duration = Duration::from_millis(5);
 /// The most of a server's answer quoted in an error.
 const QUOTED_BYTES: usize = 400;
 
-/// The prompt layout a served model was trained to fill the middle in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Template {
-    /// Qwen2.5-Coder, CodeGemma: `<|fim_prefix|>P<|fim_suffix|>S<|fim_middle|>`.
-    Qwen,
-    /// StarCoder 1/2, SantaCoder: `<fim_prefix>P<fim_suffix>S<fim_middle>`.
-    StarCoder,
-    /// Code Llama: `<PRE> P <SUF>S <MID>`.
-    CodeLlama,
-    /// DeepSeek-Coder: `<｜fim▁begin｜>P<｜fim▁hole｜>S<｜fim▁end｜>`.
-    DeepSeek,
-    /// Codestral: `[SUFFIX]S[PREFIX]P`.
-    Codestral,
-    /// No template: `prompt` is the prefix and the request's `suffix` field the suffix, for
-    /// servers that apply the model's template themselves (`redraft serve`, Ollama, OpenAI).
-    Suffix,
-}
-
-impl Template {
-    pub const ALL: [Template; 6] = [
-        Template::Qwen,
-        Template::StarCoder,
-        Template::CodeLlama,
-        Template::DeepSeek,
-        Template::Codestral,
-        Template::Suffix,
-    ];
-
-    /// The name settings and flags use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Template::Qwen => "qwen",
-            Template::StarCoder => "starcoder",
-            Template::CodeLlama => "codellama",
-            Template::DeepSeek => "deepseek",
-            Template::Codestral => "codestral",
-            Template::Suffix => "suffix",
-        }
-    }
-
-    /// The `prompt` field for a prefix and a suffix.
-    pub fn prompt(self, prefix: &str, suffix: &str) -> String {
-        match self {
-            Template::Qwen => format!("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>"),
-            Template::StarCoder => format!("<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>"),
-            Template::CodeLlama => format!("<PRE> {prefix} <SUF>{suffix} <MID>"),
-            Template::DeepSeek => {
-                format!("<｜fim▁begin｜>{prefix}<｜fim▁hole｜>{suffix}<｜fim▁end｜>")
-            }
-            Template::Codestral => format!("[SUFFIX]{suffix}[PREFIX]{prefix}"),
-            Template::Suffix => prefix.to_string(),
-        }
-    }
-
-    /// The template's own tokens and its model family's end tokens: a server that does not
-    /// stop at them by itself (or prints special tokens as text) is told to, and a middle is
-    /// cut at the first one the answer still holds.
-    pub fn stops(self) -> &'static [&'static str] {
-        match self {
-            Template::Qwen => &[
-                "<|endoftext|>",
-                "<|fim_prefix|>",
-                "<|fim_suffix|>",
-                "<|fim_middle|>",
-                "<|fim_pad|>",
-                "<|repo_name|>",
-                "<|file_sep|>",
-                "<|im_start|>",
-                "<|im_end|>",
-            ],
-            Template::StarCoder => &[
-                "<|endoftext|>",
-                "<fim_prefix>",
-                "<fim_suffix>",
-                "<fim_middle>",
-                "<fim_pad>",
-                "<repo_name>",
-                "<file_sep>",
-            ],
-            Template::CodeLlama => &["<EOT>", "<PRE>", "<SUF>", "<MID>"],
-            Template::DeepSeek => &[
-                "<｜fim▁begin｜>",
-                "<｜fim▁hole｜>",
-                "<｜fim▁end｜>",
-                "<｜end▁of▁sentence｜>",
-                "<|EOT|>",
-            ],
-            Template::Codestral => &["[PREFIX]", "[SUFFIX]", "</s>"],
-            Template::Suffix => &[],
-        }
-    }
-}
-
-impl fmt::Display for Template {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Template {
-    type Err = String;
-
-    /// The names of [`Template::name`], plus Zed's `prompt_format` spellings and the model
-    /// names people reach for.
-    fn from_str(s: &str) -> Result<Template, String> {
-        Ok(match s.to_ascii_lowercase().replace('-', "_").as_str() {
-            "qwen" | "codegemma" => Template::Qwen,
-            "starcoder" | "star_coder" | "santacoder" => Template::StarCoder,
-            "codellama" | "code_llama" => Template::CodeLlama,
-            "deepseek" | "deepseek_coder" => Template::DeepSeek,
-            "codestral" | "mistral" => Template::Codestral,
-            "suffix" | "none" => Template::Suffix,
-            _ => {
-                let names: Vec<&str> = Template::ALL.iter().map(|t| t.name()).collect();
-                return Err(format!(
-                    "unknown FIM template `{s}` (one of: {})",
-                    names.join(", ")
-                ));
-            }
-        })
-    }
-}
+pub use crate::fim_template::Template;
 
 /// Where and how to reach a backend.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,6 +11,7 @@ mod bench_build;
 mod complete;
 mod default_model;
 mod eval;
+mod fim_template;
 mod lsp;
 mod malloc;
 mod sampler_args;

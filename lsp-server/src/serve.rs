@@ -6,13 +6,12 @@
 //! templates and next-edit layouts), `ollama` (`/api/generate`, `/api/tags`, `/api/version`),
 //! `inception` (Mercury-shaped `/v1/fim/completions` and `/v1/edit/completions`); `requests`
 //! turns every API's request into the scheduler's work and streams answers back;
-//! `fim_template` and `edit_prompt` read the prompt layouts clients send; `error` the error
+//! `crate::fim_template` and `edit_prompt` read the prompt layouts clients send; `error` the error
 //! bodies; `metrics` `/metrics`. Nothing a client sends ends the server: bad input is a 4xx,
 //! a panic in a job a 500 for that job only.
 
 mod edit_prompt;
 mod error;
-mod fim_template;
 mod inception;
 mod metrics;
 mod ollama;

@@ -11,6 +11,10 @@ mod cli;
 #[allow(dead_code)]
 #[path = "../src/backend.rs"]
 mod backend;
+// The backend's templates (`crate::fim_template` inside it); the parsing half is the server's.
+#[allow(dead_code)]
+#[path = "../src/fim_template.rs"]
+mod fim_template;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -448,7 +452,7 @@ fn templates_parse_by_name_and_alias() {
     assert_eq!("DeepSeek_Coder".parse::<Template>(), Ok(Template::DeepSeek));
     assert_eq!(
         "gpt".parse::<Template>().unwrap_err(),
-        "unknown FIM template `gpt` (one of: qwen, starcoder, codellama, deepseek, codestral, suffix)"
+        "unknown FIM template `gpt` (one of: qwen, starcoder, codellama, deepseek, codestral, glm, suffix)"
     );
 }
 

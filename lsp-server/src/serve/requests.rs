@@ -24,11 +24,11 @@ use tokio::sync::mpsc;
 
 use super::edit_prompt::EditPrompt;
 use super::error::{ApiError, Dialect};
-use super::fim_template;
 use super::scheduler::{
     Answer, Draft, EditWork, FimWork, JobError, Rejected, Submit, Ticket, Work,
 };
 use super::{App, Shared};
+use crate::fim_template;
 
 /// `max_tokens` when a request gives none (the language server's default).
 pub const DEFAULT_MAX_TOKENS: usize = 32;

@@ -1,8 +1,10 @@
-//! FIM prompt templates. Clients written for autoregressive FIM models send the prefix and the
-//! suffix already wrapped in the model family's FIM tokens (Zed's OpenAI-compatible and Ollama
-//! providers always do, and send no `suffix` field: PROTOCOLS.md §1.2-1.4). A masked-diffusion
-//! model needs neither the tokens nor their order, only the two texts, so the prompt is split
-//! back into prefix and suffix here, whatever the served model's own tokens are.
+//! FIM prompt templates, both ways, in one table: [`Template::prompt`] writes the prompt an
+//! autoregressive FIM server expects (the remote backends, `crate::backend`), [`split`] reads
+//! one back into prefix and suffix (`redraft serve`). Clients written for autoregressive FIM
+//! models send the prefix and the suffix already wrapped in the model family's FIM tokens (Zed's
+//! OpenAI-compatible and Ollama providers always do, and send no `suffix` field: PROTOCOLS.md
+//! §1.2-1.4). A masked-diffusion model needs neither the tokens nor their order, only the two
+//! texts, so the server splits the prompt back, whatever the served model's own tokens are.
 //!
 //! Recognised (the templates of Zed's `fim.rs`, Continue's and the models' own cards):
 //! - Qwen / CodeGemma: `<|fim_prefix|>P<|fim_suffix|>S<|fim_middle|>`, with Qwen's repo-level
@@ -17,27 +19,143 @@
 //! The suffix-first (SPM) order of the token templates is read too. Text after the middle token
 //! is the start of the middle the client wants continued, so it joins the prefix.
 
-/// A FIM template family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use std::fmt;
+use std::str::FromStr;
+
+/// The prompt layout a served model was trained to fill the middle in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Template {
+    /// Qwen2.5-Coder, CodeGemma: `<|fim_prefix|>P<|fim_suffix|>S<|fim_middle|>`.
     Qwen,
+    /// StarCoder 1/2, SantaCoder: `<fim_prefix>P<fim_suffix>S<fim_middle>`.
     StarCoder,
+    /// Code Llama: `<PRE> P <SUF>S <MID>`.
     CodeLlama,
+    /// DeepSeek-Coder: `<｜fim▁begin｜>P<｜fim▁hole｜>S<｜fim▁end｜>`.
     DeepSeek,
+    /// Codestral: `[SUFFIX]S[PREFIX]P`.
     Codestral,
+    /// GLM / CodeGeeX: `<|code_prefix|>P<|code_suffix|>S<|code_middle|>`.
     Glm,
+    /// No template: `prompt` is the prefix and the request's `suffix` field the suffix, for
+    /// servers that apply the model's template themselves (`redraft serve`, Ollama, OpenAI).
+    Suffix,
 }
 
 impl Template {
+    pub const ALL: [Template; 7] = [
+        Template::Qwen,
+        Template::StarCoder,
+        Template::CodeLlama,
+        Template::DeepSeek,
+        Template::Codestral,
+        Template::Glm,
+        Template::Suffix,
+    ];
+
+    /// The name settings and flags use.
     pub fn name(self) -> &'static str {
         match self {
             Template::Qwen => "qwen",
-            Template::StarCoder => "star_coder",
-            Template::CodeLlama => "code_llama",
-            Template::DeepSeek => "deepseek_coder",
+            Template::StarCoder => "starcoder",
+            Template::CodeLlama => "codellama",
+            Template::DeepSeek => "deepseek",
             Template::Codestral => "codestral",
             Template::Glm => "glm",
+            Template::Suffix => "suffix",
         }
+    }
+
+    /// The `prompt` field for a prefix and a suffix.
+    pub fn prompt(self, prefix: &str, suffix: &str) -> String {
+        match self {
+            Template::Qwen => format!("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>"),
+            Template::StarCoder => format!("<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>"),
+            Template::CodeLlama => format!("<PRE> {prefix} <SUF>{suffix} <MID>"),
+            Template::DeepSeek => {
+                format!("<｜fim▁begin｜>{prefix}<｜fim▁hole｜>{suffix}<｜fim▁end｜>")
+            }
+            Template::Codestral => format!("[SUFFIX]{suffix}[PREFIX]{prefix}"),
+            Template::Glm => {
+                format!("<|code_prefix|>{prefix}<|code_suffix|>{suffix}<|code_middle|>")
+            }
+            Template::Suffix => prefix.to_string(),
+        }
+    }
+
+    /// The template's own tokens and its model family's end tokens: a server that does not
+    /// stop at them by itself (or prints special tokens as text) is told to, and a middle is
+    /// cut at the first one the answer still holds.
+    pub fn stops(self) -> &'static [&'static str] {
+        match self {
+            Template::Qwen => &[
+                "<|endoftext|>",
+                "<|fim_prefix|>",
+                "<|fim_suffix|>",
+                "<|fim_middle|>",
+                "<|fim_pad|>",
+                "<|repo_name|>",
+                "<|file_sep|>",
+                "<|im_start|>",
+                "<|im_end|>",
+            ],
+            Template::StarCoder => &[
+                "<|endoftext|>",
+                "<fim_prefix>",
+                "<fim_suffix>",
+                "<fim_middle>",
+                "<fim_pad>",
+                "<repo_name>",
+                "<file_sep>",
+            ],
+            Template::CodeLlama => &["<EOT>", "<PRE>", "<SUF>", "<MID>"],
+            Template::DeepSeek => &[
+                "<｜fim▁begin｜>",
+                "<｜fim▁hole｜>",
+                "<｜fim▁end｜>",
+                "<｜end▁of▁sentence｜>",
+                "<|EOT|>",
+            ],
+            Template::Codestral => &["[PREFIX]", "[SUFFIX]", "</s>"],
+            Template::Glm => &[
+                "<|code_prefix|>",
+                "<|code_suffix|>",
+                "<|code_middle|>",
+                "<|endoftext|>",
+            ],
+            Template::Suffix => &[],
+        }
+    }
+}
+
+impl fmt::Display for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Template {
+    type Err = String;
+
+    /// The names of [`Template::name`], plus Zed's `prompt_format` spellings and the model
+    /// names people reach for.
+    fn from_str(s: &str) -> Result<Template, String> {
+        Ok(match s.to_ascii_lowercase().replace('-', "_").as_str() {
+            "qwen" | "codegemma" => Template::Qwen,
+            "starcoder" | "star_coder" | "santacoder" => Template::StarCoder,
+            "codellama" | "code_llama" => Template::CodeLlama,
+            "deepseek" | "deepseek_coder" => Template::DeepSeek,
+            "codestral" | "mistral" => Template::Codestral,
+            "glm" | "codegeex" => Template::Glm,
+            "suffix" | "none" => Template::Suffix,
+            _ => {
+                let names: Vec<&str> = Template::ALL.iter().map(|t| t.name()).collect();
+                return Err(format!(
+                    "unknown FIM template `{s}` (one of: {})",
+                    names.join(", ")
+                ));
+            }
+        })
     }
 }
 
@@ -418,5 +536,17 @@ mod tests {
             "let é = \"🦀\";",
             "ü",
         );
+    }
+
+    /// What the backends write, the server reads back: every token template round-trips.
+    #[test]
+    fn every_template_written_is_read_back() {
+        for template in Template::ALL {
+            if template == Template::Suffix {
+                assert_eq!(split(&template.prompt(P, S)), None);
+                continue;
+            }
+            check(&template.prompt(P, S), template, P, S);
+        }
     }
 }
