@@ -6,6 +6,8 @@
 mod backend;
 #[path = "lsp/bad_input.rs"]
 mod bad_input;
+#[path = "cli/mod.rs"]
+mod cli;
 #[allow(dead_code)] // shared with the typing benchmark, which uses other parts
 #[path = "lsp/client.rs"]
 mod client;

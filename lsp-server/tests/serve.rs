@@ -6,6 +6,8 @@
 
 #[path = "serve/batching.rs"]
 mod batching;
+#[path = "cli/mod.rs"]
+mod cli;
 #[allow(dead_code)] // shared with the load benchmark, which uses other parts
 #[path = "serve/client.rs"]
 mod client;
@@ -42,28 +44,8 @@ pub fn qwen_stops() -> Value {
 /// Runs `redraft complete --next-edit --stdin-json --json` on `request` (the oracle the
 /// next-edit endpoints are held to: the same pipeline from the command line).
 pub fn cli_next_edit(request: &Value) -> Value {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
-        .args(["complete", "--next-edit", "--stdin-json", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    let args = ["complete", "--next-edit", "--stdin-json", "--json"];
+    cli::json_ok(&cli::redraft(&args, &request.to_string()))
 }
 
 /// `text[region]` with the CLI's edits that lie inside it applied.

@@ -4,8 +4,6 @@
 //! setting that turns it off, cancellation by typing, and next edits next to inline
 //! completions.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use redraft_context::edit::unified_diff;
@@ -129,27 +127,17 @@ fn command_line_answer(rename: &Rename) -> String {
         "path": PATH,
         "history": unified_diff(PATH, rename.before, &text, 3),
     });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_redraft"))
-        .args(["complete", "--next-edit", "--stdin-json", "--json"])
-        .args(["--effort", "low", "--max-change", "1000000"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let args = [
+        "complete",
+        "--next-edit",
+        "--stdin-json",
+        "--json",
+        "--effort",
+        "low",
+        "--max-change",
+        "1000000",
+    ];
+    let answer = crate::cli::json_ok(&crate::cli::redraft(&args, &request.to_string()));
     assert_eq!(answer["history_edits"], json!(1), "{answer}");
     let mut applied = text.clone();
     let mut edits = answer["edits"].as_array().unwrap().clone();
