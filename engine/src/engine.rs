@@ -282,7 +282,7 @@ impl Engine {
         let sampled =
             self.sampler()
                 .run(&self.model, cache, &canvases, &request.sampler, controls)?;
-        let stats = sampled.stats();
+        let stats = sampled.stats;
         sampled
             .infills
             .iter()
@@ -366,7 +366,7 @@ impl Engine {
             sampler,
             controls,
         )?;
-        self.completion(&admitted, &sampled.infills[0], &sampled.stats())
+        self.completion(&admitted, &sampled.infills[0], &sampled.stats)
     }
 
     /// The text of `infill` with how it got there; `stats` are the model calls it took part in.

@@ -24,7 +24,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -262,35 +262,15 @@ pub struct Infill {
 #[derive(Debug, Clone, Serialize)]
 pub struct Sampled {
     pub infills: Vec<Infill>,
-    /// Model calls made.
-    pub forwards: usize,
-    pub full_passes: usize,
-    pub window_passes: usize,
-    /// Positions whose logits the passes returned, summed over the batch's calls (what the
-    /// window shrinking saves shows here).
-    pub window_positions: usize,
-    /// Whether the deadline forced the remaining slots.
-    pub hit_deadline: bool,
-    /// Time inside the model.
-    pub model_time: Duration,
+    /// The run's model calls, as a [`Batch`] counts them (positions summed over the batch's
+    /// calls: what the window shrinking saves shows there).
+    pub stats: PassStats,
 }
 
 impl Sampled {
-    /// The run's model calls, as a [`Batch`] counts them.
-    pub fn stats(&self) -> PassStats {
-        PassStats {
-            forwards: self.forwards,
-            full_passes: self.full_passes,
-            window_passes: self.window_passes,
-            window_positions: self.window_positions,
-            hit_deadline: self.hit_deadline,
-            model_time: self.model_time,
-        }
-    }
-
     /// Slots of canvas `index` (EOS padding included) committed per model call.
     pub fn tokens_per_forward(&self, index: usize) -> f64 {
-        self.infills[index].slots as f64 / self.forwards.max(1) as f64
+        self.infills[index].slots as f64 / self.stats.forwards.max(1) as f64
     }
 }
 
@@ -541,18 +521,12 @@ impl<'a> Sampler<'a> {
             }
             step += 1;
         }
-        let stats = batch.stats();
         Ok(Sampled {
             infills: infills
                 .into_iter()
                 .map(|i| i.expect("every canvas finished"))
                 .collect(),
-            forwards: stats.forwards,
-            full_passes: stats.full_passes,
-            window_passes: stats.window_passes,
-            window_positions: stats.window_positions,
-            hit_deadline: stats.hit_deadline,
-            model_time: stats.model_time,
+            stats: batch.stats(),
         })
     }
 

@@ -360,7 +360,7 @@ fn check_commit_order(confidences: &[f32], expect: &[usize]) {
         "one slot per step: {committed:?}"
     );
     assert_eq!(committed.concat(), expect);
-    assert_eq!(out.sampled().forwards, confidences.len());
+    assert_eq!(out.sampled().stats.forwards, confidences.len());
     assert_eq!(out.tokens(), [vec![A; confidences.len()]]);
 }
 
@@ -420,7 +420,7 @@ fn check_threshold(tau: f32, rows: Vec<Vec<f32>>, expect: &[&[usize]]) {
     };
     let out = setup.run(&ScriptedModel::rows(0, rows), &[canvas(&[], length, &[])]);
     assert_eq!(out.committed(), expect);
-    assert_eq!(out.sampled().forwards, expect.len());
+    assert_eq!(out.sampled().stats.forwards, expect.len());
 }
 
 #[test]
@@ -519,11 +519,11 @@ fn check_budget(schedule: Schedule, length: usize, max_steps: usize, expect: &[u
     assert_eq!(per_step, expect);
     let sampled = out.sampled();
     assert!(
-        sampled.forwards <= max_steps,
+        sampled.stats.forwards <= max_steps,
         "{} calls for a budget of {max_steps}",
-        sampled.forwards
+        sampled.stats.forwards
     );
-    assert_eq!(sampled.forwards, expect.len());
+    assert_eq!(sampled.stats.forwards, expect.len());
     assert_eq!(out.calls.len(), expect.len());
     let last = &out.stream.last().unwrap().canvases[0];
     assert!(
@@ -574,7 +574,7 @@ fn check_variable_length_with(
     assert_eq!(infill.tokens, tokens);
     assert_eq!(infill.ended_by_eos, ended_by_eos);
     assert_eq!(infill.steps, stream.len());
-    assert_eq!(out.sampled().forwards, stream.len());
+    assert_eq!(out.sampled().stats.forwards, stream.len());
     assert_eq!(infill.slots, length, "no growth without room");
     // Whatever came after the end's step: the stream shows which step committed it.
     let end_step = out.stream.iter().position(|s| {
@@ -982,7 +982,7 @@ fn random_models_keep_the_sampler_invariants() {
         let context = format!("seed {seed}: {:?}", out.lines());
         let sampled = out.sampled();
         if let Some(max) = max_steps {
-            assert!(sampled.forwards <= max, "{context}");
+            assert!(sampled.stats.forwards <= max, "{context}");
         }
         for pair in out.stream.windows(2) {
             let (before, after) = (&pair[0].canvases[0].slots, &pair[1].canvases[0].slots);
@@ -1054,7 +1054,7 @@ fn passes_after_the_end_cover_only_the_slots_before_it() {
             "window 1..4"
         ]
     );
-    assert_eq!(out.sampled().window_positions, 6 + 6 + 6 + 3);
+    assert_eq!(out.sampled().stats.window_positions, 6 + 6 + 6 + 3);
     // The end was decided in the second of four steps: two steps of work were left.
     assert_eq!(out.sampled().infills[0].steps_after_end, Some(2));
 }
@@ -1076,7 +1076,7 @@ fn eos_runs_end_each_canvas_of_a_batch_in_one_step() {
         ]
     );
     assert_eq!(out.tokens(), [vec![F], vec![F]]);
-    assert_eq!(out.sampled().forwards, 2);
+    assert_eq!(out.sampled().stats.forwards, 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1157,7 +1157,7 @@ fn growth_stops_at_max_length() {
 fn a_forced_step_never_grows_the_canvas() {
     // Two steps allowed: the second commits everything left and the run ends there.
     let out = grow(2, 8, usize::MAX, Some(2));
-    assert_eq!(out.sampled().forwards, 2);
+    assert_eq!(out.sampled().stats.forwards, 2);
     assert_eq!(out.tokens(), [vec![A, A]]);
     assert_eq!(out.sampled().infills[0].slots, 2);
 }
@@ -1302,10 +1302,10 @@ fn check_passes(cache: CachePolicy, logit_shift: bool, length: usize, expect: &[
     let sampled = out.sampled();
     let full = expect.iter().filter(|p| p.starts_with("full")).count();
     assert_eq!(
-        (sampled.full_passes, sampled.window_passes),
+        (sampled.stats.full_passes, sampled.stats.window_passes),
         (full, expect.len() - full)
     );
-    assert_eq!(sampled.forwards, expect.len());
+    assert_eq!(sampled.stats.forwards, expect.len());
     // The cache holds what the last pass saw (window passes update their window), and nothing
     // when nothing was stored.
     let stored_any = out
@@ -1494,15 +1494,15 @@ fn past_deadline_commits_the_argmax_of_everything_after_one_call() {
         Some(past),
     );
     let sampled = out.sampled();
-    assert_eq!(sampled.forwards, 1);
-    assert!(sampled.hit_deadline);
+    assert_eq!(sampled.stats.forwards, 1);
+    assert!(sampled.stats.hit_deadline);
     assert_eq!(out.tokens()[0], argmax);
     assert_eq!(out.lines(), ["a b c d e f | [0, 1, 2, 3, 4, 5]"]);
     assert_eq!(sampled.infills[0].steps, 1);
 
     // Without the deadline the same seed does not give the argmax: the deadline forced it.
     let free = warm(3).run(&unsure_rows(6), &[canvas(&[], 6, &[])]);
-    assert!(!free.sampled().hit_deadline);
+    assert!(!free.sampled().stats.hit_deadline);
     assert_ne!(free.tokens()[0], argmax);
 }
 
@@ -1515,8 +1515,8 @@ fn future_deadline_changes_nothing() {
         &[canvas(&[], 3, &[])],
         Some(later),
     );
-    assert!(!out.sampled().hit_deadline);
-    assert_eq!(out.sampled().forwards, 3);
+    assert!(!out.sampled().stats.hit_deadline);
+    assert_eq!(out.sampled().stats.forwards, 3);
     assert_eq!(out.tokens(), [vec![A, B, C]]);
 }
 
@@ -1542,7 +1542,10 @@ fn batch_shares_model_calls_and_fills_each_canvas_from_its_own_rows() {
 
     assert_eq!(out.tokens(), [vec![F, F], vec![G, G, G, G]]);
     let sampled = out.sampled();
-    assert_eq!(sampled.forwards, 4, "the longer canvas's steps, not 2 + 4");
+    assert_eq!(
+        sampled.stats.forwards, 4,
+        "the longer canvas's steps, not 2 + 4"
+    );
     assert_eq!(
         sampled.infills.iter().map(|i| i.steps).collect::<Vec<_>>(),
         [2, 4]
@@ -1703,6 +1706,7 @@ fn effort_presets_cap_model_calls() {
                 &[canvas(&[], 40, &[])],
             )
             .sampled()
+            .stats
             .forwards
     };
     assert_eq!(
@@ -2021,7 +2025,7 @@ fn members_joining_mid_run_get_the_infills_they_get_alone() {
         assert_eq!(out.infill(index), &sampled.infills[0], "member {index}");
         assert_eq!(
             out.stats(index).forwards,
-            sampled.forwards,
+            sampled.stats.forwards,
             "member {index}"
         );
     }
@@ -2100,7 +2104,11 @@ fn random_staggered_batches_give_every_member_its_infill_alone() {
             let (sampled, _) = alone(settings, &model, canvas, config);
             let context = format!("seed {seed}, member {index}: {canvas:?} {config:?}");
             assert_eq!(out.infill(index), &sampled.infills[0], "{context}");
-            assert_eq!(out.stats(index).forwards, sampled.forwards, "{context}");
+            assert_eq!(
+                out.stats(index).forwards,
+                sampled.stats.forwards,
+                "{context}"
+            );
         }
     }
 }
@@ -2275,7 +2283,7 @@ fn a_members_deadline_forces_only_that_member() {
     assert!(!out.stats(1).hit_deadline);
     let (sampled, _) = alone(settings(false, None), &model, &members[1], &one_per_step());
     assert_eq!(out.infill(1), &sampled.infills[0]);
-    assert_eq!(sampled.forwards, 4);
+    assert_eq!(sampled.stats.forwards, 4);
 }
 
 /// Each member draws from its own generator seeded from its config: the same seed and canvas
