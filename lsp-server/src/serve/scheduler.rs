@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use redraft_context::edit::HistoryEdit;
-use redraft_context::{Language, Neighbour};
+use redraft_context::{Language, Neighbour, Source};
 use redraft_engine::sampler::{CachePolicy, SamplerConfig};
 use redraft_engine::Engine;
 use redraft_suggest::fim::FimOptions;
@@ -55,6 +55,18 @@ pub struct FimWork {
     pub options: FimOptions,
     /// The answer is cut at the first of these.
     pub stop: Vec<String>,
+}
+
+impl FimWork {
+    /// The document the pipeline plans from (no tree: the server parses around the cursor).
+    pub fn source(&self) -> Source<'_> {
+        Source {
+            text: &self.text,
+            cursor: self.cursor,
+            language: self.language,
+            tree: None,
+        }
+    }
 }
 
 /// A next-edit request: an excerpt of a file, the cursor, the region the client diffs the

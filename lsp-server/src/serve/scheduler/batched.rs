@@ -26,7 +26,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redraft_context::Source;
 use redraft_engine::engine::EngineBatch;
 use redraft_engine::sampler::{CachePolicy, Canvas, CanvasView, MemberControls, MemberId};
 use redraft_engine::{Completion, Engine};
@@ -163,12 +162,7 @@ impl<'e> Loop<'e> {
         // The canvases as the engine builds them (`Engine::canvas`, `Engine::edit_canvas`).
         let planned = match &job.work {
             Work::Fim(work) => {
-                let source = Source {
-                    text: &work.text,
-                    cursor: work.cursor,
-                    language: work.language,
-                    tree: None,
-                };
+                let source = work.source();
                 let prepared = fim::prepare(engine, &source, &work.neighbours, &work.options);
                 let built: Result<Vec<Canvas>, _> = prepared
                     .lengths

@@ -114,12 +114,7 @@ pub fn fim_job(
     delay: Option<Duration>,
     metrics: &Metrics,
 ) -> Result<Answer, JobError> {
-    let source = Source {
-        text: &work.text,
-        cursor: work.cursor,
-        language: work.language,
-        tree: None,
-    };
+    let source = work.source();
     let prepared = fim::prepare(engine, &source, &work.neighbours, &work.options);
     let completions = with_controls(engine, job, delay, |controls| {
         fim::run(engine, &prepared, cache, controls)
