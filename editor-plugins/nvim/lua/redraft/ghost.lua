@@ -30,20 +30,7 @@ local function hide(bufnr)
   end
 end
 
-local function cancel(state)
-  if state.timer then
-    state.timer:stop()
-    state.timer:close()
-    state.timer = nil
-  end
-  if state.request_id then
-    local client = vim.lsp.get_client_by_id(state.client_id)
-    if client then
-      client:cancel_request(state.request_id)
-    end
-    state.request_id = nil
-  end
-end
+local cancel = require('redraft.pending').cancel
 
 local function clear(bufnr)
   local state = buffers[bufnr]

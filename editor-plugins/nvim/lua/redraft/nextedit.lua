@@ -16,6 +16,7 @@
 --- inline completion on).
 local M = {}
 local api = vim.api
+local pending = require('redraft.pending')
 
 M.METHOD = 'textDocument/copilotInlineEdit'
 M.SHOWN = 'textDocument/didShowInlineEdit'
@@ -80,26 +81,7 @@ local function hide(bufnr)
   end
 end
 
-local function stop_timer(state)
-  if state.timer then
-    state.timer:stop()
-    if not state.timer:is_closing() then
-      state.timer:close()
-    end
-    state.timer = nil
-  end
-end
-
-local function cancel(state)
-  stop_timer(state)
-  if state.request_id then
-    local client = vim.lsp.get_client_by_id(state.client_id)
-    if client then
-      client:cancel_request(state.request_id)
-    end
-    state.request_id = nil
-  end
-end
+local stop_timer, cancel = pending.stop_timer, pending.cancel
 
 --- Forgets the shown edit (if any) and takes it off the screen.
 local function clear(bufnr)
