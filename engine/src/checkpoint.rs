@@ -1,8 +1,9 @@
-//! Safetensors weights of a model directory: single-file or sharded, f32/f16/bf16, all
-//! converted to f32 on load (f32 is the fastest CPU path).
+//! A checkpoint's weights by name: safetensors (single-file or sharded, f32/f16/bf16, all
+//! converted to f32 on load: f32 is the fastest CPU path for small models) or a GGUF file
+//! ([`crate::gguf`]; quantized tensors stay in their blocks, [`Stored::Quantized`]).
 //!
 //! Every tensor remembers the file it came from, so a wrong shape or a missing name is reported
-//! against the right file.
+//! against the right file, under the name that file uses.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,14 +13,21 @@ use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::linear::Stored;
 
 pub const SINGLE_FILE: &str = "model.safetensors";
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
 
 /// All tensors of a checkpoint, by name.
 pub struct Weights {
-    tensors: HashMap<String, (Tensor, usize)>,
+    tensors: HashMap<String, (Stored, usize)>,
     files: Vec<PathBuf>,
+    /// The file's own name for a tensor, where it differs (GGUF's llama.cpp names).
+    file_name: fn(&str) -> Option<String>,
+}
+
+fn same_name(_: &str) -> Option<String> {
+    None
 }
 
 #[derive(Deserialize)]
@@ -32,10 +40,7 @@ impl Weights {
     pub fn load(dir: &Path, dtype: DType, device: &Device) -> Result<Weights> {
         let index_path = dir.join(INDEX_FILE);
         let single = dir.join(SINGLE_FILE);
-        let mut weights = Weights {
-            tensors: HashMap::new(),
-            files: Vec::new(),
-        };
+        let mut weights = Weights::empty();
         if index_path.exists() {
             let index: ShardIndex = crate::config::read_json(&index_path, "the shard index")?;
             let mut shards: Vec<&String> = index.weight_map.values().collect();
@@ -63,11 +68,37 @@ impl Weights {
         Ok(weights)
     }
 
+    fn empty() -> Weights {
+        Weights {
+            tensors: HashMap::new(),
+            files: Vec::new(),
+            file_name: same_name,
+        }
+    }
+
     /// Builds weights from tensors already in memory (tests, freshly initialised models).
     pub fn from_tensors(tensors: HashMap<String, Tensor>, origin: &str) -> Weights {
+        Weights::from_stored(
+            tensors
+                .into_iter()
+                .map(|(k, v)| (k, Stored::Dense(v)))
+                .collect(),
+            Path::new(origin),
+            same_name,
+        )
+    }
+
+    /// Weights of one file (a GGUF) under `transformers` names; `file_name` maps a name back to
+    /// the file's own for error messages.
+    pub fn from_stored(
+        tensors: HashMap<String, Stored>,
+        origin: &Path,
+        file_name: fn(&str) -> Option<String>,
+    ) -> Weights {
         Weights {
             tensors: tensors.into_iter().map(|(k, v)| (k, (v, 0))).collect(),
-            files: vec![PathBuf::from(origin)],
+            files: vec![origin.to_path_buf()],
+            file_name,
         }
     }
 
@@ -95,10 +126,7 @@ impl Weights {
         dtype: DType,
         device: &Device,
     ) -> Result<Weights> {
-        let mut weights = Weights {
-            tensors: HashMap::new(),
-            files: Vec::new(),
-        };
+        let mut weights = Weights::empty();
         weights.load_bytes(bytes, origin, dtype, device)?;
         Ok(weights)
     }
@@ -134,7 +162,8 @@ impl Weights {
                 .and_then(|t| t.to_dtype(dtype))
                 .and_then(|t| t.to_device(device))
                 .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
-            self.tensors.insert(name, (tensor, file_index));
+            self.tensors
+                .insert(name, (Stored::Dense(tensor), file_index));
         }
         Ok(())
     }
@@ -143,21 +172,38 @@ impl Weights {
         self.tensors.contains_key(name)
     }
 
-    /// The tensor `name`, checked against the expected shape.
+    /// The tensor `name` in f32 (dequantized if it is stored quantized), checked against the
+    /// expected shape.
     pub fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let stored = self.stored(name, shape)?;
+        let device = match &stored {
+            Stored::Dense(t) => t.device().clone(),
+            Stored::Quantized(q) => q.device(),
+        };
+        stored.dense(&device)
+    }
+
+    /// The tensor `name` as stored, checked against the expected shape.
+    pub fn stored(&self, name: &str, shape: &[usize]) -> Result<Stored> {
+        let shown = || (self.file_name)(name).unwrap_or_else(|| name.to_string());
         let (tensor, file) = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
-            name: name.to_string(),
+            name: shown(),
             searched: self.searched(),
         })?;
         if tensor.dims() != shape {
             return Err(Error::TensorShape {
-                name: name.to_string(),
+                name: shown(),
                 path: self.files[*file].clone(),
                 expected: shape.to_vec(),
                 found: tensor.dims().to_vec(),
             });
         }
         Ok(tensor.clone())
+    }
+
+    /// Bytes the weights take in memory.
+    pub fn bytes(&self) -> usize {
+        self.tensors.values().map(|(t, _)| t.bytes()).sum()
     }
 
     fn searched(&self) -> String {

@@ -137,7 +137,7 @@ impl ModelConfig {
         embed + head + d + self.num_hidden_layers * layer
     }
 
-    fn validate(&self, path: &Path) -> Result<()> {
+    pub(crate) fn validate(&self, path: &Path) -> Result<()> {
         let unsupported = |message: String| Error::UnsupportedConfig {
             path: path.to_path_buf(),
             message,
@@ -216,6 +216,45 @@ pub struct RedraftJson {
     /// `draft` (uncommitted slots show the old region's token at that slot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_canvas: Option<EditCanvas>,
+    /// Which keys a position attends to (default: the checkpoint's own, else bidirectional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionPattern>,
+}
+
+/// Which keys each position attends to.
+///
+/// Masked-diffusion models (Dream, LLaDA) are bidirectional; block-diffusion models (SDAR,
+/// Fast-dLLM v2) attend causally between blocks of `n` positions and fully within one, so the
+/// blocks before a canvas block are exact cache; an autoregressive checkpoint is the case
+/// `n = 1` (`causal`). Blocks are counted from position 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionPattern {
+    #[default]
+    Bidirectional,
+    /// Block-causal with blocks of this many positions.
+    Block(usize),
+    /// Every position sees itself and the ones before it (blocks of 1).
+    Causal,
+}
+
+impl AttentionPattern {
+    /// The block size, or `None` for bidirectional attention.
+    pub fn block(self) -> Option<usize> {
+        match self {
+            AttentionPattern::Bidirectional => None,
+            AttentionPattern::Block(n) => Some(n),
+            AttentionPattern::Causal => Some(1),
+        }
+    }
+
+    /// How many keys (counted from position 0) the query at `position` sees, of `keys`.
+    pub fn visible_keys(self, position: usize, keys: usize) -> usize {
+        match self.block() {
+            None => keys,
+            Some(n) => keys.min((position / n + 1) * n),
+        }
+    }
 }
 
 /// What a next edit's uncommitted canvas slots show the model.
@@ -254,6 +293,8 @@ pub struct DiffusionSettings {
     /// What a canvas with a draft shows at its uncommitted slots.
     #[serde(default)]
     pub edit_canvas: EditCanvas,
+    #[serde(default)]
+    pub attention: AttentionPattern,
 }
 
 impl DiffusionSettings {
@@ -295,7 +336,14 @@ impl DiffusionSettings {
             bos_token_id,
             logit_shift,
             edit_canvas: extra.edit_canvas.unwrap_or_default(),
+            attention: extra.attention.unwrap_or_default(),
         };
+        if settings.attention == AttentionPattern::Block(0) {
+            return Err(Error::ContradictorySetting {
+                setting: "attention",
+                message: "a block of 0 positions".into(),
+            });
+        }
         for (setting, id) in [
             ("mask_token_id", Some(mask_token_id)),
             ("eos_token_id", Some(eos_token_id)),

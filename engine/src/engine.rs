@@ -116,8 +116,12 @@ impl Engine {
         Engine::load_on(dir, &Device::Cpu)
     }
 
-    /// [`Engine::load`] onto `device` (see [`crate::DeviceSpec`]).
+    /// [`Engine::load`] onto `device` (see [`crate::DeviceSpec`]). `dir` may also be a GGUF
+    /// file, or a directory holding one GGUF file and no `config.json` ([`Engine::load_gguf`]).
     pub fn load_on(dir: &Path, device: &Device) -> Result<Engine> {
+        if let Some(file) = gguf_in(dir)? {
+            return Engine::load_gguf(&file, device);
+        }
         if !dir.is_dir() {
             return Err(Error::MissingFile {
                 path: dir.to_path_buf(),
@@ -128,6 +132,44 @@ impl Engine {
         let weights = Weights::load(dir, DType::F32, device)?;
         let tokenizer = Tokenizer::load(&dir.join(TOKENIZER_FILE))?;
         Engine::assemble(dir, config, settings, &weights, tokenizer, device)
+    }
+
+    /// A GGUF file onto `device`: config, settings and vocabulary from its metadata, quantized
+    /// weights kept quantized ([`crate::gguf`]). A `redraft.json` beside the file supplies or
+    /// overrides the diffusion settings (the mask id, the logit shift, the attention pattern);
+    /// a `tokenizer.json` beside it replaces the file's vocabulary.
+    pub fn load_gguf(file: &Path, device: &Device) -> Result<Engine> {
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let tokenizer_json = Some(dir.join(TOKENIZER_FILE)).filter(|p| p.exists());
+        let checkpoint = crate::gguf::load(file, tokenizer_json.as_deref(), device)?;
+        let extra_path = dir.join(REDRAFT_FILE);
+        let extra = if extra_path.exists() {
+            RedraftJson::load(&extra_path)?
+        } else {
+            RedraftJson::default()
+        };
+        // What redraft.json says wins over what the engine infers for a file that does not say
+        // (an autoregressive checkpoint's causal attention and mask); the metadata's own ids
+        // sit in the config, where a contradiction is an error.
+        let stated = checkpoint.stated;
+        let merged = RedraftJson {
+            mask_token_id: extra.mask_token_id.or(stated.mask_token_id),
+            eos_token_id: extra.eos_token_id,
+            pad_token_id: extra.pad_token_id,
+            bos_token_id: extra.bos_token_id,
+            logit_shift: extra.logit_shift.or(stated.logit_shift),
+            edit_canvas: extra.edit_canvas,
+            attention: extra.attention.or(stated.attention),
+        };
+        let settings = DiffusionSettings::resolve(&checkpoint.config, Some(&merged))?;
+        Engine::assemble(
+            file,
+            checkpoint.config,
+            settings,
+            &checkpoint.weights,
+            checkpoint.tokenizer,
+            device,
+        )
     }
 
     /// A model whose files are already in memory (the default model compiled into the
@@ -163,7 +205,7 @@ impl Engine {
         tokenizer: Tokenizer,
         device: &Device,
     ) -> Result<Engine> {
-        let model = Qwen2::new(&config, weights, device)?;
+        let model = Qwen2::new(&config, weights, device)?.with_attention(settings.attention);
         if tokenizer.vocab_size() > config.vocab_size {
             return Err(Error::Tokenizer {
                 path: dir.join(TOKENIZER_FILE),
@@ -524,6 +566,39 @@ pub fn fit_context(prefix: usize, suffix: usize, budget: usize) -> (usize, usize
     let prefix_share = budget * 3 / 4;
     let keep_suffix = suffix.min(budget - prefix_share.min(prefix));
     (prefix.min(budget - keep_suffix), keep_suffix)
+}
+
+/// The GGUF file `path` names: the file itself, or the one `.gguf` in a directory without a
+/// `config.json`. `None` for a safetensors model directory.
+fn gguf_in(path: &Path) -> Result<Option<PathBuf>> {
+    if path.is_file() {
+        if crate::gguf::is_gguf(path) {
+            return Ok(Some(path.to_path_buf()));
+        }
+        if path.extension().is_some_and(|e| e == "gguf") {
+            return Err(Error::CorruptGguf {
+                path: path.to_path_buf(),
+                message: "it does not start with the GGUF magic bytes".into(),
+            });
+        }
+        return Ok(None);
+    }
+    if !path.is_dir() || path.join(CONFIG_FILE).exists() {
+        return Ok(None);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| Error::io(path, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
+        .collect();
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        n => Err(Error::InvalidRequest(format!(
+            "{} holds {n} GGUF files; name the one to load",
+            path.display()
+        ))),
+    }
 }
 
 /// Reads `config.json` and resolves the diffusion settings with `redraft.json`.

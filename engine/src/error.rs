@@ -26,6 +26,8 @@ pub enum Error {
     UnsupportedConfig { path: PathBuf, message: String },
     #[error("{path} is not a readable safetensors file (truncated or corrupt?): {message}")]
     CorruptWeights { path: PathBuf, message: String },
+    #[error("{path} is not a readable GGUF file (truncated or corrupt?): {message}")]
+    CorruptGguf { path: PathBuf, message: String },
     #[error("tensor `{name}` is missing from the checkpoint ({searched})")]
     MissingTensor { name: String, searched: String },
     #[error("tensor `{name}` in {path} has shape {found:?}, expected {expected:?}")]

@@ -9,6 +9,8 @@ pub mod device;
 pub mod edit;
 pub mod engine;
 pub mod error;
+pub mod gguf;
+pub mod linear;
 pub mod ops;
 pub mod qwen2;
 pub mod sampler;

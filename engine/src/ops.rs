@@ -12,6 +12,8 @@
 pub mod portable;
 
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Result, Shape, Tensor};
+
+use crate::config::AttentionPattern;
 use rayon::prelude::*;
 
 /// Which implementation of the fused operations a model runs.
@@ -330,16 +332,38 @@ pub struct HeadLayout {
     pub head_dim: usize,
 }
 
-/// Full (bidirectional) attention, fused: for each (sequence, head, block of queries) one task
+/// Attention, fused: for each (sequence, head, block of queries) one task
 /// computes the block's scores against every key, its softmax and the weighted values, so no
 /// `[heads, queries, keys]` tensor is ever materialised, nothing is transposed, and
 /// grouped-query heads read their shared keys in place. Keys past `key_lens[b]` (padding) are
-/// left out entirely.
+/// left out entirely, and so are the keys a causal or block-causal [`Mask`] hides from a query.
 struct Attention {
     layout: HeadLayout,
     queries: std::ops::Range<usize>,
     k_col: usize,
     key_lens: Vec<usize>,
+    mask: Mask,
+}
+
+/// The attention pattern of one call: `pattern`, with query row `i` of the rows passed in at
+/// absolute position `first + i` (keys are at their own positions, from 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Mask {
+    pub pattern: AttentionPattern,
+    pub first: usize,
+}
+
+impl Mask {
+    /// Every query sees every key (of its sequence's length).
+    pub const NONE: Mask = Mask {
+        pattern: AttentionPattern::Bidirectional,
+        first: 0,
+    };
+
+    /// Keys (of `keys`) that query row `row` sees.
+    pub fn visible(self, row: usize, keys: usize) -> usize {
+        self.pattern.visible_keys(self.first + row, keys)
+    }
 }
 
 /// A raw pointer that tasks writing disjoint parts of one buffer may share.
@@ -412,7 +436,10 @@ impl candle_core::CustomOp2 for Attention {
                 let (h, blk) = (rest / blocks, rest % blocks);
                 let q0 = blk * block;
                 let rows = block.min(queries - q0);
-                let kl = self.key_lens[b];
+                // Query rows see a prefix of the keys each (all of them when bidirectional); the
+                // block's last row sees the most.
+                let row0 = self.queries.start + q0;
+                let kl = self.mask.visible(row0 + rows - 1, self.key_lens[b]);
                 let g = h / group;
                 let q_at = (b * q_len + self.queries.start + q0) * q_stride + h * hd;
                 let k_at = b * keys * kv_stride + self.k_col + g * hd;
@@ -443,7 +470,15 @@ impl candle_core::CustomOp2 for Attention {
                         false,
                         gemm::Parallelism::None,
                     );
-                    softmax_rows(&mut scores, kl);
+                    if self.mask.visible(row0, kl) == kl {
+                        softmax_rows(&mut scores, kl);
+                    } else {
+                        for (r, row) in scores.chunks_mut(kl).enumerate() {
+                            let seen = self.mask.visible(row0 + r, kl);
+                            softmax_rows(&mut row[..seen], seen);
+                            row[seen..].fill(0.0);
+                        }
+                    }
                     gemm::gemm(
                         rows,
                         hd,
@@ -474,12 +509,13 @@ impl candle_core::CustomOp2 for Attention {
     }
 }
 
-/// Bidirectional attention straight from fused projection rows.
+/// Attention straight from fused projection rows, bidirectional or as `mask` says.
 ///
 /// `q_rows` (`[B, Tq, _]`) holds each query head's `head_dim` values side by side from column 0;
 /// `kv_rows` (`[B, T, _]`) holds the key heads from column `k_col` and the value heads right after
 /// them. Only queries `queries` of `q_rows` are computed, and sequence `b` attends to its first
-/// `key_lens[b]` keys. Returns `[B, queries.len(), heads * head_dim]`.
+/// `key_lens[b]` keys, of which each query sees those its [`Mask`] allows. Returns
+/// `[B, queries.len(), heads * head_dim]`.
 pub fn attention(
     q_rows: &Tensor,
     kv_rows: &Tensor,
@@ -487,12 +523,14 @@ pub fn attention(
     queries: std::ops::Range<usize>,
     k_col: usize,
     key_lens: &[usize],
+    mask: Mask,
 ) -> Result<Tensor> {
     let op = Attention {
         layout,
         queries,
         k_col,
         key_lens: key_lens.to_vec(),
+        mask,
     };
     q_rows.apply_op2_no_bwd(kv_rows, &op)
 }
@@ -687,7 +725,16 @@ mod tests {
         for (tokens, queries) in [(5, 0..5), (70, 0..70), (130, 60..63)] {
             let rows = Tensor::randn(0f32, 1.0, (2, tokens, 10 * 8), &Device::Cpu).unwrap();
             let key_lens = [tokens, tokens - 2];
-            let ours = attention(&rows, &rows, layout, queries.clone(), 6 * 8, &key_lens).unwrap();
+            let ours = attention(
+                &rows,
+                &rows,
+                layout,
+                queries.clone(),
+                6 * 8,
+                &key_lens,
+                Mask::NONE,
+            )
+            .unwrap();
             let q = heads_of(&rows, 0, 6, 8)
                 .narrow(2, queries.start, queries.len())
                 .unwrap();
@@ -701,22 +748,32 @@ mod tests {
             assert!(diff < 1e-5, "{tokens} tokens: attention differs by {diff}");
             // Keys and values from a separate cache (no query columns).
             let kv = rows.narrow(2, 6 * 8, 4 * 8).unwrap().contiguous().unwrap();
-            let cached = attention(&rows, &kv, layout, queries.clone(), 0, &key_lens).unwrap();
-            let again = attention(&rows, &rows, layout, queries, 6 * 8, &key_lens).unwrap();
+            let cached = attention(
+                &rows,
+                &kv,
+                layout,
+                queries.clone(),
+                0,
+                &key_lens,
+                Mask::NONE,
+            )
+            .unwrap();
+            let again =
+                attention(&rows, &rows, layout, queries, 6 * 8, &key_lens, Mask::NONE).unwrap();
             let diff = max_diff(&cached, &again);
             assert_eq!(diff, 0.0);
         }
         let rows = Tensor::zeros((1, 3, 10 * 8), candle_core::DType::F32, &Device::Cpu).unwrap();
         assert!(
-            attention(&rows, &rows, layout, 0..3, 48, &[4]).is_err(),
+            attention(&rows, &rows, layout, 0..3, 48, &[4], Mask::NONE).is_err(),
             "key length past the keys"
         );
         assert!(
-            attention(&rows, &rows, layout, 0..3, 48, &[3, 3]).is_err(),
+            attention(&rows, &rows, layout, 0..3, 48, &[3, 3], Mask::NONE).is_err(),
             "one key length per sequence"
         );
         assert!(
-            attention(&rows, &rows, layout, 0..4, 48, &[3]).is_err(),
+            attention(&rows, &rows, layout, 0..4, 48, &[3], Mask::NONE).is_err(),
             "queries past the rows"
         );
     }
@@ -761,16 +818,33 @@ mod tests {
             (130, 60..63, [1, 130]),
         ] {
             let rows = Tensor::randn(0f32, 1.0, (2, tokens, width), &Device::Cpu).unwrap();
-            let cpu = attention(&rows, &rows, layout, queries.clone(), 6 * 8, &key_lens).unwrap();
-            let portable =
-                portable::attention(&rows, &rows, layout, queries.clone(), 6 * 8, &key_lens)
-                    .unwrap();
+            let cpu = attention(
+                &rows,
+                &rows,
+                layout,
+                queries.clone(),
+                6 * 8,
+                &key_lens,
+                Mask::NONE,
+            )
+            .unwrap();
+            let portable = portable::attention(
+                &rows,
+                &rows,
+                layout,
+                queries.clone(),
+                6 * 8,
+                &key_lens,
+                Mask::NONE,
+            )
+            .unwrap();
             assert_eq!(cpu.dims(), portable.dims());
             let diff = max_diff(&cpu, &portable);
             assert!(diff < 1e-5, "{tokens} tokens: attention differs by {diff}");
             // Keys and values from a separate cache (no query columns).
             let kv = rows.narrow(2, 6 * 8, 4 * 8).unwrap().contiguous().unwrap();
-            let cached = portable::attention(&rows, &kv, layout, queries, 0, &key_lens).unwrap();
+            let cached =
+                portable::attention(&rows, &kv, layout, queries, 0, &key_lens, Mask::NONE).unwrap();
             assert!(max_diff(&cached, &portable) < 1e-6);
         }
         let rows = Tensor::zeros((1, 3, width), candle_core::DType::F32, &Device::Cpu).unwrap();
@@ -781,7 +855,8 @@ mod tests {
             (0..3, vec![0]),
         ] {
             assert!(
-                portable::attention(&rows, &rows, layout, queries.clone(), 48, &lens).is_err(),
+                portable::attention(&rows, &rows, layout, queries.clone(), 48, &lens, Mask::NONE)
+                    .is_err(),
                 "queries {queries:?}, key lengths {lens:?}"
             );
         }
@@ -797,6 +872,68 @@ mod tests {
             &portable::swiglu(&gate_up).unwrap(),
         );
         assert!(diff < 1e-5, "swiglu differs by {diff}");
+    }
+
+    #[test]
+    fn causal_and_block_masks_match_between_kernels_and_hide_later_keys() {
+        let layout = HeadLayout {
+            heads: 6,
+            kv_heads: 2,
+            head_dim: 8,
+        };
+        let width = 10 * 8;
+        let rows = Tensor::randn(0f32, 1.0, (2, 150, width), &Device::Cpu).unwrap();
+        for pattern in [AttentionPattern::Causal, AttentionPattern::Block(4)] {
+            for (queries, key_lens, first) in [
+                (0..150, [150, 131], 0),
+                (60..75, [150, 70], 0),
+                (3..9, [140, 150], 130),
+            ] {
+                let mask = Mask { pattern, first };
+                let q = rows
+                    .narrow(1, 0, queries.end)
+                    .unwrap()
+                    .contiguous()
+                    .unwrap();
+                let cpu =
+                    attention(&q, &rows, layout, queries.clone(), 48, &key_lens, mask).unwrap();
+                let portable =
+                    portable::attention(&q, &rows, layout, queries.clone(), 48, &key_lens, mask)
+                        .unwrap();
+                let diff = max_diff(&cpu, &portable);
+                assert!(
+                    diff < 1e-5,
+                    "{pattern:?} {queries:?}: kernels differ by {diff}"
+                );
+                // Changing the keys a query may not see leaves its output alone.
+                let last = queries.end - 1;
+                let hidden_from = mask.visible(last, 150);
+                if hidden_from < 150 {
+                    let noise =
+                        Tensor::randn(0f32, 1.0, (2, 150 - hidden_from, width), &Device::Cpu)
+                            .unwrap();
+                    let changed =
+                        Tensor::cat(&[&rows.narrow(1, 0, hidden_from).unwrap(), &noise], 1)
+                            .unwrap();
+                    let again =
+                        attention(&q, &changed, layout, queries.clone(), 48, &key_lens, mask)
+                            .unwrap();
+                    assert_eq!(
+                        max_diff(&cpu, &again),
+                        0.0,
+                        "{pattern:?}: a hidden key was read"
+                    );
+                }
+            }
+        }
+        // Bidirectional through a mask equals no mask.
+        let none = attention(&rows, &rows, layout, 0..150, 48, &[150, 131], Mask::NONE).unwrap();
+        let far = Mask {
+            pattern: AttentionPattern::Block(1000),
+            first: 0,
+        };
+        let wide = attention(&rows, &rows, layout, 0..150, 48, &[150, 131], far).unwrap();
+        assert_eq!(max_diff(&none, &wide), 0.0);
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! Qwen2 with bidirectional attention: the layout of Dream, Dream-Coder, DiffuCoder, DreamOn and
-//! Open-dCoder. Follows Hugging Face `transformers`' `modeling_qwen2.py` (RMSNorm, RoPE with
-//! `rotate_half`, grouped-query attention with q/k/v biases, SwiGLU MLP, tied or untied head),
-//! run with a full (non-causal) attention mask, as masked-diffusion models are.
+//! Qwen2: the layout of Dream, Dream-Coder, DiffuCoder, DreamOn and Open-dCoder, and of the
+//! autoregressive Qwen2.5(-Coder) they were adapted from. Follows Hugging Face `transformers`'
+//! `modeling_qwen2.py` (RMSNorm, RoPE with `rotate_half`, grouped-query attention with q/k/v
+//! biases, SwiGLU MLP, tied or untied head), run with a full (non-causal) attention mask as
+//! masked-diffusion models are, or block-causal / causal ([`AttentionPattern`]).
 //!
 //! Inference-only: it uses fused ops without a backward pass (candle's `rms_norm`, and
 //! attention, bias + RoPE and SwiGLU from [`crate::ops`]: its CPU kernels on CPU, their
@@ -19,11 +20,13 @@ use std::ops::Range;
 use candle_core::{Device, Tensor};
 use candle_nn::ops::rms_norm;
 
-use crate::ops::{attention, bias_rope_, portable, swiglu, HeadLayout, Kernels};
+use crate::config::AttentionPattern;
+use crate::ops::{attention, bias_rope_, portable, swiglu, HeadLayout, Kernels, Mask};
 
 use crate::checkpoint::Weights;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::linear::{Embedding, Linear};
 use crate::sampler::{Denoiser, Pass};
 
 /// Per-layer keys and values (after RoPE; `[B, T, kv_heads * head_dim * 2]`, keys then values)
@@ -65,26 +68,29 @@ impl KvCache {
 
 struct Layer {
     input_norm: Tensor,
-    qkv_weight: Tensor,
+    qkv: Linear,
     qkv_bias: Vec<f32>,
     /// The same bias as a tensor on the model's device (for [`Kernels::Portable`]).
     qkv_bias_tensor: Tensor,
-    o_weight: Tensor,
+    o: Linear,
     post_norm: Tensor,
-    gate_up_weight: Tensor,
-    down_weight: Tensor,
+    gate_up: Linear,
+    down: Linear,
 }
 
 /// The model.
 pub struct Qwen2 {
     config: ModelConfig,
-    embed: Tensor,
+    embed: Embedding,
     layers: Vec<Layer>,
     norm: Tensor,
-    lm_head_t: Tensor,
+    lm_head: Linear,
+    /// Bytes of weights held (quantized ones in their blocks).
+    weight_bytes: usize,
     rope: Rope,
     device: Device,
     kernels: Kernels,
+    attention: AttentionPattern,
 }
 
 /// RoPE rotations (`[position, head_dim / 2]` cos and sin), precomputed for the usual
@@ -142,53 +148,88 @@ impl Rope {
 }
 
 impl Qwen2 {
-    /// Builds the model from checkpoint weights (tensor names as in `transformers`).
+    /// Builds the model from checkpoint weights (tensor names as in `transformers`). Quantized
+    /// projections stay quantized ([`Linear`]).
     pub fn new(config: &ModelConfig, weights: &Weights, device: &Device) -> Result<Qwen2> {
         let (d, v) = (config.hidden_size, config.vocab_size);
         let hd = config.head_dim();
         let (q_out, kv_out) = (config.num_attention_heads * hd, config.num_kv_heads() * hd);
         let ffn = config.intermediate_size;
-        let embed = weights.get("model.embed_tokens.weight", &[v, d])?;
+        let embed = Embedding::new(weights.stored("model.embed_tokens.weight", &[v, d])?);
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for i in 0..config.num_hidden_layers {
             let p = format!("model.layers.{i}");
             let get = |name: &str, shape: &[usize]| weights.get(&format!("{p}.{name}"), shape);
-            let q = get("self_attn.q_proj.weight", &[q_out, d])?;
-            let k = get("self_attn.k_proj.weight", &[kv_out, d])?;
-            let vv = get("self_attn.v_proj.weight", &[kv_out, d])?;
+            let stored =
+                |name: &str, shape: &[usize]| weights.stored(&format!("{p}.{name}"), shape);
+            let qkv = Linear::fused(
+                &[
+                    stored("self_attn.q_proj.weight", &[q_out, d])?,
+                    stored("self_attn.k_proj.weight", &[kv_out, d])?,
+                    stored("self_attn.v_proj.weight", &[kv_out, d])?,
+                ],
+                device,
+            )?;
             let qb = get("self_attn.q_proj.bias", &[q_out])?;
             let kb = get("self_attn.k_proj.bias", &[kv_out])?;
             let vb = get("self_attn.v_proj.bias", &[kv_out])?;
-            let gate = get("mlp.gate_proj.weight", &[ffn, d])?;
-            let up = get("mlp.up_proj.weight", &[ffn, d])?;
+            let gate_up = Linear::fused(
+                &[
+                    stored("mlp.gate_proj.weight", &[ffn, d])?,
+                    stored("mlp.up_proj.weight", &[ffn, d])?,
+                ],
+                device,
+            )?;
             let qkv_bias_tensor = Tensor::cat(&[&qb, &kb, &vb], 0)?;
             layers.push(Layer {
                 input_norm: get("input_layernorm.weight", &[d])?,
-                qkv_weight: transpose(&Tensor::cat(&[&q, &k, &vv], 0)?)?,
+                qkv,
                 qkv_bias: qkv_bias_tensor.to_vec1()?,
                 qkv_bias_tensor,
-                o_weight: transpose(&get("self_attn.o_proj.weight", &[d, q_out])?)?,
+                o: Linear::fused(&[stored("self_attn.o_proj.weight", &[d, q_out])?], device)?,
                 post_norm: get("post_attention_layernorm.weight", &[d])?,
-                gate_up_weight: transpose(&Tensor::cat(&[&gate, &up], 0)?)?,
-                down_weight: transpose(&get("mlp.down_proj.weight", &[d, ffn])?)?,
+                gate_up,
+                down: Linear::fused(&[stored("mlp.down_proj.weight", &[d, ffn])?], device)?,
             });
         }
         let norm = weights.get("model.norm.weight", &[d])?;
         let lm_head = if config.tie_word_embeddings && !weights.contains("lm_head.weight") {
-            embed.clone()
+            embed.as_head(device)?
         } else {
-            weights.get("lm_head.weight", &[v, d])?
+            Linear::fused(&[weights.stored("lm_head.weight", &[v, d])?], device)?
         };
         Ok(Qwen2 {
             config: config.clone(),
             embed,
             layers,
             norm,
-            lm_head_t: transpose(&lm_head)?,
+            lm_head,
+            weight_bytes: weights.bytes(),
             rope: Rope::new(config.rope_theta(), hd),
             device: device.clone(),
             kernels: Kernels::for_device(device),
+            attention: AttentionPattern::Bidirectional,
         })
+    }
+
+    /// The model attending as `pattern` says (bidirectional unless set).
+    pub fn with_attention(mut self, pattern: AttentionPattern) -> Qwen2 {
+        self.attention = pattern;
+        self
+    }
+
+    pub fn attention(&self) -> AttentionPattern {
+        self.attention
+    }
+
+    /// Bytes of weights the model was built from (quantized ones in their blocks).
+    pub fn weight_bytes(&self) -> usize {
+        self.weight_bytes
+    }
+
+    /// Whether any projection is quantized.
+    pub fn is_quantized(&self) -> bool {
+        self.lm_head.is_quantized() || self.layers.iter().any(|l| l.qkv.is_quantized())
     }
 
     /// The model running `kernels` instead of the ones its device calls for. Only the CPU
@@ -261,7 +302,7 @@ impl Qwen2 {
                 }
                 let mut x = self
                     .embed
-                    .embedding(&ids.flatten_all()?)?
+                    .lookup(&ids.flatten_all()?)?
                     .reshape((batch, len, ()))?;
                 let last = self.layers.len() - 1;
                 for (i, layer) in self.layers.iter().enumerate() {
@@ -280,11 +321,10 @@ impl Qwen2 {
             }
             Pass::Window => {
                 let ids = ids.narrow(1, window.start, window.len())?;
-                let mut x = self.embed.embedding(&ids.flatten_all()?)?.reshape((
-                    batch,
-                    window.len(),
-                    (),
-                ))?;
+                let mut x =
+                    self.embed
+                        .lookup(&ids.flatten_all()?)?
+                        .reshape((batch, window.len(), ()))?;
                 for (layer, cached) in self.layers.iter().zip(&cache.layers) {
                     let full = 0..window.len();
                     x = self
@@ -311,7 +351,7 @@ impl Qwen2 {
         let eps = self.config.rms_norm_eps as f32;
         let h = rms_norm(&hidden.contiguous()?, &self.norm, eps)?;
         let (b, w, d) = h.dims3()?;
-        let logits = h.reshape((b * w, d))?.matmul(&self.lm_head_t)?;
+        let logits = self.lm_head.forward(&h.reshape((b * w, d))?)?;
         Ok(logits.reshape((b, w, vocab))?)
     }
 
@@ -342,10 +382,11 @@ impl Qwen2 {
             2 * heads.kv_heads * heads.head_dim,
         );
         let h = rms_norm(x, &layer.input_norm, eps)?;
-        let qkv = h
-            .reshape((b * rows, d))?
-            .matmul(&layer.qkv_weight)?
-            .reshape((b, rows, q_width + kv_width))?;
+        let qkv = layer.qkv.forward(&h.reshape((b * rows, d))?)?.reshape((
+            b,
+            rows,
+            q_width + kv_width,
+        ))?;
         let (cos, sin) = self.rope.at(positions.clone());
         let qkv = match self.kernels {
             Kernels::Cpu => {
@@ -369,10 +410,14 @@ impl Qwen2 {
             Kernels::Cpu => attention,
             Kernels::Portable => portable::attention,
         };
+        let mask = Mask {
+            pattern: self.attention,
+            first: positions.start,
+        };
         let fresh_kv = || -> Result<Tensor> { Ok(qkv.narrow(2, q_width, kv_width)?.contiguous()?) };
         let (attn, kv) = match kv_cache {
             KvUse::Drop | KvUse::Keep => (
-                attention(&qkv, &qkv, heads, queries.clone(), q_width, key_lens)?,
+                attention(&qkv, &qkv, heads, queries.clone(), q_width, key_lens, mask)?,
                 if matches!(kv_cache, KvUse::Keep) {
                     Some(fresh_kv()?)
                 } else {
@@ -384,24 +429,24 @@ impl Qwen2 {
                 // dual cache does): no copy of the whole cache per step.
                 cache.slice_set(&fresh_kv()?, 1, positions.start)?;
                 (
-                    attention(&qkv, cache, heads, queries.clone(), 0, key_lens)?,
+                    attention(&qkv, cache, heads, queries.clone(), 0, key_lens, mask)?,
                     None,
                 )
             }
         };
         let q_rows = queries.len();
         let x = x.narrow(1, queries.start, q_rows)?;
-        let x = (x + attn
-            .reshape((b * q_rows, q_width))?
-            .matmul(&layer.o_weight)?
+        let x = (x + layer
+            .o
+            .forward(&attn.reshape((b * q_rows, q_width))?)?
             .reshape((b, q_rows, d))?)?;
         let h = rms_norm(&x, &layer.post_norm, eps)?.reshape((b * q_rows, d))?;
-        let gate_up = h.matmul(&layer.gate_up_weight)?;
+        let gate_up = layer.gate_up.forward(&h)?;
         let act = match self.kernels {
             Kernels::Cpu => swiglu(&gate_up)?,
             Kernels::Portable => portable::swiglu(&gate_up)?,
         };
-        let mlp = act.matmul(&layer.down_weight)?;
+        let mlp = layer.down.forward(&act)?;
         let out = (x + mlp.reshape((b, q_rows, d))?)?;
         Ok((out, kv))
     }
@@ -417,10 +462,6 @@ enum KvUse<'a> {
     /// Attend over this layer's cache, after writing the rows' keys/values into it (the rows
     /// sit at `positions`; every other position comes from the cache).
     Cached(&'a Tensor),
-}
-
-fn transpose(w: &Tensor) -> Result<Tensor> {
-    Ok(w.t()?.contiguous()?)
 }
 
 impl Denoiser for Qwen2 {

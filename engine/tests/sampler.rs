@@ -214,6 +214,7 @@ fn settings(logit_shift: bool, bos_token_id: Option<u32>) -> DiffusionSettings {
         bos_token_id,
         logit_shift,
         edit_canvas: Default::default(),
+        attention: Default::default(),
     }
 }
 

@@ -145,7 +145,7 @@ fn write_model_dir(dir: &Path, config: &ModelConfig) -> anyhow::Result<Qwen2> {
         pad_token_id: None,
         bos_token_id: None,
         logit_shift: Some(true),
-        edit_canvas: None,
+        ..RedraftJson::default()
     };
     std::fs::write(
         dir.join("redraft.json"),
@@ -284,6 +284,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             bos_token_id: None,
             logit_shift: true,
             edit_canvas: Default::default(),
+            attention: Default::default(),
         };
         let canvas = Canvas::new(random_ids(768, vocab, 1), 16, random_ids(240, vocab, 2));
         let sampler = Sampler::new(settings, &[]);

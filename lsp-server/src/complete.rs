@@ -16,7 +16,7 @@ use crate::sampler_args::SamplerArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model directory (config.json, model.safetensors, tokenizer.json, redraft.json);
+    /// Model: a directory (config.json, model.safetensors, tokenizer.json, redraft.json) or a GGUF file;
     /// default: the model compiled into redraft.
     #[arg(long)]
     model: Option<PathBuf>,

@@ -3,7 +3,7 @@
 //! One binary, one subcommand per file: `complete` fills a middle from the command line,
 //! `bench` measures the engine on this machine (`bench build` makes eval task sets), `eval`
 //! scores completions on benchmarks, `train` trains a model, `lsp` serves editors over LSP,
-//! `serve` over HTTP.
+//! `serve` over HTTP, `score` prints a text's log-probabilities.
 
 mod backend;
 mod bench;
@@ -15,6 +15,7 @@ mod fim_template;
 mod lsp;
 mod malloc;
 mod sampler_args;
+mod score;
 mod serve;
 mod train;
 
@@ -44,6 +45,9 @@ enum Command {
     Lsp(lsp::Args),
     /// Serve completions and next edits over HTTP (OpenAI-, Ollama- and Mercury-shaped APIs).
     Serve(serve::Args),
+    /// Print the model's log-probabilities over a text, a JSON line per position (parity
+    /// checks against llama.cpp, prefill speed).
+    Score(score::Args),
 }
 
 /// `redraft bench [FLAGS]` is the speed benchmark; `redraft bench build ...` builds task sets.
@@ -74,6 +78,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Score(args) => score::run(args),
         // The language server's status says how the session ended (the protocol's `exit`).
         Command::Lsp(args) => return lsp::run(args),
     };

@@ -51,7 +51,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model directory; default: the model compiled into redraft (id `redraft-default`).
+    /// Model directory or GGUF file; default: the model compiled into redraft (id
+    /// `redraft-default`).
     #[arg(long)]
     model: Option<PathBuf>,
     /// Where the model runs: auto, cpu, cuda or cuda:N.

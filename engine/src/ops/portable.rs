@@ -5,10 +5,10 @@
 
 use candle_core::{Device, Result, Tensor, D};
 
-use super::HeadLayout;
+use super::{HeadLayout, Mask};
 
-/// [`super::attention`]: bidirectional grouped-query attention straight from fused projection
-/// rows, sequence `b` attending to its first `key_lens[b]` keys.
+/// [`super::attention`]: grouped-query attention straight from fused projection rows, sequence
+/// `b` attending to its first `key_lens[b]` keys, each query to those its [`Mask`] allows.
 pub fn attention(
     q_rows: &Tensor,
     kv_rows: &Tensor,
@@ -16,6 +16,7 @@ pub fn attention(
     queries: std::ops::Range<usize>,
     k_col: usize,
     key_lens: &[usize],
+    mask: Mask,
 ) -> Result<Tensor> {
     let HeadLayout {
         heads,
@@ -58,7 +59,10 @@ pub fn attention(
     let k = heads_of(kv_rows, k_col, kv_heads)?;
     let v = heads_of(kv_rows, k_col + kv_heads * hd, kv_heads)?;
     let mut scores = (q.matmul(&k.t()?)? * (1.0 / (hd as f64).sqrt()))?;
-    if key_lens.iter().any(|&l| l < keys) {
+    if mask.pattern.block().is_some() {
+        let mask = causal_mask(key_lens, keys, &queries, group, mask, q_rows.device())?;
+        scores = scores.broadcast_add(&mask)?;
+    } else if key_lens.iter().any(|&l| l < keys) {
         let mask = key_mask(key_lens, keys, q_rows.device())?;
         scores = scores.broadcast_add(&mask)?;
     }
@@ -78,6 +82,29 @@ fn key_mask(key_lens: &[usize], keys: usize, device: &Device) -> Result<Tensor> 
         .flat_map(|&l| (0..keys).map(move |j| if j < l { 0.0 } else { f32::NEG_INFINITY }))
         .collect();
     Tensor::from_vec(mask, (key_lens.len(), 1, 1, keys), device)
+}
+
+/// Additive `[B, 1, group * queries, keys]` mask (rows as the folded query heads lie: head-group
+/// member first, then query): 0 where a query sees a key, -inf elsewhere.
+fn causal_mask(
+    key_lens: &[usize],
+    keys: usize,
+    queries: &std::ops::Range<usize>,
+    group: usize,
+    mask: Mask,
+    device: &Device,
+) -> Result<Tensor> {
+    let rows = queries.len();
+    let mut values = Vec::with_capacity(key_lens.len() * group * rows * keys);
+    for &len in key_lens {
+        for _ in 0..group {
+            for row in queries.clone() {
+                let seen = mask.visible(row, len);
+                values.extend((0..keys).map(|j| if j < seen { 0.0 } else { f32::NEG_INFINITY }));
+            }
+        }
+    }
+    Tensor::from_vec(values, (key_lens.len(), 1, group * rows, keys), device)
 }
 
 /// [`super::bias_rope_`], returning the result: `qkv + bias`, then RoPE (`rotate_half`) on the

@@ -21,7 +21,7 @@ use crate::backend::{BackendConfig, Template};
 /// Everything a user can set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
-    /// Model directory; `None`: the model compiled into the binary.
+    /// Model directory or GGUF file; `None`: the model compiled into the binary.
     pub model: Option<PathBuf>,
     /// Where the model runs (`"auto"`, `"cpu"`, `"cuda"`, `"cuda:N"`).
     pub device: DeviceSpec,

@@ -1,0 +1,492 @@
+//! GGUF checkpoints (llama.cpp's format): the model config and diffusion settings from the
+//! file's metadata, its tensors under `transformers` names (quantized ones kept in their blocks),
+//! and the tokenizer from its own vocabulary and merges.
+//!
+//! Architectures: `qwen2` (an autoregressive checkpoint: causal attention and the logit shift
+//! unless `redraft.json` says otherwise) and `dream` (bidirectional, shifted), which share
+//! llama.cpp's tensor names. Settings the metadata does not state come from a `redraft.json`
+//! beside the file, as for a safetensors directory; a `tokenizer.json` beside it replaces the
+//! file's vocabulary.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::GgmlDType;
+use candle_core::Device;
+
+use crate::checkpoint::Weights;
+use crate::config::{AttentionPattern, ModelConfig, RedraftJson, TokenIds};
+use crate::error::{Error, Result};
+use crate::linear::Stored;
+use crate::tokenizer::Tokenizer;
+
+/// What a GGUF file holds, read.
+pub struct GgufCheckpoint {
+    pub config: ModelConfig,
+    /// Diffusion settings the metadata states (mask id, logit shift, attention), to be merged
+    /// with `redraft.json` by [`crate::config::DiffusionSettings::resolve`].
+    pub stated: RedraftJson,
+    pub weights: Weights,
+    pub tokenizer: Tokenizer,
+}
+
+/// Whether `path` names a GGUF file (by its magic bytes).
+pub fn is_gguf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"GGUF"
+}
+
+/// Reads `path` onto `device`. `tokenizer_json`, if given, replaces the file's vocabulary.
+pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Result<GgufCheckpoint> {
+    let corrupt = |message: String| Error::CorruptGguf {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = File::open(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            Error::MissingFile {
+                path: path.to_path_buf(),
+                what: "a GGUF model file",
+            }
+        } else {
+            Error::io(path, source)
+        }
+    })?;
+    let mut reader = BufReader::new(file);
+    let content = Content::read(&mut reader).map_err(|e| corrupt(format!("GGUF header: {e}")))?;
+    let meta = Metadata {
+        values: &content.metadata,
+        path,
+    };
+    let arch = meta.string("general.architecture")?;
+    // Both are Qwen2's layout; the architecture only decides the defaults below.
+    let model_type = match arch.as_str() {
+        "qwen2" | "dream" => "qwen2",
+        other => {
+            return Err(Error::UnsupportedConfig {
+                path: path.to_path_buf(),
+                message: format!(
+                    "GGUF architecture `{other}` (supported: qwen2, dream; LLaDA's layout is not implemented yet)"
+                ),
+            })
+        }
+    };
+
+    let mut tensors = HashMap::new();
+    for (name, info) in &content.tensor_infos {
+        let Some(ours) = transformers_name(name) else {
+            continue;
+        };
+        let q = content
+            .tensor(&mut reader, name, device)
+            .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
+        let stored = match info.ggml_dtype {
+            // Half and full floats are multiplied as f32 (the dense path).
+            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Stored::Dense(
+                q.dequantize(device)
+                    .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?,
+            ),
+            _ => Stored::Quantized(Arc::new(q)),
+        };
+        tensors.insert(ours, stored);
+    }
+    let embed = content
+        .tensor_infos
+        .get("token_embd.weight")
+        .ok_or_else(|| Error::MissingTensor {
+            name: "token_embd.weight".into(),
+            searched: format!("searched {}", path.display()),
+        })?;
+    if !matches!(
+        embed.ggml_dtype,
+        GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16
+    ) && !hidden_of(embed).is_multiple_of(embed.ggml_dtype.block_size())
+    {
+        return Err(corrupt(
+            "token_embd.weight rows are not whole blocks".into(),
+        ));
+    }
+    let (vocab_size, hidden_size) = embed.shape.dims2().map_err(|_| {
+        corrupt(format!(
+            "token_embd.weight has shape {:?}, expected [vocab, hidden]",
+            embed.shape.dims()
+        ))
+    })?;
+    let key = |k: &str| format!("{arch}.{k}");
+    let heads = meta.usize(&key("attention.head_count"))?;
+    let config_path = path.to_path_buf();
+    let config = ModelConfig {
+        model_type: model_type.to_string(),
+        vocab_size,
+        hidden_size,
+        intermediate_size: meta.usize(&key("feed_forward_length"))?,
+        num_hidden_layers: meta.usize(&key("block_count"))?,
+        num_attention_heads: heads,
+        num_key_value_heads: Some(
+            meta.optional_usize(&key("attention.head_count_kv"))?
+                .unwrap_or(heads),
+        ),
+        head_dim: meta.optional_usize(&key("attention.key_length"))?,
+        max_position_embeddings: meta.usize(&key("context_length"))?,
+        rope_theta: Some(
+            meta.optional_f64(&key("rope.freq_base"))?
+                .unwrap_or(10_000.0),
+        ),
+        rope_parameters: None,
+        rope_scaling: None,
+        rms_norm_eps: meta
+            .optional_f64(&key("attention.layer_norm_rms_epsilon"))?
+            .unwrap_or(1e-6),
+        tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
+        hidden_act: "silu".into(),
+        mask_token_id: meta.optional_u32("tokenizer.ggml.mask_token_id")?,
+        eos_token_id: meta
+            .optional_u32("tokenizer.ggml.eos_token_id")?
+            .map(TokenIds::One),
+        pad_token_id: meta.optional_u32("tokenizer.ggml.padding_token_id")?,
+        bos_token_id: match meta.optional_bool("tokenizer.ggml.add_bos_token")? {
+            Some(true) => meta.optional_u32("tokenizer.ggml.bos_token_id")?,
+            _ => None,
+        },
+    };
+    config.validate(&config_path)?;
+
+    let tokenizer = match tokenizer_json {
+        Some(json) => Tokenizer::load(json)?,
+        None => vocabulary(&meta)?,
+    };
+    // An autoregressive checkpoint has no mask token. In causal decoding no prediction reads a
+    // slot that is not yet committed, so any id that is never written serves: the FIM pad.
+    let autoregressive = arch == "qwen2";
+    let stated = RedraftJson {
+        mask_token_id: (autoregressive && config.mask_token_id.is_none())
+            .then(|| tokenizer.token_to_id("<|fim_pad|>"))
+            .flatten(),
+        // llama.cpp's default for both when the file does not say: Dream's head is shifted,
+        // and so is every autoregressive one.
+        logit_shift: Some(
+            meta.optional_bool("diffusion.shift_logits")?
+                .unwrap_or(true),
+        ),
+        attention: autoregressive.then_some(AttentionPattern::Causal),
+        ..RedraftJson::default()
+    };
+    Ok(GgufCheckpoint {
+        config,
+        stated,
+        weights: Weights::from_stored(tensors, path, gguf_name),
+        tokenizer,
+    })
+}
+
+fn hidden_of(info: &candle_core::quantized::gguf_file::TensorInfo) -> usize {
+    info.shape.dims().last().copied().unwrap_or(0)
+}
+
+/// llama.cpp's tensor name -> `transformers`' (`None`: a tensor this engine does not use).
+pub fn transformers_name(gguf: &str) -> Option<String> {
+    let top = match gguf {
+        "token_embd.weight" => Some("model.embed_tokens.weight"),
+        "output_norm.weight" => Some("model.norm.weight"),
+        "output.weight" => Some("lm_head.weight"),
+        _ => None,
+    };
+    if let Some(name) = top {
+        return Some(name.to_string());
+    }
+    let rest = gguf.strip_prefix("blk.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let (part, kind) = rest.rsplit_once('.')?;
+    let ours = LAYER_NAMES.iter().find(|(g, _)| *g == part)?.1;
+    Some(format!("model.layers.{layer}.{ours}.{kind}"))
+}
+
+/// `transformers`' name -> llama.cpp's, for error messages.
+pub fn gguf_name(ours: &str) -> Option<String> {
+    let top = match ours {
+        "model.embed_tokens.weight" => Some("token_embd.weight"),
+        "model.norm.weight" => Some("output_norm.weight"),
+        "lm_head.weight" => Some("output.weight"),
+        _ => None,
+    };
+    if let Some(name) = top {
+        return Some(name.to_string());
+    }
+    let rest = ours.strip_prefix("model.layers.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let (part, kind) = rest.rsplit_once('.')?;
+    let gguf = LAYER_NAMES.iter().find(|(_, t)| *t == part)?.0;
+    Some(format!("blk.{layer}.{gguf}.{kind}"))
+}
+
+/// Per-layer parts: llama.cpp's name, `transformers`' name.
+const LAYER_NAMES: &[(&str, &str)] = &[
+    ("attn_norm", "input_layernorm"),
+    ("attn_q", "self_attn.q_proj"),
+    ("attn_k", "self_attn.k_proj"),
+    ("attn_v", "self_attn.v_proj"),
+    ("attn_output", "self_attn.o_proj"),
+    ("ffn_norm", "post_attention_layernorm"),
+    ("ffn_gate", "mlp.gate_proj"),
+    ("ffn_up", "mlp.up_proj"),
+    ("ffn_down", "mlp.down_proj"),
+];
+
+/// Typed reads of the metadata, with errors naming the key and the file.
+struct Metadata<'a> {
+    values: &'a HashMap<String, Value>,
+    path: &'a Path,
+}
+
+impl Metadata<'_> {
+    fn bad(&self, key: &str, message: &str) -> Error {
+        Error::UnsupportedConfig {
+            path: self.path.to_path_buf(),
+            message: format!("GGUF metadata `{key}`: {message}"),
+        }
+    }
+
+    fn get(&self, key: &str) -> Result<&Value> {
+        self.values.get(key).ok_or_else(|| self.bad(key, "missing"))
+    }
+
+    fn string(&self, key: &str) -> Result<String> {
+        self.get(key)?
+            .to_string()
+            .cloned()
+            .map_err(|_| self.bad(key, "not a string"))
+    }
+
+    fn optional_u64(&self, key: &str) -> Result<Option<u64>> {
+        let Some(value) = self.values.get(key) else {
+            return Ok(None);
+        };
+        let n = match value {
+            Value::U8(v) => *v as u64,
+            Value::U16(v) => *v as u64,
+            Value::U32(v) => *v as u64,
+            Value::U64(v) => *v,
+            Value::I8(v) if *v >= 0 => *v as u64,
+            Value::I16(v) if *v >= 0 => *v as u64,
+            Value::I32(v) if *v >= 0 => *v as u64,
+            Value::I64(v) if *v >= 0 => *v as u64,
+            _ => return Err(self.bad(key, "not a non-negative integer")),
+        };
+        Ok(Some(n))
+    }
+
+    fn optional_usize(&self, key: &str) -> Result<Option<usize>> {
+        self.optional_u64(key)?
+            .map(|n| usize::try_from(n).map_err(|_| self.bad(key, "too large")))
+            .transpose()
+    }
+
+    fn usize(&self, key: &str) -> Result<usize> {
+        self.optional_usize(key)?
+            .ok_or_else(|| self.bad(key, "missing"))
+    }
+
+    fn optional_u32(&self, key: &str) -> Result<Option<u32>> {
+        self.optional_u64(key)?
+            .map(|n| u32::try_from(n).map_err(|_| self.bad(key, "too large for a token id")))
+            .transpose()
+    }
+
+    fn optional_f64(&self, key: &str) -> Result<Option<f64>> {
+        Ok(match self.values.get(key) {
+            None => None,
+            Some(Value::F32(v)) => Some(*v as f64),
+            Some(Value::F64(v)) => Some(*v),
+            Some(_) => return Err(self.bad(key, "not a number")),
+        })
+    }
+
+    fn optional_bool(&self, key: &str) -> Result<Option<bool>> {
+        Ok(match self.values.get(key) {
+            None => None,
+            Some(Value::Bool(v)) => Some(*v),
+            Some(_) => return Err(self.bad(key, "not a boolean")),
+        })
+    }
+
+    fn strings(&self, key: &str) -> Result<Vec<&str>> {
+        let values = self
+            .get(key)?
+            .to_vec()
+            .map_err(|_| self.bad(key, "not an array"))?;
+        values
+            .iter()
+            .map(|v| {
+                v.to_string()
+                    .map(String::as_str)
+                    .map_err(|_| self.bad(key, "not an array of strings"))
+            })
+            .collect()
+    }
+
+    fn integers(&self, key: &str) -> Result<Vec<i64>> {
+        let values = self
+            .get(key)?
+            .to_vec()
+            .map_err(|_| self.bad(key, "not an array"))?;
+        values
+            .iter()
+            .map(|v| match v {
+                Value::I32(n) => Ok(*n as i64),
+                Value::U32(n) => Ok(*n as i64),
+                Value::I8(n) => Ok(*n as i64),
+                Value::U8(n) => Ok(*n as i64),
+                _ => Err(self.bad(key, "not an array of integers")),
+            })
+            .collect()
+    }
+}
+
+/// llama.cpp's token types (`tokenizer.ggml.token_type`).
+const TOKEN_CONTROL: i64 = 3;
+const TOKEN_USER_DEFINED: i64 = 4;
+
+/// The file's byte-level BPE vocabulary as a `tokenizers` tokenizer: the vocabulary and merges
+/// as stored, the pre-tokenizer llama.cpp's `tokenizer.ggml.pre` names, control and
+/// user-defined tokens as added tokens.
+fn vocabulary(meta: &Metadata<'_>) -> Result<Tokenizer> {
+    let model = meta.string("tokenizer.ggml.model")?;
+    let origin = PathBuf::from(format!("{} (its vocabulary)", meta.path.display()));
+    let unsupported = |message: String| Error::Tokenizer {
+        path: origin.clone(),
+        message: format!("{message}; put the model's tokenizer.json beside the file"),
+    };
+    if model != "gpt2" {
+        return Err(unsupported(format!(
+            "tokenizer.ggml.model `{model}` (only byte-level BPE, `gpt2`, is read from GGUF)"
+        )));
+    }
+    let pre = meta
+        .values
+        .get("tokenizer.ggml.pre")
+        .and_then(|v| v.to_string().ok())
+        .map(String::as_str)
+        .unwrap_or("default");
+    let split = match pre {
+        "qwen2" | "deepseek-r1-qwen" => Some(QWEN2_SPLIT),
+        "default" | "gpt2" => None,
+        other => {
+            return Err(unsupported(format!(
+                "tokenizer.ggml.pre `{other}` (supported: qwen2, gpt2/default)"
+            )))
+        }
+    };
+    let tokens = meta.strings("tokenizer.ggml.tokens")?;
+    let merges = meta.strings("tokenizer.ggml.merges")?;
+    let types = match meta.values.get("tokenizer.ggml.token_type") {
+        Some(_) => meta.integers("tokenizer.ggml.token_type")?,
+        None => vec![1; tokens.len()],
+    };
+    if types.len() != tokens.len() {
+        return Err(unsupported(format!(
+            "{} token types for {} tokens",
+            types.len(),
+            tokens.len()
+        )));
+    }
+    let mut vocab = serde_json::Map::new();
+    let mut added = Vec::new();
+    for (id, (&token, &kind)) in tokens.iter().zip(&types).enumerate() {
+        vocab.insert(token.to_string(), id.into());
+        if kind == TOKEN_CONTROL || kind == TOKEN_USER_DEFINED {
+            let marker = token.starts_with('<') && token.ends_with('>');
+            added.push(serde_json::json!({
+                "id": id,
+                "content": token,
+                "single_word": false,
+                "lstrip": false,
+                "rstrip": false,
+                "normalized": false,
+                "special": kind == TOKEN_CONTROL || marker,
+            }));
+        }
+    }
+    let byte_level = serde_json::json!({
+        "type": "ByteLevel",
+        "add_prefix_space": false,
+        "trim_offsets": false,
+        "use_regex": split.is_none(),
+    });
+    let pre_tokenizer = match split {
+        Some(regex) => serde_json::json!({
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
+                byte_level,
+            ],
+        }),
+        None => byte_level.clone(),
+    };
+    let json = serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": if split.is_some() { serde_json::json!({"type": "NFC"}) } else { serde_json::Value::Null },
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": null,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": null,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": false,
+            "byte_fallback": false,
+            "ignore_merges": false,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    });
+    Tokenizer::from_bytes(json.to_string().as_bytes(), &origin)
+}
+
+/// Qwen2's pre-tokenizer split (its `tokenizer.json`), which llama.cpp calls `qwen2`.
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensor_names_map_both_ways() {
+        for (gguf, ours) in [
+            ("token_embd.weight", "model.embed_tokens.weight"),
+            ("output.weight", "lm_head.weight"),
+            ("blk.0.attn_q.bias", "model.layers.0.self_attn.q_proj.bias"),
+            (
+                "blk.23.ffn_down.weight",
+                "model.layers.23.mlp.down_proj.weight",
+            ),
+            (
+                "blk.7.ffn_norm.weight",
+                "model.layers.7.post_attention_layernorm.weight",
+            ),
+        ] {
+            assert_eq!(transformers_name(gguf).as_deref(), Some(ours));
+            assert_eq!(gguf_name(ours).as_deref(), Some(gguf));
+        }
+        for unused in [
+            "rope_freqs.weight",
+            "blk.x.attn_q.weight",
+            "blk.0.attn_qkv.weight",
+        ] {
+            assert_eq!(transformers_name(unused), None, "{unused}");
+        }
+    }
+}

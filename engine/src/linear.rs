@@ -1,0 +1,256 @@
+//! The model's projections and its embedding table, dense or quantized.
+//!
+//! A dense projection is one f32 matrix stored pre-transposed (`[in, out]`), the fastest CPU
+//! path for small models. A quantized one keeps a GGUF file's blocks (Q8_0, Q4_K, Q6_K, ...) as
+//! they are and multiplies through candle's `QMatMul`, which quantizes the activations once per
+//! call and runs its block dot products. A fused projection (q|k|v, gate|up) whose parts share a
+//! block type is one quantized matrix (the parts' rows concatenated; quantized rows are
+//! independent); parts of different types (a Q4_K_M file mixes Q4_K and Q6_K) are separate
+//! matrices whose outputs are concatenated.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
+use candle_core::{Device, Module, Tensor};
+
+use crate::error::Result;
+
+/// One weight as a checkpoint holds it: dense (f32 on the model's device) or quantized blocks.
+#[derive(Clone)]
+pub enum Stored {
+    Dense(Tensor),
+    Quantized(Arc<QTensor>),
+}
+
+impl Stored {
+    pub fn dims(&self) -> &[usize] {
+        match self {
+            Stored::Dense(t) => t.dims(),
+            Stored::Quantized(q) => q.shape().dims(),
+        }
+    }
+
+    /// The weight in f32.
+    pub fn dense(&self, device: &Device) -> Result<Tensor> {
+        Ok(match self {
+            Stored::Dense(t) => t.clone(),
+            Stored::Quantized(q) => q.dequantize(device)?,
+        })
+    }
+
+    /// Bytes the weight takes in memory.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Stored::Dense(t) => t.elem_count() * t.dtype().size_in_bytes(),
+            Stored::Quantized(q) => q.storage_size_in_bytes(),
+        }
+    }
+
+    /// Block type name for reports: `f32`, `q4_k`, ...
+    pub fn kind(&self) -> String {
+        match self {
+            Stored::Dense(t) => format!("{:?}", t.dtype()).to_lowercase(),
+            Stored::Quantized(q) => format!("{:?}", q.dtype()).to_lowercase(),
+        }
+    }
+}
+
+/// `x @ W` for a `[rows, in]` input, giving `[rows, out]`.
+pub enum Linear {
+    /// `[in, out]`, f32.
+    Dense(Tensor),
+    /// Parts whose outputs, side by side, are the projection's output.
+    Quantized(Vec<QMatMul>),
+}
+
+impl Linear {
+    /// The projection whose output is `parts`' outputs side by side; each part is a `[out_i, in]`
+    /// weight (the checkpoint's layout).
+    pub fn fused(parts: &[Stored], device: &Device) -> Result<Linear> {
+        if parts.iter().all(|p| matches!(p, Stored::Dense(_))) {
+            let dense: Vec<Tensor> = parts
+                .iter()
+                .map(|p| p.dense(device))
+                .collect::<Result<_>>()?;
+            let w = if dense.len() == 1 {
+                dense[0].clone()
+            } else {
+                Tensor::cat(&dense, 0)?
+            };
+            return Ok(Linear::Dense(w.t()?.contiguous()?));
+        }
+        let mut matrices = Vec::new();
+        let mut run: Vec<&Arc<QTensor>> = Vec::new();
+        let flush = |run: &mut Vec<&Arc<QTensor>>, matrices: &mut Vec<QMatMul>| -> Result<()> {
+            if !run.is_empty() {
+                matrices.push(QMatMul::from_arc(concat_rows(run, device)?)?);
+                run.clear();
+            }
+            Ok(())
+        };
+        for part in parts {
+            match part {
+                Stored::Quantized(q) => {
+                    if run.last().is_some_and(|last| last.dtype() != q.dtype()) {
+                        flush(&mut run, &mut matrices)?;
+                    }
+                    run.push(q);
+                }
+                Stored::Dense(t) => {
+                    flush(&mut run, &mut matrices)?;
+                    // QMatMul's dense form multiplies by the transpose of a `[out, in]` weight.
+                    matrices.push(QMatMul::Tensor(t.contiguous()?));
+                }
+            }
+        }
+        flush(&mut run, &mut matrices)?;
+        Ok(Linear::Quantized(matrices))
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(match self {
+            Linear::Dense(w) => x.matmul(w)?,
+            Linear::Quantized(parts) => {
+                let x = x.contiguous()?;
+                let outs: Vec<Tensor> = parts
+                    .iter()
+                    .map(|m| m.forward(&x))
+                    .collect::<candle_core::Result<_>>()?;
+                if outs.len() == 1 {
+                    outs.into_iter().next().expect("one part")
+                } else {
+                    Tensor::cat(&outs, 1)?
+                }
+            }
+        })
+    }
+
+    pub fn is_quantized(&self) -> bool {
+        matches!(self, Linear::Quantized(_))
+    }
+}
+
+/// One quantized matrix holding `parts`' rows in order (all of one block type and width).
+fn concat_rows(parts: &[&Arc<QTensor>], device: &Device) -> Result<Arc<QTensor>> {
+    if let [one] = parts {
+        return Ok(Arc::clone(one));
+    }
+    let dtype: GgmlDType = parts[0].dtype();
+    let width = parts[0].shape().dims()[1];
+    let mut rows = 0;
+    let mut data = Vec::new();
+    for part in parts {
+        let (r, w) = part.shape().dims2()?;
+        if w != width || part.dtype() != dtype {
+            return Err(candle_core::Error::Msg(format!(
+                "fused projection parts of widths {width} and {w}"
+            ))
+            .into());
+        }
+        rows += r;
+        data.extend_from_slice(&part.data()?);
+    }
+    let storage = QStorage::from_data(Cow::Owned(data), device, dtype)?;
+    Ok(Arc::new(QTensor::new(storage, (rows, width))?))
+}
+
+/// The token embedding table: rows looked up by id (a quantized table is dequantized a row at
+/// a time, so a 150k-token vocabulary stays in its blocks).
+pub enum Embedding {
+    Dense(Tensor),
+    Quantized(Arc<QTensor>),
+}
+
+impl Embedding {
+    pub fn new(stored: Stored) -> Embedding {
+        match stored {
+            Stored::Dense(t) => Embedding::Dense(t),
+            Stored::Quantized(q) => Embedding::Quantized(q),
+        }
+    }
+
+    /// `[ids.len(), hidden]`.
+    pub fn lookup(&self, ids: &Tensor) -> Result<Tensor> {
+        Ok(match self {
+            Embedding::Dense(t) => t.embedding(ids)?,
+            Embedding::Quantized(q) => q.embedding(ids)?,
+        })
+    }
+
+    /// The table as an output head (`hidden -> vocab`), for tied embeddings.
+    pub fn as_head(&self, device: &Device) -> Result<Linear> {
+        Linear::fused(
+            &[match self {
+                Embedding::Dense(t) => Stored::Dense(t.clone()),
+                Embedding::Quantized(q) => Stored::Quantized(Arc::clone(q)),
+            }],
+            device,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel_rms(a: &Tensor, b: &Tensor) -> f32 {
+        let rms = |x: &Tensor| {
+            x.sqr()
+                .unwrap()
+                .mean_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
+                .sqrt()
+        };
+        rms(&(a - b).unwrap()) / rms(b)
+    }
+
+    /// A quantized projection is the matmul with its dequantized weights, up to the rounding
+    /// of the activations (QMatMul quantizes them to 8 bits per call); fused parts, of one block
+    /// type or several, are the parts side by side.
+    #[test]
+    fn quantized_projections_match_their_dequantized_weights() {
+        let dev = Device::Cpu;
+        let x = Tensor::randn(0f32, 1.0, (5, 256), &dev).unwrap();
+        let w = |rows: usize, seed: f64| {
+            (Tensor::randn(0f32, 0.02, (rows, 256), &dev).unwrap() + seed).unwrap()
+        };
+        let parts = [w(96, 0.0), w(32, 0.001), w(32, -0.001)];
+        for dtypes in [
+            [GgmlDType::Q8_0; 3],
+            [GgmlDType::Q4K; 3],
+            [GgmlDType::Q4K, GgmlDType::Q4K, GgmlDType::Q6K],
+        ] {
+            let stored: Vec<Stored> = parts
+                .iter()
+                .zip(dtypes)
+                .map(|(p, d)| Stored::Quantized(Arc::new(QTensor::quantize(p, d).unwrap())))
+                .collect();
+            let linear = Linear::fused(&stored, &dev).unwrap();
+            let Linear::Quantized(matrices) = &linear else {
+                panic!("quantized parts make a quantized projection")
+            };
+            let distinct = 1 + dtypes.windows(2).filter(|p| p[0] != p[1]).count();
+            assert_eq!(
+                matrices.len(),
+                distinct,
+                "{dtypes:?}: runs of one type are fused"
+            );
+            let dense: Vec<Tensor> = stored.iter().map(|s| s.dense(&dev).unwrap()).collect();
+            let expected = x
+                .matmul(&Tensor::cat(&dense, 0).unwrap().t().unwrap())
+                .unwrap();
+            let got = linear.forward(&x).unwrap();
+            assert_eq!(got.dims(), &[5, 160]);
+            let err = rel_rms(&got, &expected);
+            assert!(err < 0.01, "{dtypes:?}: {err}");
+        }
+        let dense = Linear::fused(&parts.clone().map(Stored::Dense), &dev).unwrap();
+        let expected = x
+            .matmul(&Tensor::cat(&parts, 0).unwrap().t().unwrap())
+            .unwrap();
+        assert_eq!(rel_rms(&dense.forward(&x).unwrap(), &expected), 0.0);
+    }
+}
