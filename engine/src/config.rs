@@ -338,6 +338,14 @@ impl DiffusionSettings {
             edit_canvas: extra.edit_canvas.unwrap_or_default(),
             attention: extra.attention.unwrap_or_default(),
         };
+        if settings.attention == AttentionPattern::Causal && !settings.logit_shift {
+            return Err(Error::ContradictorySetting {
+                setting: "attention",
+                message: "causal attention needs logit_shift: a position sees only itself and \
+                          earlier ones, so each slot must be scored from the row before it"
+                    .into(),
+            });
+        }
         if settings.attention == AttentionPattern::Block(0) {
             return Err(Error::ContradictorySetting {
                 setting: "attention",

@@ -298,9 +298,25 @@ struct Slots {
     steps_at_end: Option<usize>,
     /// The canvas's draft followed by the end (EOS), or empty.
     draft: Vec<u32>,
+    /// Block decoding: steps taken in the current block (the step budget is per block).
+    block_steps: usize,
 }
 
 impl Slots {
+    /// The first masked slot.
+    fn first_masked(&self) -> Option<usize> {
+        self.values.iter().position(Option::is_none)
+    }
+
+    /// Block decoding with blocks of `block` positions: one past the last slot of the block
+    /// holding the first masked slot (the only block a step may commit in), clipped to the
+    /// canvas. Blocks are counted in absolute positions, as the attention pattern counts them.
+    fn active_end(&self, block: usize) -> usize {
+        let first = self.first_masked().unwrap_or(self.values.len());
+        let end = ((self.start + first) / block + 1) * block;
+        (end - self.start).min(self.values.len())
+    }
+
     fn masked(&self) -> impl Iterator<Item = usize> + '_ {
         self.values
             .iter()
@@ -567,6 +583,7 @@ impl<'a> Sampler<'a> {
             touched: Vec::new(),
             steps: 0,
             steps_at_end: None,
+            block_steps: 0,
             draft: if canvas.draft.is_empty() {
                 Vec::new()
             } else {
@@ -593,13 +610,19 @@ impl<'a> Sampler<'a> {
         rng: &mut StdRng,
     ) {
         let shift = self.settings.logit_shift;
-        let masked = state.masked().count();
+        // Block decoding commits only in the block holding the first masked slot: later slots'
+        // rows have not seen what this block will hold.
+        let reach = self
+            .block()
+            .map_or(state.values.len(), |n| state.active_end(n));
+        let masked = state.masked().filter(|&s| s < reach).count();
         debug_assert!(masked > 0, "a full canvas takes no step");
         let (forced, hit_deadline) = (pressure.forced(), pressure.past_deadline);
         let start = state.start;
         let row = |slot: usize| rows.at(score_row(shift, start + slot));
         let mut votes: Vec<Choice> = state
             .masked()
+            .filter(|&slot| slot < reach)
             .map(|slot| {
                 self.choose(
                     row(slot),
@@ -667,19 +690,32 @@ impl<'a> Sampler<'a> {
             committed.extend(self.commit(state, action.slot, action.token));
         }
         if forced {
-            // A forced step leaves nothing masked: the slots that waited for content to their
-            // left (see the votes above) are filled left to right.
-            while let Some(slot) = state.values.iter().position(Option::is_none) {
+            // A forced step leaves nothing masked within reach: the slots that waited for
+            // content to their left (see the votes above) are filled left to right.
+            while let Some(slot) = state.first_masked().filter(|&s| s < reach) {
                 let choice =
                     self.choose(row(slot), slot, state.end_allowed(slot), config, true, rng);
                 committed.extend(self.commit(state, slot, choice.token));
             }
+            // Past the deadline, block decoding ends the middle after the block: the slots
+            // beyond it have no rows that saw it.
+            if hit_deadline {
+                if let Some(slot) = state.first_masked() {
+                    committed.extend(self.commit(state, slot, self.settings.eos_token_id));
+                }
+            }
         }
         state.steps += 1;
+        state.block_steps += 1;
+        if self.block().is_some() && state.first_masked().is_none_or(|s| s >= reach) {
+            state.block_steps = 0;
+        }
         if state.end.is_some() && state.steps_at_end.is_none() {
             state.steps_at_end = Some(state.steps);
         }
-        if !forced {
+        // A budget-forced step ends only its block when decoding in blocks; the canvas may
+        // still grow.
+        if !forced || (self.block().is_some() && !hit_deadline) {
             self.grow(state, seq);
         }
         // The state's draft ends with the end it aligns to; the canvas shows only the draft.
@@ -695,12 +731,41 @@ impl<'a> Sampler<'a> {
     /// committed in the last step, from the row that scores its first slot to its last such
     /// slot. A committed end (and a finished canvas) drops out one pass after it was committed,
     /// once the cache holds its tokens. `None` when no canvas needs a pass.
+    ///
+    /// Block decoding needs less: positions before the first masked or just-committed slot are
+    /// exact in the cache (nothing before them changed, and they see nothing after them), and
+    /// positions past the active block do not score it.
     fn window<'s>(&self, slots: impl Iterator<Item = &'s Slots>) -> Option<Range<usize>> {
         let shift = self.settings.logit_shift;
         slots
             .filter_map(|s| {
                 let end = s.live_end()?;
-                Some((score_row(shift, s.start), s.start + end))
+                let Some(n) = self.block() else {
+                    return Some((score_row(shift, s.start), s.start + end));
+                };
+                // The rows scoring the active block's slots; the whole block, whose positions see
+                // each other (blocks of 1 see nothing after them); and the slots committed last
+                // step (recomputed so the cache holds their tokens).
+                let scoring = s.first_masked().map(|first| {
+                    let last = s.active_end(n) - 1;
+                    let rows =
+                        score_row(shift, s.start + first)..score_row(shift, s.start + last) + 1;
+                    if n == 1 {
+                        return rows;
+                    }
+                    let block = (s.start + first) / n * n..s.start + last + 1;
+                    rows.start.min(block.start)..rows.end.max(block.end)
+                });
+                let touched = s
+                    .touched
+                    .iter()
+                    .map(|&t| s.start + t..s.start + t + 1)
+                    .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end));
+                let rows = match (scoring, touched) {
+                    (Some(a), Some(b)) => a.start.min(b.start)..a.end.max(b.end),
+                    (a, b) => a.or(b)?,
+                };
+                Some((rows.start, rows.end))
             })
             .fold(None, |range: Option<Range<usize>>, (start, end)| {
                 Some(match range {
@@ -830,6 +895,12 @@ impl<'a> Sampler<'a> {
             std::iter::repeat_n(self.settings.mask_token_id, added),
         );
         state.values.extend(std::iter::repeat_n(None, added));
+    }
+
+    /// The block size when the model attends in blocks (causal is blocks of 1): the sampler
+    /// then decodes block by block.
+    fn block(&self) -> Option<usize> {
+        self.settings.attention.block()
     }
 
     fn is_end(&self, token: u32) -> bool {

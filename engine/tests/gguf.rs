@@ -355,6 +355,14 @@ fn an_autoregressive_gguf_attends_causally() {
     assert_eq!(full[..40], other[..40]);
     assert_ne!(full[40], other[40]);
 
+    // Causal attention without the shift would score each slot from its own masked row.
+    let (_d, unshifted) = write(
+        &Gguf::new("qwen2", &config, &tensors, GgmlDType::F32),
+        "unshifted.gguf",
+    );
+    let msg = Engine::load(&unshifted).err().unwrap().to_string();
+    assert!(msg.contains("logit_shift"), "{msg}");
+
     // redraft.json beside the file overrides what the engine infers.
     std::fs::write(
         path.parent().unwrap().join("redraft.json"),
@@ -441,4 +449,62 @@ fn broken_gguf_files_are_clear_errors() {
     good.write(&dir.path().join("other.gguf"));
     let (msg, _) = err(dir.path());
     assert!(msg.contains("GGUF files"), "{msg}");
+}
+
+/// Decoding a causal checkpoint block by block (blocks of one) is greedy autoregressive
+/// decoding: each step commits the argmax of the row before the slot, and the cached window
+/// passes give what recomputing everything gives.
+#[test]
+fn causal_decoding_is_greedy_autoregressive_decoding() {
+    use redraft_engine::sampler::{Effort, SamplerConfig};
+    let (config, tensors) = default_tensors();
+    let gguf = Gguf::new("qwen2", &config, &tensors, GgmlDType::F32)
+        .set("diffusion.shift_logits", Value::Bool(true));
+    let (_dir, path) = write(&gguf, "ar.gguf");
+    let engine = Engine::load(&path).unwrap();
+    let prefix = "fn main() {\n    let total: u32 = (1..10)";
+    let settings = engine.settings();
+    let banned: Vec<bool> = engine
+        .tokenizer()
+        .special()
+        .iter()
+        .enumerate()
+        .map(|(id, &s)| {
+            s && id as u32 != settings.eos_token_id && id as u32 != settings.pad_token_id
+        })
+        .collect();
+    let is_end = |t: u32| t == settings.eos_token_id || t == settings.pad_token_id;
+    let mut ids = engine.tokenizer().encode(prefix).unwrap();
+    let mut expected = Vec::new();
+    for _ in 0..20 {
+        let rows = logits(&engine, &ids);
+        let row = rows.last().unwrap();
+        let content = expected
+            .iter()
+            .any(|&t: &u32| !engine.tokenizer().whitespace()[t as usize]);
+        let best = (0..row.len() as u32)
+            .filter(|&t| t != settings.mask_token_id && !banned[t as usize])
+            .filter(|&t| content || !is_end(t))
+            .max_by(|&a, &b| row[a as usize].total_cmp(&row[b as usize]))
+            .unwrap();
+        if is_end(best) {
+            break;
+        }
+        expected.push(best);
+        ids.push(best);
+    }
+    for effort in [Effort::High, Effort::Medium, Effort::Low] {
+        let mut request = InfillRequest::new(prefix, "");
+        (request.canvas_tokens, request.max_tokens) = (20, 20);
+        request.sampler = SamplerConfig::effort(effort);
+        let done = engine
+            .complete(&request, &mut KvCache::default(), Controls::default())
+            .unwrap();
+        assert_eq!(done.tokens, expected, "{effort:?}");
+        assert_eq!(
+            done.full_passes, 1,
+            "{effort:?}: one full pass, then the cache"
+        );
+        assert_eq!(done.forwards, done.steps);
+    }
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redraft_engine::config::{DiffusionSettings, EditCanvas};
+use redraft_engine::config::{AttentionPattern, DiffusionSettings, EditCanvas};
 use redraft_engine::sampler::{
     score_row, CachePolicy, Canvas, CanvasView, Confidence, Controls, DenoiseStep, Denoiser,
     Effort, Infill, MemberControls, MemberId, MemberOutcome, Pass, PassStats, Sampled, Sampler,
@@ -2434,4 +2434,120 @@ fn a_members_stream_sees_its_own_canvas_only() {
         assert_eq!(*streams[index].lock().unwrap(), stream, "member {index}");
     }
     assert_eq!(out.left_at, [2, 4]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block decoding (block-causal and causal attention).
+
+/// A causal model: the row at `pos` reads only `seq[..=pos]`. Over a committed token it votes,
+/// fairly sure, for the next letter; over a mask it is certain of `J` (what a row that has not
+/// seen the block's tokens would say).
+fn causal_letters() -> ScriptedModel {
+    ScriptedModel::new(|seq, pos| {
+        if seq[pos] == MASK {
+            peaked(J, 0.99)
+        } else {
+            peaked((seq[pos] + 1) % 6, 0.6)
+        }
+    })
+}
+
+fn block_settings(attention: AttentionPattern) -> DiffusionSettings {
+    DiffusionSettings {
+        attention,
+        ..settings(true, None)
+    }
+}
+
+#[test]
+fn causal_decoding_commits_left_to_right_one_row_a_step() {
+    let setup = Setup {
+        settings: block_settings(AttentionPattern::Causal),
+        // A bar every vote clears: without block decoding the sure `J`s would all commit.
+        config: threshold(0.5),
+        ..Setup::new()
+    };
+    let out = setup.run(&causal_letters(), &[canvas(&[A], 4, &[])]);
+    assert_eq!(out.tokens(), [vec![B, C, D, E]]);
+    assert_eq!(out.committed(), [[0], [1], [2], [3]]);
+    let calls: Vec<String> = out.calls.iter().map(Call::render).collect();
+    // Each step reads the row scoring the next slot, which is the slot committed last.
+    assert_eq!(
+        calls,
+        [
+            "full+store 0..1",
+            "window 1..2",
+            "window 2..3",
+            "window 3..4"
+        ]
+    );
+    // A step budget applies per block: one slot a block, so it changes nothing.
+    let budgeted = Setup {
+        config: SamplerConfig {
+            max_steps: Some(2),
+            ..threshold(0.5)
+        },
+        ..setup
+    };
+    assert_eq!(
+        budgeted
+            .run(&causal_letters(), &[canvas(&[A], 4, &[])])
+            .tokens(),
+        [vec![B, C, D, E]]
+    );
+}
+
+#[test]
+fn block_decoding_fills_a_block_before_the_next_and_recomputes_it() {
+    // Blocks of 2 positions; the canvas starts at position 1, so its blocks are slot 0
+    // (sharing a block with the prefix), slots 1-2, and slot 3.
+    let model = ScriptedModel::new(|seq, pos| {
+        // Within a block every position sees the block; a row votes for the letter after the
+        // last committed token it sees, certain of `J` when it sees none.
+        let seen = (pos / 2 + 1) * 2;
+        match seq[..seen.min(seq.len())]
+            .iter()
+            .rev()
+            .find(|&&t| t != MASK)
+        {
+            Some(&t) => peaked((t + 1) % 6, 0.95),
+            None => peaked(J, 0.99),
+        }
+    });
+    let setup = Setup {
+        settings: block_settings(AttentionPattern::Block(2)),
+        config: threshold(0.9),
+        ..Setup::new()
+    };
+    let out = setup.run(&model, &[canvas(&[A], 4, &[])]);
+    let calls: Vec<String> = out.calls.iter().map(Call::render).collect();
+    assert_eq!(out.committed(), [vec![0], vec![1, 2], vec![3]]);
+    assert_eq!(out.tokens(), [vec![B, C, C, D]]);
+    assert_eq!(
+        calls,
+        ["full+store 0..2", "window 1..4", "window 2..5"],
+        "each pass recomputes the active block (from its start) and what was committed"
+    );
+}
+
+#[test]
+fn a_deadline_in_block_decoding_ends_the_middle_after_the_block() {
+    let setup = Setup {
+        settings: block_settings(AttentionPattern::Causal),
+        ..Setup::new()
+    };
+    let out = setup.run_in(
+        &causal_letters(),
+        &mut FakeCache::default(),
+        &[canvas(&[A], 4, &[])],
+        Some(Instant::now()),
+    );
+    let infill = &out.sampled().infills[0];
+    assert_eq!(
+        infill.tokens,
+        [B],
+        "no slot is filled from a row that saw only masks"
+    );
+    assert!(infill.ended_by_eos);
+    assert_eq!(out.calls.len(), 1);
 }

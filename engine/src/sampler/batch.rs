@@ -272,12 +272,17 @@ impl<'s> Batch<'s> {
             let past_deadline = live.controls.deadline.is_some_and(|d| now >= d);
             live.stats.hit_deadline |= past_deadline;
             self.stats.hit_deadline |= past_deadline;
+            // Block decoding spends the step budget per block.
+            let taken = match self.sampler.block() {
+                Some(_) => row.slots.block_steps,
+                None => live.steps,
+            };
             let pressure = Pressure {
                 past_deadline,
                 steps_left: live
                     .config
                     .max_steps
-                    .map(|m| m.saturating_sub(live.steps).max(1)),
+                    .map(|m| m.saturating_sub(taken).max(1)),
             };
             let rows = Rows {
                 logits: &logits[b * per_row..(b + 1) * per_row],
