@@ -198,13 +198,33 @@ impl Qwen2 {
         } else {
             Linear::fused(&[weights.stored("lm_head.weight", &[v, d])?], device)?
         };
+        // A tied quantized head multiplies by the embedding's own blocks (unless they were
+        // Q5_0, which runs as a Q8_0 copy); a dense one is a transposed copy.
+        let tied = config.tie_word_embeddings && !weights.contains("lm_head.weight");
+        let shared = tied && embed.shares_blocks_with_head();
+        let vector = |t: &Tensor| t.elem_count() * 4;
+        let weight_bytes = embed.bytes()
+            + if shared { 0 } else { lm_head.bytes() }
+            + vector(&norm)
+            + layers
+                .iter()
+                .map(|l| {
+                    l.qkv.bytes()
+                        + l.o.bytes()
+                        + l.gate_up.bytes()
+                        + l.down.bytes()
+                        + vector(&l.input_norm)
+                        + vector(&l.post_norm)
+                        + l.qkv_bias.len() * 4
+                })
+                .sum::<usize>();
         Ok(Qwen2 {
             config: config.clone(),
             embed,
             layers,
             norm,
             lm_head,
-            weight_bytes: weights.bytes(),
+            weight_bytes,
             rope: Rope::new(config.rope_theta(), hd),
             device: device.clone(),
             kernels: Kernels::for_device(device),
