@@ -36,6 +36,9 @@ use crate::sampler::{Denoiser, Pass};
 pub struct KvCache {
     layers: Vec<Tensor>,
     tokens: Vec<Vec<u32>>,
+    /// Positions stored full passes took from the cache instead of computing (causal and
+    /// block-causal models reuse the unchanged prefix of the last request).
+    reused_positions: usize,
 }
 
 impl KvCache {
@@ -58,6 +61,11 @@ impl KvCache {
                     && cached[..window.start.min(new.len())] == new[..window.start.min(new.len())]
                     && cached[window.end.min(new.len())..] == new[window.end.min(new.len())..]
             })
+    }
+
+    /// Positions that stored full passes over this cache took from it instead of computing.
+    pub fn reused_positions(&self) -> usize {
+        self.reused_positions
     }
 
     /// Bytes held by the cached keys and values.
@@ -315,7 +323,46 @@ impl Qwen2 {
             })
             .collect();
         let ids = Tensor::from_vec(padded, (batch, len), &self.device)?;
+        let reuse = match pass {
+            Pass::Full { store: true } => self.reusable_prefix(cache, tokens, &window),
+            _ => 0,
+        };
         let hidden = match pass {
+            Pass::Full { store: true } if reuse > 0 => {
+                // Causal attention: the cached keys/values of the positions before `reuse` are
+                // exactly what this pass would compute. Keep them, recompute the rest.
+                for kv in &mut cache.layers {
+                    let width = kv.dim(2)?;
+                    let fresh =
+                        Tensor::zeros((batch, len - reuse, width), kv.dtype(), kv.device())?;
+                    *kv = Tensor::cat(&[&kv.narrow(1, 0, reuse)?, &fresh], 1)?;
+                }
+                // Until the pass is through, the cache vouches only for the prefix it kept.
+                for cached in &mut cache.tokens {
+                    cached.truncate(reuse);
+                }
+                cache.reused_positions += reuse;
+                let rest = reuse..len;
+                let ids = ids.narrow(1, reuse, len - reuse)?;
+                let mut x =
+                    self.embed
+                        .lookup(&ids.flatten_all()?)?
+                        .reshape((batch, rest.len(), ()))?;
+                for (layer, cached) in self.layers.iter().zip(&cache.layers) {
+                    x = self
+                        .layer_forward(
+                            layer,
+                            &x,
+                            0..rest.len(),
+                            rest.clone(),
+                            KvUse::Cached(cached),
+                            &key_lens,
+                        )?
+                        .0;
+                }
+                cache.tokens = tokens.to_vec();
+                x.narrow(1, window.start - reuse, window.len())?
+            }
             Pass::Full { store } => {
                 if store {
                     cache.clear();
@@ -373,6 +420,37 @@ impl Qwen2 {
         let (b, w, d) = h.dims3()?;
         let logits = self.lm_head.forward(&h.reshape((b * w, d))?)?;
         Ok(logits.reshape((b, w, vocab))?)
+    }
+
+    /// How many leading positions of every sequence a stored full pass may take from `cache`
+    /// unchanged: with causal or block-causal attention a position's keys and values depend
+    /// only on the blocks up to its own, so everything before the first changed token's block is
+    /// exact. Bidirectional attention reuses nothing (0). At most `window.start`, so the window's
+    /// rows are computed.
+    fn reusable_prefix(
+        &self,
+        cache: &KvCache,
+        tokens: &[Vec<u32>],
+        window: &Range<usize>,
+    ) -> usize {
+        let Some(block) = self.attention.block() else {
+            return 0;
+        };
+        if cache.layers.len() != self.layers.len() || cache.tokens.len() != tokens.len() {
+            return 0;
+        }
+        // Padding rows (a shorter sequence of a batch) hold nothing to reuse past the shortest.
+        let shortest = tokens.iter().map(Vec::len).min().unwrap_or(0);
+        let common = cache
+            .tokens
+            .iter()
+            .zip(tokens)
+            .map(|(old, new)| old.iter().zip(new).take_while(|(a, b)| a == b).count())
+            .min()
+            .unwrap_or(0)
+            .min(shortest)
+            .min(cache.tokens.iter().map(Vec::len).min().unwrap_or(0));
+        (common / block * block).min(window.start)
     }
 
     /// One transformer block over `x` (`[B, rows, d]`, the rows at `positions`).

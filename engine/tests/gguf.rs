@@ -508,3 +508,60 @@ fn causal_decoding_is_greedy_autoregressive_decoding() {
         assert_eq!(done.forwards, done.steps);
     }
 }
+
+/// A causal model's cache survives an edit: the next request recomputes only from the block of
+/// the first changed token, and gets what a fresh cache gives.
+#[test]
+fn a_causal_cache_reuses_the_unchanged_prefix_exactly() {
+    use redraft_engine::sampler::{Effort, SamplerConfig};
+    let (config, tensors) = default_tensors();
+    let gguf = Gguf::new("qwen2", &config, &tensors, GgmlDType::Q8_0)
+        .set("diffusion.shift_logits", Value::Bool(true));
+    let (dir, path) = write(&gguf, "ar.gguf");
+    for (attention, block) in [(None, 1), (Some(r#"{"attention": {"block": 8}}"#), 8)] {
+        if let Some(json) = attention {
+            std::fs::write(dir.path().join("redraft.json"), json).unwrap();
+        }
+        let engine = Engine::load(&path).unwrap();
+        let request = |prefix: &str| {
+            let mut request = InfillRequest::new(prefix, "");
+            (request.canvas_tokens, request.max_tokens) = (12, 12);
+            request.sampler = SamplerConfig::effort(Effort::Medium);
+            request
+        };
+        let before = "fn total(items: &[u32]) -> u32 {\n    let mut sum = 0;\n    for item in items {\n        sum += ";
+        let after = "fn total(items: &[u32]) -> u32 {\n    let mut sum = 0;\n    for it in items {\n        sum += ";
+        let common = {
+            let (a, b) = (
+                engine.tokenizer().encode(before).unwrap(),
+                engine.tokenizer().encode(after).unwrap(),
+            );
+            a.iter().zip(&b).take_while(|(x, y)| x == y).count()
+        };
+        let mut cache = KvCache::default();
+        engine
+            .complete(&request(before), &mut cache, Controls::default())
+            .unwrap();
+        assert_eq!(
+            cache.reused_positions(),
+            0,
+            "a first request has nothing to reuse"
+        );
+        let kept = engine
+            .complete(&request(after), &mut cache, Controls::default())
+            .unwrap();
+        assert_eq!(
+            cache.reused_positions(),
+            common / block * block,
+            "block {block}"
+        );
+        let fresh = engine
+            .complete(
+                &request(after),
+                &mut KvCache::default(),
+                Controls::default(),
+            )
+            .unwrap();
+        assert_eq!(kept.tokens, fresh.tokens, "block {block}");
+    }
+}
