@@ -201,6 +201,20 @@ impl Weights {
         Ok(tensor.clone())
     }
 
+    /// Every tensor in f32 (quantized ones dequantized), by name.
+    pub fn dense_tensors(&self) -> Result<HashMap<String, Tensor>> {
+        self.tensors
+            .iter()
+            .map(|(name, (stored, _))| {
+                let device = match stored {
+                    Stored::Dense(t) => t.device().clone(),
+                    Stored::Quantized(q) => q.device(),
+                };
+                Ok((name.clone(), stored.dense(&device)?))
+            })
+            .collect()
+    }
+
     /// Bytes the weights take in memory.
     pub fn bytes(&self) -> usize {
         self.tensors.values().map(|(t, _)| t.bytes()).sum()

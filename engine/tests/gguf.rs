@@ -7,11 +7,12 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 use redraft_engine::config::{AttentionPattern, ModelConfig};
-use redraft_engine::gguf::gguf_name;
+use redraft_engine::engine::load_settings;
+use redraft_engine::gguf::GgufWriter;
 use redraft_engine::qwen2::{init_weights, KvCache};
 use redraft_engine::sampler::{Controls, Pass};
 use redraft_engine::{Engine, Error, InfillRequest};
@@ -20,122 +21,16 @@ fn default_model() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model")
 }
 
-/// A GGUF's metadata and tensors, before writing.
-struct Gguf {
-    meta: Vec<(String, Value)>,
-    tensors: Vec<(String, QTensor)>,
-}
-
-impl Gguf {
-    /// `config`'s shape under `arch`, the default model's vocabulary, and `tensors`
-    /// (`transformers` names) with matrices stored as `matrices` (norms and biases f32).
-    fn new(
-        arch: &'static str,
-        config: &ModelConfig,
-        tensors: &HashMap<String, Tensor>,
-        matrices: GgmlDType,
-    ) -> Gguf {
-        let k = |key: &str| format!("{arch}.{key}");
-        let u = |n: usize| Value::U32(n as u32);
-        let mut meta = vec![
-            ("general.architecture".into(), Value::String(arch.into())),
-            (k("block_count"), u(config.num_hidden_layers)),
-            (k("embedding_length"), u(config.hidden_size)),
-            (k("feed_forward_length"), u(config.intermediate_size)),
-            (k("attention.head_count"), u(config.num_attention_heads)),
-            (k("attention.head_count_kv"), u(config.num_kv_heads())),
-            (k("context_length"), u(config.max_position_embeddings)),
-            (k("rope.freq_base"), Value::F32(config.rope_theta() as f32)),
-            (
-                k("attention.layer_norm_rms_epsilon"),
-                Value::F32(config.rms_norm_eps as f32),
-            ),
-        ];
-        meta.extend(vocabulary());
-        let mut names: Vec<&String> = tensors.keys().collect();
-        names.sort();
-        let tensors = names
-            .into_iter()
-            .map(|name| {
-                let t = &tensors[name];
-                let dtype = if t.rank() == 2 {
-                    matrices
-                } else {
-                    GgmlDType::F32
-                };
-                (
-                    gguf_name(name).unwrap_or_else(|| panic!("no GGUF name for {name}")),
-                    QTensor::quantize(t, dtype).unwrap(),
-                )
-            })
-            .collect();
-        Gguf { meta, tensors }
-    }
-
-    fn set(mut self, key: &str, value: Value) -> Gguf {
-        self.meta.retain(|(k, _)| k != key);
-        self.meta.push((key.to_string(), value));
-        self
-    }
-
-    fn without(mut self, tensor: &str) -> Gguf {
-        self.tensors.retain(|(name, _)| name != tensor);
-        self
-    }
-
-    fn write(&self, path: &Path) {
-        let meta: Vec<(&str, &Value)> = self.meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        let tensors: Vec<(&str, &QTensor)> =
-            self.tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        let mut file = std::fs::File::create(path).unwrap();
-        gguf_file::write(&mut file, &meta, &tensors).unwrap();
-    }
-}
-
-/// The default model's tokenizer.json as GGUF vocabulary metadata (byte-level BPE, GPT-2 split),
-/// with its settings (mask 0, end 1, no logit shift).
-fn vocabulary() -> Vec<(String, Value)> {
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(default_model().join("tokenizer.json")).unwrap(),
-    )
-    .unwrap();
-    let vocab = json["model"]["vocab"].as_object().unwrap();
-    let mut tokens = vec![String::new(); vocab.len()];
-    for (token, id) in vocab {
-        tokens[id.as_u64().unwrap() as usize] = token.clone();
-    }
-    let mut types = vec![1i32; tokens.len()];
-    for added in json["added_tokens"].as_array().unwrap() {
-        types[added["id"].as_u64().unwrap() as usize] = 3;
-    }
-    let merges: Vec<Value> = json["model"]["merges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            let pair = m.as_array().unwrap();
-            Value::String(format!(
-                "{} {}",
-                pair[0].as_str().unwrap(),
-                pair[1].as_str().unwrap()
-            ))
-        })
-        .collect();
-    let strings = |v: Vec<String>| Value::Array(v.into_iter().map(Value::String).collect());
-    vec![
-        ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
-        ("tokenizer.ggml.pre".into(), Value::String("gpt2".into())),
-        ("tokenizer.ggml.tokens".into(), strings(tokens)),
-        (
-            "tokenizer.ggml.token_type".into(),
-            Value::Array(types.into_iter().map(Value::I32).collect()),
-        ),
-        ("tokenizer.ggml.merges".into(), Value::Array(merges)),
-        ("tokenizer.ggml.mask_token_id".into(), Value::U32(0)),
-        ("tokenizer.ggml.eos_token_id".into(), Value::U32(1)),
-        ("tokenizer.ggml.padding_token_id".into(), Value::U32(1)),
-        ("diffusion.shift_logits".into(), Value::Bool(false)),
-    ]
+/// The default model's vocabulary and settings around `tensors` of `config`'s shape, as `arch`.
+fn model_gguf(
+    arch: &str,
+    config: &ModelConfig,
+    tensors: &HashMap<String, Tensor>,
+    matrices: GgmlDType,
+) -> GgufWriter {
+    let (_, settings) = load_settings(&default_model()).unwrap();
+    let tokenizer = std::fs::read_to_string(default_model().join("tokenizer.json")).unwrap();
+    GgufWriter::new(arch, config, &settings, &tokenizer, tensors, matrices).unwrap()
 }
 
 fn default_tensors() -> (ModelConfig, HashMap<String, Tensor>) {
@@ -150,10 +45,10 @@ fn default_tensors() -> (ModelConfig, HashMap<String, Tensor>) {
 }
 
 /// A file in its own directory (no redraft.json or tokenizer.json beside it).
-fn write(gguf: &Gguf, name: &str) -> (tempfile::TempDir, PathBuf) {
+fn write(gguf: &GgufWriter, name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(name);
-    gguf.write(&path);
+    gguf.write(&path).unwrap();
     (dir, path)
 }
 
@@ -225,7 +120,7 @@ fn agreement(reference: &[Vec<f32>], other: &[Vec<f32>]) -> Agreement {
 fn f32_gguf_is_the_safetensors_model_exactly() {
     let (config, tensors) = default_tensors();
     let (_dir, path) = write(
-        &Gguf::new("dream", &config, &tensors, GgmlDType::F32),
+        &model_gguf("dream", &config, &tensors, GgmlDType::F32),
         "m.gguf",
     );
     let gguf = Engine::load(&path).unwrap();
@@ -260,7 +155,7 @@ fn f32_gguf_is_the_safetensors_model_exactly() {
 fn q8_0_gguf_stays_quantized_and_close() {
     let (config, tensors) = default_tensors();
     let (_dir, path) = write(
-        &Gguf::new("dream", &config, &tensors, GgmlDType::Q8_0),
+        &model_gguf("dream", &config, &tensors, GgmlDType::Q8_0),
         "q8.gguf",
     );
     let gguf = Engine::load(&path).unwrap();
@@ -295,7 +190,7 @@ fn k_quants_run_at_their_widths() {
     .unwrap();
     let tensors = init_weights(&config, 7).unwrap();
     let (_d, f32_path) = write(
-        &Gguf::new("dream", &config, &tensors, GgmlDType::F32),
+        &model_gguf("dream", &config, &tensors, GgmlDType::F32),
         "f.gguf",
     );
     let reference = Engine::load(&f32_path).unwrap();
@@ -310,7 +205,7 @@ fn k_quants_run_at_their_widths() {
         (GgmlDType::Q4K, 0.3),
         (GgmlDType::Q4_0, 0.34),
     ] {
-        let (_d, path) = write(&Gguf::new("dream", &config, &tensors, dtype), "q.gguf");
+        let (_d, path) = write(&model_gguf("dream", &config, &tensors, dtype), "q.gguf");
         let engine = Engine::load(&path).unwrap();
         assert!(engine.model().is_quantized());
         let got = agreement(&exact, &logits(&engine, &ids));
@@ -322,8 +217,8 @@ fn k_quants_run_at_their_widths() {
         );
     }
     // A file mixing block types in one fused projection (as Q4_K_M files do).
-    let mut mixed = Gguf::new("dream", &config, &tensors, GgmlDType::Q4K);
-    for (name, tensor) in &mut mixed.tensors {
+    let mut mixed = model_gguf("dream", &config, &tensors, GgmlDType::Q4K);
+    for (name, tensor) in mixed.tensors_mut() {
         if name.ends_with("attn_v.weight") || name.ends_with("ffn_up.weight") {
             let dense = tensor.dequantize(&Device::Cpu).unwrap();
             *tensor = QTensor::quantize(&dense, GgmlDType::Q6K).unwrap();
@@ -338,7 +233,7 @@ fn k_quants_run_at_their_widths() {
 #[test]
 fn an_autoregressive_gguf_attends_causally() {
     let (config, tensors) = default_tensors();
-    let gguf = Gguf::new("qwen2", &config, &tensors, GgmlDType::F32)
+    let gguf = model_gguf("qwen2", &config, &tensors, GgmlDType::F32)
         .set("diffusion.shift_logits", Value::Bool(true));
     let (_dir, path) = write(&gguf, "ar.gguf");
     let engine = Engine::load(&path).unwrap();
@@ -357,7 +252,7 @@ fn an_autoregressive_gguf_attends_causally() {
 
     // Causal attention without the shift would score each slot from its own masked row.
     let (_d, unshifted) = write(
-        &Gguf::new("qwen2", &config, &tensors, GgmlDType::F32),
+        &model_gguf("qwen2", &config, &tensors, GgmlDType::F32),
         "unshifted.gguf",
     );
     let msg = Engine::load(&unshifted).err().unwrap().to_string();
@@ -383,7 +278,7 @@ fn an_autoregressive_gguf_attends_causally() {
 #[test]
 fn broken_gguf_files_are_clear_errors() {
     let (config, tensors) = default_tensors();
-    let good = Gguf::new("dream", &config, &tensors, GgmlDType::Q8_0);
+    let good = model_gguf("dream", &config, &tensors, GgmlDType::Q8_0);
     let dir = tempfile::tempdir().unwrap();
     let err = |path: &Path| match Engine::load(path) {
         Ok(_) => panic!("{} loaded", path.display()),
@@ -391,7 +286,7 @@ fn broken_gguf_files_are_clear_errors() {
     };
 
     let whole = dir.path().join("whole.gguf");
-    good.write(&whole);
+    good.write(&whole).unwrap();
     let bytes = std::fs::read(&whole).unwrap();
     for cut in [10, bytes.len() / 3, bytes.len() - 100] {
         let path = dir.path().join(format!("cut{cut}.gguf"));
@@ -408,7 +303,7 @@ fn broken_gguf_files_are_clear_errors() {
     assert!(matches!(err(&path).1, Error::CorruptGguf { .. }));
 
     let (_d, path) = write(
-        &Gguf::new("dream", &config, &tensors, GgmlDType::Q8_0).without("blk.1.ffn_up.weight"),
+        &model_gguf("dream", &config, &tensors, GgmlDType::Q8_0).without("blk.1.ffn_up.weight"),
         "m.gguf",
     );
     let (msg, e) = err(&path);
@@ -419,7 +314,7 @@ fn broken_gguf_files_are_clear_errors() {
     );
 
     let (_d, path) = write(
-        &Gguf::new("dream", &config, &tensors, GgmlDType::F32)
+        &model_gguf("dream", &config, &tensors, GgmlDType::F32)
             .set("general.architecture", Value::String("llama".into())),
         "m.gguf",
     );
@@ -427,7 +322,7 @@ fn broken_gguf_files_are_clear_errors() {
     assert!(msg.contains("architecture `llama`"), "{msg}");
 
     let (_d, path) = write(
-        &Gguf::new("dream", &config, &tensors, GgmlDType::F32)
+        &model_gguf("dream", &config, &tensors, GgmlDType::F32)
             .set("dream.block_count", Value::String("two".into())),
         "m.gguf",
     );
@@ -435,7 +330,7 @@ fn broken_gguf_files_are_clear_errors() {
     assert!(msg.contains("dream.block_count"), "{msg}");
 
     let (_d, path) = write(
-        &Gguf::new("dream", &config, &tensors, GgmlDType::F32)
+        &model_gguf("dream", &config, &tensors, GgmlDType::F32)
             .set("tokenizer.ggml.pre", Value::String("llama-bpe".into())),
         "m.gguf",
     );
@@ -446,7 +341,7 @@ fn broken_gguf_files_are_clear_errors() {
     );
 
     // Two files in one directory: which one is meant is not guessed.
-    good.write(&dir.path().join("other.gguf"));
+    good.write(&dir.path().join("other.gguf")).unwrap();
     let (msg, _) = err(dir.path());
     assert!(msg.contains("GGUF files"), "{msg}");
 }
@@ -458,7 +353,7 @@ fn broken_gguf_files_are_clear_errors() {
 fn causal_decoding_is_greedy_autoregressive_decoding() {
     use redraft_engine::sampler::{Effort, SamplerConfig};
     let (config, tensors) = default_tensors();
-    let gguf = Gguf::new("qwen2", &config, &tensors, GgmlDType::F32)
+    let gguf = model_gguf("qwen2", &config, &tensors, GgmlDType::F32)
         .set("diffusion.shift_logits", Value::Bool(true));
     let (_dir, path) = write(&gguf, "ar.gguf");
     let engine = Engine::load(&path).unwrap();
@@ -515,7 +410,7 @@ fn causal_decoding_is_greedy_autoregressive_decoding() {
 fn a_causal_cache_reuses_the_unchanged_prefix_exactly() {
     use redraft_engine::sampler::{Effort, SamplerConfig};
     let (config, tensors) = default_tensors();
-    let gguf = Gguf::new("qwen2", &config, &tensors, GgmlDType::Q8_0)
+    let gguf = model_gguf("qwen2", &config, &tensors, GgmlDType::Q8_0)
         .set("diffusion.shift_logits", Value::Bool(true));
     let (dir, path) = write(&gguf, "ar.gguf");
     for (attention, block) in [(None, 1), (Some(r#"{"attention": {"block": 8}}"#), 8)] {

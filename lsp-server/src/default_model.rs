@@ -11,7 +11,7 @@ use redraft_engine::{DeviceSpec, Engine};
 /// Where the embedded files came from, for error messages and `--json` reports.
 pub const ORIGIN: &str = "<embedded>/fixtures/default-model";
 
-const FILES: ModelFiles<'static> = ModelFiles {
+pub const FILES: ModelFiles<'static> = ModelFiles {
     origin: ORIGIN,
     config: include_str!("../../fixtures/default-model/config.json"),
     redraft: Some(include_str!("../../fixtures/default-model/redraft.json")),

@@ -9,6 +9,7 @@ mod backend;
 mod bench;
 mod bench_build;
 mod complete;
+mod convert;
 mod default_model;
 mod eval;
 mod fim_template;
@@ -45,6 +46,8 @@ enum Command {
     Lsp(lsp::Args),
     /// Serve completions and next edits over HTTP (OpenAI-, Ollama- and Mercury-shaped APIs).
     Serve(serve::Args),
+    /// Write a model as one GGUF file, its matrices quantized (q8_0, q4_k, ...) or not.
+    Convert(convert::Args),
     /// Print the model's log-probabilities over a text, a JSON line per position (parity
     /// checks against llama.cpp, prefill speed).
     Score(score::Args),
@@ -79,6 +82,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Train(args) => train::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Score(args) => score::run(args),
+        Command::Convert(args) => convert::run(args),
         // The language server's status says how the session ended (the protocol's `exit`).
         Command::Lsp(args) => return lsp::run(args),
     };

@@ -24,6 +24,10 @@ use crate::error::{Error, Result};
 use crate::linear::Stored;
 use crate::tokenizer::Tokenizer;
 
+mod write;
+
+pub use write::GgufWriter;
+
 /// What a GGUF file holds, read.
 pub struct GgufCheckpoint {
     pub config: ModelConfig,

@@ -1,0 +1,232 @@
+//! Writing GGUF files: a model (config, diffusion settings, tensors under `transformers` names,
+//! `tokenizer.json`) as llama.cpp lays it out, its matrices in the block type asked for. What
+//! `redraft convert` runs; [`super::load`] reads it back.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::Tensor;
+
+use super::{gguf_name, QWEN2_SPLIT};
+use crate::config::{AttentionPattern, DiffusionSettings, ModelConfig};
+use crate::error::{Error, Result};
+
+/// A GGUF file's metadata and tensors, before writing.
+pub struct GgufWriter {
+    metadata: Vec<(String, Value)>,
+    tensors: Vec<(String, QTensor)>,
+}
+
+impl GgufWriter {
+    /// `config`'s model under `arch` (`dream` for a diffusion model, `qwen2` for an
+    /// autoregressive one), with `settings`' ids, the vocabulary of `tokenizer_json` (a
+    /// byte-level BPE `tokenizer.json`) and `tensors` (`transformers` names): matrices as
+    /// `matrices`, vectors (norms, biases) in f32. A matrix whose width the block type does not
+    /// divide stays f32.
+    pub fn new(
+        arch: &str,
+        config: &ModelConfig,
+        settings: &DiffusionSettings,
+        tokenizer_json: &str,
+        tensors: &HashMap<String, Tensor>,
+        matrices: GgmlDType,
+    ) -> Result<GgufWriter> {
+        if settings.attention != AttentionPattern::Bidirectional && arch == "dream" {
+            return Err(Error::InvalidRequest(format!(
+                "a `dream` GGUF is bidirectional; this model attends {:?}",
+                settings.attention
+            )));
+        }
+        let key = |k: &str| format!("{arch}.{k}");
+        let count = |n: usize| Value::U32(n as u32);
+        let mut metadata = vec![
+            (
+                "general.architecture".to_string(),
+                Value::String(arch.into()),
+            ),
+            ("general.name".to_string(), Value::String("redraft".into())),
+            (key("block_count"), count(config.num_hidden_layers)),
+            (key("context_length"), count(config.max_position_embeddings)),
+            (key("embedding_length"), count(config.hidden_size)),
+            (key("feed_forward_length"), count(config.intermediate_size)),
+            (
+                key("attention.head_count"),
+                count(config.num_attention_heads),
+            ),
+            (key("attention.head_count_kv"), count(config.num_kv_heads())),
+            (key("attention.key_length"), count(config.head_dim())),
+            (key("attention.value_length"), count(config.head_dim())),
+            (
+                key("rope.freq_base"),
+                Value::F32(config.rope_theta() as f32),
+            ),
+            (
+                key("attention.layer_norm_rms_epsilon"),
+                Value::F32(config.rms_norm_eps as f32),
+            ),
+            (
+                "diffusion.shift_logits".to_string(),
+                Value::Bool(settings.logit_shift),
+            ),
+            (
+                "tokenizer.ggml.mask_token_id".to_string(),
+                Value::U32(settings.mask_token_id),
+            ),
+            (
+                "tokenizer.ggml.eos_token_id".to_string(),
+                Value::U32(settings.eos_token_id),
+            ),
+            (
+                "tokenizer.ggml.padding_token_id".to_string(),
+                Value::U32(settings.pad_token_id),
+            ),
+            (
+                "tokenizer.ggml.add_bos_token".to_string(),
+                Value::Bool(settings.bos_token_id.is_some()),
+            ),
+        ];
+        if let Some(bos) = settings.bos_token_id {
+            metadata.push(("tokenizer.ggml.bos_token_id".into(), Value::U32(bos)));
+        }
+        metadata.extend(vocabulary(tokenizer_json, config.vocab_size)?);
+        let mut names: Vec<&String> = tensors.keys().collect();
+        names.sort();
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let Some(file_name) = gguf_name(name) else {
+                return Err(Error::InvalidRequest(format!(
+                    "tensor `{name}` has no place in a Qwen2 GGUF"
+                )));
+            };
+            let tensor = tensors[name].to_dtype(candle_core::DType::F32)?;
+            let width = tensor.dims().last().copied().unwrap_or(0);
+            let dtype = if tensor.rank() == 2 && width.is_multiple_of(matrices.block_size()) {
+                matrices
+            } else {
+                GgmlDType::F32
+            };
+            out.push((file_name, QTensor::quantize(&tensor, dtype)?));
+        }
+        Ok(GgufWriter {
+            metadata,
+            tensors: out,
+        })
+    }
+
+    /// Sets (or replaces) one metadata key.
+    pub fn set(mut self, key: &str, value: Value) -> GgufWriter {
+        self.metadata.retain(|(k, _)| k != key);
+        self.metadata.push((key.to_string(), value));
+        self
+    }
+
+    /// Leaves out the tensor llama.cpp calls `name`.
+    pub fn without(mut self, name: &str) -> GgufWriter {
+        self.tensors.retain(|(n, _)| n != name);
+        self
+    }
+
+    /// The tensors, by llama.cpp name (to change their block types).
+    pub fn tensors_mut(&mut self) -> &mut [(String, QTensor)] {
+        &mut self.tensors
+    }
+
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let metadata: Vec<(&str, &Value)> =
+            self.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let tensors: Vec<(&str, &QTensor)> =
+            self.tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let tmp = path.with_extension("gguf.tmp");
+        let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        gguf_file::write(&mut file, &metadata, &tensors)?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    }
+}
+
+/// A byte-level BPE `tokenizer.json` as llama.cpp's `tokenizer.ggml.*` metadata.
+fn vocabulary(json: &str, vocab_size: usize) -> Result<Vec<(String, Value)>> {
+    let bad = |message: String| Error::InvalidRequest(format!("tokenizer.json: {message}"));
+    let json: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+    let model = &json["model"];
+    if model["type"] != "BPE" {
+        return Err(bad("only a BPE tokenizer can be written to GGUF".into()));
+    }
+    let pre = match &json["pre_tokenizer"] {
+        p if p["type"] == "ByteLevel" && p["use_regex"] == true => "gpt2",
+        p if p["type"] == "Sequence"
+            && p["pretokenizers"][0]["pattern"]["Regex"] == QWEN2_SPLIT
+            && p["pretokenizers"][1]["type"] == "ByteLevel" =>
+        {
+            "qwen2"
+        }
+        other => {
+            return Err(bad(format!(
+                "pre-tokenizer {other} has no llama.cpp name (GPT-2's and Qwen2's do)"
+            )))
+        }
+    };
+    let vocab = model["vocab"]
+        .as_object()
+        .ok_or_else(|| bad("no model.vocab".into()))?;
+    let size = vocab_size.max(vocab.len());
+    let mut tokens = vec![None; size];
+    let mut types = vec![1i32; size];
+    let mut place = |token: &str, id: &serde_json::Value| -> Result<()> {
+        let id = id
+            .as_u64()
+            .filter(|&id| (id as usize) < tokens.len())
+            .ok_or_else(|| bad(format!("token `{token}` has id {id}")))?;
+        tokens[id as usize] = Some(token.to_string());
+        Ok(())
+    };
+    for (token, id) in vocab {
+        place(token, id)?;
+    }
+    let mut added_types = Vec::new();
+    for added in json["added_tokens"].as_array().into_iter().flatten() {
+        let content = added["content"].as_str().unwrap_or_default();
+        place(content, &added["id"])?;
+        let id = added["id"].as_u64().unwrap_or_default() as usize;
+        added_types.push((id, if added["special"] == true { 3 } else { 4 }));
+    }
+    for (id, kind) in added_types {
+        types[id] = kind;
+    }
+    // Ids the vocabulary does not use (a model's padded embedding) get unused placeholders.
+    let tokens: Vec<Value> = tokens
+        .into_iter()
+        .enumerate()
+        .map(|(id, t)| {
+            Value::String(t.unwrap_or_else(|| {
+                types[id] = 5;
+                format!("[PAD{id}]")
+            }))
+        })
+        .collect();
+    let merges: Vec<Value> = model["merges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| match m {
+            serde_json::Value::String(s) => Ok(Value::String(s.clone())),
+            serde_json::Value::Array(pair) if pair.len() == 2 => Ok(Value::String(format!(
+                "{} {}",
+                pair[0].as_str().unwrap_or_default(),
+                pair[1].as_str().unwrap_or_default()
+            ))),
+            other => Err(bad(format!("merge {other}"))),
+        })
+        .collect::<Result<_>>()?;
+    Ok(vec![
+        ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
+        ("tokenizer.ggml.pre".into(), Value::String(pre.into())),
+        ("tokenizer.ggml.tokens".into(), Value::Array(tokens)),
+        (
+            "tokenizer.ggml.token_type".into(),
+            Value::Array(types.into_iter().map(Value::I32).collect()),
+        ),
+        ("tokenizer.ggml.merges".into(), Value::Array(merges)),
+    ])
+}
