@@ -15,6 +15,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
 
 use crate::error::Result;
+use crate::ops::q8::Q8Matrix;
 
 /// One weight as a checkpoint holds it: dense (f32 on the model's device) or quantized blocks.
 #[derive(Clone)]
@@ -61,7 +62,15 @@ pub enum Linear {
     /// `[in, out]`, f32.
     Dense(Tensor),
     /// Parts whose outputs, side by side, are the projection's output.
-    Quantized(Vec<QMatMul>),
+    Quantized(Vec<Part>),
+}
+
+/// One quantized matrix of a projection.
+pub enum Part {
+    /// Candle's kernels (every block type, every device).
+    Candle(QMatMul),
+    /// Q8_0 (or Q5_0) blocks on a CPU with AVX-512 VNNI: [`Q8Matrix`], redraft's own kernel.
+    Q8(Q8Matrix),
 }
 
 impl Linear {
@@ -92,9 +101,16 @@ impl Linear {
             .collect::<Result<_>>()?;
         let mut matrices = Vec::new();
         let mut run: Vec<&Arc<QTensor>> = Vec::new();
-        let flush = |run: &mut Vec<&Arc<QTensor>>, matrices: &mut Vec<QMatMul>| -> Result<()> {
+        let own_kernel = device.is_cpu() && Q8Matrix::available();
+        let flush = |run: &mut Vec<&Arc<QTensor>>, matrices: &mut Vec<Part>| -> Result<()> {
             if !run.is_empty() {
-                matrices.push(QMatMul::from_arc(concat_rows(run, device)?)?);
+                let q = concat_rows(run, device)?;
+                matrices.push(if own_kernel && q.dtype() == GgmlDType::Q8_0 {
+                    let (rows, cols) = q.shape().dims2()?;
+                    Part::Q8(Q8Matrix::from_q8_0(&q.data()?, rows, cols)?)
+                } else {
+                    Part::Candle(QMatMul::from_arc(q)?)
+                });
                 run.clear();
             }
             Ok(())
@@ -110,7 +126,7 @@ impl Linear {
                 Stored::Dense(t) => {
                     flush(&mut run, &mut matrices)?;
                     // QMatMul's dense form multiplies by the transpose of a `[out, in]` weight.
-                    matrices.push(QMatMul::Tensor(t.contiguous()?));
+                    matrices.push(Part::Candle(QMatMul::Tensor(t.contiguous()?)));
                 }
             }
         }
@@ -125,8 +141,8 @@ impl Linear {
                 let x = x.contiguous()?;
                 let outs: Vec<Tensor> = parts
                     .iter()
-                    .map(|m| m.forward(&x))
-                    .collect::<candle_core::Result<_>>()?;
+                    .map(|part| part.forward(&x))
+                    .collect::<Result<_>>()?;
                 if outs.len() == 1 {
                     outs.into_iter().next().expect("one part")
                 } else {
@@ -147,11 +163,26 @@ impl Linear {
             Linear::Dense(w) => dense(w),
             Linear::Quantized(parts) => parts
                 .iter()
-                .map(|m| match m {
-                    QMatMul::QTensor(q) => q.storage_size_in_bytes(),
-                    QMatMul::Tensor(t) | QMatMul::TensorF16(t) => dense(t),
+                .map(|part| match part {
+                    Part::Candle(QMatMul::QTensor(q)) => q.storage_size_in_bytes(),
+                    Part::Candle(QMatMul::Tensor(t) | QMatMul::TensorF16(t)) => dense(t),
+                    Part::Q8(m) => m.bytes(),
                 })
                 .sum(),
+        }
+    }
+}
+
+impl Part {
+    /// `[rows, in]` -> `[rows, out]`.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Part::Candle(m) => Ok(m.forward(x)?),
+            Part::Q8(m) => {
+                let rows = x.dim(0)?;
+                let out = m.matmul(&x.flatten_all()?.to_vec1::<f32>()?, rows);
+                Ok(Tensor::from_vec(out, (rows, m.rows()), x.device())?)
+            }
         }
     }
 }

@@ -10,6 +10,7 @@
 //! ops for every other device, and [`Kernels`] says which of the two a model uses.
 
 pub mod portable;
+pub mod q8;
 
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Result, Shape, Tensor};
 
