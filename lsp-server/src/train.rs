@@ -1,6 +1,8 @@
-//! `redraft train`: trains redraft's own masked-diffusion code model on a built corpus into a
-//! model directory that `redraft complete --model` loads (the loop itself is
-//! `redraft_train::train`; this file turns flags into its settings and draws the progress line).
+//! `redraft train`: trains redraft's own masked-diffusion code model on a built corpus, or
+//! continues one from a checkpoint's weights (`--init`: redraft's, another Qwen2 layout's, a GGUF
+//! file, an autoregressive one adapted to diffusion), into a model directory that `redraft
+//! complete --model` loads (the loop itself is `redraft_train::train`; this file turns flags
+//! into its settings and draws the progress line).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -8,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use candle_core::DType;
+use redraft_engine::config::AttentionPattern;
 use redraft_engine::DeviceSpec;
+use redraft_train::train::init::{Adaptation, InitCheckpoint};
 use redraft_train::train::{
     self, checkpoint, tokens, EvalReport, Progress, TokenizerSource, TrainConfig, TrainControls,
     TrainPaths,
@@ -93,10 +97,23 @@ pub struct Args {
     /// Continue the run checkpointed in --out (settings come from the checkpoint).
     #[arg(long)]
     resume: bool,
-    /// Start from this model directory's weights instead of random ones (a model `redraft
-    /// train` exported, such as fixtures/default-model): its shape and tokenizer are the run's.
+    /// Start from this checkpoint's weights instead of random ones: a model directory (one
+    /// `redraft train` exported, such as fixtures/default-model, or another Qwen2-layout
+    /// safetensors model) or a GGUF file (dequantized to f32). Its shape, positions and
+    /// tokenizer are the run's. An autoregressive checkpoint (a qwen2 GGUF, a model without a
+    /// mask token) is adapted to diffusion: bidirectional attention unless --attention says
+    /// otherwise, the logit shift kept, an unused token of its vocabulary as the mask.
     #[arg(long, conflicts_with_all = ["resume", "tokenizer", "vocab_size", "layers", "hidden", "heads", "kv_heads", "ffn"])]
     init: Option<PathBuf>,
+    /// The token an --init checkpoint masks with [default: its own; for an autoregressive one,
+    /// <|fim_pad|>]: one of its vocabulary's special tokens that text never produces.
+    #[arg(long, requires = "init")]
+    mask_token: Option<String>,
+    /// Which keys each position attends to: bidirectional, causal, or block:N (block-causal in
+    /// blocks of N positions) [default: bidirectional; an --init diffusion checkpoint's own].
+    /// The exported redraft.json records it.
+    #[arg(long, value_parser = parse_attention)]
+    attention: Option<AttentionPattern>,
     /// Stop cleanly, saving a checkpoint, after this many minutes.
     #[arg(long)]
     max_minutes: Option<f64>,
@@ -112,6 +129,19 @@ pub struct Args {
     threads: Option<usize>,
 }
 
+fn parse_attention(s: &str) -> Result<AttentionPattern, String> {
+    match s {
+        "bidirectional" => Ok(AttentionPattern::Bidirectional),
+        "causal" => Ok(AttentionPattern::Causal),
+        other => match other.strip_prefix("block:").map(str::parse::<usize>) {
+            Some(Ok(n)) if n > 0 => Ok(AttentionPattern::Block(n)),
+            _ => Err(format!(
+                "unknown attention `{other}` (bidirectional, causal or block:N with N >= 1)"
+            )),
+        },
+    }
+}
+
 fn parse_dtype(s: &str) -> Result<DType, String> {
     match s {
         "f32" => Ok(DType::F32),
@@ -121,10 +151,13 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 }
 
 impl Args {
-    /// The run's settings: the checkpoint's when resuming, else the defaults, then the flags.
-    fn config(&self, base: TrainConfig, vocab_size: usize) -> TrainConfig {
+    /// The run's settings: the checkpoint's when resuming (or the --init checkpoint's), else
+    /// the defaults, then the flags; `vocab_size`, when given, is the fresh tokenizer's.
+    fn config(&self, base: TrainConfig, vocab_size: Option<usize>) -> TrainConfig {
         let mut c = base;
-        c.model.vocab_size = vocab_size;
+        if let Some(v) = vocab_size {
+            c.model.vocab_size = v;
+        }
         let set = |slot: &mut usize, v: Option<usize>| {
             if let Some(v) = v {
                 *slot = v;
@@ -163,6 +196,9 @@ impl Args {
         if self.edit_draft {
             c.data.edit_draft = true;
         }
+        if let Some(attention) = self.attention {
+            c.diffusion.attention = attention;
+        }
         c
     }
 }
@@ -187,10 +223,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    if !args.resume {
+    if !args.resume && args.init.is_none() {
         // Bad flags fail now, not after the tokenizer has been trained.
         let vocab_guess = args.vocab_size.unwrap_or(4096);
-        args.config(TrainConfig::default(), vocab_guess)
+        args.config(TrainConfig::default(), Some(vocab_guess))
             .validate()?;
     }
     let (base, tokenizer) = if args.resume {
@@ -206,11 +242,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let tokenizer = redraft_engine::tokenizer::Tokenizer::load(&paths.tokenizer())?;
         (state.config, tokenizer)
     } else if let Some(init) = &args.init {
-        let tokenizer = train::prepare_tokenizer(
-            &paths,
-            &TokenizerSource::File(init.join(redraft_engine::engine::TOKENIZER_FILE)),
-        )?;
-        (init_config(init)?, tokenizer)
+        let context = || format!("--init {}", init.display());
+        let checkpoint = InitCheckpoint::open(init).with_context(context)?;
+        let adaptation = Adaptation {
+            mask_token: args.mask_token.clone(),
+            attention: args.attention,
+        };
+        let base = checkpoint.train_config(&adaptation).with_context(context)?;
+        // Bad flags fail now, before anything is written.
+        args.config(base.clone(), None).validate()?;
+        let tokenizer = checkpoint.write_tokenizer(&paths)?;
+        (base, tokenizer)
     } else {
         (TrainConfig::default(), prepare_tokenizer(&args, &paths)?)
     };
@@ -224,7 +266,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("{report}");
         return Ok(());
     }
-    let config = args.config(base, tokenizer.vocab_size());
+    // A fresh run's model has its new tokenizer's vocabulary; a resumed or --init one keeps its
+    // embeddings (a checkpoint may have more rows than its tokenizer has tokens).
+    let fresh_vocab = (!args.resume && args.init.is_none()).then(|| tokenizer.vocab_size());
+    let config = args.config(base, fresh_vocab);
     if args.resume && args.steps.is_some() {
         eprintln!(
             "note: --steps {} on resume reshapes the rest of the learning-rate schedule",
@@ -274,33 +319,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     value["out"] = serde_json::to_value(&paths.out)?;
     println!("{value}");
     Ok(())
-}
-
-/// The settings of a run started from the model in `dir`: its shape, the rest defaults.
-fn init_config(dir: &std::path::Path) -> anyhow::Result<TrainConfig> {
-    let (model, _) = redraft_engine::engine::load_settings(dir)
-        .with_context(|| format!("--init {}", dir.display()))?;
-    let mut config = TrainConfig::default();
-    config.model.layers = model.num_hidden_layers;
-    config.model.hidden = model.hidden_size;
-    config.model.heads = model.num_attention_heads;
-    config.model.kv_heads = model
-        .num_key_value_heads
-        .unwrap_or(model.num_attention_heads);
-    config.model.ffn = model.intermediate_size;
-    config.model.rms_norm_eps = model.rms_norm_eps;
-    if let Some(theta) = model.rope_theta {
-        config.model.rope_theta = theta;
-    }
-    if !model.tie_word_embeddings
-        || model
-            .head_dim
-            .is_some_and(|d| d * model.num_attention_heads != model.hidden_size)
-    {
-        bail!("--init {}: only models of redraft's own layout (tied head, head size hidden / heads) can be trained further", dir.display());
-    }
-    config.init = Some(dir.to_path_buf());
-    Ok(config)
 }
 
 /// The tokenizer of a fresh run: the given file, the one already in --out, or a new one.

@@ -9,7 +9,9 @@
 //! - [`cpu`]: the same model's forward and backward written out over flat buffers, which
 //!   trains on CPU (the autograd model stays the reference, and the path for other devices);
 //! - [`optim`]: AdamW, the warmup + cosine schedule, gradient clipping;
-//! - [`checkpoint`]: resumable checkpoints and the exported model directory.
+//! - [`checkpoint`]: resumable checkpoints and the exported model directory;
+//! - [`init`]: a run's start from a checkpoint's weights (redraft's, another Qwen2 layout's, a
+//!   GGUF's), adapting an autoregressive one to diffusion.
 //!
 //! [`train`] runs the loop: seeded and deterministic (example `i` of step `s` depends only on
 //! the seed, `s` and `i`), so a run stopped and resumed from a checkpoint takes exactly the
@@ -21,6 +23,7 @@ pub mod config;
 pub mod cpu;
 pub mod examples;
 pub mod fused;
+pub mod init;
 pub mod model;
 pub mod optim;
 pub mod tokens;
@@ -39,7 +42,7 @@ use candle_core::{DType, Device};
 use serde::{Deserialize, Serialize};
 
 use checkpoint::TrainState;
-pub use config::{ModelShape, TrainConfig};
+pub use config::{DiffusionSetup, ModelShape, TrainConfig};
 use cpu::{BatchScores, CpuModel};
 use examples::{Batch, ExampleBuilder, ExampleKind, Stream};
 use model::TrainModel;
@@ -102,6 +105,8 @@ pub enum TrainError {
     Config(String),
     #[error("the checkpoint cannot be used: {message}")]
     BadCheckpoint { message: String },
+    #[error("cannot start from {path}: {message}")]
+    Init { path: PathBuf, message: String },
     #[error("cannot resume: {0}")]
     Resume(String),
     #[error("parameter `{0}` received no gradient: an op without a backward pass cut the graph")]
@@ -292,6 +297,22 @@ pub fn prepare_tokenizer(paths: &TrainPaths, source: &TokenizerSource) -> TrainR
     Ok(tokenizer)
 }
 
+/// The tokenizer fits the run: redraft's specials where the run uses redraft's ids, no more
+/// tokens than the model has embeddings.
+fn check_tokenizer(tokenizer: &Tokenizer, config: &TrainConfig, path: &Path) -> TrainResult<()> {
+    if config.diffusion.uses_redraft_ids() {
+        check_specials(tokenizer, path)?;
+    }
+    if tokenizer.vocab_size() > config.model.vocab_size {
+        return Err(TrainError::Config(format!(
+            "the tokenizer has {} tokens, the model config says {}",
+            tokenizer.vocab_size(),
+            config.model.vocab_size
+        )));
+    }
+    Ok(())
+}
+
 fn check_specials(tokenizer: &Tokenizer, path: &Path) -> TrainResult<()> {
     for (id, special) in SPECIAL_TOKENS.iter().enumerate() {
         if tokenizer.token_to_id(special) != Some(id as u32) {
@@ -341,14 +362,7 @@ pub fn train_with(
     let out = &paths.out;
     let tokenizer_path = paths.tokenizer();
     let tokenizer = Tokenizer::load(&tokenizer_path)?;
-    check_specials(&tokenizer, &tokenizer_path)?;
-    if tokenizer.vocab_size() != config.model.vocab_size {
-        return Err(TrainError::Config(format!(
-            "the tokenizer has {} tokens, the model config says {}",
-            tokenizer.vocab_size(),
-            config.model.vocab_size
-        )));
-    }
+    check_tokenizer(&tokenizer, config, &tokenizer_path)?;
     let tokenizer_bytes =
         std::fs::read(&tokenizer_path).map_err(|e| TrainError::read(&tokenizer_path, e))?;
     let tokenizer_hash = tokens::fnv1a(&tokenizer_bytes);
@@ -387,7 +401,8 @@ pub fn train_with(
             ^ edits.as_ref().map_or(0, |e| e.hash.rotate_left(2))
     );
     let tokenizer_hash = format!("{tokenizer_hash:016x}");
-    let model_config = config.model.model_config(config.data.seq_len);
+    let model_config = config.model_config();
+    let attention = config.diffusion.attention;
 
     let (model, mut optim, start_step, mut tokens_seen, mut train_seconds) = if resume {
         let state = checkpoint::load_state(out)?.ok_or_else(|| {
@@ -409,7 +424,7 @@ pub fn train_with(
             ));
         }
         let (weights, moments) = checkpoint::load_tensors(out)?;
-        let model = build_model(&model_config, weights, device, backend)?;
+        let model = build_model(&model_config, weights, attention, device, backend)?;
         let mut optim = new_optimizer(config, &model, backend)?;
         optim.restore(model.params(), &moments, state.step as u64)?;
         truncate_log(&out.join(LOG_FILE), state.step)?;
@@ -432,25 +447,31 @@ pub fn train_with(
             )));
         }
         let weights = match &config.init {
-            Some(dir) => {
-                controls.status(&format!("starting from the weights in {}", dir.display()));
-                initial_weights(dir, &model_config)?
+            Some(path) => {
+                controls.status(&format!("starting from the weights in {}", path.display()));
+                init::load_weights(path, &model_config)?
             }
             None => redraft_engine::qwen2::init_weights(&model_config, config.seed)?,
         };
-        let model = build_model(&model_config, weights, device, backend)?;
+        let model = build_model(&model_config, weights, attention, device, backend)?;
         let optim = new_optimizer(config, &model, backend)?;
         let _ = std::fs::remove_file(out.join(LOG_FILE));
         (model, optim, 0, 0, 0.0)
     };
     controls.status(&format!(
-        "model: {} parameters ({} layers, hidden {}, {} heads, ffn {}, vocab {})",
+        "model: {} parameters ({} layers, hidden {}, {} heads / {} kv, ffn {}, vocab {}, {} head); attention {:?}, mask {}, EOS {}, logit shift {}",
         model.num_parameters(),
         config.model.layers,
         config.model.hidden,
         config.model.heads,
+        config.model.kv_heads,
         config.model.ffn,
-        config.model.vocab_size
+        config.model.vocab_size,
+        if config.model.tied_head { "tied" } else { "untied" },
+        attention,
+        config.diffusion.mask_id,
+        config.diffusion.eos_id,
+        config.diffusion.logit_shift,
     ));
 
     let mut fast = match backend {
@@ -473,7 +494,8 @@ pub fn train_with(
         config.data.clone(),
         config.seed,
         Stream::Train,
-    );
+    )
+    .with_setup(config.diffusion);
     let builder = match &edits {
         Some(edits) => builder.with_edits(&edits.train)?,
         None => builder,
@@ -489,6 +511,27 @@ pub fn train_with(
     let mut session_steps = 0;
     let mut loss_since_eval = (0.0f64, 0usize);
     let mut last_eval = None;
+    if !resume && config.init.is_some() {
+        // What the run starts from: a checkpoint's weights, on this run's held-out sample and
+        // objective (an adapted autoregressive model's first attempt at diffusion).
+        let lr = config.optim.lr_at(0, config.steps);
+        let report = evaluate(
+            &model,
+            fast.as_mut(),
+            &eval_set,
+            0,
+            (0.0, 0),
+            lr,
+            0.0,
+            0,
+            0.0,
+        )?;
+        append_log(&out.join(LOG_FILE), &report)?;
+        if let Some(f) = controls.on_eval.as_mut() {
+            f(&report);
+        }
+        last_eval = Some(report);
+    }
     let mut last_saved = start_step;
     let mut step = start_step;
     let tokens_per_s = |time: Duration, steps: usize| {
@@ -509,7 +552,11 @@ pub fn train_with(
             break StopReason::Deadline;
         }
         let started = Instant::now();
-        let batch = Batch::new(&builder.batch(step as u64, config.batch)?, seq_len);
+        let batch = Batch::new(
+            &builder.batch(step as u64, config.batch)?,
+            seq_len,
+            &config.diffusion,
+        );
         let lr = config.optim.lr_at(step, config.steps);
         let diverged = |loss: f32| TrainError::NonFinite {
             what: format!("loss {loss} at step {step}"),
@@ -635,33 +682,15 @@ pub fn train_with(
     })
 }
 
-/// Saves the checkpoint and exports the model, first copying the CPU path's weights (when it
-/// trains) into `model`.
 /// The training model for `backend` on `device`.
-/// The weights of the model directory `dir` for a run of shape `config`: every tensor a fresh
-/// run would create, read (as f32) with its shape checked, so a directory of another shape or
-/// layout is an error naming the tensor.
-fn initial_weights(
-    dir: &Path,
-    config: &redraft_engine::config::ModelConfig,
-) -> TrainResult<std::collections::HashMap<String, candle_core::Tensor>> {
-    let loaded = redraft_engine::checkpoint::Weights::load(dir, DType::F32, &Device::Cpu)?;
-    redraft_engine::qwen2::init_weights(config, 0)?
-        .into_iter()
-        .map(|(name, fresh)| {
-            let tensor = loaded.get(&name, fresh.dims())?;
-            Ok((name, tensor))
-        })
-        .collect()
-}
-
 fn build_model(
     config: &redraft_engine::config::ModelConfig,
     weights: std::collections::HashMap<String, candle_core::Tensor>,
+    attention: redraft_engine::config::AttentionPattern,
     device: &Device,
     backend: Backend,
 ) -> TrainResult<TrainModel> {
-    let model = TrainModel::from_tensors(config, weights, device)?;
+    let model = TrainModel::from_tensors(config, weights, device)?.with_attention(attention);
     Ok(match backend {
         Backend::Portable => model.with_kernels(redraft_engine::ops::Kernels::Portable)?,
         Backend::Auto | Backend::Autograd => model,
@@ -675,6 +704,8 @@ fn new_optimizer(config: &TrainConfig, model: &TrainModel, backend: Backend) -> 
     }
 }
 
+/// Saves the checkpoint and exports the model, first copying the CPU path's weights (when it
+/// trains) into `model`.
 fn save_all(
     out: &Path,
     model: &TrainModel,
@@ -687,10 +718,9 @@ fn save_all(
         fast.write_to(model)?;
     }
     checkpoint::save(out, model, optim, state)?;
-    checkpoint::export(out, model, dtype, state.config.data.edit_draft)
+    checkpoint::export(out, model, dtype, &state.config)
 }
 
-/// The fixed held-out sample, in batches of the training batch size.
 /// The next-edit cases of a run, when it learns next edits.
 struct EditCases {
     train: Vec<EditCase>,
@@ -728,6 +758,7 @@ fn load_edits(config: &TrainConfig, paths: &TrainPaths) -> TrainResult<Option<Ed
     Ok(Some(EditCases { train, valid, hash }))
 }
 
+/// The fixed held-out sample, in batches of the training batch size.
 fn eval_batches(
     config: &TrainConfig,
     valid: &CorpusSplit,
@@ -740,7 +771,8 @@ fn eval_batches(
         config.data.clone(),
         config.seed,
         Stream::Eval,
-    );
+    )
+    .with_setup(config.diffusion);
     let builder = match valid_edits {
         Some(cases) => builder.with_edits(cases)?,
         None => builder,
@@ -753,7 +785,11 @@ fn eval_batches(
         // Batch numbers index a stream of full-size batches; a short last one is a prefix.
         let mut examples = builder.batch(number, config.batch)?;
         examples.truncate(size);
-        batches.push(Batch::new(&examples, config.data.seq_len));
+        batches.push(Batch::new(
+            &examples,
+            config.data.seq_len,
+            &config.diffusion,
+        ));
         left -= size;
         number += 1;
     }

@@ -7,7 +7,12 @@
 //! (`checkpoint` -> `checkpoint.old`, `checkpoint.new` -> `checkpoint`), so a run killed at any
 //! point leaves either the previous checkpoint or the new one; [`find`] looks for `checkpoint.old`
 //! when the kill fell between the renames.
+//!
+//! Tensors are streamed to their files one at a time ([`Stored`]): a checkpoint of a 0.5B model
+//! is 7.5 GB (weights and both moments), and serialising it in memory first would need that
+//! much again.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -15,9 +20,9 @@ use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::model::TrainModel;
-use super::optim::AdamW;
-use super::tokens::write_atomic;
-use super::{TrainConfig, TrainError, TrainResult, EOS_ID, MASK_ID};
+use super::optim::{AdamW, MomentRef};
+use super::tokens::{temp_sibling, write_atomic};
+use super::{TrainConfig, TrainError, TrainResult};
 use redraft_engine::checkpoint::SINGLE_FILE;
 use redraft_engine::engine::{CONFIG_FILE, REDRAFT_FILE};
 
@@ -71,11 +76,22 @@ pub fn save(out: &Path, model: &TrainModel, optim: &AdamW, state: &TrainState) -
         std::fs::remove_dir_all(&new_dir).map_err(|e| TrainError::write(&new_dir, e))?;
     }
     std::fs::create_dir_all(&new_dir).map_err(|e| TrainError::write(&new_dir, e))?;
-    save_tensors(&model.tensors(), &new_dir.join(SINGLE_FILE))?;
     save_tensors(
-        &optim.state_tensors(model.params())?,
-        &new_dir.join(OPTIMIZER_FILE),
+        model_tensors(model, DType::F32)?,
+        &new_dir.join(SINGLE_FILE),
     )?;
+    let moments = optim
+        .moment_refs(model.params())?
+        .into_iter()
+        .map(|(name, moment, shape)| {
+            let stored = match moment {
+                MomentRef::Host(values) => Stored::Host { values, shape },
+                MomentRef::Tensor(t) => Stored::Tensor(t.clone()),
+            };
+            (name, stored)
+        })
+        .collect();
+    save_tensors(moments, &new_dir.join(OPTIMIZER_FILE))?;
     let json = serde_json::to_vec_pretty(state).expect("the state serialises");
     write_atomic(&new_dir.join(STATE_FILE), &json)?;
     if old_dir.exists() {
@@ -137,10 +153,12 @@ pub fn load_tensors(out: &Path) -> TrainResult<(HashMap<String, Tensor>, HashMap
 }
 
 /// Writes the model directory the engine loads: `config.json`, `model.safetensors` (in `dtype`)
-/// and `redraft.json` (which says how next-edit canvases were shown in training:
-/// `edit_draft`). Each file is replaced atomically.
-pub fn export(out: &Path, model: &TrainModel, dtype: DType, edit_draft: bool) -> TrainResult<()> {
+/// and `redraft.json`, which say what the run trained: the ids, the logit shift, the attention
+/// pattern and how next-edit canvases were shown (`edit_draft`). Each file is replaced
+/// atomically.
+pub fn export(out: &Path, model: &TrainModel, dtype: DType, run: &TrainConfig) -> TrainResult<()> {
     let cfg = model.config();
+    let setup = &run.diffusion;
     let config = serde_json::json!({
         "model_type": "qwen2",
         "vocab_size": cfg.vocab_size,
@@ -157,25 +175,21 @@ pub fn export(out: &Path, model: &TrainModel, dtype: DType, edit_draft: bool) ->
         "hidden_act": "silu",
         "use_sliding_window": false,
         "torch_dtype": if dtype == DType::F16 { "float16" } else { "float32" },
-        "mask_token_id": MASK_ID,
-        "eos_token_id": EOS_ID,
-        "pad_token_id": EOS_ID,
+        "mask_token_id": setup.mask_id,
+        "eos_token_id": setup.eos_id,
+        "pad_token_id": setup.eos_id,
     });
     let mut redraft = serde_json::json!({
-        "mask_token_id": MASK_ID,
-        "eos_token_id": EOS_ID,
-        "pad_token_id": EOS_ID,
-        "logit_shift": false,
+        "mask_token_id": setup.mask_id,
+        "eos_token_id": setup.eos_id,
+        "pad_token_id": setup.eos_id,
+        "logit_shift": setup.logit_shift,
+        "attention": setup.attention,
     });
-    if edit_draft {
+    if run.data.edit_draft {
         redraft["edit_canvas"] = "draft".into();
     }
-    let tensors = model
-        .tensors()
-        .into_iter()
-        .map(|(name, t)| Ok((name, t.to_dtype(dtype)?)))
-        .collect::<TrainResult<HashMap<_, _>>>()?;
-    save_tensors(&tensors, &out.join(SINGLE_FILE))?;
+    save_tensors(model_tensors(model, dtype)?, &out.join(SINGLE_FILE))?;
     write_atomic(
         &out.join(CONFIG_FILE),
         serde_json::to_string_pretty(&config)
@@ -191,14 +205,88 @@ pub fn export(out: &Path, model: &TrainModel, dtype: DType, edit_draft: bool) ->
     Ok(())
 }
 
-/// Serialises `tensors` and writes them atomically (safetensors' own file writer leaves the file
-/// readable by its owner only, which a shipped model directory should not be).
-fn save_tensors(tensors: &HashMap<String, Tensor>, path: &Path) -> TrainResult<()> {
-    let bytes = safetensors::serialize(tensors.iter(), None).map_err(|e| TrainError::Write {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    write_atomic(path, &bytes)
+/// One tensor of a file being written: its bytes are made only when the writer reaches it.
+enum Stored<'a> {
+    /// Host values (the CPU optimizer's moments), written as f32.
+    Host {
+        values: &'a [f32],
+        shape: Vec<usize>,
+    },
+    /// A tensor, on any device, in the dtype it is written in.
+    Tensor(Tensor),
+}
+
+impl safetensors::View for Stored<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        match self {
+            Stored::Host { .. } => safetensors::Dtype::F32,
+            Stored::Tensor(t) => safetensors::View::dtype(t),
+        }
+    }
+
+    fn shape(&self) -> &[usize] {
+        match self {
+            Stored::Host { shape, .. } => shape,
+            Stored::Tensor(t) => t.dims(),
+        }
+    }
+
+    fn data(&self) -> Cow<'_, [u8]> {
+        match self {
+            Stored::Host { values, .. } => {
+                let mut bytes = Vec::with_capacity(values.len() * 4);
+                for v in values.iter() {
+                    bytes.extend_from_slice(&v.to_le_bytes());
+                }
+                Cow::Owned(bytes)
+            }
+            Stored::Tensor(t) => safetensors::View::data(t),
+        }
+    }
+
+    fn data_len(&self) -> usize {
+        match self {
+            Stored::Host { values, .. } => values.len() * 4,
+            Stored::Tensor(t) => safetensors::View::data_len(t),
+        }
+    }
+}
+
+/// The model's weights as `dtype` tensors: in f32 the variables' own storage, not a copy (an f16
+/// export converts them all first, half the weights' size).
+fn model_tensors(model: &TrainModel, dtype: DType) -> TrainResult<Vec<(String, Stored<'static>)>> {
+    model
+        .params()
+        .iter()
+        .map(|p| {
+            let t = p.var.as_detached_tensor().to_dtype(dtype)?;
+            Ok((p.name.clone(), Stored::Tensor(t)))
+        })
+        .collect()
+}
+
+/// Streams `tensors` into `path` through a temporary sibling and a rename, made readable by all
+/// (safetensors' own writer leaves its file readable by its owner only, which a shipped model
+/// directory should not be) and synced first.
+fn save_tensors(tensors: Vec<(String, Stored<'_>)>, path: &Path) -> TrainResult<()> {
+    let tmp = temp_sibling(path);
+    let fail = |source: std::io::Error| TrainError::write(path, source);
+    let result = (|| {
+        safetensors::serialize_to_file(tensors, None, &tmp)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+        }
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(e));
+    }
+    Ok(())
 }
 
 /// Makes the renames in `dir` durable (best effort: not every filesystem supports it).

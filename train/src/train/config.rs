@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::examples::DataConfig;
 use super::optim::OptimConfig;
 use super::{TrainError, TrainResult, EOS_ID, MASK_ID, SPECIAL_TOKENS};
-use redraft_engine::config::{ModelConfig, TokenIds};
+use redraft_engine::config::{AttentionPattern, ModelConfig, TokenIds};
 
 /// The model's shape (the vocabulary size comes from the tokenizer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,6 +19,19 @@ pub struct ModelShape {
     pub ffn: usize,
     pub rope_theta: f64,
     pub rms_norm_eps: f64,
+    /// The head is the embedding matrix (redraft's own models) rather than its own
+    /// `lm_head.weight` (Qwen2.5-Coder's GGUF, LLaDA).
+    #[serde(default = "tied_by_default")]
+    pub tied_head: bool,
+    /// Positions the exported model states (`max_position_embeddings`); `None`: the training
+    /// length. A run from a pretrained checkpoint keeps the checkpoint's: it learned those
+    /// positions before this run.
+    #[serde(default)]
+    pub max_positions: Option<usize>,
+}
+
+fn tied_by_default() -> bool {
+    true
 }
 
 impl Default for ModelShape {
@@ -32,14 +45,17 @@ impl Default for ModelShape {
             ffn: 1024,
             rope_theta: 10_000.0,
             rms_norm_eps: 1e-6,
+            tied_head: true,
+            max_positions: None,
         }
     }
 }
 
 impl ModelShape {
-    /// The `config.json` this shape is exported as (tied head, mask 0, EOS/pad 1, no BOS).
-    /// `max_position_embeddings` is the training length: positions past it were never seen,
-    /// so a caller should keep prefix + canvas + suffix within it.
+    /// The model config of this shape with redraft's own ids (mask 0, EOS/pad 1, no BOS).
+    /// `max_position_embeddings` is [`ModelShape::max_positions`], else the training length:
+    /// positions past it were never seen, so a caller should keep prefix + canvas + suffix
+    /// within it. [`TrainConfig::model_config`] puts in the run's ids.
     pub fn model_config(&self, seq_len: usize) -> ModelConfig {
         ModelConfig {
             model_type: "qwen2".into(),
@@ -50,12 +66,12 @@ impl ModelShape {
             num_attention_heads: self.heads,
             num_key_value_heads: Some(self.kv_heads),
             head_dim: None,
-            max_position_embeddings: seq_len,
+            max_position_embeddings: self.max_positions.unwrap_or(seq_len),
             rope_theta: Some(self.rope_theta),
             rope_parameters: None,
             rope_scaling: None,
             rms_norm_eps: self.rms_norm_eps,
-            tie_word_embeddings: true,
+            tie_word_embeddings: self.tied_head,
             hidden_act: "silu".into(),
             mask_token_id: Some(MASK_ID),
             eos_token_id: Some(TokenIds::One(EOS_ID)),
@@ -65,10 +81,48 @@ impl ModelShape {
     }
 }
 
+/// How the model reads a sequence: the ids that mask a slot and end a middle (also padding),
+/// which row scores a slot, and which keys each position sees. redraft's own models: mask 0,
+/// EOS 1, no shift, bidirectional. A run from another checkpoint takes them from it and from
+/// the adaptation flags ([`super::init`]); the exported `config.json` and `redraft.json` say
+/// them, so the engine decodes the way the model was trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiffusionSetup {
+    pub mask_id: u32,
+    /// Ends a middle (a canvas is the middle, then this id to its end) and pads sequences.
+    pub eos_id: u32,
+    /// Dream-style: the row before a slot scores it (`redraft_engine::sampler::score_row`),
+    /// as an autoregressive checkpoint's head was trained to.
+    pub logit_shift: bool,
+    pub attention: AttentionPattern,
+}
+
+impl Default for DiffusionSetup {
+    fn default() -> Self {
+        DiffusionSetup {
+            mask_id: MASK_ID,
+            eos_id: EOS_ID,
+            logit_shift: false,
+            attention: AttentionPattern::Bidirectional,
+        }
+    }
+}
+
+impl DiffusionSetup {
+    /// Whether the ids are redraft's own (its tokenizer's [`SPECIAL_TOKENS`]).
+    pub fn uses_redraft_ids(&self) -> bool {
+        self.mask_id == MASK_ID && self.eos_id == EOS_ID
+    }
+}
+
 /// Everything that decides a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
     pub model: ModelShape,
+    /// Absent in checkpoints written before runs could start from other checkpoints: those
+    /// are redraft's defaults.
+    #[serde(default)]
+    pub diffusion: DiffusionSetup,
     pub data: DataConfig,
     pub optim: OptimConfig,
     /// Sequences per step.
@@ -82,8 +136,9 @@ pub struct TrainConfig {
     pub eval_examples: usize,
     /// Write a checkpoint (and export the model) every this many steps.
     pub save_every: usize,
-    /// A model directory whose weights a fresh run starts from (its shape and tokenizer are
-    /// the run's), instead of random ones.
+    /// A model directory (redraft's, or a Qwen2-layout safetensors one) or a GGUF file whose
+    /// weights a fresh run starts from (its shape and tokenizer are the run's), instead of
+    /// random ones ([`super::init`]).
     #[serde(default)]
     pub init: Option<std::path::PathBuf>,
 }
@@ -92,6 +147,7 @@ impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig {
             model: ModelShape::default(),
+            diffusion: DiffusionSetup::default(),
             data: DataConfig::default(),
             optim: OptimConfig::default(),
             batch: 8,
@@ -161,7 +217,45 @@ impl TrainConfig {
         if !(self.optim.lr > 0.0 && self.optim.lr.is_finite()) {
             return bad(format!("--lr {} must be positive", self.optim.lr));
         }
+        let setup = &self.diffusion;
+        for (name, id) in [("mask", setup.mask_id), ("EOS", setup.eos_id)] {
+            if id as usize >= m.vocab_size {
+                return bad(format!(
+                    "the {name} id {id} is outside the vocabulary of {}",
+                    m.vocab_size
+                ));
+            }
+        }
+        if setup.mask_id == setup.eos_id {
+            return bad(format!(
+                "the mask and EOS share id {}: choose another --mask-token",
+                setup.mask_id
+            ));
+        }
+        match setup.attention {
+            AttentionPattern::Block(0) => return bad("--attention block:0 has no positions".into()),
+            AttentionPattern::Causal if !setup.logit_shift => {
+                return bad("--attention causal needs the logit shift (a position sees only itself and earlier ones): start from an autoregressive checkpoint with --init".into())
+            }
+            _ => {}
+        }
+        if m.max_positions.is_some_and(|p| p < self.data.seq_len) {
+            return bad(format!(
+                "--seq-len {} is longer than the model's {} positions",
+                self.data.seq_len,
+                m.max_positions.unwrap_or_default()
+            ));
+        }
         Ok(())
+    }
+
+    /// The model config of this run: its shape, positions and ids.
+    pub fn model_config(&self) -> ModelConfig {
+        let mut config = self.model.model_config(self.data.seq_len);
+        config.mask_token_id = Some(self.diffusion.mask_id);
+        config.eos_token_id = Some(TokenIds::One(self.diffusion.eos_id));
+        config.pad_token_id = Some(self.diffusion.eos_id);
+        config
     }
 
     /// Differences that would change the trajectory of a resumed run (all but `steps`,

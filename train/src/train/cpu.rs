@@ -29,7 +29,7 @@ use super::optim::{AdamW, UpdateReport};
 use super::TrainResult;
 use kernels::Rope;
 use matmul::{matmul, Mat, MatMut, Threads};
-use redraft_engine::config::ModelConfig;
+use redraft_engine::config::{AttentionPattern, ModelConfig};
 use redraft_engine::error::{Error, Result};
 
 /// Indices (into [`CpuModel`]'s parameter list) of one block's tensors.
@@ -116,6 +116,7 @@ pub struct BatchScores {
 /// The model's weights, their gradients and the activations of a step, as flat buffers.
 pub struct CpuModel {
     config: ModelConfig,
+    attention: AttentionPattern,
     names: Vec<String>,
     decay: Vec<bool>,
     weights: Vec<Vec<f32>>,
@@ -176,6 +177,7 @@ impl CpuModel {
             grads: weights.iter().map(|w| vec![0.0; w.len()]).collect(),
             decay: params.iter().map(|p| p.decay).collect(),
             norm: find("model.norm.weight")?,
+            attention: model.attention(),
             config,
             names,
             weights,
@@ -294,6 +296,7 @@ impl CpuModel {
             scale,
         } = Dims::new(&self.config, batch);
         let eps = self.config.rms_norm_eps as f32;
+        let pattern = self.attention;
         let w = &self.weights;
         let work = &mut self.work;
         if work.rope_len != len {
@@ -374,7 +377,7 @@ impl CpuModel {
                             scale,
                             Threads::One,
                         )?;
-                        kernels::masked_softmax(p, len, keys);
+                        kernels::masked_softmax(p, len, keys, pattern);
                         matmul(
                             MatMut::at(out, h * hd, len, hd, q_width),
                             Mat::at(p, 0, len, keys, len),
@@ -469,6 +472,7 @@ impl CpuModel {
             scale,
         } = Dims::new(&self.config, batch);
         let m = batch.rows.len();
+        let pattern = self.attention;
         let w = &self.weights;
         let grads = &mut self.grads;
         let work = &mut self.work;
@@ -595,7 +599,7 @@ impl CpuModel {
                             Threads::One,
                         )?;
                         let p_rows = &probs[(s * heads + h) * len * len..][..len * len];
-                        kernels::softmax_backward(p_rows, ds, len, keys);
+                        kernels::softmax_backward(p_rows, ds, len, keys, pattern);
                         let d_scores = Mat::at(ds, 0, len, keys, len);
                         matmul(
                             MatMut::at(d_qkv, h * hd, len, hd, width),

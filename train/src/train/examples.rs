@@ -21,6 +21,14 @@
 //! Sequences shorter than `seq_len` (short files) are padded with EOS; the padding is hidden from
 //! attention by a key mask and never scored.
 //!
+//! The ids of the mask and the EOS, the logit shift and the attention pattern come from the
+//! run's [`DiffusionSetup`]. With the shift, a masked slot `p` is scored by row `p - 1`
+//! (`redraft_engine::sampler::score_row`, as the engine reads it). A model that attends causally
+//! or block-causally, and whose vocabulary has the FIM tokens, sees a FIM example as the engine
+//! lays a request out for it ([`redraft_engine::engine::FimLayout::PrefixSuffixMiddle`]):
+//! `<|fim_prefix|> prefix <|fim_suffix|> suffix <|fim_middle|> canvas`, since the canvas could
+//! not see a suffix after it.
+//!
 //! Every example is a pure function of (seed, stream, index): resuming needs only the step.
 
 use std::ops::Range;
@@ -31,8 +39,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod edit;
 
+use super::config::DiffusionSetup;
 use super::tokens::CorpusSplit;
-use super::{TrainResult, EOS_ID, MASK_ID};
+use super::TrainResult;
 use redraft_context::edit::cut::EditCase;
 use redraft_engine::edit::EditMarkers;
 use redraft_engine::tokenizer::Tokenizer;
@@ -138,16 +147,16 @@ impl Example {
         1.0 / (self.t.max(1.0 / n) * n)
     }
 
-    /// The model's input: the tokens with masked positions replaced by the mask id (or the
+    /// The model's input: the tokens with masked positions replaced by `mask_id` (or the
     /// draft's token at that slot).
-    pub fn input(&self) -> Vec<u32> {
+    pub fn input(&self, mask_id: u32) -> Vec<u32> {
         let mut input = self.tokens.clone();
         for &p in &self.masked {
             input[p] = self
                 .draft
                 .get(p - self.canvas.start)
                 .copied()
-                .unwrap_or(MASK_ID);
+                .unwrap_or(mask_id);
         }
         input
     }
@@ -178,6 +187,10 @@ pub struct ExampleBuilder<'a> {
     stream: Stream,
     edits: &'a [EditCase],
     markers: Option<EditMarkers>,
+    setup: DiffusionSetup,
+    /// `<|fim_prefix|>`, `<|fim_suffix|>`, `<|fim_middle|>` when FIM examples are laid out
+    /// prefix-suffix-middle (a causal or block-causal model whose vocabulary has them).
+    psm: Option<[u32; 3]>,
 }
 
 impl<'a> ExampleBuilder<'a> {
@@ -196,7 +209,32 @@ impl<'a> ExampleBuilder<'a> {
             stream,
             edits: &[],
             markers: None,
+            setup: DiffusionSetup::default(),
+            psm: None,
         }
+    }
+
+    /// Examples for a model read as `setup` says (the default: redraft's own ids,
+    /// bidirectional). A causal or block-causal model sees FIM examples prefix-suffix-middle
+    /// when the tokenizer has the FIM tokens, by the rule the engine lays requests out by.
+    pub fn with_setup(mut self, setup: DiffusionSetup) -> ExampleBuilder<'a> {
+        self.setup = setup;
+        let id = |t: &str| self.tokenizer.token_to_id(t);
+        self.psm = match (
+            setup.attention.block(),
+            id("<|fim_prefix|>"),
+            id("<|fim_suffix|>"),
+            id("<|fim_middle|>"),
+        ) {
+            (Some(_), Some(p), Some(s), Some(m)) => Some([p, s, m]),
+            _ => None,
+        };
+        self
+    }
+
+    /// The FIM tokens FIM examples are laid out with, when they are prefix-suffix-middle.
+    pub fn fim_markers(&self) -> Option<[u32; 3]> {
+        self.psm
     }
 
     /// Draws next-edit examples from `cases` at the configured rate (the tokenizer must have
@@ -274,9 +312,14 @@ impl<'a> ExampleBuilder<'a> {
     ) -> TrainResult<Option<(ExampleKind, Vec<u32>, Range<usize>, usize, Vec<u32>)>> {
         for _ in 0..4 {
             let case = &self.edits[rng.random_range(0..self.edits.len())];
-            if let Some(e) =
-                edit::edit_tokens(self.tokenizer, markers, case, self.config.seq_len, rng)?
-            {
+            if let Some(e) = edit::edit_tokens(
+                self.tokenizer,
+                markers,
+                case,
+                self.config.seq_len,
+                self.setup.eos_id,
+                rng,
+            )? {
                 let kind = ExampleKind::Edit { no_edit: e.no_edit };
                 let draft = if self.config.edit_draft {
                     e.draft
@@ -336,7 +379,8 @@ impl<'a> ExampleBuilder<'a> {
                 .iter()
                 .find(|&&b| b > middle.len())
                 .expect("fit_middle keeps the middle under the largest bucket");
-            let room = self.config.seq_len - bucket;
+            let markers = if self.psm.is_some() { 3 } else { 0 };
+            let room = self.config.seq_len - bucket - markers;
             let window = self.config.seq_len * 8 + 64;
             let prefix = self.context_before(text, span.start, window)?;
             let suffix = self.context_after(text, end, window)?;
@@ -346,12 +390,29 @@ impl<'a> ExampleBuilder<'a> {
             let mut p = prefix.len().min(want);
             let s = suffix.len().min(room - p);
             p = prefix.len().min(room - s);
-            let mut tokens = Vec::with_capacity(p + bucket + s);
-            tokens.extend_from_slice(&prefix[prefix.len() - p..]);
-            let canvas = tokens.len()..tokens.len() + bucket;
-            tokens.extend_from_slice(&middle);
-            tokens.resize(canvas.end, EOS_ID);
-            tokens.extend_from_slice(&suffix[..s]);
+            let mut tokens = Vec::with_capacity(p + bucket + s + markers);
+            let eos = self.setup.eos_id;
+            let canvas = match self.psm {
+                None => {
+                    tokens.extend_from_slice(&prefix[prefix.len() - p..]);
+                    let canvas = tokens.len()..tokens.len() + bucket;
+                    tokens.extend_from_slice(&middle);
+                    tokens.resize(canvas.end, eos);
+                    tokens.extend_from_slice(&suffix[..s]);
+                    canvas
+                }
+                Some([fim_prefix, fim_suffix, fim_middle]) => {
+                    tokens.push(fim_prefix);
+                    tokens.extend_from_slice(&prefix[prefix.len() - p..]);
+                    tokens.push(fim_suffix);
+                    tokens.extend_from_slice(&suffix[..s]);
+                    tokens.push(fim_middle);
+                    let canvas = tokens.len()..tokens.len() + bucket;
+                    tokens.extend_from_slice(&middle);
+                    tokens.resize(canvas.end, eos);
+                    canvas
+                }
+            };
             return Ok(Some((ExampleKind::Fim(kind), tokens, canvas, middle.len())));
         }
         Ok(None)
@@ -596,7 +657,9 @@ pub struct Batch {
 }
 
 impl Batch {
-    pub fn new(examples: &[Example], len: usize) -> Batch {
+    /// `examples` padded to `len` with the EOS of `setup`, masked with its mask id; each masked
+    /// slot is scored by the row its logit shift names.
+    pub fn new(examples: &[Example], len: usize, setup: &DiffusionSetup) -> Batch {
         let batch = examples.len();
         let mut out = Batch {
             batch,
@@ -609,8 +672,8 @@ impl Batch {
             row_kind: Vec::new(),
         };
         for (b, ex) in examples.iter().enumerate() {
-            let mut input = ex.input();
-            input.resize(len, EOS_ID);
+            let mut input = ex.input(setup.mask_id);
+            input.resize(len, setup.eos_id);
             out.input.extend(input);
             out.lens.push(ex.tokens.len());
             // Every masked token weighs 1 / (t * seq_len), whatever its canvas (MDLM normalises by
@@ -618,7 +681,8 @@ impl Batch {
             // outweigh real code 32:1 and stalled training at unigram statistics.
             let w = ex.weight() * ex.canvas.len() as f32 / len as f32 / batch as f32;
             for &p in &ex.masked {
-                out.rows.push((b * len + p) as u32);
+                let row = redraft_engine::sampler::score_row(setup.logit_shift, p);
+                out.rows.push((b * len + row) as u32);
                 out.targets.push(ex.tokens[p]);
                 out.weights.push(w);
                 out.row_kind.push(ex.kind);

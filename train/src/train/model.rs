@@ -1,7 +1,7 @@
 //! The differentiable Qwen2 that training runs: the same architecture as [`redraft_engine::qwen2::Qwen2`]
 //! (checkpoint tensor names, RMSNorm, RoPE with `rotate_half`, grouped-query attention with
-//! q/k/v biases, SwiGLU, tied or untied head, bidirectional attention) built only from ops that
-//! have a backward pass.
+//! q/k/v biases, SwiGLU, tied or untied head, bidirectional, block-causal or causal attention
+//! as [`AttentionPattern`] says) built only from ops that have a backward pass.
 //!
 //! Why not reuse the inference model: it calls candle-nn's fused `rms_norm`, `rotary_emb::rope`
 //! and `redraft_engine::ops`' kernels, none of which has a backward, so gradients would silently stop at
@@ -17,7 +17,7 @@ use candle_core::{DType, Device, Tensor, Var, D};
 
 use super::examples::Batch;
 use crate::train::fused;
-use redraft_engine::config::ModelConfig;
+use redraft_engine::config::{AttentionPattern, ModelConfig};
 use redraft_engine::error::{Error, Result};
 use redraft_engine::ops::Kernels;
 
@@ -56,6 +56,7 @@ pub struct TrainModel {
     device: Device,
     /// [`Kernels::Cpu`]: the fused ops of [`fused`]; otherwise their [`fused::composed`] forms.
     kernels: Kernels,
+    attention: AttentionPattern,
 }
 
 /// What a forward pass is asked for: token ids `[batch, len]` and the rows (flattened
@@ -151,7 +152,19 @@ impl TrainModel {
             lm_head,
             device: device.clone(),
             kernels: Kernels::for_device(device),
+            attention: AttentionPattern::Bidirectional,
         })
+    }
+
+    /// The model attending as `pattern` (the inference model's [`AttentionPattern`]; blocks are
+    /// counted from position 0) instead of bidirectionally.
+    pub fn with_attention(mut self, pattern: AttentionPattern) -> TrainModel {
+        self.attention = pattern;
+        self
+    }
+
+    pub fn attention(&self) -> AttentionPattern {
+        self.attention
     }
 
     /// The model training through `kernels` instead of the ones its device calls for (the
@@ -234,8 +247,9 @@ impl TrainModel {
         Ok(())
     }
 
-    /// Logits `[rows.len(), vocab]` for the requested rows. Bidirectional attention; padding keys
-    /// (past each sequence's length) are masked out, as in the inference model.
+    /// Logits `[rows.len(), vocab]` for the requested rows. Attention follows the model's
+    /// pattern; padding keys (past each sequence's length) are masked out, as in the inference
+    /// model.
     pub fn forward(&self, input: &ForwardInput<'_>) -> Result<Tensor> {
         let cfg = &self.config;
         let (b, len) = (input.batch, input.len);
@@ -254,7 +268,7 @@ impl TrainModel {
         }
         let ids = Tensor::from_slice(input.tokens, b * len, &self.device)?;
         let mut x = self.embed.as_tensor().embedding(&ids)?;
-        let mask = key_mask(input.lens, len, &self.device)?;
+        let mask = attention_mask(self.attention, input.lens, len, &self.device)?;
         let (cos, sin) = rope_tables(cfg.rope_theta(), cfg.head_dim(), len, &self.device)?;
         for layer in &self.layers {
             x = self.layer_forward(layer, &x, b, len, &cos, &sin, mask.as_ref())?;
@@ -318,7 +332,12 @@ impl TrainModel {
         let q = (q.reshape((b, kv_heads, group * len, hd))? * scale)?;
         let mut scores = q.matmul(&k.t()?)?;
         if let Some(mask) = mask {
-            scores = scores.broadcast_add(mask)?;
+            // `[b, kv_heads, group, len, len]`: every query head of a group reads the mask of
+            // its own position.
+            scores = scores
+                .reshape((b, kv_heads, group, len, len))?
+                .broadcast_add(mask)?
+                .reshape((b, kv_heads, group * len, len))?;
         }
         let probs = self.softmax_last_dim(&scores)?;
         let attn = probs
@@ -392,18 +411,30 @@ pub(crate) fn rope_table_values(theta: f64, head_dim: usize, len: usize) -> (Vec
     (cos, sin)
 }
 
-/// Additive `[b, 1, 1, len]` mask hiding padding keys; `None` when nothing is padded.
-fn key_mask(lens: &[usize], len: usize, device: &Device) -> Result<Option<Tensor>> {
-    if lens.iter().all(|&l| l == len) {
+/// Additive `[b, 1, 1, len, len]` mask hiding, from the query at position `i` of a sequence of
+/// `l` tokens, the keys past `pattern.visible_keys(i, l)` (padding, and the blocks after `i`'s);
+/// `None` when it hides nothing.
+fn attention_mask(
+    pattern: AttentionPattern,
+    lens: &[usize],
+    len: usize,
+    device: &Device,
+) -> Result<Option<Tensor>> {
+    if pattern == AttentionPattern::Bidirectional && lens.iter().all(|&l| l == len) {
         return Ok(None);
     }
     let mask: Vec<f32> = lens
         .iter()
-        .flat_map(|&l| (0..len).map(move |j| if j < l { 0.0 } else { f32::NEG_INFINITY }))
+        .flat_map(|&l| {
+            (0..len).flat_map(move |i| {
+                let visible = pattern.visible_keys(i, l);
+                (0..len).map(move |j| if j < visible { 0.0 } else { f32::NEG_INFINITY })
+            })
+        })
         .collect();
     Ok(Some(Tensor::from_vec(
         mask,
-        (lens.len(), 1, 1, len),
+        (lens.len(), 1, 1, len, len),
         device,
     )?))
 }

@@ -71,6 +71,12 @@ pub struct AdamW {
 /// First and second moments of every parameter, flat, on the host.
 pub type HostMoments = (Vec<Vec<f32>>, Vec<Vec<f32>>);
 
+/// One moment of one parameter, where it lives.
+pub enum MomentRef<'a> {
+    Host(&'a [f32]),
+    Tensor(&'a Tensor),
+}
+
 /// First and second moments, one per parameter.
 enum Moments {
     /// Host vectors, updated by [`AdamW::step_flat`] (parameters on the CPU).
@@ -299,7 +305,6 @@ impl AdamW {
         self.steps
     }
 
-    /// The moments as tensors named `m.<param>` and `v.<param>`.
     /// The moments as CPU tensors named `m.<param>` and `v.<param>`.
     pub fn state_tensors(&self, params: &[Param]) -> TrainResult<HashMap<String, Tensor>> {
         if params.len() != self.moments.len() {
@@ -318,6 +323,28 @@ impl AdamW {
             };
             out.insert(format!("m.{}", p.name), m);
             out.insert(format!("v.{}", p.name), v);
+        }
+        Ok(out)
+    }
+
+    /// The moments under the names [`AdamW::state_tensors`] gives them, borrowed, with their
+    /// shapes: what a checkpoint writes one tensor at a time (a 0.5B model's moments are 5 GB;
+    /// building them all as tensors first would double that).
+    pub fn moment_refs<'a>(
+        &'a self,
+        params: &[Param],
+    ) -> TrainResult<Vec<(String, MomentRef<'a>, Vec<usize>)>> {
+        if params.len() != self.moments.len() {
+            return Err(mismatch());
+        }
+        let mut out = Vec::with_capacity(2 * params.len());
+        for (i, p) in params.iter().enumerate() {
+            let (m, v) = match &self.moments {
+                Moments::Host { m, v } => (MomentRef::Host(&m[i]), MomentRef::Host(&v[i])),
+                Moments::Tensors { m, v } => (MomentRef::Tensor(&m[i]), MomentRef::Tensor(&v[i])),
+            };
+            out.push((format!("m.{}", p.name), m, p.var.dims().to_vec()));
+            out.push((format!("v.{}", p.name), v, p.var.dims().to_vec()));
         }
         Ok(out)
     }

@@ -13,7 +13,7 @@ use super::optim::{AdamW, OptimConfig};
 use super::tokens::CorpusSplit;
 use super::*;
 use redraft_engine::checkpoint::Weights;
-use redraft_engine::config::ModelConfig;
+use redraft_engine::config::{AttentionPattern, ModelConfig};
 use redraft_engine::ops::Kernels;
 use redraft_engine::qwen2::{init_weights, KvCache, Qwen2};
 use redraft_engine::sampler::{Controls, Pass};
@@ -40,6 +40,8 @@ pub(super) fn tiny_shape(vocab_size: usize) -> ModelShape {
         ffn: 48,
         rope_theta: 10_000.0,
         rms_norm_eps: 1e-6,
+        tied_head: true,
+        max_positions: None,
     }
 }
 
@@ -89,13 +91,45 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 fn training_forward_matches_inference_logits() {
     let config = tiny_shape(64).model_config(512);
     let weights = random_weights(&config, 3);
+    let model = TrainModel::from_tensors(&config, weights.clone(), &Device::Cpu).unwrap();
+    check_forward_against_inference(&model, &weights);
+}
+
+/// Causal and block-causal attention (blocks that do and do not divide the lengths), with an
+/// untied head, grouped-query attention and padding: the training forward, through the fused
+/// and the composed kernels, against the inference model attending the same way.
+#[test]
+fn training_forward_matches_inference_with_causal_and_block_attention() {
+    let mut config = tiny_shape(64).model_config(512);
+    config.tie_word_embeddings = false;
+    let weights = random_weights(&config, 4);
+    for pattern in [
+        AttentionPattern::Causal,
+        AttentionPattern::Block(5),
+        AttentionPattern::Block(8),
+    ] {
+        for kernels in [Kernels::Cpu, Kernels::Portable] {
+            let model = TrainModel::from_tensors(&config, weights.clone(), &Device::Cpu)
+                .unwrap()
+                .with_kernels(kernels)
+                .unwrap()
+                .with_attention(pattern);
+            check_forward_against_inference(&model, &weights);
+        }
+    }
+}
+
+/// `model`'s logits on every real row of a padded batch against [`Qwen2::forward`] on
+/// `weights` with `model`'s attention pattern.
+fn check_forward_against_inference(model: &TrainModel, weights: &HashMap<String, Tensor>) {
+    let config = model.config();
     let inference = Qwen2::new(
-        &config,
+        config,
         &Weights::from_tensors(weights.clone(), "<test>"),
         &Device::Cpu,
     )
-    .unwrap();
-    let model = TrainModel::from_tensors(&config, weights, &Device::Cpu).unwrap();
+    .unwrap()
+    .with_attention(model.attention());
     let (batch, len, lens) = (2, 24, vec![24, 17]);
     let tokens = token_batch(64, batch, len, lens.clone());
     let rows: Vec<u32> = (0..batch)
@@ -133,7 +167,8 @@ fn training_forward_matches_inference_logits() {
     let diff = max_abs_diff(&trained, &reference);
     assert!(
         diff <= 1e-4,
-        "training and inference logits differ by {diff}"
+        "{:?}: training and inference logits differ by {diff}",
+        model.attention()
     );
 }
 
@@ -327,7 +362,7 @@ fn examples_keep_their_invariants() {
             assert!(ex.masked.iter().all(|p| ex.canvas.contains(p)));
             assert!(ex.masked.windows(2).all(|w| w[0] < w[1]));
             assert!(ex.t >= data.t_min as f32 && ex.t < 1.0);
-            let input = ex.input();
+            let input = ex.input(MASK_ID);
             for (j, (&a, &b)) in input.iter().zip(&ex.tokens).enumerate() {
                 if ex.masked.contains(&j) {
                     assert_eq!(a, MASK_ID);
@@ -388,7 +423,11 @@ fn held_out_examples_with_non_ascii_text_build() {
     let valid = split(&VALID_TEXTS, &tok);
     let builder = ExampleBuilder::new(&valid, &tok, DataConfig::default(), 0, Stream::Eval);
     for number in 0..50 {
-        let batch = Batch::new(&builder.batch(number, 4).unwrap(), 256);
+        let batch = Batch::new(
+            &builder.batch(number, 4).unwrap(),
+            256,
+            &DiffusionSetup::default(),
+        );
         assert_eq!(batch.input.len(), 4 * 256);
         assert_eq!(batch.rows.len(), batch.targets.len());
     }
@@ -441,6 +480,7 @@ pub(super) fn tiny_run(corpus: &Path, out: &Path) -> (TrainConfig, TrainPaths) {
     .unwrap();
     let config = TrainConfig {
         model: tiny_shape(tok.vocab_size()),
+        diffusion: DiffusionSetup::default(),
         data: DataConfig {
             seq_len: 48,
             ..DataConfig::default()
@@ -655,11 +695,47 @@ fn masked_tokens_weigh_the_same_in_small_and_large_canvases() {
             example(0..32, ExampleKind::Plain),
         ],
         32,
+        &DiffusionSetup::default(),
     );
     let expected = 1.0 / (0.5 * 32.0 * 2.0);
     for w in &batch.weights {
         assert!((w - expected).abs() < 1e-7, "{:?}", batch.weights);
     }
+}
+
+/// With the logit shift (Dream-style) masked slot `p` is scored by row `p - 1`, slot 0 by row 0
+/// (as the engine reads a shifted model); the input shows the run's mask id and the padding its
+/// EOS.
+#[test]
+fn the_logit_shift_scores_each_masked_slot_from_the_row_before() {
+    use super::examples::Example;
+    let example = Example {
+        kind: ExampleKind::Plain,
+        tokens: (10..20).collect(),
+        canvas: 0..10,
+        middle_len: 10,
+        masked: vec![0, 1, 4, 9],
+        t: 0.5,
+        draft: Vec::new(),
+    };
+    let setup = DiffusionSetup {
+        mask_id: 30,
+        eos_id: 31,
+        logit_shift: true,
+        attention: AttentionPattern::Bidirectional,
+    };
+    let batch = Batch::new(&[example.clone(), example.clone()], 12, &setup);
+    assert_eq!(batch.rows, [0, 0, 3, 8, 12, 12, 15, 20]);
+    assert_eq!(batch.targets, [10, 11, 14, 19, 10, 11, 14, 19]);
+    assert_eq!(
+        batch.input[..12],
+        [30, 30, 12, 13, 30, 15, 16, 17, 18, 30, 31, 31]
+    );
+    let unshifted = DiffusionSetup {
+        logit_shift: false,
+        ..setup
+    };
+    assert_eq!(Batch::new(&[example], 12, &unshifted).rows, [0, 1, 4, 9]);
 }
 
 /// `init` starts a run from an exported model's weights: after one step at a vanishing learning

@@ -1,6 +1,6 @@
 //! The element-wise passes of the CPU training path, each one fused pass over rows:
-//! RMSNorm and its backward, bias + RoPE and its inverse, the attention softmax over the
-//! unpadded keys and its backward, SwiGLU's backward, and the cross-entropy head. The formulas
+//! RMSNorm and its backward, bias + RoPE and its inverse, the attention softmax over the keys
+//! each query sees and its backward, SwiGLU's backward, and the cross-entropy head. The formulas
 //! are those of `train::fused` and `train::model` (same operation order where it matters for
 //! rounding), which the gradient-equality tests in `cpu/tests.rs` hold them to.
 //!
@@ -11,6 +11,7 @@
 use rayon::prelude::*;
 
 use crate::train::fused::rms_norm_backward_coefficient;
+use redraft_engine::config::AttentionPattern;
 use redraft_engine::ops::{exp, rows_per_task, softmax_rows, swiglu_rows};
 
 /// Rows per fixed chunk of a column sum.
@@ -163,26 +164,42 @@ impl Rope<'_> {
     }
 }
 
-/// Softmax of each `len`-wide row over its first `keys` entries; the padding keys past them
-/// get probability 0 (the reference adds `-inf` there). With no key at all the row is 0.
-pub(super) fn masked_softmax(scores: &mut [f32], len: usize, keys: usize) {
-    for row in scores.chunks_mut(len) {
-        let (valid, padding) = row.split_at_mut(keys);
+/// Softmax of each `len`-wide row `i` over the keys it sees (`pattern.visible_keys(i, keys)`
+/// of the first `keys`); the others (padding, later blocks) get probability 0 (the reference
+/// adds `-inf` there). With no key at all the row is 0.
+pub(super) fn masked_softmax(
+    scores: &mut [f32],
+    len: usize,
+    keys: usize,
+    pattern: AttentionPattern,
+) {
+    for (i, row) in scores.chunks_mut(len).enumerate() {
+        let visible = pattern.visible_keys(i, keys);
+        let (valid, hidden) = row.split_at_mut(visible);
         if !valid.is_empty() {
-            softmax_rows(valid, keys);
+            softmax_rows(valid, visible);
         }
-        padding.fill(0.0);
+        hidden.fill(0.0);
     }
 }
 
-/// `dS = P * (dP - Σ_j dP * P)` per row over the first `keys` columns, in place in `dp`.
-pub(super) fn softmax_backward(p: &[f32], dp: &mut [f32], len: usize, keys: usize) {
-    for (p, dp) in p.chunks(len).zip(dp.chunks_mut(len)) {
-        let (p, dp) = (&p[..keys], &mut dp[..keys]);
+/// `dS = P * (dP - Σ_j dP * P)` per row over the keys it sees, in place in `dp`; the columns
+/// of hidden keys among the first `keys` become 0 (their scores never reached the output).
+pub(super) fn softmax_backward(
+    p: &[f32],
+    dp: &mut [f32],
+    len: usize,
+    keys: usize,
+    pattern: AttentionPattern,
+) {
+    for (i, (p, dp)) in p.chunks(len).zip(dp.chunks_mut(len)).enumerate() {
+        let visible = pattern.visible_keys(i, keys);
+        let (p, (dp, hidden)) = (&p[..visible], dp[..keys].split_at_mut(visible));
         let dot: f32 = p.iter().zip(dp.iter()).map(|(a, b)| a * b).sum();
         for (d, &p) in dp.iter_mut().zip(p) {
             *d = p * (*d - dot);
         }
+        hidden.fill(0.0);
     }
 }
 

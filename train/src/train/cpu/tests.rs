@@ -14,6 +14,7 @@ use crate::train::tests::{
     log_losses, random_weights, tiny_run, tiny_shape, token_batch, write_corpus,
 };
 use crate::train::{train_with, Backend, ModelShape, StopReason, TrainControls, MASK_ID};
+use redraft_engine::config::AttentionPattern;
 
 /// A batch with padding in every sequence but the first, masked rows in all of them and a
 /// different weight per row.
@@ -123,6 +124,36 @@ fn untied_head_with_full_attention_matches_autograd() {
 fn untied_head_with_one_key_head_matches_autograd() {
     let model = model(false, 4, 1, 7);
     check_against_autograd(&model, &spread_batch(64, vec![9, 12, 12], 12));
+}
+
+/// Causal and block-causal attention with the logit shift's rows (each masked slot scored by
+/// the row before it, so row 0 twice): the CPU path's attention hides the same keys as the
+/// autograd model's, in the forward and the backward.
+#[test]
+fn causal_and_block_attention_with_shifted_rows_match_autograd() {
+    let len = 14;
+    let mut batch = spread_batch(64, vec![14, 9, 14], len);
+    batch.rows = batch
+        .rows
+        .iter()
+        .map(|&r| {
+            let (b, p) = (r as usize / len, r as usize % len);
+            (b * len + redraft_engine::sampler::score_row(true, p)) as u32
+        })
+        .collect();
+    // Slot 1 of the first sequence is scored by row 0 too.
+    batch.rows.push(0);
+    batch.targets.push(7);
+    batch.weights.push(0.03);
+    batch.row_kind.push(ExampleKind::Plain);
+    for pattern in [
+        AttentionPattern::Causal,
+        AttentionPattern::Block(4),
+        AttentionPattern::Block(7),
+    ] {
+        let model = model(false, 4, 2, 11).with_attention(pattern);
+        check_against_autograd(&model, &batch);
+    }
 }
 
 /// Buffers sized for a bigger batch are reused for a smaller one (and the reverse) without

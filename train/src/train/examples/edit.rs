@@ -18,7 +18,7 @@ use redraft_context::{Language, Source, TokenCounter};
 use redraft_engine::edit::{canvas_length, EditMarkers, EditPieces, EditPrompt};
 use redraft_engine::tokenizer::Tokenizer;
 
-use super::super::{TrainResult, EOS_ID};
+use super::super::TrainResult;
 
 /// Token counts for the context layer's budgets, from the tokenizer the model is trained with.
 pub struct TokenizerCounter<'a>(pub &'a Tokenizer);
@@ -50,6 +50,7 @@ pub fn edit_tokens(
     markers: EditMarkers,
     case: &EditCase,
     seq_len: usize,
+    eos_id: u32,
     rng: &mut StdRng,
 ) -> TrainResult<Option<EditTokens>> {
     let defaults = EditBudget::default();
@@ -111,7 +112,7 @@ pub fn edit_tokens(
     let mut tokens = layout.prefix;
     let canvas = tokens.len()..tokens.len() + canvas_len;
     tokens.extend_from_slice(&new);
-    tokens.resize(canvas.end, EOS_ID);
+    tokens.resize(canvas.end, eos_id);
     tokens.extend_from_slice(&layout.suffix);
     Ok(Some(EditTokens {
         tokens,
@@ -129,6 +130,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::train::tokens::train_tokenizer;
+    use crate::train::EOS_ID;
 
     const TEXT: &str = "fn area(w: u32, h: u32) -> u32 {\n    w * h\n}\n\nfn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", area(w, h));\n}\n";
 
@@ -160,7 +162,7 @@ pub(crate) mod tests {
         let tokenizer = tokenizer();
         let markers = EditMarkers::of(&tokenizer).unwrap();
         let mut rng = StdRng::seed_from_u64(3);
-        edit_tokens(&tokenizer, markers, case, seq_len, &mut rng).unwrap()
+        edit_tokens(&tokenizer, markers, case, seq_len, EOS_ID, &mut rng).unwrap()
     }
 
     /// The canvas holds the region with the target applied, then EOS; the old region sits
@@ -303,7 +305,7 @@ mod builder_tests {
             assert_eq!((&d.tokens, &d.masked, d.t), (&m.tokens, &m.masked, m.t));
             assert!(m.draft.is_empty());
             assert!(!d.draft.is_empty() && d.draft.len() < d.canvas.len());
-            let (input, plain) = (d.input(), m.input());
+            let (input, plain) = (d.input(MASK_ID), m.input(MASK_ID));
             for &p in &d.masked {
                 assert_eq!(plain[p], MASK_ID);
                 let slot = p - d.canvas.start;
