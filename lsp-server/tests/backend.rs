@@ -879,43 +879,12 @@ fn eval_with_a_failing_backend_says_which_task_and_why() {
 // ---------------------------------------------------------------------------------------------
 // End to end against llama.cpp's llama-server
 
-/// `llama-server` and the tiny model from scripts/setup-llama-server: $REDRAFT_LLAMA_SERVER and
-/// $REDRAFT_LLAMA_MODEL, else the set-up's `env.sh` in its cache. `None` only when neither
-/// exists and REDRAFT_SKIP_LLAMA_SERVER=1 says the set-up was deliberately not run.
+/// `llama-server` and the tiny model from scripts/setup-llama-server (see [`cli::llama`]).
 fn llama_server() -> Option<(PathBuf, PathBuf)> {
-    let from_env = |name: &str| std::env::var_os(name).map(PathBuf::from);
-    if let (Some(server), Some(model)) = (
-        from_env("REDRAFT_LLAMA_SERVER"),
-        from_env("REDRAFT_LLAMA_MODEL"),
-    ) {
-        return Some((server, model));
-    }
-    let cache = from_env("REDRAFT_LLAMA_CACHE").unwrap_or_else(|| {
-        from_env("XDG_CACHE_HOME")
-            .unwrap_or_else(|| from_env("HOME").unwrap_or_default().join(".cache"))
-            .join("redraft-llama")
-    });
-    let env = cache.join("env.sh");
-    let Ok(text) = std::fs::read_to_string(&env) else {
-        if std::env::var("REDRAFT_SKIP_LLAMA_SERVER").as_deref() == Ok("1") {
-            eprintln!(
-                "\n!!! SKIPPED: the llama-server end-to-end test (REDRAFT_SKIP_LLAMA_SERVER=1 and no {}) !!!\n",
-                env.display()
-            );
-            return None;
-        }
-        panic!(
-            "no {}: run scripts/setup-llama-server (scripts/test does), or set REDRAFT_SKIP_LLAMA_SERVER=1 to skip this test",
-            env.display()
-        );
-    };
-    let var = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
-            .map(|v| PathBuf::from(v.trim_matches('"')))
-            .unwrap_or_else(|| panic!("{} sets no {name}", env.display()))
-    };
-    Some((var("REDRAFT_LLAMA_SERVER"), var("REDRAFT_LLAMA_MODEL")))
+    Some((
+        cli::llama("REDRAFT_LLAMA_SERVER")?,
+        cli::llama("REDRAFT_LLAMA_MODEL")?,
+    ))
 }
 
 /// A running llama-server, killed on drop.

@@ -73,3 +73,43 @@ pub fn json_ok(output: &Output) -> serde_json::Value {
 pub fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// A path scripts/setup-llama-server provides (llama.cpp's binaries, the tiny GGUF models):
+/// `$name` if set, else the set-up's `env.sh` in its cache. `None` only when neither exists and
+/// REDRAFT_SKIP_LLAMA_SERVER=1 says the set-up was deliberately not run.
+pub fn llama(name: &str) -> Option<PathBuf> {
+    let from_env = |name: &str| std::env::var_os(name).map(PathBuf::from);
+    if let Some(path) = from_env(name) {
+        return Some(path);
+    }
+    let cache = from_env("REDRAFT_LLAMA_CACHE").unwrap_or_else(|| {
+        from_env("XDG_CACHE_HOME")
+            .unwrap_or_else(|| from_env("HOME").unwrap_or_default().join(".cache"))
+            .join("redraft-llama")
+    });
+    let env = cache.join("env.sh");
+    let Ok(text) = std::fs::read_to_string(&env) else {
+        if std::env::var("REDRAFT_SKIP_LLAMA_SERVER").as_deref() == Ok("1") {
+            eprintln!(
+                "\n!!! SKIPPED: a llama.cpp test (REDRAFT_SKIP_LLAMA_SERVER=1 and no {}) !!!\n",
+                env.display()
+            );
+            return None;
+        }
+        panic!(
+            "no {}: run scripts/setup-llama-server (scripts/test does), or set REDRAFT_SKIP_LLAMA_SERVER=1 to skip this test",
+            env.display()
+        );
+    };
+    let value = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+        .map(|v| PathBuf::from(v.trim_matches('"')))
+        .unwrap_or_else(|| {
+            panic!(
+                "{} sets no {name}: rerun scripts/setup-llama-server",
+                env.display()
+            )
+        });
+    Some(value)
+}
