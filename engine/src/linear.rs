@@ -89,11 +89,13 @@ impl Linear {
             };
             return Ok(Linear::Dense(w.t()?.contiguous()?));
         }
-        // Q5_0 runs as Q8_0 (see `q5_0_as_q8_0`).
+        // Q8_0 and Q5_0 run on redraft's own kernel where the CPU has it; elsewhere Q5_0 runs
+        // as Q8_0 through candle (see `q5_0_as_q8_0`).
+        let own_kernel = device.is_cpu() && Q8Matrix::available();
         let parts: Vec<Stored> = parts
             .iter()
             .map(|part| match part {
-                Stored::Quantized(q) if q.dtype() == GgmlDType::Q5_0 => {
+                Stored::Quantized(q) if q.dtype() == GgmlDType::Q5_0 && !own_kernel => {
                     Ok(Stored::Quantized(Arc::new(q5_0_as_q8_0(q, device)?)))
                 }
                 other => Ok(other.clone()),
@@ -101,15 +103,18 @@ impl Linear {
             .collect::<Result<_>>()?;
         let mut matrices = Vec::new();
         let mut run: Vec<&Arc<QTensor>> = Vec::new();
-        let own_kernel = device.is_cpu() && Q8Matrix::available();
         let flush = |run: &mut Vec<&Arc<QTensor>>, matrices: &mut Vec<Part>| -> Result<()> {
             if !run.is_empty() {
                 let q = concat_rows(run, device)?;
-                matrices.push(if own_kernel && q.dtype() == GgmlDType::Q8_0 {
-                    let (rows, cols) = q.shape().dims2()?;
-                    Part::Q8(Q8Matrix::from_q8_0(&q.data()?, rows, cols)?)
-                } else {
-                    Part::Candle(QMatMul::from_arc(q)?)
+                let (rows, cols) = q.shape().dims2()?;
+                matrices.push(match q.dtype() {
+                    GgmlDType::Q8_0 if own_kernel => {
+                        Part::Q8(Q8Matrix::from_q8_0(&q.data()?, rows, cols)?)
+                    }
+                    GgmlDType::Q5_0 if own_kernel => {
+                        Part::Q8(Q8Matrix::from_q5_0(&q.data()?, rows, cols)?)
+                    }
+                    _ => Part::Candle(QMatMul::from_arc(q)?),
                 });
                 run.clear();
             }
@@ -280,9 +285,12 @@ impl Embedding {
         }
     }
 
-    /// Whether [`Embedding::as_head`] multiplies by this table's own memory.
-    pub fn shares_blocks_with_head(&self) -> bool {
-        matches!(self, Embedding::Quantized(q) if q.dtype() != GgmlDType::Q5_0)
+    /// Whether [`Embedding::as_head`] multiplies by this table's own memory (not by a copy in
+    /// another layout: Q5_0 as Q8_0, or either as redraft's kernel keeps them).
+    pub fn shares_blocks_with_head(&self, device: &Device) -> bool {
+        let own = device.is_cpu() && Q8Matrix::available();
+        matches!(self, Embedding::Quantized(q)
+            if q.dtype() != GgmlDType::Q5_0 && !(own && q.dtype() == GgmlDType::Q8_0))
     }
 
     /// The table as an output head (`hidden -> vocab`), for tied embeddings.
@@ -359,13 +367,11 @@ mod tests {
             let Linear::Quantized(matrices) = &linear else {
                 panic!("quantized parts make a quantized projection")
             };
-            // Q5_0 parts run as Q8_0 (exactly), so they fuse with Q8_0 ones.
-            let kind = |d: GgmlDType| {
-                if d == GgmlDType::Q5_0 {
-                    GgmlDType::Q8_0
-                } else {
-                    d
-                }
+            // Without redraft's kernel Q5_0 parts run as Q8_0 (exactly), so they fuse with
+            // Q8_0 ones; with it they stay packed.
+            let kind = |d: GgmlDType| match d {
+                GgmlDType::Q5_0 if !Q8Matrix::available() => GgmlDType::Q8_0,
+                d => d,
             };
             let distinct = 1 + dtypes
                 .windows(2)

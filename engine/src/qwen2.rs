@@ -209,7 +209,7 @@ impl Qwen2 {
         // A tied quantized head multiplies by the embedding's own blocks (unless they were
         // Q5_0, which runs as a Q8_0 copy); a dense one is a transposed copy.
         let tied = config.tie_word_embeddings && !weights.contains("lm_head.weight");
-        let shared = tied && embed.shares_blocks_with_head();
+        let shared = tied && embed.shares_blocks_with_head(device);
         let vector = |t: &Tensor| t.elem_count() * 4;
         let weight_bytes = embed.bytes()
             + if shared { 0 } else { lm_head.bytes() }
