@@ -39,6 +39,10 @@ pub struct Args {
     /// Print the token ids (one JSON array) and stop: the tokenizer's answer alone.
     #[arg(long)]
     ids_only: bool,
+    /// Compute and print only the last position (what processing a prompt costs, as
+    /// llama-bench's prompt test measures it: logits for the last token only).
+    #[arg(long)]
+    last: bool,
 }
 
 /// One position's line.
@@ -95,16 +99,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let start = Instant::now();
+    let first = if args.last { ids.len() - 1 } else { 0 };
     let logits = engine.model().forward(
         std::slice::from_ref(&ids),
-        0..ids.len(),
+        first..ids.len(),
         &mut KvCache::default(),
         Pass::Full { store: false },
     )?;
     let rows: Vec<Vec<f32>> = logits.squeeze(0)?.to_vec2()?;
     let forward_ms = start.elapsed().as_secs_f64() * 1e3;
     let shift = engine.settings().logit_shift;
-    for (pos, row) in rows.iter().enumerate() {
+    for (pos, row) in (first..).zip(&rows) {
         let logprobs = log_softmax(row);
         let next = if shift {
             ids.get(pos + 1)

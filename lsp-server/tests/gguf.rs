@@ -41,6 +41,25 @@ fn converted_models_load_everywhere_and_score_the_same() {
     let line = &embedded[3];
     assert_eq!(line["pos"], 3);
     assert_eq!(line["top"].as_array().unwrap().len(), 5);
+    let last = score_lines(&ok(redraft(
+        &[
+            "score",
+            "--model",
+            path(&f32_file),
+            "--text",
+            path(&text),
+            "--last",
+        ],
+        "",
+    )));
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0]["pos"], embedded.len() - 1);
+    let (a, b) = (&last[0]["top"][0], &embedded.last().unwrap()["top"][0]);
+    assert_eq!(
+        a[0], b[0],
+        "the last position alone scores as in the whole pass"
+    );
+    assert!((a[1].as_f64().unwrap() - b[1].as_f64().unwrap()).abs() < 1e-4);
     let q8 = score_lines(&ok(redraft(
         &["score", "--model", path(&q8_file), "--text", path(&text)],
         "",
