@@ -89,3 +89,48 @@ fn score_matches_llama_cpp_on_the_same_files() {
         );
     }
 }
+
+/// llama.cpp reads what `redraft convert` writes: the embedded diffusion model as a `dream`
+/// GGUF (Q8_0) tokenizes to the same ids there and scores (non-causally, as llama.cpp runs
+/// Dream) within kernel noise of redraft's own reading of the file.
+#[test]
+fn llama_cpp_reads_redraft_convert_output() {
+    let Some(tool) = cli::llama("REDRAFT_LLAMA_LOGPROBS") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("default-q8_0.gguf");
+    ok(redraft(
+        &["convert", "--out", path(&model), "--type", "q8_0"],
+        "",
+    ));
+    let text = repo().join("engine/src/edit.rs");
+    let llama_ids: Vec<u32> =
+        serde_json::from_str(&llama_logprobs(&tool, &model, &["--text", path(&text)])).unwrap();
+    let ours: Vec<u32> = serde_json::from_str(&ok(redraft(
+        &[
+            "score",
+            "--model",
+            path(&model),
+            "--text",
+            path(&text),
+            "--ids-only",
+        ],
+        "",
+    )))
+    .unwrap();
+    assert_eq!(ours, llama_ids, "the same tokens");
+    let ids = dir.path().join("ids.json");
+    // The default model has 256 positions.
+    std::fs::write(&ids, serde_json::to_string(&ours[..256]).unwrap()).unwrap();
+    let theirs = positions(&llama_logprobs(&tool, &model, &["--tokens", path(&ids)]));
+    let mine = positions(&ok(redraft(
+        &["score", "--model", path(&model), "--tokens", path(&ids)],
+        "",
+    )));
+    // The default model has no logit shift (row i scores token i, where both tools' `next` is
+    // the token after), so the rows' most likely tokens are compared. A causal reading of the
+    // file would agree at few rows.
+    let top1 = mine.iter().zip(&theirs).filter(|(a, b)| a.1 == b.1).count() as f64 / 256.0;
+    assert!(top1 >= 0.9, "top-1 agreement {top1:.3}");
+}

@@ -379,13 +379,15 @@ fn vocabulary(meta: &Metadata<'_>) -> Result<Tokenizer> {
         .get("tokenizer.ggml.pre")
         .and_then(|v| v.to_string().ok())
         .map(String::as_str)
-        .unwrap_or("default");
+        .unwrap_or("gpt-2");
     let split = match pre {
         "qwen2" | "deepseek-r1-qwen" => Some(QWEN2_SPLIT),
-        "default" | "gpt2" => None,
+        // llama.cpp's name for GPT-2's split; `gpt2` is what redraft's writer once wrote.
+        // (llama.cpp's `default` is another split.)
+        "gpt-2" | "gpt2" => None,
         other => {
             return Err(unsupported(format!(
-                "tokenizer.ggml.pre `{other}` (supported: qwen2, gpt2/default)"
+                "tokenizer.ggml.pre `{other}` (supported: qwen2, gpt-2)"
             )))
         }
     };

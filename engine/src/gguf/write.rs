@@ -71,6 +71,10 @@ impl GgufWriter {
                 Value::Bool(settings.logit_shift),
             ),
             (
+                key("attention.causal"),
+                Value::Bool(settings.attention != AttentionPattern::Bidirectional),
+            ),
+            (
                 "tokenizer.ggml.mask_token_id".to_string(),
                 Value::U32(settings.mask_token_id),
             ),
@@ -154,7 +158,8 @@ fn vocabulary(json: &str, vocab_size: usize) -> Result<Vec<(String, Value)>> {
         return Err(bad("only a BPE tokenizer can be written to GGUF".into()));
     }
     let pre = match &json["pre_tokenizer"] {
-        p if p["type"] == "ByteLevel" && p["use_regex"] == true => "gpt2",
+        // llama.cpp's name (it refuses `gpt2`).
+        p if p["type"] == "ByteLevel" && p["use_regex"] == true => "gpt-2",
         p if p["type"] == "Sequence"
             && p["pretokenizers"][0]["pattern"]["Regex"] == QWEN2_SPLIT
             && p["pretokenizers"][1]["type"] == "ByteLevel" =>
