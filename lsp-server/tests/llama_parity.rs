@@ -37,6 +37,42 @@ fn llama_logprobs(tool: &Path, model: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Both tools' scores of the first `n` tokens of `text` in `model`'s vocabulary, after checking
+/// that both tokenize it alike: (redraft's, llama.cpp's).
+#[allow(clippy::type_complexity)]
+fn both_scores(
+    tool: &Path,
+    model: &Path,
+    text: &Path,
+    n: usize,
+    dir: &Path,
+) -> (Vec<(Option<f64>, u64)>, Vec<(Option<f64>, u64)>) {
+    let llama_ids: Vec<u32> =
+        serde_json::from_str(&llama_logprobs(tool, model, &["--text", path(text)])).unwrap();
+    let ours: Vec<u32> = serde_json::from_str(&ok(redraft(
+        &[
+            "score",
+            "--model",
+            path(model),
+            "--text",
+            path(text),
+            "--ids-only",
+        ],
+        "",
+    )))
+    .unwrap();
+    assert_eq!(ours, llama_ids, "{}: the same tokens", model.display());
+    let ids = dir.join("ids.json");
+    std::fs::write(&ids, serde_json::to_string(&ours[..n]).unwrap()).unwrap();
+    let theirs = positions(&llama_logprobs(tool, model, &["--tokens", path(&ids)]));
+    let ours = positions(&ok(redraft(
+        &["score", "--model", path(model), "--tokens", path(&ids)],
+        "",
+    )));
+    assert_eq!((ours.len(), theirs.len()), (n, n));
+    (ours, theirs)
+}
+
 #[test]
 fn score_matches_llama_cpp_on_the_same_files() {
     let Some(tool) = cli::llama("REDRAFT_LLAMA_LOGPROBS") else {
@@ -53,29 +89,7 @@ fn score_matches_llama_cpp_on_the_same_files() {
         ("REDRAFT_LLAMA_TINY256_Q4_K_M", 0.92, 0.4),
     ] {
         let model = cli::llama(name).unwrap();
-        let llama_ids: Vec<u32> =
-            serde_json::from_str(&llama_logprobs(&tool, &model, &["--text", path(&text)])).unwrap();
-        let ours: Vec<u32> = serde_json::from_str(&ok(redraft(
-            &[
-                "score",
-                "--model",
-                path(&model),
-                "--text",
-                path(&text),
-                "--ids-only",
-            ],
-            "",
-        )))
-        .unwrap();
-        assert_eq!(ours, llama_ids, "{name}: the same tokens");
-        let ids = dir.path().join("ids.json");
-        std::fs::write(&ids, serde_json::to_string(&ours[..512]).unwrap()).unwrap();
-        let theirs = positions(&llama_logprobs(&tool, &model, &["--tokens", path(&ids)]));
-        let ours = positions(&ok(redraft(
-            &["score", "--model", path(&model), "--tokens", path(&ids)],
-            "",
-        )));
-        assert_eq!(ours.len(), 512);
+        let (ours, theirs) = both_scores(&tool, &model, &text, 512, dir.path());
         let top1 = ours.iter().zip(&theirs).filter(|(a, b)| a.1 == b.1).count() as f64 / 512.0;
         let diffs: Vec<f64> = ours
             .iter()
@@ -105,29 +119,8 @@ fn llama_cpp_reads_redraft_convert_output() {
         "",
     ));
     let text = repo().join("engine/src/edit.rs");
-    let llama_ids: Vec<u32> =
-        serde_json::from_str(&llama_logprobs(&tool, &model, &["--text", path(&text)])).unwrap();
-    let ours: Vec<u32> = serde_json::from_str(&ok(redraft(
-        &[
-            "score",
-            "--model",
-            path(&model),
-            "--text",
-            path(&text),
-            "--ids-only",
-        ],
-        "",
-    )))
-    .unwrap();
-    assert_eq!(ours, llama_ids, "the same tokens");
-    let ids = dir.path().join("ids.json");
     // The default model has 256 positions.
-    std::fs::write(&ids, serde_json::to_string(&ours[..256]).unwrap()).unwrap();
-    let theirs = positions(&llama_logprobs(&tool, &model, &["--tokens", path(&ids)]));
-    let mine = positions(&ok(redraft(
-        &["score", "--model", path(&model), "--tokens", path(&ids)],
-        "",
-    )));
+    let (mine, theirs) = both_scores(&tool, &model, &text, 256, dir.path());
     // The default model has no logit shift (row i scores token i, where both tools' `next` is
     // the token after), so the rows' most likely tokens are compared. A causal reading of the
     // file would agree at few rows.
