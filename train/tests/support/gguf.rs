@@ -155,7 +155,7 @@ pub fn write(
             Value::F32(config.rms_norm_eps as f32),
         ),
         ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
-        ("tokenizer.ggml.pre".into(), Value::String("default".into())),
+        ("tokenizer.ggml.pre".into(), Value::String("gpt-2".into())),
         (
             "tokenizer.ggml.tokens".into(),
             Value::Array(tokens.into_iter().map(Value::String).collect()),
