@@ -215,11 +215,6 @@ impl Weights {
             .collect()
     }
 
-    /// Bytes the weights take in memory.
-    pub fn bytes(&self) -> usize {
-        self.tensors.values().map(|(t, _)| t.bytes()).sum()
-    }
-
     fn searched(&self) -> String {
         let files: Vec<String> = self.files.iter().map(|f| f.display().to_string()).collect();
         format!("searched {}", files.join(", "))

@@ -39,22 +39,6 @@ impl Stored {
             Stored::Quantized(q) => q.dequantize(device)?,
         })
     }
-
-    /// Bytes the weight takes in memory.
-    pub fn bytes(&self) -> usize {
-        match self {
-            Stored::Dense(t) => t.elem_count() * t.dtype().size_in_bytes(),
-            Stored::Quantized(q) => q.storage_size_in_bytes(),
-        }
-    }
-
-    /// Block type name for reports: `f32`, `q4_k`, ...
-    pub fn kind(&self) -> String {
-        match self {
-            Stored::Dense(t) => format!("{:?}", t.dtype()).to_lowercase(),
-            Stored::Quantized(q) => format!("{:?}", q.dtype()).to_lowercase(),
-        }
-    }
 }
 
 /// `x @ W` for a `[rows, in]` input, giving `[rows, out]`.

@@ -197,40 +197,41 @@ fn hidden_of(info: &candle_core::quantized::gguf_file::TensorInfo) -> usize {
 
 /// llama.cpp's tensor name -> `transformers`' (`None`: a tensor this engine does not use).
 pub fn transformers_name(gguf: &str) -> Option<String> {
-    let top = match gguf {
-        "token_embd.weight" => Some("model.embed_tokens.weight"),
-        "output_norm.weight" => Some("model.norm.weight"),
-        "output.weight" => Some("lm_head.weight"),
-        _ => None,
-    };
-    if let Some(name) = top {
-        return Some(name.to_string());
-    }
-    let rest = gguf.strip_prefix("blk.")?;
-    let (layer, rest) = rest.split_once('.')?;
-    let layer: usize = layer.parse().ok()?;
-    let (part, kind) = rest.rsplit_once('.')?;
-    let ours = LAYER_NAMES.iter().find(|(g, _)| *g == part)?.1;
-    Some(format!("model.layers.{layer}.{ours}.{kind}"))
+    rename(gguf, "blk.", "model.layers.", |(g, t)| (g, t))
 }
 
 /// `transformers`' name -> llama.cpp's, for error messages.
 pub fn gguf_name(ours: &str) -> Option<String> {
-    let top = match ours {
-        "model.embed_tokens.weight" => Some("token_embd.weight"),
-        "model.norm.weight" => Some("output_norm.weight"),
-        "lm_head.weight" => Some("output.weight"),
-        _ => None,
-    };
-    if let Some(name) = top {
-        return Some(name.to_string());
-    }
-    let rest = ours.strip_prefix("model.layers.")?;
-    let (layer, rest) = rest.split_once('.')?;
-    let (part, kind) = rest.rsplit_once('.')?;
-    let gguf = LAYER_NAMES.iter().find(|(_, t)| *t == part)?.0;
-    Some(format!("blk.{layer}.{gguf}.{kind}"))
+    rename(ours, "model.layers.", "blk.", |(g, t)| (t, g))
 }
+
+/// `name` through [`TOP_NAMES`] and [`LAYER_NAMES`], `side` picking (from, to) of each pair;
+/// a per-layer name is `{layers}{N}.{part}.{kind}`.
+fn rename(
+    name: &str,
+    from_layers: &str,
+    to_layers: &str,
+    side: fn((&'static str, &'static str)) -> (&'static str, &'static str),
+) -> Option<String> {
+    if let Some((_, to)) = TOP_NAMES.iter().map(|&p| side(p)).find(|(f, _)| *f == name) {
+        return Some(to.to_string());
+    }
+    let (layer, rest) = name.strip_prefix(from_layers)?.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let (part, kind) = rest.rsplit_once('.')?;
+    let (_, to) = LAYER_NAMES
+        .iter()
+        .map(|&p| side(p))
+        .find(|(f, _)| *f == part)?;
+    Some(format!("{to_layers}{layer}.{to}.{kind}"))
+}
+
+/// Whole-model tensors: llama.cpp's name, `transformers`' name.
+const TOP_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "model.embed_tokens.weight"),
+    ("output_norm.weight", "model.norm.weight"),
+    ("output.weight", "lm_head.weight"),
+];
 
 /// Per-layer parts: llama.cpp's name, `transformers`' name.
 const LAYER_NAMES: &[(&str, &str)] = &[
