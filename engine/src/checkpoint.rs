@@ -2,8 +2,11 @@
 //! converted to f32 on load: f32 is the fastest CPU path for small models) or a GGUF file
 //! ([`crate::gguf`]; quantized tensors stay in their blocks, [`Stored::Quantized`]).
 //!
-//! Every tensor remembers the file it came from, so a wrong shape or a missing name is reported
-//! against the right file, under the name that file uses.
+//! Tensors are kept under `transformers`' Qwen2 names. A LLaDA checkpoint's own names
+//! (`model.transformer.blocks.N.*`, [`crate::gguf::Naming::Llada`]) are renamed on load through
+//! the one table of tensor names in [`crate::gguf`]. Every tensor remembers the file it came
+//! from, so a wrong shape or a missing name is reported against the right file, under the name
+//! that file uses.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +16,7 @@ use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::gguf::{llada_name, rename, Naming};
 use crate::linear::Stored;
 
 pub const SINGLE_FILE: &str = "model.safetensors";
@@ -50,7 +54,7 @@ impl Weights {
                 weights.load_file(&dir.join(shard), dtype, device)?;
             }
             for (name, shard) in &index.weight_map {
-                if !weights.tensors.contains_key(name) {
+                if !weights.tensors.contains_key(&Weights::ours(name)) {
                     return Err(Error::MissingTensor {
                         name: name.clone(),
                         searched: format!("{INDEX_FILE} maps it to {shard}, which lacks it"),
@@ -66,6 +70,11 @@ impl Weights {
             });
         }
         Ok(weights)
+    }
+
+    /// A file's tensor name as the engine names it: LLaDA's renamed, any other kept.
+    fn ours(name: &str) -> String {
+        rename(name, Naming::Llada, Naming::Transformers).unwrap_or_else(|| name.to_string())
     }
 
     fn empty() -> Weights {
@@ -162,8 +171,12 @@ impl Weights {
                 .and_then(|t| t.to_dtype(dtype))
                 .and_then(|t| t.to_device(device))
                 .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
+            let ours = Weights::ours(&name);
+            if ours != name {
+                self.file_name = llada_name;
+            }
             self.tensors
-                .insert(name, (Stored::Dense(tensor), file_index));
+                .insert(ours, (Stored::Dense(tensor), file_index));
         }
         Ok(())
     }

@@ -1,10 +1,12 @@
 //! Model and diffusion settings, read from a Hugging Face model directory.
 //!
 //! `config.json` is mirrored by [`ModelConfig`] (the Qwen2 layout that Dream, Dream-Coder,
-//! DiffuCoder, DreamOn and Open-dCoder ship in). The diffusion settings (mask, EOS, pad, BOS ids
-//! and the logit shift) come from `config.json` where the checkpoint states them and otherwise
-//! from a small `redraft.json` beside it; [`DiffusionSettings::resolve`] merges the two and
-//! rejects anything missing or contradictory.
+//! DiffuCoder, DreamOn and Open-dCoder ship in). LLaDA's own config (`model_type` "llada",
+//! OLMo's field names: `d_model`, `n_layers`, `mlp_hidden_size`, ...; `configuration_llada.py`)
+//! is read by [`LladaConfig`] into the same [`ModelConfig`]. The diffusion settings (mask, EOS,
+//! pad, BOS ids and the logit shift) come from `config.json` where the checkpoint states them
+//! and otherwise from a small `redraft.json` beside it; [`DiffusionSettings::resolve`] merges
+//! the two and rejects anything missing or contradictory.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +15,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// Architectures this engine runs, by `config.json`'s `model_type`.
-const SUPPORTED_MODEL_TYPES: &[&str] = &["qwen2", "Dream"];
+const SUPPORTED_MODEL_TYPES: &[&str] = &["qwen2", "Dream", "llada"];
+
+/// LLaDA's mask token (`<|mdm_mask|>`), used when neither its config nor `redraft.json` names one.
+pub const LLADA_MASK_ID: u32 = 126336;
+/// LLaDA's end of text (`<|endoftext|>`), the same fallback.
+pub const LLADA_EOS_ID: u32 = 126081;
 
 /// A token id or a list of them (`eos_token_id` is a list in some checkpoints).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +84,10 @@ pub struct ModelConfig {
     pub pad_token_id: Option<u32>,
     #[serde(default)]
     pub bos_token_id: Option<u32>,
+    /// Whether q/k/v carry biases (Llama's `attention_bias`; LLaDA's `include_qkv_bias`).
+    /// Unset means Qwen2's, which do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_bias: Option<bool>,
 }
 
 fn default_max_positions() -> usize {
@@ -92,16 +103,26 @@ fn default_act() -> String {
 impl ModelConfig {
     /// Reads and validates `config.json`.
     pub fn load(path: &Path) -> Result<ModelConfig> {
-        let config: ModelConfig = read_json(path, "the model config")?;
+        ModelConfig::parse(&read_text(path, "the model config")?, path)
+    }
+
+    /// Parses and validates `config.json` text; `path` names it in errors. A LLaDA config in
+    /// its own field names (`model_type` "llada" without `hidden_size`) goes through
+    /// [`LladaConfig`].
+    pub fn parse(text: &str, path: &Path) -> Result<ModelConfig> {
+        let value: serde_json::Value = parse_json(text, path, "the model config")?;
+        let config = if LladaConfig::describes(&value) {
+            from_value::<LladaConfig>(value, path, "the model config")?.model_config(path)?
+        } else {
+            from_value(value, path, "the model config")?
+        };
         config.validate(path)?;
         Ok(config)
     }
 
-    /// Parses and validates `config.json` text; `path` names it in errors.
-    pub fn parse(text: &str, path: &Path) -> Result<ModelConfig> {
-        let config: ModelConfig = parse_json(text, path, "the model config")?;
-        config.validate(path)?;
-        Ok(config)
+    /// Whether q/k/v carry biases.
+    pub fn qkv_bias(&self) -> bool {
+        self.attention_bias.unwrap_or(true)
     }
 
     pub fn num_kv_heads(&self) -> usize {
@@ -129,7 +150,8 @@ impl ModelConfig {
     pub fn num_parameters(&self) -> usize {
         let (d, hd) = (self.hidden_size, self.head_dim());
         let (q, kv) = (self.num_attention_heads * hd, self.num_kv_heads() * hd);
-        let attn = d * (q + 2 * kv) + (q + 2 * kv) + q * d;
+        let bias = if self.qkv_bias() { q + 2 * kv } else { 0 };
+        let attn = d * (q + 2 * kv) + bias + q * d;
         let mlp = 3 * d * self.intermediate_size;
         let layer = attn + mlp + 2 * d;
         let embed = self.vocab_size * d;
@@ -195,6 +217,224 @@ impl ModelConfig {
             )));
         }
         Ok(())
+    }
+}
+
+/// Mirror of LLaDA's `config.json` (`configuration_llada.py`'s `ModelConfig`, OLMo's field
+/// names); unknown keys are ignored. Defaults are that file's, but the ids: where the config
+/// names none, [`DiffusionSettings::resolve`] takes LLaDA's own ([`LLADA_MASK_ID`],
+/// [`LLADA_EOS_ID`]) rather than its GPT-2 defaults.
+///
+/// What redraft runs is LLaDA's `llama` block (`LLaDALlamaBlock`: RMSNorm, q/k/v without
+/// biases unless `include_qkv_bias`, RoPE with `rotate_half`, SiLU(`ff_proj`) * `up_proj` into
+/// `ff_out`): the Qwen2 model without its biases. Any other switch is refused by name.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LladaConfig {
+    pub d_model: usize,
+    pub n_heads: usize,
+    #[serde(default)]
+    pub n_kv_heads: Option<usize>,
+    #[serde(default)]
+    pub multi_query_attention: Option<bool>,
+    pub n_layers: usize,
+    #[serde(default)]
+    pub mlp_hidden_size: Option<usize>,
+    #[serde(default = "llada_mlp_ratio")]
+    pub mlp_ratio: usize,
+    pub vocab_size: usize,
+    /// Rows of the embedding and the head (may exceed `vocab_size`, padded).
+    #[serde(default)]
+    pub embedding_size: Option<usize>,
+    #[serde(default = "llada_max_sequence_length")]
+    pub max_sequence_length: usize,
+    #[serde(default)]
+    pub rope: bool,
+    #[serde(default = "llada_rope_theta")]
+    pub rope_theta: f64,
+    #[serde(default)]
+    pub rope_scaling: Option<serde_json::Value>,
+    #[serde(default)]
+    pub alibi: bool,
+    #[serde(default)]
+    pub yarn: bool,
+    #[serde(default = "llada_rms_norm_eps")]
+    pub rms_norm_eps: f64,
+    #[serde(default = "llada_true")]
+    pub weight_tying: bool,
+    #[serde(default)]
+    pub include_bias: bool,
+    #[serde(default)]
+    pub include_qkv_bias: Option<bool>,
+    #[serde(default)]
+    pub bias_for_layer_norm: Option<bool>,
+    #[serde(default = "llada_true")]
+    pub layer_norm_with_affine: bool,
+    #[serde(default = "llada_layer_norm_type")]
+    pub layer_norm_type: String,
+    #[serde(default = "llada_activation_type")]
+    pub activation_type: String,
+    #[serde(default = "llada_block_type")]
+    pub block_type: String,
+    #[serde(default = "llada_block_group_size")]
+    pub block_group_size: usize,
+    #[serde(default)]
+    pub attention_layer_norm: bool,
+    #[serde(default)]
+    pub scale_logits: bool,
+    #[serde(default)]
+    pub input_emb_norm: bool,
+    #[serde(default)]
+    pub mask_token_id: Option<u32>,
+    #[serde(default)]
+    pub eos_token_id: Option<TokenIds>,
+    #[serde(default)]
+    pub pad_token_id: Option<u32>,
+    #[serde(default)]
+    pub bos_token_id: Option<u32>,
+}
+
+fn llada_mlp_ratio() -> usize {
+    4
+}
+fn llada_max_sequence_length() -> usize {
+    1024
+}
+fn llada_rope_theta() -> f64 {
+    10_000.0
+}
+fn llada_rms_norm_eps() -> f64 {
+    1e-5
+}
+fn llada_true() -> bool {
+    true
+}
+fn llada_layer_norm_type() -> String {
+    "default".into()
+}
+fn llada_activation_type() -> String {
+    "swiglu".into()
+}
+fn llada_block_type() -> String {
+    "sequential".into()
+}
+fn llada_block_group_size() -> usize {
+    1
+}
+
+impl LladaConfig {
+    /// Whether a parsed `config.json` is LLaDA's own layout: `model_type` "llada" without
+    /// transformers' `hidden_size` (a [`ModelConfig`] redraft wrote for a LLaDA model has it).
+    pub fn describes(value: &serde_json::Value) -> bool {
+        value["model_type"] == "llada" && value.get("hidden_size").is_none()
+    }
+
+    /// The model in [`ModelConfig`]'s terms; `path` names the file in errors.
+    pub fn model_config(&self, path: &Path) -> Result<ModelConfig> {
+        let unsupported = |message: String| {
+            Err(Error::UnsupportedConfig {
+                path: path.to_path_buf(),
+                message,
+            })
+        };
+        let text = |field: &str, value: &str, want: &str, what: &str| {
+            unsupported(format!(
+                "{field} `{value}` (only `{want}`, {what}, is supported)"
+            ))
+        };
+        if self.block_type != "llama" {
+            return text("block_type", &self.block_type, "llama", "LLaDA's block");
+        }
+        if self.layer_norm_type != "rms" {
+            return text("layer_norm_type", &self.layer_norm_type, "rms", "RMSNorm");
+        }
+        if self.activation_type != "silu" {
+            return text(
+                "activation_type",
+                &self.activation_type,
+                "silu",
+                "SiLU(ff_proj) * up_proj",
+            );
+        }
+        let switches = [
+            (!self.rope, "rope = false (only RoPE positions are supported)"),
+            (self.alibi, "alibi = true (only RoPE positions are supported)"),
+            (self.yarn, "yarn = true (only default RoPE is supported)"),
+            (
+                self.include_bias,
+                "include_bias = true (biases on every projection; only q/k/v biases, include_qkv_bias, are supported)",
+            ),
+            (
+                self.bias_for_layer_norm == Some(true),
+                "bias_for_layer_norm = true (RMSNorm with a bias is not supported)",
+            ),
+            (
+                !self.layer_norm_with_affine,
+                "layer_norm_with_affine = false (RMSNorm without a weight is not supported)",
+            ),
+            (
+                self.attention_layer_norm,
+                "attention_layer_norm = true (q/k norms are not supported)",
+            ),
+            (
+                self.scale_logits,
+                "scale_logits = true (scaled logits are not supported)",
+            ),
+            (
+                self.input_emb_norm,
+                "input_emb_norm = true (scaled embeddings are not supported)",
+            ),
+        ];
+        if let Some((_, message)) = switches.iter().find(|(on, _)| *on) {
+            return unsupported(message.to_string());
+        }
+        if self.block_group_size != 1 {
+            return unsupported(format!(
+                "block_group_size {} (only 1: grouped blocks name their tensors otherwise)",
+                self.block_group_size
+            ));
+        }
+        if self.n_heads == 0 || !self.d_model.is_multiple_of(self.n_heads) {
+            return unsupported(format!(
+                "d_model {} is not a multiple of n_heads {}",
+                self.d_model, self.n_heads
+            ));
+        }
+        // configuration_llada.py's `effective_n_kv_heads`.
+        let kv_heads = match (self.n_kv_heads, self.multi_query_attention) {
+            (None, Some(true)) => 1,
+            (None, _) => self.n_heads,
+            (Some(n), None) => n,
+            (Some(n), Some(mqa)) if n == if mqa { 1 } else { self.n_heads } => n,
+            (Some(n), Some(mqa)) => {
+                return unsupported(format!(
+                    "n_kv_heads {n} contradicts multi_query_attention = {mqa}"
+                ))
+            }
+        };
+        Ok(ModelConfig {
+            model_type: "llada".into(),
+            vocab_size: self.embedding_size.unwrap_or(self.vocab_size),
+            hidden_size: self.d_model,
+            intermediate_size: self
+                .mlp_hidden_size
+                .unwrap_or(self.mlp_ratio * self.d_model),
+            num_hidden_layers: self.n_layers,
+            num_attention_heads: self.n_heads,
+            num_key_value_heads: Some(kv_heads),
+            head_dim: None,
+            max_position_embeddings: self.max_sequence_length,
+            rope_theta: Some(self.rope_theta),
+            rope_parameters: None,
+            rope_scaling: self.rope_scaling.clone(),
+            rms_norm_eps: self.rms_norm_eps,
+            tie_word_embeddings: self.weight_tying,
+            hidden_act: "silu".into(),
+            mask_token_id: self.mask_token_id,
+            eos_token_id: self.eos_token_id.clone(),
+            pad_token_id: self.pad_token_id,
+            bos_token_id: self.bos_token_id,
+            attention_bias: Some(self.include_qkv_bias.unwrap_or(false)),
+        })
     }
 }
 
@@ -303,15 +543,22 @@ impl DiffusionSettings {
         let extra = extra.cloned().unwrap_or_default();
         let family_shift = match config.model_type.as_str() {
             "Dream" => Some(true),
+            "llada" => Some(false),
             _ => None,
         };
+        // LLaDA's ids, where neither file names them and the vocabulary holds them.
+        let family = |id: u32| {
+            (config.model_type == "llada" && (id as usize) < config.vocab_size).then_some(id)
+        };
         let mask_token_id = merge("mask_token_id", config.mask_token_id, extra.mask_token_id)?
+            .or_else(|| family(LLADA_MASK_ID))
             .ok_or_else(|| missing("mask_token_id"))?;
         let eos_token_id = merge(
             "eos_token_id",
             config.eos_token_id.as_ref().and_then(TokenIds::first),
             extra.eos_token_id,
         )?
+        .or_else(|| family(LLADA_EOS_ID))
         .ok_or_else(|| missing("eos_token_id"))?;
         let pad_token_id =
             merge("pad_token_id", config.pad_token_id, extra.pad_token_id)?.unwrap_or(eos_token_id);
@@ -405,7 +652,11 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &'static str,
 ) -> Result<T> {
-    let text = std::fs::read_to_string(path).map_err(|source| {
+    parse_json(&read_text(path, what)?, path, what)
+}
+
+fn read_text(path: &Path, what: &'static str) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             Error::MissingFile {
                 path: PathBuf::from(path),
@@ -414,8 +665,19 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
         } else {
             Error::io(path, source)
         }
-    })?;
-    parse_json(&text, path, what)
+    })
+}
+
+fn from_value<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    path: &Path,
+    what: &'static str,
+) -> Result<T> {
+    serde_json::from_value(value).map_err(|e| Error::BadJson {
+        path: path.to_path_buf(),
+        what,
+        message: e.to_string(),
+    })
 }
 
 fn parse_json<T: serde::de::DeserializeOwned>(

@@ -178,9 +178,18 @@ impl Qwen2 {
                 ],
                 device,
             )?;
-            let qb = get("self_attn.q_proj.bias", &[q_out])?;
-            let kb = get("self_attn.k_proj.bias", &[kv_out])?;
-            let vb = get("self_attn.v_proj.bias", &[kv_out])?;
+            // A model without q/k/v biases (LLaDA) adds zeros: in the pass that applies RoPE
+            // (`ops::bias_rope_`), which reads and writes every row anyway; one code path.
+            let bias = |name: &str, n: usize| {
+                if config.qkv_bias() {
+                    get(name, &[n])
+                } else {
+                    Ok(Tensor::zeros(n, candle_core::DType::F32, device)?)
+                }
+            };
+            let qb = bias("self_attn.q_proj.bias", q_out)?;
+            let kb = bias("self_attn.k_proj.bias", kv_out)?;
+            let vb = bias("self_attn.v_proj.bias", kv_out)?;
             let gate_up = Linear::fused(
                 &[
                     stored("mlp.gate_proj.weight", &[ffn, d])?,

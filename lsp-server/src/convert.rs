@@ -2,7 +2,8 @@
 //! as one GGUF file, its matrices in the block type asked for (`f32`, `f16`, `q8_0`, `q4_0`,
 //! `q4_k`, `q5_k`, `q6_k`). A diffusion model is written as llama.cpp's `dream` architecture
 //! (bidirectional, with `diffusion.shift_logits` and the mask id), so `llama-diffusion-cli`
-//! and redraft both read it; a causal one as `qwen2`.
+//! and redraft both read it; a LLaDA model (`model_type` llada) as `llada`, the way llama.cpp's
+//! own converter writes one; a causal one as `qwen2`.
 
 use std::path::{Path, PathBuf};
 
@@ -69,6 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let arch = match settings.attention {
+        AttentionPattern::Bidirectional if config.model_type == "llada" => "llada",
         AttentionPattern::Bidirectional => "dream",
         AttentionPattern::Causal => "qwen2",
         AttentionPattern::Block(n) => {

@@ -3,11 +3,15 @@
 //! and the tokenizer from its own vocabulary and merges.
 //!
 //! Architectures: `qwen2` (an autoregressive checkpoint: causal attention and the logit shift
-//! unless `redraft.json` says otherwise) and `dream` (bidirectional, shifted), which share
-//! llama.cpp's tensor names. Settings the metadata does not state come from a `redraft.json`
-//! beside the file, as for a safetensors directory; a `tokenizer.json` beside it replaces the
-//! file's vocabulary.
+//! unless `redraft.json` says otherwise), `dream` (bidirectional, shifted) and `llada`
+//! (bidirectional, unshifted, q/k/v biases only if the file has them), which share llama.cpp's
+//! tensor names. llama.cpp runs `llada` with its `NORM` RoPE, so its converter stores the query
+//! and key rows of each head in interleaved pair order; they are put back in `rotate_half` order
+//! on load ([`rope_pair_rows`]), quantized blocks included. Settings the metadata does not state
+//! come from a `redraft.json` beside the file, as for a safetensors directory; a
+//! `tokenizer.json` beside it replaces the file's vocabulary.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufReader;
@@ -15,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use candle_core::quantized::gguf_file::{Content, Value};
-use candle_core::quantized::GgmlDType;
+use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::Device;
 
 use crate::checkpoint::Weights;
@@ -71,27 +75,59 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
         path,
     };
     let arch = meta.string("general.architecture")?;
-    // Both are Qwen2's layout; the architecture only decides the defaults below.
+    // Qwen2's layout, all three; the architecture decides the defaults below (and LLaDA's
+    // family settings, through its model type).
     let model_type = match arch.as_str() {
         "qwen2" | "dream" => "qwen2",
+        "llada" => "llada",
         other => {
             return Err(Error::UnsupportedConfig {
                 path: path.to_path_buf(),
-                message: format!(
-                    "GGUF architecture `{other}` (supported: qwen2, dream; LLaDA's layout is not implemented yet)"
-                ),
+                message: format!("GGUF architecture `{other}` (supported: qwen2, dream, llada)"),
             })
         }
     };
+    let key = |k: &str| format!("{arch}.{k}");
+    let heads = meta.usize(&key("attention.head_count"))?;
+    let hidden = content
+        .tensor_infos
+        .get("token_embd.weight")
+        .map_or(0, hidden_of);
+    let head_dim = meta
+        .optional_usize(&key("attention.key_length"))?
+        .unwrap_or(hidden.checked_div(heads).unwrap_or(0));
+    let interleaved = arch == "llada";
+    if interleaved {
+        if let Some(rot) = meta.optional_usize(&key("rope.dimension_count"))? {
+            if rot != head_dim {
+                return Err(meta.bad(
+                    &key("rope.dimension_count"),
+                    &format!("{rot}, not the head size {head_dim} (partial RoPE is not supported)"),
+                ));
+            }
+        }
+    }
 
     let mut tensors = HashMap::new();
     for (name, info) in &content.tensor_infos {
         let Some(ours) = transformers_name(name) else {
             continue;
         };
-        let q = content
-            .tensor(&mut reader, name, device)
-            .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
+        let reorder = interleaved && is_query_or_key(&ours) && head_dim > 0;
+        let q = if reorder {
+            let rows = info.shape.dims().first().copied().unwrap_or(0);
+            if !rows.is_multiple_of(head_dim) {
+                return Err(corrupt(format!(
+                    "tensor `{name}` has {rows} rows, not whole heads of {head_dim}"
+                )));
+            }
+            content
+                .tensor(&mut reader, name, &Device::Cpu)
+                .and_then(|q| reorder_rows(&q, &rope_pair_rows(rows, head_dim, false), device))
+        } else {
+            content.tensor(&mut reader, name, device)
+        }
+        .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
         let stored = match info.ggml_dtype {
             // Half and full floats are multiplied as f32 (the dense path).
             GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Stored::Dense(
@@ -124,8 +160,6 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
             embed.shape.dims()
         ))
     })?;
-    let key = |k: &str| format!("{arch}.{k}");
-    let heads = meta.usize(&key("attention.head_count"))?;
     let config_path = path.to_path_buf();
     let config = ModelConfig {
         model_type: model_type.to_string(),
@@ -160,6 +194,8 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
             Some(true) => meta.optional_u32("tokenizer.ggml.bos_token_id")?,
             _ => None,
         },
+        // llama.cpp's `llada` loads q/k/v biases where the file has them; Qwen2's are required.
+        attention_bias: interleaved.then(|| content.tensor_infos.contains_key("blk.0.attn_q.bias")),
     };
     config.validate(&config_path)?;
 
@@ -175,11 +211,11 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
             .then(|| tokenizer.token_to_id("<|fim_pad|>"))
             .flatten(),
         // llama.cpp's default for both when the file does not say: Dream's head is shifted,
-        // and so is every autoregressive one.
-        logit_shift: Some(
-            meta.optional_bool("diffusion.shift_logits")?
-                .unwrap_or(true),
-        ),
+        // and so is every autoregressive one. LLaDA's is not, which its model type says.
+        logit_shift: match meta.optional_bool("diffusion.shift_logits")? {
+            None if arch == "llada" => None,
+            stated => Some(stated.unwrap_or(true)),
+        },
         attention: autoregressive.then_some(AttentionPattern::Causal),
         ..RedraftJson::default()
     };
@@ -195,56 +231,134 @@ fn hidden_of(info: &candle_core::quantized::gguf_file::TensorInfo) -> usize {
     info.shape.dims().last().copied().unwrap_or(0)
 }
 
-/// llama.cpp's tensor name -> `transformers`' (`None`: a tensor this engine does not use).
-pub fn transformers_name(gguf: &str) -> Option<String> {
-    rename(gguf, "blk.", "model.layers.", |(g, t)| (g, t))
+/// How a checkpoint names its tensors. The engine's own names are `transformers`'; every other
+/// naming is one column of [`TOP_NAMES`] and [`LAYER_NAMES`], the one table of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// llama.cpp's GGUF names (`blk.N.attn_q.weight`), shared by its `qwen2`, `dream` and
+    /// `llada` architectures.
+    LlamaCpp,
+    /// Hugging Face `transformers`' Qwen2 names (`model.layers.N.self_attn.q_proj.weight`).
+    Transformers,
+    /// LLaDA's OLMo-style names (`model.transformer.blocks.N.q_proj.weight`).
+    Llada,
 }
 
-/// `transformers`' name -> llama.cpp's, for error messages.
-pub fn gguf_name(ours: &str) -> Option<String> {
-    rename(ours, "model.layers.", "blk.", |(g, t)| (t, g))
-}
-
-/// `name` through [`TOP_NAMES`] and [`LAYER_NAMES`], `side` picking (from, to) of each pair;
-/// a per-layer name is `{layers}{N}.{part}.{kind}`.
-fn rename(
-    name: &str,
-    from_layers: &str,
-    to_layers: &str,
-    side: fn((&'static str, &'static str)) -> (&'static str, &'static str),
-) -> Option<String> {
-    if let Some((_, to)) = TOP_NAMES.iter().map(|&p| side(p)).find(|(f, _)| *f == name) {
-        return Some(to.to_string());
+impl Naming {
+    fn column(self) -> usize {
+        self as usize
     }
-    let (layer, rest) = name.strip_prefix(from_layers)?.split_once('.')?;
+
+    /// What every per-layer name starts with, before the layer's number.
+    fn layers(self) -> &'static str {
+        ["blk.", "model.layers.", "model.transformer.blocks."][self.column()]
+    }
+}
+
+/// `name` as `from` names it, as `to` does (`None`: a tensor with no counterpart, which this
+/// engine does not use). A per-layer name is `{layers}{N}.{part}.{kind}`.
+pub fn rename(name: &str, from: Naming, to: Naming) -> Option<String> {
+    let (f, t) = (from.column(), to.column());
+    if let Some(row) = TOP_NAMES.iter().find(|row| row[f] == name) {
+        return Some(row[t].to_string());
+    }
+    let (layer, rest) = name.strip_prefix(from.layers())?.split_once('.')?;
     let layer: usize = layer.parse().ok()?;
     let (part, kind) = rest.rsplit_once('.')?;
-    let (_, to) = LAYER_NAMES
-        .iter()
-        .map(|&p| side(p))
-        .find(|(f, _)| *f == part)?;
-    Some(format!("{to_layers}{layer}.{to}.{kind}"))
+    let row = LAYER_NAMES.iter().find(|row| row[f] == part)?;
+    Some(format!("{}{layer}.{}.{kind}", to.layers(), row[t]))
 }
 
-/// Whole-model tensors: llama.cpp's name, `transformers`' name.
-const TOP_NAMES: &[(&str, &str)] = &[
-    ("token_embd.weight", "model.embed_tokens.weight"),
-    ("output_norm.weight", "model.norm.weight"),
-    ("output.weight", "lm_head.weight"),
+/// llama.cpp's tensor name -> `transformers`'.
+pub fn transformers_name(gguf: &str) -> Option<String> {
+    rename(gguf, Naming::LlamaCpp, Naming::Transformers)
+}
+
+/// `transformers`' name -> llama.cpp's (for writing, and for error messages).
+pub fn gguf_name(ours: &str) -> Option<String> {
+    rename(ours, Naming::Transformers, Naming::LlamaCpp)
+}
+
+/// `transformers`' name -> LLaDA's, for error messages.
+pub fn llada_name(ours: &str) -> Option<String> {
+    rename(ours, Naming::Transformers, Naming::Llada)
+}
+
+/// Whole-model tensors: llama.cpp's name, `transformers`', LLaDA's (llama.cpp's
+/// `gguf-py/gguf/tensor_mapping.py`).
+const TOP_NAMES: &[[&str; 3]] = &[
+    [
+        "token_embd.weight",
+        "model.embed_tokens.weight",
+        "model.transformer.wte.weight",
+    ],
+    [
+        "output_norm.weight",
+        "model.norm.weight",
+        "model.transformer.ln_f.weight",
+    ],
+    [
+        "output.weight",
+        "lm_head.weight",
+        "model.transformer.ff_out.weight",
+    ],
 ];
 
-/// Per-layer parts: llama.cpp's name, `transformers`' name.
-const LAYER_NAMES: &[(&str, &str)] = &[
-    ("attn_norm", "input_layernorm"),
-    ("attn_q", "self_attn.q_proj"),
-    ("attn_k", "self_attn.k_proj"),
-    ("attn_v", "self_attn.v_proj"),
-    ("attn_output", "self_attn.o_proj"),
-    ("ffn_norm", "post_attention_layernorm"),
-    ("ffn_gate", "mlp.gate_proj"),
-    ("ffn_up", "mlp.up_proj"),
-    ("ffn_down", "mlp.down_proj"),
+/// Per-layer parts: llama.cpp's name, `transformers`', LLaDA's. LLaDA's gate is `ff_proj` (the
+/// SiLU goes on it, `LLaDALlamaBlock.forward`) and its down projection the block's `ff_out`.
+const LAYER_NAMES: &[[&str; 3]] = &[
+    ["attn_norm", "input_layernorm", "attn_norm"],
+    ["attn_q", "self_attn.q_proj", "q_proj"],
+    ["attn_k", "self_attn.k_proj", "k_proj"],
+    ["attn_v", "self_attn.v_proj", "v_proj"],
+    ["attn_output", "self_attn.o_proj", "attn_out"],
+    ["ffn_norm", "post_attention_layernorm", "ff_norm"],
+    ["ffn_gate", "mlp.gate_proj", "ff_proj"],
+    ["ffn_up", "mlp.up_proj", "up_proj"],
+    ["ffn_down", "mlp.down_proj", "ff_out"],
 ];
+
+/// Row order of a query or key projection (`rows` = heads x `head_dim`) between `transformers`'
+/// RoPE layout, where a head's rotated pairs are `(i, i + head_dim / 2)` (`rotate_half`), and
+/// llama.cpp's `NORM` RoPE, where they are `(2i, 2i + 1)`: llama.cpp's converter reorders
+/// LLaMA-family q/k rows so (`LlamaModel.permute`, which its `LLaDAModel` applies). Entry `d` is
+/// the source row of destination row `d`: `to_interleaved` the converter's way, else back.
+pub(crate) fn rope_pair_rows(rows: usize, head_dim: usize, to_interleaved: bool) -> Vec<u32> {
+    let half = head_dim / 2;
+    (0..rows)
+        .map(|d| {
+            let (head, p) = (d / head_dim * head_dim, d % head_dim);
+            let source = if to_interleaved {
+                (p % 2) * half + p / 2
+            } else {
+                2 * (p % half) + p / half
+            };
+            (head + source) as u32
+        })
+        .collect()
+}
+
+/// Whether the `transformers`-named tensor is a query or key projection (weight or bias),
+/// whose rows [`rope_pair_rows`] reorders.
+pub(crate) fn is_query_or_key(ours: &str) -> bool {
+    [".self_attn.q_proj.", ".self_attn.k_proj."]
+        .iter()
+        .any(|p| ours.contains(p))
+}
+
+/// `q`'s rows reordered (`order[d]` is the source of row `d`), block by block: a quantized
+/// row is whole blocks, so the blocks move with it.
+fn reorder_rows(q: &QTensor, order: &[u32], device: &Device) -> candle_core::Result<QTensor> {
+    let data = q.data()?;
+    let row_bytes = data.len() / order.len();
+    let mut out = Vec::with_capacity(data.len());
+    for &source in order {
+        let start = source as usize * row_bytes;
+        out.extend_from_slice(&data[start..start + row_bytes]);
+    }
+    let storage = QStorage::from_data(Cow::Owned(out), device, q.dtype())?;
+    QTensor::new(storage, q.shape().clone())
+}
 
 /// Typed reads of the metadata, with errors naming the key and the file.
 struct Metadata<'a> {
@@ -495,5 +609,83 @@ mod tests {
         ] {
             assert_eq!(transformers_name(unused), None, "{unused}");
         }
+    }
+
+    /// LLaDA's names as `modeling_llada.py` writes them, against llama.cpp's
+    /// (`tensor_mapping.py`'s `# llada` rows): the same table both ways.
+    #[test]
+    fn llada_names_map_both_ways() {
+        for (llada, gguf) in [
+            ("model.transformer.wte.weight", "token_embd.weight"),
+            ("model.transformer.ln_f.weight", "output_norm.weight"),
+            ("model.transformer.ff_out.weight", "output.weight"),
+            (
+                "model.transformer.blocks.0.attn_norm.weight",
+                "blk.0.attn_norm.weight",
+            ),
+            (
+                "model.transformer.blocks.3.q_proj.weight",
+                "blk.3.attn_q.weight",
+            ),
+            (
+                "model.transformer.blocks.3.k_proj.bias",
+                "blk.3.attn_k.bias",
+            ),
+            (
+                "model.transformer.blocks.1.attn_out.weight",
+                "blk.1.attn_output.weight",
+            ),
+            (
+                "model.transformer.blocks.1.ff_norm.weight",
+                "blk.1.ffn_norm.weight",
+            ),
+            (
+                "model.transformer.blocks.31.ff_proj.weight",
+                "blk.31.ffn_gate.weight",
+            ),
+            (
+                "model.transformer.blocks.31.up_proj.weight",
+                "blk.31.ffn_up.weight",
+            ),
+            (
+                "model.transformer.blocks.31.ff_out.weight",
+                "blk.31.ffn_down.weight",
+            ),
+        ] {
+            assert_eq!(
+                rename(llada, Naming::Llada, Naming::LlamaCpp).as_deref(),
+                Some(gguf)
+            );
+            let ours = transformers_name(gguf).unwrap();
+            assert_eq!(
+                rename(llada, Naming::Llada, Naming::Transformers),
+                Some(ours.clone())
+            );
+            assert_eq!(llada_name(&ours).as_deref(), Some(llada));
+        }
+        for other in [
+            "model.transformer.wpe.weight",
+            "model.layers.0.self_attn.q_proj.weight",
+            "model.transformer.blocks.0.att_proj.weight",
+        ] {
+            assert_eq!(
+                rename(other, Naming::Llada, Naming::Transformers),
+                None,
+                "{other}"
+            );
+        }
+    }
+
+    /// The converter's permutation (`LlamaModel.permute`: rows `[heads, 2, half]` swapped to
+    /// `[heads, half, 2]`) and its inverse.
+    #[test]
+    fn rope_pair_rows_are_the_converters_permutation() {
+        let (heads, head_dim) = (3, 8);
+        let to = rope_pair_rows(heads * head_dim, head_dim, true);
+        // Head 1: rows 8..16 become 8, 12, 9, 13, 10, 14, 11, 15.
+        assert_eq!(&to[8..16], &[8, 12, 9, 13, 10, 14, 11, 15]);
+        let back = rope_pair_rows(heads * head_dim, head_dim, false);
+        let round: Vec<u32> = back.iter().map(|&r| to[r as usize]).collect();
+        assert_eq!(round, (0..24).collect::<Vec<u32>>());
     }
 }

@@ -1,6 +1,8 @@
 //! Writing GGUF files: a model (config, diffusion settings, tensors under `transformers` names,
 //! `tokenizer.json`) as llama.cpp lays it out, its matrices in the block type asked for. What
-//! `redraft convert` runs; [`super::load`] reads it back.
+//! `redraft convert` runs; [`super::load`] reads it back. A `llada` file is what llama.cpp's
+//! `convert_hf_to_gguf.py` (`LLaDAModel`) writes: its keys, and the query and key rows in the
+//! pair order of llama.cpp's `NORM` RoPE ([`super::rope_pair_rows`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,7 +11,7 @@ use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Tensor;
 
-use super::{gguf_name, QWEN2_SPLIT};
+use super::{gguf_name, is_query_or_key, rope_pair_rows, QWEN2_SPLIT};
 use crate::config::{AttentionPattern, DiffusionSettings, ModelConfig};
 use crate::error::{Error, Result};
 
@@ -20,8 +22,8 @@ pub struct GgufWriter {
 }
 
 impl GgufWriter {
-    /// `config`'s model under `arch` (`dream` for a diffusion model, `qwen2` for an
-    /// autoregressive one), with `settings`' ids, the vocabulary of `tokenizer_json` (a
+    /// `config`'s model under `arch` (`dream` for a diffusion model, `llada` for a LLaDA one,
+    /// `qwen2` for an autoregressive one), with `settings`' ids, the vocabulary of `tokenizer_json` (a
     /// byte-level BPE `tokenizer.json`) and `tensors` (`transformers` names): matrices as
     /// `matrices`, vectors (norms, biases) in f32. A matrix whose width the block type does not
     /// divide stays f32.
@@ -37,6 +39,19 @@ impl GgufWriter {
             return Err(Error::InvalidRequest(format!(
                 "a `dream` GGUF is bidirectional; this model attends {:?}",
                 settings.attention
+            )));
+        }
+        if arch == "llada"
+            && (settings.attention != AttentionPattern::Bidirectional || settings.logit_shift)
+        {
+            return Err(Error::InvalidRequest(format!(
+                "a `llada` GGUF is bidirectional and unshifted; this model attends {:?}{}",
+                settings.attention,
+                if settings.logit_shift {
+                    " with the logit shift"
+                } else {
+                    ""
+                }
             )));
         }
         let key = |k: &str| format!("{arch}.{k}");
@@ -94,6 +109,12 @@ impl GgufWriter {
         if let Some(bos) = settings.bos_token_id {
             metadata.push(("tokenizer.ggml.bos_token_id".into(), Value::U32(bos)));
         }
+        let interleaved = arch == "llada";
+        if interleaved {
+            // The converter's two `llada` extras.
+            metadata.push((key("vocab_size"), count(config.vocab_size)));
+            metadata.push((key("rope.dimension_count"), count(config.head_dim())));
+        }
         metadata.extend(vocabulary(tokenizer_json, config.vocab_size)?);
         let mut names: Vec<&String> = tensors.keys().collect();
         names.sort();
@@ -104,7 +125,13 @@ impl GgufWriter {
                     "tensor `{name}` has no place in a Qwen2 GGUF"
                 )));
             };
-            let tensor = tensors[name].to_dtype(candle_core::DType::F32)?;
+            let mut tensor = tensors[name].to_dtype(candle_core::DType::F32)?;
+            if interleaved && is_query_or_key(name) {
+                let rows = tensor.dims().first().copied().unwrap_or(0);
+                let order = rope_pair_rows(rows, config.head_dim(), true);
+                let order = Tensor::new(order.as_slice(), tensor.device())?;
+                tensor = tensor.index_select(&order, 0)?;
+            }
             let width = tensor.dims().last().copied().unwrap_or(0);
             let dtype = if tensor.rank() == 2 && width.is_multiple_of(matrices.block_size()) {
                 matrices

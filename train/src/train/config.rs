@@ -77,6 +77,7 @@ impl ModelShape {
             eos_token_id: Some(TokenIds::One(EOS_ID)),
             pad_token_id: Some(EOS_ID),
             bos_token_id: None,
+            attention_bias: None,
         }
     }
 }
