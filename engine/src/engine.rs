@@ -75,6 +75,8 @@ pub struct Completion {
     pub forwards: usize,
     pub full_passes: usize,
     pub window_passes: usize,
+    /// First passes that reused a cache across an edit ([`crate::sampler::Pass::Edit`]).
+    pub edit_passes: usize,
     /// Canvas slots at the end: the canvas's length plus what it grew by.
     pub slots: usize,
     /// Steps after the one that committed the end (the work left once the length was decided).
@@ -490,6 +492,7 @@ impl Engine {
             forwards: stats.forwards,
             full_passes: stats.full_passes,
             window_passes: stats.window_passes,
+            edit_passes: stats.edit_passes,
             slots: infill.slots,
             steps_after_end: infill.steps_after_end,
             tokens_per_forward: infill.slots as f64 / stats.forwards.max(1) as f64,

@@ -12,7 +12,9 @@
 //! Two passes, both returning logits only for the `window` of positions the caller asks for:
 //! - [`Pass::Full`] runs every position and can fill a [`KvCache`] with each layer's keys/values;
 //! - [`Pass::Window`] recomputes only the window (the canvas), attending to cached keys/values
-//!   for every other position (Fast-dLLM's approximate dual cache).
+//!   for every other position (Fast-dLLM's approximate dual cache);
+//! - [`Pass::Edit`] realigns a cache with tokens changed by an edit and recomputes only around
+//!   the changes and the window (`qwen2/realign.rs`).
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -27,7 +29,9 @@ use crate::checkpoint::Weights;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::linear::{Embedding, Linear};
-use crate::sampler::{Denoiser, Pass};
+use crate::sampler::{Denoiser, EditReuse, Pass};
+
+mod realign;
 
 /// Per-layer keys and values (after RoPE; `[B, T, kv_heads * head_dim * 2]`, keys then values)
 /// with the tokens they were computed from. A value the caller keeps: a later request over the
@@ -37,8 +41,17 @@ pub struct KvCache {
     layers: Vec<Tensor>,
     tokens: Vec<Vec<u32>>,
     /// Positions stored full passes took from the cache instead of computing (causal and
-    /// block-causal models reuse the unchanged prefix of the last request).
+    /// block-causal models reuse the unchanged prefix of the last request), and edit passes
+    /// kept (exact or not).
     reused_positions: usize,
+    /// Leading positions of every sequence whose keys/values are exactly what a full pass over
+    /// `tokens` computes (only causal and block-causal rows can be; a stored full pass makes
+    /// all of them exact, an edit pass keeps what precedes its first change).
+    exact_rows: usize,
+    /// Edit passes since the last exact stored pass.
+    approximate_passes: usize,
+    /// Positions edit passes kept that were not exact (they attended to older tokens).
+    drifted_positions: usize,
 }
 
 impl KvCache {
@@ -49,6 +62,14 @@ impl KvCache {
     pub fn clear(&mut self) {
         self.layers.clear();
         self.tokens.clear();
+        self.exact_rows = 0;
+        self.approximate_passes = 0;
+    }
+
+    /// The cache now holds exactly what a stored full pass over its tokens would.
+    fn mark_exact(&mut self) {
+        self.exact_rows = usize::MAX;
+        self.approximate_passes = 0;
     }
 
     /// Whether a window pass over `tokens` may use this cache: same batch, same lengths, and the
@@ -63,9 +84,21 @@ impl KvCache {
             })
     }
 
-    /// Positions that stored full passes over this cache took from it instead of computing.
+    /// Positions that stored full passes and edit passes over this cache took from it instead
+    /// of computing.
     pub fn reused_positions(&self) -> usize {
         self.reused_positions
+    }
+
+    /// Positions edit passes took from this cache that were approximate (they had attended to
+    /// tokens the edit changed).
+    pub fn drifted_positions(&self) -> usize {
+        self.drifted_positions
+    }
+
+    /// Edit passes made since the cache was last exact (a stored full pass).
+    pub fn approximate_passes(&self) -> usize {
+        self.approximate_passes
     }
 
     /// Bytes held by the cached keys and values.
@@ -137,6 +170,20 @@ impl Rope {
             }
         }
         (cos, sin)
+    }
+
+    /// The rotations for each of `spans`' positions, in order.
+    fn at_spans(&self, spans: &[Range<usize>]) -> (Cow<'_, [f32]>, Cow<'_, [f32]>) {
+        if let [span] = spans {
+            return self.at(span.clone());
+        }
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        for span in spans {
+            let (c, s) = self.at(span.clone());
+            cos.extend_from_slice(&c);
+            sin.extend_from_slice(&s);
+        }
+        (Cow::Owned(cos), Cow::Owned(sin))
     }
 
     /// The rotations for `positions`.
@@ -351,6 +398,7 @@ impl Qwen2 {
                     cached.truncate(reuse);
                 }
                 cache.reused_positions += reuse;
+                cache.mark_exact();
                 let rest = reuse..len;
                 let ids = ids.narrow(1, reuse, len - reuse)?;
                 let mut x =
@@ -363,7 +411,7 @@ impl Qwen2 {
                             layer,
                             &x,
                             0..rest.len(),
-                            rest.clone(),
+                            std::slice::from_ref(&rest),
                             KvUse::Cached(cached),
                             &key_lens,
                         )?
@@ -386,14 +434,18 @@ impl Qwen2 {
                     let queries = if i == last { window.clone() } else { 0..len };
                     let kv_use = if store { KvUse::Keep } else { KvUse::Drop };
                     let (next, kv) =
-                        self.layer_forward(layer, &x, queries, 0..len, kv_use, &key_lens)?;
+                        self.layer_forward(layer, &x, queries, &[0..len], kv_use, &key_lens)?;
                     x = next;
                     cache.layers.extend(kv);
                 }
                 if store {
                     cache.tokens = tokens.to_vec();
+                    cache.mark_exact();
                 }
                 x
+            }
+            Pass::Edit { radius } => {
+                self.edit_pass(tokens, &ids, &window, cache, radius, &key_lens)?
             }
             Pass::Window => {
                 let ids = ids.narrow(1, window.start, window.len())?;
@@ -408,7 +460,7 @@ impl Qwen2 {
                             layer,
                             &x,
                             full,
-                            window.clone(),
+                            std::slice::from_ref(&window),
                             KvUse::Cached(cached),
                             &key_lens,
                         )?
@@ -434,8 +486,9 @@ impl Qwen2 {
     /// How many leading positions of every sequence a stored full pass may take from `cache`
     /// unchanged: with causal or block-causal attention a position's keys and values depend
     /// only on the blocks up to its own, so everything before the first changed token's block is
-    /// exact. Bidirectional attention reuses nothing (0). At most `window.start`, so the window's
-    /// rows are computed.
+    /// exact (as far as the cache itself is: after an edit pass, up to its first change).
+    /// Bidirectional attention reuses nothing (0). At most `window.start`, so the window's rows
+    /// are computed.
     fn reusable_prefix(
         &self,
         cache: &KvCache,
@@ -458,11 +511,13 @@ impl Qwen2 {
             .min()
             .unwrap_or(0)
             .min(shortest)
-            .min(cache.tokens.iter().map(Vec::len).min().unwrap_or(0));
+            .min(cache.tokens.iter().map(Vec::len).min().unwrap_or(0))
+            .min(cache.exact_rows);
         (common / block * block).min(window.start)
     }
 
-    /// One transformer block over `x` (`[B, rows, d]`, the rows at `positions`).
+    /// One transformer block over `x` (`[B, rows, d]`: its rows sit at the positions of
+    /// `positions`' spans, in order; [`KvUse::Drop`] and [`KvUse::Keep`] take one span).
     ///
     /// `queries` selects which of `x`'s rows produce outputs (the others only provide keys and
     /// values). Returns the block's output for the query rows, and this pass's keys/values
@@ -472,7 +527,7 @@ impl Qwen2 {
         layer: &Layer,
         x: &Tensor,
         queries: Range<usize>,
-        positions: Range<usize>,
+        positions: &[Range<usize>],
         kv_cache: KvUse<'_>,
         key_lens: &[usize],
     ) -> Result<(Tensor, Option<Tensor>)> {
@@ -494,7 +549,7 @@ impl Qwen2 {
             rows,
             q_width + kv_width,
         ))?;
-        let (cos, sin) = self.rope.at(positions.clone());
+        let (cos, sin) = self.rope.at_spans(positions);
         let qkv = match self.kernels {
             Kernels::Cpu => {
                 bias_rope_(&qkv, &layer.qkv_bias, heads, &cos, &sin)?;
@@ -517,14 +572,44 @@ impl Qwen2 {
             Kernels::Cpu => attention,
             Kernels::Portable => portable::attention,
         };
-        let mask = Mask {
-            pattern: self.attention,
-            first: positions.start,
+        // A mask places query row i at `first + i`: rows from several spans are attended span by
+        // span (bidirectional attention needs no positions).
+        let attend = |kv: &Tensor, k_col: usize| -> Result<Tensor> {
+            if positions.len() == 1 || self.attention.block().is_none() {
+                let first = positions[0].start;
+                let mask = Mask {
+                    pattern: self.attention,
+                    first,
+                };
+                return Ok(attention(
+                    &qkv,
+                    kv,
+                    heads,
+                    queries.clone(),
+                    k_col,
+                    key_lens,
+                    mask,
+                )?);
+            }
+            let mut parts = Vec::with_capacity(positions.len());
+            let mut offset = 0;
+            for span in positions {
+                let rows = queries.start.max(offset)..queries.end.min(offset + span.len());
+                if !rows.is_empty() {
+                    let mask = Mask {
+                        pattern: self.attention,
+                        first: span.start - offset,
+                    };
+                    parts.push(attention(&qkv, kv, heads, rows, k_col, key_lens, mask)?);
+                }
+                offset += span.len();
+            }
+            Ok(Tensor::cat(&parts, 1)?)
         };
         let fresh_kv = || -> Result<Tensor> { Ok(qkv.narrow(2, q_width, kv_width)?.contiguous()?) };
         let (attn, kv) = match kv_cache {
             KvUse::Drop | KvUse::Keep => (
-                attention(&qkv, &qkv, heads, queries.clone(), q_width, key_lens, mask)?,
+                attend(&qkv, q_width)?,
                 if matches!(kv_cache, KvUse::Keep) {
                     Some(fresh_kv()?)
                 } else {
@@ -534,11 +619,13 @@ impl Qwen2 {
             KvUse::Cached(cache) => {
                 // The rows' fresh keys/values replace the cached ones in place (as Fast-dLLM's
                 // dual cache does): no copy of the whole cache per step.
-                cache.slice_set(&fresh_kv()?, 1, positions.start)?;
-                (
-                    attention(&qkv, cache, heads, queries.clone(), 0, key_lens, mask)?,
-                    None,
-                )
+                let fresh = fresh_kv()?;
+                let mut offset = 0;
+                for span in positions {
+                    cache.slice_set(&fresh.narrow(1, offset, span.len())?, 1, span.start)?;
+                    offset += span.len();
+                }
+                (attend(cache, 0)?, None)
             }
         };
         let q_rows = queries.len();
@@ -593,6 +680,19 @@ impl Denoiser for Qwen2 {
 
     fn cache_covers(&self, cache: &KvCache, tokens: &[Vec<u32>], window: &Range<usize>) -> bool {
         cache.covers(tokens, window)
+    }
+
+    fn cache_realigns(
+        &self,
+        cache: &KvCache,
+        tokens: &[Vec<u32>],
+        window: &Range<usize>,
+        reuse: EditReuse,
+    ) -> bool {
+        cache.approximate_passes < reuse.refresh_after
+            && self
+                .realignment(cache, tokens, window, reuse.radius)
+                .is_some_and(|plan| plan.drifted > 0)
     }
 }
 

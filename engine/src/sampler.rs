@@ -44,6 +44,12 @@ pub enum Pass {
     Full { store: bool },
     /// Only the window; every other position comes from the cache of the last stored pass.
     Window,
+    /// A stored pass over tokens that differ from the cached ones by edits: the cache is
+    /// realigned with them (runs of unchanged tokens keep their keys/values, moved ones with
+    /// their keys re-rotated to the new positions) and only `radius` tokens on each side of
+    /// each change and the window are recomputed. Approximate wherever a kept position attends
+    /// to a changed one (see [`EditReuse`]).
+    Edit { radius: usize },
 }
 
 /// A model as the sampler sees it.
@@ -66,6 +72,21 @@ pub trait Denoiser {
     /// Whether `cache` holds a stored pass that a window pass over `tokens` may reuse.
     fn cache_covers(&self, cache: &Self::Cache, tokens: &[Vec<u32>], window: &Range<usize>)
         -> bool;
+
+    /// Whether a [`Pass::Edit`] over `tokens` may start from `cache` under `reuse`: the cache
+    /// holds a pass over tokens these differ from by edits, it has taken fewer than
+    /// `reuse.refresh_after` approximate passes since its last exact one, and realigning it
+    /// keeps positions an exact stored pass could not. A model that cannot realign its cache
+    /// says no (the default), and the sampler makes a stored full pass instead.
+    fn cache_realigns(
+        &self,
+        _cache: &Self::Cache,
+        _tokens: &[Vec<u32>],
+        _window: &Range<usize>,
+        _reuse: EditReuse,
+    ) -> bool {
+        false
+    }
 }
 
 /// The row whose logits score the token at `position`: Dream-style models (shift) read the
@@ -106,6 +127,33 @@ pub struct CachePolicy {
     pub enabled: bool,
     /// Recompute every position (and refill the cache) every this many steps.
     pub refresh_every: Option<usize>,
+    /// Reuse of a caller's cache across an edit of the context ([`Pass::Edit`]); `None`: a
+    /// changed context costs a stored full pass (exact).
+    #[serde(default)]
+    pub edit: Option<EditReuse>,
+}
+
+/// How a request's first pass reuses a cache whose tokens differ from the request's by edits
+/// (a keystroke): positions in unchanged runs keep their cached keys/values (moved ones
+/// re-rotated to their new positions), `radius` tokens on each side of each change and the
+/// window are recomputed. Before the first change of a causal or block-causal model that is
+/// exact; everywhere else the kept positions attended to the old tokens, which is the
+/// approximation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditReuse {
+    /// Tokens recomputed on each side of each changed run.
+    pub radius: usize,
+    /// Approximate passes a cache may take in a row: the request after that many pays an exact
+    /// stored full pass (0: never approximate).
+    pub refresh_after: usize,
+}
+
+impl EditReuse {
+    /// The shipped setting (measured: README "Cache", fixtures/real-weights/keystroke.md).
+    pub const DEFAULT: EditReuse = EditReuse {
+        radius: 16,
+        refresh_after: 8,
+    };
 }
 
 /// Quality/speed presets.
@@ -168,6 +216,7 @@ impl SamplerConfig {
             cache: CachePolicy {
                 enabled: true,
                 refresh_every: None,
+                edit: None,
             },
             draft_tau: None,
         }

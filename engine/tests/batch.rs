@@ -28,11 +28,13 @@ fn engine() -> Engine {
 const CACHE_OFF: CachePolicy = CachePolicy {
     enabled: false,
     refresh_every: None,
+    edit: None,
 };
 
 const CACHE_ON: CachePolicy = CachePolicy {
     enabled: true,
     refresh_every: None,
+    edit: None,
 };
 
 /// One token per step, greedy, under `cache`.

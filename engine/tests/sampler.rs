@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use redraft_engine::config::{AttentionPattern, DiffusionSettings, EditCanvas};
 use redraft_engine::sampler::{
     score_row, CachePolicy, Canvas, CanvasView, Confidence, Controls, DenoiseStep, Denoiser,
-    Effort, Infill, MemberControls, MemberId, MemberOutcome, Pass, PassStats, Sampled, Sampler,
-    SamplerConfig, Schedule,
+    EditReuse, Effort, Infill, MemberControls, MemberId, MemberOutcome, Pass, PassStats, Sampled,
+    Sampler, SamplerConfig, Schedule,
 };
 use redraft_engine::{Error, Result};
 
@@ -92,6 +92,7 @@ impl Call {
             Pass::Full { store: true } => "full+store",
             Pass::Full { store: false } => "full",
             Pass::Window => "window",
+            Pass::Edit { .. } => "edit",
         };
         format!("{pass} {:?}", self.window)
     }
@@ -110,6 +111,8 @@ type Script = Box<dyn Fn(&[u32], usize) -> Vec<f32>>;
 struct ScriptedModel {
     script: Script,
     calls: RefCell<Vec<Call>>,
+    /// Whether it says a stored cache may be realigned across an edit.
+    realigns: bool,
 }
 
 impl ScriptedModel {
@@ -117,6 +120,7 @@ impl ScriptedModel {
         ScriptedModel {
             script: Box::new(script),
             calls: RefCell::new(Vec::new()),
+            realigns: false,
         }
     }
 
@@ -155,7 +159,7 @@ impl Denoiser for ScriptedModel {
             tokens: tokens.to_vec(),
         });
         match pass {
-            Pass::Full { store: true } => cache.stored = Some(tokens.to_vec()),
+            Pass::Full { store: true } | Pass::Edit { .. } => cache.stored = Some(tokens.to_vec()),
             Pass::Full { store: false } => {}
             // As the real model does: a window pass needs a stored pass over the same context.
             Pass::Window if !self.cache_covers(cache, tokens, &window) => {
@@ -188,6 +192,16 @@ impl Denoiser for ScriptedModel {
             }
         }
         Ok(out)
+    }
+
+    fn cache_realigns(
+        &self,
+        cache: &FakeCache,
+        _tokens: &[Vec<u32>],
+        _window: &Range<usize>,
+        _reuse: EditReuse,
+    ) -> bool {
+        self.realigns && cache.stored.is_some()
     }
 
     fn cache_covers(&self, cache: &FakeCache, tokens: &[Vec<u32>], window: &Range<usize>) -> bool {
@@ -236,6 +250,7 @@ fn one_per_step() -> SamplerConfig {
         cache: CachePolicy {
             enabled: true,
             refresh_every: None,
+            edit: None,
         },
         draft_tau: None,
     }
@@ -1321,6 +1336,7 @@ fn cache_on(refresh_every: Option<usize>) -> CachePolicy {
     CachePolicy {
         enabled: true,
         refresh_every,
+        edit: None,
     }
 }
 
@@ -1359,6 +1375,7 @@ fn disabled_cache_recomputes_everything_and_stores_nothing() {
     let disabled = CachePolicy {
         enabled: false,
         refresh_every: None,
+        edit: None,
     };
     check_passes(
         disabled,
@@ -1417,6 +1434,43 @@ fn cache_is_reused_across_requests_over_the_same_context() {
     let edited = setup.run_in(&model, &mut cache, &[canvas(&[A, B], 2, &[E])], None);
     let passes: Vec<String> = edited.calls.iter().map(Call::render).collect();
     assert_eq!(passes, ["full+store 2..4", "window 2..4"]);
+}
+
+/// With edit reuse on, a request's first pass over a cache the model can realign is an edit
+/// pass, and the rest of the request runs windows over it; off, or where the model says no, it
+/// is a stored full pass.
+#[test]
+fn an_edited_context_is_an_edit_pass_when_the_model_realigns_the_cache() {
+    let reuse = EditReuse {
+        radius: 2,
+        refresh_after: 4,
+    };
+    for (edit, realigns, first) in [
+        (Some(reuse), true, "edit 2..4"),
+        (None, true, "full+store 2..4"),
+        (Some(reuse), false, "full+store 2..4"),
+    ] {
+        let mut setup = Setup::new();
+        setup.config.cache.edit = edit;
+        let mut model = ScriptedModel::new(|_, pos| peaked(D, 0.9 - 0.01 * pos as f32));
+        model.realigns = realigns;
+        let mut cache = FakeCache::default();
+        // A fresh cache holds nothing to realign.
+        let cold = setup.run_in(&model, &mut cache, &[canvas(&[A, B], 2, &[C])], None);
+        assert_eq!(cold.calls[0].render(), "full+store 2..4");
+        let edited = setup.run_in(&model, &mut cache, &[canvas(&[A, B], 2, &[E])], None);
+        let passes: Vec<String> = edited.calls.iter().map(Call::render).collect();
+        assert_eq!(passes, [first, "window 2..4"]);
+        let stats = edited.sampled().stats;
+        assert_eq!(
+            (stats.edit_passes, stats.full_passes, stats.window_passes),
+            (
+                usize::from(first == "edit 2..4"),
+                usize::from(first != "edit 2..4"),
+                1
+            )
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1975,6 +2029,7 @@ fn cache_off() -> CachePolicy {
     CachePolicy {
         enabled: false,
         refresh_every: None,
+        edit: None,
     }
 }
 

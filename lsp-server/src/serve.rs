@@ -198,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cache: CachePolicy {
                 enabled: !args.no_cache,
                 refresh_every: None,
+                edit: None,
             },
         },
         Arc::clone(&metrics),

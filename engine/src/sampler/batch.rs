@@ -16,7 +16,8 @@
 //! filled it), but its row stays in the model call until the next full pass: dropping it earlier
 //! would change the rows and cost a full pass, keeping it costs its share of the window.
 //! Without the cache every pass is full, so such rows go at the next. `refresh_every` counts the
-//! batch's steps, not a member's.
+//! batch's steps, not a member's. With [`CachePolicy::edit`], a first pass over a cache whose
+//! tokens differ by edits is a [`Pass::Edit`] when [`Denoiser::cache_realigns`] allows it.
 //!
 //! What a member gets: without the cache, the middle it gets alone (its rows of a call depend on
 //! its own sequence only; it commits from them under its own config and generator). With the
@@ -64,6 +65,8 @@ pub struct PassStats {
     pub forwards: usize,
     pub full_passes: usize,
     pub window_passes: usize,
+    /// First passes that realigned a cache across an edit ([`Pass::Edit`]).
+    pub edit_passes: usize,
     /// Positions whose logits the passes returned: for a member, its own rows; for a batch,
     /// every row of every call.
     pub window_positions: usize,
@@ -81,6 +84,7 @@ impl PassStats {
         match pass {
             Pass::Full { .. } => self.full_passes += 1,
             Pass::Window => self.window_passes += 1,
+            Pass::Edit { .. } => self.edit_passes += 1,
         }
         self.window_positions += positions;
         self.model_time += elapsed;
@@ -223,7 +227,19 @@ impl<'s> Batch<'s> {
         let pass = if !self.cache.enabled {
             Pass::Full { store: false }
         } else if self.stale || refresh || !model.cache_covers(cache, &self.seqs, &self.window()) {
-            Pass::Full { store: true }
+            // Only a batch's first pass meets a cache left by another request's tokens.
+            match self.cache.edit {
+                Some(reuse)
+                    if self.steps == 0
+                        && !self.stale
+                        && model.cache_realigns(cache, &self.seqs, &self.window(), reuse) =>
+                {
+                    Pass::Edit {
+                        radius: reuse.radius,
+                    }
+                }
+                _ => Pass::Full { store: true },
+            }
         } else {
             Pass::Window
         };

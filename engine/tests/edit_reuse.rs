@@ -1,0 +1,150 @@
+//! A kept cache across an edit of the context (`CachePolicy::edit`, `Pass::Edit`) through
+//! `Engine::complete`, the path the language server's worker and `redraft complete` take, on the
+//! default model (bidirectional) and on its weights attending causally: off, a changed context
+//! costs today's exact stored full pass; on, the first pass realigns the cache and recomputes
+//! around the edit, until the refresh schedule asks for an exact pass again.
+
+use std::path::{Path, PathBuf};
+
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::{Controls, EditReuse, Effort, SamplerConfig};
+use redraft_engine::{Completion, Engine, InfillRequest};
+
+fn default_model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model")
+}
+
+/// The default model's files with `redraft.json` saying `attention` (and the shift a causal
+/// model needs).
+fn attending(attention: &str) -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(default_model().join(file), dir.path().join(file)).unwrap();
+    }
+    let settings = format!(
+        r#"{{"eos_token_id": 1, "mask_token_id": 0, "pad_token_id": 1, "logit_shift": true, "attention": {attention}}}"#
+    );
+    std::fs::write(dir.path().join("redraft.json"), settings).unwrap();
+    let engine = Engine::load(dir.path()).unwrap();
+    (dir, engine)
+}
+
+const BEFORE: &str = "use std::collections::HashMap;\n\n/// Counts the words of `text`.\npub fn word_counts(text: &str) -> HashMap<String, usize> {\n    let mut counts = HashMap::new();\n    for word in text.split_whitespace() {\n        let word = word.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();\n        if word.is_empty() {\n            continue;\n        }\n        ";
+const AFTER: &str = "\n    }\n    counts\n}\n\n/// The `n` most frequent words, most frequent first.\npub fn top_words(counts: &HashMap<String, usize>, n: usize) -> Vec<(String, usize)> {\n    let mut words: Vec<_> = counts.iter().map(|(w, c)| (w.clone(), *c)).collect();\n    words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));\n    words.truncate(n);\n    words\n}\n";
+
+/// `typed` characters of the body typed at the cursor (the prefix grows), under `edit`.
+fn request(typed: &str, edit: Option<EditReuse>) -> InfillRequest {
+    let mut request = InfillRequest::new(format!("{BEFORE}{typed}"), AFTER);
+    (request.canvas_tokens, request.max_tokens) = (8, 8);
+    request.sampler = SamplerConfig::effort(Effort::Medium);
+    request.sampler.cache.edit = edit;
+    request
+}
+
+fn complete(engine: &Engine, request: &InfillRequest, cache: &mut KvCache) -> Completion {
+    engine
+        .complete(request, cache, Controls::default())
+        .unwrap()
+}
+
+const KEYS: [&str; 5] = ["*", "*c", "*co", "*cou", "*coun"];
+
+/// Off, an edit costs a stored full pass: the same middle as a fresh cache gives, token for
+/// token. On, the first pass is an edit pass keeping most positions.
+#[test]
+fn off_is_todays_exact_pass_and_on_realigns_the_cache() {
+    let engine = Engine::load(&default_model()).unwrap();
+    let reuse = EditReuse {
+        radius: 4,
+        refresh_after: 8,
+    };
+    for edit in [None, Some(reuse)] {
+        let mut cache = KvCache::default();
+        complete(&engine, &request("", edit), &mut cache);
+        for typed in KEYS {
+            let reused = cache.reused_positions();
+            let kept = complete(&engine, &request(typed, edit), &mut cache);
+            let fresh = complete(&engine, &request(typed, edit), &mut KvCache::default());
+            let context = kept.prefix_tokens + kept.suffix_tokens;
+            if edit.is_none() {
+                assert_eq!(kept.tokens, fresh.tokens, "{typed:?}");
+                assert_eq!((kept.edit_passes, kept.full_passes), (0, 1), "{typed:?}");
+                assert_eq!(cache.reused_positions(), 0);
+            } else {
+                assert_eq!((kept.edit_passes, kept.full_passes), (1, 0), "{typed:?}");
+                // Around the edit and the canvas (8 slots) at most 2 x 4 + a few tokens each.
+                let from_cache = cache.reused_positions() - reused;
+                assert!(
+                    from_cache + 40 >= context,
+                    "{typed:?}: {from_cache} of {context}"
+                );
+                assert!(!kept.tokens.is_empty());
+            }
+        }
+    }
+}
+
+/// `refresh_after` approximate passes in a row, then the next request pays an exact stored
+/// full pass, and the count starts again.
+#[test]
+fn the_refresh_schedule_asks_for_a_full_pass_when_due() {
+    let engine = Engine::load(&default_model()).unwrap();
+    let reuse = EditReuse {
+        radius: 4,
+        refresh_after: 2,
+    };
+    let mut cache = KvCache::default();
+    complete(&engine, &request("", Some(reuse)), &mut cache);
+    let mut passes = Vec::new();
+    for typed in KEYS {
+        let done = complete(&engine, &request(typed, Some(reuse)), &mut cache);
+        passes.push((
+            done.edit_passes,
+            done.full_passes,
+            cache.approximate_passes(),
+        ));
+    }
+    assert_eq!(
+        passes,
+        [(1, 0, 1), (1, 0, 2), (0, 1, 0), (1, 0, 1), (1, 0, 2)]
+    );
+    // refresh_after 0 never approximates.
+    let never = EditReuse {
+        refresh_after: 0,
+        ..reuse
+    };
+    let done = complete(&engine, &request("*c", Some(never)), &mut cache);
+    assert_eq!((done.edit_passes, done.full_passes), (0, 1));
+}
+
+/// A causal model keeps the positions before the edit exactly with or without edit reuse; with
+/// it, the positions after the edit (the suffix here) are kept too, shifted, instead of being
+/// recomputed.
+#[test]
+fn a_causal_model_keeps_the_prefix_exactly_and_the_rest_approximately() {
+    let (_dir, engine) = attending(r#""causal""#);
+    for edit in [
+        None,
+        Some(EditReuse {
+            radius: 4,
+            refresh_after: 8,
+        }),
+    ] {
+        let mut cache = KvCache::default();
+        complete(&engine, &request("*c", edit), &mut cache);
+        let kept = complete(&engine, &request("*co", edit), &mut cache);
+        let drifted = cache.drifted_positions();
+        match edit {
+            None => {
+                let fresh = complete(&engine, &request("*co", edit), &mut KvCache::default());
+                assert_eq!(kept.tokens, fresh.tokens);
+                assert_eq!(drifted, 0);
+                assert!(cache.reused_positions() > 0);
+            }
+            Some(_) => {
+                assert_eq!(kept.edit_passes, 1);
+                assert!(drifted > 0);
+            }
+        }
+    }
+}
