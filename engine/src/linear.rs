@@ -1,9 +1,10 @@
 //! The model's projections and its embedding table, dense or quantized.
 //!
 //! A dense projection is one f32 matrix stored pre-transposed (`[in, out]`), the fastest CPU
-//! path for small models. A quantized one keeps a GGUF file's blocks (Q8_0, Q4_K, Q6_K, ...) as
-//! they are and multiplies through candle's `QMatMul`, which quantizes the activations once per
-//! call and runs its block dot products. A fused projection (q|k|v, gate|up) whose parts share a
+//! path for small models. A quantized one keeps a GGUF file's blocks (Q8_0, Q4_K, Q6_K, ...) and
+//! multiplies through redraft's own kernel (`ops::q8`, Q8_0/Q5_0/Q4_K/Q6_K on CPUs with AVX-512
+//! VNNI, repacked into its panels at load) or else candle's `QMatMul`; both quantize the
+//! activations once per call and run block dot products in integers. A fused projection (q|k|v, gate|up) whose parts share a
 //! block type is one quantized matrix (the parts' rows concatenated; quantized rows are
 //! independent); parts of different types (a Q4_K_M file mixes Q4_K and Q6_K) are separate
 //! matrices whose outputs are concatenated.
@@ -12,7 +13,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
-use candle_core::{Device, Module, Tensor};
+use candle_core::{CpuStorage, Device, Module, Storage, Tensor};
 
 use crate::error::Result;
 use crate::ops::q8::Q8Matrix;
@@ -49,11 +50,20 @@ pub enum Linear {
     Quantized(Vec<Part>),
 }
 
+/// The block types [`Q8Matrix`] multiplies.
+const OWN_KERNEL: [GgmlDType; 4] = [
+    GgmlDType::Q8_0,
+    GgmlDType::Q5_0,
+    GgmlDType::Q4K,
+    GgmlDType::Q6K,
+];
+
 /// One quantized matrix of a projection.
 pub enum Part {
     /// Candle's kernels (every block type, every device).
     Candle(QMatMul),
-    /// Q8_0 (or Q5_0) blocks on a CPU with AVX-512 VNNI: [`Q8Matrix`], redraft's own kernel.
+    /// Q8_0, Q5_0, Q4_K or Q6_K blocks on a CPU with AVX-512 VNNI: [`Q8Matrix`], redraft's own
+    /// kernel.
     Q8(Q8Matrix),
 }
 
@@ -73,8 +83,8 @@ impl Linear {
             };
             return Ok(Linear::Dense(w.t()?.contiguous()?));
         }
-        // Q8_0 and Q5_0 run on redraft's own kernel where the CPU has it; elsewhere Q5_0 runs
-        // as Q8_0 through candle (see `q5_0_as_q8_0`).
+        // Q8_0, Q5_0, Q4_K and Q6_K run on redraft's own kernel where the CPU has it;
+        // elsewhere Q5_0 runs as Q8_0 through candle (see `q5_0_as_q8_0`).
         let own_kernel = device.is_cpu() && Q8Matrix::available();
         let parts: Vec<Stored> = parts
             .iter()
@@ -97,6 +107,12 @@ impl Linear {
                     }
                     GgmlDType::Q5_0 if own_kernel => {
                         Part::Q8(Q8Matrix::from_q5_0(&q.data()?, rows, cols)?)
+                    }
+                    GgmlDType::Q4K if own_kernel => {
+                        Part::Q8(Q8Matrix::from_q4_k(&q.data()?, rows, cols)?)
+                    }
+                    GgmlDType::Q6K if own_kernel => {
+                        Part::Q8(Q8Matrix::from_q6_k(&q.data()?, rows, cols)?)
                     }
                     _ => Part::Candle(QMatMul::from_arc(q)?),
                 });
@@ -169,7 +185,15 @@ impl Part {
             Part::Candle(m) => Ok(m.forward(x)?),
             Part::Q8(m) => {
                 let rows = x.dim(0)?;
-                let out = m.matmul(&x.flatten_all()?.to_vec1::<f32>()?, rows);
+                // The activations straight from the tensor's memory (`forward` made it
+                // contiguous): a copy per call is a cost a decoding step pays ~70 times.
+                let (storage, layout) = x.storage_and_layout();
+                let out = match (&*storage, layout.contiguous_offsets()) {
+                    (Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) => {
+                        m.matmul(&data[start..end], rows)
+                    }
+                    _ => m.matmul(&x.flatten_all()?.to_vec1::<f32>()?, rows),
+                };
                 Ok(Tensor::from_vec(out, (rows, m.rows()), x.device())?)
             }
         }
@@ -270,11 +294,11 @@ impl Embedding {
     }
 
     /// Whether [`Embedding::as_head`] multiplies by this table's own memory (not by a copy in
-    /// another layout: Q5_0 as Q8_0, or either as redraft's kernel keeps them).
+    /// another layout: Q5_0 as Q8_0, or the panels of redraft's kernel).
     pub fn shares_blocks_with_head(&self, device: &Device) -> bool {
         let own = device.is_cpu() && Q8Matrix::available();
         matches!(self, Embedding::Quantized(q)
-            if q.dtype() != GgmlDType::Q5_0 && !(own && q.dtype() == GgmlDType::Q8_0))
+            if q.dtype() != GgmlDType::Q5_0 && !(own && OWN_KERNEL.contains(&q.dtype())))
     }
 
     /// The table as an output head (`hidden -> vocab`), for tied embeddings.

@@ -1,41 +1,123 @@
-//! 8-bit matrix multiplication on the CPU: weights as Q8_0's or Q5_0's integers (32 a block,
-//! one scale each; Q5_0 kept packed and unpacked in registers), activations quantized to 8 bits
-//! per call as ggml does, block dot products in integers.
+//! Quantized matrix multiplication on the CPU: weights as a GGUF file's integers (Q8_0, Q5_0,
+//! Q4_K, Q6_K), activations quantized to 8 bits per call as ggml does, block dot products in
+//! integers with AVX-512 VNNI.
 //!
 //! Why not candle's: its Q8_0 path computes one dot product per (row, column) pair, converting
-//! both f16 block scales each time, so for a prompt every weight is loaded once per row. This
-//! kernel keeps the scales in f32 and works on tiles of 4 activation rows by 4 weight rows with
-//! AVX-512 VNNI (`vpdpbusd`: 64 byte products a instruction), loading each weight vector once per
-//! 4 rows. On the 0.5B Qwen2.5-Coder (Q4_K_M, most matrices Q5_0) with 2 threads here, a
-//! 666-token FIM prompt went from 8.0 s to 3.0 s and a cached decoding step from 77 to 57 ms with
-//! Q5_0 widened to bytes; kept packed (fewer bytes to read a step) the step takes 48 ms and the
-//! prompt 3.5 s. Used only where the CPU has AVX-512 VNNI; elsewhere candle's kernels run.
+//! both f16 block scales each time, so for a prompt every weight is loaded once per row; its
+//! Q5_0 path is a scalar loop; its k-quant paths run on a thread pool of its own next to rayon's,
+//! whose spinning workers took a core from ours on a 2-core machine.
+//!
+//! The weights are repacked at load into **panels**: 16 weight rows (16 output columns) by one
+//! block of 32 inputs, laid out as `vpdpbusd` wants its unsigned operand: line `k` (64 bytes)
+//! holds inputs `4k..4k + 4` of each of the 16 rows, so one instruction multiplies four inputs of
+//! an activation row (broadcast) with 16 columns at once and the 16 sums land in the 16 lanes
+//! of one register, already the output's layout (no horizontal sums). A band of columns is one
+//! sequential stream of panels, which is what a decoding step (one activation row, every weight
+//! read once) needs from memory. The integers are stored unsigned, Q8_0's as `w + 128` and
+//! Q5_0's as they are (0..=31, packed: nibbles and fifth bits, unpacked in registers), and the
+//! offset is taken back with the activation block's sum: `Σ x·w = Σ x·u - offset·Σ x`. So a
+//! Q8_0 or Q5_0 matrix takes exactly the file's bytes (34 or 22 a block), and the sign trick
+//! (`|x|`, the signs moved onto the weights) costs nothing per product. The k-quants fit the same
+//! panels: a Q4_K sub-block is 32 inputs with a scale and a minimum (`Σ x·w = d·Σ x·q - m·Σ x`),
+//! a Q6_K one 16 inputs with a scale (two dot products a block, offset 32); their scales are
+//! kept as f32 (`d·sc`, exact), 0.75 and 1.0 bytes a weight against the file's 0.56 and 0.82.
+//! Tiles are up to 4 activation rows by 32 columns (2 panels), every panel register used for 4
+//! rows.
+//!
+//! Used only where the CPU has AVX-512 VNNI; elsewhere candle's kernels run.
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 
 const BLOCK: usize = 32;
+/// Weight rows (output columns) per panel: the 16 i32 lanes of a 512-bit register.
+const PANEL: usize = 16;
 const Q8_0_BYTES: usize = 2 + BLOCK;
 const Q5_0_BYTES: usize = 2 + 4 + BLOCK / 2;
+/// A k-quant super-block's values.
+const SUPER: usize = 256;
+const Q4_K_BYTES: usize = 2 + 2 + 12 + SUPER / 2;
+const Q6_K_BYTES: usize = SUPER / 2 + SUPER / 4 + SUPER / 16 + 2;
 
-/// A `[rows, cols]` matrix of blocks of 32 small integers with one f32 scale each.
+/// 64 bytes on a 64-byte boundary: one register's load.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// A `[rows, cols]` quantized matrix in panels (see the module's documentation).
 pub struct Q8Matrix {
     rows: usize,
     cols: usize,
-    values: Values,
-    scales: Vec<f32>,
+    packing: Packing,
+    /// Per panel (16 rows, one block of 32 inputs): `packing.lines()` lines; the panels of a
+    /// group of 16 rows in block order, groups in row order.
+    lines: Vec<Line>,
+    /// Per panel, the 16 rows' scales: f16 bits for Q8_0 and Q5_0, f32 for the k-quants
+    /// (Q4_K: scales then minimums; Q6_K: the scales of the block's two halves).
+    scales: Scales,
 }
 
-/// How a matrix holds its integers.
-enum Values {
-    /// A signed byte each (Q8_0's values).
-    Bytes(Vec<i8>),
-    /// Q5_0's packing, kept for the memory it saves (24 bytes a block with the scale, against 36
-    /// as bytes): 16 bytes of low nibbles a block (value j in byte j's low nibble, value j + 16
-    /// in its high one) and 32 fifth bits (bit j for value j); a value is `(nibble | bit << 4) -
-    /// 16`. Unpacked in registers, as ggml does.
-    Five { low: Vec<u8>, high: Vec<u32> },
+enum Scales {
+    Half(Vec<u16>),
+    Full(Vec<f32>),
+}
+
+/// How a panel holds its integers. Line `k` of the unpacked panel (64 bytes) is inputs
+/// `4k..4k + 4` of each of the 16 rows (byte `4n + j`: row n, input `4k + j`), unsigned.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Packing {
+    /// Q8_0: the 8 lines, `w + 128`.
+    Bytes,
+    /// Q5_0: 4 lines of nibbles (line `v`'s low nibbles are line `2v`, its high nibbles line
+    /// `2v + 1`), then a line of fifth bits (u64 `k`, bit `i`: byte `i` of line `k` has 16
+    /// added). 0..=31, offset 16.
+    Five,
+    /// Q4_K: the 4 lines of nibbles. 0..=15, no offset (the minimum is a scale of its own).
+    Four,
+    /// Q6_K: the 4 lines of nibbles, a line of bit-4 masks and one of bit-5 masks (as Five's
+    /// fifth bits, adding 16 and 32). 0..=63, offset 32; lines 0..4 are the block's first 16
+    /// inputs, lines 4..8 its last 16, each half with its own scale.
+    Six,
+}
+
+impl Packing {
+    fn lines(self) -> usize {
+        match self {
+            Packing::Bytes => 8,
+            Packing::Five => 5,
+            Packing::Four => 4,
+            Packing::Six => 6,
+        }
+    }
+
+    /// What the stored unsigned integer exceeds the signed weight by.
+    fn offset(self) -> i32 {
+        match self {
+            Packing::Bytes => 128,
+            Packing::Five => 16,
+            Packing::Four => 0,
+            Packing::Six => 32,
+        }
+    }
+}
+
+/// One block of 32 of a weight row as it goes into a panel: the stored unsigned integers and
+/// the scales (`Half`: one f16; `Full`: two f32, as [`Scales::Full`] holds them).
+struct RowBlock {
+    values: [u8; BLOCK],
+    scales: BlockScales,
+}
+
+enum BlockScales {
+    Half(u16),
+    Full([f32; 2]),
+}
+
+/// A group's part of [`Scales`], being written.
+enum ScalesMut<'a> {
+    Half(&'a mut [u16]),
+    Full(&'a mut [f32]),
 }
 
 impl Q8Matrix {
@@ -47,6 +129,7 @@ impl Q8Matrix {
                 && std::is_x86_feature_detected!("avx512bw")
                 && std::is_x86_feature_detected!("avx512vl")
                 && std::is_x86_feature_detected!("avx512vnni")
+                && std::is_x86_feature_detected!("f16c")
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -54,83 +137,260 @@ impl Q8Matrix {
         }
     }
 
-    /// From GGUF Q8_0 blocks (f16 scale, 32 bytes), `rows` rows of `cols`.
+    /// From GGUF Q8_0 blocks (f16 scale, 32 signed bytes), `rows` rows of `cols`.
     pub fn from_q8_0(data: &[u8], rows: usize, cols: usize) -> Result<Q8Matrix> {
-        let blocks = Q8Matrix::blocks(rows, cols, data.len(), Q8_0_BYTES)?;
-        let mut values = Vec::with_capacity(rows * cols);
-        let mut scales = Vec::with_capacity(blocks);
-        for block in data.chunks_exact(Q8_0_BYTES) {
-            scales.push(f16_at(block));
-            values.extend(block[2..].iter().map(|&b| b as i8));
-        }
-        Ok(Q8Matrix {
-            rows,
-            cols,
-            values: Values::Bytes(values),
-            scales,
-        })
+        Q8Matrix::check(rows, cols, data.len(), BLOCK, Q8_0_BYTES)?;
+        Ok(Q8Matrix::pack(rows, cols, Packing::Bytes, |row, b| {
+            let block = &data[(row * cols / BLOCK + b) * Q8_0_BYTES..][..Q8_0_BYTES];
+            let mut values = [0u8; BLOCK];
+            for (v, &w) in values.iter_mut().zip(&block[2..]) {
+                *v = (w as i8 as i16 + 128) as u8;
+            }
+            RowBlock {
+                values,
+                scales: BlockScales::Half(u16::from_le_bytes([block[0], block[1]])),
+            }
+        }))
     }
 
     /// From GGUF Q5_0 blocks (f16 scale, 32 fifth bits, 16 bytes of nibbles), kept packed.
     pub fn from_q5_0(data: &[u8], rows: usize, cols: usize) -> Result<Q8Matrix> {
-        let blocks = Q8Matrix::blocks(rows, cols, data.len(), Q5_0_BYTES)?;
-        let mut low = Vec::with_capacity(blocks * BLOCK / 2);
-        let mut high = Vec::with_capacity(blocks);
-        let mut scales = Vec::with_capacity(blocks);
-        for block in data.chunks_exact(Q5_0_BYTES) {
-            scales.push(f16_at(block));
-            high.push(u32::from_le_bytes([block[2], block[3], block[4], block[5]]));
-            low.extend_from_slice(&block[6..]);
+        Q8Matrix::check(rows, cols, data.len(), BLOCK, Q5_0_BYTES)?;
+        Ok(Q8Matrix::pack(rows, cols, Packing::Five, |row, b| {
+            let block = &data[(row * cols / BLOCK + b) * Q5_0_BYTES..][..Q5_0_BYTES];
+            let high = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+            let low = &block[6..];
+            let mut values = [0u8; BLOCK];
+            for (j, v) in values.iter_mut().enumerate() {
+                let nibble = if j < 16 {
+                    low[j] & 0x0F
+                } else {
+                    low[j - 16] >> 4
+                };
+                *v = nibble | (((high >> j) & 1) << 4) as u8;
+            }
+            RowBlock {
+                values,
+                scales: BlockScales::Half(u16::from_le_bytes([block[0], block[1]])),
+            }
+        }))
+    }
+
+    /// From GGUF Q4_K super-blocks (f16 `d` and `dmin`, 12 bytes of 6-bit sub-block scales and
+    /// minimums, 128 bytes of nibbles): weight `d·sc·q - dmin·m`, as ggml dequantizes it.
+    pub fn from_q4_k(data: &[u8], rows: usize, cols: usize) -> Result<Q8Matrix> {
+        Q8Matrix::check(rows, cols, data.len(), SUPER, Q4_K_BYTES)?;
+        Ok(Q8Matrix::pack(rows, cols, Packing::Four, |row, b| {
+            let (sb, sub) = (b / 8, b % 8);
+            let block = &data[(row * cols / SUPER + sb) * Q4_K_BYTES..][..Q4_K_BYTES];
+            let d = f16_at(&block[0..2]);
+            let dmin = f16_at(&block[2..4]);
+            let scales = &block[4..16];
+            let (sc, m) = if sub < 4 {
+                (scales[sub] & 63, scales[sub + 4] & 63)
+            } else {
+                (
+                    (scales[sub + 4] & 0x0F) | ((scales[sub - 4] >> 6) << 4),
+                    (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4),
+                )
+            };
+            // Sub-blocks 2c and 2c + 1 are the low and high nibbles of bytes 32c..32c + 32.
+            let qs = &block[16 + 32 * (sub / 2)..][..32];
+            let mut values = [0u8; BLOCK];
+            for (v, &q) in values.iter_mut().zip(qs) {
+                *v = if sub % 2 == 0 { q & 0x0F } else { q >> 4 };
+            }
+            RowBlock {
+                values,
+                scales: BlockScales::Full([d * sc as f32, dmin * m as f32]),
+            }
+        }))
+    }
+
+    /// From GGUF Q6_K super-blocks (128 bytes of low nibbles, 64 of high bit pairs, 16 signed
+    /// sub-block scales, f16 `d`): weight `d·sc·(q - 32)`, as ggml dequantizes it.
+    pub fn from_q6_k(data: &[u8], rows: usize, cols: usize) -> Result<Q8Matrix> {
+        Q8Matrix::check(rows, cols, data.len(), SUPER, Q6_K_BYTES)?;
+        Ok(Q8Matrix::pack(rows, cols, Packing::Six, |row, b| {
+            let (sb, sub) = (b / 8, b % 8);
+            let block = &data[(row * cols / SUPER + sb) * Q6_K_BYTES..][..Q6_K_BYTES];
+            let (ql, qh) = (&block[..128], &block[128..192]);
+            let sc = &block[192..208];
+            let d = f16_at(&block[208..210]);
+            // Value i of the super-block: half h = i / 128, then l = i % 32 and t = (i % 128) / 32
+            // pick ql[64h + l + 32 (t % 2)]'s nibble t / 2 and qh[32h + l]'s bit pair t.
+            let mut values = [0u8; BLOCK];
+            for (j, v) in values.iter_mut().enumerate() {
+                let i = sub * BLOCK + j;
+                let (h, t, l) = (i / 128, (i % 128) / 32, i % 32);
+                let low = ql[64 * h + l + 32 * (t % 2)] >> (4 * (t / 2)) & 0x0F;
+                let high = (qh[32 * h + l] >> (2 * t)) & 3;
+                *v = low | high << 4;
+            }
+            let scale = |half: usize| d * sc[2 * sub + half] as i8 as f32;
+            RowBlock {
+                values,
+                scales: BlockScales::Full([scale(0), scale(1)]),
+            }
+        }))
+    }
+
+    fn check(rows: usize, cols: usize, bytes: usize, per: usize, block_bytes: usize) -> Result<()> {
+        if !cols.is_multiple_of(per) || bytes != rows * cols / per * block_bytes {
+            return Err(Error::InvalidRequest(format!(
+                "{bytes} bytes are not a [{rows}, {cols}] matrix of {block_bytes}-byte blocks \
+                 of {per}"
+            )));
         }
-        Ok(Q8Matrix {
+        Ok(())
+    }
+
+    /// Panels from `block(row, b)`, block `b` (of 32 inputs) of weight row `row`. Rows past
+    /// `rows` (the last panel's padding) are zero.
+    fn pack(
+        rows: usize,
+        cols: usize,
+        packing: Packing,
+        block: impl Fn(usize, usize) -> RowBlock + Sync,
+    ) -> Q8Matrix {
+        let blocks = cols / BLOCK;
+        let groups = rows.div_ceil(PANEL);
+        let per_panel = packing.lines();
+        let mut lines = vec![Line([0; 64]); groups * blocks * per_panel];
+        let half = matches!(packing, Packing::Bytes | Packing::Five);
+        let per_scales = if half { PANEL } else { 2 * PANEL };
+        let mut halves = vec![0u16; if half { groups * blocks * PANEL } else { 0 }];
+        let mut fulls = vec![0f32; if half { 0 } else { groups * blocks * 2 * PANEL }];
+        // A padding row's integers are the offset (zero weights, besides a zero scale).
+        let padding = RowBlock {
+            values: [packing.offset() as u8; BLOCK],
+            scales: if half {
+                BlockScales::Half(0)
+            } else {
+                BlockScales::Full([0.0; 2])
+            },
+        };
+        let pack_group = |g: usize, lines: &mut [Line], mut scales: ScalesMut<'_>| {
+            for b in 0..blocks {
+                let mut values = [[0u8; 64]; 8];
+                for n in 0..PANEL {
+                    let row = g * PANEL + n;
+                    let owned;
+                    let RowBlock {
+                        values: v,
+                        scales: s,
+                    } = if row < rows {
+                        owned = block(row, b);
+                        &owned
+                    } else {
+                        &padding
+                    };
+                    match (&mut scales, s) {
+                        (ScalesMut::Half(out), BlockScales::Half(s)) => out[b * PANEL + n] = *s,
+                        (ScalesMut::Full(out), BlockScales::Full([a, c])) => {
+                            out[b * 2 * PANEL + n] = *a;
+                            out[b * 2 * PANEL + PANEL + n] = *c;
+                        }
+                        _ => unreachable!("a packing has one kind of scales"),
+                    }
+                    for (k, quad) in v.chunks_exact(4).enumerate() {
+                        values[k][4 * n..4 * n + 4].copy_from_slice(quad);
+                    }
+                }
+                pack_panel(
+                    packing,
+                    &values,
+                    &mut lines[b * per_panel..(b + 1) * per_panel],
+                );
+            }
+        };
+        let line_chunks = lines.par_chunks_mut(blocks * per_panel).enumerate();
+        if half {
+            line_chunks
+                .zip(halves.par_chunks_mut(blocks * per_scales))
+                .for_each(|((g, lines), s)| pack_group(g, lines, ScalesMut::Half(s)));
+        } else {
+            line_chunks
+                .zip(fulls.par_chunks_mut(blocks * per_scales))
+                .for_each(|((g, lines), s)| pack_group(g, lines, ScalesMut::Full(s)));
+        }
+        Q8Matrix {
             rows,
             cols,
-            values: Values::Five { low, high },
-            scales,
+            packing,
+            lines,
+            scales: if half {
+                Scales::Half(halves)
+            } else {
+                Scales::Full(fulls)
+            },
+        }
+    }
+
+    /// The stored (unsigned) integers of block `b` of weight row `row`, read back from the
+    /// panels.
+    fn stored(&self, row: usize, b: usize) -> [u8; BLOCK] {
+        let blocks = self.cols / BLOCK;
+        let (g, n) = (row / PANEL, row % PANEL);
+        let panel = &self.lines[(g * blocks + b) * self.packing.lines()..];
+        let bits = |line: usize, k: usize, at: usize| {
+            let word = u64::from_le_bytes(panel[line].0[8 * k..8 * k + 8].try_into().unwrap());
+            ((word >> at) & 1) as u8
+        };
+        let mut out = [0u8; BLOCK];
+        for (j, v) in out.iter_mut().enumerate() {
+            let (k, at) = (j / 4, 4 * n + j % 4);
+            let nibble = || (panel[k / 2].0[at] >> (4 * (k % 2))) & 0x0F;
+            *v = match self.packing {
+                Packing::Bytes => panel[k].0[at],
+                Packing::Five => nibble() | bits(4, k, at) << 4,
+                Packing::Four => nibble(),
+                Packing::Six => nibble() | bits(4, k, at) << 4 | bits(5, k, at) << 5,
+            };
+        }
+        out
+    }
+
+    /// Block `b` of weight row `row` as the file's weights (the kernel's reference for what it
+    /// multiplies by).
+    #[cfg(test)]
+    fn dequantized(&self, row: usize, b: usize) -> [f32; BLOCK] {
+        let stored = self.stored(row, b);
+        let [a, c] = self.block_scales(row, b);
+        let offset = self.packing.offset();
+        std::array::from_fn(|j| {
+            let q = stored[j] as i32 - offset;
+            match self.packing {
+                Packing::Bytes | Packing::Five => q as f32 * a,
+                Packing::Four => a * q as f32 - c,
+                Packing::Six => (if j < 16 { a } else { c }) * q as f32,
+            }
         })
     }
 
-    fn blocks(rows: usize, cols: usize, bytes: usize, block_bytes: usize) -> Result<usize> {
-        let blocks = rows * cols / BLOCK;
-        if !cols.is_multiple_of(BLOCK) || bytes != blocks * block_bytes {
-            return Err(Error::InvalidRequest(format!(
-                "{bytes} bytes are not a [{rows}, {cols}] matrix of {block_bytes}-byte blocks"
-            )));
+    /// Block `b`'s scales of weight row `row`: `[d, 0]` (Q8_0, Q5_0), `[d·sc, dmin·m]` (Q4_K),
+    /// the halves' `[d·sc, d·sc']` (Q6_K).
+    fn block_scales(&self, row: usize, b: usize) -> [f32; 2] {
+        let blocks = self.cols / BLOCK;
+        let panel = (row / PANEL) * blocks + b;
+        let n = row % PANEL;
+        match &self.scales {
+            Scales::Half(s) => [half::f16::from_bits(s[panel * PANEL + n]).to_f32(), 0.0],
+            Scales::Full(s) => [s[panel * 2 * PANEL + n], s[panel * 2 * PANEL + PANEL + n]],
         }
-        Ok(blocks)
-    }
-
-    /// The integers of block `b` of row `c`.
-    fn block(&self, c: usize, b: usize) -> [i8; BLOCK] {
-        let at = c * self.cols / BLOCK + b;
-        let mut out = [0i8; BLOCK];
-        match &self.values {
-            Values::Bytes(v) => out.copy_from_slice(&v[at * BLOCK..(at + 1) * BLOCK]),
-            Values::Five { low, high } => {
-                let (low, high) = (&low[at * BLOCK / 2..(at + 1) * BLOCK / 2], high[at]);
-                for j in 0..BLOCK {
-                    let nibble = if j < 16 {
-                        low[j] & 0x0F
-                    } else {
-                        low[j - 16] >> 4
-                    };
-                    out[j] = (nibble | (((high >> j) & 1) << 4) as u8) as i8 - 16;
-                }
-            }
-        }
-        out
     }
 
     pub fn rows(&self) -> usize {
         self.rows
     }
 
+    /// Bytes the matrix holds (the last panel's padding rows included).
     pub fn bytes(&self) -> usize {
-        let values = match &self.values {
-            Values::Bytes(v) => v.len(),
-            Values::Five { low, high } => low.len() + high.len() * 4,
-        };
-        values + self.scales.len() * 4
+        self.lines.len() * 64
+            + match &self.scales {
+                Scales::Half(s) => s.len() * 2,
+                Scales::Full(s) => s.len() * 4,
+            }
     }
 
     /// `x @ W^T` for `m` rows of `x` (`[m, cols]`, row-major): `[m, rows]`.
@@ -138,276 +398,401 @@ impl Q8Matrix {
         assert_eq!(x.len(), m * self.cols, "activations of the wrong width");
         let activations = quantize(x, self.cols);
         let mut out = vec![0f32; m * self.rows];
-        // Tasks own bands of weight rows (output columns); each writes its band of every row.
-        let band = (self.rows / (4 * rayon::current_num_threads()).max(1))
-            .clamp(4, 256)
-            .next_multiple_of(4);
-        let bands: Vec<(usize, Vec<f32>)> = (0..self.rows)
-            .step_by(band)
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .map(|c0| {
-                let c1 = (c0 + band).min(self.rows);
-                let mut part = vec![0f32; m * (c1 - c0)];
-                self.band(&activations, m, c0..c1, &mut part);
-                (c0, part)
-            })
-            .collect();
-        for (c0, part) in bands {
-            let width = part.len() / m;
-            for r in 0..m {
-                out[r * self.rows + c0..r * self.rows + c0 + width]
-                    .copy_from_slice(&part[r * width..(r + 1) * width]);
-            }
-        }
+        let groups = self.rows.div_ceil(PANEL);
+        // Tasks own bands of panel groups (output columns) and write them into every row of
+        // `out`; bands are small enough for every thread to get several.
+        let band = (groups / (4 * rayon::current_num_threads())).clamp(1, 16);
+        let out_ptr = SharedOut(out.as_mut_ptr());
+        (0..groups.div_ceil(band)).into_par_iter().for_each(|t| {
+            let groups = t * band..((t + 1) * band).min(groups);
+            // SAFETY: bands are disjoint column ranges of `out`, which outlives the loop.
+            unsafe { self.band(&activations, m, groups, out_ptr.get()) };
+        });
         out
     }
 
-    /// Output columns `cols` of every row into `out` (`[m, cols.len()]`).
-    fn band(&self, x: &Quantized, m: usize, cols: std::ops::Range<usize>, out: &mut [f32]) {
+    /// Panel groups `groups` (output columns `16 g..`) of every row into `out` (`[m, rows]`).
+    ///
+    /// # Safety
+    /// `out` holds `m * rows` floats and no other thread writes these columns.
+    unsafe fn band(&self, x: &Quantized, m: usize, groups: std::ops::Range<usize>, out: *mut f32) {
         #[cfg(target_arch = "x86_64")]
         if Q8Matrix::available() {
-            // SAFETY: the CPU has the features the kernel is compiled for; every slice it reads
-            // is whole blocks of a row (checked at construction and by `quantize`).
-            unsafe { avx512::band(self, x, m, cols, out) };
+            // SAFETY: the CPU has the features; reads stay within whole panels and blocks.
+            unsafe { avx512::band(self, x, m, groups, out) };
             return;
         }
-        self.band_scalar(x, m, cols, out);
+        // SAFETY: as the caller's.
+        unsafe { self.band_scalar(x, m, groups, out) };
     }
 
-    fn band_scalar(&self, x: &Quantized, m: usize, cols: std::ops::Range<usize>, out: &mut [f32]) {
+    /// The same arithmetic, one output at a time (the kernel's reference).
+    ///
+    /// # Safety
+    /// As [`Q8Matrix::band`]'s.
+    unsafe fn band_scalar(
+        &self,
+        x: &Quantized,
+        m: usize,
+        groups: std::ops::Range<usize>,
+        out: *mut f32,
+    ) {
         let blocks = self.cols / BLOCK;
-        let width = cols.len();
+        let offset = self.packing.offset();
         for r in 0..m {
-            for (j, c) in cols.clone().enumerate() {
+            for c in groups.start * PANEL..(groups.end * PANEL).min(self.rows) {
                 let mut sum = 0f32;
                 for b in 0..blocks {
-                    let xs = &x.values[(r * blocks + b) * BLOCK..][..BLOCK];
-                    let ws = self.block(c, b);
-                    let dot: i32 = xs.iter().zip(ws).map(|(&a, w)| a as i32 * w as i32).sum();
-                    sum += dot as f32 * x.scales[r * blocks + b] * self.scales[c * blocks + b];
+                    let at = r * blocks + b;
+                    let xs = &x.values[at * BLOCK..][..BLOCK];
+                    let ws = self.stored(c, b);
+                    let dot = |range: std::ops::Range<usize>| -> i32 {
+                        range.map(|j| xs[j] as i32 * ws[j] as i32).sum()
+                    };
+                    let [s0, s1] = x.sums[at];
+                    let [a, c2] = self.block_scales(c, b);
+                    let block = match self.packing {
+                        Packing::Bytes | Packing::Five => {
+                            (dot(0..BLOCK) - offset * (s0 + s1)) as f32 * (a * x.scales[at])
+                        }
+                        Packing::Four => {
+                            a.mul_add(dot(0..BLOCK) as f32, -(c2 * (s0 + s1) as f32)) * x.scales[at]
+                        }
+                        Packing::Six => {
+                            c2.mul_add(
+                                (dot(16..BLOCK) - offset * s1) as f32,
+                                a * (dot(0..16) - offset * s0) as f32,
+                            ) * x.scales[at]
+                        }
+                    };
+                    sum += block;
                 }
-                out[r * width + j] = sum;
+                // SAFETY: `r * rows + c` is within `out` (caller).
+                unsafe { *out.add(r * self.rows + c) = sum };
             }
         }
     }
 }
 
-fn f16_at(block: &[u8]) -> f32 {
-    half::f16::from_le_bytes([block[0], block[1]]).to_f32()
+/// A panel's lines from its 8 unpacked lines.
+fn pack_panel(packing: Packing, values: &[[u8; 64]; 8], panel: &mut [Line]) {
+    let nibbles = |panel: &mut [Line]| {
+        for (v, line) in panel[..4].iter_mut().enumerate() {
+            for (i, byte) in line.0.iter_mut().enumerate() {
+                *byte = (values[2 * v][i] & 0x0F) | (values[2 * v + 1][i] << 4);
+            }
+        }
+    };
+    let masks = |panel: &mut Line, bit: u8| {
+        for (k, v) in values.iter().enumerate() {
+            let mask: u64 = v
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| (((x >> bit) & 1) as u64) << i)
+                .sum();
+            panel.0[8 * k..8 * k + 8].copy_from_slice(&mask.to_le_bytes());
+        }
+    };
+    match packing {
+        Packing::Bytes => {
+            for (line, v) in panel.iter_mut().zip(values) {
+                line.0 = *v;
+            }
+        }
+        Packing::Five => {
+            nibbles(panel);
+            masks(&mut panel[4], 4);
+        }
+        Packing::Four => nibbles(panel),
+        Packing::Six => {
+            nibbles(panel);
+            masks(&mut panel[4], 4);
+            masks(&mut panel[5], 5);
+        }
+    }
 }
 
-/// Activations quantized as Q8_0 is (ggml's reference rounding): per block of 32, the scale is
-/// the largest magnitude over 127.
+fn f16_at(bytes: &[u8]) -> f32 {
+    half::f16::from_le_bytes([bytes[0], bytes[1]]).to_f32()
+}
+
+/// `out` for tasks that write disjoint parts of it.
+#[derive(Clone, Copy)]
+struct SharedOut(*mut f32);
+
+// SAFETY: tasks write disjoint ranges (see `Q8Matrix::matmul`).
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// Activations quantized as ggml's Q8_0 (per block of 32, the scale is the largest magnitude
+/// over 127, kept as f16 rounds it; values rounded half to even as its SIMD paths do), with the
+/// sums of each block's two halves of values for the weights' offsets and minimums.
 struct Quantized {
     values: Vec<i8>,
     scales: Vec<f32>,
+    sums: Vec<[i32; 2]>,
 }
+
+/// 1.5·2^23: a float this large has no fraction bits left.
+const ROUND: f32 = 12_582_912.0;
 
 fn quantize(x: &[f32], cols: usize) -> Quantized {
     let mut values = vec![0i8; x.len()];
     let mut scales = vec![0f32; x.len() / BLOCK];
+    let mut sums = vec![[0i32; 2]; x.len() / BLOCK];
+    let per_row = cols / BLOCK;
     values
         .par_chunks_mut(cols)
-        .zip(scales.par_chunks_mut(cols / BLOCK))
+        .zip(scales.par_chunks_mut(per_row))
+        .zip(sums.par_chunks_mut(per_row))
         .zip(x.par_chunks(cols))
-        .for_each(|((v, s), x)| {
-            for ((v, s), x) in v.chunks_mut(BLOCK).zip(s).zip(x.chunks(BLOCK)) {
+        .for_each(|(((v, s), sum), x)| {
+            for (((v, s), sum), x) in v.chunks_mut(BLOCK).zip(s).zip(sum).zip(x.chunks(BLOCK)) {
                 let amax = x.iter().fold(0f32, |m, &a| m.max(a.abs()));
                 let d = amax / 127.0;
                 let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-                // The scale as f16 rounds it, as ggml stores it.
                 *s = half::f16::from_f32(d).to_f32();
                 for (v, &a) in v.iter_mut().zip(x) {
-                    *v = (a * id).round() as i8;
+                    // Half to even by the float unit's own rounding: adding 1.5·2^23 leaves no
+                    // fraction bits (|a·id| <= 127). `round_ties_even` is a libm call here.
+                    *v = ((a * id + ROUND) - ROUND) as i8;
                 }
+                let half = |h: &[i8]| h.iter().map(|&v| v as i32).sum();
+                *sum = [half(&v[..16]), half(&v[16..])];
             }
         });
-    Quantized { values, scales }
+    Quantized {
+        values,
+        scales,
+        sums,
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{Q8Matrix, Quantized, Values, BLOCK};
+    use super::{Packing, Q8Matrix, Quantized, Scales, BLOCK, PANEL};
 
-    /// Output columns `cols` of every row, in tiles of up to 4 rows by 4 columns.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    /// Panel groups `groups` of every row, in tiles of up to 4 rows by 2 panels (one row by 4
+    /// panels when there are fewer than 4 rows: a decoding step).
+    ///
+    /// # Safety
+    /// The CPU has the features enabled here; `out` is as [`Q8Matrix::band`] requires.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
     pub unsafe fn band(
         w: &Q8Matrix,
         x: &Quantized,
         m: usize,
-        cols: std::ops::Range<usize>,
-        out: &mut [f32],
+        groups: std::ops::Range<usize>,
+        out: *mut f32,
     ) {
-        let width = cols.len();
-        let mut r = 0;
-        while r < m {
-            let rows = (m - r).min(4);
-            let mut c = cols.start;
-            while c < cols.end {
-                let n = (cols.end - c).min(4);
-                // SAFETY: the tile lies within the matrix and the activations (caller).
-                unsafe {
-                    match (rows, n) {
-                        (4, 4) => tiles::<4, 4>(w, x, r, c, cols.start, width, out),
-                        (4, _) => {
-                            for cc in c..c + n {
-                                tiles::<4, 1>(w, x, r, cc, cols.start, width, out)
-                            }
-                        }
-                        (_, 4) => {
+        let mut g = groups.start;
+        while g < groups.end {
+            let left = groups.end - g;
+            // SAFETY (every call): the tile's rows lie in `0..m` and its panels in `groups`.
+            unsafe {
+                if m < 4 && left >= 4 {
+                    for r in 0..m {
+                        tiles::<1, 4>(w, x, r, g, out);
+                    }
+                    g += 4;
+                    continue;
+                }
+                let width = left.min(2);
+                let mut r = 0;
+                while r < m {
+                    let rows = (m - r).min(4);
+                    match (rows, width) {
+                        (4, 2) => tiles::<4, 2>(w, x, r, g, out),
+                        (4, _) => tiles::<4, 1>(w, x, r, g, out),
+                        (_, 2) => {
                             for rr in r..r + rows {
-                                tiles::<1, 4>(w, x, rr, c, cols.start, width, out)
+                                tiles::<1, 2>(w, x, rr, g, out)
                             }
                         }
                         _ => {
                             for rr in r..r + rows {
-                                for cc in c..c + n {
-                                    tiles::<1, 1>(w, x, rr, cc, cols.start, width, out)
-                                }
+                                tiles::<1, 1>(w, x, rr, g, out)
                             }
                         }
                     }
+                    r += rows;
                 }
-                c += n;
+                g += width;
             }
-            r += rows;
         }
     }
 
+    const BYTES: u8 = 0;
+    const FIVE: u8 = 1;
+    const FOUR: u8 = 2;
+    const SIX: u8 = 3;
+
     /// The tile for the matrix's packing (one branch, outside the loops).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn tiles<const R: usize, const C: usize>(
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
+    unsafe fn tiles<const R: usize, const G: usize>(
         w: &Q8Matrix,
         x: &Quantized,
         r: usize,
-        c: usize,
-        first_col: usize,
-        width: usize,
-        out: &mut [f32],
+        g: usize,
+        out: *mut f32,
     ) {
         // SAFETY: as the caller's.
         unsafe {
-            match &w.values {
-                Values::Bytes(_) => tile::<R, C, false>(w, x, r, c, first_col, width, out),
-                Values::Five { .. } => tile::<R, C, true>(w, x, r, c, first_col, width, out),
+            match w.packing {
+                Packing::Bytes => tile::<R, G, BYTES>(w, x, r, g, out),
+                Packing::Five => tile::<R, G, FIVE>(w, x, r, g, out),
+                Packing::Four => tile::<R, G, FOUR>(w, x, r, g, out),
+                Packing::Six => tile::<R, G, SIX>(w, x, r, g, out),
             }
         }
     }
 
-    /// 64 weight integers (two blocks; the second zero when `whole` is false) of row `row` at
-    /// block pair `p`, unpacked from Q5_0's nibbles and fifth bits when `FIVE`.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-    unsafe fn weights<const FIVE: bool>(
-        w: &Q8Matrix,
-        row: usize,
-        p: usize,
-        whole: bool,
-    ) -> __m512i {
-        let blocks = w.cols / BLOCK;
-        let first = row * blocks + 2 * p;
-        // SAFETY: block `first` (and `first + 1` when `whole`) lie within row `row`.
+    /// Line `k` of a panel, unpacked to its 64 unsigned integers.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn line<const P: u8>(panel: *const u8, k: usize) -> __m512i {
+        // SAFETY: `panel` points at a whole panel of `P`'s packing, 64-byte aligned.
         unsafe {
-            match &w.values {
-                Values::Bytes(v) if !FIVE => {
-                    let mask: __mmask64 = if whole { !0 } else { 0xFFFF_FFFF };
-                    _mm512_maskz_loadu_epi8(mask, v.as_ptr().add(first * BLOCK))
-                }
-                Values::Five { low, high } => {
-                    let mask: __mmask32 = if whole { !0 } else { 0xFFFF };
-                    let raw = _mm256_maskz_loadu_epi8(
-                        mask,
-                        low.as_ptr().add(first * BLOCK / 2) as *const i8,
-                    );
-                    let nibble = _mm256_set1_epi8(0x0F);
-                    let lo = _mm256_and_si256(raw, nibble);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble);
-                    // [b0 low, b1 low, b0 high, b1 high] -> [b0 low, b0 high, b1 low, b1 high]
-                    let both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                    let ordered = _mm512_shuffle_i64x2(both, both, 0b11_01_10_00);
-                    let second = if whole {
-                        *high.get_unchecked(first + 1)
-                    } else {
-                        0
-                    };
-                    let bits = *high.get_unchecked(first) as u64 | (second as u64) << 32;
-                    let fifth = _mm512_maskz_mov_epi8(bits, _mm512_set1_epi8(0x10));
-                    _mm512_sub_epi8(_mm512_or_si512(ordered, fifth), _mm512_set1_epi8(16))
-                }
-                Values::Bytes(_) => unreachable!("FIVE is the packing's"),
+            if P == BYTES {
+                return _mm512_load_si512(panel.add(k * 64) as *const _);
             }
+            let raw = _mm512_load_si512(panel.add(k / 2 * 64) as *const _);
+            let nibble = _mm512_set1_epi8(0x0F);
+            let mut v = if k.is_multiple_of(2) {
+                _mm512_and_si512(raw, nibble)
+            } else {
+                _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble)
+            };
+            if P == FIVE || P == SIX {
+                let bits = (panel.add(4 * 64 + 8 * k) as *const u64).read_unaligned();
+                v = _mm512_mask_add_epi8(v, bits, v, _mm512_set1_epi8(16));
+            }
+            if P == SIX {
+                let bits = (panel.add(5 * 64 + 8 * k) as *const u64).read_unaligned();
+                v = _mm512_mask_add_epi8(v, bits, v, _mm512_set1_epi8(32));
+            }
+            v
         }
     }
 
-    /// Rows `r..r + R` times weight rows `c..c + C`, two blocks (64 bytes) a step: the
-    /// activation's magnitudes as unsigned bytes, its signs moved onto the weights, `vpdpbusd`
-    /// into 16 lanes (8 per block), scaled by both blocks' scales into f32 accumulators.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)] // a kernel over tiles
-    unsafe fn tile<const R: usize, const C: usize, const FIVE: bool>(
+    /// Rows `r..r + R` of the output times panel groups `g..g + G`: for each block, 8 steps of
+    /// `vpdpbusd` (4 inputs of each row, broadcast, times 16 columns of each panel) into i32
+    /// lanes (Q6_K: one sum per half block), the offsets and minimums taken back with the row's
+    /// block sums, scaled by both sides' scales into f32 accumulators that are the output's
+    /// columns.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
+    #[allow(clippy::needless_range_loop)] // a kernel over tiles
+    unsafe fn tile<const R: usize, const G: usize, const P: u8>(
         w: &Q8Matrix,
         x: &Quantized,
         r: usize,
-        c: usize,
-        first_col: usize,
-        width: usize,
-        out: &mut [f32],
+        g: usize,
+        out: *mut f32,
     ) {
         let blocks = w.cols / BLOCK;
-        let pairs = blocks / 2;
-        let zero = _mm512_setzero_si512();
-        let mut acc = [[_mm512_setzero_ps(); C]; R];
+        let per_panel = w.packing.lines();
+        let offset = w.packing.offset();
+        let mut acc = [[_mm512_setzero_ps(); G]; R];
+        let lines = w.lines.as_ptr() as *const u8;
         let x_values = x.values.as_ptr();
-        let x_scales = x.scales.as_ptr();
-        let w_scales = w.scales.as_ptr();
-        // SAFETY (the loop): row i of either matrix holds `blocks` blocks of 32 values and
-        // `blocks` scales; every load reads within row r + i or c + j.
-        for p in 0..pairs + blocks % 2 {
-            // The last step of an odd count reads one block, the upper half zero.
-            let whole = p < pairs;
-            let half_mask: __mmask64 = if whole { !0 } else { 0xFFFF_FFFF };
-            let mut magnitude = [zero; R];
-            let mut negative = [0u64; R];
-            let mut x_scale = [_mm512_setzero_ps(); R];
-            for i in 0..R {
-                unsafe {
-                    let at = (r + i) * w.cols + p * 2 * BLOCK;
-                    let v = _mm512_maskz_loadu_epi8(half_mask, x_values.add(at));
-                    magnitude[i] = _mm512_abs_epi8(v);
-                    negative[i] = _mm512_movepi8_mask(v);
-                    let s = x_scales.add((r + i) * blocks + 2 * p);
-                    let hi = if whole { *s.add(1) } else { 0.0 };
-                    x_scale[i] =
-                        _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(*s), _mm512_set1_ps(hi));
+        // SAFETY (the loop): panel (g + j, b) exists for every j < G and b < blocks (the
+        // caller's groups), and rows r + i < m hold `blocks` blocks of activations.
+        for b in 0..blocks {
+            // Q6_K keeps the halves' sums apart; the others add into one.
+            let mut dot = [[[_mm512_setzero_si512(); G]; R]; 2];
+            let panels: [*const u8; G] = std::array::from_fn(|j| unsafe {
+                lines.add(((g + j) * blocks + b) * per_panel * 64)
+            });
+            for k in 0..8 {
+                let h = if P == SIX { k / 4 } else { 0 };
+                let weights: [__m512i; G] =
+                    std::array::from_fn(|j| unsafe { line::<P>(panels[j], k) });
+                for i in 0..R {
+                    let quad = unsafe {
+                        (x_values.add(((r + i) * blocks + b) * BLOCK + 4 * k) as *const i32)
+                            .read_unaligned()
+                    };
+                    let quad = _mm512_set1_epi32(quad);
+                    for j in 0..G {
+                        dot[h][i][j] = _mm512_dpbusd_epi32(dot[h][i][j], weights[j], quad);
+                    }
                 }
             }
-            for j in 0..C {
-                let (wv, w_scale) = unsafe {
-                    let wv = weights::<FIVE>(w, c + j, p, whole);
-                    let s = w_scales.add((c + j) * blocks + 2 * p);
-                    let hi = if whole { *s.add(1) } else { 0.0 };
-                    (
-                        wv,
-                        _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(*s), _mm512_set1_ps(hi)),
-                    )
-                };
-                for i in 0..R {
-                    let signed = _mm512_mask_sub_epi8(wv, negative[i], zero, wv);
-                    let dot = _mm512_dpbusd_epi32(zero, magnitude[i], signed);
-                    acc[i][j] = _mm512_fmadd_ps(
-                        _mm512_cvtepi32_ps(dot),
-                        _mm512_mul_ps(x_scale[i], w_scale),
-                        acc[i][j],
-                    );
+            let panel = |j: usize| ((g + j) * blocks + b) * PANEL;
+            let scales: [[__m512; 2]; G] = std::array::from_fn(|j| unsafe {
+                match &w.scales {
+                    Scales::Half(s) => [
+                        _mm512_cvtph_ps(_mm256_loadu_si256(s.as_ptr().add(panel(j)) as *const _)),
+                        _mm512_setzero_ps(),
+                    ],
+                    Scales::Full(s) => [
+                        _mm512_loadu_ps(s.as_ptr().add(2 * panel(j))),
+                        _mm512_loadu_ps(s.as_ptr().add(2 * panel(j) + PANEL)),
+                    ],
+                }
+            });
+            for i in 0..R {
+                let at = (r + i) * blocks + b;
+                let ([s0, s1], x_scale) =
+                    unsafe { (*x.sums.get_unchecked(at), *x.scales.get_unchecked(at)) };
+                let x_scale = _mm512_set1_ps(x_scale);
+                for j in 0..G {
+                    let [a, c] = scales[j];
+                    let block = match P {
+                        BYTES | FIVE => {
+                            let exact = _mm512_sub_epi32(
+                                dot[0][i][j],
+                                _mm512_set1_epi32(offset * (s0 + s1)),
+                            );
+                            _mm512_mul_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(a, x_scale))
+                        }
+                        FOUR => _mm512_mul_ps(
+                            _mm512_fmsub_ps(
+                                a,
+                                _mm512_cvtepi32_ps(dot[0][i][j]),
+                                _mm512_mul_ps(c, _mm512_set1_ps((s0 + s1) as f32)),
+                            ),
+                            x_scale,
+                        ),
+                        _ => {
+                            let first =
+                                _mm512_sub_epi32(dot[0][i][j], _mm512_set1_epi32(offset * s0));
+                            let second =
+                                _mm512_sub_epi32(dot[1][i][j], _mm512_set1_epi32(offset * s1));
+                            _mm512_mul_ps(
+                                _mm512_fmadd_ps(
+                                    c,
+                                    _mm512_cvtepi32_ps(second),
+                                    _mm512_mul_ps(a, _mm512_cvtepi32_ps(first)),
+                                ),
+                                x_scale,
+                            )
+                        }
+                    };
+                    acc[i][j] = _mm512_add_ps(acc[i][j], block);
                 }
             }
         }
         for i in 0..R {
-            for j in 0..C {
-                out[(r + i) * width + c + j - first_col] = _mm512_reduce_add_ps(acc[i][j]);
+            for j in 0..G {
+                let first = (g + j) * PANEL;
+                let valid = w.rows.saturating_sub(first).min(PANEL);
+                let mask: __mmask16 = if valid == PANEL {
+                    !0
+                } else {
+                    (1u16 << valid) - 1
+                };
+                // SAFETY: columns first..first + valid of row r + i lie in `out`.
+                unsafe {
+                    _mm512_mask_storeu_ps(out.add((r + i) * w.rows + first), mask, acc[i][j])
+                };
             }
         }
     }
@@ -415,6 +800,9 @@ mod avx512 {
 
 #[cfg(test)]
 mod tests {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::{Device, Tensor};
+
     use super::*;
 
     fn random(n: usize, seed: u64) -> Vec<f32> {
@@ -429,42 +817,113 @@ mod tests {
             .collect()
     }
 
-    /// The kernel equals the integer arithmetic it stands for (the scalar loop), at tile edges
-    /// (rows and columns not multiples of 4) and with an odd number of blocks.
+    const TYPES: [GgmlDType; 4] = [
+        GgmlDType::Q8_0,
+        GgmlDType::Q5_0,
+        GgmlDType::Q4K,
+        GgmlDType::Q6K,
+    ];
+
+    /// `w` (`rows` by `cols`) quantized by candle (ggml's formats), as a panel matrix and as
+    /// candle's own dequantized values.
+    fn quantized(w: &[f32], rows: usize, cols: usize, dtype: GgmlDType) -> (Q8Matrix, Vec<f32>) {
+        let dev = Device::Cpu;
+        let t = Tensor::from_slice(w, (rows, cols), &dev).unwrap();
+        let q = QTensor::quantize(&t, dtype).unwrap();
+        let data = q.data().unwrap();
+        let matrix = match dtype {
+            GgmlDType::Q8_0 => Q8Matrix::from_q8_0(&data, rows, cols),
+            GgmlDType::Q5_0 => Q8Matrix::from_q5_0(&data, rows, cols),
+            GgmlDType::Q4K => Q8Matrix::from_q4_k(&data, rows, cols),
+            GgmlDType::Q6K => Q8Matrix::from_q6_k(&data, rows, cols),
+            other => unreachable!("{other:?}"),
+        }
+        .unwrap();
+        let dense = q.dequantize(&dev).unwrap().flatten_all().unwrap();
+        (matrix, dense.to_vec1().unwrap())
+    }
+
+    /// The panels hold the file's weights: every block reads back as candle (ggml's formulas)
+    /// dequantizes it, for every packing, with rows that leave the last panel part padding.
+    #[test]
+    fn panels_read_back_the_weights() {
+        let (rows, cols) = (21, 512);
+        let w = random(rows * cols, 3);
+        for dtype in TYPES {
+            let (matrix, dense) = quantized(&w, rows, cols, dtype);
+            for row in 0..rows {
+                for b in 0..cols / BLOCK {
+                    let got = matrix.dequantized(row, b);
+                    let expected = &dense[row * cols + b * BLOCK..][..BLOCK];
+                    for (g, e) in got.iter().zip(expected) {
+                        assert!(
+                            (g - e).abs() <= 1e-6 * e.abs().max(1e-3),
+                            "{dtype:?} row {row} block {b}: {g} vs {e}"
+                        );
+                    }
+                }
+            }
+        }
+        // Q8_0 and Q5_0 take the file's bytes (34 and 22 a block), plus the padding rows.
+        let padded = 32 * cols / BLOCK;
+        assert_eq!(
+            quantized(&w, rows, cols, GgmlDType::Q8_0).0.bytes(),
+            padded * 34
+        );
+        assert_eq!(
+            quantized(&w, rows, cols, GgmlDType::Q5_0).0.bytes(),
+            padded * 22
+        );
+    }
+
+    /// The kernel equals the integer arithmetic it stands for (the scalar loop) for every
+    /// packing, at tile edges (rows not multiples of 4, columns not of 16 or 32), with one row
+    /// (the decoding tile) and several; and that arithmetic is the matmul with the dequantized
+    /// weights, up to the activations' 8-bit rounding.
     #[test]
     fn the_kernel_equals_the_scalar_arithmetic() {
-        for (m, rows, cols) in [(1, 7, 64), (5, 9, 96), (4, 8, 896), (13, 130, 128)] {
+        for (m, rows, cols) in [
+            (1, 7, 256),
+            (1, 130, 512),
+            (2, 70, 256),
+            (5, 9, 768),
+            (4, 48, 256),
+            (13, 130, 256),
+        ] {
             let w = random(rows * cols, 1);
-            let blocks: Vec<u8> = w
-                .chunks(BLOCK)
-                .flat_map(|b| {
-                    let amax = b.iter().fold(0f32, |m, &a| m.max(a.abs()));
-                    let d = half::f16::from_f32(amax / 127.0);
-                    let inv = if d.to_f32() > 0.0 {
-                        1.0 / d.to_f32()
-                    } else {
-                        0.0
-                    };
-                    let mut out = d.to_le_bytes().to_vec();
-                    out.extend(
-                        b.iter()
-                            .map(|&a| (a * inv).round().clamp(-127.0, 127.0) as i8 as u8),
-                    );
-                    out
-                })
-                .collect();
-            let matrix = Q8Matrix::from_q8_0(&blocks, rows, cols).unwrap();
             let x = random(m * cols, 2);
-            let got = matrix.matmul(&x, m);
-            let mut expected = vec![0f32; m * rows];
-            matrix.band_scalar(&quantize(&x, cols), m, 0..rows, &mut expected);
-            for (g, e) in got.iter().zip(&expected) {
-                assert!(
-                    (g - e).abs() <= 1e-4 * e.abs().max(1.0),
-                    "{m}x{rows}x{cols}: {g} vs {e}"
-                );
+            for dtype in TYPES {
+                let (matrix, dense) = quantized(&w, rows, cols, dtype);
+                let got = matrix.matmul(&x, m);
+                let mut expected = vec![0f32; m * rows];
+                let groups = rows.div_ceil(PANEL);
+                // SAFETY: `expected` holds m * rows floats; one thread writes it.
+                unsafe {
+                    matrix.band_scalar(&quantize(&x, cols), m, 0..groups, expected.as_mut_ptr())
+                };
+                for (g, e) in got.iter().zip(&expected) {
+                    assert!(
+                        (g - e).abs() <= 1e-5 * e.abs().max(1.0),
+                        "{m}x{rows}x{cols} {dtype:?}: {g} vs {e}"
+                    );
+                }
+                for r in 0..m {
+                    for c in 0..rows {
+                        let exact: f32 = (0..cols)
+                            .map(|k| x[r * cols + k] * dense[c * cols + k])
+                            .sum();
+                        let g = got[r * rows + c];
+                        assert!(
+                            (g - exact).abs() < 0.01 * (cols as f32).sqrt(),
+                            "{m}x{rows}x{cols} {dtype:?}: {g} vs the dense {exact}"
+                        );
+                    }
+                }
             }
         }
         assert!(Q8Matrix::from_q8_0(&[0; 33], 1, 32).is_err());
+        assert!(Q8Matrix::from_q5_0(&[0; 23], 1, 32).is_err());
+        assert!(Q8Matrix::from_q4_k(&[0; 144], 1, 32).is_err());
+        assert!(Q8Matrix::from_q6_k(&[0; 209], 1, 256).is_err());
     }
 }
