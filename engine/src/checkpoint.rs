@@ -1,5 +1,6 @@
-//! A checkpoint's weights by name: safetensors (single-file or sharded, f32/f16/bf16, all
-//! converted to f32 on load: f32 is the fastest CPU path for small models) or a GGUF file
+//! A checkpoint's weights by name: safetensors (single-file or sharded, f32/f16/bf16; f16/bf16
+//! matrices stay half where the CPU kernel multiplies them, [`crate::linear::keeps_half`], and
+//! everything else becomes f32) or a GGUF file
 //! ([`crate::gguf`]; quantized tensors stay in their blocks, [`Stored::Quantized`]).
 //!
 //! Tensors are kept under `transformers`' Qwen2 names. A LLaDA checkpoint's own names
@@ -17,7 +18,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::gguf::{llada_name, rename, Naming};
-use crate::linear::Stored;
+use crate::linear::{keeps_half, Stored};
 
 pub const SINGLE_FILE: &str = "model.safetensors";
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
@@ -155,6 +156,11 @@ impl Weights {
             safetensors::SafeTensors::deserialize(bytes).map_err(|e| corrupt(e.to_string()))?;
         let file_index = self.files.len();
         self.files.push(path.to_path_buf());
+        let params: usize = st
+            .tensors()
+            .iter()
+            .map(|(_, v)| v.shape().iter().product::<usize>())
+            .sum();
         for (name, view) in st.tensors() {
             match view.dtype() {
                 safetensors::Dtype::F32 | safetensors::Dtype::F16 | safetensors::Dtype::BF16 => {}
@@ -166,9 +172,16 @@ impl Weights {
                     })
                 }
             }
+            // An f16/bf16 matrix stays half where the CPU kernel multiplies it (half the memory
+            // and half the reading a step does); f32 is asked for, so vectors are widened.
+            let half = matches!(
+                view.dtype(),
+                safetensors::Dtype::F16 | safetensors::Dtype::BF16
+            ) && dtype == DType::F32
+                && keeps_half(params, view.shape(), device);
             let tensor = view
                 .load(&Device::Cpu)
-                .and_then(|t| t.to_dtype(dtype))
+                .and_then(|t| if half { Ok(t) } else { t.to_dtype(dtype) })
                 .and_then(|t| t.to_device(device))
                 .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
             let ours = Weights::ours(&name);
@@ -189,11 +202,7 @@ impl Weights {
     /// expected shape.
     pub fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
         let stored = self.stored(name, shape)?;
-        let device = match &stored {
-            Stored::Dense(t) => t.device().clone(),
-            Stored::Quantized(q) => q.device(),
-        };
-        stored.dense(&device)
+        stored.dense(&stored.device())
     }
 
     /// The tensor `name` as stored, checked against the expected shape.
@@ -218,13 +227,7 @@ impl Weights {
     pub fn dense_tensors(&self) -> Result<HashMap<String, Tensor>> {
         self.tensors
             .iter()
-            .map(|(name, (stored, _))| {
-                let device = match stored {
-                    Stored::Dense(t) => t.device().clone(),
-                    Stored::Quantized(q) => q.device(),
-                };
-                Ok((name.clone(), stored.dense(&device)?))
-            })
+            .map(|(name, (stored, _))| Ok((name.clone(), stored.dense(&stored.device())?)))
             .collect()
     }
 

@@ -13,16 +13,32 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
-use candle_core::{CpuStorage, Device, Module, Storage, Tensor};
+use candle_core::{CpuStorage, DType, Device, Module, Storage, Tensor};
 
 use crate::error::Result;
+use crate::ops::half::{HalfKind, HalfMatrix};
 use crate::ops::q8::Q8Matrix;
 
-/// One weight as a checkpoint holds it: dense (f32 on the model's device) or quantized blocks.
+/// One weight as a checkpoint holds it: dense (f32 on the model's device, or a matrix kept in
+/// the file's f16/bf16 where [`HalfMatrix`] multiplies it: see [`keeps_half`]) or quantized
+/// blocks.
 #[derive(Clone)]
 pub enum Stored {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
+}
+
+/// Checkpoints of fewer parameters are widened to f32 whatever their files hold: their weights
+/// fit the caches, where f32 matrix multiplication (gemm) beats widening every weight again on
+/// each call (the shipped 2M model is stored f16 and runs f32). Past it, memory and the bytes a
+/// decoding step reads matter more.
+pub const HALF_FROM_PARAMS: usize = 8 << 20;
+
+/// Whether a loader should keep a `dims`-shaped f16/bf16 weight of a checkpoint of `params`
+/// parameters half on `device` rather than widen it to f32: matrices of checkpoints of at least
+/// [`HALF_FROM_PARAMS`], on a CPU whose kernel multiplies them (vectors feed f32 ops).
+pub fn keeps_half(params: usize, dims: &[usize], device: &Device) -> bool {
+    params >= HALF_FROM_PARAMS && dims.len() == 2 && device.is_cpu() && HalfMatrix::available()
 }
 
 impl Stored {
@@ -36,9 +52,25 @@ impl Stored {
     /// The weight in f32.
     pub fn dense(&self, device: &Device) -> Result<Tensor> {
         Ok(match self {
-            Stored::Dense(t) => t.clone(),
+            Stored::Dense(t) => t.to_dtype(DType::F32)?,
             Stored::Quantized(q) => q.dequantize(device)?,
         })
+    }
+
+    pub fn device(&self) -> Device {
+        match self {
+            Stored::Dense(t) => t.device().clone(),
+            Stored::Quantized(q) => q.device(),
+        }
+    }
+
+    /// The half format of a dense weight kept half.
+    fn half_kind(&self) -> Option<HalfKind> {
+        match self {
+            Stored::Dense(t) if t.dtype() == DType::F16 => Some(HalfKind::F16),
+            Stored::Dense(t) if t.dtype() == DType::BF16 => Some(HalfKind::Bf16),
+            _ => None,
+        }
     }
 }
 
@@ -46,6 +78,8 @@ impl Stored {
 pub enum Linear {
     /// `[in, out]`, f32.
     Dense(Tensor),
+    /// f16 or bf16 weights, multiplied as they are ([`HalfMatrix`]).
+    Half(HalfMatrix),
     /// Parts whose outputs, side by side, are the projection's output.
     Quantized(Vec<Part>),
 }
@@ -71,6 +105,14 @@ impl Linear {
     /// The projection whose output is `parts`' outputs side by side; each part is a `[out_i, in]`
     /// weight (the checkpoint's layout).
     pub fn fused(parts: &[Stored], device: &Device) -> Result<Linear> {
+        if let Some(kind) = parts[0].half_kind() {
+            if parts.iter().all(|p| p.half_kind() == Some(kind))
+                && device.is_cpu()
+                && HalfMatrix::available()
+            {
+                return Linear::half(parts, kind);
+            }
+        }
         if parts.iter().all(|p| matches!(p, Stored::Dense(_))) {
             let dense: Vec<Tensor> = parts
                 .iter()
@@ -131,7 +173,9 @@ impl Linear {
                 Stored::Dense(t) => {
                     flush(&mut run, &mut matrices)?;
                     // QMatMul's dense form multiplies by the transpose of a `[out, in]` weight.
-                    matrices.push(Part::Candle(QMatMul::Tensor(t.contiguous()?)));
+                    matrices.push(Part::Candle(QMatMul::Tensor(
+                        t.to_dtype(DType::F32)?.contiguous()?,
+                    )));
                 }
             }
         }
@@ -139,9 +183,45 @@ impl Linear {
         Ok(Linear::Quantized(matrices))
     }
 
+    /// Half parts' rows, concatenated, as one [`HalfMatrix`].
+    fn half(parts: &[Stored], kind: HalfKind) -> Result<Linear> {
+        let cols = parts[0].dims()[1];
+        let mut bits: Vec<u16> = Vec::new();
+        let mut rows = 0;
+        for part in parts {
+            let Stored::Dense(t) = part else {
+                unreachable!("half parts are dense")
+            };
+            let (r, c) = t.dims2()?;
+            if c != cols {
+                return Err(candle_core::Error::Msg(format!(
+                    "fused projection parts of widths {cols} and {c}"
+                ))
+                .into());
+            }
+            rows += r;
+            let flat = t.flatten_all()?;
+            match kind {
+                HalfKind::F16 => {
+                    bits.extend(flat.to_vec1::<half::f16>()?.iter().map(|h| h.to_bits()))
+                }
+                HalfKind::Bf16 => {
+                    bits.extend(flat.to_vec1::<half::bf16>()?.iter().map(|h| h.to_bits()))
+                }
+            }
+        }
+        Ok(Linear::Half(HalfMatrix::new(&bits, rows, cols, kind)))
+    }
+
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         Ok(match self {
             Linear::Dense(w) => x.matmul(w)?,
+            Linear::Half(m) => {
+                let x = x.contiguous()?;
+                let rows = x.dim(0)?;
+                let out = with_rows(&x, |data| m.matmul(data, rows))?;
+                Tensor::from_vec(out, (rows, m.rows()), x.device())?
+            }
             Linear::Quantized(parts) => {
                 let x = x.contiguous()?;
                 let outs: Vec<Tensor> = parts
@@ -161,11 +241,17 @@ impl Linear {
         matches!(self, Linear::Quantized(_))
     }
 
+    /// Whether the weights are kept in f16/bf16.
+    pub fn is_half(&self) -> bool {
+        matches!(self, Linear::Half(_))
+    }
+
     /// Bytes the weights take in memory.
     pub fn bytes(&self) -> usize {
         let dense = |t: &Tensor| t.elem_count() * t.dtype().size_in_bytes();
         match self {
             Linear::Dense(w) => dense(w),
+            Linear::Half(m) => m.bytes(),
             Linear::Quantized(parts) => parts
                 .iter()
                 .map(|part| match part {
@@ -185,19 +271,24 @@ impl Part {
             Part::Candle(m) => Ok(m.forward(x)?),
             Part::Q8(m) => {
                 let rows = x.dim(0)?;
-                // The activations straight from the tensor's memory (`forward` made it
-                // contiguous): a copy per call is a cost a decoding step pays ~70 times.
-                let (storage, layout) = x.storage_and_layout();
-                let out = match (&*storage, layout.contiguous_offsets()) {
-                    (Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) => {
-                        m.matmul(&data[start..end], rows)
-                    }
-                    _ => m.matmul(&x.flatten_all()?.to_vec1::<f32>()?, rows),
-                };
+                let out = with_rows(x, |data| m.matmul(data, rows))?;
                 Ok(Tensor::from_vec(out, (rows, m.rows()), x.device())?)
             }
         }
     }
+}
+
+/// `f` of a contiguous f32 tensor's values, straight from its memory: a copy per call is a cost
+/// a decoding step would pay ~70 times.
+fn with_rows<T>(x: &Tensor, f: impl FnOnce(&[f32]) -> T) -> Result<T> {
+    let (storage, layout) = x.storage_and_layout();
+    Ok(match (&*storage, layout.contiguous_offsets()) {
+        (Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) => f(&data[start..end]),
+        _ => {
+            drop(storage);
+            f(&x.flatten_all()?.to_vec1::<f32>()?)
+        }
+    })
 }
 
 /// A Q5_0 matrix as Q8_0, value for value: a Q5_0 block is 32 five-bit integers in -16..=15
@@ -280,7 +371,7 @@ impl Embedding {
     /// `[ids.len(), hidden]`.
     pub fn lookup(&self, ids: &Tensor) -> Result<Tensor> {
         Ok(match self {
-            Embedding::Dense(t) => t.embedding(ids)?,
+            Embedding::Dense(t) => t.embedding(ids)?.to_dtype(DType::F32)?,
             Embedding::Quantized(q) => q.embedding(ids)?,
         })
     }

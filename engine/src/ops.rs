@@ -9,6 +9,7 @@
 //! They run on CPU storage only; [`portable`] composes the same operations from candle's own
 //! ops for every other device, and [`Kernels`] says which of the two a model uses.
 
+pub mod half;
 pub mod portable;
 pub mod q8;
 

@@ -179,6 +179,90 @@ fn q8_0_gguf_stays_quantized_and_close() {
     );
 }
 
+/// f16 and bf16 matrices (a GGUF's F16, a safetensors checkpoint's bf16) of a checkpoint past
+/// `HALF_FROM_PARAMS` stay half in memory where the CPU kernel multiplies them, and give the
+/// logits of the same rounded weights widened to f32 up to the order of the sums; a small
+/// checkpoint (the shipped model is stored f16) runs f32.
+#[test]
+fn half_weights_stay_half() {
+    let config: ModelConfig = serde_json::from_value(serde_json::json!({
+        "model_type": "qwen2", "vocab_size": 4096, "hidden_size": 512, "intermediate_size": 1536,
+        "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "max_position_embeddings": 512, "rope_theta": 10000.0, "tie_word_embeddings": false
+    }))
+    .unwrap();
+    let tensors = init_weights(&config, 11).unwrap();
+    let params: usize = tensors.values().map(|t| t.elem_count()).sum();
+    assert!(
+        params >= redraft_engine::linear::HALF_FROM_PARAMS,
+        "{params}"
+    );
+    let half = redraft_engine::ops::half::HalfMatrix::available();
+    let rounded = |dtype: DType| -> HashMap<String, Tensor> {
+        tensors
+            .iter()
+            .map(|(k, v)| {
+                let r = v.to_dtype(dtype).unwrap().to_dtype(DType::F32).unwrap();
+                (k.clone(), r)
+            })
+            .collect()
+    };
+    let (_d, f16) = write(
+        &model_gguf("dream", &config, &tensors, GgmlDType::F16),
+        "f16.gguf",
+    );
+    let (_d2, f16_wide) = write(
+        &model_gguf("dream", &config, &rounded(DType::F16), GgmlDType::F32),
+        "f16-as-f32.gguf",
+    );
+    // The bf16 checkpoint as safetensors, with the GGUF's vocabulary and settings beside it.
+    let bf16_dir = tempfile::tempdir().unwrap();
+    for file in ["redraft.json", "tokenizer.json"] {
+        std::fs::copy(default_model().join(file), bf16_dir.path().join(file)).unwrap();
+    }
+    std::fs::write(
+        bf16_dir.path().join("config.json"),
+        serde_json::to_string(&config).unwrap(),
+    )
+    .unwrap();
+    let bf16: HashMap<String, Tensor> = tensors
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_dtype(DType::BF16).unwrap()))
+        .collect();
+    candle_core::safetensors::save(&bf16, bf16_dir.path().join("model.safetensors")).unwrap();
+    let (_d3, bf16_wide) = write(
+        &model_gguf("dream", &config, &rounded(DType::BF16), GgmlDType::F32),
+        "bf16-as-f32.gguf",
+    );
+    for (name, path, wide) in [
+        ("f16", f16.as_path(), f16_wide.as_path()),
+        ("bf16", bf16_dir.path(), bf16_wide.as_path()),
+    ] {
+        let engine = Engine::load(path).unwrap();
+        let reference = Engine::load(wide).unwrap();
+        let ratio = engine.model().weight_bytes() as f64 / reference.model().weight_bytes() as f64;
+        let expected_ratio = if half { 0.5 } else { 1.0 };
+        assert!(
+            (ratio - expected_ratio).abs() < 0.01,
+            "{name} weights take {ratio:.3} of f32's memory"
+        );
+        let ids = reference.tokenizer().encode(CODE).unwrap();
+        let got = agreement(&logits(&reference, &ids), &logits(&engine, &ids));
+        // Only the order of the f32 sums differs; a wrong weight would move logits by ~0.1.
+        assert!(
+            got.max_diff < 1e-3 && got.top1 == 1.0,
+            "{name}: max |diff| {}, top-1 {:.3}",
+            got.max_diff,
+            got.top1
+        );
+    }
+    // The shipped model's f16 file runs f32 (4 bytes a weight).
+    let small = Engine::load(&default_model()).unwrap();
+    let params: usize = default_tensors().1.values().map(|t| t.elem_count()).sum();
+    let per_weight = small.model().weight_bytes() as f64 / params as f64;
+    assert!(per_weight > 3.9, "{per_weight} bytes a weight");
+}
+
 #[test]
 fn k_quants_run_at_their_widths() {
     // A random model at widths k-quants take (blocks of 256).

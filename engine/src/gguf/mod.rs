@@ -20,12 +20,12 @@ use std::sync::Arc;
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
-use candle_core::Device;
+use candle_core::{DType, Device};
 
 use crate::checkpoint::Weights;
 use crate::config::{AttentionPattern, ModelConfig, RedraftJson, TokenIds};
 use crate::error::{Error, Result};
-use crate::linear::Stored;
+use crate::linear::{keeps_half, Stored};
 use crate::tokenizer::Tokenizer;
 
 mod write;
@@ -108,6 +108,11 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
         }
     }
 
+    let params: usize = content
+        .tensor_infos
+        .values()
+        .map(|info| info.shape.elem_count())
+        .sum();
     let mut tensors = HashMap::new();
     for (name, info) in &content.tensor_infos {
         let Some(ours) = transformers_name(name) else {
@@ -128,12 +133,19 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
             content.tensor(&mut reader, name, device)
         }
         .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
+        let dense = |q: QTensor| {
+            // Half matrices stay half where the CPU kernel multiplies them; everything else is
+            // f32 (the dense path).
+            let half = keeps_half(params, q.shape().dims(), device);
+            match q.dtype() {
+                GgmlDType::F16 if half => q.dequantize_f16(device),
+                GgmlDType::BF16 if half => q.dequantize(device)?.to_dtype(DType::BF16),
+                _ => q.dequantize(device),
+            }
+            .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))
+        };
         let stored = match info.ggml_dtype {
-            // Half and full floats are multiplied as f32 (the dense path).
-            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Stored::Dense(
-                q.dequantize(device)
-                    .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?,
-            ),
+            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Stored::Dense(dense(q)?),
             _ => Stored::Quantized(Arc::new(q)),
         };
         tensors.insert(ours, stored);

@@ -1,0 +1,330 @@
+//! Half-precision weights on the CPU: f16 or bf16 matrices kept in their 2 bytes a weight and
+//! multiplied with f32 activations, each weight widened to f32 in registers (AVX-512: one
+//! instruction per 16 weights) and accumulated with FMAs.
+//!
+//! Why: a checkpoint's f16/bf16 matrices widened to f32 at load take twice the memory and twice
+//! the reading a decoding step does (every weight once per step); kept half they take the file's
+//! bytes. The layout is panels, as [`super::q8`]'s: 16 weight rows (output columns) side by side
+//! per input, so one load is 16 columns of one input, one FMA multiplies them with a broadcast
+//! activation, and the 16 sums land as 16 output columns. Tiles are up to 4 activation rows by
+//! 32 columns (decoding: one row by 64), every widened weight register used for 4 rows.
+//!
+//! Used only where the CPU has AVX-512 (F, BW, F16C); elsewhere the weights are widened to f32
+//! at load, as before.
+
+use rayon::prelude::*;
+
+/// Output columns per panel: the 16 f32 lanes of a 512-bit register.
+const PANEL: usize = 16;
+
+/// Which half format the weights are in.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum HalfKind {
+    F16,
+    Bf16,
+}
+
+/// A `[rows, cols]` matrix of f16 or bf16 weights in panels.
+pub struct HalfMatrix {
+    rows: usize,
+    cols: usize,
+    kind: HalfKind,
+    /// Group `g` (rows `16 g..16 g + 16`), input `k`: the 16 rows' weights at
+    /// `(g * cols + k) * 16`; the last group's missing rows are zero.
+    values: Vec<u16>,
+}
+
+impl HalfMatrix {
+    /// Whether this CPU runs the kernel.
+    pub fn available() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("f16c")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// From `rows` rows of `cols` half floats (`bits`, row-major, a checkpoint's `[out, in]`).
+    pub fn new(bits: &[u16], rows: usize, cols: usize, kind: HalfKind) -> HalfMatrix {
+        assert_eq!(bits.len(), rows * cols, "a [{rows}, {cols}] matrix");
+        let groups = rows.div_ceil(PANEL);
+        let mut values = vec![0u16; groups * cols * PANEL];
+        values
+            .par_chunks_mut(cols * PANEL)
+            .enumerate()
+            .for_each(|(g, panel)| {
+                for n in 0..PANEL.min(rows - g * PANEL) {
+                    let row = &bits[(g * PANEL + n) * cols..][..cols];
+                    for (k, &w) in row.iter().enumerate() {
+                        panel[k * PANEL + n] = w;
+                    }
+                }
+            });
+        HalfMatrix {
+            rows,
+            cols,
+            kind,
+            values,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn kind(&self) -> HalfKind {
+        self.kind
+    }
+
+    /// Bytes the matrix holds (the last panel's padding rows included).
+    pub fn bytes(&self) -> usize {
+        self.values.len() * 2
+    }
+
+    /// Weight `(row, k)` as f32.
+    fn weight(&self, row: usize, k: usize) -> f32 {
+        let bits = self.values[((row / PANEL) * self.cols + k) * PANEL + row % PANEL];
+        match self.kind {
+            HalfKind::F16 => half::f16::from_bits(bits).to_f32(),
+            HalfKind::Bf16 => half::bf16::from_bits(bits).to_f32(),
+        }
+    }
+
+    /// `x @ W^T` for `m` rows of `x` (`[m, cols]`, row-major): `[m, rows]`.
+    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        assert_eq!(x.len(), m * self.cols, "activations of the wrong width");
+        let mut out = vec![0f32; m * self.rows];
+        let groups = self.rows.div_ceil(PANEL);
+        let band = (groups / (4 * rayon::current_num_threads())).clamp(1, 16);
+        let out_ptr = SharedOut(out.as_mut_ptr());
+        (0..groups.div_ceil(band)).into_par_iter().for_each(|t| {
+            let groups = t * band..((t + 1) * band).min(groups);
+            // SAFETY: bands are disjoint column ranges of `out`, which outlives the loop.
+            unsafe { self.band(x, m, groups, out_ptr.get()) };
+        });
+        out
+    }
+
+    /// Panel groups `groups` of every row into `out` (`[m, rows]`).
+    ///
+    /// # Safety
+    /// `out` holds `m * rows` floats and no other thread writes these columns.
+    unsafe fn band(&self, x: &[f32], m: usize, groups: std::ops::Range<usize>, out: *mut f32) {
+        #[cfg(target_arch = "x86_64")]
+        if HalfMatrix::available() {
+            // SAFETY: the CPU has the features; reads stay within the panels and rows of `x`.
+            unsafe { avx512::band(self, x, m, groups, out) };
+            return;
+        }
+        for r in 0..m {
+            for c in groups.start * PANEL..(groups.end * PANEL).min(self.rows) {
+                let sum = (0..self.cols)
+                    .map(|k| x[r * self.cols + k] * self.weight(c, k))
+                    .sum();
+                // SAFETY: `r * rows + c` is within `out` (caller).
+                unsafe { *out.add(r * self.rows + c) = sum };
+            }
+        }
+    }
+}
+
+/// `out` for tasks that write disjoint parts of it.
+#[derive(Clone, Copy)]
+struct SharedOut(*mut f32);
+
+// SAFETY: tasks write disjoint ranges (see `HalfMatrix::matmul`).
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{HalfKind, HalfMatrix, PANEL};
+
+    /// Panel groups `groups` of every row, in tiles of up to 4 rows by 2 panels (one row by 4
+    /// panels when there are fewer than 4 rows).
+    ///
+    /// # Safety
+    /// The CPU has the features enabled here; `out` is as [`HalfMatrix::band`] requires.
+    #[target_feature(enable = "avx512f,avx512bw,f16c")]
+    pub unsafe fn band(
+        w: &HalfMatrix,
+        x: &[f32],
+        m: usize,
+        groups: std::ops::Range<usize>,
+        out: *mut f32,
+    ) {
+        let mut g = groups.start;
+        while g < groups.end {
+            let left = groups.end - g;
+            // SAFETY (every call): the tile's rows lie in `0..m` and its panels in `groups`.
+            unsafe {
+                if m < 4 && left >= 4 {
+                    for r in 0..m {
+                        tiles::<1, 4>(w, x, r, g, out);
+                    }
+                    g += 4;
+                    continue;
+                }
+                let width = left.min(2);
+                let mut r = 0;
+                while r < m {
+                    let rows = (m - r).min(4);
+                    match (rows, width) {
+                        (4, 2) => tiles::<4, 2>(w, x, r, g, out),
+                        (4, _) => tiles::<4, 1>(w, x, r, g, out),
+                        (_, 2) => {
+                            for rr in r..r + rows {
+                                tiles::<1, 2>(w, x, rr, g, out)
+                            }
+                        }
+                        _ => {
+                            for rr in r..r + rows {
+                                tiles::<1, 1>(w, x, rr, g, out)
+                            }
+                        }
+                    }
+                    r += rows;
+                }
+                g += width;
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,f16c")]
+    unsafe fn tiles<const R: usize, const G: usize>(
+        w: &HalfMatrix,
+        x: &[f32],
+        r: usize,
+        g: usize,
+        out: *mut f32,
+    ) {
+        // SAFETY: as the caller's.
+        unsafe {
+            match w.kind {
+                HalfKind::F16 => tile::<R, G, false>(w, x, r, g, out),
+                HalfKind::Bf16 => tile::<R, G, true>(w, x, r, g, out),
+            }
+        }
+    }
+
+    /// Rows `r..r + R` of the output times panel groups `g..g + G`: per input, the panels' 16
+    /// weights widened to f32 and multiplied with the row's activation, broadcast.
+    #[target_feature(enable = "avx512f,avx512bw,f16c")]
+    #[allow(clippy::needless_range_loop)] // a kernel over tiles
+    unsafe fn tile<const R: usize, const G: usize, const BF16: bool>(
+        w: &HalfMatrix,
+        x: &[f32],
+        r: usize,
+        g: usize,
+        out: *mut f32,
+    ) {
+        let cols = w.cols;
+        let mut acc = [[_mm512_setzero_ps(); G]; R];
+        let values = w.values.as_ptr();
+        let xs = x.as_ptr();
+        // SAFETY (the loop): panel group g + j < groups holds `cols` inputs of 16 weights, and
+        // rows r + i < m of `x` hold `cols` activations.
+        for k in 0..cols {
+            let weights: [__m512; G] = std::array::from_fn(|j| unsafe {
+                let bits = _mm256_loadu_si256(values.add(((g + j) * cols + k) * PANEL) as *const _);
+                if BF16 {
+                    _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16))
+                } else {
+                    _mm512_cvtph_ps(bits)
+                }
+            });
+            for i in 0..R {
+                let a = _mm512_set1_ps(unsafe { *xs.add((r + i) * cols + k) });
+                for j in 0..G {
+                    acc[i][j] = _mm512_fmadd_ps(weights[j], a, acc[i][j]);
+                }
+            }
+        }
+        for i in 0..R {
+            for j in 0..G {
+                let first = (g + j) * PANEL;
+                let valid = w.rows.saturating_sub(first).min(PANEL);
+                let mask: __mmask16 = if valid == PANEL {
+                    !0
+                } else {
+                    (1u16 << valid) - 1
+                };
+                // SAFETY: columns first..first + valid of row r + i lie in `out`.
+                unsafe {
+                    _mm512_mask_storeu_ps(out.add((r + i) * w.rows + first), mask, acc[i][j])
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+            })
+            .collect()
+    }
+
+    /// The kernel is the matmul with the half weights widened to f32 (up to the order of the
+    /// f32 sums), for both formats, at tile edges: rows not multiples of 4, columns not of 16,
+    /// one row (the decoding tile) and several.
+    #[test]
+    fn the_kernel_is_the_widened_matmul() {
+        for (m, rows, cols) in [
+            (1, 7, 64),
+            (1, 130, 96),
+            (2, 70, 33),
+            (5, 9, 96),
+            (13, 50, 128),
+        ] {
+            let w = random(rows * cols, 1);
+            let x = random(m * cols, 2);
+            for kind in [HalfKind::F16, HalfKind::Bf16] {
+                let bits: Vec<u16> = w
+                    .iter()
+                    .map(|&v| match kind {
+                        HalfKind::F16 => half::f16::from_f32(v).to_bits(),
+                        HalfKind::Bf16 => half::bf16::from_f32(v).to_bits(),
+                    })
+                    .collect();
+                let matrix = HalfMatrix::new(&bits, rows, cols, kind);
+                assert_eq!(matrix.bytes(), rows.next_multiple_of(PANEL) * cols * 2);
+                let got = matrix.matmul(&x, m);
+                for r in 0..m {
+                    for c in 0..rows {
+                        let exact: f64 = (0..cols)
+                            .map(|k| x[r * cols + k] as f64 * matrix.weight(c, k) as f64)
+                            .sum();
+                        let g = got[r * rows + c] as f64;
+                        assert!(
+                            (g - exact).abs() < 1e-5,
+                            "{m}x{rows}x{cols} {kind:?}: {g} vs {exact}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
