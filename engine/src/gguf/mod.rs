@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor};
 
 use crate::checkpoint::Weights;
 use crate::config::{AttentionPattern, ModelConfig, RedraftJson, TokenIds};
@@ -137,9 +137,12 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
             // Half matrices stay half where the CPU kernel multiplies them; everything else is
             // f32 (the dense path).
             let half = keeps_half(params, q.shape().dims(), device);
+            // A half tensor straight from the file's bytes (no f32 copy on the way).
+            let raw =
+                |dtype: DType| Tensor::from_raw_buffer(&q.data()?, dtype, q.shape().dims(), device);
             match q.dtype() {
-                GgmlDType::F16 if half => q.dequantize_f16(device),
-                GgmlDType::BF16 if half => q.dequantize(device)?.to_dtype(DType::BF16),
+                GgmlDType::F16 if half => raw(DType::F16),
+                GgmlDType::BF16 if half => raw(DType::BF16),
                 _ => q.dequantize(device),
             }
             .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))
