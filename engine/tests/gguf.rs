@@ -506,6 +506,8 @@ fn a_causal_cache_reuses_the_unchanged_prefix_exactly() {
             let mut request = InfillRequest::new(prefix, "");
             (request.canvas_tokens, request.max_tokens) = (12, 12);
             request.sampler = SamplerConfig::effort(Effort::Medium);
+            // The exact path (edit reuse, approximate after the edit, is tests/edit_reuse.rs').
+            request.sampler.cache.edit = None;
             request
         };
         let before = "fn total(items: &[u32]) -> u32 {\n    let mut sum = 0;\n    for item in items {\n        sum += ";

@@ -88,6 +88,15 @@ pub struct Setting {
     /// The largest canvas the plan may choose (the editor's "max tokens"; the LSP's default is
     /// 32).
     pub max_tokens: usize,
+    /// Characters typed before the task, through one kept cache: the task is first completed
+    /// with its prompt this much shorter, then once per character typed, and the last
+    /// completion (the task's own) is scored. 0: a fresh cache, as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub typed: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What generation recorded for one task.
@@ -132,32 +141,48 @@ pub fn generate(
         Filler::Backend(backend) => backend.counter().count_tokens(&task.canonical_solution),
     };
     let oracle = setting.oracle_length.then_some(true_tokens.max(1));
-    let started = Instant::now();
-    let text = format!("{}{}", task.prompt, task.suffix);
-    let source = Source {
-        text: &text,
-        cursor: task.prompt.len(),
-        language: match language {
-            TaskLanguage::Rust => Language::Rust,
-            TaskLanguage::Python => Language::Python,
-        },
-        tree: None,
-    };
     let options = FimOptions {
         fixed_length: oracle,
         ..FimOptions::new(setting.max_tokens, setting.sampler.clone())
     };
-    let prepared = match filler {
-        Filler::Engine(engine) => fim::prepare(engine, &source, &[], &options),
-        Filler::Backend(backend) => fim::prepare_with(
-            backend.positions(&options),
-            backend.counter(),
-            &source,
-            &[],
-            &options,
-        ),
+    let language = match language {
+        TaskLanguage::Rust => Language::Rust,
+        TaskLanguage::Python => Language::Python,
     };
-    let run = run(filler, &prepared, &task.task_id)?;
+    let prepare = |prompt: &str| {
+        let text = format!("{prompt}{}", task.suffix);
+        let source = Source {
+            text: &text,
+            cursor: prompt.len(),
+            language,
+            tree: None,
+        };
+        match filler {
+            Filler::Engine(engine) => fim::prepare(engine, &source, &[], &options),
+            Filler::Backend(backend) => fim::prepare_with(
+                backend.positions(&options),
+                backend.counter(),
+                &source,
+                &[],
+                &options,
+            ),
+        }
+    };
+    // The user typing the prompt's last characters, a completion per keystroke, one cache.
+    let mut cache = KvCache::default();
+    let starts: Vec<usize> = task.prompt.char_indices().map(|(i, _)| i).collect();
+    let typed = setting.typed.min(starts.len());
+    for &end in &starts[starts.len() - typed..] {
+        run(
+            filler,
+            &prepare(&task.prompt[..end]),
+            &task.task_id,
+            &mut cache,
+        )?;
+    }
+    let started = Instant::now();
+    let prepared = prepare(&task.prompt);
+    let run = run(filler, &prepared, &task.task_id, &mut cache)?;
     let finished = fim::finish([run.raw_middle.as_str()], &prepared.plan)
         .into_iter()
         .next()
@@ -197,18 +222,13 @@ struct Run {
     model_ms: f64,
 }
 
-fn run(filler: Filler<'_>, prepared: &Prepared, task_id: &str) -> Result<Run> {
+fn run(filler: Filler<'_>, prepared: &Prepared, task_id: &str, cache: &mut KvCache) -> Result<Run> {
     match filler {
         Filler::Engine(engine) => {
-            let completion = fim::run(
-                engine,
-                prepared,
-                &mut KvCache::default(),
-                Controls::default(),
-            )?
-            .into_iter()
-            .next()
-            .expect("one canvas length, one completion");
+            let completion = fim::run(engine, prepared, cache, Controls::default())?
+                .into_iter()
+                .next()
+                .expect("one canvas length, one completion");
             Ok(Run {
                 steps: completion.steps,
                 forwards: completion.forwards,

@@ -23,7 +23,7 @@ use crate::sampler_args::SamplerArgs;
 
 /// The engine-only decoding flags, which a remote backend (an autoregressive server) has no
 /// use for: `--temperature` and `--seed` are what it is sent.
-const ENGINE_ONLY: [&str; 10] = [
+const ENGINE_ONLY: [&str; 13] = [
     "effort",
     "tau",
     "per_step",
@@ -31,6 +31,9 @@ const ENGINE_ONLY: [&str; 10] = [
     "confidence",
     "no_cache",
     "refresh_every",
+    "edit_reuse",
+    "edit_refresh",
+    "typed",
     "draft_tau",
     "no_draft",
     "max_change",
@@ -94,6 +97,11 @@ pub struct Args {
     /// Largest canvas the context layer may choose (the editor's "max tokens").
     #[arg(long, default_value_t = 32)]
     max_tokens: usize,
+    /// Before each task, complete it with its prompt N characters shorter and type them one at
+    /// a time, each a completion through one kept cache (as an editor's worker keeps it), then
+    /// score the real task: what --edit-reuse costs in quality against exact recomputation.
+    #[arg(long, default_value_t = 0)]
+    typed: usize,
     /// Fill the middles with a model served elsewhere instead of the local engine: a `redraft
     /// serve` or an OpenAI-compatible completions server (vLLM, SGLang, llama.cpp's
     /// llama-server, Ollama), as http://HOST:PORT (add /v1 if the server wants it).
@@ -157,6 +165,8 @@ struct SweepSetting {
     oracle_length: bool,
     #[arg(long, default_value_t = 32)]
     max_tokens: usize,
+    #[arg(long, default_value_t = 0)]
+    typed: usize,
 }
 
 /// The setting of a run. With a backend its name says which one, and of the decoding flags only
@@ -165,6 +175,7 @@ fn setting(
     sampler: &SamplerArgs,
     oracle_length: bool,
     max_tokens: usize,
+    typed: usize,
     backend: Option<&str>,
 ) -> Setting {
     let mut name = match backend {
@@ -186,11 +197,15 @@ fn setting(
     if max_tokens != 32 {
         name.push_str(&format!(" --max-tokens {max_tokens}"));
     }
+    if typed > 0 {
+        name.push_str(&format!(" --typed {typed}"));
+    }
     Setting {
         name,
         sampler: sampler.config(),
         oracle_length,
         max_tokens,
+        typed,
     }
 }
 
@@ -202,6 +217,7 @@ impl Args {
                 &self.sampler,
                 self.oracle_length,
                 self.max_tokens,
+                self.typed,
                 backend,
             )]);
         }
@@ -216,6 +232,7 @@ impl Args {
                     &parsed.sampler,
                     parsed.oracle_length,
                     parsed.max_tokens,
+                    parsed.typed,
                     backend,
                 ))
             })

@@ -2,7 +2,7 @@
 //! is parsed with): an effort preset plus overrides.
 
 use redraft_context::edit::EditBudget;
-use redraft_engine::sampler::{Confidence, Effort, SamplerConfig, Schedule};
+use redraft_engine::sampler::{Confidence, EditReuse, Effort, SamplerConfig, Schedule};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplerArgs {
@@ -27,6 +27,15 @@ pub struct SamplerArgs {
     /// Refresh the context cache every N steps.
     #[arg(long)]
     pub refresh_every: Option<usize>,
+    /// A kept cache across an edit of the context: recompute RADIUS tokens on each side of each
+    /// change and reuse the rest (approximate), or `off` (an edit costs an exact full pass)
+    /// [default: 16]. Only a cache kept across requests (eval --typed) meets an edit.
+    #[arg(long, value_name = "RADIUS|off", value_parser = parse_edit_reuse)]
+    pub edit_reuse: Option<EditReuseFlag>,
+    /// With --edit-reuse: approximate first passes in a row before a request pays an exact one
+    /// [default: 8].
+    #[arg(long)]
+    pub edit_refresh: Option<usize>,
     /// Sampling temperature (0: greedy).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f32,
@@ -43,6 +52,20 @@ pub struct SamplerArgs {
     /// [default: 0.5].
     #[arg(long)]
     pub max_change: Option<f64>,
+}
+
+/// `--edit-reuse`: a radius, or `None` for `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EditReuseFlag(pub Option<usize>);
+
+fn parse_edit_reuse(s: &str) -> Result<EditReuseFlag, String> {
+    match s {
+        "off" => Ok(EditReuseFlag(None)),
+        n => n
+            .parse()
+            .map(|r| EditReuseFlag(Some(r)))
+            .map_err(|_| format!("--edit-reuse takes a radius in tokens or `off`, not `{n}`")),
+    }
 }
 
 fn parse_confidence(s: &str) -> Result<Confidence, String> {
@@ -74,6 +97,13 @@ impl SamplerArgs {
         }
         config.cache.enabled = !self.no_cache;
         config.cache.refresh_every = self.refresh_every;
+        if let Some(EditReuseFlag(radius)) = self.edit_reuse {
+            let base = config.cache.edit.unwrap_or(EditReuse::DEFAULT);
+            config.cache.edit = radius.map(|radius| EditReuse { radius, ..base });
+        }
+        if let (Some(edit), Some(n)) = (config.cache.edit.as_mut(), self.edit_refresh) {
+            edit.refresh_after = n;
+        }
         config.temperature = self.temperature;
         config.seed = self.seed;
         config.draft_tau = if self.no_draft { None } else { self.draft_tau };
@@ -128,6 +158,12 @@ impl SamplerArgs {
         );
         add("no-cache", self.no_cache.then(String::new));
         add("refresh-every", self.refresh_every.map(|r| r.to_string()));
+        add(
+            "edit-reuse",
+            self.edit_reuse
+                .map(|EditReuseFlag(r)| r.map_or("off".into(), |r| r.to_string())),
+        );
+        add("edit-refresh", self.edit_refresh.map(|n| n.to_string()));
         add(
             "temperature",
             (self.temperature != 0.0).then(|| self.temperature.to_string()),

@@ -234,6 +234,47 @@ fn a_sweep_prints_settings_side_by_side() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--sweep"));
 }
 
+/// `--typed N` completes each task N characters short first and types them through one kept
+/// cache: with `--edit-reuse off` every one of those is an exact full pass, so the scored
+/// middles are the plain run's; with edit reuse on the setting runs (and may differ).
+#[test]
+fn typing_before_a_task_through_a_kept_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = build_rust_tasks(dir.path());
+    let out = dir.path().join("typed");
+    let table = ok(redraft_in_repo(&[
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--limit",
+        "3",
+        "--out",
+        path(&out),
+        "--rust-deps",
+        rust_deps(),
+        "--sweep",
+        "--effort low",
+        "--sweep",
+        "--effort low --edit-reuse off --typed 3",
+        "--sweep",
+        "--effort low --edit-reuse 4 --typed 3",
+    ]));
+    assert!(
+        table.lines().next().unwrap().ends_with("--effort low --edit-reuse 4 --typed 3"),
+        "{table}"
+    );
+    let middles = |setting: &str| -> Vec<String> {
+        lines(&out.join(setting).join("tasks.jsonl"))
+            .iter()
+            .map(|r| r["completion"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let plain = middles("effort-low");
+    assert_eq!(plain.len(), 3);
+    assert_eq!(middles("effort-low-edit-reuse-off-typed-3"), plain);
+    assert_eq!(middles("effort-low-edit-reuse-4-typed-3").len(), 3);
+}
+
 #[test]
 fn from_dir_tasks_are_scored_by_match() {
     let dir = tempfile::tempdir().unwrap();

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use redraft_context::edit::EditBudget;
-use redraft_engine::sampler::Effort;
+use redraft_engine::sampler::{EditReuse, Effort};
 use redraft_engine::DeviceSpec;
 use serde_json::Value;
 
@@ -26,6 +26,10 @@ pub struct Settings {
     /// Where the model runs (`"auto"`, `"cpu"`, `"cuda"`, `"cuda:N"`).
     pub device: DeviceSpec,
     pub effort: Effort,
+    /// How a completion's first pass reuses the kept cache across the keystrokes since the last
+    /// one (`"editReuse"`: a radius in tokens, or `"off"` for an exact pass); see
+    /// [`EditReuse`].
+    pub edit_reuse: Option<EditReuse>,
     /// Upper bound on the masked canvas (the longest suggestion), in tokens; the syntax around
     /// the cursor usually asks for less.
     pub max_tokens: usize,
@@ -113,6 +117,7 @@ impl Default for Settings {
             model: None,
             device: DeviceSpec::Auto,
             effort: Effort::Medium,
+            edit_reuse: Some(EditReuse::DEFAULT),
             max_tokens: 32,
             context_tokens: None,
             languages: None,
@@ -191,6 +196,16 @@ impl Settings {
                     .as_str()
                     .ok_or("expected \"low\", \"medium\" or \"high\"")?
                     .parse()?
+            }
+            "editReuse" => {
+                self.edit_reuse = match value {
+                    Value::String(s) if s == "off" => None,
+                    _ => Some(EditReuse {
+                        radius: count(value, 0, MAX_TOKENS_LIMIT)
+                            .map_err(|e| format!("{e} (a radius in tokens), or \"off\""))?,
+                        ..EditReuse::DEFAULT
+                    }),
+                }
             }
             "maxTokens" => self.max_tokens = count(value, 1, MAX_TOKENS_LIMIT)?,
             "contextTokens" => {
@@ -337,6 +352,17 @@ mod tests {
         assert_eq!(bare.device, DeviceSpec::Auto);
         assert!(bare.enabled_for("rust") && !bare.enabled_for("markdown"));
         assert!(Settings::default().enabled_for("markdown"));
+        assert_eq!(bare.edit_reuse, Some(EditReuse::DEFAULT));
+        assert!(bare.update(&json!({"editReuse": 4})).is_empty());
+        assert_eq!(bare.edit_reuse.map(|e| e.radius), Some(4));
+        assert!(bare.update(&json!({"editReuse": "off"})).is_empty());
+        assert_eq!(bare.edit_reuse, None);
+        let problems = bare.update(&json!({"editReuse": "sometimes"}));
+        assert!(
+            problems.iter().any(|p| p.contains("\"off\"")),
+            "{problems:?}"
+        );
+        assert_eq!(bare.edit_reuse, None);
     }
 
     #[test]

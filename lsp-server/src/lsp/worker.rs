@@ -278,7 +278,11 @@ impl Inference {
             context_tokens: job.settings.context_tokens,
             fixed_length: None,
             candidates: job.candidates,
-            sampler: SamplerConfig::effort(job.settings.effort),
+            sampler: {
+                let mut sampler = SamplerConfig::effort(job.settings.effort);
+                sampler.cache.edit = job.settings.edit_reuse;
+                sampler
+            },
         };
         if let Some(config) = &job.settings.backend {
             // The same plan and post-processing around another process's model: only the run
@@ -322,6 +326,7 @@ impl Inference {
         };
         let prepared = fim::prepare(engine, &source, &neighbours, &options);
         let started = Instant::now();
+        let reused = self.cache.reused_positions();
         let cache = &mut self.cache;
         let completions = with_controls(
             engine,
@@ -334,9 +339,14 @@ impl Inference {
         let model_ms = started.elapsed().as_secs_f64() * 1e3;
         let plan = &prepared.plan;
         let texts = fim::finish(completions.iter().map(|c| c.middle.as_str()), plan);
+        // How the kept cache served the request (an edit pass reuses it across the edit).
+        let passes = completions.first().map_or((0, 0, 0), |c| {
+            (c.full_passes, c.window_passes, c.edit_passes)
+        });
+        let from_cache = self.cache.reused_positions() - reused;
         self.log.debug(|| {
             format!(
-                "{} v{} @{}: canvas {} ({}), lengths {:?}, context {}+{}+{} tokens, {:.1} ms, {} suggestion(s)",
+                "{} v{} @{}: canvas {} ({}), lengths {:?}, context {}+{}+{} tokens, passes {}/{}/{} full/window/edit ({from_cache} positions from the cache), {:.1} ms, {} suggestion(s)",
                 document.uri.as_str(),
                 document.version,
                 job.cursor,
@@ -346,6 +356,9 @@ impl Inference {
                 plan.neighbour_tokens,
                 plan.prefix_tokens,
                 plan.suffix_tokens,
+                passes.0,
+                passes.1,
+                passes.2,
                 model_ms,
                 texts.len()
             )

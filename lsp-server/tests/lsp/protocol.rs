@@ -292,6 +292,41 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
     lsp.shutdown().await;
 }
 
+/// The worker keeps its cache across requests: after an edit elsewhere in the file, the next
+/// completion's first pass realigns it (an edit pass, most positions from the cache) instead of
+/// recomputing everything; `"editReuse": "off"` restores the exact full pass.
+#[tokio::test]
+async fn a_completion_after_an_edit_reuses_the_kept_cache() {
+    for (options, second) in [
+        (json!({"logLevel": "debug"}), "/1 full/window/edit"),
+        (
+            json!({"logLevel": "debug", "editReuse": "off"}),
+            "/0 full/window/edit (0 positions",
+        ),
+    ] {
+        let lsp = Lsp::start(Start {
+            options,
+            ..Start::default()
+        })
+        .await;
+        lsp.open(URI, "rust", SOURCE);
+        lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+        let log = lsp
+            .wait_for_log(|m| m.contains("v0 @") && m.contains("full/window/edit"))
+            .await;
+        // A cold cache: full passes (one more if the canvas grew), no edit pass.
+        assert!(log.contains("/0 full/window/edit (0 positions"), "{log}");
+        // `fn sum` becomes `fn sum_`: far from the cursor, no type-through.
+        lsp.change(URI, 1, [[0, 6], [0, 6]], "_");
+        lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+        let log = lsp
+            .wait_for_log(|m| m.contains("v1 @") && m.contains("full/window/edit"))
+            .await;
+        assert!(log.contains(second), "{log}");
+        lsp.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn a_model_switch_forgets_the_old_models_suggestions() {
     let lsp = Lsp::start(Start::default()).await;
