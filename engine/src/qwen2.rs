@@ -433,8 +433,15 @@ impl Qwen2 {
                     // The last layer only needs the window's queries: nothing reads the others.
                     let queries = if i == last { window.clone() } else { 0..len };
                     let kv_use = if store { KvUse::Keep } else { KvUse::Drop };
-                    let (next, kv) =
-                        self.layer_forward(layer, &x, queries, &[0..len], kv_use, &key_lens)?;
+                    let all = 0..len;
+                    let (next, kv) = self.layer_forward(
+                        layer,
+                        &x,
+                        queries,
+                        std::slice::from_ref(&all),
+                        kv_use,
+                        &key_lens,
+                    )?;
                     x = next;
                     cache.layers.extend(kv);
                 }
