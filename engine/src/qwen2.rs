@@ -629,7 +629,9 @@ impl Qwen2 {
                 let fresh = fresh_kv()?;
                 let mut offset = 0;
                 for span in positions {
-                    cache.slice_set(&fresh.narrow(1, offset, span.len())?, 1, span.start)?;
+                    // (A span of a batch's rows is strided: slice_set wants it contiguous.)
+                    let rows = fresh.narrow(1, offset, span.len())?.contiguous()?;
+                    cache.slice_set(&rows, 1, span.start)?;
                     offset += span.len();
                 }
                 (attend(cache, 0)?, None)

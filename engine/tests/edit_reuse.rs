@@ -148,3 +148,38 @@ fn a_causal_model_keeps_the_prefix_exactly_and_the_rest_approximately() {
         }
     }
 }
+
+/// A batch of canvas lengths (an invoked completion's candidates) realigns each sequence with
+/// its own old one: the edit pass runs over the padded batch; with a radius covering every
+/// position nothing would be kept, so it is the exact stored pass and the exact middles.
+#[test]
+fn a_batch_of_lengths_realigns_every_sequence() {
+    let engine = Engine::load(&default_model()).unwrap();
+    let lengths = [3, 9, 5];
+    for (radius, exact) in [(4, false), (1 << 12, true)] {
+        let edit = Some(EditReuse {
+            radius,
+            refresh_after: 8,
+        });
+        let mut cache = KvCache::default();
+        let run = |typed: &str, cache: &mut KvCache| {
+            engine
+                .complete_lengths(&request(typed, edit), &lengths, cache, Controls::default())
+                .unwrap()
+        };
+        run("*", &mut cache);
+        let kept = run("*co", &mut cache);
+        let edit_passes = usize::from(!exact);
+        assert!(
+            kept.iter().all(|c| c.edit_passes == edit_passes),
+            "radius {radius}"
+        );
+        let fresh = run("*co", &mut KvCache::default());
+        assert_eq!(kept.len(), fresh.len());
+        if exact {
+            for (k, f) in kept.iter().zip(&fresh) {
+                assert_eq!(k.tokens, f.tokens);
+            }
+        }
+    }
+}

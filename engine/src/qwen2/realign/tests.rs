@@ -244,6 +244,48 @@ fn an_edit_pass_recomputing_everything_equals_a_full_pass() {
     }
 }
 
+/// The same over a padded batch of two sequences, each realigned with its own old one.
+#[test]
+fn a_batch_edit_pass_recomputing_everything_equals_a_full_pass() {
+    for pattern in [AttentionPattern::Bidirectional, AttentionPattern::Causal] {
+        let model = model(pattern);
+        let (head, tail) = (ids(1, 40), ids(2, 60));
+        let old = vec![
+            cat(&[&head, &[5, 6], &tail, &[0; 8]]),
+            cat(&[&head, &[5, 6], &tail[..50], &[0; 8]]),
+        ];
+        let new = vec![
+            cat(&[&head, &[5, 7, 6], &tail, &[0; 8]]),
+            cat(&[&head, &[6], &tail[..50], &[0; 8]]),
+        ];
+        let window = 90..99;
+        let forward = |tokens: &[Vec<u32>], cache: &mut KvCache, pass: Pass| -> Vec<f32> {
+            model
+                .forward(tokens, window.clone(), cache, pass)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap()
+        };
+        let mut cache = KvCache::default();
+        forward(&old, &mut cache, Pass::Full { store: true });
+        let exact = forward(&new, &mut KvCache::default(), Pass::Full { store: false });
+        let logits = forward(&new, &mut cache, Pass::Edit { radius: 200 });
+        let diff = logits
+            .iter()
+            .zip(&exact)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(diff < 1e-4, "{pattern:?}: {diff}");
+        // A small radius keeps rows of both sequences.
+        let mut cache = KvCache::default();
+        forward(&old, &mut cache, Pass::Full { store: true });
+        forward(&new, &mut cache, Pass::Edit { radius: 2 });
+        assert!(cache.drifted_positions() > 100, "{pattern:?}");
+    }
+}
+
 /// A causal model's kept rows before the edit are the fresh pass's bit for bit (they are
 /// copied from a pass over the same tokens before them), the recomputed ones after it match it
 /// (so each recomputed span attends as its own positions may), and the rows kept past those are
