@@ -260,7 +260,11 @@ fn typing_before_a_task_through_a_kept_cache() {
         "--effort low --edit-reuse 4 --typed 3",
     ]));
     assert!(
-        table.lines().next().unwrap().ends_with("--effort low --edit-reuse 4 --typed 3"),
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("--effort low --edit-reuse 4 --typed 3"),
         "{table}"
     );
     let middles = |setting: &str| -> Vec<String> {
