@@ -14,6 +14,8 @@
 
 use rayon::prelude::*;
 
+use super::q8::in_bands;
+
 /// Output columns per panel: the 16 f32 lanes of a 512-bit register.
 const PANEL: usize = 16;
 
@@ -98,16 +100,10 @@ impl HalfMatrix {
     /// `x @ W^T` for `m` rows of `x` (`[m, cols]`, row-major): `[m, rows]`.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
         assert_eq!(x.len(), m * self.cols, "activations of the wrong width");
-        let mut out = vec![0f32; m * self.rows];
-        let groups = self.rows.div_ceil(PANEL);
-        let band = (groups / (4 * rayon::current_num_threads())).clamp(1, 16);
-        let out_ptr = SharedOut(out.as_mut_ptr());
-        (0..groups.div_ceil(band)).into_par_iter().for_each(|t| {
-            let groups = t * band..((t + 1) * band).min(groups);
-            // SAFETY: bands are disjoint column ranges of `out`, which outlives the loop.
-            unsafe { self.band(x, m, groups, out_ptr.get()) };
-        });
-        out
+        // SAFETY: `band` fills the given panel groups' columns of every row, as `in_bands` asks.
+        in_bands(m, self.rows, |groups, out| unsafe {
+            self.band(x, m, groups, out)
+        })
     }
 
     /// Panel groups `groups` of every row into `out` (`[m, rows]`).
@@ -130,20 +126,6 @@ impl HalfMatrix {
                 unsafe { *out.add(r * self.rows + c) = sum };
             }
         }
-    }
-}
-
-/// `out` for tasks that write disjoint parts of it.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
-
-// SAFETY: tasks write disjoint ranges (see `HalfMatrix::matmul`).
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    fn get(self) -> *mut f32 {
-        self.0
     }
 }
 

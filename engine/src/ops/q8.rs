@@ -397,18 +397,10 @@ impl Q8Matrix {
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
         assert_eq!(x.len(), m * self.cols, "activations of the wrong width");
         let activations = quantize(x, self.cols);
-        let mut out = vec![0f32; m * self.rows];
-        let groups = self.rows.div_ceil(PANEL);
-        // Tasks own bands of panel groups (output columns) and write them into every row of
-        // `out`; bands are small enough for every thread to get several.
-        let band = (groups / (4 * rayon::current_num_threads())).clamp(1, 16);
-        let out_ptr = SharedOut(out.as_mut_ptr());
-        (0..groups.div_ceil(band)).into_par_iter().for_each(|t| {
-            let groups = t * band..((t + 1) * band).min(groups);
-            // SAFETY: bands are disjoint column ranges of `out`, which outlives the loop.
-            unsafe { self.band(&activations, m, groups, out_ptr.get()) };
-        });
-        out
+        // SAFETY: `band` fills the given panel groups' columns of every row, as `in_bands` asks.
+        in_bands(m, self.rows, |groups, out| unsafe {
+            self.band(&activations, m, groups, out)
+        })
     }
 
     /// Panel groups `groups` (output columns `16 g..`) of every row into `out` (`[m, rows]`).
@@ -516,18 +508,35 @@ fn f16_at(bytes: &[u8]) -> f32 {
     half::f16::from_le_bytes([bytes[0], bytes[1]]).to_f32()
 }
 
-/// `out` for tasks that write disjoint parts of it.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
-
-// SAFETY: tasks write disjoint ranges (see `Q8Matrix::matmul`).
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    fn get(self) -> *mut f32 {
-        self.0
+/// An `[m, rows]` output computed by tasks over bands of panel groups (16 columns each), on
+/// rayon's threads: `band(groups, out)` writes those groups' columns of every row of `out` and
+/// nothing else. Bands are small enough for every thread to get several. Shared by
+/// [`Q8Matrix`] and [`super::half::HalfMatrix`].
+pub(super) fn in_bands(
+    m: usize,
+    rows: usize,
+    band: impl Fn(std::ops::Range<usize>, *mut f32) + Sync,
+) -> Vec<f32> {
+    /// `out` for tasks that write disjoint parts of it.
+    #[derive(Clone, Copy)]
+    struct SharedOut(*mut f32);
+    // SAFETY: the tasks write disjoint column ranges.
+    unsafe impl Send for SharedOut {}
+    unsafe impl Sync for SharedOut {}
+    impl SharedOut {
+        fn get(self) -> *mut f32 {
+            self.0
+        }
     }
+
+    let mut out = vec![0f32; m * rows];
+    let groups = rows.div_ceil(PANEL);
+    let size = (groups / (4 * rayon::current_num_threads())).clamp(1, 16);
+    let out_ptr = SharedOut(out.as_mut_ptr());
+    (0..groups.div_ceil(size))
+        .into_par_iter()
+        .for_each(|t| band(t * size..((t + 1) * size).min(groups), out_ptr.get()));
+    out
 }
 
 /// Activations quantized as ggml's Q8_0 (per block of 32, the scale is the largest magnitude
