@@ -190,15 +190,16 @@ impl Lsp {
         let socket = self.socket.clone();
         let mut answer: Pin<Box<dyn Future<Output = Answer> + Send>> =
             Box::pin(async move { socket.request::<R>(params).await });
-        // One poll queues the request with the main loop, which numbers it.
-        assert!(futures::poll!(answer.as_mut()).is_pending());
+        // One poll queues the request with the main loop, which numbers it. On a busy machine
+        // this thread can lose its core between queueing and looking for the answer, long
+        // enough for a quick answer (`shutdown`'s) to be back already.
+        let sent = Instant::now();
+        if let std::task::Poll::Ready(done) = futures::poll!(answer.as_mut()) {
+            answer = Box::pin(std::future::ready(done));
+        }
         let id = *next_id;
         *next_id += 1;
-        Pending {
-            id,
-            sent: Instant::now(),
-            answer,
-        }
+        Pending { id, sent, answer }
     }
 
     pub fn notify<N>(&self, params: Value)
