@@ -14,11 +14,15 @@
 #[allow(dead_code)]
 #[path = "../tests/lsp/client.rs"]
 mod client;
+#[allow(dead_code)]
+#[path = "typing/replay.rs"]
+mod replay;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use client::{items, Lsp, Pending, Start, CANCELLED};
+use client::{items, Lsp, Start, CANCELLED};
+use replay::{percentile, timed, Args};
 use serde_json::json;
 
 struct Options {
@@ -30,48 +34,16 @@ struct Options {
 }
 
 fn options() -> Options {
-    let args: Vec<String> = std::env::args().collect();
-    let bench = args.iter().any(|a| a == "--bench");
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let args = Args::from_env();
     Options {
-        file: value("--file").map_or_else(default_file, PathBuf::from),
-        keys: value("--keys")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(if bench { 300 } else { 12 }),
-        interval: Duration::from_millis(
-            value("--interval-ms")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(if bench { 120 } else { 10 }),
-        ),
-        effort: value("--effort").unwrap_or_else(|| "medium".into()),
-        max_tokens: value("--max-tokens")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(32),
+        file: args
+            .value("--file")
+            .map_or_else(replay::default_file, PathBuf::from),
+        keys: args.number("--keys", 300, 12),
+        interval: Duration::from_millis(args.number("--interval-ms", 120, 10)),
+        effort: args.value("--effort").unwrap_or_else(|| "medium".into()),
+        max_tokens: args.number("--max-tokens", 32, 32),
     }
-}
-
-/// A real crate's source: ropey's `iter.rs` from the registry (ropey is a dependency, so its
-/// source is there whenever this builds), else a file of this repository.
-fn default_file() -> PathBuf {
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
-    if let Some(src) = cargo_home.map(|h| h.join("registry/src")) {
-        if let Ok(registries) = std::fs::read_dir(src) {
-            for registry in registries.flatten() {
-                let candidate = registry.path().join("ropey-1.6.1/src/iter.rs");
-                if candidate.is_file() {
-                    return candidate;
-                }
-            }
-        }
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src/sampler.rs")
 }
 
 /// Splits `text` into what is there when typing starts (before + after) and the `keys`
@@ -85,20 +57,10 @@ fn session(text: &str, keys: usize) -> (String, String, String) {
     (text[..start].to_string(), typed, text[end..].to_string())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 #[tokio::main]
 async fn main() {
     let options = options();
-    let text = std::fs::read_to_string(&options.file)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", options.file.display()));
-    let text = text.replace("\r\n", "\n");
+    let text = replay::read_source(&options.file);
     let (before, typed, after) = session(&text, options.keys);
     let lsp = Lsp::start(Start {
         options: json!({
@@ -208,11 +170,4 @@ async fn main() {
         "every request was answered"
     );
     lsp.shutdown().await;
-}
-
-/// The request's answer (result or error code) and milliseconds from sending to answer.
-async fn timed(request: Pending) -> (f64, Result<serde_json::Value, i32>) {
-    let sent = request.sent;
-    let answer = request.answer().await.map_err(|e| e.code.0);
-    (sent.elapsed().as_secs_f64() * 1e3, answer)
 }
