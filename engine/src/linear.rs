@@ -20,12 +20,135 @@ use crate::ops::half::{HalfKind, HalfMatrix};
 use crate::ops::q8::Q8Matrix;
 
 /// One weight as a checkpoint holds it: dense (f32 on the model's device, or a matrix kept in
-/// the file's f16/bf16 where [`HalfMatrix`] multiplies it: see [`keeps_half`]) or quantized
-/// blocks.
+/// the file's f16/bf16 where [`HalfMatrix`] multiplies it: see [`keeps_half`]), quantized
+/// blocks in memory, or a GGUF tensor still in the file's memory map ([`Mapped`]).
 #[derive(Clone)]
 pub enum Stored {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
+    Mapped(Arc<Mapped>),
+}
+
+/// A GGUF tensor where it lies in the file's memory map, for the CPU: its blocks (quantized,
+/// or f16/bf16 [kept half](keeps_half)) go straight from the page cache into the kernels'
+/// panels when the model is built, with no copy of the file on the way (reading the file into
+/// buffers and copying them into candle's tensors was most of a 0.5B model's load), and the
+/// pages are given back once packed, so the file never sits in memory next to its panels.
+pub struct Mapped {
+    map: Arc<memmap2::Mmap>,
+    start: usize,
+    len: usize,
+    dtype: GgmlDType,
+    dims: Vec<usize>,
+}
+
+impl Mapped {
+    /// The `dims`-shaped `dtype` tensor at byte `start` of `map`, or `None` when its bytes run
+    /// past the map's end (a truncated file).
+    pub fn new(
+        map: Arc<memmap2::Mmap>,
+        start: usize,
+        dtype: GgmlDType,
+        dims: &[usize],
+    ) -> Option<Mapped> {
+        let elems: usize = dims.iter().product();
+        let block = dtype.block_size();
+        if !elems.is_multiple_of(block) {
+            return None;
+        }
+        let len = elems / block * dtype.type_size();
+        (start.checked_add(len)? <= map.len()).then(|| Mapped {
+            map,
+            start,
+            len,
+            dtype,
+            dims: dims.to_vec(),
+        })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.map[self.start..self.start + self.len]
+    }
+
+    pub fn dtype(&self) -> GgmlDType {
+        self.dtype
+    }
+
+    /// A copy in candle's quantized tensor (for its kernels, or a lookup table).
+    pub(crate) fn qtensor(&self, device: &Device) -> Result<QTensor> {
+        let storage = QStorage::from_data(Cow::Borrowed(self.bytes()), device, self.dtype)?;
+        Ok(QTensor::new(storage, self.dims.as_slice())?)
+    }
+
+    /// The tensor as a dense one: f32 for quantized blocks, the file's type otherwise.
+    pub(crate) fn tensor(&self, device: &Device) -> Result<Tensor> {
+        let dtype = match self.dtype {
+            GgmlDType::F32 => DType::F32,
+            GgmlDType::F16 => DType::F16,
+            GgmlDType::BF16 => DType::BF16,
+            _ => return self.qtensor(device)?.dequantize(device).map_err(Into::into),
+        };
+        Ok(Tensor::from_raw_buffer(
+            self.bytes(),
+            dtype,
+            &self.dims,
+            device,
+        )?)
+    }
+
+    /// Row `row` of a matrix, in f32 (`[cols]`).
+    fn row(&self, row: usize) -> Result<Tensor> {
+        let [rows, cols] = self.dims[..] else {
+            unreachable!("an embedding table is a matrix")
+        };
+        if row >= rows {
+            return Err(candle_core::Error::Msg(format!("token id {row} of {rows}")).into());
+        }
+        let width = self.len / rows;
+        let bytes = &self.bytes()[row * width..][..width];
+        Ok(match self.dtype {
+            GgmlDType::F32 => Tensor::from_raw_buffer(bytes, DType::F32, &[cols], &Device::Cpu)?,
+            GgmlDType::F16 | GgmlDType::BF16 => {
+                let dtype = if self.dtype == GgmlDType::F16 {
+                    DType::F16
+                } else {
+                    DType::BF16
+                };
+                Tensor::from_raw_buffer(bytes, dtype, &[cols], &Device::Cpu)?
+                    .to_dtype(DType::F32)?
+            }
+            dtype => {
+                let storage = QStorage::from_data(Cow::Borrowed(bytes), &Device::Cpu, dtype)?;
+                QTensor::new(storage, &[cols][..])?.dequantize(&Device::Cpu)?
+            }
+        })
+    }
+
+    /// Tells the kernel the pages are not needed now: they leave this process's resident set
+    /// (a later read faults them in again from the page cache, unchanged).
+    fn release(&self) {
+        #[cfg(unix)]
+        self.release_pages();
+    }
+
+    #[cfg(unix)]
+    fn release_pages(&self) {
+        // Whole pages inside the tensor only: a neighbour may still be unpacked.
+        let page = 4096;
+        let first = self.start.next_multiple_of(page);
+        let end = (self.start + self.len) / page * page;
+        if end > first {
+            // SAFETY: the map is a read-only shared mapping of a file, so dropping its pages
+            // loses nothing: a later read sees the file's bytes again.
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    first,
+                    end - first,
+                )
+            };
+        }
+    }
 }
 
 /// Checkpoints of fewer parameters are widened to f32 whatever their files hold: their weights
@@ -46,6 +169,7 @@ impl Stored {
         match self {
             Stored::Dense(t) => t.dims(),
             Stored::Quantized(q) => q.shape().dims(),
+            Stored::Mapped(m) => &m.dims,
         }
     }
 
@@ -54,6 +178,7 @@ impl Stored {
         Ok(match self {
             Stored::Dense(t) => t.to_dtype(DType::F32)?,
             Stored::Quantized(q) => q.dequantize(device)?,
+            Stored::Mapped(m) => m.tensor(device)?.to_dtype(DType::F32)?,
         })
     }
 
@@ -61,15 +186,40 @@ impl Stored {
         match self {
             Stored::Dense(t) => t.device().clone(),
             Stored::Quantized(q) => q.device(),
+            Stored::Mapped(_) => Device::Cpu,
         }
     }
 
-    /// The half format of a dense weight kept half.
+    /// The half format of a weight kept half.
     fn half_kind(&self) -> Option<HalfKind> {
-        match self {
-            Stored::Dense(t) if t.dtype() == DType::F16 => Some(HalfKind::F16),
-            Stored::Dense(t) if t.dtype() == DType::BF16 => Some(HalfKind::Bf16),
+        let dtype = match self {
+            Stored::Dense(t) => t.dtype(),
+            Stored::Mapped(m) if m.dtype == GgmlDType::F16 => DType::F16,
+            Stored::Mapped(m) if m.dtype == GgmlDType::BF16 => DType::BF16,
+            _ => return None,
+        };
+        match dtype {
+            DType::F16 => Some(HalfKind::F16),
+            DType::BF16 => Some(HalfKind::Bf16),
             _ => None,
+        }
+    }
+
+    /// Quantized blocks' type, in memory or mapped.
+    fn block_dtype(&self) -> Option<GgmlDType> {
+        match self {
+            Stored::Dense(_) => None,
+            Stored::Quantized(q) => Some(q.dtype()),
+            Stored::Mapped(m) => Some(m.dtype),
+        }
+    }
+
+    /// Quantized blocks as candle's tensor (mapped ones copied out of the map).
+    fn qtensor(&self, device: &Device) -> Result<Arc<QTensor>> {
+        match self {
+            Stored::Quantized(q) => Ok(Arc::clone(q)),
+            Stored::Mapped(m) => Ok(Arc::new(m.qtensor(device)?)),
+            Stored::Dense(_) => unreachable!("a dense weight has no blocks"),
         }
     }
 }
@@ -130,45 +280,61 @@ impl Linear {
         let own_kernel = device.is_cpu() && Q8Matrix::available();
         let parts: Vec<Stored> = parts
             .iter()
-            .map(|part| match part {
-                Stored::Quantized(q) if q.dtype() == GgmlDType::Q5_0 && !own_kernel => {
-                    Ok(Stored::Quantized(Arc::new(q5_0_as_q8_0(q, device)?)))
-                }
-                other => Ok(other.clone()),
+            .map(|part| match part.block_dtype() {
+                Some(GgmlDType::Q5_0) if !own_kernel => Ok(Stored::Quantized(Arc::new(
+                    q5_0_as_q8_0(&*part.qtensor(device)?, device)?,
+                ))),
+                _ => Ok(part.clone()),
             })
             .collect::<Result<_>>()?;
         let mut matrices = Vec::new();
-        let mut run: Vec<&Arc<QTensor>> = Vec::new();
-        let flush = |run: &mut Vec<&Arc<QTensor>>, matrices: &mut Vec<Part>| -> Result<()> {
-            if !run.is_empty() {
-                let q = concat_rows(run, device)?;
-                let (rows, cols) = q.shape().dims2()?;
-                matrices.push(match q.dtype() {
-                    GgmlDType::Q8_0 if own_kernel => {
-                        Part::Q8(Q8Matrix::from_q8_0(&q.data()?, rows, cols)?)
+        let mut run: Vec<&Stored> = Vec::new();
+        let flush = |run: &mut Vec<&Stored>, matrices: &mut Vec<Part>| -> Result<()> {
+            let Some(dtype) = run.first().and_then(|p| p.block_dtype()) else {
+                return Ok(());
+            };
+            if own_kernel && OWN_KERNEL.contains(&dtype) {
+                let data: Vec<Cow<'_, [u8]>> = run
+                    .iter()
+                    .map(|part| match part {
+                        Stored::Quantized(q) => q.data().map_err(Into::into),
+                        Stored::Mapped(m) => Ok(Cow::Borrowed(m.bytes())),
+                        Stored::Dense(_) => unreachable!("a run holds blocks"),
+                    })
+                    .collect::<Result<_>>()?;
+                let slices: Vec<&[u8]> = data.iter().map(|d| &d[..]).collect();
+                let cols = run[0].dims()[1];
+                if let Some(part) = run.iter().find(|p| p.dims()[1] != cols) {
+                    return Err(mismatched(cols, part.dims()[1]));
+                }
+                matrices.push(Part::Q8(Q8Matrix::from_blocks(dtype, &slices, cols)?));
+                for part in run.iter() {
+                    if let Stored::Mapped(m) = part {
+                        m.release();
                     }
-                    GgmlDType::Q5_0 if own_kernel => {
-                        Part::Q8(Q8Matrix::from_q5_0(&q.data()?, rows, cols)?)
-                    }
-                    GgmlDType::Q4K if own_kernel => {
-                        Part::Q8(Q8Matrix::from_q4_k(&q.data()?, rows, cols)?)
-                    }
-                    GgmlDType::Q6K if own_kernel => {
-                        Part::Q8(Q8Matrix::from_q6_k(&q.data()?, rows, cols)?)
-                    }
-                    _ => Part::Candle(QMatMul::from_arc(q)?),
-                });
-                run.clear();
+                }
+            } else {
+                let tensors: Vec<Arc<QTensor>> = run
+                    .iter()
+                    .map(|p| p.qtensor(device))
+                    .collect::<Result<_>>()?;
+                matrices.push(Part::Candle(QMatMul::from_arc(concat_rows(
+                    &tensors, device,
+                )?)?));
             }
+            run.clear();
             Ok(())
         };
         for part in &parts {
             match part {
-                Stored::Quantized(q) => {
-                    if run.last().is_some_and(|last| last.dtype() != q.dtype()) {
+                Stored::Quantized(_) | Stored::Mapped(_) => {
+                    if run
+                        .last()
+                        .is_some_and(|last| last.block_dtype() != part.block_dtype())
+                    {
                         flush(&mut run, &mut matrices)?;
                     }
-                    run.push(q);
+                    run.push(part);
                 }
                 Stored::Dense(t) => {
                     flush(&mut run, &mut matrices)?;
@@ -183,34 +349,55 @@ impl Linear {
         Ok(Linear::Quantized(matrices))
     }
 
-    /// Half parts' rows, concatenated, as one [`HalfMatrix`].
+    /// Half parts' rows, stacked, as one [`HalfMatrix`]: mapped parts read in place, in-memory
+    /// ones copied out of their tensors.
     fn half(parts: &[Stored], kind: HalfKind) -> Result<Linear> {
         let cols = parts[0].dims()[1];
-        let mut bits: Vec<u16> = Vec::new();
-        let mut rows = 0;
+        let mut bits: Vec<Cow<'_, [u16]>> = Vec::with_capacity(parts.len());
         for part in parts {
-            let Stored::Dense(t) = part else {
-                unreachable!("half parts are dense")
+            let [_, c] = part.dims() else {
+                unreachable!("half weights are matrices")
             };
-            let (r, c) = t.dims2()?;
-            if c != cols {
-                return Err(candle_core::Error::Msg(format!(
-                    "fused projection parts of widths {cols} and {c}"
-                ))
-                .into());
+            if *c != cols {
+                return Err(mismatched(cols, *c));
             }
-            rows += r;
-            let flat = t.flatten_all()?;
-            match kind {
-                HalfKind::F16 => {
-                    bits.extend(flat.to_vec1::<half::f16>()?.iter().map(|h| h.to_bits()))
+            bits.push(match part {
+                // GGUF aligns tensor data (32 bytes by default), so this is the map itself.
+                Stored::Mapped(m) => match bytemuck::try_cast_slice::<u8, u16>(m.bytes()) {
+                    Ok(bits) if cfg!(target_endian = "little") => Cow::Borrowed(bits),
+                    _ => Cow::Owned(
+                        m.bytes()
+                            .chunks_exact(2)
+                            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                            .collect(),
+                    ),
+                },
+                Stored::Dense(t) => {
+                    let flat = t.flatten_all()?;
+                    Cow::Owned(match kind {
+                        HalfKind::F16 => flat
+                            .to_vec1::<half::f16>()?
+                            .iter()
+                            .map(|h| h.to_bits())
+                            .collect(),
+                        HalfKind::Bf16 => flat
+                            .to_vec1::<half::bf16>()?
+                            .iter()
+                            .map(|h| h.to_bits())
+                            .collect(),
+                    })
                 }
-                HalfKind::Bf16 => {
-                    bits.extend(flat.to_vec1::<half::bf16>()?.iter().map(|h| h.to_bits()))
-                }
+                Stored::Quantized(_) => unreachable!("half parts are dense or mapped"),
+            });
+        }
+        let slices: Vec<&[u16]> = bits.iter().map(|b| &b[..]).collect();
+        let matrix = HalfMatrix::new(&slices, cols, kind);
+        for part in parts {
+            if let Stored::Mapped(m) = part {
+                m.release();
             }
         }
-        Ok(Linear::Half(HalfMatrix::new(&bits, rows, cols, kind)))
+        Ok(Linear::Half(matrix))
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -329,8 +516,16 @@ pub fn q5_0_as_q8_0(q: &QTensor, device: &Device) -> Result<QTensor> {
     Ok(QTensor::new(storage, q.shape().clone())?)
 }
 
+/// Fused projection parts that are not one matrix's rows.
+fn mismatched(width: usize, other: usize) -> crate::error::Error {
+    candle_core::Error::Msg(format!(
+        "fused projection parts of widths {width} and {other}"
+    ))
+    .into()
+}
+
 /// One quantized matrix holding `parts`' rows in order (all of one block type and width).
-fn concat_rows(parts: &[&Arc<QTensor>], device: &Device) -> Result<Arc<QTensor>> {
+fn concat_rows(parts: &[Arc<QTensor>], device: &Device) -> Result<Arc<QTensor>> {
     if let [one] = parts {
         return Ok(Arc::clone(one));
     }
@@ -341,10 +536,7 @@ fn concat_rows(parts: &[&Arc<QTensor>], device: &Device) -> Result<Arc<QTensor>>
     for part in parts {
         let (r, w) = part.shape().dims2()?;
         if w != width || part.dtype() != dtype {
-            return Err(candle_core::Error::Msg(format!(
-                "fused projection parts of widths {width} and {w}"
-            ))
-            .into());
+            return Err(mismatched(width, w));
         }
         rows += r;
         data.extend_from_slice(&part.data()?);
@@ -354,10 +546,12 @@ fn concat_rows(parts: &[&Arc<QTensor>], device: &Device) -> Result<Arc<QTensor>>
 }
 
 /// The token embedding table: rows looked up by id (a quantized table is dequantized a row at
-/// a time, so a 150k-token vocabulary stays in its blocks).
+/// a time, so a 150k-token vocabulary stays in its blocks; a mapped one is read where it lies in
+/// the file's map, so only the rows a text uses are ever resident).
 pub enum Embedding {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
+    Mapped(Arc<Mapped>),
 }
 
 impl Embedding {
@@ -365,6 +559,7 @@ impl Embedding {
         match stored {
             Stored::Dense(t) => Embedding::Dense(t),
             Stored::Quantized(q) => Embedding::Quantized(q),
+            Stored::Mapped(m) => Embedding::Mapped(m),
         }
     }
 
@@ -373,14 +568,23 @@ impl Embedding {
         Ok(match self {
             Embedding::Dense(t) => t.embedding(ids)?.to_dtype(DType::F32)?,
             Embedding::Quantized(q) => q.embedding(ids)?,
+            Embedding::Mapped(m) => {
+                let rows: Vec<Tensor> = ids
+                    .to_vec1::<u32>()?
+                    .into_iter()
+                    .map(|id| m.row(id as usize))
+                    .collect::<Result<_>>()?;
+                Tensor::stack(&rows, 0)?.to_device(ids.device())?
+            }
         })
     }
 
-    /// Bytes the table takes in memory.
+    /// Bytes the table takes in memory (a mapped one: its part of the file).
     pub fn bytes(&self) -> usize {
         match self {
             Embedding::Dense(t) => t.elem_count() * t.dtype().size_in_bytes(),
             Embedding::Quantized(q) => q.storage_size_in_bytes(),
+            Embedding::Mapped(m) => m.len,
         }
     }
 
@@ -398,6 +602,7 @@ impl Embedding {
             &[match self {
                 Embedding::Dense(t) => Stored::Dense(t.clone()),
                 Embedding::Quantized(q) => Stored::Quantized(Arc::clone(q)),
+                Embedding::Mapped(m) => Stored::Mapped(Arc::clone(m)),
             }],
             device,
         )
@@ -419,6 +624,64 @@ mod tests {
                 .sqrt()
         };
         rms(&(a - b).unwrap()) / rms(b)
+    }
+
+    /// A GGUF tensor read where it lies in a file's memory map is the same weight as its blocks
+    /// in memory: the same lookups and the same products, fused parts included; a tensor that
+    /// runs past the end is refused, and so is a row past the table's end.
+    #[test]
+    fn mapped_tensors_are_their_blocks_in_memory() {
+        let dev = Device::Cpu;
+        let (rows, cols) = (40, 256);
+        let w = Tensor::randn(0f32, 0.05, (rows, cols), &dev).unwrap();
+        let x = Tensor::randn(0f32, 1.0, (3, cols), &dev).unwrap();
+        for dtype in [
+            GgmlDType::Q8_0,
+            GgmlDType::Q5_0,
+            GgmlDType::Q4K,
+            GgmlDType::Q6K,
+            GgmlDType::Q4_0,
+            GgmlDType::F16,
+        ] {
+            let q = QTensor::quantize(&w, dtype).unwrap();
+            let data = q.data().unwrap();
+            // Two tensors after a 32-byte header, as a GGUF file's data section holds them.
+            let mut file = tempfile::tempfile().unwrap();
+            let mut bytes = vec![7u8; 32];
+            bytes.extend_from_slice(&data);
+            bytes.extend_from_slice(&data);
+            std::io::Write::write_all(&mut file, &bytes).unwrap();
+            let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());
+            let mapped = |start: usize| {
+                Stored::Mapped(Arc::new(
+                    Mapped::new(Arc::clone(&map), start, dtype, &[rows, cols]).unwrap(),
+                ))
+            };
+            let (a, b) = (mapped(32), mapped(32 + data.len()));
+            assert!(Mapped::new(Arc::clone(&map), 33 + data.len(), dtype, &[rows, cols]).is_none());
+            let in_memory = if dtype == GgmlDType::F16 {
+                Stored::Dense(w.to_dtype(DType::F16).unwrap())
+            } else {
+                Stored::Quantized(Arc::new(q))
+            };
+
+            let ids = Tensor::new(&[0u32, 39, 5, 5], &dev).unwrap();
+            let expected = Embedding::new(in_memory.clone()).lookup(&ids).unwrap();
+            let table = Embedding::new(a.clone());
+            let got = table.lookup(&ids).unwrap();
+            assert_eq!(rel_rms(&got, &expected), 0.0, "{dtype:?} lookups");
+            assert!(table.lookup(&Tensor::new(&[40u32], &dev).unwrap()).is_err());
+
+            let expected = Linear::fused(&[in_memory.clone(), in_memory], &dev)
+                .unwrap()
+                .forward(&x)
+                .unwrap();
+            let got = Linear::fused(&[a, b], &dev).unwrap().forward(&x).unwrap();
+            assert_eq!(got.dims(), &[3, 2 * rows]);
+            // f16 is kept half from the map and widened in memory: products in another order.
+            let tolerance = if dtype == GgmlDType::F16 { 1e-5 } else { 0.0 };
+            assert!(rel_rms(&got, &expected) <= tolerance, "{dtype:?} products");
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ impl Tokenizer {
         Ok(Tokenizer::from_inner(inner, origin.to_path_buf()))
     }
 
-    fn from_inner(mut inner: tokenizers::Tokenizer, origin: PathBuf) -> Tokenizer {
+    pub(crate) fn from_inner(mut inner: tokenizers::Tokenizer, origin: PathBuf) -> Tokenizer {
         // A user's text that spells a special token (`<|mask|>` in a comment) is text: it must
         // never turn into a mask or an EOS on the canvas.
         inner.set_encode_special_tokens(true);

@@ -381,6 +381,12 @@ fn broken_gguf_files_are_clear_errors() {
             "cut at {cut}: {msg}"
         );
         assert!(msg.contains(&format!("cut{cut}.gguf")), "{msg}");
+        if cut == bytes.len() - 100 {
+            assert!(
+                msg.contains("runs past the end"),
+                "the last tensor is cut: {msg}"
+            );
+        }
     }
     let path = dir.path().join("text.gguf");
     std::fs::write(&path, "not a model").unwrap();

@@ -14,7 +14,6 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,7 +24,7 @@ use candle_core::{DType, Device, Tensor};
 use crate::checkpoint::Weights;
 use crate::config::{AttentionPattern, ModelConfig, RedraftJson, TokenIds};
 use crate::error::{Error, Result};
-use crate::linear::{keeps_half, Stored};
+use crate::linear::{keeps_half, Mapped, Stored};
 use crate::tokenizer::Tokenizer;
 
 mod write;
@@ -68,7 +67,10 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
             Error::io(path, source)
         }
     })?;
-    let mut reader = BufReader::new(file);
+    // SAFETY: the map is read-only; a file truncated or rewritten underneath us while it
+    // loads is the one hazard, as with every mmap-based loader (llama.cpp's included).
+    let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?);
+    let mut reader = std::io::Cursor::new(&map[..]);
     let content = Content::read(&mut reader).map_err(|e| corrupt(format!("GGUF header: {e}")))?;
     let meta = Metadata {
         values: &content.metadata,
@@ -118,38 +120,61 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
         let Some(ours) = transformers_name(name) else {
             continue;
         };
-        let reorder = interleaved && is_query_or_key(&ours) && head_dim > 0;
-        let q = if reorder {
-            let rows = info.shape.dims().first().copied().unwrap_or(0);
-            if !rows.is_multiple_of(head_dim) {
-                return Err(corrupt(format!(
-                    "tensor `{name}` has {rows} rows, not whole heads of {head_dim}"
-                )));
-            }
-            content
-                .tensor(&mut reader, name, &Device::Cpu)
-                .and_then(|q| reorder_rows(&q, &rope_pair_rows(rows, head_dim, false), device))
-        } else {
-            content.tensor(&mut reader, name, device)
-        }
-        .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
-        let dense = |q: QTensor| {
-            // Half matrices stay half where the CPU kernel multiplies them; everything else is
-            // f32 (the dense path).
-            let half = keeps_half(params, q.shape().dims(), device);
-            // A half tensor straight from the file's bytes (no f32 copy on the way).
-            let raw =
-                |dtype: DType| Tensor::from_raw_buffer(&q.data()?, dtype, q.shape().dims(), device);
-            match q.dtype() {
-                GgmlDType::F16 if half => raw(DType::F16),
-                GgmlDType::BF16 if half => raw(DType::BF16),
-                _ => q.dequantize(device),
-            }
-            .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))
+        let dims = info.shape.dims();
+        let start = usize::try_from(content.tensor_data_offset + info.offset).ok();
+        let mapped =
+            start.and_then(|start| Mapped::new(Arc::clone(&map), start, info.ggml_dtype, dims));
+        let Some(mapped) = mapped else {
+            return Err(corrupt(format!(
+                "tensor `{name}` ({:?}, {dims:?}) runs past the end of the file's {} bytes",
+                info.ggml_dtype,
+                map.len()
+            )));
         };
+        let named = |e: Error| corrupt(format!("tensor `{name}`: {e}"));
+        let half = keeps_half(params, dims, device);
         let stored = match info.ggml_dtype {
-            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Stored::Dense(dense(q)?),
-            _ => Stored::Quantized(Arc::new(q)),
+            _ if interleaved && is_query_or_key(&ours) && head_dim > 0 => {
+                let rows = dims.first().copied().unwrap_or(0);
+                if !rows.is_multiple_of(head_dim) {
+                    return Err(corrupt(format!(
+                        "tensor `{name}` has {rows} rows, not whole heads of {head_dim}"
+                    )));
+                }
+                let order = rope_pair_rows(rows, head_dim, false);
+                let q = mapped
+                    .qtensor(&Device::Cpu)
+                    .and_then(|q| Ok(reorder_rows(&q, &order, device)?))
+                    .map_err(named)?;
+                let dense = |q: QTensor| -> Result<Tensor> {
+                    // A half tensor straight from its bytes (no f32 copy on the way).
+                    let raw = |dtype| {
+                        Tensor::from_raw_buffer(&q.data()?, dtype, q.shape().dims(), device)
+                    };
+                    Ok(match q.dtype() {
+                        GgmlDType::F16 if half => raw(DType::F16)?,
+                        GgmlDType::BF16 if half => raw(DType::BF16)?,
+                        _ => q.dequantize(device)?,
+                    })
+                };
+                match info.ggml_dtype {
+                    GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => {
+                        Stored::Dense(dense(q).map_err(named)?)
+                    }
+                    _ => Stored::Quantized(Arc::new(q)),
+                }
+            }
+            // Half matrices kept half, and blocks on the CPU, stay in the map until the model
+            // packs them into its kernels' panels.
+            GgmlDType::F16 | GgmlDType::BF16 if half => Stored::Mapped(Arc::new(mapped)),
+            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Stored::Dense(
+                mapped
+                    .tensor(device)
+                    .and_then(|t| Ok(t.to_dtype(DType::F32)?))
+                    .map_err(named)?,
+            ),
+            _ if device.is_cpu() => Stored::Mapped(Arc::new(mapped)),
+            _ => Stored::Quantized(Arc::new(mapped.qtensor(device).map_err(named)?)),
         };
         tensors.insert(ours, stored);
     }
@@ -534,62 +559,78 @@ fn vocabulary(meta: &Metadata<'_>) -> Result<Tokenizer> {
             tokens.len()
         )));
     }
-    let mut vocab = serde_json::Map::new();
-    let mut added = Vec::new();
-    for (id, (&token, &kind)) in tokens.iter().zip(&types).enumerate() {
-        vocab.insert(token.to_string(), id.into());
-        if kind == TOKEN_CONTROL || kind == TOKEN_USER_DEFINED {
-            let marker = token.starts_with('<') && token.ends_with('>');
-            added.push(serde_json::json!({
-                "id": id,
-                "content": token,
-                "single_word": false,
-                "lstrip": false,
-                "rstrip": false,
-                "normalized": false,
-                "special": kind == TOKEN_CONTROL || marker,
-            }));
+    // Built with the tokenizers crate's own types, as its `tokenizer.json` reader would build
+    // them (a JSON document of 150k tokens and merges took half a second to write and parse).
+    use tokenizers::models::bpe::BPE;
+    use tokenizers::pre_tokenizers::{byte_level::ByteLevel, sequence::Sequence, split};
+    use tokenizers::{AddedToken, PreTokenizerWrapper};
+    let bad = |e: tokenizers::Error| unsupported(e.to_string());
+    let vocab: tokenizers::models::bpe::Vocab = tokens
+        .iter()
+        .enumerate()
+        .map(|(id, &token)| (token.to_string(), id as u32))
+        .collect();
+    let mut pairs = Vec::with_capacity(merges.len());
+    for (rank, merge) in merges
+        .iter()
+        .filter(|m| !m.starts_with("#version"))
+        .enumerate()
+    {
+        let mut parts = merge.split(' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(a), Some(b), None) => pairs.push((a.to_string(), b.to_string())),
+            _ => {
+                return Err(unsupported(format!(
+                    "merge {} `{merge}` is not two tokens",
+                    rank + 1
+                )))
+            }
         }
     }
-    let byte_level = serde_json::json!({
-        "type": "ByteLevel",
-        "add_prefix_space": false,
-        "trim_offsets": false,
-        "use_regex": split.is_none(),
-    });
-    let pre_tokenizer = match split {
-        Some(regex) => serde_json::json!({
-            "type": "Sequence",
-            "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
-                byte_level,
-            ],
-        }),
-        None => byte_level.clone(),
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, pairs)
+        .continuing_subword_prefix(String::new())
+        .end_of_word_suffix(String::new())
+        .build()
+        .map_err(bad)?;
+    let byte_level = ByteLevel::new(false, false, split.is_none());
+    let pre_tokenizer: PreTokenizerWrapper = match split {
+        Some(regex) => Sequence::new(vec![
+            split::Split::new(
+                split::SplitPattern::Regex(regex.into()),
+                tokenizers::SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(bad)?
+            .into(),
+            byte_level.into(),
+        ])
+        .into(),
+        None => byte_level.into(),
     };
-    let json = serde_json::json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added,
-        "normalizer": if split.is_some() { serde_json::json!({"type": "NFC"}) } else { serde_json::Value::Null },
-        "pre_tokenizer": pre_tokenizer,
-        "post_processor": null,
-        "decoder": byte_level,
-        "model": {
-            "type": "BPE",
-            "dropout": null,
-            "unk_token": null,
-            "continuing_subword_prefix": "",
-            "end_of_word_suffix": "",
-            "fuse_unk": false,
-            "byte_fallback": false,
-            "ignore_merges": false,
-            "vocab": vocab,
-            "merges": merges,
-        },
-    });
-    Tokenizer::from_bytes(json.to_string().as_bytes(), &origin)
+    let mut inner = tokenizers::Tokenizer::new(bpe);
+    if split.is_some() {
+        inner
+            .with_normalizer(Some(tokenizers::normalizers::unicode::NFC))
+            .map_err(bad)?;
+    }
+    inner.with_pre_tokenizer(Some(pre_tokenizer));
+    inner.with_decoder(Some(byte_level));
+    let added: Vec<AddedToken> = tokens
+        .iter()
+        .zip(&types)
+        .filter(|(_, &kind)| kind == TOKEN_CONTROL || kind == TOKEN_USER_DEFINED)
+        .map(|(&token, &kind)| {
+            let marker = token.starts_with('<') && token.ends_with('>');
+            AddedToken::from(token, kind == TOKEN_CONTROL || marker)
+                .single_word(false)
+                .lstrip(false)
+                .rstrip(false)
+                .normalized(false)
+        })
+        .collect();
+    inner.add_tokens(added).map_err(bad)?;
+    Ok(Tokenizer::from_inner(inner, origin))
 }
 
 /// Qwen2's pre-tokenizer split (its `tokenizer.json`), which llama.cpp calls `qwen2`.

@@ -52,8 +52,20 @@ impl HalfMatrix {
     }
 
     /// From `rows` rows of `cols` half floats (`bits`, row-major, a checkpoint's `[out, in]`).
-    pub fn new(bits: &[u16], rows: usize, cols: usize, kind: HalfKind) -> HalfMatrix {
-        assert_eq!(bits.len(), rows * cols, "a [{rows}, {cols}] matrix");
+    /// From `parts`, runs of whole rows of `cols` weights stacked in order (a fused
+    /// projection's parts, read where they lie).
+    pub fn new(parts: &[&[u16]], cols: usize, kind: HalfKind) -> HalfMatrix {
+        let mut starts = Vec::with_capacity(parts.len());
+        let mut rows = 0;
+        for part in parts {
+            assert!(part.len().is_multiple_of(cols), "rows of {cols}");
+            starts.push(rows);
+            rows += part.len() / cols;
+        }
+        let row = |r: usize| {
+            let i = starts.partition_point(|&s| s <= r) - 1;
+            &parts[i][(r - starts[i]) * cols..][..cols]
+        };
         let groups = rows.div_ceil(PANEL);
         let mut values = vec![0u16; groups * cols * PANEL];
         values
@@ -61,8 +73,7 @@ impl HalfMatrix {
             .enumerate()
             .for_each(|(g, panel)| {
                 for n in 0..PANEL.min(rows - g * PANEL) {
-                    let row = &bits[(g * PANEL + n) * cols..][..cols];
-                    for (k, &w) in row.iter().enumerate() {
+                    for (k, &w) in row(g * PANEL + n).iter().enumerate() {
                         panel[k * PANEL + n] = w;
                     }
                 }
@@ -291,7 +302,10 @@ mod tests {
                         HalfKind::Bf16 => half::bf16::from_f32(v).to_bits(),
                     })
                     .collect();
-                let matrix = HalfMatrix::new(&bits, rows, cols, kind);
+                // In two runs of rows, as a fused projection's parts arrive.
+                let (a, b) = bits.split_at(rows / 2 * cols);
+                let matrix = HalfMatrix::new(&[a, b], cols, kind);
+                assert_eq!(matrix.rows(), rows);
                 assert_eq!(matrix.bytes(), rows.next_multiple_of(PANEL) * cols * 2);
                 let got = matrix.matmul(&x, m);
                 for r in 0..m {

@@ -26,6 +26,7 @@
 //!
 //! Used only where the CPU has AVX-512 VNNI; elsewhere candle's kernels run.
 
+use candle_core::quantized::GgmlDType;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
@@ -109,6 +110,24 @@ struct RowBlock {
     scales: BlockScales,
 }
 
+/// Weight rows of one block type in runs of whole rows, `(first row, bytes)` in row order.
+struct RowBytes<'a> {
+    parts: Vec<(usize, &'a [u8])>,
+    row_bytes: usize,
+}
+
+impl<'a> RowBytes<'a> {
+    fn row(&self, row: usize) -> &'a [u8] {
+        let (first, bytes) = self
+            .parts
+            .iter()
+            .rev()
+            .find(|(first, _)| *first <= row)
+            .expect("rows start at 0");
+        &bytes[(row - first) * self.row_bytes..][..self.row_bytes]
+    }
+}
+
 enum BlockScales {
     Half(u16),
     Full([f32; 2]),
@@ -137,11 +156,50 @@ impl Q8Matrix {
         }
     }
 
-    /// From GGUF Q8_0 blocks (f16 scale, 32 signed bytes), `rows` rows of `cols`.
-    pub fn from_q8_0(data: &[u8], rows: usize, cols: usize) -> Result<Q8Matrix> {
-        Q8Matrix::check(rows, cols, data.len(), BLOCK, Q8_0_BYTES)?;
-        Ok(Q8Matrix::pack(rows, cols, Packing::Bytes, |row, b| {
-            let block = &data[(row * cols / BLOCK + b) * Q8_0_BYTES..][..Q8_0_BYTES];
+    /// From GGUF blocks of `dtype` (Q8_0, Q5_0, Q4_K or Q6_K), rows of `cols` inputs: `parts`
+    /// are runs of whole rows stacked in order (a fused projection's parts, read where they lie,
+    /// in the file's memory map: no concatenated copy on the way to the panels).
+    pub fn from_blocks(dtype: GgmlDType, parts: &[&[u8]], cols: usize) -> Result<Q8Matrix> {
+        let (per, block_bytes) = match dtype {
+            GgmlDType::Q8_0 => (BLOCK, Q8_0_BYTES),
+            GgmlDType::Q5_0 => (BLOCK, Q5_0_BYTES),
+            GgmlDType::Q4K => (SUPER, Q4_K_BYTES),
+            GgmlDType::Q6K => (SUPER, Q6_K_BYTES),
+            other => {
+                return Err(Error::InvalidRequest(format!(
+                    "{other:?} blocks (the kernel takes Q8_0, Q5_0, Q4_K and Q6_K)"
+                )))
+            }
+        };
+        let row_bytes = cols / per * block_bytes;
+        let mut rows = RowBytes {
+            parts: Vec::with_capacity(parts.len()),
+            row_bytes,
+        };
+        let mut total = 0;
+        for part in parts {
+            if !cols.is_multiple_of(per) || row_bytes == 0 || !part.len().is_multiple_of(row_bytes)
+            {
+                return Err(Error::InvalidRequest(format!(
+                    "{} bytes are not rows of {cols} in {block_bytes}-byte blocks of {per}",
+                    part.len()
+                )));
+            }
+            rows.parts.push((total, part));
+            total += part.len() / row_bytes;
+        }
+        Ok(match dtype {
+            GgmlDType::Q8_0 => Q8Matrix::q8_0(&rows, total, cols),
+            GgmlDType::Q5_0 => Q8Matrix::q5_0(&rows, total, cols),
+            GgmlDType::Q4K => Q8Matrix::q4_k(&rows, total, cols),
+            _ => Q8Matrix::q6_k(&rows, total, cols),
+        })
+    }
+
+    /// Q8_0 blocks (f16 scale, 32 signed bytes).
+    fn q8_0(data: &RowBytes<'_>, rows: usize, cols: usize) -> Q8Matrix {
+        Q8Matrix::pack(rows, cols, Packing::Bytes, |row, b| {
+            let block = &data.row(row)[b * Q8_0_BYTES..][..Q8_0_BYTES];
             let mut values = [0u8; BLOCK];
             for (v, &w) in values.iter_mut().zip(&block[2..]) {
                 *v = (w as i8 as i16 + 128) as u8;
@@ -150,14 +208,13 @@ impl Q8Matrix {
                 values,
                 scales: BlockScales::Half(u16::from_le_bytes([block[0], block[1]])),
             }
-        }))
+        })
     }
 
-    /// From GGUF Q5_0 blocks (f16 scale, 32 fifth bits, 16 bytes of nibbles), kept packed.
-    pub fn from_q5_0(data: &[u8], rows: usize, cols: usize) -> Result<Q8Matrix> {
-        Q8Matrix::check(rows, cols, data.len(), BLOCK, Q5_0_BYTES)?;
-        Ok(Q8Matrix::pack(rows, cols, Packing::Five, |row, b| {
-            let block = &data[(row * cols / BLOCK + b) * Q5_0_BYTES..][..Q5_0_BYTES];
+    /// Q5_0 blocks (f16 scale, 32 fifth bits, 16 bytes of nibbles), kept packed.
+    fn q5_0(data: &RowBytes<'_>, rows: usize, cols: usize) -> Q8Matrix {
+        Q8Matrix::pack(rows, cols, Packing::Five, |row, b| {
+            let block = &data.row(row)[b * Q5_0_BYTES..][..Q5_0_BYTES];
             let high = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
             let low = &block[6..];
             let mut values = [0u8; BLOCK];
@@ -173,16 +230,15 @@ impl Q8Matrix {
                 values,
                 scales: BlockScales::Half(u16::from_le_bytes([block[0], block[1]])),
             }
-        }))
+        })
     }
 
-    /// From GGUF Q4_K super-blocks (f16 `d` and `dmin`, 12 bytes of 6-bit sub-block scales and
-    /// minimums, 128 bytes of nibbles): weight `d·sc·q - dmin·m`, as ggml dequantizes it.
-    pub fn from_q4_k(data: &[u8], rows: usize, cols: usize) -> Result<Q8Matrix> {
-        Q8Matrix::check(rows, cols, data.len(), SUPER, Q4_K_BYTES)?;
-        Ok(Q8Matrix::pack(rows, cols, Packing::Four, |row, b| {
+    /// Q4_K super-blocks (f16 `d` and `dmin`, 12 bytes of 6-bit sub-block scales and minimums,
+    /// 128 bytes of nibbles): weight `d·sc·q - dmin·m`, as ggml dequantizes it.
+    fn q4_k(data: &RowBytes<'_>, rows: usize, cols: usize) -> Q8Matrix {
+        Q8Matrix::pack(rows, cols, Packing::Four, |row, b| {
             let (sb, sub) = (b / 8, b % 8);
-            let block = &data[(row * cols / SUPER + sb) * Q4_K_BYTES..][..Q4_K_BYTES];
+            let block = &data.row(row)[sb * Q4_K_BYTES..][..Q4_K_BYTES];
             let d = f16_at(&block[0..2]);
             let dmin = f16_at(&block[2..4]);
             let scales = &block[4..16];
@@ -204,16 +260,15 @@ impl Q8Matrix {
                 values,
                 scales: BlockScales::Full([d * sc as f32, dmin * m as f32]),
             }
-        }))
+        })
     }
 
-    /// From GGUF Q6_K super-blocks (128 bytes of low nibbles, 64 of high bit pairs, 16 signed
-    /// sub-block scales, f16 `d`): weight `d·sc·(q - 32)`, as ggml dequantizes it.
-    pub fn from_q6_k(data: &[u8], rows: usize, cols: usize) -> Result<Q8Matrix> {
-        Q8Matrix::check(rows, cols, data.len(), SUPER, Q6_K_BYTES)?;
-        Ok(Q8Matrix::pack(rows, cols, Packing::Six, |row, b| {
+    /// Q6_K super-blocks (128 bytes of low nibbles, 64 of high bit pairs, 16 signed sub-block
+    /// scales, f16 `d`): weight `d·sc·(q - 32)`, as ggml dequantizes it.
+    fn q6_k(data: &RowBytes<'_>, rows: usize, cols: usize) -> Q8Matrix {
+        Q8Matrix::pack(rows, cols, Packing::Six, |row, b| {
             let (sb, sub) = (b / 8, b % 8);
-            let block = &data[(row * cols / SUPER + sb) * Q6_K_BYTES..][..Q6_K_BYTES];
+            let block = &data.row(row)[sb * Q6_K_BYTES..][..Q6_K_BYTES];
             let (ql, qh) = (&block[..128], &block[128..192]);
             let sc = &block[192..208];
             let d = f16_at(&block[208..210]);
@@ -232,17 +287,7 @@ impl Q8Matrix {
                 values,
                 scales: BlockScales::Full([scale(0), scale(1)]),
             }
-        }))
-    }
-
-    fn check(rows: usize, cols: usize, bytes: usize, per: usize, block_bytes: usize) -> Result<()> {
-        if !cols.is_multiple_of(per) || bytes != rows * cols / per * block_bytes {
-            return Err(Error::InvalidRequest(format!(
-                "{bytes} bytes are not a [{rows}, {cols}] matrix of {block_bytes}-byte blocks \
-                 of {per}"
-            )));
-        }
-        Ok(())
+        })
     }
 
     /// Panels from `block(row, b)`, block `b` (of 32 inputs) of weight row `row`. Rows past
@@ -840,14 +885,10 @@ mod tests {
         let t = Tensor::from_slice(w, (rows, cols), &dev).unwrap();
         let q = QTensor::quantize(&t, dtype).unwrap();
         let data = q.data().unwrap();
-        let matrix = match dtype {
-            GgmlDType::Q8_0 => Q8Matrix::from_q8_0(&data, rows, cols),
-            GgmlDType::Q5_0 => Q8Matrix::from_q5_0(&data, rows, cols),
-            GgmlDType::Q4K => Q8Matrix::from_q4_k(&data, rows, cols),
-            GgmlDType::Q6K => Q8Matrix::from_q6_k(&data, rows, cols),
-            other => unreachable!("{other:?}"),
-        }
-        .unwrap();
+        // In two runs of rows, as a fused projection's parts arrive.
+        let split = rows / 3 * (data.len() / rows);
+        let matrix = Q8Matrix::from_blocks(dtype, &[&data[..split], &data[split..]], cols).unwrap();
+        assert_eq!(matrix.rows(), rows);
         let dense = q.dequantize(&dev).unwrap().flatten_all().unwrap();
         (matrix, dense.to_vec1().unwrap())
     }
@@ -930,9 +971,10 @@ mod tests {
                 }
             }
         }
-        assert!(Q8Matrix::from_q8_0(&[0; 33], 1, 32).is_err());
-        assert!(Q8Matrix::from_q5_0(&[0; 23], 1, 32).is_err());
-        assert!(Q8Matrix::from_q4_k(&[0; 144], 1, 32).is_err());
-        assert!(Q8Matrix::from_q6_k(&[0; 209], 1, 256).is_err());
+        assert!(Q8Matrix::from_blocks(GgmlDType::Q8_0, &[&[0; 33]], 32).is_err());
+        assert!(Q8Matrix::from_blocks(GgmlDType::Q5_0, &[&[0; 22], &[0; 23]], 32).is_err());
+        assert!(Q8Matrix::from_blocks(GgmlDType::Q4K, &[&[0; 144]], 32).is_err());
+        assert!(Q8Matrix::from_blocks(GgmlDType::Q6K, &[&[0; 209]], 256).is_err());
+        assert!(Q8Matrix::from_blocks(GgmlDType::Q4_0, &[&[0; 18]], 32).is_err());
     }
 }
