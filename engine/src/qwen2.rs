@@ -52,6 +52,10 @@ pub struct KvCache {
     approximate_passes: usize,
     /// Positions edit passes kept that were not exact (they attended to older tokens).
     drifted_positions: usize,
+    /// `Some(p)`: rows at or past `p` were not computed (a causal pass stops at its window's
+    /// block: nothing before reads them), so their keys/values are placeholders whatever the
+    /// cached tokens say. Window passes moving on from `p` compute them.
+    stopped_at: Option<usize>,
 }
 
 impl KvCache {
@@ -64,6 +68,12 @@ impl KvCache {
         self.tokens.clear();
         self.exact_rows = 0;
         self.approximate_passes = 0;
+        self.stopped_at = None;
+    }
+
+    /// Rows of every sequence whose keys/values were computed (see `stopped_at`).
+    pub fn computed_rows(&self) -> usize {
+        self.stopped_at.unwrap_or(usize::MAX)
     }
 
     /// The cache now holds exactly what a stored full pass over its tokens would.
@@ -72,15 +82,24 @@ impl KvCache {
         self.approximate_passes = 0;
     }
 
-    /// Whether a window pass over `tokens` may use this cache: same batch, same lengths, and the
-    /// same tokens everywhere outside `window`.
+    /// Whether a window pass over `tokens` may use this cache: same batch, same lengths, every
+    /// row before the window computed, and the same tokens everywhere outside `window` (past
+    /// the computed rows nothing is held to compare).
     pub fn covers(&self, tokens: &[Vec<u32>], window: &Range<usize>) -> bool {
+        let computed = self.computed_rows();
         !self.layers.is_empty()
+            && window.start <= computed
             && self.tokens.len() == tokens.len()
             && self.tokens.iter().zip(tokens).all(|(cached, new)| {
-                cached.len() == new.len()
-                    && cached[..window.start.min(new.len())] == new[..window.start.min(new.len())]
-                    && cached[window.end.min(new.len())..] == new[window.end.min(new.len())..]
+                let len = new.len();
+                let (start, end) = (
+                    window.start.min(len),
+                    window.end.min(len).max(window.start.min(len)),
+                );
+                let after = end..computed.min(len).max(end);
+                cached.len() == len
+                    && cached[..start] == new[..start]
+                    && cached[after.clone()] == new[after]
             })
     }
 
@@ -383,10 +402,13 @@ impl Qwen2 {
             Pass::Full { store: true } => self.reusable_prefix(cache, tokens, &window),
             _ => 0,
         };
+        let end = self.computed_end(&window, len);
+        let stopped_at = (end < len).then_some(end);
         let hidden = match pass {
             Pass::Full { store: true } if reuse > 0 => {
                 // Causal attention: the cached keys/values of the positions before `reuse` are
-                // exactly what this pass would compute. Keep them, recompute the rest.
+                // exactly what this pass would compute. Keep them, recompute the rest (up to
+                // `end`; the rows past it stay placeholders).
                 for kv in &mut cache.layers {
                     let width = kv.dim(2)?;
                     let fresh =
@@ -399,8 +421,8 @@ impl Qwen2 {
                 }
                 cache.reused_positions += reuse;
                 cache.mark_exact();
-                let rest = reuse..len;
-                let ids = ids.narrow(1, reuse, len - reuse)?;
+                let rest = reuse..end;
+                let ids = ids.narrow(1, reuse, rest.len())?;
                 let mut x =
                     self.embed
                         .lookup(&ids.flatten_all()?)?
@@ -418,22 +440,26 @@ impl Qwen2 {
                         .0;
                 }
                 cache.tokens = tokens.to_vec();
+                cache.stopped_at = stopped_at;
                 x.narrow(1, window.start - reuse, window.len())?
             }
             Pass::Full { store } => {
                 if store {
                     cache.clear();
                 }
+                let ids = ids.narrow(1, 0, end)?;
+                // The pass holds rows up to `end` only: no key past it.
+                let key_lens: Vec<usize> = key_lens.iter().map(|&k| k.min(end)).collect();
                 let mut x = self
                     .embed
                     .lookup(&ids.flatten_all()?)?
-                    .reshape((batch, len, ()))?;
+                    .reshape((batch, end, ()))?;
                 let last = self.layers.len() - 1;
                 for (i, layer) in self.layers.iter().enumerate() {
                     // The last layer only needs the window's queries: nothing reads the others.
-                    let queries = if i == last { window.clone() } else { 0..len };
+                    let queries = if i == last { window.clone() } else { 0..end };
                     let kv_use = if store { KvUse::Keep } else { KvUse::Drop };
-                    let all = 0..len;
+                    let all = 0..end;
                     let (next, kv) = self.layer_forward(
                         layer,
                         &x,
@@ -443,11 +469,22 @@ impl Qwen2 {
                         &key_lens,
                     )?;
                     x = next;
-                    cache.layers.extend(kv);
+                    if let Some(kv) = kv {
+                        // Placeholder rows past `end`, for window passes to fill.
+                        cache.layers.push(if end < len {
+                            let width = kv.dim(2)?;
+                            let rest =
+                                Tensor::zeros((batch, len - end, width), kv.dtype(), kv.device())?;
+                            Tensor::cat(&[&kv, &rest], 1)?
+                        } else {
+                            kv
+                        });
+                    }
                 }
                 if store {
                     cache.tokens = tokens.to_vec();
                     cache.mark_exact();
+                    cache.stopped_at = stopped_at;
                 }
                 x
             }
@@ -473,12 +510,16 @@ impl Qwen2 {
                         )?
                         .0;
                 }
-                // The cache now holds the window's keys/values for these tokens.
+                // The cache now holds the window's keys/values for these tokens (and has computed
+                // every row up to its end: it covered none past the window's start).
                 for (cached, new) in cache.tokens.iter_mut().zip(tokens) {
                     let end = window.end.min(new.len());
                     if window.start < end {
                         cached[window.start..end].copy_from_slice(&new[window.start..end]);
                     }
+                }
+                if let Some(at) = cache.stopped_at {
+                    cache.stopped_at = (window.end.max(at) < len).then_some(window.end.max(at));
                 }
                 x
             }
@@ -488,6 +529,16 @@ impl Qwen2 {
         let (b, w, d) = h.dims3()?;
         let logits = self.lm_head.forward(&h.reshape((b * w, d))?)?;
         Ok(logits.reshape((b, w, vocab))?)
+    }
+
+    /// The rows a pass with `window` over sequences of `len` computes: all of them, or with
+    /// causal or block-causal attention those up to the end of the window's last block (no
+    /// row before reads a later one).
+    fn computed_end(&self, window: &Range<usize>, len: usize) -> usize {
+        match self.attention.block() {
+            Some(n) => window.end.div_ceil(n).saturating_mul(n).min(len),
+            None => len,
+        }
     }
 
     /// How many leading positions of every sequence a stored full pass may take from `cache`
@@ -519,7 +570,8 @@ impl Qwen2 {
             .unwrap_or(0)
             .min(shortest)
             .min(cache.tokens.iter().map(Vec::len).min().unwrap_or(0))
-            .min(cache.exact_rows);
+            .min(cache.exact_rows)
+            .min(cache.computed_rows());
         (common / block * block).min(window.start)
     }
 

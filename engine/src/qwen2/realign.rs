@@ -47,6 +47,8 @@ pub(super) struct Realignment {
     pub drifted: usize,
     /// Leading positions exact after the pass.
     exact_rows: usize,
+    /// Where the pass stops computing (a causal window's block end), as [`KvCache`] keeps it.
+    stopped_at: Option<usize>,
 }
 
 impl Qwen2 {
@@ -68,8 +70,10 @@ impl Qwen2 {
         let mut runs = Vec::with_capacity(tokens.len());
         // Leading positions of every sequence taken unchanged from where they were.
         let mut unchanged = usize::MAX;
+        // Rows the cache never computed hold nothing to keep.
+        let computed = cache.computed_rows();
         for (old, new) in cache.tokens.iter().zip(tokens) {
-            let matched = matching_runs(old, new);
+            let matched = matching_runs(&old[..computed.min(old.len())], new);
             unchanged = unchanged.min(match matched.first() {
                 Some(Kept { new, old: 0 }) if new.start == 0 => new.end,
                 _ => 0,
@@ -79,12 +83,22 @@ impl Qwen2 {
             }
             runs.push(matched);
         }
-        let spans = merged(spans);
+        // A causal pass computes nothing past its window's block; the rows there become
+        // placeholders, neither recomputed nor kept.
+        let len = tokens.iter().map(Vec::len).max().unwrap_or(0);
+        let limit = self.computed_end(window, len);
+        let spans: Vec<Range<usize>> = merged(spans)
+            .into_iter()
+            .filter(|s| s.start < limit)
+            .map(|s| s.start..s.end.min(limit))
+            .collect();
+        let mut dropped = spans.clone();
+        dropped.push(limit..usize::MAX);
         let exact_rows = match block {
             // Only causal rows can be exact, and only before the first change's block; the rows
             // recomputed from there on see exact rows only.
             Some(n) => {
-                let exact = unchanged.min(cache.exact_rows) / n * n;
+                let exact = unchanged.min(cache.exact_rows).min(computed) / n * n;
                 spans
                     .iter()
                     .find(|s| s.start <= exact && exact < s.end)
@@ -92,7 +106,7 @@ impl Qwen2 {
             }
             None => 0,
         };
-        let kept: Vec<Vec<Kept>> = runs.iter().map(|r| outside(r, &spans)).collect();
+        let kept: Vec<Vec<Kept>> = runs.iter().map(|r| outside(r, &dropped)).collect();
         let kept_positions = kept.iter().flatten().map(|k| k.new.len()).sum();
         let drifted = kept
             .iter()
@@ -105,6 +119,7 @@ impl Qwen2 {
             kept_positions,
             drifted,
             exact_rows,
+            stopped_at: (limit < len).then_some(limit),
         })
     }
 
@@ -165,6 +180,7 @@ impl Qwen2 {
         cache.layers = layers;
         cache.tokens = tokens.to_vec();
         cache.exact_rows = plan.exact_rows;
+        cache.stopped_at = plan.stopped_at;
         cache.approximate_passes = approximate_passes + 1;
         cache.reused_positions += plan.kept_positions;
         cache.drifted_positions += plan.drifted;

@@ -278,11 +278,18 @@ fn a_batch_edit_pass_recomputing_everything_equals_a_full_pass() {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f32::max);
         assert!(diff < 1e-4, "{pattern:?}: {diff}");
-        // A small radius keeps rows of both sequences.
+        // A small radius keeps rows of both sequences: all of them with bidirectional
+        // attention; causal attention keeps those before the window and stops at its end.
         let mut cache = KvCache::default();
         forward(&old, &mut cache, Pass::Full { store: true });
         forward(&new, &mut cache, Pass::Edit { radius: 2 });
-        assert!(cache.drifted_positions() > 100, "{pattern:?}");
+        if pattern == AttentionPattern::Causal {
+            assert_eq!(cache.drifted_positions(), (90 - 45) + (90 - 43));
+            assert_eq!(cache.computed_rows(), window.end);
+        } else {
+            assert!(cache.drifted_positions() > 100, "{pattern:?}");
+            assert_eq!(cache.computed_rows(), usize::MAX);
+        }
     }
 }
 
@@ -331,8 +338,12 @@ fn causal_rows_before_the_edit_are_exact(kernels: Kernels) {
         assert!(diff < 1e-5, "layer {layer}: {diff}");
     }
     assert_eq!(cache.exact_rows, edit.end + radius);
-    let drifted = (window.start - (edit.end + radius)) + (new.len() - window.end);
-    assert_eq!(cache.drifted_positions(), drifted);
+    // Kept rows past the exact ones drifted; the rows past the window were not computed.
+    assert_eq!(
+        cache.drifted_positions(),
+        window.start - (edit.end + radius)
+    );
+    assert_eq!(cache.computed_rows(), window.end);
     // The window's logits are approximate, but close.
     assert!(
         max_diff(&logits, &exact) < 0.5,
@@ -351,8 +362,10 @@ fn causal_rows_before_the_edit_are_exact(kernels: Kernels) {
         .unwrap();
     assert_eq!(cache.reused_positions() - before, edit.end + radius);
     assert_eq!(cache.approximate_passes(), 0);
+    // (The fresh pass stopped at its window's end, 4 rows before this one's.)
+    assert_eq!(fresh.computed_rows(), new.len() - 4);
     for layer in 0..2 {
-        let all = 0..new.len();
+        let all = 0..new.len() - 4;
         let diff = max_diff(&rows(&cache, layer, all.clone()), &rows(&fresh, layer, all));
         assert!(diff < 1e-5, "layer {layer}: {diff}");
     }
