@@ -46,8 +46,6 @@ pub const DEFAULT_MODEL_ID: &str = "redraft-default";
 /// §1.4: the part before the first `:` is matched exactly): Qwen's FIM template, and Sweep's
 /// next-edit layout.
 pub const ALIASES: &[&str] = &["qwen2.5-coder:redraft", "sweep-next-edit:redraft"];
-/// How long in-flight work may take to finish after SIGINT/SIGTERM before it is cancelled.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -84,6 +82,11 @@ pub struct Args {
     /// what makes batched results equal one-at-a-time results exactly.
     #[arg(long)]
     no_cache: bool,
+    /// After SIGTERM or Ctrl-C: how long in-flight requests may take to finish, in
+    /// milliseconds; past it they are cancelled at their next denoising step (their clients
+    /// get a 503) and the server stops.
+    #[arg(long, default_value_t = 10_000)]
+    shutdown_grace_ms: u64,
 }
 
 /// What the model answers to, for `/v1/models`, `/api/tags` and the `model` field.
@@ -232,7 +235,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .thread_name("redraft-serve")
         .enable_all()
         .build()?;
-    runtime.block_on(serve(Arc::clone(&app), args.bind))?;
+    runtime.block_on(serve(
+        Arc::clone(&app),
+        args.bind,
+        Duration::from_millis(args.shutdown_grace_ms),
+    ))?;
     // Every accepted job has been answered (or cancelled); the inference thread ends with the
     // queue.
     app.scheduler.close();
@@ -244,7 +251,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(app: Shared, bind: SocketAddr) -> anyhow::Result<()> {
+async fn serve(app: Shared, bind: SocketAddr, grace: Duration) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .with_context(|| format!("binding {bind} (is another server on that port?)"))?;
@@ -263,11 +270,11 @@ async fn serve(app: Shared, bind: SocketAddr) -> anyhow::Result<()> {
             app.shutting_down.store(true, Ordering::Relaxed);
             app.scheduler.close();
             stopping.notify_one();
-            let grace = Arc::clone(&app);
+            let app = Arc::clone(&app);
             tokio::spawn(async move {
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
+                tokio::time::sleep(grace).await;
                 eprintln!("redraft serve: in-flight work past the grace period is cancelled");
-                grace.scheduler.abort();
+                app.scheduler.abort();
             });
         }
     };
@@ -278,7 +285,7 @@ async fn serve(app: Shared, bind: SocketAddr) -> anyhow::Result<()> {
         result = &mut server => result.context("serving HTTP")?,
         () = async {
             stopping.notified().await;
-            tokio::time::sleep(SHUTDOWN_GRACE + Duration::from_secs(5)).await;
+            tokio::time::sleep(grace + Duration::from_secs(5)).await;
         } => eprintln!("redraft serve: connections still open after the grace period are dropped"),
     }
     Ok(())

@@ -366,3 +366,41 @@ fn the_speed_bench_flags_still_work() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown bench config `huge`"));
 }
+
+/// The speed benchmark runs end to end on its small anchor (without PyTorch) and writes every
+/// measurement it prints: passes, the cached step, the 16-token middle with and without the
+/// cache, real completions.
+#[test]
+fn the_speed_bench_runs_and_reports_every_measurement() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bench.json");
+    let stdout = ok(redraft_in_repo(&[
+        "bench",
+        "--configs",
+        "small",
+        "--lengths",
+        "64",
+        "--repeats",
+        "1",
+        "--python",
+        "none",
+        "--fim-cuts",
+        "2",
+        "--out",
+        path(&out),
+    ]));
+    assert!(stdout.contains("tokens/forward"), "{stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let config = &report["configs"][0];
+    assert_eq!(config["forward"][0]["tokens"], 64);
+    assert!(config["cached_step_ms"].as_f64().unwrap() > 0.0);
+    let e2e = config["end_to_end"].as_array().unwrap();
+    assert_eq!(e2e.len(), 2);
+    for run in e2e {
+        // 16 slots over the run's model calls.
+        let per_forward = run["tokens_per_forward"].as_f64().unwrap();
+        let forwards = run["forwards"].as_f64().unwrap();
+        assert!((per_forward * forwards - 16.0).abs() < 1e-9, "{run}");
+    }
+    assert!(!report["completions"].is_null(), "{report}");
+}

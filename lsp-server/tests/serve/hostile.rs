@@ -369,6 +369,34 @@ fn sigterm_finishes_in_flight_work_and_exits_0() {
     assert!(std::net::TcpStream::connect(addr).is_err());
 }
 
+/// SIGTERM with a job that outlasts the grace period (`--shutdown-grace-ms`): past it the job is
+/// cancelled at its next step, its client gets a 503 saying so, and the server exits 0 long
+/// before the job would have ended.
+#[test]
+fn sigterm_cancels_work_past_the_grace_period() {
+    let server = Server::start_with(Start {
+        args: &["--shutdown-grace-ms", "200"],
+        step_delay_ms: Some(1500),
+        ..Start::default()
+    });
+    let body = json!({"prompt": qwen_prompt(), "max_tokens": 32}).to_string();
+    let running = server.open_later("POST", "/v1/completions", body.as_bytes());
+    server.wait_for_metric("redraft_running_jobs", 1.0);
+    let started = std::time::Instant::now();
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(server.pid() as i32, libc::SIGTERM) };
+    let answer = running.finish();
+    openai_error(&answer, 503, "shutting_down");
+    let status = server.terminate();
+    assert!(status.success(), "exit status {status:?}");
+    // One step's delay after the grace period, not the job's steps nor the default 10 s.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn without_a_model_completion_routes_answer_503() {
     let server = Server::start(&["--model", "/nonexistent/model-dir"]);
