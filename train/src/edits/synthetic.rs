@@ -14,6 +14,10 @@
 //!   [`EditKind::EnumVariant`] (an enum variant and its match arms taken out; adding the
 //!   variant, then the arms).
 //!
+//! The rename, added-parameter and unwrap sites are found by [`refactorings`], the search the
+//! next-edit typing replay (lsp-server's `benches/next_edit_typing.rs`) shares, under this
+//! data's [`Rules`] (`RULES`); this module cuts them into history and target.
+//!
 //! Every case is checked to have its target where the editable region will be
 //! ([`in_reach`]); a share of them ([`SyntheticOptions::no_edit_fraction`]) is also written
 //! fully applied, with no target. A file's cases depend only on its text, its key and the seed.
@@ -26,9 +30,23 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use redraft_context::edit::cut::{case_from_edits, in_reach, CutOptions, EditCase};
 use redraft_context::edit::TextEdit;
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::Node;
 
+use self::refactorings::{
+    added_parameters, append_item, contains_word, fnv1a, pick, renames, unwraps_to_try, File, Rules,
+};
 use super::EditKind;
+
+pub mod refactorings;
+
+/// The rename, added-parameter and unwrap rules this data was made with (see [`Rules`]).
+const RULES: Rules = Rules {
+    closures: false,
+    shorthand_patterns: false,
+    skip_after_dot: false,
+    unique_names: false,
+    option_returns: false,
+};
 
 /// How many cases to make.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,14 +91,10 @@ pub fn cases(
     if text.len() > options.max_file_bytes || options.per_file == 0 {
         return out;
     }
-    let mut parser = Parser::new();
-    parser
-        .set_language(&tree_sitter_rust::LANGUAGE.into())
-        .expect("the Rust grammar loads");
-    let Some(tree) = parser.parse(text, None) else {
+    let Some(tree) = redraft_context::parse_rust(text) else {
         return out;
     };
-    let file = File { text, tree: &tree };
+    let file = File::new(text, &tree);
     let makers: [(EditKind, Maker); 6] = [
         (EditKind::Rename, rename),
         (EditKind::AddParameter, add_parameter),
@@ -151,76 +165,6 @@ fn kind_name(kind: EditKind) -> &'static str {
 
 /// Finds a kind's opportunities in a file.
 type Maker = fn(&File<'_>, &CutOptions) -> Vec<Plan>;
-
-/// A parsed file.
-struct File<'a> {
-    text: &'a str,
-    tree: &'a Tree,
-}
-
-impl<'a> File<'a> {
-    fn text_of(&self, node: Node<'_>) -> &'a str {
-        &self.text[node.byte_range()]
-    }
-
-    /// Every node of `kind` under `root` (`root` included), in document order.
-    fn all<'t>(&self, root: Node<'t>, kind: &str) -> Vec<Node<'t>> {
-        let mut found = Vec::new();
-        let mut cursor = root.walk();
-        loop {
-            let node = cursor.node();
-            if node.kind() == kind {
-                found.push(node);
-            }
-            if cursor.goto_first_child() {
-                continue;
-            }
-            loop {
-                if cursor.node() == root {
-                    return found;
-                }
-                if cursor.goto_next_sibling() {
-                    break;
-                }
-                if !cursor.goto_parent() {
-                    return found;
-                }
-            }
-        }
-    }
-
-    fn line_of(&self, offset: usize) -> usize {
-        self.text[..offset].matches('\n').count()
-    }
-
-    fn line_start(&self, offset: usize) -> usize {
-        self.text[..offset].rfind('\n').map_or(0, |at| at + 1)
-    }
-
-    /// The indentation of the line holding `offset`.
-    fn indent_at(&self, offset: usize) -> &'a str {
-        let start = self.line_start(offset);
-        let line = &self.text[start..];
-        &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
-    }
-
-    /// `node` and what follows it on its line (a comma), as a site of whole lines: from the
-    /// newline before its first line to the end of its last line's text. `None` unless it
-    /// starts its line and only a comma (or nothing) follows it there.
-    fn whole_lines(&self, start: usize, end: usize) -> Option<Range<usize>> {
-        let line_start = self.line_start(start);
-        if line_start == 0 || !self.text[line_start..start].trim().is_empty() {
-            return None;
-        }
-        let rest = &self.text[end..];
-        let line_end = end + rest.find('\n').unwrap_or(rest.len());
-        let tail = self.text[end..line_end].trim();
-        if !(tail.is_empty() || tail == ",") {
-            return None;
-        }
-        Some(line_start - 1..line_end)
-    }
-}
 
 /// One edit of a plan.
 #[derive(Debug, Clone)]
@@ -318,33 +262,14 @@ fn chains(
 
 fn unwrap_to_try(file: &File<'_>, cut: &CutOptions) -> Vec<Plan> {
     let mut plans = Vec::new();
-    for function in file.all(file.tree.root_node(), "function_item") {
-        let returns_result = function
-            .child_by_field_name("return_type")
-            .is_some_and(|ty| file.text_of(ty).contains("Result"));
-        let Some(body) = function.child_by_field_name("body") else {
-            continue;
-        };
-        if !returns_result {
-            continue;
-        }
-        // The `?`s that return from this fn, not from a closure or async block inside it.
-        // Preorder visits `a()?.b()?`'s outer `?` first: sort by position.
-        let mut sites: Vec<Range<usize>> = file
-            .all(body, "try_expression")
-            .into_iter()
-            .filter(|node| owner(*node) == Some(function))
-            .filter_map(|node| node.child(node.child_count().checked_sub(1)?))
-            .filter(|mark| mark.kind() == "?")
-            .map(|mark| mark.byte_range())
-            .collect();
-        sites.sort_by_key(|site| site.start);
-        let lines: Vec<usize> = sites.iter().map(|s| file.line_of(s.start)).collect();
+    for refactoring in unwraps_to_try(file, &RULES) {
+        let sites = &refactoring.edits;
+        let lines: Vec<usize> = sites.iter().map(|s| file.line_of(s.range.start)).collect();
         for (first, t) in chains(&lines, cut.group_lines, 1, 3) {
             plans.push(Plan {
                 undo: sites[first..]
                     .iter()
-                    .map(|site| (site.clone(), ".unwrap()".to_string()))
+                    .map(|site| (site.range.clone(), site.new_text.clone()))
                     .collect(),
                 history: (0..t - first).map(Step::Redo).collect(),
                 target: Step::Redo(t - first),
@@ -353,18 +278,6 @@ fn unwrap_to_try(file: &File<'_>, cut: &CutOptions) -> Vec<Plan> {
         }
     }
     plans
-}
-
-/// The fn, closure or async block whose body `node` is in.
-fn owner(node: Node<'_>) -> Option<Node<'_>> {
-    let mut current = node.parent();
-    while let Some(n) = current {
-        match n.kind() {
-            "function_item" | "closure_expression" | "async_block" | "try_block" => return Some(n),
-            _ => current = n.parent(),
-        }
-    }
-    None
 }
 
 // --- backward: a repeated change ---------------------------------------------------------------
@@ -552,177 +465,52 @@ fn names_variant(file: &File<'_>, arm: Node<'_>, enum_name: &str, variant: &str)
 
 // --- forward: a rename carried to the other uses ---------------------------------------------
 
-/// Parents of an identifier that make it a binding, not a use.
-const BINDING_PARENTS: &[&str] = &[
-    "let_declaration",
-    "parameter",
-    "closure_parameters",
-    "tuple_pattern",
-    "tuple_struct_pattern",
-    "field_pattern",
-    "match_pattern",
-    "or_pattern",
-    "ref_pattern",
-    "mut_pattern",
-    "captured_pattern",
-    "for_expression",
-    "let_condition",
-    "slice_pattern",
-    "reference_pattern",
-    "struct_pattern",
-];
-
-/// Words added to a name.
-const NAME_WORDS: &[&str] = &[
-    "value", "count", "len", "index", "item", "next", "total", "buf", "result", "current", "input",
-    "out",
-];
-
 fn rename(file: &File<'_>, cut: &CutOptions) -> Vec<Plan> {
     let mut plans = Vec::new();
-    for function in file.all(file.tree.root_node(), "function_item") {
-        let Some(body) = function.child_by_field_name("body") else {
-            continue;
-        };
-        let identifiers: Vec<Node<'_>> = file
-            .all(function, "identifier")
-            .into_iter()
-            .filter(|node| owner_fn(*node) == Some(function))
-            .collect();
-        let strings: Vec<&str> = file
-            .all(body, "string_literal")
-            .into_iter()
-            .map(|s| file.text_of(s))
-            .collect();
-        let shorthand: Vec<&str> = file
-            .all(body, "shorthand_field_initializer")
-            .into_iter()
-            .map(|s| file.text_of(s).trim())
-            .collect();
-        let function_text = file.text_of(function);
-        let declarations = identifiers.iter().filter(|node| {
-            node.parent().is_some_and(|p| {
-                matches!(p.kind(), "let_declaration" | "parameter")
-                    && p.child_by_field_name("pattern") == Some(**node)
-            })
-        });
-        for declaration in declarations {
-            let name = file.text_of(*declaration);
-            if name.starts_with('_') || name == "self" {
-                continue;
-            }
-            let bindings = identifiers
+    for refactoring in renames(file, &RULES) {
+        // The declaration, then the uses, each its whole name replaced by the new one.
+        let (declaration, uses) = refactoring
+            .edits
+            .split_first()
+            .expect("a rename has its declaration");
+        let new_name = &declaration.new_text;
+        // History: the declaration (and, when there are several uses, the first of them);
+        // target: every other use in reach of the last one renamed, as one edit.
+        for done in 0..uses.len().min(2) {
+            let mut history = vec![declaration.clone()];
+            history.extend(uses[..done].iter().cloned());
+            let last_line = file.line_of(history.last().expect("not empty").range.end);
+            let pending: Vec<&Range<usize>> = uses[done..]
                 .iter()
-                .filter(|n| file.text_of(**n) == name)
-                .filter(|n| {
-                    n.parent()
-                        .is_some_and(|p| BINDING_PARENTS.contains(&p.kind()))
-                })
-                .count();
-            let in_strings = strings
-                .iter()
-                .any(|s| s.contains(&format!("{{{name}}}")) || s.contains(&format!("{{{name}:")));
-            if bindings != 1 || in_strings || shorthand.contains(&name) {
-                continue;
-            }
-            let uses: Vec<Range<usize>> = identifiers
-                .iter()
-                .filter(|n| n.start_byte() > declaration.end_byte() && file.text_of(**n) == name)
-                .filter(|n| {
-                    n.parent().is_none_or(|p| {
-                        !matches!(p.kind(), "scoped_identifier" | "macro_invocation")
-                    })
-                })
-                .map(|n| n.byte_range())
+                .map(|u| &u.range)
+                .filter(|u| file.line_of(u.end) <= last_line + cut.lines_below)
                 .collect();
-            if uses.is_empty() {
+            let (Some(first), Some(last)) = (pending.first(), pending.last()) else {
                 continue;
-            }
-            let word = NAME_WORDS[(fnv1a(name.as_bytes()) % NAME_WORDS.len() as u64) as usize];
-            let new_name = if name.len() <= 8 {
-                format!("{name}_{word}")
-            } else {
-                format!("{word}_{name}")
             };
-            if contains_word(function_text, &new_name) {
-                continue;
+            let span = first.start..last.end;
+            let mut new_text = String::new();
+            let mut at = span.start;
+            for site in &pending {
+                new_text.push_str(&file.text[at..site.start]);
+                new_text.push_str(new_name);
+                at = site.end;
             }
-            let rename_at = |range: &Range<usize>| TextEdit {
-                range: range.clone(),
-                new_text: new_name.clone(),
-            };
-            // History: the declaration (and, when there are several uses, the first of them);
-            // target: every other use in reach of the last one renamed, as one edit.
-            for done in 0..uses.len().min(2) {
-                let mut history = vec![rename_at(&declaration.byte_range())];
-                history.extend(uses[..done].iter().map(rename_at));
-                let last_line = file.line_of(history.last().expect("not empty").range.end);
-                let pending: Vec<&Range<usize>> = uses[done..]
-                    .iter()
-                    .filter(|u| file.line_of(u.end) <= last_line + cut.lines_below)
-                    .collect();
-                let (Some(first), Some(last)) = (pending.first(), pending.last()) else {
-                    continue;
-                };
-                let span = first.start..last.end;
-                let mut new_text = String::new();
-                let mut at = span.start;
-                for site in &pending {
-                    new_text.push_str(&file.text[at..site.start]);
-                    new_text.push_str(&new_name);
-                    at = site.end;
-                }
-                new_text.push_str(&file.text[at..span.end]);
-                plans.push(Plan::forward(
-                    history,
-                    TextEdit {
-                        range: span,
-                        new_text,
-                    },
-                    true,
-                ));
-            }
+            new_text.push_str(&file.text[at..span.end]);
+            plans.push(Plan::forward(
+                history,
+                TextEdit {
+                    range: span,
+                    new_text,
+                },
+                true,
+            ));
         }
     }
     plans
 }
 
-/// The fn item whose body (or signature) holds `node`; `None` inside a closure.
-fn owner_fn(node: Node<'_>) -> Option<Node<'_>> {
-    let mut current = node.parent();
-    while let Some(n) = current {
-        match n.kind() {
-            "function_item" => return Some(n),
-            "closure_expression" => return None,
-            _ => current = n.parent(),
-        }
-    }
-    None
-}
-
-fn contains_word(text: &str, word: &str) -> bool {
-    text.match_indices(word).any(|(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + word.len()..].chars().next();
-        !before.is_some_and(is_word) && !after.is_some_and(is_word)
-    })
-}
-
-fn is_word(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
 // --- forward: a parameter or a field, then its uses --------------------------------------------
-
-/// Parameters appended to a fn: name, type, and the argument callers pass.
-const PARAMETERS: &[(&str, &str, &str)] = &[
-    ("verbose", "bool", "false"),
-    ("strict", "bool", "true"),
-    ("limit", "usize", "usize::MAX"),
-    ("offset", "usize", "0"),
-    ("label", "&str", "\"\""),
-    ("depth", "u32", "0"),
-];
 
 /// Fields appended to a struct: name, type, and the value initialisers give.
 const FIELDS: &[(&str, &str, &str)] = &[
@@ -733,56 +521,6 @@ const FIELDS: &[(&str, &str, &str)] = &[
     ("id", "u64", "0"),
     ("tags", "Vec<String>", "Vec::new()"),
 ];
-
-/// The edit appending `item` to a delimited list (`(..)`, `{..}`): after the last element, on a
-/// line of its own when the list has one element per line.
-fn append_item(file: &File<'_>, list: Node<'_>, item: &str) -> Option<TextEdit> {
-    let mut cursor = list.walk();
-    let children: Vec<Node<'_>> = list.children(&mut cursor).collect();
-    let open = children.first()?;
-    let elements: Vec<&Node<'_>> = children
-        .iter()
-        .filter(|c| {
-            c.is_named()
-                && !matches!(
-                    c.kind(),
-                    "line_comment" | "block_comment" | "attribute_item"
-                )
-        })
-        .collect();
-    let Some(last) = elements.last() else {
-        let at = open.end_byte();
-        let padding = if open.kind() == "{" { " " } else { "" };
-        return Some(TextEdit {
-            range: at..at,
-            new_text: format!("{padding}{item}{padding}"),
-        });
-    };
-    let multi_line = file.line_of(last.start_byte()) > file.line_of(open.start_byte());
-    let after = &file.text[last.end_byte()..list.end_byte()];
-    if multi_line {
-        let indent = file.indent_at(last.start_byte());
-        Some(if after.trim_start().starts_with(',') {
-            let at = last.end_byte() + after.find(',').expect("a comma follows") + 1;
-            TextEdit {
-                range: at..at,
-                new_text: format!("\n{indent}{item},"),
-            }
-        } else {
-            let at = last.end_byte();
-            TextEdit {
-                range: at..at,
-                new_text: format!(",\n{indent}{item}"),
-            }
-        })
-    } else {
-        let at = last.end_byte();
-        Some(TextEdit {
-            range: at..at,
-            new_text: format!(", {item}"),
-        })
-    }
-}
 
 /// Plans for "change the definition, then its uses": the definition and the uses before the
 /// target (in file order, at most four) are the history, the next use is the target.
@@ -797,85 +535,13 @@ fn definition_then_uses(definition: TextEdit, uses: Vec<TextEdit>, plans: &mut V
 }
 
 fn add_parameter(file: &File<'_>, _cut: &CutOptions) -> Vec<Plan> {
-    let root = file.tree.root_node();
-    let calls = file.all(root, "call_expression");
     let mut plans = Vec::new();
-    for function in file.all(root, "function_item") {
-        let (Some(name), Some(parameters)) = (
-            function.child_by_field_name("name"),
-            function.child_by_field_name("parameters"),
-        ) else {
-            continue;
-        };
-        if in_trait_impl(function) {
-            continue;
-        }
-        let name = file.text_of(name);
-        let is_method = !file.all(parameters, "self_parameter").is_empty();
-        let function_text = file.text_of(function);
-        let Some(&(parameter, ty, argument)) =
-            pick(PARAMETERS, name, |(p, ..)| !contains_word(function_text, p))
-        else {
-            continue;
-        };
-        let mut uses = Vec::new();
-        for call in &calls {
-            let (Some(callee), Some(arguments)) = (
-                call.child_by_field_name("function"),
-                call.child_by_field_name("arguments"),
-            ) else {
-                continue;
-            };
-            let calls_it = match callee.kind() {
-                "identifier" => !is_method && file.text_of(callee) == name,
-                "scoped_identifier" => {
-                    !is_method
-                        && callee
-                            .child_by_field_name("path")
-                            .is_some_and(|p| file.text_of(p) == "Self")
-                        && callee
-                            .child_by_field_name("name")
-                            .is_some_and(|n| file.text_of(n) == name)
-                }
-                "field_expression" => {
-                    is_method
-                        && callee
-                            .child_by_field_name("value")
-                            .is_some_and(|v| file.text_of(v) == "self")
-                        && callee
-                            .child_by_field_name("field")
-                            .is_some_and(|f| file.text_of(f) == name)
-                }
-                _ => false,
-            };
-            if !calls_it {
-                continue;
-            }
-            // A call from inside the fn passes its own parameter on.
-            let inside = function.byte_range().contains(&call.start_byte());
-            let value = if inside { parameter } else { argument };
-            uses.extend(append_item(file, arguments, value));
-        }
-        if uses.is_empty() {
-            continue;
-        }
-        let Some(signature) = append_item(file, parameters, &format!("{parameter}: {ty}")) else {
-            continue;
-        };
-        definition_then_uses(signature, uses, &mut plans);
+    for refactoring in added_parameters(file, &RULES) {
+        let mut edits = refactoring.edits.into_iter();
+        let signature = edits.next().expect("an added parameter has its signature");
+        definition_then_uses(signature, edits.collect(), &mut plans);
     }
     plans
-}
-
-/// Whether `function` implements a trait's method (its signature is the trait's to change).
-fn in_trait_impl(function: Node<'_>) -> bool {
-    function
-        .parent()
-        .filter(|p| p.kind() == "declaration_list")
-        .and_then(|p| p.parent())
-        .is_some_and(|item| {
-            item.kind() == "impl_item" && item.child_by_field_name("trait").is_some()
-        })
 }
 
 fn add_field(file: &File<'_>, _cut: &CutOptions) -> Vec<Plan> {
@@ -950,20 +616,6 @@ fn enclosing_impl_type<'a>(file: &File<'a>, node: Node<'_>) -> Option<&'a str> {
         current = n.parent();
     }
     None
-}
-
-/// The first choice that fits, starting at one that `name` picks.
-fn pick<'c, T>(choices: &'c [T], name: &str, fits: impl Fn(&T) -> bool) -> Option<&'c T> {
-    let start = (fnv1a(name.as_bytes()) % choices.len() as u64) as usize;
-    (0..choices.len())
-        .map(|i| &choices[(start + i) % choices.len()])
-        .find(|choice| fits(choice))
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]
