@@ -29,10 +29,25 @@ pub fn finish(middle: &str, plan: &Plan) -> Option<String> {
     (!tidy.trim().is_empty()).then_some(tidy)
 }
 
+/// Whether [`finish`] of any middle starting with `lead` cuts it within `lead`, at the end of one
+/// of its complete lines: what follows cannot change the finished suggestion, so decoding may
+/// stop (the sampler's stop rule). Only a line ending decides: a partial last line may still
+/// open or close brackets.
+pub fn decided(lead: &str, plan: &Plan) -> bool {
+    let mut at_cursor = Scanner::with_open(plan.language, &plan.open_brackets);
+    at_cursor.feed(&plan.line_prefix);
+    cut(lead, plan, &at_cursor).1
+}
+
 fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> &'m str {
+    cut(middle, plan, at_cursor).0
+}
+
+/// The middle cut to its unit, and whether a complete line of it decided the cut.
+fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool) {
     let unit = plan.canvas.unit;
     if unit == Unit::Fixed {
-        return middle;
+        return (middle, false);
     }
     let mut scanner = at_cursor.clone();
     let start_depth = scanner.depth();
@@ -43,6 +58,7 @@ fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> &'m str
         let line_start = offset;
         offset += line.len();
         scanner.feed(line);
+        let complete = line.ends_with('\n');
         let has_code = !line.trim().is_empty();
         if unit == Unit::Block && has_code {
             // The body's indentation is that of its first line; a later line left of it has
@@ -54,7 +70,7 @@ fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> &'m str
             });
             match block_indent {
                 None => block_indent = Some(column),
-                Some(body) if column < body => return &middle[..line_start],
+                Some(body) if column < body => return (&middle[..line_start], complete),
                 Some(_) => {}
             }
         }
@@ -65,15 +81,15 @@ fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> &'m str
         {
             // This line closes something opened before the middle that the suffix closes
             // itself: the rest is the suffix's.
-            return &middle[..line_start];
+            return (&middle[..line_start], complete);
         }
         seen_code |= has_code;
-        let line_done = line.ends_with('\n') && scanner.in_code();
+        let line_done = complete && scanner.in_code();
         if unit != Unit::Block && seen_code && line_done && scanner.depth() <= start_depth {
-            return &middle[..offset];
+            return (&middle[..offset], true);
         }
     }
-    middle
+    (middle, false)
 }
 
 fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String {

@@ -24,7 +24,7 @@ mod window;
 use std::path::Path;
 
 pub use canvas::{CanvasPlan, Unit};
-pub use finish::finish;
+pub use finish::{decided, finish};
 pub use syntax::parse_rust;
 
 /// Languages whose syntax the layer knows; anything else is plain text (line heuristics).

@@ -503,3 +503,46 @@ fn bracket_context_comes_from_the_document_not_the_window() {
         "the suffix's `}}` closes the fn, not the match"
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// `decided` is the sampler's stop rule: whenever it says a lead decides the finished
+    /// suggestion, every middle that starts with that lead finishes as the lead alone does.
+    #[test]
+    fn a_decided_lead_finishes_as_every_middle_that_extends_it(
+        text in "(fn f\\(x: u8\\) \\{\n|    let y = g\\(x,\n|    if x \\{ |\\}\n|    z|\"a\\{\"|// \\(\n|def h\\(\\):\n|    return \\[\n){1,8}",
+        cursor in 0usize..200,
+        middle in "(a|b\\(|\\)|\\{|\\}|\\[|\\]|;|\"|//|\n|    |\t| |é|x = 1;\n|\\)\\?;\n){0,24}",
+    ) {
+        let cursor = (cursor.min(text.len())..=text.len()).find(|&c| text.is_char_boundary(c)).unwrap();
+        for language in [Language::Rust, Language::Python, Language::Plain] {
+            let plan = plan_for_text(&text, cursor, language, ROOMY);
+            let whole = finish(&middle, &plan);
+            for (at, _) in middle.char_indices().skip(1) {
+                let lead = &middle[..at];
+                if redraft_context::decided(lead, &plan) {
+                    prop_assert_eq!(finish(lead, &plan), whole.clone(), "lead {:?} of {:?}, {:?}", lead, middle, plan.canvas.unit);
+                }
+            }
+        }
+    }
+}
+
+/// The stop rule fires on the middles a line completion writes: once their line is done.
+#[test]
+fn a_finished_line_decides_a_line_completion_and_a_partial_one_does_not() {
+    let plan = rust("fn f() {\n    let x = $0\n}\n");
+    assert!(!redraft_context::decided("g(1", &plan));
+    assert!(!redraft_context::decided("g(1);", &plan));
+    assert!(
+        !redraft_context::decided("g(1,\n", &plan),
+        "the call is still open"
+    );
+    assert!(redraft_context::decided("g(1);\n", &plan));
+    assert!(redraft_context::decided("g(1);\n    let", &plan));
+    // A fixed canvas keeps whatever the model writes: nothing decides it early.
+    let mut fixed = plan.clone();
+    fixed.canvas.unit = Unit::Fixed;
+    assert!(!redraft_context::decided("g(1);\n    let y = 2;\n", &fixed));
+}

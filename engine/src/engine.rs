@@ -71,6 +71,9 @@ pub struct Completion {
     pub middle: String,
     pub tokens: Vec<u32>,
     pub ended_by_eos: bool,
+    /// Whether the caller's stop rule ended the middle once its committed lead decided it
+    /// ([`crate::sampler::StopRule`]).
+    pub stopped: bool,
     pub steps: usize,
     pub forwards: usize,
     pub full_passes: usize,
@@ -488,6 +491,7 @@ impl Engine {
             middle,
             tokens: infill.tokens.clone(),
             ended_by_eos: infill.ended_by_eos,
+            stopped: infill.stopped,
             steps: infill.steps,
             forwards: stats.forwards,
             full_passes: stats.full_passes,

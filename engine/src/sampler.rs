@@ -292,7 +292,19 @@ pub struct Controls<'a> {
     pub cancel: Option<&'a AtomicBool>,
     pub deadline: Option<Instant>,
     pub on_step: Option<&'a mut dyn FnMut(&DenoiseStep)>,
+    /// Every canvas's stop rule ([`StopRule`]).
+    pub stop: Option<&'a StopFn<'a>>,
 }
+
+/// Says of a canvas's committed lead (its tokens from slot 0 up to the first masked slot or the
+/// end) whether it already decides what the caller makes of the middle: then the canvas ends
+/// there, at the step that committed it, instead of spending passes on slots whose tokens
+/// would be thrown away (a line completion cut at its line's end). The lead never changes
+/// once committed, so a rule that decides on it alone changes no finished result.
+pub type StopRule<'s> = Box<dyn Fn(&[u32]) -> bool + Send + Sync + 's>;
+
+/// A borrowed stop rule ([`StopRule`]), as [`Controls`] carry it.
+pub type StopFn<'a> = dyn Fn(&[u32]) -> bool + Sync + 'a;
 
 /// The filled middle of one canvas.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -308,6 +320,9 @@ pub struct Infill {
     /// Steps this canvas committed something in after the one that first committed its end:
     /// the work left once the length was decided (`None` without an end).
     pub steps_after_end: Option<usize>,
+    /// Whether a stop rule ended the middle after its committed lead (`ended_by_eos` is then
+    /// false).
+    pub stopped: bool,
 }
 
 /// The outcome of a run over a batch of canvases.
@@ -352,6 +367,8 @@ struct Slots {
     draft: Vec<u32>,
     /// Block decoding: steps taken in the current block (the step budget is per block).
     block_steps: usize,
+    /// A stop rule ended the middle at `end`.
+    stopped: bool,
 }
 
 impl Slots {
@@ -401,11 +418,18 @@ impl Slots {
                 .iter()
                 .map(|v| v.expect("all slots filled"))
                 .collect(),
-            ended_by_eos: self.end.is_some(),
+            ended_by_eos: self.end.is_some() && !self.stopped,
             steps: self.steps,
             slots: self.values.len(),
             steps_after_end: self.steps_at_end.map(|at| self.steps - at),
+            stopped: self.stopped,
         }
+    }
+
+    /// The committed tokens from slot 0 up to the first masked slot or the end.
+    fn lead(&self) -> Vec<u32> {
+        let end = self.end.unwrap_or(self.values.len());
+        self.values[..end].iter().map_while(|v| *v).collect()
     }
 
     /// One past the last slot the next pass must recompute: the last masked or just-committed
@@ -541,10 +565,14 @@ impl<'a> Sampler<'a> {
                     fresh.lock().expect("stream slot")[index] = Some(view.clone());
                 }) as CanvasStream<'_>
             });
+            let stop = controls
+                .stop
+                .map(|rule| Box::new(move |lead: &[u32]| rule(lead)) as StopRule<'_>);
             let controls = MemberControls {
                 cancel: None,
                 deadline: controls.deadline,
                 on_step,
+                stop,
             };
             ids.push(batch.join(canvas, config.clone(), controls)?);
         }
@@ -636,6 +664,7 @@ impl<'a> Sampler<'a> {
             steps: 0,
             steps_at_end: None,
             block_steps: 0,
+            stopped: false,
             draft: if canvas.draft.is_empty() {
                 Vec::new()
             } else {
@@ -1056,6 +1085,28 @@ impl<'a> Sampler<'a> {
             token: token as u32,
             confidence,
         }
+    }
+
+    /// Ends `state`'s middle after its committed lead when `rule` says the lead decides it:
+    /// every masked slot is filled with EOS (and counted as touched, so the step's view shows
+    /// the end). Whether it stopped.
+    fn stop(&self, state: &mut Slots, rule: &StopFn<'_>) -> bool {
+        if state.is_done() {
+            return false;
+        }
+        let lead = state.lead();
+        if lead.is_empty() || !rule(&lead) {
+            return false;
+        }
+        state.end = Some(lead.len());
+        for (slot, value) in state.values.iter_mut().enumerate() {
+            if value.is_none() {
+                *value = Some(self.settings.eos_token_id);
+                state.touched.push(slot);
+            }
+        }
+        state.stopped = true;
+        true
     }
 
     /// Commits `token` at `slot`; an end token also fills every slot after it with EOS. Returns

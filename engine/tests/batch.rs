@@ -312,6 +312,7 @@ fn a_cancelled_request_leaves_and_the_others_complete_as_alone() {
                     flag.store(true, Ordering::Relaxed);
                 }
             })),
+            stop: None,
         }
     });
     assert!(matches!(out[1].0, Err(Error::Cancelled)), "{:?}", out[1].0);

@@ -20,7 +20,7 @@ use redraft_engine::config::{AttentionPattern, DiffusionSettings, EditCanvas};
 use redraft_engine::sampler::{
     score_row, CachePolicy, Canvas, CanvasView, Confidence, Controls, DenoiseStep, Denoiser,
     EditReuse, Effort, Infill, MemberControls, MemberId, MemberOutcome, Pass, PassStats, Sampled,
-    Sampler, SamplerConfig, Schedule,
+    Sampler, SamplerConfig, Schedule, StopFn,
 };
 use redraft_engine::{Error, Result};
 
@@ -267,6 +267,8 @@ struct Setup {
     /// Tokens never committed (`Sampler::banning`); empty: none.
     banned: Vec<bool>,
     config: SamplerConfig,
+    /// Every canvas's stop rule (`Controls::stop`).
+    stop: Option<fn(&[u32]) -> bool>,
 }
 
 /// Everything one run left behind.
@@ -283,6 +285,7 @@ impl Setup {
             whitespace: whitespace(),
             banned: Vec::new(),
             config: one_per_step(),
+            stop: None,
         }
     }
 
@@ -299,10 +302,12 @@ impl Setup {
     ) -> Outcome {
         let mut stream = Vec::new();
         let mut on_step = |step: &DenoiseStep| stream.push(step.clone());
+        let stop = self.stop.map(|rule| move |lead: &[u32]| rule(lead));
         let controls = Controls {
             cancel: None,
             deadline,
             on_step: Some(&mut on_step),
+            stop: stop.as_ref().map(|rule| rule as &StopFn<'_>),
         };
         let result = Sampler::new(self.settings, &self.whitespace)
             .banning(&self.banned)
@@ -778,6 +783,85 @@ fn an_end_decides_the_masked_slots_after_it() {
         &[A],
         true,
     );
+}
+
+/// Stops once the committed lead holds a line break (a line completion's rule, in tokens).
+fn at_a_line_break(lead: &[u32]) -> bool {
+    lead.contains(&NEWLINE)
+}
+
+#[test]
+fn a_stop_rule_ends_the_middle_at_the_step_its_lead_decides_it() {
+    // Left to right, one token a step: the lead `a nl` decides the middle at step 1; the two
+    // masked slots become the end without a pass of their own.
+    let rows = vec![
+        peaked(A, 0.99),
+        peaked(NEWLINE, 0.98),
+        peaked(B, 0.97),
+        peaked(C, 0.96),
+    ];
+    let setup = Setup {
+        stop: Some(at_a_line_break),
+        ..Setup::new()
+    };
+    let out = setup.run(
+        &ScriptedModel::rows(0, rows.clone()),
+        &[canvas(&[], 4, &[])],
+    );
+    assert_eq!(out.lines(), ["a _ _ _ | [0]", "a nl EOS EOS | [1, 2, 3]"]);
+    let infill = &out.sampled().infills[0];
+    assert_eq!(infill.tokens, [A, NEWLINE]);
+    assert!(infill.stopped && !infill.ended_by_eos, "{infill:?}");
+    assert_eq!(out.sampled().stats.forwards, 2);
+    // Without the rule the same model spends two more passes on slots the rule throws away.
+    let full = Setup::new().run(&ScriptedModel::rows(0, rows), &[canvas(&[], 4, &[])]);
+    assert_eq!(full.tokens(), [vec![A, NEWLINE, B, C]]);
+    assert!(!full.sampled().infills[0].stopped);
+    assert_eq!(full.sampled().stats.forwards, 4);
+}
+
+#[test]
+fn a_stop_rule_reads_only_the_lead_before_the_first_masked_slot() {
+    // The line break at slot 2 is committed first, but slot 1 is still masked: the lead is `a`
+    // until slot 1 is committed, and only then does the rule end the middle, after slot 2.
+    let rows = vec![
+        peaked(A, 0.98),
+        peaked(B, 0.90),
+        peaked(NEWLINE, 0.99),
+        peaked(C, 0.5),
+    ];
+    let setup = Setup {
+        stop: Some(at_a_line_break),
+        ..Setup::new()
+    };
+    let out = setup.run(&ScriptedModel::rows(0, rows), &[canvas(&[], 4, &[])]);
+    assert_eq!(
+        out.lines(),
+        ["_ _ nl _ | [2]", "a _ nl _ | [0]", "a b nl EOS | [1, 3]"]
+    );
+    assert_eq!(out.tokens(), [vec![A, B, NEWLINE]]);
+}
+
+#[test]
+fn a_stop_rule_that_never_fires_changes_nothing() {
+    let rows = vec![
+        peaked(A, 0.9),
+        peaked(NEWLINE, 0.8),
+        peaked(EOS, 0.95),
+        peaked(EOS, 0.9),
+    ];
+    let never = Setup {
+        stop: Some(|_| false),
+        ..Setup::new()
+    };
+    let with = never.run(
+        &ScriptedModel::rows(0, rows.clone()),
+        &[canvas(&[], 4, &[])],
+    );
+    let without = Setup::new().run(&ScriptedModel::rows(0, rows), &[canvas(&[], 4, &[])]);
+    assert_eq!(with.lines(), without.lines());
+    assert_eq!(with.tokens(), without.tokens());
+    assert!(with.sampled().infills[0].ended_by_eos && !with.sampled().infills[0].stopped);
 }
 
 #[test]
@@ -1492,6 +1576,7 @@ fn check_cancel(after_step: Option<usize>, expect_calls: usize) {
         cancel: Some(&cancel),
         deadline: None,
         on_step: Some(&mut on_step),
+        stop: None,
     };
     let config = one_per_step();
     let sampler = Sampler::new(settings(false, None), &[]);
@@ -2017,8 +2102,8 @@ fn alone(
     let setup = Setup {
         settings,
         whitespace: whitespace(),
-        banned: Vec::new(),
         config: config.clone(),
+        ..Setup::new()
     };
     let out = setup.run(model, std::slice::from_ref(canvas));
     let stream = out.lines();

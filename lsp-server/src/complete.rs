@@ -186,6 +186,7 @@ fn with_controls<T>(args: &Args, engine: &Engine, run: impl FnOnce(Controls<'_>)
         } else {
             None
         },
+        stop: None,
     })
 }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use redraft_context::{Budget, CanvasPlan, Neighbour, Plan, Source, TokenCounter, Unit};
 use redraft_engine::qwen2::KvCache;
-use redraft_engine::sampler::{Controls, SamplerConfig};
+use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig, StopFn};
 use redraft_engine::{Completion, Engine, InfillRequest, Result};
 
 use crate::EngineTokens;
@@ -147,13 +147,48 @@ pub fn engine_request(plan: &Plan, budget: &Budget, sampler: SamplerConfig) -> I
     }
 }
 
-/// Runs a prepared request on `engine` (its lengths batched into one run).
+/// The stop rule of a plan ([`redraft_engine::sampler::StopRule`]): a middle whose committed
+/// lead already decides what [`finish`] makes of it ([`redraft_context::decided`]: a line
+/// completion's line is complete) needs no more passes.
+pub fn stop_rule<'e>(
+    engine: &'e Engine,
+    plan: &Plan,
+) -> impl Fn(&[u32]) -> bool + Send + Sync + 'e {
+    let plan = plan.clone();
+    move |lead: &[u32]| {
+        engine
+            .tokenizer()
+            .decode(lead)
+            .is_ok_and(|text| redraft_context::decided(&text, &plan))
+    }
+}
+
+/// Runs a prepared request on `engine` (its lengths batched into one run), each canvas ending
+/// once its lead decides the finished suggestion ([`stop_rule`]) unless `controls` bring a rule
+/// of their own.
 pub fn run(
     engine: &Engine,
     prepared: &Prepared,
     cache: &mut KvCache,
     controls: Controls<'_>,
 ) -> Result<Vec<Completion>> {
+    let rule = stop_rule(engine, &prepared.plan);
+    let Controls {
+        cancel,
+        deadline,
+        on_step,
+        stop,
+    } = controls;
+    let stop: &StopFn<'_> = match stop {
+        Some(stop) => stop,
+        None => &rule,
+    };
+    let controls = Controls {
+        cancel,
+        deadline,
+        on_step: on_step.map(|f| -> &mut dyn FnMut(&DenoiseStep) { f }),
+        stop: Some(stop),
+    };
     if prepared.lengths.len() == 1 {
         engine
             .complete(&prepared.request, cache, controls)

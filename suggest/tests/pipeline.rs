@@ -237,3 +237,66 @@ fn a_next_edit_prepared_and_finished_around_a_batch_equals_the_pipeline() {
     assert_eq!(outcome.suggestion, whole.suggestion);
     assert_eq!(outcome.plan.region_range, whole.plan.region_range);
 }
+
+/// The stop rule `fim::run` applies (a canvas ends once its committed lead decides the finished
+/// suggestion) never changes a finished suggestion, and saves passes: at many cursors of real
+/// code, at each effort, with the shipped model (bidirectional) and the same weights attending
+/// causally (decoded left to right, where the lead grows every step).
+#[test]
+fn stopping_at_a_decided_lead_changes_no_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model");
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(shipped.join(file), dir.path().join(file)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("redraft.json"),
+        r#"{"eos_token_id": 1, "mask_token_id": 0, "pad_token_id": 1, "logit_shift": true, "attention": "causal"}"#,
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src/tokenizer.rs"),
+    )
+    .unwrap();
+    let never = |_: &[u32]| false;
+    let (mut with, mut without, mut stopped) = (0, 0, 0);
+    for engine in [engine(), Engine::load(dir.path()).unwrap()] {
+        for effort in [Effort::Low, Effort::High] {
+            let options = FimOptions::new(24, SamplerConfig::effort(effort));
+            // Mid-line and line-start cursors through the file.
+            for cursor in (200..text.len().min(4200)).step_by(97) {
+                let cursor = (cursor..).find(|&c| text.is_char_boundary(c)).unwrap();
+                let source = Source {
+                    text: &text,
+                    cursor,
+                    language: Language::Rust,
+                    tree: None,
+                };
+                let run = |controls| {
+                    fim::complete(
+                        &engine,
+                        &source,
+                        &[],
+                        &options,
+                        &mut KvCache::default(),
+                        controls,
+                    )
+                    .unwrap()
+                };
+                let stopping = run(Controls::default());
+                let full = run(Controls {
+                    stop: Some(&never),
+                    ..Controls::default()
+                });
+                assert_eq!(stopping.texts, full.texts, "cursor {cursor}, {effort:?}");
+                with += stopping.completions[0].forwards;
+                without += full.completions[0].forwards;
+                stopped += usize::from(stopping.completions[0].steps < full.completions[0].steps);
+            }
+        }
+    }
+    assert!(
+        stopped > 0 && with < without,
+        "{stopped} stopped early; {with} passes against {without}"
+    );
+}

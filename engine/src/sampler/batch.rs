@@ -54,6 +54,8 @@ pub struct MemberControls<'s> {
     pub deadline: Option<Instant>,
     /// This member's canvas after each step it takes part in.
     pub on_step: Option<CanvasStream<'s>>,
+    /// Ends the member's middle once its committed lead decides it ([`super::StopRule`]).
+    pub stop: Option<super::StopRule<'s>>,
 }
 
 /// A member's stream: its canvas after each step.
@@ -314,6 +316,9 @@ impl<'s> Batch<'s> {
                 &mut live.rng,
             );
             live.steps += 1;
+            if let Some(rule) = live.controls.stop.as_deref() {
+                self.sampler.stop(&mut row.slots, rule);
+            }
             if let Some(on_step) = live.controls.on_step.as_mut() {
                 on_step(&view(&row.slots, row.slots.touched.clone()));
             }

@@ -468,6 +468,7 @@ fn with_controls<T>(
         cancel: Some(cancel),
         deadline: None,
         on_step: watched.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
+        stop: None,
     })
 }
 

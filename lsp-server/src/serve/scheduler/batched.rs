@@ -27,7 +27,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redraft_engine::engine::EngineBatch;
-use redraft_engine::sampler::{CachePolicy, Canvas, CanvasView, MemberControls, MemberId};
+use redraft_engine::sampler::{
+    CachePolicy, Canvas, CanvasView, MemberControls, MemberId, StopRule,
+};
 use redraft_engine::{Completion, Engine};
 use redraft_suggest::{edit, fim};
 
@@ -194,6 +196,13 @@ impl<'e> Loop<'e> {
             Ok(planned) => planned,
             Err(err) => return job.answer(Err(job_error(err)), metrics),
         };
+        // A FIM canvas stops once its lead decides the finished suggestion, as `fim::run` does.
+        let stop = || match &plan {
+            Plan::Fim(prepared) => {
+                Some(Box::new(fim::stop_rule(engine, &prepared.plan)) as StopRule<'e>)
+            }
+            Plan::Edit { .. } => None,
+        };
         let at_lane = self.lane_for(built.first().map_or(0, |c| c.prefix.len()));
         let key = self.next_job;
         self.next_job += 1;
@@ -221,6 +230,7 @@ impl<'e> Loop<'e> {
                 cancel: Some(job.cancel.clone()),
                 deadline: job.deadline,
                 on_step,
+                stop: stop(),
             };
             let lane = &mut self.lanes[at_lane];
             match lane.batch.join_canvas(canvas, sampler.clone(), controls) {

@@ -89,6 +89,7 @@ fn with_controls<T>(
         cancel: Some(&job.cancel),
         deadline: job.deadline,
         on_step: watched.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
+        stop: None,
     })
 }
 
@@ -163,7 +164,7 @@ pub fn finish_fim(
             completion_tokens += engine.tokenizer().encode(&text).map_or(0, |ids| ids.len());
             FimChoice {
                 text,
-                finish_reason: if stopped || cut || completion.ended_by_eos {
+                finish_reason: if stopped || cut || completion.ended_by_eos || completion.stopped {
                     FinishReason::Stop
                 } else {
                     FinishReason::Length
