@@ -451,10 +451,18 @@ impl Engine {
     /// A batch that requests join and leave between denoising steps (what a server runs: see
     /// [`EngineBatch`]), under one cache policy, with a cache of its own.
     pub fn batch(&self, cache: CachePolicy) -> EngineBatch<'_> {
+        self.batch_from(cache, KvCache::default())
+    }
+
+    /// [`Engine::batch`] starting from `kept`, the cache an earlier batch left
+    /// ([`EngineBatch::into_cache`]): when the policy allows edit reuse and the first requests'
+    /// tokens differ from the kept ones by edits, the first pass realigns it
+    /// ([`crate::sampler::Pass::Edit`]) instead of recomputing every position.
+    pub fn batch_from(&self, cache: CachePolicy, kept: KvCache) -> EngineBatch<'_> {
         EngineBatch {
             engine: self,
             batch: self.sampler().batch(cache),
-            cache: KvCache::default(),
+            cache: kept,
             admitted: HashMap::new(),
         }
     }
@@ -624,6 +632,11 @@ impl<'e> EngineBatch<'e> {
     /// Every model call the batch has made so far.
     pub fn stats(&self) -> PassStats {
         self.batch.stats()
+    }
+
+    /// The batch's cache, for a later batch to start from ([`Engine::batch_from`]).
+    pub fn into_cache(self) -> KvCache {
+        self.cache
     }
 }
 

@@ -58,7 +58,7 @@ pub struct SamplerArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EditReuseFlag(pub Option<usize>);
 
-fn parse_edit_reuse(s: &str) -> Result<EditReuseFlag, String> {
+pub fn parse_edit_reuse(s: &str) -> Result<EditReuseFlag, String> {
     match s {
         "off" => Ok(EditReuseFlag(None)),
         n => n

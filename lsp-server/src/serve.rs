@@ -32,7 +32,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use redraft_engine::sampler::{CachePolicy, Effort};
+use redraft_engine::sampler::{CachePolicy, EditReuse, Effort};
 use redraft_engine::DeviceSpec;
 use serde_json::json;
 
@@ -82,6 +82,12 @@ pub struct Args {
     /// what makes batched results equal one-at-a-time results exactly.
     #[arg(long)]
     no_cache: bool,
+    /// A client's next request (a few characters typed) reuses the cache its last one left:
+    /// recompute RADIUS tokens on each side of each change and keep the rest (approximate,
+    /// an exact pass after 8 in a row), or `off` (an edit costs an exact full pass)
+    /// [default: 8].
+    #[arg(long, value_name = "RADIUS|off", value_parser = crate::sampler_args::parse_edit_reuse)]
+    edit_reuse: Option<crate::sampler_args::EditReuseFlag>,
     /// After SIGTERM or Ctrl-C: how long in-flight requests may take to finish, in
     /// milliseconds; past it they are cancelled at their next denoising step (their clients
     /// get a 503) and the server stops.
@@ -112,7 +118,8 @@ pub struct App {
     pub model: ModelInfo,
     api_key: Option<String>,
     pub effort: Effort,
-    pub cache: bool,
+    /// Every request's cache policy (`--no-cache`, `--edit-reuse`).
+    pub cache: CachePolicy,
     pub deadline: Option<Duration>,
     pub max_body: usize,
     pub max_batch: usize,
@@ -191,6 +198,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let metrics = Arc::new(Metrics::new());
+    let cache = CachePolicy {
+        enabled: !args.no_cache,
+        refresh_every: None,
+        edit: match args.edit_reuse {
+            Some(crate::sampler_args::EditReuseFlag(radius)) => radius.map(|radius| EditReuse {
+                radius,
+                ..EditReuse::DEFAULT
+            }),
+            None => Some(EditReuse::DEFAULT),
+        },
+    };
     let max_batch = usize::try_from(args.max_batch).unwrap_or(1);
     let max_queue = usize::try_from(args.max_queue).unwrap_or(1);
     let (scheduler, inference) = Scheduler::start(
@@ -198,11 +216,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         LoopConfig {
             max_batch,
             max_queue,
-            cache: CachePolicy {
-                enabled: !args.no_cache,
-                refresh_every: None,
-                edit: None,
-            },
+            cache,
         },
         Arc::clone(&metrics),
     );
@@ -222,7 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         api_key,
         effort: args.effort,
-        cache: !args.no_cache,
+        cache,
         deadline: args.deadline_ms.map(Duration::from_millis),
         max_body: args.max_body,
         max_batch,

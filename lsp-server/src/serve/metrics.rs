@@ -39,7 +39,9 @@ pub struct JobLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PassLabels {
-    /// `full` (every position recomputed) or `window` (the canvases, the rest from the cache).
+    /// `full` (every position recomputed), `window` (the canvases, the rest from the cache) or
+    /// `edit` (a kept cache realigned across an edit of the context: the canvases and the
+    /// positions near each change recomputed).
     pub pass: String,
 }
 
@@ -208,8 +210,8 @@ impl Metrics {
         }
     }
 
-    pub fn passes(&self, full: usize, window: usize) {
-        for (pass, n) in [("full", full), ("window", window)] {
+    pub fn passes(&self, full: usize, window: usize, edit: usize) {
+        for (pass, n) in [("full", full), ("window", window), ("edit", edit)] {
             self.passes
                 .get_or_create(&PassLabels {
                     pass: pass.to_string(),

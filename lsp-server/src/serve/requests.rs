@@ -138,7 +138,7 @@ fn effort(app: &App, asked: Option<&str>) -> Result<Effort, ApiError> {
 /// The sampler for `sampling` (effort preset, temperature, seed).
 fn sampler(app: &App, sampling: &Sampling) -> Result<SamplerConfig, ApiError> {
     let mut config = SamplerConfig::effort(effort(app, sampling.effort.as_deref())?);
-    config.cache.enabled = app.cache;
+    config.cache = app.cache;
     if let Some(t) = sampling.temperature {
         if !(0.0..=2.0).contains(&t) || !t.is_finite() {
             return Err(ApiError::invalid(

@@ -16,6 +16,12 @@
 //! joins the running canvases at the next step when it starts where they do, and otherwise
 //! waits for their lane to finish, as it would one at a time.
 //!
+//! A lane that empties leaves its cache behind (at most [`KEPT_CACHES`], the oldest dropped
+//! first), and a new lane starts from the kept cache sharing the longest prefix with its first
+//! canvas: a client typing sends requests that differ by a few characters, and the new lane's
+//! first pass realigns the cache across that edit (the edit reuse every other door has) instead
+//! of recomputing the whole context.
+//!
 //! Jobs go through the same pipelines as alone, split where a batch needs it: FIM jobs through
 //! [`fim::prepare`] (each candidate length joins as its own canvas) and [`fim::finish`] per
 //! candidate ([`finish_fim`]), next edits through [`edit::prepare`] (one canvas, the old region
@@ -27,6 +33,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redraft_engine::engine::EngineBatch;
+use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{
     CachePolicy, Canvas, CanvasView, MemberControls, MemberId, StopRule,
 };
@@ -38,6 +45,9 @@ use super::{Answer, Draft, Job, JobError, LoopConfig, Queue, Work};
 
 /// Canvases whose starts differ by at most this many tokens share a lane.
 pub const LANE_TOLERANCE: usize = 8;
+
+/// Caches of emptied lanes kept for the requests that follow (one per recent client, roughly).
+pub const KEPT_CACHES: usize = 4;
 
 /// What a job in a lane was planned as.
 enum Plan {
@@ -81,6 +91,8 @@ struct Loop<'e> {
     max_batch: usize,
     delay: Option<Duration>,
     lanes: Vec<Lane<'e>>,
+    /// Caches of emptied lanes, oldest first (at most [`KEPT_CACHES`]).
+    kept: Vec<KvCache>,
     jobs: HashMap<u64, Member>,
     /// Keyed by lane and member.
     canvases: HashMap<(u64, MemberId), Slot>,
@@ -96,6 +108,7 @@ pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Dur
         max_batch: config.max_batch.max(1),
         delay,
         lanes: Vec::new(),
+        kept: Vec::new(),
         jobs: HashMap::new(),
         canvases: HashMap::new(),
         next_job: 0,
@@ -138,8 +151,10 @@ impl<'e> Loop<'e> {
         }
     }
 
-    /// The lane for canvases starting at `start`: one within [`LANE_TOLERANCE`], or a new one.
-    fn lane_for(&mut self, start: usize) -> usize {
+    /// The lane for canvases after `prefix`: one starting within [`LANE_TOLERANCE`] of it, or a
+    /// new one, from the kept cache that shares the most of `prefix`.
+    fn lane_for(&mut self, prefix: &[u32]) -> usize {
+        let start = prefix.len();
         if let Some(at) = self
             .lanes
             .iter()
@@ -147,10 +162,14 @@ impl<'e> Loop<'e> {
         {
             return at;
         }
+        let best = (0..self.kept.len())
+            .max_by_key(|&at| (self.kept[at].shared_prefix(prefix), at))
+            .filter(|&at| self.kept[at].shared_prefix(prefix) > 0);
+        let cache = best.map_or_else(KvCache::default, |at| self.kept.remove(at));
         self.lanes.push(Lane {
             id: self.next_lane,
             start,
-            batch: self.engine.batch(self.policy),
+            batch: self.engine.batch_from(self.policy, cache),
         });
         self.next_lane += 1;
         self.lanes.len() - 1
@@ -203,7 +222,7 @@ impl<'e> Loop<'e> {
             }
             Plan::Edit { .. } => None,
         };
-        let at_lane = self.lane_for(built.first().map_or(0, |c| c.prefix.len()));
+        let at_lane = self.lane_for(built.first().map_or(&[][..], |c| &c.prefix[..]));
         let key = self.next_job;
         self.next_job += 1;
         let mut joined = Vec::new();
@@ -280,6 +299,7 @@ impl<'e> Loop<'e> {
             metrics.passes(
                 after.full_passes - before.full_passes,
                 after.window_passes - before.window_passes,
+                after.edit_passes - before.edit_passes,
             );
             match stepped {
                 Ok(Ok(done)) => left.extend(done.into_iter().map(|(id, r)| ((lane.id, id), r))),
@@ -310,7 +330,17 @@ impl<'e> Loop<'e> {
                 }
             }
         }
-        self.lanes.retain(|lane| !lane.batch.is_empty());
+        let (emptied, running) = std::mem::take(&mut self.lanes)
+            .into_iter()
+            .partition(|lane| lane.batch.is_empty());
+        self.lanes = running;
+        if self.policy.enabled {
+            for lane in emptied {
+                self.kept.push(lane.batch.into_cache());
+            }
+            let over = self.kept.len().saturating_sub(KEPT_CACHES);
+            self.kept.drain(..over);
+        }
         for (at, result) in left {
             let Some((key, index)) = self.canvases.remove(&at) else {
                 continue;

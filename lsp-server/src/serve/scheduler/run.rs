@@ -124,7 +124,7 @@ pub fn fim_job(
     if let Some(first) = completions.first() {
         let slots: usize = completions.iter().map(|c| c.slots).sum();
         metrics.model_calls(first.forwards, completions.len(), slots);
-        metrics.passes(first.full_passes, first.window_passes);
+        metrics.passes(first.full_passes, first.window_passes, first.edit_passes);
     }
     Ok(Answer::Fim(finish_fim(
         engine,
@@ -224,7 +224,7 @@ pub fn edit_job(
     .map_err(job_error)?;
     let c = &outcome.completion;
     metrics.model_calls(c.forwards, 1, c.slots);
-    metrics.passes(c.full_passes, c.window_passes);
+    metrics.passes(c.full_passes, c.window_passes, c.edit_passes);
     Ok(Answer::Edit(finish_edit(engine, work, &outcome, metrics)))
 }
 
