@@ -790,6 +790,16 @@ fn at_a_line_break(lead: &[u32]) -> bool {
     lead.contains(&NEWLINE)
 }
 
+/// One canvas with a slot per row, decoded under [`at_a_line_break`].
+fn stopping_at_line_breaks(rows: Vec<Vec<f32>>) -> Outcome {
+    let setup = Setup {
+        stop: Some(at_a_line_break),
+        ..Setup::new()
+    };
+    let length = rows.len();
+    setup.run(&ScriptedModel::rows(0, rows), &[canvas(&[], length, &[])])
+}
+
 #[test]
 fn a_stop_rule_ends_the_middle_at_the_step_its_lead_decides_it() {
     // Left to right, one token a step: the lead `a nl` decides the middle at step 1; the two
@@ -800,14 +810,7 @@ fn a_stop_rule_ends_the_middle_at_the_step_its_lead_decides_it() {
         peaked(B, 0.97),
         peaked(C, 0.96),
     ];
-    let setup = Setup {
-        stop: Some(at_a_line_break),
-        ..Setup::new()
-    };
-    let out = setup.run(
-        &ScriptedModel::rows(0, rows.clone()),
-        &[canvas(&[], 4, &[])],
-    );
+    let out = stopping_at_line_breaks(rows.clone());
     assert_eq!(out.lines(), ["a _ _ _ | [0]", "a nl EOS EOS | [1, 2, 3]"]);
     let infill = &out.sampled().infills[0];
     assert_eq!(infill.tokens, [A, NEWLINE]);
@@ -830,11 +833,7 @@ fn a_stop_rule_reads_only_the_lead_before_the_first_masked_slot() {
         peaked(NEWLINE, 0.99),
         peaked(C, 0.5),
     ];
-    let setup = Setup {
-        stop: Some(at_a_line_break),
-        ..Setup::new()
-    };
-    let out = setup.run(&ScriptedModel::rows(0, rows), &[canvas(&[], 4, &[])]);
+    let out = stopping_at_line_breaks(rows);
     assert_eq!(
         out.lines(),
         ["_ _ nl _ | [2]", "a _ nl _ | [0]", "a b nl EOS | [1, 3]"]
