@@ -369,6 +369,9 @@ struct Slots {
     block_steps: usize,
     /// A stop rule ended the middle at `end`.
     stopped: bool,
+    /// Length of the longest lead the stop rule has said no to: it is asked again only once
+    /// the lead grows.
+    lead_checked: usize,
 }
 
 impl Slots {
@@ -426,10 +429,14 @@ impl Slots {
         }
     }
 
-    /// The committed tokens from slot 0 up to the first masked slot or the end.
-    fn lead(&self) -> Vec<u32> {
+    /// The committed slots from slot 0 up to the first masked slot or the end.
+    fn lead(&self) -> &[Option<u32>] {
         let end = self.end.unwrap_or(self.values.len());
-        self.values[..end].iter().map_while(|v| *v).collect()
+        let len = self.values[..end]
+            .iter()
+            .take_while(|v| v.is_some())
+            .count();
+        &self.values[..len]
     }
 
     /// One past the last slot the next pass must recompute: the last masked or just-committed
@@ -665,6 +672,7 @@ impl<'a> Sampler<'a> {
             steps_at_end: None,
             block_steps: 0,
             stopped: false,
+            lead_checked: 0,
             draft: if canvas.draft.is_empty() {
                 Vec::new()
             } else {
@@ -1091,14 +1099,16 @@ impl<'a> Sampler<'a> {
     /// every masked slot is filled with EOS (and counted as touched, so the step's view shows
     /// the end). Whether it stopped.
     fn stop(&self, state: &mut Slots, rule: &StopFn<'_>) -> bool {
-        if state.is_done() {
-            return false;
-        }
         let lead = state.lead();
-        if lead.is_empty() || !rule(&lead) {
+        if state.is_done() || lead.len() <= state.lead_checked {
             return false;
         }
-        state.end = Some(lead.len());
+        let tokens: Vec<u32> = lead.iter().flatten().copied().collect();
+        if !rule(&tokens) {
+            state.lead_checked = tokens.len();
+            return false;
+        }
+        state.end = Some(tokens.len());
         for (slot, value) in state.values.iter_mut().enumerate() {
             if value.is_none() {
                 *value = Some(self.settings.eos_token_id);

@@ -58,6 +58,13 @@ pub struct SamplerArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EditReuseFlag(pub Option<usize>);
 
+impl EditReuseFlag {
+    /// `base` with this flag's radius, or `None` for `off`.
+    pub fn over(self, base: EditReuse) -> Option<EditReuse> {
+        self.0.map(|radius| EditReuse { radius, ..base })
+    }
+}
+
 pub fn parse_edit_reuse(s: &str) -> Result<EditReuseFlag, String> {
     match s {
         "off" => Ok(EditReuseFlag(None)),
@@ -97,9 +104,8 @@ impl SamplerArgs {
         }
         config.cache.enabled = !self.no_cache;
         config.cache.refresh_every = self.refresh_every;
-        if let Some(EditReuseFlag(radius)) = self.edit_reuse {
-            let base = config.cache.edit.unwrap_or(EditReuse::DEFAULT);
-            config.cache.edit = radius.map(|radius| EditReuse { radius, ..base });
+        if let Some(flag) = self.edit_reuse {
+            config.cache.edit = flag.over(config.cache.edit.unwrap_or(EditReuse::DEFAULT));
         }
         if let (Some(edit), Some(n)) = (config.cache.edit.as_mut(), self.edit_refresh) {
             edit.refresh_after = n;

@@ -201,13 +201,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let cache = CachePolicy {
         enabled: !args.no_cache,
         refresh_every: None,
-        edit: match args.edit_reuse {
-            Some(crate::sampler_args::EditReuseFlag(radius)) => radius.map(|radius| EditReuse {
-                radius,
-                ..EditReuse::DEFAULT
-            }),
-            None => Some(EditReuse::DEFAULT),
-        },
+        edit: args.edit_reuse.map_or(Some(EditReuse::DEFAULT), |flag| {
+            flag.over(EditReuse::DEFAULT)
+        }),
     };
     let max_batch = usize::try_from(args.max_batch).unwrap_or(1);
     let max_queue = usize::try_from(args.max_queue).unwrap_or(1);

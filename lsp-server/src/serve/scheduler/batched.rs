@@ -163,9 +163,10 @@ impl<'e> Loop<'e> {
             return at;
         }
         let best = (0..self.kept.len())
-            .max_by_key(|&at| (self.kept[at].shared_prefix(prefix), at))
-            .filter(|&at| self.kept[at].shared_prefix(prefix) > 0);
-        let cache = best.map_or_else(KvCache::default, |at| self.kept.remove(at));
+            .map(|at| (self.kept[at].shared_prefix(prefix), at))
+            .max()
+            .filter(|&(shared, _)| shared > 0);
+        let cache = best.map_or_else(KvCache::default, |(_, at)| self.kept.remove(at));
         self.lanes.push(Lane {
             id: self.next_lane,
             start,
