@@ -29,7 +29,7 @@ pub struct SamplerArgs {
     pub refresh_every: Option<usize>,
     /// A kept cache across an edit of the context: recompute RADIUS tokens on each side of each
     /// change and reuse the rest (approximate), or `off` (an edit costs an exact full pass)
-    /// [default: 16]. Only a cache kept across requests (eval --typed) meets an edit.
+    /// [default: 8]. Only a cache kept across requests (eval --typed) meets an edit.
     #[arg(long, value_name = "RADIUS|off", value_parser = parse_edit_reuse)]
     pub edit_reuse: Option<EditReuseFlag>,
     /// With --edit-reuse: approximate first passes in a row before a request pays an exact one
