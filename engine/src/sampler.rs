@@ -372,6 +372,14 @@ struct Slots {
     /// Length of the longest lead the stop rule has said no to: it is asked again only once
     /// the lead grows.
     lead_checked: usize,
+    /// Causal decoding with a draft (see [`Sampler::speculate`]): the tokens the slots from the
+    /// first masked one show the next pass, the draft's continuation of what is committed.
+    guesses: Vec<u32>,
+    /// Draft position minus slot where the lead last copied the draft (see [`draft_position`]).
+    draft_shift: isize,
+    /// Touched slots before this one had their rows computed with the token they now hold
+    /// (accepted guesses): the next pass need not recompute them.
+    settled: usize,
 }
 
 impl Slots {
@@ -673,6 +681,9 @@ impl<'a> Sampler<'a> {
             block_steps: 0,
             stopped: false,
             lead_checked: 0,
+            guesses: Vec::new(),
+            draft_shift: 0,
+            settled: 0,
             draft: if canvas.draft.is_empty() {
                 Vec::new()
             } else {
@@ -778,6 +789,12 @@ impl<'a> Sampler<'a> {
         for action in actions.into_iter().take(take) {
             committed.extend(self.commit(state, action.slot, action.token));
         }
+        // Guesses the pass confirmed are committed with it (see `speculate`).
+        let settled = if forced {
+            0
+        } else {
+            self.verify(state, &mut committed, rows, config, rng)
+        };
         if forced {
             // A forced step leaves nothing masked within reach: the slots that waited for
             // content to their left (see the votes above) are filled left to right.
@@ -814,6 +831,80 @@ impl<'a> Sampler<'a> {
         }
         committed.sort_unstable();
         state.touched = committed;
+        state.settled = settled;
+        self.speculate(state, seq, config);
+    }
+
+    /// Causal decoding of a canvas with a draft (a next edit's old region): after the committed
+    /// lead the canvas shows the draft's continuation of it, [`SPECULATED`] tokens at most, so
+    /// one pass scores them all, and every guess the model would have written itself is
+    /// committed with the pass's own token (n-gram speculative decoding with the draft as the
+    /// source: a rewrite that is mostly copies takes a pass per change, not per token). Each
+    /// row sees only the guesses before it, so a confirmed guess's token is the one a pass per
+    /// token would commit: greedy results do not change, only the number of passes. Only for
+    /// greedy decoding with drafts on (`draft_tau`); the draft is followed through the lead by
+    /// [`draft_position`].
+    fn speculate(&self, state: &mut Slots, seq: &mut [u32], config: &SamplerConfig) {
+        state.guesses.clear();
+        if self.block() != Some(1)
+            || state.draft.is_empty()
+            || config.draft_tau.is_none()
+            || config.temperature > 0.0
+        {
+            return;
+        }
+        let Some(first) = state.first_masked() else {
+            return;
+        };
+        if state.values[first..].iter().any(Option::is_some) {
+            return;
+        }
+        let lead: Vec<u32> = state.values[..first].iter().flatten().copied().collect();
+        let (at, shift) = draft_position(&lead, &state.draft, state.draft_shift);
+        state.draft_shift = shift;
+        let room = state.values.len() - first;
+        state.guesses = state.draft[at..]
+            .iter()
+            .copied()
+            .take(SPECULATED.min(room.saturating_sub(1)))
+            .collect();
+        for (i, &guess) in state.guesses.iter().enumerate() {
+            seq[state.start + first + i] = guess;
+        }
+    }
+
+    /// Commits, after the step's own commit, each guessed slot whose row saw only confirmed
+    /// guesses and the committed lead: while the token committed at a slot equals its guess,
+    /// the next slot's row is what a pass after that commit would give, so its choice is
+    /// committed too. Returns the first slot whose row the pass did not compute with its final
+    /// token (the slots before it are settled in the cache).
+    fn verify(
+        &self,
+        state: &mut Slots,
+        committed: &mut Vec<usize>,
+        rows: Rows<'_>,
+        config: &SamplerConfig,
+        rng: &mut StdRng,
+    ) -> usize {
+        let guesses = std::mem::take(&mut state.guesses);
+        let Some(&first) = committed.first().filter(|_| !guesses.is_empty()) else {
+            return 0;
+        };
+        let mut slot = first;
+        for (i, &guess) in guesses.iter().enumerate() {
+            let next = first + i + 1;
+            let confirmed = state.values[slot] == Some(guess) && !self.is_end(guess);
+            if !confirmed || next >= state.values.len() || state.values[next].is_some() {
+                break;
+            }
+            let row = rows.at(score_row(self.settings.logit_shift, state.start + next));
+            let choice = self.choose(row, next, state.end_allowed(next), config, false, rng);
+            committed.extend(self.commit(state, next, choice.token));
+            slot = next;
+        }
+        // Slot `slot`'s row was computed with its guess (or a mask); it and what follows are
+        // recomputed by the next pass.
+        slot
     }
 
     /// Positions the next pass must return: for every canvas with masked slots or slots
@@ -836,7 +927,9 @@ impl<'a> Sampler<'a> {
                 // each other (blocks of 1 see nothing after them); and the slots committed last
                 // step (recomputed so the cache holds their tokens).
                 let scoring = s.first_masked().map(|first| {
-                    let last = s.active_end(n) - 1;
+                    // Guesses are scored too: the row after each one says whether it holds.
+                    let last = (s.active_end(n) - 1).max(first + s.guesses.len());
+                    let last = last.min(s.values.len() - 1);
                     let rows =
                         score_row(shift, s.start + first)..score_row(shift, s.start + last) + 1;
                     if n == 1 {
@@ -848,6 +941,7 @@ impl<'a> Sampler<'a> {
                 let touched = s
                     .touched
                     .iter()
+                    .filter(|&&t| t >= s.settled)
                     .map(|&t| s.start + t..s.start + t + 1)
                     .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end));
                 let rows = match (scoring, touched) {
@@ -1150,6 +1244,34 @@ impl<'a> Sampler<'a> {
         }
         filled
     }
+}
+
+/// Guesses a causal canvas shows a pass at most (see [`Sampler::speculate`]): a pass over this
+/// many more rows costs little next to one over a single row on a memory-bound CPU, and a run
+/// of copies longer than this takes another pass.
+pub const SPECULATED: usize = 16;
+
+/// Where in `draft` the slot after `lead` is expected to copy from, and the shift between
+/// slots and draft positions that says so (`shift`: the one found for an earlier lead). The
+/// lead's last three, two or one tokens are looked up in the draft, the occurrence nearest
+/// where the shift expects it winning, so copying goes on, and an insertion or deletion
+/// resynchronises once the lead copies again; with none (a token the draft does not have),
+/// the shift stays: the draft is assumed to go on after a substitution.
+fn draft_position(lead: &[u32], draft: &[u32], shift: isize) -> (usize, isize) {
+    let expected = (lead.len() as isize + shift).clamp(0, draft.len() as isize) as usize;
+    for n in (1..=3.min(lead.len())).rev() {
+        let tail = &lead[lead.len() - n..];
+        let nearest = draft
+            .windows(n)
+            .enumerate()
+            .filter(|(_, w)| *w == tail)
+            .map(|(i, _)| i + n)
+            .min_by_key(|&end| end.abs_diff(expected));
+        if let Some(end) = nearest {
+            return (end, end as isize - lead.len() as isize);
+        }
+    }
+    (expected, shift)
 }
 
 /// The matched index pairs of a longest common subsequence of `a` and `b`, in order (ties go to

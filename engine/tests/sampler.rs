@@ -2690,3 +2690,147 @@ fn a_deadline_in_block_decoding_ends_the_middle_after_the_block() {
     assert!(infill.ended_by_eos);
     assert_eq!(out.calls.len(), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Causal decoding with a draft: the draft's continuation is guessed, a pass confirms it.
+
+/// Causal decoding under `draft_tau` (drafts on) or not.
+fn causal_with_draft(draft_tau: Option<f32>) -> Setup {
+    Setup {
+        settings: block_settings(AttentionPattern::Causal),
+        config: SamplerConfig {
+            draft_tau,
+            ..threshold(0.5)
+        },
+        ..Setup::new()
+    }
+}
+
+#[test]
+fn a_draft_lets_causal_decoding_confirm_several_slots_a_pass_and_changes_no_token() {
+    // The model writes the letter after the one it sees: b c d e f a. The draft agrees for
+    // three slots, then has `a` where the model writes `e`, then agrees again.
+    let canvas = canvas(&[A], 6, &[]).with_draft(vec![B, C, D, A, F, A]);
+    let plain = causal_with_draft(None).run(&causal_letters(), std::slice::from_ref(&canvas));
+    let out = causal_with_draft(Some(0.5)).run(&causal_letters(), &[canvas]);
+    assert_eq!(plain.tokens(), [vec![B, C, D, E, F, A]]);
+    assert_eq!(out.tokens(), plain.tokens(), "the same tokens");
+    assert_eq!(plain.calls.len(), 6);
+    let calls: Vec<String> = out.calls.iter().map(Call::render).collect();
+    // Pass 1 scores slots 0-5 over the guesses b c d a f: b c d hold, slot 3 takes the model's
+    // `e` over the guess. Pass 2 starts at the row slot 3's guess spoiled and guesses `f`
+    // (the draft goes on after a substitution), which holds, and slot 5 takes the model's `a`.
+    assert_eq!(calls, ["full+store 0..6", "window 4..6"]);
+    assert_eq!(out.committed(), [vec![0, 1, 2, 3], vec![4, 5]]);
+    assert_eq!(
+        out.calls[0].tokens[0][1..6],
+        [B, C, D, A, F],
+        "the guesses shown"
+    );
+}
+
+#[test]
+fn a_guessed_end_is_confirmed_like_a_token() {
+    // The model writes b c then ends; the draft says the same, so one pass does it all.
+    let model = ScriptedModel::new(|seq, pos| match seq[pos] {
+        MASK => peaked(J, 0.99),
+        A => peaked(B, 0.9),
+        B => peaked(C, 0.9),
+        _ => peaked(EOS, 0.9),
+    });
+    let canvas = canvas(&[A], 5, &[]).with_draft(vec![B, C]);
+    let plain = causal_with_draft(None).run(&model, std::slice::from_ref(&canvas));
+    let out = causal_with_draft(Some(0.5)).run(&model, &[canvas]);
+    assert_eq!(out.tokens(), [vec![B, C]]);
+    assert_eq!(out.tokens(), plain.tokens());
+    assert!(out.sampled().infills[0].ended_by_eos);
+    assert_eq!(out.calls.len(), 1, "b, c and the end in one pass");
+    assert_eq!(plain.calls.len(), 3);
+}
+
+#[test]
+fn guessing_stays_off_when_sampling_or_without_draft_tau() {
+    let canvas = canvas(&[A], 4, &[]).with_draft(vec![B, C, D, E]);
+    for setup in [
+        causal_with_draft(None),
+        Setup {
+            config: SamplerConfig {
+                temperature: 0.7,
+                ..causal_with_draft(Some(0.5)).config
+            },
+            ..causal_with_draft(Some(0.5))
+        },
+    ] {
+        let out = setup.run(&causal_letters(), std::slice::from_ref(&canvas));
+        assert_eq!(out.calls.len(), 4, "one pass a slot");
+        assert!(out.calls[0].tokens[0][1..].iter().all(|&t| t == MASK));
+    }
+}
+
+#[test]
+fn random_causal_models_decode_the_same_tokens_with_any_draft() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    for seed in 0..200u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        // A deterministic causal model: the next token is a function of the last two it sees
+        // (the second-to-last is the prefix's at the first slot), sometimes the end.
+        let table: Vec<u32> = (0..VOCAB * VOCAB)
+            .map(|_| {
+                if rng.random_bool(0.08) {
+                    EOS
+                } else {
+                    rng.random_range(A..=G)
+                }
+            })
+            .collect();
+        let model = ScriptedModel::new(move |seq, pos| {
+            if seq[pos] == MASK {
+                return peaked(J, 0.99);
+            }
+            let before = if pos > 0 { seq[pos - 1] } else { A };
+            peaked(table[before as usize * VOCAB + seq[pos] as usize], 0.8)
+        });
+        let length = rng.random_range(1..12);
+        let max_length = length + rng.random_range(0..8);
+        let prefix: Vec<u32> = (0..rng.random_range(1..4))
+            .map(|_| rng.random_range(A..=G))
+            .collect();
+        let base = Canvas::new(prefix, length, vec![]).growing_to(max_length);
+        let plain = causal_with_draft(None).run(&model, std::slice::from_ref(&base));
+        let truth = plain.tokens()[0].clone();
+        // Drafts: the true middle edited (substitutions, insertions, deletions), or noise.
+        let mut draft = truth.clone();
+        for _ in 0..rng.random_range(0..4) {
+            let at = rng.random_range(0..=draft.len());
+            match rng.random_range(0..3) {
+                0 if at < draft.len() => draft[at] = rng.random_range(A..=G),
+                1 => draft.insert(at, rng.random_range(A..=G)),
+                _ if at < draft.len() => {
+                    draft.remove(at);
+                }
+                _ => {}
+            }
+        }
+        if rng.random_bool(0.2) {
+            draft = (0..rng.random_range(1..10))
+                .map(|_| rng.random_range(A..=G))
+                .collect();
+        }
+        if draft.is_empty() {
+            draft.push(A);
+        }
+        let out = causal_with_draft(Some(0.5)).run(&model, &[base.with_draft(draft.clone())]);
+        assert_eq!(
+            out.tokens(),
+            plain.tokens(),
+            "seed {seed}: draft {draft:?}, truth {truth:?}"
+        );
+        assert_eq!(
+            out.sampled().infills[0].ended_by_eos,
+            plain.sampled().infills[0].ended_by_eos,
+            "seed {seed}"
+        );
+        assert!(out.calls.len() <= plain.calls.len(), "seed {seed}");
+    }
+}

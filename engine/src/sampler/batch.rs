@@ -161,10 +161,13 @@ impl<'s> Batch<'s> {
         Sampler::validate(canvas, &config)?;
         let id = MemberId(self.next_id);
         self.next_id += 1;
-        self.seqs.push(self.sampler.sequence(canvas));
+        let mut seq = self.sampler.sequence(canvas);
+        let mut slots = self.sampler.slots(canvas);
+        self.sampler.speculate(&mut slots, &mut seq, &config);
+        self.seqs.push(seq);
         self.rows.push(Row {
             id,
-            slots: self.sampler.slots(canvas),
+            slots,
             live: Some(Live {
                 rng: StdRng::seed_from_u64(config.seed),
                 config,
