@@ -3,9 +3,9 @@
 
 use proptest::prelude::*;
 use redraft_context::edit::{
-    apply, edit_region, parse_patches, plan_edit, render_history, suggestion_from_region,
-    unified_diff, DiffError, EditBudget, EditPlan, EditSuggestion, FilePatch, HistoryEdit, Hunk,
-    HunkLine, TextEdit,
+    apply, edit_region, parse_patches, plan_edit, render_blocks, render_history,
+    suggestion_from_region, unified_diff, DiffError, EditBudget, EditPlan, EditStyle,
+    EditSuggestion, FilePatch, HistoryEdit, Hunk, HunkLine, TextEdit,
 };
 use redraft_context::{parse_rust, ByteEstimate, Language, Source, TokenCounter};
 
@@ -653,7 +653,14 @@ fn plan_for(fixture: &str, budget: &EditBudget, history: &[HistoryEdit]) -> (Str
         language: Language::Rust,
         tree: None,
     };
-    let plan = plan_edit(&source, "src/lib.rs", history, budget, &ByteEstimate);
+    let plan = plan_edit(
+        &source,
+        "src/lib.rs",
+        history,
+        budget,
+        EditStyle::Redraft,
+        &ByteEstimate,
+    );
     (text, plan)
 }
 
@@ -668,7 +675,7 @@ fn a_plan_is_the_region_with_windows_on_either_side() {
     assert_eq!(plan.before, "use std::fmt;\n\nfn a() {\n    one();\n}\n\n");
     assert_eq!(plan.after, "\nfn b() {\n    two();\n}\n");
     assert_eq!((plan.before_start, plan.after_end), (0, text.len()));
-    assert_eq!(plan.history, "@@\n-fn f() {\n+fn f(x: u8) {\n");
+    assert_eq!(plan.history, ["@@\n-fn f() {\n+fn f(x: u8) {\n"]);
     assert_eq!(plan.reason.to_string(), "block (statements)");
     assert_eq!(plan.language, Language::Rust);
     assert_eq!(plan.path, "src/lib.rs");
@@ -886,9 +893,11 @@ proptest! {
         let range = before.len()..before.len() + region.len();
         let plan = EditPlan {
             path: "t".into(),
-            history: String::new(),
+            history: Vec::new(),
+            style: EditStyle::Redraft,
             before: before.clone(),
             region: region.clone(),
+            original: region.clone(),
             cursor_in_region: 0,
             after: after.clone(),
             region_range: range.clone(),
@@ -957,7 +966,7 @@ proptest! {
         };
         let budget = EditBudget { lines_above, lines_below, ..EditBudget::default() };
         let source = Source { text, cursor, language, tree: None };
-        let plan = plan_edit(&source, "f", &[], &budget, &ByteEstimate);
+        let plan = plan_edit(&source, "f", &[], &budget, EditStyle::Redraft, &ByteEstimate);
         let range = plan.region_range.clone();
         let mut cursor = cursor.min(text.len());
         while !text.is_char_boundary(cursor) {
@@ -996,4 +1005,108 @@ fn the_changed_fraction_is_the_larger_of_what_is_removed_and_inserted_over_the_r
     };
     assert_eq!(deletion.changed_fraction(40), 0.75);
     assert_eq!(deletion.changed_fraction(0), 30.0);
+}
+
+// ---- Sweep's style ----
+
+#[test]
+fn sweep_history_blocks_are_original_and_updated_lines() {
+    let edits = [
+        edit("src/a.rs", "fn a() {}\n", "fn a() {}\n"),
+        edit(
+            "src/a.rs",
+            "let w = 3;\nuse(w);\n",
+            "let width = 3;\nuse(w);\n",
+        ),
+        edit("src/b.rs", "x\n", "x\ny\n"),
+    ];
+    let blocks = render_blocks(&edits, "src/a.rs", 1000, &ByteEstimate, EditStyle::Sweep);
+    // Zed's sweep_prompt.rs: `{path}.diff`, `original:` and `updated:` each before their lines
+    // (context included), the engine adds `<|file_sep|>` before and a newline after; an edit
+    // that changes nothing is left out.
+    assert_eq!(
+        blocks,
+        [
+            "src/a.rs.diff\noriginal:\nlet w = 3;\nuse(w);\nupdated:\nlet width = 3;\nuse(w);",
+            "src/b.rs.diff\noriginal:\nx\nupdated:\nx\ny",
+        ]
+    );
+    // At most three, the newest; a long side keeps its first 20 and last 19 lines.
+    let many: Vec<HistoryEdit> = (0..5)
+        .map(|i| edit("f", &format!("{i}\n"), &format!("{i}{i}\n")))
+        .collect();
+    let blocks = render_blocks(&many, "f", 1000, &ByteEstimate, EditStyle::Sweep);
+    assert_eq!(blocks.len(), 3);
+    assert!(blocks[0].contains("original:\n2\n"), "{blocks:?}");
+    let long: String = (0..50).map(|i| format!("l{i}\n")).collect();
+    let block = edit("f", &long, "x\n").render_sweep();
+    let original: Vec<&str> = block
+        .split("original:\n")
+        .nth(1)
+        .unwrap()
+        .split("\nupdated:")
+        .next()
+        .unwrap()
+        .lines()
+        .collect();
+    assert_eq!(original.len(), 40);
+    assert_eq!(
+        (original[19], original[20], original[21]),
+        ("l19", "...", "l31")
+    );
+    assert_eq!(original[39], "l49");
+}
+
+fn sweep_plan(text: &str, cursor: usize, history: &[HistoryEdit]) -> EditPlan {
+    let source = Source {
+        text,
+        cursor,
+        language: Language::Rust,
+        tree: None,
+    };
+    plan_edit(
+        &source,
+        "src/lib.rs",
+        history,
+        &EditBudget::default(),
+        EditStyle::Sweep,
+        &ByteEstimate,
+    )
+}
+
+#[test]
+fn a_sweep_window_is_ten_lines_either_side_of_the_cursor_whatever_the_syntax() {
+    let text: String = (0..40).map(|i| format!("let v{i} = {i};\n")).collect();
+    let cursor = text.find("let v20").unwrap() + 4;
+    let plan = sweep_plan(&text, cursor, &[]);
+    let lines: Vec<&str> = plan.region.lines().collect();
+    assert_eq!(lines.len(), 21);
+    assert_eq!((lines[0], lines[20]), ("let v10 = 10;", "let v30 = 30;"));
+    assert_eq!(plan.style, EditStyle::Sweep);
+    assert_eq!(plan.original, plan.region, "no edit to undo");
+    // Near the top the window is what there is.
+    let plan = sweep_plan(&text, 3, &[]);
+    assert_eq!(plan.region.lines().count(), 11);
+}
+
+#[test]
+fn the_original_window_undoes_the_latest_edit_of_the_file_where_it_shows() {
+    let text = "fn f(width: u32) {\n    g(w);\n}\n";
+    let cursor = text.find("g(w)").unwrap();
+    let renamed = edit("src/lib.rs", "fn f(w: u32) {\n", "fn f(width: u32) {\n");
+    let plan = sweep_plan(text, cursor, &[renamed.clone()]);
+    assert_eq!(plan.original, "fn f(w: u32) {\n    g(w);\n}\n");
+    // The latest edit of another file, or one whose lines are not in the window (or are in it
+    // twice), leaves the window as it is.
+    let elsewhere = edit("src/other.rs", "a\n", "b\n");
+    let plan = sweep_plan(text, cursor, &[renamed, elsewhere]);
+    assert_eq!(
+        plan.original, "fn f(w: u32) {\n    g(w);\n}\n",
+        "the latest of this file"
+    );
+    let gone = edit("src/lib.rs", "x\n", "y\n");
+    assert_eq!(sweep_plan(text, cursor, &[gone]).original, text);
+    let twice = "a\nb\na\n";
+    let repeated = edit("src/lib.rs", "c\n", "a\n");
+    assert_eq!(sweep_plan(twice, 0, &[repeated]).original, twice);
 }

@@ -1,7 +1,11 @@
 //! Next-edit requests: the model rewrites an editable region of a file, seeing the recent edit
 //! history, the file around the region and the region's current text.
 //!
-//! The token layout, built by [`EditPieces`] for inference and training alike:
+//! Two layouts, one per kind of checkpoint ([`EditFormat`]): redraft's own, for models trained
+//! with its edit markers, and Sweep Next-Edit's ([`sweep`]), for autoregressive checkpoints of
+//! the Qwen2.5-Coder family (the Sweep Next-Edit models are fine-tunes of it on that prompt).
+//!
+//! redraft's layout, built by [`EditPieces`] for inference and training alike:
 //!
 //! ```text
 //! history <|file_sep|> path "\n" before <|edit_start|> old[..cursor] <|cursor|> old[cursor..] <|edit_end|> [canvas] after
@@ -16,17 +20,25 @@
 //! prefix and suffix of an infill are, so the markers are always their own ids, whatever the
 //! text holds.
 
+use crate::config::AttentionPattern;
 use crate::error::{Error, Result};
 use crate::sampler::SamplerConfig;
 use crate::tokenizer::Tokenizer;
 
+pub mod sweep;
+
 /// A next-edit request in text (see [`crate::Engine::next_edit`]).
 #[derive(Debug, Clone)]
 pub struct EditRequest {
-    pub history: String,
+    /// The recent edits, oldest first, one rendered block each, as the model's format writes
+    /// them (the context layer's `EditStyle`).
+    pub history: Vec<String>,
     pub path: String,
     pub before: String,
     pub region: String,
+    /// The region as it read before the user's latest edit in it (Sweep's "original" window);
+    /// the region itself when that edit lies elsewhere.
+    pub original: String,
     /// Byte offset of the cursor in `region`.
     pub cursor: usize,
     pub after: String,
@@ -43,8 +55,34 @@ impl EditRequest {
             path: &self.path,
             before: &self.before,
             region: &self.region,
+            original: &self.original,
             cursor: self.cursor,
             after: &self.after,
+        }
+    }
+}
+
+/// How a model reads a next-edit request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditFormat {
+    /// redraft's own layout (module docs): a model trained with its edit markers.
+    Markers(EditMarkers),
+    /// Sweep Next-Edit's prompt ([`sweep`]): an autoregressive checkpoint with Qwen2.5-Coder's
+    /// `<|file_sep|>` and no edit markers.
+    Sweep { file_sep: u32 },
+}
+
+impl EditFormat {
+    /// The format of a model attending as `attention` with `tokenizer`'s vocabulary; a model
+    /// with neither redraft's markers nor (causal) `<|file_sep|>` cannot make next edits.
+    pub fn of(tokenizer: &Tokenizer, attention: AttentionPattern) -> Result<EditFormat> {
+        let markers = EditMarkers::of(tokenizer);
+        match (markers, tokenizer.token_to_id(FILE_SEP)) {
+            (Ok(markers), _) => Ok(EditFormat::Markers(markers)),
+            (Err(_), Some(file_sep)) if attention.block().is_some() => {
+                Ok(EditFormat::Sweep { file_sep })
+            }
+            (Err(e), _) => Err(e),
         }
     }
 }
@@ -85,14 +123,16 @@ impl EditMarkers {
 /// A next-edit prompt in text: what the context layer chose.
 #[derive(Debug, Clone, Copy)]
 pub struct EditPrompt<'a> {
-    /// The rendered edit history (oldest first).
-    pub history: &'a str,
+    /// The rendered edit history, one block an edit, oldest first.
+    pub history: &'a [String],
     /// The file's name, as the history names files.
     pub path: &'a str,
     /// The file before the region.
     pub before: &'a str,
     /// The region's current text.
     pub region: &'a str,
+    /// The region before the user's latest edit in it (see [`EditRequest::original`]).
+    pub original: &'a str,
     /// Byte offset of the cursor in `region` (clamped, moved back to a char boundary).
     pub cursor: usize,
     /// The file after the region.
@@ -144,7 +184,7 @@ impl EditPieces {
         marked.extend(tokenizer.encode(&prompt.region[cursor..])?);
         marked.push(markers.edit_end);
         Ok(EditPieces {
-            history: tokenizer.encode(prompt.history)?,
+            history: tokenizer.encode(&prompt.history.concat())?,
             header,
             before: tokenizer.encode(prompt.before)?,
             marked,

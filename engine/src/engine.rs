@@ -13,7 +13,8 @@ use serde::Serialize;
 
 use crate::checkpoint::Weights;
 use crate::config::{AttentionPattern, DiffusionSettings, ModelConfig, RedraftJson};
-use crate::edit::{canvas_length, EditMarkers, EditPieces, EditRequest};
+use crate::edit::sweep::SweepPieces;
+use crate::edit::{canvas_length, EditFormat, EditMarkers, EditPieces, EditRequest};
 use crate::error::{Error, Result};
 use crate::qwen2::{KvCache, Qwen2};
 use crate::sampler::{
@@ -147,6 +148,8 @@ pub struct Engine {
     settings: DiffusionSettings,
     /// Per token id: never written into a canvas (the tokenizer's special tokens but the end).
     banned: Vec<bool>,
+    /// A token that ends a middle besides EOS and pad ([`Sampler::ending_at`]).
+    also_end: Option<u32>,
     layout: FimLayout,
     dir: PathBuf,
 }
@@ -258,14 +261,25 @@ impl Engine {
                 ),
             });
         }
+        // An autoregressive checkpoint ends a file it writes with `<|file_sep|>`: an end of the
+        // middle like EOS (a next edit's rewritten window ends there; so may an infill).
+        let also_end = settings
+            .attention
+            .block()
+            .and_then(|_| tokenizer.token_to_id(crate::edit::FILE_SEP))
+            .filter(|_| EditMarkers::of(&tokenizer).is_err());
         let mut banned = tokenizer.special().to_vec();
-        for id in [settings.eos_token_id, settings.pad_token_id] {
+        for id in [settings.eos_token_id, settings.pad_token_id]
+            .into_iter()
+            .chain(also_end)
+        {
             if let Some(slot) = banned.get_mut(id as usize) {
                 *slot = false;
             }
         }
         Ok(Engine {
             model,
+            also_end,
             layout: FimLayout::for_model(settings.attention, &tokenizer),
             tokenizer,
             settings,
@@ -291,7 +305,12 @@ impl Engine {
     }
 
     pub fn sampler(&self) -> Sampler<'_> {
-        Sampler::new(self.settings, self.tokenizer.whitespace()).banning(&self.banned)
+        let sampler =
+            Sampler::new(self.settings, self.tokenizer.whitespace()).banning(&self.banned);
+        match self.also_end {
+            Some(token) => sampler.ending_at(token),
+            None => sampler,
+        }
     }
 
     /// The canvas for `request`: context trimmed to the budget (room left for the longest
@@ -423,22 +442,41 @@ impl Engine {
                 "max_tokens must be at least 1".into(),
             ));
         }
-        let markers = EditMarkers::of(&self.tokenizer)?;
-        let pieces = EditPieces::tokenize(&self.tokenizer, markers, &request.prompt())?;
-        let draft = pieces.draft.len();
+        // Both layouts keep some pieces whole and fit the rest around them.
+        enum Pieces {
+            Markers(EditPieces),
+            Sweep(SweepPieces),
+        }
+        let prompt = request.prompt();
+        let pieces = match self.edit_format()? {
+            EditFormat::Markers(markers) => {
+                Pieces::Markers(EditPieces::tokenize(&self.tokenizer, markers, &prompt)?)
+            }
+            EditFormat::Sweep { file_sep } => {
+                Pieces::Sweep(SweepPieces::tokenize(&self.tokenizer, file_sep, &prompt)?)
+            }
+        };
+        let (draft, fixed) = match &pieces {
+            Pieces::Markers(p) => (p.draft.len(), p.fixed_len()),
+            Pieces::Sweep(p) => (p.draft.len(), p.fixed_len()),
+        };
         let bos = usize::from(self.settings.bos_token_id.is_some());
         let room = self
             .model
             .config()
             .max_position_embeddings
             .saturating_sub(bos);
-        // What the header and the old region leave; past that, `fit` says the region is too big.
+        // What the fixed pieces leave; past that, `fit` says the region is too big.
         let longest = request
             .max_tokens
             .unwrap_or(2 * draft + 16)
-            .min(room.saturating_sub(pieces.fixed_len()))
+            .min(room.saturating_sub(fixed))
             .max(1);
-        let layout = pieces.fit(room - longest.min(room))?;
+        let budget = room - longest.min(room);
+        let layout = match pieces {
+            Pieces::Markers(p) => p.fit(budget)?,
+            Pieces::Sweep(p) => p.fit(budget)?,
+        };
         Ok(Canvas::new(
             layout.prefix,
             canvas_length(draft).min(longest),
@@ -446,6 +484,12 @@ impl Engine {
         )
         .growing_to(longest)
         .with_draft(layout.draft))
+    }
+
+    /// How this model reads a next-edit request; an error for a model that cannot make next
+    /// edits (neither redraft's edit markers nor an autoregressive `<|file_sep|>`).
+    pub fn edit_format(&self) -> Result<EditFormat> {
+        EditFormat::of(&self.tokenizer, self.settings.attention)
     }
 
     /// A batch that requests join and leave between denoising steps (what a server runs: see

@@ -377,6 +377,9 @@ struct Slots {
     guesses: Vec<u32>,
     /// Draft position minus slot where the lead last copied the draft (see [`draft_position`]).
     draft_shift: isize,
+    /// Guesses the next pass shows at most: doubled after a pass confirmed them all, cut to
+    /// twice what a pass confirmed otherwise (a row costs little, but not nothing).
+    guess_limit: usize,
     /// Touched slots before this one had their rows computed with the token they now hold
     /// (accepted guesses): the next pass need not recompute them.
     settled: usize,
@@ -512,6 +515,8 @@ pub struct Sampler<'a> {
     whitespace: &'a [bool],
     /// Per token id: never committed to a canvas (markers and other special tokens).
     banned: &'a [bool],
+    /// A token that ends the middle besides EOS and pad (see [`Sampler::ending_at`]).
+    also_end: Option<u32>,
 }
 
 impl<'a> Sampler<'a> {
@@ -522,6 +527,17 @@ impl<'a> Sampler<'a> {
             settings,
             whitespace,
             banned: &[],
+            also_end: None,
+        }
+    }
+
+    /// The same sampler, taking `token` as the end of the middle too (committed as an end, it
+    /// fills the slots after it with EOS): what an autoregressive checkpoint writes when the
+    /// text it was writing is over, such as Qwen2.5-Coder's `<|file_sep|>` after a file.
+    pub fn ending_at(self, token: u32) -> Sampler<'a> {
+        Sampler {
+            also_end: Some(token),
+            ..self
         }
     }
 
@@ -683,6 +699,7 @@ impl<'a> Sampler<'a> {
             lead_checked: 0,
             guesses: Vec::new(),
             draft_shift: 0,
+            guess_limit: SPECULATED,
             settled: 0,
             draft: if canvas.draft.is_empty() {
                 Vec::new()
@@ -836,7 +853,8 @@ impl<'a> Sampler<'a> {
     }
 
     /// Causal decoding of a canvas with a draft (a next edit's old region): after the committed
-    /// lead the canvas shows the draft's continuation of it, [`SPECULATED`] tokens at most, so
+    /// lead the canvas shows the draft's continuation of it, up to [`SPECULATED`] tokens (fewer
+    /// after a pass that confirmed few: `Slots::guess_limit`), so
     /// one pass scores them all, and every guess the model would have written itself is
     /// committed with the pass's own token (n-gram speculative decoding with the draft as the
     /// source: a rewrite that is mostly copies takes a pass per change, not per token). Each
@@ -866,7 +884,7 @@ impl<'a> Sampler<'a> {
         state.guesses = state.draft[at..]
             .iter()
             .copied()
-            .take(SPECULATED.min(room.saturating_sub(1)))
+            .take(state.guess_limit.min(room.saturating_sub(1)))
             .collect();
         for (i, &guess) in state.guesses.iter().enumerate() {
             seq[state.start + first + i] = guess;
@@ -891,10 +909,14 @@ impl<'a> Sampler<'a> {
             return 0;
         };
         let mut slot = first;
+        let mut confirmed = 0;
         for (i, &guess) in guesses.iter().enumerate() {
             let next = first + i + 1;
-            let confirmed = state.values[slot] == Some(guess) && !self.is_end(guess);
-            if !confirmed || next >= state.values.len() || state.values[next].is_some() {
+            if state.values[slot] != Some(guess) {
+                break;
+            }
+            confirmed += 1;
+            if self.is_end(guess) || next >= state.values.len() || state.values[next].is_some() {
                 break;
             }
             let row = rows.at(score_row(self.settings.logit_shift, state.start + next));
@@ -902,6 +924,12 @@ impl<'a> Sampler<'a> {
             committed.extend(self.commit(state, next, choice.token));
             slot = next;
         }
+        state.guess_limit = if confirmed == guesses.len() {
+            2 * state.guess_limit
+        } else {
+            2 * confirmed
+        }
+        .clamp(2, SPECULATED);
         // Slot `slot`'s row was computed with its guess (or a mask); it and what follows are
         // recomputed by the next pass.
         slot
@@ -1087,7 +1115,9 @@ impl<'a> Sampler<'a> {
     }
 
     fn is_end(&self, token: u32) -> bool {
-        token == self.settings.eos_token_id || token == self.settings.pad_token_id
+        token == self.settings.eos_token_id
+            || token == self.settings.pad_token_id
+            || Some(token) == self.also_end
     }
 
     /// Picks the token for one slot and how confident the model is in it; the end tokens (EOS,
@@ -1246,9 +1276,10 @@ impl<'a> Sampler<'a> {
     }
 }
 
-/// Guesses a causal canvas shows a pass at most (see [`Sampler::speculate`]): a pass over this
-/// many more rows costs little next to one over a single row on a memory-bound CPU, and a run
-/// of copies longer than this takes another pass.
+/// Guesses a causal canvas shows a pass at most (see [`Sampler::speculate`]). On the 2-core
+/// CPU a pass over 17 rows of the 0.5B Q4_K_M costs about 2.9 times one over a single row
+/// (fixtures/real-weights/next-edit.md), so guesses pay when the model copies and the limit
+/// shrinks while it does not; a run of copies longer than this takes another pass.
 pub const SPECULATED: usize = 16;
 
 /// Where in `draft` the slot after `lead` is expected to copy from, and the shift between

@@ -56,10 +56,11 @@ fn infill(prefix: &str, suffix: &str, canvas: usize, sampler: SamplerConfig) -> 
 
 fn edit(sampler: SamplerConfig) -> EditRequest {
     EditRequest {
-        history: String::new(),
+        history: Vec::new(),
         path: "src/lib.rs".into(),
         before: "pub fn area(width: u32, height: u32) -> u32 {\n".into(),
         region: "    width * heigth\n".into(),
+        original: "    width * heigth\n".into(),
         cursor: 4,
         after: "}\n".into(),
         max_tokens: None,

@@ -552,3 +552,89 @@ fn a_causal_cache_reuses_the_unchanged_prefix_exactly() {
         assert_eq!(kept.tokens, fresh.tokens, "block {block}");
     }
 }
+
+/// An autoregressive checkpoint with `<|file_sep|>` and without redraft's edit markers (as
+/// Qwen2.5-Coder and the Sweep Next-Edit models built on it are) reads a next edit as Sweep's
+/// prompt, and drafts change how many passes it takes, not what it writes.
+#[test]
+fn a_causal_checkpoint_with_file_sep_reads_next_edits_as_sweep_prompts() {
+    use redraft_engine::edit::{EditFormat, EditRequest};
+    use redraft_engine::sampler::{Effort, SamplerConfig};
+    let (config, tensors) = default_tensors();
+    let gguf = model_gguf("qwen2", &config, &tensors, GgmlDType::F32)
+        .set("diffusion.shift_logits", Value::Bool(true));
+    let (dir, path) = write(&gguf, "ar.gguf");
+    let tokenizer = std::fs::read_to_string(default_model().join("tokenizer.json"))
+        .unwrap()
+        .replace("<|edit_start|>", "<|unused_0|>")
+        .replace("<|edit_end|>", "<|unused_1|>")
+        .replace("<|cursor|>", "<|unused_2|>");
+    std::fs::write(dir.path().join("tokenizer.json"), tokenizer).unwrap();
+    let engine = Engine::load(&path).unwrap();
+    let file_sep = engine.tokenizer().token_to_id("<|file_sep|>").unwrap();
+    assert_eq!(
+        engine.edit_format().unwrap(),
+        EditFormat::Sweep { file_sep }
+    );
+
+    let region = "fn area(width: u32) -> u32 {\n    w * w\n}\n";
+    let original = "fn area(w: u32) -> u32 {\n    w * w\n}\n";
+    let history = "src/lib.rs.diff\noriginal:\nfn area(w: u32) -> u32 {\nupdated:\nfn area(width: u32) -> u32 {";
+    let request = EditRequest {
+        history: vec![history.into()],
+        path: "src/lib.rs".into(),
+        before: "// Areas.\n".into(),
+        region: region.into(),
+        original: original.into(),
+        cursor: 3,
+        after: "\nfn main() {}".into(),
+        max_tokens: None,
+        sampler: SamplerConfig {
+            draft_tau: Some(0.5),
+            ..SamplerConfig::effort(Effort::High)
+        },
+    };
+    let canvas = engine.edit_canvas(&request).unwrap();
+    // Zed's Sweep text, every block's header a `<|file_sep|>` of its own and each piece
+    // tokenized alone; the file around the region comes first, ended by a newline.
+    let text = |t: &str| engine.tokenizer().encode(t).unwrap();
+    let block = |name: &str, body: &str| {
+        let mut tokens = vec![file_sep];
+        tokens.extend(text(&format!("{name}\n")));
+        tokens.extend(text(body));
+        tokens
+    };
+    let mut expected = vec![file_sep];
+    expected.extend(text("src/lib.rs\n"));
+    for piece in ["// Areas.\n", region, "\nfn main() {}", "\n"] {
+        expected.extend(text(piece));
+    }
+    expected.push(file_sep);
+    expected.extend(text(&format!("{history}\n")));
+    expected.extend(block("original/src/lib.rs", original));
+    expected.extend(block("current/src/lib.rs", region));
+    expected.extend(block("updated/src/lib.rs", ""));
+    assert_eq!(canvas.prefix, expected);
+    assert!(canvas.suffix.is_empty(), "nothing follows the open window");
+    assert_eq!(canvas.draft, text(region));
+
+    let run = |draft_tau| {
+        let request = EditRequest {
+            sampler: SamplerConfig {
+                draft_tau,
+                ..request.sampler.clone()
+            },
+            ..request.clone()
+        };
+        engine
+            .next_edit(&request, &mut KvCache::default(), Controls::default())
+            .unwrap()
+    };
+    let (guessed, plain) = (run(Some(0.5)), run(None));
+    assert_eq!(guessed.tokens, plain.tokens);
+    assert!(guessed.forwards <= plain.forwards);
+    assert!(
+        plain.forwards >= plain.tokens.len(),
+        "one token a pass without drafts"
+    );
+}

@@ -2834,3 +2834,34 @@ fn random_causal_models_decode_the_same_tokens_with_any_draft() {
         assert!(out.calls.len() <= plain.calls.len(), "seed {seed}");
     }
 }
+
+#[test]
+fn a_token_the_sampler_ends_at_ends_the_middle_like_eos() {
+    // The model writes b c, then `j` (standing for `<|file_sep|>`).
+    let model = ScriptedModel::new(|seq, pos| match seq[pos] {
+        MASK => peaked(A, 0.99),
+        A => peaked(B, 0.9),
+        B => peaked(C, 0.9),
+        _ => peaked(J, 0.9),
+    });
+    let setup = causal_with_draft(None);
+    let whitespace = whitespace();
+    let run = |sampler: Sampler<'_>| {
+        sampler
+            .run(
+                &model,
+                &mut FakeCache::default(),
+                &[canvas(&[A], 5, &[])],
+                &setup.config,
+                Controls::default(),
+            )
+            .unwrap()
+            .infills
+            .remove(0)
+    };
+    let plain = run(Sampler::new(setup.settings, &whitespace));
+    assert_eq!(plain.tokens, [B, C, J, J, J]);
+    let ending = run(Sampler::new(setup.settings, &whitespace).ending_at(J));
+    assert_eq!(ending.tokens, [B, C]);
+    assert!(ending.ended_by_eos);
+}

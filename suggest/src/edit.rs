@@ -8,9 +8,10 @@
 use std::time::Instant;
 
 use redraft_context::edit::{
-    plan_edit, suggestion_from_region, EditBudget, EditPlan, EditSuggestion, HistoryEdit,
+    plan_edit, suggestion_from_region, EditBudget, EditPlan, EditStyle, EditSuggestion, HistoryEdit,
 };
 use redraft_context::Source;
+use redraft_engine::edit::EditFormat;
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
 use redraft_engine::{Completion, EditRequest, Engine, Result};
@@ -53,6 +54,7 @@ pub fn edit_request(plan: &EditPlan, sampler: SamplerConfig) -> EditRequest {
         path: plan.path.clone(),
         before: plan.before.clone(),
         region: plan.region.clone(),
+        original: plan.original.clone(),
         cursor: plan.cursor_in_region,
         after: plan.after.clone(),
         max_tokens: None,
@@ -75,11 +77,17 @@ pub fn prepare(
     budget: &EditBudget,
     sampler: SamplerConfig,
 ) -> Prepared {
+    let style = match engine.edit_format() {
+        Ok(EditFormat::Sweep { .. }) => EditStyle::Sweep,
+        // A model that cannot make next edits says so when the request runs.
+        Ok(EditFormat::Markers(_)) | Err(_) => EditStyle::Redraft,
+    };
     let plan = plan_edit(
         &input.source,
         input.path,
         input.history,
         budget,
+        style,
         &EngineTokens(engine),
     );
     let request = edit_request(&plan, sampler);
@@ -98,19 +106,21 @@ pub fn finish(
     started: Instant,
 ) -> EditOutcome {
     let plan = prepared.plan;
-    let mut suggestion = suggestion_from_region(
-        input.source.text,
-        &plan,
-        &completion.middle,
-        input.source.cursor,
-    );
+    // A region at the end of a text without a final newline is shown to a Sweep model as a
+    // block, which ends in one; the rewrite's is not an edit.
+    let new_region = match completion.middle.strip_suffix('\n') {
+        Some(stripped) if !plan.region.ends_with('\n') => stripped,
+        _ => completion.middle.as_str(),
+    };
+    let mut suggestion =
+        suggestion_from_region(input.source.text, &plan, new_region, input.source.cursor);
     let rewrote_too_much =
         suggestion.changed_fraction(plan.region_range.len()) > budget.max_changed_fraction;
     if rewrote_too_much {
         suggestion = EditSuggestion::default();
     }
     EditOutcome {
-        new_region: completion.middle.clone(),
+        new_region: new_region.to_string(),
         plan,
         suggestion,
         rewrote_too_much,

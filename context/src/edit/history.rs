@@ -29,6 +29,7 @@ use std::ops::Range;
 use similar::{capture_diff_slices, Algorithm, DiffTag};
 
 use super::diff::{FilePatch, HunkLine};
+use super::plan::EditStyle;
 use crate::TokenCounter;
 
 /// Unchanged lines kept on either side of a change.
@@ -139,6 +140,22 @@ impl HistoryEdit {
         }
     }
 
+    /// The edit as a Sweep prompt's history block (without its `<|file_sep|>`, which the
+    /// engine writes, nor the `\n` that ends it): `{path}.diff`, then `original:` and `updated:`
+    /// each followed by the lines (context lines on both sides); empty if it changes nothing.
+    pub fn render_sweep(&self) -> String {
+        if self.old == self.new {
+            return String::new();
+        }
+        let original = sweep_side(&self.old);
+        let newline = if original.ends_with('\n') { "" } else { "\n" };
+        format!(
+            "{}.diff\noriginal:\n{original}{newline}updated:\n{}",
+            self.path,
+            sweep_side(&self.new)
+        )
+    }
+
     /// The edit's block as [`render_history`] writes it; empty if it changes nothing.
     pub fn render(&self, current_path: &str) -> String {
         if self.old == self.new {
@@ -194,10 +211,33 @@ pub fn render_history(
     max_tokens: usize,
     counter: &dyn TokenCounter,
 ) -> String {
+    render_blocks(edits, current_path, max_tokens, counter, EditStyle::Redraft).concat()
+}
+
+/// The blocks of [`render_history`] one by one, oldest first, in `style`'s format: for
+/// [`EditStyle::Sweep`] the newest [`SWEEP_BLOCKS`] edits as [`HistoryEdit::render_sweep`]
+/// writes them.
+pub fn render_blocks(
+    edits: &[HistoryEdit],
+    current_path: &str,
+    max_tokens: usize,
+    counter: &dyn TokenCounter,
+    style: EditStyle,
+) -> Vec<String> {
     let mut blocks = Vec::new();
     let mut tokens = 0;
+    let most = match style {
+        EditStyle::Redraft => usize::MAX,
+        EditStyle::Sweep => SWEEP_BLOCKS,
+    };
     for edit in edits.iter().rev() {
-        let block = edit.render(current_path);
+        if blocks.len() == most {
+            break;
+        }
+        let block = match style {
+            EditStyle::Redraft => edit.render(current_path),
+            EditStyle::Sweep => edit.render_sweep(),
+        };
         if block.is_empty() {
             continue;
         }
@@ -209,5 +249,24 @@ pub fn render_history(
         blocks.push(block);
     }
     blocks.reverse();
-    blocks.concat()
+    blocks
+}
+
+/// Recent edits a Sweep prompt shows at most, and lines of either side of one (Zed's
+/// `sweep_prompt.rs`: a longer side keeps its first half and last lines around a `...` line).
+pub const SWEEP_BLOCKS: usize = 3;
+pub const SWEEP_BLOCK_LINES: usize = 40;
+
+/// `lines` joined by `\n` (no final one), at most [`SWEEP_BLOCK_LINES`] of them.
+fn sweep_side(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= SWEEP_BLOCK_LINES {
+        return lines.join("\n");
+    }
+    let head = SWEEP_BLOCK_LINES / 2;
+    let tail = SWEEP_BLOCK_LINES - head - 1;
+    let mut kept = lines[..head].to_vec();
+    kept.push("...");
+    kept.extend_from_slice(&lines[lines.len() - tail..]);
+    kept.join("\n")
 }

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::history::{render_history, HistoryEdit};
+use super::history::{render_blocks, HistoryEdit};
 use super::region::{self, RegionReason};
 use crate::window::{self, LineIndex};
 use crate::{syntax, Budget, Language, Source, TokenCounter};
@@ -59,16 +59,37 @@ impl EditBudget {
     }
 }
 
+/// How the model reads a next edit (the engine's format for its checkpoint): which region it
+/// rewrites and how the history is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EditStyle {
+    /// redraft's own: the region from the syntax around the cursor, history as hunks (see
+    /// [`super::history`]).
+    #[default]
+    Redraft,
+    /// Sweep Next-Edit's: a fixed window of [`SWEEP_WINDOW_LINES`] lines on either side of the
+    /// cursor's line (what those models were trained to rewrite), history as `original:` /
+    /// `updated:` blocks, and the window as it read before the latest edit in it.
+    Sweep,
+}
+
+/// Lines of a Sweep window above and below the cursor's line (Zed's `sweep_prompt.rs`).
+pub const SWEEP_WINDOW_LINES: usize = 10;
+
 /// What the model is shown for one next-edit request, and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditPlan {
     pub path: String,
-    /// The recent edits, rendered (see [`super::history`]).
-    pub history: String,
+    /// The recent edits, rendered one block each, oldest first (see [`super::history`]).
+    pub history: Vec<String>,
+    pub style: EditStyle,
     /// The text just before the region, from a line start.
     pub before: String,
     /// The region's current text: whole lines.
     pub region: String,
+    /// The region before the latest edit of this file, when that edit's new lines are in it
+    /// once (undone there); else the region.
+    pub original: String,
     /// Byte offset of the cursor in `region`.
     pub cursor_in_region: usize,
     /// The text just after the region, up to a line end.
@@ -92,6 +113,7 @@ pub fn plan_edit(
     path: &str,
     history: &[HistoryEdit],
     budget: &EditBudget,
+    style: EditStyle,
     counter: &dyn TokenCounter,
 ) -> EditPlan {
     let text = source.text;
@@ -104,13 +126,25 @@ pub fn plan_edit(
         (Language::Rust, Some(tree)) => Some((tree, 0)),
         _ => owned_tree.as_ref().map(|(tree, base)| (tree, *base)),
     };
-    let region = region::choose(
-        text,
-        cursor,
-        tree.map(|(tree, base)| (tree.root_node(), base)),
-        budget,
-        counter,
-    );
+    let region = match style {
+        EditStyle::Redraft => region::choose(
+            text,
+            cursor,
+            tree.map(|(tree, base)| (tree.root_node(), base)),
+            budget,
+            counter,
+        ),
+        EditStyle::Sweep => region::lines_around(
+            text,
+            cursor,
+            &EditBudget {
+                lines_above: SWEEP_WINDOW_LINES,
+                lines_below: SWEEP_WINDOW_LINES,
+                ..*budget
+            },
+            counter,
+        ),
+    };
     let view = tree.map(|(tree, base)| syntax::View::new(tree, base));
     let range = region.range.clone();
 
@@ -145,11 +179,14 @@ pub fn plan_edit(
         .0;
     }
 
+    let region_text = &text[range.clone()];
     EditPlan {
         path: path.to_string(),
-        history: render_history(history, path, budget.history_tokens, counter),
+        history: render_blocks(history, path, budget.history_tokens, counter, style),
+        style,
         before: text[before_start..range.start].to_string(),
-        region: text[range.clone()].to_string(),
+        region: region_text.to_string(),
+        original: original_region(region_text, path, history),
         cursor_in_region: cursor - range.start,
         after: text[range.end..after_end].to_string(),
         region_range: range,
@@ -157,6 +194,27 @@ pub fn plan_edit(
         after_end,
         reason: region.reason,
         language: source.language,
+    }
+}
+
+/// `region` with the latest edit of `path` undone, when the lines that edit wrote are in it
+/// exactly once; else `region` as it is.
+fn original_region(region: &str, path: &str, history: &[HistoryEdit]) -> String {
+    let latest = history.iter().rev().find(|edit| edit.path == path);
+    match latest {
+        Some(edit) if edit.old != edit.new && !edit.new.is_empty() => {
+            let mut found = region.match_indices(edit.new.as_str());
+            match (found.next(), found.next()) {
+                (Some((at, _)), None) => format!(
+                    "{}{}{}",
+                    &region[..at],
+                    edit.old,
+                    &region[at + edit.new.len()..]
+                ),
+                _ => region.to_string(),
+            }
+        }
+        _ => region.to_string(),
     }
 }
 

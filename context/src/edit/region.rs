@@ -149,6 +149,22 @@ pub(crate) fn choose(
     EditRegion { range, reason }
 }
 
+/// The lines around the cursor, whatever the structure: at most `budget.lines_above` above the
+/// cursor's line and `lines_below` below, within `region_tokens` (Sweep's fixed window).
+pub(crate) fn lines_around(
+    text: &str,
+    cursor: usize,
+    budget: &EditBudget,
+    counter: &dyn TokenCounter,
+) -> EditRegion {
+    let line = line_at(text, cursor);
+    let (range, cut) = grow(text, &line, &(0..text.len()), budget, counter);
+    EditRegion {
+        range,
+        reason: RegionReason::Lines { cut },
+    }
+}
+
 /// The whole line holding `offset`: its start to just past its `\n` (or the end of the text).
 pub(crate) fn line_at(text: &str, offset: usize) -> Range<usize> {
     let start = text[..offset].rfind('\n').map_or(0, |at| at + 1);

@@ -13,7 +13,7 @@ use std::ops::Range;
 use rand::rngs::StdRng;
 use rand::Rng;
 use redraft_context::edit::cut::EditCase;
-use redraft_context::edit::{plan_edit, EditBudget};
+use redraft_context::edit::{plan_edit, EditBudget, EditStyle};
 use redraft_context::{Language, Source, TokenCounter};
 use redraft_engine::edit::{canvas_length, EditMarkers, EditPieces, EditPrompt};
 use redraft_engine::tokenizer::Tokenizer;
@@ -68,7 +68,14 @@ pub fn edit_tokens(
         tree: None,
     };
     let counter = TokenizerCounter(tokenizer);
-    let plan = plan_edit(&source, &case.path, &case.history, &budget, &counter);
+    let plan = plan_edit(
+        &source,
+        &case.path,
+        &case.history,
+        &budget,
+        EditStyle::Redraft,
+        &counter,
+    );
     let region = plan.region_range.clone();
     let new_region = match &case.target {
         None => plan.region.clone(),
@@ -93,6 +100,7 @@ pub fn edit_tokens(
         path: &case.path,
         before: &plan.before,
         region: &plan.region,
+        original: &plan.original,
         cursor: plan.cursor_in_region,
         after: &plan.after,
     };
