@@ -300,3 +300,95 @@ fn stopping_at_a_decided_lead_changes_no_suggestion() {
         "{stopped} stopped early; {with} passes against {without}"
     );
 }
+
+/// The default model's files as an autoregressive checkpoint without redraft's edit markers
+/// (the vocabulary keeps `<|file_sep|>`): how Qwen2.5-Coder and the Sweep Next-Edit models
+/// built on it look to the engine.
+fn sweep_engine() -> (tempfile::TempDir, Engine) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        from.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    // Room for a window shown three times (positions past the trained 256 are only RoPE
+    // angles; this is about the layout, not the quality).
+    let config = std::fs::read_to_string(from.join("config.json"))
+        .unwrap()
+        .replace(
+            "\"max_position_embeddings\": 256",
+            "\"max_position_embeddings\": 2048",
+        );
+    assert!(config.contains("2048"));
+    std::fs::write(dir.path().join("config.json"), config).unwrap();
+    let tokenizer = std::fs::read_to_string(from.join("tokenizer.json"))
+        .unwrap()
+        .replace("<|edit_start|>", "<|unused_0|>")
+        .replace("<|edit_end|>", "<|unused_1|>")
+        .replace("<|cursor|>", "<|unused_2|>");
+    std::fs::write(dir.path().join("tokenizer.json"), tokenizer).unwrap();
+    let redraft = r#"{"eos_token_id": 1, "pad_token_id": 1, "mask_token_id": 0,
+        "logit_shift": true, "attention": "causal"}"#;
+    std::fs::write(dir.path().join("redraft.json"), redraft).unwrap();
+    let engine = Engine::load(dir.path()).unwrap();
+    (dir, engine)
+}
+
+/// A checkpoint that reads Sweep's prompt gets Sweep's window and history from the same
+/// pipeline, and its rewrite of the window becomes edits inside it.
+#[test]
+fn a_sweep_checkpoint_gets_a_sweep_plan_through_the_same_pipeline() {
+    use redraft_context::edit::EditStyle;
+    use redraft_suggest::edit::prepare;
+    let (_dir, engine) = sweep_engine();
+    let history = [HistoryEdit {
+        path: "src/count.rs".into(),
+        old: "fn count(words: &[&str]) -> HashMap<String, usize> {\n".into(),
+        new: "fn count(items: &[&str]) -> HashMap<String, usize> {\n".into(),
+    }];
+    // Enough lines that the window is not the whole text, short enough that 21 of them fit
+    // the default model's 512 positions three times over.
+    let filler = "//\n".repeat(30);
+    let text = format!(
+        "{filler}{}{filler}",
+        TEXT.replace("count(words", "count(items")
+    );
+    let input = EditInput {
+        source: source(&text),
+        path: "src/count.rs",
+        history: &history,
+    };
+    let mut sampler = greedy();
+    sampler.draft_tau = Some(redraft_suggest::edit::DRAFT_TAU);
+    let budget = EditBudget {
+        max_changed_fraction: 1.0,
+        ..EditBudget::default()
+    };
+    let prepared = prepare(&engine, &input, &budget, sampler.clone());
+    let plan = &prepared.plan;
+    assert_eq!(plan.style, EditStyle::Sweep);
+    assert_eq!(plan.region.lines().count(), 21, "{}", plan.region);
+    assert_eq!(
+        plan.history,
+        ["src/count.rs.diff\noriginal:\nfn count(words: &[&str]) -> HashMap<String, usize> {\nupdated:\nfn count(items: &[&str]) -> HashMap<String, usize> {"]
+    );
+    assert_eq!(
+        plan.original,
+        plan.region.replace("count(items", "count(words"),
+        "the window before the rename"
+    );
+    let outcome = next_edit(
+        &engine,
+        &input,
+        &budget,
+        sampler,
+        &mut KvCache::default(),
+        Controls::default(),
+    )
+    .unwrap();
+    let region = outcome.plan.region_range.clone();
+    for edit in &outcome.suggestion.edits {
+        assert!(region.start <= edit.range.start && edit.range.end <= region.end);
+    }
+}

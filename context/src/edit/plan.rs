@@ -140,6 +140,9 @@ pub fn plan_edit(
             &EditBudget {
                 lines_above: SWEEP_WINDOW_LINES,
                 lines_below: SWEEP_WINDOW_LINES,
+                // The prompt shows the window three times (in the file, as it was, as it is)
+                // where redraft's shows it once: two thirds of the share keep the total.
+                region_tokens: budget.region_tokens * 2 / 3,
                 ..*budget
             },
             counter,
