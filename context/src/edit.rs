@@ -21,5 +21,5 @@ pub mod region;
 pub use diff::{apply, parse_patches, unified_diff, DiffError, FilePatch, Hunk, HunkLine};
 pub use extract::{suggestion_from_region, EditSuggestion, TextEdit};
 pub use history::{render_blocks, render_history, HistoryEdit};
-pub use plan::{plan_edit, EditBudget, EditPlan, EditStyle};
+pub use plan::{plan_edit, EditBudget, EditPlan, EditStyle, EDIT_POSITIONS};
 pub use region::{edit_region, Cut, EditRegion, RegionReason};

@@ -1110,3 +1110,18 @@ fn the_original_window_undoes_the_latest_edit_of_the_file_where_it_shows() {
     let repeated = edit("src/lib.rs", "c\n", "a\n");
     assert_eq!(sweep_plan(twice, 0, &[repeated]).original, twice);
 }
+
+#[test]
+fn a_long_context_model_plans_next_edits_within_a_few_thousand_positions() {
+    use redraft_context::edit::EDIT_POSITIONS;
+    assert_eq!(
+        EditBudget::for_positions(32_768),
+        EditBudget::for_positions(EDIT_POSITIONS)
+    );
+    let small = EditBudget::for_positions(512);
+    assert_eq!(
+        small.region_tokens, 160,
+        "a small model's shares are its own"
+    );
+    assert!(EditBudget::for_positions(32_768).before_tokens <= EDIT_POSITIONS / 4);
+}

@@ -32,7 +32,8 @@
 //! one), `--interval-ms MS` (mean gap between keys; each gap is 50-150% of it), `--hesitate P`
 //! (share of gaps within a site that are a pause past the debounce: a request goes out and the
 //! next key may cancel it), `--pause-ms MS` (between sites), `--debounce-ms MS`, `--effort E`,
-//! `--max-change F|none` (the server's `nextEdit.maxChange`; `none` is no guard), `--seed N`.
+//! `--max-change F|none` (the server's `nextEdit.maxChange`; `none` is no guard), `--seed N`,
+//! `--model PATH` (the server's `model`: a model directory or GGUF file; default the shipped one).
 //!
 //! The file is candle-core's `src/safetensors.rs` (at the version `Cargo.lock` pins) unless
 //! `--file` says otherwise; the server runs the shipped model with `nextEdit.maxChange` at its
@@ -68,6 +69,8 @@ struct Options {
     pause: Duration,
     debounce: Duration,
     effort: String,
+    /// The server's `model`; `None`: the shipped one.
+    model: Option<String>,
     /// `nextEdit.maxChange`; `None`: no guard (`null`).
     max_change: Option<f64>,
     seed: u64,
@@ -109,6 +112,7 @@ fn options() -> Options {
             }
         }),
         max_change,
+        model: args.value("--model"),
         seed: args.number("--seed", 1, 1),
         print_recording: args.flag("--print-recording"),
         verbose: args.flag("--verbose"),
@@ -258,13 +262,17 @@ async fn main() {
         .sum();
 
     let max_change = options.max_change.map_or(Value::Null, |m| json!(m));
+    let mut init = json!({
+        "effort": options.effort,
+        "logLevel": "debug",
+        "nextEdit": {"debounceMs": options.debounce.as_millis() as u64, "maxChange": max_change},
+    });
+    if let Some(model) = &options.model {
+        init["model"] = json!(model);
+    }
     let lsp = Arc::new(
         Lsp::start(Start {
-            options: json!({
-                "effort": options.effort,
-                "logLevel": "debug",
-                "nextEdit": {"debounceMs": options.debounce.as_millis() as u64, "maxChange": max_change},
-            }),
+            options: init,
             encodings: Some(vec!["utf-16"]),
             root: Some(ROOT),
             ..Start::default()
@@ -391,13 +399,14 @@ async fn main() {
         wall.as_secs_f64()
     );
     println!(
-        "  keys {} ms apart on average (50-150%, {:.0}% of gaps a hesitation past the debounce), {} ms between sites, debounce {} ms, effort {}, maxChange {}",
+        "  keys {} ms apart on average (50-150%, {:.0}% of gaps a hesitation past the debounce), {} ms between sites, debounce {} ms, effort {}, maxChange {}, model {}",
         options.interval.as_millis(),
         options.hesitate * 100.0,
         options.pause.as_millis(),
         options.debounce.as_millis(),
         options.effort,
         options.max_change.map_or("none".into(), |m| m.to_string()),
+        options.model.as_deref().unwrap_or("shipped"),
     );
     println!(
         "  requests {}: answered {} (shown {}, no edit {}, stale {}), cancelled {} ($/cancelRequest sent {}), joined a precomputed job {}",

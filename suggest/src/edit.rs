@@ -10,7 +10,7 @@ use std::time::Instant;
 use redraft_context::edit::{
     plan_edit, suggestion_from_region, EditBudget, EditPlan, EditStyle, EditSuggestion, HistoryEdit,
 };
-use redraft_context::Source;
+use redraft_context::{Source, TokenCounter};
 use redraft_engine::edit::EditFormat;
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
@@ -40,7 +40,8 @@ pub struct EditOutcome {
     /// Empty: no edit.
     pub suggestion: EditSuggestion,
     /// The rewrite changed more of the region than the budget allows
-    /// (`EditBudget::max_changed_fraction`), so `suggestion` is empty.
+    /// (`EditBudget::max_changed_fraction`), or ran on past the longest rewrite that could
+    /// pass that (the request's `max_tokens`), so `suggestion` is empty.
     pub rewrote_too_much: bool,
     pub completion: Completion,
     /// Plan + engine + extraction.
@@ -90,8 +91,22 @@ pub fn prepare(
         style,
         &EngineTokens(engine),
     );
-    let request = edit_request(&plan, sampler);
+    let mut request = edit_request(&plan, sampler);
+    request.max_tokens = longest_useful(engine, &plan, budget);
     Prepared { plan, request }
+}
+
+/// The longest rewrite the small-edit guard could let through: one that inserts more than
+/// `max_changed_fraction` of the region is refused whatever it says, so the canvas need not
+/// grow past the region's tokens plus that share (and a model that writes on past its window,
+/// as an autoregressive one not trained to end it does, stops there). `None` without a guard
+/// (a share of 1 or more): the engine's own limit.
+fn longest_useful(engine: &Engine, plan: &EditPlan, budget: &EditBudget) -> Option<usize> {
+    if budget.max_changed_fraction >= 1.0 {
+        return None;
+    }
+    let region = EngineTokens(engine).count_tokens(&plan.region);
+    Some((region as f64 * (1.0 + budget.max_changed_fraction.max(0.0))).ceil() as usize + 8)
 }
 
 /// The suggestion in the engine's rewrite of the prepared region (`completion`, from
@@ -105,6 +120,13 @@ pub fn finish(
     budget: &EditBudget,
     started: Instant,
 ) -> EditOutcome {
+    // A rewrite that filled the longest canvas the guard allows without ending ran past what
+    // the guard lets through: what it wrote is cut off, not a rewrite.
+    let cut_off = !completion.ended_by_eos
+        && prepared
+            .request
+            .max_tokens
+            .is_some_and(|longest| completion.slots >= longest);
     let plan = prepared.plan;
     // A region at the end of a text without a final newline is shown to a Sweep model as a
     // block, which ends in one; the rewrite's is not an edit.
@@ -114,8 +136,8 @@ pub fn finish(
     };
     let mut suggestion =
         suggestion_from_region(input.source.text, &plan, new_region, input.source.cursor);
-    let rewrote_too_much =
-        suggestion.changed_fraction(plan.region_range.len()) > budget.max_changed_fraction;
+    let rewrote_too_much = cut_off
+        || suggestion.changed_fraction(plan.region_range.len()) > budget.max_changed_fraction;
     if rewrote_too_much {
         suggestion = EditSuggestion::default();
     }

@@ -367,6 +367,21 @@ fn a_sweep_checkpoint_gets_a_sweep_plan_through_the_same_pipeline() {
     };
     let prepared = prepare(&engine, &input, &budget, sampler.clone());
     let plan = &prepared.plan;
+    assert_eq!(
+        prepared.request.max_tokens, None,
+        "no guard, the engine's limit"
+    );
+    // Under the guard, a rewrite longer than the guard lets through is not decoded.
+    let guarded = prepare(&engine, &input, &EditBudget::default(), sampler.clone());
+    let region = engine
+        .tokenizer()
+        .encode(&guarded.plan.region)
+        .unwrap()
+        .len();
+    assert_eq!(
+        guarded.request.max_tokens,
+        Some((region as f64 * 1.5).ceil() as usize + 8)
+    );
     assert_eq!(plan.style, EditStyle::Sweep);
     assert_eq!(plan.region.lines().count(), 21, "{}", plan.region);
     assert_eq!(

@@ -43,12 +43,19 @@ impl Default for EditBudget {
     }
 }
 
+/// Positions a next-edit request is planned within at most, however many the model has: the
+/// prompt is read whole before the rewrite starts, and the shares of a long-context
+/// checkpoint's 32k positions made a 10k-token prompt, a request of tens of seconds on a CPU
+/// (the real 0.5B in the typing replay: 1 of 38 requests answered, after 86 s).
+pub const EDIT_POSITIONS: usize = 2048;
+
 impl EditBudget {
     /// The default lines, with token shares of a model's `max_positions` (the default's at 512
-    /// positions): the old region and its rewrite (given about as much again) take most of it,
-    /// then history and the code around the region.
+    /// positions), at most [`EDIT_POSITIONS`]: the old region and its rewrite (given about as
+    /// much again) take most of it, then history and the code around the region.
     pub fn for_positions(max_positions: usize) -> EditBudget {
-        let share = |sixteenths: usize| max_positions * sixteenths / 16;
+        let positions = max_positions.min(EDIT_POSITIONS);
+        let share = |sixteenths: usize| positions * sixteenths / 16;
         EditBudget {
             region_tokens: share(5),
             history_tokens: share(5),
