@@ -1094,7 +1094,7 @@ fn the_original_window_undoes_the_latest_edit_of_the_file_where_it_shows() {
     let text = "fn f(width: u32) {\n    g(w);\n}\n";
     let cursor = text.find("g(w)").unwrap();
     let renamed = edit("src/lib.rs", "fn f(w: u32) {\n", "fn f(width: u32) {\n");
-    let plan = sweep_plan(text, cursor, &[renamed.clone()]);
+    let plan = sweep_plan(text, cursor, std::slice::from_ref(&renamed));
     assert_eq!(plan.original, "fn f(w: u32) {\n    g(w);\n}\n");
     // The latest edit of another file, or one whose lines are not in the window (or are in it
     // twice), leaves the window as it is.

@@ -632,6 +632,11 @@ fn a_causal_checkpoint_with_file_sep_reads_next_edits_as_sweep_prompts() {
     };
     let (guessed, plain) = (run(Some(0.5)), run(None));
     assert_eq!(guessed.tokens, plain.tokens);
+    assert_eq!(
+        (guessed.full_passes, plain.full_passes),
+        (1, 1),
+        "guesses change only the window: the cache serves every later pass"
+    );
     assert!(guessed.forwards <= plain.forwards);
     assert!(
         plain.forwards >= plain.tokens.len(),
