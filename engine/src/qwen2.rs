@@ -395,7 +395,7 @@ impl Qwen2 {
                 "token id {bad} outside the vocabulary of {vocab}"
             )));
         }
-        if pass == Pass::Window && !self.cache_covers(cache, tokens, &window) {
+        if pass == Pass::Window && !cache.covers(tokens, &window) {
             return Err(Error::InvalidRequest(
                 "window pass without a cache for these tokens".into(),
             ));
@@ -752,14 +752,7 @@ impl Denoiser for Qwen2 {
     }
 
     fn cache_covers(&self, cache: &KvCache, tokens: &[Vec<u32>], window: &Range<usize>) -> bool {
-        // A causal or block-causal window reads no cached row after its start (its rows see
-        // only earlier positions), so what lies after it may differ (a causal canvas's guesses
-        // change there from pass to pass).
-        let read = match self.attention.block() {
-            Some(_) => window.start..usize::MAX,
-            None => window.clone(),
-        };
-        cache.covers(tokens, &read)
+        cache.covers(tokens, window)
     }
 
     fn cache_realigns(

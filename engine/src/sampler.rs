@@ -196,6 +196,11 @@ pub struct SamplerConfig {
     /// this sure of it. `None`: drafts are ignored.
     #[serde(default)]
     pub draft_tau: Option<f32>,
+    /// Causal greedy decoding of a canvas without a draft guesses its next tokens from the
+    /// request's own context, where the lead's last tokens occur there (prompt lookup; see
+    /// [`Sampler::speculate`]): fewer passes, the same tokens.
+    #[serde(default)]
+    pub guess_context: bool,
 }
 
 impl SamplerConfig {
@@ -222,6 +227,7 @@ impl SamplerConfig {
                 edit: Some(EditReuse::DEFAULT),
             },
             draft_tau: None,
+            guess_context: true,
         }
     }
 }
@@ -377,6 +383,9 @@ struct Slots {
     guesses: Vec<u32>,
     /// Draft position minus slot where the lead last copied the draft (see [`draft_position`]).
     draft_shift: isize,
+    /// The tokens around the canvas (prefix, then suffix) a causal canvas without a draft
+    /// guesses from; empty otherwise.
+    context: Vec<u32>,
     /// Guesses the next pass shows at most: doubled after a pass confirmed them all, cut to
     /// twice what a pass confirmed otherwise (a row costs little, but not nothing).
     guess_limit: usize,
@@ -699,7 +708,22 @@ impl<'a> Sampler<'a> {
             lead_checked: 0,
             guesses: Vec::new(),
             draft_shift: 0,
-            guess_limit: SPECULATED,
+            context: if canvas.draft.is_empty() && self.block() == Some(1) {
+                canvas
+                    .prefix
+                    .iter()
+                    .chain(&canvas.suffix)
+                    .copied()
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            // A draft is mostly copied; a context only here and there.
+            guess_limit: if canvas.draft.is_empty() {
+                CONTEXT_GUESSES
+            } else {
+                SPECULATED
+            },
             settled: 0,
             draft: if canvas.draft.is_empty() {
                 Vec::new()
@@ -843,8 +867,15 @@ impl<'a> Sampler<'a> {
         }
         // The state's draft ends with the end it aligns to; the canvas shows only the draft.
         let draft = &state.draft[..state.draft.len().saturating_sub(1)];
+        // A guessing causal canvas keeps showing old guesses past the new ones: no row reads
+        // them, and the cache still holds them there, so the next pass is a window pass.
+        let guessing = self.guesses(state, config);
         for (slot, value) in state.values.iter().enumerate() {
-            seq[state.start + slot] = value.unwrap_or_else(|| self.uncommitted(draft, slot));
+            match value {
+                Some(token) => seq[state.start + slot] = *token,
+                None if guessing => {}
+                None => seq[state.start + slot] = self.uncommitted(draft, slot),
+            }
         }
         committed.sort_unstable();
         state.touched = committed;
@@ -864,13 +895,10 @@ impl<'a> Sampler<'a> {
     /// [`draft_position`].
     fn speculate(&self, state: &mut Slots, seq: &mut [u32], config: &SamplerConfig) {
         state.guesses.clear();
-        if self.block() != Some(1)
-            || state.draft.is_empty()
-            || config.draft_tau.is_none()
-            || config.temperature > 0.0
-        {
+        if !self.guesses(state, config) {
             return;
         }
+        let from_draft = !state.draft.is_empty() && config.draft_tau.is_some();
         let Some(first) = state.first_masked() else {
             return;
         };
@@ -878,10 +906,18 @@ impl<'a> Sampler<'a> {
             return;
         }
         let lead: Vec<u32> = state.values[..first].iter().flatten().copied().collect();
-        let (at, shift) = draft_position(&lead, &state.draft, state.draft_shift);
-        state.draft_shift = shift;
+        let (source, at) = if from_draft {
+            let (at, shift) = draft_position(&lead, &state.draft, state.draft_shift);
+            state.draft_shift = shift;
+            (&state.draft, at)
+        } else {
+            match context_position(&lead, &state.context) {
+                Some(at) => (&state.context, at),
+                None => return,
+            }
+        };
         let room = state.values.len() - first;
-        state.guesses = state.draft[at..]
+        state.guesses = source[at..]
             .iter()
             .copied()
             .take(state.guess_limit.min(room.saturating_sub(1)))
@@ -889,6 +925,13 @@ impl<'a> Sampler<'a> {
         for (i, &guess) in state.guesses.iter().enumerate() {
             seq[state.start + first + i] = guess;
         }
+    }
+
+    /// Whether `state` is a causal canvas decoded greedily that guesses (see [`Self::speculate`]).
+    fn guesses(&self, state: &Slots, config: &SamplerConfig) -> bool {
+        let from_draft = !state.draft.is_empty() && config.draft_tau.is_some();
+        let from_context = !state.context.is_empty() && config.guess_context;
+        self.block() == Some(1) && config.temperature == 0.0 && (from_draft || from_context)
     }
 
     /// Commits, after the step's own commit, each guessed slot whose row saw only confirmed
@@ -1281,6 +1324,24 @@ impl<'a> Sampler<'a> {
 /// (fixtures/real-weights/next-edit.md), so guesses pay when the model copies and the limit
 /// shrinks while it does not; a run of copies longer than this takes another pass.
 pub const SPECULATED: usize = 16;
+
+/// Guesses a causal canvas without a draft starts from (see [`SamplerConfig::guess_context`]):
+/// its context repeats only here and there, and a pass over few rows costs about one over one.
+pub const CONTEXT_GUESSES: usize = 4;
+
+/// Where in `context` the slot after `lead` may continue from: after the last occurrence of the
+/// lead's last three or two tokens (the one nearest the canvas: the context is the prefix and
+/// then the suffix), or `None`. A single token is too common a match to guess from.
+fn context_position(lead: &[u32], context: &[u32]) -> Option<usize> {
+    (2..=3.min(lead.len())).rev().find_map(|n| {
+        let tail = &lead[lead.len() - n..];
+        context
+            .windows(n)
+            .rposition(|w| w == tail)
+            .map(|i| i + n)
+            .filter(|&end| end < context.len())
+    })
+}
 
 /// Where in `draft` the slot after `lead` is expected to copy from, and the shift between
 /// slots and draft positions that says so (`shift`: the one found for an earlier lead). The

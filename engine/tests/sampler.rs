@@ -253,6 +253,7 @@ fn one_per_step() -> SamplerConfig {
             edit: None,
         },
         draft_tau: None,
+        guess_context: false,
     }
 }
 
@@ -2793,12 +2794,27 @@ fn random_causal_models_decode_the_same_tokens_with_any_draft() {
         });
         let length = rng.random_range(1..12);
         let max_length = length + rng.random_range(0..8);
-        let prefix: Vec<u32> = (0..rng.random_range(1..4))
+        let prefix: Vec<u32> = (0..rng.random_range(1..16))
             .map(|_| rng.random_range(A..=G))
             .collect();
         let base = Canvas::new(prefix, length, vec![]).growing_to(max_length);
         let plain = causal_with_draft(None).run(&model, std::slice::from_ref(&base));
         let truth = plain.tokens()[0].clone();
+        // Guessing from the context changes nothing either.
+        let from_context = Setup {
+            config: SamplerConfig {
+                guess_context: true,
+                ..causal_with_draft(None).config
+            },
+            ..causal_with_draft(None)
+        }
+        .run(&model, std::slice::from_ref(&base));
+        assert_eq!(
+            from_context.tokens(),
+            plain.tokens(),
+            "seed {seed}: context"
+        );
+        assert!(from_context.calls.len() <= plain.calls.len(), "seed {seed}");
         // Drafts: the true middle edited (substitutions, insertions, deletions), or noise.
         let mut draft = truth.clone();
         for _ in 0..rng.random_range(0..4) {
@@ -2864,4 +2880,33 @@ fn a_token_the_sampler_ends_at_ends_the_middle_like_eos() {
     let ending = run(Sampler::new(setup.settings, &whitespace).ending_at(J));
     assert_eq!(ending.tokens, [B, C]);
     assert!(ending.ended_by_eos);
+}
+
+#[test]
+fn without_a_draft_causal_decoding_guesses_from_the_context_where_the_lead_repeats_it() {
+    // The model writes the letter after the one it sees: d e f a b c d e after the prefix.
+    let prefix = [A, B, C, D, E, F, A, B, C];
+    let setup = |guess_context| Setup {
+        config: SamplerConfig {
+            guess_context,
+            ..causal_with_draft(None).config
+        },
+        ..causal_with_draft(None)
+    };
+    let plain = setup(false).run(&causal_letters(), &[canvas(&prefix, 8, &[])]);
+    let out = setup(true).run(&causal_letters(), &[canvas(&prefix, 8, &[])]);
+    assert_eq!(plain.tokens(), [vec![D, E, F, A, B, C, D, E]]);
+    assert_eq!(out.tokens(), plain.tokens());
+    assert_eq!(plain.calls.len(), 8);
+    // Two tokens of lead (d e) are found in the context, whose next four (f a b c) the third
+    // pass confirms with the model's own next token; the last slot takes a pass of its own.
+    assert_eq!(
+        out.committed(),
+        [vec![0], vec![1], vec![2, 3, 4, 5, 6], vec![7]]
+    );
+    assert_eq!(
+        out.calls[2].tokens[0][11..15],
+        [F, A, B, C],
+        "the guesses shown"
+    );
 }

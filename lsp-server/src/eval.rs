@@ -23,7 +23,7 @@ use crate::sampler_args::SamplerArgs;
 
 /// The engine-only decoding flags, which a remote backend (an autoregressive server) has no
 /// use for: `--temperature` and `--seed` are what it is sent.
-const ENGINE_ONLY: [&str; 13] = [
+const ENGINE_ONLY: [&str; 14] = [
     "effort",
     "tau",
     "per_step",
@@ -36,6 +36,7 @@ const ENGINE_ONLY: [&str; 13] = [
     "typed",
     "draft_tau",
     "no_draft",
+    "no_guess",
     "max_change",
 ];
 

@@ -41,6 +41,10 @@ pub struct SamplerArgs {
     pub temperature: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Autoregressive models: no guessing of the next tokens from the request's context
+    /// (greedy decoding checks guesses, so the text is the same; only the passes differ).
+    #[arg(long)]
+    pub no_guess: bool,
     /// Next edits: commit a token copied from the old region once the model is this sure of it
     /// [default: 0.5].
     #[arg(long, conflicts_with = "no_draft")]
@@ -113,6 +117,7 @@ impl SamplerArgs {
         config.temperature = self.temperature;
         config.seed = self.seed;
         config.draft_tau = if self.no_draft { None } else { self.draft_tau };
+        config.guess_context = !self.no_guess;
         config
     }
 
@@ -175,6 +180,7 @@ impl SamplerArgs {
             (self.temperature != 0.0).then(|| self.temperature.to_string()),
         );
         add("seed", (self.seed != 0).then(|| self.seed.to_string()));
+        add("no-guess", self.no_guess.then(String::new));
         add("draft-tau", self.draft_tau.map(|t| t.to_string()));
         add("no-draft", self.no_draft.then(String::new));
         add("max-change", self.max_change.map(|f| f.to_string()));
