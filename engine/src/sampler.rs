@@ -198,7 +198,7 @@ pub struct SamplerConfig {
     pub draft_tau: Option<f32>,
     /// Causal greedy decoding of a canvas without a draft guesses its next tokens from the
     /// request's own context, where the lead's last tokens occur there (prompt lookup; see
-    /// [`Sampler::speculate`]): fewer passes, the same tokens.
+    /// `Sampler::speculate`): fewer passes, the same tokens.
     #[serde(default)]
     pub guess_context: bool,
 }
@@ -378,7 +378,7 @@ struct Slots {
     /// Length of the longest lead the stop rule has said no to: it is asked again only once
     /// the lead grows.
     lead_checked: usize,
-    /// Causal decoding with a draft (see [`Sampler::speculate`]): the tokens the slots from the
+    /// Causal decoding with a draft (see `Sampler::speculate`): the tokens the slots from the
     /// first masked one show the next pass, the draft's continuation of what is committed.
     guesses: Vec<u32>,
     /// Draft position minus slot where the lead last copied the draft (see [`draft_position`]).
@@ -883,16 +883,16 @@ impl<'a> Sampler<'a> {
         self.speculate(state, seq, config);
     }
 
-    /// Causal decoding of a canvas with a draft (a next edit's old region): after the committed
-    /// lead the canvas shows the draft's continuation of it, up to [`SPECULATED`] tokens (fewer
-    /// after a pass that confirmed few: `Slots::guess_limit`), so
-    /// one pass scores them all, and every guess the model would have written itself is
-    /// committed with the pass's own token (n-gram speculative decoding with the draft as the
-    /// source: a rewrite that is mostly copies takes a pass per change, not per token). Each
-    /// row sees only the guesses before it, so a confirmed guess's token is the one a pass per
-    /// token would commit: greedy results do not change, only the number of passes. Only for
-    /// greedy decoding with drafts on (`draft_tau`); the draft is followed through the lead by
-    /// [`draft_position`].
+    /// Guessing, for causal greedy decoding (n-gram speculative decoding): after the committed
+    /// lead, the canvas shows the tokens its source says come next, up to [`SPECULATED`] (fewer
+    /// after a pass that confirmed few: `Slots::guess_limit`), so one pass scores them all and
+    /// [`Self::verify`] commits every guess the model would have written itself. The source is
+    /// the canvas's draft (a next edit's old region, with drafts on: `draft_tau`), followed
+    /// through the lead by [`draft_position`], so a rewrite that is mostly copies takes a pass
+    /// per change, not per token; without a draft, the request's own context
+    /// (`guess_context`, [`context_position`]). Each row sees only the guesses before it, so a
+    /// confirmed guess's token is the one a pass per token would commit: greedy results do not
+    /// change, only the number of passes.
     fn speculate(&self, state: &mut Slots, seq: &mut [u32], config: &SamplerConfig) {
         state.guesses.clear();
         if !self.guesses(state, config) {
@@ -1319,7 +1319,7 @@ impl<'a> Sampler<'a> {
     }
 }
 
-/// Guesses a causal canvas shows a pass at most (see [`Sampler::speculate`]). On the 2-core
+/// Guesses a causal canvas shows a pass at most (see `Sampler::speculate`). On the 2-core
 /// CPU a pass over 17 rows of the 0.5B Q4_K_M costs about 2.9 times one over a single row
 /// (fixtures/real-weights/next-edit.md), so guesses pay when the model copies and the limit
 /// shrinks while it does not; a run of copies longer than this takes another pass.
