@@ -869,7 +869,7 @@ impl<'a> Sampler<'a> {
         let draft = &state.draft[..state.draft.len().saturating_sub(1)];
         // A guessing causal canvas keeps showing old guesses past the new ones: no row reads
         // them, and the cache still holds them there, so the next pass is a window pass.
-        let guessing = self.guesses(state, config);
+        let guessing = self.guess_source(state, config).is_some();
         for (slot, value) in state.values.iter().enumerate() {
             match value {
                 Some(token) => seq[state.start + slot] = *token,
@@ -895,29 +895,35 @@ impl<'a> Sampler<'a> {
     /// change, only the number of passes.
     fn speculate(&self, state: &mut Slots, seq: &mut [u32], config: &SamplerConfig) {
         state.guesses.clear();
-        if !self.guesses(state, config) {
+        let Some(source) = self.guess_source(state, config) else {
             return;
-        }
-        let from_draft = !state.draft.is_empty() && config.draft_tau.is_some();
+        };
         let Some(first) = state.first_masked() else {
             return;
         };
         if state.values[first..].iter().any(Option::is_some) {
             return;
         }
-        let lead: Vec<u32> = state.values[..first].iter().flatten().copied().collect();
-        let (source, at) = if from_draft {
-            let (at, shift) = draft_position(&lead, &state.draft, state.draft_shift);
-            state.draft_shift = shift;
-            (&state.draft, at)
-        } else {
-            match context_position(&lead, &state.context) {
+        // Both lookups read only the lead's length and its last three tokens.
+        let mut last = [0u32; 3];
+        let n = first.min(3);
+        for (token, value) in last.iter_mut().zip(&state.values[first - n..first]) {
+            *token = value.expect("causal decoding commits left to right");
+        }
+        let tail = &last[..n];
+        let (tokens, at) = match source {
+            GuessSource::Draft => {
+                let (at, shift) = draft_position(first, tail, &state.draft, state.draft_shift);
+                state.draft_shift = shift;
+                (&state.draft, at)
+            }
+            GuessSource::Context => match context_position(tail, &state.context) {
                 Some(at) => (&state.context, at),
                 None => return,
-            }
+            },
         };
         let room = state.values.len() - first;
-        state.guesses = source[at..]
+        state.guesses = tokens[at..]
             .iter()
             .copied()
             .take(state.guess_limit.min(room.saturating_sub(1)))
@@ -927,11 +933,19 @@ impl<'a> Sampler<'a> {
         }
     }
 
-    /// Whether `state` is a causal canvas decoded greedily that guesses (see [`Self::speculate`]).
-    fn guesses(&self, state: &Slots, config: &SamplerConfig) -> bool {
-        let from_draft = !state.draft.is_empty() && config.draft_tau.is_some();
-        let from_context = !state.context.is_empty() && config.guess_context;
-        self.block() == Some(1) && config.temperature == 0.0 && (from_draft || from_context)
+    /// Where `state`'s guesses come from, if it is a causal canvas decoded greedily that
+    /// guesses (see [`Self::speculate`]): its draft when drafts are on, else its context.
+    fn guess_source(&self, state: &Slots, config: &SamplerConfig) -> Option<GuessSource> {
+        if self.block() != Some(1) || config.temperature > 0.0 {
+            return None;
+        }
+        if !state.draft.is_empty() && config.draft_tau.is_some() {
+            Some(GuessSource::Draft)
+        } else if !state.context.is_empty() && config.guess_context {
+            Some(GuessSource::Context)
+        } else {
+            None
+        }
     }
 
     /// Commits, after the step's own commit, each guessed slot whose row saw only confirmed
@@ -1329,12 +1343,13 @@ pub const SPECULATED: usize = 16;
 /// its context repeats only here and there, and a pass over few rows costs about one over one.
 pub const CONTEXT_GUESSES: usize = 4;
 
-/// Where in `context` the slot after `lead` may continue from: after the last occurrence of the
-/// lead's last three or two tokens (the one nearest the canvas: the context is the prefix and
-/// then the suffix), or `None`. A single token is too common a match to guess from.
-fn context_position(lead: &[u32], context: &[u32]) -> Option<usize> {
-    (2..=3.min(lead.len())).rev().find_map(|n| {
-        let tail = &lead[lead.len() - n..];
+/// Where in `context` the slot after the lead may continue from: after the last occurrence of
+/// the lead's last three or two tokens (`tail`, its last three or fewer; the occurrence nearest
+/// the canvas: the context is the prefix and then the suffix), or `None`. A single token is too
+/// common a match to guess from.
+fn context_position(tail: &[u32], context: &[u32]) -> Option<usize> {
+    (2..=tail.len()).rev().find_map(|n| {
+        let tail = &tail[tail.len() - n..];
         context
             .windows(n)
             .rposition(|w| w == tail)
@@ -1343,16 +1358,16 @@ fn context_position(lead: &[u32], context: &[u32]) -> Option<usize> {
     })
 }
 
-/// Where in `draft` the slot after `lead` is expected to copy from, and the shift between
-/// slots and draft positions that says so (`shift`: the one found for an earlier lead). The
-/// lead's last three, two or one tokens are looked up in the draft, the occurrence nearest
+/// Where in `draft` the slot after a lead of `lead` tokens is expected to copy from, and the
+/// shift between slots and draft positions that says so (`shift`: the one found for an earlier
+/// lead). The lead's last three, two or one tokens (`tail`) are looked up in the draft, the occurrence nearest
 /// where the shift expects it winning, so copying goes on, and an insertion or deletion
 /// resynchronises once the lead copies again; with none (a token the draft does not have),
 /// the shift stays: the draft is assumed to go on after a substitution.
-fn draft_position(lead: &[u32], draft: &[u32], shift: isize) -> (usize, isize) {
-    let expected = (lead.len() as isize + shift).clamp(0, draft.len() as isize) as usize;
-    for n in (1..=3.min(lead.len())).rev() {
-        let tail = &lead[lead.len() - n..];
+fn draft_position(lead: usize, tail: &[u32], draft: &[u32], shift: isize) -> (usize, isize) {
+    let expected = (lead as isize + shift).clamp(0, draft.len() as isize) as usize;
+    for n in (1..=tail.len()).rev() {
+        let tail = &tail[tail.len() - n..];
         let nearest = draft
             .windows(n)
             .enumerate()
@@ -1360,10 +1375,17 @@ fn draft_position(lead: &[u32], draft: &[u32], shift: isize) -> (usize, isize) {
             .map(|(i, _)| i + n)
             .min_by_key(|&end| end.abs_diff(expected));
         if let Some(end) = nearest {
-            return (end, end as isize - lead.len() as isize);
+            return (end, end as isize - lead as isize);
         }
     }
     (expected, shift)
+}
+
+/// What a guessing canvas guesses from (see [`Sampler::speculate`]).
+#[derive(Clone, Copy)]
+enum GuessSource {
+    Draft,
+    Context,
 }
 
 /// The matched index pairs of a longest common subsequence of `a` and `b`, in order (ties go to
