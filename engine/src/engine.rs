@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::checkpoint::Weights;
 use crate::config::{AttentionPattern, DiffusionSettings, ModelConfig, RedraftJson};
 use crate::edit::sweep::SweepPieces;
-use crate::edit::{canvas_length, EditFormat, EditMarkers, EditPieces, EditRequest};
+use crate::edit::{canvas_length, EditFormat, EditPieces, EditRequest};
 use crate::error::{Error, Result};
 use crate::qwen2::{KvCache, Qwen2};
 use crate::sampler::{
@@ -148,7 +148,10 @@ pub struct Engine {
     settings: DiffusionSettings,
     /// Per token id: never written into a canvas (the tokenizer's special tokens but the end).
     banned: Vec<bool>,
-    /// A token that ends a middle besides EOS and pad ([`Sampler::ending_at`]).
+    /// How the model reads next edits, found once at load (`None`: it cannot make them).
+    edit_format: Option<EditFormat>,
+    /// A token that ends a middle besides EOS and pad ([`Sampler::ending_at`]): a Sweep-format
+    /// model's `<|file_sep|>`.
     also_end: Option<u32>,
     layout: FimLayout,
     dir: PathBuf,
@@ -261,13 +264,13 @@ impl Engine {
                 ),
             });
         }
+        let edit_format = EditFormat::of(&tokenizer, settings.attention).ok();
         // An autoregressive checkpoint ends a file it writes with `<|file_sep|>`: an end of the
         // middle like EOS (a next edit's rewritten window ends there; so may an infill).
-        let also_end = settings
-            .attention
-            .block()
-            .and_then(|_| tokenizer.token_to_id(crate::edit::FILE_SEP))
-            .filter(|_| EditMarkers::of(&tokenizer).is_err());
+        let also_end = match edit_format {
+            Some(EditFormat::Sweep { file_sep }) => Some(file_sep),
+            _ => None,
+        };
         let mut banned = tokenizer.special().to_vec();
         for id in [settings.eos_token_id, settings.pad_token_id]
             .into_iter()
@@ -279,6 +282,7 @@ impl Engine {
         }
         Ok(Engine {
             model,
+            edit_format,
             also_end,
             layout: FimLayout::for_model(settings.attention, &tokenizer),
             tokenizer,
@@ -489,7 +493,11 @@ impl Engine {
     /// How this model reads a next-edit request; an error for a model that cannot make next
     /// edits (neither redraft's edit markers nor an autoregressive `<|file_sep|>`).
     pub fn edit_format(&self) -> Result<EditFormat> {
-        EditFormat::of(&self.tokenizer, self.settings.attention)
+        match self.edit_format {
+            Some(format) => Ok(format),
+            // Looked up again for the error that names the missing marker.
+            None => EditFormat::of(&self.tokenizer, self.settings.attention),
+        }
     }
 
     /// A batch that requests join and leave between denoising steps (what a server runs: see
