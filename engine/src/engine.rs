@@ -18,8 +18,8 @@ use crate::edit::{canvas_length, EditFormat, EditPieces, EditRequest};
 use crate::error::{Error, Result};
 use crate::qwen2::{KvCache, Qwen2};
 use crate::sampler::{
-    Batch, CachePolicy, Canvas, Controls, Infill, MemberControls, MemberId, MemberOutcome,
-    PassStats, Sampler, SamplerConfig,
+    step_together, Batch, CachePolicy, Canvas, Controls, Infill, MemberControls, MemberId,
+    MemberOutcome, PassStats, Sampler, SamplerConfig,
 };
 use crate::tokenizer::Tokenizer;
 
@@ -594,6 +594,9 @@ impl Admitted {
     }
 }
 
+/// The requests a step of an [`EngineBatch`] finished: completed, failed or cancelled.
+pub type Finished = Vec<(MemberId, Result<Completion>)>;
+
 /// Requests decoded together, joining at the next denoising step and leaving when done: the
 /// engine's face of [`Batch`] (see it for the cache rule), for a server that batches whatever
 /// is in flight, fill-in-the-middle and next-edit requests alike. Each request keeps its own
@@ -655,19 +658,45 @@ impl<'e> EngineBatch<'e> {
     /// that finished, as completions whose `forwards`, passes, `model_ms` and `hit_deadline`
     /// count the model calls each took part in, and `total_ms` runs from its join; a cancelled
     /// one as [`Error::Cancelled`]. A model error fails the step for everyone.
-    pub fn step(&mut self) -> Result<Vec<(MemberId, Result<Completion>)>> {
-        let left = self.batch.step(&self.engine.model, &mut self.cache)?;
-        Ok(left
-            .into_iter()
-            .map(|(id, outcome)| {
-                let admitted = self.admitted.remove(&id).expect("joined through admit");
-                let completion = match outcome {
-                    MemberOutcome::Filled { infill, stats } => {
-                        self.engine.completion(&admitted, &infill, &stats)
-                    }
-                    MemberOutcome::Cancelled => Err(Error::Cancelled),
-                };
-                (id, completion)
+    pub fn step(&mut self) -> Result<Finished> {
+        let mut left = EngineBatch::step_together(&mut [self])?;
+        Ok(left.pop().expect("one batch, one answer"))
+    }
+
+    /// One denoising step of several batches of one engine, each with its own cache, in one
+    /// model call ([`step_together`]): [`EngineBatch::step`] for each, the batches' rows
+    /// multiplied by the weights together whatever their positions. A model error fails the
+    /// step for every batch; batches of different engines are refused.
+    pub fn step_together(batches: &mut [&mut EngineBatch<'e>]) -> Result<Vec<Finished>> {
+        let Some(engine) = batches.first().map(|b| b.engine) else {
+            return Ok(Vec::new());
+        };
+        if batches.iter().any(|b| !std::ptr::eq(b.engine, engine)) {
+            return Err(Error::InvalidRequest(
+                "batches of different engines cannot share a model call".into(),
+            ));
+        }
+        let mut lanes: Vec<(&mut Batch<'e>, &mut KvCache)> = batches
+            .iter_mut()
+            .map(|b| (&mut b.batch, &mut b.cache))
+            .collect();
+        let left = step_together(&engine.model, &mut lanes)?;
+        Ok(batches
+            .iter_mut()
+            .zip(left)
+            .map(|(batch, left)| {
+                left.into_iter()
+                    .map(|(id, outcome)| {
+                        let admitted = batch.admitted.remove(&id).expect("joined through admit");
+                        let completion = match outcome {
+                            MemberOutcome::Filled { infill, stats } => {
+                                engine.completion(&admitted, &infill, &stats)
+                            }
+                            MemberOutcome::Cancelled => Err(Error::Cancelled),
+                        };
+                        (id, completion)
+                    })
+                    .collect()
             })
             .collect())
     }

@@ -35,7 +35,9 @@ use crate::error::{Error, Result};
 
 mod batch;
 
-pub use batch::{Batch, CanvasStream, MemberControls, MemberId, MemberOutcome, PassStats};
+pub use batch::{
+    step_together, Batch, CanvasStream, MemberControls, MemberId, MemberOutcome, PassStats,
+};
 
 /// Which positions a forward pass recomputes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +71,17 @@ pub trait Denoiser {
         pass: Pass,
     ) -> Result<Vec<f32>>;
 
+    /// The logits of several independent calls (each its own sequences, window, cache and
+    /// pass), in order: what [`Denoiser::logits`] gives each alone. A model that can serve them
+    /// in one pass (sharing its weights' trip through memory) says so here; the default makes
+    /// the calls one after the other. An error fails them all.
+    fn logits_many(&self, calls: &mut [ModelCall<'_, Self::Cache>]) -> Result<Vec<Vec<f32>>> {
+        calls
+            .iter_mut()
+            .map(|call| self.logits(call.tokens, call.window.clone(), call.cache, call.pass))
+            .collect()
+    }
+
     /// Whether `cache` holds a stored pass that a window pass over `tokens` may reuse.
     fn cache_covers(&self, cache: &Self::Cache, tokens: &[Vec<u32>], window: &Range<usize>)
         -> bool;
@@ -87,6 +100,14 @@ pub trait Denoiser {
     ) -> bool {
         false
     }
+}
+
+/// One call of [`Denoiser::logits_many`]: the arguments of [`Denoiser::logits`].
+pub struct ModelCall<'a, C> {
+    pub tokens: &'a [Vec<u32>],
+    pub window: Range<usize>,
+    pub cache: &'a mut C,
+    pub pass: Pass,
 }
 
 /// The row whose logits score the token at `position`: Dream-style models (shift) read the

@@ -397,3 +397,59 @@ fn a_batch_can_move_to_another_thread() {
     sendable(&batch);
     sendable(&MemberControls::default());
 }
+
+/// Batches of their own, one request each (the cache on: a server's lanes), stepped together in
+/// one model call, with the third joining later and the fourth cancelled after two steps: each
+/// request ends as it does alone, pass for pass, and the cancelled one leaves the others alone.
+#[test]
+fn batches_stepped_together_complete_as_alone() {
+    let engine = engine();
+    let requests = mixed(CACHE_ON);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut batches: Vec<EngineBatch<'_>> =
+        requests.iter().map(|_| engine.batch(CACHE_ON)).collect();
+    let mut ids = vec![None; requests.len()];
+    let mut done: Vec<Option<redraft_engine::Result<Completion>>> =
+        requests.iter().map(|_| None).collect();
+    let joins_at = [0, 0, 2, 0];
+    for step in 0..500 {
+        for (index, request) in requests.iter().enumerate() {
+            if joins_at[index] == step {
+                let controls = MemberControls {
+                    cancel: (index == 3).then(|| cancel.clone()),
+                    ..MemberControls::default()
+                };
+                ids[index] = Some(request.join(&mut batches[index], controls).unwrap());
+            }
+        }
+        if step == 2 {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        if step > 2 && batches.iter().all(EngineBatch::is_empty) {
+            break;
+        }
+        let mut all: Vec<&mut EngineBatch<'_>> = batches.iter_mut().collect();
+        let left = EngineBatch::step_together(&mut all).expect("the step succeeds");
+        for (index, left) in left.into_iter().enumerate() {
+            for (id, completion) in left {
+                assert_eq!(Some(id), ids[index]);
+                done[index] = Some(completion);
+            }
+        }
+    }
+    for (index, (request, out)) in requests.iter().zip(done).enumerate() {
+        let out = out.expect("every request left");
+        if index == 3 {
+            assert!(matches!(out, Err(Error::Cancelled)), "{out:?}");
+            continue;
+        }
+        let batched = out.expect("completes");
+        let alone = request.alone(&engine);
+        assert_eq!(decoded(&batched), decoded(&alone), "request {index}");
+        assert_eq!(
+            (batched.forwards, batched.full_passes, batched.window_passes),
+            (alone.forwards, alone.full_passes, alone.window_passes),
+            "request {index}"
+        );
+    }
+}

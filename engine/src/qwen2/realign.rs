@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use candle_core::Tensor;
 
-use super::{KvCache, KvUse, Qwen2, Rope};
+use super::{KvCache, Qwen2, Rope, Then};
 use crate::error::{Error, Result};
 
 /// The shortest run of common tokens between the head and the tail worth keeping: shorter ones
@@ -49,6 +49,26 @@ pub(super) struct Realignment {
     exact_rows: usize,
     /// Where the pass stops computing (a causal window's block end), as [`KvCache`] keeps it.
     stopped_at: Option<usize>,
+}
+
+/// What an edit pass records in its cache once its layers are through.
+pub(super) struct Realigned {
+    exact_rows: usize,
+    stopped_at: Option<usize>,
+    approximate_passes: usize,
+    kept_positions: usize,
+    drifted: usize,
+}
+
+impl Realigned {
+    /// Records the pass in `cache` (whose layers and tokens are already the new ones).
+    pub(super) fn apply(self, cache: &mut KvCache) {
+        cache.exact_rows = self.exact_rows;
+        cache.stopped_at = self.stopped_at;
+        cache.approximate_passes = self.approximate_passes;
+        cache.reused_positions += self.kept_positions;
+        cache.drifted_positions += self.drifted;
+    }
 }
 
 impl Qwen2 {
@@ -123,68 +143,37 @@ impl Qwen2 {
         })
     }
 
-    /// The edit pass ([`crate::sampler::Pass::Edit`]): realigns `cache` with `tokens`, then
-    /// recomputes the realignment's spans over it. Returns the last hidden states of `window`'s
-    /// rows (`[B, window.len(), d]`).
+    /// The edit pass ([`crate::sampler::Pass::Edit`]), up to its layers: realigns `cache`'s
+    /// layers with `tokens` (the cache vouches for nothing until the pass is through). Returns
+    /// the positions to recompute (sorted spans, the window inside one), the realigned layers
+    /// the pass attends over, and what to record in the cache once it is through.
     pub(super) fn edit_pass(
         &self,
         tokens: &[Vec<u32>],
-        ids: &Tensor,
         window: &Range<usize>,
         cache: &mut KvCache,
         radius: usize,
-        key_lens: &[usize],
-    ) -> Result<Tensor> {
+    ) -> Result<(Vec<Range<usize>>, Vec<Tensor>, Then)> {
         let plan = self
             .realignment(cache, tokens, window, radius)
             .ok_or_else(|| {
                 Error::InvalidRequest("edit pass without a cache this batch can reuse".into())
             })?;
-        let len = ids.dim(1)?;
+        let len = tokens.iter().map(Vec::len).max().unwrap_or(0);
         let layers = cache
             .layers
             .iter()
             .map(|kv| self.realigned(kv, &plan.kept, len))
             .collect::<Result<Vec<_>>>()?;
-        // The cache vouches for nothing until the pass is through.
-        let approximate_passes = cache.approximate_passes;
+        let realigned = Realigned {
+            exact_rows: plan.exact_rows,
+            stopped_at: plan.stopped_at,
+            approximate_passes: cache.approximate_passes + 1,
+            kept_positions: plan.kept_positions,
+            drifted: plan.drifted,
+        };
         cache.clear();
-        let rows: usize = plan.spans.iter().map(|s| s.len()).sum();
-        let pieces = plan
-            .spans
-            .iter()
-            .map(|s| ids.narrow(1, s.start, s.len()))
-            .collect::<candle_core::Result<Vec<_>>>()?;
-        let ids = Tensor::cat(&pieces, 1)?;
-        let mut x = self
-            .embed
-            .lookup(&ids.flatten_all()?)?
-            .reshape((tokens.len(), rows, ()))?;
-        // The window lies in one span; the last layer only runs its queries.
-        let mut offset = 0;
-        let mut queries = 0..0;
-        for span in &plan.spans {
-            if span.start <= window.start && window.end <= span.end {
-                let first = offset + window.start - span.start;
-                queries = first..first + window.len();
-            }
-            offset += span.len();
-        }
-        let last = self.layers.len() - 1;
-        for (i, (layer, kv)) in self.layers.iter().zip(&layers).enumerate() {
-            let q = if i == last { queries.clone() } else { 0..rows };
-            x = self
-                .layer_forward(layer, &x, q, &plan.spans, KvUse::Cached(kv), key_lens)?
-                .0;
-        }
-        cache.layers = layers;
-        cache.tokens = tokens.to_vec();
-        cache.exact_rows = plan.exact_rows;
-        cache.stopped_at = plan.stopped_at;
-        cache.approximate_passes = approximate_passes + 1;
-        cache.reused_positions += plan.kept_positions;
-        cache.drifted_positions += plan.drifted;
-        Ok(x)
+        Ok((plan.spans, layers, Then::Edit(realigned)))
     }
 
     /// One layer's cached rows (`[B, T_old, 2 * kv_heads * head_dim]`) laid out for the new

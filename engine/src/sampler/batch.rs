@@ -35,8 +35,8 @@ use rand::SeedableRng;
 use serde::Serialize;
 
 use super::{
-    view, CachePolicy, Canvas, CanvasView, Denoiser, Infill, Pass, Pressure, Rows, Sampler,
-    SamplerConfig, Slots,
+    view, CachePolicy, Canvas, CanvasView, Denoiser, Infill, ModelCall, Pass, Pressure, Rows,
+    Sampler, SamplerConfig, Slots,
 };
 use crate::error::{Error, Result};
 
@@ -205,7 +205,18 @@ impl<'s> Batch<'s> {
         model: &M,
         cache: &mut M::Cache,
     ) -> Result<Vec<(MemberId, MemberOutcome)>> {
-        let mut left = Vec::new();
+        let mut left = step_together(model, &mut [(self, cache)])?;
+        Ok(left.pop().expect("one batch, one answer"))
+    }
+
+    /// The first half of a step: cancelled members leave (into `left`), and the pass and window
+    /// of the model call, or `None` when no member is left to fill.
+    fn begin<M: Denoiser>(
+        &mut self,
+        model: &M,
+        cache: &M::Cache,
+        left: &mut Vec<(MemberId, MemberOutcome)>,
+    ) -> Option<(Pass, Range<usize>)> {
         let mut b = 0;
         while b < self.rows.len() {
             let cancelled = self.rows[b]
@@ -223,7 +234,7 @@ impl<'s> Batch<'s> {
             while !self.rows.is_empty() {
                 self.remove(0);
             }
-            return Ok(left);
+            return None;
         }
         let refresh = self
             .cache
@@ -259,26 +270,20 @@ impl<'s> Batch<'s> {
                 }
             }
         }
-        let window = self.window();
-        let started = Instant::now();
-        let logits = model.logits(&self.seqs, window.clone(), cache, pass);
-        let elapsed = started.elapsed();
-        let vocab = model.vocab_size();
-        let expected = self.seqs.len() * window.len() * vocab;
-        let logits = match logits {
-            Ok(logits) if logits.len() == expected => logits,
-            failed => {
-                // The call may have left the cache half written.
-                self.stale = true;
-                return Err(match failed {
-                    Err(e) => e,
-                    Ok(logits) => Error::InvalidRequest(format!(
-                        "model returned {} logits, expected {expected}",
-                        logits.len()
-                    )),
-                });
-            }
-        };
+        Some((pass, self.window()))
+    }
+
+    /// The second half of a step: each member commits from the call's `logits` (all rows of
+    /// `window`), and those that are full leave (into `left`).
+    fn commit(
+        &mut self,
+        pass: Pass,
+        window: Range<usize>,
+        logits: &[f32],
+        vocab: usize,
+        elapsed: Duration,
+        left: &mut Vec<(MemberId, MemberOutcome)>,
+    ) {
         self.stale = false;
         self.stats
             .record(pass, elapsed, self.seqs.len() * window.len());
@@ -343,7 +348,6 @@ impl<'s> Batch<'s> {
                 self.remove(0);
             }
         }
-        Ok(left)
     }
 
     /// The window of the next pass over every row.
@@ -359,4 +363,74 @@ impl<'s> Batch<'s> {
         self.stale |= self.steps > 0;
         self.rows.remove(b)
     }
+}
+
+/// One denoising step of several batches, each over its own cache, in one model call
+/// ([`Denoiser::logits_many`]): what [`Batch::step`] does for each, with every batch's rows
+/// sharing the call (a model that fuses calls multiplies them by its weights together). Returns
+/// each batch's members that left, in order. A model error fails the step for every batch.
+pub fn step_together<'s, M: Denoiser>(
+    model: &M,
+    batches: &mut [(&mut Batch<'s>, &mut M::Cache)],
+) -> Result<Vec<Vec<(MemberId, MemberOutcome)>>> {
+    let mut left: Vec<Vec<(MemberId, MemberOutcome)>> =
+        batches.iter().map(|_| Vec::new()).collect();
+    let passes: Vec<Option<(Pass, Range<usize>)>> = batches
+        .iter_mut()
+        .zip(&mut left)
+        .map(|((batch, cache), left)| batch.begin(model, cache, left))
+        .collect();
+    let started = Instant::now();
+    let mut calls: Vec<ModelCall<'_, M::Cache>> = batches
+        .iter_mut()
+        .zip(&passes)
+        .filter_map(|((batch, cache), pass)| {
+            let (pass, window) = pass.clone()?;
+            Some(ModelCall {
+                tokens: &batch.seqs,
+                window,
+                cache: &mut **cache,
+                pass,
+            })
+        })
+        .collect();
+    if calls.is_empty() {
+        return Ok(left);
+    }
+    let expected: Vec<usize> = calls
+        .iter()
+        .map(|c| c.tokens.len() * c.window.len() * model.vocab_size())
+        .collect();
+    let logits = model.logits_many(&mut calls);
+    drop(calls);
+    let elapsed = started.elapsed();
+    let logits = match logits {
+        Ok(logits)
+            if logits.len() == expected.len()
+                && logits.iter().zip(&expected).all(|(l, &e)| l.len() == e) =>
+        {
+            logits
+        }
+        failed => {
+            // The call may have left the caches half written.
+            for ((batch, _), pass) in batches.iter_mut().zip(&passes) {
+                batch.stale |= pass.is_some();
+            }
+            return Err(match failed {
+                Err(e) => e,
+                Ok(logits) => Error::InvalidRequest(format!(
+                    "model returned {:?} logits, expected {expected:?}",
+                    logits.iter().map(Vec::len).collect::<Vec<_>>()
+                )),
+            });
+        }
+    };
+    let mut logits = logits.into_iter();
+    for (((batch, _), pass), left) in batches.iter_mut().zip(passes).zip(&mut left) {
+        if let Some((pass, window)) = pass {
+            let rows = logits.next().expect("one answer per call");
+            batch.commit(pass, window, &rows, model.vocab_size(), elapsed, left);
+        }
+    }
+    Ok(left)
 }

@@ -1,5 +1,6 @@
 //! The alignment of old and new tokens, the RoPE shift, and edit passes held to full passes on
-//! the shipped model's weights (bidirectional, and the same weights attending causally).
+//! the shipped model's weights (bidirectional, and the same weights attending causally); and
+//! several calls made in one pass held to the same calls made alone.
 
 use std::path::Path;
 
@@ -9,7 +10,7 @@ use super::*;
 use crate::checkpoint::Weights;
 use crate::config::{AttentionPattern, ModelConfig};
 use crate::ops::Kernels;
-use crate::sampler::{Denoiser, EditReuse, Pass};
+use crate::sampler::{Denoiser, EditReuse, ModelCall, Pass};
 
 fn model(pattern: AttentionPattern) -> Qwen2 {
     model_on(pattern, Kernels::Cpu)
@@ -413,4 +414,137 @@ fn an_edit_far_from_the_canvas_barely_moves_the_canvas_logits() {
         .filter(|(x, y)| argmax(x) == argmax(y))
         .count();
     assert_eq!(agree, window.len());
+}
+
+/// Every kind of pass, over caches of their own, made together by `forward_many` and one by
+/// one by `forward`: the same logits, and caches that answer the next window pass the same.
+#[test]
+fn calls_made_together_equal_the_same_calls_made_alone() {
+    for (pattern, kernels) in [
+        (AttentionPattern::Bidirectional, Kernels::Cpu),
+        (AttentionPattern::Causal, Kernels::Cpu),
+        (AttentionPattern::Block(4), Kernels::Portable),
+    ] {
+        let model = model_on(pattern, kernels);
+        let (head, tail) = (ids(11, 60), ids(12, 30));
+        let old = cat(&[&head, &[5, 6, 7], &tail, &[0; 8]]);
+        let new = cat(&[&head, &[5, 9, 9, 7], &tail, &[0; 8]]);
+        // A window pass after a commit in the canvas.
+        let mut committed = old.clone();
+        committed[95] = 42;
+        let short = cat(&[&ids(13, 40), &[0; 6]]);
+        let long = cat(&[&ids(14, 70), &[0; 6]]);
+        // Each call: its tokens, window, pass, and the tokens its cache was stored from.
+        type Setup = (Vec<Vec<u32>>, Range<usize>, Pass, Option<Vec<Vec<u32>>>);
+        let setups: Vec<Setup> = vec![
+            (
+                vec![short.clone(), long.clone()],
+                40..46,
+                Pass::Full { store: true },
+                None,
+            ),
+            (
+                vec![committed.clone()],
+                93..101,
+                Pass::Window,
+                Some(vec![old.clone()]),
+            ),
+            (
+                vec![new.clone()],
+                94..102,
+                Pass::Edit { radius: 4 },
+                Some(vec![old.clone()]),
+            ),
+            (
+                vec![new.clone()],
+                94..102,
+                Pass::Full { store: true },
+                Some(vec![old.clone()]),
+            ),
+            (
+                vec![long.clone()],
+                70..76,
+                Pass::Full { store: false },
+                None,
+            ),
+        ];
+        let fresh_caches = || -> Vec<KvCache> {
+            setups
+                .iter()
+                .map(|(_, _, _, before)| {
+                    let mut cache = KvCache::default();
+                    if let Some(before) = before {
+                        let len = before[0].len();
+                        let canvas = len - 8..len;
+                        model
+                            .forward(before, canvas, &mut cache, Pass::Full { store: true })
+                            .unwrap();
+                    }
+                    cache
+                })
+                .collect()
+        };
+        let (mut alone, mut together) = (fresh_caches(), fresh_caches());
+        let each: Vec<Vec<f32>> = setups
+            .iter()
+            .zip(&mut alone)
+            .map(|((tokens, window, pass, _), cache)| {
+                let logits = model.forward(tokens, window.clone(), cache, *pass).unwrap();
+                logits.flatten_all().unwrap().to_vec1().unwrap()
+            })
+            .collect();
+        let mut calls: Vec<ModelCall<'_, KvCache>> = setups
+            .iter()
+            .zip(&mut together)
+            .map(|((tokens, window, pass, _), cache)| ModelCall {
+                tokens,
+                window: window.clone(),
+                cache,
+                pass: *pass,
+            })
+            .collect();
+        let all = model.logits_many(&mut calls).unwrap();
+        for (i, (a, b)) in each.iter().zip(&all).enumerate() {
+            assert_eq!(a.len(), b.len(), "{pattern:?}: call {i}");
+            let diff = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0, f32::max);
+            assert!(diff < 1e-4, "{pattern:?}: call {i} differs by {diff}");
+        }
+        // The caches left behind serve the next step alike.
+        for (i, (((tokens, window, pass, _), a), b)) in
+            setups.iter().zip(&mut alone).zip(&mut together).enumerate()
+        {
+            if *pass == (Pass::Full { store: false }) {
+                assert!(a.is_empty() && b.is_empty());
+                continue;
+            }
+            assert_eq!(
+                a.reused_positions(),
+                b.reused_positions(),
+                "{pattern:?}: call {i}"
+            );
+            let next = |cache: &mut KvCache| -> Vec<f32> {
+                model
+                    .forward(tokens, window.clone(), cache, Pass::Window)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap()
+            };
+            let (x, y) = (next(a), next(b));
+            let diff = x
+                .iter()
+                .zip(&y)
+                .map(|(p, q)| (p - q).abs())
+                .fold(0.0, f32::max);
+            assert!(
+                diff < 1e-4,
+                "{pattern:?}: the cache of call {i} differs by {diff}"
+            );
+        }
+    }
 }
