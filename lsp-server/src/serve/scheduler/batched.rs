@@ -8,13 +8,12 @@
 //! The running canvases are kept in lanes, one `EngineBatch` each, by where the canvas starts
 //! in its sequence (its prefix's length in tokens, within [`LANE_TOLERANCE`]): an
 //! `EngineBatch` computes one window of positions for all its rows, so canvases at different
-//! places would make every row's window pass span all of them (measured on the default model:
-//! waves of eight FIM requests with unaligned canvases ran at 0.65x the one-at-a-time
-//! throughput, aligned ones at 1.3x). Lanes take turns oldest first: the oldest lane steps
-//! until it is empty while the others wait (stepping every lane each round shares the model
-//! among all of them and made every request slower than running them in order). So a request
-//! joins the running canvases at the next step when it starts where they do, and otherwise
-//! waits for their lane to finish, as it would one at a time.
+//! places would make every row's window pass span all of them. Every lane steps in every round,
+//! and all of them in one model call ([`EngineBatch::step_together`]): each lane keeps its own
+//! cache, window and kind of pass, and the projections multiply every lane's rows together, so
+//! requests share the weights' trip through memory wherever their canvases start. (Before the
+//! lanes shared a call, they took turns oldest first: stepping every lane each round in calls of
+//! their own shared the model among them and made every request slower.)
 //!
 //! A lane that empties leaves its cache behind (at most [`KEPT_CACHES`], the oldest dropped
 //! first), and a new lane starts from the kept cache sharing the longest prefix with its first
@@ -46,8 +45,12 @@ use super::{Answer, Draft, Job, JobError, LoopConfig, Queue, Work};
 /// Canvases whose starts differ by at most this many tokens share a lane.
 pub const LANE_TOLERANCE: usize = 8;
 
-/// Caches of emptied lanes kept for the requests that follow (one per recent client, roughly).
-pub const KEPT_CACHES: usize = 4;
+/// Caches of emptied lanes kept for the requests that follow (one per recent client, roughly),
+/// at most [`KEPT_BYTES`] of them in all.
+pub const KEPT_CACHES: usize = 16;
+
+/// Bytes of keys and values the kept caches may hold together (the oldest go first).
+pub const KEPT_BYTES: usize = 1 << 30;
 
 /// What a job in a lane was planned as.
 enum Plan {
@@ -275,60 +278,55 @@ impl<'e> Loop<'e> {
         );
     }
 
-    /// One denoising step for every lane; answers the jobs it finished.
+    /// One denoising step for every lane, in one model call; answers the jobs it finished.
     fn step(&mut self) {
         let metrics = self.queue.metrics();
         metrics.running.set(self.jobs.len() as i64);
-        let mut left = Vec::new();
-        let mut failed = None;
-        let mut stepped_one = false;
-        for lane in &mut self.lanes {
-            // The oldest lane steps; a later one only to let go of canvases whose clients all
-            // left (that step makes no model call).
-            let abandoned = self.canvases.iter().all(|((l, _), (key, _))| {
-                *l != lane.id || self.jobs.get(key).is_none_or(|m| m.job.abandoned())
-            });
-            if lane.batch.is_empty() || (stepped_one && !abandoned) {
-                continue;
-            }
-            stepped_one |= !abandoned;
-            let canvases = lane.batch.len();
-            let before = lane.batch.stats();
-            let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| lane.batch.step()));
+        let canvases = self.running();
+        let before: Vec<_> = self.lanes.iter().map(|lane| lane.batch.stats()).collect();
+        let mut batches: Vec<&mut EngineBatch<'e>> =
+            self.lanes.iter_mut().map(|lane| &mut lane.batch).collect();
+        let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            EngineBatch::step_together(&mut batches)
+        }));
+        drop(batches);
+        let mut calls = 0;
+        for (lane, before) in self.lanes.iter().zip(before) {
             let after = lane.batch.stats();
-            metrics.model_calls(after.forwards - before.forwards, canvases, 0);
+            calls = calls.max(after.forwards - before.forwards);
             metrics.passes(
                 after.full_passes - before.full_passes,
                 after.window_passes - before.window_passes,
                 after.edit_passes - before.edit_passes,
             );
-            match stepped {
-                Ok(Ok(done)) => left.extend(done.into_iter().map(|(id, r)| ((lane.id, id), r))),
-                Ok(Err(err)) => failed = Some((lane.id, JobError::Failed(format!("{err:#}")))),
-                Err(_) => {
-                    eprintln!(
-                        "redraft serve: a batch step failed unexpectedly (a bug); the server goes on"
-                    );
-                    failed = Some((lane.id, JobError::Failed("internal error".into())));
+        }
+        metrics.model_calls(calls, canvases, 0);
+        let mut left = Vec::new();
+        let error = match stepped {
+            Ok(Ok(done)) => {
+                for (lane, done) in self.lanes.iter().zip(done) {
+                    left.extend(done.into_iter().map(|(id, r)| ((lane.id, id), r)));
                 }
+                None
             }
-            if let Some((id, error)) = failed.take() {
-                // A step that failed fails its lane: every job in it gets the error, and the
-                // lane starts afresh (with a new cache).
+            Ok(Err(err)) => Some(JobError::Failed(format!("{err:#}"))),
+            Err(_) => {
+                eprintln!(
+                    "redraft serve: a batch step failed unexpectedly (a bug); the server goes on"
+                );
+                Some(JobError::Failed("internal error".into()))
+            }
+        };
+        if let Some(error) = error {
+            // A step that failed fails every lane in its call: each job gets the error, and
+            // the lanes start afresh (with new caches).
+            for lane in &mut self.lanes {
                 lane.batch = self.engine.batch(self.policy);
-                let keys: Vec<u64> = self
-                    .canvases
-                    .iter()
-                    .filter(|((l, _), _)| *l == id)
-                    .map(|(_, slot)| slot.0)
-                    .collect();
-                self.canvases.retain(|(l, _), _| *l != id);
-                for key in keys {
-                    if let Some(member) = self.jobs.remove(&key) {
-                        member.job.cancel.store(true, Ordering::Relaxed);
-                        member.job.answer(Err(error.clone()), metrics);
-                    }
-                }
+            }
+            self.canvases.clear();
+            for (_, member) in self.jobs.drain() {
+                member.job.cancel.store(true, Ordering::Relaxed);
+                member.job.answer(Err(error.clone()), metrics);
             }
         }
         let (emptied, running) = std::mem::take(&mut self.lanes)
@@ -339,7 +337,15 @@ impl<'e> Loop<'e> {
             for lane in emptied {
                 self.kept.push(lane.batch.into_cache());
             }
-            let over = self.kept.len().saturating_sub(KEPT_CACHES);
+            let mut over = self.kept.len().saturating_sub(KEPT_CACHES);
+            let mut bytes: usize = self.kept[over..].iter().map(KvCache::bytes).sum();
+            for cache in &self.kept[over..] {
+                if bytes <= KEPT_BYTES {
+                    break;
+                }
+                bytes -= cache.bytes();
+                over += 1;
+            }
             self.kept.drain(..over);
         }
         for (at, result) in left {
