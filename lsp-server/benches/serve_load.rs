@@ -10,7 +10,12 @@
 //! ```sh
 //! cargo bench -p redraft --bench serve_load                   # 25 s per setting, writes fixtures/default-model/serve.md
 //! cargo bench -p redraft --bench serve_load -- --seconds 10 --tasks T.jsonl.gz --out FILE
+//! cargo bench -p redraft --bench serve_load -- --typing --serve-args "--model M.gguf" --out FILE
 //! ```
+//!
+//! `--typing`: each client types through its cuts' middles a few characters a request (an
+//! editor's throttled keystrokes), so a client's requests share their context and the server's
+//! kept caches realign across them, instead of every request bringing a new file.
 //!
 //! Prompts: the eval's Rust single-line cuts (`target/benchmarks/RustSingleLine.jsonl.gz`,
 //! built by `redraft bench build humanevalpack-rust --sets single-line`) when present, else
@@ -41,7 +46,13 @@ struct Options {
     settings: Option<Vec<Setting>>,
     /// Extra `redraft serve` flags for every server (`--serve-args "--join-wait-ms 20"`).
     serve_args: Vec<String>,
+    /// Each client types through its cuts' middles, [`TYPED`] characters a request, as an
+    /// editor sends a request per (throttled) keystroke, instead of a new cut each request.
+    typing: bool,
 }
+
+/// Characters a typing client adds between two requests (about 300 ms of typing).
+const TYPED: usize = 4;
 
 fn options() -> Options {
     let args: Vec<String> = std::env::args().collect();
@@ -72,6 +83,7 @@ fn options() -> Options {
         serve_args: value("--serve-args")
             .map(|v| v.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default(),
+        typing: args.iter().any(|a| a == "--typing"),
         out: value("--out")
             .map(PathBuf::from)
             .or_else(|| bench.then(|| repo().join("fixtures/default-model/serve.md"))),
@@ -82,8 +94,11 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// (prefix, suffix) pairs: real FIM cuts.
-fn cuts(options: &Options) -> (Vec<(String, String)>, String) {
+/// A real FIM cut: the code before, the middle that was cut out, the code after.
+type Cut = (String, String, String);
+
+/// Real FIM cuts.
+fn cuts(options: &Options) -> (Vec<Cut>, String) {
     let built = repo().join("target/benchmarks/RustSingleLine.jsonl.gz");
     let file = options
         .tasks
@@ -92,7 +107,10 @@ fn cuts(options: &Options) -> (Vec<(String, String)>, String) {
     if let Some(file) = file {
         let tasks = redraft_eval::task::read_tasks(&file)
             .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
-        let cuts = tasks.into_iter().map(|t| (t.prompt, t.suffix)).collect();
+        let cuts = tasks
+            .into_iter()
+            .map(|t| (t.prompt, t.canonical_solution, t.suffix))
+            .collect();
         let shown = file
             .strip_prefix(repo())
             .map_or_else(|_| file.display().to_string(), |p| p.display().to_string());
@@ -120,7 +138,11 @@ fn cuts(options: &Options) -> (Vec<(String, String)>, String) {
             if i % 3 == 1 && !line.trim().is_empty() {
                 let cut = at + indent;
                 let end = at + line.trim_end_matches('\n').len();
-                cuts.push((program[..cut].to_string(), program[end..].to_string()));
+                cuts.push((
+                    program[..cut].to_string(),
+                    program[cut..end].to_string(),
+                    program[end..].to_string(),
+                ));
             }
             at += line.len();
         }
@@ -143,7 +165,7 @@ struct Outcome {
     full_share: f64,
 }
 
-fn run(setting: &Setting, cuts: &Arc<Vec<(String, String)>>, options: &Options) -> Outcome {
+fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
     let seconds = options.seconds;
     let batch = setting.max_batch.to_string();
     let mut args = vec!["--max-batch", &batch, "--max-queue", "256"];
@@ -165,15 +187,27 @@ fn run(setting: &Setting, cuts: &Arc<Vec<(String, String)>>, options: &Options) 
                 Arc::clone(&errors),
                 Arc::clone(cuts),
             );
-            let clients = setting.clients;
+            let (clients, typing) = (setting.clients, options.typing);
             std::thread::spawn(move || {
                 // Each client its own walk through the cuts, so clients do not send the same
                 // prompt at once; a small stagger, as editors do not start in step.
                 std::thread::sleep(INTERVAL * client as u32 / clients as u32);
                 let mut next = client * cuts.len() / clients;
+                // Characters of the current cut's middle typed so far (typing clients).
+                let mut typed = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    let (prefix, suffix) = &cuts[next % cuts.len()];
-                    next += 1;
+                    let (before, middle, suffix) = &cuts[next % cuts.len()];
+                    let prefix = if typing {
+                        let at = middle.floor_char_boundary(typed.min(middle.len()));
+                        typed += TYPED;
+                        if typed >= middle.len() {
+                            (next, typed) = (next + 1, 0);
+                        }
+                        format!("{before}{}", &middle[..at])
+                    } else {
+                        next += 1;
+                        before.clone()
+                    };
                     let body = json!({
                         "model": "qwen2.5-coder:redraft",
                         "prompt": format!("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>"),
@@ -208,6 +242,12 @@ fn run(setting: &Setting, cuts: &Arc<Vec<(String, String)>>, options: &Options) 
     let full = metric("redraft_passes_total{pass=\"full\"}");
     let window = metric("redraft_passes_total{pass=\"window\"}");
     let full_share = full / (full + window).max(1.0);
+    eprintln!(
+        "passes: full {full}, window {window}, edit {}; model calls {}; canvas tokens {}",
+        metric("redraft_passes_total{pass=\"edit\"}"),
+        metric("redraft_forwards_total"),
+        metric("redraft_canvas_tokens_total"),
+    );
     let mut latencies_ms = std::mem::take(&mut *latencies.lock().unwrap());
     latencies_ms.sort_by(f64::total_cmp);
     Outcome {
@@ -232,7 +272,6 @@ fn main() {
     let mut options = options();
     let (cuts, source) = cuts(&options);
     let cuts = Arc::new(cuts);
-    let custom = options.settings.is_some();
     let settings: Vec<Setting> = if let Some(settings) = options.settings.take() {
         settings
     } else if options.bench {
@@ -299,8 +338,13 @@ fn main() {
     }
     let header = "| clients | max batch | requests | throughput (req/s) | p50 ms | p95 ms | p99 ms | mean batch | tokens/forward | full passes | errors |\n|---|---|---|---|---|---|---|---|---|---|---|";
     let mut report = format!("{header}\n{}\n", rows.join("\n"));
-    if results.len() >= 4 && !custom && options.bench {
-        let (batched, unbatched) = (results[2], results[3]);
+    let at = |batched: bool| {
+        settings
+            .iter()
+            .position(|s| s.clients == 16 && (s.max_batch > 1) == batched)
+    };
+    if let (Some(b), Some(u), true) = (at(true), at(false), options.bench) {
+        let (batched, unbatched) = (results[b], results[u]);
         let speedup = batched.0 / unbatched.0;
         let p95 = batched.1 / unbatched.1;
         report.push_str(&format!(
@@ -316,15 +360,40 @@ fn main() {
             .ok()
             .and_then(|l| l.split_whitespace().next().map(str::to_string))
             .unwrap_or_else(|| "unknown".into());
+        let flags: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|a| a != "--bench")
+            .collect();
+        let command = format!(
+            "cargo bench -p redraft --bench serve_load{}",
+            if flags.is_empty() {
+                String::new()
+            } else {
+                format!(" -- {}", flags.join(" "))
+            }
+        );
+        let model = if options.serve_args.iter().any(|a| a == "--model") {
+            "the model `--serve-args` names"
+        } else {
+            "embedded default model"
+        };
+        let prompts = if options.typing {
+            format!(
+                "each client typing through the middles of cuts from {source} ({} cuts), {TYPED} characters a request \
+                 (its prompt is the cut's prefix and what it has typed of the middle)",
+                cuts.len()
+            )
+        } else {
+            format!("with prompts from {source} ({} cuts)", cuts.len())
+        };
         let text = format!(
-            "# `redraft serve` under load\n\nMeasured by `cargo bench -p redraft --bench serve_load` (release build, embedded default model, effort medium, \
+            "# `redraft serve` under load\n\nMeasured by `{command}` (release build, {model}, effort medium, \
              default context cache), {} s per setting, each on a fresh server, on {nproc} cores (1-minute load average {load} when it ended); \
              clients send Zed's OpenAI-compatible FIM request (Qwen template, `max_tokens` 256, Zed's stop list) \
-             with prompts from {source} ({} cuts), one request at a time each, the next 300 ms after the last one was sent \
+             {prompts}, one request at a time each, the next 300 ms after the last one was sent \
              (or at once when the answer took longer). Latency is request to full response at the client. \
              Mean batch is canvases per model call, tokens/forward canvas slots filled per model call (both from `/metrics`).\n\n{report}",
             options.seconds,
-            cuts.len(),
         );
         std::fs::write(out, text).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
         eprintln!("written to {}", out.display());

@@ -16,6 +16,7 @@
 //! cancel flags.
 
 mod batched;
+mod kept;
 mod run;
 mod serial;
 

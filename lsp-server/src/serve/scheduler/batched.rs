@@ -5,21 +5,19 @@
 //! their canvases leave before the next model call). So a request that arrives while others are
 //! being decoded joins them at the next step instead of waiting for them to finish.
 //!
-//! The running canvases are kept in lanes, one `EngineBatch` each, by where the canvas starts
-//! in its sequence (its prefix's length in tokens, within [`LANE_TOLERANCE`]): an
-//! `EngineBatch` computes one window of positions for all its rows, so canvases at different
-//! places would make every row's window pass span all of them. Every lane steps in every round,
-//! and all of them in one model call ([`EngineBatch::step_together`]): each lane keeps its own
-//! cache, window and kind of pass, and the projections multiply every lane's rows together, so
-//! requests share the weights' trip through memory wherever their canvases start. (Before the
-//! lanes shared a call, they took turns oldest first: stepping every lane each round in calls of
-//! their own shared the model among them and made every request slower.)
+//! Each job runs in a lane of its own, one `EngineBatch` with its own cache (a FIM job's
+//! candidate canvases together, over one context), and every lane steps in every round, all of
+//! them in one model call ([`EngineBatch::step_together`]): each lane keeps its own window and
+//! kind of pass, the projections multiply every lane's rows together, so requests share the
+//! weights' trip through memory wherever their canvases start, and a job joining never disturbs
+//! another's cache. (Before lanes shared a call, canvases starting at about the same position
+//! shared a lane, and so its cache: every join cost the lane's other rows a full pass; the lanes
+//! took turns oldest first, since stepping each in a call of its own made everyone slower.)
 //!
-//! A lane that empties leaves its cache behind (at most [`KEPT_CACHES`], the oldest dropped
-//! first), and a new lane starts from the kept cache sharing the longest prefix with its first
-//! canvas: a client typing sends requests that differ by a few characters, and the new lane's
-//! first pass realigns the cache across that edit (the edit reuse every other door has) instead
-//! of recomputing the whole context.
+//! A lane that empties leaves its cache behind ([`KeptCaches`]), and a new lane starts from the
+//! kept cache of the job most like its first one: a client typing sends requests that differ by
+//! a few characters, and the new lane's first pass realigns the cache across that edit (the edit
+//! reuse every other door has) instead of recomputing the whole context.
 //!
 //! Jobs go through the same pipelines as alone, split where a batch needs it: FIM jobs through
 //! [`fim::prepare`] (each candidate length joins as its own canvas) and [`fim::finish`] per
@@ -32,25 +30,15 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redraft_engine::engine::EngineBatch;
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{
     CachePolicy, Canvas, CanvasView, MemberControls, MemberId, StopRule,
 };
 use redraft_engine::{Completion, Engine};
 use redraft_suggest::{edit, fim};
 
+use super::kept::{self, KeptCaches};
 use super::run::{draft_text, edit_budget, edit_input, finish_edit, finish_fim, job_error};
 use super::{Answer, Draft, Job, JobError, LoopConfig, Queue, Work};
-
-/// Canvases whose starts differ by at most this many tokens share a lane.
-pub const LANE_TOLERANCE: usize = 8;
-
-/// Caches of emptied lanes kept for the requests that follow (one per recent client, roughly),
-/// at most [`KEPT_BYTES`] of them in all.
-pub const KEPT_CACHES: usize = 16;
-
-/// Bytes of keys and values the kept caches may hold together (the oldest go first).
-pub const KEPT_BYTES: usize = 1 << 30;
 
 /// What a job in a lane was planned as.
 enum Plan {
@@ -76,11 +64,11 @@ fn canvases(job: &Job) -> usize {
     }
 }
 
-/// Canvases that start at about the same position, decoded together.
+/// A job's canvases, decoded together over a cache of their own.
 struct Lane<'e> {
     id: u64,
-    /// Where the canvas that opened the lane starts.
-    start: usize,
+    /// What the lane's job is matched on ([`kept::key`]): its cache is kept under it.
+    key: String,
     batch: EngineBatch<'e>,
 }
 
@@ -94,8 +82,8 @@ struct Loop<'e> {
     max_batch: usize,
     delay: Option<Duration>,
     lanes: Vec<Lane<'e>>,
-    /// Caches of emptied lanes, oldest first (at most [`KEPT_CACHES`]).
-    kept: Vec<KvCache>,
+    /// Caches of emptied lanes.
+    kept: KeptCaches,
     jobs: HashMap<u64, Member>,
     /// Keyed by lane and member.
     canvases: HashMap<(u64, MemberId), Slot>,
@@ -111,7 +99,7 @@ pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Dur
         max_batch: config.max_batch.max(1),
         delay,
         lanes: Vec::new(),
-        kept: Vec::new(),
+        kept: KeptCaches::default(),
         jobs: HashMap::new(),
         canvases: HashMap::new(),
         next_job: 0,
@@ -154,25 +142,12 @@ impl<'e> Loop<'e> {
         }
     }
 
-    /// The lane for canvases after `prefix`: one starting within [`LANE_TOLERANCE`] of it, or a
-    /// new one, from the kept cache that shares the most of `prefix`.
-    fn lane_for(&mut self, prefix: &[u32]) -> usize {
-        let start = prefix.len();
-        if let Some(at) = self
-            .lanes
-            .iter()
-            .position(|lane| lane.start.abs_diff(start) <= LANE_TOLERANCE)
-        {
-            return at;
-        }
-        let best = (0..self.kept.len())
-            .map(|at| (self.kept[at].shared_prefix(prefix), at))
-            .max()
-            .filter(|&(shared, _)| shared > 0);
-        let cache = best.map_or_else(KvCache::default, |(_, at)| self.kept.remove(at));
+    /// A new lane for a job matched on `key`, from the kept cache of the job most like it.
+    fn new_lane(&mut self, key: &str) -> usize {
+        let cache = self.kept.take(key);
         self.lanes.push(Lane {
             id: self.next_lane,
-            start,
+            key: key.to_string(),
             batch: self.engine.batch_from(self.policy, cache),
         });
         self.next_lane += 1;
@@ -180,7 +155,7 @@ impl<'e> Loop<'e> {
     }
 
     /// Plans a job and adds its canvases (one per FIM candidate length, one for a next edit)
-    /// to the lane where they start.
+    /// in a lane of their own.
     fn join(&mut self, job: Job) {
         let engine = self.engine;
         let metrics = self.queue.metrics();
@@ -226,7 +201,7 @@ impl<'e> Loop<'e> {
             }
             Plan::Edit { .. } => None,
         };
-        let at_lane = self.lane_for(built.first().map_or(&[][..], |c| &c.prefix[..]));
+        let at_lane = self.new_lane(kept::key(&job.work));
         let key = self.next_job;
         self.next_job += 1;
         let mut joined = Vec::new();
@@ -335,18 +310,8 @@ impl<'e> Loop<'e> {
         self.lanes = running;
         if self.policy.enabled {
             for lane in emptied {
-                self.kept.push(lane.batch.into_cache());
+                self.kept.keep(&lane.key, lane.batch.into_cache());
             }
-            let mut over = self.kept.len().saturating_sub(KEPT_CACHES);
-            let mut bytes: usize = self.kept[over..].iter().map(KvCache::bytes).sum();
-            for cache in &self.kept[over..] {
-                if bytes <= KEPT_BYTES {
-                    break;
-                }
-                bytes -= cache.bytes();
-                over += 1;
-            }
-            self.kept.drain(..over);
         }
         for (at, result) in left {
             let Some((key, index)) = self.canvases.remove(&at) else {

@@ -1,19 +1,20 @@
 //! The one-at-a-time loop: each queued job runs alone through the pipeline (a FIM job's
-//! candidates still share their model calls), the `KvCache` reused across jobs. A job whose
+//! candidates still share their model calls), each from the kept cache of the job most like it
+//! ([`KeptCaches`], as the batched loop keeps them). A job whose
 //! client left before it started is answered as cancelled without running the model; one whose
 //! client leaves mid-way stops at the next denoising step.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::Engine;
 
+use super::kept::{self, KeptCaches};
 use super::run::{edit_job, fim_job};
 use super::{JobError, Queue, Work};
 
 pub fn run(engine: &Engine, queue: &Queue, delay: Option<Duration>) {
-    let mut cache = KvCache::default();
+    let mut kept = KeptCaches::default();
     let metrics = queue.metrics();
     while let Some(job) = queue.next() {
         if job.abandoned() {
@@ -21,16 +22,23 @@ pub fn run(engine: &Engine, queue: &Queue, delay: Option<Duration>) {
             continue;
         }
         metrics.running.set(1);
-        // A bug on one request must not stop the server.
+        let key = kept::key(&job.work);
+        let mut cache = kept.take(key);
+        // A bug on one request must not stop the server (nor leave a cache it half wrote).
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| match &job.work {
             Work::Fim(work) => fim_job(engine, &mut cache, &job, work, delay, metrics),
             Work::Edit(work) => edit_job(engine, &mut cache, &job, work, delay, metrics),
-        }))
-        .unwrap_or_else(|_| {
-            cache = KvCache::default();
-            eprintln!("redraft serve: a job failed unexpectedly (a bug); the server goes on");
-            Err(JobError::Failed("internal error".into()))
-        });
+        }));
+        let result = match result {
+            Ok(result) => {
+                kept.keep(key, cache);
+                result
+            }
+            Err(_) => {
+                eprintln!("redraft serve: a job failed unexpectedly (a bug); the server goes on");
+                Err(JobError::Failed("internal error".into()))
+            }
+        };
         metrics.running.set(0);
         job.answer(result, metrics);
     }
