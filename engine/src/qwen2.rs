@@ -71,18 +71,6 @@ impl KvCache {
         self.stopped_at = None;
     }
 
-    /// Leading tokens the cache's first sequence shares with `tokens`: how much of a new
-    /// request a kept cache already holds (0 for an empty cache).
-    pub fn shared_prefix(&self, tokens: &[u32]) -> usize {
-        self.tokens.first().map_or(0, |cached| {
-            cached
-                .iter()
-                .zip(tokens)
-                .take_while(|(a, b)| a == b)
-                .count()
-        })
-    }
-
     /// Rows of every sequence whose keys/values were computed (see `stopped_at`).
     pub fn computed_rows(&self) -> usize {
         self.stopped_at.unwrap_or(usize::MAX)
