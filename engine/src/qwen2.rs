@@ -896,6 +896,17 @@ impl Denoiser for Qwen2 {
                 .realignment(cache, tokens, window, reuse.radius)
                 .is_some_and(|plan| plan.drifted > 0)
     }
+
+    fn stored_prefix(
+        &self,
+        cache: &KvCache,
+        tokens: &[Vec<u32>],
+        window: &Range<usize>,
+    ) -> Option<usize> {
+        self.attention
+            .block()
+            .map(|_| self.reusable_prefix(cache, tokens, window))
+    }
 }
 
 /// Freshly initialised weights for `config` under checkpoint names (normal, std 0.02; norms at 1,

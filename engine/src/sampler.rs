@@ -100,6 +100,20 @@ pub trait Denoiser {
     ) -> bool {
         false
     }
+
+    /// How many leading positions of every sequence a stored full pass over `tokens` would
+    /// take from `cache` as they are, when the model can compute a prompt in pieces (causal
+    /// or block-causal attention: a position reads only what precedes it, so stored pieces
+    /// are what one pass computes); `None` when it cannot (the default: bidirectional
+    /// attention reads every position from every other).
+    fn stored_prefix(
+        &self,
+        _cache: &Self::Cache,
+        _tokens: &[Vec<u32>],
+        _window: &Range<usize>,
+    ) -> Option<usize> {
+        None
+    }
 }
 
 /// One call of [`Denoiser::logits_many`]: the arguments of [`Denoiser::logits`].
@@ -152,6 +166,14 @@ pub struct CachePolicy {
     /// changed context costs a stored full pass (exact).
     #[serde(default)]
     pub edit: Option<EditReuse>,
+    /// A stored full pass computes at most this many positions past those it takes from the
+    /// cache: a longer prompt is computed over several passes first, steps in which no slot
+    /// commits ([`Denoiser::stored_prefix`]: causal and block-causal models only). Between
+    /// them a cancel is seen, and in a model call shared with other requests a new prompt
+    /// costs the others one piece's rows a step instead of all of its rows at once. `None`:
+    /// one pass.
+    #[serde(default)]
+    pub prompt_chunk: Option<usize>,
 }
 
 /// How a request's first pass reuses a cache whose tokens differ from the request's by edits
@@ -246,6 +268,7 @@ impl SamplerConfig {
                 enabled: true,
                 refresh_every: None,
                 edit: Some(EditReuse::DEFAULT),
+                prompt_chunk: None,
             },
             draft_tau: None,
             guess_context: true,
@@ -656,6 +679,10 @@ impl<'a> Sampler<'a> {
             }
             if let Some(on_step) = controls.on_step.as_mut() {
                 let mut fresh = fresh.lock().expect("stream slots");
+                if fresh.iter().all(Option::is_none) {
+                    // A piece of the prompt ([`CachePolicy::prompt_chunk`]): nothing to show.
+                    continue;
+                }
                 if views.is_empty() {
                     views = fresh
                         .iter_mut()

@@ -29,12 +29,14 @@ const CACHE_OFF: CachePolicy = CachePolicy {
     enabled: false,
     refresh_every: None,
     edit: None,
+    prompt_chunk: None,
 };
 
 const CACHE_ON: CachePolicy = CachePolicy {
     enabled: true,
     refresh_every: None,
     edit: None,
+    prompt_chunk: None,
 };
 
 /// One token per step, greedy, under `cache`.
@@ -452,4 +454,102 @@ fn batches_stepped_together_complete_as_alone() {
             "request {index}"
         );
     }
+}
+
+/// The default model's weights attending causally, its logits shifted (as an autoregressive
+/// checkpoint's are), loaded from a directory of its own.
+fn causal_engine() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model");
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(from.join(file), dir.path().join(file)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("redraft.json"),
+        r#"{"eos_token_id": 1, "mask_token_id": 0, "pad_token_id": 1,
+            "logit_shift": true, "attention": "causal"}"#,
+    )
+    .unwrap();
+    let engine = Engine::load(dir.path()).expect("the causal model loads");
+    (dir, engine)
+}
+
+/// Runs `canvas` alone in a batch under `chunk` until it leaves.
+fn run_canvas(
+    engine: &Engine,
+    canvas: &Canvas,
+    chunk: Option<usize>,
+    controls: MemberControls<'_>,
+) -> Completion {
+    let cache = CachePolicy {
+        prompt_chunk: chunk,
+        ..CACHE_ON
+    };
+    let mut batch = engine.batch(cache);
+    batch.join_canvas(canvas, high(cache), controls).unwrap();
+    for _ in 0..100 {
+        if let Some((_, completion)) = batch.step().unwrap().pop() {
+            return completion.unwrap();
+        }
+    }
+    panic!("the canvas never filled");
+}
+
+/// With `prompt_chunk`, a causal model computes a long prompt in pieces first, steps in which
+/// nothing commits: the middle, the member's steps and every pass after the pieces are those of
+/// one pass; a cancel raised between pieces ends the request before its canvas is read; a member
+/// past its deadline and a bidirectional model get one pass.
+#[test]
+fn a_prompt_computed_in_pieces_decodes_as_in_one_pass() {
+    let (_dir, causal) = causal_engine();
+    let prompt: Vec<u32> = (0..300u32).map(|i| 2 + i * 7919 % 4000).collect();
+    let canvas = Canvas::new(prompt, 8, Vec::new());
+    let whole = run_canvas(&causal, &canvas, None, MemberControls::default());
+    let pieces = run_canvas(&causal, &canvas, Some(64), MemberControls::default());
+    assert_eq!(decoded(&pieces), decoded(&whole));
+    // The first slot is scored from position 299: pieces end at 64, 128, 192 and 256.
+    assert_eq!(
+        (pieces.full_passes, pieces.window_passes),
+        (whole.full_passes + 4, whole.window_passes)
+    );
+    assert_eq!(pieces.forwards, whole.forwards + 4);
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    let cache = CachePolicy {
+        prompt_chunk: Some(64),
+        ..CACHE_ON
+    };
+    let mut batch = causal.batch(cache);
+    let controls = MemberControls {
+        cancel: Some(cancel.clone()),
+        ..MemberControls::default()
+    };
+    let id = batch.join_canvas(&canvas, high(cache), controls).unwrap();
+    assert!(batch.step().unwrap().is_empty(), "a piece fills nothing");
+    cancel.store(true, Ordering::Relaxed);
+    let left = batch.step().unwrap();
+    assert!(
+        matches!(&left[..], [(left, Err(Error::Cancelled))] if *left == id),
+        "{left:?}"
+    );
+    assert_eq!(batch.stats().forwards, 1, "no pass after the cancel");
+
+    let rushed = || MemberControls {
+        deadline: Some(Instant::now()),
+        ..MemberControls::default()
+    };
+    let late = run_canvas(&causal, &canvas, Some(64), rushed());
+    assert_eq!(
+        decoded(&late),
+        decoded(&run_canvas(&causal, &canvas, None, rushed()))
+    );
+    assert_eq!(late.forwards, 1);
+
+    let bidirectional = engine();
+    let prompt: Vec<u32> = (0..300u32).map(|i| 2 + i * 7919 % 4000).collect();
+    let canvas = Canvas::new(prompt, 8, Vec::new());
+    let whole = run_canvas(&bidirectional, &canvas, None, MemberControls::default());
+    let asked = run_canvas(&bidirectional, &canvas, Some(64), MemberControls::default());
+    assert_eq!(decoded(&asked), decoded(&whole));
+    assert_eq!(asked.forwards, whole.forwards);
 }

@@ -251,6 +251,7 @@ fn one_per_step() -> SamplerConfig {
             enabled: true,
             refresh_every: None,
             edit: None,
+            prompt_chunk: None,
         },
         draft_tau: None,
         guess_context: false,
@@ -1421,6 +1422,7 @@ fn cache_on(refresh_every: Option<usize>) -> CachePolicy {
         enabled: true,
         refresh_every,
         edit: None,
+        prompt_chunk: None,
     }
 }
 
@@ -1460,6 +1462,7 @@ fn disabled_cache_recomputes_everything_and_stores_nothing() {
         enabled: false,
         refresh_every: None,
         edit: None,
+        prompt_chunk: None,
     };
     check_passes(
         disabled,
@@ -2115,6 +2118,7 @@ fn cache_off() -> CachePolicy {
         enabled: false,
         refresh_every: None,
         edit: None,
+        prompt_chunk: None,
     }
 }
 

@@ -13,6 +13,9 @@
 //! cargo bench -p redraft --bench serve_load -- --typing --serve-args "--model M.gguf" --out FILE
 //! ```
 //!
+//! `--warmup S`: S seconds of load before the measured ones, not counted (a cold server's first
+//! prompts arrive all at once; on a large model they take longer than a short run).
+//!
 //! `--typing`: each client types through its cuts' middles a few characters a request (an
 //! editor's throttled keystrokes), so a client's requests share their context and the server's
 //! kept caches realign across them, instead of every request bringing a new file.
@@ -40,6 +43,9 @@ const INTERVAL: Duration = Duration::from_millis(300);
 struct Options {
     bench: bool,
     seconds: u64,
+    /// Seconds of load before the measured `seconds`: requests sent in them are not counted,
+    /// nor are their model calls (a cold server's first prompts, all at once).
+    warmup: u64,
     tasks: Option<PathBuf>,
     out: Option<PathBuf>,
     /// `CLIENTSxMAX_BATCH` settings instead of the default ones (`--settings 16x8,16x1`).
@@ -68,6 +74,7 @@ fn options() -> Options {
         seconds: value("--seconds")
             .and_then(|v| v.parse().ok())
             .unwrap_or(if bench { 25 } else { 2 }),
+        warmup: value("--warmup").and_then(|v| v.parse().ok()).unwrap_or(0),
         tasks: value("--tasks").map(PathBuf::from),
         settings: value("--settings").map(|v| {
             v.split(',')
@@ -178,6 +185,7 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let errors = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
+    let warmup = Duration::from_secs(options.warmup);
     let threads: Vec<_> = (0..setting.clients)
         .map(|client| {
             let (server, stop, latencies, errors, cuts) = (
@@ -217,7 +225,9 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
                     let sent = Instant::now();
                     let response = server.post("/v1/completions", &body);
                     let took = sent.elapsed();
-                    if response.status == 200 {
+                    if sent < started + warmup {
+                        // Sent during the warm-up: not counted.
+                    } else if response.status == 200 {
                         latencies.lock().unwrap().push(took.as_secs_f64() * 1e3);
                     } else {
                         errors.fetch_add(1, Ordering::Relaxed);
@@ -229,13 +239,31 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
             })
         })
         .collect();
+    std::thread::sleep(warmup);
+    let series = [
+        "redraft_batch_size_sum",
+        "redraft_batch_size_count",
+        "redraft_canvas_tokens_total",
+        "redraft_forwards_total",
+        "redraft_passes_total{pass=\"full\"}",
+        "redraft_passes_total{pass=\"window\"}",
+        "redraft_passes_total{pass=\"edit\"}",
+    ];
+    let at_warmup: Vec<f64> = series.iter().map(|s| server.metric(s)).collect();
     std::thread::sleep(Duration::from_secs(seconds));
     stop.store(true, Ordering::Relaxed);
     for thread in threads {
         thread.join().unwrap();
     }
-    let elapsed = started.elapsed();
-    let metric = |series: &str| server.metric(series);
+    let elapsed = started.elapsed() - warmup;
+    // Counted from the end of the warm-up.
+    let metric = |name: &str| {
+        let index = series
+            .iter()
+            .position(|s| *s == name)
+            .expect("a read series");
+        server.metric(name) - at_warmup[index]
+    };
     let mean_batch = metric("redraft_batch_size_sum") / metric("redraft_batch_size_count").max(1.0);
     let tokens_per_forward =
         metric("redraft_canvas_tokens_total") / metric("redraft_forwards_total").max(1.0);
@@ -363,6 +391,13 @@ fn main() {
         let flags: Vec<String> = std::env::args()
             .skip(1)
             .filter(|a| a != "--bench")
+            .map(|a| {
+                if a.contains(char::is_whitespace) {
+                    format!("\"{a}\"")
+                } else {
+                    a
+                }
+            })
             .collect();
         let command = format!(
             "cargo bench -p redraft --bench serve_load{}",
@@ -388,12 +423,20 @@ fn main() {
         };
         let text = format!(
             "# `redraft serve` under load\n\nMeasured by `{command}` (release build, {model}, effort medium, \
-             default context cache), {} s per setting, each on a fresh server, on {nproc} cores (1-minute load average {load} when it ended); \
+             default context cache), {} s per setting{}, each on a fresh server, on {nproc} cores (1-minute load average {load} when it ended); \
              clients send Zed's OpenAI-compatible FIM request (Qwen template, `max_tokens` 256, Zed's stop list) \
              {prompts}, one request at a time each, the next 300 ms after the last one was sent \
              (or at once when the answer took longer). Latency is request to full response at the client. \
              Mean batch is canvases per model call, tokens/forward canvas slots filled per model call (both from `/metrics`).\n\n{report}",
             options.seconds,
+            if options.warmup > 0 {
+                format!(
+                    " after {} s of warm-up (requests sent in it are not counted, nor its model calls)",
+                    options.warmup
+                )
+            } else {
+                String::new()
+            },
         );
         std::fs::write(out, text).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
         eprintln!("written to {}", out.display());

@@ -88,6 +88,12 @@ pub struct Args {
     /// [default: 8].
     #[arg(long, value_name = "RADIUS|off", value_parser = crate::sampler_args::parse_edit_reuse)]
     edit_reuse: Option<crate::sampler_args::EditReuseFlag>,
+    /// A new prompt is computed at most this many tokens per model call (causal and
+    /// block-causal models: the others compute it in one), so requests being decoded meanwhile
+    /// wait for one piece at a time and a client that leaves stops it between pieces (0: in
+    /// one call).
+    #[arg(long, value_name = "TOKENS", default_value_t = 256)]
+    prompt_chunk: usize,
     /// After SIGTERM or Ctrl-C: how long in-flight requests may take to finish, in
     /// milliseconds; past it they are cancelled at their next denoising step (their clients
     /// get a 503) and the server stops.
@@ -204,6 +210,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         edit: args.edit_reuse.map_or(Some(EditReuse::DEFAULT), |flag| {
             flag.over(EditReuse::DEFAULT)
         }),
+        prompt_chunk: (args.prompt_chunk > 0).then_some(args.prompt_chunk),
     };
     let max_batch = usize::try_from(args.max_batch).unwrap_or(1);
     let max_queue = usize::try_from(args.max_queue).unwrap_or(1);
@@ -439,6 +446,7 @@ async fn health(State(app): State<Shared>) -> Response {
             "queue": app.scheduler.queue_len(),
             "max_queue": app.max_queue,
             "max_batch": app.max_batch,
+            "prompt_chunk": app.cache.prompt_chunk,
         })
     };
     if let Some(why) = app.scheduler.missing() {

@@ -19,6 +19,12 @@
 //! batch's steps, not a member's. With [`CachePolicy::edit`], a first pass over a cache whose
 //! tokens differ by edits is a [`Pass::Edit`] when [`Denoiser::cache_realigns`] allows it.
 //!
+//! With [`CachePolicy::prompt_chunk`], a stored full pass that would compute more than that many
+//! positions past what the cache holds (a new prompt, on a causal or block-causal model) is
+//! preceded by passes that each store one more piece of it and commit nothing: steps of the
+//! batch that are no member's step (budgets do not count them, streams do not see them), with a
+//! cancel checked before each.
+//!
 //! What a member gets: without the cache, the middle it gets alone (its rows of a call depend on
 //! its own sequence only; it commits from them under its own config and generator). With the
 //! cache, a window pass recomputes the window of the whole batch and joins and leaves force
@@ -216,7 +222,7 @@ impl<'s> Batch<'s> {
         model: &M,
         cache: &M::Cache,
         left: &mut Vec<(MemberId, MemberOutcome)>,
-    ) -> Option<(Pass, Range<usize>)> {
+    ) -> Option<Planned> {
         let mut b = 0;
         while b < self.rows.len() {
             let cancelled = self.rows[b]
@@ -270,23 +276,62 @@ impl<'s> Batch<'s> {
                 }
             }
         }
-        Some((pass, self.window()))
+        let window = self.window();
+        if let (Pass::Full { store: true }, Some(chunk)) = (pass, self.cache.prompt_chunk) {
+            // A member past its deadline wants its slots now, not after the prompt's pieces.
+            let now = Instant::now();
+            let rushed = self
+                .rows
+                .iter()
+                .filter_map(|r| r.live.as_ref())
+                .any(|live| live.controls.deadline.is_some_and(|d| now >= d));
+            let kept = (!rushed)
+                .then(|| model.stored_prefix(cache, &self.seqs, &window))
+                .flatten();
+            if let Some(kept) = kept {
+                let end = kept.saturating_add(chunk.max(1));
+                if end < window.start {
+                    // One piece: the pass computes up to `end` and reads out one row.
+                    return Some(Planned {
+                        pass,
+                        window: end - 1..end,
+                        prompt: true,
+                    });
+                }
+            }
+        }
+        Some(Planned {
+            pass,
+            window,
+            prompt: false,
+        })
     }
 
     /// The second half of a step: each member commits from the call's `logits` (all rows of
     /// `window`), and those that are full leave (into `left`).
     fn commit(
         &mut self,
-        pass: Pass,
-        window: Range<usize>,
+        planned: Planned,
         logits: &[f32],
         vocab: usize,
         elapsed: Duration,
         left: &mut Vec<(MemberId, MemberOutcome)>,
     ) {
+        let Planned {
+            pass,
+            window,
+            prompt,
+        } = planned;
         self.stale = false;
         self.stats
             .record(pass, elapsed, self.seqs.len() * window.len());
+        if prompt {
+            // A piece of the prompt: a pass every member took part in, and no step of theirs.
+            for live in self.rows.iter_mut().filter_map(|r| r.live.as_mut()) {
+                live.stats.record(pass, elapsed, window.len());
+            }
+            return;
+        }
         let now = Instant::now();
         let per_row = window.len() * vocab;
         for (b, (row, seq)) in self.rows.iter_mut().zip(&mut self.seqs).enumerate() {
@@ -365,6 +410,14 @@ impl<'s> Batch<'s> {
     }
 }
 
+/// A batch's part of a model call: its pass, the positions read out, and whether it is a
+/// piece of the prompt ([`CachePolicy::prompt_chunk`]: no slot commits from it).
+struct Planned {
+    pass: Pass,
+    window: Range<usize>,
+    prompt: bool,
+}
+
 /// One denoising step of several batches, each over its own cache, in one model call
 /// ([`Denoiser::logits_many`]): what [`Batch::step`] does for each, with every batch's rows
 /// sharing the call (a model that fuses calls multiplies them by its weights together). Returns
@@ -375,7 +428,7 @@ pub fn step_together<'s, M: Denoiser>(
 ) -> Result<Vec<Vec<(MemberId, MemberOutcome)>>> {
     let mut left: Vec<Vec<(MemberId, MemberOutcome)>> =
         batches.iter().map(|_| Vec::new()).collect();
-    let passes: Vec<Option<(Pass, Range<usize>)>> = batches
+    let passes: Vec<Option<Planned>> = batches
         .iter_mut()
         .zip(&mut left)
         .map(|((batch, cache), left)| batch.begin(model, cache, left))
@@ -384,13 +437,13 @@ pub fn step_together<'s, M: Denoiser>(
     let mut calls: Vec<ModelCall<'_, M::Cache>> = batches
         .iter_mut()
         .zip(&passes)
-        .filter_map(|((batch, cache), pass)| {
-            let (pass, window) = pass.clone()?;
+        .filter_map(|((batch, cache), planned)| {
+            let planned = planned.as_ref()?;
             Some(ModelCall {
                 tokens: &batch.seqs,
-                window,
+                window: planned.window.clone(),
                 cache: &mut **cache,
-                pass,
+                pass: planned.pass,
             })
         })
         .collect();
@@ -427,9 +480,9 @@ pub fn step_together<'s, M: Denoiser>(
     };
     let mut logits = logits.into_iter();
     for (((batch, _), pass), left) in batches.iter_mut().zip(passes).zip(&mut left) {
-        if let Some((pass, window)) = pass {
+        if let Some(planned) = pass {
             let rows = logits.next().expect("one answer per call");
-            batch.commit(pass, window, &rows, model.vocab_size(), elapsed, left);
+            batch.commit(planned, &rows, model.vocab_size(), elapsed, left);
         }
     }
     Ok(left)

@@ -398,6 +398,22 @@ fn sigterm_cancels_work_past_the_grace_period() {
 }
 
 #[test]
+fn health_reports_the_batching_settings() {
+    let health = Server::start(&[]).get("/health").json();
+    assert_eq!(
+        (&health["max_batch"], &health["prompt_chunk"]),
+        (&json!(8), &json!(256))
+    );
+    let health = Server::start(&["--max-batch", "3", "--prompt-chunk", "0"])
+        .get("/health")
+        .json();
+    assert_eq!(
+        (&health["max_batch"], &health["prompt_chunk"]),
+        (&json!(3), &Value::Null)
+    );
+}
+
+#[test]
 fn without_a_model_completion_routes_answer_503() {
     let server = Server::start(&["--model", "/nonexistent/model-dir"]);
     let health = server.get("/health");
