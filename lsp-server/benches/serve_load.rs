@@ -240,41 +240,20 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
         })
         .collect();
     std::thread::sleep(warmup);
-    let series = [
-        "redraft_batch_size_sum",
-        "redraft_batch_size_count",
-        "redraft_canvas_tokens_total",
-        "redraft_forwards_total",
-        "redraft_passes_total{pass=\"full\"}",
-        "redraft_passes_total{pass=\"window\"}",
-        "redraft_passes_total{pass=\"edit\"}",
-    ];
-    let at_warmup: Vec<f64> = series.iter().map(|s| server.metric(s)).collect();
+    let at_warmup = Counters::read(&server);
     std::thread::sleep(Duration::from_secs(seconds));
     stop.store(true, Ordering::Relaxed);
     for thread in threads {
         thread.join().unwrap();
     }
     let elapsed = started.elapsed() - warmup;
-    // Counted from the end of the warm-up.
-    let metric = |name: &str| {
-        let index = series
-            .iter()
-            .position(|s| *s == name)
-            .expect("a read series");
-        server.metric(name) - at_warmup[index]
-    };
-    let mean_batch = metric("redraft_batch_size_sum") / metric("redraft_batch_size_count").max(1.0);
-    let tokens_per_forward =
-        metric("redraft_canvas_tokens_total") / metric("redraft_forwards_total").max(1.0);
-    let full = metric("redraft_passes_total{pass=\"full\"}");
-    let window = metric("redraft_passes_total{pass=\"window\"}");
-    let full_share = full / (full + window).max(1.0);
+    let counted = Counters::read(&server).since(&at_warmup);
+    let mean_batch = counted.batch_sum / counted.batch_count.max(1.0);
+    let tokens_per_forward = counted.canvas_tokens / counted.forwards.max(1.0);
+    let full_share = counted.full / (counted.full + counted.window).max(1.0);
     eprintln!(
-        "passes: full {full}, window {window}, edit {}; model calls {}; canvas tokens {}",
-        metric("redraft_passes_total{pass=\"edit\"}"),
-        metric("redraft_forwards_total"),
-        metric("redraft_canvas_tokens_total"),
+        "passes: full {}, window {}, edit {}; model calls {}; canvas tokens {}",
+        counted.full, counted.window, counted.edit, counted.forwards, counted.canvas_tokens,
     );
     let mut latencies_ms = std::mem::take(&mut *latencies.lock().unwrap());
     latencies_ms.sort_by(f64::total_cmp);
@@ -285,6 +264,46 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
         mean_batch,
         tokens_per_forward,
         full_share,
+    }
+}
+
+/// The server's counters a report reads (`/metrics`), at one moment.
+struct Counters {
+    batch_sum: f64,
+    batch_count: f64,
+    canvas_tokens: f64,
+    forwards: f64,
+    full: f64,
+    window: f64,
+    edit: f64,
+}
+
+impl Counters {
+    fn read(server: &Server) -> Counters {
+        let passes =
+            |pass: &str| server.metric(&format!("redraft_passes_total{{pass=\"{pass}\"}}"));
+        Counters {
+            batch_sum: server.metric("redraft_batch_size_sum"),
+            batch_count: server.metric("redraft_batch_size_count"),
+            canvas_tokens: server.metric("redraft_canvas_tokens_total"),
+            forwards: server.metric("redraft_forwards_total"),
+            full: passes("full"),
+            window: passes("window"),
+            edit: passes("edit"),
+        }
+    }
+
+    /// What was counted after `earlier`.
+    fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            batch_sum: self.batch_sum - earlier.batch_sum,
+            batch_count: self.batch_count - earlier.batch_count,
+            canvas_tokens: self.canvas_tokens - earlier.canvas_tokens,
+            forwards: self.forwards - earlier.forwards,
+            full: self.full - earlier.full,
+            window: self.window - earlier.window,
+            edit: self.edit - earlier.edit,
+        }
     }
 }
 
