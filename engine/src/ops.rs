@@ -9,6 +9,7 @@
 //! They run on CPU storage only; [`portable`] composes the same operations from candle's own
 //! ops for every other device, and [`Kernels`] says which of the two a model uses.
 
+mod few_queries;
 pub mod half;
 pub mod portable;
 pub mod q8;
@@ -339,6 +340,8 @@ pub struct HeadLayout {
 /// `[heads, queries, keys]` tensor is ever materialised, nothing is transposed, and
 /// grouped-query heads read their shared keys in place. Keys past `key_lens[b]` (padding) are
 /// left out entirely, and so are the keys a causal or block-causal [`Mask`] hides from a query.
+/// A decoding step's few query rows (at most [`few_queries::FEW`] a sequence) take
+/// [`few_queries`]' kernel instead, where these blocks would be tiny matrix products.
 struct Attention {
     layout: HeadLayout,
     queries: std::ops::Range<usize>,
@@ -423,9 +426,28 @@ impl candle_core::CustomOp2 for Attention {
         if let Some(&bad) = self.key_lens.iter().find(|&&l| l == 0 || l > keys) {
             candle_core::bail!("{name}: key length {bad} outside 1..={keys}");
         }
+        let queries = self.queries.len();
+        if queries <= few_queries::FEW {
+            let visible = |b: usize, row: usize| self.mask.visible(row, self.key_lens[b]);
+            let shapes = few_queries::Shapes {
+                heads,
+                kv_heads,
+                head_dim: hd,
+                q_len,
+                q_stride,
+                keys,
+                kv_stride,
+                k_col: self.k_col,
+                queries: self.queries.clone(),
+                visible: &visible,
+            };
+            return Ok((
+                CpuStorage::F32(few_queries::attention(q, kv, batch, &shapes)),
+                Shape::from_dims(&[batch, queries, heads * hd]),
+            ));
+        }
         let group = heads / kv_heads;
         let scale = 1.0 / (hd as f32).sqrt();
-        let queries = self.queries.len();
         let mut out = vec![0f32; batch * queries * heads * hd];
         let out_ptr = SharedMut(out.as_mut_ptr());
         // Blocks small enough to keep a block's scores in L2, and enough tasks for every thread.
@@ -874,6 +896,60 @@ mod tests {
             &portable::swiglu(&gate_up).unwrap(),
         );
         assert!(diff < 1e-5, "swiglu differs by {diff}");
+    }
+
+    /// A decoding step's few query rows take their own kernel (`few_queries`); it equals the
+    /// reference at every head size it has a path for (and one it has not), with grouped and
+    /// ungrouped heads, key counts on and off its blocks of 16, and every mask.
+    #[test]
+    fn few_query_rows_match_the_reference() {
+        for (heads, kv_heads, head_dim) in [(14, 2, 64), (4, 4, 32), (8, 2, 128), (6, 3, 24)] {
+            let layout = HeadLayout {
+                heads,
+                kv_heads,
+                head_dim,
+            };
+            let width = (heads + 2 * kv_heads) * head_dim;
+            for keys in [1, 15, 16, 17, 300] {
+                let rows = Tensor::randn(0f32, 1.0, (2, keys, width), &Device::Cpu).unwrap();
+                for pattern in [
+                    AttentionPattern::Bidirectional,
+                    AttentionPattern::Causal,
+                    AttentionPattern::Block(4),
+                ] {
+                    for queries in [keys - 1..keys, keys.saturating_sub(8)..keys] {
+                        let mask = Mask { pattern, first: 0 };
+                        let key_lens = [keys, keys.div_ceil(2).max(queries.end)];
+                        let k_col = heads * head_dim;
+                        let ours = attention(
+                            &rows,
+                            &rows,
+                            layout,
+                            queries.clone(),
+                            k_col,
+                            &key_lens,
+                            mask,
+                        )
+                        .unwrap();
+                        let reference = portable::attention(
+                            &rows,
+                            &rows,
+                            layout,
+                            queries.clone(),
+                            k_col,
+                            &key_lens,
+                            mask,
+                        )
+                        .unwrap();
+                        let diff = max_diff(&ours, &reference);
+                        assert!(
+                            diff < 1e-5,
+                            "{layout:?}, {keys} keys, {pattern:?}, queries {queries:?}: {diff}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

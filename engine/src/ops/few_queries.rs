@@ -1,0 +1,271 @@
+//! Attention for a few query rows against many keys: a decoding step's rows.
+//!
+//! [`super::attention`] computes each (sequence, head, block of queries) with two matrix products
+//! through `gemm`. With the 1-8 rows of a decoding step those products are a few thousand
+//! multiply-adds each and `gemm`'s set-up per call is most of their cost: a fused serving call of
+//! 8 lanes on the 0.5B model makes ~2,700 of them a layer pass, about 15% of the call. Here
+//! one task takes one query row and every query head of one key head's group, so each key and
+//! value row is read once for the whole group, the scores are dot products in registers, and
+//! nothing is packed or transposed. The arithmetic is the same (scaled dot products, softmax,
+//! weighted sum of values); only the order of the additions differs.
+
+use rayon::prelude::*;
+
+/// Query rows per sequence up to which [`super::attention`] takes this path.
+pub(super) const FEW: usize = 8;
+
+/// The shapes of one call, as [`super::attention`] checked them.
+pub(super) struct Shapes<'a> {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub q_len: usize,
+    pub q_stride: usize,
+    pub keys: usize,
+    pub kv_stride: usize,
+    pub k_col: usize,
+    /// The query rows computed, of `q_len`.
+    pub queries: std::ops::Range<usize>,
+    /// Keys query row `row` of sequence `b` sees.
+    pub visible: &'a (dyn Fn(usize, usize) -> usize + Sync),
+}
+
+/// Attention output `[batch, queries, heads * head_dim]` for the rows of `q` (queries) and `kv`
+/// (keys from column `k_col`, values right after them).
+pub(super) fn attention(q: &[f32], kv: &[f32], batch: usize, s: &Shapes<'_>) -> Vec<f32> {
+    let hd = s.head_dim;
+    let group = s.heads / s.kv_heads;
+    let queries = s.queries.len();
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut out = vec![0f32; batch * queries * s.heads * hd];
+    // One task per (sequence, query row, key head): the group's heads of that row, which lie
+    // side by side in the output.
+    out.par_chunks_mut(group * hd)
+        .enumerate()
+        .for_each(|(task, out)| {
+            let (row_of_batch, g) = (task / s.kv_heads, task % s.kv_heads);
+            let (b, r) = (row_of_batch / queries, row_of_batch % queries);
+            let row = s.queries.start + r;
+            let seen = (s.visible)(b, row);
+            let q_at = (b * s.q_len + row) * s.q_stride + g * group * hd;
+            let k_at = b * s.keys * s.kv_stride + s.k_col + g * hd;
+            group_row(
+                &q[q_at..q_at + group * hd],
+                &kv[k_at..],
+                Keys {
+                    head_dim: hd,
+                    count: seen,
+                    stride: s.kv_stride,
+                    values: s.kv_heads * hd,
+                },
+                scale,
+                out,
+            );
+        });
+    out
+}
+
+/// Where one key head's keys lie: key `j` at `j * stride`, its values `values` after it.
+#[derive(Clone, Copy)]
+struct Keys {
+    head_dim: usize,
+    count: usize,
+    stride: usize,
+    values: usize,
+}
+
+/// The query heads in `q` (`keys.head_dim` values each, side by side) attending to `keys` of
+/// `kv`, into `out` (the same layout).
+fn group_row(q: &[f32], kv: &[f32], keys: Keys, scale: f32, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: the CPU has the features; the slices hold what `keys` says (checked by the
+        // caller's shapes).
+        match keys.head_dim {
+            64 => return unsafe { avx512::group_row::<4>(q, kv, keys, scale, out) },
+            128 => return unsafe { avx512::group_row::<8>(q, kv, keys, scale, out) },
+            32 => return unsafe { avx512::group_row::<2>(q, kv, keys, scale, out) },
+            _ => {}
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::available() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { group_row_fma(q, kv, keys, scale, out) };
+    }
+    group_row_any(q, kv, keys, scale, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn group_row_fma(q: &[f32], kv: &[f32], keys: Keys, scale: f32, out: &mut [f32]) {
+    group_row_any(q, kv, keys, scale, out)
+}
+
+/// Lanes of the accumulators: chunks the compiler keeps in vector registers.
+const LANES: usize = 16;
+
+#[inline(always)]
+fn group_row_any(q: &[f32], kv: &[f32], keys: Keys, scale: f32, out: &mut [f32]) {
+    let hd = keys.head_dim;
+    let group = q.len() / hd;
+    let kl = keys.count;
+    let mut scores = vec![0f32; group * kl];
+    for j in 0..kl {
+        let k = &kv[j * keys.stride..][..hd];
+        for h in 0..group {
+            scores[h * kl + j] = dot(&q[h * hd..][..hd], k) * scale;
+        }
+    }
+    super::softmax_rows(&mut scores, kl);
+    out.fill(0.0);
+    for j in 0..kl {
+        let v = &kv[j * keys.stride + keys.values..][..hd];
+        for h in 0..group {
+            add_scaled(&mut out[h * hd..][..hd], scores[h * kl + j], v);
+        }
+    }
+}
+
+/// `a · b`, in [`LANES`] partial sums.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for i in 0..LANES {
+            acc[i] = x[i].mul_add(y[i], acc[i]);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `out += p * v`.
+#[inline(always)]
+fn add_scaled(out: &mut [f32], p: f32, v: &[f32]) {
+    for (o, v) in out.iter_mut().zip(v) {
+        *o = p.mul_add(*v, *o);
+    }
+}
+
+/// The same with AVX-512 for head sizes of `16 * C`: scores 16 keys at a time (their dot products
+/// summed across lanes by one transpose, not one horizontal sum per key), then the weighted
+/// values for up to 4 heads at a time in registers.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::Keys;
+
+    pub fn available() -> bool {
+        std::is_x86_feature_detected!("avx512f")
+    }
+
+    /// # Safety
+    /// The CPU has AVX-512F; `keys.head_dim == 16 * C`; `q` and `out` hold whole heads; `kv`
+    /// holds `keys.count` keys and their values.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn group_row<const C: usize>(
+        q: &[f32],
+        kv: &[f32],
+        keys: Keys,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        let hd = 16 * C;
+        let group = q.len() / hd;
+        let kl = keys.count;
+        assert!(
+            out.len() == q.len() && kl > 0 && kv.len() >= (kl - 1) * keys.stride + keys.values + hd
+        );
+        let mut scores = vec![0f32; group * kl];
+        let kv = kv.as_ptr();
+        let scale = _mm512_set1_ps(scale);
+        // SAFETY (both phases): key j's values lie at kv[j * stride..][..hd] and its values
+        // `values` further, inside `kv` (the assertion); heads and scores stay in their slices.
+        unsafe {
+            for h in 0..group {
+                let qh: [__m512; C] =
+                    std::array::from_fn(|c| _mm512_loadu_ps(q.as_ptr().add(h * hd + 16 * c)));
+                let dot = |j: usize| -> __m512 {
+                    let k = kv.add(j * keys.stride);
+                    let mut t = _mm512_mul_ps(qh[0], _mm512_loadu_ps(k));
+                    for (c, &qc) in qh.iter().enumerate().skip(1) {
+                        t = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k.add(16 * c)), t);
+                    }
+                    t
+                };
+                let row = scores.as_mut_ptr().add(h * kl);
+                let mut j = 0;
+                while j + 16 <= kl {
+                    let t: [__m512; 16] = std::array::from_fn(|i| dot(j + i));
+                    _mm512_storeu_ps(row.add(j), _mm512_mul_ps(sums(t), scale));
+                    j += 16;
+                }
+                for j in j..kl {
+                    *row.add(j) = _mm512_reduce_add_ps(dot(j)) * _mm512_cvtss_f32(scale);
+                }
+            }
+            super::super::softmax_rows(&mut scores, kl);
+            let mut h = 0;
+            while h < group {
+                let n = (group - h).min(4);
+                let mut acc = [[_mm512_setzero_ps(); C]; 4];
+                for j in 0..kl {
+                    let v = kv.add(j * keys.stride + keys.values);
+                    let vj: [__m512; C] = std::array::from_fn(|c| _mm512_loadu_ps(v.add(16 * c)));
+                    for (i, acc) in acc.iter_mut().enumerate().take(n) {
+                        let p = _mm512_set1_ps(*scores.get_unchecked((h + i) * kl + j));
+                        for c in 0..C {
+                            acc[c] = _mm512_fmadd_ps(p, vj[c], acc[c]);
+                        }
+                    }
+                }
+                for (i, acc) in acc.iter().enumerate().take(n) {
+                    for (c, &a) in acc.iter().enumerate() {
+                        _mm512_storeu_ps(out.as_mut_ptr().add((h + i) * hd + 16 * c), a);
+                    }
+                }
+                h += n;
+            }
+        }
+    }
+
+    /// The lane sums of 16 vectors, as one vector (element i: the sum of `t[i]`): pairs summed
+    /// within 128-bit lanes (32-bit, then 64-bit interleaves), then across the four lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn sums(t: [__m512; 16]) -> __m512 {
+        let a: [__m512; 8] = std::array::from_fn(|i| {
+            let (x, y) = (t[2 * i], t[2 * i + 1]);
+            _mm512_add_ps(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y))
+        });
+        // Per 128-bit lane k of b[i]: the lane-k sums of t[4i..4i + 4].
+        let b: [__m512; 4] = std::array::from_fn(|i| {
+            let (x, y) = (_mm512_castps_pd(a[2 * i]), _mm512_castps_pd(a[2 * i + 1]));
+            _mm512_add_ps(
+                _mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)),
+            )
+        });
+        // 0x88: lanes (0, 2) of each operand; 0xDD: lanes (1, 3).
+        let d0 = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(b[0], b[1]),
+            _mm512_shuffle_f32x4::<0xDD>(b[0], b[1]),
+        );
+        let d1 = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(b[2], b[3]),
+            _mm512_shuffle_f32x4::<0xDD>(b[2], b[3]),
+        );
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(d0, d1),
+            _mm512_shuffle_f32x4::<0xDD>(d0, d1),
+        )
+    }
+}
