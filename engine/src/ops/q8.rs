@@ -759,26 +759,9 @@ mod avx512 {
         // SAFETY (the loop): panel (g + j, b) exists for every j < G and b < blocks (the
         // caller's groups), and rows r + i < m hold `blocks` blocks of activations.
         for b in 0..blocks {
-            // Q6_K keeps the halves' sums apart; the others add into one.
-            let mut dot = [[[_mm512_setzero_si512(); G]; R]; 2];
             let panels: [*const u8; G] = std::array::from_fn(|j| unsafe {
                 lines.add(((g + j) * blocks + b) * per_panel * 64)
             });
-            for k in 0..8 {
-                let h = if P == SIX { k / 4 } else { 0 };
-                let weights: [__m512i; G] =
-                    std::array::from_fn(|j| unsafe { line::<P>(panels[j], k) });
-                for i in 0..R {
-                    let quad = unsafe {
-                        (x_values.add(((r + i) * blocks + b) * BLOCK + 4 * k) as *const i32)
-                            .read_unaligned()
-                    };
-                    let quad = _mm512_set1_epi32(quad);
-                    for j in 0..G {
-                        dot[h][i][j] = _mm512_dpbusd_epi32(dot[h][i][j], weights[j], quad);
-                    }
-                }
-            }
             let panel = |j: usize| ((g + j) * blocks + b) * PANEL;
             let scales: [[__m512; 2]; G] = std::array::from_fn(|j| unsafe {
                 match &w.scales {
@@ -792,45 +775,66 @@ mod avx512 {
                     ],
                 }
             });
-            for i in 0..R {
-                let at = (r + i) * blocks + b;
-                let ([s0, s1], x_scale) =
-                    unsafe { (*x.sums.get_unchecked(at), *x.scales.get_unchecked(at)) };
-                let x_scale = _mm512_set1_ps(x_scale);
-                for j in 0..G {
-                    let [a, c] = scales[j];
-                    let block = match P {
-                        BYTES | FIVE => {
-                            let exact = _mm512_sub_epi32(
-                                dot[0][i][j],
-                                _mm512_set1_epi32(offset * (s0 + s1)),
-                            );
-                            _mm512_mul_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(a, x_scale))
+            // Q6_K's two half blocks have scales of their own: each half's integer sums fold
+            // into `acc` before the next half's start, so only R x G sums are live at a time
+            // (both halves' at once spilled registers and ran Q6_K at half Q4_K's speed).
+            let halves = if P == SIX { 2 } else { 1 };
+            for half in 0..halves {
+                let mut dot = [[_mm512_setzero_si512(); G]; R];
+                for k in half * 8 / halves..(half + 1) * 8 / halves {
+                    let weights: [__m512i; G] =
+                        std::array::from_fn(|j| unsafe { line::<P>(panels[j], k) });
+                    for i in 0..R {
+                        let quad = unsafe {
+                            (x_values.add(((r + i) * blocks + b) * BLOCK + 4 * k) as *const i32)
+                                .read_unaligned()
+                        };
+                        let quad = _mm512_set1_epi32(quad);
+                        for j in 0..G {
+                            dot[i][j] = _mm512_dpbusd_epi32(dot[i][j], weights[j], quad);
                         }
-                        FOUR => _mm512_mul_ps(
-                            _mm512_fmsub_ps(
-                                a,
-                                _mm512_cvtepi32_ps(dot[0][i][j]),
-                                _mm512_mul_ps(c, _mm512_set1_ps((s0 + s1) as f32)),
-                            ),
-                            x_scale,
-                        ),
-                        _ => {
-                            let first =
-                                _mm512_sub_epi32(dot[0][i][j], _mm512_set1_epi32(offset * s0));
-                            let second =
-                                _mm512_sub_epi32(dot[1][i][j], _mm512_set1_epi32(offset * s1));
-                            _mm512_mul_ps(
+                    }
+                }
+                for i in 0..R {
+                    let at = (r + i) * blocks + b;
+                    let ([s0, s1], x_scale) =
+                        unsafe { (*x.sums.get_unchecked(at), *x.scales.get_unchecked(at)) };
+                    let x_scale = _mm512_set1_ps(x_scale);
+                    for j in 0..G {
+                        let [a, c] = scales[j];
+                        acc[i][j] = match P {
+                            BYTES | FIVE => {
+                                let exact = _mm512_sub_epi32(
+                                    dot[i][j],
+                                    _mm512_set1_epi32(offset * (s0 + s1)),
+                                );
                                 _mm512_fmadd_ps(
-                                    c,
-                                    _mm512_cvtepi32_ps(second),
-                                    _mm512_mul_ps(a, _mm512_cvtepi32_ps(first)),
+                                    _mm512_cvtepi32_ps(exact),
+                                    _mm512_mul_ps(a, x_scale),
+                                    acc[i][j],
+                                )
+                            }
+                            FOUR => _mm512_fmadd_ps(
+                                _mm512_fmsub_ps(
+                                    a,
+                                    _mm512_cvtepi32_ps(dot[i][j]),
+                                    _mm512_mul_ps(c, _mm512_set1_ps((s0 + s1) as f32)),
                                 ),
                                 x_scale,
-                            )
-                        }
-                    };
-                    acc[i][j] = _mm512_add_ps(acc[i][j], block);
+                                acc[i][j],
+                            ),
+                            _ => {
+                                let (scale, sum) = if half == 0 { (a, s0) } else { (c, s1) };
+                                let exact =
+                                    _mm512_sub_epi32(dot[i][j], _mm512_set1_epi32(offset * sum));
+                                _mm512_fmadd_ps(
+                                    _mm512_cvtepi32_ps(exact),
+                                    _mm512_mul_ps(scale, x_scale),
+                                    acc[i][j],
+                                )
+                            }
+                        };
+                    }
                 }
             }
         }
