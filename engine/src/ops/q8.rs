@@ -1,6 +1,6 @@
 //! Quantized matrix multiplication on the CPU: weights as a GGUF file's integers (Q8_0, Q5_0,
 //! Q4_K, Q6_K), activations quantized to 8 bits per call as ggml does, block dot products in
-//! integers with AVX-512 VNNI.
+//! integers with AVX-512 VNNI, or AVX2 where the CPU has no AVX-512 ([`avx2`]).
 //!
 //! Why not candle's: its Q8_0 path computes one dot product per (row, column) pair, converting
 //! both f16 block scales each time, so for a prompt every weight is loaded once per row; its
@@ -24,12 +24,16 @@
 //! Tiles are up to 4 activation rows by 32 columns (2 panels), every panel register used for 4
 //! rows.
 //!
-//! Used only where the CPU has AVX-512 VNNI; elsewhere candle's kernels run.
+//! Used where the CPU has AVX-512 VNNI or else AVX2 with FMA and F16C; elsewhere candle's kernels
+//! run.
 
 use candle_core::quantized::GgmlDType;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 
 const BLOCK: usize = 32;
 /// Weight rows (output columns) per panel: the 16 i32 lanes of a 512-bit register.
@@ -142,18 +146,7 @@ enum ScalesMut<'a> {
 impl Q8Matrix {
     /// Whether this CPU runs the kernel.
     pub fn available() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::is_x86_feature_detected!("avx512f")
-                && std::is_x86_feature_detected!("avx512bw")
-                && std::is_x86_feature_detected!("avx512vl")
-                && std::is_x86_feature_detected!("avx512vnni")
-                && std::is_x86_feature_detected!("f16c")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
+        Isa::detect().is_some()
     }
 
     /// From GGUF blocks of `dtype` (Q8_0, Q5_0, Q4_K or Q6_K), rows of `cols` inputs: `parts`
@@ -440,27 +433,47 @@ impl Q8Matrix {
 
     /// `x @ W^T` for `m` rows of `x` (`[m, cols]`, row-major): `[m, rows]`.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.matmul_on(Isa::detect(), x, m)
+    }
+
+    /// [`Q8Matrix::matmul`] on `isa`'s path (`None`: the scalar reference), which this CPU must
+    /// run.
+    fn matmul_on(&self, isa: Option<Isa>, x: &[f32], m: usize) -> Vec<f32> {
         assert_eq!(x.len(), m * self.cols, "activations of the wrong width");
+        assert!(
+            isa.is_none_or(Isa::runs_here),
+            "{isa:?} on a CPU without it"
+        );
         let activations = quantize(x, self.cols);
         // SAFETY: `band` fills the given panel groups' columns of every row, as `in_bands` asks.
         in_bands(m, self.rows, |groups, out| unsafe {
-            self.band(&activations, m, groups, out)
+            self.band(isa, &activations, m, groups, out)
         })
     }
 
-    /// Panel groups `groups` (output columns `16 g..`) of every row into `out` (`[m, rows]`).
+    /// Panel groups `groups` (output columns `16 g..`) of every row into `out` (`[m, rows]`), on
+    /// `isa`'s path.
     ///
     /// # Safety
-    /// `out` holds `m * rows` floats and no other thread writes these columns.
-    unsafe fn band(&self, x: &Quantized, m: usize, groups: std::ops::Range<usize>, out: *mut f32) {
-        #[cfg(target_arch = "x86_64")]
-        if Q8Matrix::available() {
-            // SAFETY: the CPU has the features; reads stay within whole panels and blocks.
-            unsafe { avx512::band(self, x, m, groups, out) };
-            return;
+    /// The CPU runs `isa`; `out` holds `m * rows` floats and no other thread writes these
+    /// columns.
+    unsafe fn band(
+        &self,
+        isa: Option<Isa>,
+        x: &Quantized,
+        m: usize,
+        groups: std::ops::Range<usize>,
+        out: *mut f32,
+    ) {
+        // SAFETY (each path): the CPU has its features (caller); reads stay within whole panels
+        // and blocks.
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Some(Isa::Avx512) => unsafe { avx512::band(self, x, m, groups, out) },
+            #[cfg(target_arch = "x86_64")]
+            Some(Isa::Avx2) => unsafe { avx2::band(self, x, m, groups, out) },
+            _ => unsafe { self.band_scalar(x, m, groups, out) },
         }
-        // SAFETY: as the caller's.
-        unsafe { self.band_scalar(x, m, groups, out) };
     }
 
     /// The same arithmetic, one output at a time (the kernel's reference).
@@ -507,6 +520,38 @@ impl Q8Matrix {
                 // SAFETY: `r * rows + c` is within `out` (caller).
                 unsafe { *out.add(r * self.rows + c) = sum };
             }
+        }
+    }
+}
+
+/// The instruction sets the kernel has a path for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Isa {
+    /// AVX-512 with VNNI (`vpdpbusd`): [`avx512`].
+    Avx512,
+    /// AVX2 with FMA and F16C: [`avx2`].
+    Avx2,
+}
+
+impl Isa {
+    const ALL: [Isa; 2] = [Isa::Avx512, Isa::Avx2];
+
+    /// The fastest path this CPU runs, if any.
+    fn detect() -> Option<Isa> {
+        Isa::ALL.into_iter().find(|isa| isa.runs_here())
+    }
+
+    fn runs_here(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            match self {
+                Isa::Avx512 => avx512::available(),
+                Isa::Avx2 => avx2::available(),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
         }
     }
 }
@@ -633,6 +678,15 @@ mod avx512 {
     use std::arch::x86_64::*;
 
     use super::{Packing, Q8Matrix, Quantized, Scales, BLOCK, PANEL};
+
+    /// Whether this CPU runs this kernel.
+    pub fn available() -> bool {
+        std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("avx512vnni")
+            && std::is_x86_feature_detected!("f16c")
+    }
 
     /// Panel groups `groups` of every row, in tiles of up to 4 rows by 2 panels (one row by 4
     /// panels when there are fewer than 4 rows: a decoding step).
@@ -897,6 +951,32 @@ mod tests {
         (matrix, dense.to_vec1().unwrap())
     }
 
+    /// Weights and activations at full scale (every stored value ±127 or its packing's extreme,
+    /// signs mixed): the largest pair sums the AVX2 path's 16-bit products see. Each path agrees
+    /// with the scalar arithmetic (whose sums are i32).
+    #[test]
+    fn full_scale_values_do_not_saturate() {
+        let (m, rows, cols) = (5, 33, 256);
+        let sign = |i: usize, s: usize| if (i * s) % 7 < 3 { -1.0 } else { 1.0 };
+        let w: Vec<f32> = (0..rows * cols).map(|i| sign(i, 3)).collect();
+        let x: Vec<f32> = (0..m * cols).map(|i| sign(i, 5)).collect();
+        for dtype in TYPES {
+            let (matrix, _) = quantized(&w, rows, cols, dtype);
+            let expected = matrix.matmul_on(None, &x, m);
+            for isa in Isa::ALL.into_iter().filter(|isa| isa.runs_here()) {
+                let got = matrix.matmul_on(Some(isa), &x, m);
+                // Only the float rounding of the scales may differ; a saturated pair sum is off
+                // by thousands of units of the integer dot product.
+                for (g, e) in got.iter().zip(&expected) {
+                    assert!(
+                        (g - e).abs() <= 1e-5 * e.abs().max(1.0),
+                        "{dtype:?} on {isa:?}: {g} vs {e}"
+                    );
+                }
+            }
+        }
+    }
+
     /// The panels hold the file's weights: every block reads back as candle (ggml's formulas)
     /// dequantizes it, for every packing, with rows that leave the last panel part padding.
     #[test]
@@ -930,8 +1010,8 @@ mod tests {
         );
     }
 
-    /// The kernel equals the integer arithmetic it stands for (the scalar loop) for every
-    /// packing, at tile edges (rows not multiples of 4, columns not of 16 or 32), with one row
+    /// Each path of the kernel this CPU runs equals the integer arithmetic it stands for (the
+    /// scalar loop) for every packing, at tile edges (rows not multiples of 4, columns not of 16 or 32), with one row
     /// (the decoding tile) and several; and that arithmetic is the matmul with the dequantized
     /// weights, up to the activations' 8-bit rounding.
     #[test]
@@ -942,6 +1022,7 @@ mod tests {
             (2, 70, 256),
             (5, 9, 768),
             (4, 48, 256),
+            (3, 40, 256),
             (13, 130, 256),
         ] {
             let w = random(rows * cols, 1);
@@ -949,17 +1030,15 @@ mod tests {
             for dtype in TYPES {
                 let (matrix, dense) = quantized(&w, rows, cols, dtype);
                 let got = matrix.matmul(&x, m);
-                let mut expected = vec![0f32; m * rows];
-                let groups = rows.div_ceil(PANEL);
-                // SAFETY: `expected` holds m * rows floats; one thread writes it.
-                unsafe {
-                    matrix.band_scalar(&quantize(&x, cols), m, 0..groups, expected.as_mut_ptr())
-                };
-                for (g, e) in got.iter().zip(&expected) {
-                    assert!(
-                        (g - e).abs() <= 1e-5 * e.abs().max(1.0),
-                        "{m}x{rows}x{cols} {dtype:?}: {g} vs {e}"
-                    );
+                let expected = matrix.matmul_on(None, &x, m);
+                for isa in Isa::ALL.into_iter().filter(|isa| isa.runs_here()) {
+                    let on_isa = matrix.matmul_on(Some(isa), &x, m);
+                    for (g, e) in on_isa.iter().zip(&expected) {
+                        assert!(
+                            (g - e).abs() <= 1e-5 * e.abs().max(1.0),
+                            "{m}x{rows}x{cols} {dtype:?} on {isa:?}: {g} vs {e}"
+                        );
+                    }
                 }
                 for r in 0..m {
                     for c in 0..rows {
