@@ -898,6 +898,17 @@ mod tests {
         assert!(diff < 1e-5, "swiglu differs by {diff}");
     }
 
+    /// [`attention`]'s signature, which [`portable::attention`] shares.
+    type AttentionFn = fn(
+        &Tensor,
+        &Tensor,
+        HeadLayout,
+        std::ops::Range<usize>,
+        usize,
+        &[usize],
+        Mask,
+    ) -> Result<Tensor>;
+
     /// A decoding step's few query rows take their own kernel (`few_queries`); it equals the
     /// reference at every head size it has a path for (and one it has not), with grouped and
     /// ungrouped heads, key counts on and off its blocks of 16, and every mask.
@@ -921,27 +932,19 @@ mod tests {
                         let mask = Mask { pattern, first: 0 };
                         let key_lens = [keys, keys.div_ceil(2).max(queries.end)];
                         let k_col = heads * head_dim;
-                        let ours = attention(
-                            &rows,
-                            &rows,
-                            layout,
-                            queries.clone(),
-                            k_col,
-                            &key_lens,
-                            mask,
-                        )
-                        .unwrap();
-                        let reference = portable::attention(
-                            &rows,
-                            &rows,
-                            layout,
-                            queries.clone(),
-                            k_col,
-                            &key_lens,
-                            mask,
-                        )
-                        .unwrap();
-                        let diff = max_diff(&ours, &reference);
+                        let run = |kernel: AttentionFn| {
+                            kernel(
+                                &rows,
+                                &rows,
+                                layout,
+                                queries.clone(),
+                                k_col,
+                                &key_lens,
+                                mask,
+                            )
+                            .unwrap()
+                        };
+                        let diff = max_diff(&run(attention), &run(portable::attention));
                         assert!(
                             diff < 1e-5,
                             "{layout:?}, {keys} keys, {pattern:?}, queries {queries:?}: {diff}"

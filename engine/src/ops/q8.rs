@@ -524,6 +524,12 @@ impl Q8Matrix {
     }
 }
 
+/// [`Packing`] as the kernels' tiles take it, a const generic parameter.
+const BYTES: u8 = 0;
+const FIVE: u8 = 1;
+const FOUR: u8 = 2;
+const SIX: u8 = 3;
+
 /// The instruction sets the kernel has a path for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Isa {
@@ -677,7 +683,7 @@ fn quantize(x: &[f32], cols: usize) -> Quantized {
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{Packing, Q8Matrix, Quantized, Scales, BLOCK, PANEL};
+    use super::{Packing, Q8Matrix, Quantized, Scales, BLOCK, BYTES, FIVE, FOUR, PANEL, SIX};
 
     /// Whether this CPU runs this kernel.
     pub fn available() -> bool {
@@ -737,11 +743,6 @@ mod avx512 {
             }
         }
     }
-
-    const BYTES: u8 = 0;
-    const FIVE: u8 = 1;
-    const FOUR: u8 = 2;
-    const SIX: u8 = 3;
 
     /// The tile for the matrix's packing (one branch, outside the loops).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]

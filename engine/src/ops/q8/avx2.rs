@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{Packing, Q8Matrix, Quantized, Scales, BLOCK, PANEL};
+use super::{Packing, Q8Matrix, Quantized, Scales, BLOCK, BYTES, FIVE, FOUR, PANEL, SIX};
 
 /// Whether this CPU runs this kernel.
 pub fn available() -> bool {
@@ -61,11 +61,6 @@ pub unsafe fn band(
         }
     }
 }
-
-const BYTES: u8 = 0;
-const FIVE: u8 = 1;
-const FOUR: u8 = 2;
-const SIX: u8 = 3;
 
 /// The tile for the matrix's packing (one branch, outside the loops).
 #[target_feature(enable = "avx2,fma,f16c")]
