@@ -962,18 +962,24 @@ mod tests {
         let w: Vec<f32> = (0..rows * cols).map(|i| sign(i, 3)).collect();
         let x: Vec<f32> = (0..m * cols).map(|i| sign(i, 5)).collect();
         for dtype in TYPES {
-            let (matrix, _) = quantized(&w, rows, cols, dtype);
-            let expected = matrix.matmul_on(None, &x, m);
-            for isa in Isa::ALL.into_iter().filter(|isa| isa.runs_here()) {
-                let got = matrix.matmul_on(Some(isa), &x, m);
-                // Only the float rounding of the scales may differ; a saturated pair sum is off
-                // by thousands of units of the integer dot product.
-                for (g, e) in got.iter().zip(&expected) {
-                    assert!(
-                        (g - e).abs() <= 1e-5 * e.abs().max(1.0),
-                        "{dtype:?} on {isa:?}: {g} vs {e}"
-                    );
-                }
+            // A saturated pair sum would be off by thousands of units of the dot product.
+            every_path_matches_the_scalar(&quantized(&w, rows, cols, dtype).0, &x, m, dtype);
+        }
+    }
+
+    /// Each path this CPU runs computes `matrix`'s product with `x` as the scalar integer
+    /// arithmetic does, up to the float rounding of the scales.
+    fn every_path_matches_the_scalar(matrix: &Q8Matrix, x: &[f32], m: usize, dtype: GgmlDType) {
+        let expected = matrix.matmul_on(None, x, m);
+        for isa in Isa::ALL.into_iter().filter(|isa| isa.runs_here()) {
+            let got = matrix.matmul_on(Some(isa), x, m);
+            for (g, e) in got.iter().zip(&expected) {
+                assert!(
+                    (g - e).abs() <= 1e-5 * e.abs().max(1.0),
+                    "{m}x{}x{} {dtype:?} on {isa:?}: {g} vs {e}",
+                    matrix.rows,
+                    matrix.cols
+                );
             }
         }
     }
@@ -1030,17 +1036,8 @@ mod tests {
             let x = random(m * cols, 2);
             for dtype in TYPES {
                 let (matrix, dense) = quantized(&w, rows, cols, dtype);
+                every_path_matches_the_scalar(&matrix, &x, m, dtype);
                 let got = matrix.matmul(&x, m);
-                let expected = matrix.matmul_on(None, &x, m);
-                for isa in Isa::ALL.into_iter().filter(|isa| isa.runs_here()) {
-                    let on_isa = matrix.matmul_on(Some(isa), &x, m);
-                    for (g, e) in on_isa.iter().zip(&expected) {
-                        assert!(
-                            (g - e).abs() <= 1e-5 * e.abs().max(1.0),
-                            "{m}x{rows}x{cols} {dtype:?} on {isa:?}: {g} vs {e}"
-                        );
-                    }
-                }
                 for r in 0..m {
                     for c in 0..rows {
                         let exact: f32 = (0..cols)
