@@ -498,6 +498,47 @@ fn run_canvas(
     panic!("the canvas never filled");
 }
 
+/// A batch says ahead which of its steps are pieces of a prompt (what a server holds back when
+/// another lane's piece is in the call): the four pieces of a 200-token prompt under 48, then
+/// none; never an empty batch, a member past its deadline or a bidirectional model.
+#[test]
+fn a_batch_tells_its_prompt_pieces_ahead() {
+    let (_dir, causal) = causal_engine();
+    let prompt: Vec<u32> = (0..200u32).map(|i| 2 + i * 7919 % 4000).collect();
+    let canvas = Canvas::new(prompt, 8, Vec::new());
+    let cache = CachePolicy {
+        prompt_chunk: Some(48),
+        ..CACHE_ON
+    };
+    let announced = |engine: &Engine, controls: MemberControls<'static>| {
+        let mut batch = engine.batch(cache);
+        assert!(!batch.next_is_prompt_piece(), "an empty batch has no step");
+        batch.join_canvas(&canvas, high(cache), controls).unwrap();
+        let mut pieces = Vec::new();
+        while !batch.is_empty() {
+            let piece = batch.next_is_prompt_piece();
+            let forwards = batch.stats().forwards;
+            let left = batch.step().unwrap();
+            assert_eq!(batch.stats().forwards, forwards + 1);
+            assert!(!piece || left.is_empty(), "a piece fills nothing");
+            pieces.push(piece);
+        }
+        pieces
+    };
+    let pieces = announced(&causal, MemberControls::default());
+    assert_eq!(pieces[..5], [true, true, true, true, false]);
+    assert!(pieces[5..].iter().all(|&piece| !piece), "{pieces:?}");
+    let rushed = MemberControls {
+        deadline: Some(Instant::now()),
+        ..MemberControls::default()
+    };
+    assert_eq!(announced(&causal, rushed), [false]);
+    let bidirectional = engine();
+    assert!(!announced(&bidirectional, MemberControls::default())
+        .into_iter()
+        .any(|piece| piece));
+}
+
 /// With `prompt_chunk`, a causal model computes a long prompt in pieces first, steps in which
 /// nothing commits: the middle, the member's steps and every pass after the pieces are those of
 /// one pass; a cancel raised between pieces ends the request before its canvas is read; a member

@@ -89,9 +89,9 @@ pub struct Args {
     #[arg(long, value_name = "RADIUS|off", value_parser = crate::sampler_args::parse_edit_reuse)]
     edit_reuse: Option<crate::sampler_args::EditReuseFlag>,
     /// A new prompt is computed at most this many tokens per model call (causal and
-    /// block-causal models: the others compute it in one), so requests being decoded meanwhile
-    /// wait for one piece at a time and a client that leaves stops it between pieces (0: in
-    /// one call).
+    /// block-causal models: the others compute it in one), one request's piece a call, oldest
+    /// first, so requests being decoded meanwhile wait for one piece at a time and a client
+    /// that leaves stops it between pieces (0: in one call).
     #[arg(long, value_name = "TOKENS", default_value_t = 256)]
     prompt_chunk: usize,
     /// After SIGTERM or Ctrl-C: how long in-flight requests may take to finish, in

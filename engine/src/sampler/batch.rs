@@ -242,30 +242,8 @@ impl<'s> Batch<'s> {
             }
             return None;
         }
-        let refresh = self
-            .cache
-            .refresh_every
-            .is_some_and(|r| r > 0 && self.steps > 0 && self.steps.is_multiple_of(r));
-        let pass = if !self.cache.enabled {
-            Pass::Full { store: false }
-        } else if self.stale || refresh || !model.cache_covers(cache, &self.seqs, &self.window()) {
-            // Only a batch's first pass meets a cache left by another request's tokens.
-            match self.cache.edit {
-                Some(reuse)
-                    if self.steps == 0
-                        && !self.stale
-                        && model.cache_realigns(cache, &self.seqs, &self.window(), reuse) =>
-                {
-                    Pass::Edit {
-                        radius: reuse.radius,
-                    }
-                }
-                _ => Pass::Full { store: true },
-            }
-        } else {
-            Pass::Window
-        };
-        if let Pass::Full { .. } = pass {
+        let planned = self.plan(model, cache);
+        if let Pass::Full { .. } = planned.pass {
             // Nothing is reused from the cache: the rows of full members may go for free.
             let mut b = 0;
             while b < self.rows.len() {
@@ -276,7 +254,48 @@ impl<'s> Batch<'s> {
                 }
             }
         }
-        let window = self.window();
+        Some(planned)
+    }
+
+    /// Whether the next step is a piece of a new prompt ([`CachePolicy::prompt_chunk`]): a pass
+    /// that computes up to `prompt_chunk` positions of every canvas and commits nothing. A
+    /// server stepping many batches in one call lets few of them make such a pass at a time,
+    /// so the others' denoising steps stay cheap. (Members cancelled since the last step still
+    /// count here; they leave at the step.)
+    pub fn next_is_prompt_piece<M: Denoiser>(&self, model: &M, cache: &M::Cache) -> bool {
+        !self.is_empty() && self.plan(model, cache).prompt
+    }
+
+    /// The pass and window of the next model call over the batch's rows as they are.
+    fn plan<M: Denoiser>(&self, model: &M, cache: &M::Cache) -> Planned {
+        let refresh = self
+            .cache
+            .refresh_every
+            .is_some_and(|r| r > 0 && self.steps > 0 && self.steps.is_multiple_of(r));
+        let pass = if !self.cache.enabled {
+            Pass::Full { store: false }
+        } else if self.stale
+            || refresh
+            || !model.cache_covers(cache, &self.seqs, &self.window(false))
+        {
+            // Only a batch's first pass meets a cache left by another request's tokens.
+            match self.cache.edit {
+                Some(reuse)
+                    if self.steps == 0
+                        && !self.stale
+                        && model.cache_realigns(cache, &self.seqs, &self.window(false), reuse) =>
+                {
+                    Pass::Edit {
+                        radius: reuse.radius,
+                    }
+                }
+                _ => Pass::Full { store: true },
+            }
+        } else {
+            Pass::Window
+        };
+        // A full pass drops the rows of full members (`begin`), and their last commits with them.
+        let window = self.window(matches!(pass, Pass::Full { .. }));
         if let (Pass::Full { store: true }, Some(chunk)) = (pass, self.cache.prompt_chunk) {
             // A member past its deadline wants its slots now, not after the prompt's pieces.
             let now = Instant::now();
@@ -292,19 +311,19 @@ impl<'s> Batch<'s> {
                 let end = kept.saturating_add(chunk.max(1));
                 if end < window.start {
                     // One piece: the pass computes up to `end` and reads out one row.
-                    return Some(Planned {
+                    return Planned {
                         pass,
                         window: end - 1..end,
                         prompt: true,
-                    });
+                    };
                 }
             }
         }
-        Some(Planned {
+        Planned {
             pass,
             window,
             prompt: false,
-        })
+        }
     }
 
     /// The second half of a step: each member commits from the call's `logits` (all rows of
@@ -395,10 +414,16 @@ impl<'s> Batch<'s> {
         }
     }
 
-    /// The window of the next pass over every row.
-    fn window(&self) -> Range<usize> {
+    /// The window of the next pass over every row, or (`live_only`) over the members still
+    /// being filled.
+    fn window(&self, live_only: bool) -> Range<usize> {
         self.sampler
-            .window(self.rows.iter().map(|r| &r.slots))
+            .window(
+                self.rows
+                    .iter()
+                    .filter(|r| !live_only || r.live.is_some())
+                    .map(|r| &r.slots),
+            )
             .expect("a member being filled has masked slots")
     }
 

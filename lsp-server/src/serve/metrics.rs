@@ -71,6 +71,7 @@ pub struct Metrics {
     pub canvas_tokens: Counter,
     pub tokens_per_forward: Histogram,
     pub stream_drafts: Counter<u64, AtomicU64>,
+    pub held_steps: Counter,
 }
 
 impl Metrics {
@@ -152,6 +153,12 @@ impl Metrics {
             "Denoising-step drafts sent to diffusing streams",
             stream_drafts.clone(),
         );
+        let held_steps = Counter::default();
+        registry.register(
+            "redraft_held_steps",
+            "Steps of a job held back for a call because an older job's prompt piece went in it",
+            held_steps.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -167,6 +174,7 @@ impl Metrics {
             canvas_tokens,
             tokens_per_forward,
             stream_drafts,
+            held_steps,
         }
     }
 

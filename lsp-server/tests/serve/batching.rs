@@ -259,3 +259,60 @@ fn a_clients_next_keystroke_realigns_the_cache_its_last_request_left() {
         assert_eq!(server.metric(full), 3.0 - edits, "{args:?}");
     }
 }
+
+/// The default model's weights attending causally (as an autoregressive checkpoint does), in a
+/// directory of its own: a model whose new prompts are computed in pieces.
+fn causal_model() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model");
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(from.join(file), dir.path().join(file)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("redraft.json"),
+        r#"{"eos_token_id": 1, "mask_token_id": 0, "pad_token_id": 1,
+            "logit_shift": true, "attention": "causal"}"#,
+    )
+    .unwrap();
+    dir
+}
+
+/// New prompts arriving together are computed a piece per model call, oldest first, while the
+/// others wait (`redraft_held_steps_total`): each request still gets what it gets alone.
+#[test]
+fn new_prompts_take_turns_and_still_answer_as_alone() {
+    let model = causal_model();
+    let model = model.path().to_str().unwrap();
+    // Exact passes only (no realigned caches), so a lane's passes are its own alone or not.
+    let flags = [
+        "--model",
+        model,
+        "--prompt-chunk",
+        "8",
+        "--edit-reuse",
+        "off",
+    ];
+    let requests = requests();
+    let serial = Server::start(&[&flags[..], &["--max-batch", "1"]].concat());
+    let alone: Vec<Vec<String>> = requests
+        .iter()
+        .map(|r| texts(&serial.post("/v1/completions", r)))
+        .collect();
+    assert_eq!(serial.metric("redraft_held_steps_total"), 0.0);
+    let server = Server::start_with(Start {
+        args: &[&flags[..], &["--max-batch", "8"]].concat(),
+        step_delay_ms: Some(40),
+        ..Start::default()
+    });
+    let pending: Vec<_> = requests
+        .iter()
+        .map(|r| server.open_later("POST", "/v1/completions", r.to_string().as_bytes()))
+        .collect();
+    let together: Vec<Vec<String>> = pending.into_iter().map(|p| texts(&p.finish())).collect();
+    assert_eq!(together, alone);
+    assert!(
+        server.metric("redraft_held_steps_total") > 0.0,
+        "no prompt piece waited for another's"
+    );
+    assert!(mean_batch(&server) > 1.0, "nothing was batched");
+}

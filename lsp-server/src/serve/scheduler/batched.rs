@@ -10,7 +10,11 @@
 //! them in one model call ([`EngineBatch::step_together`]): each lane keeps its own window and
 //! kind of pass, the projections multiply every lane's rows together, so requests share the
 //! weights' trip through memory wherever their canvases start, and a job joining never disturbs
-//! another's cache. (Before lanes shared a call, canvases starting at about the same position
+//! another's cache. The one exception to "every lane steps": a new prompt on a causal model is
+//! computed in pieces (`--prompt-chunk`), and a call carries one lane's piece, the oldest
+//! lane's; the other lanes whose next step is a piece sit that call out. A call of every new
+//! lane's piece cost the lanes being decoded, the slowest requests among them, several pieces
+//! at each of their steps (on the 0.5B on 2 AVX2 cores, a 256-token piece is ~2 s). (Before lanes shared a call, canvases starting at about the same position
 //! shared a lane, and so its cache: every join cost the lane's other rows a full pass; the lanes
 //! took turns oldest first, since stepping each in a call of its own made everyone slower.)
 //!
@@ -26,7 +30,8 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redraft_engine::engine::EngineBatch;
@@ -67,6 +72,8 @@ fn canvases(job: &Job) -> usize {
 /// A job's canvases, decoded together over a cache of their own.
 struct Lane<'e> {
     id: u64,
+    /// Its job's cancel flag: a lane whose client left steps at once, to let it go.
+    cancel: Arc<AtomicBool>,
     /// What the lane's job is matched on ([`kept::key`]): its cache is kept under it.
     key: String,
     batch: EngineBatch<'e>,
@@ -143,10 +150,11 @@ impl<'e> Loop<'e> {
     }
 
     /// A new lane for a job matched on `key`, from the kept cache of the job most like it.
-    fn new_lane(&mut self, key: &str) -> usize {
+    fn new_lane(&mut self, key: &str, cancel: Arc<AtomicBool>) -> usize {
         let cache = self.kept.take(key);
         self.lanes.push(Lane {
             id: self.next_lane,
+            cancel,
             key: key.to_string(),
             batch: self.engine.batch_from(self.policy, cache),
         });
@@ -201,7 +209,7 @@ impl<'e> Loop<'e> {
             }
             Plan::Edit { .. } => None,
         };
-        let at_lane = self.new_lane(kept::key(&job.work));
+        let at_lane = self.new_lane(kept::key(&job.work), job.cancel.clone());
         let key = self.next_job;
         self.next_job += 1;
         let mut joined = Vec::new();
@@ -257,10 +265,33 @@ impl<'e> Loop<'e> {
     fn step(&mut self) {
         let metrics = self.queue.metrics();
         metrics.running.set(self.jobs.len() as i64);
-        let canvases = self.running();
+        // A new prompt is computed in pieces (`--prompt-chunk`), one piece a call, oldest lane
+        // first: a call carrying every new lane's piece would make each lane being decoded wait
+        // for all of them at every step, and those lanes hold the slowest requests.
+        let mut piece = false;
+        let stepping: Vec<bool> = self
+            .lanes
+            .iter()
+            .map(|lane| {
+                lane.cancel.load(Ordering::Relaxed)
+                    || !lane.batch.next_is_prompt_piece()
+                    || !std::mem::replace(&mut piece, true)
+            })
+            .collect();
+        let held = stepping.iter().filter(|&&stepping| !stepping).count();
+        metrics.held_steps.inc_by(held as u64);
         let before: Vec<_> = self.lanes.iter().map(|lane| lane.batch.stats()).collect();
-        let mut batches: Vec<&mut EngineBatch<'e>> =
-            self.lanes.iter_mut().map(|lane| &mut lane.batch).collect();
+        let canvases = (self.lanes.iter().zip(&stepping))
+            .filter(|(_, &stepping)| stepping)
+            .map(|(lane, _)| lane.batch.len())
+            .sum();
+        let mut batches: Vec<&mut EngineBatch<'e>> = self
+            .lanes
+            .iter_mut()
+            .zip(&stepping)
+            .filter(|(_, &stepping)| stepping)
+            .map(|(lane, _)| &mut lane.batch)
+            .collect();
         let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
             EngineBatch::step_together(&mut batches)
         }));
@@ -279,7 +310,8 @@ impl<'e> Loop<'e> {
         let mut left = Vec::new();
         let error = match stepped {
             Ok(Ok(done)) => {
-                for (lane, done) in self.lanes.iter().zip(done) {
+                let stepped = self.lanes.iter().zip(&stepping).filter(|(_, &s)| s);
+                for ((lane, _), done) in stepped.zip(done) {
                     left.extend(done.into_iter().map(|(id, r)| ((lane.id, id), r)));
                 }
                 None
