@@ -16,6 +16,10 @@
 //! `--warmup S`: S seconds of load before the measured ones, not counted (a cold server's first
 //! prompts arrive all at once; on a large model they take longer than a short run).
 //!
+//! `--trace FILE`: appends a JSON line per counted request (setting, client, when it was sent,
+//! latency, status, whether it started a cut, the server's token counts), to see which
+//! requests make the tail.
+//!
 //! `--typing`: each client types through its cuts' middles a few characters a request (an
 //! editor's throttled keystrokes), so a client's requests share their context and the server's
 //! kept caches realign across them, instead of every request bringing a new file.
@@ -29,6 +33,7 @@
 #[path = "../tests/serve/client.rs"]
 mod client;
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,6 +60,9 @@ struct Options {
     /// Each client types through its cuts' middles, [`TYPED`] characters a request, as an
     /// editor sends a request per (throttled) keystroke, instead of a new cut each request.
     typing: bool,
+    /// Writes a JSON line per counted request (`--trace FILE`): its client, when it was sent,
+    /// its latency, whether it started a cut, and the token counts the server reported.
+    trace: Option<PathBuf>,
 }
 
 /// Characters a typing client adds between two requests (about 300 ms of typing).
@@ -91,6 +99,7 @@ fn options() -> Options {
             .map(|v| v.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default(),
         typing: args.iter().any(|a| a == "--typing"),
+        trace: value("--trace").map(PathBuf::from),
         out: value("--out")
             .map(PathBuf::from)
             .or_else(|| bench.then(|| repo().join("fixtures/default-model/serve.md"))),
@@ -170,6 +179,8 @@ struct Outcome {
     mean_batch: f64,
     tokens_per_forward: f64,
     full_share: f64,
+    /// The `--trace` lines of the counted requests.
+    trace: Vec<serde_json::Value>,
 }
 
 fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
@@ -184,15 +195,17 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
     let stop = Arc::new(AtomicBool::new(false));
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let errors = Arc::new(AtomicUsize::new(0));
+    let trace = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     let warmup = Duration::from_secs(options.warmup);
     let threads: Vec<_> = (0..setting.clients)
         .map(|client| {
-            let (server, stop, latencies, errors, cuts) = (
+            let (server, stop, latencies, errors, trace, cuts) = (
                 Arc::clone(&server),
                 Arc::clone(&stop),
                 Arc::clone(&latencies),
                 Arc::clone(&errors),
+                Arc::clone(&trace),
                 Arc::clone(cuts),
             );
             let (clients, typing) = (setting.clients, options.typing);
@@ -205,6 +218,7 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
                 let mut typed = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let (before, middle, suffix) = &cuts[next % cuts.len()];
+                    let first_of_cut = typed == 0;
                     let prefix = if typing {
                         let at = middle.floor_char_boundary(typed.min(middle.len()));
                         typed += TYPED;
@@ -223,14 +237,34 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
                         "stop": ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"],
                     });
                     let sent = Instant::now();
-                    let response = server.post("/v1/completions", &body);
+                    // The test client panics on a broken connection or past its read timeout
+                    // (120 s): an error of this request, not the end of the run.
+                    let response = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        server.post("/v1/completions", &body)
+                    }));
                     let took = sent.elapsed();
+                    let status = response.as_ref().map_or(0, |r| r.status);
                     if sent < started + warmup {
                         // Sent during the warm-up: not counted.
-                    } else if response.status == 200 {
+                    } else if status == 200 {
                         latencies.lock().unwrap().push(took.as_secs_f64() * 1e3);
                     } else {
                         errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if sent >= started + warmup {
+                        let usage = response
+                            .ok()
+                            .filter(|r| r.status == 200)
+                            .map(|r| r.json()["usage"].clone());
+                        trace.lock().unwrap().push(json!({
+                            "client": client,
+                            "sent_s": (sent - started - warmup).as_secs_f64(),
+                            "ms": took.as_secs_f64() * 1e3,
+                            "status": status,
+                            "first_of_cut": first_of_cut,
+                            "prompt_chars": prefix.len() + suffix.len(),
+                            "usage": usage,
+                        }));
                     }
                     if let Some(rest) = INTERVAL.checked_sub(took) {
                         std::thread::sleep(rest);
@@ -255,6 +289,7 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
         "passes: full {}, window {}, edit {}; model calls {}; canvas tokens {}",
         counted.full, counted.window, counted.edit, counted.forwards, counted.canvas_tokens,
     );
+    let trace_lines = std::mem::take(&mut *trace.lock().unwrap());
     let mut latencies_ms = std::mem::take(&mut *latencies.lock().unwrap());
     latencies_ms.sort_by(f64::total_cmp);
     Outcome {
@@ -264,6 +299,7 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
         mean_batch,
         tokens_per_forward,
         full_share,
+        trace: trace_lines,
     }
 }
 
@@ -359,6 +395,19 @@ fn main() {
     let mut results = Vec::new();
     for setting in &settings {
         let outcome = run(setting, &cuts, &options);
+        if let Some(path) = &options.trace {
+            let mut lines = String::new();
+            for mut line in outcome.trace.iter().cloned() {
+                line["setting"] = json!(format!("{}x{}", setting.clients, setting.max_batch));
+                lines += &format!("{line}\n");
+            }
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("opening the --trace file");
+            std::io::Write::write_all(&mut file, lines.as_bytes()).expect("writing the trace");
+        }
         let n = outcome.latencies_ms.len();
         let throughput = n as f64 / outcome.elapsed.as_secs_f64();
         let row = format!(
