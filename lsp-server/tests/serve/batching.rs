@@ -36,13 +36,30 @@ fn texts(response: &super::client::Response) -> Vec<String> {
         .collect()
 }
 
-/// The answers of `requests` sent one after another to a server without batching.
-fn one_at_a_time(requests: &[Value]) -> Vec<Vec<String>> {
-    let server = Server::start(&["--max-batch", "1", "--no-cache"]);
+/// The answers of `requests` sent one after another to a server without batching, started
+/// with `flags`.
+fn one_at_a_time(requests: &[Value], flags: &[&str]) -> Vec<Vec<String>> {
+    let server = Server::start(&[flags, &["--max-batch", "1"]].concat());
     requests
         .iter()
         .map(|r| texts(&server.post("/v1/completions", r)))
         .collect()
+}
+
+/// The answers of `requests` sent together to a batching server started with `flags`, whose
+/// steps are slow so that they are decoded together; and the server, for its metrics.
+fn all_at_once(requests: &[Value], flags: &[&str]) -> (Vec<Vec<String>>, Server) {
+    let server = Server::start_with(Start {
+        args: &[flags, &["--max-batch", "8"]].concat(),
+        step_delay_ms: Some(40),
+        ..Start::default()
+    });
+    let pending: Vec<_> = requests
+        .iter()
+        .map(|r| server.open_later("POST", "/v1/completions", r.to_string().as_bytes()))
+        .collect();
+    let together = pending.into_iter().map(|p| texts(&p.finish())).collect();
+    (together, server)
 }
 
 /// Mean canvases per model call so far.
@@ -53,18 +70,8 @@ fn mean_batch(server: &Server) -> f64 {
 #[test]
 fn batched_greedy_results_equal_one_at_a_time() {
     let requests = requests();
-    let alone = one_at_a_time(&requests);
-    // Slow steps, so requests sent together are decoded together.
-    let server = Server::start_with(Start {
-        args: &["--max-batch", "8", "--no-cache"],
-        step_delay_ms: Some(40),
-        ..Start::default()
-    });
-    let pending: Vec<_> = requests
-        .iter()
-        .map(|r| server.open_later("POST", "/v1/completions", r.to_string().as_bytes()))
-        .collect();
-    let together: Vec<Vec<String>> = pending.into_iter().map(|p| texts(&p.finish())).collect();
+    let alone = one_at_a_time(&requests, &["--no-cache"]);
+    let (together, server) = all_at_once(&requests, &["--no-cache"]);
     assert_eq!(together, alone);
     let mean = mean_batch(&server);
     assert!(
@@ -156,7 +163,7 @@ fn batched_next_edits_equal_one_at_a_time() {
 fn cancelling_one_member_leaves_the_others_unchanged() {
     let requests = requests();
     // The first two share a lane (one prefix); the third has a lane of its own.
-    let alone = one_at_a_time(&requests[..3]);
+    let alone = one_at_a_time(&requests[..3], &["--no-cache"]);
     let server = Server::start_with(Start {
         args: &["--max-batch", "8", "--no-cache"],
         step_delay_ms: Some(60),
@@ -293,22 +300,8 @@ fn new_prompts_take_turns_and_still_answer_as_alone() {
         "off",
     ];
     let requests = requests();
-    let serial = Server::start(&[&flags[..], &["--max-batch", "1"]].concat());
-    let alone: Vec<Vec<String>> = requests
-        .iter()
-        .map(|r| texts(&serial.post("/v1/completions", r)))
-        .collect();
-    assert_eq!(serial.metric("redraft_held_steps_total"), 0.0);
-    let server = Server::start_with(Start {
-        args: &[&flags[..], &["--max-batch", "8"]].concat(),
-        step_delay_ms: Some(40),
-        ..Start::default()
-    });
-    let pending: Vec<_> = requests
-        .iter()
-        .map(|r| server.open_later("POST", "/v1/completions", r.to_string().as_bytes()))
-        .collect();
-    let together: Vec<Vec<String>> = pending.into_iter().map(|p| texts(&p.finish())).collect();
+    let alone = one_at_a_time(&requests, &flags);
+    let (together, server) = all_at_once(&requests, &flags);
     assert_eq!(together, alone);
     assert!(
         server.metric("redraft_held_steps_total") > 0.0,
