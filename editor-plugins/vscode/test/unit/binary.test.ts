@@ -1,13 +1,20 @@
 // Finding the redraft binary, and the message when it is missing.
-import { test } from "node:test";
+import { after, test } from "node:test";
 import * as assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { findBinary } from "../../src/binary";
 
+// Every directory a test made, removed when the file's tests are done.
+const made: string[] = [];
+after(() => {
+  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 function tempDirWithBinary(executable: boolean): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "redraft-bin-"));
+  made.push(dir);
   fs.writeFileSync(path.join(dir, "redraft"), "#!/bin/sh\n", { mode: executable ? 0o755 : 0o644 });
   return dir;
 }
