@@ -261,7 +261,8 @@ impl<'e> Loop<'e> {
         );
     }
 
-    /// One denoising step for every lane, in one model call; answers the jobs it finished.
+    /// One denoising step for every lane but those whose prompt piece waits for another's, in one
+    /// model call; answers the jobs it finished.
     fn step(&mut self) {
         let metrics = self.queue.metrics();
         metrics.running.set(self.jobs.len() as i64);
