@@ -701,13 +701,6 @@ impl<'e> EngineBatch<'e> {
             .collect())
     }
 
-    /// Whether the next step is a piece of a new prompt, which commits nothing
-    /// ([`Batch::next_is_prompt_piece`]).
-    pub fn next_is_prompt_piece(&self) -> bool {
-        self.batch
-            .next_is_prompt_piece(&self.engine.model, &self.cache)
-    }
-
     /// Requests still being filled.
     pub fn len(&self) -> usize {
         self.batch.len()

@@ -498,45 +498,55 @@ fn run_canvas(
     panic!("the canvas never filled");
 }
 
-/// A batch says ahead which of its steps are pieces of a prompt (what a server holds back when
-/// another lane's piece is in the call): the four pieces of a 200-token prompt under 48, then
-/// none; never an empty batch, a member past its deadline or a bidirectional model.
+/// Batches stepped together put at most one prompt piece in a call, the first batch's: with
+/// two new 200-token prompts under 48, the second makes no pass during the first's four
+/// pieces, then starts its own; each still gets its middle and its passes as alone. A
+/// bidirectional model has no pieces: both batches are in every call.
 #[test]
-fn a_batch_tells_its_prompt_pieces_ahead() {
-    let (_dir, causal) = causal_engine();
+fn batches_stepped_together_take_turns_at_their_prompt_pieces() {
     let prompt: Vec<u32> = (0..200u32).map(|i| 2 + i * 7919 % 4000).collect();
     let canvas = Canvas::new(prompt, 8, Vec::new());
     let cache = CachePolicy {
         prompt_chunk: Some(48),
         ..CACHE_ON
     };
-    let announced = |engine: &Engine, controls: MemberControls<'static>| {
-        let mut batch = engine.batch(cache);
-        assert!(!batch.next_is_prompt_piece(), "an empty batch has no step");
-        batch.join_canvas(&canvas, high(cache), controls).unwrap();
-        let mut pieces = Vec::new();
-        while !batch.is_empty() {
-            let piece = batch.next_is_prompt_piece();
-            let forwards = batch.stats().forwards;
-            let left = batch.step().unwrap();
-            assert_eq!(batch.stats().forwards, forwards + 1);
-            assert!(!piece || left.is_empty(), "a piece fills nothing");
-            pieces.push(piece);
+    // The calls each batch took part in, until both are done, and their completions.
+    let together = |engine: &Engine| {
+        let (mut first, mut second) = (engine.batch(cache), engine.batch(cache));
+        for batch in [&mut first, &mut second] {
+            batch
+                .join_canvas(&canvas, high(cache), MemberControls::default())
+                .unwrap();
         }
-        pieces
+        let (mut calls, mut done) = (Vec::new(), Vec::new());
+        while !first.is_empty() || !second.is_empty() {
+            let before = [first.stats().forwards, second.stats().forwards];
+            let left = EngineBatch::step_together(&mut [&mut first, &mut second]).unwrap();
+            calls.push([
+                first.stats().forwards > before[0],
+                second.stats().forwards > before[1],
+            ]);
+            done.extend(left.into_iter().flatten().map(|(_, c)| c.unwrap()));
+        }
+        (calls, done)
     };
-    let pieces = announced(&causal, MemberControls::default());
-    assert_eq!(pieces[..5], [true, true, true, true, false]);
-    assert!(pieces[5..].iter().all(|&piece| !piece), "{pieces:?}");
-    let rushed = MemberControls {
-        deadline: Some(Instant::now()),
-        ..MemberControls::default()
-    };
-    assert_eq!(announced(&causal, rushed), [false]);
-    let bidirectional = engine();
-    assert!(!announced(&bidirectional, MemberControls::default())
-        .into_iter()
-        .any(|piece| piece));
+    let (_dir, causal) = causal_engine();
+    let alone = run_canvas(&causal, &canvas, Some(48), MemberControls::default());
+    let (calls, done) = together(&causal);
+    assert_eq!(
+        calls[..5],
+        [[true, false]; 4]
+            .into_iter()
+            .chain([[true, true]])
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(done.len(), 2);
+    for completion in &done {
+        assert_eq!(decoded(completion), decoded(&alone));
+        assert_eq!(completion.forwards, alone.forwards);
+    }
+    let (calls, _) = together(&engine());
+    assert!(calls.iter().all(|&call| call == [true, true]), "{calls:?}");
 }
 
 /// With `prompt_chunk`, a causal model computes a long prompt in pieces first, steps in which

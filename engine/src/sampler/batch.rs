@@ -242,48 +242,19 @@ impl<'s> Batch<'s> {
             }
             return None;
         }
-        let planned = self.plan(model, cache);
-        if let Pass::Full { .. } = planned.pass {
-            // Nothing is reused from the cache: the rows of full members may go for free.
-            let mut b = 0;
-            while b < self.rows.len() {
-                if self.rows[b].live.is_none() {
-                    self.remove(b);
-                } else {
-                    b += 1;
-                }
-            }
-        }
-        Some(planned)
-    }
-
-    /// Whether the next step is a piece of a new prompt ([`CachePolicy::prompt_chunk`]): a pass
-    /// that computes up to `prompt_chunk` positions of every canvas and commits nothing. A
-    /// server stepping many batches in one call lets few of them make such a pass at a time,
-    /// so the others' denoising steps stay cheap. (Members cancelled since the last step still
-    /// count here; they leave at the step.)
-    pub fn next_is_prompt_piece<M: Denoiser>(&self, model: &M, cache: &M::Cache) -> bool {
-        !self.is_empty() && self.plan(model, cache).prompt
-    }
-
-    /// The pass and window of the next model call over the batch's rows as they are.
-    fn plan<M: Denoiser>(&self, model: &M, cache: &M::Cache) -> Planned {
         let refresh = self
             .cache
             .refresh_every
             .is_some_and(|r| r > 0 && self.steps > 0 && self.steps.is_multiple_of(r));
         let pass = if !self.cache.enabled {
             Pass::Full { store: false }
-        } else if self.stale
-            || refresh
-            || !model.cache_covers(cache, &self.seqs, &self.window(false))
-        {
+        } else if self.stale || refresh || !model.cache_covers(cache, &self.seqs, &self.window()) {
             // Only a batch's first pass meets a cache left by another request's tokens.
             match self.cache.edit {
                 Some(reuse)
                     if self.steps == 0
                         && !self.stale
-                        && model.cache_realigns(cache, &self.seqs, &self.window(false), reuse) =>
+                        && model.cache_realigns(cache, &self.seqs, &self.window(), reuse) =>
                 {
                     Pass::Edit {
                         radius: reuse.radius,
@@ -294,8 +265,18 @@ impl<'s> Batch<'s> {
         } else {
             Pass::Window
         };
-        // A full pass drops the rows of full members (`begin`), and their last commits with them.
-        let window = self.window(matches!(pass, Pass::Full { .. }));
+        if let Pass::Full { .. } = pass {
+            // Nothing is reused from the cache: the rows of full members may go for free.
+            let mut b = 0;
+            while b < self.rows.len() {
+                if self.rows[b].live.is_none() {
+                    self.remove(b);
+                } else {
+                    b += 1;
+                }
+            }
+        }
+        let window = self.window();
         if let (Pass::Full { store: true }, Some(chunk)) = (pass, self.cache.prompt_chunk) {
             // A member past its deadline wants its slots now, not after the prompt's pieces.
             let now = Instant::now();
@@ -311,19 +292,19 @@ impl<'s> Batch<'s> {
                 let end = kept.saturating_add(chunk.max(1));
                 if end < window.start {
                     // One piece: the pass computes up to `end` and reads out one row.
-                    return Planned {
+                    return Some(Planned {
                         pass,
                         window: end - 1..end,
                         prompt: true,
-                    };
+                    });
                 }
             }
         }
-        Planned {
+        Some(Planned {
             pass,
             window,
             prompt: false,
-        }
+        })
     }
 
     /// The second half of a step: each member commits from the call's `logits` (all rows of
@@ -414,16 +395,10 @@ impl<'s> Batch<'s> {
         }
     }
 
-    /// The window of the next pass over every row, or (`live_only`) over the members still
-    /// being filled.
-    fn window(&self, live_only: bool) -> Range<usize> {
+    /// The window of the next pass over every row.
+    fn window(&self) -> Range<usize> {
         self.sampler
-            .window(
-                self.rows
-                    .iter()
-                    .filter(|r| !live_only || r.live.is_some())
-                    .map(|r| &r.slots),
-            )
+            .window(self.rows.iter().map(|r| &r.slots))
             .expect("a member being filled has masked slots")
     }
 
@@ -447,16 +422,26 @@ struct Planned {
 /// ([`Denoiser::logits_many`]): what [`Batch::step`] does for each, with every batch's rows
 /// sharing the call (a model that fuses calls multiplies them by its weights together). Returns
 /// each batch's members that left, in order. A model error fails the step for every batch.
+///
+/// A call carries at most one piece of a prompt ([`CachePolicy::prompt_chunk`]), the first
+/// batch's whose step is one: the other batches whose step would be a piece sit the call out
+/// (their cancelled members still leave), so batches being decoded wait for one piece at each
+/// step, not for every new prompt's. Callers pass their batches oldest first.
 pub fn step_together<'s, M: Denoiser>(
     model: &M,
     batches: &mut [(&mut Batch<'s>, &mut M::Cache)],
 ) -> Result<Vec<Vec<(MemberId, MemberOutcome)>>> {
     let mut left: Vec<Vec<(MemberId, MemberOutcome)>> =
         batches.iter().map(|_| Vec::new()).collect();
+    let mut piece = false;
     let passes: Vec<Option<Planned>> = batches
         .iter_mut()
         .zip(&mut left)
-        .map(|((batch, cache), left)| batch.begin(model, cache, left))
+        .map(|((batch, cache), left)| {
+            let planned = batch.begin(model, cache, left)?;
+            // One batch's prompt piece a call, the first's.
+            (!planned.prompt || !std::mem::replace(&mut piece, true)).then_some(planned)
+        })
         .collect();
     let started = Instant::now();
     let mut calls: Vec<ModelCall<'_, M::Cache>> = batches

@@ -12,11 +12,13 @@
 //! weights' trip through memory wherever their canvases start, and a job joining never disturbs
 //! another's cache. The one exception to "every lane steps": a new prompt on a causal model is
 //! computed in pieces (`--prompt-chunk`), and a call carries one lane's piece, the oldest
-//! lane's; the other lanes whose next step is a piece sit that call out. A call of every new
-//! lane's piece cost the lanes being decoded, the slowest requests among them, several pieces
-//! at each of their steps (on the 0.5B on 2 AVX2 cores, a 256-token piece is ~2 s). (Before lanes shared a call, canvases starting at about the same position
-//! shared a lane, and so its cache: every join cost the lane's other rows a full pass; the lanes
-//! took turns oldest first, since stepping each in a call of its own made everyone slower.)
+//! lane's (lanes are passed oldest first; the rule is `step_together`'s); the other lanes whose
+//! next step is a piece sit that call out. A call of every new lane's piece cost the lanes
+//! being decoded, the slowest requests among them, several pieces at each of their steps (on
+//! the 0.5B on 2 AVX2 cores, a 256-token piece is ~2 s). (Before lanes shared a call, canvases
+//! starting at about the same position shared a lane, and so its cache: every join cost the
+//! lane's other rows a full pass; the lanes took turns oldest first, since stepping each in a
+//! call of its own made everyone slower.)
 //!
 //! A lane that empties leaves its cache behind ([`KeptCaches`]), and a new lane starts from the
 //! kept cache of the job most like its first one: a client typing sends requests that differ by
@@ -30,8 +32,7 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redraft_engine::engine::EngineBatch;
@@ -72,8 +73,6 @@ fn canvases(job: &Job) -> usize {
 /// A job's canvases, decoded together over a cache of their own.
 struct Lane<'e> {
     id: u64,
-    /// Its job's cancel flag: a lane whose client left steps at once, to let it go.
-    cancel: Arc<AtomicBool>,
     /// What the lane's job is matched on ([`kept::key`]): its cache is kept under it.
     key: String,
     batch: EngineBatch<'e>,
@@ -150,11 +149,10 @@ impl<'e> Loop<'e> {
     }
 
     /// A new lane for a job matched on `key`, from the kept cache of the job most like it.
-    fn new_lane(&mut self, key: &str, cancel: Arc<AtomicBool>) -> usize {
+    fn new_lane(&mut self, key: &str) -> usize {
         let cache = self.kept.take(key);
         self.lanes.push(Lane {
             id: self.next_lane,
-            cancel,
             key: key.to_string(),
             batch: self.engine.batch_from(self.policy, cache),
         });
@@ -209,7 +207,7 @@ impl<'e> Loop<'e> {
             }
             Plan::Edit { .. } => None,
         };
-        let at_lane = self.new_lane(kept::key(&job.work), job.cancel.clone());
+        let at_lane = self.new_lane(kept::key(&job.work));
         let key = self.next_job;
         self.next_job += 1;
         let mut joined = Vec::new();
@@ -261,46 +259,32 @@ impl<'e> Loop<'e> {
         );
     }
 
-    /// One denoising step for every lane but those whose prompt piece waits for another's, in one
-    /// model call; answers the jobs it finished.
+    /// One denoising step for every lane (but those whose prompt piece waits for an older
+    /// lane's), in one model call; answers the jobs it finished.
     fn step(&mut self) {
         let metrics = self.queue.metrics();
         metrics.running.set(self.jobs.len() as i64);
-        // A new prompt is computed in pieces (`--prompt-chunk`), one piece a call, oldest lane
-        // first: a call carrying every new lane's piece would make each lane being decoded wait
-        // for all of them at every step, and those lanes hold the slowest requests.
-        let mut piece = false;
-        let stepping: Vec<bool> = self
-            .lanes
-            .iter()
-            .map(|lane| {
-                lane.cancel.load(Ordering::Relaxed)
-                    || !lane.batch.next_is_prompt_piece()
-                    || !std::mem::replace(&mut piece, true)
-            })
+        let before: Vec<_> = (self.lanes.iter())
+            .map(|lane| (lane.batch.stats(), lane.batch.len()))
             .collect();
-        let held = stepping.iter().filter(|&&stepping| !stepping).count();
-        metrics.held_steps.inc_by(held as u64);
-        let before: Vec<_> = self.lanes.iter().map(|lane| lane.batch.stats()).collect();
-        let canvases = (self.lanes.iter().zip(&stepping))
-            .filter(|(_, &stepping)| stepping)
-            .map(|(lane, _)| lane.batch.len())
-            .sum();
-        let mut batches: Vec<&mut EngineBatch<'e>> = self
-            .lanes
-            .iter_mut()
-            .zip(&stepping)
-            .filter(|(_, &stepping)| stepping)
-            .map(|(lane, _)| &mut lane.batch)
-            .collect();
+        // Lanes oldest first: the oldest lane's prompt piece goes in the call, the others'
+        // wait (`step_together`).
+        let mut batches: Vec<&mut EngineBatch<'e>> =
+            self.lanes.iter_mut().map(|lane| &mut lane.batch).collect();
         let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
             EngineBatch::step_together(&mut batches)
         }));
         drop(batches);
-        let mut calls = 0;
-        for (lane, before) in self.lanes.iter().zip(before) {
+        let (mut calls, mut canvases) = (0, 0);
+        for (lane, (before, len)) in self.lanes.iter().zip(before) {
             let after = lane.batch.stats();
             calls = calls.max(after.forwards - before.forwards);
+            if after.forwards > before.forwards {
+                canvases += len;
+            } else if !lane.batch.is_empty() {
+                // Its prompt piece waited for an older lane's.
+                metrics.held_steps.inc();
+            }
             metrics.passes(
                 after.full_passes - before.full_passes,
                 after.window_passes - before.window_passes,
@@ -311,8 +295,7 @@ impl<'e> Loop<'e> {
         let mut left = Vec::new();
         let error = match stepped {
             Ok(Ok(done)) => {
-                let stepped = self.lanes.iter().zip(&stepping).filter(|(_, &s)| s);
-                for ((lane, _), done) in stepped.zip(done) {
+                for (lane, done) in self.lanes.iter().zip(done) {
                     left.extend(done.into_iter().map(|(id, r)| ((lane.id, id), r)));
                 }
                 None
