@@ -35,7 +35,7 @@ mod client;
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -193,19 +193,16 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
         ..Start::default()
     }));
     let stop = Arc::new(AtomicBool::new(false));
-    let latencies = Arc::new(Mutex::new(Vec::new()));
-    let errors = Arc::new(AtomicUsize::new(0));
-    let trace = Arc::new(Mutex::new(Vec::new()));
+    // A JSON line per counted request (the `--trace` lines): latencies and errors come from them.
+    let lines = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     let warmup = Duration::from_secs(options.warmup);
     let threads: Vec<_> = (0..setting.clients)
         .map(|client| {
-            let (server, stop, latencies, errors, trace, cuts) = (
+            let (server, stop, lines, cuts) = (
                 Arc::clone(&server),
                 Arc::clone(&stop),
-                Arc::clone(&latencies),
-                Arc::clone(&errors),
-                Arc::clone(&trace),
+                Arc::clone(&lines),
                 Arc::clone(cuts),
             );
             let (clients, typing) = (setting.clients, options.typing);
@@ -243,20 +240,14 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
                         server.post("/v1/completions", &body)
                     }));
                     let took = sent.elapsed();
-                    let status = response.as_ref().map_or(0, |r| r.status);
-                    if sent < started + warmup {
-                        // Sent during the warm-up: not counted.
-                    } else if status == 200 {
-                        latencies.lock().unwrap().push(took.as_secs_f64() * 1e3);
-                    } else {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                    }
+                    // Requests sent during the warm-up are not counted.
                     if sent >= started + warmup {
+                        let status = response.as_ref().map_or(0, |r| r.status);
                         let usage = response
                             .ok()
                             .filter(|r| r.status == 200)
                             .map(|r| r.json()["usage"].clone());
-                        trace.lock().unwrap().push(json!({
+                        lines.lock().unwrap().push(json!({
                             "client": client,
                             "sent_s": (sent - started - warmup).as_secs_f64(),
                             "ms": took.as_secs_f64() * 1e3,
@@ -289,17 +280,20 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
         "passes: full {}, window {}, edit {}; model calls {}; canvas tokens {}",
         counted.full, counted.window, counted.edit, counted.forwards, counted.canvas_tokens,
     );
-    let trace_lines = std::mem::take(&mut *trace.lock().unwrap());
-    let mut latencies_ms = std::mem::take(&mut *latencies.lock().unwrap());
+    let trace = std::mem::take(&mut *lines.lock().unwrap());
+    let answered = |line: &&serde_json::Value| line["status"] == 200;
+    let mut latencies_ms: Vec<f64> = (trace.iter().filter(answered))
+        .map(|line| line["ms"].as_f64().expect("a latency"))
+        .collect();
     latencies_ms.sort_by(f64::total_cmp);
     Outcome {
+        errors: trace.len() - latencies_ms.len(),
         latencies_ms,
-        errors: errors.load(Ordering::Relaxed),
         elapsed,
         mean_batch,
         tokens_per_forward,
         full_share,
-        trace: trace_lines,
+        trace,
     }
 }
 
