@@ -94,6 +94,11 @@ pub struct Args {
     /// that leaves stops it between pieces (0: in one call).
     #[arg(long, value_name = "TOKENS", default_value_t = 256)]
     prompt_chunk: usize,
+    /// Memory for the caches finished requests leave for their clients' next ones, in MiB
+    /// (keys, values and the text they are matched on; the oldest go first). With more clients
+    /// typing at once than fit, their requests start cold: watch `redraft_cache_starts_total`.
+    #[arg(long, value_name = "MIB", default_value_t = scheduler::kept::DEFAULT_MIB)]
+    cache_memory: usize,
     /// After SIGTERM or Ctrl-C: how long in-flight requests may take to finish, in
     /// milliseconds; past it they are cancelled at their next denoising step (their clients
     /// get a 503) and the server stops.
@@ -130,6 +135,8 @@ pub struct App {
     pub max_body: usize,
     pub max_batch: usize,
     pub max_queue: usize,
+    /// `--cache-memory`, in MiB.
+    pub cache_memory: usize,
     shutting_down: AtomicBool,
 }
 
@@ -220,6 +227,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_batch,
             max_queue,
             cache,
+            kept_bytes: args.cache_memory.saturating_mul(1 << 20),
         },
         Arc::clone(&metrics),
     );
@@ -244,6 +252,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_body: args.max_body,
         max_batch,
         max_queue,
+        cache_memory: args.cache_memory,
         shutting_down: AtomicBool::new(false),
     });
 
@@ -447,6 +456,7 @@ async fn health(State(app): State<Shared>) -> Response {
             "max_queue": app.max_queue,
             "max_batch": app.max_batch,
             "prompt_chunk": app.cache.prompt_chunk,
+            "cache_memory_mib": app.cache_memory,
         })
     };
     if let Some(why) = app.scheduler.missing() {

@@ -46,6 +46,12 @@ pub struct PassLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StartLabels {
+    /// `kept` (from the cache an earlier job left) or `cold` (none shared enough of its text).
+    pub start: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: String,
 }
@@ -72,6 +78,9 @@ pub struct Metrics {
     pub tokens_per_forward: Histogram,
     pub stream_drafts: Counter<u64, AtomicU64>,
     pub held_steps: Counter,
+    pub cache_starts: Family<StartLabels, Counter>,
+    pub kept_caches: Gauge,
+    pub kept_bytes: Gauge,
 }
 
 impl Metrics {
@@ -159,6 +168,24 @@ impl Metrics {
             "Steps of a job held back for a call because an older job's prompt piece went in it",
             held_steps.clone(),
         );
+        let cache_starts = Family::<StartLabels, Counter>::default();
+        registry.register(
+            "redraft_cache_starts",
+            "Jobs by where their context cache came from: kept (an earlier job's, realigned) or cold",
+            cache_starts.clone(),
+        );
+        let kept_caches = Gauge::default();
+        registry.register(
+            "redraft_kept_caches",
+            "Caches finished jobs left for their clients' next requests",
+            kept_caches.clone(),
+        );
+        let kept_bytes = Gauge::default();
+        registry.register(
+            "redraft_kept_cache_bytes",
+            "Memory the kept caches hold (keys, values and the text they are matched on), of --cache-memory",
+            kept_bytes.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -175,6 +202,9 @@ impl Metrics {
             tokens_per_forward,
             stream_drafts,
             held_steps,
+            cache_starts,
+            kept_caches,
+            kept_bytes,
         }
     }
 
@@ -226,6 +256,15 @@ impl Metrics {
                 })
                 .inc_by(n as u64);
         }
+    }
+
+    /// A job's context cache: `kept` from an earlier job, or cold.
+    pub fn cache_start(&self, kept: bool) {
+        self.cache_starts
+            .get_or_create(&StartLabels {
+                start: if kept { "kept" } else { "cold" }.to_string(),
+            })
+            .inc();
     }
 
     pub fn render(&self) -> String {

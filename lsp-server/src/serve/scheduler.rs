@@ -16,7 +16,7 @@
 //! cancel flags.
 
 mod batched;
-mod kept;
+pub mod kept;
 mod run;
 mod serial;
 
@@ -392,6 +392,8 @@ pub struct LoopConfig {
     pub max_queue: usize,
     /// The approximate context cache, for every job.
     pub cache: CachePolicy,
+    /// Bytes the caches finished jobs leave for the next ones may hold ([`kept`]).
+    pub kept_bytes: usize,
 }
 
 /// The handle the HTTP side holds; cheap to clone.
@@ -424,7 +426,7 @@ impl Scheduler {
                         if config.max_batch > 1 {
                             batched::run(&engine, &thread_queue, config, delay)
                         } else {
-                            serial::run(&engine, &thread_queue, delay)
+                            serial::run(&engine, &thread_queue, config.kept_bytes, delay)
                         }
                     })
                     .expect("spawning the inference thread");

@@ -267,6 +267,44 @@ fn a_clients_next_keystroke_realigns_the_cache_its_last_request_left() {
     }
 }
 
+/// More clients typing at once than a count of caches would hold (each client's cache the
+/// oldest when its next request comes) each find the cache their last request left: only
+/// `--cache-memory` bounds them, batching on or off. With no memory for them, every request
+/// starts cold.
+#[test]
+fn every_client_typing_at_once_finds_its_own_cache() {
+    let clients = 40;
+    let request = |client: usize, typed: &str| {
+        json!({
+            "prompt": format!("fn client_{client}() -> u32 {{\n    let total = {typed}"),
+            "suffix": "\n}\n",
+            "max_tokens": 4,
+        })
+    };
+    let kept = "redraft_cache_starts_total{start=\"kept\"}";
+    let cold = "redraft_cache_starts_total{start=\"cold\"}";
+    for args in [&[][..], &["--max-batch", "1"][..]] {
+        let server = Server::start(args);
+        for typed in ["", "1"] {
+            for client in 0..clients {
+                let response = server.post("/v1/completions", &request(client, typed));
+                assert_eq!(response.status, 200, "{}", response.text());
+            }
+        }
+        assert_eq!(server.metric(cold), clients as f64, "{args:?}");
+        assert_eq!(server.metric(kept), clients as f64, "{args:?}");
+        assert_eq!(server.metric("redraft_kept_caches"), clients as f64);
+    }
+    let server = Server::start(&["--cache-memory", "0"]);
+    for typed in ["", "1"] {
+        assert_eq!(
+            server.post("/v1/completions", &request(0, typed)).status,
+            200
+        );
+    }
+    assert_eq!((server.metric(kept), server.metric(cold)), (0.0, 2.0));
+}
+
 /// The default model's weights attending causally (as an autoregressive checkpoint does), in a
 /// directory of its own: a model whose new prompts are computed in pieces.
 fn causal_model() -> tempfile::TempDir {

@@ -399,18 +399,26 @@ fn sigterm_cancels_work_past_the_grace_period() {
 
 #[test]
 fn health_reports_the_batching_settings() {
+    let settings = |health: &Value| {
+        (
+            health["max_batch"].clone(),
+            health["prompt_chunk"].clone(),
+            health["cache_memory_mib"].clone(),
+        )
+    };
     let health = Server::start(&[]).get("/health").json();
-    assert_eq!(
-        (&health["max_batch"], &health["prompt_chunk"]),
-        (&json!(8), &json!(256))
-    );
-    let health = Server::start(&["--max-batch", "3", "--prompt-chunk", "0"])
-        .get("/health")
-        .json();
-    assert_eq!(
-        (&health["max_batch"], &health["prompt_chunk"]),
-        (&json!(3), &Value::Null)
-    );
+    assert_eq!(settings(&health), (json!(8), json!(256), json!(1024)));
+    let health = Server::start(&[
+        "--max-batch",
+        "3",
+        "--prompt-chunk",
+        "0",
+        "--cache-memory",
+        "64",
+    ])
+    .get("/health")
+    .json();
+    assert_eq!(settings(&health), (json!(3), Value::Null, json!(64)));
 }
 
 #[test]

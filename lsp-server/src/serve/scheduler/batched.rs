@@ -105,7 +105,7 @@ pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Dur
         max_batch: config.max_batch.max(1),
         delay,
         lanes: Vec::new(),
-        kept: KeptCaches::default(),
+        kept: KeptCaches::new(config.kept_bytes),
         jobs: HashMap::new(),
         canvases: HashMap::new(),
         next_job: 0,
@@ -150,7 +150,7 @@ impl<'e> Loop<'e> {
 
     /// A new lane for a job matched on `key`, from the kept cache of the job most like it.
     fn new_lane(&mut self, key: &str) -> usize {
-        let cache = self.kept.take(key);
+        let cache = self.kept.take(key, self.queue.metrics());
         self.lanes.push(Lane {
             id: self.next_lane,
             key: key.to_string(),
@@ -326,7 +326,7 @@ impl<'e> Loop<'e> {
         self.lanes = running;
         if self.policy.enabled {
             for lane in emptied {
-                self.kept.keep(&lane.key, lane.batch.into_cache());
+                self.kept.keep(&lane.key, lane.batch.into_cache(), metrics);
             }
         }
         for (at, result) in left {

@@ -13,8 +13,8 @@ use super::kept::{self, KeptCaches};
 use super::run::{edit_job, fim_job};
 use super::{JobError, Queue, Work};
 
-pub fn run(engine: &Engine, queue: &Queue, delay: Option<Duration>) {
-    let mut kept = KeptCaches::default();
+pub fn run(engine: &Engine, queue: &Queue, kept_bytes: usize, delay: Option<Duration>) {
+    let mut kept = KeptCaches::new(kept_bytes);
     let metrics = queue.metrics();
     while let Some(job) = queue.next() {
         if job.abandoned() {
@@ -23,7 +23,7 @@ pub fn run(engine: &Engine, queue: &Queue, delay: Option<Duration>) {
         }
         metrics.running.set(1);
         let key = kept::key(&job.work);
-        let mut cache = kept.take(key);
+        let mut cache = kept.take(key, metrics);
         // A bug on one request must not stop the server (nor leave a cache it half wrote).
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| match &job.work {
             Work::Fim(work) => fim_job(engine, &mut cache, &job, work, delay, metrics),
@@ -31,7 +31,7 @@ pub fn run(engine: &Engine, queue: &Queue, delay: Option<Duration>) {
         }));
         let result = match result {
             Ok(result) => {
-                kept.keep(key, cache);
+                kept.keep(key, cache, metrics);
                 result
             }
             Err(_) => {
