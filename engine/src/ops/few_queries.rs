@@ -7,7 +7,10 @@
 //! one task takes one query row and every query head of one key head's group, so each key and
 //! value row is read once for the whole group, the scores are dot products in registers, and
 //! nothing is packed or transposed. The arithmetic is the same (scaled dot products, softmax,
-//! weighted sum of values); only the order of the additions differs.
+//! weighted sum of values); only the order of the additions differs. On x86-64 the common head
+//! sizes have their own paths: AVX-512 and AVX2 score 16 or 8 keys at a time (their sums taken
+//! across lanes together), and AVX2 takes keys and values in blocks that stay in L1 while the
+//! group's heads read them. `cargo bench -p redraft-engine --bench attention` times them.
 
 use rayon::prelude::*;
 
@@ -90,8 +93,13 @@ fn group_row(q: &[f32], kv: &[f32], keys: Keys, scale: f32, out: &mut [f32]) {
     }
     #[cfg(target_arch = "x86_64")]
     if super::avx2::available() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { group_row_fma(q, kv, keys, scale, out) };
+        // SAFETY: the CPU has AVX2 and FMA; the slices hold what `keys` says.
+        match keys.head_dim {
+            64 => return unsafe { avx2::group_row::<8>(q, kv, keys, scale, out) },
+            128 => return unsafe { avx2::group_row::<16>(q, kv, keys, scale, out) },
+            32 => return unsafe { avx2::group_row::<4>(q, kv, keys, scale, out) },
+            _ => return unsafe { group_row_fma(q, kv, keys, scale, out) },
+        }
     }
     group_row_any(q, kv, keys, scale, out)
 }
@@ -266,6 +274,133 @@ mod avx512 {
         _mm512_add_ps(
             _mm512_shuffle_f32x4::<0x88>(d0, d1),
             _mm512_shuffle_f32x4::<0xDD>(d0, d1),
+        )
+    }
+}
+
+/// The same with AVX2 and FMA for head sizes of `8 * C` (`C` a multiple of 4): scores 8 keys at a
+/// time (their dot products summed across lanes together, not one horizontal sum per key), then
+/// the weighted values in registers, 32 columns of up to 3 heads at a time (12 of the 16
+/// registers), so each value row is read a few times per group instead of once per head.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::Keys;
+
+    /// Query heads whose weighted values are summed together.
+    const HEADS: usize = 3;
+
+    /// Floats of keys (or values) a block holds: 16 KiB, half of L1.
+    const BLOCK_FLOATS: usize = 4096;
+
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `keys.head_dim == 8 * C` with `C % 4 == 0`; `q` and `out` hold
+    /// whole heads; `kv` holds `keys.count` keys and their values.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn group_row<const C: usize>(
+        q: &[f32],
+        kv: &[f32],
+        keys: Keys,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        let hd = 8 * C;
+        let group = q.len() / hd;
+        let kl = keys.count;
+        assert!(
+            C.is_multiple_of(4)
+                && out.len() == q.len()
+                && kl > 0
+                && kv.len() >= (kl - 1) * keys.stride + keys.values + hd
+        );
+        let mut scores = vec![0f32; group * kl];
+        let kv = kv.as_ptr();
+        // SAFETY (both phases): key j lies at kv[j * stride..][..hd] and its values `values`
+        // further, inside `kv` (the assertion); heads and scores stay in their slices.
+        // Keys a block: the group's heads take a block's keys (or values) in turn while they
+        // are in L1, instead of each head reading every key from L2 or beyond.
+        let block = (BLOCK_FLOATS / hd).max(8);
+        unsafe {
+            let scale_v = _mm256_set1_ps(scale);
+            for from in (0..kl).step_by(block) {
+                let to = (from + block).min(kl);
+                for h in 0..group {
+                    let qh = q.as_ptr().add(h * hd);
+                    let dot = |j: usize| -> __m256 {
+                        let k = kv.add(j * keys.stride);
+                        let mut t = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_loadu_ps(k));
+                        for c in 1..C {
+                            t = _mm256_fmadd_ps(
+                                _mm256_loadu_ps(qh.add(8 * c)),
+                                _mm256_loadu_ps(k.add(8 * c)),
+                                t,
+                            );
+                        }
+                        t
+                    };
+                    let row = scores.as_mut_ptr().add(h * kl);
+                    let mut j = from;
+                    while j + 8 <= to {
+                        let t: [__m256; 8] = std::array::from_fn(|i| dot(j + i));
+                        _mm256_storeu_ps(row.add(j), _mm256_mul_ps(sums(t), scale_v));
+                        j += 8;
+                    }
+                    for j in j..to {
+                        *row.add(j) = super::super::avx2::hsum(dot(j)) * scale;
+                    }
+                }
+            }
+            super::super::softmax_rows(&mut scores, kl);
+            out.fill(0.0);
+            for from in (0..kl).step_by(block) {
+                let to = (from + block).min(kl);
+                for col in (0..hd).step_by(32) {
+                    let mut h = 0;
+                    while h < group {
+                        let n = (group - h).min(HEADS);
+                        let at = |i: usize, c: usize| (h + i) * hd + col + 8 * c;
+                        let mut acc = [[_mm256_setzero_ps(); 4]; HEADS];
+                        for (i, acc) in acc.iter_mut().enumerate().take(n) {
+                            for (c, a) in acc.iter_mut().enumerate() {
+                                *a = _mm256_loadu_ps(out.as_ptr().add(at(i, c)));
+                            }
+                        }
+                        for j in from..to {
+                            let v = kv.add(j * keys.stride + keys.values + col);
+                            let vj: [__m256; 4] =
+                                std::array::from_fn(|c| _mm256_loadu_ps(v.add(8 * c)));
+                            for (i, acc) in acc.iter_mut().enumerate().take(n) {
+                                let p = _mm256_set1_ps(*scores.get_unchecked((h + i) * kl + j));
+                                for c in 0..4 {
+                                    acc[c] = _mm256_fmadd_ps(p, vj[c], acc[c]);
+                                }
+                            }
+                        }
+                        for (i, acc) in acc.iter().enumerate().take(n) {
+                            for (c, &a) in acc.iter().enumerate() {
+                                _mm256_storeu_ps(out.as_mut_ptr().add(at(i, c)), a);
+                            }
+                        }
+                        h += n;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The lane sums of 8 vectors, as one vector (element i: the sum of `t[i]`): pairs added
+    /// within 128-bit halves twice, then the two halves added.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn sums(t: [__m256; 8]) -> __m256 {
+        let a: [__m256; 4] = std::array::from_fn(|i| _mm256_hadd_ps(t[2 * i], t[2 * i + 1]));
+        // Per half k of b[i]: that half's sums of t[4i..4i + 4].
+        let b0 = _mm256_hadd_ps(a[0], a[1]);
+        let b1 = _mm256_hadd_ps(a[2], a[3]);
+        _mm256_add_ps(
+            _mm256_permute2f128_ps::<0x20>(b0, b1),
+            _mm256_permute2f128_ps::<0x31>(b0, b1),
         )
     }
 }
