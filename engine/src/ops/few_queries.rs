@@ -77,6 +77,21 @@ struct Keys {
     values: usize,
 }
 
+impl Keys {
+    /// The query heads `q` holds, once it is checked that `q` and `out` hold the same whole
+    /// heads and `kv` every key and its values (what the vector paths' pointer reads rely on).
+    fn heads_checked(self, q: &[f32], kv: &[f32], out: &[f32]) -> usize {
+        let hd = self.head_dim;
+        assert!(
+            q.len().is_multiple_of(hd)
+                && out.len() == q.len()
+                && self.count > 0
+                && kv.len() >= (self.count - 1) * self.stride + self.values + hd
+        );
+        q.len() / hd
+    }
+}
+
 /// The query heads in `q` (`keys.head_dim` values each, side by side) attending to `keys` of
 /// `kv`, into `out` (the same layout).
 fn group_row(q: &[f32], kv: &[f32], keys: Keys, scale: f32, out: &mut [f32]) {
@@ -187,16 +202,14 @@ mod avx512 {
         out: &mut [f32],
     ) {
         let hd = 16 * C;
-        let group = q.len() / hd;
+        assert_eq!(keys.head_dim, hd);
+        let group = keys.heads_checked(q, kv, out);
         let kl = keys.count;
-        assert!(
-            out.len() == q.len() && kl > 0 && kv.len() >= (kl - 1) * keys.stride + keys.values + hd
-        );
         let mut scores = vec![0f32; group * kl];
         let kv = kv.as_ptr();
         let scale = _mm512_set1_ps(scale);
         // SAFETY (both phases): key j's values lie at kv[j * stride..][..hd] and its values
-        // `values` further, inside `kv` (the assertion); heads and scores stay in their slices.
+        // `values` further, inside `kv` (`heads_checked`); heads and scores stay in their slices.
         unsafe {
             for h in 0..group {
                 let qh: [__m512; C] =
@@ -306,18 +319,13 @@ mod avx2 {
         out: &mut [f32],
     ) {
         let hd = 8 * C;
-        let group = q.len() / hd;
+        assert!(C.is_multiple_of(4) && keys.head_dim == hd);
+        let group = keys.heads_checked(q, kv, out);
         let kl = keys.count;
-        assert!(
-            C.is_multiple_of(4)
-                && out.len() == q.len()
-                && kl > 0
-                && kv.len() >= (kl - 1) * keys.stride + keys.values + hd
-        );
         let mut scores = vec![0f32; group * kl];
         let kv = kv.as_ptr();
         // SAFETY (both phases): key j lies at kv[j * stride..][..hd] and its values `values`
-        // further, inside `kv` (the assertion); heads and scores stay in their slices.
+        // further, inside `kv` (`heads_checked`); heads and scores stay in their slices.
         // Keys a block: the group's heads take a block's keys (or values) in turn while they
         // are in L1, instead of each head reading every key from L2 or beyond.
         let block = (BLOCK_FLOATS / hd).max(8);
