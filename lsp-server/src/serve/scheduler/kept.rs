@@ -31,8 +31,10 @@ pub fn key(work: &Work) -> &str {
 /// The kept caches, oldest first, each with the key of the job that left it.
 pub struct KeptCaches {
     kept: Vec<(String, KvCache)>,
-    /// Bytes of keys, values and the text they are matched on that may be kept.
+    /// Bytes of keys, values and the text they are matched on that may be kept...
     budget: usize,
+    /// ...and that are: the kept caches' footprints summed.
+    bytes: usize,
 }
 
 /// What one kept cache holds in memory: its keys and values, and the text it is matched on.
@@ -46,6 +48,7 @@ impl KeptCaches {
         KeptCaches {
             kept: Vec::new(),
             budget,
+            bytes: 0,
         }
     }
 
@@ -65,7 +68,10 @@ impl KeptCaches {
             .map(|at| (shared(&self.kept[at].0), at))
             .max()
             .filter(|&(shared, _)| shared > 0 && 2 * shared >= key.len());
-        let taken = best.map(|(_, at)| self.kept.remove(at).1);
+        let taken = best.map(|(_, at)| {
+            self.bytes -= footprint(&self.kept[at]);
+            self.kept.remove(at).1
+        });
         metrics.cache_start(taken.is_some());
         self.report(metrics);
         taken.unwrap_or_default()
@@ -75,11 +81,12 @@ impl KeptCaches {
     /// past [`KEPT_CACHES`] or the budget (the newest too, when it alone is over).
     pub fn keep(&mut self, key: &str, cache: KvCache, metrics: &Metrics) {
         if !cache.is_empty() {
-            self.kept.push((key.to_string(), cache));
-            let mut over = self.kept.len().saturating_sub(KEPT_CACHES);
-            let mut bytes: usize = self.kept[over..].iter().map(footprint).sum();
-            while bytes > self.budget {
-                bytes -= footprint(&self.kept[over]);
+            let kept = (key.to_string(), cache);
+            self.bytes += footprint(&kept);
+            self.kept.push(kept);
+            let mut over = 0;
+            while self.kept.len() - over > KEPT_CACHES || self.bytes > self.budget {
+                self.bytes -= footprint(&self.kept[over]);
                 over += 1;
             }
             self.kept.drain(..over);
@@ -89,9 +96,7 @@ impl KeptCaches {
 
     fn report(&self, metrics: &Metrics) {
         metrics.kept_caches.set(self.kept.len() as i64);
-        metrics
-            .kept_bytes
-            .set(self.kept.iter().map(footprint).sum::<usize>() as i64);
+        metrics.kept_bytes.set(self.bytes as i64);
     }
 
     #[cfg(test)]
