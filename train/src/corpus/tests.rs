@@ -609,3 +609,45 @@ fn crate_patterns_ignore_case_and_separator_style() {
     assert_eq!(holdout_family("regex-automata"), "regex");
     assert_eq!(holdout_family("syn"), "syn");
 }
+
+#[test]
+fn held_out_crates_are_refused_whatever_the_options_say() {
+    let source = TempDir::new().unwrap();
+    let s = source.path();
+    for (name, version) in [
+        ("chrono", "0.4.19"),
+        ("chrono", "0.4.41"),
+        ("csv_core", "0.1.12"),
+        ("chrono-tz", "0.10.0"),
+        ("serde", "1.0.0"),
+    ] {
+        let tag = format!("{}_{}", name.replace('-', "_"), version.replace('.', "_"));
+        add_crate(
+            s,
+            name,
+            version,
+            Some("MIT OR Apache-2.0"),
+            &[("src/lib.rs", &code(&tag))],
+        );
+    }
+    let out = TempDir::new().unwrap();
+    // Empty exclusion lists cannot let a held-out crate back in.
+    let options = CorpusOptions {
+        excluded_crates: Vec::new(),
+        generated_crates: Vec::new(),
+        ..options(s)
+    };
+    let manifest = build(&options, out.path()).unwrap();
+    assert_eq!(kept(&manifest), ["chrono-tz 0.10.0", "serde 1.0.0"]);
+    assert_eq!(
+        dropped(&manifest),
+        [
+            "chrono 0.4.19 HeldOut",
+            "chrono 0.4.41 HeldOut",
+            "csv_core 0.1.12 HeldOut"
+        ]
+    );
+    let train = records(out.path(), TRAIN_FILE);
+    assert!(train.iter().all(|r| !is_held_out(&r.krate)));
+    assert!(is_held_out("Quick_XML") && !is_held_out("csv-sniffer"));
+}
