@@ -1,4 +1,4 @@
-//! Next-edit evaluation over Zed's own cases (read in place from the shared benchmarks): every
+//! Next-edit evaluation over Zed's own cases (read in place from `benchmarks/`): every
 //! case reads as Zed's parser reads it, writes back to the same case, scores its own expected
 //! patches perfectly and no edit at zero; the baselines, a resumable run, completions files and
 //! cases built from two versions of a tree.
@@ -13,17 +13,12 @@ use redraft_eval::next_edit::run::{evaluate, read_completions};
 use redraft_eval::next_edit::score::{score, Counts};
 use redraft_eval::next_edit::{Baseline, NextEditSource};
 
-/// Zed's cases, read in place: $REDRAFT_BENCHMARKS/zed-next-edit, else
-/// ../shared/benchmarks/zed-next-edit next to the repository (as the other eval tests find
-/// their benchmark data).
+/// Zed's cases, read in place from the repository's `benchmarks/zed-next-edit`.
 fn zed_dir() -> PathBuf {
-    let root = std::env::var_os("REDRAFT_BENCHMARKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| support::repo().join("../shared/benchmarks"));
-    let dir = root.join("zed-next-edit");
+    let dir = support::benchmarks().join("zed-next-edit");
     assert!(
         dir.join("zed--change-match-arm.md").is_file(),
-        "Zed's next-edit cases not found in {}: set REDRAFT_BENCHMARKS to the shared benchmarks directory",
+        "Zed's next-edit cases not found in {}: restore them with `git checkout -- benchmarks`",
         dir.display()
     );
     dir

@@ -26,7 +26,8 @@
 //!
 //! Prompts: the eval's Rust single-line cuts (`target/benchmarks/RustSingleLine.jsonl.gz`,
 //! built by `redraft bench build humanevalpack-rust --sets single-line`) when present, else
-//! single-line cuts made here from HumanEvalPack-Rust's solutions (`../shared/benchmarks`).
+//! single-line cuts made here from HumanEvalPack-Rust's solutions
+//! (`benchmarks/humanevalpack-rust`).
 //! Run by `cargo test` (without `--bench`) it is a two-second smoke run that writes nothing.
 
 #[allow(dead_code)]
@@ -127,15 +128,9 @@ fn cuts(options: &Options) -> (Vec<Cut>, String) {
             .into_iter()
             .map(|t| (t.prompt, t.canonical_solution, t.suffix))
             .collect();
-        let shown = file
-            .strip_prefix(repo())
-            .map_or_else(|_| file.display().to_string(), |p| p.display().to_string());
-        return (cuts, format!("`{shown}`"));
+        return (cuts, format!("`{}`", shown(&file)));
     }
-    let benchmarks = std::env::var_os("REDRAFT_BENCHMARKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/benchmarks"));
-    let file = benchmarks.join("humanevalpack-rust/humanevalpack.jsonl");
+    let file = repo().join("benchmarks/humanevalpack-rust/humanevalpack.jsonl");
     let text = std::fs::read_to_string(&file)
         .unwrap_or_else(|e| panic!("no FIM tasks: {} ({e}); pass --tasks", file.display()));
     let mut cuts = Vec::new();
@@ -163,7 +158,13 @@ fn cuts(options: &Options) -> (Vec<Cut>, String) {
             at += line.len();
         }
     }
-    (cuts, format!("single-line cuts of {}", file.display()))
+    (cuts, format!("single-line cuts of `{}`", shown(&file)))
+}
+
+/// A path as the report shows it: relative to the repository when it is inside it.
+fn shown(file: &Path) -> String {
+    file.strip_prefix(repo())
+        .map_or_else(|_| file.display().to_string(), |p| p.display().to_string())
 }
 
 struct Setting {

@@ -25,10 +25,11 @@ pub struct Args {
     /// Cut match-scored tasks from the Rust sources under this directory instead.
     #[arg(long, conflicts_with = "source")]
     from_dir: Option<PathBuf>,
-    /// The solutions (humanevalpack-rust).
+    /// The solutions (humanevalpack-rust). The default is the copy kept in the repository, a
+    /// path relative to the current directory: run from the repository root, or pass --input.
     #[arg(
         long,
-        default_value = "../shared/benchmarks/humanevalpack-rust/humanevalpack.jsonl"
+        default_value = "benchmarks/humanevalpack-rust/humanevalpack.jsonl"
     )]
     input: PathBuf,
     /// Output: a directory for humanevalpack-rust (one file per set, plus build.json); a
@@ -100,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<Kind>>>()?;
     if !args.input.is_file() {
         bail!(
-            "{} not found: pass --input with HumanEvalPack's Rust humanevalpack.jsonl (or any JSONL of Rust solutions with tests)",
+            "{} not found: run from the repository root (its benchmarks/ holds the default), or pass --input with HumanEvalPack's Rust humanevalpack.jsonl (or any JSONL of Rust solutions with tests)",
             args.input.display()
         );
     }

@@ -46,8 +46,8 @@ pub struct Args {
     #[arg(long, required_unless_present = "next_edit")]
     tasks: Option<PathBuf>,
     /// Score next-edit suggestions on these cases instead of fill-in-the-middle tasks: a
-    /// directory of Zed-format `.md` cases (e.g. ../shared/benchmarks/zed-next-edit) or one
-    /// case file. With --from-dirs, the directory the built cases are written to.
+    /// directory of Zed-format `.md` cases (e.g. the repository's benchmarks/zed-next-edit) or
+    /// one case file. With --from-dirs, the directory the built cases are written to.
     #[arg(
         long,
         value_name = "CASES",

@@ -192,7 +192,7 @@ fn build(dir: &Path, old: &Path, new: &Path, args: &NextEditArgs) -> anyhow::Res
     Ok(())
 }
 
-/// `../shared/benchmarks/zed-next-edit` -> `zed-next-edit`; `x/case.md` -> `case`.
+/// `benchmarks/zed-next-edit` -> `zed-next-edit`; `x/case.md` -> `case`.
 fn case_set_stem(path: &Path) -> String {
     let name = path
         .file_name()

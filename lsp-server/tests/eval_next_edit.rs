@@ -1,7 +1,7 @@
 //! `redraft eval --next-edit` end to end through the real binary, on Zed's cases (read in place
-//! from the shared benchmarks): a baseline run whose summary is what the scorer says case by
-//! case, resumed and refused into by another source; a completions file scored the same way;
-//! cases built from two trees and scored.
+//! from the repository's `benchmarks/`): a baseline run whose summary is what the scorer says
+//! case by case, resumed and refused into by another source; a completions file scored the same
+//! way; cases built from two trees and scored.
 
 mod cli;
 
@@ -19,7 +19,7 @@ fn zed_cases() -> PathBuf {
     let dir = benchmarks().join("zed-next-edit");
     assert!(
         dir.is_dir(),
-        "Zed's next-edit cases not found in {}: set REDRAFT_BENCHMARKS",
+        "Zed's next-edit cases not found in {}: restore them with `git checkout -- benchmarks`",
         dir.display()
     );
     dir

@@ -1,4 +1,4 @@
-//! What the eval tests share: the repository, the shared benchmark data and the Rust crates
+//! What the eval tests share: the repository, its benchmark data and the Rust crates
 //! programs link against (built by scripts/setup-eval on first use, as a fresh clone needs).
 #![allow(dead_code)] // each test binary uses its own part
 
@@ -16,15 +16,12 @@ pub fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// The benchmark data (read in place): $REDRAFT_BENCHMARKS, else ../shared/benchmarks next
-/// to the repository.
+/// The benchmark data kept in the repository (`benchmarks/`), read in place.
 pub fn benchmarks() -> PathBuf {
-    let dir = std::env::var_os("REDRAFT_BENCHMARKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/benchmarks"));
+    let dir = repo().join("benchmarks");
     assert!(
         dir.join("humanevalpack-rust/humanevalpack.jsonl").is_file(),
-        "benchmark data not found in {}: set REDRAFT_BENCHMARKS to the shared benchmarks directory",
+        "benchmark data not found in {}: it is part of the repository, restore it with `git checkout -- benchmarks`",
         dir.display()
     );
     dir

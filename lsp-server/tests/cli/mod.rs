@@ -1,4 +1,4 @@
-//! What the command-line tests share: the repository root, the shared benchmark data, and
+//! What the command-line tests share: the repository root, its benchmark data, and
 //! running the real `redraft` binary with arguments (and standard input, or from the root).
 #![allow(dead_code)] // each test binary uses its own part of this
 
@@ -10,14 +10,12 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The benchmark data: $REDRAFT_BENCHMARKS, else ../shared/benchmarks next to the repository.
+/// The benchmark data kept in the repository (`benchmarks/`).
 pub fn benchmarks() -> PathBuf {
-    let dir = std::env::var_os("REDRAFT_BENCHMARKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/benchmarks"));
+    let dir = repo().join("benchmarks");
     assert!(
         dir.is_dir(),
-        "benchmark data not found in {}: set REDRAFT_BENCHMARKS",
+        "benchmark data not found in {}: it is part of the repository, restore it with `git checkout -- benchmarks`",
         dir.display()
     );
     dir
