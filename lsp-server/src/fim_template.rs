@@ -2,9 +2,10 @@
 //! autoregressive FIM server expects (the remote backends, `crate::backend`), [`split`] reads
 //! one back into prefix and suffix (`redraft serve`). Clients written for autoregressive FIM
 //! models send the prefix and the suffix already wrapped in the model family's FIM tokens (Zed's
-//! OpenAI-compatible and Ollama providers always do, and send no `suffix` field: PROTOCOLS.md
-//! §1.2-1.4). A masked-diffusion model needs neither the tokens nor their order, only the two
-//! texts, so the server splits the prompt back, whatever the served model's own tokens are.
+//! OpenAI-compatible and Ollama providers always do, and send no `suffix` field: Zed's
+//! `crates/edit_prediction/src/{open_ai_compatible,ollama,fim}.rs`). A masked-diffusion model
+//! needs neither the tokens nor their order, only the two texts, so the server splits the prompt
+//! back, whatever the served model's own tokens are.
 //!
 //! Recognised (the templates of Zed's `fim.rs`, Continue's and the models' own cards):
 //! - Qwen / CodeGemma: `<|fim_prefix|>P<|fim_suffix|>S<|fim_middle|>`, with Qwen's repo-level

@@ -42,9 +42,9 @@ use scheduler::{LoopConfig, Scheduler};
 
 /// The served model's id when no `--model` is given.
 pub const DEFAULT_MODEL_ID: &str = "redraft-default";
-/// Extra names the model answers to, so Zed infers a prompt format from them (PROTOCOLS.md
-/// §1.4: the part before the first `:` is matched exactly): Qwen's FIM template, and Sweep's
-/// next-edit layout.
+/// Extra names the model answers to, so Zed infers a prompt format from them (Zed's
+/// `crates/edit_prediction/src/fim.rs`: the part before the first `:` is matched exactly):
+/// Qwen's FIM template, and Sweep's next-edit layout.
 pub const ALIASES: &[&str] = &["qwen2.5-coder:redraft", "sweep-next-edit:redraft"];
 
 #[derive(clap::Args)]

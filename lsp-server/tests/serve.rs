@@ -1,7 +1,7 @@
 //! `redraft serve` end to end: the real binary on a free loopback port, on the embedded default
 //! model, driven with the requests real clients send (Zed's OpenAI-compatible and Ollama
 //! providers with their FIM templates and stop lists, Zed's Sweep and Zeta next-edit prompts,
-//! Inception's Mercury shapes; PROTOCOLS.md) and with what broken or hostile clients send.
+//! Inception's Mercury shapes) and with what broken or hostile clients send.
 //! `client` is the process and a small HTTP/1.1 client over raw TCP.
 
 #[path = "serve/batching.rs"]
@@ -31,7 +31,7 @@ pub fn qwen_prompt() -> String {
     format!("<|fim_prefix|>{PREFIX}<|fim_suffix|>{SUFFIX}<|fim_middle|>")
 }
 
-/// Zed's Qwen stop list (PROTOCOLS.md §1.4).
+/// Zed's Qwen stop list (`crates/edit_prediction/src/fim.rs` in zed-industries/zed).
 pub fn qwen_stops() -> Value {
     json!([
         "<|endoftext|>",

@@ -1,6 +1,8 @@
-//! Next-edit prompts as clients lay them out (PROTOCOLS.md §1.5, §1.7, §2), read back into a
-//! document, a cursor, an editable region and the recent edits, and the answer written in the
-//! layout the client parses:
+//! Next-edit prompts as clients lay them out (Zed's edit-prediction prompts, `crates/zeta_prompt`
+//! and `crates/edit_prediction` in <https://github.com/zed-industries/zed>, and Inception's Mercury
+//! edit API, <https://docs.inceptionlabs.ai/capabilities/next-edit>), read back into a document, a
+//! cursor, an editable region and the recent edits, and the answer written in the layout the
+//! client parses:
 //!
 //! - **Sweep** (Zed's `sweep_prompt.rs`, a model name containing `sweep-next-edit`):
 //!   `<|file_sep|>path` blocks: related files, up to three `{path}.diff` blocks with
@@ -350,7 +352,7 @@ mod tests {
         );
     }
 
-    /// PROTOCOLS.md §1.5's Seed-Coder layout: suffix first.
+    /// Zeta 2's Seed-Coder layout (Zed's `crates/zeta_prompt/src/zeta_prompt.rs`): suffix first.
     #[test]
     fn zeta_with_seed_coder_tokens() {
         let prompt = format!(

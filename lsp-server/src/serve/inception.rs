@@ -1,7 +1,9 @@
-//! Inception's Mercury API shapes (PROTOCOLS.md §2): `POST /v1/fim/completions` (`prompt`,
-//! `suffix`, `max_tokens`, `stop`, `stream`; `usage` with Inception's extra counts) and `POST
-//! /v1/edit/completions` (one user message holding the tagged next-edit prompt; the answer is
-//! the rewritten `code_to_edit` region without tags, `object: "edit.completion"`).
+//! Inception's Mercury API shapes (its OpenAPI description,
+//! <https://api.inceptionlabs.ai/openapi.json>, and its next-edit docs,
+//! <https://docs.inceptionlabs.ai/capabilities/next-edit>): `POST /v1/fim/completions`
+//! (`prompt`, `suffix`, `max_tokens`, `stop`, `stream`; `usage` with Inception's extra counts)
+//! and `POST /v1/edit/completions` (one user message holding the tagged next-edit prompt; the
+//! answer is the rewritten `code_to_edit` region without tags, `object: "edit.completion"`).
 //!
 //! `diffusing: true` with `stream: true` shows the diffusion: every denoising step's full draft
 //! is an event that replaces the previous one (`diffusion_meta.diffusion_content: true`, with

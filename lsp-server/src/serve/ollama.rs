@@ -1,4 +1,5 @@
-//! Ollama's API, as Zed's `ollama` provider calls it (PROTOCOLS.md §1.3, §6): `POST
+//! Ollama's API (<https://github.com/ollama/ollama/blob/main/docs/api.md>), as Zed's `ollama`
+//! provider calls it (`crates/edit_prediction/src/ollama.rs` in zed-industries/zed): `POST
 //! /api/generate` (a `raw` prompt with FIM tokens, or `prompt` + `suffix`; `options.num_predict`,
 //! `options.stop`, `options.temperature`; `stream` true by default, as in Ollama: NDJSON lines
 //! ending with one that has `done: true`), `GET /api/tags` (Zed's model picker keeps the names

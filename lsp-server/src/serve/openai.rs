@@ -1,5 +1,7 @@
 //! OpenAI's legacy completions API, as Zed's `open_ai_compatible_api` provider and other FIM
-//! clients call it (PROTOCOLS.md §1.2, §6): `POST /v1/completions` and `GET /v1/models`.
+//! clients call it (`crates/edit_prediction/src/open_ai_compatible.rs` in zed-industries/zed;
+//! the request fields of openai-python's `completion_create_params.py`): `POST /v1/completions`
+//! and `GET /v1/models`.
 //!
 //! A prompt in one of Zed's next-edit layouts (Sweep, Zeta 2) is a next-edit request and is
 //! answered in that layout; any other prompt is FIM, split out of its template when it carries

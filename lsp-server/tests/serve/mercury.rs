@@ -1,6 +1,6 @@
-//! Inception's Mercury shapes (PROTOCOLS.md §2): `/v1/fim/completions` with its usage fields and
-//! the `diffusing` stream, `/v1/edit/completions` with the tagged edit message Zed's
-//! `mercury.rs` builds.
+//! Inception's Mercury shapes (<https://api.inceptionlabs.ai/openapi.json>):
+//! `/v1/fim/completions` with its usage fields and the `diffusing` stream,
+//! `/v1/edit/completions` with the tagged edit message Zed's `mercury.rs` builds.
 
 use serde_json::{json, Value};
 

@@ -1,5 +1,5 @@
-//! Zed's requests, exactly as its providers build them (PROTOCOLS.md §1.2-1.5), and the checks
-//! its parsers make on the answers.
+//! Zed's requests, exactly as its edit-prediction providers build them (`crates/edit_prediction`
+//! in <https://github.com/zed-industries/zed>), and the checks its parsers make on the answers.
 
 use serde_json::{json, Value};
 
