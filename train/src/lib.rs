@@ -5,4 +5,5 @@
 
 pub mod corpus;
 pub mod edits;
+pub mod pack;
 pub mod train;

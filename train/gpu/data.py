@@ -1,0 +1,403 @@
+"""Training batches from the pack that `scripts/build-pack` writes (pre-tokenized by the Rust side).
+
+The pack (`meta.json` names every file; a file may be stored `.xz`-compressed):
+- `tokenizer.json`, the byte-level BPE the engine ships with the model;
+- `train.tokens` / `valid.tokens`: little-endian uint16 ids of every file of a split, each file
+  followed by `<|file_sep|>`; `train.offsets` / `valid.offsets`: uint64 start of each file, plus
+  the end;
+- `edits-train.tokens` / `edits-valid.tokens` + `.index` (uint32 rows: start, length, canvas
+  start, canvas length): next-edit sequences laid out by the engine's own code
+  (`train/src/train/examples/edit.rs`), the canvas holding the new region then EOS.
+
+A sequence of `seq_len` tokens is one of three kinds, each scored by its own mean cross-entropy
+over masked positions and mixed with fixed weights (so a 20-slot canvas weighs what it should
+against 500 masked plain tokens):
+- plain: a window of the token stream (files packed back to back), every position maskable;
+- fim: fill-in-the-middle examples laid out exactly as the engine lays out a request for a
+  bidirectional model (`Engine::canvas`, `FimLayout::Infill`): `prefix [canvas] suffix`, the
+  prefix, middle and suffix tokenized separately, the canvas being the middle then EOS up to its
+  length, the context fitted by the engine's `fit_context` rule. `train/tests/gpu_trainer.rs`
+  checks this layout against the engine token for token. The rest of a sequence after the
+  examples is unmasked context from the stream;
+- edit: next-edit sequences from the pack, then unmasked stream context.
+
+Masking follows MDLM: one rate `t` per sequence, stratified over the batch, each maskable position
+masked with probability `t` (at least one). Batch `s` is a pure function of (seed, s), so a resumed
+run sees the batches an unbroken one would.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+SPAN_KINDS = ("line_rest", "lines", "block", "random")
+SPAN_WEIGHTS = (0.4, 0.25, 0.15, 0.2)
+KINDS = ("plain", "fim", "edit")
+
+
+def read_array(pack: Path, name: str, dtype) -> np.ndarray:
+    path = pack / name
+    if path.exists():
+        return np.fromfile(path, dtype=dtype)
+    xz = pack / (name + ".xz")
+    if xz.exists():
+        with lzma.open(xz) as f:
+            return np.frombuffer(f.read(), dtype=dtype)
+    raise FileNotFoundError(f"{path} (or {xz.name}) is missing: build the pack with scripts/build-pack")
+
+
+@dataclass
+class Split:
+    tokens: np.ndarray  # uint16
+    offsets: np.ndarray  # uint64, files + 1
+    edit_tokens: np.ndarray | None = None
+    edit_index: np.ndarray | None = None  # [n, 4] uint32
+
+    def files(self) -> int:
+        return len(self.offsets) - 1
+
+
+class Pack:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.meta = json.loads((self.path / "meta.json").read_text())
+        self.vocab_size = int(self.meta["vocab_size"])
+        self.mask_id = int(self.meta["mask_id"])
+        self.eos_id = int(self.meta["eos_id"])
+        self.file_sep_id = int(self.meta["file_sep_id"])
+        self.splits = {name: self._split(name) for name in ("train", "valid")}
+
+    def _split(self, name: str) -> Split:
+        tokens = read_array(self.path, f"{name}.tokens", "<u2")
+        offsets = read_array(self.path, f"{name}.offsets", "<u8")
+        split = Split(tokens, offsets)
+        if (self.path / f"edits-{name}.index").exists() or (self.path / f"edits-{name}.index.xz").exists():
+            split.edit_tokens = read_array(self.path, f"edits-{name}.tokens", "<u2")
+            split.edit_index = read_array(self.path, f"edits-{name}.index", "<u4").reshape(-1, 4)
+        return split
+
+    def tokenizer(self):
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(self.path / "tokenizer.json"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The engine's FIM layout (engine/src/engine.rs, `Engine::canvas_of_length` with `FimLayout::Infill`)
+
+
+def fit_context(prefix: int, suffix: int, budget: int) -> tuple[int, int]:
+    """Tokens kept on each side: all when they fit, else the prefix gets 3/4 of the budget."""
+    if prefix + suffix <= budget:
+        return prefix, suffix
+    prefix_share = budget * 3 // 4
+    keep_suffix = min(suffix, budget - min(prefix_share, prefix))
+    return min(prefix, budget - keep_suffix), keep_suffix
+
+
+def fim_layout(
+    prefix: list[int],
+    middle: list[int],
+    suffix: list[int],
+    canvas_len: int,
+    budget: int,
+    eos_id: int,
+    max_prefix: int | None = None,
+    max_suffix: int | None = None,
+) -> tuple[list[int], int]:
+    """`prefix [canvas] suffix` with the canvas holding `middle` then EOS: the clean tokens and
+    where the canvas starts. `budget` is the positions left for context (the engine's
+    `max_position_embeddings - canvas`)."""
+    assert len(middle) < canvas_len, "a canvas holds its middle and at least one EOS"
+    p = len(prefix) if max_prefix is None else min(len(prefix), max_prefix)
+    s = len(suffix) if max_suffix is None else min(len(suffix), max_suffix)
+    keep_p, keep_s = fit_context(p, s, budget)
+    kept_prefix = prefix[len(prefix) - keep_p :]
+    canvas = list(middle) + [eos_id] * (canvas_len - len(middle))
+    return kept_prefix + canvas + list(suffix[:keep_s]), len(kept_prefix)
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the middle is (a port of `choose_span` in train/src/train/examples.rs)
+
+
+def _line_bounds(text: str, at: int) -> tuple[int, int]:
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    return start, (len(text) if end < 0 else end)
+
+
+def bracket_block(text: str, start: int, search: int = 2048, limit: int = 8192) -> tuple[int, int] | None:
+    """The first `{`, `(` or `[` at or after `start` and its matching closer: a scanner that skips
+    strings, comments and char literals, not a parser."""
+    window = text[start : start + search]
+    rel = min((i for i in (window.find("{"), window.find("("), window.find("[")) if i >= 0), default=-1)
+    if rel < 0:
+        return None
+    open_at = start + rel
+    closers = {"{": "}", "(": ")", "[": "]"}
+    stack = [closers[text[open_at]]]
+    i, end = open_at + 1, min(len(text), open_at + limit)
+    while i < end:
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < end and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif text.startswith("//", i):
+            nl = text.find("\n", i)
+            i = end if nl < 0 else nl
+        elif text.startswith("/*", i):
+            close = text.find("*/", i + 2)
+            i = end if close < 0 else close + 1
+        elif c == "'":
+            close = text.find("'", i + 1, i + 4)
+            if close > 0 and (close == i + 2 or text[i + 1] == "\\"):
+                i = close
+        elif c in closers:
+            stack.append(closers[c])
+        elif c in ")]}":
+            if stack.pop() != c:
+                return None
+            if not stack:
+                return open_at, i
+        i += 1
+    return None
+
+
+def choose_span(text: str, kind: str, rng: np.random.Generator) -> tuple[int, int] | None:
+    if not text:
+        return None
+    at = int(rng.integers(0, len(text)))
+    line_start, line_end = _line_bounds(text, at)
+    line = text[line_start:line_end]
+    indent_end = line_start + len(line) - len(line.lstrip())
+    if kind == "line_rest":
+        choice = int(rng.integers(0, 3))
+        start = line_start if choice == 0 else indent_end if choice == 1 else int(rng.integers(indent_end, line_end + 1))
+        span = (start, line_end)
+    elif kind == "lines":
+        end = line_start
+        lines = int(rng.integers(2, 9))
+        for i in range(lines):
+            nl = text.find("\n", end)
+            if nl < 0:
+                return None
+            end = nl if i + 1 == lines else nl + 1
+        span = (line_start if rng.random() < 0.5 else indent_end, end)
+    elif kind == "block":
+        found = bracket_block(text, at)
+        if found is None:
+            return None
+        open_at, close_at = found
+        span = (open_at + 1, close_at) if rng.random() < 0.5 else (open_at, close_at + 1)
+    else:
+        length = max(1, int(np.exp(rng.uniform(0.0, np.log(200.0)))))
+        span = (at, min(len(text), at + length))
+    return span if text[span[0] : span[1]].strip() else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Batches
+
+
+@dataclass
+class DataConfig:
+    seq_len: int = 1024
+    mix: dict = field(default_factory=lambda: {"plain": 0.5, "fim": 0.4, "edit": 0.1})
+    max_canvas: int = 64
+    t_min: float = 0.05
+    # Context budgets a FIM example is given (its sequence holds as many as fit).
+    fim_budgets: tuple = (192, 448, 960)
+    # A window of this many tokens of a long file is decoded for one FIM example.
+    fim_window: int = 2048
+
+
+@dataclass
+class Batch:
+    inputs: np.ndarray  # int64 [B, T], masked positions hold the mask id
+    targets: np.ndarray  # int64 [B, T], -1 where not scored
+    kinds: np.ndarray  # int8 [B]: index into KINDS
+    t: np.ndarray  # float32 [B]
+
+
+BUCKETS = (4, 8, 16, 32, 64)
+
+
+class BatchMaker:
+    """Batch `step` of `split` for `seed`: deterministic, whatever process makes it."""
+
+    def __init__(self, pack: Pack, split: str, config: DataConfig, seed: int):
+        self.pack = pack
+        self.split = pack.splits[split]
+        self.config = config
+        self.seed = seed
+        self.salt = 0 if split == "train" else 0x5EED
+        self.tokenizer = pack.tokenizer()
+        mix = dict(config.mix)
+        if self.split.edit_index is None or len(self.split.edit_index) == 0:
+            mix["edit"] = 0.0
+        total = sum(mix.values())
+        self.mix = np.array([mix.get(k, 0.0) / total for k in KINDS])
+        lengths = np.diff(self.split.offsets.astype(np.int64))
+        # FIM files: those with some real code, drawn in proportion to their length.
+        self.fim_files = np.nonzero(lengths > 16)[0]
+        weights = lengths[self.fim_files].astype(np.float64)
+        self.fim_cdf = np.cumsum(weights) / weights.sum()
+
+    def batch(self, step: int, size: int) -> Batch:
+        cfg = self.config
+        rng = np.random.default_rng([self.seed, self.salt, step])
+        kinds = rng.choice(len(KINDS), size=size, p=self.mix).astype(np.int8)
+        # Stratified rates: one per sequence, spread evenly over [t_min, 1].
+        t = cfg.t_min + (1 - cfg.t_min) * ((rng.random() + np.arange(size)) / size) % 1.0
+        t = rng.permutation(t).astype(np.float32)
+        inputs = np.empty((size, cfg.seq_len), dtype=np.int64)
+        targets = np.full((size, cfg.seq_len), -1, dtype=np.int64)
+        fim_rows = [r for r in range(size) if KINDS[kinds[r]] == "fim"]
+        fim = self._fim_sequences(rng, len(fim_rows))
+        for r in range(size):
+            kind = KINDS[kinds[r]]
+            if kind == "plain":
+                tokens = self._stream(rng, cfg.seq_len)
+                maskable = np.ones(cfg.seq_len, dtype=bool)
+            else:
+                pieces = fim[fim_rows.index(r)] if kind == "fim" else self._edit_sequence(rng)
+                tokens, maskable = self._fill(rng, pieces)
+            masked = maskable & (rng.random(cfg.seq_len) < t[r])
+            if not masked.any():
+                masked[rng.choice(np.nonzero(maskable)[0])] = True
+            inputs[r] = tokens
+            inputs[r, masked] = self.pack.mask_id
+            targets[r, masked] = tokens[masked]
+        return Batch(inputs, targets, kinds, t)
+
+    def _stream(self, rng, n: int) -> np.ndarray:
+        tokens = self.split.tokens
+        start = int(rng.integers(0, len(tokens) - n))
+        return tokens[start : start + n].astype(np.int64)
+
+    def _fill(self, rng, pieces: list[tuple[list[int], int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Examples `(tokens, canvas_start, canvas_len)` back to back, then stream context."""
+        n = self.config.seq_len
+        tokens = np.empty(n, dtype=np.int64)
+        maskable = np.zeros(n, dtype=bool)
+        at = 0
+        for ids, canvas_start, canvas_len in pieces:
+            tokens[at : at + len(ids)] = ids
+            maskable[at + canvas_start : at + canvas_start + canvas_len] = True
+            at += len(ids)
+        if at < n:
+            rest = self._stream(rng, n - at)
+            rest[0] = self.pack.file_sep_id
+            tokens[at:] = rest
+        return tokens, maskable
+
+    def _edit_sequence(self, rng) -> list[tuple[list[int], int, int]]:
+        index, stream = self.split.edit_index, self.split.edit_tokens
+        pieces, used = [], 0
+        for _ in range(8):
+            start, length, canvas_start, canvas_len = (int(v) for v in index[int(rng.integers(0, len(index)))])
+            if used + length > self.config.seq_len:
+                break
+            pieces.append((stream[start : start + length].astype(np.int64).tolist(), canvas_start, canvas_len))
+            used += length
+            if self.config.seq_len - used < 128:
+                break
+        return pieces
+
+    def _fim_sequences(self, rng, count: int) -> list[list[tuple[list[int], int, int]]]:
+        """`count` sequences of FIM examples. Tokenizing is batched: windows of files are decoded
+        together, middles chosen, then every prefix, middle and suffix encoded together."""
+        cfg = self.config
+        plans = []  # per sequence: list of budgets
+        for _ in range(count):
+            left, budgets = cfg.seq_len, []
+            while True:
+                budget = int(rng.choice(cfg.fim_budgets))
+                if budget + cfg.max_canvas > left:
+                    if not budgets:
+                        budget = left - cfg.max_canvas
+                    else:
+                        break
+                budgets.append(budget)
+                left -= budget + cfg.max_canvas
+                if left < min(cfg.fim_budgets) + cfg.max_canvas:
+                    break
+            plans.append(budgets)
+        jobs = [(s, b) for s, budgets in enumerate(plans) for b in budgets]
+        windows = [self._window(rng) for _ in jobs]
+        texts = self.tokenizer.decode_batch([w[0] for w in windows], skip_special_tokens=False)
+        cuts = []
+        for (ids, at_start, at_end), text in zip(windows, texts):
+            span = None
+            for _ in range(4):
+                kind = SPAN_KINDS[int(rng.choice(len(SPAN_KINDS), p=SPAN_WEIGHTS))]
+                span = choose_span(text, kind, rng)
+                if span is not None:
+                    break
+            if span is None:  # a file with nothing to cut: an empty middle at a random point
+                point = int(rng.integers(0, len(text) + 1))
+                span = (point, point)
+            cuts.append((text, span, at_start, at_end))
+        encoded = self._encode_cuts(cuts)
+        out: list[list[tuple[list[int], int, int]]] = [[] for _ in plans]
+        for (s, budget), (_, _, at_start, at_end), (prefix, middle, suffix) in zip(jobs, cuts, encoded):
+            # A window cut out of a longer file: its edge tokens may differ from the file's own.
+            if not at_start:
+                prefix = prefix[8:]
+            if not at_end:
+                suffix = suffix[:-8]
+            canvas_len = self._canvas_len(rng, len(middle))
+            ids, canvas_start = fim_layout(prefix, middle, suffix, canvas_len, budget, self.pack.eos_id)
+            out[s].append((ids, canvas_start, canvas_len))
+        return out
+
+    def _encode_cuts(self, cuts) -> list[tuple[list[int], list[int], list[int]]]:
+        """Prefix, middle and suffix ids of each cut, separately tokenized as the engine does. A
+        middle longer than a canvas holds is shortened to the text of its first tokens (the
+        suffix then starts there), so every middle ends with EOS in its canvas."""
+        longest = self.config.max_canvas - 1
+        pieces = [piece for text, (a, b), _, _ in cuts for piece in (text[:a], text[a:b], text[b:])]
+        ids = [e.ids for e in self.tokenizer.encode_batch(pieces, add_special_tokens=False)]
+        encoded = [tuple(ids[3 * j : 3 * j + 3]) for j in range(len(cuts))]
+        long = [j for j, (_, middle, _) in enumerate(encoded) if len(middle) > longest]
+        if long:
+            heads = self.tokenizer.decode_batch([encoded[j][1][:longest] for j in long], skip_special_tokens=False)
+            redo = []
+            for j, head in zip(long, heads):
+                text, (a, _), _, _ = cuts[j]
+                if not text.startswith(head, a):  # the cut fell inside a character: drop the middle
+                    head = ""
+                redo += [text[a : a + len(head)], text[a + len(head) :], text[a:]]
+            again = [e.ids for e in self.tokenizer.encode_batch(redo, add_special_tokens=False)]
+            for k, j in enumerate(long):
+                middle, suffix = again[3 * k], again[3 * k + 1]
+                if len(middle) > longest:  # re-encoding merged differently: an empty middle there
+                    middle, suffix = [], again[3 * k + 2]
+                encoded[j] = (encoded[j][0], middle, suffix)
+        return encoded
+
+    def _canvas_len(self, rng, middle: int) -> int:
+        """The canvas a request of this middle would have: the smallest bucket that holds it and
+        one EOS, or any length up to the longest (the context layer's length prior varies)."""
+        top = self.config.max_canvas
+        if rng.random() < 0.5:
+            return next((b for b in BUCKETS if middle + 1 <= b <= top), top)
+        return int(rng.integers(middle + 1, top + 1))
+
+    def _window(self, rng) -> tuple[list[int], bool, bool]:
+        """Token ids of a file, or of a window of a long one, and whether it reaches each end."""
+        f = self.fim_files[int(np.searchsorted(self.fim_cdf, rng.random()))]
+        start, end = int(self.split.offsets[f]), int(self.split.offsets[f + 1]) - 1  # drop file_sep
+        w = self.config.fim_window
+        if end - start <= w:
+            return self.split.tokens[start:end].tolist(), True, True
+        a = int(rng.integers(start, end - w + 1))
+        return self.split.tokens[a : a + w].tolist(), a == start, a + w == end

@@ -1,0 +1,118 @@
+"""A model directory the engine loads: `config.json`, `redraft.json`, `tokenizer.json` and the
+weights as safetensors shards of at most 15 MiB (with `model.safetensors.index.json`), written
+into a fresh folder and swapped in, so a run stopped mid-export still leaves the last one whole.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from model import DiffusionCoder, ModelShape
+
+SHARD_BYTES = 15 * 1024 * 1024
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+DTYPE_NAMES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+
+
+def config_json(shape: ModelShape, pack_meta: dict, dtype: str) -> dict:
+    return {
+        "model_type": "qwen2",
+        "architectures": ["Qwen2ForCausalLM"],
+        "vocab_size": shape.vocab_size,
+        "hidden_size": shape.hidden_size,
+        "intermediate_size": shape.intermediate_size,
+        "num_hidden_layers": shape.num_hidden_layers,
+        "num_attention_heads": shape.num_attention_heads,
+        "num_key_value_heads": shape.num_key_value_heads,
+        "head_dim": shape.head_dim,
+        "max_position_embeddings": shape.max_position_embeddings,
+        "rope_theta": shape.rope_theta,
+        "rms_norm_eps": shape.rms_norm_eps,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "hidden_act": "silu",
+        "use_sliding_window": False,
+        "torch_dtype": DTYPE_NAMES[dtype],
+        "mask_token_id": pack_meta["mask_id"],
+        "eos_token_id": pack_meta["eos_id"],
+        "pad_token_id": pack_meta["eos_id"],
+    }
+
+
+def redraft_json(pack_meta: dict) -> dict:
+    return {
+        "mask_token_id": pack_meta["mask_id"],
+        "eos_token_id": pack_meta["eos_id"],
+        "pad_token_id": pack_meta["eos_id"],
+        "logit_shift": False,
+        "attention": "bidirectional",
+    }
+
+
+def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict) -> None:
+    out = Path(out)
+    fresh = out.with_name(out.name + ".new")
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
+    tensors = {name: p.detach().to("cpu", DTYPES[dtype]).contiguous() for name, p in model.state_dict().items()}
+    shards: list[dict] = [{}]
+    size = 0
+    for name in sorted(tensors):
+        nbytes = tensors[name].numel() * tensors[name].element_size()
+        if shards[-1] and size + nbytes > SHARD_BYTES:
+            shards.append({})
+            size = 0
+        shards[-1][name] = tensors[name]
+        size += nbytes
+    if len(shards) == 1:
+        save_file(shards[0], fresh / "model.safetensors", metadata={"format": "pt"})
+    else:
+        weight_map = {}
+        for i, shard in enumerate(shards):
+            file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+            save_file(shard, fresh / file, metadata={"format": "pt"})
+            weight_map.update({name: file for name in shard})
+        total = sum(t.numel() * t.element_size() for t in tensors.values())
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (fresh / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    (fresh / "config.json").write_text(json.dumps(config_json(model.shape, pack.meta, dtype), indent=2))
+    (fresh / "redraft.json").write_text(json.dumps(redraft_json(pack.meta), indent=2))
+    shutil.copyfile(pack.path / "tokenizer.json", fresh / "tokenizer.json")
+    (fresh / "train_log.json").write_text(json.dumps(log, indent=1))
+    old = out.with_name(out.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        out.rename(old)
+    fresh.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def shape_of(model_dir: Path) -> ModelShape:
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    return ModelShape(
+        vocab_size=cfg["vocab_size"],
+        hidden_size=cfg["hidden_size"],
+        num_hidden_layers=cfg["num_hidden_layers"],
+        num_attention_heads=cfg["num_attention_heads"],
+        num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
+        intermediate_size=cfg["intermediate_size"],
+        max_position_embeddings=cfg["max_position_embeddings"],
+        rope_theta=cfg.get("rope_theta", 10000.0),
+        rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
+    )
+
+
+def load(model_dir: Path) -> DiffusionCoder:
+    """An exported model, in f32, for resuming or checking."""
+    model_dir = Path(model_dir)
+    model = DiffusionCoder(shape_of(model_dir))
+    state = {}
+    for file in sorted(model_dir.glob("*.safetensors")):
+        state.update(load_file(file))
+    model.load_state_dict({k: v.float() for k, v in state.items()})
+    return model

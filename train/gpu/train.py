@@ -1,0 +1,301 @@
+"""Trains redraft's diffusion coder for a wall-clock budget and exports what the engine loads.
+
+    python train/gpu/train.py --pack PACK --out DIR --seconds 420 [--preset default|tiny]
+        [--resume MODEL_DIR] [--batch 256] [--export-every 90] [--no-compile]
+
+The learning rate is keyed to the clock, not to a step count: a short warm-up by steps, flat
+until `--decay-from` of the budget, then linear to zero at its end, so whatever the machine's
+speed, the run ends annealed. The clock starts after torch.compile's warm-up (two steps whose
+updates are kept). Every `--export-every` seconds and at the end the model is evaluated on fixed
+validation batches and exported (`export.py`), so a run stopped early still leaves a model.
+`--resume` starts from an exported model (weights only: a new window is a warm restart).
+
+Speed: bf16 autocast over f32 master weights, flash SDPA (bidirectional), the trunk compiled,
+logits only at masked positions (gathered by indices the data workers compute, so a step never
+waits on the host), Muon for the trunk's matrices and fused AdamW for embeddings, head and norms,
+batches made by worker processes ahead of the GPU. It reports tokens/s and model FLOP utilisation
+(`--peak-tflops`, default the H200's measured bf16 rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from data import KINDS, BatchMaker, DataConfig, Pack  # noqa: E402
+from export import export, load  # noqa: E402
+from model import DiffusionCoder, ModelShape  # noqa: E402
+
+PRESETS = {
+    # ~27M parameters (19M in the trunk): sized for ~7 minutes on one H200 and for a CPU
+    # completion in a few hundred milliseconds at 1k tokens of context (see train/gpu/README.md).
+    "default": dict(shape=ModelShape(), batch=256, seq_len=1024),
+    # For the CPU round trip in CI: seconds per step on 2 cores.
+    "tiny": dict(
+        shape=ModelShape(
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=128,
+            max_position_embeddings=256,
+        ),
+        batch=8,
+        seq_len=256,
+    ),
+}
+KIND_WEIGHTS = {"plain": 0.45, "fim": 0.4, "edit": 0.15}
+
+
+class Batches(torch.utils.data.IterableDataset):
+    """Batches `first, first + 1, ...` of the training split; worker `w` of `W` makes the steps
+    `= w mod W`, and the loader takes workers in turn, so the order is the steps' order."""
+
+    def __init__(self, pack_dir: str, config: DataConfig, seed: int, batch: int, first: int):
+        self.pack_dir, self.config, self.seed, self.batch, self.first = pack_dir, config, seed, batch, first
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        workers, me = (1, 0) if info is None else (info.num_workers, info.id)
+        maker = BatchMaker(Pack(self.pack_dir), "train", self.config, self.seed)
+        step = self.first + me
+        while True:
+            yield to_tensors(maker.batch(step, self.batch))
+            step += workers
+
+
+def to_tensors(batch) -> dict:
+    """The model's input plus, per masked position, its flat index, target and loss weight: each
+    kind's masked positions share its weight so every kind contributes its mean."""
+    flat = np.flatnonzero(batch.targets >= 0)
+    rows = flat // batch.targets.shape[1]
+    kind_of = batch.kinds[rows]
+    weights = np.zeros(len(flat), dtype=np.float32)
+    present = [k for k in range(len(KINDS)) if (kind_of == k).any()]
+    total = sum(KIND_WEIGHTS[KINDS[k]] for k in present)
+    for k in present:
+        sel = kind_of == k
+        weights[sel] = KIND_WEIGHTS[KINDS[k]] / total / sel.sum()
+    return {
+        "inputs": torch.from_numpy(batch.inputs),
+        "index": torch.from_numpy(flat.astype(np.int64)),
+        "targets": torch.from_numpy(batch.targets.reshape(-1)[flat]),
+        "weights": torch.from_numpy(weights),
+        "kind": torch.from_numpy(kind_of.astype(np.int64)),
+    }
+
+
+def masked_logits(model: DiffusionCoder, trunk, inputs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    hidden = trunk(inputs)
+    rows = hidden.reshape(-1, hidden.shape[-1]).index_select(0, index)
+    return model.lm_head(rows).float()
+
+
+def optimizers(model: DiffusionCoder, args, fused: bool):
+    matrices = [p for n, p in model.model.layers.named_parameters() if p.dim() == 2]
+    rest = [p for n, p in model.named_parameters() if not (n.startswith("model.layers.") and p.dim() == 2)]
+    muon = torch.optim.Muon(matrices, lr=args.lr_muon, momentum=0.95, weight_decay=0.0, adjust_lr_fn="original")
+    adam = torch.optim.AdamW(rest, lr=args.lr_adam, betas=(0.9, 0.95), weight_decay=0.0, fused=fused)
+    for group in muon.param_groups + adam.param_groups:
+        group["base_lr"] = group["lr"]
+    return [muon, adam]
+
+
+def lr_factor(step: int, fraction: float, args) -> float:
+    warm = min(1.0, (step + 1) / args.warmup_steps)
+    if fraction <= args.decay_from:
+        return warm
+    return warm * max(0.0, (1.0 - fraction) / (1.0 - args.decay_from))
+
+
+@torch.no_grad()
+def evaluate(model, trunk, batches: list[dict], device, autocast) -> dict:
+    model.eval()
+    sums = {k: [0.0, 0.0, 0] for k in KINDS}  # loss, correct, count
+    for b in batches:
+        with autocast:
+            logits = masked_logits(model, trunk, b["inputs"].to(device), b["index"].to(device))
+        targets, kind = b["targets"].to(device), b["kind"].to(device)
+        loss = F.cross_entropy(logits, targets, reduction="none")
+        correct = (logits.argmax(-1) == targets).float()
+        for k, name in enumerate(KINDS):
+            sel = kind == k
+            n = int(sel.sum())
+            if n:
+                sums[name][0] += float(loss[sel].sum())
+                sums[name][1] += float(correct[sel].sum())
+                sums[name][2] += n
+    model.train()
+    return {
+        name: {"loss": s[0] / s[2], "accuracy": s[1] / s[2], "tokens": s[2]} for name, s in sums.items() if s[2]
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pack", required=True)
+    ap.add_argument("--out", required=True, help="the exported model directory (replaced at each export)")
+    ap.add_argument("--seconds", type=float, required=True, help="training time after the compile warm-up")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="default")
+    ap.add_argument("--batch", type=int)
+    ap.add_argument("--resume", help="an exported model directory to start from")
+    ap.add_argument("--export-every", type=float, default=90.0)
+    ap.add_argument("--eval-batches", type=int, default=8)
+    ap.add_argument("--lr-muon", type=float, default=0.02)
+    ap.add_argument("--lr-adam", type=float, default=3e-3)
+    ap.add_argument("--warmup-steps", type=int, default=40)
+    ap.add_argument("--decay-from", type=float, default=0.55)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=min(12, max(1, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16", help="of the export")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--max-steps", type=int, help="stop after this many steps (tests)")
+    ap.add_argument("--peak-tflops", type=float, default=790.0, help="for the utilisation figure")
+    args = ap.parse_args(argv)
+
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          ("cpu" if args.device == "auto" else args.device))
+    cuda = device.type == "cuda"
+    torch.manual_seed(args.seed)
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    preset = PRESETS[args.preset]
+    pack = Pack(args.pack)
+    if args.resume:
+        model = load(Path(args.resume))
+        shape = model.shape
+    else:
+        shape = ModelShape(**{**preset["shape"].to_dict(), "vocab_size": pack.vocab_size})
+        model = DiffusionCoder(shape)
+    if shape.vocab_size != pack.vocab_size:
+        raise SystemExit(f"the model's vocabulary ({shape.vocab_size}) is not the pack's ({pack.vocab_size})")
+    model.to(device)
+    batch = args.batch or preset["batch"]
+    config = DataConfig(seq_len=shape.max_position_embeddings)
+    trunk = model.model if args.no_compile else torch.compile(model.model)
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=cuda)
+    opts = optimizers(model, args, fused=cuda)
+
+    valid = BatchMaker(pack, "valid", config, seed=1234)
+    eval_batches = [to_tensors(valid.batch(i, min(batch, 32))) for i in range(args.eval_batches)]
+    loader = torch.utils.data.DataLoader(
+        Batches(args.pack, config, args.seed, batch, first=0),
+        batch_size=None,
+        num_workers=args.workers,
+        pin_memory=cuda,
+        prefetch_factor=4 if args.workers else None,
+        persistent_workers=args.workers > 0,
+    )
+    masked_fraction = 0.3  # measured below, per step; this is the planning figure
+    flops = shape.flops_per_token(masked_fraction)
+    log = {
+        "shape": shape.to_dict(),
+        "parameters": shape.parameters(),
+        "batch": batch,
+        "seq_len": config.seq_len,
+        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "torch": torch.__version__,
+        "args": vars(args),
+        "steps": [],
+        "evals": [],
+    }
+    print(f"model: {shape.parameters() / 1e6:.1f}M parameters {shape.to_dict()}; batch {batch} x {config.seq_len}; "
+          f"device {log['device']}", flush=True)
+
+    def step_once(b: dict, step: int, fraction: float) -> torch.Tensor:
+        for opt in opts:
+            for group in opt.param_groups:
+                group["lr"] = group["base_lr"] * lr_factor(step, fraction, args)
+        inputs = b["inputs"].to(device, non_blocking=True)
+        index = b["index"].to(device, non_blocking=True)
+        targets = b["targets"].to(device, non_blocking=True)
+        weights = b["weights"].to(device, non_blocking=True)
+        with autocast:
+            logits = masked_logits(model, trunk, inputs, index)
+        loss = (F.cross_entropy(logits, targets, reduction="none") * weights).sum()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        for opt in opts:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    batches = iter(loader)
+    compile_started = time.time()
+    step = 0
+    for _ in range(2):  # compile warm-up (kept: two small updates at warm-up rates)
+        step_once(next(batches), step, 0.0)
+        step += 1
+    if cuda:
+        torch.cuda.synchronize()
+    log["compile_seconds"] = time.time() - compile_started
+    print(f"warm-up (compile) {log['compile_seconds']:.1f} s", flush=True)
+
+    def do_export(elapsed: float) -> None:
+        report = evaluate(model, trunk, eval_batches, device, autocast)
+        log["evals"].append({"step": step, "seconds": elapsed, "tokens": tokens_seen, **report})
+        export(model, Path(args.out), pack, args.dtype, log)
+        summary = ", ".join(f"{k} {v['loss']:.3f} ({100 * v['accuracy']:.1f}%)" for k, v in report.items())
+        print(f"[{elapsed:6.1f} s] step {step}: validation {summary}; exported to {args.out}", flush=True)
+
+    start = time.time()
+    last_export = start
+    window_start, window_tokens, window_masked = start, 0, 0
+    tokens_seen = 0
+    losses = []
+    while True:
+        elapsed = time.time() - start
+        fraction = elapsed / args.seconds
+        if fraction >= 1.0 or (args.max_steps is not None and step >= args.max_steps):
+            break
+        b = next(batches)
+        losses.append(step_once(b, step, fraction))
+        n = b["inputs"].numel()
+        tokens_seen += n
+        window_tokens += n
+        window_masked += b["index"].numel()
+        step += 1
+        if step % 20 == 0 or step == 3:
+            mean_loss = float(torch.stack(losses).mean())
+            losses.clear()
+            now = time.time()
+            rate = window_tokens / (now - window_start)
+            frac = window_masked / max(1, window_tokens)
+            mfu = rate * shape.flops_per_token(frac) / (args.peak_tflops * 1e12) if cuda else None
+            record = {"step": step, "seconds": round(now - start, 2), "tokens": tokens_seen, "loss": mean_loss,
+                      "tokens_per_s": round(rate), "masked_fraction": round(frac, 3),
+                      "mfu": None if mfu is None else round(mfu, 4), "lr_factor": round(lr_factor(step, fraction, args), 4)}
+            log["steps"].append(record)
+            mfu_text = f", MFU {100 * mfu:.1f}%" if mfu is not None else ""
+            print(f"[{now - start:6.1f} s] step {step}: loss {mean_loss:.4f}, {rate:,.0f} tok/s{mfu_text}", flush=True)
+            window_start, window_tokens, window_masked = now, 0, 0
+        if time.time() - last_export >= args.export_every:
+            do_export(time.time() - start)
+            last_export = time.time()
+    log["train_seconds"] = time.time() - start
+    log["tokens_seen"] = tokens_seen
+    log["tokens_per_s"] = tokens_seen / max(1e-9, log["train_seconds"])
+    log["flops_per_token"] = flops
+    do_export(log["train_seconds"])
+    print(f"done: {step} steps, {tokens_seen:,} tokens in {log['train_seconds']:.0f} s "
+          f"({log['tokens_per_s']:,.0f} tok/s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

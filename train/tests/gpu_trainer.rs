@@ -1,0 +1,309 @@
+//! The GPU trainer (`train/gpu/*.py`, PyTorch) proven on the CPU: a pack built from this
+//! repository's own sources, a few dozen steps of the `tiny` preset, the export loaded by the
+//! engine, the engine's logits against PyTorch's on the exported weights, and the trainer's
+//! fill-in-the-middle layout against the engine's `Engine::canvas`, token for token.
+//!
+//! Needs a Python with PyTorch, tokenizers and safetensors: `$REDRAFT_TORCH_PYTHON`, else the
+//! `.venv-train` that `scripts/setup-torch` makes (the README's test command runs it first).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::Pass;
+use redraft_engine::{Engine, InfillRequest};
+use redraft_train::corpus::CorpusRecord;
+use redraft_train::pack::{self, PackOptions};
+use redraft_train::train::examples::{choose_span, SpanKind};
+use serde_json::{json, Value};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn python() -> PathBuf {
+    if let Some(path) = std::env::var_os("REDRAFT_TORCH_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let venv = repo().join(".venv-train/bin/python");
+    assert!(
+        venv.exists(),
+        "no Python with PyTorch: run scripts/setup-torch (it makes .venv-train) or set REDRAFT_TORCH_PYTHON"
+    );
+    venv
+}
+
+/// Runs `train/gpu/SCRIPT args`, feeding `input` on stdin; its stdout as JSON when asked.
+fn run_python(script: &str, args: &[&str], input: Option<&Value>) -> String {
+    let mut child = Command::new(python())
+        .arg(repo().join("train/gpu").join(script))
+        .args(args)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting python");
+    let mut stdin = child.stdin.take().unwrap();
+    if let Some(input) = input {
+        stdin.write_all(input.to_string().as_bytes()).unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// This repository's Rust sources as a corpus: the engine, suggest and train crates for
+/// training, the context crate for validation.
+fn write_corpus(dir: &Path) -> Vec<String> {
+    let mut valid_texts = Vec::new();
+    for (split, roots) in [
+        ("train", &["engine/src", "suggest/src", "train/src"][..]),
+        ("valid", &["context/src"][..]),
+    ] {
+        let mut files = Vec::new();
+        for root in roots {
+            collect_rs(&repo().join(root), &mut files);
+        }
+        files.sort();
+        let mut jsonl = String::new();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            if split == "valid" {
+                valid_texts.push(text.clone());
+            }
+            let record = CorpusRecord {
+                krate: "redraft".into(),
+                version: "0.1.0".into(),
+                path: file.display().to_string(),
+                text,
+            };
+            jsonl.push_str(&serde_json::to_string(&record).unwrap());
+            jsonl.push('\n');
+        }
+        std::fs::write(dir.join(format!("{split}.jsonl")), jsonl).unwrap();
+    }
+    valid_texts
+}
+
+fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_rs(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+struct Trained {
+    _dir: tempfile::TempDir,
+    model: PathBuf,
+    log: Value,
+    valid_texts: Vec<String>,
+}
+
+/// One training run shared by the tests of this file.
+fn trained() -> &'static Trained {
+    static TRAINED: OnceLock<Trained> = OnceLock::new();
+    TRAINED.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = dir.path().join("corpus");
+        std::fs::create_dir_all(&corpus).unwrap();
+        let valid_texts = write_corpus(&corpus);
+        let pack_dir = dir.path().join("pack");
+        let options = PackOptions {
+            vocab_size: 1024,
+            seq_len: 256,
+            ..PackOptions::new(&corpus, &pack_dir)
+        };
+        pack::build(&options).unwrap();
+        let model = dir.path().join("model");
+        let stdout = run_python(
+            "train.py",
+            &[
+                "--pack",
+                pack_dir.to_str().unwrap(),
+                "--out",
+                model.to_str().unwrap(),
+                "--preset",
+                "tiny",
+                "--seconds",
+                "600",
+                "--max-steps",
+                "40",
+                "--no-compile",
+                "--workers",
+                "0",
+            ],
+            None,
+        );
+        eprintln!("{stdout}");
+        let log: Value =
+            serde_json::from_str(&std::fs::read_to_string(model.join("train_log.json")).unwrap())
+                .unwrap();
+        Trained {
+            _dir: dir,
+            model,
+            log,
+            valid_texts,
+        }
+    })
+}
+
+#[test]
+fn the_loss_falls_and_the_export_is_logged() {
+    let log = &trained().log;
+    let steps = log["steps"].as_array().unwrap();
+    let first = steps.first().unwrap()["loss"].as_f64().unwrap();
+    let last = steps.last().unwrap()["loss"].as_f64().unwrap();
+    assert!(
+        last < first - 0.3,
+        "the training loss did not fall: {first:.3} at step {} to {last:.3} at step {}",
+        steps[0]["step"],
+        steps.last().unwrap()["step"]
+    );
+    let eval = log["evals"].as_array().unwrap().last().unwrap();
+    for kind in ["plain", "fim"] {
+        let loss = eval[kind]["loss"].as_f64().unwrap();
+        assert!(
+            loss.is_finite() && loss > 0.0,
+            "{kind} validation loss {loss}"
+        );
+    }
+    assert!(log["tokens_per_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn the_engine_gives_pytorchs_logits_on_the_export() {
+    let t = trained();
+    let engine = Engine::load(&t.model).unwrap();
+    let tokenizer = engine.tokenizer();
+    let mut sequences = Vec::new();
+    for text in t.valid_texts.iter().take(3) {
+        let mut ids = tokenizer.encode(text).unwrap();
+        ids.truncate(200);
+        // Some masked positions, as the model sees them in use.
+        for i in (5..ids.len()).step_by(7) {
+            ids[i] = engine.settings().mask_token_id;
+        }
+        sequences.push(ids);
+    }
+    let answer: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &["logits", t.model.to_str().unwrap()],
+        Some(&json!({ "sequences": sequences })),
+    ))
+    .unwrap();
+    for (s, ids) in sequences.iter().enumerate() {
+        let ours: Vec<Vec<f32>> = engine
+            .model()
+            .forward(
+                std::slice::from_ref(ids),
+                0..ids.len(),
+                &mut KvCache::default(),
+                Pass::Full { store: false },
+            )
+            .unwrap()
+            .squeeze(0)
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        let theirs = answer["logits"][s].as_array().unwrap();
+        assert_eq!(ours.len(), theirs.len());
+        let (mut worst, mut scale) = (0f32, 0f32);
+        for (row, their_row) in ours.iter().zip(theirs) {
+            for (a, b) in row.iter().zip(their_row.as_array().unwrap()) {
+                let b = b.as_f64().unwrap() as f32;
+                worst = worst.max((a - b).abs());
+                scale = scale.max(b.abs());
+            }
+        }
+        assert!(
+            worst <= 1e-3 * scale.max(1.0),
+            "sequence {s}: the engine's logits differ from PyTorch's by up to {worst} (largest logit {scale})"
+        );
+    }
+}
+
+#[test]
+fn the_trainers_fim_layout_is_the_engines() {
+    let t = trained();
+    let engine = Engine::load(&t.model).unwrap();
+    let positions = engine.model().config().max_position_embeddings;
+    let mut rng = StdRng::seed_from_u64(7);
+    let kinds = [
+        SpanKind::LineRest,
+        SpanKind::Lines,
+        SpanKind::Block,
+        SpanKind::Random,
+    ];
+    let mut cases = Vec::new();
+    let mut requests = Vec::new();
+    for (i, text) in t.valid_texts.iter().enumerate() {
+        for (k, kind) in kinds.iter().enumerate() {
+            let Some(span) = choose_span(text, *kind, &mut rng) else {
+                continue;
+            };
+            let middle = &text[span.clone()];
+            let middle_tokens = engine.tokenizer().encode(middle).unwrap().len();
+            let canvas_len = [8, 16, 32, 64][(i + k) % 4].max(middle_tokens + 1);
+            if canvas_len > 64 {
+                continue;
+            }
+            cases.push(json!({
+                "prefix": &text[..span.start],
+                "middle": middle,
+                "suffix": &text[span.end..],
+                "canvas_len": canvas_len,
+                "budget": positions - canvas_len,
+            }));
+            let mut request = InfillRequest::new(&text[..span.start], &text[span.end..]);
+            request.canvas_tokens = canvas_len;
+            request.max_tokens = canvas_len;
+            request.max_prefix_tokens = usize::MAX;
+            request.max_suffix_tokens = usize::MAX;
+            requests.push((request, middle.to_string()));
+        }
+    }
+    assert!(cases.len() >= 20, "only {} cuts", cases.len());
+    let tokenizer_json = t.model.join("tokenizer.json");
+    let answer: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &["fim-layouts", tokenizer_json.to_str().unwrap()],
+        Some(&json!({ "eos_id": engine.settings().eos_token_id, "cases": cases })),
+    ))
+    .unwrap();
+    for (i, (request, middle)) in requests.iter().enumerate() {
+        let canvas = engine.canvas(request).unwrap();
+        let mut expected = canvas.prefix.clone();
+        let mut middle_ids = engine.tokenizer().encode(middle).unwrap();
+        middle_ids.resize(canvas.length, engine.settings().eos_token_id);
+        expected.extend(middle_ids);
+        expected.extend(&canvas.suffix);
+        let layout = &answer["layouts"][i];
+        let ids: Vec<u32> = layout["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        assert_eq!(
+            layout["canvas_start"].as_u64().unwrap() as usize,
+            canvas.prefix.len(),
+            "cut {i}: the canvas starts elsewhere"
+        );
+        assert_eq!(ids, expected, "cut {i} ({middle:?}): the layouts differ");
+    }
+}
