@@ -42,14 +42,44 @@ KINDS = ("plain", "fim", "edit")
 
 
 def read_array(pack: Path, name: str, dtype) -> np.ndarray:
+    """A pack array, memory-mapped (so data workers share one copy); a `.xz` one is
+    decompressed once first, outside the pack (which travels to the GPU and must stay small):
+    into `$REDRAFT_PACK_RAW`, else a folder of the system's temporary directory."""
     path = pack / name
     if path.exists():
-        return np.fromfile(path, dtype=dtype)
+        return np.memmap(path, dtype=dtype, mode="r")
     xz = pack / (name + ".xz")
-    if xz.exists():
-        with lzma.open(xz) as f:
-            return np.frombuffer(f.read(), dtype=dtype)
-    raise FileNotFoundError(f"{path} (or {xz.name}) is missing: build the pack with scripts/build-pack")
+    if not xz.exists():
+        raise FileNotFoundError(f"{path} (or {xz.name}) is missing: build the pack with scripts/build-pack")
+    raw = raw_dir(pack) / name
+    if not raw.exists() or raw.stat().st_mtime < xz.stat().st_mtime:
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        partial = raw.with_name(raw.name + f".{os.getpid()}.partial")
+        with lzma.open(xz) as src, open(partial, "wb") as dst:
+            while chunk := src.read(1 << 24):
+                dst.write(chunk)
+        partial.rename(raw)
+    return np.memmap(raw, dtype=dtype, mode="r")
+
+
+def raw_dir(pack: Path) -> Path:
+    if "REDRAFT_PACK_RAW" in os.environ:
+        return Path(os.environ["REDRAFT_PACK_RAW"])
+    import hashlib
+    import tempfile
+
+    key = hashlib.sha1(str(pack.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"redraft-pack-{key}"
+
+
+def decompress(pack: str | os.PathLike) -> None:
+    """Decompresses every `.xz` array of a pack at once (threads: lzma releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pack = Path(pack)
+    names = [p.name[: -len(".xz")] for p in pack.glob("*.xz")]
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        list(pool.map(lambda n: read_array(pack, n, "u1"), names))
 
 
 @dataclass

@@ -54,7 +54,7 @@ def redraft_json(pack_meta: dict) -> dict:
     }
 
 
-def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict) -> None:
+def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict, tokenizer: bool = True) -> None:
     out = Path(out)
     fresh = out.with_name(out.name + ".new")
     shutil.rmtree(fresh, ignore_errors=True)
@@ -82,7 +82,8 @@ def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict) -> Non
         (fresh / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     (fresh / "config.json").write_text(json.dumps(config_json(model.shape, pack.meta, dtype), indent=2))
     (fresh / "redraft.json").write_text(json.dumps(redraft_json(pack.meta), indent=2))
-    shutil.copyfile(pack.path / "tokenizer.json", fresh / "tokenizer.json")
+    if tokenizer:
+        shutil.copyfile(pack.path / "tokenizer.json", fresh / "tokenizer.json")
     (fresh / "train_log.json").write_text(json.dumps(log, indent=1))
     old = out.with_name(out.name + ".old")
     shutil.rmtree(old, ignore_errors=True)

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from data import KINDS, BatchMaker, DataConfig, Pack  # noqa: E402
+from data import KINDS, BatchMaker, DataConfig, Pack, decompress  # noqa: E402
 from export import export, load  # noqa: E402
 from model import DiffusionCoder, ModelShape  # noqa: E402
 
@@ -149,6 +149,11 @@ def main(argv=None) -> int:
     ap.add_argument("--pack", required=True)
     ap.add_argument("--out", required=True, help="the exported model directory (replaced at each export)")
     ap.add_argument("--seconds", type=float, required=True, help="training time after the compile warm-up")
+    ap.add_argument("--until", type=float, help="a Unix time by which the last export must be written: "
+                    "training ends early enough for it (the schedule is fitted to what is left)")
+    ap.add_argument("--reserve", type=float, default=20.0, help="seconds kept for the last evaluation and export")
+    ap.add_argument("--no-tokenizer", action="store_true", help="leave tokenizer.json out of the export "
+                    "(the pack has it; saves a returned file)")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="default")
     ap.add_argument("--batch", type=int)
     ap.add_argument("--resume", help="an exported model directory to start from")
@@ -175,6 +180,7 @@ def main(argv=None) -> int:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     preset = PRESETS[args.preset]
+    decompress(args.pack)
     pack = Pack(args.pack)
     if args.resume:
         model = load(Path(args.resume))
@@ -247,13 +253,19 @@ def main(argv=None) -> int:
     print(f"warm-up (compile) {log['compile_seconds']:.1f} s", flush=True)
 
     def do_export(elapsed: float) -> None:
-        report = evaluate(model, trunk, eval_batches, device, autocast)
+        # The eager trunk: a compiled one would compile again for inference mode.
+        report = evaluate(model, model.model, eval_batches, device, autocast)
         log["evals"].append({"step": step, "seconds": elapsed, "tokens": tokens_seen, **report})
-        export(model, Path(args.out), pack, args.dtype, log)
+        export(model, Path(args.out), pack, args.dtype, log, tokenizer=not args.no_tokenizer)
         summary = ", ".join(f"{k} {v['loss']:.3f} ({100 * v['accuracy']:.1f}%)" for k, v in report.items())
         print(f"[{elapsed:6.1f} s] step {step}: validation {summary}; exported to {args.out}", flush=True)
 
     start = time.time()
+    if args.until is not None:
+        left = args.until - start - args.reserve
+        if left < args.seconds:
+            print(f"training for {left:.0f} s, not {args.seconds:.0f} s: the deadline is near", flush=True)
+            args.seconds = max(1.0, left)
     last_export = start
     window_start, window_tokens, window_masked = start, 0, 0
     tokens_seen = 0

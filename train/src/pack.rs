@@ -33,6 +33,9 @@ pub struct PackOptions {
     pub edits: Option<PathBuf>,
     pub out: PathBuf,
     pub vocab_size: usize,
+    /// Bytes of training text packed (an even sample of the files when the split is larger), so
+    /// the compressed pack fits what a GPU call carries.
+    pub train_bytes: usize,
     /// Bytes of training text the tokenizer is trained on.
     pub tokenizer_sample_bytes: usize,
     /// Longest next-edit sequence.
@@ -50,6 +53,7 @@ impl PackOptions {
             edits: None,
             out: out.into(),
             vocab_size: 8192,
+            train_bytes: usize::MAX,
             tokenizer_sample_bytes: 96 << 20,
             seq_len: 1024,
             tokenizer: None,
@@ -58,9 +62,11 @@ impl PackOptions {
     }
 }
 
-/// Every `k`-th file of the training split, `k` chosen so the sample is about `max_bytes`: the
-/// files are sorted by crate, so a prefix would sample a few crates only.
-pub fn even_sample(jsonl: &Path, max_bytes: usize) -> TrainResult<Vec<String>> {
+/// An even sample of a split's files, about `max_bytes` of text: file `i` is kept when
+/// `floor((i + 1) f) > floor(i f)` for `f = max_bytes / total`, so the kept files are spread
+/// over the whole split (sorted by crate, a prefix would hold a few crates only). All of them
+/// when the split is smaller.
+pub fn even_sample(jsonl: &Path, max_bytes: usize) -> TrainResult<Vec<CorpusRecord>> {
     let text = std::fs::read_to_string(jsonl).map_err(|e| TrainError::read(jsonl, e))?;
     let records: Vec<CorpusRecord> = text
         .lines()
@@ -73,8 +79,16 @@ pub fn even_sample(jsonl: &Path, max_bytes: usize) -> TrainResult<Vec<String>> {
             message: e.to_string(),
         })?;
     let total: usize = records.iter().map(|r| r.text.len()).sum();
-    let every = total.div_ceil(max_bytes.max(1)).max(1);
-    Ok(records.into_iter().step_by(every).map(|r| r.text).collect())
+    if total <= max_bytes {
+        return Ok(records);
+    }
+    let f = max_bytes as f64 / total as f64;
+    Ok(records
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| ((i + 1) as f64 * f).floor() > (*i as f64 * f).floor())
+        .map(|(_, r)| r)
+        .collect())
 }
 
 fn write_u16(path: &Path, ids: impl Iterator<Item = u32>) -> TrainResult<usize> {
@@ -165,9 +179,15 @@ pub fn build(options: &PackOptions) -> TrainResult<String> {
     let valid_jsonl = options.corpus.join(VALID_FILE);
     let mut report = String::new();
 
-    let sample = even_sample(&train_jsonl, options.tokenizer_sample_bytes)?;
+    let sample: Vec<String> = even_sample(&train_jsonl, options.tokenizer_sample_bytes)?
+        .into_iter()
+        .map(|r| r.text)
+        .collect();
     let sample_bytes: usize = sample.iter().map(String::len).sum();
-    let valid_texts = even_sample(&valid_jsonl, 32 << 20)?;
+    let valid_texts: Vec<String> = even_sample(&valid_jsonl, 32 << 20)?
+        .into_iter()
+        .map(|r| r.text)
+        .collect();
     let tokenizer = match &options.tokenizer {
         Some(path) => Tokenizer::load(path)?,
         None => {
@@ -205,8 +225,16 @@ pub fn build(options: &PackOptions) -> TrainResult<String> {
     let hash =
         fnv1a(&std::fs::read(&tokenizer_path).map_err(|e| TrainError::read(&tokenizer_path, e))?);
     let cache = out.join("cache");
+    std::fs::create_dir_all(&cache).map_err(|e| TrainError::write(&cache, e))?;
+    let train_packed = cache.join("train-packed.jsonl");
+    let mut lines = String::new();
+    for record in even_sample(&train_jsonl, options.train_bytes)? {
+        lines.push_str(&serde_json::to_string(&record).expect("json"));
+        lines.push('\n');
+    }
+    std::fs::write(&train_packed, lines).map_err(|e| TrainError::write(&train_packed, e))?;
     let mut splits = serde_json::Map::new();
-    for (name, jsonl) in [("train", &train_jsonl), ("valid", &valid_jsonl)] {
+    for (name, jsonl) in [("train", &train_packed), ("valid", &valid_jsonl)] {
         eprintln!("tokenizing {}", jsonl.display());
         let split = CorpusSplit::load(jsonl, &tokenizer, hash, &cache)?;
         let (files, tokens, bytes) = write_split(&split, out, name, file_sep)?;
