@@ -1,35 +1,57 @@
 //! Training corpus for redraft's own code model: hand-written, MIT / Apache-2.0 Rust taken from
-//! unpacked crate sources (what `cargo fetch` leaves under `~/.cargo/registry/src/*/`),
-//! deduplicated, and split into train and validation by whole crates.
+//! unpacked crate sources, deduplicated (exactly and approximately), and split into train and
+//! validation by whole crates.
 //!
-//! [`build`] writes three files to the output directory:
+//! Two kinds of source ([`CorpusOptions`]): [`CorpusOptions::sources`], such as
+//! `~/.cargo/registry/src/*/` where `cargo fetch` unpacks crates, filtered by
+//! [`CorpusOptions::lockfiles`] so the corpus does not depend on whatever else a machine once
+//! unpacked; and [`CorpusOptions::whole_sources`], fixed snapshots taken whole, such as Debian's
+//! `usr/share/cargo/registry` (`scripts/fetch-corpus-sources` fetches both).
+//!
+//! [`build`] writes four files to the output directory:
 //! - [`TRAIN_FILE`] and [`VALID_FILE`]: JSON Lines, one [`CorpusRecord`] per source file, sorted
 //!   by crate then path;
 //! - [`MANIFEST_FILE`]: the [`CorpusManifest`]: every crate used (name, version, licence, split,
-//!   files, bytes), every crate and file dropped with the reason, and the totals.
+//!   files, bytes), every crate and file dropped with the reason, and the totals;
+//! - [`MANIFEST_TSV_FILE`]: one row per crate used, small enough to commit.
 //!
-//! The same sources and options give byte-identical files. What is dropped, in order:
-//! crates not pinned by the given lockfiles, older versions of a crate, crates matching
-//! [`CorpusOptions::excluded_crates`] (the repositories the benchmarks come from) or
-//! [`CorpusOptions::generated_crates`] (bindgen-style bindings), crates whose licence has no MIT or
-//! Apache-2.0 alternative; then per file the [`FileDropReason`]s, duplicates last.
+//! The same sources and options give byte-identical files. What is dropped, in order: crates of
+//! [`CorpusOptions::sources`] not pinned by the lockfiles; every version of the crates reserved
+//! for held-out measurement ([`HELD_OUT_CRATES`], whatever the options say); older versions of a
+//! crate (across all sources); crates matching [`CorpusOptions::excluded_crates`] (the
+//! repositories the benchmarks come from) or [`CorpusOptions::generated_crates`] (bindgen-style
+//! bindings); crates whose licence has no MIT or Apache-2.0 alternative. Then per file the
+//! [`FileDropReason`]s: paths (vendored, build output, a distribution's `debian/` packaging,
+//! generated), size and content (generated markers, data tables), and last copies: files the
+//! same as, or near copies of (MinHash over token 5-grams, see `near_duplicates`), a file kept
+//! before them.
 //!
-//! Validation holds out whole crate families ([`split_for`]), and training crates claim shared
-//! files first, so no validation file is a copy of a training one. Sources that are, or lead into,
-//! benchmark data (`benchmarks/`, `*humaneval*`) are refused outright.
+//! Files claim their text in a fixed order: the held-out crates' files first (never written, so
+//! that a vendored copy of one cannot leak it), then training crates', then validation crates'.
+//! Validation holds out whole crate families ([`split_for`]), so no validation file is a copy or
+//! near copy of a training one. Sources that are, or lead into, benchmark data (`benchmarks/`,
+//! `*humaneval*`) are refused outright.
+//!
+//! Files are read, filtered and signed in parallel (rayon), a batch of crates at a time; the
+//! decisions that depend on other files are taken in the order above, so threads change nothing.
 
 mod cargo_files;
 mod filter;
 mod license;
+mod near_duplicates;
 
 pub use filter::{FileDropReason, MARKER_LINES, MAX_LINE_CHARS, MAX_MEAN_LINE_CHARS};
 pub use license::allows_mit_or_apache;
+pub use near_duplicates::{
+    BANDS, DEFAULT_JACCARD as NEAR_DUPLICATE_JACCARD, MIN_SHINGLES, PERMUTATIONS, SHINGLE_TOKENS,
+};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, BufWriter, Write};
 use std::path::{Component, Path, PathBuf};
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use cargo_files::Version;
@@ -40,6 +62,9 @@ pub const TRAIN_FILE: &str = "train.jsonl";
 pub const VALID_FILE: &str = "valid.jsonl";
 /// The [`CorpusManifest`], pretty-printed JSON.
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// One tab-separated row per kept crate (crate, version, license, split, files, bytes) under a
+/// header row, sorted by crate: the compact form of the manifest, small enough to commit.
+pub const MANIFEST_TSV_FILE: &str = "manifest.tsv";
 
 /// Crates that are machine-generated bindings as a whole (`*` at the end matches any suffix; `-`
 /// and `_` are the same): megabytes of `extern` blocks and constants that would teach the model
@@ -89,12 +114,14 @@ pub enum CorpusError {
         #[source]
         source: io::Error,
     },
-    #[error("no corpus sources: pass at least one directory of unpacked crates, such as ~/.cargo/registry/src/index.crates.io-*")]
+    #[error("no corpus sources: pass at least one directory of unpacked crates, such as ~/.cargo/registry/src/index.crates.io-* or Debian's usr/share/cargo/registry")]
     NoSources,
     #[error("corpus source {path} looks like benchmark data ({why}): benchmarks must never enter the training corpus, pass directories of unpacked crates only")]
     BenchmarkSource { path: PathBuf, why: &'static str },
     #[error("holdout fraction {0} is not in [0, 1): pass a fraction such as 0.05")]
     HoldoutFraction(f64),
+    #[error("near-duplicate threshold {0} is not in (0, 1]: pass an estimated Jaccard similarity such as 0.8")]
+    NearDuplicateThreshold(f64),
     #[error("{count} crate(s) pinned by the lockfiles are not unpacked under any source (first: {first}): run `cargo fetch --manifest-path` on the manifests next to those lockfiles")]
     MissingLockedCrates { count: usize, first: String },
     #[error("no crate fell into the validation split (holdout fraction {fraction}, seed {seed}): raise the fraction, pick another seed or add crates")]
@@ -112,11 +139,17 @@ pub type Result<T, E = CorpusError> = std::result::Result<T, E>;
 #[derive(Debug, Clone)]
 pub struct CorpusOptions {
     /// Directories whose subdirectories are unpacked crates (`name-1.2.3/Cargo.toml`), such as
-    /// `~/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f`. When one crate version is in
-    /// several sources, the earliest source wins.
+    /// `~/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f`, filtered by the lockfiles.
+    /// When one crate version is in several sources, the earliest source wins (these before
+    /// [`CorpusOptions::whole_sources`]).
     pub sources: Vec<PathBuf>,
-    /// When non-empty, only the registry crates pinned by these `Cargo.lock` files are used, so
-    /// the corpus does not depend on whatever else the machine once unpacked.
+    /// Directories of unpacked crates taken whole, whatever the lockfiles pin: a fixed snapshot
+    /// such as Debian's `usr/share/cargo/registry` (what its `librust-*-dev` packages unpack).
+    /// As everywhere, only the newest version of a crate is kept.
+    pub whole_sources: Vec<PathBuf>,
+    /// When non-empty, only the registry crates pinned by these `Cargo.lock` files are used
+    /// from [`CorpusOptions::sources`], so the corpus does not depend on whatever else the
+    /// machine once unpacked.
     pub lockfiles: Vec<PathBuf>,
     /// Chance that a crate family goes to the validation split (see [`split_for`]).
     pub holdout_fraction: f64,
@@ -124,6 +157,10 @@ pub struct CorpusOptions {
     pub seed: u64,
     /// Larger files are dropped ([`FileDropReason::TooLarge`]).
     pub max_file_bytes: usize,
+    /// Files whose estimated Jaccard similarity to a kept file reaches this are dropped
+    /// ([`FileDropReason::NearDuplicate`]); `None` keeps them. Defaults to
+    /// [`NEAR_DUPLICATE_JACCARD`].
+    pub near_duplicate_jaccard: Option<f64>,
     /// Crate-name patterns dropped as generated bindings; defaults to [`GENERATED_CRATES`].
     pub generated_crates: Vec<String>,
     /// Further crate-name patterns to drop; defaults to [`BENCHMARK_SOURCE_CRATES`].
@@ -134,10 +171,12 @@ impl Default for CorpusOptions {
     fn default() -> Self {
         CorpusOptions {
             sources: Vec::new(),
+            whole_sources: Vec::new(),
             lockfiles: Vec::new(),
             holdout_fraction: 0.05,
             seed: 0,
             max_file_bytes: 200 * 1024,
+            near_duplicate_jaccard: Some(NEAR_DUPLICATE_JACCARD),
             generated_crates: GENERATED_CRATES.iter().map(|s| s.to_string()).collect(),
             excluded_crates: BENCHMARK_SOURCE_CRATES
                 .iter()
@@ -251,6 +290,9 @@ pub struct CorpusManifest {
     pub holdout_fraction: f64,
     pub seed: u64,
     pub max_file_bytes: usize,
+    /// [`CorpusOptions::near_duplicate_jaccard`].
+    #[serde(default)]
+    pub near_duplicate_jaccard: Option<f64>,
     pub generated_crates: Vec<String>,
     pub excluded_crates: Vec<String>,
     pub stats: CorpusStats,
@@ -262,17 +304,25 @@ pub struct CorpusManifest {
     pub dropped_files: Vec<DroppedFile>,
 }
 
-/// Builds the corpus from `options.sources` into `out_dir` (created if needed) and returns the
-/// manifest it wrote.
+/// Builds the corpus from `options.sources` and `options.whole_sources` into `out_dir` (created
+/// if needed) and returns the manifest it wrote.
 pub fn build(options: &CorpusOptions, out_dir: &Path) -> Result<CorpusManifest> {
-    if options.sources.is_empty() {
+    if options.sources.is_empty() && options.whole_sources.is_empty() {
         return Err(CorpusError::NoSources);
     }
     if !(0.0..1.0).contains(&options.holdout_fraction) {
         return Err(CorpusError::HoldoutFraction(options.holdout_fraction));
     }
+    if let Some(threshold) = options.near_duplicate_jaccard {
+        if !(threshold > 0.0 && threshold <= 1.0) {
+            return Err(CorpusError::NearDuplicateThreshold(threshold));
+        }
+    }
     let locked = read_lockfiles(&options.lockfiles)?;
-    let found = discover(&options.sources)?;
+    let sources: Vec<(&Path, bool)> = (options.sources.iter().map(|s| (s.as_path(), true)))
+        .chain(options.whole_sources.iter().map(|s| (s.as_path(), false)))
+        .collect();
+    let found = discover(&sources)?;
     let (kept, mut dropped_crates) = select(found, locked.as_ref(), options)?;
     let gathered = gather(kept, options, &mut dropped_crates)?;
     dropped_crates.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
@@ -317,6 +367,7 @@ pub fn build(options: &CorpusOptions, out_dir: &Path) -> Result<CorpusManifest> 
         holdout_fraction: options.holdout_fraction,
         seed: options.seed,
         max_file_bytes: options.max_file_bytes,
+        near_duplicate_jaccard: options.near_duplicate_jaccard,
         generated_crates: options.generated_crates.clone(),
         excluded_crates: options.excluded_crates.clone(),
         stats,
@@ -375,7 +426,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-fn splitmix64(mut x: u64) -> u64 {
+const fn splitmix64(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -433,13 +484,16 @@ struct FoundCrate {
     license_file: Option<String>,
     dir: PathBuf,
     source_index: usize,
+    /// From one of [`CorpusOptions::sources`], so subject to the lockfiles.
+    lock_filtered: bool,
 }
 
-/// Every crate directory of every source, plus the unreadable ones as drops.
-fn discover(sources: &[PathBuf]) -> Result<(Vec<FoundCrate>, Vec<DroppedCrate>)> {
+/// Every crate directory of every source (with whether the lockfiles filter it), plus the
+/// unreadable ones as drops.
+fn discover(sources: &[(&Path, bool)]) -> Result<(Vec<FoundCrate>, Vec<DroppedCrate>)> {
     let mut found = Vec::new();
     let mut unreadable = Vec::new();
-    for (source_index, source) in sources.iter().enumerate() {
+    for (source_index, &(source, lock_filtered)) in sources.iter().enumerate() {
         guard_against_benchmarks(source)?;
         let mut dirs: Vec<PathBuf> = fs::read_dir(source)
             .map_err(read_error(source))?
@@ -470,6 +524,7 @@ fn discover(sources: &[PathBuf]) -> Result<(Vec<FoundCrate>, Vec<DroppedCrate>)>
                     license_file: fields.license_file,
                     dir,
                     source_index,
+                    lock_filtered,
                 }),
                 (name, version, _) => unreadable.push(DroppedCrate {
                     name: name.unwrap_or_else(|| dir_name.to_string()),
@@ -484,13 +539,22 @@ fn discover(sources: &[PathBuf]) -> Result<(Vec<FoundCrate>, Vec<DroppedCrate>)>
     Ok((found, unreadable))
 }
 
-/// A crate chosen for the corpus, before its files are read.
+/// A crate chosen for the corpus, or a held-out crate whose files are read only to keep copies
+/// of them out, before its files are read.
 struct SelectedCrate {
     name: String,
     version: String,
     license: String,
-    split: Split,
+    owner: Owner,
     dir: PathBuf,
+}
+
+/// Whose files a crate's are: a split's, or a held-out crate's, which claim their text before any
+/// corpus crate so that no copy or near copy of them enters the corpus, and are never written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Owner {
+    HeldOut,
+    Split(Split),
 }
 
 /// Applies the lockfile filter, newest-version choice and crate-level drops.
@@ -503,7 +567,7 @@ fn select(
     let mut seen = BTreeSet::new();
     for krate in found {
         let key = (krate.name.clone(), krate.version.clone());
-        if locked.is_some_and(|locked| !locked.contains(&key)) {
+        if krate.lock_filtered && locked.is_some_and(|locked| !locked.contains(&key)) {
             continue;
         }
         seen.insert(key);
@@ -523,13 +587,22 @@ fn select(
     for (name, mut versions) in by_name {
         // Every version of a held-out crate is refused by name, before any option is read.
         if is_held_out(&name) {
-            dropped.extend(versions.into_iter().map(|krate| DroppedCrate {
-                name: krate.name,
-                version: krate.version,
-                license: krate.license,
-                reason: CrateDropReason::HeldOut,
-                detail: Some("reserved for held-out measurement".to_string()),
-            }));
+            for krate in versions {
+                selected.push(SelectedCrate {
+                    name: krate.name.clone(),
+                    version: krate.version.clone(),
+                    license: krate.license.clone().unwrap_or_default(),
+                    owner: Owner::HeldOut,
+                    dir: krate.dir,
+                });
+                dropped.push(DroppedCrate {
+                    name: krate.name,
+                    version: krate.version,
+                    license: krate.license,
+                    reason: CrateDropReason::HeldOut,
+                    detail: Some("reserved for held-out measurement".to_string()),
+                });
+            }
             continue;
         }
         versions.sort_by(|a, b| {
@@ -589,7 +662,7 @@ fn select(
         };
         match verdict {
             Ok(license) => selected.push(SelectedCrate {
-                split: split_for(&name, options.seed, options.holdout_fraction),
+                owner: Owner::Split(split_for(&name, options.seed, options.holdout_fraction)),
                 name,
                 version: newest.version,
                 license,
@@ -611,111 +684,130 @@ fn select(
 struct Gathered {
     /// Sorted by crate, then path.
     crates: Vec<CorpusCrate>,
-    /// Train records then valid records, each sorted by crate then path.
-    records: Vec<(Split, CorpusRecord)>,
+    /// Held-out records (never written), train records, then valid records, each sorted by
+    /// crate, then version, then path.
+    records: Vec<(Owner, CorpusRecord)>,
     dropped_files: Vec<DroppedFile>,
 }
+
+/// Crates read at once (on rayon's threads) before their files are deduplicated in order: enough
+/// to keep the threads busy, few enough that only a batch of dropped files is ever in memory.
+const CRATES_PER_BATCH: usize = 64;
 
 fn gather(
     mut selected: Vec<SelectedCrate>,
     options: &CorpusOptions,
     dropped_crates: &mut Vec<DroppedCrate>,
 ) -> Result<Gathered> {
-    // Training crates claim shared files first, so a validation file is never a copy of a
-    // training one; the duplicate is dropped from the validation crate instead.
-    selected.sort_by(|a, b| (a.split, &a.name).cmp(&(b.split, &b.name)));
-    let mut records: Vec<(Split, CorpusRecord)> = Vec::new();
+    // Held-out crates claim their files first, so that no copy of them enters the corpus; then
+    // training crates, so a validation file is never a copy (or a near copy) of a training one:
+    // the duplicate is dropped from the validation crate instead.
+    selected.sort_by(|a, b| (a.owner, &a.name, &a.version).cmp(&(b.owner, &b.name, &b.version)));
+    let mut records: Vec<(Owner, CorpusRecord)> = Vec::new();
     let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut near = options
+        .near_duplicate_jaccard
+        .map(near_duplicates::NearDuplicateIndex::new);
     let mut crates = Vec::new();
     let mut dropped_files = Vec::new();
-    for krate in selected {
-        let mut files = 0;
-        let mut bytes = 0;
-        for file in rust_files(&krate.dir)? {
-            let drop = |reason, bytes, detail| DroppedFile {
-                krate: krate.name.clone(),
-                path: file.relative.clone(),
-                reason,
-                bytes,
-                detail,
-            };
-            let size = fs::metadata(&file.absolute)
-                .map_err(read_error(&file.absolute))?
-                .len();
-            let early = if !file.utf8_path {
-                Some(FileDropReason::NotUtf8)
-            } else {
-                filter::path_drop(&file.relative)
-            };
-            if let Some(reason) = early {
-                dropped_files.push(drop(reason, size, None));
-                continue;
-            }
-            if size > options.max_file_bytes as u64 {
-                // Most oversized files are generated tables: say so when the header does.
-                let head = read_head(&file.absolute)?;
-                let (reason, detail) = match filter::generated_marker(&head) {
-                    Some(marker) => (
-                        FileDropReason::GeneratedMarker,
-                        Some(format!("marker `{marker}`")),
-                    ),
-                    None => (FileDropReason::TooLarge, None),
-                };
-                dropped_files.push(drop(reason, size, detail));
-                continue;
-            }
-            let raw = fs::read(&file.absolute).map_err(read_error(&file.absolute))?;
-            let Ok(raw) = String::from_utf8(raw) else {
-                dropped_files.push(drop(FileDropReason::NotUtf8, size, None));
-                continue;
-            };
-            let text = filter::normalise(&raw);
-            if let Some(reason) = filter::content_drop(&text) {
-                let detail = (reason == FileDropReason::GeneratedMarker)
-                    .then(|| filter::generated_marker(&text))
-                    .flatten()
-                    .map(|marker| format!("marker `{marker}`"));
-                dropped_files.push(drop(reason, size, detail));
-                continue;
-            }
-            let candidates = by_hash.entry(fnv1a(text.as_bytes())).or_default();
-            if let Some(&original) = candidates.iter().find(|&&i| records[i].1.text == text) {
-                let original = &records[original].1;
-                let detail = format!("same as {}/{}", original.krate, original.path);
-                dropped_files.push(drop(FileDropReason::Duplicate, size, Some(detail)));
-                continue;
-            }
-            candidates.push(records.len());
-            files += 1;
-            bytes += text.len() as u64;
-            records.push((
-                krate.split,
-                CorpusRecord {
+    for batch in selected.chunks(CRATES_PER_BATCH) {
+        // Reading, filtering and signatures in parallel; every decision that depends on other
+        // files in the one order above, so the output does not depend on the threads.
+        let read: Vec<Result<Vec<ReadFile>>> = batch
+            .par_iter()
+            .map(|krate| read_crate(krate, options))
+            .collect();
+        for (krate, files) in batch.iter().zip(read) {
+            let held_out = krate.owner == Owner::HeldOut;
+            let (mut files_kept, mut bytes) = (0, 0);
+            for file in files? {
+                let drop = |reason, detail| DroppedFile {
                     krate: krate.name.clone(),
+                    path: file.relative.clone(),
+                    reason,
+                    bytes: file.size,
+                    detail,
+                };
+                let (text, signature) = match file.verdict {
+                    Err(_) if held_out => continue,
+                    Err((reason, detail)) => {
+                        dropped_files.push(drop(reason, detail));
+                        continue;
+                    }
+                    Ok(kept) => kept,
+                };
+                let candidates = by_hash.entry(fnv1a(text.as_bytes())).or_default();
+                let same = candidates.iter().find(|&&i| records[i].1.text == text);
+                let near_copy = || {
+                    let (index, signature) = (near.as_ref()?, signature.as_ref()?);
+                    index.find(signature)
+                };
+                let original = match same.map(|&i| (i, None)) {
+                    Some(found) => Some(found),
+                    None => near_copy().map(|(i, similarity)| (i, Some(similarity))),
+                };
+                if let Some((original, similarity)) = original {
+                    if held_out {
+                        continue;
+                    }
+                    let (owner, original) = &records[original];
+                    let (reason, of_held_out) = match owner {
+                        Owner::HeldOut => (FileDropReason::HeldOutCopy, "held-out "),
+                        Owner::Split(_) if similarity.is_some() => {
+                            (FileDropReason::NearDuplicate, "")
+                        }
+                        Owner::Split(_) => (FileDropReason::Duplicate, ""),
+                    };
+                    let detail = match similarity {
+                        None => {
+                            format!("same as {of_held_out}{}/{}", original.krate, original.path)
+                        }
+                        Some(similarity) => format!(
+                            "near copy of {of_held_out}{}/{} (estimated Jaccard {similarity:.2})",
+                            original.krate, original.path
+                        ),
+                    };
+                    dropped_files.push(drop(reason, Some(detail)));
+                    continue;
+                }
+                candidates.push(records.len());
+                if let (Some(index), Some(signature)) = (&mut near, signature) {
+                    index.insert(records.len(), signature);
+                }
+                files_kept += 1;
+                bytes += text.len() as u64;
+                records.push((
+                    krate.owner,
+                    CorpusRecord {
+                        krate: krate.name.clone(),
+                        version: krate.version.clone(),
+                        path: file.relative,
+                        text,
+                    },
+                ));
+            }
+            let Owner::Split(split) = krate.owner else {
+                continue;
+            };
+            if files_kept == 0 {
+                dropped_crates.push(DroppedCrate {
+                    name: krate.name.clone(),
                     version: krate.version.clone(),
-                    path: file.relative,
-                    text,
-                },
-            ));
-        }
-        if files == 0 {
-            dropped_crates.push(DroppedCrate {
-                name: krate.name,
-                version: krate.version,
-                license: Some(krate.license),
-                reason: CrateDropReason::NoFilesLeft,
-                detail: None,
+                    license: Some(krate.license.clone()),
+                    reason: CrateDropReason::NoFilesLeft,
+                    detail: None,
+                });
+                continue;
+            }
+            crates.push(CorpusCrate {
+                name: krate.name.clone(),
+                version: krate.version.clone(),
+                license: krate.license.clone(),
+                split,
+                files: files_kept,
+                bytes,
             });
-            continue;
         }
-        crates.push(CorpusCrate {
-            name: krate.name,
-            version: krate.version,
-            license: krate.license,
-            split: krate.split,
-            files,
-            bytes,
-        });
     }
     crates.sort_by(|a, b| a.name.cmp(&b.name));
     dropped_files.sort_by(|a, b| (&a.krate, &a.path).cmp(&(&b.krate, &b.path)));
@@ -724,6 +816,78 @@ fn gather(
         records,
         dropped_files,
     })
+}
+
+/// A `.rs` file of a selected crate, read and filtered on its own.
+struct ReadFile {
+    relative: String,
+    size: u64,
+    /// The normalised text and its MinHash signature (when near duplicates are looked for and
+    /// the file is long enough), or why the file is dropped.
+    verdict: FileVerdict,
+}
+
+/// A file's normalised text and signature, or the reason (and detail) it is dropped.
+type FileVerdict = std::result::Result<
+    (String, Option<near_duplicates::Signature>),
+    (FileDropReason, Option<String>),
+>;
+
+/// Reads every `.rs` file of `krate` (in parallel: one large crate must not hold up a batch)
+/// and applies the filters that need no other file.
+fn read_crate(krate: &SelectedCrate, options: &CorpusOptions) -> Result<Vec<ReadFile>> {
+    rust_files(&krate.dir)?
+        .into_par_iter()
+        .map(|file| {
+            let size = fs::metadata(&file.absolute)
+                .map_err(read_error(&file.absolute))?
+                .len();
+            let verdict = read_file(&file, size, options)?;
+            Ok(ReadFile {
+                relative: file.relative,
+                size,
+                verdict,
+            })
+        })
+        .collect()
+}
+
+fn read_file(file: &RustFile, size: u64, options: &CorpusOptions) -> Result<FileVerdict> {
+    let early = if !file.utf8_path {
+        Some(FileDropReason::NotUtf8)
+    } else {
+        filter::path_drop(&file.relative)
+    };
+    if let Some(reason) = early {
+        return Ok(Err((reason, None)));
+    }
+    if size > options.max_file_bytes as u64 {
+        // Most oversized files are generated tables: say so when the header does.
+        let head = read_head(&file.absolute)?;
+        return Ok(Err(match filter::generated_marker(&head) {
+            Some(marker) => (
+                FileDropReason::GeneratedMarker,
+                Some(format!("marker `{marker}`")),
+            ),
+            None => (FileDropReason::TooLarge, None),
+        }));
+    }
+    let raw = fs::read(&file.absolute).map_err(read_error(&file.absolute))?;
+    let Ok(raw) = String::from_utf8(raw) else {
+        return Ok(Err((FileDropReason::NotUtf8, None)));
+    };
+    let text = filter::normalise(&raw);
+    if let Some(reason) = filter::content_drop(&text) {
+        let detail = (reason == FileDropReason::GeneratedMarker)
+            .then(|| filter::generated_marker(&text))
+            .flatten()
+            .map(|marker| format!("marker `{marker}`"));
+        return Ok(Err((reason, detail)));
+    }
+    let signature = options
+        .near_duplicate_jaccard
+        .and_then(|_| near_duplicates::Signature::of(&text));
+    Ok(Ok((text, signature)))
 }
 
 /// One unpacked crate version's licence (its SPDX `license`, when that allows MIT or
@@ -811,7 +975,7 @@ fn rust_files(root: &Path) -> Result<Vec<RustFile>> {
 
 fn write_corpus(
     out_dir: &Path,
-    records: &[(Split, CorpusRecord)],
+    records: &[(Owner, CorpusRecord)],
     manifest: &CorpusManifest,
 ) -> Result<()> {
     fs::create_dir_all(out_dir).map_err(|source| CorpusError::Write {
@@ -821,7 +985,10 @@ fn write_corpus(
     for (split, file_name) in [(Split::Train, TRAIN_FILE), (Split::Valid, VALID_FILE)] {
         let path = out_dir.join(file_name);
         write_file(&path, |out| {
-            for (_, record) in records.iter().filter(|(s, _)| *s == split) {
+            for (_, record) in records
+                .iter()
+                .filter(|(owner, _)| *owner == Owner::Split(split))
+            {
                 serde_json::to_writer(&mut *out, record)?;
                 out.write_all(b"\n")?;
             }
@@ -831,7 +998,28 @@ fn write_corpus(
     write_file(&out_dir.join(MANIFEST_FILE), |out| {
         serde_json::to_writer_pretty(&mut *out, manifest)?;
         out.write_all(b"\n")
+    })?;
+    write_file(&out_dir.join(MANIFEST_TSV_FILE), |out| {
+        out.write_all(manifest_tsv(&manifest.crates).as_bytes())
     })
+}
+
+/// The [`MANIFEST_TSV_FILE`] of `crates` (already sorted by name).
+fn manifest_tsv(crates: &[CorpusCrate]) -> String {
+    let mut tsv = String::from("crate\tversion\tlicense\tsplit\tfiles\tbytes\n");
+    for krate in crates {
+        let split = match krate.split {
+            Split::Train => "train",
+            Split::Valid => "valid",
+        };
+        // Licence expressions never hold tabs or newlines; a malformed one must not add columns.
+        let license = krate.license.replace(['\t', '\n'], " ");
+        tsv += &format!(
+            "{}\t{}\t{license}\t{split}\t{}\t{}\n",
+            krate.name, krate.version, krate.files, krate.bytes
+        );
+    }
+    tsv
 }
 
 fn write_file(

@@ -12,6 +12,9 @@ pub enum FileDropReason {
     Vendored,
     /// Under `target/`: build output that slipped into a package.
     BuildOutput,
+    /// Under `debian/` at the crate root: a distribution's packaging (Debian's `librust-*-dev`
+    /// crates carry their patches there, some of them `.rs` files), not the crate's code.
+    Packaging,
     /// Under a `bindings/` directory, or named `*bindings*.rs`, `*_generated.rs`, or like a macro
     /// expansion snapshot (`*.expected.rs`, `*.expanded.rs`).
     GeneratedPath,
@@ -27,6 +30,12 @@ pub enum FileDropReason {
     Empty,
     /// Same text (after line-ending normalisation) as a file already in the corpus.
     Duplicate,
+    /// Nearly the same text as a file already in the corpus: an estimated Jaccard similarity of
+    /// their token 5-grams at or above [`super::CorpusOptions::near_duplicate_jaccard`].
+    NearDuplicate,
+    /// The same or nearly the same text as a file of a crate reserved for held-out measurement
+    /// ([`super::HELD_OUT_CRATES`]): a vendored copy would leak it into the corpus.
+    HeldOutCopy,
 }
 
 /// How many leading lines are searched for a "generated" comment: file headers live there, and
@@ -43,6 +52,9 @@ pub(crate) fn path_drop(relative: &str) -> Option<FileDropReason> {
         Some((dirs, file)) => (dirs, file),
         None => ("", relative),
     };
+    if dirs == "debian" || dirs.starts_with("debian/") {
+        return Some(FileDropReason::Packaging);
+    }
     for dir in dirs.split('/') {
         match dir {
             "vendor" | "vendored" | "third_party" | "third-party" => {
@@ -219,6 +231,9 @@ mod tests {
         check_path("src/generated.rs", Some(GeneratedPath));
         check_path("src/generator.rs", None);
         check_path("src/targets.rs", None);
+        check_path("debian/patches/fix-build.rs", Some(Packaging));
+        check_path("debian/build.rs", Some(Packaging));
+        check_path("src/debian/control.rs", None);
     }
 
     #[test]
