@@ -1,24 +1,31 @@
 //! Builds redraft's training corpus from unpacked crate sources and prints a summary.
 //!
 //! ```text
-//! cargo fetch --locked                                            # the workspace's own crates
-//! cargo fetch --locked --manifest-path fixtures/corpus/Cargo.toml # the extra corpus crates
+//! scripts/fetch-corpus-sources target/corpus-sources   # Debian's crates + cargo fetch
 //! cargo run --release -p redraft-train --example build_corpus -- \
-//!     --source ~/.cargo/registry/src/index.crates.io-*/ \
-//!     --lockfile Cargo.lock fixtures/corpus/Cargo.lock \
+//!     --source target/corpus-sources/cargo-home/registry/src/index.crates.io-*/ \
+//!     --lockfile train/corpus/Cargo.lock fixtures/corpus/Cargo.lock Cargo.lock \
+//!     --whole-source target/corpus-sources/debian-root/usr/share/cargo/registry \
 //!     --out /work/corpus-out
 //! ```
 //!
 //! `cargo fetch` unpacks every crate of a lockfile (all targets) under the registry's `src/`;
-//! `--lockfile` then picks exactly those crates, whatever else the machine has unpacked.
+//! `--lockfile` then picks exactly those crates from the `--source`s, whatever else the machine
+//! has unpacked. A `--whole-source` (Debian's `librust-*-dev` crates, a fixed snapshot) is taken
+//! whole. Either way only the newest version of a crate is kept, the crates reserved for
+//! held-out measurement never are, and near copies of kept files are dropped.
 //!
-//! Options: `--source DIR...` (required), `--out DIR` (required), `--lockfile FILE...` (only the
-//! crates they pin), `--holdout FRACTION` (0.05), `--seed N` (0), `--max-file-bytes N` (204800),
-//! `--exclude PATTERN...` (added to the benchmark-source crates), `--top N` (crates listed, 20).
+//! Options: `--source DIR...` and/or `--whole-source DIR...` (at least one), `--out DIR`
+//! (required), `--lockfile FILE...` (only the crates they pin, from the `--source`s),
+//! `--holdout FRACTION` (0.05), `--seed N` (0), `--max-file-bytes N` (204800),
+//! `--near-duplicates JACCARD|off` (0.8), `--exclude PATTERN...` (added to the
+//! benchmark-source crates), `--top N` (crates listed, 20). Writes `train.jsonl`,
+//! `valid.jsonl`, `manifest.json` and `manifest.tsv` (see `redraft_train::corpus`).
 
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use redraft_train::corpus::{self, CorpusOptions, Split};
@@ -47,6 +54,16 @@ fn main() -> anyhow::Result<()> {
             "--source" => options
                 .sources
                 .extend(values().into_iter().map(PathBuf::from)),
+            "--whole-source" => options
+                .whole_sources
+                .extend(values().into_iter().map(PathBuf::from)),
+            "--near-duplicates" => options.near_duplicate_jaccard = match one("threshold")?.as_str()
+            {
+                "off" => None,
+                value => Some(value.parse().context(
+                    "--near-duplicates takes an estimated Jaccard similarity such as 0.8, or off",
+                )?),
+            },
             "--lockfile" => options
                 .lockfiles
                 .extend(values().into_iter().map(PathBuf::from)),
@@ -69,7 +86,10 @@ fn main() -> anyhow::Result<()> {
             }
         }
     }
-    let out = out.context("pass --out DIR: where train.jsonl, valid.jsonl and manifest.json go")?;
+    let out = out.context(
+        "pass --out DIR: where train.jsonl, valid.jsonl, manifest.json and manifest.tsv go",
+    )?;
+    let started = Instant::now();
     let manifest = corpus::build(&options, &out)
         .with_context(|| format!("building the corpus into {}", out.display()))?;
 
@@ -121,7 +141,15 @@ fn main() -> anyhow::Result<()> {
             .filter(|c| c.reason == *reason)
             .map(|c| format!("{} {}", c.name, c.version))
             .collect();
-        writeln!(report, "  {reason:?}: {count}: {}", names.join(", "))?;
+        let more = match names.len().saturating_sub(top) {
+            0 => String::new(),
+            more => format!(" and {more} more (see manifest.json)"),
+        };
+        writeln!(
+            report,
+            "  {reason:?}: {count}: {}{more}",
+            names[..names.len().min(top)].join(", ")
+        )?;
     }
     writeln!(report, "files dropped:")?;
     for (reason, tally) in &stats.files_dropped {
@@ -132,7 +160,12 @@ fn main() -> anyhow::Result<()> {
             mb(tally.bytes)
         )?;
     }
-    writeln!(report, "wrote {}", out.display())?;
+    writeln!(
+        report,
+        "wrote {} in {:.1} s",
+        out.display(),
+        started.elapsed().as_secs_f64()
+    )?;
     match io::stdout().write_all(report.as_bytes()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e).context("printing the summary"),
         _ => Ok(()),
