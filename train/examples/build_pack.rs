@@ -5,7 +5,7 @@
 //! cargo run --release -p redraft-train --example build_pack -- \
 //!     --corpus target/gpu-corpus --edits target/gpu-edits --out target/gpu-pack \
 //!     [--vocab-size 8192] [--tokenizer-sample-mb 96] [--seq-len 1024] [--tokenizer FILE]
-//!     [--compare-vocab 4096 16384] [--train-mb 420]
+//!     [--compare-vocab 4096 16384] [--train-mb 350] [--valid-mb 6] [--max-edit-cases 20000]
 //! ```
 //!
 //! Writes to `OUT`: `tokenizer.json` (byte-level BPE trained on an even sample of the training
@@ -14,7 +14,8 @@
 //! followed by `<|file_sep|>`), `train.offsets` / `valid.offsets` (u64 file starts, then the end),
 //! `edits-{train,valid}.tokens` + `.index` (u32 rows: start, length, canvas start, canvas
 //! length) laid out by `train::examples::edit::edit_tokens`, the engine's own next-edit layout,
-//! and `meta.json`. `--train-mb` packs an even sample of the training files of about that size. `scripts/build-pack` compresses them. `--compare-vocab` also trains those
+//! and `meta.json`. `--train-mb` / `--valid-mb` pack an even sample of a split's files of about that size,
+//! `--max-edit-cases` an even sample of each split's next-edit cases. `scripts/build-pack` compresses them. `--compare-vocab` also trains those
 //! sizes on the same sample and reports bytes per token on the validation split for each.
 
 use std::io::Write as _;
@@ -30,6 +31,8 @@ fn parse() -> anyhow::Result<PackOptions> {
     let mut vocab_size = 8192;
     let mut sample_mb = 96;
     let mut train_mb = None;
+    let mut valid_mb = None;
+    let mut max_edit_cases = usize::MAX;
     let mut seq_len = 1024;
     let mut tokenizer = None;
     let mut compare = Vec::new();
@@ -57,6 +60,8 @@ fn parse() -> anyhow::Result<PackOptions> {
             "--vocab-size" => vocab_size = number()?,
             "--tokenizer-sample-mb" => sample_mb = number()?,
             "--train-mb" => train_mb = Some(number()?),
+            "--valid-mb" => valid_mb = Some(number()?),
+            "--max-edit-cases" => max_edit_cases = number()?,
             "--seq-len" => seq_len = number()?,
             "--tokenizer" => tokenizer = Some(PathBuf::from(one()?)),
             "--compare-vocab" => {
@@ -77,6 +82,8 @@ fn parse() -> anyhow::Result<PackOptions> {
         vocab_size,
         tokenizer_sample_bytes: sample_mb << 20,
         train_bytes: train_mb.map_or(usize::MAX, |mb| mb * 1_000_000),
+        valid_bytes: valid_mb.map_or(usize::MAX, |mb| mb * 1_000_000),
+        max_edit_cases,
         seq_len,
         tokenizer,
         compare_vocab: compare,

@@ -43,6 +43,20 @@ PRESETS = {
     # ~27M parameters (19M in the trunk): sized for ~7 minutes on one H200 and for a CPU
     # completion in a few hundred milliseconds at 1k tokens of context (see train/gpu/README.md).
     "default": dict(shape=ModelShape(), batch=256, seq_len=1024),
+    # For the small-scale loss curve on the CPU (train/gpu/estimate.md): the default's vocabulary
+    # and objective at a size two cores train in minutes.
+    "small": dict(
+        shape=ModelShape(
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=384,
+            max_position_embeddings=256,
+        ),
+        batch=16,
+        seq_len=256,
+    ),
     # For the CPU round trip in CI: seconds per step on 2 cores.
     "tiny": dict(
         shape=ModelShape(

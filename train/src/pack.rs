@@ -36,6 +36,10 @@ pub struct PackOptions {
     /// Bytes of training text packed (an even sample of the files when the split is larger), so
     /// the compressed pack fits what a GPU call carries.
     pub train_bytes: usize,
+    /// Bytes of validation text packed (an even sample), enough for the trainer's evaluations.
+    pub valid_bytes: usize,
+    /// Next-edit cases laid out per split (an even sample when there are more).
+    pub max_edit_cases: usize,
     /// Bytes of training text the tokenizer is trained on.
     pub tokenizer_sample_bytes: usize,
     /// Longest next-edit sequence.
@@ -54,6 +58,8 @@ impl PackOptions {
             out: out.into(),
             vocab_size: 8192,
             train_bytes: usize::MAX,
+            valid_bytes: usize::MAX,
+            max_edit_cases: usize::MAX,
             tokenizer_sample_bytes: 96 << 20,
             seq_len: 1024,
             tokenizer: None,
@@ -89,6 +95,17 @@ pub fn even_sample(jsonl: &Path, max_bytes: usize) -> TrainResult<Vec<CorpusReco
         .filter(|(i, _)| ((i + 1) as f64 * f).floor() > (*i as f64 * f).floor())
         .map(|(_, r)| r)
         .collect())
+}
+
+/// [`even_sample`] of `jsonl` written to `path` (the splits are read back from files).
+fn write_sample(jsonl: &Path, max_bytes: usize, path: &Path) -> TrainResult<PathBuf> {
+    let mut lines = String::new();
+    for record in even_sample(jsonl, max_bytes)? {
+        lines.push_str(&serde_json::to_string(&record).expect("json"));
+        lines.push('\n');
+    }
+    std::fs::write(path, lines).map_err(|e| TrainError::write(path, e))?;
+    Ok(path.to_path_buf())
 }
 
 fn write_u16(path: &Path, ids: impl Iterator<Item = u32>) -> TrainResult<usize> {
@@ -138,8 +155,18 @@ fn write_edits(
     out: &Path,
     name: &str,
     seq_len: usize,
+    max_cases: usize,
 ) -> TrainResult<(usize, usize, usize)> {
-    let cases = read_edit_cases(cases_path)?;
+    let mut cases = read_edit_cases(cases_path)?;
+    if cases.len() > max_cases {
+        // An even sample: the cases come grouped by crate and kind.
+        let f = max_cases as f64 / cases.len() as f64;
+        let mut i = 0usize;
+        cases.retain(|_| {
+            i += 1;
+            (i as f64 * f).floor() > ((i - 1) as f64 * f).floor()
+        });
+    }
     let markers = EditMarkers::of(tokenizer)?;
     let mut rng = StdRng::seed_from_u64(0x6564_6974);
     let mut tokens: Vec<u32> = Vec::new();
@@ -226,15 +253,18 @@ pub fn build(options: &PackOptions) -> TrainResult<String> {
         fnv1a(&std::fs::read(&tokenizer_path).map_err(|e| TrainError::read(&tokenizer_path, e))?);
     let cache = out.join("cache");
     std::fs::create_dir_all(&cache).map_err(|e| TrainError::write(&cache, e))?;
-    let train_packed = cache.join("train-packed.jsonl");
-    let mut lines = String::new();
-    for record in even_sample(&train_jsonl, options.train_bytes)? {
-        lines.push_str(&serde_json::to_string(&record).expect("json"));
-        lines.push('\n');
-    }
-    std::fs::write(&train_packed, lines).map_err(|e| TrainError::write(&train_packed, e))?;
+    let train_packed = write_sample(
+        &train_jsonl,
+        options.train_bytes,
+        &cache.join("train-packed.jsonl"),
+    )?;
+    let valid_packed = write_sample(
+        &valid_jsonl,
+        options.valid_bytes,
+        &cache.join("valid-packed.jsonl"),
+    )?;
     let mut splits = serde_json::Map::new();
-    for (name, jsonl) in [("train", &train_packed), ("valid", &valid_jsonl)] {
+    for (name, jsonl) in [("train", &train_packed), ("valid", &valid_packed)] {
         eprintln!("tokenizing {}", jsonl.display());
         let split = CorpusSplit::load(jsonl, &tokenizer, hash, &cache)?;
         let (files, tokens, bytes) = write_split(&split, out, name, file_sep)?;
@@ -260,6 +290,7 @@ pub fn build(options: &PackOptions) -> TrainResult<String> {
                 out,
                 name,
                 options.seq_len,
+                options.max_edit_cases,
             )?;
             writeln!(
                 report,
