@@ -18,9 +18,10 @@ use crate::edit::{canvas_length, EditFormat, EditPieces, EditRequest};
 use crate::error::{Error, Result};
 use crate::qwen2::{KvCache, Qwen2};
 use crate::sampler::{
-    step_together, Batch, CachePolicy, Canvas, Controls, Infill, MemberControls, MemberId,
-    MemberOutcome, PassStats, Sampler, SamplerConfig,
+    step_together, Batch, CachePolicy, Canvas, CanvasView, Controls, Infill, MemberControls,
+    MemberId, MemberOutcome, PassStats, Sampler, SamplerConfig,
 };
+use crate::text::Draft;
 use crate::tokenizer::Tokenizer;
 
 pub const CONFIG_FILE: &str = "config.json";
@@ -69,7 +70,12 @@ pub struct Timings {
 /// The middle the engine wrote, with how it got there.
 #[derive(Debug, Clone, Serialize)]
 pub struct Completion {
+    /// The text of `tokens` up to the first bytes that are not UTF-8 ([`Tokenizer::text`]).
     pub middle: String,
+    /// The tokens stopped spelling UTF-8 (bytes no character is made of, or a character cut
+    /// off at the end): `middle` is the text before them, and the suggestion ends there.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub invalid_text: bool,
     pub tokens: Vec<u32>,
     pub ended_by_eos: bool,
     /// Whether the caller's stop rule ended the middle once its committed lead decided it
@@ -302,6 +308,14 @@ impl Engine {
 
     pub fn settings(&self) -> &DiffusionSettings {
         &self.settings
+    }
+
+    /// A denoising step's canvas as a client may be shown it (the one draft renderer: the
+    /// language server's and the HTTP server's streams): [`Draft::render`], the middle ending
+    /// at EOS or pad.
+    pub fn draft(&self, view: &CanvasView) -> Draft {
+        let (eos, pad) = (self.settings.eos_token_id, self.settings.pad_token_id);
+        Draft::render(&self.tokenizer, &view.slots, |t| t == eos || t == pad)
     }
 
     pub fn dir(&self) -> &Path {
@@ -546,9 +560,10 @@ impl Engine {
         infill: &Infill,
         stats: &PassStats,
     ) -> Result<Completion> {
-        let middle = self.tokenizer.decode(&infill.tokens)?;
+        let text = self.tokenizer.text(&infill.tokens)?;
         Ok(Completion {
-            middle,
+            invalid_text: !text.is_complete(),
+            middle: text.text,
             tokens: infill.tokens.clone(),
             ended_by_eos: infill.ended_by_eos,
             stopped: infill.stopped,

@@ -14,9 +14,11 @@ pub mod linear;
 pub mod ops;
 pub mod qwen2;
 pub mod sampler;
+pub mod text;
 pub mod tokenizer;
 
 pub use device::DeviceSpec;
 pub use edit::EditRequest;
 pub use engine::{Completion, Engine, InfillRequest};
 pub use error::{Error, Result};
+pub use text::{Draft, Tail, Text};

@@ -1,5 +1,7 @@
 //! The tokenizer: a Hugging Face `tokenizer.json` (byte-level BPE for every model redraft runs),
-//! plus what the sampler needs to know about the vocabulary (which tokens are whitespace only).
+//! plus what the sampler needs to know about the vocabulary (which tokens are whitespace only)
+//! and the bytes each token stands for, so the model's text is assembled from bytes and
+//! checked once ([`Tokenizer::text`], [`crate::text`]) instead of decoded lossily.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +13,7 @@ use tokenizers::{
 };
 
 use crate::error::{Error, Result};
+use crate::text::{Tail, Text};
 
 /// A loaded tokenizer.
 pub struct Tokenizer {
@@ -18,7 +21,66 @@ pub struct Tokenizer {
     whitespace: Vec<bool>,
     /// Per token id: a special token (a marker such as `<|fim_middle|>` or `<|cursor|>`).
     special: Vec<bool>,
+    /// Per token id, its bytes, when the decoder is byte-level (every model redraft runs).
+    bytes: Option<TokenBytes>,
     origin: PathBuf,
+}
+
+/// Every token's bytes, one after another: token `id` is `bytes[ends[id - 1]..ends[id]]`.
+struct TokenBytes {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl TokenBytes {
+    /// The bytes of every token of a byte-level tokenizer, by the rule of its decoder
+    /// (`tokenizers`' `ByteLevel::decode_chain`): a token whose characters all stand for bytes
+    /// in GPT-2's table is those bytes; any other (an added token spelled in plain text) is its
+    /// own UTF-8.
+    fn byte_level(inner: &tokenizers::Tokenizer, size: usize) -> TokenBytes {
+        let table = gpt2_char_bytes();
+        let mut bytes = Vec::new();
+        let mut ends = Vec::with_capacity(size);
+        for id in 0..size as u32 {
+            if let Some(token) = inner.id_to_token(id) {
+                let mapped: Option<Vec<u8>> = token
+                    .chars()
+                    .map(|c| table.get(c as usize).copied().flatten())
+                    .collect();
+                match mapped {
+                    Some(mapped) => bytes.extend(mapped),
+                    None => bytes.extend(token.as_bytes()),
+                }
+            }
+            ends.push(bytes.len());
+        }
+        TokenBytes { bytes, ends }
+    }
+
+    fn of(&self, id: u32) -> Option<&[u8]> {
+        let id = id as usize;
+        let end = *self.ends.get(id)?;
+        let start = if id == 0 { 0 } else { self.ends[id - 1] };
+        Some(&self.bytes[start..end])
+    }
+}
+
+/// GPT-2's byte-level alphabet backwards: the byte each of its characters stands for, indexed
+/// by the character's code point (printable Latin-1 bytes are their own character; the other
+/// 68 bytes are U+0100 onwards, in byte order).
+fn gpt2_char_bytes() -> Vec<Option<u8>> {
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xa1..=0xac | 0xae..=0xff);
+    let mut table = vec![None; 256 + 68];
+    let mut shifted = 256;
+    for b in 0..=255u8 {
+        if printable(b) {
+            table[b as usize] = Some(b);
+        } else {
+            table[shifted] = Some(b);
+            shifted += 1;
+        }
+    }
+    table
 }
 
 impl Tokenizer {
@@ -66,10 +128,13 @@ impl Tokenizer {
                 }
             }
         }
+        let bytes = matches!(inner.get_decoder(), Some(DecoderWrapper::ByteLevel(_)))
+            .then(|| TokenBytes::byte_level(&inner, size));
         Tokenizer {
             inner,
             whitespace,
             special,
+            bytes,
             origin,
         }
     }
@@ -130,9 +195,73 @@ impl Tokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
-    /// The text of `ids`.
+    /// The text of `ids` as the `tokenizers` crate decodes it: bytes that are not UTF-8 become
+    /// U+FFFD. For prompts, logs and training data, whose tokens come from text; what the model
+    /// wrote goes through [`Tokenizer::text`].
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner.decode(ids, false).map_err(|e| self.error(e))
+    }
+
+    /// What the model wrote in `ids`, as text a client may be shown: valid UTF-8 up to the
+    /// first bytes that are not (a character cut off at the end is held back, bytes no
+    /// character can be made of end the text; [`crate::text`]), never a U+FFFD the model did not
+    /// write as a character. Ids outside the vocabulary are skipped, as `decode` skips them.
+    pub fn text(&self, ids: &[u32]) -> Result<Text> {
+        match self.spelled(ids) {
+            Some(bytes) => Ok(Text::from_bytes(&bytes)),
+            None => self.text_from_decode(ids),
+        }
+    }
+
+    /// [`Tokenizer::text`] of tokens that follow a gap (a masked slot of a draft): bytes at
+    /// their start that continue a character (at most 3) may belong to one begun in the gap,
+    /// so they are held back instead of ending the text.
+    pub fn text_after_gap(&self, ids: &[u32]) -> Result<Text> {
+        match self.spelled(ids) {
+            Some(bytes) => {
+                let continuing = bytes
+                    .iter()
+                    .take(3)
+                    .take_while(|&&b| b & 0xc0 == 0x80)
+                    .count();
+                Ok(Text::from_bytes(&bytes[continuing..]))
+            }
+            None => self.text_from_decode(ids),
+        }
+    }
+
+    /// The bytes `ids` stand for, with a byte-level decoder; `None` with any other.
+    fn spelled(&self, ids: &[u32]) -> Option<Vec<u8>> {
+        let table = self.bytes.as_ref()?;
+        let mut bytes = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            if let Some(token) = table.of(id) {
+                bytes.extend_from_slice(token);
+            }
+        }
+        Some(bytes)
+    }
+
+    /// [`Tokenizer::text`] for a decoder that is not byte-level (no model redraft runs has
+    /// one): its own decode, cut at the first U+FFFD that no token spells, since that is where
+    /// it met bytes that are not UTF-8 (held back or invalid cannot be told apart there).
+    fn text_from_decode(&self, ids: &[u32]) -> Result<Text> {
+        let decoded = self.decode(ids)?;
+        let spelled = ids.iter().any(|&id| {
+            self.inner
+                .id_to_token(id)
+                .is_some_and(|t| t.contains('\u{fffd}'))
+        });
+        Ok(match decoded.find('\u{fffd}') {
+            Some(at) if !spelled => Text {
+                text: decoded[..at].to_string(),
+                tail: Tail::Invalid,
+            },
+            _ => Text {
+                text: decoded,
+                tail: Tail::Complete,
+            },
+        })
     }
 
     pub fn vocab_size(&self) -> usize {

@@ -17,6 +17,8 @@ mod hostile;
 mod mercury;
 #[path = "serve/openai.rs"]
 mod openai;
+#[path = "serve/text.rs"]
+mod text;
 #[path = "serve/zed.rs"]
 mod zed;
 

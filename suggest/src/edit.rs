@@ -121,12 +121,14 @@ pub fn finish(
     started: Instant,
 ) -> EditOutcome {
     // A rewrite that filled the longest canvas the guard allows without ending ran past what
-    // the guard lets through: what it wrote is cut off, not a rewrite.
-    let cut_off = !completion.ended_by_eos
-        && prepared
-            .request
-            .max_tokens
-            .is_some_and(|longest| completion.slots >= longest);
+    // the guard lets through, and one whose bytes stopped being UTF-8 ends where they did: what
+    // it wrote is cut off, not a rewrite (the rest of the region would read as deleted).
+    let cut_off = completion.invalid_text
+        || !completion.ended_by_eos
+            && prepared
+                .request
+                .max_tokens
+                .is_some_and(|longest| completion.slots >= longest);
     let plan = prepared.plan;
     // A region at the end of a text without a final newline is shown to a Sweep model as a
     // block, which ends in one; the rewrite's is not an edit.

@@ -8,7 +8,7 @@ use std::time::Instant;
 use redraft_context::{Budget, CanvasPlan, Neighbour, Plan, Source, TokenCounter, Unit};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig, StopFn};
-use redraft_engine::{Completion, Engine, InfillRequest, Result};
+use redraft_engine::{Completion, Engine, InfillRequest, Result, Tail};
 
 use crate::EngineTokens;
 
@@ -149,17 +149,17 @@ pub fn engine_request(plan: &Plan, budget: &Budget, sampler: SamplerConfig) -> I
 
 /// The stop rule of a plan ([`redraft_engine::sampler::StopRule`]): a middle whose committed
 /// lead already decides what [`finish`] makes of it ([`redraft_context::decided`]: a line
-/// completion's line is complete) needs no more passes.
+/// completion's line is complete, or the lead's bytes stopped being UTF-8, where the middle
+/// ends whatever comes after) needs no more passes.
 pub fn stop_rule<'e>(
     engine: &'e Engine,
     plan: &Plan,
 ) -> impl Fn(&[u32]) -> bool + Send + Sync + 'e {
     let plan = plan.clone();
     move |lead: &[u32]| {
-        engine
-            .tokenizer()
-            .decode(lead)
-            .is_ok_and(|text| redraft_context::decided(&text, &plan))
+        engine.tokenizer().text(lead).is_ok_and(|text| {
+            text.tail == Tail::Invalid || redraft_context::decided(&text.text, &plan)
+        })
     }
 }
 

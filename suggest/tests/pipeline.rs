@@ -238,6 +238,56 @@ fn a_next_edit_prepared_and_finished_around_a_batch_equals_the_pipeline() {
     assert_eq!(outcome.plan.region_range, whole.plan.region_range);
 }
 
+/// A rewrite whose bytes stopped being UTF-8 half-way (`Completion::invalid_text`: the middle
+/// ends before them) is no edit, not a rewrite that deletes the rest of the region.
+#[test]
+fn a_rewrite_whose_bytes_stop_being_text_is_no_edit() {
+    use redraft_engine::sampler::MemberControls;
+    use redraft_suggest::edit::{finish, prepare};
+    let engine = engine();
+    let input = EditInput {
+        source: source(TEXT),
+        path: "src/count.rs",
+        history: &[],
+    };
+    let budget = EditBudget {
+        max_changed_fraction: 1.0,
+        ..EditBudget::default()
+    };
+    let prepared = prepare(&engine, &input, &budget, greedy());
+    let mut batch = engine.batch(greedy().cache);
+    batch
+        .join_edit(&prepared.request, MemberControls::default())
+        .unwrap();
+    let mut done = Vec::new();
+    while !batch.is_empty() {
+        done.extend(batch.step().unwrap());
+    }
+    let mut completion = done.pop().unwrap().1.unwrap();
+    // What the engine makes of a copy of the region whose second half went wrong byte-wise.
+    let region = prepared.plan.region.clone();
+    let half = (0..=region.len() / 2)
+        .rev()
+        .find(|&at| region.is_char_boundary(at))
+        .unwrap();
+    completion.middle = region[..half].to_string();
+    completion.invalid_text = true;
+    let outcome = finish(
+        &input,
+        prepared,
+        completion,
+        &budget,
+        std::time::Instant::now(),
+    );
+    assert!(outcome.rewrote_too_much);
+    assert!(
+        outcome.suggestion.edits.is_empty(),
+        "{:?}",
+        outcome.suggestion
+    );
+    assert_eq!(apply(TEXT, &outcome.suggestion), TEXT);
+}
+
 /// The stop rule `fim::run` applies (a canvas ends once its committed lead decides the finished
 /// suggestion) never changes a finished suggestion, and saves passes: at many cursors of real
 /// code, at each effort, with the shipped model (bidirectional) and the same weights attending

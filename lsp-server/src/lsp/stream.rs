@@ -19,9 +19,6 @@ use tokio::sync::{mpsc, oneshot};
 use tower_lsp_server::ls_types::notification::Notification;
 use tower_lsp_server::ls_types::{Position, Uri, VersionedTextDocumentIdentifier};
 
-/// What a still-masked slot looks like in a draft.
-pub const MASK: char = '\u{2591}';
-
 /// The notification (server -> client).
 #[derive(Debug)]
 pub enum DraftStep {}
@@ -67,7 +64,8 @@ pub struct StepDraft {
     /// 0-based denoising step.
     pub step: u32,
     /// The middle as drafted so far, raw model output before post-processing: committed text,
-    /// [`MASK`] for each slot still masked, nothing for slots past the end of the middle.
+    /// [`redraft_engine::text::MASK_GLYPH`] for each slot still masked, nothing for slots past
+    /// the end of the middle (always valid text: [`Engine::draft`]).
     pub draft: String,
     /// Slots still masked; 0 on the last step.
     pub masked: u32,
@@ -75,31 +73,13 @@ pub struct StepDraft {
 
 impl StepDraft {
     pub fn render(engine: &Engine, target: &StreamTarget, step: usize, view: &CanvasView) -> Self {
-        let settings = engine.settings();
-        let is_end = |t: u32| t == settings.eos_token_id || t == settings.pad_token_id;
-        let mut draft = String::new();
-        let mut run: Vec<u32> = Vec::new();
-        let flush = |run: &mut Vec<u32>, draft: &mut String| {
-            // Byte-level tokens only decode cleanly in runs (a character may span tokens).
-            if !run.is_empty() {
-                draft.push_str(&engine.tokenizer().decode(run).unwrap_or_default());
-                run.clear();
-            }
-        };
-        let mut masked = 0u32;
-        for slot in &view.slots {
-            match slot {
-                Some(t) if is_end(*t) => flush(&mut run, &mut draft),
-                Some(t) => run.push(*t),
-                None => {
-                    flush(&mut run, &mut draft);
-                    draft.push(MASK);
-                    masked += 1;
-                }
-            }
-        }
-        flush(&mut run, &mut draft);
-        StepDraft::new(target, step, draft, masked)
+        let draft = engine.draft(view);
+        StepDraft::new(
+            target,
+            step,
+            draft.text,
+            u32::try_from(draft.masked).unwrap_or(u32::MAX),
+        )
     }
 
     /// The end of a stream that stopped before its last step: nothing drafted, nothing masked.

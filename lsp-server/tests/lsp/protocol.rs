@@ -417,3 +417,46 @@ async fn a_device_this_binary_lacks_is_reported_and_switching_to_the_cpu_recover
     one_line_suggestions(&lsp, URI, 3, 17).await;
     lsp.shutdown().await;
 }
+
+/// Around 4-byte characters and NULs the default model writes byte tokens that do not form
+/// UTF-8 (they came back as runs of U+FFFD): no inline completion and no streamed draft holds a
+/// character the model did not write.
+#[tokio::test]
+async fn completions_around_4_byte_characters_and_nul_are_valid_text() {
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "medium", "maxTokens": 32, "streamSteps": true}),
+        ..Start::default()
+    })
+    .await;
+    let cases = [
+        ("\u{0}\u{0}😀\u{0}", "\u{0}😀😀"),
+        ("let s = \"🦀\u{0}🦀\u{0}", "\";\n"),
+        ("// 😀😀😀😀 ", "🦀🦀🦀\n"),
+    ];
+    for (i, (before, after)) in cases.iter().enumerate() {
+        let uri = format!("file:///work/demo/src/text{i}.rs");
+        lsp.open(&uri, "rust", &format!("{before}{after}"));
+        let line = before.matches('\n').count() as u32;
+        let column = before.rsplit('\n').next().unwrap().encode_utf16().count() as u32;
+        let answer = lsp.inline(&uri, line, column, true).await.answer().await;
+        for item in items(&answer.unwrap()) {
+            let text = item["insertText"].as_str().unwrap();
+            assert!(
+                !text.contains(char::REPLACEMENT_CHARACTER),
+                "{before:?}|{after:?}: {item}"
+            );
+        }
+    }
+    let drafts = lsp.received("redraft/draftStep");
+    assert!(!drafts.is_empty());
+    for draft in drafts {
+        assert!(
+            !draft["draft"]
+                .as_str()
+                .unwrap()
+                .contains(char::REPLACEMENT_CHARACTER),
+            "{draft}"
+        );
+    }
+    lsp.shutdown().await;
+}

@@ -18,37 +18,11 @@ use super::{
 };
 use crate::serve::metrics::Metrics;
 
-/// What a still-masked slot looks like in a draft (as in `redraft lsp`'s drafts).
-pub const MASK: char = '\u{2591}';
-
-/// The raw middle of `view` so far: committed text, [`MASK`] per masked slot, nothing past the
-/// end; and how many slots are masked.
+/// The raw middle of `view` so far ([`Engine::draft`]: committed text, a mask glyph per masked
+/// slot, nothing past the end); and how many slots are masked.
 pub fn draft_text(engine: &Engine, view: &CanvasView) -> (String, usize) {
-    let settings = engine.settings();
-    let is_end = |t: u32| t == settings.eos_token_id || t == settings.pad_token_id;
-    let mut text = String::new();
-    let mut run: Vec<u32> = Vec::new();
-    // Byte-level tokens decode cleanly only in runs (a character may span tokens).
-    let flush = |run: &mut Vec<u32>, text: &mut String| {
-        if !run.is_empty() {
-            text.push_str(&engine.tokenizer().decode(run).unwrap_or_default());
-            run.clear();
-        }
-    };
-    let mut masked = 0;
-    for slot in &view.slots {
-        match slot {
-            Some(t) if is_end(*t) => flush(&mut run, &mut text),
-            Some(t) => run.push(*t),
-            None => {
-                flush(&mut run, &mut text);
-                text.push(MASK);
-                masked += 1;
-            }
-        }
-    }
-    flush(&mut run, &mut text);
-    (text, masked)
+    let draft = engine.draft(view);
+    (draft.text, draft.masked)
 }
 
 /// The engine's error as the job's: a request this model cannot run is the client's (422),
