@@ -7,12 +7,16 @@
 //! `inception` (Mercury-shaped `/v1/fim/completions` and `/v1/edit/completions`); `requests`
 //! turns every API's request into the scheduler's work and streams answers back;
 //! `crate::fim_template` and `edit_prompt` read the prompt layouts clients send; `error` the error
-//! bodies; `metrics` `/metrics`. Nothing a client sends ends the server: bad input is a 4xx,
-//! a panic in a job a 500 for that job only.
+//! bodies; `metrics` `/metrics`; `gate` what a request must pass before its body is read (Host
+//! and Origin, JSON content types, headers, the key); `listen` the connections (limits, read
+//! timeouts, shutdown). Nothing a client sends ends the server: bad input is a 4xx, a panic in a
+//! job a 500 for that job only, and a slow or stalled client is closed after its timeout.
 
 mod edit_prompt;
 mod error;
+mod gate;
 mod inception;
+mod listen;
 mod metrics;
 mod ollama;
 mod openai;
@@ -27,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::http::{header, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -59,9 +63,39 @@ pub struct Args {
     /// Address to listen on (port 0: any free port; the bound address is printed on stderr).
     #[arg(long, default_value = "127.0.0.1:8717")]
     bind: SocketAddr,
-    /// Require `Authorization: Bearer KEY` on every route but /health [env: REDRAFT_API_KEY].
-    #[arg(long)]
+    /// Require `Authorization: Bearer KEY` on every route but /health. Prefer the environment
+    /// variable REDRAFT_API_KEY or --api-key-file: a flag's value shows in the process list.
+    #[arg(long, conflicts_with = "api_key_file")]
     api_key: Option<String>,
+    /// Read the API key from this file (surrounding whitespace trimmed; an empty file is an
+    /// error).
+    #[arg(long, value_name = "PATH")]
+    api_key_file: Option<PathBuf>,
+    /// Also answer requests whose Host header is NAME (NAME:PORT for that port only); loopback
+    /// names and the bound address are always allowed. Any other Host is refused (403), which
+    /// keeps web pages that rebind their DNS name to this machine out. Repeatable.
+    #[arg(long, value_name = "NAME")]
+    allow_host: Vec<String>,
+    /// Let the web page ORIGIN (as browsers send it: https://example.com) call the server:
+    /// CORS is answered for it, preflights included. Requests from any other page are refused
+    /// (403). Repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+    /// A request head that has not fully arrived after this many milliseconds closes its
+    /// connection (also how long an idle kept-alive connection is kept).
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// A request body that has not fully arrived this many milliseconds after its head is
+    /// refused (408) and its connection closed.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    body_timeout_ms: u64,
+    /// Open connections at most; more wait to be accepted.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Open connections from one IP address at most; more are closed at once (on loopback every
+    /// local client shares the one address).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections_per_peer: u64,
     /// Canvases the model runs together at most (1: one request at a time).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=64))]
     max_batch: u64,
@@ -128,6 +162,10 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     pub model: ModelInfo,
     api_key: Option<String>,
+    /// The `Host` names requests may carry (`gate`).
+    hosts: gate::Hosts,
+    /// The web pages (`--allow-origin`) that may call the server, as `Origin` spells them.
+    origins: Vec<String>,
     pub effort: Effort,
     /// Every request's cache policy (`--no-cache`, `--edit-reuse`).
     pub cache: CachePolicy,
@@ -164,15 +202,14 @@ impl App {
 pub type Shared = Arc<App>;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let api_key = args
-        .api_key
-        .clone()
-        .or_else(|| std::env::var("REDRAFT_API_KEY").ok())
-        .filter(|k| !k.is_empty());
+    let api_key = gate::api_key(args.api_key.as_deref(), args.api_key_file.as_deref())?;
+    let hosts = gate::Hosts::new(args.bind, &args.allow_host)?;
+    let origins = gate::origins(&args.allow_origin)?;
     if !args.bind.ip().is_loopback() && api_key.is_none() {
         eprintln!(
-            "redraft serve: warning: listening on {} without an API key: anyone who can reach it can use the model (set --api-key or REDRAFT_API_KEY)",
-            args.bind
+            "redraft serve: warning: listening on {} without an API key: anyone who can reach it can use the model (set {} or --api-key-file, and put TLS in front)",
+            args.bind,
+            gate::KEY_VARIABLE
         );
     }
     let started = Instant::now();
@@ -246,6 +283,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             parameters,
         },
         api_key,
+        hosts,
+        origins,
         effort: args.effort,
         cache,
         deadline: args.deadline_ms.map(Duration::from_millis),
@@ -261,9 +300,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .thread_name("redraft-serve")
         .enable_all()
         .build()?;
+    let limits = listen::Limits {
+        header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
+        body_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        per_peer: usize::try_from(args.max_connections_per_peer).unwrap_or(usize::MAX),
+    };
     runtime.block_on(serve(
         Arc::clone(&app),
         args.bind,
+        limits,
         Duration::from_millis(args.shutdown_grace_ms),
     ))?;
     // Every accepted job has been answered (or cancelled); the inference thread ends with the
@@ -277,17 +323,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(app: Shared, bind: SocketAddr, grace: Duration) -> anyhow::Result<()> {
+/// Serves until a signal, then stops: no new connections, idle and stalled ones closed at once,
+/// accepted work answered (what still runs after `grace` is cancelled at its next step and
+/// answered 503), and whatever connection is still open 5 s after that dropped.
+async fn serve(
+    app: Shared,
+    bind: SocketAddr,
+    limits: listen::Limits,
+    grace: Duration,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .with_context(|| format!("binding {bind} (is another server on that port?)"))?;
     let local = listener.local_addr()?;
     eprintln!("redraft serve: listening on http://{local}");
-    let stopping = Arc::new(tokio::sync::Notify::new());
-    let signal = {
+    let (stopping, stopping_rx) = tokio::sync::watch::channel(false);
+    let (cut, cut_rx) = tokio::sync::watch::channel(false);
+    {
         let app = Arc::clone(&app);
-        let stopping = Arc::clone(&stopping);
-        async move {
+        tokio::spawn(async move {
             let why = shutdown_signal().await;
             eprintln!(
                 "redraft serve: {why}: finishing {} queued request(s), then stopping",
@@ -295,25 +349,21 @@ async fn serve(app: Shared, bind: SocketAddr, grace: Duration) -> anyhow::Result
             );
             app.shutting_down.store(true, Ordering::Relaxed);
             app.scheduler.close();
-            stopping.notify_one();
-            let app = Arc::clone(&app);
-            tokio::spawn(async move {
-                tokio::time::sleep(grace).await;
-                eprintln!("redraft serve: in-flight work past the grace period is cancelled");
-                app.scheduler.abort();
-            });
-        }
-    };
-    let server = axum::serve(listener, router(app)).with_graceful_shutdown(signal);
-    let server = std::future::IntoFuture::into_future(server);
-    tokio::pin!(server);
-    tokio::select! {
-        result = &mut server => result.context("serving HTTP")?,
-        () = async {
-            stopping.notified().await;
-            tokio::time::sleep(grace + Duration::from_secs(5)).await;
-        } => eprintln!("redraft serve: connections still open after the grace period are dropped"),
+            let _ = stopping.send(true);
+            tokio::time::sleep(grace).await;
+            eprintln!("redraft serve: in-flight work past the grace period is cancelled");
+            app.scheduler.abort();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            eprintln!("redraft serve: connections still open after the grace period are dropped");
+            let _ = cut.send(true);
+        });
     }
+    let stop = listen::Stop {
+        stopping: stopping_rx,
+        cut: cut_rx,
+    };
+    let metrics = Arc::clone(&app.metrics);
+    listen::serve(listener, router(app), limits, stop, metrics).await;
     Ok(())
 }
 
@@ -340,9 +390,11 @@ async fn shutdown_signal() -> &'static str {
     }
 }
 
-/// Every route, behind the API-key check, the body limit and the request metrics.
+/// Every route, behind (outermost first) the request metrics, `gate::admit` (Host, Origin,
+/// headers), CORS for `--allow-origin` pages, the API-key check, the declared body size, the
+/// JSON content type and the body limit: all before a handler reads a body.
 pub fn router(app: Shared) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/", get(root))
         .route("/health", get(health))
         .route("/metrics", get(metrics_text))
@@ -356,11 +408,24 @@ pub fn router(app: Shared) -> Router {
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(app.max_body))
+        .layer(middleware::from_fn(gate::require_json))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&app),
-            refuse_oversized,
+            gate::refuse_oversized,
         ))
-        .layer(middleware::from_fn_with_state(Arc::clone(&app), authorize))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            gate::authorize,
+        ));
+    let routes = match gate::cors(&app.origins) {
+        Some(cors) => routes.layer(cors),
+        None => routes,
+    };
+    routes
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            gate::admit,
+        ))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
         .with_state(app)
 }
@@ -394,53 +459,6 @@ async fn count(State(app): State<Shared>, request: Request, next: Next) -> Respo
     app.metrics
         .request(endpoint, response.status().as_u16(), started.elapsed());
     response
-}
-
-/// `Authorization: Bearer KEY` when the server has a key; `/health` is always open (load
-/// balancers probe it).
-async fn authorize(State(app): State<Shared>, request: Request, next: Next) -> Response {
-    let Some(key) = &app.api_key else {
-        return next.run(request).await;
-    };
-    if request.uri().path() == "/health" || bearer_matches(request.headers(), key) {
-        return next.run(request).await;
-    }
-    ApiError::unauthorized()
-        .in_dialect(Dialect::of_path(request.uri().path()))
-        .into_response()
-}
-
-/// A `Content-Length` past `--max-body` is 413 before any of the body is read (the body
-/// limit itself only trips once that much has arrived).
-async fn refuse_oversized(State(app): State<Shared>, request: Request, next: Next) -> Response {
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > app.max_body as u64) {
-        return ApiError::too_large(app.max_body)
-            .in_dialect(Dialect::of_path(request.uri().path()))
-            .into_response();
-    }
-    next.run(request).await
-}
-
-fn bearer_matches(headers: &HeaderMap, key: &str) -> bool {
-    let Some(value) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let Some((scheme, token)) = value.trim().split_once(' ') else {
-        return false;
-    };
-    // The same time whatever the token, so the key cannot be guessed a byte at a time.
-    let (token, key) = (token.trim().as_bytes(), key.as_bytes());
-    scheme.eq_ignore_ascii_case("bearer")
-        && token.len() == key.len()
-        && token.iter().zip(key).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 async fn root() -> &'static str {
@@ -490,20 +508,6 @@ async fn wrong_method(method: Method, uri: Uri) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bearer_keys_are_compared_whole() {
-        let mut headers = HeaderMap::new();
-        assert!(!bearer_matches(&headers, "k3y"));
-        headers.insert(header::AUTHORIZATION, "Bearer k3y".parse().unwrap());
-        assert!(bearer_matches(&headers, "k3y"));
-        assert!(!bearer_matches(&headers, "k3"));
-        assert!(!bearer_matches(&headers, "k3yy"));
-        headers.insert(header::AUTHORIZATION, "bearer  k3y ".parse().unwrap());
-        assert!(bearer_matches(&headers, "k3y"));
-        headers.insert(header::AUTHORIZATION, "Basic k3y".parse().unwrap());
-        assert!(!bearer_matches(&headers, "k3y"));
-    }
 
     #[test]
     fn unknown_paths_share_one_metrics_label() {

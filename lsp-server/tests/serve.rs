@@ -11,12 +11,16 @@ mod cli;
 #[allow(dead_code)] // shared with the load benchmark, which uses other parts
 #[path = "serve/client.rs"]
 mod client;
+#[path = "serve/gate.rs"]
+mod gate;
 #[path = "serve/hostile.rs"]
 mod hostile;
 #[path = "serve/mercury.rs"]
 mod mercury;
 #[path = "serve/openai.rs"]
 mod openai;
+#[path = "serve/slow.rs"]
+mod slow;
 #[path = "serve/text.rs"]
 mod text;
 #[path = "serve/zed.rs"]

@@ -3,11 +3,65 @@
 //! clients read); Ollama-shaped routes (`/api/...`) answer `{"error": "message"}`, which is what
 //! Ollama itself sends and its client libraries read. Either way the status code says whose
 //! fault it is: 4xx for the request, 429/503 (with `Retry-After`) for load and shutdown, and
-//! 500 only for a bug of ours, never for anything a client sent.
+//! 500 only for a bug of ours, never for anything a client sent. A message quotes at most
+//! [`QUOTED_CHARS`] characters of anything the client sent ([`quote`]): an error never echoes a
+//! request back.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+
+/// The most characters of a client's text an error message quotes.
+pub const QUOTED_CHARS: usize = 64;
+
+/// The longest message an error carries, whatever it quotes (a last guard: every quoting site
+/// goes through [`quote`]).
+const MAX_MESSAGE_CHARS: usize = 1024;
+
+/// `text` as an error message may quote it: its first [`QUOTED_CHARS`] characters, with `…` when
+/// there were more.
+pub fn quote(text: &str) -> String {
+    clip(text, QUOTED_CHARS)
+}
+
+fn clip(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// `message` (serde's, which quotes whole strings of the request: `invalid type: string "..."`)
+/// with every double-quoted or backquoted stretch longer than [`QUOTED_CHARS`] cut short.
+fn quote_within(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(4 * MAX_MESSAGE_CHARS));
+    let mut rest = message;
+    while let Some(open) = rest.find(['"', '`']) {
+        let mark = rest[open..].chars().next().unwrap_or('"');
+        out.push_str(&rest[..=open]);
+        let inside = &rest[open + 1..];
+        // The closing mark: the next one not escaped with a backslash.
+        let mut escaped = false;
+        let close = inside.char_indices().find(|&(_, c)| {
+            let closes = c == mark && !escaped;
+            escaped = c == '\\' && !escaped;
+            closes
+        });
+        match close {
+            Some((at, _)) => {
+                out.push_str(&quote(&inside[..at]));
+                out.push(mark);
+                rest = &inside[at + 1..];
+            }
+            None => {
+                out.push_str(&quote(inside));
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
 
 /// Which error body a route speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +130,9 @@ impl ApiError {
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
             "invalid_json",
-            format!("the request body is not valid JSON for this route: {err}"),
+            quote_within(&format!(
+                "the request body is not valid JSON for this route: {err}"
+            )),
         )
     }
 
@@ -100,12 +156,84 @@ impl ApiError {
         )
     }
 
+    /// A `Host` the server does not answer to (403): what a page that rebound its own name to
+    /// this machine's address sends.
+    pub fn host_not_allowed(host: &str) -> Self {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "host_not_allowed",
+            format!(
+                "Host `{}` is not a name this server answers to (loopback names and the address it \
+                 listens on); if clients reach it by that name, start it with --allow-host NAME",
+                quote(host)
+            ),
+        )
+    }
+
+    /// A request from a web page (an `Origin` header) that no `--allow-origin` names (403).
+    pub fn origin_not_allowed(origin: &str) -> Self {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "origin_not_allowed",
+            format!(
+                "requests from web pages are refused (Origin `{}`); to let one page use this \
+                 server, start it with --allow-origin ORIGIN",
+                quote(origin)
+            ),
+        )
+    }
+
+    /// Request headers the server will not guess about (400): a missing or doubled `Host`, a
+    /// doubled `Authorization`, a body framed by `Transfer-Encoding`.
+    pub fn bad_headers(message: impl Into<String>) -> Self {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "bad_headers",
+            message.into(),
+        )
+    }
+
+    /// A POST body that does not say it is JSON (415): what a page can send cross-origin
+    /// without asking first (`text/plain`, forms), so it is refused before it is read.
+    pub fn not_json(content_type: Option<&str>) -> Self {
+        let got = match content_type {
+            Some(value) => format!("`{}`", quote(value)),
+            None => "none".to_string(),
+        };
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request_error",
+            "unsupported_media_type",
+            format!(
+                "the body must be JSON sent with `Content-Type: application/json` (got {got}; \
+                 curl: -H 'Content-Type: application/json')"
+            ),
+        )
+    }
+
+    /// A body that did not arrive within `--body-timeout-ms` (408).
+    pub fn body_timeout(limit_ms: u64) -> Self {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            "request_timeout",
+            format!("the request body did not arrive within {limit_ms} ms (--body-timeout-ms)"),
+        )
+    }
+
     pub fn unknown_route(method: &str, path: &str) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found_error",
             "unknown_route",
-            format!("no route {method} {path} (see the README's \"Serving over HTTP\" for the endpoints)"),
+            format!(
+                "no route {} `{}` (see the README's \"Serving over HTTP\" for the endpoints)",
+                quote(method),
+                quote(path)
+            ),
         )
     }
 
@@ -114,7 +242,7 @@ impl ApiError {
             StatusCode::METHOD_NOT_ALLOWED,
             "invalid_request_error",
             "method_not_allowed",
-            format!("{path} does not take {method}"),
+            format!("`{}` does not take {}", quote(path), quote(method)),
         )
     }
 
@@ -126,7 +254,8 @@ impl ApiError {
                 "invalid_request_error",
                 "model_not_found",
                 format!(
-                    "model `{asked}` is not served here; use one of: {}",
+                    "model `{}` is not served here; use one of: {}",
+                    quote(asked),
                     served.join(", ")
                 ),
             )
@@ -198,12 +327,12 @@ impl ApiError {
     pub fn body(&self) -> serde_json::Value {
         match self.dialect {
             Dialect::OpenAi => json!({"error": {
-                "message": self.message,
+                "message": clip(&self.message, MAX_MESSAGE_CHARS),
                 "type": self.kind,
                 "param": self.param,
                 "code": self.code,
             }}),
-            Dialect::Ollama => json!({"error": self.message}),
+            Dialect::Ollama => json!({"error": clip(&self.message, MAX_MESSAGE_CHARS)}),
         }
     }
 }
@@ -241,6 +370,28 @@ mod tests {
         assert!(ollama["error"].as_str().unwrap().contains("`gpt-4`"));
         assert_eq!(Dialect::of_path("/api/generate"), Dialect::Ollama);
         assert_eq!(Dialect::of_path("/v1/completions"), Dialect::OpenAi);
+    }
+
+    #[test]
+    fn quotes_of_client_text_are_short() {
+        let long = "é".repeat(100);
+        assert_eq!(quote("gpt-4"), "gpt-4");
+        assert_eq!(quote(&long), format!("{}…", "é".repeat(QUOTED_CHARS)));
+        // serde's messages quote whole strings; every quoted stretch is cut, the rest kept.
+        let message = format!(r#"invalid type: string "{long}", expected i64 at `{long}` end"#);
+        let short = format!("{}…", "é".repeat(QUOTED_CHARS));
+        assert_eq!(
+            quote_within(&message),
+            format!(r#"invalid type: string "{short}", expected i64 at `{short}` end"#)
+        );
+        assert_eq!(
+            quote_within(r#"a "b\"c" d "#),
+            r#"a "b\"c" d "#,
+            "escaped marks stay inside"
+        );
+        assert_eq!(quote_within("open \"end"), "open \"end");
+        let error = ApiError::model_not_found(&"m".repeat(100_000), &["a".into()]);
+        assert!(error.body().to_string().len() < 300);
     }
 
     #[test]

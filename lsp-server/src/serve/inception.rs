@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::edit_prompt;
-use super::error::{ApiError, Dialect};
+use super::error::{quote, ApiError, Dialect};
 use super::openai::{choices, CompletionRequest};
 use super::requests::{
     answer, completion_id, edit_work, fim_work, parse_body, sse, stream, submit, unix_now,
@@ -196,7 +196,10 @@ pub async fn edit(
     if message.role != "user" {
         return Err(ApiError::invalid(
             "messages",
-            format!("the message must be the user's, not the {}'s", message.role),
+            format!(
+                "the message must be the user's, not the {}'s",
+                quote(&message.role)
+            ),
         ));
     }
     let content = match &message.content {

@@ -81,6 +81,9 @@ pub struct Metrics {
     pub cache_starts: Family<StartLabels, Counter>,
     pub kept_caches: Gauge,
     pub kept_bytes: Gauge,
+    pub open_connections: Gauge,
+    pub refused_connections: Counter,
+    pub body_timeouts: Counter,
 }
 
 impl Metrics {
@@ -186,6 +189,24 @@ impl Metrics {
             "Memory the kept caches hold (keys, values and the text they are matched on), of --cache-memory",
             kept_bytes.clone(),
         );
+        let open_connections = Gauge::default();
+        registry.register(
+            "redraft_open_connections",
+            "Client connections being served (at most --max-connections)",
+            open_connections.clone(),
+        );
+        let refused_connections = Counter::default();
+        registry.register(
+            "redraft_refused_connections",
+            "Connections closed at once because their address already held --max-connections-per-peer",
+            refused_connections.clone(),
+        );
+        let body_timeouts = Counter::default();
+        registry.register(
+            "redraft_body_timeouts",
+            "Requests whose body did not arrive within --body-timeout-ms (answered 408)",
+            body_timeouts.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -205,6 +226,9 @@ impl Metrics {
             cache_starts,
             kept_caches,
             kept_bytes,
+            open_connections,
+            refused_connections,
+            body_timeouts,
         }
     }
 

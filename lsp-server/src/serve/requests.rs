@@ -23,7 +23,8 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::edit_prompt::EditPrompt;
-use super::error::{ApiError, Dialect};
+use super::error::{quote, ApiError, Dialect};
+use super::listen::ReadStopped;
 use super::scheduler::{
     Answer, Draft, EditWork, FimWork, JobError, Rejected, Submit, Ticket, Work,
 };
@@ -51,14 +52,23 @@ pub fn completion_id() -> String {
     format!("cmpl-{nanos:016x}{n:08x}")
 }
 
-/// The body as `T`: 413 past the size limit, 400 for what is not `T`'s JSON.
+/// The body as `T`: 413 past the size limit, 408 past the body's deadline, 503 when the
+/// server began stopping while it arrived, 400 for what is not `T`'s JSON.
 pub fn parse_body<T: DeserializeOwned>(
     app: &App,
     body: Result<Bytes, BytesRejection>,
     dialect: Dialect,
 ) -> Result<T, ApiError> {
     let bytes = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if let Some(stopped) = ReadStopped::in_chain(&rejection) {
+            match stopped {
+                ReadStopped::TimedOut(limit) => {
+                    app.metrics.body_timeouts.inc();
+                    ApiError::body_timeout(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
+                }
+                ReadStopped::ShuttingDown => ApiError::shutting_down(),
+            }
+        } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large(app.max_body)
         } else {
             ApiError::invalid(
@@ -129,9 +139,12 @@ fn effort(app: &App, asked: Option<&str>) -> Result<Effort, ApiError> {
     match asked.map(str::trim) {
         None | Some("") => Ok(app.effort),
         Some("instant") => Ok(Effort::Low),
-        Some(other) => other
-            .parse()
-            .map_err(|e: String| ApiError::invalid("effort", e)),
+        Some(other) => other.parse().map_err(|_: String| {
+            ApiError::invalid(
+                "effort",
+                format!("unknown effort `{}` (low, medium or high)", quote(other)),
+            )
+        }),
     }
 }
 

@@ -157,6 +157,13 @@ impl Server {
         Streaming::read_head(socket)
     }
 
+    /// Writes `bytes` as they are on a new connection and reads the response to its end.
+    pub fn raw(&self, bytes: &[u8]) -> Response {
+        let mut socket = self.connect();
+        socket.write_all(bytes).unwrap();
+        Later { socket }.finish()
+    }
+
     /// Sends a JSON request and returns without reading the answer: [`Later::finish`] reads it,
     /// dropping it hangs up.
     pub fn open_later(&self, method: &str, path: &str, body: &[u8]) -> Later {
@@ -221,6 +228,43 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// `redraft serve ARGS` that is expected not to start: its exit status and stderr (the test
+/// fails if it is still running after 60 s).
+pub fn refused_start(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_redraft"));
+    command
+        .arg("serve")
+        .args(["--bind", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("REDRAFT_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("starting redraft serve");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("redraft serve {args:?} started, and was expected not to");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status, stderr)
 }
 
 impl Drop for Server {

@@ -116,7 +116,9 @@ fn oversized_bodies_are_413() {
     // A length header far past the limit is refused before any body is read.
     let mut socket = server.connect();
     socket
-        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n")
+        .write_all(
+            b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 999999999\r\n\r\n",
+        )
         .unwrap();
     let mut head = [0u8; 12];
     socket.read_exact(&mut head).unwrap();
@@ -199,7 +201,8 @@ fn the_api_key_is_required_as_a_bearer_token() {
         let server = Server::start_with(start);
         let body = json!({"prompt": PREFIX, "max_tokens": 4}).to_string();
         let ask = |headers: &[(&str, &str)], path: &str| {
-            server.request("POST", path, headers, body.as_bytes())
+            let headers = [headers, &[("Content-Type", "application/json")]].concat();
+            server.request("POST", path, &headers, body.as_bytes())
         };
         openai_error(&ask(&[], "/v1/completions"), 401, "invalid_api_key");
         openai_error(
