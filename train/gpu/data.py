@@ -201,10 +201,11 @@ def bracket_block(text: str, start: int, search: int = 2048, limit: int = 8192) 
     return None
 
 
-def choose_span(text: str, kind: str, rng: np.random.Generator) -> tuple[int, int] | None:
+def choose_span(text: str, kind: str, rng: np.random.Generator, at: int | None = None) -> tuple[int, int] | None:
+    """A middle of `kind` around character `at` (random when not given)."""
     if not text:
         return None
-    at = int(rng.integers(0, len(text)))
+    at = int(rng.integers(0, len(text))) if at is None else min(max(at, 0), len(text) - 1)
     line_start, line_end = _line_bounds(text, at)
     line = text[line_start:line_end]
     indent_end = line_start + len(line) - len(line.lstrip())
@@ -245,8 +246,6 @@ class DataConfig:
     t_min: float = 0.05
     # Context budgets a FIM example is given (its sequence holds as many as fit).
     fim_budgets: tuple = (192, 448, 960)
-    # A window of this many tokens of a long file is decoded for one FIM example.
-    fim_window: int = 2048
 
 
 @dataclass
@@ -320,6 +319,9 @@ class BatchMaker:
         maskable = np.zeros(n, dtype=bool)
         at = 0
         for ids, canvas_start, canvas_len in pieces:
+            if at:  # examples are separate files to the model, as in the plain stream
+                tokens[at] = self.pack.file_sep_id
+                at += 1
             tokens[at : at + len(ids)] = ids
             maskable[at + canvas_start : at + canvas_start + canvas_len] = True
             at += len(ids)
@@ -334,10 +336,10 @@ class BatchMaker:
         pieces, used = [], 0
         for _ in range(8):
             start, length, canvas_start, canvas_len = (int(v) for v in index[int(rng.integers(0, len(index)))])
-            if used + length > self.config.seq_len:
+            if used + length + 1 > self.config.seq_len:
                 break
             pieces.append((stream[start : start + length].astype(np.int64).tolist(), canvas_start, canvas_len))
-            used += length
+            used += length + 1
             if self.config.seq_len - used < 128:
                 break
         return pieces
@@ -357,23 +359,27 @@ class BatchMaker:
                     else:
                         break
                 budgets.append(budget)
-                left -= budget + cfg.max_canvas
+                left -= budget + cfg.max_canvas + 1  # and its separator
                 if left < min(cfg.fim_budgets) + cfg.max_canvas:
                     break
             plans.append(budgets)
         jobs = [(s, b) for s, budgets in enumerate(plans) for b in budgets]
-        windows = [self._window(rng) for _ in jobs]
-        texts = self.tokenizer.decode_batch([w[0] for w in windows], skip_special_tokens=False)
+        windows = [self._window(rng, budget) for _, budget in jobs]
+        # Each window decoded whole and up to its centre, which gives the centre's character.
+        texts = self.tokenizer.decode_batch(
+            [w[0] for w in windows] + [w[0][: w[3]] for w in windows], skip_special_tokens=False
+        )
         cuts = []
-        for (ids, at_start, at_end), text in zip(windows, texts):
+        for (ids, at_start, at_end, _), text, left in zip(windows, texts, texts[len(windows) :]):
+            at = len(left) if text.startswith(left) else None
             span = None
             for _ in range(4):
                 kind = SPAN_KINDS[int(rng.choice(len(SPAN_KINDS), p=SPAN_WEIGHTS))]
-                span = choose_span(text, kind, rng)
+                span = choose_span(text, kind, rng, at)
                 if span is not None:
                     break
-            if span is None:  # a file with nothing to cut: an empty middle at a random point
-                point = int(rng.integers(0, len(text) + 1))
+            if span is None:  # nothing to cut there: an empty middle at the centre
+                point = len(text) // 2 if at is None else at
                 span = (point, point)
             cuts.append((text, span, at_start, at_end))
         encoded = self._encode_cuts(cuts)
@@ -422,12 +428,13 @@ class BatchMaker:
             return next((b for b in BUCKETS if middle + 1 <= b <= top), top)
         return int(rng.integers(middle + 1, top + 1))
 
-    def _window(self, rng) -> tuple[list[int], bool, bool]:
-        """Token ids of a file, or of a window of a long one, and whether it reaches each end."""
+    def _window(self, rng, budget: int) -> tuple[list[int], bool, bool, int]:
+        """Token ids around a random token of a file (drawn in proportion to length): enough on
+        each side for a context of `budget` around a middle there, whether the window reaches
+        each end of the file, and where its centre is."""
         f = self.fim_files[int(np.searchsorted(self.fim_cdf, rng.random()))]
         start, end = int(self.split.offsets[f]), int(self.split.offsets[f + 1]) - 1  # drop file_sep
-        w = self.config.fim_window
-        if end - start <= w:
-            return self.split.tokens[start:end].tolist(), True, True
-        a = int(rng.integers(start, end - w + 1))
-        return self.split.tokens[a : a + w].tolist(), a == start, a + w == end
+        centre = int(rng.integers(start, end))
+        reach = budget + self.config.max_canvas + 16
+        a, b = max(start, centre - reach), min(end, centre + reach)
+        return self.split.tokens[a:b].tolist(), a == start, b == end, centre - a

@@ -178,7 +178,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup-steps", type=int, default=40)
     ap.add_argument("--decay-from", type=float, default=0.55)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=min(12, max(1, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--workers", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16", help="of the export")
     ap.add_argument("--no-compile", action="store_true")
