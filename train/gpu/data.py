@@ -270,7 +270,12 @@ class BatchMaker:
         self.salt = 0 if split == "train" else 0x5EED
         self.tokenizer = pack.tokenizer()
         mix = dict(config.mix)
-        if self.split.edit_index is None or len(self.split.edit_index) == 0:
+        self.edits = np.zeros((0, 4), dtype=np.uint32)
+        if self.split.edit_index is not None:
+            # Only sequences that fit with a separator (the pack lays them out for its own length).
+            index = np.asarray(self.split.edit_index)
+            self.edits = index[index[:, 1].astype(np.int64) + 1 <= config.seq_len]
+        if len(self.edits) == 0:
             mix["edit"] = 0.0
         total = sum(mix.values())
         self.mix = np.array([mix.get(k, 0.0) / total for k in KINDS])
@@ -332,7 +337,7 @@ class BatchMaker:
         return tokens, maskable
 
     def _edit_sequence(self, rng) -> list[tuple[list[int], int, int]]:
-        index, stream = self.split.edit_index, self.split.edit_tokens
+        index, stream = self.edits, self.split.edit_tokens
         pieces, used = [], 0
         for _ in range(8):
             start, length, canvas_start, canvas_len = (int(v) for v in index[int(rng.integers(0, len(index)))])
