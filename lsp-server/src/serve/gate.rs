@@ -9,7 +9,7 @@
 //!   it is refused (the page cannot read the answer anyway, but a POST would still run). With
 //!   `--allow-origin`, CORS is answered for those pages only (tower-http's `CorsLayer`, preflights
 //!   included); without it there are no CORS headers at all.
-//! - A JSON route's POST must say it is JSON (`Content-Type: application/json` or `+json`):
+//! - A JSON route's POST ([`JSON_ROUTES`]) must say it is JSON (`application/json` or `+json`):
 //!   `text/plain` and form bodies are what a page may send anywhere without a preflight.
 //! - Headers the server would have to guess about are 400: no or two `Host`s, two
 //!   `Authorization`s (which one counts would depend on their order), and any
@@ -257,9 +257,18 @@ pub async fn authorize(State(app): State<Shared>, request: Request, next: Next) 
         .into_response()
 }
 
-/// A POST must carry JSON (every POST route takes JSON): 415 before the body is read.
+/// The routes that take a JSON body (POST).
+pub const JSON_ROUTES: &[&str] = &[
+    "/v1/completions",
+    "/v1/fim/completions",
+    "/v1/edit/completions",
+    "/api/generate",
+];
+
+/// A POST to a JSON route must say it carries JSON: 415 before the body is read. (Other
+/// methods and paths go on to their 405 or 404.)
 pub async fn require_json(request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
+    if request.method() != Method::POST || !JSON_ROUTES.contains(&request.uri().path()) {
         return next.run(request).await;
     }
     let content_type = request.headers().get(header::CONTENT_TYPE);

@@ -236,6 +236,12 @@ fn bodies_not_sent_as_json_are_415_before_they_are_read() {
         completion().as_bytes(),
     );
     assert_eq!(error_code(&response, 415), "unsupported_media_type");
+    // Routes that take no body keep their own answers.
+    let plain = [("Content-Type", "text/plain")];
+    let wrong_method = server.request("POST", "/v1/models", &plain, b"x");
+    assert_eq!(error_code(&wrong_method, 405), "method_not_allowed");
+    let unknown = server.request("POST", "/v1/chat/completions", &plain, b"x");
+    assert_eq!(error_code(&unknown, 404), "unknown_route");
 }
 
 /// An empty key would mean no key at all: refused at start-up, wherever it comes from. A key

@@ -168,6 +168,9 @@ fn one_address_holds_at_most_its_share_of_connections() {
     assert!(started.elapsed() < Duration::from_secs(2));
     drop(held.pop());
     answers_again(&server);
+    // Room for the metrics request whatever the moment the server lets go of the last one.
+    drop(held.pop());
+    answers_again(&server);
     assert!(server.metric("redraft_refused_connections_total") >= 1.0);
     // The held ones were never disturbed.
     for socket in &mut held {
@@ -251,7 +254,8 @@ fn shutdown_closes_idle_and_stalled_connections_at_once() {
     let status = server.terminate();
     let took = started.elapsed();
     assert!(status.success(), "exit status {status:?}");
-    assert!(took < Duration::from_secs(2), "shutdown took {took:?}");
+    // Within the grace period (it takes well under a second here; it took grace + 5 s).
+    assert!(took < Duration::from_secs(3), "shutdown took {took:?}");
     for socket in &mut bodies {
         let answer = read_until_closed(socket, Duration::from_secs(5));
         let answer = String::from_utf8_lossy(&answer);
