@@ -29,7 +29,7 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     repeats: usize,
     /// Model sizes to run: `small` (4 layers, d 256, 6.3M) and/or `medium` (6 layers, d 384,
-    /// 17.3M), the two PyTorch anchors.
+    /// 17.3M), the two PyTorch anchors (on the CPU), or a model directory, timed on `--device`.
     #[arg(long, value_delimiter = ',', default_values_t = ["small".to_string(), "medium".to_string()])]
     configs: Vec<String>,
     /// Python with torch + transformers for the reference (default: `.venv-ref/bin/python`
@@ -198,9 +198,19 @@ fn torch_reference(
     Ok(serde_json::from_slice(&output.stdout)?)
 }
 
+fn is_model_dir(config: &str) -> bool {
+    Path::new(config).join("config.json").is_file()
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let peak = matmul_peak(args.repeats)?;
-    println!("f32 matmul peak on this machine: {peak:.1} GFLOP/s\n");
+    // The anchors' share of the peak is the CPU's; a model directory alone does not need it.
+    let peak = if args.configs.iter().all(|c| is_model_dir(c)) {
+        f64::NAN
+    } else {
+        let peak = matmul_peak(args.repeats)?;
+        println!("f32 matmul peak on this machine: {peak:.1} GFLOP/s\n");
+        peak
+    };
     let python = match args.python.as_deref() {
         Some("none") => None,
         Some(p) => Some(p.to_string()),
@@ -208,6 +218,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let mut report = vec![];
     for name in &args.configs {
+        if is_model_dir(name) {
+            report.push(time_model_dir(Path::new(name), &args)?);
+            continue;
+        }
         let config = anchor(name)?;
         let dir = tempfile::tempdir()?;
         let model = write_model_dir(dir.path(), &config)?;
@@ -341,6 +355,113 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", out.display()))?;
     }
     Ok(())
+}
+
+/// A model directory on `--device`: full and canvas-only forwards at each length its positions
+/// allow, a cached 16-slot window step and a 16-token middle end to end (cache on and off), at
+/// about 1k tokens of context. Each timing waits for the device to finish.
+fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> {
+    let device = args.device.resolve()?;
+    let loading = Instant::now();
+    let engine = redraft_engine::Engine::load_on(dir, &device)
+        .with_context(|| format!("loading {}", dir.display()))?;
+    let load_ms = loading.elapsed().as_secs_f64() * 1e3;
+    let (model, config) = (engine.model(), engine.model().config().clone());
+    let vocab = config.vocab_size;
+    let positions = config.max_position_embeddings;
+    println!(
+        "== {}: {} layers, d {}, {}/{} heads, ffn {}, vocab {}, {:.1}M parameters, on {device:?} (loaded in {load_ms:.0}ms)",
+        dir.display(),
+        config.num_hidden_layers,
+        config.hidden_size,
+        config.num_attention_heads,
+        config.num_kv_heads(),
+        config.intermediate_size,
+        vocab,
+        config.num_parameters() as f64 / 1e6
+    );
+    let sync = || -> anyhow::Result<()> { Ok(device.synchronize()?) };
+    println!(
+        "{:>6} | {:>9} {:>9} | {:>11}",
+        "tokens", "full", "GFLOP/s", "canvas-only"
+    );
+    let mut rows = vec![];
+    for &len in args.lengths.iter().filter(|&&len| len <= positions) {
+        let ids = vec![random_ids(len, vocab, len as u64)];
+        let pass = |logits: std::ops::Range<usize>| {
+            time_ms(args.repeats, || {
+                model.forward(
+                    &ids,
+                    logits.clone(),
+                    &mut KvCache::default(),
+                    Pass::Full { store: false },
+                )?;
+                sync()
+            })
+        };
+        let full_ms = pass(0..len)?;
+        let canvas_ms = pass(len * 3 / 4..len * 3 / 4 + 16)?;
+        let gflops = forward_flops(&config, len, len) / (full_ms * 1e6);
+        println!("{len:>6} | {full_ms:>7.2}ms {gflops:>9.1} | {canvas_ms:>9.2}ms");
+        rows.push(json!({"tokens": len, "full_ms": full_ms, "gflops": gflops,
+            "canvas_only_ms": canvas_ms}));
+    }
+    // A 16-token middle at up to 1,024 tokens of context, three quarters of it before.
+    let context = positions.min(1024) - 16 - usize::from(engine.settings().bos_token_id.is_some());
+    let before = context * 3 / 4;
+    let canvas = Canvas::new(
+        random_ids(before, vocab, 1),
+        16,
+        random_ids(context - before, vocab, 2),
+    );
+    let sampler = Sampler::new(engine.settings().clone(), &[]);
+    let seq = vec![sampler.sequence(&canvas)];
+    let at = seq[0].len() - (context - before) - 16;
+    let window = at - 1..at + 16;
+    let mut cache = KvCache::default();
+    model.forward(&seq, window.clone(), &mut cache, Pass::Full { store: true })?;
+    let step_ms = time_ms(args.repeats, || {
+        model.forward(&seq, window.clone(), &mut cache, Pass::Window)?;
+        sync()
+    })?;
+    println!(
+        "cached denoising step (16-slot window, {} tokens): {step_ms:.2}ms",
+        seq[0].len()
+    );
+    let mut e2e = vec![];
+    for cached in [true, false] {
+        let mut sampling = SamplerConfig::default();
+        sampling.cache.enabled = cached;
+        let mut last = None;
+        let ms = time_ms(args.repeats, || {
+            last = Some(sampler.run(
+                model,
+                &mut KvCache::default(),
+                std::slice::from_ref(&canvas),
+                &sampling,
+                Controls::default(),
+            )?);
+            Ok(())
+        })?;
+        let out = last.expect("ran at least once");
+        println!(
+            "16-token middle at {} tokens, cache {}: {ms:.1}ms, {} forwards, {:.2} tokens/forward",
+            seq[0].len(),
+            if cached { "on " } else { "off" },
+            out.stats.forwards,
+            out.tokens_per_forward(0)
+        );
+        e2e.push(
+            json!({"cache": cached, "ms": ms, "forwards": out.stats.forwards,
+            "tokens_per_forward": out.tokens_per_forward(0)}),
+        );
+    }
+    println!();
+    Ok(json!({
+        "config": dir.display().to_string(), "device": format!("{device:?}"),
+        "parameters": config.num_parameters(), "load_ms": load_ms, "forward": rows,
+        "context_tokens": seq[0].len(), "cached_step_ms": step_ms, "end_to_end": e2e,
+    }))
 }
 
 /// Rest-of-line completions with a real model: latency, model calls and tokens per call at each
