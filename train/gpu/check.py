@@ -5,6 +5,8 @@
     python train/gpu/check.py fim-layouts TOKENIZER_JSON < {"eos_id": 1, "cases": [{prefix,
         middle, suffix, canvas_len, budget}, ...]}
         -> {"layouts": [{"ids": [...], "canvas_start": n}, ...]}  (data.fim_layout, as training)
+    python train/gpu/check.py export-default OUT_DIR < {"mask_id": 0, "eos_id": 1}
+        -> {"parameters": n}  (the default preset, random weights, exported as a GPU run does)
 """
 
 from __future__ import annotations
@@ -44,10 +46,32 @@ def fim_layouts(tokenizer_json: str, request: dict) -> dict:
     return {"layouts": layouts}
 
 
+def export_default(out: str, request: dict) -> dict:
+    """The default preset with random weights, exported as a GPU run exports it (bf16, no
+    tokenizer): what the engine must load and a device call must return."""
+    import torch
+
+    from export import export
+    from model import DiffusionCoder
+    from train import PRESETS
+
+    class PackMeta:
+        meta = {"mask_id": request["mask_id"], "eos_id": request["eos_id"]}
+
+    torch.manual_seed(0)
+    model = DiffusionCoder(PRESETS["default"]["shape"])
+    with torch.no_grad():  # zero-initialised projections would hide half the weights
+        for p in model.parameters():
+            p.normal_(0.0, 0.02)
+    export(model, Path(out), PackMeta(), "bf16", {"steps": [], "evals": []}, tokenizer=False)
+    return {"parameters": sum(p.numel() for p in model.parameters())}
+
+
 def main() -> int:
     command, path = sys.argv[1], sys.argv[2]
     request = json.load(sys.stdin)
-    answer = {"logits": logits, "fim-layouts": fim_layouts}[command](path, request)
+    commands = {"logits": logits, "fim-layouts": fim_layouts, "export-default": export_default}
+    answer = commands[command](path, request)
     json.dump(answer, sys.stdout)
     return 0
 

@@ -15,6 +15,8 @@ from safetensors.torch import load_file, save_file
 from model import DiffusionCoder, ModelShape
 
 SHARD_BYTES = 15 * 1024 * 1024
+# Room for a shard's safetensors header (names, shapes, offsets) within SHARD_BYTES.
+SHARD_PAYLOAD = SHARD_BYTES - 64 * 1024
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 DTYPE_NAMES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
 
@@ -60,15 +62,18 @@ def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict, tokeni
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir(parents=True)
     tensors = {name: p.detach().to("cpu", DTYPES[dtype]).contiguous() for name, p in model.state_dict().items()}
-    shards: list[dict] = [{}]
-    size = 0
-    for name in sorted(tensors):
-        nbytes = tensors[name].numel() * tensors[name].element_size()
-        if shards[-1] and size + nbytes > SHARD_BYTES:
+    # First-fit decreasing: the fewest shards (a device call returns at most 8 files).
+    nbytes = {name: t.numel() * t.element_size() for name, t in tensors.items()}
+    shards: list[dict] = []
+    sizes: list[int] = []
+    for name in sorted(tensors, key=lambda n: (-nbytes[n], n)):
+        fit = next((i for i, used in enumerate(sizes) if used + nbytes[name] <= SHARD_PAYLOAD), None)
+        if fit is None:
             shards.append({})
-            size = 0
-        shards[-1][name] = tensors[name]
-        size += nbytes
+            sizes.append(0)
+            fit = len(shards) - 1
+        shards[fit][name] = tensors[name]
+        sizes[fit] += nbytes[name]
     if len(shards) == 1:
         save_file(shards[0], fresh / "model.safetensors", metadata={"format": "pt"})
     else:

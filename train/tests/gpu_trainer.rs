@@ -307,3 +307,74 @@ fn the_trainers_fim_layout_is_the_engines() {
         assert_eq!(ids, expected, "cut {i} ({middle:?}): the layouts differ");
     }
 }
+
+/// What a GPU run returns: the default preset exported as `scripts/gpu-train` exports it (bf16,
+/// the tokenizer left to the pack) fits the 8 files of at most 16 MiB a device call returns,
+/// and the engine loads its shards and computes PyTorch's logits from them.
+#[test]
+fn the_default_export_fits_a_device_call_and_loads_in_the_engine() {
+    let t = trained();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    let answer: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &["export-default", model.to_str().unwrap()],
+        Some(&json!({"mask_id": 0, "eos_id": 1})),
+    ))
+    .unwrap();
+    let files: Vec<_> = std::fs::read_dir(&model)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(files.len() <= 8, "{} files: {files:?}", files.len());
+    let total: u64 = files.iter().map(|f| f.metadata().unwrap().len()).sum();
+    for file in &files {
+        let len = file.metadata().unwrap().len();
+        assert!(
+            len <= 15 << 20,
+            "{} is {len} bytes, over 15 MiB",
+            file.display()
+        );
+    }
+    assert!(
+        total <= 60 << 20,
+        "the export is {total} bytes, over 60 MiB"
+    );
+    assert!(answer["parameters"].as_u64().unwrap() > 20_000_000);
+
+    // What scripts/gpu-train-import adds: the pack's tokenizer (here the test pack's, whose ids
+    // are a subset of the model's vocabulary).
+    std::fs::copy(t.model.join("tokenizer.json"), model.join("tokenizer.json")).unwrap();
+    let engine = Engine::load(&model).unwrap();
+    assert_eq!(engine.model().config().num_hidden_layers, 6);
+    let ids: Vec<u32> = (0..300u32).map(|i| (i * 37 + 11) % 1024).collect();
+    let theirs: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &["logits", model.to_str().unwrap()],
+        Some(&json!({ "sequences": [ids.clone()] })),
+    ))
+    .unwrap();
+    let ours: Vec<Vec<f32>> = engine
+        .model()
+        .forward(
+            std::slice::from_ref(&ids),
+            0..ids.len(),
+            &mut KvCache::default(),
+            Pass::Full { store: false },
+        )
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+        .to_vec2()
+        .unwrap();
+    let mut worst = 0f32;
+    for (row, their_row) in ours.iter().zip(theirs["logits"][0].as_array().unwrap()) {
+        for (a, b) in row.iter().zip(their_row.as_array().unwrap()) {
+            worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
+        }
+    }
+    assert!(
+        worst < 2e-3,
+        "the engine's logits differ from PyTorch's by up to {worst}"
+    );
+}
