@@ -414,7 +414,7 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
         16,
         random_ids(context - before, vocab, 2),
     );
-    let sampler = Sampler::new(engine.settings().clone(), &[]);
+    let sampler = Sampler::new(*engine.settings(), &[]);
     let seq = vec![sampler.sequence(&canvas)];
     let at = seq[0].len() - (context - before) - 16;
     let window = at - 1..at + 16;
