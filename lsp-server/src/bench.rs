@@ -310,34 +310,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             model.forward(&seq, window.clone(), &mut cache, Pass::Window)?;
             Ok(())
         })?;
-        let mut e2e = vec![];
-        for cached in [true, false] {
-            let mut config = SamplerConfig::default();
-            config.cache.enabled = cached;
-            let mut last = None;
-            let ms = time_ms(args.repeats, || {
-                let out = sampler.run(
-                    &model,
-                    &mut KvCache::default(),
-                    std::slice::from_ref(&canvas),
-                    &config,
-                    Controls::default(),
-                )?;
-                last = Some(out);
-                Ok(())
-            })?;
-            let out = last.expect("ran at least once");
-            println!(
-                "16-token middle at 1k context, cache {}: {ms:.1}ms, {} forwards, {:.2} tokens/forward",
-                if cached { "on " } else { "off" },
-                out.stats.forwards,
-                out.tokens_per_forward(0)
-            );
-            e2e.push(
-                json!({"cache": cached, "ms": ms, "forwards": out.stats.forwards,
-                "tokens_per_forward": out.tokens_per_forward(0)}),
-            );
-        }
+        let e2e = time_middles(&model, &sampler, &canvas, args.repeats, "at 1k context")?;
         println!("cached denoising step (16-slot window, 1k context): {step_ms:.2}ms\n");
         report.push(json!({
             "config": name, "parameters": config.num_parameters(), "forward": rows,
@@ -355,6 +328,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", out.display()))?;
     }
     Ok(())
+}
+
+/// A 16-token middle of `canvas` decoded end to end, with the cache on and off: printed, and as
+/// JSON rows.
+fn time_middles(
+    model: &Qwen2,
+    sampler: &Sampler,
+    canvas: &Canvas,
+    repeats: usize,
+    at: &str,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut rows = vec![];
+    for cached in [true, false] {
+        let mut config = SamplerConfig::default();
+        config.cache.enabled = cached;
+        let mut last = None;
+        let ms = time_ms(repeats, || {
+            last = Some(sampler.run(
+                model,
+                &mut KvCache::default(),
+                std::slice::from_ref(canvas),
+                &config,
+                Controls::default(),
+            )?);
+            Ok(())
+        })?;
+        let out = last.expect("ran at least once");
+        println!(
+            "16-token middle {at}, cache {}: {ms:.1}ms, {} forwards, {:.2} tokens/forward",
+            if cached { "on " } else { "off" },
+            out.stats.forwards,
+            out.tokens_per_forward(0)
+        );
+        rows.push(
+            json!({"cache": cached, "ms": ms, "forwards": out.stats.forwards,
+            "tokens_per_forward": out.tokens_per_forward(0)}),
+        );
+    }
+    Ok(rows)
 }
 
 /// A model directory on `--device`: full and canvas-only forwards at each length its positions
@@ -428,34 +440,13 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
         "cached denoising step (16-slot window, {} tokens): {step_ms:.2}ms",
         seq[0].len()
     );
-    let mut e2e = vec![];
-    for cached in [true, false] {
-        let mut sampling = SamplerConfig::default();
-        sampling.cache.enabled = cached;
-        let mut last = None;
-        let ms = time_ms(args.repeats, || {
-            last = Some(sampler.run(
-                model,
-                &mut KvCache::default(),
-                std::slice::from_ref(&canvas),
-                &sampling,
-                Controls::default(),
-            )?);
-            Ok(())
-        })?;
-        let out = last.expect("ran at least once");
-        println!(
-            "16-token middle at {} tokens, cache {}: {ms:.1}ms, {} forwards, {:.2} tokens/forward",
-            seq[0].len(),
-            if cached { "on " } else { "off" },
-            out.stats.forwards,
-            out.tokens_per_forward(0)
-        );
-        e2e.push(
-            json!({"cache": cached, "ms": ms, "forwards": out.stats.forwards,
-            "tokens_per_forward": out.tokens_per_forward(0)}),
-        );
-    }
+    let e2e = time_middles(
+        model,
+        &sampler,
+        &canvas,
+        args.repeats,
+        &format!("at {} tokens", seq[0].len()),
+    )?;
     println!();
     Ok(json!({
         "config": dir.display().to_string(), "device": format!("{device:?}"),
