@@ -18,12 +18,11 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from model import DiffusionCoder  # noqa: E402
-from train import PRESETS, masked_logits, optimizers  # noqa: E402
+from train import PRESETS, optimizers, train_step  # noqa: E402
 
 
 def main() -> int:
@@ -56,16 +55,8 @@ def main() -> int:
         weights = torch.full((n,), 1.0 / n)
         return [x.to(device) for x in (inputs, index, targets, weights)]
 
-    def step(inputs, index, targets, weights):
-        with autocast:
-            logits = masked_logits(model, trunk, inputs, index)
-        loss = (F.cross_entropy(logits, targets, reduction="none") * weights).sum()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        for opt in opts:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        return loss
+    def step(*batch):
+        return train_step(model, trunk, opts, autocast, *batch)
 
     data = [batch() for _ in range(args.warmup + args.steps)]
     started = time.time()

@@ -20,8 +20,6 @@ batches made by worker processes ahead of the GPU. It reports tokens/s and model
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 import time
@@ -116,6 +114,20 @@ def masked_logits(model: DiffusionCoder, trunk, inputs: torch.Tensor, index: tor
     hidden = trunk(inputs)
     rows = hidden.reshape(-1, hidden.shape[-1]).index_select(0, index)
     return model.lm_head(rows).float()
+
+
+def train_step(model, trunk, opts, autocast, inputs, index, targets, weights) -> torch.Tensor:
+    """One update: logits at the masked positions, the weighted cross-entropy, backward,
+    clipping, every optimizer's step. Returns the loss (on the device: reading it syncs)."""
+    with autocast:
+        logits = masked_logits(model, trunk, inputs, index)
+    loss = (F.cross_entropy(logits, targets, reduction="none") * weights).sum()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    for opt in opts:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return loss.detach()
 
 
 def optimizers(model: DiffusionCoder, args, fused: bool):
@@ -241,19 +253,8 @@ def main(argv=None) -> int:
         for opt in opts:
             for group in opt.param_groups:
                 group["lr"] = group["base_lr"] * lr_factor(step, fraction, args)
-        inputs = b["inputs"].to(device, non_blocking=True)
-        index = b["index"].to(device, non_blocking=True)
-        targets = b["targets"].to(device, non_blocking=True)
-        weights = b["weights"].to(device, non_blocking=True)
-        with autocast:
-            logits = masked_logits(model, trunk, inputs, index)
-        loss = (F.cross_entropy(logits, targets, reduction="none") * weights).sum()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        for opt in opts:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        return loss.detach()
+        on_device = (b[k].to(device, non_blocking=True) for k in ("inputs", "index", "targets", "weights"))
+        return train_step(model, trunk, opts, autocast, *on_device)
 
     batches = iter(loader)
     compile_started = time.time()

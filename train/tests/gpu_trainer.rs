@@ -162,6 +162,47 @@ fn trained() -> &'static Trained {
     })
 }
 
+/// Per sequence, the largest difference between the engine's logits of a full pass and
+/// PyTorch's on the model directory `dir`, and the largest PyTorch logit (for scale).
+fn logit_gaps(engine: &Engine, dir: &Path, sequences: &[Vec<u32>]) -> Vec<(f32, f32)> {
+    let answer: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &["logits", dir.to_str().unwrap()],
+        Some(&json!({ "sequences": sequences })),
+    ))
+    .unwrap();
+    sequences
+        .iter()
+        .enumerate()
+        .map(|(s, ids)| {
+            let ours: Vec<Vec<f32>> = engine
+                .model()
+                .forward(
+                    std::slice::from_ref(ids),
+                    0..ids.len(),
+                    &mut KvCache::default(),
+                    Pass::Full { store: false },
+                )
+                .unwrap()
+                .squeeze(0)
+                .unwrap()
+                .to_vec2()
+                .unwrap();
+            let theirs = answer["logits"][s].as_array().unwrap();
+            assert_eq!(ours.len(), theirs.len());
+            let (mut worst, mut scale) = (0f32, 0f32);
+            for (row, their_row) in ours.iter().zip(theirs) {
+                for (a, b) in row.iter().zip(their_row.as_array().unwrap()) {
+                    let b = b.as_f64().unwrap() as f32;
+                    worst = worst.max((a - b).abs());
+                    scale = scale.max(b.abs());
+                }
+            }
+            (worst, scale)
+        })
+        .collect()
+}
+
 #[test]
 fn the_loss_falls_and_the_export_is_logged() {
     let log = &trained().log;
@@ -200,36 +241,10 @@ fn the_engine_gives_pytorchs_logits_on_the_export() {
         }
         sequences.push(ids);
     }
-    let answer: Value = serde_json::from_str(&run_python(
-        "check.py",
-        &["logits", t.model.to_str().unwrap()],
-        Some(&json!({ "sequences": sequences })),
-    ))
-    .unwrap();
-    for (s, ids) in sequences.iter().enumerate() {
-        let ours: Vec<Vec<f32>> = engine
-            .model()
-            .forward(
-                std::slice::from_ref(ids),
-                0..ids.len(),
-                &mut KvCache::default(),
-                Pass::Full { store: false },
-            )
-            .unwrap()
-            .squeeze(0)
-            .unwrap()
-            .to_vec2()
-            .unwrap();
-        let theirs = answer["logits"][s].as_array().unwrap();
-        assert_eq!(ours.len(), theirs.len());
-        let (mut worst, mut scale) = (0f32, 0f32);
-        for (row, their_row) in ours.iter().zip(theirs) {
-            for (a, b) in row.iter().zip(their_row.as_array().unwrap()) {
-                let b = b.as_f64().unwrap() as f32;
-                worst = worst.max((a - b).abs());
-                scale = scale.max(b.abs());
-            }
-        }
+    for (s, (worst, scale)) in logit_gaps(&engine, &t.model, &sequences)
+        .into_iter()
+        .enumerate()
+    {
         assert!(
             worst <= 1e-3 * scale.max(1.0),
             "sequence {s}: the engine's logits differ from PyTorch's by up to {worst} (largest logit {scale})"
@@ -348,31 +363,9 @@ fn the_default_export_fits_a_device_call_and_loads_in_the_engine() {
     let engine = Engine::load(&model).unwrap();
     assert_eq!(engine.model().config().num_hidden_layers, 6);
     let ids: Vec<u32> = (0..300u32).map(|i| (i * 37 + 11) % 1024).collect();
-    let theirs: Value = serde_json::from_str(&run_python(
-        "check.py",
-        &["logits", model.to_str().unwrap()],
-        Some(&json!({ "sequences": [ids.clone()] })),
-    ))
-    .unwrap();
-    let ours: Vec<Vec<f32>> = engine
-        .model()
-        .forward(
-            std::slice::from_ref(&ids),
-            0..ids.len(),
-            &mut KvCache::default(),
-            Pass::Full { store: false },
-        )
-        .unwrap()
-        .squeeze(0)
-        .unwrap()
-        .to_vec2()
-        .unwrap();
-    let mut worst = 0f32;
-    for (row, their_row) in ours.iter().zip(theirs["logits"][0].as_array().unwrap()) {
-        for (a, b) in row.iter().zip(their_row.as_array().unwrap()) {
-            worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
-        }
-    }
+    let [(worst, _)] = logit_gaps(&engine, &model, &[ids])[..] else {
+        unreachable!("one sequence, one gap")
+    };
     assert!(
         worst < 2e-3,
         "the engine's logits differ from PyTorch's by up to {worst}"
