@@ -182,20 +182,7 @@ impl NearDuplicateIndex {
 mod tests {
     use super::*;
 
-    /// A plausible file of `n` functions whose names and constants come from `seed`.
-    fn file(seed: u64, n: usize) -> String {
-        (0..n)
-            .map(|i| {
-                let x = crate::corpus::splitmix64(seed * 1000 + i as u64);
-                let (a, b) = (x % 9973, (x >> 20) % 9973);
-                format!(
-                    "pub fn f_{x:016x}(input: &[u8]) -> usize {{\n    let a_{a:04} = input.len() * {:02};\n    let b_{b:04} = a_{a:04} + {:02};\n    b_{b:04} ^ a_{a:04}\n}}\n\n",
-                    x % 97,
-                    x % 13
-                )
-            })
-            .collect()
-    }
+    use crate::corpus::tests::functions as file;
 
     #[test]
     fn similarity_estimates_the_shared_share_of_shingles() {

@@ -761,7 +761,7 @@ fn whole_sources_are_not_filtered_by_the_lockfiles_and_the_newest_version_wins()
 
 /// A plausible file of `n` functions whose names and constants come from `seed`: long enough
 /// for a MinHash signature, and unrelated to the file of any other seed.
-fn functions(seed: u64, n: usize) -> String {
+pub(super) fn functions(seed: u64, n: usize) -> String {
     (0..n)
         .map(|i| {
             let x = splitmix64(seed.wrapping_mul(1000) + i as u64);
