@@ -192,9 +192,24 @@ fn a_next_edit_applies_inside_the_region_or_is_no_edit() {
 
 /// A batch-run next edit (prepare, then the engine's batch, then finish) suggests what the
 /// whole pipeline does.
+/// A next-edit request run alone through a batch, as the servers' schedulers run it.
+fn batched_edit(
+    engine: &Engine,
+    request: &redraft_engine::EditRequest,
+) -> redraft_engine::Completion {
+    let mut batch = engine.batch(greedy().cache);
+    batch
+        .join_edit(request, redraft_engine::sampler::MemberControls::default())
+        .unwrap();
+    let mut done = Vec::new();
+    while !batch.is_empty() {
+        done.extend(batch.step().unwrap());
+    }
+    done.pop().unwrap().1.unwrap()
+}
+
 #[test]
 fn a_next_edit_prepared_and_finished_around_a_batch_equals_the_pipeline() {
-    use redraft_engine::sampler::MemberControls;
     use redraft_suggest::edit::{finish, prepare};
     let engine = engine();
     let history = [HistoryEdit {
@@ -223,16 +238,8 @@ fn a_next_edit_prepared_and_finished_around_a_batch_equals_the_pipeline() {
     .unwrap();
     let started = std::time::Instant::now();
     let prepared = prepare(&engine, &input, &budget, greedy());
-    let mut batch = engine.batch(greedy().cache);
-    batch
-        .join_edit(&prepared.request, MemberControls::default())
-        .unwrap();
-    let mut done = Vec::new();
-    while !batch.is_empty() {
-        done.extend(batch.step().unwrap());
-    }
-    let (_, completion) = done.pop().unwrap();
-    let outcome = finish(&input, prepared, completion.unwrap(), &budget, started);
+    let completion = batched_edit(&engine, &prepared.request);
+    let outcome = finish(&input, prepared, completion, &budget, started);
     assert_eq!(outcome.new_region, whole.new_region);
     assert_eq!(outcome.suggestion, whole.suggestion);
     assert_eq!(outcome.plan.region_range, whole.plan.region_range);
@@ -242,7 +249,6 @@ fn a_next_edit_prepared_and_finished_around_a_batch_equals_the_pipeline() {
 /// ends before them) is no edit, not a rewrite that deletes the rest of the region.
 #[test]
 fn a_rewrite_whose_bytes_stop_being_text_is_no_edit() {
-    use redraft_engine::sampler::MemberControls;
     use redraft_suggest::edit::{finish, prepare};
     let engine = engine();
     let input = EditInput {
@@ -255,15 +261,7 @@ fn a_rewrite_whose_bytes_stop_being_text_is_no_edit() {
         ..EditBudget::default()
     };
     let prepared = prepare(&engine, &input, &budget, greedy());
-    let mut batch = engine.batch(greedy().cache);
-    batch
-        .join_edit(&prepared.request, MemberControls::default())
-        .unwrap();
-    let mut done = Vec::new();
-    while !batch.is_empty() {
-        done.extend(batch.step().unwrap());
-    }
-    let mut completion = done.pop().unwrap().1.unwrap();
+    let mut completion = batched_edit(&engine, &prepared.request);
     // What the engine makes of a copy of the region whose second half went wrong byte-wise.
     let region = prepared.plan.region.clone();
     let half = (0..=region.len() / 2)

@@ -403,25 +403,30 @@ fn holds_out_whole_crates_and_families() {
     );
 }
 
-#[test]
-fn a_validation_copy_of_a_training_file_is_dropped_from_validation() {
-    let (seed, fraction) = (7, 0.4);
-    let names = mixed_split_crates(seed, fraction);
-    let valid = names
-        .iter()
+/// A validation crate's name and a training crate's that sorts after it, so only the split
+/// order can make the training crate claim a shared file first.
+fn valid_then_train(seed: u64, fraction: f64) -> (String, String) {
+    let valid = mixed_split_crates(seed, fraction)
+        .into_iter()
         .find(|n| split_for(n, seed, fraction) == Split::Valid)
         .unwrap();
-    // The train crate sorts after the valid one, so only the split order makes train win.
     let train = (0..)
         .map(|i| format!("{valid}z{i}"))
         .find(|n| split_for(n, seed, fraction) == Split::Train)
         .unwrap();
+    (valid, train)
+}
+
+#[test]
+fn a_validation_copy_of_a_training_file_is_dropped_from_validation() {
+    let (seed, fraction) = (7, 0.4);
+    let (valid, train) = valid_then_train(seed, fraction);
     let source = TempDir::new().unwrap();
     let s = source.path();
     let shared = code("shared");
     add_crate(
         s,
-        valid,
+        &valid,
         "1.0.0",
         Some("MIT"),
         &[("src/lib.rs", &shared), ("src/own.rs", &code("own"))],
@@ -840,22 +845,13 @@ fn drops_near_copies_of_kept_files_and_keeps_unrelated_ones() {
 #[test]
 fn a_validation_near_copy_of_a_training_file_is_dropped_from_validation() {
     let (seed, fraction) = (7, 0.4);
-    let names = mixed_split_crates(seed, fraction);
-    let valid = names
-        .iter()
-        .find(|n| split_for(n, seed, fraction) == Split::Valid)
-        .unwrap();
-    // The train crate sorts after the valid one, so only the split order makes train win.
-    let train = (0..)
-        .map(|i| format!("{valid}z{i}"))
-        .find(|n| split_for(n, seed, fraction) == Split::Train)
-        .unwrap();
+    let (valid, train) = valid_then_train(seed, fraction);
     let source = TempDir::new().unwrap();
     let s = source.path();
     let shared = functions(5, 40);
     add_crate(
         s,
-        valid,
+        &valid,
         "1.0.0",
         Some("MIT"),
         &[
