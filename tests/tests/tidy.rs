@@ -103,3 +103,206 @@ fn the_benchmark_data_is_in_the_repository() {
         );
     }
 }
+
+/// The README is read in five minutes; the details live in docs/.
+const README_MAX_LINES: usize = 250;
+
+#[test]
+fn the_readme_is_short() {
+    let text = std::fs::read_to_string(repo().join("README.md")).expect("README.md is readable");
+    let lines = text.lines().count();
+    assert!(
+        lines < README_MAX_LINES,
+        "README.md has {lines} lines, at most {} allowed: move the details to the page in docs/ \
+         that covers them and link to it",
+        README_MAX_LINES - 1
+    );
+}
+
+/// The markdown files whose links are checked: the README and every page under docs/.
+fn linked_docs(files: &[String]) -> Vec<&String> {
+    files
+        .iter()
+        .filter(|f| *f == "README.md" || (f.starts_with("docs/") && f.ends_with(".md")))
+        .collect()
+}
+
+#[test]
+fn relative_markdown_links_point_at_tracked_files() {
+    let root = repo();
+    let files = tracked_files();
+    let docs = linked_docs(&files);
+    assert!(
+        docs.iter().any(|f| *f == "README.md"),
+        "sanity: README.md is tracked"
+    );
+    let mut broken = Vec::new();
+    for file in docs {
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+            continue;
+        };
+        for (line, target) in relative_links(&text) {
+            if let Err(why) = resolve(file, &target, &files) {
+                broken.push(format!("{file}:{line}: `{target}` {why}"));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "relative links in README.md and docs/ that lead nowhere (fix the path, or `git add` the \
+         file it names):\n{}",
+        broken.join("\n")
+    );
+}
+
+/// Every link target in `text` that is a path in this repository, with its 1-based line: inline
+/// links and images (`[text](target)`) and reference definitions (`[name]: target`), outside
+/// fenced code blocks and code spans; web and mail addresses and pure `#anchors` left out, an
+/// `#anchor` suffix stripped.
+fn relative_links(text: &str) -> Vec<(usize, String)> {
+    let mut links = Vec::new();
+    let mut fence: Option<&str> = None;
+    for (number, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        let marker = ["```", "~~~"].into_iter().find(|m| trimmed.starts_with(m));
+        match (fence, marker) {
+            (None, Some(m)) => {
+                fence = Some(m);
+                continue;
+            }
+            (Some(open), Some(m)) if open == m => {
+                fence = None;
+                continue;
+            }
+            _ => {}
+        }
+        if fence.is_some() {
+            continue;
+        }
+        let prose = without_code_spans(line);
+        let mut targets = Vec::new();
+        if let Some(rest) = prose.trim_start().strip_prefix('[') {
+            if let Some((_, after)) = rest.split_once("]:") {
+                targets.push(after.trim().to_string());
+            }
+        }
+        let mut rest = prose.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let mut depth = 0usize;
+            let end = after
+                .char_indices()
+                .find(|&(_, c)| match c {
+                    '(' => {
+                        depth += 1;
+                        false
+                    }
+                    ')' if depth == 0 => true,
+                    ')' => {
+                        depth -= 1;
+                        false
+                    }
+                    _ => false,
+                })
+                .map_or(after.len(), |(i, _)| i);
+            targets.push(after[..end].to_string());
+            rest = &after[end..];
+        }
+        for target in targets {
+            // `<path with spaces>` and a `"title"` after the path.
+            let target = target.trim();
+            let target = match target.strip_prefix('<') {
+                Some(inner) => inner.split('>').next().unwrap_or(""),
+                None => target.split_whitespace().next().unwrap_or(""),
+            };
+            let path = target.split('#').next().unwrap_or("");
+            let external = ["http://", "https://", "mailto:"]
+                .iter()
+                .any(|scheme| target.starts_with(scheme));
+            if !external && !path.is_empty() {
+                links.push((number + 1, path.to_string()));
+            }
+        }
+    }
+    links
+}
+
+/// `line` with its code spans blanked, so a link written as code is not a link.
+fn without_code_spans(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(start) = rest.find('`') {
+        out.push_str(&rest[..start]);
+        let ticks = rest[start..].len() - rest[start..].trim_start_matches('`').len();
+        let fence = &rest[start..start + ticks];
+        let body = &rest[start + ticks..];
+        match body.find(fence) {
+            Some(end) => rest = &body[end + ticks..],
+            // An unclosed backtick is plain text.
+            None => {
+                out.push_str(fence);
+                rest = body;
+            }
+        }
+        out.push(' ');
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where `target`, linked from `from`, leads: a tracked file, or a folder holding tracked files.
+fn resolve(from: &str, target: &str, files: &[String]) -> Result<(), &'static str> {
+    let mut parts: Vec<&str> = from.split('/').collect();
+    parts.pop();
+    let target = target.strip_prefix('/').map_or(target, |t| {
+        // A leading `/` is the repository root, as GitHub renders it.
+        parts.clear();
+        t
+    });
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err("leads out of the repository");
+                }
+            }
+            name => parts.push(name),
+        }
+    }
+    let path = parts.join("/");
+    let folder = format!("{path}/");
+    if path.is_empty() || files.iter().any(|f| *f == path || f.starts_with(&folder)) {
+        Ok(())
+    } else {
+        Err("is not a tracked file or folder")
+    }
+}
+
+#[test]
+fn the_link_checker_reads_links_as_markdown_does() {
+    let text = "See [the CLI](docs/cli.md#redraft-complete), [web](https://example.com/a.md), \
+                [top](#top) and ![shot](img/a.png \"title\").\n\
+                `[not](a-link.md)` and ``[nor](this.md)``\n\
+                ```sh\n[inside](a-fence.md)\n```\n\
+                [ref]: ../up.md\n\
+                [nested](dir/a_(b).md) <[angle](<with space.md>)>\n";
+    let found: Vec<(usize, String)> = relative_links(text);
+    let expected: Vec<(usize, String)> = vec![
+        (1, "docs/cli.md".into()),
+        (1, "img/a.png".into()),
+        (6, "../up.md".into()),
+        (7, "dir/a_(b).md".into()),
+        (7, "with space.md".into()),
+    ];
+    assert_eq!(found, expected);
+
+    let files = vec!["docs/cli.md".to_string(), "docs/reports/a.md".to_string()];
+    assert_eq!(resolve("README.md", "docs/cli.md", &files), Ok(()));
+    assert_eq!(resolve("docs/reports/a.md", "../cli.md", &files), Ok(()));
+    assert_eq!(resolve("docs/README.md", "reports/", &files), Ok(()));
+    assert_eq!(resolve("docs/README.md", "/docs/cli.md", &files), Ok(()));
+    assert!(resolve("docs/README.md", "cli.md.bak", &files).is_err());
+    assert!(resolve("docs/README.md", "reports/b.md", &files).is_err());
+    assert!(resolve("README.md", "../outside.md", &files).is_err());
+}
