@@ -1,0 +1,164 @@
+//! Download progress, reported file by file so that a terminal can draw a bar, a log can print
+//! lines and the LSP server can send `$/progress`.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+/// Receives the progress of downloads, one file at a time: `start`, any number of `advance`,
+/// then `finish` (also after a failed download). Files already in the cache report nothing.
+pub trait Progress {
+    /// A download of `file` (a repository path) begins; `total` is its size when known.
+    fn start(&mut self, file: &str, total: Option<u64>);
+    /// `bytes` more bytes of the current file are on disk (a resumed download first reports
+    /// the bytes it already had).
+    fn advance(&mut self, bytes: u64);
+    /// The current file is done, or failed.
+    fn finish(&mut self);
+}
+
+/// Reports nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&mut self, _file: &str, _total: Option<u64>) {}
+    fn advance(&mut self, _bytes: u64) {}
+    fn finish(&mut self) {}
+}
+
+/// Progress on stderr: a redrawn bar when stderr is a terminal, otherwise one line when a file
+/// starts and one when it ends (logs stay readable). Never writes to stdout, which the LSP
+/// transport owns.
+#[derive(Debug)]
+pub struct TerminalProgress {
+    bar: bool,
+    file: String,
+    total: Option<u64>,
+    done: u64,
+    started: Instant,
+    drawn: Option<Instant>,
+}
+
+impl TerminalProgress {
+    /// A bar if stderr is a terminal, plain lines otherwise.
+    pub fn new() -> TerminalProgress {
+        TerminalProgress::with_bar(std::io::stderr().is_terminal())
+    }
+
+    /// Chooses the bar (`true`) or plain lines (`false`) explicitly.
+    pub fn with_bar(bar: bool) -> TerminalProgress {
+        TerminalProgress {
+            bar,
+            file: String::new(),
+            total: None,
+            done: 0,
+            started: Instant::now(),
+            drawn: None,
+        }
+    }
+
+    fn draw(&mut self) {
+        let now = Instant::now();
+        if self
+            .drawn
+            .is_some_and(|at| now - at < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.drawn = Some(now);
+        let line = match self.total {
+            Some(total) if total > 0 => {
+                const WIDTH: u64 = 30;
+                let filled = (self.done.min(total) * WIDTH / total) as usize;
+                format!(
+                    "{} [{}{}] {:>3}% {}/{}",
+                    self.file,
+                    "=".repeat(filled),
+                    " ".repeat(WIDTH as usize - filled),
+                    self.done.min(total) * 100 / total,
+                    human_bytes(self.done),
+                    human_bytes(total)
+                )
+            }
+            _ => format!("{} {}", self.file, human_bytes(self.done)),
+        };
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K{line}");
+        let _ = err.flush();
+    }
+}
+
+impl Default for TerminalProgress {
+    fn default() -> Self {
+        TerminalProgress::new()
+    }
+}
+
+impl Progress for TerminalProgress {
+    fn start(&mut self, file: &str, total: Option<u64>) {
+        self.file = file.to_string();
+        self.total = total;
+        self.done = 0;
+        self.started = Instant::now();
+        self.drawn = None;
+        if self.bar {
+            self.draw();
+        } else {
+            let size = total
+                .map(|t| format!(" ({})", human_bytes(t)))
+                .unwrap_or_default();
+            eprintln!("downloading {file}{size}");
+        }
+    }
+
+    fn advance(&mut self, bytes: u64) {
+        self.done += bytes;
+        if self.bar {
+            self.draw();
+        }
+    }
+
+    fn finish(&mut self) {
+        let seconds = self.started.elapsed().as_secs_f64();
+        if self.bar {
+            self.drawn = None;
+            self.draw();
+            eprintln!();
+        } else if self.total.is_none_or(|total| self.done >= total) {
+            eprintln!(
+                "downloaded {} ({} in {seconds:.1}s)",
+                self.file,
+                human_bytes(self.done)
+            );
+        } else {
+            eprintln!("stopped {} at {}", self.file, human_bytes(self.done));
+        }
+    }
+}
+
+/// `1.5 GiB`, `20.0 MiB`, `512 B`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_bytes;
+
+    #[test]
+    fn sizes_read_like_ls_h() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(20 * 1024 * 1024), "20.0 MiB");
+        assert_eq!(human_bytes(3 * 1024 * 1024 * 1024 / 2), "1.5 GiB");
+    }
+}

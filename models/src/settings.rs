@@ -1,0 +1,170 @@
+//! Where models live and how the Hub is reached: the environment variables huggingface_hub and
+//! Ollama read, gathered once into [`Settings`].
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The default Hub, as huggingface_hub's `HF_ENDPOINT` default.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// Where models are looked for and fetched from.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The Hub cache root (`models--ORG--REPO/` folders live here).
+    pub hub_cache: PathBuf,
+    /// The Hub's base URL, without a trailing slash.
+    pub endpoint: String,
+    /// Sent as `Authorization: Bearer` to the endpoint (never to a CDN it redirects to).
+    pub token: Option<HfToken>,
+    /// Cache only: no request is ever made.
+    pub offline: bool,
+    /// Ollama's store (`manifests/`, `blobs/`).
+    pub ollama_models: PathBuf,
+}
+
+impl Settings {
+    /// Reads the process environment (see [`Settings::from_vars`]).
+    pub fn from_env() -> Settings {
+        Settings::from_vars(|key| std::env::var_os(key).map(PathBuf::from))
+    }
+
+    /// Builds the settings from a variable lookup, the way huggingface_hub and Ollama do:
+    ///
+    /// - cache: `HF_HUB_CACHE`, else `HF_HOME/hub`, else `XDG_CACHE_HOME/huggingface/hub`, else
+    ///   `~/.cache/huggingface/hub`;
+    /// - `HF_ENDPOINT`, default [`DEFAULT_ENDPOINT`];
+    /// - token: `HF_TOKEN`, else the file `HF_TOKEN_PATH`, else `HF_HOME/token` (where
+    ///   `hf auth login` / `huggingface-cli login` writes it);
+    /// - `HF_HUB_OFFLINE` set to `1`, `true`, `yes` or `on`;
+    /// - Ollama: `OLLAMA_MODELS`, else `~/.ollama/models`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<PathBuf>) -> Settings {
+        let nonempty = |key: &str| var(key).filter(|v| !v.as_os_str().is_empty());
+        let home = nonempty("HOME")
+            .or_else(|| nonempty("USERPROFILE"))
+            .unwrap_or_default();
+        let hf_home = nonempty("HF_HOME").unwrap_or_else(|| {
+            nonempty("XDG_CACHE_HOME")
+                .unwrap_or_else(|| home.join(".cache"))
+                .join("huggingface")
+        });
+        let hub_cache = nonempty("HF_HUB_CACHE").unwrap_or_else(|| hf_home.join("hub"));
+        let endpoint = nonempty("HF_ENDPOINT")
+            .map(|p| p.to_string_lossy().trim_end_matches('/').to_string())
+            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
+        let token = nonempty("HF_TOKEN")
+            .and_then(|t| HfToken::new(&t.to_string_lossy()))
+            .or_else(|| {
+                let file = nonempty("HF_TOKEN_PATH").unwrap_or_else(|| hf_home.join("token"));
+                let text = std::fs::read_to_string(file).ok()?;
+                HfToken::new(&text)
+            });
+        let offline = var("HF_HUB_OFFLINE").is_some_and(|v| {
+            matches!(
+                v.to_string_lossy().trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "yes" | "on"
+            )
+        });
+        let ollama_models =
+            nonempty("OLLAMA_MODELS").unwrap_or_else(|| home.join(".ollama").join("models"));
+        Settings {
+            hub_cache,
+            endpoint,
+            token,
+            offline,
+            ollama_models,
+        }
+    }
+}
+
+/// A Hugging Face access token. Its `Debug` prints `HfToken(<redacted>)` and it has no
+/// `Display`, so it cannot end up in a log line or an error message by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HfToken(String);
+
+impl HfToken {
+    /// A token from its text; `None` for an empty (or all-whitespace) one.
+    pub fn new(text: &str) -> Option<HfToken> {
+        let text = text.trim();
+        (!text.is_empty()).then(|| HfToken(text.to_string()))
+    }
+
+    /// The secret itself, only for the `Authorization` header.
+    pub(crate) fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for HfToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HfToken(<redacted>)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(vars: &[(&str, &str)]) -> Settings {
+        let vars: HashMap<String, PathBuf> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), PathBuf::from(v)))
+            .collect();
+        Settings::from_vars(|k| vars.get(k).cloned())
+    }
+
+    #[test]
+    fn cache_root_follows_huggingface_hub_precedence() {
+        let home = [("HOME", "/home/u")];
+        assert_eq!(
+            settings(&home).hub_cache,
+            PathBuf::from("/home/u/.cache/huggingface/hub")
+        );
+        let xdg = [("HOME", "/home/u"), ("XDG_CACHE_HOME", "/x")];
+        assert_eq!(
+            settings(&xdg).hub_cache,
+            PathBuf::from("/x/huggingface/hub")
+        );
+        let hf_home = [
+            ("HOME", "/home/u"),
+            ("XDG_CACHE_HOME", "/x"),
+            ("HF_HOME", "/hf"),
+        ];
+        assert_eq!(settings(&hf_home).hub_cache, PathBuf::from("/hf/hub"));
+        let hub = [("HF_HOME", "/hf"), ("HF_HUB_CACHE", "/c")];
+        assert_eq!(settings(&hub).hub_cache, PathBuf::from("/c"));
+    }
+
+    #[test]
+    fn endpoint_offline_and_ollama_store() {
+        let s = settings(&[("HOME", "/home/u")]);
+        assert_eq!(s.endpoint, DEFAULT_ENDPOINT);
+        assert!(!s.offline);
+        assert_eq!(s.ollama_models, PathBuf::from("/home/u/.ollama/models"));
+        let s = settings(&[
+            ("HF_ENDPOINT", "http://mirror.local/"),
+            ("HF_HUB_OFFLINE", "1"),
+            ("OLLAMA_MODELS", "/srv/ollama"),
+        ]);
+        assert_eq!(s.endpoint, "http://mirror.local");
+        assert!(s.offline);
+        assert_eq!(s.ollama_models, PathBuf::from("/srv/ollama"));
+        assert!(!settings(&[("HF_HUB_OFFLINE", "0")]).offline);
+        assert!(settings(&[("HF_HUB_OFFLINE", "TRUE")]).offline);
+    }
+
+    #[test]
+    fn token_from_variable_or_file_and_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "hf_fromfile\n").unwrap();
+        let hf_home = dir.path().to_str().unwrap();
+        let s = settings(&[("HF_HOME", hf_home)]);
+        assert_eq!(s.token, HfToken::new("hf_fromfile"));
+        let s = settings(&[("HF_HOME", hf_home), ("HF_TOKEN", "hf_fromvar")]);
+        assert_eq!(s.token.as_ref().map(HfToken::secret), Some("hf_fromvar"));
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("hf_fromvar"), "{shown}");
+        assert!(shown.contains("HfToken(<redacted>)"), "{shown}");
+        assert_eq!(settings(&[("HF_TOKEN", "  ")]).token, None);
+    }
+}
