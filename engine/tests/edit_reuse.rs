@@ -11,7 +11,7 @@ use redraft_engine::sampler::{Controls, EditReuse, Effort, SamplerConfig};
 use redraft_engine::{Completion, Engine, InfillRequest};
 
 fn default_model() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model")
 }
 
 /// The default model's files with `redraft.json` saying `attention` (and the shift a causal

@@ -18,7 +18,7 @@ use redraft_engine::sampler::{Controls, Pass};
 use redraft_engine::{Engine, Error, InfillRequest};
 
 fn default_model() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model")
 }
 
 /// The default model's vocabulary and settings around `tensors` of `config`'s shape, as `arch`.

@@ -24,7 +24,7 @@ use redraft_engine::{Engine, Error};
 use serde_json::json;
 
 fn default_model() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model")
 }
 
 const CODE: &str = "fn parse(line: &str) -> Option<(u32, String)> {\n    let (id, name) = line.split_once(',')?;\n    Some((id.trim().parse().ok()?, name.to_string()))\n}\n";

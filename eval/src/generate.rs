@@ -11,11 +11,12 @@
 
 use std::time::Instant;
 
-use redraft_context::{Language, Source, TokenCounter};
+use redraft_context::{Language, Source};
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
 use redraft_engine::Engine;
 use redraft_suggest::fim::{self, FimOptions, Prepared};
+use redraft_suggest::remote::{BackendSpec, FimBackend};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -38,43 +39,6 @@ impl Filler<'_> {
             Filler::Backend(backend) => Some(backend.spec()),
         }
     }
-}
-
-/// A FIM server in another process, as the eval sees it: the plan is made here, with the
-/// backend's positions and token counter, and the backend only fills its middle. The binary
-/// implements it over HTTP (`redraft`'s `backend` module), so this crate knows no protocol.
-pub trait FimBackend: Sync {
-    /// What identifies it in a run (a resumed run must not mix two backends).
-    fn spec(&self) -> BackendSpec;
-    /// The positions a plan under `options` may fill: the context sent plus the canvas.
-    fn positions(&self, options: &FimOptions) -> usize;
-    /// Counts tokens for the plan (the remote model's tokenizer is not at hand).
-    fn counter(&self) -> &dyn TokenCounter;
-    /// The raw middle for `prepared` (before [`fim::finish`]), or why there is none.
-    fn fill(&self, prepared: &Prepared) -> std::result::Result<RemoteMiddle, String>;
-}
-
-/// A backend as a run's identity records it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BackendSpec {
-    /// The completions endpoint.
-    pub url: String,
-    /// The served model asked for, if any.
-    pub model: Option<String>,
-    /// The FIM template the prompt is written in (`qwen`, ..., or `suffix`).
-    pub template: String,
-    /// Context tokens sent (prefix, suffix, snippets), by the plan's count.
-    pub context_tokens: usize,
-}
-
-/// A backend's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RemoteMiddle {
-    pub text: String,
-    /// Tokens the server says it generated, if it says.
-    pub tokens: Option<usize>,
-    /// The middle ended by itself (an end token or a stop string), not at `max_tokens`.
-    pub ended: bool,
 }
 
 /// One decoding setting: what a sweep varies.

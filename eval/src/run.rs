@@ -11,11 +11,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 
+use redraft_suggest::remote::BackendSpec;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::generate::{generate, BackendSpec, Filler, GenerationStats, Setting};
+use crate::generate::{generate, Filler, GenerationStats, Setting};
 use crate::metrics::{edit_similarity, exact_match};
 use crate::progress::Progress;
 use crate::report::{Summary, TaskResult};

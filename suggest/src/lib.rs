@@ -14,6 +14,7 @@
 
 pub mod edit;
 pub mod fim;
+pub mod remote;
 
 use redraft_context::{ByteEstimate, TokenCounter};
 use redraft_engine::Engine;

@@ -1,1 +1,11 @@
-//! end-to-end tests live in `tests/`
+//! What the end-to-end tests and benchmarks of `redraft` and `redraft-lab` share: running the
+//! real binaries ([`cli`]), a real LSP client over `redraft lsp` ([`lsp_client`]), a small
+//! HTTP/1.1 client over `redraft serve` ([`serve_client`]), typing replayed at a human pace
+//! ([`typing`]) and small GGUF checkpoints laid out as llama.cpp writes them
+//! ([`gguf`]).
+
+pub mod cli;
+pub mod gguf;
+pub mod lsp_client;
+pub mod serve_client;
+pub mod typing;

@@ -89,7 +89,14 @@ fn eval_knows_nothing_of_the_protocol() {
         deps.iter().any(|d| d == "redraft-context"),
         "sanity: the tree was read"
     );
-    for forbidden in ["redraft", "tokio", "tower-lsp-server", "ls-types", "ropey"] {
+    for forbidden in [
+        "redraft",
+        "redraft-runtime",
+        "tokio",
+        "tower-lsp-server",
+        "ls-types",
+        "ropey",
+    ] {
         assert!(
             !deps.iter().any(|d| d == forbidden),
             "redraft-eval depends on {forbidden}"
@@ -146,4 +153,69 @@ fn the_suggestion_pipeline_has_no_protocol_in_it() {
             "redraft-suggest depends on {forbidden}"
         );
     }
+}
+
+/// `package` depends on none of `forbidden` (and, as a check that the tree was read, on
+/// `present`).
+fn assert_layer(package: &str, present: &str, forbidden: &[&str]) {
+    let deps = dependencies(package);
+    assert!(
+        deps.iter().any(|d| d == present),
+        "sanity: the tree of {package} was read"
+    );
+    for forbidden in forbidden {
+        assert!(
+            !deps.iter().any(|d| d == forbidden),
+            "{package} depends on {forbidden}"
+        );
+    }
+}
+
+#[test]
+fn the_runtime_knows_no_door_and_no_lab() {
+    // The one runtime sits on the pipeline; the doors sit on it, never it on them.
+    assert_layer(
+        "redraft-runtime",
+        "redraft-suggest",
+        &[
+            "redraft",
+            "redraft-lsp",
+            "redraft-http",
+            "redraft-eval",
+            "redraft-train",
+            "tower-lsp-server",
+            "axum",
+        ],
+    );
+}
+
+#[test]
+fn each_door_holds_its_protocol_only() {
+    // The LSP and HTTP servers are adapters over the runtime: neither knows the other, the
+    // lab, or the command line.
+    let lab = ["redraft", "redraft-eval", "redraft-train", "redraft-lab"];
+    let lsp: Vec<&str> = lab
+        .iter()
+        .copied()
+        .chain(["redraft-http", "axum"])
+        .collect();
+    assert_layer("redraft-lsp", "redraft-runtime", &lsp);
+    let http: Vec<&str> = lab
+        .iter()
+        .copied()
+        .chain(["redraft-lsp", "tower-lsp-server"])
+        .collect();
+    assert_layer("redraft-http", "redraft-runtime", &http);
+}
+
+#[test]
+fn the_shipped_binary_links_no_lab() {
+    // What an editor starts (`redraft`) has no training, eval sandbox or benchmarks in it:
+    // those are `redraft-lab`'s, which sits on top of everything.
+    assert_layer(
+        "redraft",
+        "redraft-runtime",
+        &["redraft-eval", "redraft-train", "redraft-lab"],
+    );
+    assert_layer("redraft-lab", "redraft-train", &[]);
 }

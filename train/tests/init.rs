@@ -6,9 +6,6 @@
 //! with the adaptation's mask, shift and attention, and resumes to the weights of a run straight
 //! through.
 
-#[path = "support/gguf.rs"]
-mod gguf;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +16,7 @@ use redraft_engine::engine::FimLayout;
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, Pass};
 use redraft_engine::{Engine, InfillRequest};
+use redraft_tests::gguf;
 use redraft_train::train::examples::{ExampleBuilder, ExampleKind, Stream};
 use redraft_train::train::init::{self, Adaptation, InitCheckpoint};
 use redraft_train::train::model::{ForwardInput, TrainModel};

@@ -1,0 +1,169 @@
+//! Typing replay against `redraft lsp`: a few hundred keystrokes of a real Rust file, typed
+//! into the running server at a human pace, each followed by an automatic inline completion
+//! request (and a `$/cancelRequest` for the previous one if it is still out, as VS Code does).
+//! Reports request-to-response latency (p50/p95/p99), how many answers came from the
+//! type-through cache and how many requests were cancelled.
+//!
+//! ```sh
+//! cargo bench -p redraft --bench lsp_typing                       # 300 keystrokes, 120 ms apart
+//! cargo bench -p redraft --bench lsp_typing -- --keys 500 --interval-ms 80 --file F.rs --effort low
+//! ```
+//!
+//! Run by `cargo test` (without `--bench`) it replays a dozen keystrokes as a smoke test.
+
+use redraft_tests::lsp_client as client;
+use redraft_tests::typing as replay;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use client::{items, Lsp, Start, CANCELLED};
+use replay::{percentile, timed, Args};
+use serde_json::json;
+
+struct Options {
+    file: PathBuf,
+    keys: usize,
+    interval: Duration,
+    effort: String,
+    max_tokens: usize,
+}
+
+fn options() -> Options {
+    let args = Args::from_env();
+    Options {
+        file: args
+            .value("--file")
+            .map_or_else(replay::default_file, PathBuf::from),
+        keys: args.number("--keys", 300, 12),
+        interval: Duration::from_millis(args.number("--interval-ms", 120, 10)),
+        effort: args.value("--effort").unwrap_or_else(|| "medium".into()),
+        max_tokens: args.number("--max-tokens", 32, 32),
+    }
+}
+
+/// Splits `text` into what is there when typing starts (before + after) and the `keys`
+/// characters to type, taken from whole lines in the middle of the file's code.
+fn session(text: &str, keys: usize) -> (String, String, String) {
+    let start_line = text.lines().count() * 2 / 5;
+    let start: usize = text.lines().take(start_line).map(|l| l.len() + 1).sum();
+    let start = start.min(text.len());
+    let typed: String = text[start..].chars().take(keys).collect();
+    let end = start + typed.len();
+    (text[..start].to_string(), typed, text[end..].to_string())
+}
+
+#[tokio::main]
+async fn main() {
+    let options = options();
+    let text = replay::read_source(&options.file);
+    let (before, typed, after) = session(&text, options.keys);
+    let lsp = Lsp::start(Start {
+        options: json!({
+            "effort": options.effort,
+            "maxTokens": options.max_tokens,
+            "logLevel": "debug",
+        }),
+        encodings: Some(vec!["utf-16"]),
+        ..Start::default()
+    })
+    .await;
+    let uri = "file:///replay/src/lib.rs";
+    lsp.open(uri, "rust", &format!("{before}{after}"));
+    let mut line = before.matches('\n').count() as u32;
+    let mut column = before
+        .rsplit('\n')
+        .next()
+        .unwrap_or("")
+        .encode_utf16()
+        .count() as u32;
+
+    let started = Instant::now();
+    let mut previous: Option<i32> = None;
+    let mut answers = Vec::new();
+    for (version, ch) in typed.chars().enumerate() {
+        let mut buf = [0u16; 2];
+        lsp.change(
+            uri,
+            version as i32 + 1,
+            [[line, column], [line, column]],
+            ch.encode_utf8(&mut [0; 4]),
+        );
+        if ch == '\n' {
+            line += 1;
+            column = 0;
+        } else {
+            column += ch.encode_utf16(&mut buf).len() as u32;
+        }
+        // Like an editor: the previous request is stale now (harmless if it was answered).
+        if let Some(id) = previous {
+            lsp.cancel(id);
+        }
+        let request = lsp.inline(uri, line, column, false).await;
+        previous = Some(request.id);
+        answers.push(tokio::spawn(timed(request)));
+        tokio::time::sleep(options.interval).await;
+    }
+    let mut latencies = Vec::new();
+    let (mut cancelled, mut empty, mut shown) = (0, 0, 0);
+    for answer in answers {
+        let (latency, answer) = answer.await.unwrap();
+        match answer {
+            Ok(value) => {
+                latencies.push(latency);
+                if items(&value).is_empty() {
+                    empty += 1;
+                } else {
+                    shown += 1;
+                }
+            }
+            Err(code) if code == CANCELLED => cancelled += 1,
+            Err(code) => panic!("request failed with {code}"),
+        }
+    }
+    let wall = started.elapsed();
+    // Let the last log lines arrive.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let logs = lsp.received("window/logMessage");
+    let from_cache = logs
+        .iter()
+        .filter(|p| {
+            p["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("type-through cache")
+        })
+        .count();
+    latencies.sort_by(f64::total_cmp);
+    let requests = typed.chars().count();
+    println!(
+        "lsp typing replay: {} keystrokes of {} ({} ms apart, effort {}, max {} tokens) in {:.1} s",
+        requests,
+        options.file.display(),
+        options.interval.as_millis(),
+        options.effort,
+        options.max_tokens,
+        wall.as_secs_f64()
+    );
+    println!(
+        "  answered {} (suggestion shown {}, empty {}), cancelled {}, from the type-through cache {}",
+        latencies.len(),
+        shown,
+        empty,
+        cancelled,
+        from_cache
+    );
+    println!(
+        "  request-to-response latency of answered requests: p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        percentile(&latencies, 50.0),
+        percentile(&latencies, 95.0),
+        percentile(&latencies, 99.0),
+        latencies.last().copied().unwrap_or(f64::NAN)
+    );
+    assert_eq!(
+        latencies.len() + cancelled,
+        requests,
+        "every request was answered"
+    );
+    lsp.shutdown().await;
+}

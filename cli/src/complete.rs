@@ -1,0 +1,227 @@
+//! `redraft complete`: one fill-in-the-middle request from the command line, or with
+//! `--next-edit` one next-edit suggestion ([`next_edit`]).
+
+mod next_edit;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
+use redraft_engine::{DeviceSpec, Engine, InfillRequest};
+
+use redraft_runtime::sampler_args::SamplerArgs;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model: a directory (config.json, model.safetensors, tokenizer.json, redraft.json) or a GGUF file;
+    /// default: the model compiled into redraft.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else
+    /// the CPU), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceSpec,
+    /// Source file holding the cursor.
+    #[arg(long, requires_all = ["line", "column"])]
+    file: Option<PathBuf>,
+    /// Cursor line, 1-based.
+    #[arg(long)]
+    line: Option<usize>,
+    /// Cursor column, 1-based, in characters (one past the last character is the line's end).
+    #[arg(long)]
+    column: Option<usize>,
+    /// The text before the cursor.
+    #[arg(long, conflicts_with = "file")]
+    prefix_file: Option<PathBuf>,
+    /// The text after the cursor.
+    #[arg(long, conflicts_with = "file")]
+    suffix_file: Option<PathBuf>,
+    /// Read `{"prefix": "...", "suffix": "..."}` from stdin (with --next-edit: `{"text": "...",
+    /// "cursor": BYTE, "path": "...", "history": "unified diff"}`).
+    #[arg(long, conflicts_with_all = ["file", "prefix_file", "suffix_file"])]
+    stdin_json: bool,
+    /// Suggest the next edit near the cursor instead of filling in at it: prints the edit as a
+    /// unified diff (nothing when the model sees no edit to make).
+    #[arg(long, conflicts_with_all = ["prefix_file", "suffix_file", "canvas_tokens"])]
+    next_edit: bool,
+    /// The recent edits, oldest first, as unified diffs (`git diff` output), for --next-edit.
+    #[arg(long, requires = "next_edit")]
+    history: Option<PathBuf>,
+    /// Longest middle in tokens (the model may end earlier with EOS).
+    #[arg(long, default_value_t = 32)]
+    max_tokens: usize,
+    /// Masked slots laid down at the start (default: --max-tokens); when the model writes the
+    /// last one, the canvas grows a block at a time up to --max-tokens.
+    #[arg(long)]
+    canvas_tokens: Option<usize>,
+    #[command(flatten)]
+    sampler: SamplerArgs,
+    /// Stop refining after this many milliseconds and commit the best guess for what is left.
+    #[arg(long)]
+    deadline_ms: Option<u64>,
+    /// Print each denoising step's canvas to stderr as it happens.
+    #[arg(long)]
+    steps_view: bool,
+    /// Print a JSON object (middle, steps, tokens per forward, timings) instead of the text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    fn prefix_suffix(&self) -> anyhow::Result<(String, String)> {
+        if let Some(file) = &self.file {
+            let text = read_text(file)?;
+            let (line, column) = (self.line.unwrap_or(1), self.column.unwrap_or(1));
+            let at = cursor_offset(&text, line, column)
+                .with_context(|| format!("cursor in {}", file.display()))?;
+            return Ok((text[..at].to_string(), text[at..].to_string()));
+        }
+        if self.stdin_json {
+            #[derive(serde::Deserialize)]
+            struct Request {
+                prefix: String,
+                #[serde(default)]
+                suffix: String,
+            }
+            let mut input = String::new();
+            std::io::stdin()
+                .read_to_string(&mut input)
+                .context("reading the request from stdin")?;
+            let request: Request = serde_json::from_str(&input)
+                .context("stdin must hold {\"prefix\": \"...\", \"suffix\": \"...\"}")?;
+            return Ok((request.prefix, request.suffix));
+        }
+        if let Some(prefix) = &self.prefix_file {
+            let suffix = match &self.suffix_file {
+                Some(path) => read_text(path)?,
+                None => String::new(),
+            };
+            return Ok((read_text(prefix)?, suffix));
+        }
+        bail!("say where to complete: --file F --line L --column C, --prefix-file P [--suffix-file S], or --stdin-json")
+    }
+}
+
+/// The byte offset of 1-based (`line`, `column`), columns counted in characters.
+pub fn cursor_offset(text: &str, line: usize, column: usize) -> anyhow::Result<usize> {
+    if line == 0 || column == 0 {
+        bail!("--line and --column are 1-based");
+    }
+    let mut start = 0;
+    for _ in 1..line {
+        match text[start..].find('\n') {
+            Some(i) => start += i + 1,
+            None => bail!(
+                "line {line} is past the end of the file ({} lines)",
+                text.lines().count().max(1)
+            ),
+        }
+    }
+    let line_text = text[start..].split('\n').next().unwrap_or("");
+    let line_text = line_text.strip_suffix('\r').unwrap_or(line_text);
+    let chars = line_text.chars().count();
+    if column > chars + 1 {
+        bail!("column {column} is past the end of line {line} ({chars} characters)");
+    }
+    let within = line_text
+        .char_indices()
+        .nth(column - 1)
+        .map_or(line_text.len(), |(i, _)| i);
+    Ok(start + within)
+}
+
+fn read_text(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.next_edit {
+        return next_edit::run(args);
+    }
+    let (prefix, suffix) = args.prefix_suffix()?;
+    let load_started = Instant::now();
+    let engine =
+        redraft_runtime::default_model::load_or_default(args.model.as_deref(), args.device)?;
+    let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
+    let mut request = InfillRequest::new(prefix, suffix);
+    request.max_tokens = args.max_tokens;
+    request.canvas_tokens = args.canvas_tokens.unwrap_or(args.max_tokens);
+    request.sampler = args.sampler.config();
+    let completion = with_controls(&args, &engine, |controls| {
+        engine.complete(&request, &mut KvCache::default(), controls)
+    })?;
+    if args.json {
+        let mut value = serde_json::to_value(&completion)?;
+        value["load_ms"] = load_ms.into();
+        value["model"] = engine.dir().display().to_string().into();
+        value["device"] = redraft_engine::device::describe(engine.model().device()).into();
+        value["sampler"] = serde_json::to_value(&request.sampler)?;
+        println!("{value}");
+    } else {
+        print!("{}", completion.middle);
+    }
+    Ok(())
+}
+
+/// Runs `run` under the flags' deadline, with each step's canvas printed to stderr under
+/// `--steps-view`.
+fn with_controls<T>(args: &Args, engine: &Engine, run: impl FnOnce(Controls<'_>) -> T) -> T {
+    let mut on_step = |step: &DenoiseStep| {
+        eprintln!(
+            "step {:>3}: {}",
+            step.step,
+            render(engine, &step.canvases[0])
+        );
+    };
+    run(Controls {
+        cancel: None,
+        deadline: args
+            .deadline_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms)),
+        on_step: if args.steps_view {
+            Some(&mut on_step)
+        } else {
+            None
+        },
+        stop: None,
+    })
+}
+
+/// One line per step: committed text, `░` for a masked slot, newlines shown as `↵`.
+fn render(engine: &Engine, canvas: &CanvasView) -> String {
+    let eos = engine.settings().eos_token_id;
+    canvas
+        .slots
+        .iter()
+        .map(|slot| match slot {
+            None => "░".to_string(),
+            Some(t) if *t == eos => "·".to_string(),
+            Some(t) => engine
+                .tokenizer()
+                .decode(&[*t])
+                .unwrap_or_default()
+                .replace('\n', "↵"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cursor_offset;
+
+    #[test]
+    fn cursor_offsets_count_characters_on_1_based_lines() {
+        let text = "fn a() {}\r\nlet é = 1;\n";
+        assert_eq!(cursor_offset(text, 1, 1).unwrap(), 0);
+        assert_eq!(cursor_offset(text, 1, 10).unwrap(), 9);
+        assert_eq!(cursor_offset(text, 2, 6).unwrap(), 11 + "let é".len());
+        assert_eq!(cursor_offset(text, 3, 1).unwrap(), text.len());
+        assert!(cursor_offset(text, 1, 11).is_err());
+        assert!(cursor_offset(text, 4, 1).is_err());
+        assert!(cursor_offset(text, 0, 1).is_err());
+    }
+}

@@ -1,0 +1,426 @@
+//! `redraft complete` end to end: the real binary on a small random-weight checkpoint (the
+//! parity fixture's weights with a tokenizer trained here), so every path from files to printed
+//! middle runs.
+
+use redraft_engine::tokenizer::Tokenizer;
+
+use redraft_tests::cli::{json_ok, path, redraft, repo};
+
+/// A complete model directory: fixture weights, a BPE tokenizer filling the model's 384 ids
+/// (mask 0, EOS 1) and redraft.json saying so.
+fn model_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = repo().join("fixtures/parity/dream-tied");
+    std::fs::copy(
+        fixture.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).unwrap())
+            .unwrap();
+    config["eos_token_id"] = 1.into();
+    config["pad_token_id"] = 1.into();
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let corpus: Vec<String> = std::fs::read_dir(repo().join("engine/src"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+        .collect();
+    let tokenizer =
+        Tokenizer::train_bpe(corpus.iter(), 384, &["<|mask|>", "<|endoftext|>"]).unwrap();
+    assert_eq!(
+        tokenizer.vocab_size(),
+        384,
+        "corpus too small for the fixture's vocabulary"
+    );
+    tokenizer.save(&dir.path().join("tokenizer.json")).unwrap();
+    std::fs::write(
+        dir.path().join("redraft.json"),
+        r#"{"mask_token_id": 0, "eos_token_id": 1, "logit_shift": true}"#,
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn completes_between_prefix_and_suffix_files_as_json() {
+    let model = model_dir();
+    let prefix = model.path().join("prefix.rs");
+    let suffix = model.path().join("suffix.rs");
+    std::fs::write(&prefix, "fn add(a: u32, b: u32) -> u32 {\n    ").unwrap();
+    std::fs::write(&suffix, "\n}\n").unwrap();
+    let out = redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--prefix-file",
+            path(&prefix),
+            "--suffix-file",
+            path(&suffix),
+            "--max-tokens",
+            "12",
+            "--json",
+        ],
+        "",
+    );
+    let v = json_ok(&out);
+    assert!(v["middle"].is_string());
+    let tokens = v["tokens"].as_array().unwrap().len();
+    assert!(tokens <= 12);
+    let forwards = v["forwards"].as_u64().unwrap();
+    assert!(
+        (1..=12).contains(&forwards),
+        "{forwards} forwards for 12 slots"
+    );
+    assert!(v["tokens_per_forward"].as_f64().unwrap() >= 1.0);
+    assert!(v["timings"]["total_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["sampler"]["schedule"]["kind"], "threshold");
+}
+
+#[test]
+fn plain_output_is_the_middle_and_matches_json() {
+    let model = model_dir();
+    let request = r#"{"prefix": "let x = ", "suffix": ";\n"}"#;
+    let plain = redraft(
+        &["complete", "--model", path(model.path()), "--stdin-json"],
+        request,
+    );
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let json = json_ok(&redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+        ],
+        request,
+    ));
+    assert_eq!(
+        String::from_utf8(plain.stdout).unwrap(),
+        json["middle"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn cursor_in_a_file_and_out_of_range_cursor() {
+    let model = model_dir();
+    let file = model.path().join("lib.rs");
+    std::fs::write(&file, "fn main() {\n    let v = \n}\n").unwrap();
+    let ok = redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--file",
+            path(&file),
+            "--line",
+            "2",
+            "--column",
+            "13",
+            "--json",
+        ],
+        "",
+    );
+    assert!(json_ok(&ok)["prefix_tokens"].as_u64().unwrap() > 0);
+    let bad = redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--file",
+            path(&file),
+            "--line",
+            "2",
+            "--column",
+            "40",
+        ],
+        "",
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("column 40 is past the end of line 2"));
+}
+
+#[test]
+fn steps_view_streams_every_step_and_effort_bounds_steps() {
+    let model = model_dir();
+    let request = r#"{"prefix": "fn f() {", "suffix": "}"}"#;
+    let out = redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+            "--steps-view",
+            "--effort",
+            "low",
+            "--max-tokens",
+            "32",
+        ],
+        request,
+    );
+    let v = json_ok(&out);
+    let forwards = v["forwards"].as_u64().unwrap();
+    assert!(forwards <= 4, "low effort caps steps at 4, took {forwards}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let steps = stderr.lines().filter(|l| l.starts_with("step ")).count();
+    assert_eq!(steps as u64, forwards);
+    let one_per_step = json_ok(&redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+            "--per-step",
+            "1",
+            "--max-tokens",
+            "6",
+        ],
+        request,
+    ));
+    assert!(one_per_step["forwards"].as_u64().unwrap() <= 6);
+    assert_eq!(one_per_step["sampler"]["schedule"]["k"], 1);
+}
+
+#[test]
+fn a_canvas_whose_last_slot_is_written_grows_up_to_max_tokens() {
+    // One slot: its first commit is content (EOS waits for content), so the canvas must grow.
+    let request = r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#;
+    let run = |canvas: &str, max: &str| {
+        json_ok(&redraft(
+            &[
+                "complete",
+                "--stdin-json",
+                "--json",
+                "--effort",
+                "high",
+                "--canvas-tokens",
+                canvas,
+                "--max-tokens",
+                max,
+            ],
+            request,
+        ))
+    };
+    let grown = run("1", "12");
+    let slots = grown["slots"].as_u64().unwrap();
+    assert!((2..=12).contains(&slots), "{grown}");
+    assert!(grown["tokens"].as_array().unwrap().len() as u64 <= slots);
+    let fixed = run("1", "1");
+    assert_eq!(fixed["slots"], 1, "{fixed}");
+    assert_eq!(fixed["tokens"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn without_model_the_embedded_default_model_completes() {
+    let out = redraft(
+        &["complete", "--stdin-json", "--json", "--max-tokens", "8"],
+        r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#,
+    );
+    let v = json_ok(&out);
+    assert_eq!(v["model"], "<embedded>/assets/default-model");
+    assert!(v["tokens"].as_array().unwrap().len() <= 8);
+    let on_cpu = json_ok(&redraft(
+        &[
+            "complete",
+            "--stdin-json",
+            "--json",
+            "--max-tokens",
+            "8",
+            "--device",
+            "cpu",
+        ],
+        r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#,
+    ));
+    assert_eq!(on_cpu["device"], "cpu");
+    assert_eq!(on_cpu["middle"], v["middle"]);
+    if !cfg!(feature = "cuda") {
+        assert_eq!(v["device"], "cpu", "auto is the CPU without CUDA");
+    }
+}
+
+#[test]
+fn devices_that_cannot_be_had_are_clear_errors() {
+    let request = r#"{"prefix": "a", "suffix": "b"}"#;
+    let bad = redraft(&["complete", "--stdin-json", "--device", "tpu"], request);
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("use auto, cpu, cuda or cuda:N"), "{stderr}");
+    if !cfg!(feature = "cuda") {
+        let cuda = redraft(&["complete", "--stdin-json", "--device", "cuda"], request);
+        assert!(!cuda.status.success());
+        let stderr = String::from_utf8_lossy(&cuda.stderr);
+        assert!(stderr.contains("--features cuda"), "{stderr}");
+    }
+}
+
+#[test]
+fn clear_errors_for_broken_model_dir_and_bad_requests() {
+    let model = model_dir();
+    std::fs::remove_file(model.path().join("tokenizer.json")).unwrap();
+    let broken = redraft(
+        &["complete", "--model", path(model.path()), "--stdin-json"],
+        r#"{"prefix": "a"}"#,
+    );
+    assert!(!broken.status.success());
+    let stderr = String::from_utf8_lossy(&broken.stderr);
+    assert!(stderr.contains("tokenizer.json is missing"), "{stderr}");
+    let garbage = redraft(&["complete", "--stdin-json"], "not json");
+    assert!(!garbage.status.success());
+    assert!(String::from_utf8_lossy(&garbage.stderr).contains("stdin must hold"));
+    let nowhere = redraft(&["complete"], "");
+    assert!(!nowhere.status.success());
+    assert!(String::from_utf8_lossy(&nowhere.stderr).contains("say where to complete"));
+}
+
+#[test]
+fn long_context_is_trimmed_to_the_models_positions() {
+    let model = model_dir();
+    let request = serde_json::json!({
+        "prefix": "let total = items.iter().map(|x| x * 2).sum::<u32>();\n".repeat(200),
+        "suffix": "}\n".repeat(400),
+    });
+    let v = json_ok(&redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+            "--max-tokens",
+            "16",
+        ],
+        &request.to_string(),
+    ));
+    let (prefix, suffix) = (
+        v["prefix_tokens"].as_u64().unwrap(),
+        v["suffix_tokens"].as_u64().unwrap(),
+    );
+    // The fixture model has 256 positions: 240 for context, three quarters of it before.
+    assert_eq!((prefix, suffix), (180, 60));
+}
+
+/// `redraft complete --next-edit` on the default model: the JSON names the region, the edits
+/// lie inside it, and the edits applied to the file give the file with the region rewritten
+/// as `new_region` says; the plain output is a unified diff saying the same.
+#[test]
+fn next_edit_prints_the_edit_as_json_and_as_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("area.rs");
+    let text = "fn area(width: u32, height: u32) -> u32 {\n    width * height\n}\n\nfn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", area(w, h));\n}\n";
+    std::fs::write(&file, text).unwrap();
+    let history = dir.path().join("history.diff");
+    std::fs::write(
+        &history,
+        "--- a/area.rs\n+++ b/area.rs\n@@ -5,3 +5,3 @@\n fn main() {\n-    let w = 3;\n+    let width = 3;\n     let h = 4;\n",
+    )
+    .unwrap();
+    let args = [
+        "complete",
+        "--next-edit",
+        "--file",
+        path(&file),
+        "--line",
+        "6",
+        "--column",
+        "14",
+        "--history",
+        path(&history),
+    ];
+    let v = json_ok(&redraft(
+        &[&args[..], &["--json", "--max-change", "1000"]].concat(),
+        "",
+    ));
+    // Under a limit of 0 any rewrite that changes something is refused.
+    let strict = json_ok(&redraft(
+        &[&args[..], &["--json", "--max-change", "0"]].concat(),
+        "",
+    ));
+    assert_eq!(strict["edits"].as_array().unwrap().len(), 0);
+    let changed = !v["edits"].as_array().unwrap().is_empty();
+    assert_eq!(strict["rewrote_too_much"], changed);
+    assert_eq!(v["rewrote_too_much"], false);
+    let (start, end) = (
+        v["region"]["start"].as_u64().unwrap() as usize,
+        v["region"]["end"].as_u64().unwrap() as usize,
+    );
+    let cursor = text.find("width = 3").unwrap() + "width".len() - 1;
+    assert!(
+        start <= cursor && cursor <= end,
+        "{start}..{end} holds the cursor"
+    );
+    assert_eq!(v["history_edits"], 1);
+    assert!(v["forwards"].as_u64().unwrap() >= 1);
+    assert!(v["tokens_per_forward"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["sampler"]["draft_tau"], 0.5);
+    let mut edited = text.to_string();
+    for edit in v["edits"].as_array().unwrap().iter().rev() {
+        let (a, b) = (
+            edit["start"].as_u64().unwrap() as usize,
+            edit["end"].as_u64().unwrap() as usize,
+        );
+        assert!(start <= a && b <= end, "edit {a}..{b} inside the region");
+        edited.replace_range(a..b, edit["text"].as_str().unwrap());
+    }
+    let new_region = v["new_region"].as_str().unwrap();
+    let expected = format!("{}{}{}", &text[..start], new_region, &text[end..]);
+    // Line endings and a final newline of the rewrite are the document's business.
+    assert_eq!(edited.trim_end(), expected.trim_end());
+
+    let out = redraft(&[&args[..], &["--max-change", "1000"]].concat(), "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let diff = String::from_utf8(out.stdout).unwrap();
+    if v["edits"].as_array().unwrap().is_empty() {
+        assert_eq!(diff, "");
+    } else {
+        let patches = redraft_context::edit::parse_patches(&diff).unwrap();
+        assert_eq!(patches.len(), 1);
+        assert_eq!(
+            redraft_context::edit::apply(text, &patches[0]).unwrap(),
+            edited
+        );
+    }
+}
+
+#[test]
+fn next_edit_refuses_a_cursor_inside_a_character_and_bad_history() {
+    let out = redraft(
+        &["complete", "--next-edit", "--stdin-json"],
+        r#"{"text": "let é = 1;\n", "cursor": 5}"#,
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a character boundary"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.rs");
+    std::fs::write(&file, "fn a() {}\n").unwrap();
+    let history = dir.path().join("h.diff");
+    std::fs::write(&history, "--- a/a.rs\n+++ b/a.rs\n@@ nonsense @@\n-x\n").unwrap();
+    let out = redraft(
+        &[
+            "complete",
+            "--next-edit",
+            "--file",
+            path(&file),
+            "--line",
+            "1",
+            "--column",
+            "1",
+            "--history",
+            path(&history),
+        ],
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("edit history"));
+}

@@ -1,0 +1,462 @@
+//! The protocol as an editor drives it: initialize (encoding negotiation, progress), open,
+//! incremental edits, inline completion, the three kinds of cancellation, type-through,
+//! streaming, configuration, shutdown and exit.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::client::{items, Lsp, Start, CANCELLED, INVALID_PARAMS};
+
+const URI: &str = "file:///work/demo/src/lib.rs";
+
+/// A Rust file with the cursor after `let total = ` on line 2.
+const SOURCE: &str = "fn sum(values: &[u32]) -> u32 {\n    let mut total = 0;\n    for v in values {\n        total += \n    }\n    total\n}\n";
+
+/// Settings under which a request runs long enough to be cancelled mid-way: one token per
+/// step over a large canvas.
+fn slow() -> Value {
+    json!({"effort": "high", "maxTokens": 200, "streamSteps": true})
+}
+
+/// A server whose runs take a while whatever the machine and model: high effort, and a pause
+/// after every denoising step, so cancels and edits land while the sampler is running.
+async fn slow_server() -> Lsp {
+    Lsp::start(Start {
+        options: slow(),
+        step_delay_ms: Some(25),
+        ..Start::default()
+    })
+    .await
+}
+
+fn assert_one_line_items(answer: &Value, line: u32, character: u32) -> Vec<String> {
+    items(answer)
+        .iter()
+        .map(|item| {
+            let range = &item["range"];
+            assert_eq!(
+                range["start"],
+                json!({"line": line, "character": character}),
+                "{item}"
+            );
+            assert_eq!(
+                range["end"]["line"],
+                json!(line),
+                "a range stays on one line: {item}"
+            );
+            let text = item["insertText"].as_str().unwrap().to_string();
+            assert!(
+                !text.trim().is_empty(),
+                "no whitespace-only suggestion: {item}"
+            );
+            text
+        })
+        .collect()
+}
+
+/// Asks for a suggestion at (`line`, `character`) and checks every item as
+/// `assert_one_line_items` does; the items' texts.
+async fn one_line_suggestions(lsp: &Lsp, uri: &str, line: u32, character: u32) -> Vec<String> {
+    let answer = lsp.inline(uri, line, character, false).await.answer().await;
+    assert_one_line_items(&answer.unwrap(), line, character)
+}
+
+#[tokio::test]
+async fn initialize_negotiates_the_position_encoding() {
+    for (offered, chosen) in [
+        (None, "utf-16"),
+        (Some(vec!["utf-16", "utf-8"]), "utf-8"),
+        (Some(vec!["utf-32", "utf-16"]), "utf-32"),
+    ] {
+        let lsp = Lsp::start(Start {
+            encodings: offered,
+            wait_for_model: false,
+            ..Start::default()
+        })
+        .await;
+        let capabilities = &lsp.initialize_result["capabilities"];
+        assert_eq!(capabilities["positionEncoding"], json!(chosen));
+        assert_eq!(
+            capabilities["textDocumentSync"],
+            json!(2),
+            "incremental sync"
+        );
+        assert_eq!(capabilities["inlineCompletionProvider"], json!(true));
+        assert_eq!(
+            lsp.initialize_result["serverInfo"]["name"],
+            json!("redraft")
+        );
+        lsp.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn open_edit_complete_and_exit() {
+    let lsp = Lsp::start(Start::default()).await;
+    // The model load was reported as work-done progress, begun and ended.
+    let progress = lsp.received("$/progress");
+    assert_eq!(progress.first().unwrap()["value"]["kind"], json!("begin"));
+    assert!(progress.iter().any(|p| p["value"]["kind"] == json!("end")
+        && p["value"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("model loaded from <embedded>")));
+
+    lsp.open(URI, "rust", "fn sum(values: &[u32]) -> u32 {\n}\n");
+    // Line 3 does not exist yet.
+    let err = lsp
+        .inline(URI, 3, 17, false)
+        .await
+        .answer()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code.0, INVALID_PARAMS, "{err:?}");
+    // Type the body in three incremental edits (one with an emoji, counted in UTF-16).
+    lsp.change(URI, 1, [[0, 31], [0, 31]], "\n    let mut total = 0;");
+    lsp.change(
+        URI,
+        2,
+        [[1, 22], [1, 22]],
+        "\n    for v in values {\n        total += \n    }\n    total",
+    );
+    lsp.change(URI, 3, [[0, 0], [0, 0]], "// 😀 sums\n");
+    lsp.change(URI, 4, [[0, 0], [1, 0]], "");
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    let texts = assert_one_line_items(&answer, 3, 17);
+    assert_eq!(
+        texts.len(),
+        1,
+        "an automatic trigger gets one item: {answer}"
+    );
+
+    // An explicit trigger gets several candidates from one batch, all different.
+    let answer = lsp.inline(URI, 3, 17, true).await.answer().await.unwrap();
+    let texts = assert_one_line_items(&answer, 3, 17);
+    assert!(!texts.is_empty(), "{answer}");
+    let mut distinct = texts.clone();
+    distinct.dedup();
+    assert_eq!(distinct, texts);
+
+    lsp.notify::<crate::client::DidClose>(json!({"textDocument": {"uri": URI}}));
+    let err = lsp
+        .inline(URI, 3, 17, false)
+        .await
+        .answer()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code.0, INVALID_PARAMS,
+        "closed documents are unknown: {err:?}"
+    );
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancel_request_stops_the_sampler_and_answers_with_the_cancel_error() {
+    let lsp = slow_server().await;
+    lsp.open(URI, "rust", SOURCE);
+    // Uncancelled, the same request takes this many denoising steps.
+    let full = lsp.inline(URI, 3, 17, false).await.answer().await;
+    assert!(full.is_ok(), "{full:?}");
+    let full_steps = lsp.received("redraft/draftStep").len();
+    assert!(
+        full_steps >= 8,
+        "the slow settings need several steps ({full_steps})"
+    );
+    // Delete what precedes the cursor, so the next request is not answered by type-through.
+    lsp.change(URI, 1, [[3, 16], [3, 17]], "");
+
+    let pending = lsp.inline(URI, 3, 16, false).await;
+    // Cancel once the sampler has started.
+    lsp.wait_for("redraft/draftStep", |p| {
+        p["textDocument"]["version"] == json!(1)
+    })
+    .await;
+    lsp.cancel(pending.id);
+    let err = pending.answer().await.unwrap_err();
+    assert_eq!(err.code.0, CANCELLED, "{err:?}");
+    // The sampler stopped early: fewer drafts than a full run.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let steps = lsp
+        .received("redraft/draftStep")
+        .iter()
+        .filter(|p| p["textDocument"]["version"] == json!(1))
+        .count();
+    // (Typically 2 of 15 here; the bound leaves room for a loaded machine.)
+    assert!(
+        steps < full_steps,
+        "{steps} of {full_steps} steps ran despite the cancel"
+    );
+    // The stream still ends with a draft that has nothing masked, so clients take the preview down.
+    let closing = lsp
+        .wait_for("redraft/draftStep", |p| {
+            p["textDocument"]["version"] == json!(1) && p["masked"] == json!(0)
+        })
+        .await;
+    assert_eq!(closing["draft"], json!(""), "{closing}");
+    // And the server goes on answering.
+    let again = lsp.inline(URI, 3, 16, false).await.answer().await;
+    assert!(again.is_ok(), "{again:?}");
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_newer_request_or_an_edit_cancels_the_older_request() {
+    let lsp = slow_server().await;
+    lsp.open(URI, "rust", SOURCE);
+    let older = lsp.inline(URI, 3, 17, false).await;
+    let newer = lsp.inline(URI, 3, 17, false).await;
+    assert_eq!(older.answer().await.unwrap_err().code.0, CANCELLED);
+    assert!(newer.answer().await.is_ok());
+
+    // Delete what precedes the cursor, so the next request is not answered by type-through
+    // (it would otherwise be, from `newer`'s suggestion, without running the model).
+    lsp.change(URI, 1, [[3, 16], [3, 17]], "");
+    let running = lsp.inline(URI, 3, 16, false).await;
+    lsp.wait_for("redraft/draftStep", |p| {
+        p["textDocument"]["version"] == json!(1)
+    })
+    .await;
+    lsp.change(URI, 2, [[3, 16], [3, 16]], "1");
+    assert_eq!(running.answer().await.unwrap_err().code.0, CANCELLED);
+
+    // Requests on another document are left alone.
+    let other = "file:///work/demo/src/other.rs";
+    lsp.open(other, "rust", "fn main() {\n    let x = \n}\n");
+    let first = lsp.inline(other, 1, 12, false).await;
+    let second = lsp.inline(URI, 3, 17, false).await;
+    assert!(first.answer().await.is_ok());
+    assert!(second.answer().await.is_ok());
+    lsp.shutdown().await;
+}
+
+/// A place where the default model suggests at least two characters, so that typing the first
+/// leaves something to type through (which place depends on the shipped model): the document,
+/// line, column and suggestion. The documents are opened on `lsp`.
+async fn a_place_to_type_through(lsp: &Lsp) -> (&'static str, u32, u32, String) {
+    let places = [
+        (URI, SOURCE, 3, 17),
+        (
+            "file:///work/demo/src/main.rs",
+            "fn main() {\n    let names = vec![\"a\", \"b\"];\n    for name in \n}\n",
+            2,
+            16,
+        ),
+        (
+            "file:///work/demo/src/util.rs",
+            "pub fn greet(name: &str) -> String {\n    format!(\n}\n",
+            1,
+            12,
+        ),
+    ];
+    for (uri, text, line, column) in places {
+        lsp.open(uri, "rust", text);
+        let texts = one_line_suggestions(lsp, uri, line, column).await;
+        if let Some(first) = texts.first().filter(|t| t.chars().count() >= 2) {
+            return (uri, line, column, first.clone());
+        }
+    }
+    panic!("the default model suggests two or more characters at one of the places");
+}
+
+#[tokio::test]
+async fn typing_through_a_suggestion_is_answered_without_the_model() {
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "low", "maxTokens": 12, "streamSteps": true, "logLevel": "debug"}),
+        ..Start::default()
+    })
+    .await;
+    let (uri, line, column, first) = a_place_to_type_through(&lsp).await;
+    // The debug log says how the canvas was sized and why.
+    let log = lsp
+        .wait_for_log(|m| m.contains("v0 @") && m.contains("canvas") && m.contains(uri))
+        .await;
+    assert!(log.contains("canvas"), "{log}");
+    let typed: String = first.chars().take(1).collect();
+    // The drafts reached the client before the answer, the last one with nothing masked.
+    let drafts = lsp.received("redraft/draftStep");
+    let last = drafts.last().expect("drafts were streamed");
+    assert_eq!(last["masked"], json!(0), "{last}");
+    let drafts_before = lsp.received("redraft/draftStep").len();
+    lsp.change(uri, 1, [[line, column], [line, column]], &typed);
+    let column = column + typed.encode_utf16().count() as u32;
+    let rest = one_line_suggestions(&lsp, uri, line, column).await;
+    assert_eq!(rest, vec![first[typed.len()..].to_string()]);
+    assert_eq!(
+        lsp.received("redraft/draftStep").len(),
+        drafts_before,
+        "the model did not run"
+    );
+    lsp.wait_for_log(|m| m.contains("type-through cache")).await;
+    lsp.shutdown().await;
+}
+
+/// The worker keeps its cache across requests: after an edit elsewhere in the file, the next
+/// completion's first pass realigns it (an edit pass, most positions from the cache) instead of
+/// recomputing everything; `"editReuse": "off"` restores the exact full pass.
+#[tokio::test]
+async fn a_completion_after_an_edit_reuses_the_kept_cache() {
+    for (options, second) in [
+        (json!({"logLevel": "debug"}), "/1 full/window/edit"),
+        (
+            json!({"logLevel": "debug", "editReuse": "off"}),
+            "/0 full/window/edit (0 positions",
+        ),
+    ] {
+        let lsp = Lsp::start(Start {
+            options,
+            ..Start::default()
+        })
+        .await;
+        lsp.open(URI, "rust", SOURCE);
+        lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+        let log = lsp
+            .wait_for_log(|m| m.contains("v0 @") && m.contains("full/window/edit"))
+            .await;
+        // A cold cache: full passes (one more if the canvas grew), no edit pass.
+        assert!(log.contains("/0 full/window/edit (0 positions"), "{log}");
+        // `fn sum` becomes `fn sum_`: far from the cursor, no type-through.
+        lsp.change(URI, 1, [[0, 6], [0, 6]], "_");
+        lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+        let log = lsp
+            .wait_for_log(|m| m.contains("v1 @") && m.contains("full/window/edit"))
+            .await;
+        assert!(log.contains(second), "{log}");
+        lsp.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_model_switch_forgets_the_old_models_suggestions() {
+    let lsp = Lsp::start(Start::default()).await;
+    let (uri, line, column, first) = a_place_to_type_through(&lsp).await;
+    // Switch to a model that does not load: any suggestion after the switch can only be the
+    // old model's, served from the type-through cache.
+    lsp.notify::<crate::client::DidChangeConfiguration>(
+        json!({"settings": {"model": "/nonexistent/model"}}),
+    );
+    lsp.wait_for_log(|m| m.contains("model not loaded")).await;
+    let typed: String = first.chars().take(1).collect();
+    lsp.change(uri, 1, [[line, column], [line, column]], &typed);
+    let column = column + typed.encode_utf16().count() as u32;
+    let answer = lsp
+        .inline(uri, line, column, false)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    assert!(
+        items(&answer).is_empty(),
+        "typed through the old model's {first:?} after the switch: {answer}"
+    );
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn configuration_changes_apply_and_a_model_that_fails_to_load_is_reported() {
+    let lsp = Lsp::start(Start {
+        options: json!({"model": "/nonexistent/model", "effort": "fast", "maxTokens": 8}),
+        ..Start::default()
+    })
+    .await;
+    let shown = lsp
+        .wait_for("window/showMessage", |p| p["type"] == json!(1))
+        .await;
+    let message = shown["message"].as_str().unwrap();
+    assert!(message.contains("/nonexistent/model"), "{message}");
+    let warning = lsp
+        .wait_for("window/showMessage", |p| p["type"] == json!(2))
+        .await;
+    assert!(warning["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown effort `fast`"));
+    // No model: requests still get answers, empty ones.
+    lsp.open(URI, "rust", SOURCE);
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    assert!(items(&answer).is_empty(), "{answer}");
+
+    // Back to the embedded model through didChangeConfiguration (nested, as VS Code sends it).
+    lsp.notify::<crate::client::DidChangeConfiguration>(
+        json!({"settings": {"redraft": {"model": null, "languages": ["python"]}}}),
+    );
+    lsp.wait_for_log(|m| m.contains("model loaded from <embedded>"))
+        .await;
+    // Rust is no longer enabled.
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    assert!(items(&answer).is_empty(), "{answer}");
+    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"languages": null}}));
+    one_line_suggestions(&lsp, URI, 3, 17).await;
+    assert!(!lsp.stderr().is_empty(), "logs go to stderr");
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_device_this_binary_lacks_is_reported_and_switching_to_the_cpu_recovers() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    let lsp = Lsp::start(Start {
+        options: json!({"device": "cuda:0"}),
+        ..Start::default()
+    })
+    .await;
+    let shown = lsp
+        .wait_for("window/showMessage", |p| p["type"] == json!(1))
+        .await;
+    let message = shown["message"].as_str().unwrap();
+    assert!(message.contains("--features cuda"), "{message}");
+    lsp.open(URI, "rust", SOURCE);
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    assert!(items(&answer).is_empty(), "{answer}");
+
+    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"device": "cpu"}}));
+    lsp.wait_for_log(|m| m.contains("model loaded from <embedded>/assets/default-model on cpu"))
+        .await;
+    one_line_suggestions(&lsp, URI, 3, 17).await;
+    lsp.shutdown().await;
+}
+
+/// Around 4-byte characters and NULs the default model writes byte tokens that do not form
+/// UTF-8 (they came back as runs of U+FFFD): no inline completion and no streamed draft holds a
+/// character the model did not write.
+#[tokio::test]
+async fn completions_around_4_byte_characters_and_nul_are_valid_text() {
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "medium", "maxTokens": 32, "streamSteps": true}),
+        ..Start::default()
+    })
+    .await;
+    let cases = [
+        ("\u{0}\u{0}😀\u{0}", "\u{0}😀😀"),
+        ("let s = \"🦀\u{0}🦀\u{0}", "\";\n"),
+        ("// 😀😀😀😀 ", "🦀🦀🦀\n"),
+    ];
+    for (i, (before, after)) in cases.iter().enumerate() {
+        let uri = format!("file:///work/demo/src/text{i}.rs");
+        lsp.open(&uri, "rust", &format!("{before}{after}"));
+        let line = before.matches('\n').count() as u32;
+        let column = before.rsplit('\n').next().unwrap().encode_utf16().count() as u32;
+        let answer = lsp.inline(&uri, line, column, true).await.answer().await;
+        for item in items(&answer.unwrap()) {
+            let text = item["insertText"].as_str().unwrap();
+            assert!(
+                !text.contains(char::REPLACEMENT_CHARACTER),
+                "{before:?}|{after:?}: {item}"
+            );
+        }
+    }
+    let drafts = lsp.received("redraft/draftStep");
+    assert!(!drafts.is_empty());
+    for draft in drafts {
+        assert!(
+            !draft["draft"]
+                .as_str()
+                .unwrap()
+                .contains(char::REPLACEMENT_CHARACTER),
+            "{draft}"
+        );
+    }
+    lsp.shutdown().await;
+}

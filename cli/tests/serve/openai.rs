@@ -1,0 +1,151 @@
+//! OpenAI's completions API beyond what Zed sends: `/v1/models`, `n`, streaming as
+//! server-sent events ending with `[DONE]`, usage in the stream.
+
+use serde_json::{json, Value};
+
+use super::client::Server;
+use super::{PREFIX, SUFFIX};
+
+#[test]
+fn models_lists_the_served_id_and_its_aliases() {
+    let server = Server::start(&[]);
+    let models = server.get("/v1/models").json();
+    assert_eq!(models["object"], "list");
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            assert_eq!(m["object"], "model");
+            assert!(m["created"].is_u64() && m["owned_by"].is_string());
+            m["id"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "redraft-default",
+            "qwen2.5-coder:redraft",
+            "sweep-next-edit:redraft"
+        ]
+    );
+    // A model directory is served under its name.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+    let named = Server::start(&["--model", dir.to_str().unwrap()]);
+    assert_eq!(
+        named.get("/v1/models").json()["data"][0]["id"],
+        "default-model"
+    );
+    let answer = named.post(
+        "/v1/completions",
+        &json!({"model": "default-model", "prompt": PREFIX}),
+    );
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.json()["model"], "default-model");
+}
+
+/// `n` candidates are `n` choices, indexed in order, each with a finish reason.
+#[test]
+fn n_candidates_come_back_as_n_choices() {
+    let server = Server::start(&[]);
+    let body = server
+        .post(
+            "/v1/completions",
+            &json!({"prompt": PREFIX, "suffix": SUFFIX, "n": 3, "max_tokens": 16}),
+        )
+        .json();
+    let choices = body["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 3, "{body}");
+    for (i, choice) in choices.iter().enumerate() {
+        assert_eq!(choice["index"], i);
+        assert!(matches!(
+            choice["finish_reason"].as_str(),
+            Some("stop" | "length")
+        ));
+    }
+    for n in [0, 9] {
+        let response = server.post("/v1/completions", &json!({"prompt": PREFIX, "n": n}));
+        assert_eq!(response.status, 400);
+        assert_eq!(response.json()["error"]["param"], "n");
+    }
+}
+
+/// `stream: true`: `data: {chunk}` events (each a `text_completion` with the same id), the
+/// finish reason in a last chunk per choice, usage when `stream_options.include_usage`, then
+/// `data: [DONE]`. The texts put together are the non-streamed answer's.
+#[test]
+fn openai_stream_is_sse_ending_with_done() {
+    let server = Server::start(&[]);
+    let request = json!({
+        "prompt": PREFIX, "suffix": SUFFIX, "n": 2, "max_tokens": 16,
+        "stream": true, "stream_options": {"include_usage": true},
+    });
+    let response = server.post("/v1/completions", &request);
+    assert_eq!(response.status, 200);
+    assert!(response
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let events = response.events();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let id = chunks[0]["id"].as_str().unwrap();
+    let mut texts = [String::new(), String::new()];
+    let mut reasons = [None, None];
+    for chunk in &chunks {
+        assert_eq!(chunk["id"], id);
+        assert_eq!(chunk["object"], "text_completion");
+        for choice in chunk["choices"].as_array().unwrap() {
+            let i = choice["index"].as_u64().unwrap() as usize;
+            assert!(reasons[i].is_none(), "text after the finish reason");
+            texts[i].push_str(choice["text"].as_str().unwrap());
+            reasons[i] = choice["finish_reason"].as_str().map(str::to_string);
+        }
+    }
+    assert!(reasons.iter().all(Option::is_some));
+    let usage = &chunks.last().unwrap()["usage"];
+    assert!(usage["total_tokens"].as_u64().unwrap() > 0);
+    // Another request first, so the next run starts from a full pass as the first did.
+    server.post("/v1/completions", &json!({"prompt": "let v = "}));
+    let mut whole = request.clone();
+    whole["stream"] = json!(false);
+    let whole = server.post("/v1/completions", &whole).json();
+    for (i, text) in texts.iter().enumerate() {
+        assert_eq!(whole["choices"][i]["text"], text.as_str());
+    }
+}
+
+/// A prompt given as a one-element list is the prompt; a batch of prompts is refused.
+#[test]
+fn prompt_lists_of_one_are_accepted() {
+    let server = Server::start(&[]);
+    let one = server.post(
+        "/v1/completions",
+        &json!({"prompt": [PREFIX], "max_tokens": 8}),
+    );
+    assert_eq!(one.status, 200, "{}", one.text());
+    let many = server.post("/v1/completions", &json!({"prompt": [PREFIX, PREFIX]}));
+    assert_eq!(many.status, 400);
+    assert_eq!(many.json()["error"]["param"], "prompt");
+    let tokens = server.post("/v1/completions", &json!({"prompt": [1, 2, 3]}));
+    assert_eq!(tokens.status, 400);
+}
+
+/// `--deadline-ms`: past it the sampler commits its best guess for every slot left. One token
+/// per step (`effort: high`) takes at least two model calls (content, then the end); with a
+/// 1 ms budget the first call is already past it, and it is the only one.
+#[test]
+fn the_deadline_ends_decoding_at_the_next_step() {
+    let request = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "effort": "high"});
+    let free = Server::start(&[]);
+    assert_eq!(free.post("/v1/completions", &request).status, 200);
+    assert!(free.metric("redraft_forwards_total") >= 2.0);
+    let hurried = Server::start(&["--deadline-ms", "1"]);
+    let answer = hurried.post("/v1/completions", &request);
+    assert_eq!(answer.status, 200);
+    assert!(answer.json()["choices"][0]["text"].is_string());
+    assert_eq!(hurried.metric("redraft_forwards_total"), 1.0);
+}

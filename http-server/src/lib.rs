@@ -1,0 +1,516 @@
+//! `redraft serve`: the HTTP engine for editors that reach a model only over HTTP (Zed's
+//! OpenAI-compatible and Ollama providers) and for teams sharing one machine.
+//!
+//! axum on tokio; the model runs on the scheduler's own thread (`scheduler`), never on the
+//! runtime. One module per API: `openai` (`/v1/completions`, `/v1/models`, with Zed's FIM
+//! templates and next-edit layouts), `ollama` (`/api/generate`, `/api/tags`, `/api/version`),
+//! `inception` (Mercury-shaped `/v1/fim/completions` and `/v1/edit/completions`); `requests`
+//! turns every API's request into the scheduler's work and streams answers back;
+//! `redraft_runtime::fim_template` and `edit_prompt` read the prompt layouts clients send; `error` the error
+//! bodies; `metrics` `/metrics`; `gate` what a request must pass before its body is read (Host
+//! and Origin, JSON content types, headers, the key); `listen` the connections (limits, read
+//! timeouts, shutdown). Nothing a client sends ends the server: bad input is a 4xx, a panic in a
+//! job a 500 for that job only, and a slow or stalled client is closed after its timeout.
+
+mod edit_prompt;
+mod error;
+mod gate;
+mod inception;
+mod listen;
+mod ollama;
+mod openai;
+mod requests;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use redraft_engine::sampler::{CachePolicy, EditReuse, Effort};
+use redraft_engine::DeviceSpec;
+use serde_json::json;
+
+use error::{ApiError, Dialect};
+use redraft_runtime::metrics::Metrics;
+use redraft_runtime::scheduler::{LoopConfig, Scheduler};
+
+/// The served model's id when no `--model` is given.
+pub const DEFAULT_MODEL_ID: &str = "redraft-default";
+/// Extra names the model answers to, so Zed infers a prompt format from them (Zed's
+/// `crates/edit_prediction/src/fim.rs`: the part before the first `:` is matched exactly):
+/// Qwen's FIM template, and Sweep's next-edit layout.
+pub const ALIASES: &[&str] = &["qwen2.5-coder:redraft", "sweep-next-edit:redraft"];
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model directory or GGUF file; default: the model compiled into redraft (id
+    /// `redraft-default`).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Where the model runs: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceSpec,
+    /// Address to listen on (port 0: any free port; the bound address is printed on stderr).
+    #[arg(long, default_value = "127.0.0.1:8717")]
+    bind: SocketAddr,
+    /// Require `Authorization: Bearer KEY` on every route but /health. Prefer the environment
+    /// variable REDRAFT_API_KEY or --api-key-file: a flag's value shows in the process list.
+    #[arg(long, conflicts_with = "api_key_file")]
+    api_key: Option<String>,
+    /// Read the API key from this file (surrounding whitespace trimmed; an empty file is an
+    /// error).
+    #[arg(long, value_name = "PATH")]
+    api_key_file: Option<PathBuf>,
+    /// Also answer requests whose Host header is NAME (NAME:PORT for that port only); loopback
+    /// names and the bound address are always allowed. Any other Host is refused (403), which
+    /// keeps web pages that rebind their DNS name to this machine out. Repeatable.
+    #[arg(long, value_name = "NAME")]
+    allow_host: Vec<String>,
+    /// Let the web page ORIGIN (as browsers send it: https://example.com) call the server:
+    /// CORS is answered for it, preflights included. Requests from any other page are refused
+    /// (403). Repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+    /// A request head that has not fully arrived after this many milliseconds closes its
+    /// connection (also how long an idle kept-alive connection is kept).
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// A request body that has not fully arrived this many milliseconds after its head is
+    /// refused (408) and its connection closed.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    body_timeout_ms: u64,
+    /// Open connections at most; more wait to be accepted.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Open connections from one IP address at most; more are closed at once (on loopback every
+    /// local client shares the one address).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections_per_peer: u64,
+    /// Canvases the model runs together at most (1: one request at a time).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=64))]
+    max_batch: u64,
+    /// Requests that may wait for the model; past that, 429 with Retry-After.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_queue: u64,
+    /// Largest request body in bytes; past that, 413.
+    #[arg(long, default_value_t = 4 << 20)]
+    max_body: usize,
+    /// Decoding preset for requests that do not say (an `effort` field).
+    #[arg(long, default_value = "medium")]
+    effort: Effort,
+    /// Time budget per request in milliseconds from its arrival: past it the sampler commits
+    /// its best guess for what is left.
+    #[arg(long)]
+    deadline_ms: Option<u64>,
+    /// Recompute every position at every step (no approximate context cache): slower, and
+    /// what makes batched results equal one-at-a-time results exactly.
+    #[arg(long)]
+    no_cache: bool,
+    /// A client's next request (a few characters typed) reuses the cache its last one left:
+    /// recompute RADIUS tokens on each side of each change and keep the rest (approximate,
+    /// an exact pass after 8 in a row), or `off` (an edit costs an exact full pass)
+    /// [default: 8].
+    #[arg(long, value_name = "RADIUS|off", value_parser = redraft_runtime::sampler_args::parse_edit_reuse)]
+    edit_reuse: Option<redraft_runtime::sampler_args::EditReuseFlag>,
+    /// A new prompt is computed at most this many tokens per model call (causal and
+    /// block-causal models: the others compute it in one), one request's piece a call, oldest
+    /// first, so requests being decoded meanwhile wait for one piece at a time and a client
+    /// that leaves stops it between pieces (0: in one call).
+    #[arg(long, value_name = "TOKENS", default_value_t = 256)]
+    prompt_chunk: usize,
+    /// Memory for the caches finished requests leave for their clients' next ones, in MiB
+    /// (keys, values and the text they are matched on; the oldest go first). With more clients
+    /// typing at once than fit, their requests start cold: watch `redraft_cache_starts_total`.
+    #[arg(long, value_name = "MIB", default_value_t = redraft_runtime::scheduler::kept::DEFAULT_MIB)]
+    cache_memory: usize,
+    /// After SIGTERM or Ctrl-C: how long in-flight requests may take to finish, in
+    /// milliseconds; past it they are cancelled at their next denoising step (their clients
+    /// get a 503) and the server stops.
+    #[arg(long, default_value_t = 10_000)]
+    shutdown_grace_ms: u64,
+}
+
+/// What the model answers to, for `/v1/models`, `/api/tags` and the `model` field.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    /// The id (the model directory's name, or [`DEFAULT_MODEL_ID`]) first, then [`ALIASES`].
+    pub names: Vec<String>,
+    /// When it was loaded (Unix seconds).
+    pub created: u64,
+    pub parameters: usize,
+}
+
+impl ModelInfo {
+    pub fn id(&self) -> &str {
+        &self.names[0]
+    }
+}
+
+/// What every handler shares.
+pub struct App {
+    pub scheduler: Scheduler,
+    pub metrics: Arc<Metrics>,
+    pub model: ModelInfo,
+    api_key: Option<String>,
+    /// The `Host` names requests may carry (`gate`).
+    hosts: gate::Hosts,
+    /// The web pages (`--allow-origin`) that may call the server, as `Origin` spells them.
+    origins: Vec<String>,
+    pub effort: Effort,
+    /// Every request's cache policy (`--no-cache`, `--edit-reuse`).
+    pub cache: CachePolicy,
+    pub deadline: Option<Duration>,
+    pub max_body: usize,
+    pub max_batch: usize,
+    pub max_queue: usize,
+    /// `--cache-memory`, in MiB.
+    pub cache_memory: usize,
+    shutting_down: AtomicBool,
+}
+
+impl App {
+    /// `Ok` when `asked` (absent or empty: the served model) names the served model; the
+    /// error is 404 `model_not_found` with the names that work.
+    pub fn check_model(&self, asked: Option<&str>) -> Result<(), ApiError> {
+        match asked.map(str::trim) {
+            None | Some("") => Ok(()),
+            Some(name) if self.model.names.iter().any(|n| n == name) => Ok(()),
+            Some(name) => Err(ApiError::model_not_found(name, &self.model.names)),
+        }
+    }
+
+    /// The name to put in answers: what the client asked for if it is served, else the id.
+    pub fn answer_model(&self, asked: Option<&str>) -> String {
+        asked
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .unwrap_or(self.model.id())
+            .to_string()
+    }
+}
+
+pub type Shared = Arc<App>;
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let api_key = gate::api_key(args.api_key.as_deref(), args.api_key_file.as_deref())?;
+    let hosts = gate::Hosts::new(args.bind, &args.allow_host)?;
+    let origins = gate::origins(&args.allow_origin)?;
+    if !args.bind.ip().is_loopback() && api_key.is_none() {
+        eprintln!(
+            "redraft serve: warning: listening on {} without an API key: anyone who can reach it can use the model (set {} or --api-key-file, and put TLS in front)",
+            args.bind,
+            gate::KEY_VARIABLE
+        );
+    }
+    let started = Instant::now();
+    let loaded =
+        redraft_runtime::default_model::load_or_default(args.model.as_deref(), args.device);
+    let id = match &args.model {
+        Some(dir) => dir
+            .canonicalize()
+            .unwrap_or_else(|_| dir.clone())
+            .file_name()
+            .map_or_else(
+                || DEFAULT_MODEL_ID.to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+        None => DEFAULT_MODEL_ID.to_string(),
+    };
+    let parameters = loaded.as_ref().map_or(0, |engine| {
+        let c = engine.model().config();
+        // Embeddings and the layers' matrices: what `/api/tags` reports as the size.
+        c.vocab_size * c.hidden_size
+            + c.num_hidden_layers
+                * (4 * c.hidden_size * c.hidden_size + 3 * c.hidden_size * c.intermediate_size)
+    });
+    let engine = match loaded {
+        Ok(engine) => {
+            eprintln!(
+                "redraft serve: model {id} loaded from {} on {} in {:.0} ms",
+                engine.dir().display(),
+                redraft_engine::device::describe(engine.model().device()),
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            Ok(engine)
+        }
+        Err(err) => {
+            eprintln!("redraft serve: model not loaded: {err:#}; completion routes answer 503");
+            Err(format!("{err:#}"))
+        }
+    };
+    let metrics = Arc::new(Metrics::new());
+    let cache = CachePolicy {
+        enabled: !args.no_cache,
+        refresh_every: None,
+        edit: args.edit_reuse.map_or(Some(EditReuse::DEFAULT), |flag| {
+            flag.over(EditReuse::DEFAULT)
+        }),
+        prompt_chunk: (args.prompt_chunk > 0).then_some(args.prompt_chunk),
+    };
+    let max_batch = usize::try_from(args.max_batch).unwrap_or(1);
+    let max_queue = usize::try_from(args.max_queue).unwrap_or(1);
+    let (scheduler, inference) = Scheduler::start(
+        engine,
+        LoopConfig {
+            max_batch,
+            max_queue,
+            cache,
+            kept_bytes: args.cache_memory.saturating_mul(1 << 20),
+        },
+        Arc::clone(&metrics),
+    );
+    let mut names = vec![id];
+    for alias in ALIASES {
+        if !names.iter().any(|n| n == alias) {
+            names.push(alias.to_string());
+        }
+    }
+    let app = Arc::new(App {
+        scheduler,
+        metrics,
+        model: ModelInfo {
+            names,
+            created: requests::unix_now(),
+            parameters,
+        },
+        api_key,
+        hosts,
+        origins,
+        effort: args.effort,
+        cache,
+        deadline: args.deadline_ms.map(Duration::from_millis),
+        max_body: args.max_body,
+        max_batch,
+        max_queue,
+        cache_memory: args.cache_memory,
+        shutting_down: AtomicBool::new(false),
+    });
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("redraft-serve")
+        .enable_all()
+        .build()?;
+    let limits = listen::Limits {
+        header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
+        body_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        per_peer: usize::try_from(args.max_connections_per_peer).unwrap_or(usize::MAX),
+    };
+    runtime.block_on(serve(
+        Arc::clone(&app),
+        args.bind,
+        limits,
+        Duration::from_millis(args.shutdown_grace_ms),
+    ))?;
+    // Every accepted job has been answered (or cancelled); the inference thread ends with the
+    // queue.
+    app.scheduler.close();
+    if let Some(handle) = inference {
+        let _ = handle.join();
+    }
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    eprintln!("redraft serve: stopped");
+    Ok(())
+}
+
+/// Serves until a signal, then stops: no new connections, idle and stalled ones closed at once,
+/// accepted work answered (what still runs after `grace` is cancelled at its next step and
+/// answered 503), and whatever connection is still open 5 s after that dropped.
+async fn serve(
+    app: Shared,
+    bind: SocketAddr,
+    limits: listen::Limits,
+    grace: Duration,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("binding {bind} (is another server on that port?)"))?;
+    let local = listener.local_addr()?;
+    eprintln!("redraft serve: listening on http://{local}");
+    let (stopping, stopping_rx) = tokio::sync::watch::channel(false);
+    let (cut, cut_rx) = tokio::sync::watch::channel(false);
+    {
+        let app = Arc::clone(&app);
+        tokio::spawn(async move {
+            let why = shutdown_signal().await;
+            eprintln!(
+                "redraft serve: {why}: finishing {} queued request(s), then stopping",
+                app.scheduler.queue_len()
+            );
+            app.shutting_down.store(true, Ordering::Relaxed);
+            app.scheduler.close();
+            let _ = stopping.send(true);
+            tokio::time::sleep(grace).await;
+            eprintln!("redraft serve: in-flight work past the grace period is cancelled");
+            app.scheduler.abort();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            eprintln!("redraft serve: connections still open after the grace period are dropped");
+            let _ = cut.send(true);
+        });
+    }
+    let stop = listen::Stop {
+        stopping: stopping_rx,
+        cut: cut_rx,
+    };
+    let metrics = Arc::clone(&app.metrics);
+    listen::serve(listener, router(app), limits, stop, metrics).await;
+    Ok(())
+}
+
+async fn shutdown_signal() -> &'static str {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => tokio::select! {
+                _ = interrupt => "SIGINT",
+                _ = terminate.recv() => "SIGTERM",
+            },
+            Err(_) => {
+                let _ = interrupt.await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+        "interrupt"
+    }
+}
+
+/// Every route, behind (outermost first) the request metrics, `gate::admit` (Host, Origin,
+/// headers), CORS for `--allow-origin` pages, the API-key check, the declared body size, the
+/// JSON content type and the body limit: all before a handler reads a body.
+pub fn router(app: Shared) -> Router {
+    let routes = Router::new()
+        .route("/", get(root))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics_text))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/completions", post(openai::completions))
+        .route("/v1/fim/completions", post(inception::fim))
+        .route("/v1/edit/completions", post(inception::edit))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/version", get(ollama::version))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(app.max_body))
+        .layer(middleware::from_fn(gate::require_json))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            gate::refuse_oversized,
+        ))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            gate::authorize,
+        ));
+    let routes = match gate::cors(&app.origins) {
+        Some(cors) => routes.layer(cors),
+        None => routes,
+    };
+    routes
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            gate::admit,
+        ))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
+        .with_state(app)
+}
+
+/// The endpoint label of a path: a known route, or `other` (unknown paths must not grow the
+/// metrics without bound).
+fn endpoint_label(path: &str) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "/",
+        "/health",
+        "/metrics",
+        "/v1/models",
+        "/v1/completions",
+        "/v1/fim/completions",
+        "/v1/edit/completions",
+        "/api/generate",
+        "/api/tags",
+        "/api/version",
+    ];
+    KNOWN
+        .iter()
+        .find(|k| **k == path)
+        .copied()
+        .unwrap_or("other")
+}
+
+async fn count(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let endpoint = endpoint_label(request.uri().path());
+    let response = next.run(request).await;
+    app.metrics
+        .request(endpoint, response.status().as_u16(), started.elapsed());
+    response
+}
+
+async fn root() -> &'static str {
+    "redraft is running\n"
+}
+
+async fn health(State(app): State<Shared>) -> Response {
+    let body = |status: &str| {
+        json!({
+            "status": status,
+            "model": app.model.id(),
+            "queue": app.scheduler.queue_len(),
+            "max_queue": app.max_queue,
+            "max_batch": app.max_batch,
+            "prompt_chunk": app.cache.prompt_chunk,
+            "cache_memory_mib": app.cache_memory,
+        })
+    };
+    if let Some(why) = app.scheduler.missing() {
+        let mut value = body("no_model");
+        value["error"] = why.into();
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(value)).into_response();
+    }
+    if app.shutting_down.load(Ordering::Relaxed) {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body("shutting_down"))).into_response();
+    }
+    Json(body("ok")).into_response()
+}
+
+async fn metrics_text(State(app): State<Shared>) -> Response {
+    (
+        [(header::CONTENT_TYPE, redraft_runtime::metrics::CONTENT_TYPE)],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn unknown_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::unknown_route(method.as_str(), uri.path()).in_dialect(Dialect::of_path(uri.path()))
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::method_not_allowed(method.as_str(), uri.path())
+        .in_dialect(Dialect::of_path(uri.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_paths_share_one_metrics_label() {
+        assert_eq!(endpoint_label("/v1/completions"), "/v1/completions");
+        assert_eq!(endpoint_label("/v1/../../etc/passwd"), "other");
+    }
+}

@@ -1,0 +1,369 @@
+//! Connections: accepted while fewer than `--max-connections` are open (past that they wait in
+//! the kernel's backlog) and closed at once when their address already holds
+//! `--max-connections-per-peer`; each served by hyper's HTTP/1.1 with a header read timeout (a
+//! request head that has not arrived in `--header-timeout-ms` closes its connection, which also
+//! bounds how long an idle keep-alive connection is kept) and a body read deadline
+//! ([`BodyDeadline`]: the whole body within `--body-timeout-ms` of its head, else 408).
+//!
+//! Stopping: [`Stop::stopping`] ends the accept loop, closes every connection that has no
+//! request in a handler (idle, or a head still arriving) at once, and fails body reads still
+//! waiting (their requests answer 503), so stalled clients never hold the shutdown; a
+//! connection whose request is being answered finishes it (hyper's graceful shutdown: no
+//! request after it). [`Stop::cut`] drops whatever is left.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::response::Response;
+use axum::Router;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use tower::Service;
+
+use redraft_runtime::metrics::Metrics;
+
+/// How long a client may take and how many connections it may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// A request head must arrive within this (from the connection's start, or the end of the
+    /// previous response on a kept-alive one).
+    pub header_timeout: Duration,
+    /// A request body must arrive within this of its head.
+    pub body_timeout: Duration,
+    /// Open connections at most; past that new ones wait to be accepted.
+    pub max_connections: usize,
+    /// Open connections from one IP address at most; past that new ones are closed at once.
+    pub per_peer: usize,
+}
+
+/// The shutdown's two moments, as the server's signal task raises them.
+#[derive(Clone)]
+pub struct Stop {
+    /// No new connections or requests; close what has no request in a handler.
+    pub stopping: watch::Receiver<bool>,
+    /// Drop every connection still open.
+    pub cut: watch::Receiver<bool>,
+}
+
+/// Resolves once `flag` is raised (or its sender is gone).
+async fn raised(mut flag: watch::Receiver<bool>) {
+    let _ = flag.wait_for(|raised| *raised).await;
+}
+
+/// Serves `router` on `listener` until [`Stop::stopping`], then until every connection has
+/// closed (or [`Stop::cut`]).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    stop: Stop,
+    metrics: Arc<Metrics>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let peers = Peers::default();
+    let mut connections = JoinSet::new();
+    let mut last_refusal_logged: Option<Instant> = None;
+    loop {
+        let slot = tokio::select! {
+            biased;
+            () = raised(stop.stopping.clone()) => break,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            biased;
+            () = raised(stop.stopping.clone()) => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of file descriptors and the like: pause rather than spin.
+                    eprintln!("redraft serve: accepting a connection failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let Some(peer_slot) = peers.take(peer.ip(), limits.per_peer) else {
+            metrics.refused_connections.inc();
+            if last_refusal_logged.is_none_or(|at| at.elapsed() > Duration::from_secs(10)) {
+                eprintln!(
+                    "redraft serve: {} already holds {} connections (--max-connections-per-peer): closing its new ones",
+                    peer.ip(),
+                    limits.per_peer
+                );
+                last_refusal_logged = Some(Instant::now());
+            }
+            drop(stream);
+            continue;
+        };
+        let open = OpenConnection {
+            _slot: slot,
+            _peer: peer_slot,
+            metrics: Arc::clone(&metrics),
+        };
+        metrics.open_connections.inc();
+        connections.spawn(connection(
+            stream,
+            router.clone(),
+            limits,
+            stop.clone(),
+            open,
+        ));
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+/// What an open connection holds: its place among all and among its address's.
+struct OpenConnection {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    _peer: PeerSlot,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.metrics.open_connections.dec();
+    }
+}
+
+/// Open connections per client address.
+#[derive(Default, Clone)]
+struct Peers(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+impl Peers {
+    /// A place for one more connection from `ip`, if it holds fewer than `limit`.
+    fn take(&self, ip: IpAddr, limit: usize) -> Option<PeerSlot> {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.entry(ip).or_insert(0);
+        if *count >= limit.max(1) {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot {
+            peers: self.clone(),
+            ip,
+        })
+    }
+}
+
+struct PeerSlot {
+    peers: Peers,
+    ip: IpAddr,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut open = self.peers.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// One connection, served until it ends or the shutdown ends it.
+async fn connection(
+    stream: TcpStream,
+    router: Router,
+    limits: Limits,
+    stop: Stop,
+    _open: OpenConnection,
+) {
+    let _ = stream.set_nodelay(true);
+    // Requests of this connection in a handler or sending their response.
+    let busy = Arc::new(AtomicUsize::new(0));
+    let service = {
+        let busy = Arc::clone(&busy);
+        let stopping = stop.stopping.clone();
+        service_fn(move |request: Request<Incoming>| {
+            let guard = Busy::enter(&busy);
+            let request = request.map(|body| {
+                Body::new(BodyDeadline::new(
+                    body,
+                    limits.body_timeout,
+                    stopping.clone(),
+                ))
+            });
+            let mut router = router.clone();
+            async move {
+                let response: Response = match router.call(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                };
+                Ok::<_, Infallible>(response.map(|body| Guarded { body, _busy: guard }))
+            }
+        })
+    };
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = raised(stop.stopping.clone()) => {}
+    }
+    if busy.load(Ordering::SeqCst) == 0 {
+        // Idle, or a head still arriving: nothing accepted here, so nothing to finish.
+        return;
+    }
+    conn.as_mut().graceful_shutdown();
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = raised(stop.cut.clone()) => {}
+    }
+}
+
+/// Counts a request as in a handler from its head until its response body is done.
+struct Busy(Arc<AtomicUsize>);
+
+impl Busy {
+    fn enter(count: &Arc<AtomicUsize>) -> Busy {
+        count.fetch_add(1, Ordering::SeqCst);
+        Busy(Arc::clone(count))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A response body that keeps its request counted as busy until hyper has sent it (or dropped
+/// it: a client that hung up).
+struct Guarded {
+    body: Body,
+    _busy: Busy,
+}
+
+impl HttpBody for Guarded {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Why a request body stopped being read before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadStopped {
+    /// `--body-timeout-ms` passed since the request's head.
+    TimedOut(Duration),
+    /// The server is stopping: a body still arriving is not waited for.
+    ShuttingDown,
+}
+
+impl std::fmt::Display for ReadStopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadStopped::TimedOut(limit) => write!(
+                f,
+                "the request body did not arrive within {} ms",
+                limit.as_millis()
+            ),
+            ReadStopped::ShuttingDown => f.write_str("the server is shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for ReadStopped {}
+
+impl ReadStopped {
+    /// The reason somewhere in `error`'s chain of sources (axum wraps a body's error a few
+    /// times over).
+    pub fn in_chain(error: &(dyn std::error::Error + 'static)) -> Option<ReadStopped> {
+        let mut at = Some(error);
+        while let Some(error) = at {
+            if let Some(stopped) = error.downcast_ref::<ReadStopped>() {
+                return Some(*stopped);
+            }
+            at = error.source();
+        }
+        None
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A request body that must arrive by a deadline and stops being waited for at shutdown.
+struct BodyDeadline {
+    body: Incoming,
+    limit: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    stopping: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl BodyDeadline {
+    fn new(body: Incoming, limit: Duration, stopping: watch::Receiver<bool>) -> BodyDeadline {
+        BodyDeadline {
+            body,
+            limit,
+            deadline: Box::pin(tokio::time::sleep(limit)),
+            stopping: Box::pin(raised(stopping)),
+        }
+    }
+}
+
+impl HttpBody for BodyDeadline {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.body).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(BoxError::from)));
+        }
+        if self.stopping.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(ReadStopped::ShuttingDown.into())));
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(ReadStopped::TimedOut(self.limit).into())));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}

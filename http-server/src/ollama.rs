@@ -1,0 +1,280 @@
+//! Ollama's API (<https://github.com/ollama/ollama/blob/main/docs/api.md>), as Zed's `ollama`
+//! provider calls it (`crates/edit_prediction/src/ollama.rs` in zed-industries/zed): `POST
+//! /api/generate` (a `raw` prompt with FIM tokens, or `prompt` + `suffix`; `options.num_predict`,
+//! `options.stop`, `options.temperature`; `stream` true by default, as in Ollama: NDJSON lines
+//! ending with one that has `done: true`), `GET /api/tags` (Zed's model picker keeps the names
+//! it can infer a prompt format from) and `GET /api/version`. Zed reads `created_at` (its
+//! prediction id) and `response`. Errors are Ollama's `{"error": "message"}`.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::edit_prompt::{self, Layout};
+use super::error::{ApiError, Dialect};
+use super::openai::choices;
+use super::requests::{
+    answer, edit_work, fim_work, parse_body, stop_list, stream, submit, Sampling, StopField,
+    StreamFormat, NDJSON,
+};
+use super::Shared;
+use redraft_runtime::scheduler::Answer;
+
+/// The Ollama API version this server speaks (clients check it is recent enough).
+pub const OLLAMA_VERSION: &str = "0.12.0";
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Options {
+    #[serde(default)]
+    pub num_predict: Option<i64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub stop: Option<StopField>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+}
+
+/// The fields read from a generate request; the rest (`system`, `template`, `context`,
+/// `keep_alive`, ...) are accepted and ignored.
+#[derive(Debug, Deserialize)]
+pub struct GenerateRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub suffix: Option<String>,
+    /// Raw prompts carry their own FIM tokens; templates are not applied either way.
+    #[serde(default)]
+    pub raw: Option<bool>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub options: Option<Options>,
+    #[serde(default)]
+    pub effort: Option<String>,
+}
+
+/// RFC 3339 in UTC with nanoseconds, as Ollama writes `created_at`.
+pub fn rfc3339(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil-from-days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        since.subsec_nanos()
+    )
+}
+
+fn done_line(
+    model: &str,
+    created_at: &str,
+    response: &str,
+    answer: &Answer,
+    reason: &str,
+    started: Instant,
+) -> Value {
+    let (prompt, completion) = match answer {
+        Answer::Fim(a) => (a.prompt_tokens, a.completion_tokens),
+        Answer::Edit(a) => (a.prompt_tokens, a.completion_tokens),
+    };
+    let total = started.elapsed().as_nanos() as u64;
+    json!({
+        "model": model,
+        "created_at": created_at,
+        "response": response,
+        "done": true,
+        "done_reason": reason,
+        "context": [],
+        "total_duration": total,
+        "load_duration": 0,
+        "prompt_eval_count": prompt,
+        "prompt_eval_duration": 0,
+        "eval_count": completion,
+        "eval_duration": total,
+    })
+}
+
+fn line(value: &Value) -> String {
+    format!("{value}\n")
+}
+
+/// `POST /api/generate`.
+pub async fn generate(
+    State(app): State<Shared>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let d = Dialect::Ollama;
+    let request: GenerateRequest = parse_body(&app, body, d)?;
+    app.check_model(request.model.as_deref())
+        .map_err(|e| e.in_dialect(d))?;
+    let options = request.options.unwrap_or_default();
+    let sampling = Sampling {
+        max_tokens: options.num_predict,
+        temperature: options.temperature,
+        seed: options.seed.map(|s| s as u64),
+        n: None,
+        effort: request.effort.clone(),
+        stop: stop_list(options.stop),
+        max_tokens_param: "options.num_predict",
+    };
+    let prompt = request.prompt.unwrap_or_default();
+    let _ = request.raw;
+    let (work, layout) = match edit_prompt::zed(&prompt) {
+        Some(edit) if request.suffix.is_none() => {
+            let layout = edit.layout;
+            (edit_work(&app, edit, &sampling), Some(layout))
+        }
+        _ => (
+            fim_work(&app, &prompt, request.suffix.as_deref(), &sampling),
+            None,
+        ),
+    };
+    let work = work.map_err(|e| e.in_dialect(d))?;
+    let model = app.answer_model(request.model.as_deref());
+    let created_at = rfc3339(SystemTime::now());
+    let first = move |answer: &Answer, layout: Option<Layout>| {
+        choices(answer, layout)
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+    };
+    if request.stream.unwrap_or(true) {
+        let ticket = submit(&app, work, false, d)?;
+        let format = StreamFormat {
+            content_type: NDJSON,
+            draft: Box::new(|_| None),
+            answer: Box::new(move |result| match result {
+                Ok(answer) => {
+                    let (text, reason) = first(&answer, layout);
+                    let mut lines = Vec::new();
+                    if !text.is_empty() {
+                        lines.push(line(&json!({
+                            "model": model,
+                            "created_at": created_at,
+                            "response": text,
+                            "done": false,
+                        })));
+                    }
+                    lines.push(line(&done_line(
+                        &model,
+                        &rfc3339(SystemTime::now()),
+                        "",
+                        &answer,
+                        reason,
+                        started,
+                    )));
+                    lines
+                }
+                Err(err) => vec![line(&err.in_dialect(Dialect::Ollama).body())],
+            }),
+        };
+        return Ok(stream(&app, ticket, format, d));
+    }
+    let answer = answer(&app, work, d).await?;
+    let (text, reason) = first(&answer, layout);
+    Ok(Json(done_line(
+        &model,
+        &created_at,
+        &text,
+        &answer,
+        reason,
+        started,
+    ))
+    .into_response())
+}
+
+/// A stable 64-hex-digit digest of `name` (clients show it; nothing checks it).
+fn digest(name: &str) -> String {
+    let mut out = String::with_capacity(64);
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for round in 0..4u8 {
+        for byte in name.bytes().chain([round]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        out.push_str(&format!("{hash:016x}"));
+    }
+    out
+}
+
+/// `GET /api/tags`: the served model under each of its names.
+pub async fn tags(State(app): State<Shared>) -> Json<Value> {
+    let modified = rfc3339(UNIX_EPOCH + std::time::Duration::from_secs(app.model.created));
+    let parameters = app.model.parameters;
+    let size = if parameters >= 1_000_000_000 {
+        format!("{:.1}B", parameters as f64 / 1e9)
+    } else {
+        format!("{:.1}M", parameters as f64 / 1e6)
+    };
+    let models: Vec<Value> = app
+        .model
+        .names
+        .iter()
+        .map(|name| {
+            json!({
+                "name": name,
+                "model": name,
+                "modified_at": modified,
+                "size": parameters * 4,
+                "digest": digest(name),
+                "details": {
+                    "parent_model": "",
+                    "format": "safetensors",
+                    "family": "qwen2",
+                    "families": ["qwen2"],
+                    "parameter_size": size,
+                    "quantization_level": "F32",
+                },
+            })
+        })
+        .collect();
+    Json(json!({ "models": models }))
+}
+
+/// `GET /api/version`.
+pub async fn version() -> Json<Value> {
+    Json(json!({ "version": OLLAMA_VERSION }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_at_is_rfc3339_utc() {
+        let t = UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 123_456_789);
+        assert_eq!(rfc3339(t), "2023-11-14T22:13:20.123456789Z");
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000000000Z");
+        let leap = UNIX_EPOCH + std::time::Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000000000Z");
+    }
+
+    #[test]
+    fn digests_are_stable_and_distinct() {
+        assert_eq!(digest("a").len(), 64);
+        assert_eq!(digest("a"), digest("a"));
+        assert_ne!(digest("a"), digest("b"));
+    }
+}

@@ -1,0 +1,404 @@
+//! What every API's request becomes, and how answers go back: the fields the APIs share
+//! (`prompt` as a string or a one-element list, `stop` as a string or a list of any length,
+//! sampling), a prompt read as a FIM template or a next-edit layout and turned into the
+//! scheduler's [`Work`], submitting and awaiting it, and the streams (server-sent events,
+//! NDJSON) whose drop cancels the job.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use redraft_context::{Language, Neighbour};
+use redraft_engine::sampler::{Effort, SamplerConfig};
+use redraft_suggest::fim::FimOptions;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::edit_prompt::EditPrompt;
+use super::error::{quote, ApiError, Dialect};
+use super::listen::ReadStopped;
+use super::{App, Shared};
+use redraft_runtime::fim_template;
+use redraft_runtime::scheduler::{
+    Answer, Draft, EditWork, FimWork, JobError, Rejected, Submit, Ticket, Work,
+};
+
+/// `max_tokens` when a request gives none (the language server's default).
+pub const DEFAULT_MAX_TOKENS: usize = 32;
+/// Candidates a request may ask for (`n`): the pipeline's distinct canvas lengths.
+pub const MAX_CANDIDATES: usize = 8;
+
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `cmpl-` and 24 hex digits, unique within the process and unlikely to repeat across runs.
+pub fn completion_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("cmpl-{nanos:016x}{n:08x}")
+}
+
+/// The body as `T`: 413 past the size limit, 408 past the body's deadline, 503 when the
+/// server began stopping while it arrived, 400 for what is not `T`'s JSON.
+pub fn parse_body<T: DeserializeOwned>(
+    app: &App,
+    body: Result<Bytes, BytesRejection>,
+    dialect: Dialect,
+) -> Result<T, ApiError> {
+    let bytes = body.map_err(|rejection| {
+        if let Some(stopped) = ReadStopped::in_chain(&rejection) {
+            match stopped {
+                ReadStopped::TimedOut(limit) => {
+                    app.metrics.body_timeouts.inc();
+                    ApiError::body_timeout(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
+                }
+                ReadStopped::ShuttingDown => ApiError::shutting_down(),
+            }
+        } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(app.max_body)
+        } else {
+            ApiError::invalid(
+                "body",
+                format!("the request body could not be read: {rejection}"),
+            )
+        }
+        .in_dialect(dialect)
+    })?;
+    serde_json::from_slice(&bytes).map_err(|err| ApiError::bad_json(&err).in_dialect(dialect))
+}
+
+/// `prompt`: a string, or a list holding one string.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum PromptField {
+    One(String),
+    Many(Vec<serde_json::Value>),
+}
+
+impl PromptField {
+    pub fn text(self) -> Result<String, ApiError> {
+        match self {
+            PromptField::One(text) => Ok(text),
+            PromptField::Many(items) => match items.as_slice() {
+                [serde_json::Value::String(text)] => Ok(text.clone()),
+                [] => Ok(String::new()),
+                _ => Err(ApiError::invalid(
+                    "prompt",
+                    "one prompt per request: send a string (token-id prompts and batches of prompts are not supported)",
+                )),
+            },
+        }
+    }
+}
+
+/// `stop`: a string or a list of strings, of any length (Zed has sent 14).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StopField {
+    One(String),
+    Many(Vec<String>),
+}
+
+pub fn stop_list(stop: Option<StopField>) -> Vec<String> {
+    match stop {
+        None => Vec::new(),
+        Some(StopField::One(s)) => vec![s],
+        Some(StopField::Many(list)) => list,
+    }
+}
+
+/// The sampling fields the APIs share, as sent.
+#[derive(Debug, Clone)]
+pub struct Sampling {
+    pub max_tokens: Option<i64>,
+    pub temperature: Option<f64>,
+    pub seed: Option<u64>,
+    pub n: Option<i64>,
+    /// `effort` (`low`/`medium`/`high`) or Inception's `reasoning_effort` (`instant` is low).
+    pub effort: Option<String>,
+    pub stop: Vec<String>,
+    /// How the request names its length limit (`max_tokens`, `options.num_predict`).
+    pub max_tokens_param: &'static str,
+}
+
+fn effort(app: &App, asked: Option<&str>) -> Result<Effort, ApiError> {
+    match asked.map(str::trim) {
+        None | Some("") => Ok(app.effort),
+        Some("instant") => Ok(Effort::Low),
+        Some(other) => other.parse().map_err(|_: String| {
+            ApiError::invalid(
+                "effort",
+                format!("unknown effort `{}` (low, medium or high)", quote(other)),
+            )
+        }),
+    }
+}
+
+/// The sampler for `sampling` (effort preset, temperature, seed).
+fn sampler(app: &App, sampling: &Sampling) -> Result<SamplerConfig, ApiError> {
+    let mut config = SamplerConfig::effort(effort(app, sampling.effort.as_deref())?);
+    config.cache = app.cache;
+    if let Some(t) = sampling.temperature {
+        if !(0.0..=2.0).contains(&t) || !t.is_finite() {
+            return Err(ApiError::invalid(
+                "temperature",
+                format!("temperature {t} is outside 0..=2"),
+            ));
+        }
+        config.temperature = t as f32;
+    }
+    if let Some(seed) = sampling.seed {
+        config.seed = seed;
+    }
+    Ok(config)
+}
+
+/// `max_tokens`, at most a quarter of the model's positions so the context keeps the rest.
+fn max_tokens(app: &App, asked: Option<i64>, param: &str) -> Result<usize, ApiError> {
+    let cap = (app.scheduler.positions() / 4).max(1);
+    match asked {
+        None => Ok(DEFAULT_MAX_TOKENS.min(cap)),
+        Some(n) if n >= 1 => Ok(usize::try_from(n).unwrap_or(usize::MAX).min(cap)),
+        // Ollama's -1 (no limit) and -2 (fill the context): as long as allowed.
+        Some(-1 | -2) if param == "options.num_predict" => Ok(cap),
+        Some(n) => Err(ApiError::invalid(
+            param,
+            format!("{param} must be at least 1, not {n}"),
+        )),
+    }
+}
+
+/// The FIM work for `prompt` (with the client's optional `suffix`): a prompt wrapped in a FIM
+/// template is split back into prefix and suffix; the language comes from a file name in the
+/// template's header or `path`, else Rust.
+pub fn fim_work(
+    app: &App,
+    prompt: &str,
+    suffix: Option<&str>,
+    sampling: &Sampling,
+) -> Result<Work, ApiError> {
+    let suffix = suffix.unwrap_or("");
+    let (prefix, suffix, path, files) = match fim_template::split(prompt) {
+        Some((template, _)) if !suffix.is_empty() => {
+            return Err(ApiError::invalid(
+                "suffix",
+                format!(
+                    "the prompt carries a FIM template ({}) and the request a suffix: send the suffix in one place",
+                    template.name()
+                ),
+            ))
+        }
+        Some((_, split)) => (split.prefix, split.suffix, split.path, split.files),
+        None => (prompt.to_string(), suffix.to_string(), None, Vec::new()),
+    };
+    let n = match sampling.n {
+        None => 1,
+        Some(n) if (1..=MAX_CANDIDATES as i64).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(ApiError::invalid(
+                "n",
+                format!("n must be 1 to {MAX_CANDIDATES}, not {n}"),
+            ))
+        }
+    };
+    let options = FimOptions {
+        candidates: n,
+        ..FimOptions::new(
+            max_tokens(app, sampling.max_tokens, sampling.max_tokens_param)?,
+            sampler(app, sampling)?,
+        )
+    };
+    Ok(Work::Fim(FimWork {
+        cursor: prefix.len(),
+        text: prefix + &suffix,
+        language: path.as_deref().map_or(Language::Rust, language_of),
+        neighbours: files
+            .into_iter()
+            .enumerate()
+            .map(|(i, (path, text))| Neighbour {
+                path,
+                text,
+                edited_at: i as u64 + 1,
+            })
+            .collect(),
+        options,
+        stop: sampling.stop.clone(),
+    }))
+}
+
+/// A file name's language; Rust when the name says nothing (the default model is a Rust
+/// model).
+pub fn language_of(path: &str) -> Language {
+    match Path::new(path).extension() {
+        None => Language::Rust,
+        Some(_) => Language::from_path(Path::new(path)),
+    }
+}
+
+/// The next-edit work for a prompt read from a client's layout.
+pub fn edit_work(app: &App, prompt: EditPrompt, sampling: &Sampling) -> Result<Work, ApiError> {
+    let mut sampler = sampler(app, sampling)?;
+    sampler.draft_tau = Some(redraft_suggest::edit::DRAFT_TAU);
+    Ok(Work::Edit(EditWork {
+        language: language_of(&prompt.path),
+        document: prompt.document,
+        cursor: prompt.cursor,
+        region: prompt.region,
+        path: prompt.path,
+        history: prompt.history,
+        sampler,
+    }))
+}
+
+/// Queues `work`: 429 when the queue is full, 503 when shutting down or without a model.
+pub fn submit(app: &App, work: Work, drafts: bool, dialect: Dialect) -> Result<Ticket, ApiError> {
+    let submit = Submit {
+        deadline: app.deadline.map(|d| Instant::now() + d),
+        drafts,
+    };
+    app.scheduler.submit(work, submit).map_err(|rejected| {
+        match rejected {
+            Rejected::Full => ApiError::queue_full(1),
+            Rejected::ShuttingDown => ApiError::shutting_down(),
+            Rejected::NoModel(why) => ApiError::no_model(&why),
+        }
+        .in_dialect(dialect)
+    })
+}
+
+/// A job's failure as the client sees it.
+pub fn job_error(err: JobError, dialect: Dialect) -> ApiError {
+    match err {
+        // Only a shutdown cancels a job whose client still waits.
+        JobError::Cancelled | JobError::ShuttingDown => ApiError::shutting_down(),
+        JobError::Invalid(message) => ApiError::unprocessable(message),
+        JobError::Failed(message) => {
+            eprintln!("redraft serve: a job failed: {message}");
+            ApiError::internal(format!("the model failed on this request: {message}"))
+        }
+    }
+    .in_dialect(dialect)
+}
+
+/// Submits `work` and waits for its answer. Dropping this future (the client disconnected)
+/// cancels the job.
+pub async fn answer(app: &App, work: Work, dialect: Dialect) -> Result<Answer, ApiError> {
+    let mut ticket = submit(app, work, false, dialect)?;
+    ticket.answer().await.map_err(|e| job_error(e, dialect))
+}
+
+/// A draft's event, if drafts are shown.
+pub type DraftEvent = Box<dyn FnMut(&Draft) -> Option<String> + Send>;
+/// The answer's events (or the error's), in order.
+pub type AnswerEvents = Box<dyn FnOnce(Result<Answer, ApiError>) -> Vec<String> + Send>;
+
+/// How a stream writes its events.
+pub struct StreamFormat {
+    pub content_type: &'static str,
+    pub draft: DraftEvent,
+    pub answer: AnswerEvents,
+}
+
+/// A streamed response for `ticket`: drafts as they come, then the answer's events. When the
+/// client goes away the body is dropped, which drops the ticket and cancels the job.
+pub fn stream(app: &Shared, ticket: Ticket, format: StreamFormat, dialect: Dialect) -> Response {
+    let (tx, mut rx) = mpsc::channel::<Bytes>(64);
+    let content_type = format.content_type;
+    tokio::spawn(pump(Arc::clone(app), ticket, format, tx, dialect));
+    let body = Body::from_stream(futures::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx).map(|item| item.map(Ok::<_, Infallible>))
+    }));
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn pump(
+    app: Shared,
+    mut ticket: Ticket,
+    mut format: StreamFormat,
+    tx: mpsc::Sender<Bytes>,
+    dialect: Dialect,
+) {
+    let mut drafts = ticket.drafts.take();
+    loop {
+        tokio::select! {
+            biased;
+            () = tx.closed() => return,
+            Some(draft) = next_draft(&mut drafts) => {
+                if let Some(event) = (format.draft)(&draft) {
+                    app.metrics.stream_drafts.inc();
+                    if tx.send(Bytes::from(event)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            result = ticket.answer() => {
+                // Drafts sent before the answer go first.
+                let mut pending: VecDeque<Draft> = VecDeque::new();
+                if let Some(rx) = drafts.as_mut() {
+                    while let Ok(draft) = rx.try_recv() {
+                        pending.push_back(draft);
+                    }
+                }
+                for draft in pending {
+                    if let Some(event) = (format.draft)(&draft) {
+                        app.metrics.stream_drafts.inc();
+                        if tx.send(Bytes::from(event)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                let events = (format.answer)(result.map_err(|e| job_error(e, dialect)));
+                for event in events {
+                    if tx.send(Bytes::from(event)).await.is_err() {
+                        return;
+                    }
+                }
+                return;
+            }
+        }
+    }
+}
+
+async fn next_draft(drafts: &mut Option<mpsc::UnboundedReceiver<Draft>>) -> Option<Draft> {
+    match drafts {
+        Some(rx) => match rx.recv().await {
+            Some(draft) => Some(draft),
+            None => {
+                *drafts = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// `data: {json}\n\n`.
+pub fn sse(value: &serde_json::Value) -> String {
+    format!("data: {value}\n\n")
+}
+
+pub const SSE_DONE: &str = "data: [DONE]\n\n";
+pub const SSE: &str = "text/event-stream";
+pub const NDJSON: &str = "application/x-ndjson";

@@ -1,0 +1,497 @@
+//! `redraft eval`: fill-in-the-middle benchmarks scored by execution (Python, Rust) or by match
+//! (tasks without tests), with latency, for the embedded model, a model directory, or
+//! completions produced elsewhere; `--backend` fills the middles with a model served by another
+//! process ([`redraft_runtime::backend`]); `--next-edit` scores next-edit suggestions instead ([`next_edit`]).
+//! The work is `redraft_eval`'s; this file is the command line.
+
+mod next_edit;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use redraft_engine::DeviceSpec;
+use redraft_eval::generate::{Filler, Setting};
+use redraft_eval::run::{self, Completions, Run, RunIdentity};
+use redraft_eval::score::{Scorer, ScorerConfig};
+use redraft_eval::task::{read_tasks, Task, TaskLanguage};
+
+use redraft_runtime::backend::{Backend, BackendConfig, Template};
+use redraft_runtime::sampler_args::SamplerArgs;
+
+/// The engine-only decoding flags, which a remote backend (an autoregressive server) has no
+/// use for: `--temperature` and `--seed` are what it is sent.
+const ENGINE_ONLY: [&str; 14] = [
+    "effort",
+    "tau",
+    "per_step",
+    "steps",
+    "confidence",
+    "no_cache",
+    "refresh_every",
+    "edit_reuse",
+    "edit_refresh",
+    "typed",
+    "draft_tau",
+    "no_draft",
+    "no_guess",
+    "max_change",
+];
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Task file: HumanEval-infilling JSONL (plain or .gz), e.g. one `redraft bench build` wrote.
+    #[arg(long, required_unless_present = "next_edit")]
+    tasks: Option<PathBuf>,
+    /// Score next-edit suggestions on these cases instead of fill-in-the-middle tasks: a
+    /// directory of Zed-format `.md` cases (e.g. the repository's benchmarks/zed-next-edit) or
+    /// one case file. With --from-dirs, the directory the built cases are written to.
+    #[arg(
+        long,
+        value_name = "CASES",
+        conflicts_with_all = [
+            "tasks", "language", "canonical", "sweep", "oracle_length", "sample", "jobs",
+            "timeout_s", "python", "rust_deps", "work_dir",
+        ],
+    )]
+    next_edit: Option<PathBuf>,
+    /// Language of tasks that do not say (OpenAI's Python files are recognised by their ids).
+    #[arg(long)]
+    language: Option<TaskLanguage>,
+    /// Model directory or GGUF file; default: the model compiled into redraft.
+    #[arg(long, conflicts_with_all = ["completions", "canonical"])]
+    model: Option<PathBuf>,
+    /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else
+    /// the CPU), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceSpec,
+    /// Score these completions (JSONL of `task_id`, `completion`) instead of generating: the
+    /// same scorer for any other system. With --next-edit: JSONL of `case` (its name) and
+    /// `excerpt` (the case's excerpt after the suggestion), or `region` (the rewritten text of
+    /// `range`, a [start, end] byte range of the excerpt).
+    #[arg(long, conflicts_with = "canonical")]
+    completions: Option<PathBuf>,
+    /// Score each task's own middle (checks a task file and the scorer: everything should pass).
+    #[arg(long)]
+    canonical: bool,
+    /// Output directory (per-task `tasks.jsonl`, `summary.json`); rerunning the same command
+    /// resumes. Default: target/eval/<task file>-<setting>.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Scoring workers (default: the machine's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Only the first N tasks (cases).
+    #[arg(long, conflicts_with = "sample")]
+    limit: Option<usize>,
+    /// A seeded random sample of N tasks (kept in file order).
+    #[arg(long)]
+    sample: Option<usize>,
+    /// Seed of `--sample`.
+    #[arg(long, default_value_t = 0)]
+    sample_seed: u64,
+    /// Canvas = the true middle's length in tokens, instead of the context layer's choice.
+    #[arg(long)]
+    oracle_length: bool,
+    /// Largest canvas the context layer may choose (the editor's "max tokens").
+    #[arg(long, default_value_t = 32)]
+    max_tokens: usize,
+    /// Before each task, complete it with its prompt N characters shorter and type them one at
+    /// a time, each a completion through one kept cache (as an editor's worker keeps it), then
+    /// score the real task: what --edit-reuse costs in quality against exact recomputation.
+    #[arg(long, default_value_t = 0)]
+    typed: usize,
+    /// Fill the middles with a model served elsewhere instead of the local engine: a `redraft
+    /// serve` or an OpenAI-compatible completions server (vLLM, SGLang, llama.cpp's
+    /// llama-server, Ollama), as http://HOST:PORT (add /v1 if the server wants it).
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = ["model", "device", "completions", "canonical", "next_edit"],
+        conflicts_with_all = ENGINE_ONLY,
+    )]
+    backend: Option<String>,
+    /// The served model's name [default: the one the server lists].
+    #[arg(long, value_name = "NAME", requires = "backend")]
+    backend_model: Option<String>,
+    /// The FIM template the served model was trained on: qwen, starcoder, codellama, deepseek,
+    /// codestral, or suffix (prompt + `suffix` field, for servers that apply it themselves)
+    /// [default: qwen].
+    #[arg(long, value_name = "TEMPLATE", requires = "backend")]
+    backend_template: Option<Template>,
+    /// Context tokens sent to the backend (prefix, suffix and snippets) [default: 2048].
+    #[arg(long, value_name = "TOKENS", requires = "backend")]
+    backend_context: Option<usize>,
+    /// Seconds one backend request may take [default: 30].
+    #[arg(long, value_name = "SECONDS", requires = "backend")]
+    backend_timeout_s: Option<f64>,
+    /// Sent as `Authorization: Bearer KEY` [default: $REDRAFT_BACKEND_API_KEY].
+    #[arg(long, value_name = "KEY", requires = "backend")]
+    backend_api_key: Option<String>,
+    #[command(flatten)]
+    sampler: SamplerArgs,
+    /// Run several settings side by side, each written like these flags (and parsed on its
+    /// own, from the defaults): `--sweep "--effort low" --sweep "--effort high --oracle-length"`.
+    #[arg(long, allow_hyphen_values = true)]
+    sweep: Vec<String>,
+    /// Wall-clock limit per program run, seconds (default: 3 Python, 10 Rust).
+    #[arg(long)]
+    timeout_s: Option<f64>,
+    /// Address-space limit per program run, MiB.
+    #[arg(long, default_value_t = 2048)]
+    memory_mb: u64,
+    /// Python interpreter (default: python3 on PATH).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// deps.json of scripts/setup-eval (default: $REDRAFT_EVAL_DEPS, else target/eval-deps).
+    #[arg(long)]
+    rust_deps: Option<PathBuf>,
+    /// Where per-program scratch directories go (default: the system temp dir).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// Last: its heading would carry over to the flags after it.
+    #[command(flatten)]
+    next: next_edit::NextEditArgs,
+}
+
+/// One `--sweep` value, parsed with the same flags as the command line.
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+struct SweepSetting {
+    #[command(flatten)]
+    sampler: SamplerArgs,
+    #[arg(long)]
+    oracle_length: bool,
+    #[arg(long, default_value_t = 32)]
+    max_tokens: usize,
+    #[arg(long, default_value_t = 0)]
+    typed: usize,
+}
+
+/// The setting of a run. With a backend its name says which one, and of the decoding flags only
+/// what the backend is sent (`--temperature`, `--seed`).
+fn setting(
+    sampler: &SamplerArgs,
+    oracle_length: bool,
+    max_tokens: usize,
+    typed: usize,
+    backend: Option<&str>,
+) -> Setting {
+    let mut name = match backend {
+        None => sampler.describe(),
+        Some(backend) => {
+            let mut name = format!("backend {backend}");
+            if sampler.temperature != 0.0 {
+                name.push_str(&format!(" --temperature {}", sampler.temperature));
+            }
+            if sampler.seed != 0 {
+                name.push_str(&format!(" --seed {}", sampler.seed));
+            }
+            name
+        }
+    };
+    if oracle_length {
+        name.push_str(" --oracle-length");
+    }
+    if max_tokens != 32 {
+        name.push_str(&format!(" --max-tokens {max_tokens}"));
+    }
+    if typed > 0 {
+        name.push_str(&format!(" --typed {typed}"));
+    }
+    Setting {
+        name,
+        sampler: sampler.config(),
+        oracle_length,
+        max_tokens,
+        typed,
+    }
+}
+
+impl Args {
+    /// The settings to run; `backend` names the backend in their names.
+    fn settings(&self, backend: Option<&str>) -> anyhow::Result<Vec<Setting>> {
+        if self.sweep.is_empty() {
+            return Ok(vec![setting(
+                &self.sampler,
+                self.oracle_length,
+                self.max_tokens,
+                self.typed,
+                backend,
+            )]);
+        }
+        self.sweep
+            .iter()
+            .map(|spec| {
+                let parsed =
+                    SweepSetting::try_parse_from(spec.split_whitespace()).map_err(|e| {
+                        anyhow::anyhow!("--sweep {spec:?}: {}", e.render().to_string().trim())
+                    })?;
+                Ok(setting(
+                    &parsed.sampler,
+                    parsed.oracle_length,
+                    parsed.max_tokens,
+                    parsed.typed,
+                    backend,
+                ))
+            })
+            .collect()
+    }
+
+    fn select(&self, mut tasks: Vec<Task>) -> Vec<Task> {
+        if let Some(limit) = self.limit {
+            tasks.truncate(limit);
+        }
+        match self.sample {
+            Some(n) => redraft_eval::rng::sample(tasks, n, self.sample_seed),
+            None => tasks,
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(cases) = &args.next_edit {
+        let common = next_edit::Common {
+            cases,
+            model: args.model.as_deref(),
+            device: args.device,
+            completions: args.completions.as_deref(),
+            out: args.out.as_deref(),
+            limit: args.limit,
+            sampler: &args.sampler,
+        };
+        return next_edit::run(common, &args.next);
+    }
+    if let Some(flag) = args.next.given() {
+        bail!("{flag} goes with --next-edit CASES (next-edit suggestions), not --tasks");
+    }
+    let tasks_path = args
+        .tasks
+        .clone()
+        .expect("clap requires --tasks without --next-edit");
+    let all = read_tasks(&tasks_path)?;
+    if all.is_empty() {
+        bail!("{} holds no tasks", tasks_path.display());
+    }
+    let mut tasks = args.select(all);
+    let given: Option<HashMap<String, String>> = match (&args.completions, args.canonical) {
+        (Some(path), _) => {
+            let given = run::read_completions(path, &tasks)?;
+            let before = tasks.len();
+            tasks.retain(|t| given.contains_key(&t.task_id));
+            if tasks.is_empty() {
+                bail!(
+                    "{} has no completion for the selected tasks",
+                    path.display()
+                );
+            }
+            if tasks.len() < before {
+                eprintln!(
+                    "eval: {} of {before} selected tasks have no completion in {}; scoring the {} that do",
+                    before - tasks.len(),
+                    path.display(),
+                    tasks.len()
+                );
+            }
+            Some(given)
+        }
+        (None, true) => Some(
+            tasks
+                .iter()
+                .map(|t| (t.task_id.clone(), t.canonical_solution.clone()))
+                .collect(),
+        ),
+        (None, false) => None,
+    };
+    let languages = tasks
+        .iter()
+        .map(|t| t.language(args.language))
+        .collect::<Result<Vec<_>, _>>()?;
+    let executed: BTreeSet<TaskLanguage> = tasks
+        .iter()
+        .zip(&languages)
+        .filter(|(t, _)| t.is_executable())
+        .map(|(_, l)| *l)
+        .collect();
+    let config = ScorerConfig {
+        work_dir: args.work_dir.clone(),
+        python: args.python.clone(),
+        rust_deps: args.rust_deps.clone(),
+        timeout: args.timeout_s.map(std::time::Duration::from_secs_f64),
+        memory_mb: Some(args.memory_mb),
+    };
+    let executed: Vec<TaskLanguage> = executed.into_iter().collect();
+    let scorer = Scorer::new(&config, &executed)?;
+    for line in scorer.describe() {
+        eprintln!("eval: {line}");
+    }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(redraft_eval::parallel::default_jobs)
+        .max(1);
+    let stem = task_file_stem(&tasks_path);
+    let tasks_file = tasks_path.display().to_string();
+    let run = Run {
+        tasks: &tasks,
+        languages: &languages,
+        scorer: &scorer,
+        jobs,
+        label: stem.clone(),
+    };
+
+    let summaries = if let Some(given) = &given {
+        let (source, name) = match &args.completions {
+            Some(path) => (path.display().to_string(), "completions"),
+            None => ("canonical".to_string(), "canonical"),
+        };
+        let out = args
+            .out
+            .clone()
+            .unwrap_or_else(|| Path::new("target/eval").join(format!("{stem}-{name}")));
+        let identity = RunIdentity {
+            tasks: tasks_file,
+            source,
+            setting: None,
+            backend: None,
+        };
+        let summary = run::evaluate(&run, Completions::Given(given), &identity, &out)?;
+        eprintln!("eval: results in {}", out.display());
+        vec![summary]
+    } else if let Some(url) = &args.backend {
+        // Flag mistakes are reported before the server is contacted.
+        for spec in &args.sweep {
+            if let Some(flag) = engine_only_flag(spec) {
+                bail!("--sweep {spec:?}: {flag} is a local-engine flag; a --backend is sent only --temperature, --seed, --max-tokens and --oracle-length");
+            }
+        }
+        let backend = connect(&args, url)?;
+        let model = backend.resolve_model(None)?;
+        // For tables and directory names: a model's last path part (llama-server lists its file,
+        // Hugging Face ids have an owner); run.json keeps the whole name.
+        let name = match &model {
+            Some(model) => model.rsplit('/').next().unwrap_or(model).to_string(),
+            None => url
+                .trim_start_matches("http://")
+                .trim_start_matches("https://")
+                .to_string(),
+        };
+        eprintln!(
+            "eval: backend {} (model {}, template {}, {} context tokens)",
+            backend.endpoint(),
+            model.as_deref().unwrap_or("not named"),
+            backend.config().template,
+            backend.config().context_tokens
+        );
+        let settings = args.settings(Some(&name))?;
+        generate(
+            &args,
+            &run,
+            Filler::Backend(&backend),
+            &settings,
+            &stem,
+            &tasks_file,
+            backend.endpoint(),
+        )?
+    } else {
+        let settings = args.settings(None)?;
+        let engine =
+            redraft_runtime::default_model::load_or_default(args.model.as_deref(), args.device)?;
+        let model = engine.dir().display().to_string();
+        generate(
+            &args,
+            &run,
+            Filler::Engine(&engine),
+            &settings,
+            &stem,
+            &tasks_file,
+            &model,
+        )?
+    };
+    print!("{}", redraft_eval::report::table(&summaries));
+    Ok(())
+}
+
+/// The backend client of `--backend` and its flags.
+fn connect(args: &Args, url: &str) -> anyhow::Result<Backend> {
+    let mut config = BackendConfig::new(url);
+    config.model = args.backend_model.clone();
+    if let Some(template) = args.backend_template {
+        config.template = template;
+    }
+    if let Some(tokens) = args.backend_context {
+        config.context_tokens = tokens;
+    }
+    if let Some(seconds) = args.backend_timeout_s {
+        if !(seconds > 0.0 && seconds.is_finite()) {
+            bail!("--backend-timeout-s must be a positive number of seconds, not {seconds}");
+        }
+        config.timeout = std::time::Duration::from_secs_f64(seconds);
+    }
+    config.api_key = args
+        .backend_api_key
+        .clone()
+        .or_else(|| std::env::var("REDRAFT_BACKEND_API_KEY").ok())
+        .filter(|key| !key.is_empty());
+    Ok(Backend::new(config)?)
+}
+
+/// The first engine-only decoding flag in a `--sweep` value, as written.
+fn engine_only_flag(spec: &str) -> Option<&str> {
+    spec.split_whitespace().find(|word| {
+        word.strip_prefix("--")
+            .map(|flag| flag.split('=').next().unwrap_or(flag).replace('-', "_"))
+            .is_some_and(|flag| ENGINE_ONLY.contains(&flag.as_str()))
+    })
+}
+
+/// Generates and scores under each setting with `filler` (the engine or a backend named by
+/// `source`): one setting into `--out` (default target/eval/<tasks>-<setting>), a sweep into
+/// one directory per setting.
+fn generate(
+    args: &Args,
+    run: &Run<'_>,
+    filler: Filler<'_>,
+    settings: &[Setting],
+    stem: &str,
+    tasks_file: &str,
+    source: &str,
+) -> anyhow::Result<Vec<redraft_eval::report::Summary>> {
+    if args.sweep.is_empty() {
+        let setting = &settings[0];
+        let out = args.out.clone().unwrap_or_else(|| {
+            Path::new("target/eval").join(format!("{stem}-{}", run::setting_slug(setting)))
+        });
+        let identity = RunIdentity {
+            tasks: tasks_file.to_string(),
+            source: source.to_string(),
+            setting: Some(setting.clone()),
+            backend: filler.backend_spec(),
+        };
+        let completions = Completions::Generate { filler, setting };
+        let summary = run::evaluate(run, completions, &identity, &out)
+            .with_context(|| format!("evaluating into {}", out.display()))?;
+        eprintln!("eval: results in {}", out.display());
+        Ok(vec![summary])
+    } else {
+        let out = args.out.clone().unwrap_or_else(|| {
+            let kind = match filler {
+                Filler::Engine(_) => "sweep",
+                Filler::Backend(_) => "backend-sweep",
+            };
+            Path::new("target/eval").join(format!("{stem}-{kind}"))
+        });
+        let summaries = run::sweep(run, filler, settings, tasks_file, source, &out)?;
+        eprintln!("eval: results in {}", out.display());
+        Ok(summaries)
+    }
+}
+
+/// `HumanEval-SingleLineInfilling.jsonl.gz` -> `HumanEval-SingleLineInfilling`.
+fn task_file_stem(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map_or_else(|| "tasks".into(), |n| n.to_string_lossy().into_owned());
+    let name = name.strip_suffix(".gz").unwrap_or(&name);
+    name.strip_suffix(".jsonl").unwrap_or(name).to_string()
+}

@@ -1,0 +1,130 @@
+//! GGUF files end to end on the real binary: `redraft convert` writes the embedded model as
+//! GGUF, every door loads it (`complete`, `score`), and `score`'s numbers match the safetensors
+//! model's. Refusals of bad input are clear.
+
+use redraft_tests::cli::{json_ok, lab as redraft, ok, path};
+
+const CODE: &str = "fn add(a: u32, b: u32) -> u32 {\n    a + b\n}\n";
+
+fn score_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn converted_models_load_everywhere_and_score_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("code.rs");
+    std::fs::write(&text, CODE).unwrap();
+    let f32_file = dir.path().join("f32.gguf");
+    let q8_file = dir.path().join("q8.gguf");
+    for (file, kind) in [(&f32_file, "f32"), (&q8_file, "q8_0")] {
+        ok(redraft(
+            &["convert", "--out", path(file), "--type", kind],
+            "",
+        ));
+    }
+    let embedded = score_lines(&ok(redraft(&["score", "--text", path(&text)], "")));
+    let f32 = score_lines(&ok(redraft(
+        &["score", "--model", path(&f32_file), "--text", path(&text)],
+        "",
+    )));
+    assert_eq!(
+        embedded, f32,
+        "an f32 GGUF scores exactly as the model it came from"
+    );
+    assert!(embedded.len() > 10);
+    let line = &embedded[3];
+    assert_eq!(line["pos"], 3);
+    assert_eq!(line["top"].as_array().unwrap().len(), 5);
+    let last = score_lines(&ok(redraft(
+        &[
+            "score",
+            "--model",
+            path(&f32_file),
+            "--text",
+            path(&text),
+            "--last",
+        ],
+        "",
+    )));
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0]["pos"], embedded.len() - 1);
+    let (a, b) = (&last[0]["top"][0], &embedded.last().unwrap()["top"][0]);
+    assert_eq!(
+        a[0], b[0],
+        "the last position alone scores as in the whole pass"
+    );
+    assert!((a[1].as_f64().unwrap() - b[1].as_f64().unwrap()).abs() < 1e-4);
+    let q8 = score_lines(&ok(redraft(
+        &["score", "--model", path(&q8_file), "--text", path(&text)],
+        "",
+    )));
+    let worst = embedded
+        .iter()
+        .zip(&q8)
+        .filter_map(|(a, b)| {
+            Some((a["next_logprob"].as_f64()? - b["next_logprob"].as_f64()?).abs())
+        })
+        .fold(0f64, f64::max);
+    assert!(
+        worst > 0.0 && worst < 1.0,
+        "Q8_0 moves log-probabilities a little: {worst}"
+    );
+
+    let prefix = dir.path().join("prefix");
+    let suffix = dir.path().join("suffix");
+    std::fs::write(&prefix, "fn add(a: u32, b: u32) -> u32 {\n    ").unwrap();
+    std::fs::write(&suffix, "\n}\n").unwrap();
+    let complete = |model: Option<&std::path::Path>| {
+        let mut args = vec![
+            "complete",
+            "--json",
+            "--prefix-file",
+            path(&prefix),
+            "--suffix-file",
+            path(&suffix),
+        ];
+        if let Some(m) = model {
+            args.extend(["--model", path(m)]);
+        }
+        json_ok(&redraft(&args, ""))
+    };
+    assert_eq!(
+        complete(None)["middle"],
+        complete(Some(&f32_file))["middle"]
+    );
+    assert!(complete(Some(&q8_file))["middle"].is_string());
+}
+
+#[test]
+fn score_and_convert_refuse_bad_input_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let fail = |args: &[&str]| {
+        let out = redraft(args, "");
+        assert!(!out.status.success(), "{args:?} succeeded");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let ids = dir.path().join("ids.json");
+    std::fs::write(&ids, "[1, 2, 999999]").unwrap();
+    assert!(fail(&["score", "--tokens", path(&ids)]).contains("999999"));
+    std::fs::write(&ids, "1 two").unwrap();
+    assert!(fail(&["score", "--tokens", path(&ids)]).contains("two"));
+    let binary = dir.path().join("binary");
+    std::fs::write(&binary, [0xff, 0xfe, 0x00]).unwrap();
+    assert!(fail(&["score", "--text", path(&binary)]).contains("not UTF-8"));
+    let missing = dir.path().join("missing.rs");
+    assert!(fail(&["score", "--text", path(&missing)]).contains("missing.rs"));
+    let empty = dir.path().join("empty.rs");
+    std::fs::write(&empty, "").unwrap();
+    assert!(fail(&["score", "--text", path(&empty)]).contains("nothing to score"));
+    let bogus = dir.path().join("bogus.gguf");
+    std::fs::write(&bogus, "GGUF and then nothing").unwrap();
+    let msg = fail(&["score", "--model", path(&bogus), "--text", path(&empty)]);
+    assert!(msg.contains("bogus.gguf") && msg.contains("GGUF"), "{msg}");
+    let out = dir.path().join("x.gguf");
+    assert!(fail(&["convert", "--out", path(&out), "--type", "q3_x"]).contains("unknown type"));
+    assert!(!out.exists());
+}

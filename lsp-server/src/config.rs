@@ -1,0 +1,472 @@
+//! The server's settings, from `initializationOptions` and `workspace/didChangeConfiguration`.
+//!
+//! Both carry the same JSON object (camelCase keys), either bare or under a `"redraft"` key (the
+//! shape editors use for a settings section). A key that is absent keeps its value; a value of
+//! the wrong type or range is reported and ignored, so a typo in a settings file never takes
+//! the server down or silently resets something else. Next-edit settings sit under `nextEdit`
+//! (`true`/`false`, or an object of them), or as dotted keys (`"nextEdit.debounceMs"`); a
+//! remote FIM backend under `backend` (a URL, or `{url, model, template, apiKey, contextTokens,
+//! timeoutMs}`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use redraft_context::edit::EditBudget;
+use redraft_engine::sampler::{EditReuse, Effort};
+use redraft_engine::DeviceSpec;
+use serde_json::Value;
+
+use redraft_runtime::backend::{BackendConfig, Template};
+
+/// Everything a user can set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Model directory or GGUF file; `None`: the model compiled into the binary.
+    pub model: Option<PathBuf>,
+    /// Where the model runs (`"auto"`, `"cpu"`, `"cuda"`, `"cuda:N"`).
+    pub device: DeviceSpec,
+    pub effort: Effort,
+    /// How a completion's first pass reuses the kept cache across the keystrokes since the last
+    /// one (`"editReuse"`: a radius in tokens, or `"off"` for an exact pass); see
+    /// [`EditReuse`].
+    pub edit_reuse: Option<EditReuse>,
+    /// Upper bound on the masked canvas (the longest suggestion), in tokens; the syntax around
+    /// the cursor usually asks for less.
+    pub max_tokens: usize,
+    /// Upper bound on the context shown to the model (prefix + suffix + other documents), in
+    /// tokens; `None`: whatever the model's positions allow.
+    pub context_tokens: Option<usize>,
+    /// LSP language ids to complete in; `None`: every language.
+    pub languages: Option<Vec<String>>,
+    /// Suggestions computed for an explicitly invoked completion (one batch, one pass per step).
+    pub candidates: usize,
+    /// Send `redraft/draftStep` notifications (see the README's protocol extension).
+    pub stream_steps: bool,
+    /// Log each request's canvas choice and timings (`"logLevel": "debug"`).
+    pub debug_log: bool,
+    pub next_edit: NextEditSettings,
+    /// Fill the middle with a model another process serves (a `redraft serve`, llama-server,
+    /// vLLM, Ollama...) instead of the local one; next edits stay local.
+    pub backend: Option<BackendConfig>,
+}
+
+/// Next-edit suggestions (`textDocument/copilotInlineEdit`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextEditSettings {
+    /// Off: the request answers no edits and nothing is computed.
+    pub enabled: bool,
+    /// After this long without an edit of a document, its next edit is computed ahead of the
+    /// request; 0: only on request and after an accepted suggestion.
+    pub debounce_ms: u64,
+    /// The editable region's lines above and below the cursor's line, at most.
+    pub lines_above: usize,
+    pub lines_below: usize,
+    /// A rewrite changing more than this share of the region is no suggestion
+    /// (`EditBudget::max_changed_fraction`); infinite (`null`): no such guard.
+    pub max_change: f64,
+}
+
+impl Default for NextEditSettings {
+    fn default() -> NextEditSettings {
+        let budget = EditBudget::default();
+        NextEditSettings {
+            enabled: true,
+            debounce_ms: 300,
+            lines_above: budget.lines_above,
+            lines_below: budget.lines_below,
+            max_change: budget.max_changed_fraction,
+        }
+    }
+}
+
+impl NextEditSettings {
+    /// `budget` (the model's token shares) with these lines and guard.
+    pub fn apply_to(&self, mut budget: EditBudget) -> EditBudget {
+        budget.lines_above = self.lines_above;
+        budget.lines_below = self.lines_below;
+        budget.max_changed_fraction = self.max_change;
+        budget
+    }
+
+    fn set(&mut self, key: &str, value: &Value) -> Result<(), String> {
+        match key {
+            "enabled" => self.enabled = value.as_bool().ok_or("expected true or false")?,
+            "debounceMs" => self.debounce_ms = count(value, 0, MAX_DEBOUNCE_MS)? as u64,
+            "linesAbove" => self.lines_above = count(value, 0, MAX_REGION_LINES)?,
+            "linesBelow" => self.lines_below = count(value, 0, MAX_REGION_LINES)?,
+            "maxChange" => {
+                self.max_change = match value {
+                    Value::Null => f64::INFINITY,
+                    _ => value
+                        .as_f64()
+                        .filter(|f| f.is_finite() && *f > 0.0)
+                        .ok_or_else(|| {
+                            format!("expected a number above 0 (a share of the region), or null for no limit, got {value}")
+                        })?,
+                }
+            }
+            _ => return Err("unknown setting".into()),
+        }
+        Ok(())
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            model: None,
+            device: DeviceSpec::Auto,
+            effort: Effort::Medium,
+            edit_reuse: Some(EditReuse::DEFAULT),
+            max_tokens: 32,
+            context_tokens: None,
+            languages: None,
+            candidates: 3,
+            stream_steps: false,
+            debug_log: false,
+            next_edit: NextEditSettings::default(),
+            backend: None,
+        }
+    }
+}
+
+/// Bounds that keep one request from asking for a canvas no model has room for.
+const MAX_TOKENS_LIMIT: usize = 1024;
+const MAX_CANDIDATES: usize = 8;
+const MAX_DEBOUNCE_MS: usize = 60_000;
+const MAX_REGION_LINES: usize = 200;
+
+impl Settings {
+    /// Applies what `value` sets; returns one message per key that was ignored.
+    pub fn update(&mut self, value: &Value) -> Vec<String> {
+        let mut problems = Vec::new();
+        let object = match value {
+            Value::Null => return problems,
+            Value::Object(object) => match object.get("redraft") {
+                Some(Value::Object(inner)) => inner,
+                _ => object,
+            },
+            other => {
+                problems.push(format!("settings must be a JSON object, got {other}"));
+                return problems;
+            }
+        };
+        let mut set = |key: &str, value: &Value| {
+            if let Err(problem) = self.set(key, value) {
+                problems.push(format!(
+                    "setting `{key}`: {problem} (kept the previous value)"
+                ));
+            }
+        };
+        for (key, value) in object {
+            match (key.as_str(), value) {
+                ("nextEdit" | "backend", Value::Object(inner)) => {
+                    // The URL first: the other backend keys refine a backend.
+                    let mut keys: Vec<_> = inner.iter().collect();
+                    keys.sort_by_key(|(k, _)| k.as_str() != "url");
+                    for (inner_key, value) in keys {
+                        set(&format!("{key}.{inner_key}"), value);
+                    }
+                }
+                _ => set(key, value),
+            }
+        }
+        problems
+    }
+
+    fn set(&mut self, key: &str, value: &Value) -> Result<(), String> {
+        match key {
+            "model" => {
+                self.model = match value {
+                    Value::Null => None,
+                    Value::String(s) if s.is_empty() => None,
+                    Value::String(s) => Some(PathBuf::from(s)),
+                    _ => return Err("expected a directory path or null".into()),
+                }
+            }
+            "device" => {
+                self.device = match value {
+                    Value::Null => DeviceSpec::Auto,
+                    Value::String(s) => s.parse()?,
+                    _ => return Err("expected \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"".into()),
+                }
+            }
+            "effort" => {
+                self.effort = value
+                    .as_str()
+                    .ok_or("expected \"low\", \"medium\" or \"high\"")?
+                    .parse()?
+            }
+            "editReuse" => {
+                self.edit_reuse = match value {
+                    Value::String(s) if s == "off" => None,
+                    _ => Some(EditReuse {
+                        radius: count(value, 0, MAX_TOKENS_LIMIT)
+                            .map_err(|e| format!("{e} (a radius in tokens), or \"off\""))?,
+                        ..EditReuse::DEFAULT
+                    }),
+                }
+            }
+            "maxTokens" => self.max_tokens = count(value, 1, MAX_TOKENS_LIMIT)?,
+            "contextTokens" => {
+                self.context_tokens = match value {
+                    Value::Null => None,
+                    _ => Some(count(value, 1, usize::MAX)?),
+                }
+            }
+            "languages" => {
+                self.languages = match value {
+                    Value::Null => None,
+                    Value::Array(items) => Some(
+                        items
+                            .iter()
+                            .map(|v| v.as_str().map(str::to_string))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or("expected a list of language ids")?,
+                    ),
+                    _ => return Err("expected a list of language ids or null".into()),
+                }
+            }
+            "candidates" => self.candidates = count(value, 1, MAX_CANDIDATES)?,
+            "streamSteps" => self.stream_steps = value.as_bool().ok_or("expected true or false")?,
+            "logLevel" => {
+                self.debug_log = match value.as_str() {
+                    Some("debug" | "trace") => true,
+                    Some("error" | "warn" | "info") => false,
+                    _ => return Err("expected \"error\", \"warn\", \"info\" or \"debug\"".into()),
+                }
+            }
+            "nextEdit" => {
+                self.next_edit.enabled = value
+                    .as_bool()
+                    .ok_or("expected true, false or an object of next-edit settings")?
+            }
+            "backend" | "backend.url" => {
+                self.backend = match value {
+                    Value::Null => None,
+                    Value::String(s) if s.is_empty() => None,
+                    Value::String(url) => {
+                        redraft_runtime::backend::endpoints(url).map_err(|e| e.to_string())?;
+                        let config = BackendConfig::new(url.as_str());
+                        // A new URL keeps the model, template and limits set before it.
+                        Some(match self.backend.take() {
+                            Some(old) => BackendConfig {
+                                url: url.clone(),
+                                ..old
+                            },
+                            None => config,
+                        })
+                    }
+                    _ => return Err("expected a server URL (http://host:port) or null".into()),
+                }
+            }
+            _ => {
+                if let Some(inner) = key.strip_prefix("nextEdit.") {
+                    self.next_edit.set(inner, value)?
+                } else if let Some(inner) = key.strip_prefix("backend.") {
+                    let backend = self
+                        .backend
+                        .as_mut()
+                        .ok_or("set `backend.url` (or `backend`) first")?;
+                    set_backend(backend, inner, value)?
+                } else {
+                    return Err("unknown setting".into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether documents of `language_id` get suggestions.
+    pub fn enabled_for(&self, language_id: &str) -> bool {
+        self.languages
+            .as_ref()
+            .is_none_or(|languages| languages.iter().any(|l| l == language_id))
+    }
+}
+
+/// One key of the `backend` object (the URL is set with the object itself).
+fn set_backend(backend: &mut BackendConfig, key: &str, value: &Value) -> Result<(), String> {
+    let text = || match value {
+        Value::Null => Ok(None),
+        Value::String(s) if s.is_empty() => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        _ => Err("expected a string or null".to_string()),
+    };
+    match key {
+        "model" => backend.model = text()?,
+        "template" => {
+            backend.template = match text()? {
+                None => Template::Qwen,
+                Some(name) => name.parse()?,
+            }
+        }
+        "apiKey" => backend.api_key = text()?,
+        "contextTokens" => backend.context_tokens = count(value, 16, 1 << 20)?,
+        "timeoutMs" => {
+            backend.timeout = Duration::from_millis(count(value, 1, 600_000)? as u64);
+        }
+        _ => return Err("unknown setting".into()),
+    }
+    Ok(())
+}
+
+fn count(value: &Value, min: usize, max: usize) -> Result<usize, String> {
+    value
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| format!("expected a whole number from {min} to {max}, got {value}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bare_and_nested_objects_set_the_same_things() {
+        let mut bare = Settings::default();
+        let problems = bare.update(&json!({
+            "model": "/models/dream",
+            "device": "cuda:1",
+            "effort": "low",
+            "maxTokens": 16,
+            "contextTokens": 512,
+            "languages": ["rust", "python"],
+            "candidates": 2,
+            "streamSteps": true,
+            "logLevel": "debug",
+        }));
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut nested = Settings::default();
+        nested.update(&json!({"redraft": {
+            "model": "/models/dream", "device": "cuda:1", "effort": "low", "maxTokens": 16, "contextTokens": 512,
+            "languages": ["rust", "python"], "candidates": 2, "streamSteps": true, "logLevel": "debug",
+        }}));
+        assert_eq!(bare, nested);
+        assert_eq!(bare.model, Some(PathBuf::from("/models/dream")));
+        assert_eq!(bare.effort, Effort::Low);
+        assert_eq!(bare.device, DeviceSpec::Cuda(1));
+        bare.update(&json!({"device": null}));
+        assert_eq!(bare.device, DeviceSpec::Auto);
+        assert!(bare.enabled_for("rust") && !bare.enabled_for("markdown"));
+        assert!(Settings::default().enabled_for("markdown"));
+        assert_eq!(bare.edit_reuse, Some(EditReuse::DEFAULT));
+        assert!(bare.update(&json!({"editReuse": 4})).is_empty());
+        assert_eq!(bare.edit_reuse.map(|e| e.radius), Some(4));
+        assert!(bare.update(&json!({"editReuse": "off"})).is_empty());
+        assert_eq!(bare.edit_reuse, None);
+        let problems = bare.update(&json!({"editReuse": "sometimes"}));
+        assert!(
+            problems.iter().any(|p| p.contains("\"off\"")),
+            "{problems:?}"
+        );
+        assert_eq!(bare.edit_reuse, None);
+    }
+
+    #[test]
+    fn bad_values_are_reported_and_keep_the_old_value() {
+        let mut settings = Settings::default();
+        let problems = settings.update(&json!({
+            "effort": "extreme",
+            "maxTokens": 0,
+            "candidates": "many",
+            "languages": [1],
+            "colour": "blue",
+            "device": "tpu",
+            "streamSteps": true,
+        }));
+        assert_eq!(problems.len(), 6, "{problems:?}");
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("`device`: unknown device `tpu`")));
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("unknown effort `extreme`")));
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("`colour`: unknown setting")));
+        let expected = Settings {
+            stream_steps: true,
+            ..Settings::default()
+        };
+        assert_eq!(settings, expected);
+        assert_eq!(settings.update(&json!(null)), Vec::<String>::new());
+        assert_eq!(settings.update(&json!([1])).len(), 1);
+    }
+
+    #[test]
+    fn next_edit_settings_nest_or_dot_and_are_checked() {
+        let mut nested = Settings::default();
+        let problems = nested.update(&json!({"nextEdit": {
+            "enabled": false, "debounceMs": 0, "linesAbove": 1, "linesBelow": 4, "maxChange": null,
+        }}));
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut dotted = Settings::default();
+        dotted.update(&json!({"redraft": {
+            "nextEdit": false, "nextEdit.debounceMs": 0, "nextEdit.linesAbove": 1,
+            "nextEdit.linesBelow": 4, "nextEdit.maxChange": null,
+        }}));
+        assert_eq!(nested, dotted);
+        let budget = nested.next_edit.apply_to(EditBudget::for_positions(512));
+        assert_eq!((budget.lines_above, budget.lines_below), (1, 4));
+        assert_eq!(budget.max_changed_fraction, f64::INFINITY);
+        assert_eq!(
+            Settings::default()
+                .next_edit
+                .apply_to(EditBudget::for_positions(512)),
+            EditBudget::for_positions(512),
+            "the defaults are the pipeline's, as `redraft complete --next-edit` uses them"
+        );
+
+        let mut settings = Settings::default();
+        assert_eq!(settings.update(&json!({"nextEdit": 3})).len(), 1);
+        let problems = settings.update(&json!({"nextEdit": {
+            "maxChange": 0, "debounceMs": -5, "linesAbove": "3", "colour": 1,
+        }, "nextEdit.enabled": "yes"}));
+        assert_eq!(problems.len(), 5, "{problems:?}");
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("`nextEdit.colour`: unknown setting")));
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("`nextEdit.maxChange`: expected a number above 0")));
+        assert_eq!(settings, Settings::default());
+    }
+
+    #[test]
+    fn a_backend_is_a_url_or_an_object_and_bad_values_are_reported() {
+        let mut settings = Settings::default();
+        assert!(settings
+            .update(&json!({"backend": "http://gpu:8000/v1"}))
+            .is_empty());
+        let backend = settings.backend.clone().unwrap();
+        assert_eq!(backend, BackendConfig::new("http://gpu:8000/v1"));
+        let problems = settings.update(&json!({"backend": {
+            "template": "starcoder", "model": "coder", "apiKey": "k", "timeoutMs": 5000,
+            "contextTokens": 4096, "url": "https://team.example/v1",
+        }}));
+        assert!(problems.is_empty(), "{problems:?}");
+        let backend = settings.backend.clone().unwrap();
+        assert_eq!(backend.url, "https://team.example/v1");
+        assert_eq!(backend.template, Template::StarCoder);
+        assert_eq!(backend.model.as_deref(), Some("coder"));
+        assert_eq!(backend.api_key.as_deref(), Some("k"));
+        assert_eq!(backend.timeout, Duration::from_secs(5));
+        assert_eq!(backend.context_tokens, 4096);
+        // A new URL keeps the rest; a bad one keeps the old backend.
+        settings.update(&json!({"backend.url": "http://other:1"}));
+        assert_eq!(
+            settings.backend.as_ref().unwrap().model.as_deref(),
+            Some("coder")
+        );
+        let problems = settings.update(&json!({"backend": "ftp://x", "backend.template": "nope"}));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert_eq!(settings.backend.as_ref().unwrap().url, "http://other:1");
+        assert!(settings.update(&json!({"backend": null})).is_empty());
+        assert_eq!(settings.backend, None);
+        let problems = settings.update(&json!({"backend.model": "coder"}));
+        assert!(problems[0].contains("first"), "{problems:?}");
+    }
+}

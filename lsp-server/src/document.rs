@@ -1,0 +1,645 @@
+//! One open document: its text as a rope, its version, for Rust a tree-sitter tree kept up to
+//! date incrementally (every edit becomes an `InputEdit`, then one re-parse per `didChange`),
+//! and its recent edits (`history`), with the next edit last offered for it so that the change
+//! applying it is recorded as an accepted suggestion.
+//!
+//! Requests never see a `Document`, only a [`Snapshot`]: cloning a rope or a tree is O(1), so
+//! a snapshot is cheap and the owner can go on applying edits while a request works.
+
+use std::ops::Range;
+
+use redraft_context::Language;
+use ropey::Rope;
+use tower_lsp_server::ls_types::{TextDocumentContentChangeEvent, Uri};
+use tree_sitter::{InputEdit, Parser, Point, Tree};
+
+use super::encoding::{PositionEncoding, PositionError};
+use super::history::{changed_span, EditHistory, HistoryLimits, Stamp};
+
+/// Above this size a document is plain text: a tree for it would cost seconds per full parse
+/// and far more memory than the text, and the context windows never need more than a few KB
+/// around the cursor.
+pub const MAX_PARSED_BYTES: usize = 4 << 20;
+
+/// An open document as one request sees it.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub uri: Uri,
+    pub version: i32,
+    /// As the client named it (the enabled-languages setting matches on it).
+    pub language_id: String,
+    pub language: Language,
+    pub rope: Rope,
+    /// An up-to-date parse of `rope`, when the language has a grammar and the text is small
+    /// enough.
+    pub tree: Option<Tree>,
+    /// Larger is more recent (a counter over all documents, not a clock). Every change sets
+    /// it anew, so it names this text exactly, whatever versions the client sends.
+    pub edited_at: u64,
+    /// Byte offset just after the text the last change inserted (where the editor's cursor
+    /// usually is after it); `None` before the first change.
+    pub last_edit_end: Option<usize>,
+}
+
+/// A next edit the server answered with for the text at `edited_at`: `text` in place of
+/// `range`. The next change is an accepted suggestion if it makes the document what applying
+/// this would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    pub id: u64,
+    pub edited_at: u64,
+    pub range: Range<usize>,
+    pub text: String,
+}
+
+/// How one `didChange` went: whether it applied the offered next edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Applied {
+    /// The id of the offer the change accepted.
+    pub accepted: Option<u64>,
+}
+
+pub struct Document {
+    uri: Uri,
+    version: i32,
+    language_id: String,
+    language: Language,
+    rope: Rope,
+    syntax: Option<Syntax>,
+    edited_at: u64,
+    history: EditHistory,
+    offer: Option<Offer>,
+    last_edit_end: Option<usize>,
+}
+
+/// The parser and its last tree; the tree is `None` while the text is too large to parse.
+struct Syntax {
+    parser: Parser,
+    tree: Option<Tree>,
+}
+
+impl Document {
+    pub fn new(uri: Uri, language_id: &str, version: i32, text: &str, edited_at: u64) -> Document {
+        let language = Language::from_lsp_id(language_id);
+        let syntax = (language == Language::Rust).then(|| {
+            let mut parser = Parser::new();
+            parser
+                .set_language(&tree_sitter_rust::LANGUAGE.into())
+                .expect("the bundled Rust grammar matches the tree-sitter library");
+            Syntax { parser, tree: None }
+        });
+        let mut document = Document {
+            uri,
+            version,
+            language_id: language_id.to_string(),
+            language,
+            rope: Rope::from_str(text),
+            syntax,
+            edited_at,
+            history: EditHistory::new(HistoryLimits::default()),
+            offer: None,
+            last_edit_end: None,
+        };
+        document.reparse();
+        document
+    }
+
+    #[cfg(test)]
+    pub fn rope(&self) -> &Rope {
+        &self.rope
+    }
+
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    pub fn version(&self) -> i32 {
+        self.version
+    }
+
+    pub fn edited_at(&self) -> u64 {
+        self.edited_at
+    }
+
+    pub fn tree(&self) -> Option<&Tree> {
+        self.syntax.as_ref()?.tree.as_ref()
+    }
+
+    pub fn history(&self) -> &EditHistory {
+        &self.history
+    }
+
+    /// Remembers the next edit offered for the current text (replacing any older offer); an
+    /// offer for an older text is dropped.
+    pub fn offer(&mut self, offer: Offer) {
+        if offer.edited_at == self.edited_at {
+            self.offer = Some(offer);
+        }
+    }
+
+    /// Applies one `didChange` in order: each change's range refers to the text left by the
+    /// previous one. A change that names no place in the text stops the sequence (later ranges
+    /// would be meaningless) and is reported; what was applied stays applied. A full-text change
+    /// is applied (and recorded) as the span that differs. `seq` orders the change among all
+    /// documents' (it becomes `edited_at`), `at_ms` is the clock for the history.
+    ///
+    /// The changes go into the history one by one, unless together they applied the offered
+    /// next edit: then they are one accepted group.
+    pub fn apply_changes(
+        &mut self,
+        version: i32,
+        changes: &[TextDocumentContentChangeEvent],
+        encoding: PositionEncoding,
+        seq: u64,
+        at_ms: u64,
+    ) -> Result<Applied, PositionError> {
+        let before = self.rope.clone();
+        let offer = self
+            .offer
+            .take()
+            .filter(|offer| offer.edited_at == self.edited_at);
+        self.version = version;
+        self.edited_at = seq;
+        let mut result = Ok(());
+        // Each change with the text it applied to (a rope clone is O(1)).
+        let mut applied: Vec<(Rope, Range<usize>, &str)> = Vec::with_capacity(changes.len());
+        for change in changes {
+            let (range, text) = match change.range {
+                None => {
+                    let (old, new) = changed_span(&self.rope, &change.text);
+                    (old, &change.text[new])
+                }
+                Some(range) => match encoding.edit_range(&self.rope, range) {
+                    Ok(bytes) => (bytes, change.text.as_str()),
+                    Err(err) => {
+                        result = Err(err);
+                        break;
+                    }
+                },
+            };
+            applied.push((self.rope.clone(), range.clone(), text));
+            self.replace(range, text);
+        }
+        self.reparse();
+        let accepted = offer.filter(|offer| result.is_ok() && self.rope == offered(&before, offer));
+        let stamp = Stamp {
+            seq,
+            at_ms,
+            accepted: accepted.is_some(),
+        };
+        match &accepted {
+            Some(offer) => {
+                self.history
+                    .record(&before, offer.range.clone(), &offer.text, stamp);
+                self.last_edit_end = Some(offer.range.start + offer.text.len());
+            }
+            None => {
+                for (rope, range, text) in &applied {
+                    self.history.record(rope, range.clone(), text, stamp);
+                }
+                if let Some((_, range, text)) = applied.last() {
+                    self.last_edit_end = Some(range.start + text.len());
+                }
+            }
+        }
+        result.map(|()| Applied {
+            accepted: accepted.map(|offer| offer.id),
+        })
+    }
+
+    /// Replaces `bytes` (on char boundaries) with `text`, editing the tree to match; the caller
+    /// re-parses once all edits are in.
+    pub fn replace(&mut self, bytes: Range<usize>, text: &str) {
+        let tracked = self
+            .syntax
+            .as_ref()
+            .is_some_and(|syntax| syntax.tree.is_some());
+        let edit = tracked.then(|| {
+            let start_position = ts_point(&self.rope, bytes.start);
+            let removed = self.rope.byte_slice(bytes.clone());
+            InputEdit {
+                start_byte: bytes.start,
+                old_end_byte: bytes.end,
+                new_end_byte: bytes.start + text.len(),
+                start_position,
+                old_end_position: advance(start_position, removed.chunks()),
+                new_end_position: advance(start_position, [text]),
+            }
+        });
+        let start = self.rope.byte_to_char(bytes.start);
+        let end = self.rope.byte_to_char(bytes.end);
+        self.rope.remove(start..end);
+        self.rope.insert(start, text);
+        if let (Some(edit), Some(syntax)) = (edit, &mut self.syntax) {
+            if let Some(tree) = &mut syntax.tree {
+                tree.edit(&edit);
+            }
+        }
+    }
+
+    /// Brings the tree up to date with the text, reusing what the edits left of the old one.
+    pub fn reparse(&mut self) {
+        let Some(syntax) = &mut self.syntax else {
+            return;
+        };
+        if self.rope.len_bytes() > MAX_PARSED_BYTES {
+            syntax.tree = None;
+            return;
+        }
+        syntax.tree = parse(&mut syntax.parser, &self.rope, syntax.tree.as_ref());
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            uri: self.uri.clone(),
+            version: self.version,
+            language_id: self.language_id.clone(),
+            language: self.language,
+            rope: self.rope.clone(),
+            tree: self.tree().cloned(),
+            edited_at: self.edited_at,
+            last_edit_end: self.last_edit_end,
+        }
+    }
+}
+
+/// `before` with `offer` applied.
+fn offered(before: &Rope, offer: &Offer) -> Rope {
+    let mut rope = before.clone();
+    let end = offer.range.end.min(rope.len_bytes());
+    let start = rope.byte_to_char(offer.range.start.min(end));
+    let end = rope.byte_to_char(end);
+    rope.remove(start..end);
+    rope.insert(start, &offer.text);
+    rope
+}
+
+/// Parses the rope chunk by chunk (no contiguous copy of the text).
+pub fn parse(parser: &mut Parser, rope: &Rope, old: Option<&Tree>) -> Option<Tree> {
+    let len = rope.len_bytes();
+    parser.parse_with_options(
+        &mut |byte: usize, _: Point| -> &[u8] {
+            if byte >= len {
+                return &[];
+            }
+            let (chunk, chunk_start, _, _) = rope.chunk_at_byte(byte);
+            &chunk.as_bytes()[byte - chunk_start..]
+        },
+        old,
+        None,
+    )
+}
+
+/// tree-sitter's point for a byte offset: rows split at `\n` only (unlike LSP lines, a lone
+/// `\r` does not start a row), columns in bytes.
+fn ts_point(rope: &Rope, byte: usize) -> Point {
+    advance(Point::new(0, 0), rope.byte_slice(..byte).chunks())
+}
+
+/// The point reached after `text`, starting from `from`.
+fn advance<'a>(from: Point, text: impl IntoIterator<Item = &'a str>) -> Point {
+    let mut point = from;
+    for chunk in text {
+        let bytes = chunk.as_bytes();
+        match bytes.iter().rposition(|&b| b == b'\n') {
+            Some(last) => {
+                point.row += bytes.iter().filter(|&&b| b == b'\n').count();
+                point.column = bytes.len() - last - 1;
+            }
+            None => point.column += bytes.len(),
+        }
+    }
+    point
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use tower_lsp_server::ls_types::Range as LspRange;
+
+    use crate::history::replay;
+
+    fn uri() -> Uri {
+        "file:///t/lib.rs".parse().unwrap()
+    }
+
+    /// An edit as a test writes it: replace chars `start..end` (char indices into the current
+    /// text, so every edit is valid whatever came before) with `text`.
+    #[derive(Debug, Clone)]
+    struct Edit {
+        start: usize,
+        len: usize,
+        text: String,
+        /// 0: at the start of the text, 1: at its end, else at `start`.
+        anchor: u8,
+    }
+
+    fn piece() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just("x"),
+            Just("é"),
+            Just("😀"),
+            Just("\t"),
+            Just("\n"),
+            Just("\r\n"),
+            Just("\r"),
+            Just(" "),
+            Just("fn f() {"),
+            Just("}"),
+            Just("let a = 1;"),
+            Just("\"s"),
+            Just("//"),
+            Just("("),
+        ]
+    }
+
+    fn edits() -> impl Strategy<Value = Vec<Edit>> {
+        proptest::collection::vec(
+            (
+                0usize..200,
+                0usize..6,
+                proptest::collection::vec(piece(), 0..4),
+                0u8..4,
+            )
+                .prop_map(|(start, len, parts, anchor)| Edit {
+                    start,
+                    len,
+                    text: parts.concat(),
+                    anchor,
+                }),
+            1..25,
+        )
+    }
+
+    /// The LSP range of chars `start..end` of `text`, computed without ropey: the oracle side.
+    fn lsp_range(text: &str, start: usize, end: usize, enc: PositionEncoding) -> LspRange {
+        let pos = |char_idx: usize| {
+            let byte = text
+                .char_indices()
+                .nth(char_idx)
+                .map_or(text.len(), |(b, _)| b);
+            let before = &text[..byte];
+            let mut line = 0u32;
+            let mut line_start = 0;
+            let bytes = before.as_bytes();
+            let mut i = 0;
+            while i < bytes.len() {
+                if bytes[i] == b'\n'
+                    || (bytes[i] == b'\r' && text.as_bytes().get(i + 1) != Some(&b'\n'))
+                {
+                    line += 1;
+                    line_start = i + 1;
+                }
+                i += 1;
+            }
+            tower_lsp_server::ls_types::Position::new(
+                line,
+                enc.width(&text[line_start..byte]) as u32,
+            )
+        };
+        LspRange::new(pos(start), pos(end))
+    }
+
+    /// Snaps a char index so that the edit never starts or ends between `\r` and `\n` (no LSP
+    /// position names that place).
+    fn snap(text: &str, char_idx: usize) -> usize {
+        let byte = text
+            .char_indices()
+            .nth(char_idx)
+            .map_or(text.len(), |(b, _)| b);
+        if byte > 0
+            && text.as_bytes()[byte - 1] == b'\r'
+            && text.as_bytes().get(byte) == Some(&b'\n')
+        {
+            char_idx - 1
+        } else {
+            char_idx
+        }
+    }
+
+    fn sexp(tree: &Tree) -> String {
+        tree.root_node().to_sexp()
+    }
+
+    /// The same edits applied to a tree over a plain `String`, points counted on the string:
+    /// tree-sitter's own incremental result, which the rope-driven tree must equal exactly.
+    struct StringTree {
+        parser: Parser,
+        tree: Tree,
+    }
+
+    impl StringTree {
+        fn new(text: &str) -> StringTree {
+            let mut parser = Parser::new();
+            parser
+                .set_language(&tree_sitter_rust::LANGUAGE.into())
+                .unwrap();
+            let tree = parser.parse(text, None).unwrap();
+            StringTree { parser, tree }
+        }
+
+        /// `old` is the text before the edit, `new_text` after it.
+        fn edit(&mut self, old: &str, bytes: Range<usize>, inserted: &str, new_text: &str) {
+            let point = |text: &str, byte: usize| {
+                let before = &text[..byte];
+                Point::new(
+                    before.matches('\n').count(),
+                    byte - before.rfind('\n').map_or(0, |i| i + 1),
+                )
+            };
+            self.tree.edit(&InputEdit {
+                start_byte: bytes.start,
+                old_end_byte: bytes.end,
+                new_end_byte: bytes.start + inserted.len(),
+                start_position: point(old, bytes.start),
+                old_end_position: point(old, bytes.end),
+                new_end_position: point(new_text, bytes.start + inserted.len()),
+            });
+        }
+
+        fn reparse(&mut self, text: &str) {
+            self.tree = self.parser.parse(text, Some(&self.tree)).unwrap();
+        }
+    }
+
+    /// The rope-driven tree equals tree-sitter's incremental parse of the same edits on a
+    /// string (kinds, byte ranges and points of every node), and a fresh parse whenever the text
+    /// parses without errors (with errors, tree-sitter's recovery may legitimately differ
+    /// between an incremental and a fresh parse).
+    fn check_trees(doc: &Document, text: &str, oracle: &StringTree) -> Result<(), TestCaseError> {
+        let incremental = doc
+            .tree()
+            .expect("a Rust document under the size limit has a tree");
+        prop_assert_eq!(nodes(incremental), nodes(&oracle.tree));
+        let mut parser = Parser::new();
+        parser
+            .set_language(&tree_sitter_rust::LANGUAGE.into())
+            .unwrap();
+        let fresh = parser.parse(text, None).unwrap();
+        if !fresh.root_node().has_error() {
+            prop_assert_eq!(sexp(incremental), sexp(&fresh));
+            prop_assert_eq!(nodes(incremental), nodes(&fresh));
+        }
+        Ok(())
+    }
+
+    fn nodes(tree: &Tree) -> Vec<(u16, Range<usize>, Point, Point)> {
+        let mut out = Vec::new();
+        let mut cursor = tree.walk();
+        'walk: loop {
+            let node = cursor.node();
+            out.push((
+                node.kind_id(),
+                node.byte_range(),
+                node.start_position(),
+                node.end_position(),
+            ));
+            if cursor.goto_first_child() || cursor.goto_next_sibling() {
+                continue;
+            }
+            loop {
+                if !cursor.goto_parent() {
+                    break 'walk;
+                }
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn edits_through_sync_equal_edits_on_a_string(initial in proptest::collection::vec(piece(), 0..20), edits in edits()) {
+            let initial = initial.concat();
+            for enc in PositionEncoding::ALL {
+                let mut text = initial.clone();
+                let mut doc = Document::new(uri(), "rust", 0, &text, 0);
+                let mut oracle = StringTree::new(&text);
+                // The text before each change, by its sequence number (the history's base).
+                let mut texts = vec![text.clone()];
+                for (version, edit) in edits.iter().enumerate() {
+                    let chars = text.chars().count();
+                    let start = match edit.anchor { 0 => 0, 1 => chars, _ => snap(&text, edit.start.min(chars)) };
+                    let end = snap(&text, (start + edit.len).min(chars)).max(start);
+                    let range = lsp_range(&text, start, end, enc);
+                    let (bs, be) = (
+                        text.char_indices().nth(start).map_or(text.len(), |(b, _)| b),
+                        text.char_indices().nth(end).map_or(text.len(), |(b, _)| b),
+                    );
+                    let old = text.clone();
+                    texts.push(old.clone());
+                    text.replace_range(bs..be, &edit.text);
+                    oracle.edit(&old, bs..be, &edit.text, &text);
+                    oracle.reparse(&text);
+                    let seq = version as u64 + 1;
+                    doc.apply_changes(version as i32 + 1, &[TextDocumentContentChangeEvent {
+                        range: Some(range),
+                        range_length: None,
+                        text: edit.text.clone(),
+                    }], enc, seq, 300 * seq).unwrap();
+                    prop_assert_eq!(doc.rope().to_string(), text.clone(), "{:?} after {:?}", enc, edit);
+                    check_trees(&doc, &text, &oracle)?;
+                    // The history, recorded from the LSP ranges, replays to the same text.
+                    let base = doc.history().groups().next().map_or(&text, |g| &texts[g.first_seq as usize]);
+                    prop_assert_eq!(&replay(base, doc.history().groups()), &text);
+                }
+            }
+        }
+
+        #[test]
+        fn several_changes_in_one_notification_apply_in_order(edits in edits()) {
+            let mut text = String::from("fn main() {\r\n\tlet 😀 = 1;\n}\n");
+            let mut doc = Document::new(uri(), "rust", 0, &text, 0);
+            let mut oracle = StringTree::new(&text);
+            let mut changes = Vec::new();
+            for edit in &edits {
+                let chars = text.chars().count();
+                let start = snap(&text, edit.start.min(chars));
+                let end = snap(&text, (start + edit.len).min(chars)).max(start);
+                let range = lsp_range(&text, start, end, PositionEncoding::Utf16);
+                let (bs, be) = (
+                    text.char_indices().nth(start).map_or(text.len(), |(b, _)| b),
+                    text.char_indices().nth(end).map_or(text.len(), |(b, _)| b),
+                );
+                let old = text.clone();
+                text.replace_range(bs..be, &edit.text);
+                oracle.edit(&old, bs..be, &edit.text, &text);
+                changes.push(TextDocumentContentChangeEvent { range: Some(range), range_length: None, text: edit.text.clone() });
+            }
+            doc.apply_changes(1, &changes, PositionEncoding::Utf16, 1, 0).unwrap();
+            prop_assert_eq!(doc.rope().to_string(), text.clone());
+            oracle.reparse(&text);
+            check_trees(&doc, &text, &oracle)?;
+        }
+    }
+
+    #[test]
+    fn full_replacement_and_bad_ranges() {
+        let mut doc = Document::new(uri(), "rust", 0, "fn a() {}\n", 0);
+        let full = TextDocumentContentChangeEvent {
+            range: None,
+            range_length: None,
+            text: "struct S;\n".into(),
+        };
+        doc.apply_changes(1, &[full], PositionEncoding::Utf16, 1, 0)
+            .unwrap();
+        assert_eq!(doc.rope().to_string(), "struct S;\n");
+        assert_eq!(
+            sexp(doc.tree().unwrap()),
+            "(source_file (struct_item name: (type_identifier)))"
+        );
+        // A reversed range is refused and stops the sequence; the text is unchanged.
+        let reversed = TextDocumentContentChangeEvent {
+            range: Some(LspRange::new(
+                tower_lsp_server::ls_types::Position::new(0, 5),
+                tower_lsp_server::ls_types::Position::new(0, 1),
+            )),
+            range_length: None,
+            text: "x".into(),
+        };
+        assert!(doc
+            .apply_changes(2, &[reversed], PositionEncoding::Utf16, 2, 0)
+            .is_err());
+        assert_eq!(doc.rope().to_string(), "struct S;\n");
+        // Ranges past the end clamp to the end of the document.
+        let past = TextDocumentContentChangeEvent {
+            range: Some(LspRange::new(
+                tower_lsp_server::ls_types::Position::new(9, 0),
+                tower_lsp_server::ls_types::Position::new(12, 4),
+            )),
+            range_length: None,
+            text: "fn b() {}".into(),
+        };
+        doc.apply_changes(3, &[past], PositionEncoding::Utf16, 3, 0)
+            .unwrap();
+        assert_eq!(doc.rope().to_string(), "struct S;\nfn b() {}");
+        assert_eq!(doc.version(), 3);
+    }
+
+    #[test]
+    fn plain_text_and_oversized_documents_have_no_tree() {
+        let doc = Document::new(uri(), "markdown", 0, "# hi\n", 0);
+        assert!(doc.tree().is_none());
+        let big = "x".repeat(MAX_PARSED_BYTES + 1);
+        let mut doc = Document::new(uri(), "rust", 0, &big, 0);
+        assert!(doc.tree().is_none());
+        doc.apply_changes(
+            1,
+            &[TextDocumentContentChangeEvent {
+                range: None,
+                range_length: None,
+                text: "fn small() {}".into(),
+            }],
+            PositionEncoding::Utf8,
+            1,
+            0,
+        )
+        .unwrap();
+        assert!(doc.tree().is_some(), "back under the limit, parsed again");
+    }
+}

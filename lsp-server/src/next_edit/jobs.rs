@@ -1,0 +1,467 @@
+//! The next-edit jobs: at most one per document, started by a request, by an edit pause
+//! (`nextEdit.debounceMs`) or by an accepted suggestion, and kept until the document changes.
+//! A request for the text and cursor a job was started for waits on that job, or takes its
+//! result if it is done, instead of starting another; a job for other text or another cursor
+//! replaces it (the older one is cancelled through the same [`InFlight`] bookkeeping inline
+//! completions use).
+//!
+//! Cancellation is the completions': an edit of the document cancels its job at the sampler's
+//! next step, and so does `$/cancelRequest` of the request that started it, once nobody else
+//! waits on it. A precomputed job nobody waits on also gives way to an inline completion
+//! ([`NextEdits::yield_to_inline`]), which is what the user is looking at while typing.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::future::{BoxFuture, Shared};
+use futures::FutureExt;
+use redraft_context::edit::HistoryEdit;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
+use tower_lsp_server::ls_types::Uri;
+
+use crate::cancel::{InFlight, Ticket};
+use crate::config::Settings;
+use crate::document::Offer;
+use crate::documents::{Changed, Documents, Snapshots};
+use crate::log::Log;
+use crate::stream::JobStream;
+use crate::worker::{EditJob, JobError, NextEdit, Worker};
+
+/// Who started a job: a request waits on it; a precomputed one waits for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Request,
+    Precompute,
+}
+
+/// A job's answer, which every request for the same text and cursor shares.
+pub type Answer = Shared<BoxFuture<'static, Result<Arc<NextEdit>, JobError>>>;
+
+struct Entry {
+    /// Tells this entry from a later one for the same document.
+    key: u64,
+    edited_at: u64,
+    cursor: usize,
+    origin: Origin,
+    /// Requests awaiting the answer now.
+    waiters: usize,
+    answer: Answer,
+    /// Dropping the entry cancels the job if it is still running.
+    _ticket: Ticket,
+}
+
+impl Entry {
+    fn done(&self) -> bool {
+        self.answer.peek().is_some()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    jobs: HashMap<Uri, Entry>,
+    /// Edits per document: an answer computed before the count moved is stale.
+    edits: HashMap<Uri, u64>,
+    next_key: u64,
+    /// The id of the next edit last offered per document.
+    offers: HashMap<Uri, u64>,
+    /// Where an inline completion is showing: the document's text (`edited_at`) and line.
+    inline_shown: HashMap<Uri, (u64, usize)>,
+}
+
+/// The next-edit bookkeeping the server shares with its precompute task.
+pub struct NextEdits {
+    documents: Documents,
+    worker: Worker,
+    log: Log,
+    settings: Arc<Mutex<Settings>>,
+    in_flight: Arc<InFlight>,
+    /// The workspace folders: documents under one are named relative to it in the history.
+    roots: Mutex<Vec<PathBuf>>,
+    state: Mutex<State>,
+}
+
+/// Poisoning only says another handler panicked; the state is replaced whole, never left
+/// half-written.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl NextEdits {
+    pub fn new(
+        documents: Documents,
+        worker: Worker,
+        log: Log,
+        settings: Arc<Mutex<Settings>>,
+    ) -> Arc<NextEdits> {
+        Arc::new(NextEdits {
+            documents,
+            worker,
+            log,
+            settings,
+            in_flight: Arc::default(),
+            roots: Mutex::default(),
+            state: Mutex::default(),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    pub fn set_roots(&self, roots: Vec<PathBuf>) {
+        *lock(&self.roots) = roots;
+    }
+
+    /// How `uri` is named in the history: relative to the workspace folder holding it (as
+    /// `git diff` and the training data name files), else its path, else the URI.
+    pub fn path(&self, uri: &Uri) -> String {
+        display_path(uri, &lock(&self.roots))
+    }
+
+    /// Edits of `uri` so far; take it before the snapshot and compare after the answer.
+    pub fn edit_count(&self, uri: &Uri) -> u64 {
+        self.state().edits.get(uri).copied().unwrap_or(0)
+    }
+
+    /// `uri` changed: its job is stale (cancelled at its next step) and so is every answer on
+    /// the way.
+    pub fn edited(&self, uri: &Uri) {
+        let gone = {
+            let mut state = self.state();
+            *state.edits.entry(uri.clone()).or_default() += 1;
+            state.jobs.remove(uri)
+        };
+        // Dropped outside the lock: the ticket's drop takes the in-flight lock.
+        drop(gone);
+    }
+
+    pub fn closed(&self, uri: &Uri) {
+        self.edited(uri);
+        let mut state = self.state();
+        state.offers.remove(uri);
+        state.inline_shown.remove(uri);
+    }
+
+    /// Forgets every job and result (the settings or the model changed).
+    pub fn clear(&self) {
+        let gone = std::mem::take(&mut self.state().jobs);
+        drop(gone);
+    }
+
+    /// An inline completion is being asked for: precomputed next edits nobody waits on yet
+    /// stop, so the completion does not queue behind them on the worker.
+    pub fn yield_to_inline(&self) {
+        let gone: Vec<Entry> = {
+            let mut state = self.state();
+            let stale: Vec<Uri> = state
+                .jobs
+                .iter()
+                .filter(|(_, e)| e.origin == Origin::Precompute && e.waiters == 0 && !e.done())
+                .map(|(uri, _)| uri.clone())
+                .collect();
+            stale
+                .iter()
+                .filter_map(|uri| state.jobs.remove(uri))
+                .collect()
+        };
+        drop(gone);
+    }
+
+    /// An inline completion was answered on `line` of the text at `edited_at`; `shown`: with
+    /// something to show.
+    pub fn inline_answered(&self, uri: &Uri, edited_at: u64, line: usize, shown: bool) {
+        let mut state = self.state();
+        if shown {
+            state.inline_shown.insert(uri.clone(), (edited_at, line));
+        } else {
+            state.inline_shown.remove(uri);
+        }
+    }
+
+    /// The line of `uri` an inline completion is showing on, for the text at `edited_at`.
+    pub fn inline_line(&self, uri: &Uri, edited_at: u64) -> Option<usize> {
+        self.state()
+            .inline_shown
+            .get(uri)
+            .filter(|(at, _)| *at == edited_at)
+            .map(|(_, line)| *line)
+    }
+
+    /// Remembers that `text` in place of `range` of the text at `edited_at` was offered; the
+    /// document owner marks the change that applies it as accepted. Returns the offer's id.
+    pub fn offer(
+        &self,
+        uri: &Uri,
+        edited_at: u64,
+        range: std::ops::Range<usize>,
+        text: String,
+    ) -> u64 {
+        let id = {
+            let mut state = self.state();
+            state.next_key += 1;
+            let id = state.next_key;
+            state.offers.insert(uri.clone(), id);
+            id
+        };
+        self.documents.offer(
+            uri.clone(),
+            Offer {
+                id,
+                edited_at,
+                range,
+                text,
+            },
+        );
+        id
+    }
+
+    /// The document whose offer `id` was, if it is still the latest offered there.
+    pub fn offered(&self, id: u64) -> Option<Uri> {
+        self.state()
+            .offers
+            .iter()
+            .find(|(_, offered)| **offered == id)
+            .map(|(uri, _)| uri.clone())
+    }
+
+    /// The job for `snapshots` at byte `cursor`: the one already under way or done for the
+    /// same text and cursor, else a new one (replacing any other job of the document). A
+    /// request gets a [`Waiter`] to hold while it waits; `stream` only serves a new job.
+    pub fn job(
+        self: &Arc<Self>,
+        snapshots: Snapshots,
+        cursor: usize,
+        origin: Origin,
+        stream: Option<JobStream>,
+    ) -> (Answer, Option<Waiter>) {
+        let uri = snapshots.document.uri.clone();
+        let edited_at = snapshots.document.edited_at;
+        let mut state = self.state();
+        let key = match state.jobs.get_mut(&uri) {
+            Some(entry) if entry.edited_at == edited_at && entry.cursor == cursor => {
+                if origin == Origin::Request {
+                    entry.waiters += 1;
+                }
+                self.log.debug(|| {
+                    format!(
+                        "{} v{}: {} joins the {} next-edit job",
+                        uri.as_str(),
+                        snapshots.document.version,
+                        match origin {
+                            Origin::Request => "the request",
+                            Origin::Precompute => "precomputing",
+                        },
+                        if entry.done() { "finished" } else { "running" }
+                    )
+                });
+                let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, entry.key));
+                return (entry.answer.clone(), waiter);
+            }
+            _ => {
+                state.next_key += 1;
+                state.next_key
+            }
+        };
+        let ticket = self.in_flight.begin(&uri);
+        let history: Vec<HistoryEdit> = snapshots
+            .history
+            .iter()
+            .map(|(uri, group)| group.to_history(&self.path(uri)))
+            .collect();
+        let settings = lock(&self.settings).clone();
+        let reply = self.worker.submit_edit(EditJob {
+            path: self.path(&uri),
+            document: snapshots.document,
+            cursor,
+            history,
+            settings,
+            cancel: ticket.token().flag(),
+            stream,
+        });
+        let answer: Answer = async move {
+            reply
+                .await
+                .unwrap_or_else(|_| Err(JobError::Failed("the inference worker is gone".into())))
+                .map(Arc::new)
+        }
+        .boxed()
+        .shared();
+        let replaced = state.jobs.insert(
+            uri.clone(),
+            Entry {
+                key,
+                edited_at,
+                cursor,
+                origin,
+                waiters: usize::from(origin == Origin::Request),
+                answer: answer.clone(),
+                _ticket: ticket,
+            },
+        );
+        drop(state);
+        drop(replaced);
+        let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, key));
+        (answer, waiter)
+    }
+
+    fn waiter(self: &Arc<Self>, uri: &Uri, key: u64) -> Waiter {
+        Waiter {
+            edits: self.clone(),
+            uri: uri.clone(),
+            key,
+        }
+    }
+
+    /// Computes the next edit of `uri` ahead of a request, at the end of its last change.
+    pub async fn precompute(self: &Arc<Self>, uri: Uri, why: &str) {
+        let settings = lock(&self.settings).clone();
+        if !settings.next_edit.enabled {
+            return;
+        }
+        let Ok(Some(snapshots)) = self.documents.snapshot(uri.clone(), true).await else {
+            return;
+        };
+        let document = &snapshots.document;
+        let Some(cursor) = document.last_edit_end else {
+            return;
+        };
+        if !settings.enabled_for(&document.language_id) {
+            return;
+        }
+        let version = document.version;
+        let (answer, _) = self.job(snapshots, cursor, Origin::Precompute, None);
+        self.log
+            .debug(|| format!("{} v{version}: next edit precomputed ({why})", uri.as_str()));
+        // Driven to the end here, so a request finds it done (and `yield_to_inline` sees that).
+        let log = self.log.clone();
+        tokio::spawn(async move {
+            if let Ok(next) = answer.await {
+                log.debug(|| {
+                    format!(
+                        "{} v{version}: precomputed next edit ready, {} edit(s)",
+                        uri.as_str(),
+                        next.edits.len()
+                    )
+                });
+            }
+        });
+    }
+
+    /// Precomputes next edits as the document owner reports changes: after `debounceMs`
+    /// without another change of the same document, or at once after an accepted suggestion.
+    /// Runs until the owner is gone.
+    pub async fn precompute_on_changes(self: Arc<Self>, mut changed: UnboundedReceiver<Changed>) {
+        let mut due: HashMap<Uri, (Instant, &'static str)> = HashMap::new();
+        loop {
+            let next = due.values().map(|(at, _)| *at).min();
+            tokio::select! {
+                change = changed.recv() => {
+                    let Some(Changed { uri, accepted }) = change else {
+                        return;
+                    };
+                    let settings = lock(&self.settings).next_edit.clone();
+                    let now = Instant::now();
+                    match (settings.enabled, accepted, settings.debounce_ms) {
+                        (false, _, _) | (true, None, 0) => {
+                            due.remove(&uri);
+                        }
+                        (true, Some(_), _) => {
+                            due.insert(uri, (now, "after an accepted suggestion"));
+                        }
+                        (true, None, ms) => {
+                            due.insert(uri, (now + Duration::from_millis(ms), "after an edit pause"));
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                    let now = Instant::now();
+                    let ready: Vec<(Uri, &'static str)> = due
+                        .iter()
+                        .filter(|(_, (at, _))| *at <= now)
+                        .map(|(uri, (_, why))| (uri.clone(), *why))
+                        .collect();
+                    for (uri, why) in ready {
+                        due.remove(&uri);
+                        let edits = self.clone();
+                        tokio::spawn(async move { edits.precompute(uri, why).await });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A request's hold on the job it waits for: when the last request lets go of a job a request
+/// started before it is done (`$/cancelRequest` dropped the handler), the job stops, as an
+/// inline completion's would.
+pub struct Waiter {
+    edits: Arc<NextEdits>,
+    uri: Uri,
+    key: u64,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let gone = {
+            let mut state = self.edits.state();
+            let Some(entry) = state.jobs.get_mut(&self.uri).filter(|e| e.key == self.key) else {
+                return;
+            };
+            entry.waiters = entry.waiters.saturating_sub(1);
+            if entry.waiters == 0 && entry.origin == Origin::Request && !entry.done() {
+                state.jobs.remove(&self.uri)
+            } else {
+                None
+            }
+        };
+        drop(gone);
+    }
+}
+
+/// `uri`'s name: its path relative to the first of `roots` holding it, else its path, else the
+/// URI itself.
+pub fn display_path(uri: &Uri, roots: &[PathBuf]) -> String {
+    let path = (uri.scheme().as_str() == "file")
+        .then(|| uri.to_file_path())
+        .flatten();
+    let Some(path) = path else {
+        return uri.as_str().to_string();
+    };
+    let relative = roots
+        .iter()
+        .find_map(|root| path.strip_prefix(root).ok())
+        .filter(|rest| !rest.as_os_str().is_empty());
+    relative.unwrap_or(Path::new(&*path)).display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_are_named_relative_to_their_workspace_folder() {
+        let uri = |s: &str| -> Uri { s.parse().unwrap() };
+        let roots = vec![PathBuf::from("/work/other"), PathBuf::from("/work/demo")];
+        assert_eq!(
+            display_path(&uri("file:///work/demo/src/lib.rs"), &roots),
+            "src/lib.rs"
+        );
+        assert_eq!(
+            display_path(&uri("file:///elsewhere/main.rs"), &roots),
+            "/elsewhere/main.rs"
+        );
+        assert_eq!(
+            display_path(&uri("untitled:Untitled-1"), &roots),
+            "untitled:Untitled-1"
+        );
+        assert_eq!(
+            display_path(&uri("file:///work/demo/caf%C3%A9.rs"), &roots),
+            "café.rs"
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! One job through the suggestion pipelines (`redraft_suggest::fim` and `::edit`), as any loop
+//! runs it: the document and cursor in, the answer the HTTP side formats out (stop strings
+//! applied, tokens counted, a next edit's rewrite cut to the client's region).
+
+use std::ops::Range;
+use std::time::Duration;
+
+use redraft_context::edit::{EditBudget, EditSuggestion};
+use redraft_context::Source;
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
+use redraft_engine::{Completion, Engine};
+use redraft_suggest::edit::{next_edit, EditInput, EditOutcome};
+use redraft_suggest::fim::{self, Prepared};
+
+use super::{
+    Answer, Draft, EditAnswer, EditWork, FimAnswer, FimChoice, FimWork, FinishReason, Job, JobError,
+};
+use crate::metrics::Metrics;
+
+/// The raw middle of `view` so far ([`Engine::draft`]: committed text, a mask glyph per masked
+/// slot, nothing past the end); and how many slots are masked.
+pub fn draft_text(engine: &Engine, view: &CanvasView) -> (String, usize) {
+    let draft = engine.draft(view);
+    (draft.text, draft.masked)
+}
+
+/// The engine's error as the job's: a request this model cannot run is the client's (422),
+/// anything else ours.
+pub fn job_error(err: redraft_engine::Error) -> JobError {
+    match err {
+        redraft_engine::Error::Cancelled => JobError::Cancelled,
+        redraft_engine::Error::InvalidRequest(message) => JobError::Invalid(message),
+        other => JobError::Failed(format!("{other:#}")),
+    }
+}
+
+/// Runs `body` with the job's controls: its cancel flag, deadline, draft stream and the
+/// testing delay.
+fn with_controls<T>(
+    engine: &Engine,
+    job: &Job,
+    delay: Option<Duration>,
+    body: impl FnOnce(Controls<'_>) -> T,
+) -> T {
+    let drafts = job.drafts.as_ref();
+    let mut on_step = |step: &DenoiseStep| {
+        if let (Some(tx), Some(view)) = (drafts, step.canvases.first()) {
+            let (text, masked) = draft_text(engine, view);
+            let _ = tx.send(Draft {
+                step: step.step,
+                text,
+                masked,
+                slots: view.slots.len(),
+            });
+        }
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
+    };
+    let watched = drafts.is_some() || delay.is_some();
+    body(Controls {
+        cancel: Some(&job.cancel),
+        deadline: job.deadline,
+        on_step: watched.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
+        stop: None,
+    })
+}
+
+/// `text` cut before the first of `stop` (empty strings ignored); whether it was cut.
+pub fn cut_at_stop(text: &str, stop: &[String]) -> (String, bool) {
+    let first = stop
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s.as_str()))
+        .min();
+    match first {
+        Some(at) => (text[..at].to_string(), true),
+        None => (text.to_string(), false),
+    }
+}
+
+/// A FIM job alone: [`fim::prepare`], [`fim::run`], then [`finish_fim`].
+pub fn fim_job(
+    engine: &Engine,
+    cache: &mut KvCache,
+    job: &Job,
+    work: &FimWork,
+    delay: Option<Duration>,
+    metrics: &Metrics,
+) -> Result<Answer, JobError> {
+    let source = work.source();
+    let prepared = fim::prepare(engine, &source, &work.neighbours, &work.options);
+    let completions = with_controls(engine, job, delay, |controls| {
+        fim::run(engine, &prepared, cache, controls)
+    })
+    .map_err(job_error)?;
+    if let Some(first) = completions.first() {
+        let slots: usize = completions.iter().map(|c| c.slots).sum();
+        metrics.model_calls(first.forwards, completions.len(), slots);
+        metrics.passes(first.full_passes, first.window_passes, first.edit_passes);
+    }
+    Ok(Answer::Fim(finish_fim(
+        engine,
+        &prepared,
+        &completions,
+        work,
+        metrics,
+    )))
+}
+
+/// The answer from a FIM job's completions (one per candidate length, in the order of
+/// `prepared.lengths`): [`fim::finish`] per candidate, stop strings, finish reasons, counts.
+pub fn finish_fim(
+    engine: &Engine,
+    prepared: &Prepared,
+    completions: &[Completion],
+    work: &FimWork,
+    metrics: &Metrics,
+) -> FimAnswer {
+    if let Some(first) = completions.first() {
+        let slots: usize = completions.iter().map(|c| c.slots).sum();
+        metrics
+            .tokens_per_forward
+            .observe(slots as f64 / first.forwards.max(1) as f64);
+    }
+    let mut completion_tokens = 0;
+    let choices = completions
+        .iter()
+        .map(|completion| {
+            let finished = fim::finish(std::iter::once(completion.middle.as_str()), &prepared.plan)
+                .into_iter()
+                .next()
+                .unwrap_or_default();
+            let (text, stopped) = cut_at_stop(&finished, &work.stop);
+            // The context layer cutting the middle at its unit is a stop too.
+            let cut = finished.len() < completion.middle.len();
+            completion_tokens += engine.tokenizer().encode(&text).map_or(0, |ids| ids.len());
+            FimChoice {
+                text,
+                finish_reason: if stopped || cut || completion.ended_by_eos || completion.stopped {
+                    FinishReason::Stop
+                } else {
+                    FinishReason::Length
+                },
+            }
+        })
+        .collect();
+    let (prefix_tokens, suffix_tokens) = completions
+        .first()
+        .map_or((0, 0), |c| (c.prefix_tokens, c.suffix_tokens));
+    FimAnswer {
+        choices,
+        prompt_tokens: prefix_tokens + suffix_tokens,
+        completion_tokens,
+    }
+}
+
+/// What the next-edit pipeline takes for `work`.
+pub fn edit_input(work: &EditWork) -> EditInput<'_> {
+    EditInput {
+        source: Source {
+            text: &work.document,
+            cursor: work.cursor,
+            language: work.language,
+            tree: None,
+        },
+        path: &work.path,
+        history: &work.history,
+    }
+}
+
+/// The next-edit budget of `engine`'s model.
+pub fn edit_budget(engine: &Engine) -> EditBudget {
+    EditBudget::for_positions(engine.model().config().max_position_embeddings)
+}
+
+/// A next-edit job alone, through [`next_edit`], then [`finish_edit`].
+pub fn edit_job(
+    engine: &Engine,
+    cache: &mut KvCache,
+    job: &Job,
+    work: &EditWork,
+    delay: Option<Duration>,
+    metrics: &Metrics,
+) -> Result<Answer, JobError> {
+    let budget = edit_budget(engine);
+    let outcome = with_controls(engine, job, delay, |controls| {
+        next_edit(
+            engine,
+            &edit_input(work),
+            &budget,
+            work.sampler.clone(),
+            cache,
+            controls,
+        )
+    })
+    .map_err(job_error)?;
+    let c = &outcome.completion;
+    metrics.model_calls(c.forwards, 1, c.slots);
+    metrics.passes(c.full_passes, c.window_passes, c.edit_passes);
+    Ok(Answer::Edit(finish_edit(engine, work, &outcome, metrics)))
+}
+
+/// The answer from a next edit's outcome: its rewrite cut to the client's region.
+pub fn finish_edit(
+    engine: &Engine,
+    work: &EditWork,
+    outcome: &EditOutcome,
+    metrics: &Metrics,
+) -> EditAnswer {
+    let c = &outcome.completion;
+    metrics
+        .tokens_per_forward
+        .observe(c.slots as f64 / c.forwards.max(1) as f64);
+    let (new_region, changed) =
+        rewrite_region(&work.document, &outcome.suggestion, work.region.clone());
+    EditAnswer {
+        completion_tokens: if changed {
+            engine
+                .tokenizer()
+                .encode(&new_region)
+                .map_or(0, |ids| ids.len())
+        } else {
+            0
+        },
+        new_region,
+        changed,
+        prompt_tokens: c.prefix_tokens + c.suffix_tokens,
+    }
+}
+
+/// `text[region]` with the edits of `suggestion` that lie inside it applied (the client diffs
+/// only its region; an edit reaching outside it is left out); whether any was.
+pub fn rewrite_region(
+    text: &str,
+    suggestion: &EditSuggestion,
+    region: Range<usize>,
+) -> (String, bool) {
+    let mut out = String::new();
+    let mut at = region.start;
+    let mut changed = false;
+    for edit in &suggestion.edits {
+        if edit.range.start < at || edit.range.end > region.end {
+            continue;
+        }
+        out.push_str(&text[at..edit.range.start]);
+        out.push_str(&edit.new_text);
+        at = edit.range.end;
+        changed = true;
+    }
+    out.push_str(&text[at..region.end]);
+    (out, changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use redraft_context::edit::TextEdit;
+
+    use super::*;
+
+    #[test]
+    fn stop_strings_cut_at_the_first_of_any() {
+        let stop = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            cut_at_stop("a + b\n\nfn c()", &stop(&["\n\n", "fn"])),
+            ("a + b".into(), true)
+        );
+        assert_eq!(
+            cut_at_stop("a + b", &stop(&["", "}"])),
+            ("a + b".into(), false)
+        );
+        assert_eq!(
+            cut_at_stop("x<|endoftext|>", &stop(&["<|endoftext|>"])).0,
+            "x"
+        );
+    }
+
+    #[test]
+    fn a_rewrite_is_cut_to_the_clients_region() {
+        let text = "aaa\nbbb\nccc\n";
+        let edit = |range: Range<usize>, new: &str| TextEdit {
+            range,
+            new_text: new.into(),
+        };
+        let suggestion = EditSuggestion {
+            edits: vec![edit(1..2, "X"), edit(4..7, "BBB"), edit(9..10, "Y")],
+            jump: None,
+        };
+        // Region = the second line: only the edit inside it is applied.
+        assert_eq!(
+            rewrite_region(text, &suggestion, 4..8),
+            ("BBB\n".into(), true)
+        );
+        assert_eq!(
+            rewrite_region(text, &suggestion, 0..text.len()),
+            ("aXa\nBBB\ncYc\n".into(), true)
+        );
+        assert_eq!(
+            rewrite_region(text, &EditSuggestion::default(), 4..8),
+            ("bbb\n".into(), false)
+        );
+    }
+}
