@@ -1,6 +1,7 @@
 //! `redraft complete` end to end: the real binary on a small random-weight checkpoint (the
 //! parity fixture's weights with a tokenizer trained here), so every path from files to printed
-//! middle runs.
+//! middle runs. And what `redraft` does with a developer command (`train`, `eval`, `bench`,
+//! `score`): it hands it to `redraft-lab`.
 
 use redraft_engine::tokenizer::Tokenizer;
 
@@ -423,4 +424,63 @@ fn next_edit_refuses_a_cursor_inside_a_character_and_bad_history() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("edit history"));
+}
+
+/// A copy of `redraft` alone in a fresh directory (so no `redraft-lab` of the build is beside
+/// it), with `lab` (a shell script body) as the `redraft-lab` next to it if given.
+fn lone_redraft(lab: Option<&str>) -> (tempfile::TempDir, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("redraft");
+    std::fs::copy(redraft_tests::cli::redraft_binary(), &exe).unwrap();
+    if let Some(body) = lab {
+        let script = dir.path().join("redraft-lab");
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (dir, exe)
+}
+
+#[test]
+fn developer_commands_are_handed_to_redraft_lab_with_their_arguments_and_status() {
+    let (dir, exe) = lone_redraft(Some(r#"echo "lab got: $*"; exit 3"#));
+    let out = std::process::Command::new(&exe)
+        .args(["eval", "--bench", "x y", "--json"])
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "the lab's status comes back");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "lab got: eval --bench x y --json\n"
+    );
+    drop(dir);
+}
+
+#[test]
+fn a_developer_command_without_redraft_lab_says_how_to_get_it() {
+    let (_dir, exe) = lone_redraft(None);
+    let out = std::process::Command::new(&exe)
+        .args(["train", "--corpus", "c"])
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("redraft-lab") && stderr.contains("cargo build --release -p redraft-lab"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unknown_command_is_an_error_naming_the_commands() {
+    let out = redraft(&["frobnicate"], "");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown command `frobnicate`")
+            && stderr.contains("complete, lsp, serve and convert"),
+        "{stderr}"
+    );
 }
