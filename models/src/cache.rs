@@ -10,6 +10,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -98,10 +99,13 @@ impl RepoCache {
         let path = self.dir().join("refs").join(revision);
         let parent = path.parent().unwrap_or(&path).to_path_buf();
         std::fs::create_dir_all(&parent).map_err(|e| Error::io("create", &parent, e))?;
+        // Unique per process and call: two threads of one process may write the same ref.
+        static WRITES: AtomicU64 = AtomicU64::new(0);
         let temp = parent.join(format!(
-            ".{}.{}.tmp",
+            ".{}.{}-{}.tmp",
             path.file_name().and_then(|n| n.to_str()).unwrap_or("ref"),
-            std::process::id()
+            std::process::id(),
+            WRITES.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::write(&temp, commit).map_err(|e| Error::io("write", &temp, e))?;
         std::fs::rename(&temp, &path).map_err(|e| Error::io("write", &path, e))
@@ -175,7 +179,12 @@ pub fn repo_of_folder(folder: &str) -> Option<String> {
 /// Every file under `dir` that exists (a dangling symlink does not), as `/`-separated paths
 /// relative to `dir`, sorted.
 pub fn files_in(dir: &Path) -> Vec<String> {
-    fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>) {
+    // Deep enough for any repository; a symlinked directory loop stops here.
+    const MAX_DEPTH: usize = 16;
+    fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -190,14 +199,14 @@ pub fn files_in(dir: &Path) -> Vec<String> {
                 format!("{prefix}/{name}")
             };
             match std::fs::metadata(&path) {
-                Ok(meta) if meta.is_dir() => walk(&path, &relative, out),
+                Ok(meta) if meta.is_dir() => walk(&path, &relative, out, depth + 1),
                 Ok(_) => out.push(relative),
                 Err(_) => {}
             }
         }
     }
     let mut out = Vec::new();
-    walk(dir, "", &mut out);
+    walk(dir, "", &mut out, 0);
     out.sort_unstable();
     out
 }

@@ -1,19 +1,5 @@
-//! One blob's download into the cache: locked, resumable, verified, placed atomically.
-//!
-//! 1. **Lock**: `.locks/models--ORG--REPO/<etag>.lock` is locked exclusively (`flock`, as
-//!    huggingface_hub's `filelock` does) for the whole download; a second process or thread
-//!    waits, then finds the blob in place and returns at once.
-//! 2. **Resume**: bytes gather in `blobs/<etag>.incomplete`. A download that finds one asks
-//!    for the rest with `Range: bytes=N-` and appends; a server that answers 200 instead of
-//!    206 sends the whole file, so the partial file is truncated and filled from the start. A
-//!    connection that breaks mid-way is resumed the same way, a few times, before giving up
-//!    (the partial file stays for the next run).
-//! 3. **Verify**: for an LFS file (its ETag is a sha256) the sha256 of the bytes is computed
-//!    as they are written, over the resumed prefix too, and compared before the file enters
-//!    the cache; a mismatch, or more bytes than the Hub announced, deletes the partial file.
-//! 4. **Place**: only a verified file is renamed to `blobs/<etag>` (a rename within one
-//!    directory is atomic), and only then does the snapshot link get made; a killed download
-//!    leaves at most the `.incomplete` file, which nothing loads.
+//! One blob's download into the cache: locked, resumable, verified, placed atomically (the
+//! crate doc's "Downloads" says how).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -1,6 +1,38 @@
 //! Model names turned into local files, the way llama.cpp's `-hf`, Ollama and huggingface_hub
 //! do it, sharing their caches.
 //!
+//! # API
+//!
+//! - [`Resolver::new`]`(`[`Settings`]`)` / [`Resolver::from_env`]: one resolver per settings;
+//!   its HTTP client is made on first use, so cached names never make one.
+//! - [`Resolver::resolve`]`(name, progress)` -> [`ResolvedModel`] `{ path, format }`: the
+//!   cache first, the Hub for what is missing (unless offline).
+//! - [`Resolver::pull`]`(name, progress)`: asks the Hub where the revision is now, even when
+//!   the cache has an older commit (for `redraft pull`).
+//! - [`Resolver::list_local`]`()` -> [`LocalModel`]s `{ name, format, size, path }`: the Hub
+//!   cache's snapshots and Ollama's models, each under a name that resolves back to it.
+//! - [`ModelName::parse`]: names without resolving them (for validating settings).
+//! - [`Progress`] (`start(file, total)`, `advance(bytes)`, `finish()`): implemented by
+//!   [`TerminalProgress`] (a bar on a terminal, plain lines otherwise, on stderr) and
+//!   [`NoProgress`]; the LSP server implements it with `$/progress`.
+//! - [`Error`]: every failure, with a message that says what to do next; [`Result`].
+//! - [`resolve`] and [`list_local`]: the same with [`Settings::from_env`].
+//!
+//! Blocking: call it from a plain thread or `spawn_blocking`, never on an async runtime's
+//! worker (reqwest's blocking client refuses to be made or dropped there).
+//!
+//! ```no_run
+//! use redraft_models::{Resolver, TerminalProgress};
+//!
+//! let resolver = Resolver::from_env();
+//! let model = resolver.resolve("hf:bartowski/Qwen2.5-Coder-0.5B-GGUF:Q4_K_M", &mut TerminalProgress::new())?;
+//! println!("{} ({:?})", model.path.display(), model.format);
+//! for local in resolver.list_local() {
+//!     println!("{}\t{}", local.name, local.path.display());
+//! }
+//! # Ok::<(), redraft_models::Error>(())
+//! ```
+//!
 //! # Names
 //!
 //! | name | resolves to |
@@ -14,23 +46,59 @@
 //!
 //! A `redraft.json` beside a GGUF in its repository is fetched too (the engine reads it there).
 //!
-//! # Cache and environment
+//! # Environment
 //!
-//! Downloads go to the Hugging Face hub cache in huggingface_hub's own layout (see
-//! [`cache`](crate::cache) for the tree), so a model fetched by transformers, `hf download` or
-//! llama.cpp is found here with no request at all when its revision's `refs/` entry exists
-//! and the snapshot has every needed file, and what redraft fetches is theirs too.
-//! [`Settings::from_env`] reads `HF_HUB_CACHE` / `HF_HOME`, `HF_ENDPOINT`, `HF_TOKEN` (or the
-//! token file `hf auth login` writes; sent only to the endpoint, and redacted from every
-//! `Debug`), `HF_HUB_OFFLINE` (cache only; a missing file is an error naming it) and
-//! `OLLAMA_MODELS`.
+//! [`Settings::from_env`] reads what huggingface_hub and Ollama read: `HF_HUB_CACHE` /
+//! `HF_HOME` (the cache), `HF_ENDPOINT`, `HF_TOKEN` (or the token file `hf auth login` writes;
+//! sent only to the endpoint's origin, never to the CDN it redirects to, and redacted from
+//! every `Debug`: [`HfToken`]), `HF_HUB_OFFLINE` (cache only: a missing file is an error
+//! naming it and the repository and revision) and `OLLAMA_MODELS`.
+//!
+//! # The Hub cache
+//!
+//! Downloads go to the Hugging Face hub cache in huggingface_hub's own layout, so a model
+//! fetched by transformers, `hf download` or llama.cpp is found here, with no request at all
+//! when its revision's ref exists and the snapshot has every needed file, and what redraft
+//! fetches is theirs too:
+//!
+//! ```text
+//! <cache>/models--ORG--REPO/blobs/<etag>                 file contents, named by ETag (the
+//!                                                        sha256 for LFS files, the git blob sha
+//!                                                        for small ones)
+//! <cache>/models--ORG--REPO/blobs/<etag>.incomplete      a download in progress
+//! <cache>/models--ORG--REPO/snapshots/<commit>/<path>    relative symlink to ../../blobs/<etag>
+//! <cache>/models--ORG--REPO/refs/<revision>              the commit the revision was at
+//! <cache>/.locks/models--ORG--REPO/<etag>.lock           held while the blob downloads
+//! ```
+//!
+//! The Hub is asked three things: `GET {endpoint}/api/models/{repo}/revision/{rev}` (the
+//! commit and the file list), `HEAD {endpoint}/{repo}/resolve/{commit}/{path}` for each missing
+//! file (its `X-Linked-Etag` or `ETag`, `X-Linked-Size`, and the CDN location when the answer
+//! is a redirect, whose own headers count), and a `GET` of that location.
+//!
+//! # Downloads
+//!
+//! - **Lock**: the blob's lock file is locked exclusively (`flock`, as huggingface_hub's
+//!   `filelock` does, so the two tools exclude each other) for the whole download; a second
+//!   process or thread waits, then finds the blob in place and fetches nothing.
+//! - **Resume**: bytes gather in `blobs/<etag>.incomplete` (huggingface_hub's name). A
+//!   download that finds one asks for the rest with `Range: bytes=N-` and appends; a server
+//!   that answers 200 instead of 206 sends the whole file, so the partial file is emptied
+//!   first. A connection that breaks mid-way is resumed the same way a few times before the
+//!   error, and the partial file stays for the next run.
+//! - **Verify**: for an LFS file (its ETag is a sha256), the sha256 is computed while writing,
+//!   over the resumed prefix too, and compared before the file enters the cache; a mismatch,
+//!   or more bytes than the Hub announced, deletes the partial file and names the file in the
+//!   error.
+//! - **Place**: only a verified file is renamed to `blobs/<etag>` (atomic within a directory),
+//!   and only then is the snapshot link made, and `refs/<revision>` written once every file is
+//!   in place; a killed download leaves at most the `.incomplete` file, which nothing loads.
 //!
 //! Only safetensors, GGUF, JSON and tokenizer files (`tokenizer.model`, `*.txt`) are ever
 //! downloaded. Pickled weights (`*.bin`, `*.pt`, `*.pth`, `*.pkl`, `*.ckpt`) are refused
 //! because unpickling can execute code, and code files (`*.py`, ...) because nothing from a
-//! model repository is ever executed.
-//!
-//! Each download is locked, resumable, verified and placed atomically; [`download`] says how.
+//! model repository is ever executed; a checkpoint with only pickled weights is an error that
+//! says so. Paths the server names are checked to stay inside the snapshot.
 //!
 //! # Why not the `hf-hub` crate
 //!
@@ -39,25 +107,8 @@
 //! rustls on ring) and on `hf-xet`'s large tree; its plain-HTTP download neither resumes a
 //! partial blob with a `Range` request nor checks the sha256 of what it wrote before moving it
 //! into the cache, and it has no file-kind policy or offline switch of its own. The protocol
-//! needed here is three HTTP calls (see [`hub`](crate::hub)), so this crate speaks it with
-//! the workspace's reqwest (blocking, rustls on ring) and `sha2`.
-//!
-//! # API
-//!
-//! Blocking: call it from a plain thread or `spawn_blocking`, never on an async runtime's
-//! worker (reqwest's blocking client refuses to run there).
-//!
-//! ```no_run
-//! use redraft_models::{Resolver, TerminalProgress};
-//!
-//! let resolver = Resolver::from_env();
-//! let model = resolver.resolve("hf:bartowski/Qwen2.5-Coder-0.5B-GGUF:Q4_K_M", &mut TerminalProgress::new())?;
-//! println!("{} ({:?})", model.path.display(), model.format);
-//! for local in resolver.list_local() {
-//!     println!("{}\t{}", local.name, local.path.display());
-//! }
-//! # Ok::<(), redraft_models::Error>(())
-//! ```
+//! needed here is the three calls above, so this crate speaks it with the workspace's reqwest
+//! (blocking, rustls on ring) and `sha2`.
 
 mod cache;
 mod download;

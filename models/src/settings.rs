@@ -30,13 +30,14 @@ impl Settings {
 
     /// Builds the settings from a variable lookup, the way huggingface_hub and Ollama do:
     ///
-    /// - cache: `HF_HUB_CACHE`, else `HF_HOME/hub`, else `XDG_CACHE_HOME/huggingface/hub`, else
-    ///   `~/.cache/huggingface/hub`;
+    /// - cache: `HF_HUB_CACHE` (or the older `HUGGINGFACE_HUB_CACHE`), else `HF_HOME/hub`, else
+    ///   `XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`;
     /// - `HF_ENDPOINT`, default [`DEFAULT_ENDPOINT`];
-    /// - token: `HF_TOKEN`, else the file `HF_TOKEN_PATH`, else `HF_HOME/token` (where
-    ///   `hf auth login` / `huggingface-cli login` writes it);
+    /// - token: `HF_TOKEN` (or the older `HUGGING_FACE_HUB_TOKEN`), else the file
+    ///   `HF_TOKEN_PATH`, else `HF_HOME/token` (where `hf auth login` writes it);
     /// - `HF_HUB_OFFLINE` set to `1`, `true`, `yes` or `on`;
-    /// - Ollama: `OLLAMA_MODELS`, else `~/.ollama/models`.
+    /// - Ollama: `OLLAMA_MODELS`, else `~/.ollama/models` (on Linux, when that does not exist
+    ///   and the system service's `/usr/share/ollama/.ollama/models` does, that one).
     pub fn from_vars(var: impl Fn(&str) -> Option<PathBuf>) -> Settings {
         let nonempty = |key: &str| var(key).filter(|v| !v.as_os_str().is_empty());
         let home = nonempty("HOME")
@@ -47,11 +48,14 @@ impl Settings {
                 .unwrap_or_else(|| home.join(".cache"))
                 .join("huggingface")
         });
-        let hub_cache = nonempty("HF_HUB_CACHE").unwrap_or_else(|| hf_home.join("hub"));
+        let hub_cache = nonempty("HF_HUB_CACHE")
+            .or_else(|| nonempty("HUGGINGFACE_HUB_CACHE"))
+            .unwrap_or_else(|| hf_home.join("hub"));
         let endpoint = nonempty("HF_ENDPOINT")
             .map(|p| p.to_string_lossy().trim_end_matches('/').to_string())
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
         let token = nonempty("HF_TOKEN")
+            .or_else(|| nonempty("HUGGING_FACE_HUB_TOKEN"))
             .and_then(|t| HfToken::new(&t.to_string_lossy()))
             .or_else(|| {
                 let file = nonempty("HF_TOKEN_PATH").unwrap_or_else(|| hf_home.join("token"));
@@ -64,8 +68,17 @@ impl Settings {
                 "1" | "true" | "yes" | "on"
             )
         });
-        let ollama_models =
-            nonempty("OLLAMA_MODELS").unwrap_or_else(|| home.join(".ollama").join("models"));
+        let ollama_models = nonempty("OLLAMA_MODELS").unwrap_or_else(|| {
+            let own = home.join(".ollama").join("models");
+            // Linux's install script runs `ollama serve` as the `ollama` user, whose home this
+            // is; `ollama pull` stores there unless the user runs the server themselves.
+            let service = PathBuf::from("/usr/share/ollama/.ollama/models");
+            if cfg!(target_os = "linux") && !own.exists() && service.exists() {
+                service
+            } else {
+                own
+            }
+        });
         Settings {
             hub_cache,
             endpoint,
@@ -133,14 +146,21 @@ mod tests {
         assert_eq!(settings(&hf_home).hub_cache, PathBuf::from("/hf/hub"));
         let hub = [("HF_HOME", "/hf"), ("HF_HUB_CACHE", "/c")];
         assert_eq!(settings(&hub).hub_cache, PathBuf::from("/c"));
+        let legacy = [("HF_HOME", "/hf"), ("HUGGINGFACE_HUB_CACHE", "/old")];
+        assert_eq!(settings(&legacy).hub_cache, PathBuf::from("/old"));
     }
 
     #[test]
     fn endpoint_offline_and_ollama_store() {
-        let s = settings(&[("HOME", "/home/u")]);
+        // A home with its own store (else a machine with Ollama's Linux service store would
+        // get that one).
+        let home = tempfile::tempdir().unwrap();
+        let own = home.path().join(".ollama/models");
+        std::fs::create_dir_all(&own).unwrap();
+        let s = settings(&[("HOME", home.path().to_str().unwrap())]);
         assert_eq!(s.endpoint, DEFAULT_ENDPOINT);
         assert!(!s.offline);
-        assert_eq!(s.ollama_models, PathBuf::from("/home/u/.ollama/models"));
+        assert_eq!(s.ollama_models, own);
         let s = settings(&[
             ("HF_ENDPOINT", "http://mirror.local/"),
             ("HF_HUB_OFFLINE", "1"),
@@ -165,6 +185,9 @@ mod tests {
         let shown = format!("{s:?}");
         assert!(!shown.contains("hf_fromvar"), "{shown}");
         assert!(shown.contains("HfToken(<redacted>)"), "{shown}");
-        assert_eq!(settings(&[("HF_TOKEN", "  ")]).token, None);
+        let legacy = settings(&[("HF_HOME", hf_home), ("HUGGING_FACE_HUB_TOKEN", "hf_old")]);
+        assert_eq!(legacy.token, HfToken::new("hf_old"));
+        let blank = settings(&[("HF_HOME", hf_home), ("HF_TOKEN", "  ")]);
+        assert_eq!(blank.token, HfToken::new("hf_fromfile"));
     }
 }

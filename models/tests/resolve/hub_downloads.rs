@@ -422,3 +422,64 @@ fn progress_reports_each_downloaded_file_with_its_size() {
     );
     assert_eq!(recorder.0.iter().filter(|c| *c == "finish").count(), 5);
 }
+
+#[test]
+fn download_broken_every_time_keeps_the_partial_file_for_the_next_run() {
+    let (hub, files) = hub_with_checkpoint();
+    // Five attempts, each cut after 10 000 bytes: the resolve gives up with 50 000 on disk.
+    hub.cut_after("model.safetensors", 10_000, 5);
+    let world = World::with_hub(&hub);
+    let error = world.resolve("hf:org/coder").unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.starts_with(
+            "the download of model.safetensors from org/coder stopped at 50000 of 300000 bytes"
+        ),
+        "{message}"
+    );
+    assert!(message.ends_with("run again to resume it"), "{message}");
+    let weights = content(&files, "model.safetensors");
+    let partial = world
+        .repo_dir(REPO)
+        .join("blobs")
+        .join(format!("{}.incomplete", sha256_hex(weights)));
+    assert_eq!(std::fs::read(&partial).unwrap(), &weights[..50_000]);
+
+    hub.clear_requests();
+    world.resolve("hf:org/coder").unwrap();
+    assert_eq!(cdn_gets(&hub), [Some("bytes=50000-".to_string())]);
+    world.assert_cached(REPO, &commit('a'), "model.safetensors", weights);
+}
+
+#[test]
+fn pull_follows_a_moved_branch_that_resolve_leaves_alone() {
+    let (hub, _) = hub_with_checkpoint();
+    let world = World::with_hub(&hub);
+    let first = world.resolve("hf:org/coder").unwrap();
+    let mut moved = checkpoint_files();
+    moved[0].1 = br#"{"model_type":"qwen2","moved":true}"#.to_vec();
+    hub.add_commit(REPO, &commit('f'), &moved);
+    hub.set_ref(REPO, "main", &commit('f'));
+
+    hub.clear_requests();
+    assert_eq!(
+        world.resolve("hf:org/coder").unwrap(),
+        first,
+        "the cached commit, no request"
+    );
+    assert!(hub.requests().is_empty());
+    let name = redraft_models::ModelName::parse("hf:org/coder").unwrap();
+    let pulled = world.resolver().pull(&name, &mut NoProgress).unwrap();
+    assert_eq!(
+        pulled.path,
+        world.repo_dir(REPO).join("snapshots").join(commit('f'))
+    );
+    let main = std::fs::read_to_string(world.repo_dir(REPO).join("refs/main")).unwrap();
+    assert_eq!(main, commit('f'));
+    assert_eq!(
+        cdn_gets(&hub).len(),
+        0,
+        "the unchanged weights blob was reused"
+    );
+    assert_eq!(world.resolve("hf:org/coder").unwrap(), pulled);
+}
