@@ -8,7 +8,7 @@
 //! call (batch size) and canvas tokens per model call, from the server's `/metrics`.
 //!
 //! ```sh
-//! cargo bench -p redraft --bench serve_load                   # 25 s per setting, writes assets/default-model/serve.md
+//! cargo bench -p redraft --bench serve_load                   # 25 s per setting, writes docs/reports/default-model/serve.md
 //! cargo bench -p redraft --bench serve_load -- --seconds 10 --tasks T.jsonl.gz --out FILE
 //! cargo bench -p redraft --bench serve_load -- --typing --serve-args "--model M.gguf" --out FILE
 //! ```
@@ -101,7 +101,7 @@ fn options() -> Options {
         trace: value("--trace").map(PathBuf::from),
         out: value("--out")
             .map(PathBuf::from)
-            .or_else(|| bench.then(|| repo().join("assets/default-model/serve.md"))),
+            .or_else(|| bench.then(|| repo().join("docs/reports/default-model/serve.md"))),
     }
 }
 

@@ -192,7 +192,7 @@ pub struct EditReuse {
 }
 
 impl EditReuse {
-    /// The shipped setting (fixtures/real-weights/keystroke.md): on the real 0.5B at 1k tokens
+    /// The shipped setting (docs/reports/real-weights/keystroke.md): on the real 0.5B at 1k tokens
     /// a keystroke's first pass costs about 2x a cached step at radius 8 (1.5x at 4, 2.5x at
     /// 16); on the default model 93% of HumanEval single-line middles after three keystrokes are
     /// the exact pass's (90% at 4, 96% at 16).
@@ -251,7 +251,7 @@ impl SamplerConfig {
     /// (the quality ceiling) at `high`.
     pub fn effort(effort: Effort) -> SamplerConfig {
         let (schedule, max_steps) = match effort {
-            // Measured on the default model (scripts/decoding-bench, README "Decoding"): a step
+            // Measured on the default model (scripts/decoding-bench, docs/performance.md "Decoding"): a step
             // cap that makes weak slots commit several per step wrote better middles than
             // waiting for confidence, at a third of the forward passes.
             Effort::Low => (Schedule::Threshold { tau: 0.7 }, Some(4)),
@@ -1383,7 +1383,7 @@ impl<'a> Sampler<'a> {
 
 /// Guesses a causal canvas shows a pass at most (see `Sampler::speculate`). On the 2-core
 /// CPU a pass over 17 rows of the 0.5B Q4_K_M costs about 2.9 times one over a single row
-/// (fixtures/real-weights/next-edit.md), so guesses pay when the model copies and the limit
+/// (docs/reports/real-weights/next-edit.md), so guesses pay when the model copies and the limit
 /// shrinks while it does not; a run of copies longer than this takes another pass.
 pub const SPECULATED: usize = 16;
 

@@ -1034,7 +1034,7 @@ fn eval_runs_fim_tasks_through_a_real_llama_server() {
     );
 
     // Suffix mode is accepted too (this llama-server ignores the `suffix` field on
-    // /v1/completions, so the README recommends a token template with it).
+    // /v1/completions, so docs/evaluation.md recommends a token template with it).
     let suffix_out = dir.path().join("suffix");
     let output = redraft_in_repo(&[
         "eval",

@@ -3,7 +3,7 @@
 //! weights (the training model is the inference architecture: f32 noise) and on the file itself
 //! (its quantized matrices multiply quantized activations): the largest logit difference
 //! relative to the largest logit, and how often the two agree on the most likely token, over
-//! the first tokens of some code. What `fixtures/real-weights/adapt.md`
+//! the first tokens of some code. What `docs/reports/real-weights/adapt.md`
 //! reports for the real Qwen2.5-Coder-0.5B; `train/tests/init.rs` holds a tiny file to the same.
 //!
 //! ```text

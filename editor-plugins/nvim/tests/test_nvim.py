@@ -352,7 +352,7 @@ def test_checkhealth_and_status_explain_a_missing_binary(tmp_path):
         assert status.startswith("redraft: error (`" + missing + "` not found"), status
         report = checkhealth(nvim)
         assert f"ERROR redraft binary not found: `{missing}`" in report, report
-        assert "cargo install --path lsp-server" in report, report
+        assert "cargo install --path cli" in report, report
     finally:
         nvim.close()
 

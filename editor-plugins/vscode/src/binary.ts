@@ -30,6 +30,6 @@ export function findBinary(setting: string, envPath: string = process.env.PATH ?
   }
   return {
     found: false,
-    reason: `\`${name}\` is not on PATH: install redraft (cargo install --path lsp-server) or set redraft.path`,
+    reason: `\`${name}\` is not on PATH: install redraft (cargo install --path cli) or set redraft.path`,
   };
 }

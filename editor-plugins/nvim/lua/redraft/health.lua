@@ -107,7 +107,7 @@ function M.check()
   local path = vim.fn.exepath(bin)
   if path == '' then
     health.error(('redraft binary not found: `%s`'):format(bin), {
-      'install it with `cargo install --path lsp-server` from the redraft checkout',
+      'install it with `cargo install --path cli` from the redraft checkout',
       "or point setup() at it: require('redraft').setup({ cmd = { '/path/to/redraft', 'lsp' } })",
     })
   else

@@ -30,7 +30,7 @@ test("a name is looked up on PATH", () => {
 test("a missing name says how to install or configure it", () => {
   const result = findBinary("redraft", "/nonexistent");
   assert.equal(result.found, false);
-  assert.match(result.found ? "" : result.reason, /not on PATH.*cargo install --path lsp-server.*redraft\.path/);
+  assert.match(result.found ? "" : result.reason, /not on PATH.*cargo install --path cli.*redraft\.path/);
 });
 
 test("a path must be an executable file", () => {
