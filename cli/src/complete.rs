@@ -16,8 +16,9 @@ use redraft_runtime::sampler_args::SamplerArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model: a directory (config.json, model.safetensors, tokenizer.json, redraft.json) or a GGUF file;
-    /// default: the model compiled into redraft.
+    /// Model: a directory (config.json, model.safetensors, tokenizer.json, redraft.json), a GGUF
+    /// file, or a name (`hf:ORG/REPO[:QUANT]`, `ollama:NAME[:TAG]`); default: the model compiled
+    /// into redraft.
     #[arg(long)]
     model: Option<PathBuf>,
     /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else

@@ -17,8 +17,9 @@ use redraft_engine::gguf::GgufWriter;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model directory (config.json, model.safetensors, tokenizer.json, redraft.json); default:
-    /// the model compiled into redraft.
+    /// Model directory (config.json, model.safetensors, tokenizer.json, redraft.json), or the
+    /// name of a safetensors checkpoint (`hf:ORG/REPO`); default: the model compiled into
+    /// redraft.
     #[arg(long)]
     model: Option<PathBuf>,
     /// The GGUF file to write.
@@ -49,7 +50,7 @@ fn parse_type(s: &str) -> Result<GgmlDType, String> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (config, settings, weights, tokenizer) = match &args.model {
-        Some(dir) => read_dir(dir)?,
+        Some(model) => read_dir(&redraft_runtime::default_model::locate(model)?)?,
         None => {
             let files = redraft_runtime::default_model::FILES;
             let origin = Path::new(files.origin);

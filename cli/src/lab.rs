@@ -23,7 +23,7 @@ pub fn hand_over(args: &[OsString]) -> anyhow::Result<ExitCode> {
         .unwrap_or_default();
     if !LAB_COMMANDS.contains(&name.as_ref()) {
         bail!(
-            "unknown command `{name}`: redraft's commands are complete, lsp, serve and convert (see `redraft --help`); the developer commands {} are in redraft-lab",
+            "unknown command `{name}`: redraft's commands are complete, lsp, serve, convert, pull and models (see `redraft --help`); the developer commands {} are in redraft-lab",
             LAB_COMMANDS.join(", ")
         );
     }

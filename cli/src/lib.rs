@@ -1,6 +1,7 @@
 //! The commands of the `redraft` binary, the one editors start: `complete` fills a middle from
 //! the command line, `lsp` serves editors over LSP (`redraft-lsp`), `serve` over HTTP
-//! (`redraft-http`), `convert` writes a model as one GGUF file. All of them run suggestions
+//! (`redraft-http`), `convert` writes a model as one GGUF file, `pull` and `models` fetch and
+//! list models by name (`redraft-models`). All of them run suggestions
 //! through the one runtime (`redraft-runtime`).
 //!
 //! The developer commands (`train`, `eval`, `bench`, `score`) are in the `redraft-lab` binary,
@@ -11,6 +12,7 @@ pub mod complete;
 pub mod convert;
 pub mod lab;
 pub mod malloc;
+pub mod models;
 
 use std::process::ExitCode;
 
@@ -27,6 +29,12 @@ pub enum Command {
     Serve(redraft_http::Args),
     /// Write a model as one GGUF file, its matrices quantized (q8_0, q4_k, ...) or not.
     Convert(convert::Args),
+    /// Download a model (hf:ORG/REPO[:QUANT], hf:ORG/REPO/FILE.gguf) into the Hugging Face hub
+    /// cache, or check an Ollama one (ollama:NAME[:TAG]); runs nothing.
+    Pull(models::PullArgs),
+    /// List the models available here: the embedded one, the Hugging Face hub cache and
+    /// Ollama's store, with what each is and whether redraft runs it.
+    Models(models::ListArgs),
 }
 
 /// Runs one command to its end; the exit status is the language server's (the protocol's
@@ -36,6 +44,8 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Complete(args) => complete::run(args),
         Command::Serve(args) => redraft_http::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Pull(args) => models::pull(args),
+        Command::Models(args) => models::list(args),
         Command::Lsp(args) => return redraft_lsp::run(args),
     };
     done.map(|()| ExitCode::SUCCESS)

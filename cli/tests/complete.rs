@@ -480,7 +480,7 @@ fn an_unknown_command_is_an_error_naming_the_commands() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("unknown command `frobnicate`")
-            && stderr.contains("complete, lsp, serve and convert"),
+            && stderr.contains("complete, lsp, serve, convert, pull and models"),
         "{stderr}"
     );
 }

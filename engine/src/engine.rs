@@ -193,37 +193,8 @@ impl Engine {
     /// overrides the diffusion settings (the mask id, the logit shift, the attention pattern);
     /// a `tokenizer.json` beside it replaces the file's vocabulary.
     pub fn load_gguf(file: &Path, device: &Device) -> Result<Engine> {
-        let dir = file.parent().unwrap_or(Path::new("."));
-        let tokenizer_json = Some(dir.join(TOKENIZER_FILE)).filter(|p| p.exists());
-        let checkpoint = crate::gguf::load(file, tokenizer_json.as_deref(), device)?;
-        let extra_path = dir.join(REDRAFT_FILE);
-        let extra = if extra_path.exists() {
-            RedraftJson::load(&extra_path)?
-        } else {
-            RedraftJson::default()
-        };
-        // What redraft.json says wins over what the engine infers for a file that does not say
-        // (an autoregressive checkpoint's causal attention and mask); the metadata's own ids
-        // sit in the config, where a contradiction is an error.
-        let stated = checkpoint.stated;
-        let merged = RedraftJson {
-            mask_token_id: extra.mask_token_id.or(stated.mask_token_id),
-            eos_token_id: extra.eos_token_id,
-            pad_token_id: extra.pad_token_id,
-            bos_token_id: extra.bos_token_id,
-            logit_shift: extra.logit_shift.or(stated.logit_shift),
-            edit_canvas: extra.edit_canvas,
-            attention: extra.attention.or(stated.attention),
-        };
-        let settings = DiffusionSettings::resolve(&checkpoint.config, Some(&merged))?;
-        Engine::assemble(
-            file,
-            checkpoint.config,
-            settings,
-            &checkpoint.weights,
-            checkpoint.tokenizer,
-            device,
-        )
+        let (config, settings, weights, tokenizer) = read_gguf(file, device)?;
+        Engine::assemble(file, config, settings, &weights, tokenizer, device)
     }
 
     /// A model whose files are already in memory (the default model compiled into the
@@ -778,6 +749,83 @@ fn gguf_in(path: &Path) -> Result<Option<PathBuf>> {
             path.display()
         ))),
     }
+}
+
+/// A GGUF file's config, settings, weights (still in the file's map) and vocabulary: the
+/// metadata's, with a `redraft.json` beside the file supplying or overriding the diffusion
+/// settings and a `tokenizer.json` beside it replacing the vocabulary.
+fn read_gguf(
+    file: &Path,
+    device: &Device,
+) -> Result<(ModelConfig, DiffusionSettings, Weights, Tokenizer)> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let tokenizer_json = Some(dir.join(TOKENIZER_FILE)).filter(|p| p.exists());
+    let checkpoint = crate::gguf::load(file, tokenizer_json.as_deref(), device)?;
+    let extra_path = dir.join(REDRAFT_FILE);
+    let extra = if extra_path.exists() {
+        RedraftJson::load(&extra_path)?
+    } else {
+        RedraftJson::default()
+    };
+    // What redraft.json says wins over what the engine infers for a file that does not say
+    // (an autoregressive checkpoint's causal attention and mask); the metadata's own ids sit in
+    // the config, where a contradiction is an error.
+    let stated = checkpoint.stated;
+    let merged = RedraftJson {
+        mask_token_id: extra.mask_token_id.or(stated.mask_token_id),
+        eos_token_id: extra.eos_token_id,
+        pad_token_id: extra.pad_token_id,
+        bos_token_id: extra.bos_token_id,
+        logit_shift: extra.logit_shift.or(stated.logit_shift),
+        edit_canvas: extra.edit_canvas,
+        attention: extra.attention.or(stated.attention),
+    };
+    let settings = DiffusionSettings::resolve(&checkpoint.config, Some(&merged))?;
+    Ok((
+        checkpoint.config,
+        settings,
+        checkpoint.weights,
+        checkpoint.tokenizer,
+    ))
+}
+
+/// What a checkpoint is, read from its config, settings and vocabulary without building the
+/// model (`redraft models`): how it attends, how it reads a FIM request and a next edit.
+#[derive(Debug, Clone)]
+pub struct ModelSummary {
+    pub config: ModelConfig,
+    pub settings: DiffusionSettings,
+    pub layout: FimLayout,
+    /// How it reads a next edit, or why it cannot make one.
+    pub edit_format: std::result::Result<EditFormat, String>,
+}
+
+/// [`ModelSummary`] of what [`Engine::load`] would load from `path` (a model directory, a GGUF
+/// file, or a directory holding one); an error says why it would not load, as loading would.
+pub fn inspect(path: &Path) -> Result<ModelSummary> {
+    let (config, settings, tokenizer) = match gguf_in(path)? {
+        Some(file) => {
+            let (config, settings, _mapped, tokenizer) = read_gguf(&file, &Device::Cpu)?;
+            (config, settings, tokenizer)
+        }
+        None => {
+            if !path.is_dir() {
+                return Err(Error::MissingFile {
+                    path: path.to_path_buf(),
+                    what: "to be a directory (config.json, model.safetensors, tokenizer.json)",
+                });
+            }
+            let (config, settings) = load_settings(path)?;
+            let tokenizer = Tokenizer::load(&path.join(TOKENIZER_FILE))?;
+            (config, settings, tokenizer)
+        }
+    };
+    Ok(ModelSummary {
+        layout: FimLayout::for_model(settings.attention, &tokenizer),
+        edit_format: EditFormat::of(&tokenizer, settings.attention).map_err(|e| e.to_string()),
+        config,
+        settings,
+    })
 }
 
 /// Reads `config.json` and resolves the diffusion settings with `redraft.json`.

@@ -51,8 +51,8 @@ pub const ALIASES: &[&str] = &["qwen2.5-coder:redraft", "sweep-next-edit:redraft
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model directory or GGUF file; default: the model compiled into redraft (id
-    /// `redraft-default`).
+    /// Model directory, GGUF file or name (`hf:ORG/REPO[:QUANT]`, `ollama:NAME[:TAG]`);
+    /// default: the model compiled into redraft (id `redraft-default`).
     #[arg(long)]
     model: Option<PathBuf>,
     /// Where the model runs: auto, cpu, cuda or cuda:N.

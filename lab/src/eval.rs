@@ -59,7 +59,8 @@ pub struct Args {
     /// Language of tasks that do not say (OpenAI's Python files are recognised by their ids).
     #[arg(long)]
     language: Option<TaskLanguage>,
-    /// Model directory or GGUF file; default: the model compiled into redraft.
+    /// Model directory, GGUF file or name (`hf:ORG/REPO[:QUANT]`, `ollama:NAME[:TAG]`); default:
+    /// the model compiled into redraft.
     #[arg(long, conflicts_with_all = ["completions", "canonical"])]
     model: Option<PathBuf>,
     /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else

@@ -17,8 +17,9 @@ use serde::Serialize;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model: a directory (config.json, model.safetensors, tokenizer.json, redraft.json) or a
-    /// GGUF file; default: the model compiled into redraft.
+    /// Model: a directory (config.json, model.safetensors, tokenizer.json, redraft.json), a GGUF
+    /// file or a name (`hf:ORG/REPO[:QUANT]`, `ollama:NAME[:TAG]`); default: the model compiled
+    /// into redraft.
     #[arg(long)]
     model: Option<PathBuf>,
     /// Where the model runs: auto, cpu, cuda or cuda:N.

@@ -1,7 +1,7 @@
 //! The default model (`assets/default-model`, trained by this project with `redraft train`),
 //! compiled into the binary so redraft works offline with no set-up.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use candle_core::Device;
@@ -23,12 +23,45 @@ fn load_on(device: &Device) -> anyhow::Result<Engine> {
     Engine::from_files_on(&FILES, device).context("loading the embedded default model")
 }
 
-/// `--model DIR` if given, else the embedded default model, on `device`.
+/// `--model` (a path or a model name, [`locate`]) if given, else the embedded default model,
+/// on `device`.
 pub fn load_or_default(model: Option<&Path>, device: DeviceSpec) -> anyhow::Result<Engine> {
     let device = device.resolve()?;
     match model {
-        Some(dir) => Engine::load_on(dir, &device)
-            .with_context(|| format!("loading the model from {}", dir.display())),
+        Some(model) => {
+            let dir = locate(model)?;
+            Engine::load_on(&dir, &device)
+                .with_context(|| format!("loading the model from {}", dir.display()))
+        }
         None => load_on(&device),
     }
+}
+
+/// Where a `--model` value (or an editor's `model` setting) leads: a path as it is; a model
+/// name (`hf:ORG/REPO[:QUANT]`, `hf:ORG/REPO/FILE.gguf`, `...@REVISION`, `ollama:NAME[:TAG]`)
+/// to its files in the Hugging Face hub cache or Ollama's store, downloading what the cache
+/// lacks with progress on stderr (`redraft_models`); a bare word that names neither is an
+/// error listing the forms. Blocking: never called on an async runtime's thread.
+pub fn locate(model: &Path) -> anyhow::Result<PathBuf> {
+    let Some(text) = model.to_str() else {
+        return Ok(model.to_path_buf());
+    };
+    if !is_model_name(text) && (model.exists() || looks_like_path(text)) {
+        return Ok(model.to_path_buf());
+    }
+    let resolved = redraft_models::Resolver::from_env()
+        .resolve(text, &mut redraft_models::TerminalProgress::new())
+        .with_context(|| format!("finding the model {text}"))?;
+    Ok(resolved.path)
+}
+
+/// Whether `text` is written as a model name (a scheme the resolver reads), not a path.
+pub fn is_model_name(text: &str) -> bool {
+    let lower = text.trim_start().to_ascii_lowercase();
+    lower.starts_with("hf:") || lower.starts_with("ollama:")
+}
+
+/// A string meant as a path even when nothing is there (the engine's error then names it).
+fn looks_like_path(text: &str) -> bool {
+    text.contains(['/', '\\']) || text.starts_with(['.', '~']) || text.ends_with(".gguf")
 }

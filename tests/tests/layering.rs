@@ -49,6 +49,8 @@ fn engine_knows_nothing_of_editors_or_async() {
         "tree-sitter-rust",
         // Training sits above the engine: the inference crate never pulls it in.
         "redraft-train",
+        // Nor the model downloader (an HTTP client): the engine reads files it is given.
+        "redraft-models",
     ] {
         assert!(
             !deps.iter().any(|d| d == forbidden),

@@ -1,0 +1,200 @@
+//! `redraft pull NAME` (download a model into the cache everything else shares, run nothing)
+//! and `redraft models` (what can be run here: the embedded model, the Hugging Face hub cache,
+//! Ollama's store, each with what it is and whether redraft runs it). Names and caches are
+//! `redraft_models`'; what a checkpoint is, the engine's [`inspect`].
+
+use std::path::Path;
+
+use anyhow::Context;
+use redraft_engine::config::AttentionPattern;
+use redraft_engine::edit::EditFormat;
+use redraft_engine::engine::{inspect, FimLayout, ModelSummary};
+use redraft_models::{human_bytes, ModelFormat, ModelName, Resolver, TerminalProgress};
+use serde::Serialize;
+
+#[derive(clap::Args)]
+pub struct PullArgs {
+    /// `hf:ORG/REPO`, `hf:ORG/REPO:QUANT`, `hf:ORG/REPO/FILE.gguf` (each with `@REVISION` if
+    /// wanted) or `ollama:NAME[:TAG]` (already pulled by Ollama: only checked).
+    name: String,
+}
+
+#[derive(clap::Args)]
+pub struct ListArgs {
+    /// One JSON object per model instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Downloads `name`'s files (what the cache lacks; the revision looked up again on the Hub)
+/// and prints where they are and whether redraft runs them.
+pub fn pull(args: PullArgs) -> anyhow::Result<()> {
+    let name = ModelName::parse(&args.name)?;
+    let resolver = Resolver::from_env();
+    let model = resolver
+        .pull(&name, &mut TerminalProgress::new())
+        .with_context(|| format!("pulling {}", args.name))?;
+    let row = Row::new(args.name, format_name(model.format), 0, &model.path);
+    println!("{}", model.path.display());
+    eprintln!(
+        "redraft pull: {} is {}; {}",
+        row.name,
+        row.kind,
+        match &row.runs {
+            Ok(()) => "redraft runs it".to_string(),
+            Err(why) => format!("redraft cannot run it: {why}"),
+        }
+    );
+    Ok(())
+}
+
+/// Prints what is available locally.
+pub fn list(args: ListArgs) -> anyhow::Result<()> {
+    let mut rows = vec![embedded()];
+    rows.extend(
+        Resolver::from_env()
+            .list_local()
+            .into_iter()
+            .map(|m| Row::new(m.name, format_name(m.format), m.size, &m.path)),
+    );
+    if args.json {
+        for row in &rows {
+            println!("{}", serde_json::to_string(&row.json())?);
+        }
+        return Ok(());
+    }
+    println!("NAME\tSIZE\tFORMAT\tKIND\tFIM\tNEXT EDIT\tRUNS");
+    for row in &rows {
+        println!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            row.name,
+            if row.size == 0 {
+                "-".to_string()
+            } else {
+                human_bytes(row.size)
+            },
+            row.format,
+            row.kind,
+            row.fim,
+            row.next_edit,
+            match &row.runs {
+                Ok(()) => "yes".to_string(),
+                Err(why) => format!("no: {why}"),
+            }
+        );
+    }
+    Ok(())
+}
+
+/// One model as listed.
+struct Row {
+    name: String,
+    size: u64,
+    format: &'static str,
+    /// `diffusion`, `block diffusion (N)`, `causal` or `-`.
+    kind: String,
+    /// `in place` (bidirectional infill) or `FIM tokens` (prefix, suffix, middle).
+    fim: &'static str,
+    /// `redraft` (edit markers), `sweep` (`<|file_sep|>`) or `none`.
+    next_edit: &'static str,
+    /// Whether redraft runs it, or why not.
+    runs: Result<(), String>,
+}
+
+#[derive(Serialize)]
+struct RowJson<'a> {
+    name: &'a str,
+    size: u64,
+    format: &'a str,
+    kind: &'a str,
+    fim: &'a str,
+    next_edit: &'a str,
+    runs: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why_not: Option<&'a str>,
+}
+
+impl Row {
+    fn new(name: String, format: &'static str, size: u64, path: &Path) -> Row {
+        Row::from_summary(name, format, size, inspect(path).map_err(|e| e.to_string()))
+    }
+
+    fn from_summary(
+        name: String,
+        format: &'static str,
+        size: u64,
+        summary: Result<ModelSummary, String>,
+    ) -> Row {
+        match summary {
+            Ok(summary) => Row {
+                name,
+                size,
+                format,
+                kind: kind(summary.settings.attention),
+                fim: match summary.layout {
+                    FimLayout::Infill => "in place",
+                    FimLayout::PrefixSuffixMiddle { .. } => "FIM tokens",
+                },
+                next_edit: match summary.edit_format {
+                    Ok(EditFormat::Markers(_)) => "redraft",
+                    Ok(EditFormat::Sweep { .. }) => "sweep",
+                    Err(_) => "none",
+                },
+                runs: Ok(()),
+            },
+            Err(why) => Row {
+                name,
+                size,
+                format,
+                kind: "-".into(),
+                fim: "-",
+                next_edit: "-",
+                runs: Err(why),
+            },
+        }
+    }
+
+    fn json(&self) -> RowJson<'_> {
+        RowJson {
+            name: &self.name,
+            size: self.size,
+            format: self.format,
+            kind: &self.kind,
+            fim: self.fim,
+            next_edit: self.next_edit,
+            runs: self.runs.is_ok(),
+            why_not: self.runs.as_ref().err().map(String::as_str),
+        }
+    }
+}
+
+/// The model compiled into the binary.
+fn embedded() -> Row {
+    let files = redraft_runtime::default_model::FILES;
+    let size = (files.weights.len() + files.tokenizer.len() + files.config.len()) as u64;
+    let summary =
+        redraft_runtime::default_model::load_or_default(None, redraft_engine::DeviceSpec::Cpu)
+            .map(|engine| ModelSummary {
+                config: engine.model().config().clone(),
+                settings: *engine.settings(),
+                layout: engine.layout(),
+                edit_format: engine.edit_format().map_err(|e| e.to_string()),
+            })
+            .map_err(|e| format!("{e:#}"));
+    Row::from_summary("(embedded default)".into(), "safetensors", size, summary)
+}
+
+fn kind(attention: AttentionPattern) -> String {
+    match attention {
+        AttentionPattern::Bidirectional => "diffusion".into(),
+        AttentionPattern::Block(n) => format!("block diffusion ({n})"),
+        AttentionPattern::Causal => "causal".into(),
+    }
+}
+
+fn format_name(format: ModelFormat) -> &'static str {
+    match format {
+        ModelFormat::Gguf => "gguf",
+        ModelFormat::SafetensorsDir => "safetensors",
+    }
+}

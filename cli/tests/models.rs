@@ -1,0 +1,212 @@
+//! Models by name, end to end: `--model`, the LSP's `model` setting and `redraft serve
+//! --model` take `hf:` names (from a Hugging Face hub cache laid out as huggingface_hub writes
+//! it, offline) and `ollama:` names (from a store laid out as Ollama writes it); `redraft
+//! models` lists them with what they are; `redraft pull` checks one; a bare word is an error
+//! naming the forms. (Downloads themselves are tested in `models/` against a fake Hub.)
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use redraft_tests::cli::{json_ok, ok, path, redraft};
+use redraft_tests::lsp_client::{items, Lsp, Start};
+use redraft_tests::serve_client::Server;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// The stores every test here reads, made once: the embedded model converted to a GGUF,
+/// pulled into a fake Ollama store as `tiny:latest` and cached as `hf:test-org/tiny-GGUF`'s
+/// `tiny-q8_0.gguf` in a fake hub cache. The environment points at them (set once, before
+/// any server starts, and inherited by every `redraft` this binary runs).
+struct Stores {
+    _dir: tempfile::TempDir,
+    blob: PathBuf,
+    cached: PathBuf,
+}
+
+fn stores() -> &'static Stores {
+    static STORES: OnceLock<Stores> = OnceLock::new();
+    STORES.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let gguf = dir.path().join("tiny.gguf");
+        ok(redraft(
+            &["convert", "--out", path(&gguf), "--type", "q8_0"],
+            "",
+        ));
+        let bytes = std::fs::read(&gguf).unwrap();
+        let digest = format!("{:x}", Sha256::digest(&bytes));
+
+        let ollama = dir.path().join("ollama");
+        let blob = ollama.join("blobs").join(format!("sha256-{digest}"));
+        std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
+        std::fs::write(&blob, &bytes).unwrap();
+        let manifest = json!({
+            "schemaVersion": 2,
+            "layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": format!("sha256:{digest}"), "size": bytes.len()}],
+        });
+        let manifests = ollama.join("manifests/registry.ollama.ai/library/tiny");
+        std::fs::create_dir_all(&manifests).unwrap();
+        std::fs::write(manifests.join("latest"), manifest.to_string()).unwrap();
+
+        let hub = dir.path().join("hub");
+        let repo = hub.join("models--test-org--tiny-GGUF");
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        let blobs = repo.join("blobs");
+        std::fs::create_dir_all(&blobs).unwrap();
+        std::fs::write(blobs.join(&digest), &bytes).unwrap();
+        let snapshot = repo.join("snapshots").join(commit);
+        std::fs::create_dir_all(&snapshot).unwrap();
+        std::os::unix::fs::symlink(
+            Path::new("../../blobs").join(&digest),
+            snapshot.join("tiny-q8_0.gguf"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        std::fs::write(repo.join("refs/main"), commit).unwrap();
+
+        // SAFETY: set once, inside `get_or_init`, before this binary starts any process or
+        // reads these variables on another thread.
+        std::env::set_var("OLLAMA_MODELS", &ollama);
+        std::env::set_var("HF_HUB_CACHE", &hub);
+        std::env::set_var("HF_HUB_OFFLINE", "1");
+        std::env::remove_var("HF_TOKEN");
+        Stores {
+            cached: snapshot.join("tiny-q8_0.gguf"),
+            _dir: dir,
+            blob,
+        }
+    })
+}
+
+fn complete_with(model: &str) -> std::process::Output {
+    let request = json!({"prefix": "fn main() {\n    let v = vec![1, 2, 3];\n    for x in ", "suffix": " {\n    }\n}\n"});
+    redraft(
+        &[
+            "complete",
+            "--model",
+            model,
+            "--stdin-json",
+            "--json",
+            "--effort",
+            "low",
+            "--max-tokens",
+            "8",
+        ],
+        &request.to_string(),
+    )
+}
+
+#[test]
+fn complete_runs_models_named_by_ollama_and_by_the_hub_cache() {
+    stores();
+    for name in [
+        "ollama:tiny",
+        "ollama:library/tiny:latest",
+        "hf:test-org/tiny-GGUF:Q8_0",
+        "hf:test-org/tiny-GGUF/tiny-q8_0.gguf",
+    ] {
+        let answer = json_ok(&complete_with(name));
+        assert!(answer["middle"].is_string(), "{name}: {answer}");
+    }
+}
+
+#[test]
+fn a_name_not_in_the_caches_or_a_bare_word_is_an_error_saying_what_works() {
+    stores();
+    let offline = complete_with("hf:test-org/other-GGUF:Q4_K_M");
+    assert!(!offline.status.success());
+    let stderr = String::from_utf8_lossy(&offline.stderr);
+    assert!(stderr.contains("test-org/other-GGUF"), "{stderr}");
+
+    let missing = complete_with("ollama:absent");
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        !missing.status.success() && stderr.contains("ollama pull"),
+        "{stderr}"
+    );
+
+    let bare = complete_with("qwen-coder");
+    let stderr = String::from_utf8_lossy(&bare.stderr);
+    assert!(
+        !bare.status.success() && stderr.contains("hf:") && stderr.contains("ollama:"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn models_lists_the_embedded_model_the_hub_cache_and_ollama_with_what_each_is() {
+    stores();
+    let listed: Vec<Value> = ok(redraft(&["models", "--json"], ""))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let find = |name: &str| {
+        listed
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {listed:?}"))
+    };
+    let embedded = find("(embedded default)");
+    assert_eq!(embedded["kind"], "diffusion");
+    assert_eq!(embedded["runs"], true);
+    for name in ["ollama:tiny:latest", "hf:test-org/tiny-GGUF/tiny-q8_0.gguf"] {
+        let model = find(name);
+        assert_eq!(model["format"], "gguf", "{model}");
+        assert_eq!(model["kind"], "diffusion", "{model}");
+        assert_eq!(model["fim"], "in place", "{model}");
+        assert_eq!(model["runs"], true, "{model}");
+        assert!(model["size"].as_u64().unwrap() > 1000, "{model}");
+    }
+    let table = ok(redraft(&["models"], ""));
+    assert!(table.starts_with("NAME\tSIZE\tFORMAT\tKIND"), "{table}");
+    assert!(table.contains("ollama:tiny:latest"), "{table}");
+}
+
+#[test]
+fn pull_names_where_a_model_is_and_whether_it_runs() {
+    let stores = stores();
+    let out = redraft(&["pull", "ollama:tiny"], "");
+    assert_eq!(ok(out.clone()).trim(), path(&stores.blob));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("redraft runs it"), "{stderr}");
+    let bad = redraft(&["pull", "qwen-coder"], "");
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn serve_takes_a_model_name() {
+    let stores = stores();
+    let server = Server::start(&["--model", "hf:test-org/tiny-GGUF:Q8_0"]);
+    let answer = server.post(
+        "/v1/completions",
+        &json!({"prompt": "fn main() {\n    let x = ", "max_tokens": 8}),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert!(answer.json()["choices"][0]["text"].is_string());
+    assert!(
+        server.stderr().contains(path(&stores.cached)),
+        "{}",
+        server.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lsp_model_setting_takes_a_model_name() {
+    let stores = stores();
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "low", "maxTokens": 8, "model": "ollama:tiny"}),
+        ..Start::default()
+    })
+    .await;
+    let loaded = lsp
+        .wait_for_log(|line| {
+            line.contains("model loaded from") || line.contains("model not loaded")
+        })
+        .await;
+    assert!(loaded.contains(path(&stores.blob)), "{loaded}");
+    let uri = "file:///work/demo/src/lib.rs";
+    lsp.open(uri, "rust", "fn main() {\n    let total = \n}\n");
+    let answer = lsp.inline(uri, 1, 16, true).await.answer().await.unwrap();
+    // The tiny model may suggest nothing worth showing; the request must still be answered.
+    let _ = items(&answer);
+    lsp.shutdown().await;
+}
