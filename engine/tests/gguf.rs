@@ -197,7 +197,7 @@ fn half_weights_stay_half() {
         params >= redraft_engine::linear::HALF_FROM_PARAMS,
         "{params}"
     );
-    let half = redraft_engine::ops::half::HalfMatrix::available();
+    let half = redraft_kernels::half::HalfMatrix::available();
     let rounded = |dtype: DType| -> HashMap<String, Tensor> {
         tensors
             .iter()
@@ -427,6 +427,19 @@ fn broken_gguf_files_are_clear_errors() {
     let (msg, _) = err(&path);
     assert!(
         msg.contains("llama-bpe") && msg.contains("tokenizer.json"),
+        "{msg}"
+    );
+
+    // A part of a split GGUF (llama.cpp's gguf-split) says how to make one file of it.
+    let (_d, path) = write(
+        &model_gguf("dream", &config, &tensors, GgmlDType::F32)
+            .set("split.count", Value::U16(3))
+            .set("split.no", Value::U16(0)),
+        "m-00001-of-00003.gguf",
+    );
+    let (msg, _) = err(&path);
+    assert!(
+        msg.contains("split into 3 files") && msg.contains("llama-gguf-split --merge"),
         "{msg}"
     );
 

@@ -76,6 +76,16 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
         values: &content.metadata,
         path,
     };
+    // llama.cpp's `gguf-split` parts: each holds some of the tensors; redraft loads one file.
+    if let Some(parts) = meta.optional_u64("split.count")?.filter(|&n| n > 1) {
+        return Err(Error::UnsupportedConfig {
+            path: path.to_path_buf(),
+            message: format!(
+                "this is part of a GGUF split into {parts} files, which redraft does not load; \
+                 merge the parts into one file with llama.cpp's `llama-gguf-split --merge FIRST-PART OUT.gguf`"
+            ),
+        });
+    }
     let arch = meta.string("general.architecture")?;
     // Qwen2's layout, all three; the architecture decides the defaults below (and LLaDA's
     // family settings, through its model type).
