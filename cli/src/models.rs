@@ -8,7 +8,8 @@ use std::path::Path;
 use anyhow::Context;
 use redraft_engine::config::AttentionPattern;
 use redraft_engine::edit::EditFormat;
-use redraft_engine::engine::{inspect, FimLayout, ModelSummary};
+use redraft_engine::engine::{inspect, ModelSummary};
+use redraft_engine::prompt::FimLayout;
 use redraft_models::{human_bytes, ModelFormat, ModelName, Resolver, TerminalProgress};
 use serde::Serialize;
 

@@ -12,10 +12,11 @@ use candle_core::{DType, Device};
 use serde::Serialize;
 
 use crate::checkpoint::Weights;
-use crate::config::{AttentionPattern, DiffusionSettings, ModelConfig, RedraftJson};
+use crate::config::{DiffusionSettings, ModelConfig, RedraftJson};
 use crate::edit::sweep::SweepPieces;
 use crate::edit::{canvas_length, EditFormat, EditPieces, EditRequest};
 use crate::error::{Error, Result};
+use crate::prompt::FimLayout;
 use crate::qwen2::{KvCache, Qwen2};
 use crate::sampler::{
     step_together, Batch, CachePolicy, Canvas, CanvasView, Controls, Infill, MemberControls,
@@ -97,42 +98,6 @@ pub struct Completion {
     pub prefix_tokens: usize,
     pub suffix_tokens: usize,
     pub timings: Timings,
-}
-
-/// How a fill-in-the-middle request becomes a canvas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum FimLayout {
-    /// `prefix [canvas] suffix`: a bidirectional model fills the middle in place.
-    Infill,
-    /// The model's own FIM tokens, `<|fim_prefix|> prefix <|fim_suffix|> suffix <|fim_middle|>
-    /// [canvas]`: how a causal (autoregressive) or block-causal checkpoint sees the suffix.
-    PrefixSuffixMiddle {
-        prefix: u32,
-        suffix: u32,
-        middle: u32,
-    },
-}
-
-impl FimLayout {
-    /// The layout for a model attending as `attention` with `tokenizer`'s vocabulary: in place
-    /// for bidirectional models; the FIM template for causal ones whose vocabulary has it (one
-    /// without it sees only the prefix).
-    fn for_model(attention: AttentionPattern, tokenizer: &Tokenizer) -> FimLayout {
-        let id = |t: &str| tokenizer.token_to_id(t);
-        match (
-            attention.block(),
-            id("<|fim_prefix|>"),
-            id("<|fim_suffix|>"),
-            id("<|fim_middle|>"),
-        ) {
-            (Some(_), Some(prefix), Some(suffix), Some(middle)) => FimLayout::PrefixSuffixMiddle {
-                prefix,
-                suffix,
-                middle,
-            },
-            _ => FimLayout::Infill,
-        }
-    }
 }
 
 /// The files of a model directory, in memory.
@@ -325,10 +290,7 @@ impl Engine {
                 "max_tokens {longest} does not fit the model's {positions} positions"
             )));
         };
-        let markers = match self.layout {
-            FimLayout::Infill => 0,
-            FimLayout::PrefixSuffixMiddle { .. } => 3,
-        };
+        let markers = self.layout.added_tokens();
         let (keep_prefix, keep_suffix) = fit_context(
             prefix.len().min(request.max_prefix_tokens),
             suffix.len().min(request.max_suffix_tokens),
@@ -336,22 +298,8 @@ impl Engine {
         );
         prefix.drain(..prefix.len() - keep_prefix);
         suffix.truncate(keep_suffix);
-        let canvas = match self.layout {
-            FimLayout::Infill => Canvas::new(prefix, length, suffix),
-            FimLayout::PrefixSuffixMiddle {
-                prefix: p,
-                suffix: s,
-                middle: m,
-            } => {
-                let mut context = Vec::with_capacity(prefix.len() + suffix.len() + 3);
-                context.push(p);
-                context.extend(prefix);
-                context.push(s);
-                context.extend(suffix);
-                context.push(m);
-                Canvas::new(context, length, Vec::new())
-            }
-        };
+        let (before, after) = self.layout.around(prefix, suffix);
+        let canvas = Canvas::new(before, length, after);
         Ok(canvas.growing_to(longest))
     }
 

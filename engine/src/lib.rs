@@ -12,6 +12,7 @@ pub mod error;
 pub mod gguf;
 pub mod linear;
 pub mod ops;
+pub mod prompt;
 pub mod qwen2;
 pub mod sampler;
 pub mod text;

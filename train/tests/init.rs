@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device, Tensor};
 use redraft_engine::config::{AttentionPattern, ModelConfig};
-use redraft_engine::engine::FimLayout;
+use redraft_engine::prompt::FimLayout;
 use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, Pass};
 use redraft_engine::{Engine, InfillRequest};

@@ -25,7 +25,7 @@
 //! run's [`DiffusionSetup`]. With the shift, a masked slot `p` is scored by row `p - 1`
 //! (`redraft_engine::sampler::score_row`, as the engine reads it). A model that attends causally
 //! or block-causally, and whose vocabulary has the FIM tokens, sees a FIM example as the engine
-//! lays a request out for it ([`redraft_engine::engine::FimLayout::PrefixSuffixMiddle`]):
+//! lays a request out for it (the one definition, [`FimLayout`]):
 //! `<|fim_prefix|> prefix <|fim_suffix|> suffix <|fim_middle|> canvas`, since the canvas could
 //! not see a suffix after it.
 //!
@@ -44,6 +44,7 @@ use super::tokens::CorpusSplit;
 use super::TrainResult;
 use redraft_context::edit::cut::EditCase;
 use redraft_engine::edit::EditMarkers;
+use redraft_engine::prompt::FimLayout;
 use redraft_engine::tokenizer::Tokenizer;
 
 /// Canvas lengths: a middle of `m` tokens gets the smallest bucket `>= m + 1` (at least one EOS).
@@ -188,9 +189,8 @@ pub struct ExampleBuilder<'a> {
     edits: &'a [EditCase],
     markers: Option<EditMarkers>,
     setup: DiffusionSetup,
-    /// `<|fim_prefix|>`, `<|fim_suffix|>`, `<|fim_middle|>` when FIM examples are laid out
-    /// prefix-suffix-middle (a causal or block-causal model whose vocabulary has them).
-    psm: Option<[u32; 3]>,
+    /// How FIM examples are laid out: the engine's rule for this model ([`FimLayout`]).
+    layout: FimLayout,
 }
 
 impl<'a> ExampleBuilder<'a> {
@@ -210,7 +210,7 @@ impl<'a> ExampleBuilder<'a> {
             edits: &[],
             markers: None,
             setup: DiffusionSetup::default(),
-            psm: None,
+            layout: FimLayout::Infill,
         }
     }
 
@@ -219,22 +219,13 @@ impl<'a> ExampleBuilder<'a> {
     /// when the tokenizer has the FIM tokens, by the rule the engine lays requests out by.
     pub fn with_setup(mut self, setup: DiffusionSetup) -> ExampleBuilder<'a> {
         self.setup = setup;
-        let id = |t: &str| self.tokenizer.token_to_id(t);
-        self.psm = match (
-            setup.attention.block(),
-            id("<|fim_prefix|>"),
-            id("<|fim_suffix|>"),
-            id("<|fim_middle|>"),
-        ) {
-            (Some(_), Some(p), Some(s), Some(m)) => Some([p, s, m]),
-            _ => None,
-        };
+        self.layout = FimLayout::for_model(setup.attention, self.tokenizer);
         self
     }
 
     /// The FIM tokens FIM examples are laid out with, when they are prefix-suffix-middle.
     pub fn fim_markers(&self) -> Option<[u32; 3]> {
-        self.psm
+        self.layout.markers()
     }
 
     /// Draws next-edit examples from `cases` at the configured rate (the tokenizer must have
@@ -379,7 +370,7 @@ impl<'a> ExampleBuilder<'a> {
                 .iter()
                 .find(|&&b| b > middle.len())
                 .expect("fit_middle keeps the middle under the largest bucket");
-            let markers = if self.psm.is_some() { 3 } else { 0 };
+            let markers = self.layout.added_tokens();
             let room = self.config.seq_len - bucket - markers;
             let window = self.config.seq_len * 8 + 64;
             let prefix = self.context_before(text, span.start, window)?;
@@ -390,29 +381,14 @@ impl<'a> ExampleBuilder<'a> {
             let mut p = prefix.len().min(want);
             let s = suffix.len().min(room - p);
             p = prefix.len().min(room - s);
-            let mut tokens = Vec::with_capacity(p + bucket + s + markers);
             let eos = self.setup.eos_id;
-            let canvas = match self.psm {
-                None => {
-                    tokens.extend_from_slice(&prefix[prefix.len() - p..]);
-                    let canvas = tokens.len()..tokens.len() + bucket;
-                    tokens.extend_from_slice(&middle);
-                    tokens.resize(canvas.end, eos);
-                    tokens.extend_from_slice(&suffix[..s]);
-                    canvas
-                }
-                Some([fim_prefix, fim_suffix, fim_middle]) => {
-                    tokens.push(fim_prefix);
-                    tokens.extend_from_slice(&prefix[prefix.len() - p..]);
-                    tokens.push(fim_suffix);
-                    tokens.extend_from_slice(&suffix[..s]);
-                    tokens.push(fim_middle);
-                    let canvas = tokens.len()..tokens.len() + bucket;
-                    tokens.extend_from_slice(&middle);
-                    tokens.resize(canvas.end, eos);
-                    canvas
-                }
-            };
+            let (mut tokens, after) = self
+                .layout
+                .around(prefix[prefix.len() - p..].to_vec(), suffix[..s].to_vec());
+            let canvas = tokens.len()..tokens.len() + bucket;
+            tokens.extend_from_slice(&middle);
+            tokens.resize(canvas.end, eos);
+            tokens.extend(after);
             return Ok(Some((ExampleKind::Fim(kind), tokens, canvas, middle.len())));
         }
         Ok(None)
