@@ -2,12 +2,12 @@
 //!
 //! A dense projection is one f32 matrix stored pre-transposed (`[in, out]`), the fastest CPU
 //! path for small models. A quantized one keeps a GGUF file's blocks (Q8_0, Q4_K, Q6_K, ...) and
-//! multiplies through redraft's own kernel (`ops::q8`, Q8_0/Q5_0/Q4_K/Q6_K on CPUs with AVX-512
-//! VNNI, repacked into its panels at load) or else candle's `QMatMul`; both quantize the
-//! activations once per call and run block dot products in integers. A fused projection (q|k|v, gate|up) whose parts share a
-//! block type is one quantized matrix (the parts' rows concatenated; quantized rows are
-//! independent); parts of different types (a Q4_K_M file mixes Q4_K and Q6_K) are separate
-//! matrices whose outputs are concatenated.
+//! multiplies through redraft's own kernel (`redraft_kernels::q8`, Q8_0/Q5_0/Q4_K/Q6_K on CPUs
+//! with AVX-512 VNNI or AVX2, repacked into its panels at load) or else candle's `QMatMul`; both
+//! quantize the activations once per call and run block dot products in integers. A fused
+//! projection (q|k|v, gate|up) whose parts share a block type is one quantized matrix (the
+//! parts' rows concatenated; quantized rows are independent); parts of different types (a
+//! Q4_K_M file mixes Q4_K and Q6_K) are separate matrices whose outputs are concatenated.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -15,9 +15,10 @@ use std::sync::Arc;
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{CpuStorage, DType, Device, Module, Storage, Tensor};
 
-use crate::error::Result;
-use crate::ops::half::{HalfKind, HalfMatrix};
-use crate::ops::q8::Q8Matrix;
+use redraft_kernels::half::{HalfKind, HalfMatrix};
+use redraft_kernels::q8::{BlockType, Q8Matrix};
+
+use crate::error::{Error, Result};
 
 /// One weight as a checkpoint holds it: dense (f32 on the model's device, or a matrix kept in
 /// the file's f16/bf16 where [`HalfMatrix`] multiplies it: see [`keeps_half`]), quantized
@@ -234,13 +235,16 @@ pub enum Linear {
     Quantized(Vec<Part>),
 }
 
-/// The block types [`Q8Matrix`] multiplies.
-const OWN_KERNEL: [GgmlDType; 4] = [
-    GgmlDType::Q8_0,
-    GgmlDType::Q5_0,
-    GgmlDType::Q4K,
-    GgmlDType::Q6K,
-];
+/// The block type [`Q8Matrix`] calls `dtype`, if it multiplies it.
+fn own_kernel_type(dtype: GgmlDType) -> Option<BlockType> {
+    match dtype {
+        GgmlDType::Q8_0 => Some(BlockType::Q8_0),
+        GgmlDType::Q5_0 => Some(BlockType::Q5_0),
+        GgmlDType::Q4K => Some(BlockType::Q4K),
+        GgmlDType::Q6K => Some(BlockType::Q6K),
+        _ => None,
+    }
+}
 
 /// One quantized matrix of a projection.
 pub enum Part {
@@ -293,7 +297,7 @@ impl Linear {
             let Some(dtype) = run.first().and_then(|p| p.block_dtype()) else {
                 return Ok(());
             };
-            if own_kernel && OWN_KERNEL.contains(&dtype) {
+            if let Some(block_type) = own_kernel_type(dtype).filter(|_| own_kernel) {
                 let data: Vec<Cow<'_, [u8]>> = run
                     .iter()
                     .map(|part| match part {
@@ -307,7 +311,9 @@ impl Linear {
                 if let Some(part) = run.iter().find(|p| p.dims()[1] != cols) {
                     return Err(mismatched(cols, part.dims()[1]));
                 }
-                matrices.push(Part::Q8(Q8Matrix::from_blocks(dtype, &slices, cols)?));
+                let matrix = Q8Matrix::from_blocks(block_type, &slices, cols)
+                    .map_err(|e| Error::InvalidRequest(e.to_string()))?;
+                matrices.push(Part::Q8(matrix));
                 for part in run.iter() {
                     if let Stored::Mapped(m) = part {
                         m.release();
@@ -593,7 +599,7 @@ impl Embedding {
     pub fn shares_blocks_with_head(&self, device: &Device) -> bool {
         let own = device.is_cpu() && Q8Matrix::available();
         matches!(self, Embedding::Quantized(q)
-            if q.dtype() != GgmlDType::Q5_0 && !(own && OWN_KERNEL.contains(&q.dtype())))
+            if q.dtype() != GgmlDType::Q5_0 && !(own && own_kernel_type(q.dtype()).is_some()))
     }
 
     /// The table as an output head (`hidden -> vocab`), for tied embeddings.

@@ -60,6 +60,31 @@ fn engine_knows_nothing_of_editors_or_async() {
 }
 
 #[test]
+fn kernels_know_no_tensor_library_and_no_redraft_crate() {
+    // Plain slices in, plain slices out: the engine wraps them as candle ops, training calls
+    // them directly, and they depend on neither (nor on anything above them).
+    let deps = dependencies("redraft-kernels");
+    assert!(
+        deps.iter().any(|d| d == "gemm"),
+        "sanity: the tree was read"
+    );
+    let above: Vec<&String> = deps
+        .iter()
+        .filter(|d| {
+            (d.starts_with("redraft") && *d != "redraft-kernels") || d.starts_with("candle")
+        })
+        .collect();
+    assert!(above.is_empty(), "redraft-kernels depends on {above:?}");
+    // The engine reaches the CPU kernels through the crate (none are its own any more).
+    assert!(
+        dependencies("redraft-engine")
+            .iter()
+            .any(|d| d == "redraft-kernels"),
+        "redraft-engine runs its CPU kernels from redraft-kernels"
+    );
+}
+
+#[test]
 fn context_layer_knows_neither_the_model_nor_the_protocol() {
     let deps = dependencies("redraft-context");
     assert!(

@@ -306,3 +306,125 @@ fn the_link_checker_reads_links_as_markdown_does() {
     assert!(resolve("docs/README.md", "reports/b.md", &files).is_err());
     assert!(resolve("README.md", "../outside.md", &files).is_err());
 }
+
+/// The lints that make an `unsafe` block without a `// SAFETY:` comment, or an `unsafe fn`
+/// without a `# Safety` section, a compile error.
+const SAFETY_LINTS: [&str; 3] = [
+    "clippy::undocumented_unsafe_blocks",
+    "clippy::missing_safety_doc",
+    "unsafe_op_in_unsafe_fn",
+];
+
+/// The `.rs` files under `dir` (relative to the repository), recursively, read from the disk
+/// (a file not yet committed counts too).
+fn rust_files(dir: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut pending = vec![repo().join(dir)];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("a readable directory entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("source files are UTF-8");
+                let relative = path.strip_prefix(repo()).unwrap_or(&path);
+                found.push((relative.display().to_string(), text));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The 1-based lines of `text` whose code (what precedes a `//` comment) uses `unsafe`.
+fn unsafe_lines(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let code = line.split("//").next().unwrap_or("");
+            code.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| word == "unsafe")
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+#[test]
+fn unsafe_code_lives_in_the_kernels_crate_under_its_safety_lints() {
+    // Every `unsafe` of the kernels crate is checked by the lints its root denies, and no file
+    // of it allows them back.
+    let kernels = rust_files("kernels/src");
+    let lib = kernels
+        .iter()
+        .find(|(path, _)| path == "kernels/src/lib.rs")
+        .map(|(_, text)| text.as_str())
+        .expect("kernels/src/lib.rs exists");
+    assert!(
+        kernels
+            .iter()
+            .all(|(path, _)| path != "kernels/src/main.rs" && !path.starts_with("kernels/src/bin/")),
+        "kernels/src is one library: its lib.rs's lints cover every file"
+    );
+    let deny = lib
+        .split("#![deny(")
+        .nth(1)
+        .and_then(|rest| rest.split(")]").next())
+        .unwrap_or("");
+    for lint in SAFETY_LINTS {
+        assert!(
+            deny.split(',').any(|l| l.trim() == lint),
+            "kernels/src/lib.rs must `#![deny({lint})]`: every `unsafe` block of the kernels \
+             crate says why it is sound (found `#![deny({deny})]`)"
+        );
+    }
+    assert!(
+        kernels
+            .iter()
+            .any(|(_, text)| !unsafe_lines(text).is_empty()),
+        "sanity: the kernels' unsafe code was found"
+    );
+    let mut allowed = Vec::new();
+    for (path, text) in &kernels {
+        for (number, line) in text.lines().enumerate() {
+            if line.contains("allow(") && SAFETY_LINTS.iter().any(|lint| line.contains(lint)) {
+                allowed.push(format!("{path}:{}", number + 1));
+            }
+        }
+    }
+    assert!(
+        allowed.is_empty(),
+        "the kernels' safety lints are allowed back at:\n{}\n(write the `// SAFETY:` comment or \
+         the `# Safety` section instead)",
+        allowed.join("\n")
+    );
+
+    // The engine's ops are safe wrappers: their unsafe code moved to the kernels crate.
+    let mut ops = rust_files("engine/src/ops");
+    let root = "engine/src/ops.rs";
+    let text = std::fs::read_to_string(repo().join(root)).expect("engine/src/ops.rs is readable");
+    ops.push((root.to_string(), text));
+    let found: Vec<String> = ops
+        .iter()
+        .flat_map(|(path, text)| {
+            unsafe_lines(text)
+                .into_iter()
+                .map(move |line| format!("{path}:{line}"))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "`unsafe` in the engine's ops (kernels with unsafe code belong in kernels/src, under \
+         its safety lints):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_unsafe_finder_reads_code_not_comments() {
+    let text = "// unsafe in a comment\nlet x = unsafe { f() };\n/// # Safety: an unsafe fn\n\
+                fn not_unsafe_code() {}\nunsafe impl Send for X {} // SAFETY: below\n";
+    assert_eq!(unsafe_lines(text), vec![2, 5]);
+}

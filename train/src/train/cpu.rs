@@ -6,8 +6,9 @@
 //! `[batch, heads, len, len]` tensors in a chain of ops, an allocation per op, RoPE from
 //! narrow/neg/cat) as on the matmuls themselves. Here the matmuls go straight to `gemm` with
 //! transposes as strides ([`matmul`]), everything between them is one fused pass
-//! ([`kernels`]), and every activation lives in buffers allocated for the first batch of a shape
-//! and reused after (they only grow, so the steady state allocates nothing).
+//! ([`kernels`], and `redraft_kernels::rows` for the SwiGLU forward), and every activation
+//! lives in buffers allocated for the first batch of a shape and reused after (they only grow,
+//! so the steady state allocates nothing).
 //!
 //! [`CpuModel`] owns the weights, gradients and activations; the optimiser updates its flat
 //! weights in place ([`AdamW::step_flat`], the same code as the candle path's
@@ -31,6 +32,7 @@ use kernels::Rope;
 use matmul::{matmul, Mat, MatMut, Threads};
 use redraft_engine::config::{AttentionPattern, ModelConfig};
 use redraft_engine::error::{Error, Result};
+use redraft_kernels::rows::par_swiglu_rows;
 
 /// Indices (into [`CpuModel`]'s parameter list) of one block's tensors.
 struct LayerIndex {
@@ -415,7 +417,7 @@ impl CpuModel {
                     Threads::Pool,
                 )?;
             }
-            kernels::swiglu(&acts.gate_up, &mut acts.act, ffn);
+            par_swiglu_rows(&acts.gate_up, &mut acts.act, ffn);
             out.copy_from_slice(&acts.mid);
             matmul(
                 MatMut::rows(out, n, d),

@@ -1,15 +1,16 @@
 //! Fused training ops that have a backward pass: softmax, SwiGLU and RMSNorm.
 //!
 //! candle's composed versions of these are a dozen element-wise passes each (and its own fused
-//! ones have no backward, so they cannot be trained through). Here the forward reuses the
-//! inference kernels of `redraft_engine::ops`, and each backward is one fused pass too. Tests hold both
+//! ones have no backward, so they cannot be trained through). Here the forward runs the
+//! inference kernels of `redraft_kernels::rows`, and each backward is one fused pass too. Tests hold both
 //! the values and the gradients to the composed formulas of [`composed`], which are what
 //! devices other than the CPU train through.
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
-use redraft_engine::ops::{contiguous_f32, softmax_in_place, swiglu_cpu};
+use redraft_engine::ops::contiguous_f32;
+use redraft_kernels::rows::{exp, par_softmax_rows, par_swiglu_rows};
 
 fn last_dim(layout: &Layout) -> usize {
     layout.shape().dims().last().copied().unwrap_or(1)
@@ -24,7 +25,7 @@ impl CustomOp1 for Softmax {
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let mut out = contiguous_f32(storage, layout, self.name())?.to_vec();
-        softmax_in_place(&mut out, last_dim(layout));
+        par_softmax_rows(&mut out, last_dim(layout));
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 
@@ -75,7 +76,17 @@ impl CustomOp1 for SwiGlu {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        swiglu_cpu(storage, layout)
+        let src = contiguous_f32(storage, layout, self.name())?;
+        let full = last_dim(layout);
+        if !full.is_multiple_of(2) {
+            candle_core::bail!("{}: last dimension {full} is odd", self.name());
+        }
+        let width = full / 2;
+        let mut dst = vec![0f32; src.len() / 2];
+        par_swiglu_rows(src, &mut dst, width);
+        let mut dims = layout.shape().dims().to_vec();
+        *dims.last_mut().expect("an odd-checked last dimension") = width;
+        Ok((CpuStorage::F32(dst), Shape::from_dims(&dims)))
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
@@ -113,7 +124,7 @@ impl CustomOp2 for SwiGluBackward {
                 let (gate, up) = gu.split_at(width);
                 let (d_gate, d_up) = out.split_at_mut(width);
                 for i in 0..width {
-                    let s = 1.0 / (1.0 + redraft_engine::ops::exp(-gate[i]));
+                    let s = 1.0 / (1.0 + exp(-gate[i]));
                     d_gate[i] = g[i] * up[i] * s * (1.0 + gate[i] * (1.0 - s));
                     d_up[i] = g[i] * gate[i] * s;
                 }

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use crate::train::fused::rms_norm_backward_coefficient;
 use redraft_engine::config::AttentionPattern;
-use redraft_engine::ops::{exp, rows_per_task, softmax_rows, swiglu_rows};
+use redraft_kernels::rows::{exp, rows_per_task, softmax_rows};
 
 /// Rows per fixed chunk of a column sum.
 const SUM_ROWS: usize = 256;
@@ -201,15 +201,6 @@ pub(super) fn softmax_backward(
         }
         hidden.fill(0.0);
     }
-}
-
-/// SwiGLU over `[gate | up]` rows of `2 * width` into rows of `width`.
-pub(super) fn swiglu(gate_up: &[f32], out: &mut [f32], width: usize) {
-    let chunk = rows_per_task(width);
-    gate_up
-        .par_chunks(2 * width * chunk)
-        .zip(out.par_chunks_mut(width * chunk))
-        .for_each(|(s, d)| swiglu_rows(s, d, width));
 }
 
 /// With `s = sigmoid(gate)`: `d_gate = g * up * s * (1 + gate * (1 - s))`, `d_up = g * gate * s`.

@@ -4,7 +4,7 @@
 //!
 //! Why: a checkpoint's f16/bf16 matrices widened to f32 at load take twice the memory and twice
 //! the reading a decoding step does (every weight once per step); kept half they take the file's
-//! bytes. The layout is panels, as [`super::q8`]'s: 16 weight rows (output columns) side by side
+//! bytes. The layout is panels, as [`crate::q8`]'s: 16 weight rows (output columns) side by side
 //! per input, so one load is 16 columns of one input, one FMA multiplies them with a broadcast
 //! activation, and the 16 sums land as 16 output columns. Tiles are up to 4 activation rows by
 //! 32 columns (decoding: one row by 64), every widened weight register used for 4 rows.
@@ -14,7 +14,7 @@
 
 use rayon::prelude::*;
 
-use super::q8::in_bands;
+use crate::q8::in_bands;
 
 /// Output columns per panel: the 16 f32 lanes of a 512-bit register.
 const PANEL: usize = 16;
@@ -111,7 +111,8 @@ impl HalfMatrix {
     /// `x @ W^T` for `m` rows of `x` (`[m, cols]`, row-major): `[m, rows]`.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
         assert_eq!(x.len(), m * self.cols, "activations of the wrong width");
-        // SAFETY: `band` fills the given panel groups' columns of every row, as `in_bands` asks.
+        // SAFETY: x holds m rows of cols (asserted above); `in_bands` hands each call a pointer
+        // to its `[m, rows]` output and groups no other call has, as `band` requires.
         in_bands(m, self.rows, |groups, out| unsafe {
             self.band(x, m, groups, out)
         })
@@ -120,11 +121,14 @@ impl HalfMatrix {
     /// Panel groups `groups` of every row into `out` (`[m, rows]`).
     ///
     /// # Safety
-    /// `out` holds `m * rows` floats and no other thread writes these columns.
+    /// `x` holds `m` rows of `cols`; `groups` are panel groups of this matrix; `out` points at
+    /// `m * rows` floats of which no other thread reads or writes these groups' columns while
+    /// this runs.
     unsafe fn band(&self, x: &[f32], m: usize, groups: std::ops::Range<usize>, out: *mut f32) {
         #[cfg(target_arch = "x86_64")]
         if HalfMatrix::available() {
-            // SAFETY: the CPU has the features; reads stay within the panels and rows of `x`.
+            // SAFETY: `available` detected the features `avx512::band` enables; the rest is the
+            // caller's promise, which is `avx512::band`'s.
             unsafe { avx512::band(self, x, m, groups, out) };
             return;
         }
@@ -133,7 +137,8 @@ impl HalfMatrix {
                 let sum = (0..self.cols)
                     .map(|k| x[r * self.cols + k] * self.weight(c, k))
                     .sum();
-                // SAFETY: `r * rows + c` is within `out` (caller).
+                // SAFETY: r < m and c < rows, so `r * rows + c` is within `out`, a column of
+                // `groups`, which no other thread touches (caller).
                 unsafe { *out.add(r * self.rows + c) = sum };
             }
         }
@@ -150,7 +155,8 @@ mod avx512 {
     /// panels when there are fewer than 4 rows).
     ///
     /// # Safety
-    /// The CPU has the features enabled here; `out` is as [`HalfMatrix::band`] requires.
+    /// The CPU has the features enabled here; `x`, `groups` and `out` are as
+    /// [`HalfMatrix::band`] requires.
     #[target_feature(enable = "avx512f,avx512bw,f16c")]
     pub unsafe fn band(
         w: &HalfMatrix,
@@ -162,7 +168,9 @@ mod avx512 {
         let mut g = groups.start;
         while g < groups.end {
             let left = groups.end - g;
-            // SAFETY (every call): the tile's rows lie in `0..m` and its panels in `groups`.
+            // SAFETY: every tile's rows lie in `0..m` (r + rows <= m) and its panel groups in
+            // `groups` (g + 4 or g + width <= groups.end), as `tile` requires; the rest is the
+            // caller's.
             unsafe {
                 if m < 4 && left >= 4 {
                     for r in 0..m {
@@ -196,6 +204,10 @@ mod avx512 {
         }
     }
 
+    /// The tile for the matrix's format (one branch, outside the loops).
+    ///
+    /// # Safety
+    /// As [`tile`]'s.
     #[target_feature(enable = "avx512f,avx512bw,f16c")]
     unsafe fn tiles<const R: usize, const G: usize>(
         w: &HalfMatrix,
@@ -204,7 +216,7 @@ mod avx512 {
         g: usize,
         out: *mut f32,
     ) {
-        // SAFETY: as the caller's.
+        // SAFETY: the caller's promises are `tile`'s, and `BF16` says the matrix's own format.
         unsafe {
             match w.kind {
                 HalfKind::F16 => tile::<R, G, false>(w, x, r, g, out),
@@ -215,6 +227,11 @@ mod avx512 {
 
     /// Rows `r..r + R` of the output times panel groups `g..g + G`: per input, the panels' 16
     /// weights widened to f32 and multiplied with the row's activation, broadcast.
+    ///
+    /// # Safety
+    /// The CPU has the features enabled here; rows `r..r + R` lie in `x` (rows of `w.cols`)
+    /// and groups `g..g + G` in `w`'s panel groups; `out` points at the `[x rows, w.rows]`
+    /// output, whose columns of those groups no other thread touches.
     #[target_feature(enable = "avx512f,avx512bw,f16c")]
     #[allow(clippy::needless_range_loop)] // a kernel over tiles
     unsafe fn tile<const R: usize, const G: usize, const BF16: bool>(
@@ -228,11 +245,14 @@ mod avx512 {
         let mut acc = [[_mm512_setzero_ps(); G]; R];
         let values = w.values.as_ptr();
         let xs = x.as_ptr();
-        // SAFETY (the loop): panel group g + j < groups holds `cols` inputs of 16 weights, and
-        // rows r + i < m of `x` hold `cols` activations.
+        // Panel group g + j (< the matrix's groups) holds `cols` inputs of 16 weights, and rows
+        // r + i < R of `x` hold `cols` activations: what every read below relies on.
         for k in 0..cols {
-            let weights: [__m512; G] = std::array::from_fn(|j| unsafe {
-                let bits = _mm256_loadu_si256(values.add(((g + j) * cols + k) * PANEL) as *const _);
+            let weights: [__m512; G] = std::array::from_fn(|j| {
+                // SAFETY: input k's 16 weights of group g + j, inside `w.values` (see above).
+                let bits = unsafe {
+                    _mm256_loadu_si256(values.add(((g + j) * cols + k) * PANEL) as *const _)
+                };
                 if BF16 {
                     _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16))
                 } else {
@@ -240,6 +260,7 @@ mod avx512 {
                 }
             });
             for i in 0..R {
+                // SAFETY: activation k of row r + i, inside `x` (see above).
                 let a = _mm512_set1_ps(unsafe { *xs.add((r + i) * cols + k) });
                 for j in 0..G {
                     acc[i][j] = _mm512_fmadd_ps(weights[j], a, acc[i][j]);
@@ -255,7 +276,8 @@ mod avx512 {
                 } else {
                     (1u16 << valid) - 1
                 };
-                // SAFETY: columns first..first + valid of row r + i lie in `out`.
+                // SAFETY: the mask keeps columns first..first + valid (< w.rows) of row r + i,
+                // inside `out` and in group g + j, which is this call's alone (caller).
                 unsafe {
                     _mm512_mask_storeu_ps(out.add((r + i) * w.rows + first), mask, acc[i][j])
                 };

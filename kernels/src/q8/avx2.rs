@@ -26,7 +26,8 @@ pub fn available() -> bool {
 /// panels at a time.
 ///
 /// # Safety
-/// The CPU has the features enabled here; `out` is as [`Q8Matrix::band`] requires.
+/// The CPU has the features enabled here; `x`, `groups` and `out` are as [`Q8Matrix::band`]
+/// requires.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn band(
     w: &Q8Matrix,
@@ -38,7 +39,8 @@ pub unsafe fn band(
     let mut g = groups.start;
     while g < groups.end {
         let left = groups.end - g;
-        // SAFETY (every call): the tile's rows lie in `0..m` and its panels in `groups`.
+        // SAFETY: every tile's rows lie in `0..m` (r + rows <= m) and its panel groups in
+        // `groups` (g + width <= groups.end), as `tile` requires; the rest is the caller's.
         unsafe {
             // Few rows (a decoding step): every row in one tile, two panels at a time.
             let width = if m <= 2 { left.min(2) } else { 1 };
@@ -63,6 +65,9 @@ pub unsafe fn band(
 }
 
 /// The tile for the matrix's packing (one branch, outside the loops).
+///
+/// # Safety
+/// As [`tile`]'s.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn tiles<const R: usize, const G: usize>(
     w: &Q8Matrix,
@@ -71,7 +76,7 @@ unsafe fn tiles<const R: usize, const G: usize>(
     g: usize,
     out: *mut f32,
 ) {
-    // SAFETY: as the caller's.
+    // SAFETY: the caller's promises are `tile`'s, and `P` is the matrix's own packing.
     unsafe {
         match w.packing {
             Packing::Bytes => tile::<R, G, BYTES>(w, x, r, g, out),
@@ -100,11 +105,17 @@ fn bytes_of_bits(bits: u32) -> __m256i {
     _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select)
 }
 
-/// Half `h` (rows `8h..8h + 8`) of line `k` of a panel, unpacked to its 32 integers: unsigned,
-/// except Q8_0's, which come back signed (`w`, not `w + 128`).
+/// Half `h` (< 2: rows `8h..8h + 8`) of line `k` (< 8) of a panel, unpacked to its 32
+/// integers: unsigned, except Q8_0's, which come back signed (`w`, not `w + 128`).
+///
+/// # Safety
+/// The CPU has AVX2; `panel` points at a whole panel of `P`'s packing (its `Packing::lines`
+/// lines of 64 bytes).
 #[target_feature(enable = "avx2")]
 unsafe fn half_line<const P: u8>(panel: *const u8, k: usize, h: usize) -> __m256i {
-    // SAFETY: `panel` points at a whole panel of `P`'s packing.
+    // SAFETY: the bytes read are those `P`'s packing has for half h of unpacked line k (32 of
+    // line k or k / 2, and 8 bytes of bit masks at lines 4 and 5), inside the panel (caller);
+    // the loads are unaligned ones.
     unsafe {
         if P == BYTES {
             let stored = _mm256_loadu_si256(panel.add(k * 64 + 32 * h) as *const _);
@@ -148,6 +159,11 @@ const fn lines_in_i16(p: u8) -> usize {
 /// Rows `r..r + R` of the output times panel groups `g..g + G`, as the AVX-512 kernel's tile
 /// computes them, a panel's 16 columns as two halves of 8 done one after the other (half the
 /// live registers).
+///
+/// # Safety
+/// The CPU has the features enabled here; `P` is `w`'s packing; rows `r..r + R` lie in `x`'s
+/// rows and groups `g..g + G` in `w`'s panel groups; `out` points at the `[x rows, w.rows]`
+/// output, whose columns of those groups no other thread touches.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::needless_range_loop)] // a kernel over tiles
 unsafe fn tile<const R: usize, const G: usize, const P: u8>(
@@ -166,11 +182,13 @@ unsafe fn tile<const R: usize, const G: usize, const P: u8>(
     let mut acc = [[[_mm256_setzero_ps(); 2]; G]; R];
     let lines = w.lines.as_ptr() as *const u8;
     let x_values = x.values.as_ptr();
-    // SAFETY (the loop): panel (g + j, b) exists for every j < G and b < blocks (the caller's
-    // groups), and rows r + i < m hold `blocks` blocks of activations.
+    // Panel (g + j, b) exists for every j < G and b < blocks (the caller's groups), and rows
+    // r + i < R hold `blocks` blocks of activations: what every read below relies on.
     for b in 0..blocks {
-        let panels: [*const u8; G] =
-            std::array::from_fn(|j| unsafe { lines.add(((g + j) * blocks + b) * per_panel * 64) });
+        let panels: [*const u8; G] = std::array::from_fn(|j| {
+            // SAFETY: panel (g + j, b) starts there, inside `w.lines` (see above).
+            unsafe { lines.add(((g + j) * blocks + b) * per_panel * 64) }
+        });
         let panel = |j: usize| ((g + j) * blocks + b) * PANEL;
         // Q6_K's two half blocks have scales of their own: each half's sums fold into `acc`
         // before the next half's start.
@@ -181,8 +199,11 @@ unsafe fn tile<const R: usize, const G: usize, const P: u8>(
                 let mut pairs = [[_mm256_setzero_si256(); G]; R];
                 let first = half * 8 / halves;
                 for k in first..(half + 1) * 8 / halves {
-                    let weights: [__m256i; G] =
-                        std::array::from_fn(|j| unsafe { half_line::<P>(panels[j], k, h) });
+                    let weights: [__m256i; G] = std::array::from_fn(|j| {
+                        // SAFETY: `panels[j]` is a whole panel of packing `P` (caller); k < 8,
+                        // h < 2.
+                        unsafe { half_line::<P>(panels[j], k, h) }
+                    });
                     // Q8_0: |w| as the unsigned operand, once per line for every row.
                     let magnitudes: [__m256i; G] = if P == BYTES {
                         std::array::from_fn(|j| _mm256_abs_epi8(weights[j]))
@@ -191,6 +212,8 @@ unsafe fn tile<const R: usize, const G: usize, const P: u8>(
                     };
                     let widen = (k - first + 1).is_multiple_of(in_i16);
                     for i in 0..R {
+                        // SAFETY: inputs 4k..4k + 4 (k < 8) of block b of row r + i, inside
+                        // `x.values`.
                         let quad = unsafe {
                             (x_values.add(((r + i) * blocks + b) * BLOCK + 4 * k) as *const i32)
                                 .read_unaligned()
@@ -217,7 +240,8 @@ unsafe fn tile<const R: usize, const G: usize, const P: u8>(
                     }
                 }
                 for j in 0..G {
-                    // SAFETY: the panel's scales exist (16 of each kind).
+                    // SAFETY: panel (g + j, b) has 16 scales (f16) or 2 x 16 (f32) at
+                    // `panel(j)` (times 2), inside `w.scales`; h < 2 picks 8 of the 16.
                     let [a, c] = unsafe {
                         match &w.scales {
                             Scales::Half(s) => [
@@ -234,6 +258,7 @@ unsafe fn tile<const R: usize, const G: usize, const P: u8>(
                     };
                     for i in 0..R {
                         let at = (r + i) * blocks + b;
+                        // SAFETY: block b of row r + i: one sum pair and scale each.
                         let ([s0, s1], x_scale) =
                             unsafe { (*x.sums.get_unchecked(at), *x.scales.get_unchecked(at)) };
                         let x_scale = _mm256_set1_ps(x_scale);
@@ -282,7 +307,8 @@ unsafe fn tile<const R: usize, const G: usize, const P: u8>(
                 _mm256_storeu_ps(columns.as_mut_ptr(), acc[i][j][0]);
                 _mm256_storeu_ps(columns.as_mut_ptr().add(8), acc[i][j][1]);
             }
-            // SAFETY: columns first..first + valid of row r + i lie in `out`.
+            // SAFETY: columns first..first + valid (< w.rows) of row r + i lie in `out`, in
+            // group g + j, which is this call's alone (caller).
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     columns.as_ptr(),

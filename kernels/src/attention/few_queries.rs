@@ -1,55 +1,43 @@
 //! Attention for a few query rows against many keys: a decoding step's rows.
 //!
-//! [`super::attention`] computes each (sequence, head, block of queries) with two matrix products
-//! through `gemm`. With the 1-8 rows of a decoding step those products are a few thousand
-//! multiply-adds each and `gemm`'s set-up per call is most of their cost: a fused serving call of
-//! 8 lanes on the 0.5B model makes ~2,700 of them a layer pass, about 15% of the call. Here
-//! one task takes one query row and every query head of one key head's group, so each key and
-//! value row is read once for the whole group, the scores are dot products in registers, and
-//! nothing is packed or transposed. The arithmetic is the same (scaled dot products, softmax,
-//! weighted sum of values); only the order of the additions differs. On x86-64 the common head
-//! sizes have their own paths: AVX-512 and AVX2 score 16 or 8 keys at a time (their sums taken
-//! across lanes together), and AVX2 takes keys and values in blocks that stay in L1 while the
-//! group's heads read them. `cargo bench -p redraft-engine --bench attention` times them.
+//! [`super::attention`]'s blocked path computes each (sequence, head, block of queries) with two
+//! matrix products through `gemm`. With the 1-8 rows of a decoding step those products are a few
+//! thousand multiply-adds each and `gemm`'s set-up per call is most of their cost: a fused
+//! serving call of 8 lanes on the 0.5B model makes ~2,700 of them a layer pass, about 15% of
+//! the call. Here one task takes one query row and every query head of one key head's group,
+//! so each key and value row is read once for the whole group, the scores are dot products in
+//! registers, and nothing is packed or transposed. The arithmetic is the same (scaled dot
+//! products, softmax, weighted sum of values); only the order of the additions differs. On
+//! x86-64 the common head sizes have their own paths: AVX-512 and AVX2 score 16 or 8 keys at a
+//! time (their sums taken across lanes together), and AVX2 takes keys and values in blocks that
+//! stay in L1 while the group's heads read them. `cargo bench -p redraft-engine --bench
+//! attention` times them.
 
 use rayon::prelude::*;
 
-/// Query rows per sequence up to which [`super::attention`] takes this path.
-pub(super) const FEW: usize = 8;
+use super::Shapes;
+use crate::rows::softmax_rows;
 
-/// The shapes of one call, as [`super::attention`] checked them.
-pub(super) struct Shapes<'a> {
-    pub heads: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-    pub q_len: usize,
-    pub q_stride: usize,
-    pub keys: usize,
-    pub kv_stride: usize,
-    pub k_col: usize,
-    /// The query rows computed, of `q_len`.
-    pub queries: std::ops::Range<usize>,
-    /// Keys query row `row` of sequence `b` sees.
-    pub visible: &'a (dyn Fn(usize, usize) -> usize + Sync),
-}
+/// Query rows per sequence up to which [`super::attention`] takes this path.
+pub(crate) const FEW: usize = 8;
 
 /// Attention output `[batch, queries, heads * head_dim]` for the rows of `q` (queries) and `kv`
-/// (keys from column `k_col`, values right after them).
-pub(super) fn attention(q: &[f32], kv: &[f32], batch: usize, s: &Shapes<'_>) -> Vec<f32> {
-    let hd = s.head_dim;
-    let group = s.heads / s.kv_heads;
+/// (keys from column `k_col`, values right after them), shapes checked by the caller.
+pub(super) fn attention(q: &[f32], kv: &[f32], s: &Shapes<'_>) -> Vec<f32> {
+    let (hd, heads, kv_heads) = (s.layout.head_dim, s.layout.heads, s.layout.kv_heads);
+    let group = heads / kv_heads;
     let queries = s.queries.len();
     let scale = 1.0 / (hd as f32).sqrt();
-    let mut out = vec![0f32; batch * queries * s.heads * hd];
+    let mut out = vec![0f32; s.batch * queries * heads * hd];
     // One task per (sequence, query row, key head): the group's heads of that row, which lie
     // side by side in the output.
     out.par_chunks_mut(group * hd)
         .enumerate()
         .for_each(|(task, out)| {
-            let (row_of_batch, g) = (task / s.kv_heads, task % s.kv_heads);
+            let (row_of_batch, g) = (task / kv_heads, task % kv_heads);
             let (b, r) = (row_of_batch / queries, row_of_batch % queries);
             let row = s.queries.start + r;
-            let seen = (s.visible)(b, row);
+            let seen = (s.visible)(row, s.key_lens[b]).min(s.key_lens[b]);
             let q_at = (b * s.q_len + row) * s.q_stride + g * group * hd;
             let k_at = b * s.keys * s.kv_stride + s.k_col + g * hd;
             group_row(
@@ -59,7 +47,7 @@ pub(super) fn attention(q: &[f32], kv: &[f32], batch: usize, s: &Shapes<'_>) -> 
                     head_dim: hd,
                     count: seen,
                     stride: s.kv_stride,
-                    values: s.kv_heads * hd,
+                    values: kv_heads * hd,
                 },
                 scale,
                 out,
@@ -93,35 +81,41 @@ impl Keys {
 }
 
 /// The query heads in `q` (`keys.head_dim` values each, side by side) attending to `keys` of
-/// `kv`, into `out` (the same layout).
+/// `kv`, into `out` (the same layout). The vector paths check the slices against `keys`
+/// themselves (`Keys::heads_checked`); what they need from here is the CPU's features.
 fn group_row(q: &[f32], kv: &[f32], keys: Keys, scale: f32, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx512::available() {
-        // SAFETY: the CPU has the features; the slices hold what `keys` says (checked by the
-        // caller's shapes).
         match keys.head_dim {
+            // SAFETY: `available` detected AVX-512F; 64 = 16 * 4.
             64 => return unsafe { avx512::group_row::<4>(q, kv, keys, scale, out) },
+            // SAFETY: as above; 128 = 16 * 8.
             128 => return unsafe { avx512::group_row::<8>(q, kv, keys, scale, out) },
+            // SAFETY: as above; 32 = 16 * 2.
             32 => return unsafe { avx512::group_row::<2>(q, kv, keys, scale, out) },
             _ => {}
         }
     }
     #[cfg(target_arch = "x86_64")]
-    if super::avx2::available() {
-        // SAFETY: the CPU has AVX2 and FMA; the slices hold what `keys` says.
+    if crate::rows::avx2::available() {
         match keys.head_dim {
+            // SAFETY: `available` detected AVX2 and FMA; 64 = 8 * 8, 8 a multiple of 4.
             64 => return unsafe { avx2::group_row::<8>(q, kv, keys, scale, out) },
+            // SAFETY: as above; 128 = 8 * 16.
             128 => return unsafe { avx2::group_row::<16>(q, kv, keys, scale, out) },
+            // SAFETY: as above; 32 = 8 * 4.
             32 => return unsafe { avx2::group_row::<4>(q, kv, keys, scale, out) },
+            // SAFETY: `available` detected AVX2 and FMA, all `group_row_fma` enables.
             _ => return unsafe { group_row_fma(q, kv, keys, scale, out) },
         }
     }
     group_row_any(q, kv, keys, scale, out)
 }
 
+/// [`group_row_any`] compiled with AVX2 and FMA (the loops vectorise to 8 lanes with FMAs).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn group_row_fma(q: &[f32], kv: &[f32], keys: Keys, scale: f32, out: &mut [f32]) {
+fn group_row_fma(q: &[f32], kv: &[f32], keys: Keys, scale: f32, out: &mut [f32]) {
     group_row_any(q, kv, keys, scale, out)
 }
 
@@ -140,7 +134,7 @@ fn group_row_any(q: &[f32], kv: &[f32], keys: Keys, scale: f32, out: &mut [f32])
             scores[h * kl + j] = dot(&q[h * hd..][..hd], k) * scale;
         }
     }
-    super::softmax_rows(&mut scores, kl);
+    softmax_rows(&mut scores, kl);
     out.fill(0.0);
     for j in 0..kl {
         let v = &kv[j * keys.stride + keys.values..][..hd];
@@ -190,9 +184,11 @@ mod avx512 {
         std::is_x86_feature_detected!("avx512f")
     }
 
+    /// [`super::group_row`] for head sizes of `16 * C` (asserted, with the slices: see
+    /// [`Keys::heads_checked`]).
+    ///
     /// # Safety
-    /// The CPU has AVX-512F; `keys.head_dim == 16 * C`; `q` and `out` hold whole heads; `kv`
-    /// holds `keys.count` keys and their values.
+    /// The CPU has AVX-512F.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn group_row<const C: usize>(
         q: &[f32],
@@ -208,8 +204,11 @@ mod avx512 {
         let mut scores = vec![0f32; group * kl];
         let kv = kv.as_ptr();
         let scale = _mm512_set1_ps(scale);
-        // SAFETY (both phases): key j's values lie at kv[j * stride..][..hd] and its values
-        // `values` further, inside `kv` (`heads_checked`); heads and scores stay in their slices.
+        // SAFETY: the CPU has AVX-512F (caller). `heads_checked` asserted that key j < kl lies
+        // at kv[j * stride..][..hd] and its values `values` further, inside `kv`, and that `q`
+        // and `out` hold `group` heads of hd = 16 * C: the loads of query head h < group, the
+        // stores of output head h + i < group, and scores[(h + i) * kl + j] (of group * kl)
+        // stay in their slices.
         unsafe {
             for h in 0..group {
                 let qh: [__m512; C] =
@@ -233,7 +232,7 @@ mod avx512 {
                     *row.add(j) = _mm512_reduce_add_ps(dot(j)) * _mm512_cvtss_f32(scale);
                 }
             }
-            super::super::softmax_rows(&mut scores, kl);
+            crate::rows::softmax_rows(&mut scores, kl);
             let mut h = 0;
             while h < group {
                 let n = (group - h).min(4);
@@ -307,9 +306,11 @@ mod avx2 {
     /// Floats of keys (or values) a block holds: 16 KiB, half of L1.
     const BLOCK_FLOATS: usize = 4096;
 
+    /// [`super::group_row`] for head sizes of `8 * C` with `C % 4 == 0` (asserted, with the
+    /// slices: see [`Keys::heads_checked`]).
+    ///
     /// # Safety
-    /// The CPU has AVX2 and FMA; `keys.head_dim == 8 * C` with `C % 4 == 0`; `q` and `out` hold
-    /// whole heads; `kv` holds `keys.count` keys and their values.
+    /// The CPU has AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn group_row<const C: usize>(
         q: &[f32],
@@ -324,11 +325,14 @@ mod avx2 {
         let kl = keys.count;
         let mut scores = vec![0f32; group * kl];
         let kv = kv.as_ptr();
-        // SAFETY (both phases): key j lies at kv[j * stride..][..hd] and its values `values`
-        // further, inside `kv` (`heads_checked`); heads and scores stay in their slices.
         // Keys a block: the group's heads take a block's keys (or values) in turn while they
         // are in L1, instead of each head reading every key from L2 or beyond.
         let block = (BLOCK_FLOATS / hd).max(8);
+        // SAFETY: the CPU has AVX2 and FMA (caller). `heads_checked` asserted that key j < kl
+        // lies at kv[j * stride..][..hd] and its values `values` further, inside `kv`, and that
+        // `q` and `out` hold `group` heads of hd = 8 * C: query head h < group, columns
+        // col..col + 32 of output head h + i < group (hd is a multiple of 32) and
+        // scores[(h + i) * kl + j] (of group * kl) stay in their slices.
         unsafe {
             let scale_v = _mm256_set1_ps(scale);
             for from in (0..kl).step_by(block) {
@@ -355,11 +359,11 @@ mod avx2 {
                         j += 8;
                     }
                     for j in j..to {
-                        *row.add(j) = super::super::avx2::hsum(dot(j)) * scale;
+                        *row.add(j) = crate::rows::avx2::hsum(dot(j)) * scale;
                     }
                 }
             }
-            super::super::softmax_rows(&mut scores, kl);
+            crate::rows::softmax_rows(&mut scores, kl);
             out.fill(0.0);
             for from in (0..kl).step_by(block) {
                 let to = (from + block).min(kl);

@@ -24,13 +24,13 @@
 //! Tiles are up to 4 activation rows by 32 columns (2 panels), every panel register used for 4
 //! rows.
 //!
-//! Used where the CPU has AVX-512 VNNI or else AVX2 with FMA and F16C; elsewhere candle's kernels
-//! run.
+//! Used where the CPU has AVX-512 VNNI or else AVX2 with FMA and F16C (the engine runs candle's
+//! kernels elsewhere). Every path computes what [`Q8Matrix`]'s scalar reference does, which the
+//! tests hold them to; the engine's tests hold the panels to candle's own reading of the blocks.
 
-use candle_core::quantized::GgmlDType;
 use rayon::prelude::*;
 
-use crate::error::{Error, Result};
+use crate::{DisjointOutput, Error, Result};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -44,6 +44,19 @@ const Q5_0_BYTES: usize = 2 + 4 + BLOCK / 2;
 const SUPER: usize = 256;
 const Q4_K_BYTES: usize = 2 + 2 + 12 + SUPER / 2;
 const Q6_K_BYTES: usize = SUPER / 2 + SUPER / 4 + SUPER / 16 + 2;
+
+/// The GGUF block types the kernel takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockType {
+    /// An f16 scale and 32 signed bytes.
+    Q8_0,
+    /// An f16 scale, 32 fifth bits and 16 bytes of nibbles.
+    Q5_0,
+    /// Super-blocks of 256: f16 `d` and `dmin`, 6-bit sub-block scales and minimums, nibbles.
+    Q4K,
+    /// Super-blocks of 256: low nibbles, high bit pairs, signed sub-block scales, f16 `d`.
+    Q6K,
+}
 
 /// 64 bytes on a 64-byte boundary: one register's load.
 #[derive(Clone, Copy)]
@@ -149,20 +162,15 @@ impl Q8Matrix {
         Isa::detect().is_some()
     }
 
-    /// From GGUF blocks of `dtype` (Q8_0, Q5_0, Q4_K or Q6_K), rows of `cols` inputs: `parts`
-    /// are runs of whole rows stacked in order (a fused projection's parts, read where they lie,
-    /// in the file's memory map: no concatenated copy on the way to the panels).
-    pub fn from_blocks(dtype: GgmlDType, parts: &[&[u8]], cols: usize) -> Result<Q8Matrix> {
+    /// From GGUF blocks of `dtype`, rows of `cols` inputs: `parts` are runs of whole rows
+    /// stacked in order (a fused projection's parts, read where they lie, in the file's memory
+    /// map: no concatenated copy on the way to the panels).
+    pub fn from_blocks(dtype: BlockType, parts: &[&[u8]], cols: usize) -> Result<Q8Matrix> {
         let (per, block_bytes) = match dtype {
-            GgmlDType::Q8_0 => (BLOCK, Q8_0_BYTES),
-            GgmlDType::Q5_0 => (BLOCK, Q5_0_BYTES),
-            GgmlDType::Q4K => (SUPER, Q4_K_BYTES),
-            GgmlDType::Q6K => (SUPER, Q6_K_BYTES),
-            other => {
-                return Err(Error::InvalidRequest(format!(
-                    "{other:?} blocks (the kernel takes Q8_0, Q5_0, Q4_K and Q6_K)"
-                )))
-            }
+            BlockType::Q8_0 => (BLOCK, Q8_0_BYTES),
+            BlockType::Q5_0 => (BLOCK, Q5_0_BYTES),
+            BlockType::Q4K => (SUPER, Q4_K_BYTES),
+            BlockType::Q6K => (SUPER, Q6_K_BYTES),
         };
         let row_bytes = cols / per * block_bytes;
         let mut rows = RowBytes {
@@ -173,19 +181,21 @@ impl Q8Matrix {
         for part in parts {
             if !cols.is_multiple_of(per) || row_bytes == 0 || !part.len().is_multiple_of(row_bytes)
             {
-                return Err(Error::InvalidRequest(format!(
-                    "{} bytes are not rows of {cols} in {block_bytes}-byte blocks of {per}",
-                    part.len()
-                )));
+                return Err(Error::Blocks {
+                    bytes: part.len(),
+                    cols,
+                    block_bytes,
+                    per,
+                });
             }
             rows.parts.push((total, part));
             total += part.len() / row_bytes;
         }
         Ok(match dtype {
-            GgmlDType::Q8_0 => Q8Matrix::q8_0(&rows, total, cols),
-            GgmlDType::Q5_0 => Q8Matrix::q5_0(&rows, total, cols),
-            GgmlDType::Q4K => Q8Matrix::q4_k(&rows, total, cols),
-            _ => Q8Matrix::q6_k(&rows, total, cols),
+            BlockType::Q8_0 => Q8Matrix::q8_0(&rows, total, cols),
+            BlockType::Q5_0 => Q8Matrix::q5_0(&rows, total, cols),
+            BlockType::Q4K => Q8Matrix::q4_k(&rows, total, cols),
+            BlockType::Q6K => Q8Matrix::q6_k(&rows, total, cols),
         })
     }
 
@@ -389,10 +399,10 @@ impl Q8Matrix {
         out
     }
 
-    /// Block `b` of weight row `row` as the file's weights (the kernel's reference for what it
-    /// multiplies by).
-    #[cfg(test)]
-    fn dequantized(&self, row: usize, b: usize) -> [f32; BLOCK] {
+    /// Block `b` (inputs `32 b..32 b + 32`) of weight row `row` as the file's weights, read back
+    /// from the panels: what the kernel multiplies by, for tests to hold to another reading of
+    /// the file (the engine's, to candle's dequantization).
+    pub fn dequantized(&self, row: usize, b: usize) -> [f32; BLOCK] {
         let stored = self.stored(row, b);
         let [a, c] = self.block_scales(row, b);
         let offset = self.packing.offset();
@@ -445,7 +455,9 @@ impl Q8Matrix {
             "{isa:?} on a CPU without it"
         );
         let activations = quantize(x, self.cols);
-        // SAFETY: `band` fills the given panel groups' columns of every row, as `in_bands` asks.
+        // SAFETY: the CPU runs `isa` (asserted above); `activations` holds m rows of
+        // cols / 32 blocks (x holds m * cols values); `in_bands` hands each call a pointer to
+        // its `[m, rows]` output and groups no other call has, as `band` requires.
         in_bands(m, self.rows, |groups, out| unsafe {
             self.band(isa, &activations, m, groups, out)
         })
@@ -455,8 +467,9 @@ impl Q8Matrix {
     /// `isa`'s path.
     ///
     /// # Safety
-    /// The CPU runs `isa`; `out` holds `m * rows` floats and no other thread writes these
-    /// columns.
+    /// The CPU runs `isa`; `x` holds `m` rows of `cols / 32` blocks; `groups` are panel groups
+    /// of this matrix; `out` points at `m * rows` floats of which no other thread reads or
+    /// writes these groups' columns while this runs.
     unsafe fn band(
         &self,
         isa: Option<Isa>,
@@ -465,13 +478,15 @@ impl Q8Matrix {
         groups: std::ops::Range<usize>,
         out: *mut f32,
     ) {
-        // SAFETY (each path): the CPU has its features (caller); reads stay within whole panels
-        // and blocks.
         match isa {
+            // SAFETY: the caller's promises are the path's (its features included); its reads
+            // stay within this matrix's panels and `x`'s blocks.
             #[cfg(target_arch = "x86_64")]
             Some(Isa::Avx512) => unsafe { avx512::band(self, x, m, groups, out) },
+            // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
             Some(Isa::Avx2) => unsafe { avx2::band(self, x, m, groups, out) },
+            // SAFETY: as above, and the scalar path needs no CPU feature.
             _ => unsafe { self.band_scalar(x, m, groups, out) },
         }
     }
@@ -479,7 +494,7 @@ impl Q8Matrix {
     /// The same arithmetic, one output at a time (the kernel's reference).
     ///
     /// # Safety
-    /// As [`Q8Matrix::band`]'s.
+    /// As [`Q8Matrix::band`]'s, less the CPU features.
     unsafe fn band_scalar(
         &self,
         x: &Quantized,
@@ -517,7 +532,8 @@ impl Q8Matrix {
                     };
                     sum += block;
                 }
-                // SAFETY: `r * rows + c` is within `out` (caller).
+                // SAFETY: r < m and c < rows, so `r * rows + c` is within `out`, a column of
+                // `groups`, which no other thread touches (caller).
                 unsafe { *out.add(r * self.rows + c) = sum };
             }
         }
@@ -605,33 +621,22 @@ fn f16_at(bytes: &[u8]) -> f32 {
 }
 
 /// An `[m, rows]` output computed by tasks over bands of panel groups (16 columns each), on
-/// rayon's threads: `band(groups, out)` writes those groups' columns of every row of `out` and
-/// nothing else. Bands are small enough for every thread to get several. Shared by
-/// [`Q8Matrix`] and [`super::half::HalfMatrix`].
-pub(super) fn in_bands(
+/// rayon's threads: `band(groups, out)` is given a pointer to the whole output and must write
+/// those groups' columns of every row and nothing else ([`DisjointOutput`]'s contract: the
+/// bands are disjoint). Bands are small enough for every thread to get several. Shared by
+/// [`Q8Matrix`] and [`crate::half::HalfMatrix`].
+pub(crate) fn in_bands(
     m: usize,
     rows: usize,
     band: impl Fn(std::ops::Range<usize>, *mut f32) + Sync,
 ) -> Vec<f32> {
-    /// `out` for tasks that write disjoint parts of it.
-    #[derive(Clone, Copy)]
-    struct SharedOut(*mut f32);
-    // SAFETY: the tasks write disjoint column ranges.
-    unsafe impl Send for SharedOut {}
-    unsafe impl Sync for SharedOut {}
-    impl SharedOut {
-        fn get(self) -> *mut f32 {
-            self.0
-        }
-    }
-
     let mut out = vec![0f32; m * rows];
     let groups = rows.div_ceil(PANEL);
     let size = (groups / (4 * rayon::current_num_threads())).clamp(1, 16);
-    let out_ptr = SharedOut(out.as_mut_ptr());
+    let shared = DisjointOutput::new(&mut out);
     (0..groups.div_ceil(size))
         .into_par_iter()
-        .for_each(|t| band(t * size..((t + 1) * size).min(groups), out_ptr.get()));
+        .for_each(|t| band(t * size..((t + 1) * size).min(groups), shared.at(0)));
     out
 }
 
@@ -698,7 +703,8 @@ mod avx512 {
     /// panels when there are fewer than 4 rows: a decoding step).
     ///
     /// # Safety
-    /// The CPU has the features enabled here; `out` is as [`Q8Matrix::band`] requires.
+    /// The CPU has the features enabled here; `x`, `groups` and `out` are as
+    /// [`Q8Matrix::band`] requires.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
     pub unsafe fn band(
         w: &Q8Matrix,
@@ -710,7 +716,9 @@ mod avx512 {
         let mut g = groups.start;
         while g < groups.end {
             let left = groups.end - g;
-            // SAFETY (every call): the tile's rows lie in `0..m` and its panels in `groups`.
+            // SAFETY: every tile's rows lie in `0..m` (r + rows <= m) and its panel groups in
+            // `groups` (g + 4 or g + width <= groups.end), as `tile` requires; the rest is the
+            // caller's.
             unsafe {
                 if m < 4 && left >= 4 {
                     for r in 0..m {
@@ -745,6 +753,9 @@ mod avx512 {
     }
 
     /// The tile for the matrix's packing (one branch, outside the loops).
+    ///
+    /// # Safety
+    /// As [`tile`]'s.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
     unsafe fn tiles<const R: usize, const G: usize>(
         w: &Q8Matrix,
@@ -753,7 +764,7 @@ mod avx512 {
         g: usize,
         out: *mut f32,
     ) {
-        // SAFETY: as the caller's.
+        // SAFETY: the caller's promises are `tile`'s, and `P` is the matrix's own packing.
         unsafe {
             match w.packing {
                 Packing::Bytes => tile::<R, G, BYTES>(w, x, r, g, out),
@@ -764,10 +775,16 @@ mod avx512 {
         }
     }
 
-    /// Line `k` of a panel, unpacked to its 64 unsigned integers.
+    /// Line `k` (< 8) of a panel, unpacked to its 64 unsigned integers.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F and BW; `panel` points at a whole panel of `P`'s packing (its
+    /// `Packing::lines` lines), 64-byte aligned.
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn line<const P: u8>(panel: *const u8, k: usize) -> __m512i {
-        // SAFETY: `panel` points at a whole panel of `P`'s packing, 64-byte aligned.
+        // SAFETY: the lines read are those `P`'s packing has for unpacked line k (k, k / 2,
+        // and 64 bytes of bit masks at lines 4 and 5), inside the panel (caller); the aligned
+        // loads are at multiples of 64 from its 64-byte aligned start (`Line`).
         unsafe {
             if P == BYTES {
                 return _mm512_load_si512(panel.add(k * 64) as *const _);
@@ -796,6 +813,11 @@ mod avx512 {
     /// lanes (Q6_K: one sum per half block), the offsets and minimums taken back with the row's
     /// block sums, scaled by both sides' scales into f32 accumulators that are the output's
     /// columns.
+    ///
+    /// # Safety
+    /// The CPU has the features enabled here; `P` is `w`'s packing; rows `r..r + R` lie in
+    /// `x`'s rows and groups `g..g + G` in `w`'s panel groups; `out` points at the
+    /// `[x rows, w.rows]` output, whose columns of those groups no other thread touches.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
     #[allow(clippy::needless_range_loop)] // a kernel over tiles
     unsafe fn tile<const R: usize, const G: usize, const P: u8>(
@@ -811,23 +833,30 @@ mod avx512 {
         let mut acc = [[_mm512_setzero_ps(); G]; R];
         let lines = w.lines.as_ptr() as *const u8;
         let x_values = x.values.as_ptr();
-        // SAFETY (the loop): panel (g + j, b) exists for every j < G and b < blocks (the
-        // caller's groups), and rows r + i < m hold `blocks` blocks of activations.
+        // Panel (g + j, b) exists for every j < G and b < blocks (the caller's groups), and
+        // rows r + i < R hold `blocks` blocks of activations: what every read below relies on.
         for b in 0..blocks {
-            let panels: [*const u8; G] = std::array::from_fn(|j| unsafe {
-                lines.add(((g + j) * blocks + b) * per_panel * 64)
+            let panels: [*const u8; G] = std::array::from_fn(|j| {
+                // SAFETY: panel (g + j, b) starts there, inside `w.lines` (see above).
+                unsafe { lines.add(((g + j) * blocks + b) * per_panel * 64) }
             });
             let panel = |j: usize| ((g + j) * blocks + b) * PANEL;
-            let scales: [[__m512; 2]; G] = std::array::from_fn(|j| unsafe {
-                match &w.scales {
-                    Scales::Half(s) => [
-                        _mm512_cvtph_ps(_mm256_loadu_si256(s.as_ptr().add(panel(j)) as *const _)),
-                        _mm512_setzero_ps(),
-                    ],
-                    Scales::Full(s) => [
-                        _mm512_loadu_ps(s.as_ptr().add(2 * panel(j))),
-                        _mm512_loadu_ps(s.as_ptr().add(2 * panel(j) + PANEL)),
-                    ],
+            let scales: [[__m512; 2]; G] = std::array::from_fn(|j| {
+                // SAFETY: panel (g + j, b) has 16 scales (f16) or 2 x 16 (f32) at `panel(j)`
+                // (times 2), inside `w.scales`.
+                unsafe {
+                    match &w.scales {
+                        Scales::Half(s) => [
+                            _mm512_cvtph_ps(_mm256_loadu_si256(
+                                s.as_ptr().add(panel(j)) as *const _
+                            )),
+                            _mm512_setzero_ps(),
+                        ],
+                        Scales::Full(s) => [
+                            _mm512_loadu_ps(s.as_ptr().add(2 * panel(j))),
+                            _mm512_loadu_ps(s.as_ptr().add(2 * panel(j) + PANEL)),
+                        ],
+                    }
                 }
             });
             // Q6_K's two half blocks have scales of their own: each half's integer sums fold
@@ -837,9 +866,13 @@ mod avx512 {
             for half in 0..halves {
                 let mut dot = [[_mm512_setzero_si512(); G]; R];
                 for k in half * 8 / halves..(half + 1) * 8 / halves {
-                    let weights: [__m512i; G] =
-                        std::array::from_fn(|j| unsafe { line::<P>(panels[j], k) });
+                    let weights: [__m512i; G] = std::array::from_fn(|j| {
+                        // SAFETY: `panels[j]` is a whole panel of packing `P` (caller), k < 8.
+                        unsafe { line::<P>(panels[j], k) }
+                    });
                     for i in 0..R {
+                        // SAFETY: inputs 4k..4k + 4 (k < 8) of block b of row r + i, inside
+                        // `x.values`.
                         let quad = unsafe {
                             (x_values.add(((r + i) * blocks + b) * BLOCK + 4 * k) as *const i32)
                                 .read_unaligned()
@@ -852,6 +885,7 @@ mod avx512 {
                 }
                 for i in 0..R {
                     let at = (r + i) * blocks + b;
+                    // SAFETY: block b of row r + i: one sum pair and scale each.
                     let ([s0, s1], x_scale) =
                         unsafe { (*x.sums.get_unchecked(at), *x.scales.get_unchecked(at)) };
                     let x_scale = _mm512_set1_ps(x_scale);
@@ -902,7 +936,8 @@ mod avx512 {
                 } else {
                     (1u16 << valid) - 1
                 };
-                // SAFETY: columns first..first + valid of row r + i lie in `out`.
+                // SAFETY: the mask keeps columns first..first + valid (< w.rows) of row r + i,
+                // inside `out` and in group g + j, which is this call's alone (caller).
                 unsafe {
                     _mm512_mask_storeu_ps(out.add((r + i) * w.rows + first), mask, acc[i][j])
                 };
@@ -913,63 +948,153 @@ mod avx512 {
 
 #[cfg(test)]
 mod tests {
-    use candle_core::quantized::{GgmlDType, QTensor};
-    use candle_core::{Device, Tensor};
-
     use super::*;
 
-    fn random(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 33) as f32 / (1u64 << 31) as f32) - 0.5
-            })
-            .collect()
+    /// A deterministic stream of u64s.
+    struct Stream(u64);
+
+    impl Stream {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 16
+        }
+
+        /// In `[-0.5, 0.5)`.
+        fn float(&mut self) -> f32 {
+            (self.next() % (1 << 24)) as f32 / (1 << 24) as f32 - 0.5
+        }
     }
 
-    const TYPES: [GgmlDType; 4] = [
-        GgmlDType::Q8_0,
-        GgmlDType::Q5_0,
-        GgmlDType::Q4K,
-        GgmlDType::Q6K,
+    const TYPES: [BlockType; 4] = [
+        BlockType::Q8_0,
+        BlockType::Q5_0,
+        BlockType::Q4K,
+        BlockType::Q6K,
     ];
 
-    /// `w` (`rows` by `cols`) quantized by candle (ggml's formats), as a panel matrix and as
-    /// candle's own dequantized values.
-    fn quantized(w: &[f32], rows: usize, cols: usize, dtype: GgmlDType) -> (Q8Matrix, Vec<f32>) {
-        let dev = Device::Cpu;
-        let t = Tensor::from_slice(w, (rows, cols), &dev).unwrap();
-        let q = QTensor::quantize(&t, dtype).unwrap();
-        let data = q.data().unwrap();
-        // In two runs of rows, as a fused projection's parts arrive.
-        let split = rows / 3 * (data.len() / rows);
-        let matrix = Q8Matrix::from_blocks(dtype, &[&data[..split], &data[split..]], cols).unwrap();
-        assert_eq!(matrix.rows(), rows);
-        let dense = q.dequantize(&dev).unwrap().flatten_all().unwrap();
-        (matrix, dense.to_vec1().unwrap())
+    /// The largest stored integer of each type.
+    fn top(dtype: BlockType) -> u8 {
+        match dtype {
+            BlockType::Q8_0 => 255,
+            BlockType::Q5_0 => 31,
+            BlockType::Q4K => 15,
+            BlockType::Q6K => 63,
+        }
     }
 
-    /// Weights and activations at full scale (every stored value ±127 or its packing's extreme,
-    /// signs mixed): the largest pair sums the AVX2 path's 16-bit products see. Each path agrees
-    /// with the scalar arithmetic (whose sums are i32).
+    fn f16_bytes(v: f32) -> [u8; 2] {
+        half::f16::from_f32(v).to_le_bytes()
+    }
+
+    /// GGUF rows of `dtype` blocks whose stored (unsigned, as the panels hold them) integers are
+    /// `stored(row, input)`, with random scales of a sane size: the inverse of the unpacking in
+    /// `Q8Matrix::q8_0` and its siblings, written from ggml's block layouts.
+    fn blocks(
+        dtype: BlockType,
+        rows: usize,
+        cols: usize,
+        stored: impl Fn(usize, usize) -> u8,
+        seed: u64,
+    ) -> Vec<u8> {
+        let mut rng = Stream(seed);
+        let mut out = Vec::new();
+        for row in 0..rows {
+            let v = |i: usize| stored(row, i);
+            match dtype {
+                BlockType::Q8_0 | BlockType::Q5_0 => {
+                    for b in 0..cols / BLOCK {
+                        let v = |j: usize| v(b * BLOCK + j);
+                        out.extend(f16_bytes(0.01 + rng.float().abs() * 0.02));
+                        if dtype == BlockType::Q8_0 {
+                            out.extend((0..BLOCK).map(|j| (v(j) as i16 - 128) as i8 as u8));
+                        } else {
+                            let high: u32 = (0..BLOCK).map(|j| ((v(j) as u32 >> 4) & 1) << j).sum();
+                            out.extend(high.to_le_bytes());
+                            out.extend((0..16).map(|j| (v(j) & 0x0F) | (v(j + 16) & 0x0F) << 4));
+                        }
+                    }
+                }
+                BlockType::Q4K => {
+                    for sb in 0..cols / SUPER {
+                        let v = |j: usize| v(sb * SUPER + j);
+                        out.extend(f16_bytes(0.001 + rng.float().abs() * 0.002));
+                        out.extend(f16_bytes(0.001 + rng.float().abs() * 0.002));
+                        out.extend((0..12).map(|_| rng.next() as u8));
+                        for c in 0..4 {
+                            out.extend(
+                                (0..32).map(|l| {
+                                    v(64 * c + l) & 0x0F | (v(64 * c + 32 + l) & 0x0F) << 4
+                                }),
+                            );
+                        }
+                    }
+                }
+                BlockType::Q6K => {
+                    for sb in 0..cols / SUPER {
+                        let v = |j: usize| v(sb * SUPER + j);
+                        let mut ql = [0u8; 128];
+                        let mut qh = [0u8; 64];
+                        for i in 0..SUPER {
+                            let (h, t, l) = (i / 128, (i % 128) / 32, i % 32);
+                            ql[64 * h + l + 32 * (t % 2)] |= (v(i) & 0x0F) << (4 * (t / 2));
+                            qh[32 * h + l] |= ((v(i) >> 4) & 3) << (2 * t);
+                        }
+                        out.extend(ql);
+                        out.extend(qh);
+                        out.extend((0..16).map(|_| (rng.next() % 120) as u8 as i8 as u8));
+                        out.extend(f16_bytes(0.001 + rng.float().abs() * 0.002));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// `blocks` as a matrix, the rows in two runs (as a fused projection's parts arrive).
+    fn matrix(dtype: BlockType, rows: usize, cols: usize, bytes: &[u8]) -> Q8Matrix {
+        let split = rows / 3 * (bytes.len() / rows);
+        let matrix = Q8Matrix::from_blocks(dtype, &[&bytes[..split], &bytes[split..]], cols)
+            .expect("whole rows of whole blocks");
+        assert_eq!(matrix.rows(), rows);
+        matrix
+    }
+
+    /// The panels hold the blocks' integers, for every packing, with rows that leave the last
+    /// panel part padding; Q8_0 and Q5_0 take the file's bytes (34 and 22 a block).
     #[test]
-    fn full_scale_values_do_not_saturate() {
-        let (m, rows, cols) = (5, 33, 256);
-        let sign = |i: usize, s: usize| if (i * s) % 7 < 3 { -1.0 } else { 1.0 };
-        let w: Vec<f32> = (0..rows * cols).map(|i| sign(i, 3)).collect();
-        let x: Vec<f32> = (0..m * cols).map(|i| sign(i, 5)).collect();
+    fn panels_hold_the_stored_integers() {
+        let (rows, cols) = (21, 512);
         for dtype in TYPES {
-            // A saturated pair sum would be off by thousands of units of the dot product.
-            every_path_matches_the_scalar(&quantized(&w, rows, cols, dtype).0, &x, m, dtype);
+            let value = |row: usize, i: usize| {
+                ((row * 7919 + i * 104_729) % (top(dtype) as usize + 1)) as u8
+            };
+            let bytes = blocks(dtype, rows, cols, value, 3);
+            let matrix = matrix(dtype, rows, cols, &bytes);
+            for row in 0..rows {
+                for b in 0..cols / BLOCK {
+                    let expected: [u8; BLOCK] = std::array::from_fn(|j| value(row, b * BLOCK + j));
+                    assert_eq!(
+                        matrix.stored(row, b),
+                        expected,
+                        "{dtype:?} row {row} block {b}"
+                    );
+                }
+            }
+            let padded = 32 * cols / BLOCK;
+            match dtype {
+                BlockType::Q8_0 => assert_eq!(matrix.bytes(), padded * 34),
+                BlockType::Q5_0 => assert_eq!(matrix.bytes(), padded * 22),
+                _ => {}
+            }
         }
     }
 
     /// Each path this CPU runs computes `matrix`'s product with `x` as the scalar integer
     /// arithmetic does, up to the float rounding of the scales.
-    fn every_path_matches_the_scalar(matrix: &Q8Matrix, x: &[f32], m: usize, dtype: GgmlDType) {
+    fn every_path_matches_the_scalar(matrix: &Q8Matrix, x: &[f32], m: usize, dtype: BlockType) {
         let expected = matrix.matmul_on(None, x, m);
         for isa in Isa::ALL.into_iter().filter(|isa| isa.runs_here()) {
             let got = matrix.matmul_on(Some(isa), x, m);
@@ -984,43 +1109,36 @@ mod tests {
         }
     }
 
-    /// The panels hold the file's weights: every block reads back as candle (ggml's formulas)
-    /// dequantizes it, for every packing, with rows that leave the last panel part padding.
+    /// Weights and activations at full scale (every stored value its packing's extreme, signs
+    /// mixed): the largest pair sums the AVX2 path's 16-bit products see. Each path agrees with
+    /// the scalar arithmetic (whose sums are i32).
     #[test]
-    fn panels_read_back_the_weights() {
-        let (rows, cols) = (21, 512);
-        let w = random(rows * cols, 3);
+    fn full_scale_values_do_not_saturate() {
+        let (m, rows, cols) = (5, 33, 256);
+        let positive = |i: usize, s: usize| (i * s) % 7 >= 3;
+        let x: Vec<f32> = (0..m * cols)
+            .map(|i| if positive(i, 5) { 1.0 } else { -1.0 })
+            .collect();
         for dtype in TYPES {
-            let (matrix, dense) = quantized(&w, rows, cols, dtype);
-            for row in 0..rows {
-                for b in 0..cols / BLOCK {
-                    let got = matrix.dequantized(row, b);
-                    let expected = &dense[row * cols + b * BLOCK..][..BLOCK];
-                    for (g, e) in got.iter().zip(expected) {
-                        assert!(
-                            (g - e).abs() <= 1e-6 * e.abs().max(1e-3),
-                            "{dtype:?} row {row} block {b}: {g} vs {e}"
-                        );
-                    }
+            // Q8_0's extremes are ±127 (1 and 255 stored); the others' are 0 and the top.
+            let low = if dtype == BlockType::Q8_0 { 1 } else { 0 };
+            let stored = |row: usize, i: usize| {
+                if positive(row * cols + i, 3) {
+                    top(dtype)
+                } else {
+                    low
                 }
-            }
+            };
+            let matrix = matrix(dtype, rows, cols, &blocks(dtype, rows, cols, stored, 9));
+            // A saturated pair sum would be off by thousands of units of the dot product.
+            every_path_matches_the_scalar(&matrix, &x, m, dtype);
         }
-        // Q8_0 and Q5_0 take the file's bytes (34 and 22 a block), plus the padding rows.
-        let padded = 32 * cols / BLOCK;
-        assert_eq!(
-            quantized(&w, rows, cols, GgmlDType::Q8_0).0.bytes(),
-            padded * 34
-        );
-        assert_eq!(
-            quantized(&w, rows, cols, GgmlDType::Q5_0).0.bytes(),
-            padded * 22
-        );
     }
 
     /// Each path of the kernel this CPU runs equals the integer arithmetic it stands for (the
-    /// scalar loop) for every packing, at tile edges (rows not multiples of 4, columns not of 16 or 32), with one row
-    /// (the decoding tile) and several; and that arithmetic is the matmul with the dequantized
-    /// weights, up to the activations' 8-bit rounding.
+    /// scalar loop) for every packing, at tile edges (rows not multiples of 4, columns not of
+    /// 16 or 32), with one row (the decoding tile) and several; and that arithmetic is the
+    /// matmul with the panels' weights, up to the activations' 8-bit rounding.
     #[test]
     fn the_kernel_equals_the_scalar_arithmetic() {
         for (m, rows, cols) in [
@@ -1032,30 +1150,57 @@ mod tests {
             (3, 40, 256),
             (13, 130, 256),
         ] {
-            let w = random(rows * cols, 1);
-            let x = random(m * cols, 2);
+            let mut rng = Stream(m as u64 * 1000 + rows as u64);
+            let x: Vec<f32> = (0..m * cols).map(|_| rng.float()).collect();
             for dtype in TYPES {
-                let (matrix, dense) = quantized(&w, rows, cols, dtype);
+                let noise: Vec<u8> = (0..rows * cols)
+                    .map(|_| (rng.next() % (top(dtype) as u64 + 1)) as u8)
+                    .collect();
+                let bytes = blocks(dtype, rows, cols, |r, i| noise[r * cols + i], 5);
+                let matrix = matrix(dtype, rows, cols, &bytes);
                 every_path_matches_the_scalar(&matrix, &x, m, dtype);
                 let got = matrix.matmul(&x, m);
-                for r in 0..m {
-                    for c in 0..rows {
-                        let exact: f32 = (0..cols)
-                            .map(|k| x[r * cols + k] * dense[c * cols + k])
-                            .sum();
+                for c in 0..rows {
+                    let w: Vec<f32> = (0..cols / BLOCK)
+                        .flat_map(|b| matrix.dequantized(c, b))
+                        .collect();
+                    let norm = w.iter().map(|v| v * v).sum::<f32>().sqrt();
+                    for r in 0..m {
+                        let exact: f32 = (0..cols).map(|k| x[r * cols + k] * w[k]).sum();
                         let g = got[r * rows + c];
+                        // Each activation is off by at most half a step (its block's largest
+                        // magnitude, at most 0.5, over 254) plus the f16 rounding of the step
+                        // (127 steps of 2^-11 of it); Cauchy-Schwarz for the sum.
+                        let bound =
+                            0.5 * (1.0 / 254.0 + 1.0 / 2048.0) * norm * (cols as f32).sqrt();
                         assert!(
-                            (g - exact).abs() < 0.01 * (cols as f32).sqrt(),
+                            (g - exact).abs() <= bound,
                             "{m}x{rows}x{cols} {dtype:?}: {g} vs the dense {exact}"
                         );
                     }
                 }
             }
         }
-        assert!(Q8Matrix::from_blocks(GgmlDType::Q8_0, &[&[0; 33]], 32).is_err());
-        assert!(Q8Matrix::from_blocks(GgmlDType::Q5_0, &[&[0; 22], &[0; 23]], 32).is_err());
-        assert!(Q8Matrix::from_blocks(GgmlDType::Q4K, &[&[0; 144]], 32).is_err());
-        assert!(Q8Matrix::from_blocks(GgmlDType::Q6K, &[&[0; 209]], 256).is_err());
-        assert!(Q8Matrix::from_blocks(GgmlDType::Q4_0, &[&[0; 18]], 32).is_err());
+    }
+
+    #[test]
+    fn bytes_that_are_not_whole_rows_of_blocks_are_errors() {
+        let err = |dtype, parts: &[&[u8]], cols| Q8Matrix::from_blocks(dtype, parts, cols).err();
+        assert_eq!(
+            err(BlockType::Q8_0, &[&[0; 33]], 32),
+            Some(Error::Blocks {
+                bytes: 33,
+                cols: 32,
+                block_bytes: 34,
+                per: 32
+            })
+        );
+        assert!(err(BlockType::Q5_0, &[&[0; 22], &[0; 23]], 32).is_some());
+        assert!(
+            err(BlockType::Q4K, &[&[0; 144]], 32).is_some(),
+            "less than a super-block"
+        );
+        assert!(err(BlockType::Q6K, &[&[0; 209]], 256).is_some());
+        assert!(err(BlockType::Q8_0, &[&[0; 68]], 64).is_none());
     }
 }
