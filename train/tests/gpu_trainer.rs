@@ -25,14 +25,19 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The Python scripts/setup-torch set up: `REDRAFT_TORCH_PYTHON`, else the venv it made
+/// (`REDRAFT_TORCH_VENV`, as the script reads it, else `.venv-train`).
 fn python() -> PathBuf {
     if let Some(path) = std::env::var_os("REDRAFT_TORCH_PYTHON") {
         return PathBuf::from(path);
     }
-    let venv = repo().join(".venv-train/bin/python");
+    let venv = std::env::var_os("REDRAFT_TORCH_VENV")
+        .map_or_else(|| repo().join(".venv-train"), PathBuf::from)
+        .join("bin/python");
     assert!(
         venv.exists(),
-        "no Python with PyTorch: run scripts/setup-torch (it makes .venv-train) or set REDRAFT_TORCH_PYTHON"
+        "no Python with PyTorch at {}: run scripts/setup-torch (it makes .venv-train) or set REDRAFT_TORCH_PYTHON",
+        venv.display()
     );
     venv
 }

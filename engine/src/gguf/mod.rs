@@ -7,7 +7,7 @@
 //! (bidirectional, unshifted, q/k/v biases only if the file has them), which share llama.cpp's
 //! tensor names. llama.cpp runs `llada` with its `NORM` RoPE, so its converter stores the query
 //! and key rows of each head in interleaved pair order; they are put back in `rotate_half` order
-//! on load ([`rope_pair_rows`]), quantized blocks included. Settings the metadata does not state
+//! on load (`rope_pair_rows`), quantized blocks included. Settings the metadata does not state
 //! come from a `redraft.json` beside the file, as for a safetensors directory; a
 //! `tokenizer.json` beside it replaces the file's vocabulary.
 
@@ -282,7 +282,7 @@ fn hidden_of(info: &candle_core::quantized::gguf_file::TensorInfo) -> usize {
 }
 
 /// How a checkpoint names its tensors. The engine's own names are `transformers`'; every other
-/// naming is one column of [`TOP_NAMES`] and [`LAYER_NAMES`], the one table of them.
+/// naming is one column of `TOP_NAMES` and `LAYER_NAMES`, the one table of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Naming {
     /// llama.cpp's GGUF names (`blk.N.attn_q.weight`), shared by its `qwen2`, `dream` and
