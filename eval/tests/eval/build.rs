@@ -1,8 +1,6 @@
 //! The builders: HumanEvalPack-Rust cuts are deterministic, named as documented, and keep only
 //! tasks whose empty middle fails; `--from-dir` cuts real code at syntax boundaries.
 
-mod support;
-
 use std::collections::HashSet;
 
 use redraft_eval::build::from_dir::{self, rust_parser, FromDirOptions};
@@ -12,7 +10,7 @@ use redraft_eval::score::{score_all, Outcome};
 use redraft_eval::task::{read_jsonl, read_tasks, write_jsonl, Task, TaskLanguage};
 
 fn problems() -> Vec<Problem> {
-    read_jsonl(&support::humanevalpack()).unwrap()
+    read_jsonl(&crate::support::humanevalpack()).unwrap()
 }
 
 #[test]
@@ -105,13 +103,13 @@ fn a_build_keeps_only_tasks_an_empty_middle_fails() {
         .collect();
     write_jsonl(&input, &subset).unwrap();
     let out = dir.path().join("out");
-    let scorer = support::scorer(&[TaskLanguage::Rust]);
+    let scorer = crate::support::scorer(&[TaskLanguage::Rust]);
     let kinds = [Kind::SingleLine, Kind::RandomSpanLight];
     let options = BuildOptions {
         kinds: kinds.to_vec(),
         seed: 0,
         gzip: true,
-        jobs: support::jobs(),
+        jobs: crate::support::jobs(),
         max_tasks: None,
     };
     let report = redraft_eval::build::humanevalpack(&input, &out, &options, &scorer).unwrap();
@@ -135,12 +133,12 @@ fn a_build_keeps_only_tasks_an_empty_middle_fails() {
         .iter()
         .all(|t| t.task_id.starts_with("RustRandomSpanLight/")));
 
-    let fresh = support::scorer(&[TaskLanguage::Rust]);
+    let fresh = crate::support::scorer(&[TaskLanguage::Rust]);
     let tasks: Vec<&Task> = single.iter().chain(&light).collect();
     let empty: Vec<(&Task, &str)> = tasks.iter().map(|t| (*t, "")).collect();
     for (task, verdict) in tasks
         .iter()
-        .zip(score_all(&fresh, &empty, support::jobs(), "empty").unwrap())
+        .zip(score_all(&fresh, &empty, crate::support::jobs(), "empty").unwrap())
     {
         assert_ne!(
             verdict.outcome,
@@ -155,7 +153,7 @@ fn a_build_keeps_only_tasks_an_empty_middle_fails() {
         .collect();
     for (task, verdict) in tasks
         .iter()
-        .zip(score_all(&fresh, &canonical, support::jobs(), "canonical").unwrap())
+        .zip(score_all(&fresh, &canonical, crate::support::jobs(), "canonical").unwrap())
     {
         assert_eq!(
             verdict.outcome,
@@ -191,7 +189,7 @@ fn a_build_keeps_only_tasks_an_empty_middle_fails() {
 /// inside of one), the file is the cut put back together, and the sample is seeded.
 #[test]
 fn from_dir_cuts_at_syntax_boundaries() {
-    let src = support::repo().join("engine/src");
+    let src = crate::support::repo().join("engine/src");
     let options = FromDirOptions {
         per_file: 6,
         ..FromDirOptions::default()

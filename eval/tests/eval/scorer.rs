@@ -1,8 +1,6 @@
 //! The scorer is sound: canonical middles pass, wrong and empty ones fail, and a looping,
 //! memory-hungry or escaping program is stopped and classified without hurting the run.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redraft_eval::build::humanevalpack::{candidates, Kind, Problem};
@@ -12,7 +10,7 @@ use redraft_eval::score::{score_all, Outcome, Scorer, ScorerConfig, Verdict};
 use redraft_eval::task::{read_jsonl, read_tasks, Task, TaskLanguage};
 
 fn problems() -> Vec<Problem> {
-    read_jsonl(&support::humanevalpack()).unwrap()
+    read_jsonl(&crate::support::humanevalpack()).unwrap()
 }
 
 /// Rust/32's own test draws random polynomials that its Newton-method solution does not always
@@ -34,12 +32,12 @@ fn all_164_rust_solutions_pass_through_the_single_line_tasks() {
         let id = problem.task_id.replace("Rust/", "RustSingleLine/") + "/";
         assert!(tasks.iter().any(|t| t.task_id.starts_with(&id)), "{id}");
     }
-    let scorer = support::scorer(&[TaskLanguage::Rust]);
+    let scorer = crate::support::scorer(&[TaskLanguage::Rust]);
     let items: Vec<(&Task, &str)> = tasks
         .iter()
         .map(|t| (t, t.canonical_solution.as_str()))
         .collect();
-    let verdicts = score_all(&scorer, &items, support::jobs(), "rust canonical").unwrap();
+    let verdicts = score_all(&scorer, &items, crate::support::jobs(), "rust canonical").unwrap();
     let failing: Vec<(&str, &Verdict)> = tasks
         .iter()
         .zip(&verdicts)
@@ -65,7 +63,7 @@ fn the_buggy_line_of_each_one_line_bug_fails_its_task() {
         canonical_solution: String,
         buggy_solution: String,
     }
-    let buggy: Vec<Buggy> = read_jsonl(&support::humanevalpack()).unwrap();
+    let buggy: Vec<Buggy> = read_jsonl(&crate::support::humanevalpack()).unwrap();
     let problems = problems();
     let mut cases = Vec::new();
     for (problem, bug) in problems.iter().zip(&buggy) {
@@ -89,9 +87,9 @@ fn the_buggy_line_of_each_one_line_bug_fails_its_task() {
         }
     }
     assert!(cases.len() >= 60, "only {} one-line bugs", cases.len());
-    let scorer = support::scorer(&[TaskLanguage::Rust]);
+    let scorer = crate::support::scorer(&[TaskLanguage::Rust]);
     let items: Vec<(&Task, &str)> = cases.iter().map(|(t, m)| (t, m.as_str())).collect();
-    let verdicts = score_all(&scorer, &items, support::jobs(), "rust buggy lines").unwrap();
+    let verdicts = score_all(&scorer, &items, crate::support::jobs(), "rust buggy lines").unwrap();
     for ((task, middle), verdict) in cases.iter().zip(&verdicts) {
         assert_ne!(
             verdict.outcome,
@@ -104,20 +102,20 @@ fn the_buggy_line_of_each_one_line_bug_fails_its_task() {
 
 #[test]
 fn a_seeded_sample_of_python_single_line_middles_pass() {
-    let path =
-        support::benchmarks().join("humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz");
+    let path = crate::support::benchmarks()
+        .join("humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz");
     let mut tasks = read_tasks(&path).unwrap();
     assert_eq!(tasks.len(), 1033);
     SplitMix64::new(11).shuffle(&mut tasks);
     tasks.truncate(40);
-    let scorer = support::scorer(&[TaskLanguage::Python]);
+    let scorer = crate::support::scorer(&[TaskLanguage::Python]);
     let items: Vec<(&Task, &str)> = tasks
         .iter()
         .map(|t| (t, t.canonical_solution.as_str()))
         .collect();
     for (task, verdict) in tasks
         .iter()
-        .zip(score_all(&scorer, &items, support::jobs(), "python canonical").unwrap())
+        .zip(score_all(&scorer, &items, crate::support::jobs(), "python canonical").unwrap())
     {
         assert_eq!(
             verdict.outcome,
@@ -172,7 +170,7 @@ fn tight_scorer() -> Scorer {
     let config = ScorerConfig {
         timeout: Some(Duration::from_secs(2)),
         memory_mb: Some(512),
-        ..support::config()
+        ..crate::support::config()
     };
     Scorer::new(&config, &[TaskLanguage::Rust, TaskLanguage::Python]).unwrap()
 }

@@ -1,6 +1,5 @@
 //! What the eval tests share: the repository, its benchmark data and the Rust crates
 //! programs link against (built by scripts/setup-eval on first use, as a fresh clone needs).
-#![allow(dead_code)] // each test binary uses its own part
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

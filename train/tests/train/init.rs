@@ -224,11 +224,11 @@ fn corpus() -> tempfile::TempDir {
             "train.jsonl",
             vec![
                 gguf::TEXT,
-                include_str!("../src/train/model.rs"),
-                include_str!("../src/train/init.rs"),
+                include_str!("../../src/train/model.rs"),
+                include_str!("../../src/train/init.rs"),
             ],
         ),
-        ("valid.jsonl", vec![include_str!("../src/train/optim.rs")]),
+        ("valid.jsonl", vec![include_str!("../../src/train/optim.rs")]),
     ] {
         let lines: Vec<String> = texts
             .iter()

@@ -3,8 +3,6 @@
 //! patches perfectly and no edit at zero; the baselines, a resumable run, completions files and
 //! cases built from two versions of a tree.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 
 use redraft_eval::next_edit::build::{build_from_dirs, pair_files, write_cases, BuildOptions};
@@ -15,7 +13,7 @@ use redraft_eval::next_edit::{Baseline, NextEditSource};
 
 /// Zed's cases, read in place from the repository's `benchmarks/zed-next-edit`.
 fn zed_dir() -> PathBuf {
-    let dir = support::benchmarks().join("zed-next-edit");
+    let dir = crate::support::benchmarks().join("zed-next-edit");
     assert!(
         dir.join("zed--change-match-arm.md").is_file(),
         "Zed's next-edit cases not found in {}: restore them with `git checkout -- benchmarks`",
