@@ -52,7 +52,7 @@ pub struct Args {
     #[arg(long, requires = "next_edit")]
     history: Option<PathBuf>,
     /// Longest middle in tokens (the model may end earlier with EOS).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = redraft_runtime::DEFAULT_MAX_TOKENS)]
     max_tokens: usize,
     /// Masked slots laid down at the start (default: --max-tokens); when the model writes the
     /// last one, the canvas grows a block at a time up to --max-tokens.

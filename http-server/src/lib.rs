@@ -264,6 +264,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_queue,
             cache,
             kept_bytes: args.cache_memory.saturating_mul(1 << 20),
+            door: "redraft serve",
         },
         Arc::clone(&metrics),
     );
@@ -314,9 +315,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Every accepted job has been answered (or cancelled); the inference thread ends with the
     // queue.
     app.scheduler.close();
-    if let Some(handle) = inference {
-        let _ = handle.join();
-    }
+    let _ = inference.join();
     runtime.shutdown_timeout(Duration::from_secs(1));
     eprintln!("redraft serve: stopped");
     Ok(())

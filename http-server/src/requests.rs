@@ -28,11 +28,9 @@ use super::listen::ReadStopped;
 use super::{App, Shared};
 use redraft_runtime::fim_template;
 use redraft_runtime::scheduler::{
-    Answer, Draft, EditWork, FimWork, JobError, Rejected, Submit, Ticket, Work,
+    Answer, Draft, EditLimits, EditWork, FimWork, JobError, Rejected, Submit, Ticket, Work,
 };
 
-/// `max_tokens` when a request gives none (the language server's default).
-pub const DEFAULT_MAX_TOKENS: usize = 32;
 /// Candidates a request may ask for (`n`): the pipeline's distinct canvas lengths.
 pub const MAX_CANDIDATES: usize = 8;
 
@@ -171,7 +169,8 @@ fn sampler(app: &App, sampling: &Sampling) -> Result<SamplerConfig, ApiError> {
 fn max_tokens(app: &App, asked: Option<i64>, param: &str) -> Result<usize, ApiError> {
     let cap = (app.scheduler.positions() / 4).max(1);
     match asked {
-        None => Ok(DEFAULT_MAX_TOKENS.min(cap)),
+        // The language server's default too.
+        None => Ok(redraft_runtime::DEFAULT_MAX_TOKENS.min(cap)),
         Some(n) if n >= 1 => Ok(usize::try_from(n).unwrap_or(usize::MAX).min(cap)),
         // Ollama's -1 (no limit) and -2 (fill the context): as long as allowed.
         Some(-1 | -2) if param == "options.num_predict" => Ok(cap),
@@ -226,6 +225,7 @@ pub fn fim_work(
         cursor: prefix.len(),
         text: prefix + &suffix,
         language: path.as_deref().map_or(Language::Rust, language_of),
+        tree: None,
         neighbours: files
             .into_iter()
             .enumerate()
@@ -237,6 +237,7 @@ pub fn fim_work(
             .collect(),
         options,
         stop: sampling.stop.clone(),
+        backend: None,
     }))
 }
 
@@ -257,10 +258,12 @@ pub fn edit_work(app: &App, prompt: EditPrompt, sampling: &Sampling) -> Result<W
         language: language_of(&prompt.path),
         document: prompt.document,
         cursor: prompt.cursor,
-        region: prompt.region,
+        region: Some(prompt.region),
         path: prompt.path,
+        tree: None,
         history: prompt.history,
         sampler,
+        limits: EditLimits::default(),
     }))
 }
 
@@ -269,6 +272,7 @@ pub fn submit(app: &App, work: Work, drafts: bool, dialect: Dialect) -> Result<T
     let submit = Submit {
         deadline: app.deadline.map(|d| Instant::now() + d),
         drafts,
+        ..Submit::default()
     };
     app.scheduler.submit(work, submit).map_err(|rejected| {
         match rejected {
@@ -285,6 +289,8 @@ pub fn job_error(err: JobError, dialect: Dialect) -> ApiError {
     match err {
         // Only a shutdown cancels a job whose client still waits.
         JobError::Cancelled | JobError::ShuttingDown => ApiError::shutting_down(),
+        // Only after a model load, which this server does not make.
+        JobError::NoModel(why) => ApiError::no_model(&why),
         JobError::Invalid(message) => ApiError::unprocessable(message),
         JobError::Failed(message) => {
             eprintln!("redraft serve: a job failed: {message}");

@@ -6,7 +6,7 @@
 //! prefix and suffix in the served model's FIM [`Template`] (`POST /v1/completions`) and
 //! answers the raw middle, which `fim::finish` cleans exactly as it cleans a local one.
 //!
-//! Blocking, for the inference worker's thread and `redraft eval`: each call runs on the
+//! Blocking, for the inference thread (`scheduler`) and `redraft eval`: each call runs on the
 //! backend's own small runtime (one thread, which also keeps pooled connections alive), so it
 //! must not be called from inside an async task. **Cancellation closes the HTTP request**: the
 //! caller's cancel flag (the one the local sampler checks between denoising steps) is polled
@@ -67,6 +67,13 @@ impl BackendConfig {
             timeout: DEFAULT_TIMEOUT,
             context_tokens: DEFAULT_CONTEXT_TOKENS,
         }
+    }
+
+    /// The positions a plan under `options` may fill: the configured context plus the canvas
+    /// (the model's own window is the server's business).
+    pub fn positions(&self, options: &FimOptions) -> usize {
+        let canvas = options.fixed_length.unwrap_or(options.max_tokens);
+        self.context_tokens + canvas + 1
     }
 }
 
@@ -171,8 +178,6 @@ impl Middle {
 
 /// What [`Backend::complete`] suggested: the local pipeline's [`fim::FimOutcome`] with the
 /// server's answer in place of the engine's completions.
-// Read by the language server's `backend` setting.
-#[allow(dead_code)]
 #[derive(Debug, Clone)]
 pub struct BackendOutcome {
     pub prepared: Prepared,
@@ -258,11 +263,9 @@ impl Backend {
         self.completions.as_str()
     }
 
-    /// The positions a plan under `options` may fill: the configured context plus the canvas
-    /// (the model's own window is the server's business).
+    /// The positions a plan under `options` may fill ([`BackendConfig::positions`]).
     pub fn positions(&self, options: &FimOptions) -> usize {
-        let canvas = options.fixed_length.unwrap_or(options.max_tokens);
-        self.config.context_tokens + canvas + 1
+        self.config.positions(options)
     }
 
     /// Plans `source`'s request as the local engine's is planned, for this backend's context
@@ -284,11 +287,9 @@ impl Backend {
     }
 
     /// The whole pipeline with the middle filled by the backend: [`Backend::prepare`],
-    /// [`Backend::fill`], `fim::finish`; what the language server's worker calls in place of
+    /// [`Backend::fill`], `fim::finish`; what the scheduler runs in place of
     /// `fim::complete` when a backend is set. Several candidates are sampled (`n`) only with a
     /// temperature: greedy decoding would repeat one middle.
-    // Used by the language server's `backend` setting.
-    #[allow(dead_code)]
     pub fn complete(
         &self,
         source: &Source<'_>,

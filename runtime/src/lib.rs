@@ -1,10 +1,12 @@
 //! The one inference runtime: whichever door a suggestion comes through (the language server,
-//! the HTTP server, the command line), the model is loaded, queued and run here.
+//! the HTTP server), the model is loaded, queued and run here, and the answer comes back in one
+//! shape; a door only turns its protocol into [`scheduler::Work`] and the answer back.
 //!
 //! - [`scheduler`]: the thread that owns the [`redraft_engine::Engine`] and runs every job from
-//!   a bounded queue (serially or batched), with the memory-bounded kept caches
-//!   (`scheduler::kept`), the job's controls (cancel flag, deadline, draft stream) and one error
-//!   type.
+//!   a bounded queue (serially or batched): loading or replacing the model while it runs, the
+//!   memory-bounded kept caches (`scheduler::kept`), FIM jobs sent to a remote backend, the
+//!   job's controls (cancel flag, deadline, draft stream), one error type, and a report of how
+//!   each job ran for the doors' logs.
 //! - [`backend`]: a remote FIM server (OpenAI-compatible `/v1/completions`) as the run step of
 //!   the pipeline, with its prompt templates in [`fim_template`].
 //! - [`default_model`]: the embedded model and the one way any door loads a model.
@@ -17,3 +19,7 @@ pub mod fim_template;
 pub mod metrics;
 pub mod sampler_args;
 pub mod scheduler;
+
+/// The longest FIM middle, in tokens, when a request or setting says nothing (`maxTokens` of
+/// the language server, `max_tokens` of the HTTP APIs, `redraft complete --max-tokens`).
+pub const DEFAULT_MAX_TOKENS: usize = 32;

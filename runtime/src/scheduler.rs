@@ -1,43 +1,54 @@
-//! The scheduler between the HTTP handlers and the model: one OS thread owns the [`Engine`]
-//! (and its `KvCache`), fed by a bounded queue; nothing here runs on the async runtime.
+//! The scheduler between the doors and the model: one OS thread owns the [`Engine`] (and the
+//! caches it leaves), fed by a bounded queue; nothing here runs on an async runtime.
 //!
-//! The interface is small so the loop that drains the queue can be swapped: handlers
-//! [`Scheduler::submit`] a [`Work`] and get a [`Ticket`] (the answer's channel, the draft
-//! stream if asked for, and a guard that raises the job's cancel flag when the request goes
-//! away: a client that disconnects cancels its job at the sampler's next denoising step). The
-//! inference thread takes jobs with [`Queue::next`] / [`Queue::try_next_if`] and answers each with
-//! [`Job::answer`]. `serial` runs them one at a time through `redraft_suggest`'s pipelines;
-//! a batched loop would admit queued jobs into a running batch between steps through the same
-//! calls.
+//! Whichever door a request came in by (`redraft serve`'s handlers, `redraft lsp`'s), it
+//! becomes a [`Work`] the door [`Scheduler::submit`]s, and gets a [`Ticket`]: the answer's
+//! channel, the draft stream if asked for, and a guard that raises the job's cancel flag when
+//! the request goes away (a client that disconnects, or a keystroke that supersedes the
+//! request, cancels its job at the sampler's next denoising step). A door that keeps cancel
+//! flags of its own hands one in ([`Submit::cancel`]).
 //!
-//! Limits: at most `max_queue` jobs wait (past that, [`Rejected::Full`] -> 429); a closed queue
+//! The thread (`thread`) runs a loop over the queue, one job at a time (`serial`) or batched
+//! (`batched`); both take jobs with [`Queue::next`] / [`Queue::try_next_if`], run them through
+//! `run` (the `redraft_suggest` pipelines, or a remote FIM backend when the work names one)
+//! and answer each with [`Job::answer`]. A job starts from a cache an earlier one left
+//! ([`kept`]). [`Scheduler::load`] replaces the model while the thread runs: the load waits its
+//! turn in the queue like a job, so jobs submitted after it run on the new model; without a
+//! model, jobs are refused ([`Rejected::NoModel`]) or answered [`JobError::NoModel`] once a
+//! load queued before them failed.
+//!
+//! Limits: at most `max_queue` jobs wait (past that, [`Rejected::Full`]); a closed queue
 //! (shutting down) refuses new jobs but its loop still answers every job it holds; an aborted
 //! one answers the queued jobs with [`JobError::ShuttingDown`] and raises the running ones'
 //! cancel flags.
 
 mod batched;
 pub mod kept;
+mod queue;
 mod run;
 mod serial;
+mod thread;
 
-use std::collections::VecDeque;
+use std::ops::Range;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redraft_context::edit::HistoryEdit;
+use redraft_context::edit::{EditBudget, HistoryEdit, RegionReason, TextEdit};
 use redraft_context::{Language, Neighbour, Source};
 use redraft_engine::sampler::{CachePolicy, SamplerConfig};
-use redraft_engine::Engine;
-use redraft_suggest::fim::FimOptions;
+use redraft_engine::{DeviceSpec, Engine};
+use redraft_suggest::fim::{self, FimOptions};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::backend::BackendConfig;
 use crate::metrics::Metrics;
+pub use queue::{Job, Queue};
 
-/// A testing aid shared with `redraft lsp`'s worker: `REDRAFT_STEP_DELAY_MS=N` sleeps N ms
-/// after every denoising step, so the end-to-end tests can disconnect, fill the queue or shut
-/// down while a run is under way, however fast the model. Unset (always, outside tests) it
-/// costs nothing.
+/// A testing aid for every door: `REDRAFT_STEP_DELAY_MS=N` sleeps N ms after every denoising
+/// step, so the end-to-end tests can disconnect, supersede, fill the queue or shut down while a
+/// run is under way, however fast the model. Unset (always, outside tests) it costs nothing.
 const STEP_DELAY_ENV: &str = "REDRAFT_STEP_DELAY_MS";
 
 fn step_delay() -> Option<Duration> {
@@ -51,36 +62,81 @@ pub struct FimWork {
     pub text: String,
     pub cursor: usize,
     pub language: Language,
-    /// Other files the client sent (repo-level FIM headers).
+    /// An up-to-date parse of `text`, if the door keeps one (the language server does);
+    /// without it the context layer parses around the cursor.
+    pub tree: Option<tree_sitter::Tree>,
+    /// Other files the client sent or has open (repo-level FIM headers).
     pub neighbours: Vec<Neighbour>,
     pub options: FimOptions,
     /// The answer is cut at the first of these.
     pub stop: Vec<String>,
+    /// Fill the middle with a model another process serves instead of the loaded one (the
+    /// same plan and post-processing, another run step); runs with no model loaded.
+    pub backend: Option<BackendConfig>,
 }
 
 impl FimWork {
-    /// The document the pipeline plans from (no tree: the server parses around the cursor).
+    /// The document the pipeline plans from.
     pub fn source(&self) -> Source<'_> {
         Source {
             text: &self.text,
             cursor: self.cursor,
             language: self.language,
-            tree: None,
+            tree: self.tree.as_ref(),
         }
     }
 }
 
-/// A next-edit request: an excerpt of a file, the cursor, the region the client diffs the
-/// answer against, and the recent edits.
+/// What a door may set of a next edit's budget; the token shares follow the model's positions
+/// ([`EditBudget::for_positions`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EditLimits {
+    /// The editable region's lines above and below the cursor's line, at most.
+    pub lines_above: usize,
+    pub lines_below: usize,
+    /// A rewrite changing more than this share of the region is no suggestion
+    /// ([`EditBudget::max_changed_fraction`]).
+    pub max_changed_fraction: f64,
+}
+
+impl Default for EditLimits {
+    fn default() -> EditLimits {
+        let budget = EditBudget::default();
+        EditLimits {
+            lines_above: budget.lines_above,
+            lines_below: budget.lines_below,
+            max_changed_fraction: budget.max_changed_fraction,
+        }
+    }
+}
+
+impl EditLimits {
+    /// The budget of a model of `positions` positions under these limits.
+    pub fn budget(&self, positions: usize) -> EditBudget {
+        EditBudget {
+            lines_above: self.lines_above,
+            lines_below: self.lines_below,
+            max_changed_fraction: self.max_changed_fraction,
+            ..EditBudget::for_positions(positions)
+        }
+    }
+}
+
+/// A next-edit request: a document (or an excerpt of one), the cursor and the recent edits.
 #[derive(Debug, Clone)]
 pub struct EditWork {
     pub document: String,
     pub cursor: usize,
-    pub region: std::ops::Range<usize>,
+    /// The region the answer's `new_region` covers: the client's (it diffs the answer against
+    /// it), or `None` for the one the plan chose around the cursor.
+    pub region: Option<Range<usize>>,
     pub path: String,
     pub language: Language,
+    /// An up-to-date parse of `document`, if the door keeps one.
+    pub tree: Option<tree_sitter::Tree>,
     pub history: Vec<HistoryEdit>,
     pub sampler: SamplerConfig,
+    pub limits: EditLimits,
 }
 
 #[derive(Debug, Clone)]
@@ -95,6 +151,17 @@ impl Work {
             Work::Fim(_) => "fim",
             Work::Edit(_) => "edit",
         }
+    }
+
+    /// Whether the job runs without a loaded model (a FIM job sent to a remote backend).
+    fn needs_model(&self) -> bool {
+        !matches!(
+            self,
+            Work::Fim(FimWork {
+                backend: Some(_),
+                ..
+            })
+        )
     }
 }
 
@@ -122,23 +189,71 @@ pub struct FimChoice {
     pub finish_reason: FinishReason,
 }
 
+/// How a FIM job was planned and run, for a door's logs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FimReport {
+    /// The canvas the context layer chose, in tokens, and why.
+    pub canvas_tokens: usize,
+    pub canvas_reason: String,
+    /// The canvas lengths filled, one per candidate.
+    pub lengths: Vec<usize>,
+    /// Context tokens by part: snippets of other files, the prefix, the suffix.
+    pub neighbour_tokens: usize,
+    pub prefix_tokens: usize,
+    pub suffix_tokens: usize,
+    /// The first canvas's model passes by kind: how the kept cache served the job (an edit
+    /// pass realigned it across the edit since its last job).
+    pub full_passes: usize,
+    pub window_passes: usize,
+    pub edit_passes: usize,
+    /// Positions taken from the kept cache instead of computed; `None` where the loop does not
+    /// count them (the batched one).
+    pub cached_positions: Option<usize>,
+    /// The model's (or the backend's) part of the job.
+    pub model_ms: f64,
+    /// The completions endpoint that filled the middle, when a remote backend did.
+    pub backend: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct FimAnswer {
     /// One per candidate asked for (an empty text when post-processing kept nothing).
     pub choices: Vec<FimChoice>,
+    /// What an editor shows: the candidates' cleaned texts, best first, without duplicates or
+    /// the ones post-processing dropped (no stop strings applied).
+    pub suggestions: Vec<String>,
     /// Context tokens the model saw.
     pub prompt_tokens: usize,
     /// Tokens of the returned texts.
     pub completion_tokens: usize,
+    pub report: FimReport,
+}
+
+/// How a next edit was planned and run, for a door's logs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EditReport {
+    /// The region the model rewrote (the plan's), in the work's document offsets, and why.
+    pub region: Range<usize>,
+    pub reason: RegionReason,
+    /// The rewrite changed more of the region than the limits allow, so it is no edit.
+    pub rewrote_too_much: bool,
+    pub steps: usize,
+    /// Plan + model + extraction.
+    pub latency_ms: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct EditAnswer {
-    /// The client's region with the suggested edits applied (unchanged: no edit).
+    /// The work's region with the suggested edits that lie inside it applied (unchanged: no
+    /// edit).
     pub new_region: String,
     pub changed: bool,
+    /// Every suggested edit, in the work's document offsets, in order, not overlapping; none
+    /// when the model sees nothing to change.
+    pub edits: Vec<TextEdit>,
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
+    pub report: EditReport,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -154,10 +269,13 @@ pub enum JobError {
     Cancelled,
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// The job needs a model and none is loaded: why.
+    #[error("no model is loaded ({0})")]
+    NoModel(String),
     /// The request cannot be run on this model (the engine's `InvalidRequest`).
     #[error("{0}")]
     Invalid(String),
-    /// A bug or a model failure.
+    /// A bug, a model failure, or a remote backend's.
     #[error("{0}")]
     Failed(String),
 }
@@ -172,173 +290,14 @@ pub struct Draft {
     pub slots: usize,
 }
 
-/// A queued request.
-pub struct Job {
-    pub work: Work,
-    pub cancel: Arc<AtomicBool>,
-    pub deadline: Option<Instant>,
-    pub drafts: Option<mpsc::UnboundedSender<Draft>>,
-    reply: oneshot::Sender<Result<Answer, JobError>>,
-    queued: Instant,
-}
-
-impl Job {
-    /// Whether nobody waits for the answer any more (the client left).
-    pub fn abandoned(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed) || self.reply.is_closed()
-    }
-
-    /// Sends the answer and records how the job ended.
-    pub fn answer(self, result: Result<Answer, JobError>, metrics: &Metrics) {
-        let kind = self.work.kind();
-        let outcome = match &result {
-            Ok(_) => "answered",
-            Err(JobError::Cancelled) => "cancelled",
-            Err(JobError::ShuttingDown) => "rejected_shutdown",
-            Err(JobError::Invalid(_)) => "invalid",
-            Err(JobError::Failed(_)) => "failed",
-        };
-        metrics.job(kind, outcome);
-        metrics.job_done(kind, self.queued.elapsed());
-        let _ = self.reply.send(result);
-    }
-}
-
 /// Why a job was not queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rejected {
     /// The queue holds `max_queue` jobs.
     Full,
     ShuttingDown,
-    /// No model is loaded, and why.
+    /// No model is loaded (and none is being loaded), and why.
     NoModel(String),
-}
-
-struct QueueState {
-    jobs: VecDeque<Job>,
-    open: bool,
-}
-
-/// The bounded queue between the handlers and the inference thread.
-pub struct Queue {
-    state: Mutex<QueueState>,
-    ready: Condvar,
-    capacity: usize,
-    metrics: Arc<Metrics>,
-    /// Cancel flags of jobs handed out and not yet answered, raised by [`Queue::abort`].
-    running: Mutex<Vec<Weak<AtomicBool>>>,
-}
-
-impl Queue {
-    fn new(capacity: usize, metrics: Arc<Metrics>) -> Queue {
-        Queue {
-            state: Mutex::new(QueueState {
-                jobs: VecDeque::new(),
-                open: true,
-            }),
-            ready: Condvar::new(),
-            capacity,
-            metrics,
-            running: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
-        // A panic while holding the lock leaves the queue consistent (push/pop only).
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn push(&self, job: Job) -> Result<(), Rejected> {
-        let mut state = self.lock();
-        if !state.open {
-            return Err(Rejected::ShuttingDown);
-        }
-        if state.jobs.len() >= self.capacity {
-            return Err(Rejected::Full);
-        }
-        state.jobs.push_back(job);
-        self.metrics.queue_depth.set(state.jobs.len() as i64);
-        drop(state);
-        self.ready.notify_one();
-        Ok(())
-    }
-
-    fn taken(&self, job: &Job) {
-        self.metrics
-            .queue_wait_seconds
-            .observe(job.queued.elapsed().as_secs_f64());
-        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        running.retain(|flag| flag.strong_count() > 0);
-        running.push(Arc::downgrade(&job.cancel));
-    }
-
-    /// The next job, waiting for one; `None` once the queue is closed and empty.
-    pub fn next(&self) -> Option<Job> {
-        let mut state = self.lock();
-        loop {
-            if let Some(job) = state.jobs.pop_front() {
-                self.metrics.queue_depth.set(state.jobs.len() as i64);
-                drop(state);
-                self.taken(&job);
-                return Some(job);
-            }
-            if !state.open {
-                return None;
-            }
-            state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// The next job if one is queued and `fits` it (else it stays first in the queue).
-    pub fn try_next_if(&self, fits: impl FnOnce(&Job) -> bool) -> Option<Job> {
-        let mut state = self.lock();
-        if !fits(state.jobs.front()?) {
-            return None;
-        }
-        let job = state.jobs.pop_front()?;
-        self.metrics.queue_depth.set(state.jobs.len() as i64);
-        drop(state);
-        self.taken(&job);
-        Some(job)
-    }
-
-    /// Refuses new jobs; the loop answers those it holds, then ends.
-    pub fn close(&self) {
-        self.lock().open = false;
-        self.ready.notify_all();
-    }
-
-    /// [`Queue::close`], then every queued job is answered as shut down and every running one
-    /// cancelled.
-    pub fn abort(&self) {
-        let drained: Vec<Job> = {
-            let mut state = self.lock();
-            state.open = false;
-            self.metrics.queue_depth.set(0);
-            state.jobs.drain(..).collect()
-        };
-        self.ready.notify_all();
-        for job in drained {
-            job.answer(Err(JobError::ShuttingDown), &self.metrics);
-        }
-        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        for flag in running.iter().filter_map(Weak::upgrade) {
-            flag.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Jobs waiting (not the running ones).
-    pub fn len(&self) -> usize {
-        self.lock().jobs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
 }
 
 /// Raises its job's cancel flag when dropped, unless the answer was received: dropping the
@@ -387,6 +346,13 @@ pub struct Submit {
     pub deadline: Option<Instant>,
     /// Send each denoising step's draft.
     pub drafts: bool,
+    /// The job's cancel flag, when the door raises it itself too (the language server, when a
+    /// newer keystroke supersedes the request); `None`: a new one, raised by the ticket's guard
+    /// only.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Who the job is for, when the door can tell (the language server: the document): the job
+    /// starts from the cache its client's last job of its kind left ([`kept`]).
+    pub client: Option<String>,
 }
 
 /// How the loop runs jobs.
@@ -395,76 +361,69 @@ pub struct LoopConfig {
     /// Canvases a batched loop admits at most; 1 is one job at a time.
     pub max_batch: usize,
     pub max_queue: usize,
-    /// The approximate context cache, for every job.
+    /// The approximate context cache, for every job of a batched loop (one job at a time, each
+    /// job's sampler says).
     pub cache: CachePolicy,
     /// Bytes the caches finished jobs leave for the next ones may hold ([`kept`]).
     pub kept_bytes: usize,
+    /// The command whose loop it is, as its messages on stderr name it (`redraft serve`).
+    pub door: &'static str,
 }
 
-/// The handle the HTTP side holds; cheap to clone.
+/// What a model load answers: where the model came from and the device it runs on, or why it
+/// did not load.
+pub type Loaded = Result<String, String>;
+
+/// The handle the doors hold; cheap to clone.
 #[derive(Clone)]
 pub struct Scheduler {
     queue: Arc<Queue>,
-    /// Why there is no model, if there is none.
-    missing: Option<String>,
-    positions: usize,
 }
 
 impl Scheduler {
-    /// Starts the inference thread on `engine` (or, without one, a scheduler that refuses
-    /// every job with [`Rejected::NoModel`]). The thread ends once the queue is closed and
-    /// drained; join it to wait for that.
+    /// Starts the inference thread on `engine` (or, without one, with the reason: then every
+    /// job that needs a model is refused with [`Rejected::NoModel`] until a
+    /// [`Scheduler::load`]). The thread ends once the queue is closed and drained; join it to
+    /// wait for that.
     pub fn start(
         engine: Result<Engine, String>,
         config: LoopConfig,
         metrics: Arc<Metrics>,
-    ) -> (Scheduler, Option<std::thread::JoinHandle<()>>) {
-        let queue = Arc::new(Queue::new(config.max_queue.max(1), metrics));
-        match engine {
-            Ok(engine) => {
-                let positions = engine.model().config().max_position_embeddings;
-                let thread_queue = Arc::clone(&queue);
-                let delay = step_delay();
-                let handle = std::thread::Builder::new()
-                    .name("redraft-serve-inference".into())
-                    .spawn(move || {
-                        if config.max_batch > 1 {
-                            batched::run(&engine, &thread_queue, config, delay)
-                        } else {
-                            serial::run(&engine, &thread_queue, config.kept_bytes, delay)
-                        }
-                    })
-                    .expect("spawning the inference thread");
-                (
-                    Scheduler {
-                        queue,
-                        missing: None,
-                        positions,
-                    },
-                    Some(handle),
-                )
-            }
-            Err(why) => {
-                queue.close();
-                (
-                    Scheduler {
-                        queue,
-                        missing: Some(why),
-                        positions: 0,
-                    },
-                    None,
-                )
-            }
-        }
+    ) -> (Scheduler, std::thread::JoinHandle<()>) {
+        let model = match &engine {
+            Ok(engine) => Ok(engine.model().config().max_position_embeddings),
+            Err(why) => Err(why.clone()),
+        };
+        let queue = Arc::new(Queue::new(config.max_queue.max(1), metrics, model));
+        let thread_queue = Arc::clone(&queue);
+        let delay = step_delay();
+        let handle = std::thread::Builder::new()
+            .name("redraft-inference".into())
+            .spawn(move || thread::run(engine.ok(), &thread_queue, config, delay))
+            .expect("spawning the inference thread");
+        (Scheduler { queue }, handle)
+    }
+
+    /// Loads `model` (a path or a model name; `None`: the embedded default model) on `device`,
+    /// in place of the model there is, once the jobs queued before it are answered; the jobs
+    /// submitted after it wait for it. The answer names what was loaded or why it failed (then
+    /// jobs that need a model fail with [`JobError::NoModel`] until another load).
+    pub fn load(&self, model: Option<PathBuf>, device: DeviceSpec) -> oneshot::Receiver<Loaded> {
+        let (reply, answer) = oneshot::channel();
+        self.queue.push_load(queue::Load {
+            model,
+            device,
+            reply,
+        });
+        answer
     }
 
     /// Queues `work`; the ticket's guard cancels it if dropped before the answer.
     pub fn submit(&self, work: Work, submit: Submit) -> Result<Ticket, Rejected> {
-        if let Some(why) = &self.missing {
-            return Err(Rejected::NoModel(why.clone()));
-        }
         let kind = work.kind();
-        let cancel = Arc::new(AtomicBool::new(false));
+        let cancel = submit
+            .cancel
+            .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
         let (reply, rx) = oneshot::channel();
         let (drafts_tx, drafts_rx) = if submit.drafts {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -472,14 +431,14 @@ impl Scheduler {
         } else {
             (None, None)
         };
-        let job = Job {
+        let job = Job::new(
             work,
-            cancel: Arc::clone(&cancel),
-            deadline: submit.deadline,
-            drafts: drafts_tx,
+            Arc::clone(&cancel),
+            submit.deadline,
+            drafts_tx,
             reply,
-            queued: Instant::now(),
-        };
+            submit.client,
+        );
         match self.queue.push(job) {
             Ok(()) => Ok(Ticket {
                 reply: rx,
@@ -491,22 +450,47 @@ impl Scheduler {
             }),
             Err(rejected) => {
                 let outcome = match rejected {
-                    Rejected::Full => "rejected_full",
-                    _ => "rejected_shutdown",
+                    Rejected::Full => Some("rejected_full"),
+                    Rejected::ShuttingDown => Some("rejected_shutdown"),
+                    Rejected::NoModel(_) => None,
                 };
-                self.queue.metrics().job(kind, outcome);
+                if let Some(outcome) = outcome {
+                    self.queue.metrics().job(kind, outcome);
+                }
                 Err(rejected)
             }
         }
     }
 
-    /// The model's positions (0 without a model).
+    /// The loaded model's positions (0 without a model).
     pub fn positions(&self) -> usize {
-        self.positions
+        self.queue.model().positions
     }
 
-    pub fn missing(&self) -> Option<&str> {
-        self.missing.as_deref()
+    /// Why there is no model, if there is none.
+    pub fn missing(&self) -> Option<String> {
+        self.queue.model().missing
+    }
+
+    /// Whether a FIM job under `options` (sent to `backend`, if given) would show the model any
+    /// snippets of other files: a door whose neighbours are costly to gather may skip them when
+    /// not. While a load is pending the next model is unknown: yes.
+    pub fn room_for_neighbours(
+        &self,
+        options: &FimOptions,
+        backend: Option<&BackendConfig>,
+    ) -> bool {
+        let positions = match backend {
+            Some(config) => config.positions(options),
+            None => {
+                let model = self.queue.model();
+                if model.loading {
+                    return true;
+                }
+                model.positions
+            }
+        };
+        fim::budget_for(positions, options).neighbour_tokens > 0
     }
 
     pub fn queue_len(&self) -> usize {
@@ -521,3 +505,6 @@ impl Scheduler {
         self.queue.abort();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -28,7 +28,9 @@
 //! Jobs go through the same pipelines as alone, split where a batch needs it: FIM jobs through
 //! [`fim::prepare`] (each candidate length joins as its own canvas) and [`fim::finish`] per
 //! candidate ([`finish_fim`]), next edits through [`edit::prepare`] (one canvas, the old region
-//! its draft) and [`edit::finish`] ([`finish_edit`]); FIM and next-edit canvases share lanes.
+//! its draft) and [`edit::finish`] ([`finish_edit`]); FIM and next-edit canvases share lanes. A
+//! FIM job sent to a remote backend has no canvas: it runs when admitted, while the lanes wait
+//! (no door batches and sends jobs to a backend today).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -42,8 +44,10 @@ use redraft_engine::sampler::{
 use redraft_engine::{Completion, Engine};
 use redraft_suggest::{edit, fim};
 
-use super::kept::{self, KeptCaches};
-use super::run::{draft_text, edit_budget, edit_input, finish_edit, finish_fim, job_error};
+use super::kept::{self, KeptCaches, KeyBuf};
+use super::run::{
+    backend_job, draft_text, edit_budget, edit_input, finish_edit, finish_fim, job_error, Remote,
+};
 use super::{Answer, Draft, Job, JobError, LoopConfig, Queue, Work};
 
 /// What a job in a lane was planned as.
@@ -60,6 +64,8 @@ struct Member {
     job: Job,
     plan: Plan,
     completions: Vec<Option<Completion>>,
+    /// When its canvases joined.
+    joined: Instant,
 }
 
 /// Canvases a job takes: one per FIM candidate, one for a next edit.
@@ -74,16 +80,18 @@ fn canvases(job: &Job) -> usize {
 struct Lane<'e> {
     id: u64,
     /// What the lane's job is matched on ([`kept::key`]): its cache is kept under it.
-    key: String,
+    key: KeyBuf,
     batch: EngineBatch<'e>,
 }
 
 /// Where a canvas belongs: its job, and which candidate it is.
 type Slot = (u64, usize);
 
-struct Loop<'e> {
+struct Loop<'e, 'r> {
     engine: &'e Engine,
     queue: &'e Queue,
+    remote: &'r mut Remote,
+    door: &'static str,
     policy: CachePolicy,
     max_batch: usize,
     delay: Option<Duration>,
@@ -97,10 +105,20 @@ struct Loop<'e> {
     next_lane: u64,
 }
 
-pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Duration>) {
+/// Runs jobs until a model load is next (and the running ones are done) or the queue is closed
+/// and drained.
+pub fn run(
+    engine: &Engine,
+    queue: &Queue,
+    config: LoopConfig,
+    delay: Option<Duration>,
+    remote: &mut Remote,
+) {
     let mut state = Loop {
         engine,
         queue,
+        remote,
+        door: config.door,
         policy: config.cache,
         max_batch: config.max_batch.max(1),
         delay,
@@ -116,7 +134,7 @@ pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Dur
     }
 }
 
-impl<'e> Loop<'e> {
+impl<'e> Loop<'e, '_> {
     /// Canvases being decoded, over all lanes.
     fn running(&self) -> usize {
         self.lanes.iter().map(|lane| lane.batch.len()).sum()
@@ -144,16 +162,32 @@ impl<'e> Loop<'e> {
                 job.answer(Err(JobError::Cancelled), self.queue.metrics());
                 continue;
             }
+            if let Work::Fim(work) = &job.work {
+                if work.backend.is_some() {
+                    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        backend_job(self.remote, &job, work)
+                    }))
+                    .unwrap_or_else(|_| {
+                        eprintln!(
+                            "{}: a job failed unexpectedly (a bug); the server goes on",
+                            self.door
+                        );
+                        Err(JobError::Failed("internal error".into()))
+                    });
+                    job.answer(result, self.queue.metrics());
+                    continue;
+                }
+            }
             self.join(job);
         }
     }
 
     /// A new lane for a job matched on `key`, from the kept cache of the job most like it.
-    fn new_lane(&mut self, key: &str) -> usize {
-        let cache = self.kept.take(key, self.queue.metrics());
+    fn new_lane(&mut self, key: KeyBuf) -> usize {
+        let cache = self.kept.take(&key.key(), self.queue.metrics());
         self.lanes.push(Lane {
             id: self.next_lane,
-            key: key.to_string(),
+            key,
             batch: self.engine.batch_from(self.policy, cache),
         });
         self.next_lane += 1;
@@ -187,7 +221,7 @@ impl<'e> Loop<'e> {
                 let prepared = edit::prepare(
                     engine,
                     &edit_input(work),
-                    &edit_budget(engine),
+                    &edit_budget(engine, work),
                     work.sampler.clone(),
                 );
                 let sampler = prepared.request.sampler.clone();
@@ -207,7 +241,7 @@ impl<'e> Loop<'e> {
             }
             Plan::Edit { .. } => None,
         };
-        let at_lane = self.new_lane(kept::key(&job.work));
+        let at_lane = self.new_lane(kept::key(&job).to_buf());
         let key = self.next_job;
         self.next_job += 1;
         let mut joined = Vec::new();
@@ -255,6 +289,7 @@ impl<'e> Loop<'e> {
                 completions: vec![None; built.len()],
                 plan,
                 job,
+                joined: Instant::now(),
             },
         );
     }
@@ -303,7 +338,8 @@ impl<'e> Loop<'e> {
             Ok(Err(err)) => Some(JobError::Failed(format!("{err:#}"))),
             Err(_) => {
                 eprintln!(
-                    "redraft serve: a batch step failed unexpectedly (a bug); the server goes on"
+                    "{}: a batch step failed unexpectedly (a bug); the server goes on",
+                    self.door
                 );
                 Some(JobError::Failed("internal error".into()))
             }
@@ -326,7 +362,8 @@ impl<'e> Loop<'e> {
         self.lanes = running;
         if self.policy.enabled {
             for lane in emptied {
-                self.kept.keep(&lane.key, lane.batch.into_cache(), metrics);
+                self.kept
+                    .keep(&lane.key.key(), lane.batch.into_cache(), metrics);
             }
         }
         for (at, result) in left {
@@ -349,6 +386,7 @@ impl<'e> Loop<'e> {
                             &member.job.work,
                             member.plan,
                             completions,
+                            member.joined,
                             metrics,
                         );
                         member.job.answer(Ok(answer), metrics);
@@ -376,11 +414,14 @@ fn finish(
     work: &Work,
     plan: Plan,
     completions: Vec<Completion>,
+    joined: Instant,
     metrics: &crate::metrics::Metrics,
 ) -> Answer {
     match (work, plan) {
         (Work::Fim(work), Plan::Fim(prepared)) => {
-            Answer::Fim(finish_fim(engine, &prepared, &completions, work, metrics))
+            let mut answer = finish_fim(engine, &prepared, &completions, work, metrics);
+            answer.report.model_ms = joined.elapsed().as_secs_f64() * 1e3;
+            Answer::Fim(answer)
         }
         (Work::Edit(work), Plan::Edit { prepared, started }) => {
             let completion = completions
@@ -391,7 +432,7 @@ fn finish(
                 &edit_input(work),
                 prepared,
                 completion,
-                &edit_budget(engine),
+                &edit_budget(engine, work),
                 started,
             );
             Answer::Edit(finish_edit(engine, work, &outcome, metrics))

@@ -1,8 +1,14 @@
 //! Caches a loop keeps between jobs, one per recent client, roughly: each job starts from the
-//! kept cache whose last job's document shares the most text before the cursor with its own
-//! (a client typing sends documents that differ by a few characters, and the job's first pass
-//! realigns that cache across the edit), and leaves its cache behind for the next. Both loops
-//! keep them the same way, so batching on or off is the only difference between them.
+//! kept cache most like its own (a client typing sends documents that differ by a few
+//! characters, and the job's first pass realigns that cache across the edit), and leaves its
+//! cache behind for the next. Both loops keep them the same way, so batching on or off is the
+//! only difference between them.
+//!
+//! Which cache is most like a job's: when the door names the job's client ([`Key::client`]: the
+//! language server names the document), the one that client's last job of the same kind left
+//! (or a new one), so an edit anywhere in the document keeps it; otherwise (HTTP clients are
+//! anonymous) the one whose last job's document shares the most text before the cursor with
+//! the job's.
 //!
 //! The bound is memory (`--cache-memory`), not a count: a count small enough to matter drops
 //! every cache when more clients type at once than it holds (each client's cache is the oldest
@@ -10,7 +16,7 @@
 
 use redraft_engine::qwen2::KvCache;
 
-use super::Work;
+use super::{Job, Work};
 use crate::metrics::Metrics;
 
 /// Kept caches at most, whatever their size: bounds the search a job makes through them.
@@ -19,27 +25,74 @@ pub const KEPT_CACHES: usize = 1024;
 /// The default of `--cache-memory`, in MiB.
 pub const DEFAULT_MIB: usize = 1024;
 
-/// What a job is matched on: its document up to the cursor.
-pub fn key(work: &Work) -> &str {
-    let (text, cursor) = match work {
+/// What a job is matched on: its client and kind, when the door names the client, and its
+/// document up to the cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key<'a> {
+    pub client: Option<(&'a str, &'static str)>,
+    pub text: &'a str,
+}
+
+impl Key<'_> {
+    /// The key, owned (a batched lane keeps it until its cache is kept).
+    pub fn to_buf(&self) -> KeyBuf {
+        KeyBuf {
+            client: self.client.map(|(client, kind)| (client.to_string(), kind)),
+            text: self.text.to_string(),
+        }
+    }
+}
+
+/// A [`Key`], owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyBuf {
+    client: Option<(String, &'static str)>,
+    text: String,
+}
+
+impl KeyBuf {
+    pub fn key(&self) -> Key<'_> {
+        Key {
+            client: self
+                .client
+                .as_ref()
+                .map(|(client, kind)| (client.as_str(), *kind)),
+            text: &self.text,
+        }
+    }
+}
+
+/// `job`'s key.
+pub fn key(job: &Job) -> Key<'_> {
+    let (text, cursor) = match &job.work {
         Work::Fim(work) => (&work.text, work.cursor),
         Work::Edit(work) => (&work.document, work.cursor),
     };
-    text.get(..cursor).unwrap_or(text)
+    Key {
+        client: job.client.as_deref().map(|c| (c, job.work.kind())),
+        text: text.get(..cursor).unwrap_or(text),
+    }
+}
+
+/// One kept cache and the key of the job that left it.
+struct Kept {
+    key: KeyBuf,
+    cache: KvCache,
 }
 
 /// The kept caches, oldest first, each with the key of the job that left it.
 pub struct KeptCaches {
-    kept: Vec<(String, KvCache)>,
+    kept: Vec<Kept>,
     /// Bytes of keys, values and the text they are matched on that may be kept...
     budget: usize,
     /// ...and that are: the kept caches' footprints summed.
     bytes: usize,
 }
 
-/// What one kept cache holds in memory: its keys and values, and the text it is matched on.
-fn footprint((key, cache): &(String, KvCache)) -> usize {
-    key.len() + cache.bytes()
+/// What one kept cache holds in memory: its keys and values, and what it is matched on.
+fn footprint(kept: &Kept) -> usize {
+    let key = kept.key.key();
+    key.client.map_or(0, |(client, _)| client.len()) + key.text.len() + kept.cache.bytes()
 }
 
 impl KeptCaches {
@@ -52,25 +105,37 @@ impl KeptCaches {
         }
     }
 
-    /// The kept cache whose job shares the longest start with `key` (taken out), or a new one
-    /// when none shares at least half of `key`: then the job is most likely another client's
-    /// (or another place in the file), which would gain little from that cache and take it from
-    /// the client whose next keystroke it serves.
+    /// The cache for a job matched on `key` (taken out), or a new one. With a client: the
+    /// newest its client's jobs of the same kind left. Without: the one whose job shares the
+    /// longest start with `key`'s text, unless none shares at least half of it: then the job is
+    /// most likely another client's (or another place in the file), which would gain little
+    /// from that cache and take it from the client whose next keystroke it serves.
     /// Counted in `metrics` as a kept or a cold start.
-    pub fn take(&mut self, key: &str, metrics: &Metrics) -> KvCache {
-        let shared = |kept: &str| {
-            kept.bytes()
-                .zip(key.bytes())
-                .take_while(|(a, b)| a == b)
-                .count()
+    pub fn take(&mut self, key: &Key<'_>, metrics: &Metrics) -> KvCache {
+        let best = match key.client {
+            Some(client) => self
+                .kept
+                .iter()
+                .rposition(|kept| kept.key.key().client == Some(client)),
+            None => {
+                let text = key.text;
+                let shared = |kept: &str| {
+                    kept.bytes()
+                        .zip(text.bytes())
+                        .take_while(|(a, b)| a == b)
+                        .count()
+                };
+                (0..self.kept.len())
+                    .filter(|&at| self.kept[at].key.client.is_none())
+                    .map(|at| (shared(&self.kept[at].key.text), at))
+                    .max()
+                    .filter(|&(shared, _)| shared > 0 && 2 * shared >= text.len())
+                    .map(|(_, at)| at)
+            }
         };
-        let best = (0..self.kept.len())
-            .map(|at| (shared(&self.kept[at].0), at))
-            .max()
-            .filter(|&(shared, _)| shared > 0 && 2 * shared >= key.len());
-        let taken = best.map(|(_, at)| {
+        let taken = best.map(|at| {
             self.bytes -= footprint(&self.kept[at]);
-            self.kept.remove(at).1
+            self.kept.remove(at).cache
         });
         metrics.cache_start(taken.is_some());
         self.report(metrics);
@@ -79,9 +144,12 @@ impl KeptCaches {
 
     /// Keeps `cache` (left by the job matched on `key`) as the newest, then drops the oldest
     /// past [`KEPT_CACHES`] or the budget (the newest too, when it alone is over).
-    pub fn keep(&mut self, key: &str, cache: KvCache, metrics: &Metrics) {
+    pub fn keep(&mut self, key: &Key<'_>, cache: KvCache, metrics: &Metrics) {
         if !cache.is_empty() {
-            let kept = (key.to_string(), cache);
+            let kept = Kept {
+                key: key.to_buf(),
+                cache,
+            };
             self.bytes += footprint(&kept);
             self.kept.push(kept);
             let mut over = 0;
@@ -131,24 +199,31 @@ mod tests {
         caches(1).pop().unwrap()
     }
 
+    /// The key of an anonymous client's job.
+    fn text(text: &str) -> Key<'_> {
+        Key { client: None, text }
+    }
+
     #[test]
     fn a_job_takes_the_cache_of_the_job_sharing_the_most_text() {
         let metrics = Metrics::new();
         let mut kept = KeptCaches::new(DEFAULT_MIB << 20);
         let one = cache();
         let bytes = one.bytes();
-        kept.keep("fn a() { let x", one, &metrics);
-        kept.keep("struct B", cache(), &metrics);
+        kept.keep(&text("fn a() { let x"), one, &metrics);
+        kept.keep(&text("struct B"), cache(), &metrics);
         assert_eq!(kept.len(), 2);
-        let taken = kept.take("fn a() { let xy", &metrics);
+        let taken = kept.take(&text("fn a() { let xy"), &metrics);
         assert_eq!(taken.bytes(), bytes);
         assert_eq!(kept.len(), 1);
         // Nothing in common, or less than half: a fresh cache, the kept one stays.
-        assert!(kept.take("use std::fmt;", &metrics).is_empty());
-        assert!(kept.take("struct Bridge { x: u32 }", &metrics).is_empty());
+        assert!(kept.take(&text("use std::fmt;"), &metrics).is_empty());
+        assert!(kept
+            .take(&text("struct Bridge { x: u32 }"), &metrics)
+            .is_empty());
         assert_eq!(kept.len(), 1);
         // An empty cache is not kept.
-        kept.keep("x", KvCache::default(), &metrics);
+        kept.keep(&text("x"), KvCache::default(), &metrics);
         assert_eq!(kept.len(), 1);
         let text = metrics.render();
         for line in [
@@ -168,10 +243,10 @@ mod tests {
         let mut kept = KeptCaches::new(DEFAULT_MIB << 20);
         let keys: Vec<String> = (0..48).map(|i| format!("client {i:02}")).collect();
         for (key, cache) in keys.iter().zip(caches(keys.len())) {
-            kept.keep(key, cache, &metrics);
+            kept.keep(&text(key), cache, &metrics);
         }
         for key in &keys {
-            assert!(!kept.take(key, &metrics).is_empty(), "{key}");
+            assert!(!kept.take(&text(key), &metrics).is_empty(), "{key}");
         }
     }
 
@@ -183,17 +258,66 @@ mod tests {
         let mut kept = KeptCaches::new(3 * each);
         let keys: Vec<String> = (0..5).map(|i| format!("{i:02} client")).collect();
         for (key, cache) in keys.iter().zip(made.drain(..5)) {
-            kept.keep(key, cache, &metrics);
+            kept.keep(&text(key), cache, &metrics);
         }
         assert_eq!(kept.len(), 3);
         // The first two went; the third is there.
         for gone in &keys[..2] {
-            assert!(kept.take(gone, &metrics).is_empty(), "{gone}");
+            assert!(kept.take(&text(gone), &metrics).is_empty(), "{gone}");
         }
-        assert!(!kept.take(&keys[2], &metrics).is_empty());
+        assert!(!kept.take(&text(&keys[2]), &metrics).is_empty());
         // No budget: nothing is kept.
         let mut none = KeptCaches::new(0);
-        none.keep("00 client", made.pop().unwrap(), &metrics);
+        none.keep(&text("00 client"), made.pop().unwrap(), &metrics);
         assert_eq!(none.len(), 0);
+    }
+
+    /// A door that names its clients finds each one's cache whatever the edit (here one at the
+    /// start of the text, which leaves less than half of it shared), per kind of job.
+    #[test]
+    fn a_named_client_takes_its_own_last_cache_of_the_kind() {
+        let metrics = Metrics::new();
+        let mut kept = KeptCaches::new(DEFAULT_MIB << 20);
+        let key = |client: &'static str, kind: &'static str, text: &'static str| Key {
+            client: Some((client, kind)),
+            text,
+        };
+        let left = |kept: &KeptCaches| -> Vec<String> {
+            kept.kept
+                .iter()
+                .map(|k| format!("{:?} {}", k.key.client, k.key.text))
+                .collect()
+        };
+        let mut made = caches(3);
+        kept.keep(
+            &key("a.rs", "fim", "fn sum(v: u32) {"),
+            made.remove(0),
+            &metrics,
+        );
+        kept.keep(
+            &key("a.rs", "edit", "fn sum(v: u32) {"),
+            made.remove(0),
+            &metrics,
+        );
+        kept.keep(&text("fn sum_(v: u32) {"), made.remove(0), &metrics);
+        // Another client never takes a named client's cache, nor does an anonymous job.
+        assert!(kept
+            .take(&key("b.rs", "fim", "fn sum_(v: u32) {"), &metrics)
+            .is_empty());
+        assert!(!kept
+            .take(&key("a.rs", "fim", "fn sum_(v: u32) {"), &metrics)
+            .is_empty());
+        assert_eq!(
+            left(&kept),
+            [
+                "Some((\"a.rs\", \"edit\")) fn sum(v: u32) {",
+                "None fn sum_(v: u32) {"
+            ]
+        );
+        assert!(!kept.take(&key("a.rs", "edit", "x"), &metrics).is_empty());
+        assert!(kept.take(&key("a.rs", "edit", "x"), &metrics).is_empty());
+        assert_eq!(left(&kept), ["None fn sum_(v: u32) {"]);
+        assert!(!kept.take(&text("fn sum_(v"), &metrics).is_empty());
+        assert_eq!(kept.len(), 0);
     }
 }

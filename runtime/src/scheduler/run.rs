@@ -1,9 +1,10 @@
 //! One job through the suggestion pipelines (`redraft_suggest::fim` and `::edit`), as any loop
-//! runs it: the document and cursor in, the answer the HTTP side formats out (stop strings
-//! applied, tokens counted, a next edit's rewrite cut to the client's region).
+//! runs it: the document and cursor in, the answer every door formats out (stop strings
+//! applied, tokens counted, a next edit's rewrite cut to the work's region, a report of how it
+//! ran); or a FIM job's run step sent to a remote backend ([`backend_job`]).
 
 use std::ops::Range;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redraft_context::edit::{EditBudget, EditSuggestion};
 use redraft_context::Source;
@@ -14,8 +15,10 @@ use redraft_suggest::edit::{next_edit, EditInput, EditOutcome};
 use redraft_suggest::fim::{self, Prepared};
 
 use super::{
-    Answer, Draft, EditAnswer, EditWork, FimAnswer, FimChoice, FimWork, FinishReason, Job, JobError,
+    Answer, Draft, EditAnswer, EditReport, EditWork, FimAnswer, FimChoice, FimReport, FimWork,
+    FinishReason, Job, JobError,
 };
+use crate::backend::{Backend, BackendConfig, BackendError};
 use crate::metrics::Metrics;
 
 /// The raw middle of `view` so far ([`Engine::draft`]: committed text, a mask glyph per masked
@@ -91,22 +94,58 @@ pub fn fim_job(
 ) -> Result<Answer, JobError> {
     let source = work.source();
     let prepared = fim::prepare(engine, &source, &work.neighbours, &work.options);
+    let started = Instant::now();
+    let reused = cache.reused_positions();
     let completions = with_controls(engine, job, delay, |controls| {
         fim::run(engine, &prepared, cache, controls)
     })
     .map_err(job_error)?;
+    let model_ms = started.elapsed().as_secs_f64() * 1e3;
     if let Some(first) = completions.first() {
         let slots: usize = completions.iter().map(|c| c.slots).sum();
         metrics.model_calls(first.forwards, completions.len(), slots);
         metrics.passes(first.full_passes, first.window_passes, first.edit_passes);
     }
-    Ok(Answer::Fim(finish_fim(
-        engine,
-        &prepared,
-        &completions,
-        work,
-        metrics,
-    )))
+    let mut answer = finish_fim(engine, &prepared, &completions, work, metrics);
+    answer.report.model_ms = model_ms;
+    answer.report.cached_positions = Some(cache.reused_positions() - reused);
+    Ok(Answer::Fim(answer))
+}
+
+/// The report of a FIM job planned as `prepared` (no model passes, no time counted yet).
+fn fim_report(prepared: &Prepared) -> FimReport {
+    let plan = &prepared.plan;
+    FimReport {
+        canvas_tokens: plan.canvas.tokens,
+        canvas_reason: plan.canvas.reason.clone(),
+        lengths: prepared.lengths.clone(),
+        neighbour_tokens: plan.neighbour_tokens,
+        prefix_tokens: plan.prefix_tokens,
+        suffix_tokens: plan.suffix_tokens,
+        full_passes: 0,
+        window_passes: 0,
+        edit_passes: 0,
+        cached_positions: None,
+        model_ms: 0.0,
+        backend: None,
+    }
+}
+
+/// A choice from a raw `middle`: cleaned by the context layer (`None`: nothing worth showing),
+/// cut at the first stop string; `ended`: the model ended it itself.
+fn choice(cleaned: Option<&String>, middle: &str, ended: bool, stop: &[String]) -> FimChoice {
+    let finished = cleaned.cloned().unwrap_or_default();
+    let (text, stopped) = cut_at_stop(&finished, stop);
+    // The context layer cutting the middle at its unit is a stop too.
+    let cut = finished.len() < middle.len();
+    FimChoice {
+        text,
+        finish_reason: if stopped || cut || ended {
+            FinishReason::Stop
+        } else {
+            FinishReason::Length
+        },
+    }
 }
 
 /// The answer from a FIM job's completions (one per candidate length, in the order of
@@ -124,36 +163,104 @@ pub fn finish_fim(
             .tokens_per_forward
             .observe(slots as f64 / first.forwards.max(1) as f64);
     }
+    let cleaned: Vec<Option<String>> = completions
+        .iter()
+        .map(|c| redraft_context::finish(&c.middle, &prepared.plan))
+        .collect();
     let mut completion_tokens = 0;
     let choices = completions
         .iter()
-        .map(|completion| {
-            let finished = fim::finish(std::iter::once(completion.middle.as_str()), &prepared.plan)
-                .into_iter()
-                .next()
-                .unwrap_or_default();
-            let (text, stopped) = cut_at_stop(&finished, &work.stop);
-            // The context layer cutting the middle at its unit is a stop too.
-            let cut = finished.len() < completion.middle.len();
-            completion_tokens += engine.tokenizer().encode(&text).map_or(0, |ids| ids.len());
-            FimChoice {
-                text,
-                finish_reason: if stopped || cut || completion.ended_by_eos || completion.stopped {
-                    FinishReason::Stop
-                } else {
-                    FinishReason::Length
-                },
-            }
+        .zip(&cleaned)
+        .map(|(completion, cleaned)| {
+            let ended = completion.ended_by_eos || completion.stopped;
+            let choice = choice(cleaned.as_ref(), &completion.middle, ended, &work.stop);
+            completion_tokens += engine
+                .tokenizer()
+                .encode(&choice.text)
+                .map_or(0, |ids| ids.len());
+            choice
         })
         .collect();
     let (prefix_tokens, suffix_tokens) = completions
         .first()
         .map_or((0, 0), |c| (c.prefix_tokens, c.suffix_tokens));
+    let mut report = fim_report(prepared);
+    if let Some(first) = completions.first() {
+        report.full_passes = first.full_passes;
+        report.window_passes = first.window_passes;
+        report.edit_passes = first.edit_passes;
+    }
     FimAnswer {
         choices,
+        suggestions: fim::finish(
+            completions.iter().map(|c| c.middle.as_str()),
+            &prepared.plan,
+        ),
         prompt_tokens: prefix_tokens + suffix_tokens,
         completion_tokens,
+        report,
     }
+}
+
+/// The remote backends a loop has used: one client, built again when the configuration changes
+/// (it keeps its connections), as a door's settings change.
+#[derive(Default)]
+pub struct Remote {
+    backend: Option<Backend>,
+}
+
+impl Remote {
+    /// The client for `config`.
+    fn backend(&mut self, config: &BackendConfig) -> Result<&Backend, JobError> {
+        if self.backend.as_ref().is_none_or(|b| b.config() != config) {
+            self.backend = None;
+            let backend = Backend::new(config.clone())
+                .map_err(|e| JobError::Failed(format!("backend: {e}")))?;
+            self.backend = Some(backend);
+        }
+        Ok(self.backend.as_ref().expect("built above"))
+    }
+}
+
+/// A FIM job whose middle a remote backend fills: the same plan and post-processing around
+/// another process's model ([`Backend::complete`]); the job's cancel flag closes the request.
+pub fn backend_job(remote: &mut Remote, job: &Job, work: &FimWork) -> Result<Answer, JobError> {
+    let config = work
+        .backend
+        .as_ref()
+        .expect("a backend job names its backend");
+    let backend = remote.backend(config)?;
+    let outcome = backend
+        .complete(
+            &work.source(),
+            &work.neighbours,
+            &work.options,
+            Some(&job.cancel),
+        )
+        .map_err(|e| match e {
+            BackendError::Cancelled => JobError::Cancelled,
+            other => JobError::Failed(other.to_string()),
+        })?;
+    let plan = &outcome.prepared.plan;
+    let choices = outcome
+        .fill
+        .middles
+        .iter()
+        .map(|middle| {
+            let cleaned = redraft_context::finish(&middle.text, plan);
+            choice(cleaned.as_ref(), &middle.text, middle.ended(), &work.stop)
+        })
+        .collect();
+    let mut report = fim_report(&outcome.prepared);
+    report.model_ms = outcome.latency_ms;
+    report.backend = Some(backend.endpoint().to_string());
+    Ok(Answer::Fim(FimAnswer {
+        choices,
+        suggestions: outcome.texts,
+        prompt_tokens: outcome.fill.prompt_tokens.unwrap_or(0),
+        completion_tokens: outcome.fill.completion_tokens.unwrap_or(0),
+        report,
+    }))
 }
 
 /// What the next-edit pipeline takes for `work`.
@@ -163,16 +270,17 @@ pub fn edit_input(work: &EditWork) -> EditInput<'_> {
             text: &work.document,
             cursor: work.cursor,
             language: work.language,
-            tree: None,
+            tree: work.tree.as_ref(),
         },
         path: &work.path,
         history: &work.history,
     }
 }
 
-/// The next-edit budget of `engine`'s model.
-pub fn edit_budget(engine: &Engine) -> EditBudget {
-    EditBudget::for_positions(engine.model().config().max_position_embeddings)
+/// The next-edit budget of `work` on `engine`'s model.
+pub fn edit_budget(engine: &Engine, work: &EditWork) -> EditBudget {
+    work.limits
+        .budget(engine.model().config().max_position_embeddings)
 }
 
 /// A next-edit job alone, through [`next_edit`], then [`finish_edit`].
@@ -184,7 +292,7 @@ pub fn edit_job(
     delay: Option<Duration>,
     metrics: &Metrics,
 ) -> Result<Answer, JobError> {
-    let budget = edit_budget(engine);
+    let budget = edit_budget(engine, work);
     let outcome = with_controls(engine, job, delay, |controls| {
         next_edit(
             engine,
@@ -202,7 +310,8 @@ pub fn edit_job(
     Ok(Answer::Edit(finish_edit(engine, work, &outcome, metrics)))
 }
 
-/// The answer from a next edit's outcome: its rewrite cut to the client's region.
+/// The answer from a next edit's outcome: its edits, and its rewrite cut to the work's region
+/// (the plan's when the work names none).
 pub fn finish_edit(
     engine: &Engine,
     work: &EditWork,
@@ -213,8 +322,11 @@ pub fn finish_edit(
     metrics
         .tokens_per_forward
         .observe(c.slots as f64 / c.forwards.max(1) as f64);
-    let (new_region, changed) =
-        rewrite_region(&work.document, &outcome.suggestion, work.region.clone());
+    let region = work
+        .region
+        .clone()
+        .unwrap_or_else(|| outcome.plan.region_range.clone());
+    let (new_region, changed) = rewrite_region(&work.document, &outcome.suggestion, region);
     EditAnswer {
         completion_tokens: if changed {
             engine
@@ -226,7 +338,15 @@ pub fn finish_edit(
         },
         new_region,
         changed,
+        edits: outcome.suggestion.edits.clone(),
         prompt_tokens: c.prefix_tokens + c.suffix_tokens,
+        report: EditReport {
+            region: outcome.plan.region_range.clone(),
+            reason: outcome.plan.reason,
+            rewrote_too_much: outcome.rewrote_too_much,
+            steps: c.steps,
+            latency_ms: outcome.latency_ms,
+        },
     }
 }
 

@@ -1,0 +1,318 @@
+//! The bounded queue between the doors and the inference thread: jobs, and the model loads
+//! ordered among them, with what the thread last said about its model (so a door is refused at
+//! once when no model is loaded or coming).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::Instant;
+
+use redraft_engine::DeviceSpec;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Answer, Draft, JobError, Loaded, Rejected, Work};
+use crate::metrics::Metrics;
+
+/// A queued request.
+pub struct Job {
+    pub work: Work,
+    pub cancel: Arc<AtomicBool>,
+    pub deadline: Option<Instant>,
+    pub drafts: Option<mpsc::UnboundedSender<Draft>>,
+    /// Who the job is for, when the door can tell ([`super::Submit::client`]).
+    pub client: Option<String>,
+    reply: oneshot::Sender<Result<Answer, JobError>>,
+    queued: Instant,
+}
+
+impl Job {
+    pub(super) fn new(
+        work: Work,
+        cancel: Arc<AtomicBool>,
+        deadline: Option<Instant>,
+        drafts: Option<mpsc::UnboundedSender<Draft>>,
+        reply: oneshot::Sender<Result<Answer, JobError>>,
+        client: Option<String>,
+    ) -> Job {
+        Job {
+            work,
+            cancel,
+            deadline,
+            drafts,
+            client,
+            reply,
+            queued: Instant::now(),
+        }
+    }
+
+    /// Whether nobody waits for the answer any more (the client left).
+    pub fn abandoned(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed) || self.reply.is_closed()
+    }
+
+    /// Sends the answer and records how the job ended. The draft stream closes after the
+    /// answer is sent: a door reads the drafts sent before it from the channel.
+    pub fn answer(self, result: Result<Answer, JobError>, metrics: &Metrics) {
+        let kind = self.work.kind();
+        let outcome = match &result {
+            Ok(_) => "answered",
+            Err(JobError::Cancelled) => "cancelled",
+            Err(JobError::ShuttingDown) => "rejected_shutdown",
+            Err(JobError::NoModel(_)) => "no_model",
+            Err(JobError::Invalid(_)) => "invalid",
+            Err(JobError::Failed(_)) => "failed",
+        };
+        metrics.job(kind, outcome);
+        metrics.job_done(kind, self.queued.elapsed());
+        let _ = self.reply.send(result);
+    }
+}
+
+/// A model to load in place of the thread's.
+pub struct Load {
+    pub model: Option<PathBuf>,
+    pub device: DeviceSpec,
+    pub reply: oneshot::Sender<Loaded>,
+}
+
+enum Queued {
+    Job(Box<Job>),
+    Load(Load),
+}
+
+/// The thread's model as the doors see it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ModelState {
+    /// Why there is no model, if there is none.
+    pub missing: Option<String>,
+    /// The loaded model's positions (0 without one).
+    pub positions: usize,
+    /// A load is queued or under way.
+    pub loading: bool,
+}
+
+struct QueueState {
+    items: VecDeque<Queued>,
+    /// Jobs in `items` (what the capacity bounds).
+    jobs: usize,
+    /// Loads in `items`.
+    loads: usize,
+    /// The thread is loading a model.
+    loading: bool,
+    open: bool,
+    missing: Option<String>,
+    positions: usize,
+}
+
+/// The bounded queue between the doors and the inference thread.
+pub struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+    capacity: usize,
+    metrics: Arc<Metrics>,
+    /// Cancel flags of jobs handed out and not yet answered, raised by [`Queue::abort`].
+    running: Mutex<Vec<Weak<AtomicBool>>>,
+}
+
+impl Queue {
+    /// An open queue for a thread holding a model of `model` positions (or none, and why).
+    pub(super) fn new(
+        capacity: usize,
+        metrics: Arc<Metrics>,
+        model: Result<usize, String>,
+    ) -> Queue {
+        let (positions, missing) = match model {
+            Ok(positions) => (positions, None),
+            Err(why) => (0, Some(why)),
+        };
+        Queue {
+            state: Mutex::new(QueueState {
+                items: VecDeque::new(),
+                jobs: 0,
+                loads: 0,
+                loading: false,
+                open: true,
+                missing,
+                positions,
+            }),
+            ready: Condvar::new(),
+            capacity,
+            metrics,
+            running: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        // A panic while holding the lock leaves the queue consistent (push/pop only).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn push(&self, job: Job) -> Result<(), Rejected> {
+        let mut state = self.lock();
+        if let Some(why) = &state.missing {
+            if !state.loading && state.loads == 0 && job.work.needs_model() {
+                return Err(Rejected::NoModel(why.clone()));
+            }
+        }
+        if !state.open {
+            return Err(Rejected::ShuttingDown);
+        }
+        if state.jobs >= self.capacity {
+            return Err(Rejected::Full);
+        }
+        state.items.push_back(Queued::Job(Box::new(job)));
+        state.jobs += 1;
+        self.metrics.queue_depth.set(state.jobs as i64);
+        drop(state);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// Queues a model load after the jobs queued so far (answered at once when closed).
+    pub(super) fn push_load(&self, load: Load) {
+        let mut state = self.lock();
+        if !state.open {
+            drop(state);
+            let _ = load.reply.send(Err(JobError::ShuttingDown.to_string()));
+            return;
+        }
+        state.items.push_back(Queued::Load(load));
+        state.loads += 1;
+        drop(state);
+        self.ready.notify_one();
+    }
+
+    fn taken(&self, job: &Job) {
+        self.metrics
+            .queue_wait_seconds
+            .observe(job.queued.elapsed().as_secs_f64());
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        running.retain(|flag| flag.strong_count() > 0);
+        running.push(Arc::downgrade(&job.cancel));
+    }
+
+    /// The first job, taken out of `state` (which holds one first).
+    fn pop_job(&self, state: &mut QueueState) -> Job {
+        let Some(Queued::Job(job)) = state.items.pop_front() else {
+            unreachable!("a job is first");
+        };
+        state.jobs -= 1;
+        self.metrics.queue_depth.set(state.jobs as i64);
+        *job
+    }
+
+    /// The next job, waiting for one; `None` once the queue is closed and empty, or when a
+    /// model load is next (the loop ends, and its thread loads).
+    pub fn next(&self) -> Option<Job> {
+        let mut state = self.lock();
+        loop {
+            match state.items.front() {
+                Some(Queued::Job(_)) => {
+                    let job = self.pop_job(&mut state);
+                    drop(state);
+                    self.taken(&job);
+                    return Some(job);
+                }
+                Some(Queued::Load(_)) => return None,
+                None if !state.open => return None,
+                None => state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner()),
+            }
+        }
+    }
+
+    /// The next job if one is queued first and `fits` it (else it stays first in the queue).
+    pub fn try_next_if(&self, fits: impl FnOnce(&Job) -> bool) -> Option<Job> {
+        let mut state = self.lock();
+        let Some(Queued::Job(first)) = state.items.front() else {
+            return None;
+        };
+        if !fits(first) {
+            return None;
+        }
+        let job = self.pop_job(&mut state);
+        drop(state);
+        self.taken(&job);
+        Some(job)
+    }
+
+    /// The model load that is next, taken out (the thread is loading from now on); `None`
+    /// when none is.
+    pub(super) fn next_load(&self) -> Option<Load> {
+        let mut state = self.lock();
+        if !matches!(state.items.front(), Some(Queued::Load(_))) {
+            return None;
+        }
+        let Some(Queued::Load(load)) = state.items.pop_front() else {
+            unreachable!("a load is first");
+        };
+        state.loads -= 1;
+        state.loading = true;
+        Some(load)
+    }
+
+    /// The thread's load ended: a model of `positions` positions, or none and why.
+    pub(super) fn loaded(&self, model: Result<usize, String>) {
+        let mut state = self.lock();
+        state.loading = false;
+        (state.positions, state.missing) = match model {
+            Ok(positions) => (positions, None),
+            Err(why) => (0, Some(why)),
+        };
+    }
+
+    /// The model as the last load left it.
+    pub(super) fn model(&self) -> ModelState {
+        let state = self.lock();
+        ModelState {
+            missing: state.missing.clone(),
+            positions: state.positions,
+            loading: state.loading || state.loads > 0,
+        }
+    }
+
+    /// Refuses new jobs; the loop answers those it holds, then ends.
+    pub fn close(&self) {
+        self.lock().open = false;
+        self.ready.notify_all();
+    }
+
+    /// [`Queue::close`], then every queued job is answered as shut down (and every queued load
+    /// as not made) and every running job cancelled.
+    pub fn abort(&self) {
+        let drained: Vec<Queued> = {
+            let mut state = self.lock();
+            state.open = false;
+            state.jobs = 0;
+            state.loads = 0;
+            self.metrics.queue_depth.set(0);
+            state.items.drain(..).collect()
+        };
+        self.ready.notify_all();
+        for item in drained {
+            match item {
+                Queued::Job(job) => job.answer(Err(JobError::ShuttingDown), &self.metrics),
+                Queued::Load(load) => {
+                    let _ = load.reply.send(Err(JobError::ShuttingDown.to_string()));
+                }
+            }
+        }
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        for flag in running.iter().filter_map(Weak::upgrade) {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Jobs waiting (not the running ones, nor loads).
+    pub fn len(&self) -> usize {
+        self.lock().jobs
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}

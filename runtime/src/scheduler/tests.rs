@@ -1,0 +1,408 @@
+//! The scheduler as a door drives it, on the embedded default model: model loads while the
+//! thread runs, jobs without a model, a FIM job sent to a remote backend, next edits over the
+//! plan's region, and kept caches that leave a next edit what a fresh cache gives.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use redraft_context::edit::{parse_patches, unified_diff, HistoryEdit};
+use redraft_context::{Language, Source};
+use redraft_engine::qwen2::KvCache;
+use redraft_engine::sampler::{Effort, SamplerConfig};
+use redraft_engine::DeviceSpec;
+use redraft_suggest::edit::{next_edit, EditInput, DRAFT_TAU};
+use redraft_suggest::fim::FimOptions;
+use serde_json::{json, Value};
+
+use super::*;
+
+fn config(max_batch: usize) -> LoopConfig {
+    LoopConfig {
+        max_batch,
+        max_queue: 16,
+        cache: SamplerConfig::default().cache,
+        kept_bytes: kept::DEFAULT_MIB << 20,
+        door: "redraft test",
+    }
+}
+
+fn engine() -> Engine {
+    crate::default_model::load_or_default(None, DeviceSpec::Cpu).unwrap()
+}
+
+fn start(engine: Result<Engine, String>, max_batch: usize) -> Scheduler {
+    Scheduler::start(engine, config(max_batch), Arc::new(Metrics::new())).0
+}
+
+/// `ticket`'s answer, waited for on this thread.
+fn wait(mut ticket: Ticket) -> Result<Answer, JobError> {
+    let answer = ticket
+        .reply
+        .blocking_recv()
+        .unwrap_or_else(|_| Err(JobError::Failed("gone".into())));
+    ticket.guard.disarm();
+    answer
+}
+
+fn run(scheduler: &Scheduler, work: Work, client: Option<&str>) -> Result<Answer, JobError> {
+    let submit = Submit {
+        client: client.map(str::to_string),
+        ..Submit::default()
+    };
+    wait(scheduler.submit(work, submit).expect("queued"))
+}
+
+const TEXT: &str = "fn main() {\n    let total = \n}\n";
+
+fn fim(text: &str, backend: Option<crate::backend::BackendConfig>) -> Work {
+    Work::Fim(FimWork {
+        text: text.to_string(),
+        cursor: text.find(" = ").unwrap() + 3,
+        language: Language::Rust,
+        tree: None,
+        neighbours: Vec::new(),
+        options: FimOptions::new(8, SamplerConfig::effort(Effort::Low)),
+        stop: Vec::new(),
+        backend,
+    })
+}
+
+fn fim_answer(answer: Result<Answer, JobError>) -> FimAnswer {
+    match answer {
+        Ok(Answer::Fim(answer)) => answer,
+        other => panic!("not a FIM answer: {other:?}"),
+    }
+}
+
+fn edit_answer(answer: Result<Answer, JobError>) -> EditAnswer {
+    match answer {
+        Ok(Answer::Edit(answer)) => answer,
+        other => panic!("not a next-edit answer: {other:?}"),
+    }
+}
+
+#[test]
+fn a_model_loaded_while_running_serves_the_jobs_queued_after_it() {
+    let scheduler = start(Err("the model is still loading".into()), 1);
+    // Nothing loaded, nothing coming: refused at once.
+    assert_eq!(
+        scheduler.submit(fim(TEXT, None), Submit::default()).err(),
+        Some(Rejected::NoModel("the model is still loading".into()))
+    );
+    assert_eq!(scheduler.positions(), 0);
+    let load = scheduler.load(None, DeviceSpec::Cpu);
+    // Queued behind the load, answered on the new model.
+    let ticket = scheduler
+        .submit(fim(TEXT, None), Submit::default())
+        .expect("a job waits for a queued load");
+    let loaded = load
+        .blocking_recv()
+        .unwrap()
+        .expect("the embedded model loads");
+    assert!(loaded.starts_with(crate::default_model::ORIGIN), "{loaded}");
+    assert!(loaded.ends_with(" on cpu"), "{loaded}");
+    let answer = fim_answer(wait(ticket));
+    assert_eq!(answer.choices.len(), 1);
+    assert!(answer.report.backend.is_none());
+    assert!(answer.report.full_passes >= 1, "{:?}", answer.report);
+    assert_eq!(scheduler.positions(), 256);
+    assert_eq!(scheduler.missing(), None);
+
+    // A load that fails leaves no model: the jobs queued behind it learn why, later ones are
+    // refused with the same reason.
+    let load = scheduler.load(Some(PathBuf::from("/nonexistent/model")), DeviceSpec::Cpu);
+    let behind = scheduler
+        .submit(fim(TEXT, None), Submit::default())
+        .unwrap();
+    let why = load.blocking_recv().unwrap().unwrap_err();
+    assert!(why.contains("/nonexistent/model"), "{why}");
+    assert_eq!(wait(behind), Err(JobError::NoModel(why.clone())));
+    assert_eq!(
+        JobError::NoModel(why.clone()).to_string(),
+        format!("no model is loaded ({why})")
+    );
+    assert_eq!(
+        scheduler.submit(fim(TEXT, None), Submit::default()).err(),
+        Some(Rejected::NoModel(why.clone()))
+    );
+    assert_eq!(scheduler.missing(), Some(why));
+
+    // And back: the batched loop reloads the same way.
+    let batched = start(Err("none yet".into()), 4);
+    batched
+        .load(None, DeviceSpec::Cpu)
+        .blocking_recv()
+        .unwrap()
+        .unwrap();
+    fim_answer(run(&batched, fim(TEXT, None), None));
+    scheduler
+        .load(None, DeviceSpec::Cpu)
+        .blocking_recv()
+        .unwrap()
+        .unwrap();
+    fim_answer(run(&scheduler, fim(TEXT, None), None));
+}
+
+/// A stand-in OpenAI-compatible server on loopback: answers every request with `middle` and
+/// keeps the request bodies.
+fn fake_backend(middle: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            log.lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            let answer = json!({
+                "choices": [{"text": middle, "index": 0, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 7, "completion_tokens": 5},
+            })
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn a_fim_job_sent_to_a_backend_runs_through_the_runtime_with_or_without_a_model() {
+    let (url, seen) = fake_backend("items.len() + 1;\n    println!(\"{total}\");");
+    let mut config = crate::backend::BackendConfig::new(url.as_str());
+    config.model = Some("fake-coder".into());
+    for scheduler in [start(Err("none".into()), 1), start(Ok(engine()), 4)] {
+        let answer = fim_answer(run(&scheduler, fim(TEXT, Some(config.clone())), None));
+        // The context layer's finish cut the middle where its line ends, as for a local model.
+        assert_eq!(answer.suggestions, ["items.len() + 1;"]);
+        assert_eq!(answer.choices[0].text, "items.len() + 1;");
+        assert_eq!(answer.choices[0].finish_reason, FinishReason::Stop);
+        assert_eq!((answer.prompt_tokens, answer.completion_tokens), (7, 5));
+        assert_eq!(
+            answer.report.backend.as_deref(),
+            Some(format!("{url}/v1/completions").as_str())
+        );
+        assert_eq!(answer.report.full_passes, 0);
+    }
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0]["model"], json!("fake-coder"));
+    assert!(
+        requests[0]["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("    let total = <|fim_suffix|>\n}"),
+        "{}",
+        requests[0]
+    );
+}
+
+/// A document after a rename typed in it, the cursor after it and the rename as history: what
+/// `redraft complete --next-edit` is asked in the language server's tests.
+struct Renamed {
+    text: String,
+    cursor: usize,
+    history: Vec<HistoryEdit>,
+}
+
+const PATH: &str = "src/lib.rs";
+
+fn renamed(before: &str, at: &str, typed: &str) -> Renamed {
+    let at = before.find(at).unwrap() + at.len();
+    let mut text = before.to_string();
+    text.insert_str(at, typed);
+    let diff = unified_diff(PATH, before, &text, 3);
+    let history = parse_patches(&diff)
+        .unwrap()
+        .iter()
+        .flat_map(HistoryEdit::from_patch)
+        .collect();
+    Renamed {
+        text,
+        cursor: at + typed.len(),
+        history,
+    }
+}
+
+fn renames() -> Vec<Renamed> {
+    vec![
+        renamed(
+            "/* é 😀 */ fn area(w: u32, h: u32) -> u32 {\n    let s = w * h;\n    s + w\n}\n",
+            "(w",
+            "idth",
+        ),
+        renamed(
+            "fn aire_é(w: u32, h: u32) -> u32 {\n    let é = 1;\n    w * h * é\n}\n",
+            "(w",
+            "idth",
+        ),
+        renamed(
+            "struct Point {\n    x: f64,\n    y: f64,\n}\n\n/// Norme — 😀\nfn norm(p: &Point) -> f64 {\n    (p.x * p.x + p.y * p.y).sqrt()\n}\n",
+            "(p",
+            "oint",
+        ),
+    ]
+}
+
+/// The language server's next-edit sampler: `redraft complete --next-edit`'s, with an exact
+/// first pass over a kept cache.
+fn lsp_sampler() -> SamplerConfig {
+    let mut sampler = SamplerConfig::effort(Effort::Low);
+    sampler.draft_tau = Some(DRAFT_TAU);
+    sampler.cache.edit = None;
+    sampler
+}
+
+fn no_guard() -> EditLimits {
+    EditLimits {
+        max_changed_fraction: f64::INFINITY,
+        ..EditLimits::default()
+    }
+}
+
+fn edit(renamed: &Renamed, sampler: SamplerConfig, region: Option<Range<usize>>) -> Work {
+    Work::Edit(EditWork {
+        document: renamed.text.clone(),
+        cursor: renamed.cursor,
+        region,
+        path: PATH.into(),
+        language: Language::Rust,
+        tree: None,
+        history: renamed.history.clone(),
+        sampler,
+        limits: no_guard(),
+    })
+}
+
+/// The next edit of `renamed` as the command line computes it: the pipeline alone, on a fresh
+/// cache.
+fn fresh(engine: &Engine, renamed: &Renamed) -> redraft_suggest::edit::EditOutcome {
+    let input = EditInput {
+        source: Source {
+            text: &renamed.text,
+            cursor: renamed.cursor,
+            language: Language::Rust,
+            tree: None,
+        },
+        path: PATH,
+        history: &renamed.history,
+    };
+    let budget = no_guard().budget(engine.model().config().max_position_embeddings);
+    next_edit(
+        engine,
+        &input,
+        &budget,
+        lsp_sampler(),
+        &mut KvCache::default(),
+        Default::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_next_edit_over_the_plans_region_is_the_pipelines_in_document_offsets() {
+    let engine = engine();
+    let expected: Vec<_> = renames().iter().map(|r| fresh(&engine, r)).collect();
+    let scheduler = start(Ok(engine), 1);
+    for (renamed, expected) in renames().iter().zip(&expected) {
+        let answer = edit_answer(run(&scheduler, edit(renamed, lsp_sampler(), None), None));
+        assert_eq!(answer.edits, expected.suggestion.edits);
+        let report = &answer.report;
+        assert_eq!(report.region, expected.plan.region_range);
+        assert_eq!(report.reason, expected.plan.reason);
+        assert_eq!(report.rewrote_too_much, expected.rewrote_too_much);
+        assert_eq!(report.steps, expected.completion.steps);
+        // Without a region of the client's, the rewrite covers the plan's.
+        let mut applied = renamed.text.clone();
+        for edit in answer.edits.iter().rev() {
+            applied.replace_range(edit.range.clone(), &edit.new_text);
+        }
+        let region = &report.region;
+        let grown = applied.len() + region.len() - renamed.text.len();
+        assert_eq!(
+            answer.new_region,
+            applied[region.start..region.start + grown]
+        );
+        assert_eq!(answer.changed, !answer.edits.is_empty());
+        // A client's region cuts the rewrite to it (the HTTP door's).
+        let line = renamed.text[..renamed.cursor]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let client = line..renamed.cursor;
+        let cut = edit_answer(run(
+            &scheduler,
+            edit(renamed, lsp_sampler(), Some(client.clone())),
+            None,
+        ));
+        assert_eq!(cut.edits, answer.edits);
+        let inside = |e: &&redraft_context::edit::TextEdit| {
+            e.range.start >= client.start && e.range.end <= client.end
+        };
+        assert_eq!(cut.changed, answer.edits.iter().any(|e| inside(&e)));
+    }
+}
+
+/// The language server's next edits start from the kept cache their document's last next edit
+/// left: with an exact first pass they are the command line's, whether that cache holds another
+/// text (typed since) or the same one (asked again, after a completion in the same document).
+#[test]
+fn a_next_edit_from_a_kept_cache_is_what_a_fresh_cache_gives() {
+    let engine = engine();
+    let renames = renames();
+    let expected: Vec<_> = renames.iter().map(|r| fresh(&engine, r)).collect();
+    let scheduler = start(Ok(engine), 1);
+    for round in 0..2 {
+        for (renamed, expected) in renames.iter().zip(&expected) {
+            fim_answer(run(&scheduler, fim_at(renamed), Some("doc")));
+            for again in 0..2 {
+                let answer = edit_answer(run(
+                    &scheduler,
+                    edit(renamed, lsp_sampler(), None),
+                    Some("doc"),
+                ));
+                assert_eq!(
+                    answer.edits, expected.suggestion.edits,
+                    "round {round}, asked {again}: {}",
+                    renamed.text
+                );
+            }
+        }
+    }
+}
+
+fn fim_at(renamed: &Renamed) -> Work {
+    Work::Fim(FimWork {
+        text: renamed.text.clone(),
+        cursor: renamed.cursor,
+        language: Language::Rust,
+        tree: None,
+        neighbours: Vec::new(),
+        options: FimOptions::new(8, SamplerConfig::effort(Effort::Low)),
+        stop: Vec::new(),
+        backend: None,
+    })
+}
