@@ -1,8 +1,8 @@
 //! Cancellation of inline completion requests, from three sources: `$/cancelRequest` (tower-lsp
 //! drops the handler's future, and the [`Ticket`]'s drop raises the flag), a newer request on
 //! the same document, and an edit of that document. The flag is the one the sampler checks
-//! between denoising steps; the notifier lets a waiting handler answer at once, even while the
-//! worker is still busy with something else.
+//! between denoising steps (each job's cancel flag in the runtime); the notifier lets a waiting
+//! handler answer at once, even while the model is still busy with something else.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

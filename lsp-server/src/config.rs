@@ -11,12 +11,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use redraft_context::edit::EditBudget;
 use redraft_engine::sampler::{EditReuse, Effort};
 use redraft_engine::DeviceSpec;
 use serde_json::Value;
 
 use redraft_runtime::backend::{BackendConfig, Template};
+use redraft_runtime::scheduler::EditLimits;
 
 /// Everything a user can set.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,24 +68,25 @@ pub struct NextEditSettings {
 
 impl Default for NextEditSettings {
     fn default() -> NextEditSettings {
-        let budget = EditBudget::default();
+        let limits = EditLimits::default();
         NextEditSettings {
             enabled: true,
             debounce_ms: 300,
-            lines_above: budget.lines_above,
-            lines_below: budget.lines_below,
-            max_change: budget.max_changed_fraction,
+            lines_above: limits.lines_above,
+            lines_below: limits.lines_below,
+            max_change: limits.max_changed_fraction,
         }
     }
 }
 
 impl NextEditSettings {
-    /// `budget` (the model's token shares) with these lines and guard.
-    pub fn apply_to(&self, mut budget: EditBudget) -> EditBudget {
-        budget.lines_above = self.lines_above;
-        budget.lines_below = self.lines_below;
-        budget.max_changed_fraction = self.max_change;
-        budget
+    /// These lines and guard, for the runtime (the token shares follow the model).
+    pub fn limits(&self) -> EditLimits {
+        EditLimits {
+            lines_above: self.lines_above,
+            lines_below: self.lines_below,
+            max_changed_fraction: self.max_change,
+        }
     }
 
     fn set(&mut self, key: &str, value: &Value) -> Result<(), String> {
@@ -118,7 +119,7 @@ impl Default for Settings {
             device: DeviceSpec::Auto,
             effort: Effort::Medium,
             edit_reuse: Some(EditReuse::DEFAULT),
-            max_tokens: 32,
+            max_tokens: redraft_runtime::DEFAULT_MAX_TOKENS,
             context_tokens: None,
             languages: None,
             candidates: 3,
@@ -322,6 +323,7 @@ fn count(value: &Value, min: usize, max: usize) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redraft_context::edit::EditBudget;
     use serde_json::json;
 
     #[test]
@@ -409,13 +411,11 @@ mod tests {
             "nextEdit.linesBelow": 4, "nextEdit.maxChange": null,
         }}));
         assert_eq!(nested, dotted);
-        let budget = nested.next_edit.apply_to(EditBudget::for_positions(512));
+        let budget = nested.next_edit.limits().budget(512);
         assert_eq!((budget.lines_above, budget.lines_below), (1, 4));
         assert_eq!(budget.max_changed_fraction, f64::INFINITY);
         assert_eq!(
-            Settings::default()
-                .next_edit
-                .apply_to(EditBudget::for_positions(512)),
+            Settings::default().next_edit.limits().budget(512),
             EditBudget::for_positions(512),
             "the defaults are the pipeline's, as `redraft complete --next-edit` uses them"
         );

@@ -2,8 +2,8 @@
 //!
 //! Order of business: register as the newest request on the document (cancelling the older
 //! one) and queue for a snapshot, both before the first `.await`; convert the position; answer
-//! from the type-through cache if the user is typing through the last suggestion; otherwise hand
-//! a job to the inference worker and wait for it or for cancellation, whichever comes first.
+//! from the type-through cache if the user is typing through the last suggestion; otherwise queue
+//! a job in the runtime (`inference`) and wait for it or for cancellation, whichever comes first.
 //!
 //! Next to next edits, the completion has the cursor: precomputed next edits nobody asked for
 //! yet give way when it starts, and the line its answer shows on is remembered, so that a next
@@ -20,9 +20,9 @@ use tower_lsp_server::ls_types::{
 };
 
 use super::encoding::{line_content, PositionEncoding};
+use super::inference::{Job, JobError};
 use super::server::Server;
 use super::stream::{DraftKind, StreamTarget};
-use super::worker::{Job, JobError};
 
 impl Server {
     pub async fn inline_completion(
@@ -108,7 +108,7 @@ impl Server {
         // before the load has the generation from before the clear.
         let (generation, answer) = {
             let type_through = self.type_through();
-            let answer = self.worker.submit(Job {
+            let answer = self.inference.submit(Job {
                 snapshots,
                 cursor,
                 candidates,
@@ -125,11 +125,8 @@ impl Server {
         if streaming {
             self.drafts.flush().await;
         }
-        if streaming {
-            self.drafts.flush().await;
-        }
         match answer {
-            Ok(Ok(suggestions)) => {
+            Ok(suggestions) => {
                 self.type_through()
                     .remember(&uri, &rope, cursor, &suggestions.texts, generation);
                 self.next_edits.inline_answered(
@@ -140,20 +137,18 @@ impl Server {
                 );
                 Ok(Some(response(&rope, cursor, encoding, &suggestions.texts)))
             }
-            Ok(Err(JobError::Cancelled)) => Err(jsonrpc::Error::request_cancelled()),
-            Ok(Err(JobError::NoModel(reason))) => {
+            // The server never shuts the runtime down while requests come.
+            Err(JobError::Cancelled | JobError::ShuttingDown) => {
+                Err(jsonrpc::Error::request_cancelled())
+            }
+            Err(JobError::NoModel(reason)) => {
                 self.log
                     .debug(|| format!("no suggestion for {}: {reason}", uri.as_str()));
                 Ok(None)
             }
-            Ok(Err(JobError::Failed(reason))) => {
+            Err(JobError::Invalid(reason) | JobError::Failed(reason)) => {
                 self.log
                     .warn(format!("completion in {} failed: {reason}", uri.as_str()));
-                Ok(None)
-            }
-            Err(_) => {
-                self.log
-                    .error("the inference worker is gone; no suggestions");
                 Ok(None)
             }
         }

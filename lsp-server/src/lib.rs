@@ -1,12 +1,15 @@
-//! `redraft lsp`: the language server editors talk to over stdio.
+//! `redraft lsp`: the language server editors talk to over stdio, a protocol adapter over the one
+//! runtime (`redraft_runtime::scheduler`), which loads the model, queues and runs every job
+//! (local or on a remote backend) and keeps the caches, as it does for `redraft serve`.
 //!
 //! One module per concern: `encoding` (the only place LSP positions are converted), `document`
 //! and `documents` (ropes and incremental tree-sitter trees, applied in order by one owner
-//! thread), `history` (each document's recent edits), `config`, `worker` (the inference
-//! thread), `cancel`, `type_through`, `stream` (the `redraft/draftStep` extension), `inline`
-//! (the inline completion request), `next_edit` (Copilot's `textDocument/copilotInlineEdit`
-//! and its accept command), `server` (the tower-lsp-server glue) and `transport` (stdin/stdout
-//! framing that survives any bytes). Stdout carries the protocol and nothing else.
+//! thread), `history` (each document's recent edits), `config`, `inference` (snapshots and
+//! settings into the runtime's work, its answers and drafts back), `cancel`, `type_through`,
+//! `stream` (the `redraft/draftStep` extension), `inline` (the inline completion request),
+//! `next_edit` (Copilot's `textDocument/copilotInlineEdit` and its accept command), `server`
+//! (the tower-lsp-server glue) and `transport` (stdin/stdout framing that survives any bytes).
+//! Stdout carries the protocol and nothing else.
 
 mod cancel;
 mod config;
@@ -14,6 +17,7 @@ mod document;
 mod documents;
 mod encoding;
 mod history;
+mod inference;
 mod inline;
 mod log;
 mod next_edit;
@@ -21,7 +25,6 @@ mod server;
 mod stream;
 mod transport;
 mod type_through;
-mod worker;
 
 use std::process::ExitCode;
 
@@ -75,8 +78,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let server = service.inner();
         (ended, server.was_shut_down(), server.log.clone())
     });
-    // The document and inference threads block on their channels, and tasks may still wait on
-    // them; the process ends here without waiting.
+    // The document owner and the runtime's inference thread block on their queues, and tasks
+    // may still wait on them; the process ends here without waiting.
     runtime.shutdown_background();
     let status = match (ended?, shut_down) {
         (Ended::Exit | Ended::EndOfInput, true) => 0,

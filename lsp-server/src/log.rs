@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tower_lsp_server::ls_types::MessageType;
 
-/// A cloneable handle usable from any thread (the document owner and the inference worker log
+/// A cloneable handle usable from any thread (the document owner and the jobs' answers log
 /// through it too); the receiving half forwards to the client.
 #[derive(Clone)]
 pub struct Log {

@@ -28,9 +28,9 @@ use tower_lsp_server::ls_types::{
 };
 
 use super::encoding::PositionEncoding;
+use super::inference::JobError;
 use super::server::Server;
 use super::stream::{DraftKind, StreamTarget};
-use super::worker::JobError;
 use jobs::Origin;
 
 /// The command a client runs after applying a next edit (listed in `executeCommandProvider`).
@@ -156,13 +156,13 @@ impl Server {
         }
         let next = match answer {
             Ok(next) => next,
-            Err(JobError::Cancelled) => return Ok(InlineEditList::none()),
+            Err(JobError::Cancelled | JobError::ShuttingDown) => return Ok(InlineEditList::none()),
             Err(JobError::NoModel(reason)) => {
                 self.log
                     .debug(|| format!("no next edit for {}: {reason}", uri.as_str()));
                 return Ok(InlineEditList::none());
             }
-            Err(JobError::Failed(reason)) => {
+            Err(JobError::Invalid(reason) | JobError::Failed(reason)) => {
                 self.log
                     .warn(format!("next edit in {} failed: {reason}", uri.as_str()));
                 return Ok(InlineEditList::none());

@@ -21,19 +21,19 @@ use super::cancel::InFlight;
 use super::config::Settings;
 use super::documents::{Changed, Documents};
 use super::encoding::PositionEncoding;
+use super::inference::Inference;
 use super::log::Log;
 use super::next_edit::jobs::NextEdits;
 use super::next_edit::ACCEPT_COMMAND;
 use super::stream::{DraftKind, DraftStep, Drafts, NextEditDraftStep, Outgoing};
 use super::type_through::TypeThrough;
-use super::worker::Worker;
 
 pub struct Server {
     client: Client,
     pub(super) log: Log,
     log_rx: Mutex<Option<mpsc::UnboundedReceiver<(MessageType, String)>>>,
     pub(super) documents: Documents,
-    pub(super) worker: Worker,
+    pub(super) inference: Inference,
     pub(super) in_flight: Arc<InFlight>,
     type_through: Mutex<TypeThrough>,
     /// Shared with the next-edit jobs, which read it when they start.
@@ -70,18 +70,18 @@ impl Server {
         let (drafts, drafts_rx) = Drafts::channel();
         let (changed_tx, changed_rx) = mpsc::unbounded_channel();
         let documents = Documents::spawn(log.clone(), changed_tx);
-        let worker = Worker::spawn(log.clone());
+        let inference = Inference::start(log.clone());
         let settings: Arc<Mutex<Settings>> = Arc::default();
         let next_edits = NextEdits::new(
             documents.clone(),
-            worker.clone(),
+            inference.clone(),
             log.clone(),
             settings.clone(),
         );
         Server {
             client,
             documents,
-            worker,
+            inference,
             log,
             log_rx: Mutex::new(Some(log_rx)),
             in_flight: Arc::default(),
@@ -182,7 +182,7 @@ impl Server {
             };
             let result = load
                 .await
-                .unwrap_or_else(|_| Err("the inference worker stopped".into()));
+                .unwrap_or_else(|_| Err("the inference thread stopped".into()));
             let message = match &result {
                 Ok(origin) => format!("model loaded from {origin}"),
                 Err(reason) => format!("model not loaded: {reason}"),
@@ -232,7 +232,7 @@ impl LanguageServer for Server {
         );
         // Shown once the client is initialized (messages before that are dropped).
         *lock(&self.initial_problems) = problems;
-        *lock(&self.loading) = Some(self.worker.load(settings.model.clone(), settings.device));
+        *lock(&self.loading) = Some(self.inference.load(settings.model.clone(), settings.device));
         Ok(InitializeResult {
             capabilities: ServerCapabilities {
                 position_encoding: Some(encoding.kind()),
@@ -358,7 +358,7 @@ impl LanguageServer for Server {
             let load = {
                 let mut type_through = self.type_through();
                 type_through.clear();
-                self.worker.load(after.model.clone(), after.device)
+                self.inference.load(after.model.clone(), after.device)
             };
             self.report_load(load);
         }

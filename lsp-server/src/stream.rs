@@ -5,15 +5,17 @@
 //! drafts (its rewrite of the region) go the same way as `redraft/nextEditDraftStep`, so a
 //! client never shows one as the other.
 //!
-//! Every stream ends with a draft that has `masked: 0`, so a client can always take its preview
-//! down: the last denoising step, or an empty closing draft when the request was cancelled or
-//! failed mid-way ([`JobStream`]'s drop). Drafts travel on their own channel; the request
-//! handler [`Drafts::flush`]es it before answering so the drafts reach the client first.
+//! The drafts are the runtime's ([`redraft_runtime::scheduler::Draft`]: the step, the raw middle
+//! as the engine renders it, the slots still masked), forwarded by the request's job as they
+//! come. Every stream ends with a draft that has `masked: 0`, so a client can always take its
+//! preview down: the last denoising step, or an empty closing draft when the request was
+//! cancelled or failed mid-way ([`JobStream`]'s drop). Drafts travel on their own channel; the
+//! request handler [`Drafts::flush`]es it before answering so the drafts reach the client
+//! first.
 
 use std::time::Duration;
 
-use redraft_engine::sampler::CanvasView;
-use redraft_engine::Engine;
+use redraft_runtime::scheduler::Draft;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use tower_lsp_server::ls_types::notification::Notification;
@@ -65,19 +67,18 @@ pub struct StepDraft {
     pub step: u32,
     /// The middle as drafted so far, raw model output before post-processing: committed text,
     /// [`redraft_engine::text::MASK_GLYPH`] for each slot still masked, nothing for slots past
-    /// the end of the middle (always valid text: [`Engine::draft`]).
+    /// the end of the middle (always valid text: [`redraft_engine::Engine::draft`]).
     pub draft: String,
     /// Slots still masked; 0 on the last step.
     pub masked: u32,
 }
 
 impl StepDraft {
-    pub fn render(engine: &Engine, target: &StreamTarget, step: usize, view: &CanvasView) -> Self {
-        let draft = engine.draft(view);
+    pub fn of(target: &StreamTarget, draft: &Draft) -> Self {
         StepDraft::new(
             target,
-            step,
-            draft.text,
+            draft.step,
+            draft.text.clone(),
             u32::try_from(draft.masked).unwrap_or(u32::MAX),
         )
     }
@@ -161,10 +162,10 @@ pub struct JobStream {
 }
 
 impl JobStream {
-    pub fn step(&mut self, engine: &Engine, step: usize, view: &CanvasView) {
-        let draft = StepDraft::render(engine, &self.target, step, view);
+    pub fn step(&mut self, draft: &Draft) {
+        self.next_step = draft.step + 1;
+        let draft = StepDraft::of(&self.target, draft);
         self.open = draft.masked > 0;
-        self.next_step = step + 1;
         self.tx.send(self.target.kind, draft);
     }
 }

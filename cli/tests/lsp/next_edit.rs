@@ -249,6 +249,85 @@ async fn a_next_edit_is_what_the_command_line_suggests_in_every_encoding() {
     }
 }
 
+/// The runtime keeps a cache per document between jobs (completions and next edits apart), and
+/// a next edit's first pass over its kept cache is exact: asked at every keystroke of the rename
+/// (a completion among them), and again for the same text, the answer is still the command
+/// line's, which runs on a fresh cache.
+#[tokio::test]
+async fn a_next_edit_from_the_documents_kept_cache_is_what_the_command_line_suggests() {
+    let (rename, expected) = a_rename_with_an_edit();
+    let (cursor, text) = rename.after();
+    let lsp = server("utf-16", options()).await;
+    lsp.open(URI, "rust", rename.before);
+    let mut typed = rename.before.to_string();
+    let mut at = typed.find(rename.at).unwrap() + rename.at.len();
+    let mut version = 0;
+    for c in rename.typed.chars() {
+        let (line, character) = position(&typed, at, "utf-16");
+        version += 1;
+        lsp.change(
+            URI,
+            version,
+            [[line, character], [line, character]],
+            c.encode_utf8(&mut [0; 4]),
+        );
+        typed.insert(at, c);
+        at += c.len_utf8();
+        let (line, character) = position(&typed, at, "utf-16");
+        if version == 1 {
+            lsp.inline(URI, line, character, true)
+                .await
+                .answer()
+                .await
+                .unwrap();
+        }
+        lsp.next_edit(URI, version, line, character)
+            .await
+            .answer()
+            .await
+            .unwrap();
+    }
+    assert_eq!((typed.as_str(), at), (text.as_str(), cursor));
+    let (line, character) = position(&text, cursor, "utf-16");
+    for round in 0..3 {
+        if round > 0 {
+            // Other settings: the finished job is forgotten, and the same text asked again.
+            lsp.notify::<crate::client::DidChangeConfiguration>(
+                json!({"settings": {"candidates": round + 1}}),
+            );
+        }
+        let answer = lsp
+            .next_edit(URI, version, line, character)
+            .await
+            .answer()
+            .await
+            .unwrap();
+        let edits = edits(&answer, version);
+        assert_eq!(edits.len(), 1, "round {round}: {answer}");
+        assert_eq!(
+            apply_lsp(&text, &edits, "utf-16"),
+            expected,
+            "round {round}: {answer}"
+        );
+    }
+    // Computed three times: while typing, and once per settings change.
+    let computed = format!("{URI} v{version} @{cursor}: next edit over lines");
+    let mut logged = 0;
+    for _ in 0..600 {
+        logged = lsp
+            .received("window/logMessage")
+            .iter()
+            .filter(|m| m["message"].as_str().unwrap().starts_with(&computed))
+            .count();
+        if logged >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(logged, 3, "{computed}");
+    lsp.shutdown().await;
+}
+
 #[tokio::test]
 async fn an_accepted_next_edit_is_recorded_and_the_next_one_precomputed() {
     let (rename, expected) = a_rename_with_an_edit();

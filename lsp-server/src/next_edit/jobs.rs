@@ -26,9 +26,9 @@ use crate::cancel::{InFlight, Ticket};
 use crate::config::Settings;
 use crate::document::Offer;
 use crate::documents::{Changed, Documents, Snapshots};
+use crate::inference::{EditJob, Inference, JobError, NextEdit};
 use crate::log::Log;
 use crate::stream::JobStream;
-use crate::worker::{EditJob, JobError, NextEdit, Worker};
 
 /// Who started a job: a request waits on it; a precomputed one waits for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ struct State {
 /// The next-edit bookkeeping the server shares with its precompute task.
 pub struct NextEdits {
     documents: Documents,
-    worker: Worker,
+    inference: Inference,
     log: Log,
     settings: Arc<Mutex<Settings>>,
     in_flight: Arc<InFlight>,
@@ -94,13 +94,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl NextEdits {
     pub fn new(
         documents: Documents,
-        worker: Worker,
+        inference: Inference,
         log: Log,
         settings: Arc<Mutex<Settings>>,
     ) -> Arc<NextEdits> {
         Arc::new(NextEdits {
             documents,
-            worker,
+            inference,
             log,
             settings,
             in_flight: Arc::default(),
@@ -154,7 +154,7 @@ impl NextEdits {
     }
 
     /// An inline completion is being asked for: precomputed next edits nobody waits on yet
-    /// stop, so the completion does not queue behind them on the worker.
+    /// stop, so the completion does not queue behind them for the model.
     pub fn yield_to_inline(&self) {
         let gone: Vec<Entry> = {
             let mut state = self.state();
@@ -274,7 +274,7 @@ impl NextEdits {
             .map(|(uri, group)| group.to_history(&self.path(uri)))
             .collect();
         let settings = lock(&self.settings).clone();
-        let reply = self.worker.submit_edit(EditJob {
+        let reply = self.inference.submit_edit(EditJob {
             path: self.path(&uri),
             document: snapshots.document,
             cursor,
@@ -283,14 +283,7 @@ impl NextEdits {
             cancel: ticket.token().flag(),
             stream,
         });
-        let answer: Answer = async move {
-            reply
-                .await
-                .unwrap_or_else(|_| Err(JobError::Failed("the inference worker is gone".into())))
-                .map(Arc::new)
-        }
-        .boxed()
-        .shared();
+        let answer: Answer = reply.map(|answer| answer.map(Arc::new)).boxed().shared();
         let replaced = state.jobs.insert(
             uri.clone(),
             Entry {
