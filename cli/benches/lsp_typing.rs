@@ -38,7 +38,11 @@ fn options() -> Options {
         keys: args.number("--keys", 300, 12),
         interval: Duration::from_millis(args.number("--interval-ms", 120, 10)),
         effort: args.value("--effort").unwrap_or_else(|| "medium".into()),
-        max_tokens: args.number("--max-tokens", 32, 32),
+        max_tokens: args.number(
+            "--max-tokens",
+            redraft_runtime::DEFAULT_MAX_TOKENS,
+            redraft_runtime::DEFAULT_MAX_TOKENS,
+        ),
     }
 }
 

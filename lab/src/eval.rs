@@ -96,7 +96,7 @@ pub struct Args {
     #[arg(long)]
     oracle_length: bool,
     /// Largest canvas the context layer may choose (the editor's "max tokens").
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = redraft_runtime::DEFAULT_MAX_TOKENS)]
     max_tokens: usize,
     /// Before each task, complete it with its prompt N characters shorter and type them one at
     /// a time, each a completion through one kept cache (as an editor's worker keeps it), then
@@ -164,7 +164,7 @@ struct SweepSetting {
     sampler: SamplerArgs,
     #[arg(long)]
     oracle_length: bool,
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = redraft_runtime::DEFAULT_MAX_TOKENS)]
     max_tokens: usize,
     #[arg(long, default_value_t = 0)]
     typed: usize,
@@ -195,7 +195,7 @@ fn setting(
     if oracle_length {
         name.push_str(" --oracle-length");
     }
-    if max_tokens != 32 {
+    if max_tokens != redraft_runtime::DEFAULT_MAX_TOKENS {
         name.push_str(&format!(" --max-tokens {max_tokens}"));
     }
     if typed > 0 {
