@@ -228,7 +228,10 @@ fn corpus() -> tempfile::TempDir {
                 include_str!("../../src/train/init.rs"),
             ],
         ),
-        ("valid.jsonl", vec![include_str!("../../src/train/optim.rs")]),
+        (
+            "valid.jsonl",
+            vec![include_str!("../../src/train/optim.rs")],
+        ),
     ] {
         let lines: Vec<String> = texts
             .iter()
