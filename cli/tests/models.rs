@@ -210,3 +210,53 @@ async fn the_lsp_model_setting_takes_a_model_name() {
     let _ = items(&answer);
     lsp.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lsp_downloads_a_named_model_with_progress_reports() {
+    stores();
+    let bytes = std::fs::read(&stores().cached).unwrap();
+    let hub = redraft_tests::fake_hub::FakeHub::start();
+    let commit = "89abcdef0123456789abcdef0123456789abcdef";
+    hub.add_commit("net-org/tiny-GGUF", commit, &[("tiny-Q8_0.gguf", bytes)]);
+    hub.set_ref("net-org/tiny-GGUF", "main", commit);
+    let cache = tempfile::tempdir().unwrap();
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "low", "maxTokens": 8, "model": "hf:net-org/tiny-GGUF:Q8_0"}),
+        env: vec![
+            ("HF_HUB_OFFLINE", None),
+            ("HF_ENDPOINT", Some(hub.url.clone())),
+            ("HF_HUB_CACHE", Some(path(cache.path()).to_string())),
+        ],
+        ..Start::default()
+    })
+    .await;
+    let loaded = lsp
+        .wait_for_log(|line| {
+            line.contains("model loaded from") || line.contains("model not loaded")
+        })
+        .await;
+    let file = cache
+        .path()
+        .join("models--net-org--tiny-GGUF/snapshots")
+        .join(commit)
+        .join("tiny-Q8_0.gguf");
+    assert!(loaded.contains(path(&file)), "{loaded}");
+    let reports: Vec<String> = lsp
+        .received("$/progress")
+        .iter()
+        .filter_map(|p| p["value"]["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        reports
+            .iter()
+            .any(|m| m.starts_with("downloading tiny-Q8_0.gguf: ") && m.ends_with("(100%)")),
+        "{reports:?}"
+    );
+    assert!(
+        reports
+            .iter()
+            .any(|m| m.starts_with("downloaded tiny-Q8_0.gguf")),
+        "{reports:?}"
+    );
+    lsp.shutdown().await;
+}

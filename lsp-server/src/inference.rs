@@ -29,7 +29,7 @@ use redraft_runtime::scheduler::{
 };
 use redraft_suggest::edit::DRAFT_TAU;
 use redraft_suggest::fim::FimOptions;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 pub use redraft_runtime::scheduler::JobError;
 
@@ -101,6 +101,13 @@ pub struct Suggestions {
 /// A job's answer, once it comes (the job is queued already).
 pub type Pending<T> = BoxFuture<'static, Result<T, JobError>>;
 
+/// A model load under way: its answer, and the messages of its downloads (a named model the
+/// Hugging Face cache lacks) before it.
+pub struct Loading {
+    pub answer: oneshot::Receiver<Loaded>,
+    pub downloads: mpsc::UnboundedReceiver<String>,
+}
+
 /// The server's handle on the runtime; cheap to clone.
 #[derive(Clone)]
 pub struct Inference {
@@ -128,10 +135,20 @@ impl Inference {
         Inference { scheduler, log }
     }
 
-    /// Loads (or replaces) the model; the answer names what was loaded or why it failed. Jobs
-    /// queued after this wait for it.
-    pub fn load(&self, model: Option<PathBuf>, device: DeviceSpec) -> oneshot::Receiver<Loaded> {
-        self.scheduler.load(model, device)
+    /// Loads (or replaces) the model; the answer names what was loaded or why it failed, and
+    /// the downloads of a named model are reported as messages on the way. Jobs queued after
+    /// this wait for it.
+    pub fn load(&self, model: Option<PathBuf>, device: DeviceSpec) -> Loading {
+        let (tx, downloads) = mpsc::unbounded_channel();
+        let progress = redraft_models::Messages::new(move |message| {
+            let _ = tx.send(message);
+        });
+        Loading {
+            answer: self
+                .scheduler
+                .load_reporting(model, device, Some(Box::new(progress))),
+            downloads,
+        }
     }
 
     /// Queues `job` now; its answer comes with the returned future.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tower_lsp_server::jsonrpc;
 use tower_lsp_server::ls_types::{
     DidChangeConfigurationParams, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
@@ -21,7 +21,7 @@ use super::cancel::InFlight;
 use super::config::Settings;
 use super::documents::{Changed, Documents};
 use super::encoding::PositionEncoding;
-use super::inference::Inference;
+use super::inference::{Inference, Loading};
 use super::log::Log;
 use super::next_edit::jobs::NextEdits;
 use super::next_edit::ACCEPT_COMMAND;
@@ -47,7 +47,7 @@ pub struct Server {
     changed_rx: Mutex<Option<mpsc::UnboundedReceiver<Changed>>>,
     /// The first model load, started at `initialize` so requests queue behind it, reported
     /// at `initialized` (progress needs an initialized client).
-    loading: Mutex<Option<oneshot::Receiver<Result<String, String>>>>,
+    loading: Mutex<Option<Loading>>,
     progress_supported: Mutex<bool>,
     initial_problems: Mutex<Vec<String>>,
     /// Debug logging asked for on the command line stays on whatever the settings say.
@@ -150,7 +150,7 @@ impl Server {
 
     /// Reports a model load to the client: `$/progress` while it runs (when the client takes
     /// progress), `window/showMessage` if it fails.
-    fn report_load(&self, load: oneshot::Receiver<Result<String, String>>) {
+    fn report_load(&self, load: Loading) {
         let client = self.client.clone();
         let log = self.log.clone();
         let progress_supported = *lock(&self.progress_supported);
@@ -180,9 +180,29 @@ impl Server {
             } else {
                 None
             };
-            let result = load
-                .await
-                .unwrap_or_else(|_| Err("the inference thread stopped".into()));
+            let Loading {
+                answer,
+                mut downloads,
+            } = load;
+            tokio::pin!(answer);
+            // A named model's downloads come before the answer: each as a progress report, the
+            // end of each file in the log too.
+            let result = loop {
+                tokio::select! {
+                    biased;
+                    Some(message) = downloads.recv() => {
+                        if message.starts_with("downloaded ") || message.starts_with("stopped ") {
+                            log.info(&message);
+                        }
+                        if let Some(progress) = &progress {
+                            progress.report(message).await;
+                        }
+                    }
+                    answer = &mut answer => {
+                        break answer.unwrap_or_else(|_| Err("the inference thread stopped".into()));
+                    }
+                }
+            };
             let message = match &result {
                 Ok(origin) => format!("model loaded from {origin}"),
                 Err(reason) => format!("model not loaded: {reason}"),

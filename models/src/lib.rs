@@ -132,7 +132,7 @@ pub use name::{
     HfName, HfTarget, ModelName, OllamaName, DEFAULT_OLLAMA_HOST, DEFAULT_OLLAMA_TAG,
     DEFAULT_REVISION,
 };
-pub use progress::{human_bytes, NoProgress, Progress, TerminalProgress};
+pub use progress::{human_bytes, Messages, NoProgress, Progress, TerminalProgress};
 pub use settings::{HfToken, Settings, DEFAULT_ENDPOINT};
 
 /// What a name resolved to.

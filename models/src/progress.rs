@@ -136,6 +136,80 @@ impl Progress for TerminalProgress {
     }
 }
 
+/// Progress as short messages handed to `send` (an editor's `$/progress`, a log): one when a
+/// file starts, one at each further whole percent (or MiB, when the size is unknown), one when
+/// it ends. `send` runs on the downloading thread and must not block.
+pub struct Messages<F: FnMut(String)> {
+    send: F,
+    file: String,
+    total: Option<u64>,
+    done: u64,
+    /// The last percent (or MiB) reported.
+    shown: u64,
+}
+
+impl<F: FnMut(String)> Messages<F> {
+    pub fn new(send: F) -> Messages<F> {
+        Messages {
+            send,
+            file: String::new(),
+            total: None,
+            done: 0,
+            shown: 0,
+        }
+    }
+
+    fn mark(&self) -> u64 {
+        match self.total {
+            Some(total) if total > 0 => self.done.min(total) * 100 / total,
+            _ => self.done >> 20,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self.total {
+            Some(total) if total > 0 => format!(
+                "downloading {}: {} of {} ({}%)",
+                self.file,
+                human_bytes(self.done.min(total)),
+                human_bytes(total),
+                self.mark()
+            ),
+            _ => format!("downloading {}: {}", self.file, human_bytes(self.done)),
+        }
+    }
+}
+
+impl<F: FnMut(String)> Progress for Messages<F> {
+    fn start(&mut self, file: &str, total: Option<u64>) {
+        self.file = file.to_string();
+        self.total = total;
+        self.done = 0;
+        self.shown = 0;
+        let message = self.message();
+        (self.send)(message);
+    }
+
+    fn advance(&mut self, bytes: u64) {
+        self.done += bytes;
+        let mark = self.mark();
+        if mark > self.shown {
+            self.shown = mark;
+            let message = self.message();
+            (self.send)(message);
+        }
+    }
+
+    fn finish(&mut self) {
+        let message = if self.total.is_none_or(|total| self.done >= total) {
+            format!("downloaded {} ({})", self.file, human_bytes(self.done))
+        } else {
+            format!("stopped {} at {}", self.file, human_bytes(self.done))
+        };
+        (self.send)(message);
+    }
+}
+
 /// `1.5 GiB`, `20.0 MiB`, `512 B`.
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -153,7 +227,23 @@ pub fn human_bytes(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::human_bytes;
+    use super::{human_bytes, Messages, Progress};
+
+    #[test]
+    fn messages_come_at_start_each_whole_percent_and_end() {
+        let mut seen = Vec::new();
+        let mut progress = Messages::new(|m| seen.push(m));
+        progress.start("model.gguf", Some(1000));
+        for _ in 0..200 {
+            progress.advance(5);
+        }
+        progress.finish();
+        drop(progress);
+        assert_eq!(seen.len(), 1 + 100 + 1, "{seen:?}");
+        assert_eq!(seen[0], "downloading model.gguf: 0 B of 1000 B (0%)");
+        assert_eq!(seen[50], "downloading model.gguf: 500 B of 1000 B (50%)");
+        assert_eq!(seen[101], "downloaded model.gguf (1000 B)");
+    }
 
     #[test]
     fn sizes_read_like_ls_h() {

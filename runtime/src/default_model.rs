@@ -26,10 +26,19 @@ fn load_on(device: &Device) -> anyhow::Result<Engine> {
 /// `--model` (a path or a model name, [`locate`]) if given, else the embedded default model,
 /// on `device`.
 pub fn load_or_default(model: Option<&Path>, device: DeviceSpec) -> anyhow::Result<Engine> {
+    load_or_default_reporting(model, device, &mut redraft_models::TerminalProgress::new())
+}
+
+/// [`load_or_default`], reporting a named model's downloads to `progress`.
+pub fn load_or_default_reporting(
+    model: Option<&Path>,
+    device: DeviceSpec,
+    progress: &mut dyn redraft_models::Progress,
+) -> anyhow::Result<Engine> {
     let device = device.resolve()?;
     match model {
         Some(model) => {
-            let dir = locate(model)?;
+            let dir = locate_reporting(model, progress)?;
             Engine::load_on(&dir, &device)
                 .with_context(|| format!("loading the model from {}", dir.display()))
         }
@@ -43,6 +52,14 @@ pub fn load_or_default(model: Option<&Path>, device: DeviceSpec) -> anyhow::Resu
 /// lacks with progress on stderr (`redraft_models`); a bare word that names neither is an
 /// error listing the forms. Blocking: never called on an async runtime's thread.
 pub fn locate(model: &Path) -> anyhow::Result<PathBuf> {
+    locate_reporting(model, &mut redraft_models::TerminalProgress::new())
+}
+
+/// [`locate`], reporting downloads to `progress`.
+pub fn locate_reporting(
+    model: &Path,
+    progress: &mut dyn redraft_models::Progress,
+) -> anyhow::Result<PathBuf> {
     let Some(text) = model.to_str() else {
         return Ok(model.to_path_buf());
     };
@@ -50,7 +67,7 @@ pub fn locate(model: &Path) -> anyhow::Result<PathBuf> {
         return Ok(model.to_path_buf());
     }
     let resolved = redraft_models::Resolver::from_env()
-        .resolve(text, &mut redraft_models::TerminalProgress::new())
+        .resolve(text, progress)
         .with_context(|| format!("finding the model {text}"))?;
     Ok(resolved.path)
 }

@@ -409,10 +409,22 @@ impl Scheduler {
     /// submitted after it wait for it. The answer names what was loaded or why it failed (then
     /// jobs that need a model fail with [`JobError::NoModel`] until another load).
     pub fn load(&self, model: Option<PathBuf>, device: DeviceSpec) -> oneshot::Receiver<Loaded> {
+        self.load_reporting(model, device, None)
+    }
+
+    /// [`Scheduler::load`], reporting a named model's downloads to `progress` (an editor's
+    /// `$/progress`) instead of stderr.
+    pub fn load_reporting(
+        &self,
+        model: Option<PathBuf>,
+        device: DeviceSpec,
+        progress: Option<Box<dyn redraft_models::Progress + Send>>,
+    ) -> oneshot::Receiver<Loaded> {
         let (reply, answer) = oneshot::channel();
         self.queue.push_load(queue::Load {
             model,
             device,
+            progress,
             reply,
         });
         answer

@@ -97,6 +97,9 @@ pub struct Start {
     pub step_delay_ms: Option<u64>,
     /// The workspace folder (`rootUri` and `workspaceFolders`), if any.
     pub root: Option<&'static str>,
+    /// The server's environment beyond this process's: a value sets the variable, `None`
+    /// removes it.
+    pub env: Vec<(&'static str, Option<String>)>,
 }
 
 impl Default for Start {
@@ -109,6 +112,7 @@ impl Default for Start {
             wait_for_model: true,
             step_delay_ms: None,
             root: None,
+            env: Vec::new(),
         }
     }
 }
@@ -128,7 +132,7 @@ impl Lsp {
                 });
             router
         });
-        let (mut child, stderr, _) = spawn_server(start.step_delay_ms);
+        let (mut child, stderr, _) = spawn_server(start.step_delay_ms, &start.env);
         let stdout = child.stdout.take().unwrap();
         let stdin = child.stdin.take().unwrap();
         tokio::spawn(async move {
@@ -330,10 +334,17 @@ pub fn items(answer: &Value) -> Vec<Value> {
 /// the returned task, which ends when the process closes stderr.
 pub fn spawn_server(
     step_delay_ms: Option<u64>,
+    env: &[(&str, Option<String>)],
 ) -> (Child, Arc<Mutex<String>>, tokio::task::JoinHandle<()>) {
     let mut command = Command::new(crate::cli::redraft_binary());
     if let Some(ms) = step_delay_ms {
         command.env("REDRAFT_STEP_DELAY_MS", ms.to_string());
+    }
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
     }
     let mut child = command
         .args(["lsp", "--stdio"])
@@ -384,7 +395,7 @@ pub struct Raw {
 impl Raw {
     /// Starts the server, initializes it with `options` and waits for its model.
     pub async fn start(options: Value) -> Raw {
-        let (mut child, stderr, stderr_reader) = spawn_server(None);
+        let (mut child, stderr, stderr_reader) = spawn_server(None, &[]);
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().unwrap();
         let received: Arc<Mutex<Vec<Value>>> = Arc::default();

@@ -665,7 +665,7 @@ async fn exit_statuses_follow_the_protocol() {
     assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
 
     // Stdout gone (the client closed its end): a fatal transport error, logged, status 1.
-    let (mut child, stderr, stderr_reader) = spawn_server(None);
+    let (mut child, stderr, stderr_reader) = spawn_server(None, &[]);
     drop(child.stdout.take());
     let mut stdin = child.stdin.take().unwrap();
     let initialize =

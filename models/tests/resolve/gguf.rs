@@ -2,8 +2,8 @@
 
 use redraft_models::ModelFormat;
 
-use crate::fake_hub::FakeHub;
 use crate::{commit, tree, weights, World};
+use redraft_tests::fake_hub::FakeHub;
 
 const REPO: &str = "org/coder-GGUF";
 

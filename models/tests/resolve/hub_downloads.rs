@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use redraft_models::{Error, ModelFormat, NoProgress, Progress, Resolver};
 
-use crate::fake_hub::{sha256_hex, FakeHub};
 use crate::{checkpoint_files, commit, tree, weights, World};
+use redraft_tests::fake_hub::{sha256_hex, FakeHub};
 
 const REPO: &str = "org/coder";
 

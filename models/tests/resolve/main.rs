@@ -1,7 +1,6 @@
 //! Names resolved end to end, offline: a loopback fake Hub, Hub caches laid out as
 //! huggingface_hub writes them, and fake Ollama stores, all in temporary directories.
 
-mod fake_hub;
 mod gguf;
 mod hub_cache;
 mod hub_downloads;
@@ -13,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use redraft_models::{HfToken, NoProgress, ResolvedModel, Resolver, Result, Settings};
 
-use fake_hub::{etag_of, FakeHub};
+use redraft_tests::fake_hub::{etag_of, FakeHub};
 
 /// A commit sha made of one repeated hex digit.
 pub fn commit(digit: char) -> String {

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use redraft_models::{Error, ModelFormat};
 
-use crate::fake_hub::sha256_hex;
 use crate::{weights, World};
+use redraft_tests::fake_hub::sha256_hex;
 
 /// Writes a pulled model as Ollama stores it; returns the model blob's path.
 pub fn pull(store: &Path, namespace: &str, model: &str, tag: &str, content: &[u8]) -> PathBuf {

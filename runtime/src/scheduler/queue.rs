@@ -73,6 +73,8 @@ impl Job {
 pub struct Load {
     pub model: Option<PathBuf>,
     pub device: DeviceSpec,
+    /// Where a named model's downloads are reported (`None`: stderr).
+    pub progress: Option<Box<dyn redraft_models::Progress + Send>>,
     pub reply: oneshot::Sender<Loaded>,
 }
 

@@ -24,13 +24,22 @@ pub fn run(mut engine: Option<Engine>, queue: &Queue, config: LoopConfig, delay:
             Some(engine) => serial::run(engine, queue, config, delay, &mut remote),
             None => without_model(queue, config, &mut remote),
         }
-        let Some(load) = queue.next_load() else {
+        let Some(mut load) = queue.next_load() else {
             // Closed and drained.
             return;
         };
         // The old model goes first: two need not fit in memory at once.
         engine = None;
-        let loaded = crate::default_model::load_or_default(load.model.as_deref(), load.device);
+        let mut stderr = redraft_models::TerminalProgress::new();
+        let progress: &mut dyn redraft_models::Progress = match load.progress.as_mut() {
+            Some(progress) => progress.as_mut(),
+            None => &mut stderr,
+        };
+        let loaded = crate::default_model::load_or_default_reporting(
+            load.model.as_deref(),
+            load.device,
+            progress,
+        );
         let answer = match loaded {
             Ok(loaded) => {
                 let origin = format!(
