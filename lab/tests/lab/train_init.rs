@@ -18,13 +18,13 @@ fn corpus() -> tempfile::TempDir {
         (
             "train.jsonl",
             vec![
-                include_str!("../../engine/src/sampler.rs"),
-                include_str!("../../engine/src/config.rs"),
+                include_str!("../../../engine/src/sampler.rs"),
+                include_str!("../../../engine/src/config.rs"),
             ],
         ),
         (
             "valid.jsonl",
-            vec![include_str!("../../engine/src/checkpoint.rs")],
+            vec![include_str!("../../../engine/src/checkpoint.rs")],
         ),
     ] {
         let lines: Vec<String> = texts
