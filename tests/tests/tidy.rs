@@ -428,3 +428,30 @@ fn the_unsafe_finder_reads_code_not_comments() {
                 fn not_unsafe_code() {}\nunsafe impl Send for X {} // SAFETY: below\n";
     assert_eq!(unsafe_lines(text), vec![2, 5]);
 }
+
+/// Every package states the workspace's `rust-version`, so clippy's `incompatible_msrv` (run
+/// with `-D warnings` by `.ci/run`) holds every crate to it: a standard-library API newer than
+/// the version the README promises is a CI failure, not a user's build error.
+#[test]
+fn every_package_inherits_the_workspace_rust_version() {
+    let root = std::fs::read_to_string(repo().join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        root.lines()
+            .any(|l| l.starts_with("rust-version = \"") && l.ends_with('"')),
+        "the workspace states no rust-version"
+    );
+    let manifests: Vec<String> = tracked_files()
+        .into_iter()
+        .filter(|f| f.ends_with("/Cargo.toml") && f.matches('/').count() == 1)
+        .filter(|f| !f.starts_with("fixtures/"))
+        .collect();
+    assert!(manifests.len() >= 10, "sanity: {manifests:?}");
+    for manifest in manifests {
+        let text = std::fs::read_to_string(repo().join(&manifest)).expect("readable");
+        assert!(
+            text.lines()
+                .any(|l| l.trim() == "rust-version.workspace = true"),
+            "{manifest} does not inherit the workspace's rust-version"
+        );
+    }
+}
