@@ -1,0 +1,14 @@
+//! The engine's integration tests, one binary (one link on 2 cores): batches (`batch`), edit
+//! reuse (`edit_reuse`), GGUF files (`gguf`), the kernels against candle (`kernels`), LLaDA
+//! (`llada`), load errors (`load_errors`), parity with transformers (`parity`), the sampler on a
+//! scripted model (`sampler`), valid text (`text`).
+
+mod batch;
+mod edit_reuse;
+mod gguf;
+mod kernels;
+mod llada;
+mod load_errors;
+mod parity;
+mod sampler;
+mod text;
