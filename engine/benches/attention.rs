@@ -6,26 +6,12 @@
 //! alone) and for 8 sequences of 3 rows (a fused serving call), on every thread. Compare builds
 //! by running it on each; only ratios within a run on an idle machine mean anything.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use candle_core::{Device, Tensor};
 use redraft_engine::ops::{attention, HeadLayout, Mask};
 
-/// Median milliseconds of `f`, called for at least `budget` after a warm-up.
-fn time(mut f: impl FnMut(), budget: Duration) -> f64 {
-    for _ in 0..3 {
-        f();
-    }
-    let mut times = Vec::new();
-    let started = Instant::now();
-    while started.elapsed() < budget || times.len() < 10 {
-        let t = Instant::now();
-        f();
-        times.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
+use redraft_kernels::testing::median_ms as time;
 
 fn main() {
     // `cargo test` runs benches with `--bench` absent: one short pass to show it still works.

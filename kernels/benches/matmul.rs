@@ -8,26 +8,12 @@
 //! thread. Compare builds by running it on each; only ratios within a run on an idle machine
 //! mean anything. The weights are random blocks (the kernels' speed does not depend on them).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redraft_kernels::half::{HalfKind, HalfMatrix};
 use redraft_kernels::q8::{BlockType, Q8Matrix};
 
-/// Median milliseconds of `f`, called for at least `budget` after a warm-up.
-fn time(mut f: impl FnMut(), budget: Duration) -> f64 {
-    for _ in 0..3 {
-        f();
-    }
-    let mut times = Vec::new();
-    let started = Instant::now();
-    while started.elapsed() < budget || times.len() < 10 {
-        let t = Instant::now();
-        f();
-        times.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
+use redraft_kernels::testing::median_ms as time;
 
 /// A deterministic byte stream.
 fn bytes(n: usize, seed: u64) -> Vec<u8> {

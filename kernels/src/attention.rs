@@ -214,18 +214,7 @@ fn blocks(q: &[f32], kv: &[f32], s: &Shapes<'_>) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn random(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 33) as f32 / (1u64 << 31) as f32) - 0.5
-            })
-            .collect()
-    }
+    use crate::testing::random;
 
     /// The textbook formula, one (sequence, query row, head) at a time in f64.
     fn reference(q: &[f32], kv: &[f32], s: &Shapes<'_>) -> Vec<f32> {

@@ -289,18 +289,7 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn random(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 33) as f32 / (1u64 << 31) as f32) - 0.5
-            })
-            .collect()
-    }
+    use crate::testing::random;
 
     /// The kernel is the matmul with the half weights widened to f32 (up to the order of the
     /// f32 sums), for both formats, at tile edges: rows not multiples of 4, columns not of 16,

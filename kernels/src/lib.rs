@@ -31,6 +31,7 @@ pub mod half;
 pub mod q8;
 pub mod rope;
 pub mod rows;
+pub mod testing;
 
 pub use disjoint::DisjointOutput;
 

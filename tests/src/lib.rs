@@ -2,10 +2,12 @@
 //! real binaries ([`cli`]), a real LSP client over `redraft lsp` ([`lsp_client`]), a small
 //! HTTP/1.1 client over `redraft serve` ([`serve_client`]), typing replayed at a human pace
 //! ([`typing`]) and small GGUF checkpoints laid out as llama.cpp writes them
-//! ([`gguf`]) and a Hugging Face Hub on loopback ([`fake_hub`]).
+//! ([`gguf`]) a Hugging Face Hub on loopback ([`fake_hub`]) and an OpenAI-compatible
+//! completions server ([`fake_openai`]).
 
 pub mod cli;
 pub mod fake_hub;
+pub mod fake_openai;
 pub mod gguf;
 pub mod lsp_client;
 pub mod serve_client;

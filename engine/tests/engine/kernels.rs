@@ -6,18 +6,7 @@
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use redraft_kernels::q8::{BlockType, Q8Matrix};
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) as f32 / (1u64 << 31) as f32) - 0.5
-        })
-        .collect()
-}
+use redraft_kernels::testing::random;
 
 const TYPES: [(GgmlDType, BlockType); 4] = [
     (GgmlDType::Q8_0, BlockType::Q8_0),

@@ -442,18 +442,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn random(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 33) as f32 / (1u64 << 31) as f32) - 0.5
-            })
-            .collect()
-    }
+    use crate::testing::random;
 
     /// Every vector path this CPU runs (not only the one `group_row` picks: an AVX-512 machine
     /// runs the AVX2 paths here too) equals the generic code, at the head sizes they take, with

@@ -2,10 +2,8 @@
 //! thread runs, jobs without a model, a FIM job sent to a remote backend, next edits over the
 //! plan's region, and kept caches that leave a next edit what a fresh cache gives.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use redraft_context::edit::{parse_patches, unified_diff, HistoryEdit};
 use redraft_context::{Language, Source};
@@ -145,54 +143,10 @@ fn a_model_loaded_while_running_serves_the_jobs_queued_after_it() {
     fim_answer(run(&scheduler, fim(TEXT, None), None));
 }
 
-/// A stand-in OpenAI-compatible server on loopback: answers every request with `middle` and
-/// keeps the request bodies.
-fn fake_backend(middle: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some((name, value)) = line.split_once(':') {
-                    if name.eq_ignore_ascii_case("content-length") {
-                        length = value.trim().parse().unwrap_or(0);
-                    }
-                }
-            }
-            let mut body = vec![0; length];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            log.lock()
-                .unwrap()
-                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-            let answer = json!({
-                "choices": [{"text": middle, "index": 0, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 7, "completion_tokens": 5},
-            })
-            .to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-                answer.len()
-            );
-        }
-    });
-    (url, seen)
-}
-
 #[test]
 fn a_fim_job_sent_to_a_backend_runs_through_the_runtime_with_or_without_a_model() {
-    let (url, seen) = fake_backend("items.len() + 1;\n    println!(\"{total}\");");
+    let (url, seen) =
+        redraft_tests::fake_openai::start("items.len() + 1;\n    println!(\"{total}\");");
     let mut config = crate::backend::BackendConfig::new(url.as_str());
     config.model = Some("fake-coder".into());
     for scheduler in [start(Err("none".into()), 1), start(Ok(engine()), 4)] {
