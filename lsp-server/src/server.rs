@@ -217,7 +217,7 @@ impl Server {
                     client
                         .show_message(
                             MessageType::ERROR,
-                            format!("redraft could not load its model: {reason}. Suggestions stay empty until the `model` setting names a loadable model directory."),
+                            format!("redraft could not load its model: {reason}. Suggestions stay empty until the `model` setting names a model that loads (hf:ORG/REPO:QUANT, ollama:NAME, a model directory or a GGUF file)."),
                         )
                         .await;
                 }

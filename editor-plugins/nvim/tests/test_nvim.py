@@ -324,6 +324,15 @@ def test_checkhealth_reports_binary_version_model_and_encoding(tmp_path):
         nvim.close()
 
 
+def test_checkhealth_takes_a_model_name(tmp_path):
+    nvim = start(tmp_path, settings={"model": "ollama:not-pulled"})
+    try:
+        report = checkhealth(nvim)
+        assert "OK model by name: ollama:not-pulled" in report, report
+    finally:
+        nvim.close()
+
+
 def test_checkhealth_explains_a_model_that_fails_to_load(tmp_path):
     missing_model = str(tmp_path / "no-such-model")
     nvim = start(tmp_path, settings={"model": missing_model})
@@ -336,7 +345,7 @@ def test_checkhealth_explains_a_model_that_fails_to_load(tmp_path):
             "the server to report that the model did not load",
         )
         report = checkhealth(nvim)
-        assert f"ERROR model directory does not exist: {missing_model}" in report, report
+        assert f"ERROR model path does not exist: {missing_model}" in report, report
         assert re.search(r"ERROR .*model.*" + re.escape(missing_model), report), report
         status = nvim.exec_lua("return require('redraft').status_line()")
         assert status.startswith("redraft: error ("), status

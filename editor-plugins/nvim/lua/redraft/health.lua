@@ -122,11 +122,18 @@ function M.check()
 
   local settings = redraft.config.settings or {}
   if settings.model and settings.model ~= vim.NIL and settings.model ~= '' then
-    local model = vim.fn.expand(settings.model)
-    if vim.fn.isdirectory(model) == 1 then
-      health.ok('model directory: ' .. model)
+    local name = settings.model
+    if name:lower():match('^hf:') or name:lower():match('^ollama:') then
+      health.ok('model by name: ' .. name .. ' (the server finds it in the Hugging Face or Ollama cache, downloading what the Hugging Face cache lacks)')
     else
-      health.error('model directory does not exist: ' .. model, { 'fix settings.model, or remove it to use the built-in model' })
+      local model = vim.fn.expand(name)
+      if vim.fn.isdirectory(model) == 1 then
+        health.ok('model directory: ' .. model)
+      elseif vim.fn.filereadable(model) == 1 then
+        health.ok('model file: ' .. model)
+      else
+        health.error('model path does not exist: ' .. model, { 'fix settings.model (a name such as hf:ORG/REPO:Q4_K_M, a model directory or a GGUF file), or remove it to use the built-in model' })
+      end
     end
   else
     health.info('model: the one built into the binary')
@@ -155,7 +162,7 @@ function M.check()
     health.ok(model.message)
   elseif model then
     health.error(model.message, {
-      'fix settings.model (a model directory), or remove it to use the built-in model',
+      'fix settings.model (a name such as hf:ORG/REPO:Q4_K_M, a model directory or a GGUF file), or remove it to use the built-in model',
       ':Redraft log shows the server log',
     })
   elseif redraft.state.status == 'error' then
