@@ -3,7 +3,7 @@
 
 use std::net::TcpListener;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::client::{items, Lsp, Start};
 
