@@ -12,7 +12,7 @@ use redraft_engine::sampler::{Effort, SamplerConfig};
 use redraft_engine::DeviceSpec;
 use redraft_suggest::edit::{next_edit, EditInput, DRAFT_TAU};
 use redraft_suggest::fim::FimOptions;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::*;
 
