@@ -63,19 +63,19 @@ pub fn locate_reporting(
     let Some(text) = model.to_str() else {
         return Ok(model.to_path_buf());
     };
-    if !is_model_name(text) && (model.exists() || looks_like_path(text)) {
-        return Ok(model.to_path_buf());
-    }
+    let name = match redraft_models::ModelName::parse(text) {
+        Ok(redraft_models::ModelName::Path(path)) => return Ok(path),
+        Ok(name) => name,
+        // Meant as a path that is not there: loading says so, naming it.
+        Err(redraft_models::Error::UnknownName { .. }) if looks_like_path(text) => {
+            return Ok(model.to_path_buf())
+        }
+        Err(err) => return Err(err).with_context(|| format!("finding the model {text}")),
+    };
     let resolved = redraft_models::Resolver::from_env()
-        .resolve(text, progress)
+        .resolve_name(&name, progress)
         .with_context(|| format!("finding the model {text}"))?;
     Ok(resolved.path)
-}
-
-/// Whether `text` is written as a model name (a scheme the resolver reads), not a path.
-pub fn is_model_name(text: &str) -> bool {
-    let lower = text.trim_start().to_ascii_lowercase();
-    lower.starts_with("hf:") || lower.starts_with("ollama:")
 }
 
 /// A string meant as a path even when nothing is there (the engine's error then names it).
