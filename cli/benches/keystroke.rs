@@ -5,7 +5,7 @@
 //! many positions the cache gave back, for two caches typed into key by key: edit reuse off (exact: a causal or block-causal checkpoint keeps
 //! everything before the edit, a bidirectional one recomputes everything) and on (the cache is
 //! realigned across the edit and only `--radius` tokens around it and the canvas are
-//! recomputed; `CachePolicy::edit`), with the ratio of a keystroke to a cached step.
+//! recomputed; `CachePolicy::realign`), with the ratio of a keystroke to a cached step.
 //!
 //! ```sh
 //! cargo bench -p redraft --bench keystroke -- --model ~/.cache/redraft-models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
@@ -18,8 +18,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use redraft_engine::qwen2::KvCache;
-use redraft_engine::sampler::{Controls, EditReuse, Effort, Pass, SamplerConfig};
+use redraft_engine::sampler::{Controls, Effort, Pass, Realign, SamplerConfig};
+use redraft_engine::ContextCache;
 use redraft_engine::{Engine, InfillRequest};
 
 struct Options {
@@ -28,7 +28,7 @@ struct Options {
     keys: usize,
     context: usize,
     /// Edit reuse: the radius recomputed around an edit and the refresh schedule.
-    reuse: EditReuse,
+    reuse: Realign,
     /// The keystrokes' canvas (1: the first pass alone is the suggestion).
     slots: usize,
 }
@@ -52,13 +52,13 @@ fn options() -> Options {
         context: value("--context")
             .and_then(|v| v.parse().ok())
             .unwrap_or(1024),
-        reuse: EditReuse {
+        reuse: Realign {
             radius: value("--radius")
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(EditReuse::DEFAULT.radius),
+                .unwrap_or(Realign::DEFAULT.radius),
             refresh_after: value("--refresh")
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(EditReuse::DEFAULT.refresh_after),
+                .unwrap_or(Realign::DEFAULT.refresh_after),
         },
         slots: value("--slots").and_then(|v| v.parse().ok()).unwrap_or(1),
     }
@@ -95,13 +95,13 @@ fn request(
     text: &str,
     (start, cursor, end): (usize, usize, usize),
     slots: usize,
-    edit: Option<EditReuse>,
+    edit: Option<Realign>,
 ) -> InfillRequest {
     let mut r = InfillRequest::new(&text[start..cursor], &text[cursor..end]);
     (r.canvas_tokens, r.max_tokens) = (slots, slots);
     (r.max_prefix_tokens, r.max_suffix_tokens) = (1 << 20, 1 << 20);
     r.sampler = SamplerConfig::effort(Effort::Medium);
-    r.sampler.cache.edit = edit;
+    r.sampler.cache.realign = edit;
     r
 }
 
@@ -125,7 +125,7 @@ fn main() {
     while !text[..first].ends_with('\n') {
         first += 1;
     }
-    let complete = |engine: &Engine, request: &InfillRequest, cache: &mut KvCache| {
+    let complete = |engine: &Engine, request: &InfillRequest, cache: &mut ContextCache| {
         let done = engine
             .complete(request, cache, Controls::default())
             .unwrap();
@@ -135,7 +135,7 @@ fn main() {
         )
     };
 
-    let first_pass = |engine: &Engine, request: &InfillRequest, cache: &mut KvCache| {
+    let first_pass = |engine: &Engine, request: &InfillRequest, cache: &mut ContextCache| {
         let mut stepped = None;
         let mut on_step = |_: &redraft_engine::sampler::DenoiseStep| {
             stepped.get_or_insert(Instant::now());
@@ -159,10 +159,10 @@ fn main() {
     {
         end = text[end..].find('\n').map_or(text.len(), |i| end + i + 1);
     }
-    let at = |cursor: usize, slots: usize, edit: Option<EditReuse>| {
+    let at = |cursor: usize, slots: usize, edit: Option<Realign>| {
         request(&text, (start, cursor, end), slots, edit)
     };
-    let (one, context) = complete(&engine, &at(first, 1, None), &mut KvCache::default());
+    let (one, context) = complete(&engine, &at(first, 1, None), &mut ContextCache::default());
     println!("context {context} tokens: cold first pass {one:.1} ms");
 
     // A cached step, timed next to each keystroke (the machine's load moves): a window pass
@@ -178,7 +178,7 @@ fn main() {
         Some(_) => canvas_start - shift..canvas_start + 1,
         None => canvas_start - shift..canvas_start + canvas.length,
     };
-    let mut step_cache = KvCache::default();
+    let mut step_cache = ContextCache::default();
     model
         .forward(
             &seq,
@@ -203,10 +203,10 @@ fn main() {
         "edit reuse: radius {}, an exact pass after {} approximate ones",
         r.radius, r.refresh_after
     );
-    let mut caches: Vec<KvCache> = modes
+    let mut caches: Vec<ContextCache> = modes
         .iter()
         .map(|&(_, edit)| {
-            let mut cache = KvCache::default();
+            let mut cache = ContextCache::default();
             complete(&engine, &at(first, o.slots, edit), &mut cache);
             cache
         })

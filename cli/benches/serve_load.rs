@@ -25,7 +25,7 @@
 //! kept caches realign across them, instead of every request bringing a new file.
 //!
 //! Prompts: the eval's Rust single-line cuts (`target/benchmarks/RustSingleLine.jsonl.gz`,
-//! built by `redraft bench build humanevalpack-rust --sets single-line`) when present, else
+//! built by `redraft tasks humanevalpack-rust --sets single-line`) when present, else
 //! single-line cuts made here from HumanEvalPack-Rust's solutions
 //! (`benchmarks/humanevalpack-rust`).
 //! Run by `cargo test` (without `--bench`) it is a two-second smoke run that writes nothing.
@@ -276,8 +276,8 @@ fn run(setting: &Setting, cuts: &Arc<Vec<Cut>>, options: &Options) -> Outcome {
     let tokens_per_forward = counted.canvas_tokens / counted.forwards.max(1.0);
     let full_share = counted.full / (counted.full + counted.window).max(1.0);
     eprintln!(
-        "passes: full {}, window {}, edit {}; model calls {}; canvas tokens {}",
-        counted.full, counted.window, counted.edit, counted.forwards, counted.canvas_tokens,
+        "passes: full {}, window {}, realign {}; model calls {}; canvas tokens {}",
+        counted.full, counted.window, counted.realign, counted.forwards, counted.canvas_tokens,
     );
     let trace = std::mem::take(&mut *lines.lock().unwrap());
     let answered = |line: &&serde_json::Value| line["status"] == 200;
@@ -304,7 +304,7 @@ struct Counters {
     forwards: f64,
     full: f64,
     window: f64,
-    edit: f64,
+    realign: f64,
 }
 
 impl Counters {
@@ -318,7 +318,7 @@ impl Counters {
             forwards: server.metric("redraft_forwards_total"),
             full: passes("full"),
             window: passes("window"),
-            edit: passes("edit"),
+            realign: passes("realign"),
         }
     }
 
@@ -331,7 +331,7 @@ impl Counters {
             forwards: self.forwards - earlier.forwards,
             full: self.full - earlier.full,
             window: self.window - earlier.window,
-            edit: self.edit - earlier.edit,
+            realign: self.realign - earlier.realign,
         }
     }
 }

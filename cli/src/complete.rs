@@ -1,5 +1,5 @@
 //! `redraft complete`: one fill-in-the-middle request from the command line, or with
-//! `--next-edit` one next-edit suggestion ([`next_edit`]).
+//! `--next-edit` one next-edit suggestion (`complete/next_edit.rs`).
 
 mod next_edit;
 
@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
+use redraft_engine::ContextCache;
 use redraft_engine::{DeviceSpec, Engine, InfillRequest};
 
 use redraft_runtime::sampler_args::SamplerArgs;
@@ -153,7 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     request.canvas_tokens = args.canvas_tokens.unwrap_or(args.max_tokens);
     request.sampler = args.sampler.config();
     let completion = with_controls(&args, &engine, |controls| {
-        engine.complete(&request, &mut KvCache::default(), controls)
+        engine.complete(&request, &mut ContextCache::default(), controls)
     })?;
     if args.json {
         let mut value = serde_json::to_value(&completion)?;

@@ -1,4 +1,4 @@
-//! `redraft train|eval|bench|score ...`: the developer commands live in the `redraft-lab`
+//! `redraft train|eval|tasks|bench|logprobs ...`: the developer commands live in the `redraft-lab`
 //! binary, so the one an editor starts links no training, eval sandbox or benchmark code. A
 //! user who types one here is handed over to `redraft-lab` with the same arguments.
 
@@ -9,7 +9,10 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, Context};
 
 /// The subcommands `redraft-lab` adds to `redraft`'s.
-pub const LAB_COMMANDS: [&str; 4] = ["train", "eval", "bench", "score"];
+pub const LAB_COMMANDS: [&str; 6] = [
+    "train", "eval", "tasks", "bench", "logprobs", // `score`: logprobs' old name, still taken
+    "score",
+];
 
 /// The lab binary's file name.
 const LAB: &str = "redraft-lab";

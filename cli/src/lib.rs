@@ -29,8 +29,8 @@ pub enum Command {
     Serve(redraft_http::Args),
     /// Write a model as one GGUF file, its matrices quantized (q8_0, q4_k, ...) or not.
     Convert(convert::Args),
-    /// Download a model (hf:ORG/REPO[:QUANT], hf:ORG/REPO/FILE.gguf) into the Hugging Face hub
-    /// cache, or check an Ollama one (ollama:NAME[:TAG]); runs nothing.
+    /// Download a model (`hf:ORG/REPO[:QUANT]`, `hf:ORG/REPO/FILE.gguf`) into the Hugging Face hub
+    /// cache, or check an Ollama one (`ollama:NAME[:TAG]`); runs nothing.
     Pull(models::PullArgs),
     /// List the models available here: the embedded one, the Hugging Face hub cache and
     /// Ollama's store, with what each is and whether redraft runs it.

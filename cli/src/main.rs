@@ -10,7 +10,7 @@ use clap::Parser;
     name = "redraft",
     version,
     about = "masked-diffusion code completion",
-    after_help = "Developer commands (train, eval, bench, score) are in redraft-lab: `redraft train ...` runs it when it is installed beside redraft."
+    after_help = "Developer commands (train, eval, tasks, bench, logprobs) are in redraft-lab: `redraft train ...` runs it when it is installed beside redraft."
 )]
 struct Cli {
     #[command(subcommand)]

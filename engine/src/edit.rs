@@ -96,10 +96,7 @@ pub struct EditMarkers {
     pub edit_end: u32,
 }
 
-pub const FILE_SEP: &str = "<|file_sep|>";
-pub const CURSOR: &str = "<|cursor|>";
-pub const EDIT_START: &str = "<|edit_start|>";
-pub const EDIT_END: &str = "<|edit_end|>";
+pub use redraft_prompts::markers::{CURSOR, EDIT_END, EDIT_START, FILE_SEP};
 
 impl EditMarkers {
     /// The markers of `tokenizer`; a model without them was not trained for next edits.

@@ -2,28 +2,30 @@
 //!
 //! This is the entry point callers use (`redraft complete`, the eval CLI, the LSP server): text
 //! in, text out, with the sampler's controls passed through. [`EngineBatch`] is the same for a
-//! server: requests join a running batch between denoising steps and leave as completions.
+//! server: requests join a running batch between denoising steps and leave as completions
+//! (`engine/batch.rs`). Loading is in `engine/load.rs`.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device};
 use serde::Serialize;
 
-use crate::checkpoint::Weights;
-use crate::config::{DiffusionSettings, ModelConfig, RedraftJson};
+use crate::cache::ContextCache;
+use crate::config::DiffusionSettings;
 use crate::edit::sweep::SweepPieces;
 use crate::edit::{canvas_length, EditFormat, EditPieces, EditRequest};
 use crate::error::{Error, Result};
 use crate::prompt::FimLayout;
-use crate::qwen2::{KvCache, Qwen2};
-use crate::sampler::{
-    step_together, Batch, CachePolicy, Canvas, CanvasView, Controls, Infill, MemberControls,
-    MemberId, MemberOutcome, PassStats, Sampler, SamplerConfig,
-};
+use crate::qwen2::Qwen2;
+use crate::sampler::{Canvas, CanvasView, Controls, Infill, PassStats, Sampler, SamplerConfig};
 use crate::text::Draft;
 use crate::tokenizer::Tokenizer;
+
+mod batch;
+mod load;
+
+pub use batch::{EngineBatch, Finished};
+pub use load::{inspect, load_settings, ModelFiles, ModelSummary};
 
 pub const CONFIG_FILE: &str = "config.json";
 pub const REDRAFT_FILE: &str = "redraft.json";
@@ -86,8 +88,8 @@ pub struct Completion {
     pub forwards: usize,
     pub full_passes: usize,
     pub window_passes: usize,
-    /// First passes that reused a cache across an edit ([`crate::sampler::Pass::Edit`]).
-    pub edit_passes: usize,
+    /// First passes that reused a cache across an edit ([`crate::sampler::Pass::Realign`]).
+    pub realign_passes: usize,
     /// Canvas slots at the end: the canvas's length plus what it grew by.
     pub slots: usize,
     /// Steps after the one that committed the end (the work left once the length was decided).
@@ -98,18 +100,6 @@ pub struct Completion {
     pub prefix_tokens: usize,
     pub suffix_tokens: usize,
     pub timings: Timings,
-}
-
-/// The files of a model directory, in memory.
-#[derive(Debug, Clone, Copy)]
-pub struct ModelFiles<'a> {
-    /// Where the files came from (a directory, named in error messages).
-    pub origin: &'a str,
-    pub config: &'a str,
-    pub redraft: Option<&'a str>,
-    /// One safetensors file.
-    pub weights: &'a [u8],
-    pub tokenizer: &'a [u8],
 }
 
 /// A model directory, loaded.
@@ -129,111 +119,6 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Loads `config.json`, `redraft.json` (if present), the weights and `tokenizer.json`, to
-    /// run on the CPU.
-    pub fn load(dir: &Path) -> Result<Engine> {
-        Engine::load_on(dir, &Device::Cpu)
-    }
-
-    /// [`Engine::load`] onto `device` (see [`crate::DeviceSpec`]). `dir` may also be a GGUF
-    /// file, or a directory holding one GGUF file and no `config.json` ([`Engine::load_gguf`]).
-    pub fn load_on(dir: &Path, device: &Device) -> Result<Engine> {
-        if let Some(file) = gguf_in(dir)? {
-            return Engine::load_gguf(&file, device);
-        }
-        if !dir.is_dir() {
-            return Err(Error::MissingFile {
-                path: dir.to_path_buf(),
-                what: "to be a directory (config.json, model.safetensors, tokenizer.json)",
-            });
-        }
-        let (config, settings) = load_settings(dir)?;
-        let weights = Weights::load(dir, DType::F32, device)?;
-        let tokenizer = Tokenizer::load(&dir.join(TOKENIZER_FILE))?;
-        Engine::assemble(dir, config, settings, &weights, tokenizer, device)
-    }
-
-    /// A GGUF file onto `device`: config, settings and vocabulary from its metadata, quantized
-    /// weights kept quantized ([`crate::gguf`]). A `redraft.json` beside the file supplies or
-    /// overrides the diffusion settings (the mask id, the logit shift, the attention pattern);
-    /// a `tokenizer.json` beside it replaces the file's vocabulary.
-    pub fn load_gguf(file: &Path, device: &Device) -> Result<Engine> {
-        let (config, settings, weights, tokenizer) = read_gguf(file, device)?;
-        Engine::assemble(file, config, settings, &weights, tokenizer, device)
-    }
-
-    /// A model whose files are already in memory (the default model compiled into the
-    /// binary); errors name the files as if they sat in `files.origin`.
-    pub fn from_files(files: &ModelFiles<'_>) -> Result<Engine> {
-        Engine::from_files_on(files, &Device::Cpu)
-    }
-
-    /// [`Engine::from_files`] onto `device`.
-    pub fn from_files_on(files: &ModelFiles<'_>, device: &Device) -> Result<Engine> {
-        let dir = Path::new(files.origin);
-        let config = ModelConfig::parse(files.config, &dir.join(CONFIG_FILE))?;
-        let extra = files
-            .redraft
-            .map(|text| RedraftJson::parse(text, &dir.join(REDRAFT_FILE)))
-            .transpose()?;
-        let settings = DiffusionSettings::resolve(&config, extra.as_ref())?;
-        let weights = Weights::from_safetensors_bytes(
-            files.weights,
-            &dir.join(crate::checkpoint::SINGLE_FILE),
-            DType::F32,
-            device,
-        )?;
-        let tokenizer = Tokenizer::from_bytes(files.tokenizer, &dir.join(TOKENIZER_FILE))?;
-        Engine::assemble(dir, config, settings, &weights, tokenizer, device)
-    }
-
-    fn assemble(
-        dir: &Path,
-        config: ModelConfig,
-        settings: DiffusionSettings,
-        weights: &Weights,
-        tokenizer: Tokenizer,
-        device: &Device,
-    ) -> Result<Engine> {
-        let model = Qwen2::new(&config, weights, device)?.with_attention(settings.attention);
-        if tokenizer.vocab_size() > config.vocab_size {
-            return Err(Error::Tokenizer {
-                path: dir.join(TOKENIZER_FILE),
-                message: format!(
-                    "{} tokens, more than the model's vocab_size {}: the tokenizer does not belong to this model",
-                    tokenizer.vocab_size(),
-                    config.vocab_size
-                ),
-            });
-        }
-        let edit_format = EditFormat::of(&tokenizer, settings.attention).ok();
-        // An autoregressive checkpoint ends a file it writes with `<|file_sep|>`: an end of the
-        // middle like EOS (a next edit's rewritten window ends there; so may an infill).
-        let also_end = match edit_format {
-            Some(EditFormat::Sweep { file_sep }) => Some(file_sep),
-            _ => None,
-        };
-        let mut banned = tokenizer.special().to_vec();
-        for id in [settings.eos_token_id, settings.pad_token_id]
-            .into_iter()
-            .chain(also_end)
-        {
-            if let Some(slot) = banned.get_mut(id as usize) {
-                *slot = false;
-            }
-        }
-        Ok(Engine {
-            model,
-            edit_format,
-            also_end,
-            layout: FimLayout::for_model(settings.attention, &tokenizer),
-            tokenizer,
-            settings,
-            banned,
-            dir: dir.to_path_buf(),
-        })
-    }
-
     pub fn model(&self) -> &Qwen2 {
         &self.model
     }
@@ -313,7 +198,7 @@ impl Engine {
     pub fn complete(
         &self,
         request: &InfillRequest,
-        cache: &mut KvCache,
+        cache: &mut ContextCache,
         controls: Controls<'_>,
     ) -> Result<Completion> {
         let started = Instant::now();
@@ -329,7 +214,7 @@ impl Engine {
         &self,
         request: &InfillRequest,
         lengths: &[usize],
-        cache: &mut KvCache,
+        cache: &mut ContextCache,
         controls: Controls<'_>,
     ) -> Result<Vec<Completion>> {
         let started = Instant::now();
@@ -362,7 +247,7 @@ impl Engine {
     pub fn next_edit(
         &self,
         request: &EditRequest,
-        cache: &mut KvCache,
+        cache: &mut ContextCache,
         controls: Controls<'_>,
     ) -> Result<Completion> {
         let started = Instant::now();
@@ -433,31 +318,12 @@ impl Engine {
         }
     }
 
-    /// A batch that requests join and leave between denoising steps (what a server runs: see
-    /// [`EngineBatch`]), under one cache policy, with a cache of its own.
-    pub fn batch(&self, cache: CachePolicy) -> EngineBatch<'_> {
-        self.batch_from(cache, KvCache::default())
-    }
-
-    /// [`Engine::batch`] starting from `kept`, the cache an earlier batch left
-    /// ([`EngineBatch::into_cache`]): when the policy allows edit reuse and the first requests'
-    /// tokens differ from the kept ones by edits, the first pass realigns it
-    /// ([`crate::sampler::Pass::Edit`]) instead of recomputing every position.
-    pub fn batch_from(&self, cache: CachePolicy, kept: KvCache) -> EngineBatch<'_> {
-        EngineBatch {
-            engine: self,
-            batch: self.sampler().batch(cache),
-            cache: kept,
-            admitted: HashMap::new(),
-        }
-    }
-
     /// Fills one canvas; `started` is when the request began (tokenizing is what came before).
     fn run_one(
         &self,
         canvas: &Canvas,
         sampler: &SamplerConfig,
-        cache: &mut KvCache,
+        cache: &mut ContextCache,
         controls: Controls<'_>,
         started: Instant,
     ) -> Result<Completion> {
@@ -490,7 +356,7 @@ impl Engine {
             forwards: stats.forwards,
             full_passes: stats.full_passes,
             window_passes: stats.window_passes,
-            edit_passes: stats.edit_passes,
+            realign_passes: stats.realign_passes,
             slots: infill.slots,
             steps_after_end: infill.steps_after_end,
             tokens_per_forward: infill.slots as f64 / stats.forwards.max(1) as f64,
@@ -528,133 +394,6 @@ impl Admitted {
     }
 }
 
-/// The requests a step of an [`EngineBatch`] finished: completed, failed or cancelled.
-pub type Finished = Vec<(MemberId, Result<Completion>)>;
-
-/// Requests decoded together, joining at the next denoising step and leaving when done: the
-/// engine's face of [`Batch`] (see it for the cache rule), for a server that batches whatever
-/// is in flight, fill-in-the-middle and next-edit requests alike. Each request keeps its own
-/// sampler config, cancel flag, deadline and stream; the batch holds the cache.
-pub struct EngineBatch<'e> {
-    engine: &'e Engine,
-    batch: Batch<'e>,
-    cache: KvCache,
-    admitted: HashMap<MemberId, Admitted>,
-}
-
-impl<'e> EngineBatch<'e> {
-    /// Adds a fill-in-the-middle request (its canvas as [`Engine::complete`] builds it).
-    pub fn join(
-        &mut self,
-        request: &InfillRequest,
-        controls: MemberControls<'e>,
-    ) -> Result<MemberId> {
-        let started = Instant::now();
-        let canvas = self.engine.canvas(request)?;
-        self.admit(&canvas, request.sampler.clone(), controls, started)
-    }
-
-    /// Adds a next-edit request (its canvas as [`Engine::next_edit`] builds it).
-    pub fn join_edit(
-        &mut self,
-        request: &EditRequest,
-        controls: MemberControls<'e>,
-    ) -> Result<MemberId> {
-        let started = Instant::now();
-        let canvas = self.engine.edit_canvas(request)?;
-        self.admit(&canvas, request.sampler.clone(), controls, started)
-    }
-
-    /// Adds a canvas built by the caller, decoded under `config`.
-    pub fn join_canvas(
-        &mut self,
-        canvas: &Canvas,
-        config: SamplerConfig,
-        controls: MemberControls<'e>,
-    ) -> Result<MemberId> {
-        self.admit(canvas, config, controls, Instant::now())
-    }
-
-    fn admit(
-        &mut self,
-        canvas: &Canvas,
-        config: SamplerConfig,
-        controls: MemberControls<'e>,
-        started: Instant,
-    ) -> Result<MemberId> {
-        let admitted = Admitted::now(canvas, started);
-        let id = self.batch.join(canvas, config, controls)?;
-        self.admitted.insert(id, admitted);
-        Ok(id)
-    }
-
-    /// One denoising step over every request in the batch (see [`Batch::step`]): the requests
-    /// that finished, as completions whose `forwards`, passes, `model_ms` and `hit_deadline`
-    /// count the model calls each took part in, and `total_ms` runs from its join; a cancelled
-    /// one as [`Error::Cancelled`]. A model error fails the step for everyone.
-    pub fn step(&mut self) -> Result<Finished> {
-        let mut left = EngineBatch::step_together(&mut [self])?;
-        Ok(left.pop().expect("one batch, one answer"))
-    }
-
-    /// One denoising step of several batches of one engine, each with its own cache, in one
-    /// model call ([`step_together`]): [`EngineBatch::step`] for each, the batches' rows
-    /// multiplied by the weights together whatever their positions. A model error fails the
-    /// step for every batch; batches of different engines are refused.
-    pub fn step_together(batches: &mut [&mut EngineBatch<'e>]) -> Result<Vec<Finished>> {
-        let Some(engine) = batches.first().map(|b| b.engine) else {
-            return Ok(Vec::new());
-        };
-        if batches.iter().any(|b| !std::ptr::eq(b.engine, engine)) {
-            return Err(Error::InvalidRequest(
-                "batches of different engines cannot share a model call".into(),
-            ));
-        }
-        let mut lanes: Vec<(&mut Batch<'e>, &mut KvCache)> = batches
-            .iter_mut()
-            .map(|b| (&mut b.batch, &mut b.cache))
-            .collect();
-        let left = step_together(&engine.model, &mut lanes)?;
-        Ok(batches
-            .iter_mut()
-            .zip(left)
-            .map(|(batch, left)| {
-                left.into_iter()
-                    .map(|(id, outcome)| {
-                        let admitted = batch.admitted.remove(&id).expect("joined through admit");
-                        let completion = match outcome {
-                            MemberOutcome::Filled { infill, stats } => {
-                                engine.completion(&admitted, &infill, &stats)
-                            }
-                            MemberOutcome::Cancelled => Err(Error::Cancelled),
-                        };
-                        (id, completion)
-                    })
-                    .collect()
-            })
-            .collect())
-    }
-
-    /// Requests still being filled.
-    pub fn len(&self) -> usize {
-        self.batch.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.batch.is_empty()
-    }
-
-    /// Every model call the batch has made so far.
-    pub fn stats(&self) -> PassStats {
-        self.batch.stats()
-    }
-
-    /// The batch's cache, for a later batch to start from ([`Engine::batch_from`]).
-    pub fn into_cache(self) -> KvCache {
-        self.cache
-    }
-}
-
 /// How many prefix and suffix tokens to keep (nearest the cursor) when only `budget` fit: the
 /// prefix gets three quarters, and either side's unused share goes to the other.
 pub fn fit_context(prefix: usize, suffix: usize, budget: usize) -> (usize, usize) {
@@ -664,129 +403,6 @@ pub fn fit_context(prefix: usize, suffix: usize, budget: usize) -> (usize, usize
     let prefix_share = budget * 3 / 4;
     let keep_suffix = suffix.min(budget - prefix_share.min(prefix));
     (prefix.min(budget - keep_suffix), keep_suffix)
-}
-
-/// The GGUF file `path` names: the file itself, or the one `.gguf` in a directory without a
-/// `config.json`. `None` for a safetensors model directory.
-fn gguf_in(path: &Path) -> Result<Option<PathBuf>> {
-    if path.is_file() {
-        if crate::gguf::is_gguf(path) {
-            return Ok(Some(path.to_path_buf()));
-        }
-        if path.extension().is_some_and(|e| e == "gguf") {
-            return Err(Error::CorruptGguf {
-                path: path.to_path_buf(),
-                message: "it does not start with the GGUF magic bytes".into(),
-            });
-        }
-        return Ok(None);
-    }
-    if !path.is_dir() || path.join(CONFIG_FILE).exists() {
-        return Ok(None);
-    }
-    let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| Error::io(path, e))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
-        .collect();
-    match found.len() {
-        0 => Ok(None),
-        1 => Ok(found.pop()),
-        n => Err(Error::InvalidRequest(format!(
-            "{} holds {n} GGUF files; name the one to load",
-            path.display()
-        ))),
-    }
-}
-
-/// A GGUF file's config, settings, weights (still in the file's map) and vocabulary: the
-/// metadata's, with a `redraft.json` beside the file supplying or overriding the diffusion
-/// settings and a `tokenizer.json` beside it replacing the vocabulary.
-fn read_gguf(
-    file: &Path,
-    device: &Device,
-) -> Result<(ModelConfig, DiffusionSettings, Weights, Tokenizer)> {
-    let dir = file.parent().unwrap_or(Path::new("."));
-    let tokenizer_json = Some(dir.join(TOKENIZER_FILE)).filter(|p| p.exists());
-    let checkpoint = crate::gguf::load(file, tokenizer_json.as_deref(), device)?;
-    let extra_path = dir.join(REDRAFT_FILE);
-    let extra = if extra_path.exists() {
-        RedraftJson::load(&extra_path)?
-    } else {
-        RedraftJson::default()
-    };
-    // What redraft.json says wins over what the engine infers for a file that does not say
-    // (an autoregressive checkpoint's causal attention and mask); the metadata's own ids sit in
-    // the config, where a contradiction is an error.
-    let stated = checkpoint.stated;
-    let merged = RedraftJson {
-        mask_token_id: extra.mask_token_id.or(stated.mask_token_id),
-        eos_token_id: extra.eos_token_id,
-        pad_token_id: extra.pad_token_id,
-        bos_token_id: extra.bos_token_id,
-        logit_shift: extra.logit_shift.or(stated.logit_shift),
-        edit_canvas: extra.edit_canvas,
-        attention: extra.attention.or(stated.attention),
-    };
-    let settings = DiffusionSettings::resolve(&checkpoint.config, Some(&merged))?;
-    Ok((
-        checkpoint.config,
-        settings,
-        checkpoint.weights,
-        checkpoint.tokenizer,
-    ))
-}
-
-/// What a checkpoint is, read from its config, settings and vocabulary without building the
-/// model (`redraft models`): how it attends, how it reads a FIM request and a next edit.
-#[derive(Debug, Clone)]
-pub struct ModelSummary {
-    pub config: ModelConfig,
-    pub settings: DiffusionSettings,
-    pub layout: FimLayout,
-    /// How it reads a next edit, or why it cannot make one.
-    pub edit_format: std::result::Result<EditFormat, String>,
-}
-
-/// [`ModelSummary`] of what [`Engine::load`] would load from `path` (a model directory, a GGUF
-/// file, or a directory holding one); an error says why it would not load, as loading would.
-pub fn inspect(path: &Path) -> Result<ModelSummary> {
-    let (config, settings, tokenizer) = match gguf_in(path)? {
-        Some(file) => {
-            let (config, settings, _mapped, tokenizer) = read_gguf(&file, &Device::Cpu)?;
-            (config, settings, tokenizer)
-        }
-        None => {
-            if !path.is_dir() {
-                return Err(Error::MissingFile {
-                    path: path.to_path_buf(),
-                    what: "to be a directory (config.json, model.safetensors, tokenizer.json)",
-                });
-            }
-            let (config, settings) = load_settings(path)?;
-            let tokenizer = Tokenizer::load(&path.join(TOKENIZER_FILE))?;
-            (config, settings, tokenizer)
-        }
-    };
-    Ok(ModelSummary {
-        layout: FimLayout::for_model(settings.attention, &tokenizer),
-        edit_format: EditFormat::of(&tokenizer, settings.attention).map_err(|e| e.to_string()),
-        config,
-        settings,
-    })
-}
-
-/// Reads `config.json` and resolves the diffusion settings with `redraft.json`.
-pub fn load_settings(dir: &Path) -> Result<(ModelConfig, DiffusionSettings)> {
-    let config = ModelConfig::load(&dir.join(CONFIG_FILE))?;
-    let extra_path = dir.join(REDRAFT_FILE);
-    let extra = if extra_path.exists() {
-        Some(RedraftJson::load(&extra_path)?)
-    } else {
-        None
-    };
-    let settings = DiffusionSettings::resolve(&config, extra.as_ref())?;
-    Ok((config, settings))
 }
 
 fn ms(d: Duration) -> f64 {
@@ -814,7 +430,7 @@ mod tests {
             .complete_lengths(
                 &request,
                 &lengths,
-                &mut KvCache::default(),
+                &mut ContextCache::default(),
                 Controls::default(),
             )
             .unwrap();
@@ -822,20 +438,25 @@ mod tests {
         for (completion, &length) in batch.iter().zip(&lengths) {
             request.canvas_tokens = length;
             let alone = engine
-                .complete(&request, &mut KvCache::default(), Controls::default())
+                .complete(&request, &mut ContextCache::default(), Controls::default())
                 .unwrap();
             assert_eq!(completion.tokens, alone.tokens, "length {length}");
             assert_eq!(completion.middle, alone.middle);
             assert!(completion.tokens.len() <= request.max_tokens);
         }
         assert!(engine
-            .complete_lengths(&request, &[], &mut KvCache::default(), Controls::default())
+            .complete_lengths(
+                &request,
+                &[],
+                &mut ContextCache::default(),
+                Controls::default()
+            )
             .is_err());
         assert!(engine
             .complete_lengths(
                 &request,
                 &[4, 0],
-                &mut KvCache::default(),
+                &mut ContextCache::default(),
                 Controls::default()
             )
             .is_err());

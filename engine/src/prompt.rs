@@ -3,6 +3,7 @@
 //! FIM examples with it (`redraft-train`'s `examples`), so what a model is trained on is what it
 //! is asked. (Next edits have their layouts in [`crate::edit`].)
 
+use redraft_prompts::markers;
 use serde::Serialize;
 
 use crate::config::AttentionPattern;
@@ -31,9 +32,9 @@ impl FimLayout {
         let id = |t: &str| tokenizer.token_to_id(t);
         match (
             attention.block(),
-            id("<|fim_prefix|>"),
-            id("<|fim_suffix|>"),
-            id("<|fim_middle|>"),
+            id(markers::FIM_PREFIX),
+            id(markers::FIM_SUFFIX),
+            id(markers::FIM_MIDDLE),
         ) {
             (Some(_), Some(prefix), Some(suffix), Some(middle)) => FimLayout::PrefixSuffixMiddle {
                 prefix,

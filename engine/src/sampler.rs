@@ -301,7 +301,7 @@ impl<'a> Sampler<'a> {
         debug_assert!(masked > 0, "a full canvas takes no step");
         let (forced, hit_deadline) = (pressure.forced(), pressure.past_deadline);
         let start = state.start;
-        let row = |slot: usize| rows.at(score_row(shift, start + slot));
+        let row = |slot: usize| rows.at(logit_row(shift, start + slot));
         let mut votes: Vec<Choice> = state
             .masked()
             .filter(|&slot| slot < reach)
@@ -438,7 +438,7 @@ impl<'a> Sampler<'a> {
             .filter_map(|s| {
                 let end = s.live_end()?;
                 let Some(n) = self.block() else {
-                    return Some((score_row(shift, s.start), s.start + end));
+                    return Some((logit_row(shift, s.start), s.start + end));
                 };
                 // The rows scoring the active block's slots; the whole block, whose positions see
                 // each other (blocks of 1 see nothing after them); and the slots committed last
@@ -448,7 +448,7 @@ impl<'a> Sampler<'a> {
                     let last = (s.active_end(n) - 1).max(first + s.guesses.len());
                     let last = last.min(s.values.len() - 1);
                     let rows =
-                        score_row(shift, s.start + first)..score_row(shift, s.start + last) + 1;
+                        logit_row(shift, s.start + first)..logit_row(shift, s.start + last) + 1;
                     if n == 1 {
                         return rows;
                     }

@@ -1,7 +1,7 @@
 //! The tokenizer: a Hugging Face `tokenizer.json` (byte-level BPE for every model redraft runs),
 //! plus what the sampler needs to know about the vocabulary (which tokens are whitespace only)
 //! and the bytes each token stands for, so the model's text is assembled from bytes and
-//! checked once ([`Tokenizer::text`], [`crate::text`]) instead of decoded lossily.
+//! checked once ([`Tokenizer::text`], [`crate::Text`]) instead of decoded lossily.
 
 use std::path::{Path, PathBuf};
 
@@ -204,7 +204,7 @@ impl Tokenizer {
 
     /// What the model wrote in `ids`, as text a client may be shown: valid UTF-8 up to the
     /// first bytes that are not (a character cut off at the end is held back, bytes no
-    /// character can be made of end the text; [`crate::text`]), never a U+FFFD the model did not
+    /// character can be made of end the text; [`crate::Text`]), never a U+FFFD the model did not
     /// write as a character. Ids outside the vocabulary are skipped, as `decode` skips them.
     pub fn text(&self, ids: &[u32]) -> Result<Text> {
         match self.spelled(ids) {

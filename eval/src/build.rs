@@ -1,6 +1,6 @@
-//! `redraft bench build`: benchmark task sets in the [`crate::task`] schema.
+//! `redraft tasks`: benchmark task sets in the [`crate::task`] schema.
 //!
-//! - [`humanevalpack`]: execution-scored Rust tasks cut from whole solutions with tests;
+//! - [`humanevalpack()`] (cutting with [`mod@humanevalpack`]): execution-scored Rust tasks cut from whole solutions with tests;
 //! - [`from_dir`]: match-scored tasks cut from any Rust source tree at syntax boundaries.
 
 pub mod from_dir;
@@ -42,7 +42,7 @@ pub struct SetReport {
     pub tasks: usize,
 }
 
-/// How [`humanevalpack`] cuts and writes.
+/// How [`humanevalpack()`] cuts and writes.
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
     pub kinds: Vec<Kind>,

@@ -12,8 +12,8 @@
 use std::time::Instant;
 
 use redraft_context::{Language, Source};
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
+use redraft_engine::ContextCache;
 use redraft_engine::Engine;
 use redraft_suggest::fim::{self, FimOptions, Prepared};
 use redraft_suggest::remote::{BackendSpec, FimBackend};
@@ -133,7 +133,7 @@ pub fn generate(
         }
     };
     // The user typing the prompt's last characters, a completion per keystroke, one cache.
-    let mut cache = KvCache::default();
+    let mut cache = ContextCache::default();
     let starts: Vec<usize> = task.prompt.char_indices().map(|(i, _)| i).collect();
     let typed = setting.typed.min(starts.len());
     for &end in &starts[starts.len() - typed..] {
@@ -186,7 +186,12 @@ struct Run {
     model_ms: f64,
 }
 
-fn run(filler: Filler<'_>, prepared: &Prepared, task_id: &str, cache: &mut KvCache) -> Result<Run> {
+fn run(
+    filler: Filler<'_>,
+    prepared: &Prepared,
+    task_id: &str,
+    cache: &mut ContextCache,
+) -> Result<Run> {
     match filler {
         Filler::Engine(engine) => {
             let completion = fim::run(engine, prepared, cache, Controls::default())?

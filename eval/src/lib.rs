@@ -1,5 +1,5 @@
 //! redraft's fill-in-the-middle evaluation: benchmark builders, sandboxed execution scoring,
-//! the generation driver and the reports behind `redraft eval` and `redraft bench build`.
+//! the generation driver and the reports behind `redraft eval` and `redraft tasks`.
 //!
 //! - [`task`]: the HumanEval-infilling JSONL schema every part reads and writes.
 //! - [`build`]: HumanEvalPack-Rust cuts and `--from-dir` cuts.

@@ -7,7 +7,8 @@
 //! - **Sweep** (Zed's `sweep_prompt.rs`, a model name containing `sweep-next-edit`):
 //!   `<|file_sep|>path` blocks: related files, up to three `{path}.diff` blocks with
 //!   `original:`/`updated:` sections, `original/{path}` and `current/{path}` (a window of about
-//!   ten lines either side of the cursor), then an open `<|file_sep|>updated/{path}` header. The
+//!   ten lines either side of the cursor), then an open `<|file_sep|>updated/{path}` header
+//!   (the layout the engine writes for a Sweep checkpoint, [`redraft_prompts::sweep`]). The
 //!   answer is the updated window. The prompt carries no cursor: it is put where the current
 //!   window last differs from the original one, or else at the end of the window's middle line
 //!   (Zed centres the window on the cursor's line).
@@ -27,6 +28,8 @@
 use std::ops::Range;
 
 use redraft_context::edit::{parse_patches, HistoryEdit};
+use redraft_prompts::markers::{FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX};
+use redraft_prompts::sweep;
 
 /// A next-edit request read from a prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +71,6 @@ impl Layout {
     }
 }
 
-const FILE_SEP: &str = "<|file_sep|>";
 const ZETA_START: &str = "<<<<<<< CURRENT\n";
 const ZETA_SEPARATOR: &str = "=======\n";
 const ZETA_END: &str = ">>>>>>> UPDATED\n";
@@ -83,38 +85,17 @@ pub fn zed(prompt: &str) -> Option<EditPrompt> {
     sweep(prompt).or_else(|| zeta(prompt))
 }
 
-/// `<|file_sep|>{path}\n{content}` blocks, in order.
-fn file_blocks(text: &str) -> Vec<(&str, &str)> {
-    text.split(FILE_SEP)
-        .skip(1)
-        .map(|block| block.split_once('\n').unwrap_or((block, "")))
-        .collect()
-}
-
+/// Zed's Sweep prompt ([`sweep::parse`] reads the layout, which the engine writes too).
 fn sweep(prompt: &str) -> Option<EditPrompt> {
-    let blocks = file_blocks(prompt);
-    let (last, rest) = blocks.split_last()?;
-    let path = last.0.strip_prefix("updated/")?;
-    if !last.1.trim().is_empty() {
-        return None;
-    }
-    let find = |name: String| rest.iter().rev().find(|(p, _)| *p == name).map(|b| b.1);
-    let current = find(format!("current/{path}"))?;
-    let original = find(format!("original/{path}")).unwrap_or(current);
-    let mut history: Vec<HistoryEdit> = rest
+    let parsed = sweep::parse(prompt)?;
+    let (path, original, current) = (parsed.path, parsed.original, parsed.current);
+    let mut history: Vec<HistoryEdit> = parsed
+        .history
         .iter()
-        .filter_map(|(name, body)| {
-            let file = name.strip_suffix(".diff")?;
-            let body = body.strip_prefix("original:\n")?;
-            let (old, new) = match body.split_once("\nupdated:\n") {
-                Some(parts) => parts,
-                None => ("", body.strip_prefix("updated:\n")?),
-            };
-            Some(HistoryEdit {
-                path: file.to_string(),
-                old: whole_lines(old),
-                new: whole_lines(new),
-            })
+        .map(|block| HistoryEdit {
+            path: block.path.to_string(),
+            old: whole_lines(block.old),
+            new: whole_lines(block.new),
         })
         .collect();
     if history.is_empty() && original != current {
@@ -200,14 +181,14 @@ fn zeta(prompt: &str) -> Option<EditPrompt> {
         (current.1, after, current.0, history_block(others))
     } else {
         // Qwen tokens: <|file_sep|>path\n<|fim_prefix|>before<|fim_suffix|>after\n<|fim_middle|>
-        let m = head.rfind("<|fim_middle|>")?;
-        let p = head[..m].rfind("<|fim_prefix|>")?;
-        let s = p + head[p..m].find("<|fim_suffix|>")?;
-        let blocks = file_blocks(&head[..p]);
+        let m = head.rfind(FIM_MIDDLE)?;
+        let p = head[..m].rfind(FIM_PREFIX)?;
+        let s = p + head[p..m].find(FIM_SUFFIX)?;
+        let blocks = sweep::file_blocks(&head[..p]);
         let (current, others) = blocks.split_last()?;
         (
-            &head[p + "<|fim_prefix|>".len()..s],
-            &head[s + "<|fim_suffix|>".len()..m],
+            &head[p + FIM_PREFIX.len()..s],
+            &head[s + FIM_SUFFIX.len()..m],
             current.0,
             history_block(others),
         )

@@ -2,10 +2,10 @@
 //! `{"error": {"message", "type", "param", "code"}}` (what OpenAI's SDKs, Zed and Inception's
 //! clients read); Ollama-shaped routes (`/api/...`) answer `{"error": "message"}`, which is what
 //! Ollama itself sends and its client libraries read. Either way the status code says whose
-//! fault it is: 4xx for the request, 429/503 (with `Retry-After`) for load and shutdown, and
-//! 500 only for a bug of ours, never for anything a client sent. A message quotes at most
-//! [`QUOTED_CHARS`] characters of anything the client sent ([`quote`]): an error never echoes a
-//! request back.
+//! fault it is: 4xx for the request, 429/503 (with `Retry-After`) for load and shutdown, 502 for
+//! a remote backend's failure (`--backend`), and 500 only for a bug of ours, never for anything
+//! a client sent. A message quotes at most [`QUOTED_CHARS`] characters of anything the client
+//! sent ([`quote`]): an error never echoes a request back.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -306,6 +306,17 @@ impl ApiError {
                 format!("no model is loaded ({why}); fix --model and restart the server"),
             )
         }
+    }
+
+    /// The remote backend (`--backend`) gave no completion (502): `message` is its error (down,
+    /// timed out, an HTTP error with the backend's own message, an answer that is not one).
+    pub fn backend(message: &str) -> Self {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "server_error",
+            "backend_error",
+            format!("the backend failed on this request: {message}"),
+        )
     }
 
     /// A bug of ours: logged, and never the answer to anything a client sent.

@@ -9,8 +9,11 @@
 //! `redraft_runtime::fim_template` and `edit_prompt` read the prompt layouts clients send; `error` the error
 //! bodies; `metrics` `/metrics`; `gate` what a request must pass before its body is read (Host
 //! and Origin, JSON content types, headers, the key); `listen` the connections (limits, read
-//! timeouts, shutdown). Nothing a client sends ends the server: bad input is a 4xx, a panic in a
-//! job a 500 for that job only, and a slow or stalled client is closed after its timeout.
+//! timeouts, shutdown). With `--backend URL` every FIM request names that remote completions
+//! server in its work, and the scheduler's backend workers run it there (planned and cleaned
+//! here); next edits stay on the local model. Nothing a client sends ends the server: bad input
+//! is a 4xx, a panic in a job a 500 for that job only, a backend's failure a 502 for that
+//! request only, and a slow or stalled client is closed after its timeout.
 
 mod edit_prompt;
 mod error;
@@ -34,11 +37,13 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use redraft_engine::sampler::{CachePolicy, EditReuse, Effort};
+use redraft_engine::sampler::{CachePolicy, Effort, Realign};
 use redraft_engine::DeviceSpec;
 use serde_json::json;
 
 use error::{ApiError, Dialect};
+use redraft_runtime::backend::BackendConfig;
+use redraft_runtime::backend_args::BackendArgs;
 use redraft_runtime::metrics::Metrics;
 use redraft_runtime::scheduler::{LoopConfig, Scheduler};
 
@@ -74,7 +79,7 @@ pub struct Args {
     /// keeps web pages that rebind their DNS name to this machine out. Repeatable.
     #[arg(long, value_name = "NAME")]
     allow_host: Vec<String>,
-    /// Let the web page ORIGIN (as browsers send it: https://example.com) call the server:
+    /// Let the web page ORIGIN (as browsers send it: `https://example.com`) call the server:
     /// CORS is answered for it, preflights included. Requests from any other page are refused
     /// (403). Repeatable.
     #[arg(long, value_name = "ORIGIN")]
@@ -136,6 +141,12 @@ pub struct Args {
     /// get a 503) and the server stops.
     #[arg(long, default_value_t = 10_000)]
     shutdown_grace_ms: u64,
+    /// Last: its heading would carry over to the flags after it.
+    #[command(
+        flatten,
+        next_help_heading = "Remote FIM backend (next edits stay local)"
+    )]
+    backend: BackendArgs,
 }
 
 /// What the model answers to, for `/v1/models`, `/api/tags` and the `model` field.
@@ -168,6 +179,9 @@ pub struct App {
     /// Every request's cache policy (`--no-cache`, `--edit-reuse`).
     pub cache: CachePolicy,
     pub deadline: Option<Duration>,
+    /// Where every FIM request is sent (`--backend`); `None`: the local model. Next edits
+    /// always run on the local model.
+    pub backend: Option<BackendConfig>,
     pub max_body: usize,
     pub max_batch: usize,
     pub max_queue: usize,
@@ -203,6 +217,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let api_key = gate::api_key(args.api_key.as_deref(), args.api_key_file.as_deref())?;
     let hosts = gate::Hosts::new(args.bind, &args.allow_host)?;
     let origins = gate::origins(&args.allow_origin)?;
+    let backend = args.backend.config()?;
     if !args.bind.ip().is_loopback() && api_key.is_none() {
         eprintln!(
             "redraft serve: warning: listening on {} without an API key: anyone who can reach it can use the model (set {} or --api-key-file, and put TLS in front)",
@@ -246,13 +261,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Err(format!("{err:#}"))
         }
     };
+    if let Some(config) = &backend {
+        let (endpoint, _) = redraft_runtime::backend::endpoints(&config.url)?;
+        eprintln!(
+            "redraft serve: FIM requests go to the backend {endpoint} (model {}, template {}, {} context tokens); next edits run on the local model",
+            config.model.as_deref().unwrap_or("the one it lists"),
+            config.template,
+            config.context_tokens
+        );
+    }
     let metrics = Arc::new(Metrics::new());
     let cache = CachePolicy {
         enabled: !args.no_cache,
         refresh_every: None,
-        edit: args.edit_reuse.map_or(Some(EditReuse::DEFAULT), |flag| {
-            flag.over(EditReuse::DEFAULT)
-        }),
+        realign: args
+            .edit_reuse
+            .map_or(Some(Realign::DEFAULT), |flag| flag.over(Realign::DEFAULT)),
         prompt_chunk: (args.prompt_chunk > 0).then_some(args.prompt_chunk),
     };
     let max_batch = usize::try_from(args.max_batch).unwrap_or(1);
@@ -288,6 +312,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         effort: args.effort,
         cache,
         deadline: args.deadline_ms.map(Duration::from_millis),
+        backend,
         max_body: args.max_body,
         max_batch,
         max_queue,

@@ -34,6 +34,11 @@ use redraft_runtime::scheduler::{
 /// Candidates a request may ask for (`n`): the pipeline's distinct canvas lengths.
 pub const MAX_CANDIDATES: usize = 8;
 
+/// The cap on `max_tokens` of a FIM request sent to a remote backend (the language server's
+/// `maxTokens` bound): the served model's window is the backend's business, not the local
+/// model's.
+pub const BACKEND_MAX_TOKENS: usize = 1024;
+
 pub fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -165,9 +170,13 @@ fn sampler(app: &App, sampling: &Sampling) -> Result<SamplerConfig, ApiError> {
     Ok(config)
 }
 
-/// `max_tokens`, at most a quarter of the model's positions so the context keeps the rest.
+/// A FIM request's `max_tokens`: at most a quarter of the model's positions so the context
+/// keeps the rest, or [`BACKEND_MAX_TOKENS`] with a backend.
 fn max_tokens(app: &App, asked: Option<i64>, param: &str) -> Result<usize, ApiError> {
-    let cap = (app.scheduler.positions() / 4).max(1);
+    let cap = match app.backend {
+        Some(_) => BACKEND_MAX_TOKENS,
+        None => (app.scheduler.positions() / 4).max(1),
+    };
     match asked {
         // The language server's default too.
         None => Ok(redraft_runtime::DEFAULT_MAX_TOKENS.min(cap)),
@@ -183,7 +192,9 @@ fn max_tokens(app: &App, asked: Option<i64>, param: &str) -> Result<usize, ApiEr
 
 /// The FIM work for `prompt` (with the client's optional `suffix`): a prompt wrapped in a FIM
 /// template is split back into prefix and suffix; the language comes from a file name in the
-/// template's header or `path`, else Rust.
+/// template's header or `path`, else Rust. With `--backend` the work names it, so the
+/// scheduler's backend workers run it there (of the sampler, only the temperature and seed
+/// reach a backend; the effort and the cache are the local engine's).
 pub fn fim_work(
     app: &App,
     prompt: &str,
@@ -237,7 +248,7 @@ pub fn fim_work(
             .collect(),
         options,
         stop: sampling.stop.clone(),
-        backend: None,
+        backend: app.backend.clone(),
     }))
 }
 
@@ -267,31 +278,53 @@ pub fn edit_work(app: &App, prompt: EditPrompt, sampling: &Sampling) -> Result<W
     }))
 }
 
-/// Queues `work`: 429 when the queue is full, 503 when shutting down or without a model.
-pub fn submit(app: &App, work: Work, drafts: bool, dialect: Dialect) -> Result<Ticket, ApiError> {
+/// A queued job: its ticket, and who runs it.
+pub struct Queued {
+    ticket: Ticket,
+    /// A remote backend runs it (its failure is the backend's, not a bug of ours).
+    by_backend: bool,
+}
+
+/// Queues `work`: 429 when the queue is full, 503 when shutting down or without a model (a FIM
+/// job sent to a backend needs none).
+pub fn submit(app: &App, work: Work, drafts: bool, dialect: Dialect) -> Result<Queued, ApiError> {
+    let by_backend = matches!(
+        &work,
+        Work::Fim(FimWork {
+            backend: Some(_),
+            ..
+        })
+    );
     let submit = Submit {
         deadline: app.deadline.map(|d| Instant::now() + d),
         drafts,
         ..Submit::default()
     };
-    app.scheduler.submit(work, submit).map_err(|rejected| {
-        match rejected {
+    match app.scheduler.submit(work, submit) {
+        Ok(ticket) => Ok(Queued { ticket, by_backend }),
+        Err(rejected) => Err(match rejected {
             Rejected::Full => ApiError::queue_full(1),
             Rejected::ShuttingDown => ApiError::shutting_down(),
             Rejected::NoModel(why) => ApiError::no_model(&why),
         }
-        .in_dialect(dialect)
-    })
+        .in_dialect(dialect)),
+    }
 }
 
-/// A job's failure as the client sees it.
-pub fn job_error(err: JobError, dialect: Dialect) -> ApiError {
+/// A job's failure as the client sees it; `by_backend`: a remote backend ran it, so a failure
+/// is the backend's (a 502 with its message: down, timed out, an HTTP error, an answer that is
+/// not a completion) and the next request is tried again.
+pub fn job_error(err: JobError, by_backend: bool, dialect: Dialect) -> ApiError {
     match err {
         // Only a shutdown cancels a job whose client still waits.
         JobError::Cancelled | JobError::ShuttingDown => ApiError::shutting_down(),
         // Only after a model load, which this server does not make.
         JobError::NoModel(why) => ApiError::no_model(&why),
         JobError::Invalid(message) => ApiError::unprocessable(message),
+        JobError::Failed(message) if by_backend => {
+            eprintln!("redraft serve: a backend request failed: {message}");
+            ApiError::backend(&message)
+        }
         JobError::Failed(message) => {
             eprintln!("redraft serve: a job failed: {message}");
             ApiError::internal(format!("the model failed on this request: {message}"))
@@ -303,8 +336,14 @@ pub fn job_error(err: JobError, dialect: Dialect) -> ApiError {
 /// Submits `work` and waits for its answer. Dropping this future (the client disconnected)
 /// cancels the job.
 pub async fn answer(app: &App, work: Work, dialect: Dialect) -> Result<Answer, ApiError> {
-    let mut ticket = submit(app, work, false, dialect)?;
-    ticket.answer().await.map_err(|e| job_error(e, dialect))
+    let Queued {
+        mut ticket,
+        by_backend,
+    } = submit(app, work, false, dialect)?;
+    ticket
+        .answer()
+        .await
+        .map_err(|e| job_error(e, by_backend, dialect))
 }
 
 /// A draft's event, if drafts are shown.
@@ -319,12 +358,12 @@ pub struct StreamFormat {
     pub answer: AnswerEvents,
 }
 
-/// A streamed response for `ticket`: drafts as they come, then the answer's events. When the
+/// A streamed response for `queued`: drafts as they come, then the answer's events. When the
 /// client goes away the body is dropped, which drops the ticket and cancels the job.
-pub fn stream(app: &Shared, ticket: Ticket, format: StreamFormat, dialect: Dialect) -> Response {
+pub fn stream(app: &Shared, queued: Queued, format: StreamFormat, dialect: Dialect) -> Response {
     let (tx, mut rx) = mpsc::channel::<Bytes>(64);
     let content_type = format.content_type;
-    tokio::spawn(pump(Arc::clone(app), ticket, format, tx, dialect));
+    tokio::spawn(pump(Arc::clone(app), queued, format, tx, dialect));
     let body = Body::from_stream(futures::stream::poll_fn(move |cx| {
         rx.poll_recv(cx).map(|item| item.map(Ok::<_, Infallible>))
     }));
@@ -341,11 +380,15 @@ pub fn stream(app: &Shared, ticket: Ticket, format: StreamFormat, dialect: Diale
 
 async fn pump(
     app: Shared,
-    mut ticket: Ticket,
+    queued: Queued,
     mut format: StreamFormat,
     tx: mpsc::Sender<Bytes>,
     dialect: Dialect,
 ) {
+    let Queued {
+        mut ticket,
+        by_backend,
+    } = queued;
     let mut drafts = ticket.drafts.take();
     loop {
         tokio::select! {
@@ -375,7 +418,8 @@ async fn pump(
                         }
                     }
                 }
-                let events = (format.answer)(result.map_err(|e| job_error(e, dialect)));
+                let events =
+                    (format.answer)(result.map_err(|e| job_error(e, by_backend, dialect)));
                 for event in events {
                     if tx.send(Bytes::from(event)).await.is_err() {
                         return;

@@ -4,7 +4,7 @@
 //! transposed, and grouped-query heads read their shared keys in place. Keys past a sequence's
 //! length (padding) are left out entirely, and so are the keys a query may not see
 //! ([`Shapes::visible`]: causal or block-causal patterns). A decoding step's few query rows (at
-//! most [`few_queries::FEW`] a sequence) take [`few_queries`]' kernel instead, where these
+//! most `FEW` a sequence) take the kernel of `attention/few_queries.rs` instead, where these
 //! blocks would be tiny matrix products.
 
 mod few_queries;

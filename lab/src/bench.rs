@@ -15,8 +15,9 @@ use anyhow::{bail, Context};
 use candle_core::{Device, Tensor};
 use redraft_engine::checkpoint::Weights;
 use redraft_engine::config::{DiffusionSettings, ModelConfig, RedraftJson};
-use redraft_engine::qwen2::{init_weights, KvCache, Qwen2};
+use redraft_engine::qwen2::{init_weights, Qwen2};
 use redraft_engine::sampler::{Canvas, Controls, Effort, Pass, Sampler, SamplerConfig};
+use redraft_engine::ContextCache;
 use redraft_engine::{DeviceSpec, InfillRequest};
 use serde_json::json;
 
@@ -253,7 +254,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 model.forward(
                     &ids,
                     0..len,
-                    &mut KvCache::default(),
+                    &mut ContextCache::default(),
                     Pass::Full { store: false },
                 )?;
                 Ok(())
@@ -264,7 +265,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 model.forward(
                     &ids,
                     canvas.clone(),
-                    &mut KvCache::default(),
+                    &mut ContextCache::default(),
                     Pass::Full { store: false },
                 )?;
                 Ok(())
@@ -304,7 +305,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let sampler = Sampler::new(settings, &[]);
         let seq = vec![sampler.sequence(&canvas)];
         let window = 767..784;
-        let mut cache = KvCache::default();
+        let mut cache = ContextCache::default();
         model.forward(&seq, window.clone(), &mut cache, Pass::Full { store: true })?;
         let step_ms = time_ms(args.repeats, || {
             model.forward(&seq, window.clone(), &mut cache, Pass::Window)?;
@@ -347,7 +348,7 @@ fn time_middles(
         let ms = time_ms(repeats, || {
             last = Some(sampler.run(
                 model,
-                &mut KvCache::default(),
+                &mut ContextCache::default(),
                 std::slice::from_ref(canvas),
                 &config,
                 Controls::default(),
@@ -405,7 +406,7 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
                 model.forward(
                     &ids,
                     logits.clone(),
-                    &mut KvCache::default(),
+                    &mut ContextCache::default(),
                     Pass::Full { store: false },
                 )?;
                 sync()
@@ -430,7 +431,7 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
     let seq = vec![sampler.sequence(&canvas)];
     let at = seq[0].len() - (context - before) - 16;
     let window = at - 1..at + 16;
-    let mut cache = KvCache::default();
+    let mut cache = ContextCache::default();
     model.forward(&seq, window.clone(), &mut cache, Pass::Full { store: true })?;
     let step_ms = time_ms(args.repeats, || {
         model.forward(&seq, window.clone(), &mut cache, Pass::Window)?;
@@ -512,7 +513,7 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
             request.sampler = SamplerConfig::effort(effort);
             let started = Instant::now();
             let completion =
-                engine.complete(&request, &mut KvCache::default(), Controls::default())?;
+                engine.complete(&request, &mut ContextCache::default(), Controls::default())?;
             latencies.push(started.elapsed().as_secs_f64() * 1e3);
             calls += completion.forwards;
             slots += completion.slots;

@@ -17,7 +17,8 @@ use redraft_eval::run::{self, Completions, Run, RunIdentity};
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{read_tasks, Task, TaskLanguage};
 
-use redraft_runtime::backend::{Backend, BackendConfig, Template};
+use redraft_runtime::backend::Backend;
+use redraft_runtime::backend_args::BackendArgs;
 use redraft_runtime::sampler_args::SamplerArgs;
 
 /// The engine-only decoding flags, which a remote backend (an autoregressive server) has no
@@ -40,8 +41,11 @@ const ENGINE_ONLY: [&str; 14] = [
 ];
 
 #[derive(clap::Args)]
+#[command(mut_arg("backend", |arg| arg
+    .conflicts_with_all(["model", "device", "completions", "canonical", "next_edit"])
+    .conflicts_with_all(ENGINE_ONLY)))]
 pub struct Args {
-    /// Task file: HumanEval-infilling JSONL (plain or .gz), e.g. one `redraft bench build` wrote.
+    /// Task file: HumanEval-infilling JSONL (plain or .gz), e.g. one `redraft tasks` wrote.
     #[arg(long, required_unless_present = "next_edit")]
     tasks: Option<PathBuf>,
     /// Score next-edit suggestions on these cases instead of fill-in-the-middle tasks: a
@@ -77,7 +81,7 @@ pub struct Args {
     #[arg(long)]
     canonical: bool,
     /// Output directory (per-task `tasks.jsonl`, `summary.json`); rerunning the same command
-    /// resumes. Default: target/eval/<task file>-<setting>.
+    /// resumes. Default: `target/eval/<task file>-<setting>`.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Scoring workers (default: the machine's cores).
@@ -103,33 +107,10 @@ pub struct Args {
     /// score the real task: what --edit-reuse costs in quality against exact recomputation.
     #[arg(long, default_value_t = 0)]
     typed: usize,
-    /// Fill the middles with a model served elsewhere instead of the local engine: a `redraft
-    /// serve` or an OpenAI-compatible completions server (vLLM, SGLang, llama.cpp's
-    /// llama-server, Ollama), as http://HOST:PORT (add /v1 if the server wants it).
-    #[arg(
-        long,
-        value_name = "URL",
-        conflicts_with_all = ["model", "device", "completions", "canonical", "next_edit"],
-        conflicts_with_all = ENGINE_ONLY,
-    )]
-    backend: Option<String>,
-    /// The served model's name [default: the one the server lists].
-    #[arg(long, value_name = "NAME", requires = "backend")]
-    backend_model: Option<String>,
-    /// The FIM template the served model was trained on: qwen, starcoder, codellama, deepseek,
-    /// codestral, or suffix (prompt + `suffix` field, for servers that apply it themselves)
-    /// [default: qwen].
-    #[arg(long, value_name = "TEMPLATE", requires = "backend")]
-    backend_template: Option<Template>,
-    /// Context tokens sent to the backend (prefix, suffix and snippets) [default: 2048].
-    #[arg(long, value_name = "TOKENS", requires = "backend")]
-    backend_context: Option<usize>,
-    /// Seconds one backend request may take [default: 30].
-    #[arg(long, value_name = "SECONDS", requires = "backend")]
-    backend_timeout_s: Option<f64>,
-    /// Sent as `Authorization: Bearer KEY` [default: $REDRAFT_BACKEND_API_KEY].
-    #[arg(long, value_name = "KEY", requires = "backend")]
-    backend_api_key: Option<String>,
+    /// `--backend URL` and the `--backend-*` flags (the engine's own flags conflict with it:
+    /// `Args`' `mut_arg`).
+    #[command(flatten)]
+    backend: BackendArgs,
     #[command(flatten)]
     sampler: SamplerArgs,
     /// Run several settings side by side, each written like these flags (and parsed on its
@@ -359,14 +340,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let summary = run::evaluate(&run, Completions::Given(given), &identity, &out)?;
         eprintln!("eval: results in {}", out.display());
         vec![summary]
-    } else if let Some(url) = &args.backend {
+    } else if let Some(url) = &args.backend.backend {
         // Flag mistakes are reported before the server is contacted.
         for spec in &args.sweep {
             if let Some(flag) = engine_only_flag(spec) {
                 bail!("--sweep {spec:?}: {flag} is a local-engine flag; a --backend is sent only --temperature, --seed, --max-tokens and --oracle-length");
             }
         }
-        let backend = connect(&args, url)?;
+        let backend = connect(&args.backend)?;
         let model = backend.resolve_model(None)?;
         // For tables and directory names: a model's last path part (llama-server lists its file,
         // Hugging Face ids have an owner); run.json keeps the whole name.
@@ -414,26 +395,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The backend client of `--backend` and its flags.
-fn connect(args: &Args, url: &str) -> anyhow::Result<Backend> {
-    let mut config = BackendConfig::new(url);
-    config.model = args.backend_model.clone();
-    if let Some(template) = args.backend_template {
-        config.template = template;
-    }
-    if let Some(tokens) = args.backend_context {
-        config.context_tokens = tokens;
-    }
-    if let Some(seconds) = args.backend_timeout_s {
-        if !(seconds > 0.0 && seconds.is_finite()) {
-            bail!("--backend-timeout-s must be a positive number of seconds, not {seconds}");
-        }
-        config.timeout = std::time::Duration::from_secs_f64(seconds);
-    }
-    config.api_key = args
-        .backend_api_key
-        .clone()
-        .or_else(|| std::env::var("REDRAFT_BACKEND_API_KEY").ok())
-        .filter(|key| !key.is_empty());
+fn connect(flags: &BackendArgs) -> anyhow::Result<Backend> {
+    let config = flags.config()?.expect("called with --backend");
     Ok(Backend::new(config)?)
 }
 
@@ -447,7 +410,7 @@ fn engine_only_flag(spec: &str) -> Option<&str> {
 }
 
 /// Generates and scores under each setting with `filler` (the engine or a backend named by
-/// `source`): one setting into `--out` (default target/eval/<tasks>-<setting>), a sweep into
+/// `source`): one setting into `--out` (default `target/eval/<tasks>-<setting>`), a sweep into
 /// one directory per setting.
 fn generate(
     args: &Args,

@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use redraft_engine::sampler::{EditReuse, Effort};
+use redraft_engine::sampler::{Effort, Realign};
 use redraft_engine::DeviceSpec;
 use serde_json::Value;
 
@@ -28,8 +28,8 @@ pub struct Settings {
     pub effort: Effort,
     /// How a completion's first pass reuses the kept cache across the keystrokes since the last
     /// one (`"editReuse"`: a radius in tokens, or `"off"` for an exact pass); see
-    /// [`EditReuse`].
-    pub edit_reuse: Option<EditReuse>,
+    /// [`Realign`].
+    pub edit_reuse: Option<Realign>,
     /// Upper bound on the masked canvas (the longest suggestion), in tokens; the syntax around
     /// the cursor usually asks for less.
     pub max_tokens: usize,
@@ -118,7 +118,7 @@ impl Default for Settings {
             model: None,
             device: DeviceSpec::Auto,
             effort: Effort::Medium,
-            edit_reuse: Some(EditReuse::DEFAULT),
+            edit_reuse: Some(Realign::DEFAULT),
             max_tokens: redraft_runtime::DEFAULT_MAX_TOKENS,
             context_tokens: None,
             languages: None,
@@ -201,10 +201,10 @@ impl Settings {
             "editReuse" => {
                 self.edit_reuse = match value {
                     Value::String(s) if s == "off" => None,
-                    _ => Some(EditReuse {
+                    _ => Some(Realign {
                         radius: count(value, 0, MAX_TOKENS_LIMIT)
                             .map_err(|e| format!("{e} (a radius in tokens), or \"off\""))?,
-                        ..EditReuse::DEFAULT
+                        ..Realign::DEFAULT
                     }),
                 }
             }
@@ -354,7 +354,7 @@ mod tests {
         assert_eq!(bare.device, DeviceSpec::Auto);
         assert!(bare.enabled_for("rust") && !bare.enabled_for("markdown"));
         assert!(Settings::default().enabled_for("markdown"));
-        assert_eq!(bare.edit_reuse, Some(EditReuse::DEFAULT));
+        assert_eq!(bare.edit_reuse, Some(Realign::DEFAULT));
         assert!(bare.update(&json!({"editReuse": 4})).is_empty());
         assert_eq!(bare.edit_reuse.map(|e| e.radius), Some(4));
         assert!(bare.update(&json!({"editReuse": "off"})).is_empty());

@@ -163,7 +163,7 @@ impl Inference {
             candidates: job.candidates,
             sampler: {
                 let mut sampler = SamplerConfig::effort(settings.effort);
-                sampler.cache.edit = settings.edit_reuse;
+                sampler.cache.realign = settings.edit_reuse;
                 sampler
             },
         };
@@ -208,7 +208,7 @@ impl Inference {
                     texts.len()
                 ),
                 None => format!(
-                    "{at}: canvas {} ({}), lengths {:?}, context {}+{}+{} tokens, passes {}/{}/{} full/window/edit ({} positions from the cache), {:.1} ms, {} suggestion(s)",
+                    "{at}: canvas {} ({}), lengths {:?}, context {}+{}+{} tokens, passes {}/{}/{} full/window/realign ({} positions from the cache), {:.1} ms, {} suggestion(s)",
                     r.canvas_tokens,
                     r.canvas_reason,
                     r.lengths,
@@ -217,7 +217,7 @@ impl Inference {
                     r.suffix_tokens,
                     r.full_passes,
                     r.window_passes,
-                    r.edit_passes,
+                    r.realign_passes,
                     r.cached_positions.unwrap_or(0),
                     r.model_ms,
                     texts.len()
@@ -239,7 +239,7 @@ impl Inference {
         // The kept cache's first pass is exact (never realigned across an edit, which is an
         // approximation): the command line runs from a fresh cache, and a next edit is compared
         // with it.
-        sampler.cache.edit = None;
+        sampler.cache.realign = None;
         let history = job.history.len();
         let work = EditWork {
             cursor: job.cursor - base,

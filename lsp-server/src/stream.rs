@@ -66,7 +66,7 @@ pub struct StepDraft {
     /// 0-based denoising step.
     pub step: u32,
     /// The middle as drafted so far, raw model output before post-processing: committed text,
-    /// [`redraft_engine::text::MASK_GLYPH`] for each slot still masked, nothing for slots past
+    /// [`redraft_engine::MASK_GLYPH`] for each slot still masked, nothing for slots past
     /// the end of the middle (always valid text: [`redraft_engine::Engine::draft`]).
     pub draft: String,
     /// Slots still masked; 0 on the last step.

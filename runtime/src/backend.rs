@@ -6,7 +6,7 @@
 //! prefix and suffix in the served model's FIM [`Template`] (`POST /v1/completions`) and
 //! answers the raw middle, which `fim::finish` cleans exactly as it cleans a local one.
 //!
-//! Blocking, for the inference thread (`scheduler`) and `redraft eval`: each call runs on the
+//! Blocking, for the scheduler's backend workers and `redraft eval`: each call runs on the
 //! backend's own small runtime (one thread, which also keeps pooled connections alive), so it
 //! must not be called from inside an async task. **Cancellation closes the HTTP request**: the
 //! caller's cancel flag (the one the local sampler checks between denoising steps) is polled

@@ -9,11 +9,13 @@
 //!   each job ran for the doors' logs.
 //! - [`backend`]: a remote FIM server (OpenAI-compatible `/v1/completions`) as the run step of
 //!   the pipeline, with its prompt templates in [`fim_template`].
+//! - [`backend_args`]: the `--backend` flags the commands share.
 //! - [`default_model`]: the embedded model and the one way any door loads a model.
 //! - [`sampler_args`]: the decoding flags the commands share.
 //! - [`metrics`]: counters and histograms of the jobs (the HTTP server exposes them).
 
 pub mod backend;
+pub mod backend_args;
 pub mod default_model;
 pub mod fim_template;
 pub mod metrics;

@@ -41,7 +41,7 @@ pub struct JobLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PassLabels {
     /// `full` (every position recomputed), `window` (the canvases, the rest from the cache) or
-    /// `edit` (a kept cache realigned across an edit of the context: the canvases and the
+    /// `realign` (a kept cache realigned across an edit of the context: the canvases and the
     /// positions near each change recomputed).
     pub pass: String,
 }
@@ -125,13 +125,13 @@ impl Metrics {
         let queue_depth = Gauge::default();
         registry.register(
             "redraft_queue_depth",
-            "Jobs waiting for the model",
+            "Jobs waiting for the model (or for a worker, those sent to a remote backend)",
             queue_depth.clone(),
         );
         let running = Gauge::default();
         registry.register(
             "redraft_running_jobs",
-            "Jobs the model is working on",
+            "Jobs being worked on, by the model or a remote backend",
             running.clone(),
         );
         let batch_size = Histogram::new(exponential_buckets(1.0, 2.0, 8));
@@ -273,8 +273,8 @@ impl Metrics {
         }
     }
 
-    pub fn passes(&self, full: usize, window: usize, edit: usize) {
-        for (pass, n) in [("full", full), ("window", window), ("edit", edit)] {
+    pub fn passes(&self, full: usize, window: usize, realign: usize) {
+        for (pass, n) in [("full", full), ("window", window), ("realign", realign)] {
             self.passes
                 .get_or_create(&PassLabels {
                     pass: pass.to_string(),

@@ -2,7 +2,7 @@
 //! is parsed with): an effort preset plus overrides.
 
 use redraft_context::edit::EditBudget;
-use redraft_engine::sampler::{Confidence, EditReuse, Effort, SamplerConfig, Schedule};
+use redraft_engine::sampler::{Confidence, Effort, Realign, SamplerConfig, Schedule};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplerArgs {
@@ -64,8 +64,8 @@ pub struct EditReuseFlag(pub Option<usize>);
 
 impl EditReuseFlag {
     /// `base` with this flag's radius, or `None` for `off`.
-    pub fn over(self, base: EditReuse) -> Option<EditReuse> {
-        self.0.map(|radius| EditReuse { radius, ..base })
+    pub fn over(self, base: Realign) -> Option<Realign> {
+        self.0.map(|radius| Realign { radius, ..base })
     }
 }
 
@@ -109,9 +109,9 @@ impl SamplerArgs {
         config.cache.enabled = !self.no_cache;
         config.cache.refresh_every = self.refresh_every;
         if let Some(flag) = self.edit_reuse {
-            config.cache.edit = flag.over(config.cache.edit.unwrap_or(EditReuse::DEFAULT));
+            config.cache.realign = flag.over(config.cache.realign.unwrap_or(Realign::DEFAULT));
         }
-        if let (Some(edit), Some(n)) = (config.cache.edit.as_mut(), self.edit_refresh) {
+        if let (Some(edit), Some(n)) = (config.cache.realign.as_mut(), self.edit_refresh) {
             edit.refresh_after = n;
         }
         config.temperature = self.temperature;

@@ -10,21 +10,24 @@
 //!
 //! The thread (`thread`) runs a loop over the queue, one job at a time (`serial`) or batched
 //! (`batched`); both take jobs with [`Queue::next`] / [`Queue::try_next_if`], run them through
-//! `run` (the `redraft_suggest` pipelines, or a remote FIM backend when the work names one)
-//! and answer each with [`Job::answer`]. A job starts from a cache an earlier one left
-//! ([`kept`]). [`Scheduler::load`] replaces the model while the thread runs: the load waits its
-//! turn in the queue like a job, so jobs submitted after it run on the new model; without a
-//! model, jobs are refused ([`Rejected::NoModel`]) or answered [`JobError::NoModel`] once a
-//! load queued before them failed.
+//! `run` (the `redraft_suggest` pipelines) under the cache policy `cache_policy` chooses, the
+//! same in either loop, and answer each with [`Job::answer`]. A FIM job whose work names a
+//! remote backend never reaches the model's loop: a few backend workers (`remote`) take it from
+//! the same queue and answer it, so a slow backend delays no job of the model's. A job starts
+//! from a cache an earlier one left ([`kept`]). [`Scheduler::load`] replaces the model while
+//! the thread runs: the load waits its turn in the queue like a job, so jobs submitted after it
+//! run on the new model; without a model, jobs are refused ([`Rejected::NoModel`]) or answered
+//! [`JobError::NoModel`] once a load queued before them failed.
 //!
-//! Limits: at most `max_queue` jobs wait (past that, [`Rejected::Full`]); a closed queue
-//! (shutting down) refuses new jobs but its loop still answers every job it holds; an aborted
-//! one answers the queued jobs with [`JobError::ShuttingDown`] and raises the running ones'
-//! cancel flags.
+//! Limits: at most `max_queue` jobs wait (past that, [`Rejected::Full`]), for the model or a
+//! backend worker; a closed queue (shutting down) refuses new jobs but its loop and the backend
+//! workers still answer every job it holds; an aborted one answers the queued jobs with
+//! [`JobError::ShuttingDown`] and raises the running ones' cancel flags.
 
 mod batched;
 pub mod kept;
 mod queue;
+mod remote;
 mod run;
 mod serial;
 mod thread;
@@ -153,7 +156,8 @@ impl Work {
         }
     }
 
-    /// Whether the job runs without a loaded model (a FIM job sent to a remote backend).
+    /// Whether the job runs on the loaded model (else it is a FIM job sent to a remote
+    /// backend, for the backend workers).
     fn needs_model(&self) -> bool {
         !matches!(
             self,
@@ -205,7 +209,7 @@ pub struct FimReport {
     /// pass realigned it across the edit since its last job).
     pub full_passes: usize,
     pub window_passes: usize,
-    pub edit_passes: usize,
+    pub realign_passes: usize,
     /// Positions taken from the kept cache instead of computed; `None` where the loop does not
     /// count them (the batched one).
     pub cached_positions: Option<usize>,
@@ -361,13 +365,42 @@ pub struct LoopConfig {
     /// Canvases a batched loop admits at most; 1 is one job at a time.
     pub max_batch: usize,
     pub max_queue: usize,
-    /// The approximate context cache, for every job of a batched loop (one job at a time, each
-    /// job's sampler says).
+    /// What the loop holds every job's context cache to, whichever loop it is
+    /// (`cache_policy`): a cache or edit reuse turned off here is off for every job, and a
+    /// new prompt is computed in `prompt_chunk` pieces; `refresh_every` and edit reuse's
+    /// settings are each job's own (its sampler's).
     pub cache: CachePolicy,
     /// Bytes the caches finished jobs leave for the next ones may hold ([`kept`]).
     pub kept_bytes: usize,
     /// The command whose loop it is, as its messages on stderr name it (`redraft serve`).
     pub door: &'static str,
+}
+
+/// The context cache policy `work` runs under in a loop configured with `in_loop`, the one
+/// place it is decided, so a job is cached the same whether it runs alone (`serial`: the
+/// pipeline's own run) or in a lane of its own (`batched`: the lane's `EngineBatch`).
+///
+/// The job's own policy (its sampler's: a FIM job's `options.sampler`, a next edit's
+/// `sampler`), as its door set it (the language server's `editReuse` setting; `redraft
+/// serve`'s `--no-cache` and `--edit-reuse`; a next edit's exact first pass, `realign: None`,
+/// which keeps a kept cache from changing its answer), within the loop's:
+/// - `enabled`: the job's, unless the loop turns the cache off;
+/// - `edit`: the job's, unless the loop turns edit reuse off (then every first pass over a
+///   changed context is exact);
+/// - `refresh_every`: the job's;
+/// - `prompt_chunk`: the loop's: how a new prompt shares the model's calls with the jobs being
+///   decoded meanwhile is the loop's business, not one job's.
+fn cache_policy(work: &Work, in_loop: &CachePolicy) -> CachePolicy {
+    let asked = match work {
+        Work::Fim(work) => &work.options.sampler.cache,
+        Work::Edit(work) => &work.sampler.cache,
+    };
+    CachePolicy {
+        enabled: asked.enabled && in_loop.enabled,
+        refresh_every: asked.refresh_every,
+        realign: in_loop.realign.and(asked.realign),
+        prompt_chunk: in_loop.prompt_chunk,
+    }
 }
 
 /// What a model load answers: where the model came from and the device it runs on, or why it

@@ -12,8 +12,8 @@ use redraft_context::edit::{
 };
 use redraft_context::{Source, TokenCounter};
 use redraft_engine::edit::EditFormat;
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
+use redraft_engine::ContextCache;
 use redraft_engine::{Completion, EditRequest, Engine, Result};
 
 use crate::EngineTokens;
@@ -159,7 +159,7 @@ pub fn next_edit(
     input: &EditInput<'_>,
     budget: &EditBudget,
     sampler: SamplerConfig,
-    cache: &mut KvCache,
+    cache: &mut ContextCache,
     controls: Controls<'_>,
 ) -> Result<EditOutcome> {
     let started = Instant::now();

@@ -6,8 +6,8 @@
 use std::time::Instant;
 
 use redraft_context::{Budget, CanvasPlan, Neighbour, Plan, Source, TokenCounter, Unit};
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig, StopFn};
+use redraft_engine::ContextCache;
 use redraft_engine::{Completion, Engine, InfillRequest, Result, Tail};
 
 use crate::EngineTokens;
@@ -169,7 +169,7 @@ pub fn stop_rule<'e>(
 pub fn run(
     engine: &Engine,
     prepared: &Prepared,
-    cache: &mut KvCache,
+    cache: &mut ContextCache,
     controls: Controls<'_>,
 ) -> Result<Vec<Completion>> {
     let rule = stop_rule(engine, &prepared.plan);
@@ -217,7 +217,7 @@ pub fn complete(
     source: &Source<'_>,
     neighbours: &[Neighbour],
     options: &FimOptions,
-    cache: &mut KvCache,
+    cache: &mut ContextCache,
     controls: Controls<'_>,
 ) -> Result<FimOutcome> {
     let started = Instant::now();

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use redraft_context::edit::{EditBudget, HistoryEdit};
 use redraft_context::{Language, Source};
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, Effort, SamplerConfig};
+use redraft_engine::ContextCache;
 use redraft_engine::Engine;
 use redraft_suggest::edit::{apply, next_edit, EditInput};
 use redraft_suggest::fim::{self, FimOptions};
@@ -42,7 +42,7 @@ fn complete_is_prepare_run_finish() {
         &source(TEXT),
         &[],
         &options,
-        &mut KvCache::default(),
+        &mut ContextCache::default(),
         Controls::default(),
     )
     .unwrap();
@@ -52,7 +52,7 @@ fn complete_is_prepare_run_finish() {
     let completions = fim::run(
         &engine,
         &prepared,
-        &mut KvCache::default(),
+        &mut ContextCache::default(),
         Controls::default(),
     )
     .unwrap();
@@ -79,7 +79,7 @@ fn candidates_are_distinct_lengths_in_one_batch() {
         &source(TEXT),
         &[],
         &options,
-        &mut KvCache::default(),
+        &mut ContextCache::default(),
         Controls::default(),
     )
     .unwrap();
@@ -147,7 +147,7 @@ fn a_next_edit_applies_inside_the_region_or_is_no_edit() {
         &input,
         &unguarded,
         sampler.clone(),
-        &mut KvCache::default(),
+        &mut ContextCache::default(),
         Controls::default(),
     )
     .unwrap();
@@ -177,7 +177,7 @@ fn a_next_edit_applies_inside_the_region_or_is_no_edit() {
         &input,
         &strict,
         sampler,
-        &mut KvCache::default(),
+        &mut ContextCache::default(),
         Controls::default(),
     )
     .unwrap();
@@ -232,7 +232,7 @@ fn a_next_edit_prepared_and_finished_around_a_batch_equals_the_pipeline() {
         &input,
         &budget,
         greedy(),
-        &mut KvCache::default(),
+        &mut ContextCache::default(),
         Controls::default(),
     )
     .unwrap();
@@ -326,7 +326,7 @@ fn stopping_at_a_decided_lead_changes_no_suggestion() {
                         &source,
                         &[],
                         &options,
-                        &mut KvCache::default(),
+                        &mut ContextCache::default(),
                         controls,
                     )
                     .unwrap()
@@ -446,7 +446,7 @@ fn a_sweep_checkpoint_gets_a_sweep_plan_through_the_same_pipeline() {
         &input,
         &budget,
         sampler,
-        &mut KvCache::default(),
+        &mut ContextCache::default(),
         Controls::default(),
     )
     .unwrap();

@@ -88,16 +88,33 @@ pub fn ok(output: Output) -> String {
 
 /// Runs `redraft args` with `stdin` as its standard input, to the end.
 pub fn redraft(args: &[&str], stdin: &str) -> Output {
-    with_stdin(&redraft_binary(), args, stdin)
+    with_stdin(&redraft_binary(), args, stdin, &[])
+}
+
+/// [`redraft`] with environment variables set (`Some`) or removed (`None`) for the run.
+pub fn redraft_in(env: &[(&str, Option<String>)], args: &[&str], stdin: &str) -> Output {
+    with_stdin(&redraft_binary(), args, stdin, env)
 }
 
 /// Runs `redraft-lab args` with `stdin` as its standard input, to the end.
 pub fn lab(args: &[&str], stdin: &str) -> Output {
-    with_stdin(&lab_binary(), args, stdin)
+    with_stdin(&lab_binary(), args, stdin, &[])
 }
 
-fn with_stdin(program: &Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(program)
+fn with_stdin(
+    program: &Path,
+    args: &[&str],
+    stdin: &str,
+    env: &[(&str, Option<String>)],
+) -> Output {
+    let mut command = Command::new(program);
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let mut child = command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -60,6 +60,29 @@ fn engine_knows_nothing_of_editors_or_async() {
 }
 
 #[test]
+fn prompt_layouts_depend_on_nothing() {
+    // Text only: the engine, the context layer, the trainers and the HTTP parser all sit above
+    // the one definition of each layout, so none may be pulled into it.
+    let deps = dependencies("redraft-prompts");
+    assert_eq!(
+        deps,
+        ["redraft-prompts"],
+        "redraft-prompts has dependencies"
+    );
+    for user in [
+        "redraft-engine",
+        "redraft-context",
+        "redraft-http",
+        "redraft-train",
+    ] {
+        assert!(
+            dependencies(user).iter().any(|d| d == "redraft-prompts"),
+            "{user} writes or reads prompts without redraft-prompts"
+        );
+    }
+}
+
+#[test]
 fn kernels_know_no_tensor_library_and_no_redraft_crate() {
     // Plain slices in, plain slices out: the engine wraps them as candle ops, training calls
     // them directly, and they depend on neither (nor on anything above them).

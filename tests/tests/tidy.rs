@@ -455,3 +455,335 @@ fn every_package_inherits_the_workspace_rust_version() {
         );
     }
 }
+
+#[test]
+fn no_module_is_found_by_a_path_attribute() {
+    // Modules are found by their file names. Source was once shared between crates by pointing
+    // a module of one at a file of another; a library crate both depend on replaced that.
+    let root = repo();
+    let files = tracked_files();
+    let rust: Vec<&String> = files
+        .iter()
+        .filter(|f| checked(f) && f.ends_with(".rs"))
+        .collect();
+    assert!(
+        rust.iter().any(|f| *f == "tests/tests/tidy.rs"),
+        "sanity: the tracked Rust files were listed"
+    );
+    let mut found = Vec::new();
+    for file in rust {
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+            continue;
+        };
+        for line in path_attribute_lines(&text) {
+            found.push(format!("{file}:{line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "`#[path]` attributes at:\n{}\n(name the file as its `mod` expects, `foo.rs` and \
+         `foo/bar.rs`; code that two crates share belongs in a library crate they both depend on)",
+        found.join("\n")
+    );
+}
+
+/// The 1-based lines of `text` where a `path` attribute (plain or under `cfg_attr`) starts, read
+/// from its code: comments and the insides of string and character literals are left out.
+fn path_attribute_lines(text: &str) -> Vec<usize> {
+    let code: Vec<char> = code_only(text).chars().collect();
+    let skip_space = |mut i: usize| {
+        while code.get(i).is_some_and(|c| c.is_whitespace()) {
+            i += 1;
+        }
+        i
+    };
+    let word_at = |i: usize| -> String {
+        code[i.min(code.len())..]
+            .iter()
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .collect()
+    };
+    let mut lines = Vec::new();
+    for start in (0..code.len()).filter(|&i| code[i] == '#') {
+        let mut i = skip_space(start + 1);
+        if code.get(i) == Some(&'!') {
+            i = skip_space(i + 1);
+        }
+        if code.get(i) != Some(&'[') {
+            continue;
+        }
+        let name_at = skip_space(i + 1);
+        let name = word_at(name_at);
+        let is_path = match name.as_str() {
+            "path" => true,
+            // `cfg_attr(predicate, path = "...")`: a `path =` anywhere inside the brackets.
+            "cfg_attr" => {
+                let mut depth = 0usize;
+                let mut inner = name_at;
+                let mut found = false;
+                while let Some(&c) = code.get(inner) {
+                    match c {
+                        '[' | '(' => depth += 1,
+                        ']' | ')' if depth <= 1 => break,
+                        ']' | ')' => depth -= 1,
+                        _ => {}
+                    }
+                    let starts_word = inner == 0
+                        || !(code[inner - 1].is_alphanumeric() || code[inner - 1] == '_');
+                    if starts_word
+                        && word_at(inner) == "path"
+                        && code.get(skip_space(inner + 4)) == Some(&'=')
+                    {
+                        found = true;
+                    }
+                    inner += 1;
+                }
+                found
+            }
+            _ => false,
+        };
+        if is_path {
+            lines.push(code[..start].iter().filter(|c| **c == '\n').count() + 1);
+        }
+    }
+    lines
+}
+
+/// `text` with its comments and its string and character literals blanked (newlines kept, so
+/// lines keep their numbers): what is left is code.
+fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let is_word = |i: usize| chars[i].is_alphanumeric() || chars[i] == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let end = match (chars[i], chars.get(i + 1).copied()) {
+            ('/', Some('/')) => Some(
+                chars[i..]
+                    .iter()
+                    .position(|&c| c == '\n')
+                    .map_or(chars.len(), |n| i + n),
+            ),
+            ('/', Some('*')) => {
+                // Block comments nest.
+                let (mut depth, mut j) = (1usize, i + 2);
+                while j < chars.len() && depth > 0 {
+                    match (chars[j], chars.get(j + 1).copied()) {
+                        ('/', Some('*')) => (depth, j) = (depth + 1, j + 2),
+                        ('*', Some('/')) => (depth, j) = (depth - 1, j + 2),
+                        _ => j += 1,
+                    }
+                }
+                Some(j)
+            }
+            ('"', _) => {
+                let mut j = i + 1;
+                while j < chars.len() && chars[j] != '"' {
+                    j += if chars[j] == '\\' { 2 } else { 1 };
+                }
+                Some((j + 1).min(chars.len()))
+            }
+            // `'x'` and `'\n'` are characters; `'a` is a lifetime or a label.
+            ('\'', Some('\\')) => Some(
+                chars[i + 3..]
+                    .iter()
+                    .position(|&c| c == '\'')
+                    .map_or(chars.len(), |n| i + 3 + n + 1),
+            ),
+            ('\'', Some(_)) if chars.get(i + 2) == Some(&'\'') => Some(i + 3),
+            // Raw strings: `r"..."`, `r#"..."#`, `br"..."`, where the `r` starts a word.
+            ('r', _)
+                if i == 0
+                    || !is_word(i - 1)
+                    || (matches!(chars[i - 1], 'b' | 'c') && (i == 1 || !is_word(i - 2))) =>
+            {
+                let hashes = chars[i + 1..].iter().take_while(|&&c| c == '#').count();
+                let open = i + 1 + hashes;
+                (chars.get(open) == Some(&'"')).then(|| {
+                    let close: Vec<char> = format!("\"{}", "#".repeat(hashes)).chars().collect();
+                    (open + 1..chars.len())
+                        .find(|&j| chars[j..].starts_with(&close))
+                        .map_or(chars.len(), |j| j + close.len())
+                })
+            }
+            _ => None,
+        };
+        match end {
+            Some(end) => {
+                let end = end.max(i + 1);
+                out.extend(
+                    chars[i..end]
+                        .iter()
+                        .map(|&c| if c == '\n' { '\n' } else { ' ' }),
+                );
+                i = end;
+            }
+            None => {
+                out.push(chars[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_path_attribute_finder_reads_code_not_comments_or_strings() {
+    let text = concat!(
+        "#[path = \"x.rs\"]\nmod a;\n",
+        "// #[path = \"y.rs\"] in a comment\n",
+        "/// #[path] in a doc comment\n",
+        "/* #[path = \"z.rs\"] /* nested */\n#[path] */ mod b;\n",
+        "const S: &str = \"#[path = \\\"s.rs\\\"]\";\n",
+        "const M: &str = \"a string\n#[path = \\\"m.rs\\\"] on its second line\";\n",
+        "const R: &str = r#\"#[path = \"r.rs\"]\"#;\n",
+        "const Q: char = '\"'; # [ path = \"spaced.rs\" ]\nmod c;\n",
+        "#[cfg_attr(unix, path = \"unix.rs\")]\nmod d;\n",
+        "#[serde(rename = \"path\")]\nfn e<'a>(_: &'a str, _: char) -> char { '\\'' }\n",
+        "#[pathological]\n#![path = \"inner.rs\"]\n",
+    );
+    assert_eq!(path_attribute_lines(text), vec![1, 11, 13, 18]);
+}
+
+/// Past this many lines a library's or binary's source file mixes concerns: split it.
+const SOURCE_MAX_LINES: usize = 1_000;
+
+/// Whether `path` is source of a library or binary: a `.rs` file under a crate's `src/` that is
+/// not test-only (a `tests.rs` module, or anything under a `tests/` folder: integration tests,
+/// their fixtures, the test-support crate).
+fn is_crate_source(path: &str) -> bool {
+    let mut folders: Vec<&str> = path.split('/').collect();
+    let file = folders.pop().unwrap_or("");
+    file.ends_with(".rs")
+        && file != "tests.rs"
+        && folders.contains(&"src")
+        && !folders.contains(&"tests")
+}
+
+#[test]
+fn source_files_are_at_most_a_thousand_lines() {
+    let root = repo();
+    let files = tracked_files();
+    let sources: Vec<&String> = files
+        .iter()
+        .filter(|f| checked(f) && is_crate_source(f))
+        .collect();
+    assert!(
+        sources.iter().any(|f| *f == "kernels/src/lib.rs"),
+        "sanity: the crates' source files were listed"
+    );
+    let mut long = Vec::new();
+    for file in sources {
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+            continue;
+        };
+        let lines = text.lines().count();
+        if lines > SOURCE_MAX_LINES {
+            long.push(format!("{file}: {lines} lines"));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "source files longer than {SOURCE_MAX_LINES} lines:\n{}\nsplit each along its concerns: \
+         `foo.rs` keeps the outline, each concern moves to a module of its own in `foo/` (its \
+         tests to `foo/tests.rs`)",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_length_rule_reads_library_and_binary_sources_only() {
+    assert!(is_crate_source("kernels/src/q8.rs"));
+    assert!(is_crate_source("cli/src/bin/redraft.rs"));
+    assert!(is_crate_source("fixtures/corpus/src/lib.rs"));
+    assert!(!is_crate_source("train/src/corpus/tests.rs"));
+    assert!(!is_crate_source("engine/src/qwen2/tests/fixtures.rs"));
+    assert!(!is_crate_source("engine/tests/engine/sampler.rs"));
+    assert!(!is_crate_source(
+        "eval/tests/fixtures/next_edit/new/src/added.rs"
+    ));
+    assert!(!is_crate_source("tests/src/lib.rs"));
+    assert!(!is_crate_source("engine/benches/attention.rs"));
+    assert!(!is_crate_source("kernels/src/q8.md"));
+}
+
+/// Backticked spans of `text` that name a file in the repository: a path starting with one of
+/// `roots` (the tracked top-level folders) and ending in a file extension, without spaces or
+/// wildcards. Each with its 1-based line.
+fn named_paths<'a>(text: &'a str, roots: &[&str]) -> Vec<(usize, &'a str)> {
+    let mut found = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        for (i, span) in line.split('`').enumerate() {
+            let is_path = i % 2 == 1
+                && !span.contains([' ', '*', '{', '<', '$', '?', '['])
+                && span
+                    .split_once('/')
+                    .is_some_and(|(root, _)| roots.contains(&root))
+                && span
+                    .rsplit('/')
+                    .next()
+                    .and_then(|name| name.rsplit_once('.'))
+                    .is_some_and(|(stem, ext)| {
+                        !stem.is_empty() && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                    });
+            if is_path {
+                found.push((number + 1, span));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn files_the_docs_name_exist() {
+    // A file moved without its mentions leaves readers looking for it; the measurement reports
+    // under docs/reports/ are history and keep the paths of their day. Spans starting with a
+    // top-level folder's name are checked, whole or as the end of a tracked path.
+    let files = tracked_files();
+    let roots: Vec<&str> = {
+        let mut roots: Vec<&str> = files
+            .iter()
+            .filter_map(|f| f.split_once('/').map(|(root, _)| root))
+            .collect();
+        roots.sort_unstable();
+        roots.dedup();
+        roots
+    };
+    let mut missing = Vec::new();
+    for doc in files
+        .iter()
+        .filter(|f| f.ends_with(".md") && checked(f) && !f.starts_with("docs/reports/"))
+    {
+        let text = std::fs::read_to_string(repo().join(doc)).expect("tracked docs are readable");
+        for (line, path) in named_paths(&text, &roots) {
+            // Repository paths, or paths inside a crate or folder the text is about (the code
+            // map names `qwen2/realign.rs` under `engine/`): some tracked file ends with it.
+            let suffix = format!("/{path}");
+            if !files.iter().any(|f| f == path || f.ends_with(&suffix)) {
+                missing.push(format!("{doc}:{line}: `{path}`"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs name files that are not in the repository (moved or renamed? point at where they \
+         are now):\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_path_finder_reads_backticked_repository_files_only() {
+    let roots = ["engine", "docs"];
+    let text = "see `engine/src/qwen2.rs` and `docs/cli.md`\n\
+                not `redraft serve`, `engine/src/*.rs`, `target/x.rs`, `engine/`, `a b/c.rs`\n\
+                `engine/src/sampler/config.rs` too";
+    assert_eq!(
+        named_paths(text, &roots),
+        [
+            (1, "engine/src/qwen2.rs"),
+            (1, "docs/cli.md"),
+            (3, "engine/src/sampler/config.rs")
+        ]
+    );
+}

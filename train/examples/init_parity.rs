@@ -4,7 +4,7 @@
 //! (its quantized matrices multiply quantized activations): the largest logit difference
 //! relative to the largest logit, and how often the two agree on the most likely token, over
 //! the first tokens of some code. What `docs/reports/real-weights/adapt.md`
-//! reports for the real Qwen2.5-Coder-0.5B; `train/tests/init.rs` holds a tiny file to the same.
+//! reports for the real Qwen2.5-Coder-0.5B; `train/tests/train/init.rs` holds a tiny file to the same.
 //!
 //! ```text
 //! cargo run --release -p redraft-train --example init_parity -- FILE.gguf [TOKENS]
@@ -16,8 +16,9 @@ use anyhow::Context;
 use candle_core::Device;
 use redraft_engine::checkpoint::Weights;
 use redraft_engine::config::AttentionPattern;
-use redraft_engine::qwen2::{KvCache, Qwen2};
+use redraft_engine::qwen2::Qwen2;
 use redraft_engine::sampler::Pass;
+use redraft_engine::ContextCache;
 use redraft_engine::Engine;
 use redraft_train::train::init::{self, Adaptation, InitCheckpoint};
 use redraft_train::train::model::{ForwardInput, TrainModel};
@@ -72,7 +73,7 @@ fn main() -> anyhow::Result<()> {
             .forward(
                 &[tokens.clone()],
                 0..len,
-                &mut KvCache::default(),
+                &mut ContextCache::default(),
                 Pass::Full { store: false },
             )?
             .squeeze(0)?

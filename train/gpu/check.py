@@ -1,4 +1,4 @@
-"""What `train/tests/gpu_trainer.rs` holds the engine to: PyTorch's answers for an export.
+"""What `train/tests/train/gpu_trainer.rs` holds the engine to: PyTorch's answers for an export.
 
     python train/gpu/check.py logits MODEL_DIR < {"sequences": [[ids...], ...]}
         -> {"logits": [[[f32 x vocab] x positions] x sequences]}  (f32 forward, bidirectional)

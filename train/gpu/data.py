@@ -16,7 +16,7 @@ against 500 masked plain tokens):
 - fim: fill-in-the-middle examples laid out exactly as the engine lays out a request for a
   bidirectional model (`Engine::canvas`, `FimLayout::Infill`): `prefix [canvas] suffix`, the
   prefix, middle and suffix tokenized separately, the canvas being the middle then EOS up to its
-  length, the context fitted by the engine's `fit_context` rule. `train/tests/gpu_trainer.rs`
+  length, the context fitted by the engine's `fit_context` rule. `train/tests/train/gpu_trainer.rs`
   checks this layout against the engine token for token. The rest of a sequence after the
   examples is unmasked context from the stream;
 - edit: next-edit sequences from the pack, then unmasked stream context.

@@ -3,7 +3,7 @@
 //!
 //! - [`versions`]: real edits. Earlier published versions of the corpus's own crates (the same
 //!   crates, the same licence filter, the same train/validation split; fetched with cargo), each
-//!   file paired with the next version's, cut by [`cut::cut_versions`].
+//!   file paired with the next version's, cut by [`redraft_context::edit::cut::cut_versions`].
 //! - [`synthetic`]: edits made up from the corpus's code with tree-sitter (a rename carried to
 //!   the other uses, a parameter or field added and its call sites or initialisers updated,
 //!   `.unwrap()` turned into `?`, a repeated change applied once more, a new enum variant and its

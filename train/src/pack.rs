@@ -15,14 +15,13 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use redraft_engine::edit::EditMarkers;
 use redraft_engine::tokenizer::Tokenizer;
+use redraft_prompts::markers::FILE_SEP;
 
 use crate::corpus::{CorpusRecord, TRAIN_FILE, VALID_FILE};
 use crate::edits::read_edit_cases;
 use crate::train::examples::edit::edit_tokens;
 use crate::train::tokens::{bytes_per_token, fnv1a, train_tokenizer, CorpusSplit};
 use crate::train::{TrainError, TrainResult, EOS_ID, MASK_ID, SPECIAL_TOKENS};
-
-const FILE_SEP: &str = "<|file_sep|>";
 
 /// What [`build`] reads and how.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use redraft_context::edit::{parse_patches, unified_diff, HistoryEdit};
 use redraft_context::{Language, Source};
-use redraft_engine::qwen2::KvCache;
+use redraft_engine::ContextCache;
 use redraft_suggest::edit::{apply, next_edit, EditInput};
 use serde::Serialize;
 
@@ -138,7 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &input,
             &budget,
             sampler.clone(),
-            &mut KvCache::default(),
+            &mut ContextCache::default(),
             controls,
         )
     })?;

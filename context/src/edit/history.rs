@@ -26,6 +26,7 @@
 
 use std::ops::Range;
 
+use redraft_prompts::sweep;
 use similar::{capture_diff_slices, Algorithm, DiffTag};
 
 use super::diff::{FilePatch, HunkLine};
@@ -140,20 +141,11 @@ impl HistoryEdit {
         }
     }
 
-    /// The edit as a Sweep prompt's history block (without its `<|file_sep|>`, which the
-    /// engine writes, nor the `\n` that ends it): `{path}.diff`, then `original:` and `updated:`
-    /// each followed by the lines (context lines on both sides); empty if it changes nothing.
+    /// The edit as a Sweep prompt's history block ([`redraft_prompts::sweep::history_block`]:
+    /// without its `<|file_sep|>`, which the engine writes, nor the `\n` that ends it); empty if
+    /// it changes nothing.
     pub fn render_sweep(&self) -> String {
-        if self.old == self.new {
-            return String::new();
-        }
-        let original = sweep_side(&self.old);
-        let newline = if original.ends_with('\n') { "" } else { "\n" };
-        format!(
-            "{}.diff\noriginal:\n{original}{newline}updated:\n{}",
-            self.path,
-            sweep_side(&self.new)
-        )
+        sweep::history_block(&self.path, &self.old, &self.new)
     }
 
     /// The edit's block as [`render_history`] writes it; empty if it changes nothing.
@@ -215,7 +207,7 @@ pub fn render_history(
 }
 
 /// The blocks of [`render_history`] one by one, oldest first, in `style`'s format: for
-/// [`EditStyle::Sweep`] the newest [`SWEEP_BLOCKS`] edits as [`HistoryEdit::render_sweep`]
+/// [`EditStyle::Sweep`] the newest [`sweep::MAX_HISTORY`] edits as [`HistoryEdit::render_sweep`]
 /// writes them.
 pub fn render_blocks(
     edits: &[HistoryEdit],
@@ -228,7 +220,7 @@ pub fn render_blocks(
     let mut tokens = 0;
     let most = match style {
         EditStyle::Redraft => usize::MAX,
-        EditStyle::Sweep => SWEEP_BLOCKS,
+        EditStyle::Sweep => sweep::MAX_HISTORY,
     };
     for edit in edits.iter().rev() {
         if blocks.len() == most {
@@ -250,23 +242,4 @@ pub fn render_blocks(
     }
     blocks.reverse();
     blocks
-}
-
-/// Recent edits a Sweep prompt shows at most, and lines of either side of one (Zed's
-/// `sweep_prompt.rs`: a longer side keeps its first half and last lines around a `...` line).
-pub const SWEEP_BLOCKS: usize = 3;
-pub const SWEEP_BLOCK_LINES: usize = 40;
-
-/// `lines` joined by `\n` (no final one), at most [`SWEEP_BLOCK_LINES`] of them.
-fn sweep_side(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    if lines.len() <= SWEEP_BLOCK_LINES {
-        return lines.join("\n");
-    }
-    let head = SWEEP_BLOCK_LINES / 2;
-    let tail = SWEEP_BLOCK_LINES - head - 1;
-    let mut kept = lines[..head].to_vec();
-    kept.push("...");
-    kept.extend_from_slice(&lines[lines.len() - tail..]);
-    kept.join("\n")
 }

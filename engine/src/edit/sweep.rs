@@ -1,21 +1,11 @@
-//! Sweep Next-Edit's prompt, for autoregressive checkpoints of the Qwen2.5-Coder family: the
-//! files of the request as Qwen2.5-Coder's repository-level pretraining writes them, one
-//! `<|file_sep|>` block each, and the model writes the updated window after an open header.
-//!
-//! ```text
-//! <|file_sep|>{path}\n{before}{region}{after}\n            the file around the region
-//! <|file_sep|>{path}.diff\noriginal:\n…\nupdated:\n…\n      one block per recent edit, oldest first
-//! <|file_sep|>original/{path}\n{original}\n               the region before the latest edit in it
-//! <|file_sep|>current/{path}\n{region}\n                  the region now
-//! <|file_sep|>updated/{path}\n [canvas]                   the rewrite, ended by `<|file_sep|>`
-//! ```
-//!
-//! The history blocks, the windows and their headers are Zed's `sweep_prompt.rs` (what Zed
-//! sends a Sweep model over its OpenAI-compatible provider); the first block, the file around
-//! the region, stands where Zed puts related files. The context layer renders the history
-//! blocks (`EditStyle::Sweep`) and picks the window (lines around the cursor); a `\n` ends every
-//! block that does not end in one. The old region is the canvas's draft: an autoregressive
-//! model copying it commits a run of copies per forward pass (see the sampler's speculation).
+//! Sweep Next-Edit's prompt, for autoregressive checkpoints of the Qwen2.5-Coder family, as
+//! tokens: the text layout is [`redraft_prompts::sweep`]'s (its module doc draws it), each of
+//! its pieces tokenized on its own here and fitted to the model's positions. The context layer
+//! renders the history blocks (`EditStyle::Sweep`) and picks the window (lines around the
+//! cursor). The old region is the canvas's draft: an autoregressive model copying it commits a
+//! run of copies per forward pass (see the sampler's speculation).
+
+use redraft_prompts::sweep::Prompt;
 
 use super::{EditLayout, EditPrompt};
 use crate::error::{Error, Result};
@@ -41,55 +31,53 @@ pub struct SweepPieces {
     pub draft: Vec<u32>,
 }
 
-/// `text` with a `\n` at its end if it has none, as Zed writes a file block.
-fn block(text: &str) -> String {
-    if text.ends_with('\n') {
-        text.to_string()
-    } else {
-        format!("{text}\n")
-    }
-}
-
 impl SweepPieces {
     pub fn tokenize(
         tokenizer: &Tokenizer,
         file_sep: u32,
         prompt: &EditPrompt<'_>,
     ) -> Result<SweepPieces> {
-        let header = |name: String| -> Result<Vec<u32>> {
+        let text = Prompt::new(
+            prompt.path,
+            prompt.before,
+            prompt.region,
+            prompt.after,
+            prompt.original,
+            prompt.history,
+        );
+        // Each text once: `encode("")` still runs the tokenizer's pipeline, and the current
+        // window's body is the draft (tokenized once for both).
+        let encode = |text: &str| -> Result<Vec<u32>> {
+            if text.is_empty() {
+                Ok(Vec::new())
+            } else {
+                tokenizer.encode(text)
+            }
+        };
+        let separated = |text: &str| -> Result<Vec<u32>> {
             let mut tokens = vec![file_sep];
-            tokens.extend(tokenizer.encode(&format!("{name}\n"))?);
+            tokens.extend(encode(text)?);
             Ok(tokens)
         };
-        let path = prompt.path;
-        let file_text = format!("{}{}{}", prompt.before, prompt.region, prompt.after);
-        let mut windows = header(format!("original/{path}"))?;
-        windows.extend(tokenizer.encode(&block(prompt.original))?);
-        windows.extend(header(format!("current/{path}"))?);
-        windows.extend(tokenizer.encode(&block(prompt.region))?);
-        windows.extend(header(format!("updated/{path}"))?);
-        let history = prompt
-            .history
-            .iter()
-            .map(|text| {
-                let mut tokens = vec![file_sep];
-                tokens.extend(tokenizer.encode(&block(text))?);
-                Ok(tokens)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let draft = encode(&text.draft)?;
+        let mut windows = separated(&text.original_header)?;
+        windows.extend(encode(&text.original)?);
+        windows.extend(separated(&text.current_header)?);
+        windows.extend_from_slice(&draft);
+        windows.extend(separated(&text.updated_header)?);
         Ok(SweepPieces {
-            file_header: header(path.to_string())?,
-            before: tokenizer.encode(prompt.before)?,
-            region: tokenizer.encode(prompt.region)?,
-            after: tokenizer.encode(prompt.after)?,
-            file_end: if file_text.ends_with('\n') || file_text.is_empty() {
-                Vec::new()
-            } else {
-                tokenizer.encode("\n")?
-            },
-            history,
+            file_header: separated(&text.file_header)?,
+            before: encode(text.before)?,
+            region: encode(text.region)?,
+            after: encode(text.after)?,
+            file_end: encode(text.file_end)?,
+            history: text
+                .history
+                .iter()
+                .map(|block| separated(block))
+                .collect::<Result<_>>()?,
             windows,
-            draft: tokenizer.encode(&block(prompt.region))?,
+            draft,
         })
     }
 

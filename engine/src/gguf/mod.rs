@@ -258,7 +258,7 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
     let autoregressive = arch == "qwen2";
     let stated = RedraftJson {
         mask_token_id: (autoregressive && config.mask_token_id.is_none())
-            .then(|| tokenizer.token_to_id("<|fim_pad|>"))
+            .then(|| tokenizer.token_to_id(redraft_prompts::markers::FIM_PAD))
             .flatten(),
         // llama.cpp's default for both when the file does not say: Dream's head is shifted,
         // and so is every autoregressive one. LLaDA's is not, which its model type says.

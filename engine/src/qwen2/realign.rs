@@ -1,4 +1,4 @@
-//! Reusing a [`KvCache`] across an edit ([`Pass::Edit`]): the request's tokens are aligned with
+//! Reusing a [`ContextCache`] across an edit ([`Pass::Realign`]): the request's tokens are aligned with
 //! the cached ones (the common head and tail, and long common runs between them, so a
 //! prefix-suffix-middle prompt keeps its suffix while the prefix is edited), the cached rows of
 //! every unchanged run move to their new positions (keys re-rotated by the position delta, as
@@ -15,7 +15,10 @@ use std::ops::Range;
 
 use candle_core::Tensor;
 
-use super::{KvCache, Qwen2, Rope, Then};
+use super::forward::Then;
+use super::rope::Rope;
+use super::Qwen2;
+use crate::cache::ContextCache;
 use crate::error::{Error, Result};
 
 /// The shortest run of common tokens between the head and the tail worth keeping: shorter ones
@@ -34,7 +37,7 @@ pub(super) struct Kept {
     pub old: usize,
 }
 
-/// What an edit pass over a batch does.
+/// What a realigning pass over a batch does.
 #[derive(Debug)]
 pub(super) struct Realignment {
     /// Per sequence, the runs taken from the cache (outside `spans`), in order.
@@ -47,11 +50,11 @@ pub(super) struct Realignment {
     pub drifted: usize,
     /// Leading positions exact after the pass.
     exact_rows: usize,
-    /// Where the pass stops computing (a causal window's block end), as [`KvCache`] keeps it.
+    /// Where the pass stops computing (a causal window's block end), as [`ContextCache`] keeps it.
     stopped_at: Option<usize>,
 }
 
-/// What an edit pass records in its cache once its layers are through.
+/// What a realigning pass records in its cache once its layers are through.
 pub(super) struct Realigned {
     exact_rows: usize,
     stopped_at: Option<usize>,
@@ -62,7 +65,7 @@ pub(super) struct Realigned {
 
 impl Realigned {
     /// Records the pass in `cache` (whose layers and tokens are already the new ones).
-    pub(super) fn apply(self, cache: &mut KvCache) {
+    pub(super) fn apply(self, cache: &mut ContextCache) {
         cache.exact_rows = self.exact_rows;
         cache.stopped_at = self.stopped_at;
         cache.approximate_passes = self.approximate_passes;
@@ -72,12 +75,12 @@ impl Realigned {
 }
 
 impl Qwen2 {
-    /// How an edit pass over `tokens` realigns `cache`, recomputing `radius` tokens on each
+    /// How a realigning pass over `tokens` realigns `cache`, recomputing `radius` tokens on each
     /// side of each change and `window`; `None` when the cache is not one this model filled
     /// for a batch of this size.
     pub(super) fn realignment(
         &self,
-        cache: &KvCache,
+        cache: &ContextCache,
         tokens: &[Vec<u32>],
         window: &Range<usize>,
         radius: usize,
@@ -143,7 +146,7 @@ impl Qwen2 {
         })
     }
 
-    /// The edit pass ([`crate::sampler::Pass::Edit`]), up to its layers: realigns `cache`'s
+    /// The realigning pass ([`crate::sampler::Pass::Realign`]), up to its layers: realigns `cache`'s
     /// layers with `tokens` (the cache vouches for nothing until the pass is through). Returns
     /// the positions to recompute (sorted spans, the window inside one), the realigned layers
     /// the pass attends over, and what to record in the cache once it is through.
@@ -151,7 +154,7 @@ impl Qwen2 {
         &self,
         tokens: &[Vec<u32>],
         window: &Range<usize>,
-        cache: &mut KvCache,
+        cache: &mut ContextCache,
         radius: usize,
     ) -> Result<(Vec<Range<usize>>, Vec<Tensor>, Then)> {
         let plan = self

@@ -16,8 +16,8 @@
 //! filled it), but its row stays in the model call until the next full pass: dropping it earlier
 //! would change the rows and cost a full pass, keeping it costs its share of the window.
 //! Without the cache every pass is full, so such rows go at the next. `refresh_every` counts the
-//! batch's steps, not a member's. With [`CachePolicy::edit`], a first pass over a cache whose
-//! tokens differ by edits is a [`Pass::Edit`] when [`Denoiser::cache_realigns`] allows it.
+//! batch's steps, not a member's. With [`CachePolicy::realign`], a first pass over a cache whose
+//! tokens differ by edits is a [`Pass::Realign`] when [`Denoiser::cache_realigns`] allows it.
 //!
 //! With [`CachePolicy::prompt_chunk`], a stored full pass that would compute more than that many
 //! positions past what the cache holds (a new prompt, on a causal or block-causal model) is
@@ -73,8 +73,8 @@ pub struct PassStats {
     pub forwards: usize,
     pub full_passes: usize,
     pub window_passes: usize,
-    /// First passes that realigned a cache across an edit ([`Pass::Edit`]).
-    pub edit_passes: usize,
+    /// First passes that realigned a cache across an edit ([`Pass::Realign`]).
+    pub realign_passes: usize,
     /// Positions whose logits the passes returned: for a member, its own rows; for a batch,
     /// every row of every call.
     pub window_positions: usize,
@@ -92,7 +92,7 @@ impl PassStats {
         match pass {
             Pass::Full { .. } => self.full_passes += 1,
             Pass::Window => self.window_passes += 1,
-            Pass::Edit { .. } => self.edit_passes += 1,
+            Pass::Realign { .. } => self.realign_passes += 1,
         }
         self.window_positions += positions;
         self.model_time += elapsed;
@@ -250,13 +250,13 @@ impl<'s> Batch<'s> {
             Pass::Full { store: false }
         } else if self.stale || refresh || !model.cache_covers(cache, &self.seqs, &self.window()) {
             // Only a batch's first pass meets a cache left by another request's tokens.
-            match self.cache.edit {
+            match self.cache.realign {
                 Some(reuse)
                     if self.steps == 0
                         && !self.stale
                         && model.cache_realigns(cache, &self.seqs, &self.window(), reuse) =>
                 {
-                    Pass::Edit {
+                    Pass::Realign {
                         radius: reuse.radius,
                     }
                 }

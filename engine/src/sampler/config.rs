@@ -31,10 +31,11 @@ pub struct CachePolicy {
     pub enabled: bool,
     /// Recompute every position (and refill the cache) every this many steps.
     pub refresh_every: Option<usize>,
-    /// Reuse of a caller's cache across an edit of the context ([`Pass::Edit`](super::Pass::Edit)); `None`: a
-    /// changed context costs a stored full pass (exact).
-    #[serde(default)]
-    pub edit: Option<EditReuse>,
+    /// Reuse of a caller's cache across an edit of the context
+    /// ([`Pass::Realign`](super::Pass::Realign)); `None`: a changed context costs a stored full
+    /// pass (exact). (`edit` in settings written before the rename.)
+    #[serde(default, alias = "edit")]
+    pub realign: Option<Realign>,
     /// A stored full pass computes at most this many positions past those it takes from the
     /// cache: a longer prompt is computed over several passes first, steps in which no slot
     /// commits ([`Denoiser::stored_prefix`](super::Denoiser::stored_prefix): causal and block-causal models only). Between
@@ -52,7 +53,7 @@ pub struct CachePolicy {
 /// exact; everywhere else the kept positions attended to the old tokens, which is the
 /// approximation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EditReuse {
+pub struct Realign {
     /// Tokens recomputed on each side of each changed run.
     pub radius: usize,
     /// Approximate passes a cache may take in a row: the request after that many pays an exact
@@ -60,12 +61,12 @@ pub struct EditReuse {
     pub refresh_after: usize,
 }
 
-impl EditReuse {
+impl Realign {
     /// The shipped setting (docs/reports/real-weights/keystroke.md): on the real 0.5B at 1k tokens
     /// a keystroke's first pass costs about 2x a cached step at radius 8 (1.5x at 4, 2.5x at
     /// 16); on the default model 93% of HumanEval single-line middles after three keystrokes are
     /// the exact pass's (90% at 4, 96% at 16).
-    pub const DEFAULT: EditReuse = EditReuse {
+    pub const DEFAULT: Realign = Realign {
         radius: 8,
         refresh_after: 8,
     };
@@ -136,7 +137,7 @@ impl SamplerConfig {
             cache: CachePolicy {
                 enabled: true,
                 refresh_every: None,
-                edit: Some(EditReuse::DEFAULT),
+                realign: Some(Realign::DEFAULT),
                 prompt_chunk: None,
             },
             draft_tau: None,

@@ -1,5 +1,5 @@
 //! The model as the sampler sees it: a [`Denoiser`] (token ids in, logits out, with a cache it
-//! owns), the [`Pass`] it is asked for, and which row scores a slot ([`score_row`]).
+//! owns), the [`Pass`] it is asked for, and which row scores a slot ([`logit_row`]).
 
 use std::ops::Range;
 
@@ -18,8 +18,8 @@ pub enum Pass {
     /// realigned with them (runs of unchanged tokens keep their keys/values, moved ones with
     /// their keys re-rotated to the new positions) and only `radius` tokens on each side of
     /// each change and the window are recomputed. Approximate wherever a kept position attends
-    /// to a changed one (see [`EditReuse`]).
-    Edit { radius: usize },
+    /// to a changed one (see [`Realign`]).
+    Realign { radius: usize },
 }
 
 /// A model as the sampler sees it.
@@ -54,7 +54,7 @@ pub trait Denoiser {
     fn cache_covers(&self, cache: &Self::Cache, tokens: &[Vec<u32>], window: &Range<usize>)
         -> bool;
 
-    /// Whether a [`Pass::Edit`] over `tokens` may start from `cache` under `reuse`: the cache
+    /// Whether a [`Pass::Realign`] over `tokens` may start from `cache` under `reuse`: the cache
     /// holds a pass over tokens these differ from by edits, it has taken fewer than
     /// `reuse.refresh_after` approximate passes since its last exact one, and realigning it
     /// keeps positions an exact stored pass could not. A model that cannot realign its cache
@@ -64,7 +64,7 @@ pub trait Denoiser {
         _cache: &Self::Cache,
         _tokens: &[Vec<u32>],
         _window: &Range<usize>,
-        _reuse: EditReuse,
+        _reuse: Realign,
     ) -> bool {
         false
     }
@@ -92,9 +92,9 @@ pub struct ModelCall<'a, C> {
     pub pass: Pass,
 }
 
-/// The row whose logits score the token at `position`: Dream-style models (shift) read the
+/// The row whose logits predict the token at `position`: Dream-style models (shift) read the
 /// hidden state one to the left; position 0 keeps its own.
-pub fn score_row(logit_shift: bool, position: usize) -> usize {
+pub fn logit_row(logit_shift: bool, position: usize) -> usize {
     if logit_shift {
         position.saturating_sub(1)
     } else {

@@ -104,7 +104,7 @@ impl<'a> Sampler<'a> {
             if self.is_end(guess) || next >= state.values.len() || state.values[next].is_some() {
                 break;
             }
-            let row = rows.at(score_row(self.settings.logit_shift, state.start + next));
+            let row = rows.at(logit_row(self.settings.logit_shift, state.start + next));
             let choice = self.choose(row, next, state.end_allowed(next), config, false, rng);
             committed.extend(self.commit(state, next, choice.token));
             slot = next;

@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redraft_engine::engine::EngineBatch;
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{
-    CachePolicy, Canvas, CanvasView, Controls, EditReuse, Effort, MemberControls, MemberId,
+    CachePolicy, Canvas, CanvasView, Controls, Effort, MemberControls, MemberId, Realign,
     SamplerConfig,
 };
+use redraft_engine::ContextCache;
 use redraft_engine::{Completion, EditRequest, Engine, Error, InfillRequest};
 
 fn engine() -> Engine {
@@ -29,14 +29,14 @@ fn engine() -> Engine {
 const CACHE_OFF: CachePolicy = CachePolicy {
     enabled: false,
     refresh_every: None,
-    edit: None,
+    realign: None,
     prompt_chunk: None,
 };
 
 const CACHE_ON: CachePolicy = CachePolicy {
     enabled: true,
     refresh_every: None,
-    edit: None,
+    realign: None,
     prompt_chunk: None,
 };
 
@@ -82,7 +82,7 @@ enum Request {
 
 impl Request {
     fn alone(&self, engine: &Engine) -> Completion {
-        let mut cache = KvCache::default();
+        let mut cache = ContextCache::default();
         match self {
             Request::Infill(r) => engine.complete(r, &mut cache, Controls::default()),
             Request::Edit(r) => engine.next_edit(r, &mut cache, Controls::default()),
@@ -485,7 +485,7 @@ fn run_canvas(
 ) -> Completion {
     let cache = CachePolicy {
         prompt_chunk: chunk,
-        edit: Some(EditReuse::DEFAULT),
+        realign: Some(Realign::DEFAULT),
         ..CACHE_ON
     };
     let mut batch = engine.batch(cache);

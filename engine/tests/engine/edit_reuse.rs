@@ -1,4 +1,4 @@
-//! A kept cache across an edit of the context (`CachePolicy::edit`, `Pass::Edit`) through
+//! A kept cache across an edit of the context (`CachePolicy::realign`, `Pass::Realign`) through
 //! `Engine::complete`, the path the language server's worker and `redraft complete` take, on the
 //! default model (bidirectional) and on its weights attending causally: off, a changed context
 //! costs today's exact stored full pass; on, the first pass realigns the cache and recomputes
@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use redraft_engine::qwen2::KvCache;
-use redraft_engine::sampler::{Controls, EditReuse, Effort, SamplerConfig};
+use redraft_engine::sampler::{Controls, Effort, Realign, SamplerConfig};
+use redraft_engine::ContextCache;
 use redraft_engine::{Completion, Engine, InfillRequest};
 
 fn default_model() -> PathBuf {
@@ -33,15 +33,15 @@ const BEFORE: &str = "use std::collections::HashMap;\n\n/// Counts the words of 
 const AFTER: &str = "\n    }\n    counts\n}\n\n/// The `n` most frequent words, most frequent first.\npub fn top_words(counts: &HashMap<String, usize>, n: usize) -> Vec<(String, usize)> {\n    let mut words: Vec<_> = counts.iter().map(|(w, c)| (w.clone(), *c)).collect();\n    words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));\n    words.truncate(n);\n    words\n}\n";
 
 /// `typed` characters of the body typed at the cursor (the prefix grows), under `edit`.
-fn request(typed: &str, edit: Option<EditReuse>) -> InfillRequest {
+fn request(typed: &str, edit: Option<Realign>) -> InfillRequest {
     let mut request = InfillRequest::new(format!("{BEFORE}{typed}"), AFTER);
     (request.canvas_tokens, request.max_tokens) = (8, 8);
     request.sampler = SamplerConfig::effort(Effort::Medium);
-    request.sampler.cache.edit = edit;
+    request.sampler.cache.realign = edit;
     request
 }
 
-fn complete(engine: &Engine, request: &InfillRequest, cache: &mut KvCache) -> Completion {
+fn complete(engine: &Engine, request: &InfillRequest, cache: &mut ContextCache) -> Completion {
     engine
         .complete(request, cache, Controls::default())
         .unwrap()
@@ -50,28 +50,28 @@ fn complete(engine: &Engine, request: &InfillRequest, cache: &mut KvCache) -> Co
 const KEYS: [&str; 5] = ["*", "*c", "*co", "*cou", "*coun"];
 
 /// Off, an edit costs a stored full pass: the same middle as a fresh cache gives, token for
-/// token. On, the first pass is an edit pass keeping most positions.
+/// token. On, the first pass is a realigning pass keeping most positions.
 #[test]
 fn off_is_todays_exact_pass_and_on_realigns_the_cache() {
     let engine = Engine::load(&default_model()).unwrap();
-    let reuse = EditReuse {
+    let reuse = Realign {
         radius: 4,
         refresh_after: 8,
     };
     for edit in [None, Some(reuse)] {
-        let mut cache = KvCache::default();
+        let mut cache = ContextCache::default();
         complete(&engine, &request("", edit), &mut cache);
         for typed in KEYS {
             let reused = cache.reused_positions();
             let kept = complete(&engine, &request(typed, edit), &mut cache);
-            let fresh = complete(&engine, &request(typed, edit), &mut KvCache::default());
+            let fresh = complete(&engine, &request(typed, edit), &mut ContextCache::default());
             let context = kept.prefix_tokens + kept.suffix_tokens;
             if edit.is_none() {
                 assert_eq!(kept.tokens, fresh.tokens, "{typed:?}");
-                assert_eq!((kept.edit_passes, kept.full_passes), (0, 1), "{typed:?}");
+                assert_eq!((kept.realign_passes, kept.full_passes), (0, 1), "{typed:?}");
                 assert_eq!(cache.reused_positions(), 0);
             } else {
-                assert_eq!((kept.edit_passes, kept.full_passes), (1, 0), "{typed:?}");
+                assert_eq!((kept.realign_passes, kept.full_passes), (1, 0), "{typed:?}");
                 // Around the edit and the canvas (8 slots) at most 2 x 4 + a few tokens each.
                 let from_cache = cache.reused_positions() - reused;
                 assert!(
@@ -89,17 +89,17 @@ fn off_is_todays_exact_pass_and_on_realigns_the_cache() {
 #[test]
 fn the_refresh_schedule_asks_for_a_full_pass_when_due() {
     let engine = Engine::load(&default_model()).unwrap();
-    let reuse = EditReuse {
+    let reuse = Realign {
         radius: 4,
         refresh_after: 2,
     };
-    let mut cache = KvCache::default();
+    let mut cache = ContextCache::default();
     complete(&engine, &request("", Some(reuse)), &mut cache);
     let mut passes = Vec::new();
     for typed in KEYS {
         let done = complete(&engine, &request(typed, Some(reuse)), &mut cache);
         passes.push((
-            done.edit_passes,
+            done.realign_passes,
             done.full_passes,
             cache.approximate_passes(),
         ));
@@ -109,12 +109,12 @@ fn the_refresh_schedule_asks_for_a_full_pass_when_due() {
         [(1, 0, 1), (1, 0, 2), (0, 1, 0), (1, 0, 1), (1, 0, 2)]
     );
     // refresh_after 0 never approximates.
-    let never = EditReuse {
+    let never = Realign {
         refresh_after: 0,
         ..reuse
     };
     let done = complete(&engine, &request("*c", Some(never)), &mut cache);
-    assert_eq!((done.edit_passes, done.full_passes), (0, 1));
+    assert_eq!((done.realign_passes, done.full_passes), (0, 1));
 }
 
 /// A causal model keeps the positions before the edit exactly, and computes nothing past its
@@ -125,18 +125,18 @@ fn a_causal_model_keeps_the_prefix_exactly_and_skips_what_follows_the_canvas() {
     let (_dir, engine) = attending(r#""causal""#);
     for edit in [
         None,
-        Some(EditReuse {
+        Some(Realign {
             radius: 4,
             refresh_after: 8,
         }),
     ] {
-        let mut cache = KvCache::default();
+        let mut cache = ContextCache::default();
         complete(&engine, &request("*c", edit), &mut cache);
         let reused = cache.reused_positions();
         let kept = complete(&engine, &request("*co", edit), &mut cache);
-        let fresh = complete(&engine, &request("*co", edit), &mut KvCache::default());
+        let fresh = complete(&engine, &request("*co", edit), &mut ContextCache::default());
         assert_eq!(kept.tokens, fresh.tokens, "{edit:?}");
-        assert_eq!((kept.edit_passes, kept.full_passes), (0, 1), "{edit:?}");
+        assert_eq!((kept.realign_passes, kept.full_passes), (0, 1), "{edit:?}");
         assert_eq!(cache.drifted_positions(), 0);
         // Everything before the edit came from the cache.
         assert!(
@@ -153,31 +153,31 @@ fn a_causal_model_keeps_the_prefix_exactly_and_skips_what_follows_the_canvas() {
 }
 
 /// A batch of canvas lengths (an invoked completion's candidates) realigns each sequence with
-/// its own old one: the edit pass runs over the padded batch; with a radius covering every
+/// its own old one: the realigning pass runs over the padded batch; with a radius covering every
 /// position nothing would be kept, so it is the exact stored pass and the exact middles.
 #[test]
 fn a_batch_of_lengths_realigns_every_sequence() {
     let engine = Engine::load(&default_model()).unwrap();
     let lengths = [3, 9, 5];
     for (radius, exact) in [(4, false), (1 << 12, true)] {
-        let edit = Some(EditReuse {
+        let edit = Some(Realign {
             radius,
             refresh_after: 8,
         });
-        let mut cache = KvCache::default();
-        let run = |typed: &str, cache: &mut KvCache| {
+        let mut cache = ContextCache::default();
+        let run = |typed: &str, cache: &mut ContextCache| {
             engine
                 .complete_lengths(&request(typed, edit), &lengths, cache, Controls::default())
                 .unwrap()
         };
         run("*", &mut cache);
         let kept = run("*co", &mut cache);
-        let edit_passes = usize::from(!exact);
+        let realign_passes = usize::from(!exact);
         assert!(
-            kept.iter().all(|c| c.edit_passes == edit_passes),
+            kept.iter().all(|c| c.realign_passes == realign_passes),
             "radius {radius}"
         );
-        let fresh = run("*co", &mut KvCache::default());
+        let fresh = run("*co", &mut ContextCache::default());
         assert_eq!(kept.len(), fresh.len());
         if exact {
             for (k, f) in kept.iter().zip(&fresh) {

@@ -13,8 +13,9 @@ use candle_core::{DType, Device, Tensor};
 use redraft_engine::config::{AttentionPattern, ModelConfig};
 use redraft_engine::engine::load_settings;
 use redraft_engine::gguf::GgufWriter;
-use redraft_engine::qwen2::{init_weights, KvCache};
+use redraft_engine::qwen2::init_weights;
 use redraft_engine::sampler::{Controls, Pass};
+use redraft_engine::ContextCache;
 use redraft_engine::{Engine, Error, InfillRequest};
 
 fn default_model() -> PathBuf {
@@ -61,7 +62,7 @@ fn logits(engine: &Engine, tokens: &[u32]) -> Vec<Vec<f32>> {
         .forward(
             &[tokens.to_vec()],
             0..tokens.len(),
-            &mut KvCache::default(),
+            &mut ContextCache::default(),
             Pass::Full { store: false },
         )
         .unwrap();
@@ -138,10 +139,10 @@ fn f32_gguf_is_the_safetensors_model_exactly() {
 
     let request = InfillRequest::new("fn add(a: u32, b: u32) -> u32 {\n    ", "\n}\n");
     let a = reference
-        .complete(&request, &mut KvCache::default(), Controls::default())
+        .complete(&request, &mut ContextCache::default(), Controls::default())
         .unwrap();
     let b = gguf
-        .complete(&request, &mut KvCache::default(), Controls::default())
+        .complete(&request, &mut ContextCache::default(), Controls::default())
         .unwrap();
     assert_eq!((a.middle, a.steps), (b.middle, b.steps));
     // A directory holding just the file loads it too.
@@ -496,7 +497,7 @@ fn causal_decoding_is_greedy_autoregressive_decoding() {
         (request.canvas_tokens, request.max_tokens) = (20, 20);
         request.sampler = SamplerConfig::effort(effort);
         let done = engine
-            .complete(&request, &mut KvCache::default(), Controls::default())
+            .complete(&request, &mut ContextCache::default(), Controls::default())
             .unwrap();
         assert_eq!(done.tokens, expected, "{effort:?}");
         assert_eq!(
@@ -526,7 +527,7 @@ fn a_causal_cache_reuses_the_unchanged_prefix_exactly() {
             (request.canvas_tokens, request.max_tokens) = (12, 12);
             request.sampler = SamplerConfig::effort(Effort::Medium);
             // The exact path (edit reuse, approximate after the edit, is tests/edit_reuse.rs').
-            request.sampler.cache.edit = None;
+            request.sampler.cache.realign = None;
             request
         };
         let before = "fn total(items: &[u32]) -> u32 {\n    let mut sum = 0;\n    for item in items {\n        sum += ";
@@ -538,7 +539,7 @@ fn a_causal_cache_reuses_the_unchanged_prefix_exactly() {
             );
             a.iter().zip(&b).take_while(|(x, y)| x == y).count()
         };
-        let mut cache = KvCache::default();
+        let mut cache = ContextCache::default();
         engine
             .complete(&request(before), &mut cache, Controls::default())
             .unwrap();
@@ -558,7 +559,7 @@ fn a_causal_cache_reuses_the_unchanged_prefix_exactly() {
         let fresh = engine
             .complete(
                 &request(after),
-                &mut KvCache::default(),
+                &mut ContextCache::default(),
                 Controls::default(),
             )
             .unwrap();
@@ -640,7 +641,7 @@ fn a_causal_checkpoint_with_file_sep_reads_next_edits_as_sweep_prompts() {
             ..request.clone()
         };
         engine
-            .next_edit(&request, &mut KvCache::default(), Controls::default())
+            .next_edit(&request, &mut ContextCache::default(), Controls::default())
             .unwrap()
     };
     let (guessed, plain) = (run(Some(0.5)), run(None));

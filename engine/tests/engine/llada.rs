@@ -18,8 +18,9 @@ use rand::{Rng, SeedableRng};
 use redraft_engine::checkpoint::Weights;
 use redraft_engine::config::{AttentionPattern, ModelConfig};
 use redraft_engine::gguf::GgufWriter;
-use redraft_engine::qwen2::{init_weights, KvCache};
+use redraft_engine::qwen2::init_weights;
 use redraft_engine::sampler::Pass;
+use redraft_engine::ContextCache;
 use redraft_engine::{Engine, Error};
 use serde_json::json;
 
@@ -178,7 +179,7 @@ fn logits(engine: &Engine, tokens: &[u32]) -> Vec<Vec<f32>> {
         .forward(
             &[tokens.to_vec()],
             0..tokens.len(),
-            &mut KvCache::default(),
+            &mut ContextCache::default(),
             Pass::Full { store: false },
         )
         .unwrap();

@@ -9,9 +9,9 @@ use std::sync::OnceLock;
 
 use candle_core::{DType, Device, Tensor};
 use redraft_engine::config::ModelConfig;
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::Controls;
 use redraft_engine::tokenizer::Tokenizer;
+use redraft_engine::ContextCache;
 use redraft_engine::{Engine, Error, InfillRequest};
 use serde_json::{json, Map, Value};
 use tempfile::TempDir;
@@ -777,7 +777,7 @@ fn loads_and_completes() {
             InfillRequest::new("fn add_3(left: i32, right: i32) -> i32 {\n    ", "\n}\n");
         request.max_tokens = 8;
         let completion = engine
-            .complete(&request, &mut KvCache::default(), Controls::default())
+            .complete(&request, &mut ContextCache::default(), Controls::default())
             .unwrap_or_else(|err| panic!("{fixture}: {err}"));
         assert!(
             completion.tokens.len() <= request.max_tokens,

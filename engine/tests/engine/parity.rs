@@ -9,8 +9,9 @@ use candle_core::{DType, Device, Tensor};
 use redraft_engine::checkpoint::Weights;
 use redraft_engine::engine::load_settings;
 use redraft_engine::ops::Kernels;
-use redraft_engine::qwen2::{KvCache, Qwen2};
-use redraft_engine::sampler::{score_row, Pass};
+use redraft_engine::qwen2::Qwen2;
+use redraft_engine::sampler::{logit_row, Pass};
+use redraft_engine::ContextCache;
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -71,7 +72,7 @@ fn run(model: &Qwen2, ids: &[Vec<u32>]) -> Vec<Vec<Vec<f32>>> {
         .forward(
             ids,
             0..len,
-            &mut KvCache::default(),
+            &mut ContextCache::default(),
             Pass::Full { store: false },
         )
         .unwrap()
@@ -100,7 +101,7 @@ fn check_parity_with(name: &str, expect_shift: bool, kernels: Kernels) {
         .iter()
         .map(|seq| {
             (0..seq.len())
-                .map(|j| seq[score_row(shift, j)].clone())
+                .map(|j| seq[logit_row(shift, j)].clone())
                 .collect()
         })
         .collect();
@@ -131,7 +132,7 @@ fn window_pass_over_unchanged_tokens_equals_full_pass() {
 fn window_pass_equals_full_pass(kernels: Kernels) {
     let (model, _) = load("dream-tied", kernels);
     let ids = expected("dream-tied").input_ids;
-    let mut cache = KvCache::default();
+    let mut cache = ContextCache::default();
     let full: Vec<Vec<Vec<f32>>> = model
         .forward(&ids, 8..16, &mut cache, Pass::Full { store: true })
         .unwrap()
@@ -167,7 +168,7 @@ fn padded_rows_equal_unpadded(kernels: Kernels) {
         .forward(
             &batch,
             0..17,
-            &mut KvCache::default(),
+            &mut ContextCache::default(),
             Pass::Full { store: false },
         )
         .unwrap()

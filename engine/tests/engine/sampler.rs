@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use redraft_engine::config::{AttentionPattern, DiffusionSettings, EditCanvas};
 use redraft_engine::sampler::{
-    score_row, CachePolicy, Canvas, CanvasView, Confidence, Controls, DenoiseStep, Denoiser,
-    EditReuse, Effort, Infill, MemberControls, MemberId, MemberOutcome, Pass, PassStats, Sampled,
+    logit_row, CachePolicy, Canvas, CanvasView, Confidence, Controls, DenoiseStep, Denoiser,
+    Effort, Infill, MemberControls, MemberId, MemberOutcome, Pass, PassStats, Realign, Sampled,
     Sampler, SamplerConfig, Schedule, StopFn,
 };
 use redraft_engine::{Error, Result};
@@ -92,7 +92,7 @@ impl Call {
             Pass::Full { store: true } => "full+store",
             Pass::Full { store: false } => "full",
             Pass::Window => "window",
-            Pass::Edit { .. } => "edit",
+            Pass::Realign { .. } => "edit",
         };
         format!("{pass} {:?}", self.window)
     }
@@ -159,7 +159,9 @@ impl Denoiser for ScriptedModel {
             tokens: tokens.to_vec(),
         });
         match pass {
-            Pass::Full { store: true } | Pass::Edit { .. } => cache.stored = Some(tokens.to_vec()),
+            Pass::Full { store: true } | Pass::Realign { .. } => {
+                cache.stored = Some(tokens.to_vec())
+            }
             Pass::Full { store: false } => {}
             // As the real model does: a window pass needs a stored pass over the same context.
             Pass::Window if !self.cache_covers(cache, tokens, &window) => {
@@ -199,7 +201,7 @@ impl Denoiser for ScriptedModel {
         cache: &FakeCache,
         _tokens: &[Vec<u32>],
         _window: &Range<usize>,
-        _reuse: EditReuse,
+        _reuse: Realign,
     ) -> bool {
         self.realigns && cache.stored.is_some()
     }
@@ -250,7 +252,7 @@ fn one_per_step() -> SamplerConfig {
         cache: CachePolicy {
             enabled: true,
             refresh_every: None,
-            edit: None,
+            realign: None,
             prompt_chunk: None,
         },
         draft_tau: None,
@@ -1354,8 +1356,8 @@ fn bos_moves_every_slot_one_position_right() {
 
 #[test]
 fn score_row_reads_one_to_the_left_when_shifted() {
-    assert_eq!([0, 1, 5].map(|p| score_row(true, p)), [0, 0, 4]);
-    assert_eq!([0, 1, 5].map(|p| score_row(false, p)), [0, 1, 5]);
+    assert_eq!([0, 1, 5].map(|p| logit_row(true, p)), [0, 0, 4]);
+    assert_eq!([0, 1, 5].map(|p| logit_row(false, p)), [0, 1, 5]);
 }
 
 #[test]
@@ -1421,7 +1423,7 @@ fn cache_on(refresh_every: Option<usize>) -> CachePolicy {
     CachePolicy {
         enabled: true,
         refresh_every,
-        edit: None,
+        realign: None,
         prompt_chunk: None,
     }
 }
@@ -1461,7 +1463,7 @@ fn disabled_cache_recomputes_everything_and_stores_nothing() {
     let disabled = CachePolicy {
         enabled: false,
         refresh_every: None,
-        edit: None,
+        realign: None,
         prompt_chunk: None,
     };
     check_passes(
@@ -1528,7 +1530,7 @@ fn cache_is_reused_across_requests_over_the_same_context() {
 /// is a stored full pass.
 #[test]
 fn an_edited_context_is_an_edit_pass_when_the_model_realigns_the_cache() {
-    let reuse = EditReuse {
+    let reuse = Realign {
         radius: 2,
         refresh_after: 4,
     };
@@ -1538,7 +1540,7 @@ fn an_edited_context_is_an_edit_pass_when_the_model_realigns_the_cache() {
         (Some(reuse), false, "full+store 2..4"),
     ] {
         let mut setup = Setup::new();
-        setup.config.cache.edit = edit;
+        setup.config.cache.realign = edit;
         let mut model = ScriptedModel::new(|_, pos| peaked(D, 0.9 - 0.01 * pos as f32));
         model.realigns = realigns;
         let mut cache = FakeCache::default();
@@ -1550,7 +1552,7 @@ fn an_edited_context_is_an_edit_pass_when_the_model_realigns_the_cache() {
         assert_eq!(passes, [first, "window 2..4"]);
         let stats = edited.sampled().stats;
         assert_eq!(
-            (stats.edit_passes, stats.full_passes, stats.window_passes),
+            (stats.realign_passes, stats.full_passes, stats.window_passes),
             (
                 usize::from(first == "edit 2..4"),
                 usize::from(first != "edit 2..4"),
@@ -2117,7 +2119,7 @@ fn cache_off() -> CachePolicy {
     CachePolicy {
         enabled: false,
         refresh_every: None,
-        edit: None,
+        realign: None,
         prompt_chunk: None,
     }
 }

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use redraft_engine::text::MASK_GLYPH;
 use redraft_engine::tokenizer::Tokenizer;
+use redraft_engine::MASK_GLYPH;
 use redraft_engine::{Draft, Tail, Text};
 
 fn tokenizer() -> &'static Tokenizer {

@@ -11,7 +11,7 @@
 //!
 //! Line numbers count every line of `canonical_solution` from 0 (HumanEvalPack's solutions
 //! start with a newline, so their first code line is L1). Tasks whose empty middle still passes
-//! the tests are dropped (by [`super::build`]); so are problems whose own solution fails.
+//! the tests are dropped (by [`super::humanevalpack()`]); so are problems whose own solution fails.
 
 use std::ops::Range;
 

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use redraft_context::edit::{EditBudget, HistoryEdit};
 use redraft_context::{Language, Source};
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, SamplerConfig};
+use redraft_engine::ContextCache;
 use redraft_engine::Engine;
 
 use super::case::NextEditCase;
@@ -52,7 +52,7 @@ impl NextEditModel for EngineModel<'_> {
             &input,
             &self.budget,
             self.sampler.clone(),
-            &mut KvCache::default(),
+            &mut ContextCache::default(),
             Controls::default(),
         )?;
         let completion = &outcome.completion;

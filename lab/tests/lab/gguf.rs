@@ -26,9 +26,16 @@ fn converted_models_load_everywhere_and_score_the_same() {
             "",
         ));
     }
+    // `score`, the command's old name, still runs it.
     let embedded = score_lines(&ok(redraft(&["score", "--text", path(&text)], "")));
     let f32 = score_lines(&ok(redraft(
-        &["score", "--model", path(&f32_file), "--text", path(&text)],
+        &[
+            "logprobs",
+            "--model",
+            path(&f32_file),
+            "--text",
+            path(&text),
+        ],
         "",
     )));
     assert_eq!(
@@ -41,7 +48,7 @@ fn converted_models_load_everywhere_and_score_the_same() {
     assert_eq!(line["top"].as_array().unwrap().len(), 5);
     let last = score_lines(&ok(redraft(
         &[
-            "score",
+            "logprobs",
             "--model",
             path(&f32_file),
             "--text",
@@ -59,7 +66,7 @@ fn converted_models_load_everywhere_and_score_the_same() {
     );
     assert!((a[1].as_f64().unwrap() - b[1].as_f64().unwrap()).abs() < 1e-4);
     let q8 = score_lines(&ok(redraft(
-        &["score", "--model", path(&q8_file), "--text", path(&text)],
+        &["logprobs", "--model", path(&q8_file), "--text", path(&text)],
         "",
     )));
     let worst = embedded
@@ -109,20 +116,20 @@ fn score_and_convert_refuse_bad_input_clearly() {
     };
     let ids = dir.path().join("ids.json");
     std::fs::write(&ids, "[1, 2, 999999]").unwrap();
-    assert!(fail(&["score", "--tokens", path(&ids)]).contains("999999"));
+    assert!(fail(&["logprobs", "--tokens", path(&ids)]).contains("999999"));
     std::fs::write(&ids, "1 two").unwrap();
-    assert!(fail(&["score", "--tokens", path(&ids)]).contains("two"));
+    assert!(fail(&["logprobs", "--tokens", path(&ids)]).contains("two"));
     let binary = dir.path().join("binary");
     std::fs::write(&binary, [0xff, 0xfe, 0x00]).unwrap();
-    assert!(fail(&["score", "--text", path(&binary)]).contains("not UTF-8"));
+    assert!(fail(&["logprobs", "--text", path(&binary)]).contains("not UTF-8"));
     let missing = dir.path().join("missing.rs");
-    assert!(fail(&["score", "--text", path(&missing)]).contains("missing.rs"));
+    assert!(fail(&["logprobs", "--text", path(&missing)]).contains("missing.rs"));
     let empty = dir.path().join("empty.rs");
     std::fs::write(&empty, "").unwrap();
-    assert!(fail(&["score", "--text", path(&empty)]).contains("nothing to score"));
+    assert!(fail(&["logprobs", "--text", path(&empty)]).contains("nothing to read"));
     let bogus = dir.path().join("bogus.gguf");
     std::fs::write(&bogus, "GGUF and then nothing").unwrap();
-    let msg = fail(&["score", "--model", path(&bogus), "--text", path(&empty)]);
+    let msg = fail(&["logprobs", "--model", path(&bogus), "--text", path(&empty)]);
     assert!(msg.contains("bogus.gguf") && msg.contains("GGUF"), "{msg}");
     let out = dir.path().join("x.gguf");
     assert!(fail(&["convert", "--out", path(&out), "--type", "q3_x"]).contains("unknown type"));

@@ -1,7 +1,7 @@
 //! The model code against llama.cpp's on the same GGUF files: tiny random qwen2 models that
 //! scripts/setup-llama-server writes (d 256, in F32 and quantized by llama.cpp's own
 //! `llama-quantize` to Q8_0 and Q4_K_M), run causally by both. redraft's tokenizer, read from
-//! the file, must give llama.cpp's token ids, and `redraft score` must give next-token
+//! the file, must give llama.cpp's token ids, and `redraft logprobs` must give next-token
 //! log-probabilities within kernel noise of llama.cpp's (`redraft-logprobs`, built in the same
 //! set-up). The real 0.5B checkpoint's comparison is scripts/real-weights-parity.
 
@@ -49,7 +49,7 @@ fn both_scores(
         serde_json::from_str(&llama_logprobs(tool, model, &["--text", path(text)])).unwrap();
     let ours: Vec<u32> = serde_json::from_str(&ok(redraft(
         &[
-            "score",
+            "logprobs",
             "--model",
             path(model),
             "--text",
@@ -64,7 +64,7 @@ fn both_scores(
     std::fs::write(&ids, serde_json::to_string(&ours[..n]).unwrap()).unwrap();
     let theirs = positions(&llama_logprobs(tool, model, &["--tokens", path(&ids)]));
     let ours = positions(&ok(redraft(
-        &["score", "--model", path(model), "--tokens", path(&ids)],
+        &["logprobs", "--model", path(model), "--tokens", path(&ids)],
         "",
     )));
     assert_eq!((ours.len(), theirs.len()), (n, n));
@@ -130,7 +130,7 @@ fn llama_cpp_reads_redraft_convert_output() {
 /// in LLaDA's own layout (`config.json` with `d_model`, ..., `include_qkv_bias`; tensors under
 /// `model.transformer.blocks.N.*`) become a `llada` GGUF whose query and key rows are in the
 /// pair order of llama.cpp's `NORM` RoPE. llama.cpp tokenizes the file alike and scores it as
-/// redraft scores both the file and the safetensors directory it came from.
+/// redraft reads both the file and the safetensors directory it came from.
 #[test]
 fn llama_cpp_reads_redraft_llada_output() {
     use redraft_engine::gguf::{rename, Naming};
@@ -194,7 +194,7 @@ fn llama_cpp_reads_redraft_llada_output() {
     // The safetensors directory, which is the model before the GGUF's permutation.
     let from_dir = positions(&ok(redraft(
         &[
-            "score",
+            "logprobs",
             "--model",
             path(&model),
             "--tokens",

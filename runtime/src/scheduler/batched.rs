@@ -28,9 +28,11 @@
 //! Jobs go through the same pipelines as alone, split where a batch needs it: FIM jobs through
 //! [`fim::prepare`] (each candidate length joins as its own canvas) and [`fim::finish`] per
 //! candidate ([`finish_fim`]), next edits through [`edit::prepare`] (one canvas, the old region
-//! its draft) and [`edit::finish`] ([`finish_edit`]); FIM and next-edit canvases share lanes. A
-//! FIM job sent to a remote backend has no canvas: it runs when admitted, while the lanes wait
-//! (no door batches and sends jobs to a backend today).
+//! its draft) and [`edit::finish`] ([`finish_edit`]); FIM and next-edit canvases share lanes.
+//! Each lane's cache runs under its job's policy, as [`cache_policy`] chooses it for either loop
+//! (so a job is cached as it would be alone, `--max-batch 1`), but for the prompt's pieces,
+//! which are the loop's for every lane. A FIM job sent to a remote backend never comes here:
+//! the backend workers run it while the lanes step.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -45,10 +47,8 @@ use redraft_engine::{Completion, Engine};
 use redraft_suggest::{edit, fim};
 
 use super::kept::{self, KeptCaches, KeyBuf};
-use super::run::{
-    backend_job, draft_text, edit_budget, edit_input, finish_edit, finish_fim, job_error, Remote,
-};
-use super::{Answer, Draft, Job, JobError, LoopConfig, Queue, Work};
+use super::run::{draft_text, edit_budget, edit_input, finish_edit, finish_fim, job_error};
+use super::{cache_policy, Answer, Draft, Job, JobError, LoopConfig, Queue, Work};
 
 /// What a job in a lane was planned as.
 enum Plan {
@@ -81,18 +81,20 @@ struct Lane<'e> {
     id: u64,
     /// What the lane's job is matched on ([`kept::key`]): its cache is kept under it.
     key: KeyBuf,
+    /// The job's cache policy ([`cache_policy`]).
+    policy: CachePolicy,
     batch: EngineBatch<'e>,
 }
 
 /// Where a canvas belongs: its job, and which candidate it is.
 type Slot = (u64, usize);
 
-struct Loop<'e, 'r> {
+struct Loop<'e> {
     engine: &'e Engine,
     queue: &'e Queue,
-    remote: &'r mut Remote,
     door: &'static str,
-    policy: CachePolicy,
+    /// The loop's part of every job's cache policy ([`cache_policy`]).
+    cache: CachePolicy,
     max_batch: usize,
     delay: Option<Duration>,
     lanes: Vec<Lane<'e>>,
@@ -103,23 +105,18 @@ struct Loop<'e, 'r> {
     canvases: HashMap<(u64, MemberId), Slot>,
     next_job: u64,
     next_lane: u64,
+    /// The jobs this loop counts in the `running` gauge (the backend workers count theirs).
+    counted: usize,
 }
 
-/// Runs jobs until a model load is next (and the running ones are done) or the queue is closed
-/// and drained.
-pub fn run(
-    engine: &Engine,
-    queue: &Queue,
-    config: LoopConfig,
-    delay: Option<Duration>,
-    remote: &mut Remote,
-) {
+/// Runs jobs until a model load is next (and the running ones are done) or the queue holds no
+/// job for the model and is closed.
+pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Duration>) {
     let mut state = Loop {
         engine,
         queue,
-        remote,
         door: config.door,
-        policy: config.cache,
+        cache: config.cache,
         max_batch: config.max_batch.max(1),
         delay,
         lanes: Vec::new(),
@@ -128,13 +125,23 @@ pub fn run(
         canvases: HashMap::new(),
         next_job: 0,
         next_lane: 0,
+        counted: 0,
     };
     while state.admit() {
         state.step();
     }
+    state.count_running();
 }
 
-impl<'e> Loop<'e, '_> {
+impl<'e> Loop<'e> {
+    /// Brings the `running` gauge to this loop's jobs, leaving the workers' count alone.
+    fn count_running(&mut self) {
+        let running = self.jobs.len();
+        let gauge = &self.queue.metrics().running;
+        gauge.inc_by(running as i64 - self.counted as i64);
+        self.counted = running;
+    }
+
     /// Canvases being decoded, over all lanes.
     fn running(&self) -> usize {
         self.lanes.iter().map(|lane| lane.batch.len()).sum()
@@ -162,33 +169,19 @@ impl<'e> Loop<'e, '_> {
                 job.answer(Err(JobError::Cancelled), self.queue.metrics());
                 continue;
             }
-            if let Work::Fim(work) = &job.work {
-                if work.backend.is_some() {
-                    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        backend_job(self.remote, &job, work)
-                    }))
-                    .unwrap_or_else(|_| {
-                        eprintln!(
-                            "{}: a job failed unexpectedly (a bug); the server goes on",
-                            self.door
-                        );
-                        Err(JobError::Failed("internal error".into()))
-                    });
-                    job.answer(result, self.queue.metrics());
-                    continue;
-                }
-            }
             self.join(job);
         }
     }
 
-    /// A new lane for a job matched on `key`, from the kept cache of the job most like it.
-    fn new_lane(&mut self, key: KeyBuf) -> usize {
+    /// A new lane for a job matched on `key` whose cache runs under `policy`, from the kept
+    /// cache of the job most like it.
+    fn new_lane(&mut self, key: KeyBuf, policy: CachePolicy) -> usize {
         let cache = self.kept.take(&key.key(), self.queue.metrics());
         self.lanes.push(Lane {
             id: self.next_lane,
             key,
-            batch: self.engine.batch_from(self.policy, cache),
+            policy,
+            batch: self.engine.batch_from(policy, cache),
         });
         self.next_lane += 1;
         self.lanes.len() - 1
@@ -199,6 +192,7 @@ impl<'e> Loop<'e, '_> {
     fn join(&mut self, job: Job) {
         let engine = self.engine;
         let metrics = self.queue.metrics();
+        let policy = cache_policy(&job.work, &self.cache);
         // The canvases as the engine builds them (`Engine::canvas`, `Engine::edit_canvas`).
         let planned = match &job.work {
             Work::Fim(work) => {
@@ -230,10 +224,12 @@ impl<'e> Loop<'e, '_> {
                     .map(|canvas| (Plan::Edit { prepared, started }, vec![canvas], sampler))
             }
         };
-        let (plan, built, sampler) = match planned {
+        let (plan, built, mut sampler) = match planned {
             Ok(planned) => planned,
             Err(err) => return job.answer(Err(job_error(err)), metrics),
         };
+        // The lane's policy is what holds (a member's own is ignored); the same, for the record.
+        sampler.cache = policy;
         // A FIM canvas stops once its lead decides the finished suggestion, as `fim::run` does.
         let stop = || match &plan {
             Plan::Fim(prepared) => {
@@ -241,7 +237,7 @@ impl<'e> Loop<'e, '_> {
             }
             Plan::Edit { .. } => None,
         };
-        let at_lane = self.new_lane(kept::key(&job).to_buf());
+        let at_lane = self.new_lane(kept::key(&job).to_buf(), policy);
         let key = self.next_job;
         self.next_job += 1;
         let mut joined = Vec::new();
@@ -297,8 +293,8 @@ impl<'e> Loop<'e, '_> {
     /// One denoising step for every lane (but those whose prompt piece waits for an older
     /// lane's), in one model call; answers the jobs it finished.
     fn step(&mut self) {
+        self.count_running();
         let metrics = self.queue.metrics();
-        metrics.running.set(self.jobs.len() as i64);
         let before: Vec<_> = (self.lanes.iter())
             .map(|lane| (lane.batch.stats(), lane.batch.len()))
             .collect();
@@ -323,11 +319,13 @@ impl<'e> Loop<'e, '_> {
             metrics.passes(
                 after.full_passes - before.full_passes,
                 after.window_passes - before.window_passes,
-                after.edit_passes - before.edit_passes,
+                after.realign_passes - before.realign_passes,
             );
         }
         metrics.model_calls(calls, canvases, 0);
         let mut left = Vec::new();
+        // Answered once the gauge no longer counts them.
+        let mut answered = Vec::new();
         let error = match stepped {
             Ok(Ok(done)) => {
                 for (lane, done) in self.lanes.iter().zip(done) {
@@ -348,23 +346,21 @@ impl<'e> Loop<'e, '_> {
             // A step that failed fails every lane in its call: each job gets the error, and
             // the lanes start afresh (with new caches).
             for lane in &mut self.lanes {
-                lane.batch = self.engine.batch(self.policy);
+                lane.batch = self.engine.batch(lane.policy);
             }
             self.canvases.clear();
             for (_, member) in self.jobs.drain() {
                 member.job.cancel.store(true, Ordering::Relaxed);
-                member.job.answer(Err(error.clone()), metrics);
+                answered.push((member.job, Err(error.clone())));
             }
         }
         let (emptied, running) = std::mem::take(&mut self.lanes)
             .into_iter()
             .partition(|lane| lane.batch.is_empty());
         self.lanes = running;
-        if self.policy.enabled {
-            for lane in emptied {
-                self.kept
-                    .keep(&lane.key.key(), lane.batch.into_cache(), metrics);
-            }
+        for lane in emptied.into_iter().filter(|lane| lane.policy.enabled) {
+            self.kept
+                .keep(&lane.key.key(), lane.batch.into_cache(), metrics);
         }
         for (at, result) in left {
             let Some((key, index)) = self.canvases.remove(&at) else {
@@ -389,7 +385,7 @@ impl<'e> Loop<'e, '_> {
                             member.joined,
                             metrics,
                         );
-                        member.job.answer(Ok(answer), metrics);
+                        answered.push((member.job, Ok(answer)));
                     }
                 }
                 Err(err) => {
@@ -397,11 +393,15 @@ impl<'e> Loop<'e, '_> {
                     let member = self.jobs.remove(&key).expect("present");
                     member.job.cancel.store(true, Ordering::Relaxed);
                     self.canvases.retain(|_, slot| slot.0 != key);
-                    member.job.answer(Err(job_error(err)), metrics);
+                    answered.push((member.job, Err(job_error(err))));
                 }
             }
         }
-        metrics.running.set(self.jobs.len() as i64);
+        // The gauge first: a door that reads it once answered sees the job done.
+        self.count_running();
+        for (job, result) in answered {
+            job.answer(result, metrics);
+        }
         if let Some(delay) = self.delay {
             std::thread::sleep(delay);
         }

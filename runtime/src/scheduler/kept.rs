@@ -14,7 +14,7 @@
 //! every cache when more clients type at once than it holds (each client's cache is the oldest
 //! when its next request comes, so with least-recently-kept eviction none is ever found).
 
-use redraft_engine::qwen2::KvCache;
+use redraft_engine::ContextCache;
 
 use super::{Job, Work};
 use crate::metrics::Metrics;
@@ -77,7 +77,7 @@ pub fn key(job: &Job) -> Key<'_> {
 /// One kept cache and the key of the job that left it.
 struct Kept {
     key: KeyBuf,
-    cache: KvCache,
+    cache: ContextCache,
 }
 
 /// The kept caches, oldest first, each with the key of the job that left it.
@@ -111,7 +111,7 @@ impl KeptCaches {
     /// most likely another client's (or another place in the file), which would gain little
     /// from that cache and take it from the client whose next keystroke it serves.
     /// Counted in `metrics` as a kept or a cold start.
-    pub fn take(&mut self, key: &Key<'_>, metrics: &Metrics) -> KvCache {
+    pub fn take(&mut self, key: &Key<'_>, metrics: &Metrics) -> ContextCache {
         let best = match key.client {
             Some(client) => self
                 .kept
@@ -144,7 +144,7 @@ impl KeptCaches {
 
     /// Keeps `cache` (left by the job matched on `key`) as the newest, then drops the oldest
     /// past [`KEPT_CACHES`] or the budget (the newest too, when it alone is over).
-    pub fn keep(&mut self, key: &Key<'_>, cache: KvCache, metrics: &Metrics) {
+    pub fn keep(&mut self, key: &Key<'_>, cache: ContextCache, metrics: &Metrics) {
         if !cache.is_empty() {
             let kept = Kept {
                 key: key.to_buf(),
@@ -178,7 +178,7 @@ mod tests {
     use super::*;
 
     /// `n` caches with something in them: stored passes of the default model.
-    fn caches(n: usize) -> Vec<KvCache> {
+    fn caches(n: usize) -> Vec<ContextCache> {
         let engine = redraft_engine::Engine::load(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model"),
         )
@@ -186,7 +186,7 @@ mod tests {
         let request = redraft_engine::InfillRequest::new("fn main() {\n    ", "\n}\n");
         (0..n)
             .map(|_| {
-                let mut cache = KvCache::default();
+                let mut cache = ContextCache::default();
                 engine
                     .complete(&request, &mut cache, Default::default())
                     .unwrap();
@@ -195,7 +195,7 @@ mod tests {
             .collect()
     }
 
-    fn cache() -> KvCache {
+    fn cache() -> ContextCache {
         caches(1).pop().unwrap()
     }
 
@@ -223,7 +223,7 @@ mod tests {
             .is_empty());
         assert_eq!(kept.len(), 1);
         // An empty cache is not kept.
-        kept.keep(&text("x"), KvCache::default(), &metrics);
+        kept.keep(&text("x"), ContextCache::default(), &metrics);
         assert_eq!(kept.len(), 1);
         let text = metrics.render();
         for line in [

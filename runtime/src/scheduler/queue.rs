@@ -1,6 +1,13 @@
 //! The bounded queue between the doors and the inference thread: jobs, and the model loads
 //! ordered among them, with what the thread last said about its model (so a door is refused at
 //! once when no model is loaded or coming).
+//!
+//! Two kinds of takers share it: the model thread's loop ([`Queue::next`],
+//! [`Queue::try_next_if`], [`Queue::next_load`]) takes the jobs that need the model and the
+//! loads, in order, and never sees a FIM job sent to a remote backend; the backend workers
+//! ([`Queue::next_remote`]) take those, in order, past any load (they need no model). So a slow
+//! backend holds up neither the lanes being decoded nor the jobs queued behind it, and one bound
+//! (`max_queue`) still holds for every job waiting, whoever takes it.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -107,10 +114,44 @@ struct QueueState {
     positions: usize,
 }
 
+/// What the model thread is to take next.
+enum ForModel {
+    /// The job at this index.
+    Job(usize),
+    /// A model load, before any job for the model.
+    Load(usize),
+    Nothing,
+}
+
+impl QueueState {
+    /// The model thread's next item: the first load or job that needs the model (the backend
+    /// workers take the others).
+    fn for_model(&self) -> ForModel {
+        for (at, item) in self.items.iter().enumerate() {
+            match item {
+                Queued::Job(job) if job.work.needs_model() => return ForModel::Job(at),
+                Queued::Job(_) => {}
+                Queued::Load(_) => return ForModel::Load(at),
+            }
+        }
+        ForModel::Nothing
+    }
+
+    /// The first job for the backend workers.
+    fn for_remote(&self) -> Option<usize> {
+        self.items
+            .iter()
+            .position(|item| matches!(item, Queued::Job(job) if !job.work.needs_model()))
+    }
+}
+
 /// The bounded queue between the doors and the inference thread.
 pub struct Queue {
     state: Mutex<QueueState>,
+    /// Signalled for the model thread (a job that needs the model, a load, a close)...
     ready: Condvar,
+    /// ...and for the backend workers (a job sent to a remote backend, a close).
+    remote_ready: Condvar,
     capacity: usize,
     metrics: Arc<Metrics>,
     /// Cancel flags of jobs handed out and not yet answered, raised by [`Queue::abort`].
@@ -139,6 +180,7 @@ impl Queue {
                 positions,
             }),
             ready: Condvar::new(),
+            remote_ready: Condvar::new(),
             capacity,
             metrics,
             running: Mutex::new(Vec::new()),
@@ -163,11 +205,16 @@ impl Queue {
         if state.jobs >= self.capacity {
             return Err(Rejected::Full);
         }
+        let for_model = job.work.needs_model();
         state.items.push_back(Queued::Job(Box::new(job)));
         state.jobs += 1;
         self.metrics.queue_depth.set(state.jobs as i64);
         drop(state);
-        self.ready.notify_one();
+        if for_model {
+            self.ready.notify_one();
+        } else {
+            self.remote_ready.notify_one();
+        }
         Ok(())
     }
 
@@ -194,59 +241,89 @@ impl Queue {
         running.push(Arc::downgrade(&job.cancel));
     }
 
-    /// The first job, taken out of `state` (which holds one first).
-    fn pop_job(&self, state: &mut QueueState) -> Job {
-        let Some(Queued::Job(job)) = state.items.pop_front() else {
-            unreachable!("a job is first");
+    /// The job at `at`, taken out of `state`.
+    fn pop_job(&self, state: &mut QueueState, at: usize) -> Job {
+        let Some(Queued::Job(job)) = state.items.remove(at) else {
+            unreachable!("a job is there");
         };
         state.jobs -= 1;
         self.metrics.queue_depth.set(state.jobs as i64);
         *job
     }
 
-    /// The next job, waiting for one; `None` once the queue is closed and empty, or when a
-    /// model load is next (the loop ends, and its thread loads).
+    /// The next job that needs the model, waiting for one; `None` once the queue holds none
+    /// and is closed, or when a model load is next (the loop ends, and its thread loads). Jobs
+    /// sent to a remote backend are left to the backend workers (`Queue::next_remote`).
     pub fn next(&self) -> Option<Job> {
         let mut state = self.lock();
         loop {
-            match state.items.front() {
-                Some(Queued::Job(_)) => {
-                    let job = self.pop_job(&mut state);
+            match state.for_model() {
+                ForModel::Job(at) => {
+                    let job = self.pop_job(&mut state, at);
                     drop(state);
                     self.taken(&job);
                     return Some(job);
                 }
-                Some(Queued::Load(_)) => return None,
-                None if !state.open => return None,
-                None => state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner()),
+                ForModel::Load(_) => return None,
+                ForModel::Nothing if !state.open => return None,
+                ForModel::Nothing => {
+                    state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner())
+                }
             }
         }
     }
 
-    /// The next job if one is queued first and `fits` it (else it stays first in the queue).
+    /// The next job that needs the model, if one is queued before any load and `fits` it (else
+    /// it stays where it is in the queue).
     pub fn try_next_if(&self, fits: impl FnOnce(&Job) -> bool) -> Option<Job> {
         let mut state = self.lock();
-        let Some(Queued::Job(first)) = state.items.front() else {
+        let ForModel::Job(at) = state.for_model() else {
             return None;
+        };
+        let Some(Queued::Job(first)) = state.items.get(at) else {
+            unreachable!("a job is there");
         };
         if !fits(first) {
             return None;
         }
-        let job = self.pop_job(&mut state);
+        let job = self.pop_job(&mut state, at);
         drop(state);
         self.taken(&job);
         Some(job)
     }
 
-    /// The model load that is next, taken out (the thread is loading from now on); `None`
-    /// when none is.
+    /// The next FIM job sent to a remote backend, for a backend worker, waiting for one (it
+    /// passes any load: it needs no model); `None` once the queue holds none and is closed.
+    pub(super) fn next_remote(&self) -> Option<Job> {
+        let mut state = self.lock();
+        loop {
+            match state.for_remote() {
+                Some(at) => {
+                    let job = self.pop_job(&mut state, at);
+                    drop(state);
+                    self.taken(&job);
+                    return Some(job);
+                }
+                None if !state.open => return None,
+                None => {
+                    state = self
+                        .remote_ready
+                        .wait(state)
+                        .unwrap_or_else(|e| e.into_inner())
+                }
+            }
+        }
+    }
+
+    /// The model load that is next for the model thread (no job that needs the model before
+    /// it), taken out (the thread is loading from now on); `None` when none is.
     pub(super) fn next_load(&self) -> Option<Load> {
         let mut state = self.lock();
-        if !matches!(state.items.front(), Some(Queued::Load(_))) {
+        let ForModel::Load(at) = state.for_model() else {
             return None;
-        }
-        let Some(Queued::Load(load)) = state.items.pop_front() else {
-            unreachable!("a load is first");
+        };
+        let Some(Queued::Load(load)) = state.items.remove(at) else {
+            unreachable!("a load is there");
         };
         state.loads -= 1;
         state.loading = true;
@@ -273,10 +350,11 @@ impl Queue {
         }
     }
 
-    /// Refuses new jobs; the loop answers those it holds, then ends.
+    /// Refuses new jobs; the loop and the backend workers answer those it holds, then end.
     pub fn close(&self) {
         self.lock().open = false;
         self.ready.notify_all();
+        self.remote_ready.notify_all();
     }
 
     /// [`Queue::close`], then every queued job is answered as shut down (and every queued load
@@ -291,6 +369,7 @@ impl Queue {
             state.items.drain(..).collect()
         };
         self.ready.notify_all();
+        self.remote_ready.notify_all();
         for item in drained {
             match item {
                 Queued::Job(job) => job.answer(Err(JobError::ShuttingDown), &self.metrics),

@@ -1,24 +1,26 @@
 //! One job through the suggestion pipelines (`redraft_suggest::fim` and `::edit`), as any loop
 //! runs it: the document and cursor in, the answer every door formats out (stop strings
 //! applied, tokens counted, a next edit's rewrite cut to the work's region, a report of how it
-//! ran); or a FIM job's run step sent to a remote backend ([`backend_job`]).
+//! ran), under the cache policy [`super::cache_policy`] chose for it; or a FIM job's run step
+//! sent to a remote backend ([`backend_job`], run by the backend workers).
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use redraft_context::edit::{EditBudget, EditSuggestion};
 use redraft_context::Source;
-use redraft_engine::qwen2::KvCache;
-use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
+use redraft_engine::sampler::{CachePolicy, CanvasView, Controls, DenoiseStep, SamplerConfig};
+use redraft_engine::ContextCache;
 use redraft_engine::{Completion, Engine};
 use redraft_suggest::edit::{next_edit, EditInput, EditOutcome};
 use redraft_suggest::fim::{self, Prepared};
 
+use super::remote::Remote;
 use super::{
     Answer, Draft, EditAnswer, EditReport, EditWork, FimAnswer, FimChoice, FimReport, FimWork,
     FinishReason, Job, JobError,
 };
-use crate::backend::{Backend, BackendConfig, BackendError};
+use crate::backend::BackendError;
 use crate::metrics::Metrics;
 
 /// The raw middle of `view` so far ([`Engine::draft`]: committed text, a mask glyph per masked
@@ -83,17 +85,20 @@ pub fn cut_at_stop(text: &str, stop: &[String]) -> (String, bool) {
     }
 }
 
-/// A FIM job alone: [`fim::prepare`], [`fim::run`], then [`finish_fim`].
+/// A FIM job alone, its cache under `policy`: [`fim::prepare`], [`fim::run`], then
+/// [`finish_fim`].
 pub fn fim_job(
     engine: &Engine,
-    cache: &mut KvCache,
+    cache: &mut ContextCache,
+    policy: CachePolicy,
     job: &Job,
     work: &FimWork,
     delay: Option<Duration>,
     metrics: &Metrics,
 ) -> Result<Answer, JobError> {
     let source = work.source();
-    let prepared = fim::prepare(engine, &source, &work.neighbours, &work.options);
+    let mut prepared = fim::prepare(engine, &source, &work.neighbours, &work.options);
+    prepared.request.sampler.cache = policy;
     let started = Instant::now();
     let reused = cache.reused_positions();
     let completions = with_controls(engine, job, delay, |controls| {
@@ -104,7 +109,7 @@ pub fn fim_job(
     if let Some(first) = completions.first() {
         let slots: usize = completions.iter().map(|c| c.slots).sum();
         metrics.model_calls(first.forwards, completions.len(), slots);
-        metrics.passes(first.full_passes, first.window_passes, first.edit_passes);
+        metrics.passes(first.full_passes, first.window_passes, first.realign_passes);
     }
     let mut answer = finish_fim(engine, &prepared, &completions, work, metrics);
     answer.report.model_ms = model_ms;
@@ -124,7 +129,7 @@ fn fim_report(prepared: &Prepared) -> FimReport {
         suffix_tokens: plan.suffix_tokens,
         full_passes: 0,
         window_passes: 0,
-        edit_passes: 0,
+        realign_passes: 0,
         cached_positions: None,
         model_ms: 0.0,
         backend: None,
@@ -188,7 +193,7 @@ pub fn finish_fim(
     if let Some(first) = completions.first() {
         report.full_passes = first.full_passes;
         report.window_passes = first.window_passes;
-        report.edit_passes = first.edit_passes;
+        report.realign_passes = first.realign_passes;
     }
     FimAnswer {
         choices,
@@ -202,29 +207,9 @@ pub fn finish_fim(
     }
 }
 
-/// The remote backends a loop has used: one client, built again when the configuration changes
-/// (it keeps its connections), as a door's settings change.
-#[derive(Default)]
-pub struct Remote {
-    backend: Option<Backend>,
-}
-
-impl Remote {
-    /// The client for `config`.
-    fn backend(&mut self, config: &BackendConfig) -> Result<&Backend, JobError> {
-        if self.backend.as_ref().is_none_or(|b| b.config() != config) {
-            self.backend = None;
-            let backend = Backend::new(config.clone())
-                .map_err(|e| JobError::Failed(format!("backend: {e}")))?;
-            self.backend = Some(backend);
-        }
-        Ok(self.backend.as_ref().expect("built above"))
-    }
-}
-
 /// A FIM job whose middle a remote backend fills: the same plan and post-processing around
 /// another process's model ([`Backend::complete`]); the job's cancel flag closes the request.
-pub fn backend_job(remote: &mut Remote, job: &Job, work: &FimWork) -> Result<Answer, JobError> {
+pub fn backend_job(remote: &Remote, job: &Job, work: &FimWork) -> Result<Answer, JobError> {
     let config = work
         .backend
         .as_ref()
@@ -283,30 +268,29 @@ pub fn edit_budget(engine: &Engine, work: &EditWork) -> EditBudget {
         .budget(engine.model().config().max_position_embeddings)
 }
 
-/// A next-edit job alone, through [`next_edit`], then [`finish_edit`].
+/// A next-edit job alone, its cache under `policy`, through [`next_edit`], then
+/// [`finish_edit`].
 pub fn edit_job(
     engine: &Engine,
-    cache: &mut KvCache,
+    cache: &mut ContextCache,
+    policy: CachePolicy,
     job: &Job,
     work: &EditWork,
     delay: Option<Duration>,
     metrics: &Metrics,
 ) -> Result<Answer, JobError> {
     let budget = edit_budget(engine, work);
+    let sampler = SamplerConfig {
+        cache: policy,
+        ..work.sampler.clone()
+    };
     let outcome = with_controls(engine, job, delay, |controls| {
-        next_edit(
-            engine,
-            &edit_input(work),
-            &budget,
-            work.sampler.clone(),
-            cache,
-            controls,
-        )
+        next_edit(engine, &edit_input(work), &budget, sampler, cache, controls)
     })
     .map_err(job_error)?;
     let c = &outcome.completion;
     metrics.model_calls(c.forwards, 1, c.slots);
-    metrics.passes(c.full_passes, c.window_passes, c.edit_passes);
+    metrics.passes(c.full_passes, c.window_passes, c.realign_passes);
     Ok(Answer::Edit(finish_edit(engine, work, &outcome, metrics)))
 }
 

@@ -1,8 +1,9 @@
 //! The one-at-a-time loop: each queued job runs alone through the pipeline (a FIM job's
-//! candidates still share their model calls), each from the kept cache of the job most like it
-//! ([`KeptCaches`], as the batched loop keeps them), or through a remote backend when its work
-//! names one. A job whose client left before it started is answered as cancelled without
-//! running the model; one whose client leaves mid-way stops at the next denoising step.
+//! candidates still share their model calls), under the cache policy [`cache_policy`] chose,
+//! each from the kept cache of the job most like it ([`KeptCaches`], as the batched loop keeps
+//! them). A job whose client left before it started is answered as cancelled without running
+//! the model; one whose client leaves mid-way stops at the next denoising step. FIM jobs sent
+//! to a remote backend are not this loop's: the backend workers run them.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -10,17 +11,11 @@ use std::time::Duration;
 use redraft_engine::Engine;
 
 use super::kept::{self, KeptCaches};
-use super::run::{backend_job, edit_job, fim_job, Remote};
-use super::{JobError, LoopConfig, Queue, Work};
+use super::run::{edit_job, fim_job};
+use super::{cache_policy, JobError, LoopConfig, Queue, Work};
 
-/// Runs jobs until a model load is next or the queue is closed and drained.
-pub fn run(
-    engine: &Engine,
-    queue: &Queue,
-    config: LoopConfig,
-    delay: Option<Duration>,
-    remote: &mut Remote,
-) {
+/// Runs jobs until a model load is next or the queue holds none for the model and is closed.
+pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Duration>) {
     let mut kept = KeptCaches::new(config.kept_bytes);
     let metrics = queue.metrics();
     while let Some(job) = queue.next() {
@@ -28,25 +23,19 @@ pub fn run(
             job.answer(Err(JobError::Cancelled), metrics);
             continue;
         }
-        metrics.running.set(1);
+        // A gauge the backend workers count their jobs in too.
+        metrics.running.inc();
+        let policy = cache_policy(&job.work, &config.cache);
+        let key = kept::key(&job);
+        let mut cache = kept.take(&key, metrics);
         // A bug on one request must not stop the server (nor leave a cache it half wrote).
-        let result = match &job.work {
-            Work::Fim(work) if work.backend.is_some() => {
-                std::panic::catch_unwind(AssertUnwindSafe(|| backend_job(remote, &job, work)))
-            }
-            work => {
-                let key = kept::key(&job);
-                let mut cache = kept.take(&key, metrics);
-                let result = std::panic::catch_unwind(AssertUnwindSafe(|| match work {
-                    Work::Fim(work) => fim_job(engine, &mut cache, &job, work, delay, metrics),
-                    Work::Edit(work) => edit_job(engine, &mut cache, &job, work, delay, metrics),
-                }));
-                if result.is_ok() {
-                    kept.keep(&key, cache, metrics);
-                }
-                result
-            }
-        };
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| match &job.work {
+            Work::Fim(work) => fim_job(engine, &mut cache, policy, &job, work, delay, metrics),
+            Work::Edit(work) => edit_job(engine, &mut cache, policy, &job, work, delay, metrics),
+        }));
+        if result.is_ok() {
+            kept.keep(&key, cache, metrics);
+        }
         let result = result.unwrap_or_else(|_| {
             eprintln!(
                 "{}: a job failed unexpectedly (a bug); the server goes on",
@@ -54,7 +43,7 @@ pub fn run(
             );
             Err(JobError::Failed("internal error".into()))
         });
-        metrics.running.set(0);
+        metrics.running.dec();
         job.answer(result, metrics);
     }
 }

@@ -1,14 +1,18 @@
 //! The scheduler as a door drives it, on the embedded default model: model loads while the
-//! thread runs, jobs without a model, a FIM job sent to a remote backend, next edits over the
-//! plan's region, and kept caches that leave a next edit what a fresh cache gives.
+//! thread runs, jobs without a model, a FIM job sent to a remote backend (and one that is slow,
+//! which holds up no job of the model's), next edits over the plan's region, kept caches that
+//! leave a next edit what a fresh cache gives, and one cache policy per job whichever loop runs
+//! it.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use redraft_context::edit::{parse_patches, unified_diff, HistoryEdit};
 use redraft_context::{Language, Source};
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Effort, SamplerConfig};
+use redraft_engine::ContextCache;
 use redraft_engine::DeviceSpec;
 use redraft_suggest::edit::{next_edit, EditInput, DRAFT_TAU};
 use redraft_suggest::fim::FimOptions;
@@ -229,7 +233,7 @@ fn renames() -> Vec<Renamed> {
 fn lsp_sampler() -> SamplerConfig {
     let mut sampler = SamplerConfig::effort(Effort::Low);
     sampler.draft_tau = Some(DRAFT_TAU);
-    sampler.cache.edit = None;
+    sampler.cache.realign = None;
     sampler
 }
 
@@ -273,7 +277,7 @@ fn fresh(engine: &Engine, renamed: &Renamed) -> redraft_suggest::edit::EditOutco
         &input,
         &budget,
         lsp_sampler(),
-        &mut KvCache::default(),
+        &mut ContextCache::default(),
         Default::default(),
     )
     .unwrap()
@@ -361,4 +365,287 @@ fn fim_at(renamed: &Renamed) -> Work {
         stop: Vec::new(),
         backend: None,
     })
+}
+
+fn with_cache(mut sampler: SamplerConfig, cache: CachePolicy) -> SamplerConfig {
+    sampler.cache = cache;
+    sampler
+}
+
+/// The loop's part of a job's cache policy: what it turns off is off, the prompt's pieces are
+/// its own; the rest is the job's, FIM or next edit alike.
+#[test]
+fn a_jobs_cache_policy_is_its_own_within_the_loops() {
+    let on = SamplerConfig::default().cache;
+    let reuse = |radius| {
+        Some(redraft_engine::sampler::Realign {
+            radius,
+            ..redraft_engine::sampler::Realign::DEFAULT
+        })
+    };
+    let asked = CachePolicy {
+        enabled: true,
+        refresh_every: Some(3),
+        realign: reuse(16),
+        prompt_chunk: Some(32),
+    };
+    let jobs = |cache: CachePolicy| {
+        let renamed = &renames()[0];
+        let mut fim = fim(TEXT, None);
+        if let Work::Fim(work) = &mut fim {
+            work.options.sampler.cache = cache;
+        }
+        [fim, edit(renamed, with_cache(lsp_sampler(), cache), None)]
+    };
+    let in_loop = |realign, enabled, prompt_chunk| CachePolicy {
+        enabled,
+        realign,
+        prompt_chunk,
+        ..on
+    };
+    for work in jobs(asked) {
+        let kind = work.kind();
+        // The job's own, but for the loop's prompt pieces.
+        assert_eq!(
+            cache_policy(&work, &in_loop(reuse(8), true, None)),
+            CachePolicy {
+                prompt_chunk: None,
+                ..asked
+            },
+            "{kind}"
+        );
+        assert_eq!(
+            cache_policy(&work, &in_loop(reuse(8), true, Some(256))).prompt_chunk,
+            Some(256),
+            "{kind}"
+        );
+        // The loop turns edit reuse or the whole cache off for everyone.
+        assert_eq!(
+            cache_policy(&work, &in_loop(None, true, None)).realign,
+            None,
+            "{kind}"
+        );
+        assert!(
+            !cache_policy(&work, &in_loop(reuse(8), false, None)).enabled,
+            "{kind}"
+        );
+    }
+    // A job that asks for an exact first pass (the language server's next edits) or no cache
+    // gets it in a loop that reuses caches across edits.
+    for work in jobs(CachePolicy {
+        realign: None,
+        ..on
+    }) {
+        assert_eq!(cache_policy(&work, &on).realign, None, "{}", work.kind());
+    }
+    for work in jobs(CachePolicy {
+        enabled: false,
+        ..on
+    }) {
+        assert!(!cache_policy(&work, &on).enabled, "{}", work.kind());
+    }
+}
+
+/// The value of the sample `name` (with its labels) in `metrics`' text; 0 when absent.
+fn metric(metrics: &Metrics, name: &str) -> f64 {
+    let text = metrics.render();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The model passes `metrics` counted: full, window, edit.
+fn passes(metrics: &Metrics) -> [f64; 3] {
+    ["full", "window", "realign"]
+        .map(|pass| metric(metrics, &format!("redraft_passes_total{{pass=\"{pass}\"}}")))
+}
+
+/// A job's record through a loop: the policy it asked for, its kind, the passes it cost (full,
+/// window, edit) and its answer.
+type Ran = (CachePolicy, &'static str, Vec<f64>, String);
+
+/// FIM jobs and next edits of four clients, each asking for a cache policy of its own (as it
+/// is, without edit reuse, without the cache, refreshed every other step), through a loop of
+/// `max_batch` whose own policy is `in_loop`, one after another. Each job typed a character
+/// after its client's last of its kind, so the second of each kind meets its client's kept
+/// cache across an edit.
+fn jobs_through(max_batch: usize, in_loop: CachePolicy, asked: &[CachePolicy]) -> Vec<Ran> {
+    let before = "fn area(w: u32, h: u32) -> u32 {\n    let s = w * h;\n    s + w\n}\n";
+    let typed = [renamed(before, "(w", "idt"), renamed(before, "(w", "idth")];
+    let fim_texts = [
+        "fn main() {\n    let total = \n}\n",
+        "fn main() {\n    let totals = \n}\n",
+    ];
+    let metrics = Arc::new(Metrics::new());
+    let config = LoopConfig {
+        cache: in_loop,
+        ..config(max_batch)
+    };
+    let (scheduler, _) = Scheduler::start(Ok(engine()), config, Arc::clone(&metrics));
+    let mut ran = Vec::new();
+    for (client, &cache) in asked.iter().enumerate() {
+        let client = format!("doc {client}");
+        let fims = fim_texts.iter().map(|text| {
+            let mut work = fim(text, None);
+            if let Work::Fim(work) = &mut work {
+                work.options.sampler.cache = cache;
+            }
+            work
+        });
+        let edits = (typed.iter()).map(|r| edit(r, with_cache(lsp_sampler(), cache), None));
+        for work in fims.chain(edits) {
+            let kind = work.kind();
+            let counted = passes(&metrics);
+            let answer = match run(&scheduler, work, Some(&client)) {
+                Ok(Answer::Fim(answer)) => format!("{:?}", answer.suggestions),
+                Ok(Answer::Edit(answer)) => format!("{:?}", answer.edits),
+                other => panic!("{other:?}"),
+            };
+            let spent = passes(&metrics).into_iter().zip(counted);
+            ran.push((cache, kind, spent.map(|(n, c)| n - c).collect(), answer));
+        }
+    }
+    ran
+}
+
+/// The same jobs cost the same passes of each kind and get the same answers one at a time and
+/// batched, under a loop that reuses caches across edits and under one that does not: the two
+/// loops choose a job's cache alike. A loop that used its own policy instead of the job's (the
+/// batched one did) fails here (its lanes realign a kept cache where the job asked for an exact
+/// first pass, use the cache where the job asked for none, refresh it on their own count), and
+/// so does one that ignored what its loop turns off.
+#[test]
+fn the_serial_and_batched_loops_cache_a_job_alike() {
+    let on = SamplerConfig::default().cache;
+    let asked = [
+        on,
+        CachePolicy {
+            realign: None,
+            ..on
+        },
+        CachePolicy {
+            enabled: false,
+            ..on
+        },
+        CachePolicy {
+            refresh_every: Some(2),
+            ..on
+        },
+    ];
+    let no_reuse = CachePolicy {
+        realign: None,
+        ..on
+    };
+    for in_loop in [on, no_reuse] {
+        let serial = jobs_through(1, in_loop, &asked);
+        let batched = jobs_through(4, in_loop, &asked);
+        for (alone, together) in serial.iter().zip(&batched) {
+            assert_eq!(
+                alone, together,
+                "one at a time, then batched, in {in_loop:?}"
+            );
+        }
+        // The jobs did meet what either loop could have chosen otherwise: a kept cache
+        // realigned across an edit only where the job and the loop allow it, no window pass
+        // without the cache, more full passes refreshed.
+        let spent = |cache: &CachePolicy, pass: usize| -> f64 {
+            (serial.iter())
+                .filter(|job| job.0 == *cache)
+                .map(|job| job.2[pass])
+                .sum()
+        };
+        let realigned = if in_loop == on { 1.0 } else { 0.0 };
+        assert!(spent(&asked[0], 2) >= realigned, "{serial:?}");
+        assert_eq!(spent(&asked[1], 2), 0.0, "{serial:?}");
+        assert_eq!(spent(&asked[2], 1), 0.0, "{serial:?}");
+        assert!(spent(&asked[3], 0) > spent(&asked[1], 0), "{serial:?}");
+        if in_loop == no_reuse {
+            let edits: f64 = serial.iter().map(|job| job.2[2]).sum();
+            assert_eq!(edits, 0.0, "{serial:?}");
+        }
+    }
+}
+
+/// A stand-in backend that takes connections and never answers: a job sent to it runs until its
+/// cancel flag (or its timeout) ends it. Each connection is reported once taken.
+fn silent_backend() -> (String, std::sync::mpsc::Receiver<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (taken, connections) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for stream in listener.incoming().flatten() {
+            open.push(stream);
+            if taken.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    (url, connections)
+}
+
+/// A backend job is no job of the model's: while its request is held, a job being decoded
+/// finishes and one queued behind it runs, in either loop; the `running` gauge counts it, and
+/// its client leaving closes the request and answers it as cancelled. Ordered by events, not
+/// timed: the backend answers nothing, so a loop that ran the backend job itself would answer
+/// the model's jobs only once it ended (its timeout), after it, which the checks below catch.
+#[test]
+fn a_slow_backend_job_holds_up_no_job_of_the_models() {
+    let (url, connections) = silent_backend();
+    let mut backend = crate::backend::BackendConfig::new(url.as_str());
+    backend.model = Some("fake-coder".into());
+    backend.timeout = Duration::from_secs(120);
+    for max_batch in [1, 4] {
+        let metrics = Arc::new(Metrics::new());
+        let (scheduler, _) =
+            Scheduler::start(Ok(engine()), config(max_batch), Arc::clone(&metrics));
+        // A job the model decodes one token a step, running (its first draft came) when the
+        // backend job comes.
+        let mut long = fim(TEXT, None);
+        if let Work::Fim(work) = &mut long {
+            work.options = FimOptions::new(32, SamplerConfig::effort(Effort::High));
+        }
+        let submit = Submit {
+            drafts: true,
+            ..Submit::default()
+        };
+        let mut running = scheduler.submit(long, submit).expect("queued");
+        running
+            .drafts
+            .as_mut()
+            .unwrap()
+            .blocking_recv()
+            .expect("a first draft");
+        let cancel = Arc::new(AtomicBool::new(false));
+        let submit = Submit {
+            cancel: Some(Arc::clone(&cancel)),
+            ..Submit::default()
+        };
+        let mut slow = scheduler
+            .submit(fim(TEXT, Some(backend.clone())), submit)
+            .expect("queued");
+        connections.recv().expect("the backend job's request");
+        let behind = scheduler
+            .submit(fim(TEXT, None), Submit::default())
+            .expect("queued");
+        for ticket in [running, behind] {
+            let answer = fim_answer(wait(ticket));
+            assert_eq!(answer.report.backend, None);
+        }
+        assert!(
+            slow.reply.try_recv().is_err(),
+            "--max-batch {max_batch}: the backend job ended before the model's jobs"
+        );
+        assert_eq!(metric(&metrics, "redraft_running_jobs"), 1.0);
+        cancel.store(true, Ordering::Relaxed);
+        assert_eq!(wait(slow), Err(JobError::Cancelled));
+        assert_eq!(metric(&metrics, "redraft_running_jobs"), 0.0);
+        let outcome = |outcome| {
+            metric(
+                &metrics,
+                &format!("redraft_jobs_total{{kind=\"fim\",outcome=\"{outcome}\"}}"),
+            )
+        };
+        assert_eq!((outcome("answered"), outcome("cancelled")), (2.0, 1.0));
+    }
 }

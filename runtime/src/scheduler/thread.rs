@@ -2,30 +2,48 @@
 //! between loops loads the model a door asked for. A loop ends when a load is next in the queue
 //! (the jobs before it answered, a batched loop's running ones finished), so every job runs on
 //! the model that was loaded when it was submitted; a new model starts with no kept caches.
-//! With no model, FIM jobs sent to a remote backend still run, and the rest are answered
-//! [`JobError::NoModel`].
+//! With no model, the jobs that need one are answered [`JobError::NoModel`].
+//!
+//! The thread also owns the backend workers (`remote`), which run FIM jobs sent to a remote
+//! backend whatever the model thread does (loading, decoding, or holding no model); it ends once
+//! the queue is closed and they, too, have answered every job it held.
 
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use redraft_engine::Engine;
 
-use super::run::{backend_job, Remote};
-use super::{batched, serial, JobError, LoopConfig, Queue, Work};
+use super::remote::{self, Remote, BACKEND_WORKERS};
+use super::{batched, serial, JobError, LoopConfig, Queue};
 
-pub fn run(mut engine: Option<Engine>, queue: &Queue, config: LoopConfig, delay: Option<Duration>) {
-    // One client per backend configuration, kept across loops and models.
-    let mut remote = Remote::default();
+pub fn run(engine: Option<Engine>, queue: &Queue, config: LoopConfig, delay: Option<Duration>) {
+    // One client per backend configuration, shared by the workers, kept across loops and models.
+    let remote = Remote::default();
+    std::thread::scope(|scope| {
+        for n in 0..BACKEND_WORKERS {
+            std::thread::Builder::new()
+                .name(format!("redraft-backend-{n}"))
+                .spawn_scoped(scope, || remote::work(queue, &remote, config.door))
+                .expect("spawning a backend worker");
+        }
+        model_thread(engine, queue, config, delay);
+    });
+}
+
+/// The model's side: loops over the queue's jobs for the model, and the loads between them.
+fn model_thread(
+    mut engine: Option<Engine>,
+    queue: &Queue,
+    config: LoopConfig,
+    delay: Option<Duration>,
+) {
     loop {
         match &engine {
-            Some(engine) if config.max_batch > 1 => {
-                batched::run(engine, queue, config, delay, &mut remote)
-            }
-            Some(engine) => serial::run(engine, queue, config, delay, &mut remote),
-            None => without_model(queue, config, &mut remote),
+            Some(engine) if config.max_batch > 1 => batched::run(engine, queue, config, delay),
+            Some(engine) => serial::run(engine, queue, config, delay),
+            None => without_model(queue),
         }
         let Some(mut load) = queue.next_load() else {
-            // Closed and drained.
+            // Closed, with no job for the model left (the backend workers finish theirs).
             return;
         };
         // The old model goes first: two need not fit in memory at once.
@@ -61,31 +79,20 @@ pub fn run(mut engine: Option<Engine>, queue: &Queue, config: LoopConfig, delay:
     }
 }
 
-/// The loop without a model, until a load is next or the queue is closed and drained.
-fn without_model(queue: &Queue, config: LoopConfig, remote: &mut Remote) {
+/// The loop without a model, until a load is next or the queue holds no job for the model and
+/// is closed.
+fn without_model(queue: &Queue) {
     let metrics = queue.metrics();
     while let Some(job) = queue.next() {
-        if job.abandoned() {
-            job.answer(Err(JobError::Cancelled), metrics);
-            continue;
-        }
-        let result = match &job.work {
-            Work::Fim(work) if work.backend.is_some() => {
-                std::panic::catch_unwind(AssertUnwindSafe(|| backend_job(remote, &job, work)))
-                    .unwrap_or_else(|_| {
-                        eprintln!(
-                            "{}: a job failed unexpectedly (a bug); the server goes on",
-                            config.door
-                        );
-                        Err(JobError::Failed("internal error".into()))
-                    })
-            }
-            _ => Err(JobError::NoModel(
+        let result = if job.abandoned() {
+            Err(JobError::Cancelled)
+        } else {
+            Err(JobError::NoModel(
                 queue
                     .model()
                     .missing
                     .unwrap_or_else(|| "none was asked for".into()),
-            )),
+            ))
         };
         job.answer(result, metrics);
     }

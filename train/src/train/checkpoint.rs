@@ -8,7 +8,7 @@
 //! point leaves either the previous checkpoint or the new one; [`find`] looks for `checkpoint.old`
 //! when the kill fell between the renames.
 //!
-//! Tensors are streamed to their files one at a time ([`Stored`]): a checkpoint of a 0.5B model
+//! Tensors are streamed to their files one at a time (`Stored`): a checkpoint of a 0.5B model
 //! is 7.5 GB (weights and both moments), and serialising it in memory first would need that
 //! much again.
 

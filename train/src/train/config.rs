@@ -92,7 +92,7 @@ pub struct DiffusionSetup {
     pub mask_id: u32,
     /// Ends a middle (a canvas is the middle, then this id to its end) and pads sequences.
     pub eos_id: u32,
-    /// Dream-style: the row before a slot scores it (`redraft_engine::sampler::score_row`),
+    /// Dream-style: the row before a slot scores it (`redraft_engine::sampler::logit_row`),
     /// as an autoregressive checkpoint's head was trained to.
     pub logit_shift: bool,
     pub attention: AttentionPattern,

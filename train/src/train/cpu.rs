@@ -5,8 +5,8 @@
 //! add per node for gradient accumulation, broadcast ops and their reductions, attention over
 //! `[batch, heads, len, len]` tensors in a chain of ops, an allocation per op, RoPE from
 //! narrow/neg/cat) as on the matmuls themselves. Here the matmuls go straight to `gemm` with
-//! transposes as strides ([`matmul`]), everything between them is one fused pass
-//! ([`kernels`], and `redraft_kernels::rows` for the SwiGLU forward), and every activation
+//! transposes as strides (`matmul`), everything between them is one fused pass
+//! (`cpu/kernels.rs`, and `redraft_kernels::rows` for the SwiGLU forward), and every activation
 //! lives in buffers allocated for the first batch of a shape and reused after (they only grow,
 //! so the steady state allocates nothing).
 //!
@@ -31,7 +31,7 @@ use super::TrainResult;
 use kernels::Rope;
 use matmul::{matmul, Mat, MatMut, Threads};
 use redraft_engine::config::{AttentionPattern, ModelConfig};
-use redraft_engine::error::{Error, Result};
+use redraft_engine::{Error, Result};
 use redraft_kernels::rows::par_swiglu_rows;
 
 /// Indices (into [`CpuModel`]'s parameter list) of one block's tensors.

@@ -11,7 +11,7 @@ use candle_core::{DType, Device, Tensor};
 use super::model::TrainModel;
 use super::optim::{AdamW, OptimConfig};
 use super::tests::{log_losses, random_weights, tiny_batch, tiny_run, tiny_shape, write_corpus};
-use super::{train_with, Backend, StopReason, TrainControls};
+use super::{train_with, Gradients, StopReason, TrainControls};
 use redraft_engine::ops::Kernels;
 
 fn gpu() -> Device {
@@ -111,7 +111,7 @@ fn a_run_on_the_gpu_follows_the_cpu_run_and_resumes_anywhere() {
             resume,
             DType::F32,
             device,
-            Backend::Auto,
+            Gradients::Auto,
             controls,
         )
         .unwrap()
@@ -146,7 +146,7 @@ fn a_run_on_the_gpu_follows_the_cpu_run_and_resumes_anywhere() {
     let completion = engine
         .complete(
             &request,
-            &mut redraft_engine::qwen2::KvCache::default(),
+            &mut redraft_engine::ContextCache::default(),
             redraft_engine::sampler::Controls::default(),
         )
         .unwrap();

@@ -23,7 +23,7 @@
 //!
 //! The ids of the mask and the EOS, the logit shift and the attention pattern come from the
 //! run's [`DiffusionSetup`]. With the shift, a masked slot `p` is scored by row `p - 1`
-//! (`redraft_engine::sampler::score_row`, as the engine reads it). A model that attends causally
+//! (`redraft_engine::sampler::logit_row`, as the engine reads it). A model that attends causally
 //! or block-causally, and whose vocabulary has the FIM tokens, sees a FIM example as the engine
 //! lays a request out for it (the one definition, [`FimLayout`]):
 //! `<|fim_prefix|> prefix <|fim_suffix|> suffix <|fim_middle|> canvas`, since the canvas could
@@ -657,7 +657,7 @@ impl Batch {
             // outweigh real code 32:1 and stalled training at unigram statistics.
             let w = ex.weight() * ex.canvas.len() as f32 / len as f32 / batch as f32;
             for &p in &ex.masked {
-                let row = redraft_engine::sampler::score_row(setup.logit_shift, p);
+                let row = redraft_engine::sampler::logit_row(setup.logit_shift, p);
                 out.rows.push((b * len + row) as u32);
                 out.targets.push(ex.tokens[p]);
                 out.weights.push(w);

@@ -30,10 +30,11 @@ use redraft_engine::checkpoint::Weights;
 use redraft_engine::config::{AttentionPattern, DiffusionSettings, ModelConfig, RedraftJson};
 use redraft_engine::engine::{CONFIG_FILE, REDRAFT_FILE, TOKENIZER_FILE};
 use redraft_engine::tokenizer::Tokenizer;
+use redraft_prompts::markers;
 
 /// The mask an autoregressive Qwen-vocabulary checkpoint is adapted with when the run names
 /// none (what the engine, too, masks a causal GGUF's canvas with).
-pub const DEFAULT_MASK_TOKEN: &str = "<|fim_pad|>";
+pub const DEFAULT_MASK_TOKEN: &str = markers::FIM_PAD;
 
 /// A checkpoint a run may start from, opened: its config, vocabulary and what it says about
 /// diffusion.
@@ -148,9 +149,13 @@ impl InitCheckpoint {
                 "the mask `{name}` is also its end of text: pass --mask-token with another token"
             )));
         }
-        let markers = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"];
+        let fim = [
+            markers::FIM_PREFIX,
+            markers::FIM_SUFFIX,
+            markers::FIM_MIDDLE,
+        ];
         if setup.attention.block().is_some()
-            && markers
+            && fim
                 .iter()
                 .any(|m| self.tokenizer.token_to_id(m) == Some(id))
         {

@@ -18,8 +18,8 @@ use candle_core::{DType, Device, Tensor, Var, D};
 use super::examples::Batch;
 use crate::train::fused;
 use redraft_engine::config::{AttentionPattern, ModelConfig};
-use redraft_engine::error::{Error, Result};
 use redraft_engine::ops::Kernels;
+use redraft_engine::{Error, Result};
 
 /// One trainable tensor under its checkpoint name.
 pub struct Param {

@@ -15,8 +15,9 @@ use super::*;
 use redraft_engine::checkpoint::Weights;
 use redraft_engine::config::{AttentionPattern, ModelConfig};
 use redraft_engine::ops::Kernels;
-use redraft_engine::qwen2::{init_weights, KvCache, Qwen2};
+use redraft_engine::qwen2::{init_weights, Qwen2};
 use redraft_engine::sampler::{Controls, Pass};
+use redraft_engine::ContextCache;
 use redraft_engine::{Engine, InfillRequest};
 
 /// Training texts: some of the engine's (ASCII) sources.
@@ -155,7 +156,7 @@ fn check_forward_against_inference(model: &TrainModel, weights: &HashMap<String,
         .forward(
             &sequences,
             0..len,
-            &mut KvCache::default(),
+            &mut ContextCache::default(),
             Pass::Full { store: false },
         )
         .unwrap()
@@ -598,7 +599,7 @@ fn resumed_run_equals_uninterrupted_and_exports_a_loadable_model() {
     let mut request = InfillRequest::new("fn main() {\n    let x = ", ";\n}\n");
     request.max_tokens = 8;
     let completion = engine
-        .complete(&request, &mut KvCache::default(), Controls::default())
+        .complete(&request, &mut ContextCache::default(), Controls::default())
         .unwrap();
     assert!(completion.tokens.len() <= 8);
 }

@@ -13,8 +13,8 @@ use std::sync::OnceLock;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::Pass;
+use redraft_engine::ContextCache;
 use redraft_engine::{Engine, InfillRequest};
 use redraft_train::corpus::CorpusRecord;
 use redraft_train::pack::{self, PackOptions};
@@ -185,7 +185,7 @@ fn logit_gaps(engine: &Engine, dir: &Path, sequences: &[Vec<u32>]) -> Vec<(f32, 
                 .forward(
                     std::slice::from_ref(ids),
                     0..ids.len(),
-                    &mut KvCache::default(),
+                    &mut ContextCache::default(),
                     Pass::Full { store: false },
                 )
                 .unwrap()

@@ -13,8 +13,8 @@ use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device, Tensor};
 use redraft_engine::config::{AttentionPattern, ModelConfig};
 use redraft_engine::prompt::FimLayout;
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::{Controls, Pass};
+use redraft_engine::ContextCache;
 use redraft_engine::{Engine, InfillRequest};
 use redraft_tests::gguf;
 use redraft_train::train::examples::{ExampleBuilder, ExampleKind, Stream};
@@ -144,7 +144,7 @@ fn engine_logits(engine: &Engine, tokens: &[u32]) -> Vec<f32> {
         .forward(
             &[tokens.to_vec()],
             0..tokens.len(),
-            &mut KvCache::default(),
+            &mut ContextCache::default(),
             Pass::Full { store: false },
         )
         .unwrap()
@@ -379,7 +379,7 @@ fn a_run_from_a_gguf_exports_a_diffusion_model_and_resumes() {
     let mut request = InfillRequest::new("fn main() {\n    let x = ", ";\n}\n");
     request.max_tokens = 8;
     let completion = engine
-        .complete(&request, &mut KvCache::default(), Controls::default())
+        .complete(&request, &mut ContextCache::default(), Controls::default())
         .unwrap();
     assert!(completion.tokens.len() <= 8);
 }

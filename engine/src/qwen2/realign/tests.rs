@@ -1,4 +1,4 @@
-//! The alignment of old and new tokens, the RoPE shift, and edit passes held to full passes on
+//! The alignment of old and new tokens, the RoPE shift, and realigning passes held to full passes on
 //! the shipped model's weights (bidirectional, and the same weights attending causally); and
 //! several calls made in one pass held to the same calls made alone.
 
@@ -10,7 +10,7 @@ use super::*;
 use crate::checkpoint::Weights;
 use crate::config::{AttentionPattern, ModelConfig};
 use crate::ops::Kernels;
-use crate::sampler::{Denoiser, EditReuse, ModelCall, Pass};
+use crate::sampler::{Denoiser, ModelCall, Pass, Realign};
 
 fn model(pattern: AttentionPattern) -> Qwen2 {
     model_on(pattern, Kernels::Cpu)
@@ -39,7 +39,7 @@ fn cat(parts: &[&[u32]]) -> Vec<u32> {
 }
 
 /// Rows `rows` of layer `layer`, sequence 0, as numbers.
-fn rows(cache: &KvCache, layer: usize, rows: Range<usize>) -> Vec<Vec<f32>> {
+fn rows(cache: &ContextCache, layer: usize, rows: Range<usize>) -> Vec<Vec<f32>> {
     cache.layers[layer]
         .get(0)
         .unwrap()
@@ -61,8 +61,8 @@ fn max_abs(a: &[Vec<f32>]) -> f32 {
     a.iter().flatten().map(|x| x.abs()).fold(0.0, f32::max)
 }
 
-fn stored(model: &Qwen2, tokens: &[u32], window: Range<usize>) -> (KvCache, Vec<Vec<f32>>) {
-    let mut cache = KvCache::default();
+fn stored(model: &Qwen2, tokens: &[u32], window: Range<usize>) -> (ContextCache, Vec<Vec<f32>>) {
+    let mut cache = ContextCache::default();
     let logits = model
         .forward(
             &[tokens.to_vec()],
@@ -76,13 +76,13 @@ fn stored(model: &Qwen2, tokens: &[u32], window: Range<usize>) -> (KvCache, Vec<
 
 fn edited(
     model: &Qwen2,
-    cache: &mut KvCache,
+    cache: &mut ContextCache,
     tokens: &[u32],
     window: Range<usize>,
     radius: usize,
 ) -> Vec<Vec<f32>> {
     model
-        .forward(&[tokens.to_vec()], window, cache, Pass::Edit { radius })
+        .forward(&[tokens.to_vec()], window, cache, Pass::Realign { radius })
         .unwrap()
         .squeeze(0)
         .unwrap()
@@ -216,7 +216,7 @@ fn rope_shift_composes_to_the_new_positions_rotation() {
     }
 }
 
-/// With margins covering every position, an edit pass recomputes everything over the
+/// With margins covering every position, a realigning pass recomputes everything over the
 /// realigned cache: the full pass's logits (and cache) up to float rounding, on both kernels.
 #[test]
 fn an_edit_pass_recomputing_everything_equals_a_full_pass() {
@@ -260,7 +260,7 @@ fn a_batch_edit_pass_recomputing_everything_equals_a_full_pass() {
             cat(&[&head, &[6], &tail[..50], &[0; 8]]),
         ];
         let window = 90..99;
-        let forward = |tokens: &[Vec<u32>], cache: &mut KvCache, pass: Pass| -> Vec<f32> {
+        let forward = |tokens: &[Vec<u32>], cache: &mut ContextCache, pass: Pass| -> Vec<f32> {
             model
                 .forward(tokens, window.clone(), cache, pass)
                 .unwrap()
@@ -269,10 +269,14 @@ fn a_batch_edit_pass_recomputing_everything_equals_a_full_pass() {
                 .to_vec1()
                 .unwrap()
         };
-        let mut cache = KvCache::default();
+        let mut cache = ContextCache::default();
         forward(&old, &mut cache, Pass::Full { store: true });
-        let exact = forward(&new, &mut KvCache::default(), Pass::Full { store: false });
-        let logits = forward(&new, &mut cache, Pass::Edit { radius: 200 });
+        let exact = forward(
+            &new,
+            &mut ContextCache::default(),
+            Pass::Full { store: false },
+        );
+        let logits = forward(&new, &mut cache, Pass::Realign { radius: 200 });
         let diff = logits
             .iter()
             .zip(&exact)
@@ -281,9 +285,9 @@ fn a_batch_edit_pass_recomputing_everything_equals_a_full_pass() {
         assert!(diff < 1e-4, "{pattern:?}: {diff}");
         // A small radius keeps rows of both sequences: all of them with bidirectional
         // attention; causal attention keeps those before the window and stops at its end.
-        let mut cache = KvCache::default();
+        let mut cache = ContextCache::default();
         forward(&old, &mut cache, Pass::Full { store: true });
-        forward(&new, &mut cache, Pass::Edit { radius: 2 });
+        forward(&new, &mut cache, Pass::Realign { radius: 2 });
         if pattern == AttentionPattern::Causal {
             assert_eq!(cache.drifted_positions(), (90 - 45) + (90 - 43));
             assert_eq!(cache.computed_rows(), window.end);
@@ -318,7 +322,7 @@ fn causal_rows_before_the_edit_are_exact(kernels: Kernels) {
         &cache,
         std::slice::from_ref(&new),
         &window,
-        EditReuse {
+        Realign {
             radius,
             refresh_after: 1
         }
@@ -452,7 +456,7 @@ fn calls_made_together_equal_the_same_calls_made_alone() {
             (
                 vec![new.clone()],
                 94..102,
-                Pass::Edit { radius: 4 },
+                Pass::Realign { radius: 4 },
                 Some(vec![old.clone()]),
             ),
             (
@@ -468,11 +472,11 @@ fn calls_made_together_equal_the_same_calls_made_alone() {
                 None,
             ),
         ];
-        let fresh_caches = || -> Vec<KvCache> {
+        let fresh_caches = || -> Vec<ContextCache> {
             setups
                 .iter()
                 .map(|(_, _, _, before)| {
-                    let mut cache = KvCache::default();
+                    let mut cache = ContextCache::default();
                     if let Some(before) = before {
                         let len = before[0].len();
                         let canvas = len - 8..len;
@@ -493,7 +497,7 @@ fn calls_made_together_equal_the_same_calls_made_alone() {
                 logits.flatten_all().unwrap().to_vec1().unwrap()
             })
             .collect();
-        let mut calls: Vec<ModelCall<'_, KvCache>> = setups
+        let mut calls: Vec<ModelCall<'_, ContextCache>> = setups
             .iter()
             .zip(&mut together)
             .map(|((tokens, window, pass, _), cache)| ModelCall {
@@ -526,7 +530,7 @@ fn calls_made_together_equal_the_same_calls_made_alone() {
                 b.reused_positions(),
                 "{pattern:?}: call {i}"
             );
-            let next = |cache: &mut KvCache| -> Vec<f32> {
+            let next = |cache: &mut ContextCache| -> Vec<f32> {
                 model
                     .forward(tokens, window.clone(), cache, Pass::Window)
                     .unwrap()

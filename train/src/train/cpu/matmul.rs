@@ -5,7 +5,7 @@
 
 use gemm::Parallelism;
 
-use redraft_engine::error::{Error, Result};
+use redraft_engine::{Error, Result};
 
 /// A read-only matrix view: element `(i, j)` is `data[offset + i * rs + j * cs]`.
 #[derive(Clone, Copy)]

@@ -13,7 +13,7 @@ use crate::train::optim::OptimConfig;
 use crate::train::tests::{
     log_losses, random_weights, tiny_run, tiny_shape, token_batch, write_corpus,
 };
-use crate::train::{train_with, Backend, ModelShape, StopReason, TrainControls, MASK_ID};
+use crate::train::{train_with, Gradients, ModelShape, StopReason, TrainControls, MASK_ID};
 use redraft_engine::config::AttentionPattern;
 
 /// A batch with padding in every sequence but the first, masked rows in all of them and a
@@ -138,7 +138,7 @@ fn causal_and_block_attention_with_shifted_rows_match_autograd() {
         .iter()
         .map(|&r| {
             let (b, p) = (r as usize / len, r as usize % len);
-            (b * len + redraft_engine::sampler::score_row(true, p)) as u32
+            (b * len + redraft_engine::sampler::logit_row(true, p)) as u32
         })
         .collect();
     // Slot 1 of the first sequence is scored by row 0 too.
@@ -258,15 +258,15 @@ fn optimizer_step_on_flat_buffers_equals_the_candle_step() {
     }
 }
 
-/// A short run through the training loop on each backend: the same losses (to float
+/// A short run through the training loop with each way of computing gradients: the same losses (to float
 /// rounding), evaluations at the same steps, and each exports a model.
 #[test]
 fn a_run_on_the_cpu_path_follows_the_autograd_run() {
     let corpus = tempfile::tempdir().unwrap();
     write_corpus(corpus.path());
     let mut losses = Vec::new();
-    let backends = [Backend::Autograd, Backend::Auto, Backend::Portable];
-    for backend in backends {
+    let all_gradients = [Gradients::Autograd, Gradients::Auto, Gradients::Portable];
+    for gradients in all_gradients {
         let out = tempfile::tempdir().unwrap();
         let (config, paths) = tiny_run(corpus.path(), out.path());
         let summary = train_with(
@@ -275,7 +275,7 @@ fn a_run_on_the_cpu_path_follows_the_autograd_run() {
             false,
             DType::F32,
             &Device::Cpu,
-            backend,
+            gradients,
             TrainControls::default(),
         )
         .unwrap();
@@ -284,12 +284,12 @@ fn a_run_on_the_cpu_path_follows_the_autograd_run() {
         losses.push(log_losses(out.path()));
     }
     let steps = |l: &[(usize, f64)]| l.iter().map(|(s, _)| *s).collect::<Vec<_>>();
-    for (other, backend) in losses.iter().zip(backends).skip(1) {
+    for (other, gradients) in losses.iter().zip(all_gradients).skip(1) {
         assert_eq!(steps(&losses[0]), steps(other));
         for ((step, a), (_, b)) in losses[0].iter().zip(other) {
             assert!(
                 (a - b).abs() <= 1e-4 * a.abs(),
-                "step {step}: validation loss {a} (autograd) vs {b} ({backend:?})"
+                "step {step}: validation loss {a} (autograd) vs {b} ({gradients:?})"
             );
         }
     }
@@ -369,7 +369,7 @@ fn a_portable_run_resumes_on_the_cpu_path() {
     let corpus = tempfile::tempdir().unwrap();
     write_corpus(corpus.path());
     let (straight, switched) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let run = |out: &Path, resume: bool, backend: Backend, stop_after: Option<usize>| {
+    let run = |out: &Path, resume: bool, gradients: Gradients, stop_after: Option<usize>| {
         let (config, paths) = tiny_run(corpus.path(), out);
         let controls = TrainControls {
             stop_after,
@@ -381,15 +381,15 @@ fn a_portable_run_resumes_on_the_cpu_path() {
             resume,
             DType::F32,
             &Device::Cpu,
-            backend,
+            gradients,
             controls,
         )
         .unwrap()
     };
-    run(straight.path(), false, Backend::Auto, None);
-    let first = run(switched.path(), false, Backend::Portable, Some(3));
+    run(straight.path(), false, Gradients::Auto, None);
+    let first = run(switched.path(), false, Gradients::Portable, Some(3));
     assert_eq!((first.step, first.stopped), (3, StopReason::StepLimit));
-    let second = run(switched.path(), true, Backend::Auto, None);
+    let second = run(switched.path(), true, Gradients::Auto, None);
     assert_eq!((second.step, second.steps_this_session), (6, 3));
     let (a, b) = (log_losses(straight.path()), log_losses(switched.path()));
     assert_eq!(a.len(), b.len());

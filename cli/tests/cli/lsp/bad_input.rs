@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use crate::client::{
+use super::client::{
     frame, items, spawn_server, CopilotInlineEdit, DidShowInlineEdit, ExecuteCommand,
     InlineCompletion, Lsp, Raw, Start, Unknown, INVALID_PARAMS,
 };
@@ -69,10 +69,10 @@ async fn bad_positions_documents_params_and_methods_get_errors_not_crashes() {
     // Edits that name no place, of documents that are not open, malformed notifications.
     lsp.change(URI, 1, [[1, 9], [0, 0]], "reversed");
     lsp.change("file:///nowhere.rs", 1, [[0, 0], [0, 0]], "x");
-    lsp.notify::<crate::client::DidChange>(
+    lsp.notify::<super::client::DidChange>(
         json!({"textDocument": {"uri": URI}, "contentChanges": "no"}),
     );
-    lsp.notify::<crate::client::DidOpen>(json!({"textDocument": 5}));
+    lsp.notify::<super::client::DidOpen>(json!({"textDocument": 5}));
     still_answers(&lsp).await;
     // The reversed edit was refused as a whole, so the text is as it was: line 1 col 12 is
     // still the end of `let x = `.
@@ -181,7 +181,7 @@ async fn huge_and_binary_documents_are_served() {
         .answer()
         .await;
     assert!(answer.is_ok(), "{answer:?}");
-    lsp.notify::<crate::client::DidClose>(json!({"textDocument": {"uri": big_uri}}));
+    lsp.notify::<super::client::DidClose>(json!({"textDocument": {"uri": big_uri}}));
 
     // Binary content: NULs, control characters, lone surrogates' replacement characters,
     // invalid-UTF-8 bytes as the client decoded them.
@@ -206,7 +206,7 @@ async fn huge_and_binary_documents_are_served() {
             }
         }
         lsp.change(bin_uri, 1, [[0, 3], [1, 1]], "\u{0}\u{0}");
-        lsp.notify::<crate::client::DidClose>(json!({"textDocument": {"uri": bin_uri}}));
+        lsp.notify::<super::client::DidClose>(json!({"textDocument": {"uri": bin_uri}}));
     }
     still_answers(&lsp).await;
     lsp.shutdown().await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use redraft_context::edit::unified_diff;
 use serde_json::{json, Value};
 
-use crate::client::{items, ExecuteCommand, Lsp, Start};
+use super::client::{items, ExecuteCommand, Lsp, Start};
 
 const ROOT: &str = "file:///work/demo";
 const URI: &str = "file:///work/demo/src/lib.rs";
@@ -137,7 +137,7 @@ fn command_line_answer(rename: &Rename) -> String {
         "--max-change",
         "1000000",
     ];
-    let answer = crate::cli::json_ok(&crate::cli::redraft(&args, &request.to_string()));
+    let answer = super::cli::json_ok(&super::cli::redraft(&args, &request.to_string()));
     assert_eq!(answer["history_edits"], json!(1), "{answer}");
     let mut applied = text.clone();
     let mut edits = answer["edits"].as_array().unwrap().clone();
@@ -292,7 +292,7 @@ async fn a_next_edit_from_the_documents_kept_cache_is_what_the_command_line_sugg
     for round in 0..3 {
         if round > 0 {
             // Other settings: the finished job is forgotten, and the same text asked again.
-            lsp.notify::<crate::client::DidChangeConfiguration>(
+            lsp.notify::<super::client::DidChangeConfiguration>(
                 json!({"settings": {"candidates": round + 1}}),
             );
         }
@@ -345,7 +345,7 @@ async fn an_accepted_next_edit_is_recorded_and_the_next_one_precomputed() {
     let command = &edit["command"];
     let id = command["arguments"][0].as_str().unwrap().to_string();
     // The client shows it, applies it, then runs its command (Copilot's order).
-    lsp.notify::<crate::client::DidShowInlineEdit>(json!({"item": {"command": command}}));
+    lsp.notify::<super::client::DidShowInlineEdit>(json!({"item": {"command": command}}));
     lsp.wait_for_log(|m| m == format!("next edit \"{id}\" shown"))
         .await;
     let (start, end) = (&edit["range"]["start"], &edit["range"]["end"]);
@@ -415,7 +415,7 @@ async fn stale_versions_and_the_setting_off_get_no_edits() {
 
     // Off: no edits, and nothing computed (a completion queued after it, in another document so
     // that it shows nowhere near this one's edits, finds the worker idle).
-    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"nextEdit": false}}));
+    lsp.notify::<super::client::DidChangeConfiguration>(json!({"settings": {"nextEdit": false}}));
     let answer = lsp
         .next_edit(URI, version, line, character)
         .await
@@ -442,7 +442,7 @@ async fn stale_versions_and_the_setting_off_get_no_edits() {
         .collect();
     assert!(computed.is_empty(), "{computed:?}");
     // On again: answered.
-    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"nextEdit": true}}));
+    lsp.notify::<super::client::DidChangeConfiguration>(json!({"settings": {"nextEdit": true}}));
     let answer = lsp
         .next_edit(URI, version, line, character)
         .await

@@ -5,22 +5,38 @@
 //! naming the forms. (Downloads themselves are tested in `models/` against a fake Hub.)
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::sync::OnceLock;
 
-use redraft_tests::cli::{json_ok, ok, path, redraft};
-use redraft_tests::lsp_client::{items, Lsp, Start};
-use redraft_tests::serve_client::Server;
+use redraft_tests::cli::{self, json_ok, ok, path};
+use redraft_tests::lsp_client::{self, items, Start};
+use redraft_tests::serve_client;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 /// The stores every test here reads, made once: the embedded model converted to a GGUF,
 /// pulled into a fake Ollama store as `tiny:latest` and cached as `hf:test-org/tiny-GGUF`'s
-/// `tiny-q8_0.gguf` in a fake hub cache. The environment points at them (set once, before
-/// any server starts, and inherited by every `redraft` this binary runs).
+/// `tiny-q8_0.gguf` in a fake hub cache. Every `redraft` these tests start runs in
+/// [`Stores::env`], which points at them.
 struct Stores {
     _dir: tempfile::TempDir,
     blob: PathBuf,
     cached: PathBuf,
+    ollama: PathBuf,
+    hub: PathBuf,
+}
+
+impl Stores {
+    /// The stores, offline and without a token. Handed to each process rather than set on this
+    /// one: the other modules' tests share this binary and start their own `redraft`s.
+    fn env(&self) -> Vec<(&'static str, Option<String>)> {
+        vec![
+            ("OLLAMA_MODELS", Some(path(&self.ollama).to_string())),
+            ("HF_HUB_CACHE", Some(path(&self.hub).to_string())),
+            ("HF_HUB_OFFLINE", Some("1".to_string())),
+            ("HF_TOKEN", None),
+        ]
+    }
 }
 
 fn stores() -> &'static Stores {
@@ -28,7 +44,7 @@ fn stores() -> &'static Stores {
     STORES.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let gguf = dir.path().join("tiny.gguf");
-        ok(redraft(
+        ok(cli::redraft(
             &["convert", "--out", path(&gguf), "--type", "q8_0"],
             "",
         ));
@@ -63,18 +79,49 @@ fn stores() -> &'static Stores {
         std::fs::create_dir_all(repo.join("refs")).unwrap();
         std::fs::write(repo.join("refs/main"), commit).unwrap();
 
-        // SAFETY: set once, inside `get_or_init`, before this binary starts any process or
-        // reads these variables on another thread.
-        std::env::set_var("OLLAMA_MODELS", &ollama);
-        std::env::set_var("HF_HUB_CACHE", &hub);
-        std::env::set_var("HF_HUB_OFFLINE", "1");
-        std::env::remove_var("HF_TOKEN");
         Stores {
             cached: snapshot.join("tiny-q8_0.gguf"),
             _dir: dir,
             blob,
+            ollama,
+            hub,
         }
     })
+}
+
+/// [`cli::redraft`] in [`Stores::env`].
+fn redraft(args: &[&str], stdin: &str) -> Output {
+    cli::redraft_in(&stores().env(), args, stdin)
+}
+
+/// [`serve_client::Server`] started in [`Stores::env`].
+struct Server;
+
+impl Server {
+    fn start(args: &[&str]) -> serve_client::Server {
+        // serve_client only sets variables: an empty `HF_TOKEN` reads as none.
+        let env = stores().env();
+        let env: Vec<(&str, &str)> = env
+            .iter()
+            .map(|(name, value)| (*name, value.as_deref().unwrap_or("")))
+            .collect();
+        serve_client::Server::start_with(serve_client::Start {
+            args,
+            env: &env,
+            ..serve_client::Start::default()
+        })
+    }
+}
+
+/// [`lsp_client::Lsp`] started in [`Stores::env`], then the test's own `env` over it.
+struct Lsp;
+
+impl Lsp {
+    async fn start(start: Start) -> lsp_client::Lsp {
+        let mut env = stores().env();
+        env.extend(start.env);
+        lsp_client::Lsp::start(Start { env, ..start }).await
+    }
 }
 
 fn complete_with(model: &str) -> std::process::Output {

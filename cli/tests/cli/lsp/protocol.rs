@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::client::{items, Lsp, Start, CANCELLED, INVALID_PARAMS};
+use super::client::{items, Lsp, Start, CANCELLED, INVALID_PARAMS};
 
 const URI: &str = "file:///work/demo/src/lib.rs";
 
@@ -138,7 +138,7 @@ async fn open_edit_complete_and_exit() {
     distinct.dedup();
     assert_eq!(distinct, texts);
 
-    lsp.notify::<crate::client::DidClose>(json!({"textDocument": {"uri": URI}}));
+    lsp.notify::<super::client::DidClose>(json!({"textDocument": {"uri": URI}}));
     let err = lsp
         .inline(URI, 3, 17, false)
         .await
@@ -293,15 +293,15 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
 }
 
 /// The worker keeps its cache across requests: after an edit elsewhere in the file, the next
-/// completion's first pass realigns it (an edit pass, most positions from the cache) instead of
+/// completion's first pass realigns it (a realigning pass, most positions from the cache) instead of
 /// recomputing everything; `"editReuse": "off"` restores the exact full pass.
 #[tokio::test]
 async fn a_completion_after_an_edit_reuses_the_kept_cache() {
     for (options, second) in [
-        (json!({"logLevel": "debug"}), "/1 full/window/edit"),
+        (json!({"logLevel": "debug"}), "/1 full/window/realign"),
         (
             json!({"logLevel": "debug", "editReuse": "off"}),
-            "/0 full/window/edit (0 positions",
+            "/0 full/window/realign (0 positions",
         ),
     ] {
         let lsp = Lsp::start(Start {
@@ -312,15 +312,15 @@ async fn a_completion_after_an_edit_reuses_the_kept_cache() {
         lsp.open(URI, "rust", SOURCE);
         lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
         let log = lsp
-            .wait_for_log(|m| m.contains("v0 @") && m.contains("full/window/edit"))
+            .wait_for_log(|m| m.contains("v0 @") && m.contains("full/window/realign"))
             .await;
-        // A cold cache: full passes (one more if the canvas grew), no edit pass.
-        assert!(log.contains("/0 full/window/edit (0 positions"), "{log}");
+        // A cold cache: full passes (one more if the canvas grew), no realigning pass.
+        assert!(log.contains("/0 full/window/realign (0 positions"), "{log}");
         // `fn sum` becomes `fn sum_`: far from the cursor, no type-through.
         lsp.change(URI, 1, [[0, 6], [0, 6]], "_");
         lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
         let log = lsp
-            .wait_for_log(|m| m.contains("v1 @") && m.contains("full/window/edit"))
+            .wait_for_log(|m| m.contains("v1 @") && m.contains("full/window/realign"))
             .await;
         assert!(log.contains(second), "{log}");
         lsp.shutdown().await;
@@ -333,7 +333,7 @@ async fn a_model_switch_forgets_the_old_models_suggestions() {
     let (uri, line, column, first) = a_place_to_type_through(&lsp).await;
     // Switch to a model that does not load: any suggestion after the switch can only be the
     // old model's, served from the type-through cache.
-    lsp.notify::<crate::client::DidChangeConfiguration>(
+    lsp.notify::<super::client::DidChangeConfiguration>(
         json!({"settings": {"model": "/nonexistent/model"}}),
     );
     lsp.wait_for_log(|m| m.contains("model not loaded")).await;
@@ -378,7 +378,7 @@ async fn configuration_changes_apply_and_a_model_that_fails_to_load_is_reported(
     assert!(items(&answer).is_empty(), "{answer}");
 
     // Back to the embedded model through didChangeConfiguration (nested, as VS Code sends it).
-    lsp.notify::<crate::client::DidChangeConfiguration>(
+    lsp.notify::<super::client::DidChangeConfiguration>(
         json!({"settings": {"redraft": {"model": null, "languages": ["python"]}}}),
     );
     lsp.wait_for_log(|m| m.contains("model loaded from <embedded>"))
@@ -386,7 +386,7 @@ async fn configuration_changes_apply_and_a_model_that_fails_to_load_is_reported(
     // Rust is no longer enabled.
     let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
     assert!(items(&answer).is_empty(), "{answer}");
-    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"languages": null}}));
+    lsp.notify::<super::client::DidChangeConfiguration>(json!({"settings": {"languages": null}}));
     one_line_suggestions(&lsp, URI, 3, 17).await;
     assert!(!lsp.stderr().is_empty(), "logs go to stderr");
     lsp.shutdown().await;
@@ -411,7 +411,7 @@ async fn a_device_this_binary_lacks_is_reported_and_switching_to_the_cpu_recover
     let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
     assert!(items(&answer).is_empty(), "{answer}");
 
-    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"device": "cpu"}}));
+    lsp.notify::<super::client::DidChangeConfiguration>(json!({"settings": {"device": "cpu"}}));
     lsp.wait_for_log(|m| m.contains("model loaded from <embedded>/assets/default-model on cpu"))
         .await;
     one_line_suggestions(&lsp, URI, 3, 17).await;

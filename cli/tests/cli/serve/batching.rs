@@ -242,14 +242,14 @@ fn a_late_request_joins_the_running_batch() {
 
 /// A client typing sends requests a few characters apart. With the cache on (the default), the
 /// lane of the next request starts from the cache the last one left, and its first pass
-/// realigns it across the edit (`pass="edit"`) instead of recomputing everything; a request for
+/// realigns it across the edit (`pass="realign"`) instead of recomputing everything; a request for
 /// other text, or `--edit-reuse off`, pays a full pass.
 #[test]
 fn a_clients_next_keystroke_realigns_the_cache_its_last_request_left() {
     let prefix = "use std::collections::HashMap;\n\n/// Counts the words of `text`.\nfn count(text: &str) -> HashMap<&str, usize> {\n    let mut counts = HashMap::new();\n    for word in text.split_whitespace() {\n        *counts.entry(word).or_insert(0) += 1;\n    }\n    counts\n}\n\nfn main() {\n    let text = std::fs::read_to_string(\"words.txt\").unwrap();\n    let counts = count(&text);\n    for (word, n) in &counts {\n        println!(\"{word}: {n}\");\n    }\n    let total: usize = counts.values().sum();\n    let lo";
     let suffix = "\n    println!(\"{total}\");\n}\n";
     let request = |typed: &str| json!({"prompt": format!("{prefix}{typed}"), "suffix": suffix, "max_tokens": 16});
-    let edit = "redraft_passes_total{pass=\"edit\"}";
+    let realign = "redraft_passes_total{pass=\"realign\"}";
     let full = "redraft_passes_total{pass=\"full\"}";
     for (args, edits) in [(&[][..], 1.0), (&["--edit-reuse", "off"][..], 0.0)] {
         let server = Server::start(args);
@@ -257,12 +257,12 @@ fn a_clients_next_keystroke_realigns_the_cache_its_last_request_left() {
             let response = server.post("/v1/completions", &request(typed));
             assert_eq!(response.status, 200, "{}", response.text());
         }
-        assert_eq!(server.metric(edit), edits, "{args:?}");
+        assert_eq!(server.metric(realign), edits, "{args:?}");
         assert_eq!(server.metric(full), 2.0 - edits, "{args:?}");
         // Another document shares nothing with the kept cache: a full pass.
         let other = json!({"prompt": "def f(x):\n    return ", "suffix": "\n", "max_tokens": 8});
         assert_eq!(server.post("/v1/completions", &other).status, 200);
-        assert_eq!(server.metric(edit), edits, "{args:?}");
+        assert_eq!(server.metric(realign), edits, "{args:?}");
         assert_eq!(server.metric(full), 3.0 - edits, "{args:?}");
     }
 }

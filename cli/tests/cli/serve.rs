@@ -1,9 +1,11 @@
 //! `redraft serve` end to end: the real binary on a free loopback port, on the embedded default
 //! model, driven with the requests real clients send (Zed's OpenAI-compatible and Ollama
 //! providers with their FIM templates and stop lists, Zed's Sweep and Zeta next-edit prompts,
-//! Inception's Mercury shapes) and with what broken or hostile clients send.
+//! Inception's Mercury shapes), with a remote FIM backend (`backend`), and with what broken or
+//! hostile clients send.
 //! `client` is the process and a small HTTP/1.1 client over raw TCP.
 
+mod backend;
 mod batching;
 mod gate;
 mod hostile;

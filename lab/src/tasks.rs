@@ -1,4 +1,4 @@
-//! `redraft bench build`: benchmark task sets for `redraft eval`, cut from HumanEvalPack-Rust
+//! `redraft-lab tasks` (`bench build` before): benchmark task sets for `redraft eval`, cut from HumanEvalPack-Rust
 //! (or any JSONL of Rust solutions with tests) or from any Rust source tree.
 
 use std::path::PathBuf;
@@ -126,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let report = redraft_eval::build::humanevalpack(&args.input, &out, &options, &scorer)?;
     for (problem, why) in &report.failing_solutions {
-        eprintln!("bench build: dropped {problem}: its solution does not pass every time ({why})");
+        eprintln!("tasks: dropped {problem}: its solution does not pass every time ({why})");
     }
     for (name, set) in &report.sets {
         println!(

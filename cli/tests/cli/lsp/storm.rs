@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::client::{Lsp, Pending, Start, CANCELLED};
+use super::client::{Lsp, Pending, Start, CANCELLED};
 
 const A: &str = "file:///work/demo/src/a.rs";
 const B: &str = "file:///work/demo/src/b.rs";
@@ -83,14 +83,14 @@ async fn a_cancellation_storm_answers_everything_and_memory_stays_flat() {
     // Still in sync and answering.
     let answer = lsp.inline(A, 1, 12, false).await.answer().await;
     assert!(answer.is_ok(), "{answer:?}");
-    lsp.notify::<crate::client::DidChange>(json!({
+    lsp.notify::<super::client::DidChange>(json!({
         "textDocument": {"uri": A, "version": version + 1},
         "contentChanges": [{"text": "fn main() {}\n"}],
     }));
     let err = lsp.inline(A, 2, 0, false).await.answer().await.unwrap_err();
     assert_eq!(
         err.code.0,
-        crate::client::INVALID_PARAMS,
+        super::client::INVALID_PARAMS,
         "line 2 is gone after the full sync"
     );
     lsp.shutdown().await;

@@ -70,7 +70,7 @@ async fn a_backend_that_is_down_costs_the_request_not_the_session() {
         .await;
     assert!(logged.contains("backend"), "{logged}");
     // Back to the local model: the same session completes again, as it does without a backend.
-    lsp.notify::<crate::client::DidChangeConfiguration>(json!({"settings": {"backend": null}}));
+    lsp.notify::<super::client::DidChangeConfiguration>(json!({"settings": {"backend": null}}));
     let local = lsp.inline(URI, 1, 16, true).await.answer().await.unwrap();
     let plain = Lsp::start(Start::default()).await;
     plain.open(URI, "rust", TEXT);

@@ -1,5 +1,5 @@
-//! `redraft score`: the model's log-probabilities over a text, one JSON line per position: the
-//! token that position's logits score, its log-probability and the most likely tokens. One full
+//! `redraft-lab logprobs` (`score` before): the model's log-probabilities over a text, one JSON line per position: the
+//! token that position's logits predict, its log-probability and the most likely tokens. One full
 //! pass, no sampling. For a causal (autoregressive) checkpoint this is next-token scoring, the
 //! same numbers `scripts/llama/redraft-logprobs` prints from llama.cpp, which is how
 //! `scripts/real-weights-parity` compares the two on the same file; for a diffusion checkpoint
@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use redraft_engine::qwen2::KvCache;
 use redraft_engine::sampler::Pass;
+use redraft_engine::ContextCache;
 use redraft_engine::DeviceSpec;
 use serde::Serialize;
 
@@ -25,10 +25,10 @@ pub struct Args {
     /// Where the model runs: auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     device: DeviceSpec,
-    /// The text to score, tokenized with the model's tokenizer (no special tokens).
+    /// The text to read, tokenized with the model's tokenizer (no special tokens).
     #[arg(long, required_unless_present = "tokens", conflicts_with = "tokens")]
     text: Option<PathBuf>,
-    /// Token ids to score instead: a JSON array, or ids separated by whitespace.
+    /// Token ids to read instead: a JSON array, or ids separated by whitespace.
     #[arg(long)]
     tokens: Option<PathBuf>,
     /// Score only the first N tokens.
@@ -50,7 +50,7 @@ pub struct Args {
 #[derive(Serialize)]
 struct Line {
     pos: usize,
-    /// The token this position's logits score (the next one for a shifted head), if any.
+    /// The token this position's logits predict (the next one for a shifted head), if any.
     next: Option<u32>,
     next_logprob: Option<f64>,
     top: Vec<(u32, f64)>,
@@ -91,7 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(out.flush()?);
     }
     if ids.is_empty() {
-        bail!("nothing to score: the text has no tokens");
+        bail!("nothing to read: the text has no tokens");
     }
     let positions = engine.model().config().max_position_embeddings;
     if ids.len() > positions {
@@ -105,7 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let logits = engine.model().forward(
         std::slice::from_ref(&ids),
         first..ids.len(),
-        &mut KvCache::default(),
+        &mut ContextCache::default(),
         Pass::Full { store: false },
     )?;
     let rows: Vec<Vec<f32>> = logits.squeeze(0)?.to_vec2()?;
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     out.flush()?;
     eprintln!(
-        "redraft score: {} tokens, load {load_ms:.0} ms, forward {forward_ms:.1} ms ({:.1} tokens/s), weights {:.1} MB{}",
+        "redraft logprobs: {} tokens, load {load_ms:.0} ms, forward {forward_ms:.1} ms ({:.1} tokens/s), weights {:.1} MB{}",
         ids.len(),
         ids.len() as f64 / (forward_ms / 1e3),
         engine.model().weight_bytes() as f64 / 1e6,

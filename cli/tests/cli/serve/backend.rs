@@ -1,0 +1,324 @@
+//! `redraft serve --backend URL`: every FIM route's request is planned here, filled by a remote
+//! OpenAI-compatible completions server in the chosen template and cleaned here, next edits
+//! stay on the local model, a backend that fails costs that request (a 502 with the backend's
+//! message) and not the server, and the `--backend-*` flags need `--backend`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+use super::client::{refused_start, Server, Start};
+use super::{qwen_prompt, qwen_stops, PREFIX, SUFFIX};
+
+/// What the backends here write for the middle: `finish` keeps its first line.
+const MIDDLE: &str = "a + b\n}\n\nfn sub(a: u32, b: u32) -> u32 {";
+
+/// Mercury's tagged next-edit message, as Zed writes it.
+const EDIT_MESSAGE: &str = "<|current_file_content|>\ncurrent_file_path: src/lib.rs\n<|code_to_edit|>\nfn area(w: u32, h: u32) -> u32 {\n    width<|cursor|> * height\n}\n\n<|/code_to_edit|>\n\n<|/current_file_content|>\n<|edit_diff_history|>\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-fn area(width: u32, height: u32) -> u32 {\n+fn area(w: u32, h: u32) -> u32 {\n\n<|/edit_diff_history|>\n";
+
+/// The completions requests `seen` holds (the fake also keeps a `null` for any request that is
+/// not one, such as a models listing).
+fn completions(seen: &Mutex<Vec<Value>>) -> Vec<Value> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|body| !body.is_null())
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn fim_routes_are_filled_by_the_backend_in_its_template_and_next_edits_stay_local() {
+    let (url, seen) = redraft_tests::fake_openai::start(MIDDLE);
+    let server = Server::start(&[
+        "--backend",
+        &url,
+        "--backend-model",
+        "fake-coder",
+        "--backend-template",
+        "starcoder",
+    ]);
+    assert!(
+        server.stderr().contains("FIM requests go to the backend"),
+        "{}",
+        server.stderr()
+    );
+
+    // Zed's request: a Qwen-wrapped prompt, split here, sent on in the backend's template.
+    let response = server.post(
+        "/v1/completions",
+        &json!({"model": "qwen2.5-coder:redraft", "prompt": qwen_prompt(),
+                "max_tokens": 48, "stop": qwen_stops()}),
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    let body = response.json();
+    assert_eq!(
+        body["choices"][0]["text"], "a + b",
+        "the backend's middle, cleaned by the same finish as a local one: {body}"
+    );
+    assert_eq!(body["usage"]["completion_tokens"], 5, "the backend's usage");
+    let sent = completions(&seen);
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    assert_eq!(sent[0]["model"], "fake-coder");
+    assert_eq!(sent[0]["max_tokens"], 48);
+    let prompt = sent[0]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.starts_with(&format!("<fim_prefix>{PREFIX}<fim_suffix>\n}}\n"))
+            && prompt.ends_with("<fim_middle>"),
+        "StarCoder's template around the request's prefix and suffix: {prompt:?}"
+    );
+    assert!(prompt.contains("fn main() {"), "{prompt:?}");
+
+    // The Ollama and Mercury FIM routes go the same way.
+    let ollama = server.post(
+        "/api/generate",
+        &json!({"prompt": PREFIX, "suffix": SUFFIX, "stream": false}),
+    );
+    assert_eq!(ollama.status, 200, "{}", ollama.text());
+    assert_eq!(ollama.json()["response"], "a + b");
+    let mercury = server.post(
+        "/v1/fim/completions",
+        &json!({"prompt": PREFIX, "suffix": SUFFIX}),
+    );
+    assert_eq!(mercury.status, 200, "{}", mercury.text());
+    assert_eq!(mercury.json()["choices"][0]["text"], "a + b");
+    assert_eq!(completions(&seen).len(), 3);
+
+    // A next edit runs on the local model: the backend hears nothing of it.
+    let edit = server.post(
+        "/v1/edit/completions",
+        &json!({"messages": [{"role": "user", "content": EDIT_MESSAGE}]}),
+    );
+    assert_eq!(edit.status, 200, "{}", edit.text());
+    assert_eq!(edit.json()["object"], "edit.completion");
+    assert_eq!(
+        completions(&seen).len(),
+        3,
+        "a next edit went to the backend"
+    );
+}
+
+#[test]
+fn without_a_local_model_fim_requests_still_go_to_the_backend_and_next_edits_are_503() {
+    let (url, seen) = redraft_tests::fake_openai::start(MIDDLE);
+    let server = Server::start(&["--model", "/nonexistent/model-dir", "--backend", &url]);
+    let response = server.post(
+        "/v1/completions",
+        &json!({"prompt": PREFIX, "suffix": SUFFIX}),
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(response.json()["choices"][0]["text"], "a + b");
+    let sent = completions(&seen);
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    assert_eq!(
+        sent[0]["max_tokens"], 32,
+        "the default length, not one capped by the missing local model's positions"
+    );
+    assert!(
+        sent[0].get("model").is_none(),
+        "no model named, none listed: none sent: {}",
+        sent[0]
+    );
+    let edit = server.post(
+        "/v1/edit/completions",
+        &json!({"messages": [{"role": "user", "content": EDIT_MESSAGE}]}),
+    );
+    assert_eq!(edit.status, 503, "{}", edit.text());
+    assert_eq!(edit.json()["error"]["code"], "model_not_loaded");
+}
+
+/// One request a scripted backend got.
+#[derive(Debug, Clone)]
+struct Heard {
+    authorization: String,
+    body: Value,
+}
+
+/// A backend that answers each connection's one request with the next of `replies` (status and
+/// JSON body), recording each request.
+fn scripted_backend(replies: Vec<(u16, Value)>) -> (String, Arc<Mutex<Vec<Heard>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<Heard>>> = Arc::default();
+    let log = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let mut replies = replies.into_iter();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let (mut length, mut authorization) = (0, String::new());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    match name.to_ascii_lowercase().as_str() {
+                        "content-length" => length = value.trim().parse().unwrap_or(0),
+                        "authorization" => authorization = value.trim().to_string(),
+                        _ => {}
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            log.lock().unwrap().push(Heard {
+                authorization,
+                body,
+            });
+            let (status, answer) = replies
+                .next()
+                .unwrap_or((500, json!({"error": {"message": "no reply scripted"}})));
+            let answer = answer.to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+fn completion(text: &str) -> Value {
+    json!({"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m",
+           "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": null}],
+           "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}})
+}
+
+#[test]
+fn a_failing_backend_is_a_502_with_its_message_and_the_next_request_is_served() {
+    let out_of_memory = json!({"error": {"message": "the GPU is out of memory"}});
+    let (url, seen) = scripted_backend(vec![
+        (500, out_of_memory.clone()),
+        (500, out_of_memory),
+        (200, completion(MIDDLE)),
+    ]);
+    let server = Server::start_with(Start {
+        args: &["--backend", &url, "--backend-model", "m"],
+        env: &[("REDRAFT_BACKEND_API_KEY", "k-env")],
+        ..Start::default()
+    });
+    let request = json!({"prompt": PREFIX, "suffix": SUFFIX});
+
+    let failed = server.post("/v1/completions", &request);
+    assert_eq!(failed.status, 502, "{}", failed.text());
+    let error = &failed.json()["error"];
+    assert_eq!(error["code"], "backend_error");
+    assert_eq!(error["type"], "server_error");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "{url}/v1/completions answered HTTP 500: the GPU is out of memory"
+        )),
+        "the backend's own message: {message}"
+    );
+
+    // A stream has answered 200 before the backend fails: the error is its last event.
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let events = server.post("/v1/completions", &streamed).events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    let event: Value = serde_json::from_str(&events[0]).unwrap();
+    assert_eq!(event["error"]["code"], "backend_error", "{event}");
+    assert_eq!(events[1], "[DONE]");
+
+    // The server goes on, and so does the backend once it answers again.
+    let served = server.post("/v1/completions", &request);
+    assert_eq!(served.status, 200, "{}", served.text());
+    assert_eq!(served.json()["choices"][0]["text"], "a + b");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:#?}");
+    for heard in &seen {
+        assert_eq!(heard.authorization, "Bearer k-env", "the variable's key");
+        assert_eq!(heard.body["model"], "m");
+    }
+    assert!(
+        server.stderr().contains("a backend request failed"),
+        "{}",
+        server.stderr()
+    );
+}
+
+#[test]
+fn a_backend_that_is_down_is_a_502_naming_it_and_the_server_stays_up() {
+    // A port nothing listens on (bound, then closed).
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Server::start(&[
+        "--backend",
+        &format!("http://127.0.0.1:{port}/v1"),
+        "--backend-model",
+        "m",
+    ]);
+    let request = json!({"prompt": PREFIX, "suffix": SUFFIX});
+    for _ in 0..2 {
+        let response = server.post("/v1/fim/completions", &request);
+        assert_eq!(response.status, 502, "{}", response.text());
+        let message = response.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains(&format!(
+                "127.0.0.1:{port}/v1/completions: connection refused"
+            )),
+            "{message}"
+        );
+    }
+    let ollama = server.post("/api/generate", &json!({"prompt": PREFIX, "stream": false}));
+    assert_eq!(ollama.status, 502, "{}", ollama.text());
+    assert!(
+        ollama.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("connection refused"),
+        "Ollama's error shape: {}",
+        ollama.text()
+    );
+    assert_eq!(server.get("/health").json()["status"], "ok");
+}
+
+#[test]
+fn backend_flags_need_a_backend_and_a_usable_url_and_timeout() {
+    for flags in [
+        &["--backend-model", "m"][..],
+        &["--backend-template", "starcoder"],
+        &["--backend-context", "512"],
+        &["--backend-timeout-s", "5"],
+        &["--backend-api-key", "k"],
+    ] {
+        let (status, stderr) = refused_start(flags, &[]);
+        assert!(!status.success());
+        assert!(
+            stderr.contains("the following required arguments were not provided")
+                && stderr.contains("--backend <URL>"),
+            "{flags:?}: {stderr}"
+        );
+    }
+    let (status, stderr) = refused_start(&["--backend", "gpu-box:8000"], &[]);
+    assert!(!status.success());
+    assert!(stderr.contains("write it as http://HOST:PORT"), "{stderr}");
+    let (status, stderr) = refused_start(
+        &[
+            "--backend",
+            "http://gpu-box:8000",
+            "--backend-timeout-s",
+            "0",
+        ],
+        &[],
+    );
+    assert!(!status.success());
+    assert!(
+        stderr.contains("--backend-timeout-s must be a positive number of seconds, not 0"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,258 @@
+//! Loading: a model directory (safetensors and JSON), a GGUF file, or files already in memory
+//! (the embedded model) become an [`Engine`]; [`inspect`] reads what a checkpoint is without
+//! building the model.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device};
+
+use super::{Engine, CONFIG_FILE, REDRAFT_FILE, TOKENIZER_FILE};
+use crate::checkpoint::Weights;
+use crate::config::{DiffusionSettings, ModelConfig, RedraftJson};
+use crate::edit::EditFormat;
+use crate::error::{Error, Result};
+use crate::prompt::FimLayout;
+use crate::qwen2::Qwen2;
+use crate::tokenizer::Tokenizer;
+
+/// The files of a model directory, in memory.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelFiles<'a> {
+    /// Where the files came from (a directory, named in error messages).
+    pub origin: &'a str,
+    pub config: &'a str,
+    pub redraft: Option<&'a str>,
+    /// One safetensors file.
+    pub weights: &'a [u8],
+    pub tokenizer: &'a [u8],
+}
+
+impl Engine {
+    /// Loads `config.json`, `redraft.json` (if present), the weights and `tokenizer.json`, to
+    /// run on the CPU.
+    pub fn load(dir: &Path) -> Result<Engine> {
+        Engine::load_on(dir, &Device::Cpu)
+    }
+
+    /// [`Engine::load`] onto `device` (see [`crate::DeviceSpec`]). `dir` may also be a GGUF
+    /// file, or a directory holding one GGUF file and no `config.json` ([`Engine::load_gguf`]).
+    pub fn load_on(dir: &Path, device: &Device) -> Result<Engine> {
+        if let Some(file) = gguf_in(dir)? {
+            return Engine::load_gguf(&file, device);
+        }
+        if !dir.is_dir() {
+            return Err(Error::MissingFile {
+                path: dir.to_path_buf(),
+                what: "to be a directory (config.json, model.safetensors, tokenizer.json)",
+            });
+        }
+        let (config, settings) = load_settings(dir)?;
+        let weights = Weights::load(dir, DType::F32, device)?;
+        let tokenizer = Tokenizer::load(&dir.join(TOKENIZER_FILE))?;
+        Engine::assemble(dir, config, settings, &weights, tokenizer, device)
+    }
+
+    /// A GGUF file onto `device`: config, settings and vocabulary from its metadata, quantized
+    /// weights kept quantized ([`crate::gguf`]). A `redraft.json` beside the file supplies or
+    /// overrides the diffusion settings (the mask id, the logit shift, the attention pattern);
+    /// a `tokenizer.json` beside it replaces the file's vocabulary.
+    pub fn load_gguf(file: &Path, device: &Device) -> Result<Engine> {
+        let (config, settings, weights, tokenizer) = read_gguf(file, device)?;
+        Engine::assemble(file, config, settings, &weights, tokenizer, device)
+    }
+
+    /// A model whose files are already in memory (the default model compiled into the
+    /// binary); errors name the files as if they sat in `files.origin`.
+    pub fn from_files(files: &ModelFiles<'_>) -> Result<Engine> {
+        Engine::from_files_on(files, &Device::Cpu)
+    }
+
+    /// [`Engine::from_files`] onto `device`.
+    pub fn from_files_on(files: &ModelFiles<'_>, device: &Device) -> Result<Engine> {
+        let dir = Path::new(files.origin);
+        let config = ModelConfig::parse(files.config, &dir.join(CONFIG_FILE))?;
+        let extra = files
+            .redraft
+            .map(|text| RedraftJson::parse(text, &dir.join(REDRAFT_FILE)))
+            .transpose()?;
+        let settings = DiffusionSettings::resolve(&config, extra.as_ref())?;
+        let weights = Weights::from_safetensors_bytes(
+            files.weights,
+            &dir.join(crate::checkpoint::SINGLE_FILE),
+            DType::F32,
+            device,
+        )?;
+        let tokenizer = Tokenizer::from_bytes(files.tokenizer, &dir.join(TOKENIZER_FILE))?;
+        Engine::assemble(dir, config, settings, &weights, tokenizer, device)
+    }
+
+    fn assemble(
+        dir: &Path,
+        config: ModelConfig,
+        settings: DiffusionSettings,
+        weights: &Weights,
+        tokenizer: Tokenizer,
+        device: &Device,
+    ) -> Result<Engine> {
+        let model = Qwen2::new(&config, weights, device)?.with_attention(settings.attention);
+        if tokenizer.vocab_size() > config.vocab_size {
+            return Err(Error::Tokenizer {
+                path: dir.join(TOKENIZER_FILE),
+                message: format!(
+                    "{} tokens, more than the model's vocab_size {}: the tokenizer does not belong to this model",
+                    tokenizer.vocab_size(),
+                    config.vocab_size
+                ),
+            });
+        }
+        let edit_format = EditFormat::of(&tokenizer, settings.attention).ok();
+        // An autoregressive checkpoint ends a file it writes with `<|file_sep|>`: an end of the
+        // middle like EOS (a next edit's rewritten window ends there; so may an infill).
+        let also_end = match edit_format {
+            Some(EditFormat::Sweep { file_sep }) => Some(file_sep),
+            _ => None,
+        };
+        let mut banned = tokenizer.special().to_vec();
+        for id in [settings.eos_token_id, settings.pad_token_id]
+            .into_iter()
+            .chain(also_end)
+        {
+            if let Some(slot) = banned.get_mut(id as usize) {
+                *slot = false;
+            }
+        }
+        Ok(Engine {
+            model,
+            edit_format,
+            also_end,
+            layout: FimLayout::for_model(settings.attention, &tokenizer),
+            tokenizer,
+            settings,
+            banned,
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+/// The GGUF file `path` names: the file itself, or the one `.gguf` in a directory without a
+/// `config.json`. `None` for a safetensors model directory.
+fn gguf_in(path: &Path) -> Result<Option<PathBuf>> {
+    if path.is_file() {
+        if crate::gguf::is_gguf(path) {
+            return Ok(Some(path.to_path_buf()));
+        }
+        if path.extension().is_some_and(|e| e == "gguf") {
+            return Err(Error::CorruptGguf {
+                path: path.to_path_buf(),
+                message: "it does not start with the GGUF magic bytes".into(),
+            });
+        }
+        return Ok(None);
+    }
+    if !path.is_dir() || path.join(CONFIG_FILE).exists() {
+        return Ok(None);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| Error::io(path, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
+        .collect();
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        n => Err(Error::InvalidRequest(format!(
+            "{} holds {n} GGUF files; name the one to load",
+            path.display()
+        ))),
+    }
+}
+
+/// A GGUF file's config, settings, weights (still in the file's map) and vocabulary: the
+/// metadata's, with a `redraft.json` beside the file supplying or overriding the diffusion
+/// settings and a `tokenizer.json` beside it replacing the vocabulary.
+fn read_gguf(
+    file: &Path,
+    device: &Device,
+) -> Result<(ModelConfig, DiffusionSettings, Weights, Tokenizer)> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let tokenizer_json = Some(dir.join(TOKENIZER_FILE)).filter(|p| p.exists());
+    let checkpoint = crate::gguf::load(file, tokenizer_json.as_deref(), device)?;
+    let extra_path = dir.join(REDRAFT_FILE);
+    let extra = if extra_path.exists() {
+        RedraftJson::load(&extra_path)?
+    } else {
+        RedraftJson::default()
+    };
+    // What redraft.json says wins over what the engine infers for a file that does not say
+    // (an autoregressive checkpoint's causal attention and mask); the metadata's own ids sit in
+    // the config, where a contradiction is an error.
+    let stated = checkpoint.stated;
+    let merged = RedraftJson {
+        mask_token_id: extra.mask_token_id.or(stated.mask_token_id),
+        eos_token_id: extra.eos_token_id,
+        pad_token_id: extra.pad_token_id,
+        bos_token_id: extra.bos_token_id,
+        logit_shift: extra.logit_shift.or(stated.logit_shift),
+        edit_canvas: extra.edit_canvas,
+        attention: extra.attention.or(stated.attention),
+    };
+    let settings = DiffusionSettings::resolve(&checkpoint.config, Some(&merged))?;
+    Ok((
+        checkpoint.config,
+        settings,
+        checkpoint.weights,
+        checkpoint.tokenizer,
+    ))
+}
+
+/// What a checkpoint is, read from its config, settings and vocabulary without building the
+/// model (`redraft models`): how it attends, how it reads a FIM request and a next edit.
+#[derive(Debug, Clone)]
+pub struct ModelSummary {
+    pub config: ModelConfig,
+    pub settings: DiffusionSettings,
+    pub layout: FimLayout,
+    /// How it reads a next edit, or why it cannot make one.
+    pub edit_format: std::result::Result<EditFormat, String>,
+}
+
+/// [`ModelSummary`] of what [`Engine::load`] would load from `path` (a model directory, a GGUF
+/// file, or a directory holding one); an error says why it would not load, as loading would.
+pub fn inspect(path: &Path) -> Result<ModelSummary> {
+    let (config, settings, tokenizer) = match gguf_in(path)? {
+        Some(file) => {
+            let (config, settings, _mapped, tokenizer) = read_gguf(&file, &Device::Cpu)?;
+            (config, settings, tokenizer)
+        }
+        None => {
+            if !path.is_dir() {
+                return Err(Error::MissingFile {
+                    path: path.to_path_buf(),
+                    what: "to be a directory (config.json, model.safetensors, tokenizer.json)",
+                });
+            }
+            let (config, settings) = load_settings(path)?;
+            let tokenizer = Tokenizer::load(&path.join(TOKENIZER_FILE))?;
+            (config, settings, tokenizer)
+        }
+    };
+    Ok(ModelSummary {
+        layout: FimLayout::for_model(settings.attention, &tokenizer),
+        edit_format: EditFormat::of(&tokenizer, settings.attention).map_err(|e| e.to_string()),
+        config,
+        settings,
+    })
+}
+
+/// Reads `config.json` and resolves the diffusion settings with `redraft.json`.
+pub fn load_settings(dir: &Path) -> Result<(ModelConfig, DiffusionSettings)> {
+    let config = ModelConfig::load(&dir.join(CONFIG_FILE))?;
+    let extra_path = dir.join(REDRAFT_FILE);
+    let extra = if extra_path.exists() {
+        Some(RedraftJson::load(&extra_path)?)
+    } else {
+        None
+    };
+    let settings = DiffusionSettings::resolve(&config, extra.as_ref())?;
+    Ok((config, settings))
+}
