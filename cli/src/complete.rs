@@ -10,21 +10,15 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
 use redraft_engine::ContextCache;
-use redraft_engine::{DeviceSpec, Engine, InfillRequest};
+use redraft_engine::{Engine, InfillRequest};
 
+use redraft_runtime::model_args::ModelArgs;
 use redraft_runtime::sampler_args::SamplerArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model: a directory (config.json, model.safetensors, tokenizer.json, redraft.json), a GGUF
-    /// file, or a name (`hf:ORG/REPO[:QUANT]`, `ollama:NAME[:TAG]`); default: the model compiled
-    /// into redraft.
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else
-    /// the CPU), cpu, cuda or cuda:N.
-    #[arg(long, default_value = "auto")]
-    device: DeviceSpec,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Source file holding the cursor.
     #[arg(long, requires_all = ["line", "column"])]
     file: Option<PathBuf>,
@@ -145,8 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let (prefix, suffix) = args.prefix_suffix()?;
     let load_started = Instant::now();
-    let engine =
-        redraft_runtime::default_model::load_or_default(args.model.as_deref(), args.device)?;
+    let engine = args.model.load()?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
     let mut request = InfillRequest::new(prefix, suffix);
     request.max_tokens = args.max_tokens;

@@ -38,13 +38,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use redraft_engine::sampler::{CachePolicy, Effort, Realign};
-use redraft_engine::DeviceSpec;
 use serde_json::json;
 
 use error::{ApiError, Dialect};
 use redraft_runtime::backend::BackendConfig;
 use redraft_runtime::backend_args::BackendArgs;
 use redraft_runtime::metrics::Metrics;
+use redraft_runtime::model_args::ModelArgs;
 use redraft_runtime::scheduler::{LoopConfig, Scheduler};
 
 /// The served model's id when no `--model` is given.
@@ -56,13 +56,8 @@ pub const ALIASES: &[&str] = &["qwen2.5-coder:redraft", "sweep-next-edit:redraft
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model directory, GGUF file or name (`hf:ORG/REPO[:QUANT]`, `ollama:NAME[:TAG]`);
-    /// default: the model compiled into redraft (id `redraft-default`).
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// Where the model runs: auto, cpu, cuda or cuda:N.
-    #[arg(long, default_value = "auto")]
-    device: DeviceSpec,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Address to listen on (port 0: any free port; the bound address is printed on stderr).
     #[arg(long, default_value = "127.0.0.1:8717")]
     bind: SocketAddr,
@@ -226,9 +221,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let started = Instant::now();
-    let loaded =
-        redraft_runtime::default_model::load_or_default(args.model.as_deref(), args.device);
-    let id = match &args.model {
+    let loaded = args.model.load();
+    let id = match &args.model.model {
         Some(dir) => dir
             .canonicalize()
             .unwrap_or_else(|_| dir.clone())

@@ -18,7 +18,8 @@ use redraft_engine::config::{DiffusionSettings, ModelConfig, RedraftJson};
 use redraft_engine::qwen2::{init_weights, Qwen2};
 use redraft_engine::sampler::{Canvas, Controls, Effort, Pass, Sampler, SamplerConfig};
 use redraft_engine::ContextCache;
-use redraft_engine::{DeviceSpec, InfillRequest};
+use redraft_engine::InfillRequest;
+use redraft_runtime::model_args::ModelArgs;
 use serde_json::json;
 
 #[derive(clap::Args)]
@@ -40,15 +41,10 @@ pub struct Args {
     /// Write the report as JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Also time real completions with this model directory (default: the embedded model) on
-    /// line cuts of `--fim-file`, at each effort.
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else
-    /// the CPU), cpu, cuda or cuda:N.
-    #[arg(long, default_value = "auto")]
-    device: DeviceSpec,
-    /// Source file to cut rest-of-line completions from (code the model never trained on).
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Source file to cut rest-of-line completions from (code the model never trained on), timed
+    /// with --model (default: the embedded model) at each effort.
     #[arg(long)]
     fim_file: Option<PathBuf>,
     /// Number of cuts (0 skips the real-model part).
@@ -374,7 +370,7 @@ fn time_middles(
 /// allow, a cached 16-slot window step and a 16-token middle end to end (cache on and off), at
 /// about 1k tokens of context. Each timing waits for the device to finish.
 fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> {
-    let device = args.device.resolve()?;
+    let device = args.model.device.resolve()?;
     let loading = Instant::now();
     let engine = redraft_engine::Engine::load_on(dir, &device)
         .with_context(|| format!("loading {}", dir.display()))?;
@@ -470,8 +466,7 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
         );
         return Ok(serde_json::Value::Null);
     };
-    let engine =
-        redraft_runtime::default_model::load_or_default(args.model.as_deref(), args.device)?;
+    let engine = args.model.load()?;
     // Lines with some code after their indentation, spread evenly over the file.
     let starts: Vec<usize> = text
         .match_indices('\n')

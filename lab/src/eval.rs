@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use redraft_engine::DeviceSpec;
 use redraft_eval::generate::{Filler, Setting};
 use redraft_eval::run::{self, Completions, Run, RunIdentity};
 use redraft_eval::score::{Scorer, ScorerConfig};
@@ -19,6 +18,7 @@ use redraft_eval::task::{read_tasks, Task, TaskLanguage};
 
 use redraft_runtime::backend::Backend;
 use redraft_runtime::backend_args::BackendArgs;
+use redraft_runtime::model_args::ModelArgs;
 use redraft_runtime::sampler_args::SamplerArgs;
 
 /// The engine-only decoding flags, which a remote backend (an autoregressive server) has no
@@ -63,22 +63,16 @@ pub struct Args {
     /// Language of tasks that do not say (OpenAI's Python files are recognised by their ids).
     #[arg(long)]
     language: Option<TaskLanguage>,
-    /// Model directory, GGUF file or name (`hf:ORG/REPO[:QUANT]`, `ollama:NAME[:TAG]`); default:
-    /// the model compiled into redraft.
-    #[arg(long, conflicts_with_all = ["completions", "canonical"])]
-    model: Option<PathBuf>,
-    /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else
-    /// the CPU), cpu, cuda or cuda:N.
-    #[arg(long, default_value = "auto")]
-    device: DeviceSpec,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Score these completions (JSONL of `task_id`, `completion`) instead of generating: the
     /// same scorer for any other system. With --next-edit: JSONL of `case` (its name) and
     /// `excerpt` (the case's excerpt after the suggestion), or `region` (the rewritten text of
     /// `range`, a [start, end] byte range of the excerpt).
-    #[arg(long, conflicts_with = "canonical")]
+    #[arg(long, conflicts_with_all = ["canonical", "model"])]
     completions: Option<PathBuf>,
     /// Score each task's own middle (checks a task file and the scorer: everything should pass).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "model")]
     canonical: bool,
     /// Output directory (per-task `tasks.jsonl`, `summary.json`); rerunning the same command
     /// resumes. Default: `target/eval/<task file>-<setting>`.
@@ -236,8 +230,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(cases) = &args.next_edit {
         let common = next_edit::Common {
             cases,
-            model: args.model.as_deref(),
-            device: args.device,
+            model: args.model.model.as_deref(),
+            device: args.model.device,
             completions: args.completions.as_deref(),
             out: args.out.as_deref(),
             limit: args.limit,
@@ -377,8 +371,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         )?
     } else {
         let settings = args.settings(None)?;
-        let engine =
-            redraft_runtime::default_model::load_or_default(args.model.as_deref(), args.device)?;
+        let engine = args.model.load()?;
         let model = engine.dir().display().to_string();
         generate(
             &args,

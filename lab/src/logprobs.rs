@@ -12,19 +12,13 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use redraft_engine::sampler::Pass;
 use redraft_engine::ContextCache;
-use redraft_engine::DeviceSpec;
+use redraft_runtime::model_args::ModelArgs;
 use serde::Serialize;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model: a directory (config.json, model.safetensors, tokenizer.json, redraft.json), a GGUF
-    /// file or a name (`hf:ORG/REPO[:QUANT]`, `ollama:NAME[:TAG]`); default: the model compiled
-    /// into redraft.
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// Where the model runs: auto, cpu, cuda or cuda:N.
-    #[arg(long, default_value = "auto")]
-    device: DeviceSpec,
+    #[command(flatten)]
+    model: ModelArgs,
     /// The text to read, tokenized with the model's tokenizer (no special tokens).
     #[arg(long, required_unless_present = "tokens", conflicts_with = "tokens")]
     text: Option<PathBuf>,
@@ -58,8 +52,7 @@ struct Line {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let start = Instant::now();
-    let engine =
-        redraft_runtime::default_model::load_or_default(args.model.as_deref(), args.device)?;
+    let engine = args.model.load()?;
     let load_ms = start.elapsed().as_secs_f64() * 1e3;
     let mut ids = match (&args.text, &args.tokens) {
         (Some(path), _) => {

@@ -11,6 +11,7 @@
 //!   the pipeline, with its prompt templates in [`fim_template`].
 //! - [`backend_args`]: the `--backend` flags the commands share.
 //! - [`default_model`]: the embedded model and the one way any door loads a model.
+//! - [`model_args`]: the `--model` and `--device` flags the commands share.
 //! - [`sampler_args`]: the decoding flags the commands share.
 //! - [`metrics`]: counters and histograms of the jobs (the HTTP server exposes them).
 
@@ -19,6 +20,7 @@ pub mod backend_args;
 pub mod default_model;
 pub mod fim_template;
 pub mod metrics;
+pub mod model_args;
 pub mod sampler_args;
 pub mod scheduler;
 

@@ -115,8 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let patches = parse_patches(&request.history).context("reading the edit history")?;
     let history: Vec<HistoryEdit> = patches.iter().flat_map(HistoryEdit::from_patch).collect();
     let load_started = Instant::now();
-    let engine =
-        redraft_runtime::default_model::load_or_default(args.model.as_deref(), args.device)?;
+    let engine = args.model.load()?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
     let sampler = args.sampler.edit_config();
     let input = EditInput {
