@@ -657,6 +657,7 @@ mod tests {
             bytes.extend_from_slice(&data);
             bytes.extend_from_slice(&data);
             std::io::Write::write_all(&mut file, &bytes).unwrap();
+            // SAFETY: a private temporary file nothing else can reach, mapped read-only.
             let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());
             let mapped = |start: usize| {
                 Stored::Mapped(Arc::new(

@@ -492,6 +492,9 @@ async fn health(State(app): State<Shared>) -> Response {
             "max_batch": app.max_batch,
             "prompt_chunk": app.cache.prompt_chunk,
             "cache_memory_mib": app.cache_memory,
+            // Where FIM answers come from (the backend's address stays private: /health needs
+            // no key).
+            "fim": if app.backend.is_some() { "backend" } else { "local" },
         })
     };
     if let Some(why) = app.scheduler.missing() {

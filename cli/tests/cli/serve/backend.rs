@@ -45,6 +45,12 @@ fn fim_routes_are_filled_by_the_backend_in_its_template_and_next_edits_stay_loca
         "{}",
         server.stderr()
     );
+    let health = server.get("/health").json();
+    assert_eq!(health["fim"], "backend", "{health}");
+    assert!(
+        !health.to_string().contains(&url),
+        "the open route names no backend address: {health}"
+    );
 
     // Zed's request: a Qwen-wrapped prompt, split here, sent on in the backend's template.
     let response = server.post(

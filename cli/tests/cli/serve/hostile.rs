@@ -411,6 +411,10 @@ fn health_reports_the_batching_settings() {
     };
     let health = Server::start(&[]).get("/health").json();
     assert_eq!(settings(&health), (json!(8), json!(256), json!(1024)));
+    assert_eq!(
+        health["fim"], "local",
+        "no --backend: the local model answers FIM"
+    );
     let health = Server::start(&[
         "--max-batch",
         "3",
