@@ -426,13 +426,17 @@ fn next_edit_refuses_a_cursor_inside_a_character_and_bad_history() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("edit history"));
 }
 
-/// A copy of `redraft` alone in a fresh directory (so no `redraft-lab` of the build is beside
-/// it), with `lab` (a shell script body) as the `redraft-lab` next to it if given.
+/// `redraft` alone in a fresh directory (so no `redraft-lab` of the build is beside it), with
+/// `lab` (a shell script body) as the `redraft-lab` next to it if given. The binary is a hard
+/// link where the file system allows, so no file of it is ever open for writing.
 fn lone_redraft(lab: Option<&str>) -> (tempfile::TempDir, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("redraft");
-    std::fs::copy(redraft_tests::cli::redraft_binary(), &exe).unwrap();
+    let binary = redraft_tests::cli::redraft_binary();
+    if std::fs::hard_link(&binary, &exe).is_err() {
+        std::fs::copy(&binary, &exe).unwrap();
+    }
     if let Some(body) = lab {
         let script = dir.path().join("redraft-lab");
         std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -441,14 +445,29 @@ fn lone_redraft(lab: Option<&str>) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, exe)
 }
 
+/// `command`'s output, started again while the kernel says its file is busy: a file this test
+/// process just wrote stays open for writing in any child another test thread forks before that
+/// child's exec closes it, and exec refuses a file open for writing (ETXTBSY).
+fn output_when_not_busy(command: &mut std::process::Command) -> std::process::Output {
+    for _ in 0..100 {
+        match command.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            result => return result.unwrap(),
+        }
+    }
+    panic!("{command:?} stayed busy for 2 s")
+}
+
 #[test]
 fn developer_commands_are_handed_to_redraft_lab_with_their_arguments_and_status() {
     let (dir, exe) = lone_redraft(Some(r#"echo "lab got: $*"; exit 3"#));
-    let out = std::process::Command::new(&exe)
-        .args(["eval", "--bench", "x y", "--json"])
-        .env("PATH", "")
-        .output()
-        .unwrap();
+    let out = output_when_not_busy(
+        std::process::Command::new(&exe)
+            .args(["eval", "--bench", "x y", "--json"])
+            .env("PATH", ""),
+    );
     assert_eq!(out.status.code(), Some(3), "the lab's status comes back");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -460,11 +479,11 @@ fn developer_commands_are_handed_to_redraft_lab_with_their_arguments_and_status(
 #[test]
 fn a_developer_command_without_redraft_lab_says_how_to_get_it() {
     let (_dir, exe) = lone_redraft(None);
-    let out = std::process::Command::new(&exe)
-        .args(["train", "--corpus", "c"])
-        .env("PATH", "")
-        .output()
-        .unwrap();
+    let out = output_when_not_busy(
+        std::process::Command::new(&exe)
+            .args(["train", "--corpus", "c"])
+            .env("PATH", ""),
+    );
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
