@@ -278,50 +278,34 @@ pub fn edit_work(app: &App, prompt: EditPrompt, sampling: &Sampling) -> Result<W
     }))
 }
 
-/// A queued job: its ticket, and who runs it.
-pub struct Queued {
-    ticket: Ticket,
-    /// A remote backend runs it (its failure is the backend's, not a bug of ours).
-    by_backend: bool,
-}
-
 /// Queues `work`: 429 when the queue is full, 503 when shutting down or without a model (a FIM
 /// job sent to a backend needs none).
-pub fn submit(app: &App, work: Work, drafts: bool, dialect: Dialect) -> Result<Queued, ApiError> {
-    let by_backend = matches!(
-        &work,
-        Work::Fim(FimWork {
-            backend: Some(_),
-            ..
-        })
-    );
+pub fn submit(app: &App, work: Work, drafts: bool, dialect: Dialect) -> Result<Ticket, ApiError> {
     let submit = Submit {
         deadline: app.deadline.map(|d| Instant::now() + d),
         drafts,
         ..Submit::default()
     };
-    match app.scheduler.submit(work, submit) {
-        Ok(ticket) => Ok(Queued { ticket, by_backend }),
-        Err(rejected) => Err(match rejected {
+    app.scheduler.submit(work, submit).map_err(|rejected| {
+        match rejected {
             Rejected::Full => ApiError::queue_full(1),
             Rejected::ShuttingDown => ApiError::shutting_down(),
             Rejected::NoModel(why) => ApiError::no_model(&why),
         }
-        .in_dialect(dialect)),
-    }
+        .in_dialect(dialect)
+    })
 }
 
-/// A job's failure as the client sees it; `by_backend`: a remote backend ran it, so a failure
-/// is the backend's (a 502 with its message: down, timed out, an HTTP error, an answer that is
-/// not a completion) and the next request is tried again.
-pub fn job_error(err: JobError, by_backend: bool, dialect: Dialect) -> ApiError {
+/// A job's failure as the client sees it: a remote backend's is a 502 with its message (the
+/// next request is tried again), a bug of ours or the model's a 500.
+pub fn job_error(err: JobError, dialect: Dialect) -> ApiError {
     match err {
         // Only a shutdown cancels a job whose client still waits.
         JobError::Cancelled | JobError::ShuttingDown => ApiError::shutting_down(),
         // Only after a model load, which this server does not make.
         JobError::NoModel(why) => ApiError::no_model(&why),
         JobError::Invalid(message) => ApiError::unprocessable(message),
-        JobError::Failed(message) if by_backend => {
+        JobError::Backend(message) => {
             eprintln!("redraft serve: a backend request failed: {message}");
             ApiError::backend(&message)
         }
@@ -336,14 +320,8 @@ pub fn job_error(err: JobError, by_backend: bool, dialect: Dialect) -> ApiError 
 /// Submits `work` and waits for its answer. Dropping this future (the client disconnected)
 /// cancels the job.
 pub async fn answer(app: &App, work: Work, dialect: Dialect) -> Result<Answer, ApiError> {
-    let Queued {
-        mut ticket,
-        by_backend,
-    } = submit(app, work, false, dialect)?;
-    ticket
-        .answer()
-        .await
-        .map_err(|e| job_error(e, by_backend, dialect))
+    let mut ticket = submit(app, work, false, dialect)?;
+    ticket.answer().await.map_err(|e| job_error(e, dialect))
 }
 
 /// A draft's event, if drafts are shown.
@@ -358,12 +336,12 @@ pub struct StreamFormat {
     pub answer: AnswerEvents,
 }
 
-/// A streamed response for `queued`: drafts as they come, then the answer's events. When the
+/// A streamed response for `ticket`: drafts as they come, then the answer's events. When the
 /// client goes away the body is dropped, which drops the ticket and cancels the job.
-pub fn stream(app: &Shared, queued: Queued, format: StreamFormat, dialect: Dialect) -> Response {
+pub fn stream(app: &Shared, ticket: Ticket, format: StreamFormat, dialect: Dialect) -> Response {
     let (tx, mut rx) = mpsc::channel::<Bytes>(64);
     let content_type = format.content_type;
-    tokio::spawn(pump(Arc::clone(app), queued, format, tx, dialect));
+    tokio::spawn(pump(Arc::clone(app), ticket, format, tx, dialect));
     let body = Body::from_stream(futures::stream::poll_fn(move |cx| {
         rx.poll_recv(cx).map(|item| item.map(Ok::<_, Infallible>))
     }));
@@ -380,15 +358,11 @@ pub fn stream(app: &Shared, queued: Queued, format: StreamFormat, dialect: Diale
 
 async fn pump(
     app: Shared,
-    queued: Queued,
+    mut ticket: Ticket,
     mut format: StreamFormat,
     tx: mpsc::Sender<Bytes>,
     dialect: Dialect,
 ) {
-    let Queued {
-        mut ticket,
-        by_backend,
-    } = queued;
     let mut drafts = ticket.drafts.take();
     loop {
         tokio::select! {
@@ -419,7 +393,7 @@ async fn pump(
                     }
                 }
                 let events =
-                    (format.answer)(result.map_err(|e| job_error(e, by_backend, dialect)));
+                    (format.answer)(result.map_err(|e| job_error(e, dialect)));
                 for event in events {
                     if tx.send(Bytes::from(event)).await.is_err() {
                         return;

@@ -146,7 +146,9 @@ impl Server {
                     .debug(|| format!("no suggestion for {}: {reason}", uri.as_str()));
                 Ok(None)
             }
-            Err(JobError::Invalid(reason) | JobError::Failed(reason)) => {
+            Err(
+                JobError::Invalid(reason) | JobError::Failed(reason) | JobError::Backend(reason),
+            ) => {
                 self.log
                     .warn(format!("completion in {} failed: {reason}", uri.as_str()));
                 Ok(None)

@@ -162,7 +162,9 @@ impl Server {
                     .debug(|| format!("no next edit for {}: {reason}", uri.as_str()));
                 return Ok(InlineEditList::none());
             }
-            Err(JobError::Invalid(reason) | JobError::Failed(reason)) => {
+            Err(
+                JobError::Invalid(reason) | JobError::Failed(reason) | JobError::Backend(reason),
+            ) => {
                 self.log
                     .warn(format!("next edit in {} failed: {reason}", uri.as_str()));
                 return Ok(InlineEditList::none());

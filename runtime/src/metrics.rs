@@ -33,8 +33,8 @@ pub struct EndpointLabels {
 pub struct JobLabels {
     /// `fim` or `edit`.
     pub kind: String,
-    /// `answered`, `cancelled`, `no_model`, `invalid`, `failed`, `rejected_full`,
-    /// `rejected_shutdown`.
+    /// `answered`, `cancelled`, `no_model`, `invalid`, `failed`, `backend_failed`,
+    /// `rejected_full`, `rejected_shutdown`.
     pub outcome: String,
 }
 

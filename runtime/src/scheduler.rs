@@ -279,9 +279,14 @@ pub enum JobError {
     /// The request cannot be run on this model (the engine's `InvalidRequest`).
     #[error("{0}")]
     Invalid(String),
-    /// A bug, a model failure, or a remote backend's.
+    /// A bug or a model failure.
     #[error("{0}")]
     Failed(String),
+    /// A remote backend gave no completion for a FIM job sent to it: down, timed out, an HTTP
+    /// error (with the backend's own message), an answer that is not a completion, or a client
+    /// that cannot be built for its configuration.
+    #[error("{0}")]
+    Backend(String),
 }
 
 /// One denoising step's draft of the (first) canvas: the raw middle so far.

@@ -69,6 +69,7 @@ impl Job {
             Err(JobError::NoModel(_)) => "no_model",
             Err(JobError::Invalid(_)) => "invalid",
             Err(JobError::Failed(_)) => "failed",
+            Err(JobError::Backend(_)) => "backend_failed",
         };
         metrics.job(kind, outcome);
         metrics.job_done(kind, self.queued.elapsed());

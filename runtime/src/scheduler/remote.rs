@@ -10,7 +10,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
-use super::run::backend_job;
+use super::run::{backend_job, internal_error};
 use super::{JobError, Queue, Work};
 use crate::backend::{Backend, BackendConfig};
 
@@ -40,8 +40,7 @@ impl Remote {
             _ => {
                 *backend = None;
                 let built = Arc::new(
-                    Backend::new(config.clone())
-                        .map_err(|e| JobError::Failed(format!("backend: {e}")))?,
+                    Backend::new(config.clone()).map_err(|e| JobError::Backend(e.to_string()))?,
                 );
                 *backend = Some(Arc::clone(&built));
                 Ok(built)
@@ -64,10 +63,7 @@ pub fn work(queue: &Queue, remote: &Remote, door: &'static str) {
         metrics.running.inc();
         // A bug on one request must not stop the server.
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| backend_job(remote, &job, work)))
-            .unwrap_or_else(|_| {
-                eprintln!("{door}: a job failed unexpectedly (a bug); the server goes on");
-                Err(JobError::Failed("internal error".into()))
-            });
+            .unwrap_or_else(|_| internal_error(door));
         // Before the answer: a door that reads the gauge once answered sees the job done.
         metrics.running.dec();
         job.answer(result, metrics);

@@ -85,6 +85,14 @@ pub fn cut_at_stop(text: &str, stop: &[String]) -> (String, bool) {
     }
 }
 
+/// The answer to a job whose run panicked (a bug), logged under `door`: the job fails with an
+/// internal error and the server goes on. Every taker of jobs (the loops, the backend workers)
+/// answers a panic so.
+pub fn internal_error(door: &str) -> Result<Answer, JobError> {
+    eprintln!("{door}: a job failed unexpectedly (a bug); the server goes on");
+    Err(JobError::Failed("internal error".into()))
+}
+
 /// A FIM job alone, its cache under `policy`: [`fim::prepare`], [`fim::run`], then
 /// [`finish_fim`].
 pub fn fim_job(
@@ -224,7 +232,7 @@ pub fn backend_job(remote: &Remote, job: &Job, work: &FimWork) -> Result<Answer,
         )
         .map_err(|e| match e {
             BackendError::Cancelled => JobError::Cancelled,
-            other => JobError::Failed(other.to_string()),
+            other => JobError::Backend(other.to_string()),
         })?;
     let plan = &outcome.prepared.plan;
     let choices = outcome

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redraft_engine::Engine;
 
 use super::kept::{self, KeptCaches};
-use super::run::{edit_job, fim_job};
+use super::run::{edit_job, fim_job, internal_error};
 use super::{cache_policy, JobError, LoopConfig, Queue, Work};
 
 /// Runs jobs until a model load is next or the queue holds none for the model and is closed.
@@ -36,13 +36,7 @@ pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Dur
         if result.is_ok() {
             kept.keep(&key, cache, metrics);
         }
-        let result = result.unwrap_or_else(|_| {
-            eprintln!(
-                "{}: a job failed unexpectedly (a bug); the server goes on",
-                config.door
-            );
-            Err(JobError::Failed("internal error".into()))
-        });
+        let result = result.unwrap_or_else(|_| internal_error(config.door));
         metrics.running.dec();
         job.answer(result, metrics);
     }

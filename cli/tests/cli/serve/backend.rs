@@ -249,6 +249,17 @@ fn a_failing_backend_is_a_502_with_its_message_and_the_next_request_is_served() 
         "{}",
         server.stderr()
     );
+    let metrics = server.get("/metrics").text();
+    for line in [
+        "redraft_jobs_total{kind=\"fim\",outcome=\"backend_failed\"} 2",
+        "redraft_jobs_total{kind=\"fim\",outcome=\"answered\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in:\n{metrics}");
+    }
+    assert!(
+        !metrics.contains("outcome=\"failed\""),
+        "a backend's failure is not a bug of ours: {metrics}"
+    );
 }
 
 #[test]
