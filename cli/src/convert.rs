@@ -1,4 +1,4 @@
-//! `redraft convert`: a safetensors model (a directory, or the embedded default model) written
+//! `redraft convert`: a model (a safetensors directory, or the embedded default model in either form) written
 //! as one GGUF file, its matrices in the block type asked for (`f32`, `f16`, `q8_0`, `q4_0`,
 //! `q4_k`, `q5_k`, `q6_k`). A diffusion model is written as llama.cpp's `dream` architecture
 //! (bidirectional, with `diffusion.shift_logits` and the mask id), so `llama-diffusion-cli`
@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device};
 use redraft_engine::checkpoint::Weights;
-use redraft_engine::config::{AttentionPattern, DiffusionSettings, ModelConfig, RedraftJson};
+use redraft_engine::config::{AttentionPattern, DiffusionSettings, ModelConfig};
 use redraft_engine::engine::{load_settings, TOKENIZER_FILE};
 use redraft_engine::gguf::GgufWriter;
 
@@ -53,19 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(model) => read_dir(&redraft_runtime::default_model::locate(model)?)?,
         None => {
             let files = redraft_runtime::default_model::FILES;
-            let origin = Path::new(files.origin);
-            let config = ModelConfig::parse(files.config, &origin.join("config.json"))?;
-            let extra = files
-                .redraft
-                .map(|text| RedraftJson::parse(text, &origin.join("redraft.json")))
-                .transpose()?;
-            let settings = DiffusionSettings::resolve(&config, extra.as_ref())?;
-            let weights = Weights::from_safetensors_bytes(
-                files.weights,
-                &origin.join("model.safetensors"),
-                DType::F32,
-                &Device::Cpu,
-            )?;
+            let (config, settings, weights, _) = files.read(&Device::Cpu)?;
             let tokenizer = String::from_utf8(files.tokenizer.to_vec())?;
             (config, settings, weights, tokenizer)
         }

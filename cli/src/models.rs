@@ -172,7 +172,7 @@ impl Row {
 /// The model compiled into the binary.
 fn embedded() -> Row {
     let files = redraft_runtime::default_model::FILES;
-    let size = (files.weights.len() + files.tokenizer.len() + files.config.len()) as u64;
+    let size = files.size() as u64;
     let summary =
         redraft_runtime::default_model::load_or_default(None, redraft_engine::DeviceSpec::Cpu)
             .map(|engine| ModelSummary {
@@ -182,7 +182,7 @@ fn embedded() -> Row {
                 edit_format: engine.edit_format().map_err(|e| e.to_string()),
             })
             .map_err(|e| format!("{e:#}"));
-    Row::from_summary("(embedded default)".into(), "safetensors", size, summary)
+    Row::from_summary("(embedded default)".into(), files.format(), size, summary)
 }
 
 fn kind(attention: AttentionPattern) -> String {

@@ -25,7 +25,7 @@ mod batch;
 mod load;
 
 pub use batch::{EngineBatch, Finished};
-pub use load::{inspect, load_settings, ModelFiles, ModelSummary};
+pub use load::{inspect, load_settings, ModelFiles, ModelSummary, WeightsFile, GGUF_FILE};
 
 pub const CONFIG_FILE: &str = "config.json";
 pub const REDRAFT_FILE: &str = "redraft.json";
@@ -420,7 +420,7 @@ mod tests {
     /// canvas that grew forces a full pass) follows the whole batch.
     #[test]
     fn batched_lengths_equal_separate_requests() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
         let engine = Engine::load(&dir).unwrap();
         let mut request = InfillRequest::new("fn add(a: u32, b: u32) -> u32 {\n    ", "\n}\n");
         request.sampler = SamplerConfig::effort(Effort::High);
@@ -466,7 +466,7 @@ mod tests {
     /// `canvas_tokens` (never more than `max_tokens`).
     #[test]
     fn the_canvas_starts_at_the_prior_with_room_to_grow() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
         let engine = Engine::load(&dir).unwrap();
         let positions = engine.model().config().max_position_embeddings;
         let mut request = InfillRequest::new("let x = 1;\n".repeat(200), "}\n".repeat(200));
@@ -485,7 +485,7 @@ mod tests {
     /// The prompt's markers are never written into a canvas; the end is.
     #[test]
     fn special_tokens_but_the_end_are_banned_from_canvases() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
         let engine = Engine::load(&dir).unwrap();
         let markers = crate::edit::EditMarkers::of(engine.tokenizer()).unwrap();
         for id in [

@@ -22,12 +22,30 @@ use crate::error::{Error, Result};
 
 /// One weight as a checkpoint holds it: dense (f32 on the model's device, or a matrix kept in
 /// the file's f16/bf16 where [`HalfMatrix`] multiplies it: see [`keeps_half`]), quantized
-/// blocks in memory, or a GGUF tensor still in the file's memory map ([`Mapped`]).
+/// blocks in memory, or a GGUF tensor still in the file's bytes ([`Mapped`]).
 #[derive(Clone)]
 pub enum Stored {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
     Mapped(Arc<Mapped>),
+}
+
+/// The bytes of a GGUF file whose tensors are read in place ([`Mapped`]): a read-only map of
+/// the file, or a file compiled into the binary (the embedded default model).
+pub enum FileBytes {
+    Map(memmap2::Mmap),
+    Static(&'static [u8]),
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Map(map) => map,
+            FileBytes::Static(bytes) => bytes,
+        }
+    }
 }
 
 /// A GGUF tensor where it lies in the file's memory map, for the CPU: its blocks (quantized,
@@ -36,7 +54,7 @@ pub enum Stored {
 /// buffers and copying them into candle's tensors was most of a 0.5B model's load), and the
 /// pages are given back once packed, so the file never sits in memory next to its panels.
 pub struct Mapped {
-    map: Arc<memmap2::Mmap>,
+    map: Arc<FileBytes>,
     start: usize,
     len: usize,
     dtype: GgmlDType,
@@ -47,7 +65,7 @@ impl Mapped {
     /// The `dims`-shaped `dtype` tensor at byte `start` of `map`, or `None` when its bytes run
     /// past the map's end (a truncated file).
     pub fn new(
-        map: Arc<memmap2::Mmap>,
+        map: Arc<FileBytes>,
         start: usize,
         dtype: GgmlDType,
         dims: &[usize],
@@ -138,15 +156,15 @@ impl Mapped {
         let page = 4096;
         let first = self.start.next_multiple_of(page);
         let end = (self.start + self.len) / page * page;
+        // The binary's own pages are the loader's, not ours to advise.
+        let FileBytes::Map(map) = &*self.map else {
+            return;
+        };
         if end > first {
             // SAFETY: the map is a read-only shared mapping of a file, so dropping its pages
             // loses nothing: a later read sees the file's bytes again.
             let _ = unsafe {
-                self.map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    first,
-                    end - first,
-                )
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, end - first)
             };
         }
     }
@@ -658,7 +676,8 @@ mod tests {
             bytes.extend_from_slice(&data);
             std::io::Write::write_all(&mut file, &bytes).unwrap();
             // SAFETY: a private temporary file nothing else can reach, mapped read-only.
-            let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());
+            let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+            let map = Arc::new(FileBytes::Map(map));
             let mapped = |start: usize| {
                 Stored::Mapped(Arc::new(
                     Mapped::new(Arc::clone(&map), start, dtype, &[rows, cols]).unwrap(),

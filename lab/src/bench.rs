@@ -195,8 +195,17 @@ fn torch_reference(
     Ok(serde_json::from_slice(&output.stdout)?)
 }
 
+/// Whether a `--configs` entry names a model rather than an anchor: a model directory, a GGUF
+/// file, or a directory holding one (the shipped default's files).
 fn is_model_dir(config: &str) -> bool {
-    Path::new(config).join("config.json").is_file()
+    let path = Path::new(config);
+    path.join("config.json").is_file()
+        || redraft_engine::gguf::is_gguf(path)
+        || std::fs::read_dir(path).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.path().extension().is_some_and(|x| x == "gguf"))
+        })
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

@@ -5,18 +5,34 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use candle_core::Device;
-use redraft_engine::engine::ModelFiles;
+use redraft_engine::engine::{ModelFiles, WeightsFile};
 use redraft_engine::{DeviceSpec, Engine};
 
 /// Where the embedded files came from, for error messages and `--json` reports.
 pub const ORIGIN: &str = "<embedded>/assets/default-model";
 
-pub const FILES: ModelFiles<'static> = ModelFiles {
+pub const FILES: ModelFiles = ModelFiles {
     origin: ORIGIN,
-    config: include_str!("../../assets/default-model/config.json"),
+    weights: WEIGHTS,
     redraft: Some(include_str!("../../assets/default-model/redraft.json")),
-    weights: include_bytes!("../../assets/default-model/model.safetensors"),
     tokenizer: include_bytes!("../../assets/default-model/tokenizer.json"),
+};
+
+/// `model.gguf`, read in place: GGUF aligns each tensor to 32 bytes within the file, so the
+/// file itself starts on a 32-byte boundary here.
+#[cfg(embedded_gguf)]
+const WEIGHTS: WeightsFile = {
+    #[repr(C, align(32))]
+    struct Aligned<T: ?Sized>(T);
+    static GGUF: &Aligned<[u8]> =
+        &Aligned(*include_bytes!("../../assets/default-model/model.gguf"));
+    WeightsFile::Gguf(&GGUF.0)
+};
+
+#[cfg(not(embedded_gguf))]
+const WEIGHTS: WeightsFile = WeightsFile::Safetensors {
+    config: include_str!("../../assets/default-model/config.json"),
+    weights: include_bytes!("../../assets/default-model/model.safetensors"),
 };
 
 fn load_on(device: &Device) -> anyhow::Result<Engine> {

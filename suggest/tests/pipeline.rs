@@ -12,7 +12,7 @@ use redraft_suggest::edit::{apply, next_edit, EditInput};
 use redraft_suggest::fim::{self, FimOptions};
 
 fn engine() -> Engine {
-    Engine::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model")).unwrap()
+    Engine::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model")).unwrap()
 }
 
 const TEXT: &str = "use std::collections::HashMap;\n\nfn count(words: &[&str]) -> HashMap<String, usize> {\n    let mut counts = HashMap::new();\n    for word in words {\n        \n    }\n    counts\n}\n";
@@ -293,7 +293,7 @@ fn a_rewrite_whose_bytes_stop_being_text_is_no_edit() {
 #[test]
 fn stopping_at_a_decided_lead_changes_no_suggestion() {
     let dir = tempfile::tempdir().unwrap();
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
     for file in ["config.json", "model.safetensors", "tokenizer.json"] {
         std::fs::copy(shipped.join(file), dir.path().join(file)).unwrap();
     }
@@ -353,7 +353,7 @@ fn stopping_at_a_decided_lead_changes_no_suggestion() {
 /// (the vocabulary keeps `<|file_sep|>`): how Qwen2.5-Coder and the Sweep Next-Edit models
 /// built on it look to the engine.
 fn sweep_engine() -> (tempfile::TempDir, Engine) {
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(
         from.join("model.safetensors"),

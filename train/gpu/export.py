@@ -99,7 +99,10 @@ def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict, tokeni
 
 
 def shape_of(model_dir: Path) -> ModelShape:
-    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    return shape_from(json.loads((Path(model_dir) / "config.json").read_text()))
+
+
+def shape_from(cfg: dict) -> ModelShape:
     return ModelShape(
         vocab_size=cfg["vocab_size"],
         hidden_size=cfg["hidden_size"],
@@ -114,11 +117,20 @@ def shape_of(model_dir: Path) -> ModelShape:
 
 
 def load(model_dir: Path) -> DiffusionCoder:
-    """An exported model, in f32, for resuming or checking."""
+    """An exported model, in f32, for resuming or checking: a model directory as `export`
+    writes it, or one holding a GGUF file and no config.json (the shipped default,
+    `assets/default-model`, whose Q8_0 matrices are dequantized: `gguf_read.py`)."""
     model_dir = Path(model_dir)
-    model = DiffusionCoder(shape_of(model_dir))
-    state = {}
-    for file in sorted(model_dir.glob("*.safetensors")):
-        state.update(load_file(file))
+    ggufs = sorted(model_dir.glob("*.gguf"))
+    if not (model_dir / "config.json").exists() and len(ggufs) == 1:
+        import gguf_read
+
+        meta, state = gguf_read.read(ggufs[0])
+        model = DiffusionCoder(shape_from(gguf_read.config(meta, state)))
+    else:
+        model = DiffusionCoder(shape_of(model_dir))
+        state = {}
+        for file in sorted(model_dir.glob("*.safetensors")):
+            state.update(load_file(file))
     model.load_state_dict({k: v.float() for k, v in state.items()})
     return model

@@ -20,6 +20,7 @@ batches made by worker processes ahead of the GPU. It reports tokens/s and model
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -216,6 +217,13 @@ def main(argv=None) -> int:
         model = DiffusionCoder(shape)
     if shape.vocab_size != pack.vocab_size:
         raise SystemExit(f"the model's vocabulary ({shape.vocab_size}) is not the pack's ({pack.vocab_size})")
+    if args.resume and (Path(args.resume) / "tokenizer.json").exists():
+        # Same size is not same tokens: a pack rebuilt with another BPE would train the
+        # model's ids on other meanings.
+        ours = json.loads((Path(args.resume) / "tokenizer.json").read_text())["model"]["vocab"]
+        theirs = json.loads((pack.path / "tokenizer.json").read_text())["model"]["vocab"]
+        if ours != theirs:
+            raise SystemExit(f"{args.resume}/tokenizer.json is not the pack's tokenizer: resume with the pack it was trained on")
     model.to(device)
     batch = args.batch or preset["batch"]
     config = DataConfig(seq_len=shape.max_position_embeddings)

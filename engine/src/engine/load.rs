@@ -15,17 +15,86 @@ use crate::prompt::FimLayout;
 use crate::qwen2::Qwen2;
 use crate::tokenizer::Tokenizer;
 
-/// The files of a model directory, in memory.
+/// The files of a model compiled into the binary (the embedded default model).
 #[derive(Debug, Clone, Copy)]
-pub struct ModelFiles<'a> {
+pub struct ModelFiles {
     /// Where the files came from (a directory, named in error messages).
-    pub origin: &'a str,
-    pub config: &'a str,
-    pub redraft: Option<&'a str>,
-    /// One safetensors file.
-    pub weights: &'a [u8],
-    pub tokenizer: &'a [u8],
+    pub origin: &'static str,
+    pub weights: WeightsFile,
+    /// `redraft.json`: the diffusion settings, as beside a model directory's weights.
+    pub redraft: Option<&'static str>,
+    /// `tokenizer.json` (for a GGUF file: it replaces the file's vocabulary).
+    pub tokenizer: &'static [u8],
 }
+
+/// The weights of a [`ModelFiles`], in either form a model directory holds them.
+#[derive(Debug, Clone, Copy)]
+pub enum WeightsFile {
+    /// `config.json` and one `model.safetensors` (f32/f16/bf16).
+    Safetensors {
+        config: &'static str,
+        weights: &'static [u8],
+    },
+    /// One GGUF file (`model.gguf`): the config is its metadata, and its tensors (quantized
+    /// ones too) are read in place, as from a map: its first byte aligned to
+    /// [`crate::gguf::STATIC_ALIGNMENT`].
+    Gguf(&'static [u8]),
+}
+
+impl ModelFiles {
+    /// Bytes in all.
+    pub fn size(&self) -> usize {
+        let weights = match self.weights {
+            WeightsFile::Safetensors { config, weights } => config.len() + weights.len(),
+            WeightsFile::Gguf(bytes) => bytes.len(),
+        };
+        weights + self.redraft.map_or(0, str::len) + self.tokenizer.len()
+    }
+
+    /// `safetensors` or `gguf`.
+    pub fn format(&self) -> &'static str {
+        match self.weights {
+            WeightsFile::Safetensors { .. } => "safetensors",
+            WeightsFile::Gguf(_) => "gguf",
+        }
+    }
+
+    /// The config, settings, weights (f32, or a GGUF's blocks as stored) and tokenizer, read
+    /// as [`Engine::from_files_on`] reads them; errors name the files as if they sat in
+    /// `origin`.
+    pub fn read(
+        &self,
+        device: &Device,
+    ) -> Result<(ModelConfig, DiffusionSettings, Weights, Tokenizer)> {
+        let dir = Path::new(self.origin);
+        let extra = self
+            .redraft
+            .map(|text| RedraftJson::parse(text, &dir.join(REDRAFT_FILE)))
+            .transpose()?;
+        let tokenizer = Tokenizer::from_bytes(self.tokenizer, &dir.join(TOKENIZER_FILE))?;
+        match self.weights {
+            WeightsFile::Safetensors { config, weights } => {
+                let config = ModelConfig::parse(config, &dir.join(CONFIG_FILE))?;
+                let settings = DiffusionSettings::resolve(&config, extra.as_ref())?;
+                let weights = Weights::from_safetensors_bytes(
+                    weights,
+                    &dir.join(crate::checkpoint::SINGLE_FILE),
+                    DType::F32,
+                    device,
+                )?;
+                Ok((config, settings, weights, tokenizer))
+            }
+            WeightsFile::Gguf(bytes) => {
+                let file = dir.join(GGUF_FILE);
+                let checkpoint = crate::gguf::from_static(bytes, &file, Some(tokenizer), device)?;
+                gguf_parts(checkpoint, extra.unwrap_or_default())
+            }
+        }
+    }
+}
+
+/// What a model directory's one GGUF file is called when it is compiled in ([`WeightsFile::Gguf`]).
+pub const GGUF_FILE: &str = "model.gguf";
 
 impl Engine {
     /// Loads `config.json`, `redraft.json` (if present), the weights and `tokenizer.json`, to
@@ -61,29 +130,23 @@ impl Engine {
         Engine::assemble(file, config, settings, &weights, tokenizer, device)
     }
 
-    /// A model whose files are already in memory (the default model compiled into the
-    /// binary); errors name the files as if they sat in `files.origin`.
-    pub fn from_files(files: &ModelFiles<'_>) -> Result<Engine> {
+    /// A model whose files are compiled into the binary (the default model); errors name the
+    /// files as if they sat in `files.origin`.
+    pub fn from_files(files: &ModelFiles) -> Result<Engine> {
         Engine::from_files_on(files, &Device::Cpu)
     }
 
     /// [`Engine::from_files`] onto `device`.
-    pub fn from_files_on(files: &ModelFiles<'_>, device: &Device) -> Result<Engine> {
-        let dir = Path::new(files.origin);
-        let config = ModelConfig::parse(files.config, &dir.join(CONFIG_FILE))?;
-        let extra = files
-            .redraft
-            .map(|text| RedraftJson::parse(text, &dir.join(REDRAFT_FILE)))
-            .transpose()?;
-        let settings = DiffusionSettings::resolve(&config, extra.as_ref())?;
-        let weights = Weights::from_safetensors_bytes(
-            files.weights,
-            &dir.join(crate::checkpoint::SINGLE_FILE),
-            DType::F32,
+    pub fn from_files_on(files: &ModelFiles, device: &Device) -> Result<Engine> {
+        let (config, settings, weights, tokenizer) = files.read(device)?;
+        Engine::assemble(
+            Path::new(files.origin),
+            config,
+            settings,
+            &weights,
+            tokenizer,
             device,
-        )?;
-        let tokenizer = Tokenizer::from_bytes(files.tokenizer, &dir.join(TOKENIZER_FILE))?;
-        Engine::assemble(dir, config, settings, &weights, tokenizer, device)
+        )
     }
 
     fn assemble(
@@ -183,6 +246,15 @@ fn read_gguf(
     } else {
         RedraftJson::default()
     };
+    gguf_parts(checkpoint, extra)
+}
+
+/// A GGUF checkpoint's config, settings, weights and vocabulary, with `extra` (a
+/// `redraft.json`) merged into what its metadata states.
+fn gguf_parts(
+    checkpoint: crate::gguf::GgufCheckpoint,
+    extra: RedraftJson,
+) -> Result<(ModelConfig, DiffusionSettings, Weights, Tokenizer)> {
     // What redraft.json says wins over what the engine infers for a file that does not say
     // (an autoregressive checkpoint's causal attention and mask); the metadata's own ids sit in
     // the config, where a contradiction is an error.

@@ -24,7 +24,7 @@ use candle_core::{DType, Device, Tensor};
 use crate::checkpoint::Weights;
 use crate::config::{AttentionPattern, ModelConfig, RedraftJson, TokenIds};
 use crate::error::{Error, Result};
-use crate::linear::{keeps_half, Mapped, Stored};
+use crate::linear::{keeps_half, FileBytes, Mapped, Stored};
 use crate::tokenizer::Tokenizer;
 
 mod write;
@@ -41,6 +41,10 @@ pub struct GgufCheckpoint {
     pub tokenizer: Tokenizer,
 }
 
+/// The alignment [`from_static`] needs of a compiled-in file's first byte: enough for every
+/// tensor type (f32, f16, the blocks), whose offsets in a GGUF file are multiples of 32.
+pub const STATIC_ALIGNMENT: usize = 8;
+
 /// Whether `path` names a GGUF file (by its magic bytes).
 pub fn is_gguf(path: &Path) -> bool {
     use std::io::Read;
@@ -53,10 +57,6 @@ pub fn is_gguf(path: &Path) -> bool {
 
 /// Reads `path` onto `device`. `tokenizer_json`, if given, replaces the file's vocabulary.
 pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Result<GgufCheckpoint> {
-    let corrupt = |message: String| Error::CorruptGguf {
-        path: path.to_path_buf(),
-        message,
-    };
     let file = File::open(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             Error::MissingFile {
@@ -69,7 +69,49 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
     })?;
     // SAFETY: the map is read-only; a file truncated or rewritten underneath us while it
     // loads is the one hazard, as with every mmap-based loader (llama.cpp's included).
-    let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?);
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let tokenizer = tokenizer_json.map(Tokenizer::load).transpose()?;
+    read(Arc::new(FileBytes::Map(map)), path, tokenizer, device)
+}
+
+/// A GGUF file compiled into the binary (the embedded default model) onto `device`, its
+/// tensors read in place as from a map; `origin` names it in errors. `tokenizer`, if given,
+/// replaces the file's vocabulary. The bytes must start at a multiple of
+/// [`STATIC_ALIGNMENT`] (`include_bytes!` alone promises 1), as a map's start does, since the
+/// tensors are read in place as f32s, f16s and blocks.
+pub fn from_static(
+    bytes: &'static [u8],
+    origin: &Path,
+    tokenizer: Option<Tokenizer>,
+    device: &Device,
+) -> Result<GgufCheckpoint> {
+    if !(bytes.as_ptr() as usize).is_multiple_of(STATIC_ALIGNMENT) {
+        return Err(Error::CorruptGguf {
+            path: origin.to_path_buf(),
+            message: format!(
+                "the compiled-in file does not start at a multiple of {STATIC_ALIGNMENT} bytes, \
+                 so its tensors cannot be read in place (embed it in a #[repr(align(32))] wrapper)"
+            ),
+        });
+    }
+    read(
+        Arc::new(FileBytes::Static(bytes)),
+        origin,
+        tokenizer,
+        device,
+    )
+}
+
+fn read(
+    map: Arc<FileBytes>,
+    path: &Path,
+    tokenizer: Option<Tokenizer>,
+    device: &Device,
+) -> Result<GgufCheckpoint> {
+    let corrupt = |message: String| Error::CorruptGguf {
+        path: path.to_path_buf(),
+        message,
+    };
     let mut reader = std::io::Cursor::new(&map[..]);
     let content = Content::read(&mut reader).map_err(|e| corrupt(format!("GGUF header: {e}")))?;
     let meta = Metadata {
@@ -244,13 +286,14 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
             Some(true) => meta.optional_u32("tokenizer.ggml.bos_token_id")?,
             _ => None,
         },
-        // llama.cpp's `llada` loads q/k/v biases where the file has them; Qwen2's are required.
-        attention_bias: interleaved.then(|| content.tensor_infos.contains_key("blk.0.attn_q.bias")),
+        // q/k/v biases where the file has them, as llama.cpp's `llada` loads them: Qwen2's own
+        // checkpoints carry them, redraft's GPU-trained models (train/gpu) have none.
+        attention_bias: Some(content.tensor_infos.contains_key("blk.0.attn_q.bias")),
     };
     config.validate(&config_path)?;
 
-    let tokenizer = match tokenizer_json {
-        Some(json) => Tokenizer::load(json)?,
+    let tokenizer = match tokenizer {
+        Some(tokenizer) => tokenizer,
         None => vocabulary(&meta)?,
     };
     // An autoregressive checkpoint has no mask token. In causal decoding no prediction reads a

@@ -1,6 +1,6 @@
 //! Iteration-level batching with the real model: requests joining a running [`EngineBatch`]
 //! (fill-in-the-middle and next edits together) against the same requests run alone through
-//! `Engine::complete` / `Engine::next_edit`, on the default model in `assets/default-model`.
+//! `Engine::complete` / `Engine::next_edit`, on the small test model in `fixtures/small-model`.
 //!
 //! Without the cache a request's rows do not depend on who else is in the call (padding is
 //! masked out, each sequence reads its own rows), so a member ends with exactly its middle
@@ -22,7 +22,7 @@ use redraft_engine::ContextCache;
 use redraft_engine::{Completion, EditRequest, Engine, Error, InfillRequest};
 
 fn engine() -> Engine {
-    Engine::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model"))
+    Engine::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model"))
         .expect("the default model loads")
 }
 
@@ -461,7 +461,7 @@ fn batches_stepped_together_complete_as_alone() {
 /// checkpoint's are), loaded from a directory of its own.
 fn causal_engine() -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().unwrap();
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
     for file in ["config.json", "model.safetensors", "tokenizer.json"] {
         std::fs::copy(from.join(file), dir.path().join(file)).unwrap();
     }

@@ -10,8 +10,8 @@ use redraft_engine::sampler::{Controls, Effort, Realign, SamplerConfig};
 use redraft_engine::ContextCache;
 use redraft_engine::{Completion, Engine, InfillRequest};
 
-fn default_model() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model")
+fn small_model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model")
 }
 
 /// The default model's files with `redraft.json` saying `attention` (and the shift a causal
@@ -19,7 +19,7 @@ fn default_model() -> PathBuf {
 fn attending(attention: &str) -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().unwrap();
     for file in ["config.json", "model.safetensors", "tokenizer.json"] {
-        std::fs::copy(default_model().join(file), dir.path().join(file)).unwrap();
+        std::fs::copy(small_model().join(file), dir.path().join(file)).unwrap();
     }
     let settings = format!(
         r#"{{"eos_token_id": 1, "mask_token_id": 0, "pad_token_id": 1, "logit_shift": true, "attention": {attention}}}"#
@@ -53,7 +53,7 @@ const KEYS: [&str; 5] = ["*", "*c", "*co", "*cou", "*coun"];
 /// token. On, the first pass is a realigning pass keeping most positions.
 #[test]
 fn off_is_todays_exact_pass_and_on_realigns_the_cache() {
-    let engine = Engine::load(&default_model()).unwrap();
+    let engine = Engine::load(&small_model()).unwrap();
     let reuse = Realign {
         radius: 4,
         refresh_after: 8,
@@ -88,7 +88,7 @@ fn off_is_todays_exact_pass_and_on_realigns_the_cache() {
 /// full pass, and the count starts again.
 #[test]
 fn the_refresh_schedule_asks_for_a_full_pass_when_due() {
-    let engine = Engine::load(&default_model()).unwrap();
+    let engine = Engine::load(&small_model()).unwrap();
     let reuse = Realign {
         radius: 4,
         refresh_after: 2,
@@ -157,7 +157,7 @@ fn a_causal_model_keeps_the_prefix_exactly_and_skips_what_follows_the_canvas() {
 /// position nothing would be kept, so it is the exact stored pass and the exact middles.
 #[test]
 fn a_batch_of_lengths_realigns_every_sequence() {
-    let engine = Engine::load(&default_model()).unwrap();
+    let engine = Engine::load(&small_model()).unwrap();
     let lengths = [3, 9, 5];
     for (radius, exact) in [(4, false), (1 << 12, true)] {
         let edit = Some(Realign {

@@ -18,8 +18,8 @@ use redraft_engine::sampler::{Controls, Pass};
 use redraft_engine::ContextCache;
 use redraft_engine::{Engine, Error, InfillRequest};
 
-fn default_model() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model")
+fn small_model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model")
 }
 
 /// The default model's vocabulary and settings around `tensors` of `config`'s shape, as `arch`.
@@ -29,13 +29,13 @@ fn model_gguf(
     tensors: &HashMap<String, Tensor>,
     matrices: GgmlDType,
 ) -> GgufWriter {
-    let (_, settings) = load_settings(&default_model()).unwrap();
-    let tokenizer = std::fs::read_to_string(default_model().join("tokenizer.json")).unwrap();
+    let (_, settings) = load_settings(&small_model()).unwrap();
+    let tokenizer = std::fs::read_to_string(small_model().join("tokenizer.json")).unwrap();
     GgufWriter::new(arch, config, &settings, &tokenizer, tensors, matrices).unwrap()
 }
 
 fn default_tensors() -> (ModelConfig, HashMap<String, Tensor>) {
-    let dir = default_model();
+    let dir = small_model();
     let config = ModelConfig::load(&dir.join("config.json")).unwrap();
     let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
         .unwrap()
@@ -125,7 +125,7 @@ fn f32_gguf_is_the_safetensors_model_exactly() {
         "m.gguf",
     );
     let gguf = Engine::load(&path).unwrap();
-    let reference = Engine::load(&default_model()).unwrap();
+    let reference = Engine::load(&small_model()).unwrap();
     assert_eq!(gguf.settings(), reference.settings());
     assert_eq!(gguf.model().attention(), AttentionPattern::Bidirectional);
     assert!(!gguf.model().is_quantized());
@@ -160,7 +160,7 @@ fn q8_0_gguf_stays_quantized_and_close() {
         "q8.gguf",
     );
     let gguf = Engine::load(&path).unwrap();
-    let reference = Engine::load(&default_model()).unwrap();
+    let reference = Engine::load(&small_model()).unwrap();
     assert!(gguf.model().is_quantized());
     // Q8_0 is 34 bytes per 32 weights against f32's 128.
     let ratio = gguf.model().weight_bytes() as f64 / reference.model().weight_bytes() as f64;
@@ -177,6 +177,90 @@ fn q8_0_gguf_stays_quantized_and_close() {
         got.kl,
         got.top1,
         got.max_diff
+    );
+}
+
+/// `bytes` for as long as the test binary runs, as `include_bytes!` gives them, starting `skew`
+/// bytes past an allocation's (16-byte aligned) start.
+fn leak(bytes: Vec<u8>, skew: usize) -> &'static [u8] {
+    let mut skewed = vec![0u8; skew];
+    skewed.extend(bytes);
+    &Box::leak(skewed.into_boxed_slice())[skew..]
+}
+
+/// The embedded default model may be a GGUF file compiled into the binary (the shipped form of
+/// a GPU-trained model, `WeightsFile::Gguf`): read in place from its bytes, with the
+/// `redraft.json` and `tokenizer.json` compiled in beside it, it is the model the same files
+/// give from a directory, blocks and all; bytes that cannot be read in place are a clear error.
+#[test]
+fn a_compiled_in_gguf_is_the_model_its_files_give_from_disk() {
+    use redraft_engine::engine::{ModelFiles, WeightsFile};
+    let (config, tensors) = default_tensors();
+    let (dir, path) = write(
+        &model_gguf("dream", &config, &tensors, GgmlDType::Q8_0),
+        "model.gguf",
+    );
+    let redraft = std::fs::read_to_string(small_model().join("redraft.json")).unwrap();
+    let tokenizer = std::fs::read(small_model().join("tokenizer.json")).unwrap();
+    std::fs::write(dir.path().join("redraft.json"), &redraft).unwrap();
+    std::fs::write(dir.path().join("tokenizer.json"), &tokenizer).unwrap();
+    let from_disk = Engine::load(dir.path()).unwrap();
+
+    let gguf = std::fs::read(&path).unwrap();
+    let files = ModelFiles {
+        origin: "<embedded>/model",
+        weights: WeightsFile::Gguf(leak(gguf.clone(), 0)),
+        redraft: Some(Box::leak(redraft.into_boxed_str())),
+        tokenizer: leak(tokenizer, 0),
+    };
+    assert_eq!(files.format(), "gguf");
+    assert_eq!(
+        files.size(),
+        gguf.len() + files.redraft.unwrap().len() + files.tokenizer.len()
+    );
+    let embedded = Engine::from_files(&files).unwrap();
+    assert_eq!(embedded.dir(), Path::new("<embedded>/model"));
+    assert!(embedded.model().is_quantized());
+    assert_eq!(
+        embedded.model().weight_bytes(),
+        from_disk.model().weight_bytes()
+    );
+    assert_eq!(embedded.settings(), from_disk.settings());
+    let ids = from_disk.tokenizer().encode(CODE).unwrap();
+    assert_eq!(embedded.tokenizer().encode(CODE).unwrap(), ids);
+    let got = agreement(&logits(&from_disk, &ids), &logits(&embedded, &ids));
+    assert_eq!(got.max_diff, 0.0, "the same blocks give the same logits");
+    let request = InfillRequest::new("fn add(a: u32, b: u32) -> u32 {\n    ", "\n}\n");
+    let complete = |engine: &Engine| {
+        let c = engine
+            .complete(&request, &mut ContextCache::default(), Controls::default())
+            .unwrap();
+        (c.middle, c.steps)
+    };
+    assert_eq!(complete(&embedded), complete(&from_disk));
+
+    // One byte off: f16 scales and f32 norms cannot be read in place.
+    let skewed = ModelFiles {
+        weights: WeightsFile::Gguf(leak(gguf.clone(), 1)),
+        ..files
+    };
+    let err = Engine::from_files(&skewed).err().unwrap();
+    assert!(matches!(err, Error::CorruptGguf { .. }), "{err}");
+    assert!(
+        err.to_string().contains("<embedded>/model/model.gguf"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("multiple of 8 bytes"), "{err}");
+    // A cut file is a corrupt one, named as the embedded file.
+    let cut = ModelFiles {
+        weights: WeightsFile::Gguf(leak(gguf[..gguf.len() / 2].to_vec(), 0)),
+        ..files
+    };
+    let err = Engine::from_files(&cut).err().unwrap();
+    assert!(matches!(err, Error::CorruptGguf { .. }), "{err}");
+    assert!(
+        err.to_string().contains("<embedded>/model/model.gguf"),
+        "{err}"
     );
 }
 
@@ -219,7 +303,7 @@ fn half_weights_stay_half() {
     // The bf16 checkpoint as safetensors, with the GGUF's vocabulary and settings beside it.
     let bf16_dir = tempfile::tempdir().unwrap();
     for file in ["redraft.json", "tokenizer.json"] {
-        std::fs::copy(default_model().join(file), bf16_dir.path().join(file)).unwrap();
+        std::fs::copy(small_model().join(file), bf16_dir.path().join(file)).unwrap();
     }
     std::fs::write(
         bf16_dir.path().join("config.json"),
@@ -258,10 +342,49 @@ fn half_weights_stay_half() {
         );
     }
     // The shipped model's f16 file runs f32 (4 bytes a weight).
-    let small = Engine::load(&default_model()).unwrap();
+    let small = Engine::load(&small_model()).unwrap();
     let params: usize = default_tensors().1.values().map(|t| t.elem_count()).sum();
     let per_weight = small.model().weight_bytes() as f64 / params as f64;
     assert!(per_weight > 3.9, "{per_weight} bytes a weight");
+}
+
+/// redraft's GPU-trained models (`train/gpu`) have no q/k/v biases and an untied head: written
+/// as GGUF (the shipped form), the file loads as the same model, f32 matrices giving the
+/// safetensors directory's logits exactly.
+#[test]
+fn a_model_without_attention_biases_round_trips_through_gguf() {
+    let config: ModelConfig = serde_json::from_value(serde_json::json!({
+        "model_type": "qwen2", "vocab_size": 4096, "hidden_size": 128, "intermediate_size": 384,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "max_position_embeddings": 512, "rope_theta": 10000.0,
+        "tie_word_embeddings": false, "attention_bias": false
+    }))
+    .unwrap();
+    let mut tensors = init_weights(&config, 5).unwrap();
+    tensors.retain(|name, _| !name.ends_with("_proj.bias"));
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["redraft.json", "tokenizer.json"] {
+        std::fs::copy(small_model().join(file), dir.path().join(file)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("config.json"),
+        serde_json::to_string(&config).unwrap(),
+    )
+    .unwrap();
+    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    let (_d, path) = write(
+        &model_gguf("dream", &config, &tensors, GgmlDType::F32),
+        "no-bias.gguf",
+    );
+    let reference = Engine::load(dir.path()).unwrap();
+    let gguf = Engine::load(&path).unwrap();
+    assert_eq!(gguf.model().config().attention_bias, Some(false));
+    let ids = reference.tokenizer().encode(CODE).unwrap();
+    let got = agreement(&logits(&reference, &ids), &logits(&gguf, &ids));
+    assert_eq!(
+        got.max_diff, 0.0,
+        "the same f32 weights give the same logits"
+    );
 }
 
 #[test]
@@ -578,7 +701,7 @@ fn a_causal_checkpoint_with_file_sep_reads_next_edits_as_sweep_prompts() {
     let gguf = model_gguf("qwen2", &config, &tensors, GgmlDType::F32)
         .set("diffusion.shift_logits", Value::Bool(true));
     let (dir, path) = write(&gguf, "ar.gguf");
-    let tokenizer = std::fs::read_to_string(default_model().join("tokenizer.json"))
+    let tokenizer = std::fs::read_to_string(small_model().join("tokenizer.json"))
         .unwrap()
         .replace("<|edit_start|>", "<|unused_0|>")
         .replace("<|edit_end|>", "<|unused_1|>")

@@ -24,8 +24,8 @@ use redraft_engine::ContextCache;
 use redraft_engine::{Engine, Error};
 use serde_json::json;
 
-fn default_model() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model")
+fn small_model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model")
 }
 
 const CODE: &str = "fn parse(line: &str) -> Option<(u32, String)> {\n    let (id, name) = line.split_once(',')?;\n    Some((id.trim().parse().ok()?, name.to_string()))\n}\n";
@@ -105,7 +105,7 @@ fn model_dir(
         std::fs::write(dir.path().join("redraft.json"), redraft.to_string()).unwrap();
     }
     std::fs::copy(
-        default_model().join("tokenizer.json"),
+        small_model().join("tokenizer.json"),
         dir.path().join("tokenizer.json"),
     )
     .unwrap();
@@ -296,13 +296,12 @@ fn llada_checkpoint_is_qwen2_with_zero_biases() {
 /// LLaDA's layout gives its own logits exactly.
 #[test]
 fn llada_checkpoint_with_qkv_biases_reads_them() {
-    let reference = Engine::load(&default_model()).unwrap();
+    let reference = Engine::load(&small_model()).unwrap();
     let config = reference.model().config().clone();
-    let tensors: HashMap<String, Tensor> =
-        Weights::load(&default_model(), DType::F32, &Device::Cpu)
-            .unwrap()
-            .dense_tensors()
-            .unwrap();
+    let tensors: HashMap<String, Tensor> = Weights::load(&small_model(), DType::F32, &Device::Cpu)
+        .unwrap()
+        .dense_tensors()
+        .unwrap();
     let dir = model_dir(&llada_config(&config, true, 0, 1), &renamed(&tensors), None);
     let llada = Engine::load(dir.path()).unwrap();
     assert!(llada.model().config().qkv_bias());
@@ -465,8 +464,8 @@ fn llada_gguf_round_trips() {
 /// permuted with their rows: the f32 GGUF is still the model exactly.
 #[test]
 fn llada_gguf_with_biases_round_trips() {
-    let config = ModelConfig::load(&default_model().join("config.json")).unwrap();
-    let tensors = Weights::load(&default_model(), DType::F32, &Device::Cpu)
+    let config = ModelConfig::load(&small_model().join("config.json")).unwrap();
+    let tensors = Weights::load(&small_model(), DType::F32, &Device::Cpu)
         .unwrap()
         .dense_tensors()
         .unwrap();
@@ -479,7 +478,7 @@ fn llada_gguf_with_biases_round_trips() {
     );
     let diff = (bias - want).unwrap().abs().unwrap().max_all().unwrap();
     assert_eq!(diff.to_scalar::<f32>().unwrap(), 0.0);
-    let reference = Engine::load(&default_model()).unwrap();
+    let reference = Engine::load(&small_model()).unwrap();
     let gguf = Engine::load(&path).unwrap();
     assert!(gguf.model().config().qkv_bias());
     let ids = reference.tokenizer().encode(CODE).unwrap();

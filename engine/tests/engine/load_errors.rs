@@ -799,25 +799,37 @@ fn loads_and_completes() {
 /// The embedded default model goes through `Engine::from_files`: its errors name the origin.
 #[test]
 fn model_files_in_memory_load_and_report_errors_against_their_origin() {
-    use redraft_engine::engine::ModelFiles;
+    use redraft_engine::engine::{ModelFiles, WeightsFile};
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/parity")
         .join(DREAM);
-    let config = std::fs::read_to_string(dir.join("config.json")).unwrap();
-    let redraft = std::fs::read_to_string(dir.join("redraft.json")).unwrap();
-    let weights = std::fs::read(dir.join("model.safetensors")).unwrap();
-    let tokenizer = tokenizer_json().as_bytes();
+    let read = |file: &str| -> &'static str {
+        Box::leak(
+            std::fs::read_to_string(dir.join(file))
+                .unwrap()
+                .into_boxed_str(),
+        )
+    };
+    let (config, redraft) = (read("config.json"), read("redraft.json"));
+    let weights: &'static [u8] = Box::leak(
+        std::fs::read(dir.join("model.safetensors"))
+            .unwrap()
+            .into_boxed_slice(),
+    );
     let files = ModelFiles {
         origin: "<embedded>/model",
-        config: &config,
-        redraft: Some(&redraft),
-        weights: &weights,
-        tokenizer,
+        weights: WeightsFile::Safetensors { config, weights },
+        redraft: Some(redraft),
+        tokenizer: tokenizer_json().as_bytes(),
     };
+    assert_eq!(files.format(), "safetensors");
     let engine = redraft_engine::Engine::from_files(&files).unwrap();
     assert_eq!(engine.dir(), std::path::Path::new("<embedded>/model"));
     let truncated = ModelFiles {
-        weights: &weights[..weights.len() / 2],
+        weights: WeightsFile::Safetensors {
+            config,
+            weights: &weights[..weights.len() / 2],
+        },
         ..files
     };
     let err = redraft_engine::Engine::from_files(&truncated)

@@ -16,7 +16,7 @@ fn tokenizer() -> &'static Tokenizer {
     static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
     TOKENIZER.get_or_init(|| {
         Tokenizer::load(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model/tokenizer.json"),
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model/tokenizer.json"),
         )
         .unwrap()
     })

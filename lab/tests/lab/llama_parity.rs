@@ -138,7 +138,7 @@ fn llama_cpp_reads_redraft_llada_output() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let source = repo().join("assets/default-model");
+    let source = repo().join("fixtures/small-model");
     let model = dir.path().join("llada");
     std::fs::create_dir(&model).unwrap();
     let config = redraft_engine::config::ModelConfig::load(&source.join("config.json")).unwrap();

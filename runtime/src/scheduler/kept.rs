@@ -180,7 +180,7 @@ mod tests {
     /// `n` caches with something in them: stored passes of the default model.
     fn caches(n: usize) -> Vec<ContextCache> {
         let engine = redraft_engine::Engine::load(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model"),
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model"),
         )
         .unwrap();
         let request = redraft_engine::InfillRequest::new("fn main() {\n    ", "\n}\n");

@@ -376,3 +376,47 @@ fn the_default_export_fits_a_device_call_and_loads_in_the_engine() {
         "the engine's logits differ from PyTorch's by up to {worst}"
     );
 }
+
+/// A second GPU window continues from the shipped default model, which a device call already
+/// carries (`assets/default-model`: one GGUF, no config.json; no room for a second copy beside
+/// the pack): PyTorch reads that file (`train/gpu/gguf_read.py`, through `export.load`, which
+/// `train.py --resume` calls) as the model the engine runs from it. f32 matrices pin the names
+/// and layouts; Q8_0 ones (what ships) differ by the engine's 8-bit activations alone.
+#[test]
+fn pytorch_resumes_from_the_shipped_gguf() {
+    use candle_core::quantized::GgmlDType;
+    use candle_core::{DType, Device};
+    use redraft_engine::checkpoint::Weights;
+    use redraft_engine::engine::load_settings;
+    use redraft_engine::gguf::GgufWriter;
+
+    let t = trained();
+    let (config, settings) = load_settings(&t.model).unwrap();
+    let tensors = Weights::load(&t.model, DType::F32, &Device::Cpu)
+        .unwrap()
+        .dense_tensors()
+        .unwrap();
+    let tokenizer = std::fs::read_to_string(t.model.join("tokenizer.json")).unwrap();
+    let ids: Vec<u32> = (0..200u32).map(|i| (i * 37 + 11) % 1024).collect();
+    for (dtype, tolerance) in [(GgmlDType::F32, 2e-3), (GgmlDType::Q8_0, 0.05)] {
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = dir.path().join("default-model");
+        std::fs::create_dir(&shipped).unwrap();
+        GgufWriter::new("dream", &config, &settings, &tokenizer, &tensors, dtype)
+            .unwrap()
+            .write(&shipped.join("model.gguf"))
+            .unwrap();
+        for file in ["tokenizer.json", "redraft.json"] {
+            std::fs::copy(t.model.join(file), shipped.join(file)).unwrap();
+        }
+        let engine = Engine::load(&shipped).unwrap();
+        assert_eq!(engine.model().is_quantized(), dtype == GgmlDType::Q8_0);
+        let [(worst, scale)] = logit_gaps(&engine, &shipped, std::slice::from_ref(&ids))[..] else {
+            unreachable!("one sequence, one gap")
+        };
+        assert!(
+            worst <= tolerance * scale.max(1.0),
+            "{dtype:?}: PyTorch's logits from the GGUF differ from the engine's by up to {worst} (largest logit {scale})"
+        );
+    }
+}

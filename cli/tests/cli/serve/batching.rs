@@ -309,7 +309,7 @@ fn every_client_typing_at_once_finds_its_own_cache() {
 /// directory of its own: a model whose new prompts are computed in pieces.
 fn causal_model() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
     for file in ["config.json", "model.safetensors", "tokenizer.json"] {
         std::fs::copy(from.join(file), dir.path().join(file)).unwrap();
     }

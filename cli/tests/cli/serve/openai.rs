@@ -30,18 +30,18 @@ fn models_lists_the_served_id_and_its_aliases() {
         ]
     );
     // A model directory is served under its name.
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
     let named = Server::start(&["--model", dir.to_str().unwrap()]);
     assert_eq!(
         named.get("/v1/models").json()["data"][0]["id"],
-        "default-model"
+        "small-model"
     );
     let answer = named.post(
         "/v1/completions",
-        &json!({"model": "default-model", "prompt": PREFIX}),
+        &json!({"model": "small-model", "prompt": PREFIX}),
     );
     assert_eq!(answer.status, 200);
-    assert_eq!(answer.json()["model"], "default-model");
+    assert_eq!(answer.json()["model"], "small-model");
 }
 
 /// `n` candidates are `n` choices, indexed in order, each with a finish reason.

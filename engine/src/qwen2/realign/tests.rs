@@ -17,7 +17,7 @@ fn model(pattern: AttentionPattern) -> Qwen2 {
 }
 
 fn model_on(pattern: AttentionPattern, kernels: Kernels) -> Qwen2 {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/default-model");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
     let config = ModelConfig::load(&dir.join("config.json")).unwrap();
     let weights = Weights::load(&dir, DType::F32, &Device::Cpu).unwrap();
     Qwen2::new(&config, &weights, &Device::Cpu)

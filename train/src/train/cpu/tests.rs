@@ -334,7 +334,10 @@ fn tensor_moments_take_the_host_steps() {
                 let flat = |p: &crate::train::model::Param| -> Vec<f32> {
                     p.var.as_tensor().flatten_all().unwrap().to_vec1().unwrap()
                 };
-                assert_close(&p.name, &flat(q), &flat(p), 1e-5);
+                // Up to 1.1e-5 seen with the two models' gradients summed in different orders
+                // (threads busy with other tests); one step misapplied moves a weight by ~lr,
+                // 2e-4 and more here.
+                assert_close(&p.name, &flat(q), &flat(p), 3e-5);
             }
             let ((hm, hv), (tm, tv)) = (host.moments().unwrap(), tensors.moments().unwrap());
             for i in 0..hm.len() {

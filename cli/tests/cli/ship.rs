@@ -1,0 +1,109 @@
+//! `scripts/ship-model`: a trained model directory becomes the embedded default's files (one
+//! Q8_0 GGUF with its redraft.json, tokenizer.json and a README), checked before anything is
+//! replaced; a model over the size limit replaces nothing. (The GGUF compiled in is read as
+//! these files are: engine test `gguf::a_compiled_in_gguf_is_the_model_its_files_give_from_disk`.)
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use redraft_tests::cli::{self, json_ok, path, repo};
+
+fn ship(model: &Path, assets: &Path, previous: &Path, extra: &[&str]) -> Output {
+    Command::new(repo().join("scripts/ship-model"))
+        .arg(model)
+        .args([
+            "--assets",
+            path(assets),
+            "--previous",
+            path(previous),
+            "--no-build",
+        ])
+        .args(extra)
+        .env("REDRAFT", cli::redraft_binary())
+        .output()
+        .expect("scripts/ship-model runs")
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_trained_model_ships_as_one_gguf_and_the_old_files_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (assets, previous) = (dir.path().join("assets"), dir.path().join("previous"));
+    std::fs::create_dir(&assets).unwrap();
+    std::fs::write(assets.join("model.safetensors"), "the model shipped before").unwrap();
+    let small = repo().join("fixtures/small-model");
+
+    let out = ship(&small, &assets, &previous, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{stderr}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        names(&assets),
+        ["README.md", "model.gguf", "redraft.json", "tokenizer.json"]
+    );
+    assert_eq!(names(&previous), ["model.safetensors"]);
+    let gguf = std::fs::read(assets.join("model.gguf")).unwrap();
+    assert_eq!(&gguf[..4], b"GGUF");
+    // Q8_0: about 1.06 bytes a weight for the 2M model's matrices (its safetensors is f16).
+    let f16 = std::fs::metadata(small.join("model.safetensors"))
+        .unwrap()
+        .len() as usize;
+    assert!(gguf.len() < f16 * 7 / 10, "{} bytes from {f16}", gguf.len());
+    let readme = std::fs::read_to_string(assets.join("README.md")).unwrap();
+    assert!(readme.contains("2 layers, hidden 192"), "{readme}");
+    assert!(readme.contains("Q8_0 matrices"), "{readme}");
+
+    // The files as they will be compiled in load as a model directory and complete.
+    let answer = json_ok(&cli::redraft(
+        &[
+            "complete",
+            "--model",
+            path(&assets),
+            "--stdin-json",
+            "--json",
+        ],
+        r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#,
+    ));
+    assert_eq!(answer["model"], path(&assets.join("model.gguf")));
+    assert!(answer["steps"].as_u64().unwrap() > 0, "{answer}");
+}
+
+#[test]
+fn a_model_over_the_limit_replaces_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (assets, previous) = (dir.path().join("assets"), dir.path().join("previous"));
+    std::fs::create_dir(&assets).unwrap();
+    std::fs::write(assets.join("model.safetensors"), "the model shipped before").unwrap();
+    let out = ship(
+        &repo().join("fixtures/small-model"),
+        &assets,
+        &previous,
+        &["--max-mb", "1"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("over the 1 MB limit"), "{stderr}");
+    assert_eq!(names(&assets), ["model.safetensors"]);
+    assert!(!previous.exists());
+
+    // Not a model directory: said before anything runs.
+    let out = ship(dir.path(), &assets, &previous, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no config.json"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(names(&assets), ["model.safetensors"]);
+}
