@@ -1,6 +1,7 @@
-//! GGUF files end to end on the real binary: `redraft convert` writes the embedded model as
-//! GGUF, every door loads it (`complete`, `score`), and `score`'s numbers match the safetensors
-//! model's. Refusals of bad input are clear.
+//! GGUF files end to end on the real binary: `redraft convert` writes a safetensors model (the
+//! small test model, `fixtures/small-model`) as GGUF, every door loads it (`complete`,
+//! `score`), and `score`'s numbers match the safetensors model's. Refusals of bad input are
+//! clear. (The embedded default converted: `cli/tests/cli/models.rs`.)
 
 use redraft_tests::cli::{json_ok, lab as redraft, ok, path};
 
@@ -20,14 +21,26 @@ fn converted_models_load_everywhere_and_score_the_same() {
     std::fs::write(&text, CODE).unwrap();
     let f32_file = dir.path().join("f32.gguf");
     let q8_file = dir.path().join("q8.gguf");
+    let small = redraft_tests::cli::repo().join("fixtures/small-model");
     for (file, kind) in [(&f32_file, "f32"), (&q8_file, "q8_0")] {
         ok(redraft(
-            &["convert", "--out", path(file), "--type", kind],
+            &[
+                "convert",
+                "--model",
+                path(&small),
+                "--out",
+                path(file),
+                "--type",
+                kind,
+            ],
             "",
         ));
     }
     // `score`, the command's old name, still runs it.
-    let embedded = score_lines(&ok(redraft(&["score", "--text", path(&text)], "")));
+    let embedded = score_lines(&ok(redraft(
+        &["score", "--model", path(&small), "--text", path(&text)],
+        "",
+    )));
     let f32 = score_lines(&ok(redraft(
         &[
             "logprobs",
@@ -85,25 +98,21 @@ fn converted_models_load_everywhere_and_score_the_same() {
     let suffix = dir.path().join("suffix");
     std::fs::write(&prefix, "fn add(a: u32, b: u32) -> u32 {\n    ").unwrap();
     std::fs::write(&suffix, "\n}\n").unwrap();
-    let complete = |model: Option<&std::path::Path>| {
-        let mut args = vec![
+    let complete = |model: &std::path::Path| {
+        let args = [
             "complete",
             "--json",
             "--prefix-file",
             path(&prefix),
             "--suffix-file",
             path(&suffix),
+            "--model",
+            path(model),
         ];
-        if let Some(m) = model {
-            args.extend(["--model", path(m)]);
-        }
         json_ok(&redraft(&args, ""))
     };
-    assert_eq!(
-        complete(None)["middle"],
-        complete(Some(&f32_file))["middle"]
-    );
-    assert!(complete(Some(&q8_file))["middle"].is_string());
+    assert_eq!(complete(&small)["middle"], complete(&f32_file)["middle"]);
+    assert!(complete(&q8_file)["middle"].is_string());
 }
 
 #[test]

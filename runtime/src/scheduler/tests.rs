@@ -109,7 +109,10 @@ fn a_model_loaded_while_running_serves_the_jobs_queued_after_it() {
     assert_eq!(answer.choices.len(), 1);
     assert!(answer.report.backend.is_none());
     assert!(answer.report.full_passes >= 1, "{:?}", answer.report);
-    assert_eq!(scheduler.positions(), 256);
+    let (config, ..) = crate::default_model::FILES
+        .read(&candle_core::Device::Cpu)
+        .unwrap();
+    assert_eq!(scheduler.positions(), config.max_position_embeddings);
     assert_eq!(scheduler.missing(), None);
 
     // A load that fails leaves no model: the jobs queued behind it learn why, later ones are

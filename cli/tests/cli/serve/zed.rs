@@ -78,10 +78,12 @@ fn zeds_openai_compatible_fim_request_gets_the_response_zed_parses() {
 
 /// The same prefix and suffix wrapped in each template Zed (and others) write, and given as
 /// `prompt` + `suffix`, are the same request to the model: the same greedy completion. Between
-/// two of them a request over other code, so no run reuses the cache of an identical one.
+/// two of them a request over other code, so no run reuses the cache of an identical one; edit
+/// reuse is off, since a cache realigned from another request's is close, not equal (an
+/// untrained 27M model's near-tied logits told the difference).
 #[test]
 fn every_fim_template_and_the_suffix_field_give_the_same_completion() {
-    let server = Server::start(&[]);
+    let server = Server::start(&["--edit-reuse", "off"]);
     let complete = |body: Value| {
         let other = server.post(
             "/v1/completions",
