@@ -235,6 +235,16 @@ fn the_loss_falls_and_the_export_is_logged() {
 fn the_engine_gives_pytorchs_logits_on_the_export() {
     let t = trained();
     let engine = Engine::load(&t.model).unwrap();
+    // Trained on next edits in redraft's marker layout (the pack's tokenizer has the markers),
+    // the export is read as such: `redraft models` and the doors offer next edits on it.
+    assert!(
+        matches!(
+            engine.edit_format(),
+            Ok(redraft_engine::edit::EditFormat::Markers(_))
+        ),
+        "{:?}",
+        engine.edit_format()
+    );
     let tokenizer = engine.tokenizer();
     let mut sequences = Vec::new();
     for text in t.valid_texts.iter().take(3) {
