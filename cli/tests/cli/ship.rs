@@ -1,7 +1,8 @@
 //! `scripts/ship-model`: a trained model directory becomes the embedded default's files (one
 //! Q8_0 GGUF with its redraft.json, tokenizer.json and a README), checked before anything is
-//! replaced; a model over the size limit replaces nothing. (The GGUF compiled in is read as
-//! these files are: engine test `gguf::a_compiled_in_gguf_is_the_model_its_files_give_from_disk`.)
+//! replaced; a model over the size limit replaces nothing. `scripts/carry-size`: what a GPU
+//! device call would carry. (The GGUF compiled in is read as these files are: engine test
+//! `gguf::a_compiled_in_gguf_is_the_model_its_files_give_from_disk`.)
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -106,4 +107,52 @@ fn a_model_over_the_limit_replaces_nothing() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(names(&assets), ["model.safetensors"]);
+}
+
+/// `scripts/carry-size`: what a GPU device call would carry (the working tree and the paths
+/// named), refused over 64 MiB, as the pack and the CUDA bundle are checked before a window.
+#[test]
+fn carry_size_counts_the_tree_and_refuses_over_64_mib() {
+    let carry = |paths: &[&Path]| {
+        Command::new(repo().join("scripts/carry-size"))
+            .args(paths)
+            .output()
+            .expect("scripts/carry-size runs")
+    };
+    let alone = carry(&[]);
+    assert!(
+        alone.status.success(),
+        "{}",
+        String::from_utf8_lossy(&alone.stderr)
+    );
+    let said = String::from_utf8_lossy(&alone.stdout).to_string();
+    let tree: f64 = said
+        .split(" MiB of working tree")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no tree size in {said:?}"));
+    // The tracked files alone hold two copies of the 3.9 MB small model.
+    assert!(tree > 7.0 && tree < 63.0, "{said}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let fits = dir.path().join("fits.bin");
+    std::fs::write(&fits, vec![0u8; 1 << 20]).unwrap();
+    let out = carry(&[&fits]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("+ 1.0 MiB carried"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let over = dir.path().join("over.bin");
+    std::fs::write(&over, vec![0u8; 64 << 20]).unwrap();
+    let out = carry(&[&over]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("over the limit"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(carry(&[&dir.path().join("missing")]).status.code(), Some(2));
 }
