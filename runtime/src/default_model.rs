@@ -1,4 +1,4 @@
-//! The default model (`assets/default-model`, trained by this project with `redraft train`),
+//! The default model (`assets/default-model`, trained by this project: see its README),
 //! compiled into the binary so redraft works offline with no set-up.
 
 use std::path::{Path, PathBuf};
