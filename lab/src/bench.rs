@@ -195,17 +195,11 @@ fn torch_reference(
     Ok(serde_json::from_slice(&output.stdout)?)
 }
 
-/// Whether a `--configs` entry names a model rather than an anchor: a model directory, a GGUF
-/// file, or a directory holding one (the shipped default's files).
+/// Whether a `--configs` entry names a model rather than an anchor (`small`, `medium`): any
+/// path that exists (a model directory, a GGUF file, a directory holding one), which the
+/// engine's loader then reads or explains.
 fn is_model_dir(config: &str) -> bool {
-    let path = Path::new(config);
-    path.join("config.json").is_file()
-        || redraft_engine::gguf::is_gguf(path)
-        || std::fs::read_dir(path).is_ok_and(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .any(|e| e.path().extension().is_some_and(|x| x == "gguf"))
-        })
+    Path::new(config).exists()
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

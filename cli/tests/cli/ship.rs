@@ -4,7 +4,7 @@
 //! device call would carry. (The GGUF compiled in is read as these files are: engine test
 //! `gguf::a_compiled_in_gguf_is_the_model_its_files_give_from_disk`.)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use redraft_tests::cli::{self, json_ok, path, repo};
@@ -34,12 +34,18 @@ fn names(dir: &Path) -> Vec<String> {
     names
 }
 
-#[test]
-fn a_trained_model_ships_as_one_gguf_and_the_old_files_are_kept() {
+/// A directory whose `assets/` holds a model shipped before, and where `previous/` would go.
+fn shipped_before() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let (assets, previous) = (dir.path().join("assets"), dir.path().join("previous"));
     std::fs::create_dir(&assets).unwrap();
     std::fs::write(assets.join("model.safetensors"), "the model shipped before").unwrap();
+    (dir, assets, previous)
+}
+
+#[test]
+fn a_trained_model_ships_as_one_gguf_and_the_old_files_are_kept() {
+    let (_dir, assets, previous) = shipped_before();
     let small = repo().join("fixtures/small-model");
 
     let out = ship(&small, &assets, &previous, &[]);
@@ -82,10 +88,7 @@ fn a_trained_model_ships_as_one_gguf_and_the_old_files_are_kept() {
 
 #[test]
 fn a_model_over_the_limit_replaces_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let (assets, previous) = (dir.path().join("assets"), dir.path().join("previous"));
-    std::fs::create_dir(&assets).unwrap();
-    std::fs::write(assets.join("model.safetensors"), "the model shipped before").unwrap();
+    let (dir, assets, previous) = shipped_before();
     let out = ship(
         &repo().join("fixtures/small-model"),
         &assets,
@@ -134,6 +137,15 @@ fn carry_size_counts_the_tree_and_refuses_over_64_mib() {
         .unwrap_or_else(|| panic!("no tree size in {said:?}"));
     // The tracked files alone hold two copies of the 3.9 MB small model.
     assert!(tree > 7.0 && tree < 63.0, "{said}");
+    let bytes = carry(&[Path::new("--tree-bytes")]);
+    let bytes: f64 = String::from_utf8_lossy(&bytes.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (bytes / 1048576.0 - tree).abs() < 0.06,
+        "{bytes} bytes against {said}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let fits = dir.path().join("fits.bin");

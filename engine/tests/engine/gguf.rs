@@ -53,6 +53,22 @@ fn write(gguf: &GgufWriter, name: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+/// A safetensors model directory of `config` and `tensors`, with the small model's vocabulary
+/// and settings beside them (as `model_gguf` writes into a GGUF).
+fn safetensors_dir(config: &ModelConfig, tensors: &HashMap<String, Tensor>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["redraft.json", "tokenizer.json"] {
+        std::fs::copy(small_model().join(file), dir.path().join(file)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("config.json"),
+        serde_json::to_string(config).unwrap(),
+    )
+    .unwrap();
+    candle_core::safetensors::save(tensors, dir.path().join("model.safetensors")).unwrap();
+    dir
+}
+
 const CODE: &str = "fn parse(line: &str) -> Option<(u32, String)> {\n    let (id, name) = line.split_once(',')?;\n    Some((id.trim().parse().ok()?, name.to_string()))\n}\n// <|mask|> in a comment stays text\n";
 
 /// Logits `[positions, vocab]` of a full pass over `tokens`.
@@ -301,20 +317,11 @@ fn half_weights_stay_half() {
         "f16-as-f32.gguf",
     );
     // The bf16 checkpoint as safetensors, with the GGUF's vocabulary and settings beside it.
-    let bf16_dir = tempfile::tempdir().unwrap();
-    for file in ["redraft.json", "tokenizer.json"] {
-        std::fs::copy(small_model().join(file), bf16_dir.path().join(file)).unwrap();
-    }
-    std::fs::write(
-        bf16_dir.path().join("config.json"),
-        serde_json::to_string(&config).unwrap(),
-    )
-    .unwrap();
     let bf16: HashMap<String, Tensor> = tensors
         .iter()
         .map(|(k, v)| (k.clone(), v.to_dtype(DType::BF16).unwrap()))
         .collect();
-    candle_core::safetensors::save(&bf16, bf16_dir.path().join("model.safetensors")).unwrap();
+    let bf16_dir = safetensors_dir(&config, &bf16);
     let (_d3, bf16_wide) = write(
         &model_gguf("dream", &config, &rounded(DType::BF16), GgmlDType::F32),
         "bf16-as-f32.gguf",
@@ -362,16 +369,7 @@ fn a_model_without_attention_biases_round_trips_through_gguf() {
     .unwrap();
     let mut tensors = init_weights(&config, 5).unwrap();
     tensors.retain(|name, _| !name.ends_with("_proj.bias"));
-    let dir = tempfile::tempdir().unwrap();
-    for file in ["redraft.json", "tokenizer.json"] {
-        std::fs::copy(small_model().join(file), dir.path().join(file)).unwrap();
-    }
-    std::fs::write(
-        dir.path().join("config.json"),
-        serde_json::to_string(&config).unwrap(),
-    )
-    .unwrap();
-    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    let dir = safetensors_dir(&config, &tensors);
     let (_d, path) = write(
         &model_gguf("dream", &config, &tensors, GgmlDType::F32),
         "no-bias.gguf",
