@@ -1,12 +1,13 @@
 """Trains redraft's diffusion coder for a wall-clock budget and exports what the engine loads.
 
     python train/gpu/train.py --pack PACK --out DIR --seconds 420 [--preset default|tiny]
-        [--resume MODEL_DIR] [--batch 256] [--export-every 90] [--no-compile]
+        [--resume MODEL_DIR] [--batch 256] [--export-every 90] [--no-compile | --compile-backend B]
 
 The learning rate is keyed to the clock, not to a step count: a short warm-up by steps, flat
 until `--decay-from` of the budget, then linear to zero at its end, so whatever the machine's
 speed, the run ends annealed. The clock starts after torch.compile's warm-up (two steps whose
-updates are kept). Every `--export-every` seconds and at the end the model is evaluated on fixed
+updates are kept); if compiling fails there, the error is logged (`compile_error`) and the run
+goes on with the eager trunk. Every `--export-every` seconds and at the end the model is evaluated on fixed
 validation batches and exported (`export.py`), so a run stopped early still leaves a model.
 `--resume` starts from an exported model (weights only: a new window is a warm restart).
 
@@ -195,6 +196,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16", help="of the export")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--compile-backend", default="inductor", help="torch.compile's backend (`aot_eager` "
+                    "keeps the graph capture without Triton); if compiling fails, the run goes on eager")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (tests)")
     ap.add_argument("--peak-tflops", type=float, default=790.0, help="for the utilisation figure")
     args = ap.parse_args(argv)
@@ -227,7 +230,13 @@ def main(argv=None) -> int:
     model.to(device)
     batch = args.batch or preset["batch"]
     config = DataConfig(seq_len=shape.max_position_embeddings)
-    trunk = model.model if args.no_compile else torch.compile(model.model)
+    trunk = model.model
+    compile_error = None
+    if not args.no_compile:
+        try:
+            trunk = torch.compile(model.model, backend=args.compile_backend)
+        except Exception as error:  # an unknown backend: the run goes on eager
+            compile_error = error
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=cuda)
     opts = optimizers(model, args, fused=cuda)
 
@@ -264,11 +273,30 @@ def main(argv=None) -> int:
         on_device = (b[k].to(device, non_blocking=True) for k in ("inputs", "index", "targets", "weights"))
         return train_step(model, trunk, opts, autocast, *on_device)
 
+    def go_eager(error: Exception) -> None:
+        # A window is too short to lose to a compiler bug: the eager trunk is slower, not wrong.
+        nonlocal trunk
+        trunk = model.model
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
+        text = f"{type(error).__name__}: {error}".strip()
+        log["compile_error"] = text[:4000]
+        print(f"torch.compile failed, training eager: {text.splitlines()[0][:300]}", flush=True)
+
+    if compile_error is not None:
+        go_eager(compile_error)
     batches = iter(loader)
     compile_started = time.time()
     step = 0
     for _ in range(2):  # compile warm-up (kept: two small updates at warm-up rates)
-        step_once(next(batches), step, 0.0)
+        b = next(batches)
+        try:
+            step_once(b, step, 0.0)
+        except Exception as error:
+            if trunk is model.model:
+                raise
+            go_eager(error)  # compiling the forward or backward failed: no optimizer has stepped
+            step_once(b, step, 0.0)
         step += 1
     if cuda:
         torch.cuda.synchronize()

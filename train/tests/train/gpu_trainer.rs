@@ -114,6 +114,7 @@ fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
 
 struct Trained {
     _dir: tempfile::TempDir,
+    pack: PathBuf,
     model: PathBuf,
     log: Value,
     valid_texts: Vec<String>,
@@ -160,6 +161,7 @@ fn trained() -> &'static Trained {
                 .unwrap();
         Trained {
             _dir: dir,
+            pack: pack_dir,
             model,
             log,
             valid_texts,
@@ -229,6 +231,46 @@ fn the_loss_falls_and_the_export_is_logged() {
         );
     }
     assert!(log["tokens_per_s"].as_f64().unwrap() > 0.0);
+}
+
+/// A compiler failure in the warm-up (here: a backend whose library is not installed, failing
+/// the way an Inductor or Triton bug fails) costs the window its speed, not its model: the run
+/// logs the error and trains eager.
+#[test]
+fn a_failed_compile_trains_eager_and_logs_why() {
+    let t = trained();
+    let out = tempfile::tempdir().unwrap();
+    let stdout = run_python(
+        "train.py",
+        &[
+            "--pack",
+            t.pack.to_str().unwrap(),
+            "--out",
+            out.path().to_str().unwrap(),
+            "--preset",
+            "tiny",
+            "--seconds",
+            "600",
+            "--max-steps",
+            "4",
+            "--compile-backend",
+            "tvm",
+            "--workers",
+            "0",
+        ],
+        None,
+    );
+    assert!(
+        stdout.contains("torch.compile failed, training eager"),
+        "{stdout}"
+    );
+    let log: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("train_log.json")).unwrap())
+            .unwrap();
+    let error = log["compile_error"].as_str().unwrap();
+    assert!(error.contains("tvm"), "{error}");
+    assert!(log["tokens_per_s"].as_f64().unwrap() > 0.0);
+    assert!(out.path().join("config.json").exists());
 }
 
 #[test]
