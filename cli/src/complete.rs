@@ -144,7 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut request = InfillRequest::new(prefix, suffix);
     request.max_tokens = args.max_tokens;
     request.canvas_tokens = args.canvas_tokens.unwrap_or(args.max_tokens);
-    request.sampler = args.sampler.config();
+    request.sampler = args.sampler.config(engine.settings().efforts);
     let completion = with_controls(&args, &engine, |controls| {
         engine.complete(&request, &mut ContextCache::default(), controls)
     })?;

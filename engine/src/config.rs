@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::sampler::{Efforts, Preset};
 
 /// Architectures this engine runs, by `config.json`'s `model_type`.
 const SUPPORTED_MODEL_TYPES: &[&str] = &["qwen2", "Dream", "llada"];
@@ -459,6 +460,46 @@ pub struct RedraftJson {
     /// Which keys a position attends to (default: the checkpoint's own, else bidirectional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<AttentionPattern>,
+    /// The model's own effort presets, where they were tuned on it (each one named replaces
+    /// the built-in one): `{"medium": {"schedule": {"kind": "threshold", "tau": 0.85},
+    /// "max_steps": 6}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efforts: Option<EffortOverrides>,
+}
+
+/// `redraft.json`'s `efforts`: the presets a model replaces.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EffortOverrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low: Option<Preset>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub medium: Option<Preset>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high: Option<Preset>,
+}
+
+impl EffortOverrides {
+    /// `base` with these presets in place of its own; an error names a preset that cannot decode.
+    pub fn over(&self, base: Efforts) -> Result<Efforts> {
+        let pick = |name: &str, ours: Option<Preset>, theirs: Preset| match ours {
+            Some(preset) => {
+                preset
+                    .check()
+                    .map(|()| preset)
+                    .map_err(|why| Error::ContradictorySetting {
+                        setting: "efforts",
+                        message: format!("the `{name}` preset: {why}"),
+                    })
+            }
+            None => Ok(theirs),
+        };
+        Ok(Efforts {
+            low: pick("low", self.low, base.low)?,
+            medium: pick("medium", self.medium, base.medium)?,
+            high: pick("high", self.high, base.high)?,
+        })
+    }
 }
 
 /// Which keys each position attends to.
@@ -520,7 +561,7 @@ impl RedraftJson {
 }
 
 /// How a masked-diffusion checkpoint wants to be driven.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DiffusionSettings {
     pub mask_token_id: u32,
     pub eos_token_id: u32,
@@ -535,6 +576,10 @@ pub struct DiffusionSettings {
     pub edit_canvas: EditCanvas,
     #[serde(default)]
     pub attention: AttentionPattern,
+    /// What `--effort` means for this model: [`Efforts::BUILT_IN`] with what `redraft.json`
+    /// tunes.
+    #[serde(default)]
+    pub efforts: Efforts,
 }
 
 impl DiffusionSettings {
@@ -584,6 +629,7 @@ impl DiffusionSettings {
             logit_shift,
             edit_canvas: extra.edit_canvas.unwrap_or_default(),
             attention: extra.attention.unwrap_or_default(),
+            efforts: extra.efforts.unwrap_or_default().over(Efforts::BUILT_IN)?,
         };
         if settings.attention == AttentionPattern::Causal && !settings.logit_shift {
             return Err(Error::ContradictorySetting {

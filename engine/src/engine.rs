@@ -17,7 +17,9 @@ use crate::edit::{canvas_length, EditFormat, EditPieces, EditRequest};
 use crate::error::{Error, Result};
 use crate::prompt::FimLayout;
 use crate::qwen2::Qwen2;
-use crate::sampler::{Canvas, CanvasView, Controls, Infill, PassStats, Sampler, SamplerConfig};
+use crate::sampler::{
+    Canvas, CanvasView, Controls, Effort, Infill, PassStats, Sampler, SamplerConfig,
+};
 use crate::text::Draft;
 use crate::tokenizer::Tokenizer;
 
@@ -129,6 +131,12 @@ impl Engine {
 
     pub fn settings(&self) -> &DiffusionSettings {
         &self.settings
+    }
+
+    /// The sampler `effort` means for this model: its own preset where its `redraft.json`
+    /// tunes one ([`DiffusionSettings::efforts`]), else the built-in one.
+    pub fn effort(&self, effort: Effort) -> SamplerConfig {
+        SamplerConfig::preset(self.settings.efforts.get(effort))
     }
 
     /// A denoising step's canvas as a client may be shown it (the one draft renderer: the
@@ -412,7 +420,6 @@ fn ms(d: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampler::Effort;
 
     /// A batch of canvas lengths gives each length the middle it would get alone: batching only
     /// shares the model calls (padding is masked out, each canvas reads its own rows). Exactly

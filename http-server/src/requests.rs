@@ -151,9 +151,11 @@ fn effort(app: &App, asked: Option<&str>) -> Result<Effort, ApiError> {
     }
 }
 
-/// The sampler for `sampling` (effort preset, temperature, seed).
-fn sampler(app: &App, sampling: &Sampling) -> Result<SamplerConfig, ApiError> {
-    let mut config = SamplerConfig::effort(effort(app, sampling.effort.as_deref())?);
+/// The sampler for `sampling` (temperature, seed; the effort's preset is the model's, bound when
+/// the job runs: [`FimWork::effort`]) and the effort.
+fn sampler(app: &App, sampling: &Sampling) -> Result<(SamplerConfig, Effort), ApiError> {
+    let effort = effort(app, sampling.effort.as_deref())?;
+    let mut config = SamplerConfig::effort(effort);
     config.cache = app.cache;
     if let Some(t) = sampling.temperature {
         if !(0.0..=2.0).contains(&t) || !t.is_finite() {
@@ -167,7 +169,7 @@ fn sampler(app: &App, sampling: &Sampling) -> Result<SamplerConfig, ApiError> {
     if let Some(seed) = sampling.seed {
         config.seed = seed;
     }
-    Ok(config)
+    Ok((config, effort))
 }
 
 /// A FIM request's `max_tokens`: at most a quarter of the model's positions so the context
@@ -225,11 +227,12 @@ pub fn fim_work(
             ))
         }
     };
+    let (sampler, effort) = sampler(app, sampling)?;
     let options = FimOptions {
         candidates: n,
         ..FimOptions::new(
             max_tokens(app, sampling.max_tokens, sampling.max_tokens_param)?,
-            sampler(app, sampling)?,
+            sampler,
         )
     };
     Ok(Work::Fim(FimWork {
@@ -249,6 +252,7 @@ pub fn fim_work(
         options,
         stop: sampling.stop.clone(),
         backend: app.backend.clone(),
+        effort: Some(effort),
     }))
 }
 
@@ -263,7 +267,7 @@ pub fn language_of(path: &str) -> Language {
 
 /// The next-edit work for a prompt read from a client's layout.
 pub fn edit_work(app: &App, prompt: EditPrompt, sampling: &Sampling) -> Result<Work, ApiError> {
-    let mut sampler = sampler(app, sampling)?;
+    let (mut sampler, effort) = sampler(app, sampling)?;
     sampler.draft_tau = Some(redraft_suggest::edit::DRAFT_TAU);
     Ok(Work::Edit(EditWork {
         language: language_of(&prompt.path),
@@ -275,6 +279,7 @@ pub fn edit_work(app: &App, prompt: EditPrompt, sampling: &Sampling) -> Result<W
         history: prompt.history,
         sampler,
         limits: EditLimits::default(),
+        effort: Some(effort),
     }))
 }
 

@@ -299,6 +299,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             logit_shift: true,
             edit_canvas: Default::default(),
             attention: Default::default(),
+            efforts: Default::default(),
         };
         let canvas = Canvas::new(random_ids(768, vocab, 1), 16, random_ids(240, vocab, 2));
         let sampler = Sampler::new(settings, &[]);

@@ -16,6 +16,7 @@ use redraft_eval::run::{self, Completions, Run, RunIdentity};
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{read_tasks, Task, TaskLanguage};
 
+use redraft_engine::sampler::Efforts;
 use redraft_runtime::backend::Backend;
 use redraft_runtime::backend_args::BackendArgs;
 use redraft_runtime::model_args::ModelArgs;
@@ -149,6 +150,7 @@ struct SweepSetting {
 /// what the backend is sent (`--temperature`, `--seed`).
 fn setting(
     sampler: &SamplerArgs,
+    efforts: Efforts,
     oracle_length: bool,
     max_tokens: usize,
     typed: usize,
@@ -178,7 +180,7 @@ fn setting(
     }
     Setting {
         name,
-        sampler: sampler.config(),
+        sampler: sampler.config(efforts),
         oracle_length,
         max_tokens,
         typed,
@@ -186,11 +188,13 @@ fn setting(
 }
 
 impl Args {
-    /// The settings to run; `backend` names the backend in their names.
-    fn settings(&self, backend: Option<&str>) -> anyhow::Result<Vec<Setting>> {
+    /// The settings to run, each effort meaning its preset in `efforts` (the model's); `backend`
+    /// names the backend in their names.
+    fn settings(&self, backend: Option<&str>, efforts: Efforts) -> anyhow::Result<Vec<Setting>> {
         if self.sweep.is_empty() {
             return Ok(vec![setting(
                 &self.sampler,
+                efforts,
                 self.oracle_length,
                 self.max_tokens,
                 self.typed,
@@ -206,6 +210,7 @@ impl Args {
                     })?;
                 Ok(setting(
                     &parsed.sampler,
+                    efforts,
                     parsed.oracle_length,
                     parsed.max_tokens,
                     parsed.typed,
@@ -359,7 +364,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             backend.config().template,
             backend.config().context_tokens
         );
-        let settings = args.settings(Some(&name))?;
+        let settings = args.settings(Some(&name), Efforts::BUILT_IN)?;
         generate(
             &args,
             &run,
@@ -370,8 +375,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             backend.endpoint(),
         )?
     } else {
-        let settings = args.settings(None)?;
+        args.settings(None, Efforts::BUILT_IN)?; // a flag mistake is told before the model loads
         let engine = args.model.load()?;
+        let settings = args.settings(None, engine.settings().efforts)?;
         let model = engine.dir().display().to_string();
         generate(
             &args,

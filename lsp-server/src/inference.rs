@@ -186,6 +186,7 @@ impl Inference {
             options,
             stop: Vec::new(),
             backend,
+            effort: Some(settings.effort),
         };
         let at = format!(
             "{} v{} @{}",
@@ -251,6 +252,7 @@ impl Inference {
             history: job.history,
             sampler,
             limits: job.settings.next_edit.limits(),
+            effort: Some(job.settings.effort),
         };
         let at = format!(
             "{} v{} @{}",

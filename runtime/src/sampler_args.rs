@@ -2,7 +2,7 @@
 //! is parsed with): an effort preset plus overrides.
 
 use redraft_context::edit::EditBudget;
-use redraft_engine::sampler::{Confidence, Effort, Realign, SamplerConfig, Schedule};
+use redraft_engine::sampler::{Confidence, Effort, Efforts, Realign, SamplerConfig, Schedule};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplerArgs {
@@ -91,9 +91,10 @@ fn parse_confidence(s: &str) -> Result<Confidence, String> {
 }
 
 impl SamplerArgs {
-    /// The effort preset with the overrides applied.
-    pub fn config(&self) -> SamplerConfig {
-        let mut config = SamplerConfig::effort(self.effort);
+    /// The effort's preset among `efforts` (the model's: [`redraft_engine::Engine::effort`]'s)
+    /// with the overrides applied.
+    pub fn config(&self, efforts: Efforts) -> SamplerConfig {
+        let mut config = SamplerConfig::preset(efforts.get(self.effort));
         if let Some(tau) = self.tau {
             config.schedule = Schedule::Threshold { tau };
         }
@@ -123,8 +124,8 @@ impl SamplerArgs {
 
     /// [`SamplerArgs::config`] for next edits: copies of the old region commit at the draft
     /// bar unless `--no-draft`.
-    pub fn edit_config(&self) -> SamplerConfig {
-        let mut config = self.config();
+    pub fn edit_config(&self, efforts: Efforts) -> SamplerConfig {
+        let mut config = self.config(efforts);
         if !self.no_draft && config.draft_tau.is_none() {
             config.draft_tau = Some(redraft_suggest::edit::DRAFT_TAU);
         }

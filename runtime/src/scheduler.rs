@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use redraft_context::edit::{EditBudget, HistoryEdit, RegionReason, TextEdit};
 use redraft_context::{Language, Neighbour, Source};
-use redraft_engine::sampler::{CachePolicy, SamplerConfig};
+use redraft_engine::sampler::{CachePolicy, Effort, Efforts, SamplerConfig};
 use redraft_engine::{DeviceSpec, Engine};
 use redraft_suggest::fim::{self, FimOptions};
 use tokio::sync::{mpsc, oneshot};
@@ -76,6 +76,11 @@ pub struct FimWork {
     /// Fill the middle with a model another process serves instead of the loaded one (the
     /// same plan and post-processing, another run step); runs with no model loaded.
     pub backend: Option<BackendConfig>,
+    /// The effort the door asked for: when the job runs, `options.sampler`'s schedule and step cap
+    /// become this effort's preset of the model that runs it (its `redraft.json` may tune
+    /// them: [`redraft_engine::Engine::effort`]), whichever model a load queued before the job
+    /// brings. `None`: `options.sampler` as it is.
+    pub effort: Option<Effort>,
 }
 
 impl FimWork {
@@ -140,6 +145,11 @@ pub struct EditWork {
     pub history: Vec<HistoryEdit>,
     pub sampler: SamplerConfig,
     pub limits: EditLimits,
+    /// The effort the door asked for: when the job runs, `sampler`'s schedule and step cap
+    /// become this effort's preset of the model that runs it (its `redraft.json` may tune
+    /// them: [`redraft_engine::Engine::effort`]), whichever model a load queued before the job
+    /// brings. `None`: `sampler` as it is.
+    pub effort: Option<Effort>,
 }
 
 #[derive(Debug, Clone)]
@@ -149,6 +159,20 @@ pub enum Work {
 }
 
 impl Work {
+    /// The job's sampler with its effort ([`FimWork::effort`]) taken from `efforts`, the
+    /// presets of the model it is about to run on.
+    pub(crate) fn bind_effort(&mut self, efforts: &Efforts) {
+        let (sampler, effort) = match self {
+            Work::Fim(work) => (&mut work.options.sampler, work.effort),
+            Work::Edit(work) => (&mut work.sampler, work.effort),
+        };
+        if let Some(effort) = effort {
+            let preset = efforts.get(effort);
+            sampler.schedule = preset.schedule;
+            sampler.max_steps = preset.max_steps;
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Work::Fim(_) => "fim",
@@ -429,7 +453,7 @@ impl Scheduler {
         metrics: Arc<Metrics>,
     ) -> (Scheduler, std::thread::JoinHandle<()>) {
         let model = match &engine {
-            Ok(engine) => Ok(engine.model().config().max_position_embeddings),
+            Ok(engine) => Ok(queue::ModelFacts::of(engine)),
             Err(why) => Err(why.clone()),
         };
         let queue = Arc::new(Queue::new(config.max_queue.max(1), metrics, model));

@@ -117,7 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let load_started = Instant::now();
     let engine = args.model.load()?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
-    let sampler = args.sampler.edit_config();
+    let sampler = args.sampler.edit_config(engine.settings().efforts);
     let input = EditInput {
         source: Source {
             text: &request.text,

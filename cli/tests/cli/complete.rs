@@ -503,3 +503,47 @@ fn an_unknown_command_is_an_error_naming_the_commands() {
         "{stderr}"
     );
 }
+
+/// `--effort` starts from the model's own preset where its `redraft.json` tunes one; a flag
+/// overrides only what it names.
+#[test]
+fn effort_is_the_models_tuned_preset_and_flags_override_it() {
+    let model = model_dir();
+    let redraft_json = model.path().join("redraft.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&redraft_json).unwrap()).unwrap();
+    settings["efforts"] =
+        serde_json::json!({"low": {"schedule": {"kind": "top-k", "k": 2}, "max_steps": 3}});
+    std::fs::write(&redraft_json, settings.to_string()).unwrap();
+    let request = r#"{"prefix": "fn f() {", "suffix": "}"}"#;
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json_ok(&redraft(&args, request))["sampler"].clone()
+    };
+    let low = run(&["--effort", "low"]);
+    assert_eq!(
+        low["schedule"],
+        serde_json::json!({"kind": "top-k", "k": 2})
+    );
+    assert_eq!(low["max_steps"], 3);
+    let tau = run(&["--effort", "low", "--tau", "0.5"]);
+    assert_eq!(
+        tau["schedule"],
+        serde_json::json!({"kind": "threshold", "tau": 0.5})
+    );
+    assert_eq!(tau["max_steps"], 3);
+    // Untuned: the built-in medium.
+    let medium = run(&[]);
+    assert_eq!(
+        medium["schedule"],
+        serde_json::json!({"kind": "threshold", "tau": 0.8999999761581421})
+    );
+    assert_eq!(medium["max_steps"], 8);
+}

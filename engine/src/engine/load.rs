@@ -267,6 +267,7 @@ fn gguf_parts(
         logit_shift: extra.logit_shift.or(stated.logit_shift),
         edit_canvas: extra.edit_canvas,
         attention: extra.attention.or(stated.attention),
+        efforts: extra.efforts,
     };
     let settings = DiffusionSettings::resolve(&checkpoint.config, Some(&merged))?;
     Ok((

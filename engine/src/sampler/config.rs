@@ -116,18 +116,92 @@ pub struct SamplerConfig {
     pub guess_context: bool,
 }
 
+/// One effort's decoding: how many slots a step commits and the cap on steps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preset {
+    pub schedule: Schedule,
+    /// `None`: as many steps as there are slots.
+    #[serde(default)]
+    pub max_steps: Option<usize>,
+}
+
+impl Preset {
+    /// Why this preset cannot decode, if it cannot: a bar outside (0, 1], no slot per step or
+    /// no step at all.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        match self.schedule {
+            Schedule::Threshold { tau } if !(tau > 0.0 && tau <= 1.0) => {
+                return Err(format!("tau {tau} is not in (0, 1]"))
+            }
+            Schedule::TopK { k: 0 } => return Err("k is 0: no slot would ever commit".into()),
+            _ => {}
+        }
+        if self.max_steps == Some(0) {
+            return Err("max_steps is 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// What each [`Effort`] means for one model: the built-in presets unless its `redraft.json`
+/// tunes them (`efforts`; [`crate::config::DiffusionSettings::efforts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Efforts {
+    pub low: Preset,
+    pub medium: Preset,
+    pub high: Preset,
+}
+
+impl Efforts {
+    /// Measured on the 2M model that was the default until a GPU-trained one (scripts/decoding-bench,
+    /// docs/performance.md "Decoding"): a step cap that makes weak slots commit several per
+    /// step wrote better middles than waiting for confidence, at a third of the forward
+    /// passes; `high` commits one decision per step (the quality ceiling).
+    pub const BUILT_IN: Efforts = Efforts {
+        low: Preset {
+            schedule: Schedule::Threshold { tau: 0.7 },
+            max_steps: Some(4),
+        },
+        medium: Preset {
+            schedule: Schedule::Threshold { tau: 0.9 },
+            max_steps: Some(8),
+        },
+        high: Preset {
+            schedule: Schedule::TopK { k: 1 },
+            max_steps: None,
+        },
+    };
+
+    pub fn get(&self, effort: Effort) -> Preset {
+        match effort {
+            Effort::Low => self.low,
+            Effort::Medium => self.medium,
+            Effort::High => self.high,
+        }
+    }
+}
+
+impl Default for Efforts {
+    fn default() -> Efforts {
+        Efforts::BUILT_IN
+    }
+}
+
 impl SamplerConfig {
-    /// The presets behind `--effort`: fewer steps and a lower bar at `low`, one token per step
-    /// (the quality ceiling) at `high`.
+    /// The built-in preset of `effort` ([`Efforts::BUILT_IN`]). A loaded model's own presets,
+    /// which its `redraft.json` may tune, are [`crate::Engine::effort`]'s.
     pub fn effort(effort: Effort) -> SamplerConfig {
-        let (schedule, max_steps) = match effort {
-            // Measured on the default model (scripts/decoding-bench, docs/performance.md "Decoding"): a step
-            // cap that makes weak slots commit several per step wrote better middles than
-            // waiting for confidence, at a third of the forward passes.
-            Effort::Low => (Schedule::Threshold { tau: 0.7 }, Some(4)),
-            Effort::Medium => (Schedule::Threshold { tau: 0.9 }, Some(8)),
-            Effort::High => (Schedule::TopK { k: 1 }, None),
-        };
+        SamplerConfig::preset(Efforts::BUILT_IN.get(effort))
+    }
+
+    /// Greedy decoding with `preset`'s schedule and step cap, the context cache on (edit reuse
+    /// at [`Realign::DEFAULT`]) and guesses from the context.
+    pub fn preset(preset: Preset) -> SamplerConfig {
+        let Preset {
+            schedule,
+            max_steps,
+        } = preset;
         SamplerConfig {
             schedule,
             confidence: Confidence::Probability,

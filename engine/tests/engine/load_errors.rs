@@ -572,6 +572,69 @@ fn check_contradictory_setting(dir: &ModelDir, setting: &str, needles: &[&str]) 
     assert_names(&err, needles);
 }
 
+/// `redraft.json`'s `efforts` replaces the presets it names for this model; the others stay
+/// the built-in ones.
+#[test]
+fn efforts_tuned_in_redraft_json_replace_the_presets_they_name() {
+    use redraft_engine::sampler::{Effort, Efforts, Schedule};
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(REDRAFT, |r| {
+        r.insert(
+            "efforts".into(),
+            json!({"medium": {"schedule": {"kind": "threshold", "tau": 0.8}, "max_steps": 6}}),
+        );
+    });
+    let engine = Engine::load(dir.path()).unwrap();
+    let medium = engine.effort(Effort::Medium);
+    assert_eq!(medium.schedule, Schedule::Threshold { tau: 0.8 });
+    assert_eq!(medium.max_steps, Some(6));
+    for effort in [Effort::Low, Effort::High] {
+        let built_in = Efforts::BUILT_IN.get(effort);
+        let ours = engine.effort(effort);
+        assert_eq!(
+            (ours.schedule, ours.max_steps),
+            (built_in.schedule, built_in.max_steps)
+        );
+    }
+    // Without `efforts`, every preset is the built-in one.
+    let plain = Engine::load(ModelDir::copy(DREAM).path()).unwrap();
+    assert_eq!(plain.settings().efforts, Efforts::BUILT_IN);
+}
+
+/// A preset that cannot decode, or a misspelt key, is refused at load with the preset named.
+#[test]
+fn an_effort_preset_that_cannot_decode_is_refused() {
+    for (preset, needles) in [
+        (
+            json!({"schedule": {"kind": "threshold", "tau": 1.5}}),
+            ["`low`", "tau 1.5"],
+        ),
+        (
+            json!({"schedule": {"kind": "top-k", "k": 0}}),
+            ["`low`", "k is 0"],
+        ),
+        (
+            json!({"schedule": {"kind": "top-k", "k": 1}, "max_steps": 0}),
+            ["`low`", "max_steps is 0"],
+        ),
+    ] {
+        let dir = ModelDir::copy(DREAM);
+        dir.edit_json(REDRAFT, |r| {
+            r.insert("efforts".into(), json!({ "low": preset }));
+        });
+        check_contradictory_setting(&dir, "efforts", &needles);
+    }
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(REDRAFT, |r| {
+        r.insert(
+            "efforts".into(),
+            json!({"lowest": {"schedule": {"kind": "top-k", "k": 1}}}),
+        );
+    });
+    let err = dir.load_err();
+    assert_names(&err, &[REDRAFT, "lowest"]);
+}
+
 #[test]
 fn logit_shift_missing_without_redraft_json() {
     let dir = ModelDir::copy(DREAM);

@@ -231,6 +231,7 @@ fn settings(logit_shift: bool, bos_token_id: Option<u32>) -> DiffusionSettings {
         logit_shift,
         edit_canvas: Default::default(),
         attention: Default::default(),
+        efforts: Default::default(),
     }
 }
 

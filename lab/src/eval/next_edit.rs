@@ -136,7 +136,7 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
             budget: common
                 .sampler
                 .edit_budget(engine.model().config().max_position_embeddings),
-            sampler: common.sampler.edit_config(),
+            sampler: common.sampler.edit_config(engine.settings().efforts),
             setting: common.sampler.describe(),
         };
         let source = NextEditSource::Model(&model);

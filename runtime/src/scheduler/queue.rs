@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
-use redraft_engine::DeviceSpec;
+use redraft_engine::sampler::Efforts;
+use redraft_engine::{DeviceSpec, Engine};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Answer, Draft, JobError, Loaded, Rejected, Work};
@@ -91,6 +92,25 @@ enum Queued {
     Load(Load),
 }
 
+/// What the queue keeps of a loaded model: what the doors ask of it and what a job it hands
+/// out is bound to.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ModelFacts {
+    pub positions: usize,
+    /// The model's effort presets, which a job's effort is bound to when it is taken
+    /// ([`Work::bind_effort`]).
+    pub efforts: Efforts,
+}
+
+impl ModelFacts {
+    pub fn of(engine: &Engine) -> ModelFacts {
+        ModelFacts {
+            positions: engine.model().config().max_position_embeddings,
+            efforts: engine.settings().efforts,
+        }
+    }
+}
+
 /// The thread's model as the doors see it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct ModelState {
@@ -113,6 +133,7 @@ struct QueueState {
     open: bool,
     missing: Option<String>,
     positions: usize,
+    efforts: Efforts,
 }
 
 /// What the model thread is to take next.
@@ -160,16 +181,13 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// An open queue for a thread holding a model of `model` positions (or none, and why).
+    /// An open queue for a thread holding `model` (or none, and why).
     pub(super) fn new(
         capacity: usize,
         metrics: Arc<Metrics>,
-        model: Result<usize, String>,
+        model: Result<ModelFacts, String>,
     ) -> Queue {
-        let (positions, missing) = match model {
-            Ok(positions) => (positions, None),
-            Err(why) => (0, Some(why)),
-        };
+        let (positions, efforts, missing) = facts(model);
         Queue {
             state: Mutex::new(QueueState {
                 items: VecDeque::new(),
@@ -179,6 +197,7 @@ impl Queue {
                 open: true,
                 missing,
                 positions,
+                efforts,
             }),
             ready: Condvar::new(),
             remote_ready: Condvar::new(),
@@ -242,13 +261,15 @@ impl Queue {
         running.push(Arc::downgrade(&job.cancel));
     }
 
-    /// The job at `at`, taken out of `state`.
+    /// The job at `at`, taken out of `state`, its effort bound to the model's presets (the
+    /// model it runs on: loads queued after it wait for it).
     fn pop_job(&self, state: &mut QueueState, at: usize) -> Job {
-        let Some(Queued::Job(job)) = state.items.remove(at) else {
+        let Some(Queued::Job(mut job)) = state.items.remove(at) else {
             unreachable!("a job is there");
         };
         state.jobs -= 1;
         self.metrics.queue_depth.set(state.jobs as i64);
+        job.work.bind_effort(&state.efforts);
         *job
     }
 
@@ -331,14 +352,11 @@ impl Queue {
         Some(load)
     }
 
-    /// The thread's load ended: a model of `positions` positions, or none and why.
-    pub(super) fn loaded(&self, model: Result<usize, String>) {
+    /// The thread's load ended: a model, or none and why.
+    pub(super) fn loaded(&self, model: Result<ModelFacts, String>) {
         let mut state = self.lock();
         state.loading = false;
-        (state.positions, state.missing) = match model {
-            Ok(positions) => (positions, None),
-            Err(why) => (0, Some(why)),
-        };
+        (state.positions, state.efforts, state.missing) = facts(model);
     }
 
     /// The model as the last load left it.
@@ -396,5 +414,13 @@ impl Queue {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+}
+
+/// A model's positions and presets, or none (0 positions, the built-in presets) and why.
+fn facts(model: Result<ModelFacts, String>) -> (usize, Efforts, Option<String>) {
+    match model {
+        Ok(facts) => (facts.positions, facts.efforts, None),
+        Err(why) => (0, Efforts::BUILT_IN, Some(why)),
     }
 }

@@ -4,7 +4,7 @@
 //! leave a next edit what a fresh cache gives, and one cache policy per job whichever loop runs
 //! it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,6 +68,7 @@ fn fim(text: &str, backend: Option<crate::backend::BackendConfig>) -> Work {
         options: FimOptions::new(8, SamplerConfig::effort(Effort::Low)),
         stop: Vec::new(),
         backend,
+        effort: None,
     })
 }
 
@@ -258,6 +259,7 @@ fn edit(renamed: &Renamed, sampler: SamplerConfig, region: Option<Range<usize>>)
         history: renamed.history.clone(),
         sampler,
         limits: no_guard(),
+        effort: None,
     })
 }
 
@@ -367,6 +369,7 @@ fn fim_at(renamed: &Renamed) -> Work {
         options: FimOptions::new(8, SamplerConfig::effort(Effort::Low)),
         stop: Vec::new(),
         backend: None,
+        effort: None,
     })
 }
 
@@ -650,5 +653,72 @@ fn a_slow_backend_job_holds_up_no_job_of_the_models() {
             )
         };
         assert_eq!((outcome("answered"), outcome("cancelled")), (2.0, 1.0));
+    }
+}
+
+/// The small test model in a directory of its own, its `redraft.json` tuning `low` to `preset`.
+fn tuned_model(preset: serde_json::Value) -> tempfile::TempDir {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(source.join(file), dir.path().join(file)).unwrap();
+    }
+    let mut redraft: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(source.join("redraft.json")).unwrap())
+            .unwrap();
+    redraft["efforts"] = json!({ "low": preset });
+    std::fs::write(dir.path().join("redraft.json"), redraft.to_string()).unwrap();
+    dir
+}
+
+fn model_calls(report: &FimReport) -> usize {
+    report.full_passes + report.window_passes + report.realign_passes
+}
+
+/// A job's effort means the preset of the model that runs it, bound when it runs: a load queued
+/// before the job changes what `low` does; a job without an effort keeps its sampler as it is.
+#[test]
+fn a_jobs_effort_is_the_preset_of_the_model_that_runs_it() {
+    let one_step = tuned_model(json!({"schedule": {"kind": "top-k", "k": 1}, "max_steps": 1}));
+    let one_slot = tuned_model(json!({"schedule": {"kind": "top-k", "k": 1}}));
+    let low = |effort| match fim(TEXT, None) {
+        Work::Fim(work) => Work::Fim(FimWork { effort, ..work }),
+        Work::Edit(_) => unreachable!(),
+    };
+    for max_batch in [1, 4] {
+        let scheduler = start(Ok(Engine::load(one_step.path()).unwrap()), max_batch);
+        let answer = fim_answer(run(&scheduler, low(Some(Effort::Low)), None));
+        assert_eq!(
+            model_calls(&answer.report),
+            1,
+            "batch {max_batch}: {:?}",
+            answer.report
+        );
+
+        let load = scheduler.load(Some(one_slot.path().to_path_buf()), DeviceSpec::Cpu);
+        let behind = scheduler
+            .submit(low(Some(Effort::Low)), Submit::default())
+            .expect("queued behind the load");
+        load.blocking_recv()
+            .unwrap()
+            .expect("the tuned model loads");
+        let answer = fim_answer(wait(behind));
+        assert!(
+            model_calls(&answer.report) > 1,
+            "batch {max_batch}: {:?}",
+            answer.report
+        );
+
+        // No effort: the built-in `low` the job was made with (at most 4 steps), not the
+        // model's one slot per step.
+        let as_given = fim_answer(run(&scheduler, low(None), None));
+        let stepwise = fim_answer(run(&scheduler, low(Some(Effort::Low)), None));
+        assert!(
+            model_calls(&as_given.report) <= 4
+                && model_calls(&as_given.report) < model_calls(&stepwise.report),
+            "batch {max_batch}: {:?} vs {:?}",
+            as_given.report,
+            stepwise.report
+        );
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use redraft_engine::Engine;
 
+use super::queue::ModelFacts;
 use super::remote::{self, Remote, BACKEND_WORKERS};
 use super::{batched, serial, JobError, LoopConfig, Queue};
 
@@ -65,7 +66,7 @@ fn model_thread(
                     loaded.dir().display(),
                     redraft_engine::device::describe(loaded.model().device())
                 );
-                queue.loaded(Ok(loaded.model().config().max_position_embeddings));
+                queue.loaded(Ok(ModelFacts::of(&loaded)));
                 engine = Some(loaded);
                 Ok(origin)
             }

@@ -347,3 +347,31 @@ fn new_prompts_take_turns_and_still_answer_as_alone() {
     );
     assert!(mean_batch(&server) > 1.0, "nothing was batched");
 }
+
+/// A request's `effort` means the loaded model's preset: a model whose `redraft.json` tunes `low`
+/// to one step answers a `low` request in one model call, where the same model untuned takes
+/// several (the built-in `low`: a 0.7 bar within 4 steps).
+#[test]
+fn a_requests_effort_is_the_loaded_models_preset() {
+    let fixture = redraft_tests::cli::repo().join("fixtures/small-model");
+    let tuned = tempfile::tempdir().unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(fixture.join(file), tuned.path().join(file)).unwrap();
+    }
+    let mut redraft: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("redraft.json")).unwrap())
+            .unwrap();
+    redraft["efforts"] = json!({"low": {"schedule": {"kind": "top-k", "k": 1}, "max_steps": 1}});
+    std::fs::write(tuned.path().join("redraft.json"), redraft.to_string()).unwrap();
+    let request = json!({"prompt": "fn add(a: u32, b: u32) -> u32 {\n    ", "suffix": "\n}\n",
+                         "max_tokens": 8, "effort": "low"});
+    let calls = |model: &std::path::Path| {
+        let server = Server::start(&["--model", model.to_str().unwrap(), "--no-cache"]);
+        let response = server.post("/v1/completions", &request);
+        assert_eq!(response.status, 200, "{}", response.text());
+        server.metric("redraft_passes_total{pass=\"full\"}")
+            + server.metric("redraft_passes_total{pass=\"window\"}")
+    };
+    assert_eq!(calls(tuned.path()), 1.0);
+    assert!(calls(&fixture) > 1.0);
+}
