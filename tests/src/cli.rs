@@ -183,3 +183,21 @@ pub fn llama(name: &str) -> Option<PathBuf> {
         });
     Some(value)
 }
+
+/// The small test model (`fixtures/small-model`) in a directory of its own, its `redraft.json`
+/// tuning the effort presets to `efforts` (redraft.json's `efforts`, docs/models.md).
+pub fn tuned_small_model(efforts: serde_json::Value) -> tempfile::TempDir {
+    let fixture = repo().join("fixtures/small-model");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(fixture.join(file), dir.path().join(file)).expect("copying the fixture");
+    }
+    let text =
+        std::fs::read_to_string(fixture.join("redraft.json")).expect("the fixture's redraft.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&text).expect("redraft.json is JSON");
+    settings["efforts"] = efforts;
+    std::fs::write(dir.path().join("redraft.json"), settings.to_string())
+        .expect("writing redraft.json");
+    dir
+}

@@ -4,7 +4,7 @@
 //! leave a next edit what a fresh cache gives, and one cache policy per job whichever loop runs
 //! it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -656,21 +656,6 @@ fn a_slow_backend_job_holds_up_no_job_of_the_models() {
     }
 }
 
-/// The small test model in a directory of its own, its `redraft.json` tuning `low` to `preset`.
-fn tuned_model(preset: serde_json::Value) -> tempfile::TempDir {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
-    let dir = tempfile::tempdir().unwrap();
-    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
-        std::fs::copy(source.join(file), dir.path().join(file)).unwrap();
-    }
-    let mut redraft: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(source.join("redraft.json")).unwrap())
-            .unwrap();
-    redraft["efforts"] = json!({ "low": preset });
-    std::fs::write(dir.path().join("redraft.json"), redraft.to_string()).unwrap();
-    dir
-}
-
 fn model_calls(report: &FimReport) -> usize {
     report.full_passes + report.window_passes + report.realign_passes
 }
@@ -679,8 +664,9 @@ fn model_calls(report: &FimReport) -> usize {
 /// before the job changes what `low` does; a job without an effort keeps its sampler as it is.
 #[test]
 fn a_jobs_effort_is_the_preset_of_the_model_that_runs_it() {
-    let one_step = tuned_model(json!({"schedule": {"kind": "top-k", "k": 1}, "max_steps": 1}));
-    let one_slot = tuned_model(json!({"schedule": {"kind": "top-k", "k": 1}}));
+    let tuned = |low| redraft_tests::cli::tuned_small_model(json!({ "low": low }));
+    let one_step = tuned(json!({"schedule": {"kind": "top-k", "k": 1}, "max_steps": 1}));
+    let one_slot = tuned(json!({"schedule": {"kind": "top-k", "k": 1}}));
     let low = |effort| match fim(TEXT, None) {
         Work::Fim(work) => Work::Fim(FimWork { effort, ..work }),
         Work::Edit(_) => unreachable!(),

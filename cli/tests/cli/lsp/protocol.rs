@@ -460,3 +460,31 @@ async fn completions_around_4_byte_characters_and_nul_are_valid_text() {
     }
     lsp.shutdown().await;
 }
+
+/// The editor's `effort` means the loaded model's preset: a model whose `redraft.json` tunes
+/// `low` to one step answers in one model call; the same model untuned takes several.
+#[tokio::test]
+async fn the_effort_setting_is_the_loaded_models_preset() {
+    let tuned = redraft_tests::cli::tuned_small_model(
+        json!({"low": {"schedule": {"kind": "top-k", "k": 1}, "max_steps": 1}}),
+    );
+    let untuned = redraft_tests::cli::repo().join("fixtures/small-model");
+    for (model, one_call) in [(tuned.path(), true), (untuned.as_path(), false)] {
+        let lsp = Lsp::start(Start {
+            options: json!({"model": model, "effort": "low", "logLevel": "debug"}),
+            ..Start::default()
+        })
+        .await;
+        lsp.open(URI, "rust", SOURCE);
+        lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+        let log = lsp
+            .wait_for_log(|m| m.contains("v0 @") && m.contains("full/window/realign"))
+            .await;
+        assert_eq!(
+            log.contains("passes 1/0/0 full/window/realign"),
+            one_call,
+            "{log}"
+        );
+        lsp.shutdown().await;
+    }
+}

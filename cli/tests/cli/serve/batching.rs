@@ -354,15 +354,9 @@ fn new_prompts_take_turns_and_still_answer_as_alone() {
 #[test]
 fn a_requests_effort_is_the_loaded_models_preset() {
     let fixture = redraft_tests::cli::repo().join("fixtures/small-model");
-    let tuned = tempfile::tempdir().unwrap();
-    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
-        std::fs::copy(fixture.join(file), tuned.path().join(file)).unwrap();
-    }
-    let mut redraft: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture.join("redraft.json")).unwrap())
-            .unwrap();
-    redraft["efforts"] = json!({"low": {"schedule": {"kind": "top-k", "k": 1}, "max_steps": 1}});
-    std::fs::write(tuned.path().join("redraft.json"), redraft.to_string()).unwrap();
+    let tuned = redraft_tests::cli::tuned_small_model(
+        json!({"low": {"schedule": {"kind": "top-k", "k": 1}, "max_steps": 1}}),
+    );
     let request = json!({"prompt": "fn add(a: u32, b: u32) -> u32 {\n    ", "suffix": "\n}\n",
                          "max_tokens": 8, "effort": "low"});
     let calls = |model: &std::path::Path| {
