@@ -10,6 +10,7 @@ use redraft_engine::config::AttentionPattern;
 use redraft_engine::edit::EditFormat;
 use redraft_engine::engine::{inspect, ModelSummary};
 use redraft_engine::prompt::FimLayout;
+use redraft_engine::sampler::{Effort, Efforts};
 use redraft_models::{human_bytes, ModelFormat, ModelName, Resolver, TerminalProgress};
 use serde::Serialize;
 
@@ -64,10 +65,10 @@ pub fn list(args: ListArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    println!("NAME\tSIZE\tFORMAT\tKIND\tFIM\tNEXT EDIT\tRUNS");
+    println!("NAME\tSIZE\tFORMAT\tKIND\tFIM\tNEXT EDIT\tEFFORTS\tRUNS");
     for row in &rows {
         println!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             row.name,
             if row.size == 0 {
                 "-".to_string()
@@ -78,6 +79,7 @@ pub fn list(args: ListArgs) -> anyhow::Result<()> {
             row.kind,
             row.fim,
             row.next_edit,
+            row.efforts,
             match &row.runs {
                 Ok(()) => "yes".to_string(),
                 Err(why) => format!("no: {why}"),
@@ -98,6 +100,8 @@ struct Row {
     fim: &'static str,
     /// `redraft` (edit markers), `sweep` (`<|file_sep|>`) or `none`.
     next_edit: &'static str,
+    /// `built-in`, or the presets its `redraft.json` tunes (`tuned: low, medium`), or `-`.
+    efforts: String,
     /// Whether redraft runs it, or why not.
     runs: Result<(), String>,
 }
@@ -110,6 +114,7 @@ struct RowJson<'a> {
     kind: &'a str,
     fim: &'a str,
     next_edit: &'a str,
+    efforts: &'a str,
     runs: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     why_not: Option<&'a str>,
@@ -141,6 +146,7 @@ impl Row {
                     Ok(EditFormat::Sweep { .. }) => "sweep",
                     Err(_) => "none",
                 },
+                efforts: efforts(&summary.settings.efforts),
                 runs: Ok(()),
             },
             Err(why) => Row {
@@ -150,6 +156,7 @@ impl Row {
                 kind: "-".into(),
                 fim: "-",
                 next_edit: "-",
+                efforts: "-".into(),
                 runs: Err(why),
             },
         }
@@ -163,6 +170,7 @@ impl Row {
             kind: &self.kind,
             fim: self.fim,
             next_edit: self.next_edit,
+            efforts: &self.efforts,
             runs: self.runs.is_ok(),
             why_not: self.runs.as_ref().err().map(String::as_str),
         }
@@ -183,6 +191,24 @@ fn embedded() -> Row {
             })
             .map_err(|e| format!("{e:#}"));
     Row::from_summary("(embedded default)".into(), files.format(), size, summary)
+}
+
+/// Which effort presets a model tunes (`redraft.json`'s `efforts`), or `built-in`.
+fn efforts(efforts: &Efforts) -> String {
+    let tuned: Vec<&str> = [
+        ("low", Effort::Low),
+        ("medium", Effort::Medium),
+        ("high", Effort::High),
+    ]
+    .into_iter()
+    .filter(|&(_, effort)| efforts.get(effort) != Efforts::BUILT_IN.get(effort))
+    .map(|(name, _)| name)
+    .collect();
+    if tuned.is_empty() {
+        "built-in".into()
+    } else {
+        format!("tuned: {}", tuned.join(", "))
+    }
 }
 
 fn kind(attention: AttentionPattern) -> String {

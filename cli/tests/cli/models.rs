@@ -78,6 +78,13 @@ fn stores() -> &'static Stores {
         .unwrap();
         std::fs::create_dir_all(repo.join("refs")).unwrap();
         std::fs::write(repo.join("refs/main"), commit).unwrap();
+        // Its own `high` preset: `redraft models` says it is tuned (no test here decodes at
+        // `high` on it).
+        std::fs::write(
+            snapshot.join("redraft.json"),
+            json!({"efforts": {"high": {"schedule": {"kind": "top-k", "k": 2}}}}).to_string(),
+        )
+        .unwrap();
 
         Stores {
             cached: snapshot.join("tiny-q8_0.gguf"),
@@ -194,6 +201,20 @@ fn models_lists_the_embedded_model_the_hub_cache_and_ollama_with_what_each_is() 
     };
     let embedded = find("(embedded default)");
     assert_eq!(embedded["kind"], "diffusion");
+    // The shipped model's own presets, where `scripts/tune-effort` wrote some.
+    let shipped: Value = serde_json::from_str(
+        &std::fs::read_to_string(cli::repo().join("assets/default-model/redraft.json")).unwrap(),
+    )
+    .unwrap();
+    let efforts = embedded["efforts"].as_str().unwrap();
+    match shipped.get("efforts") {
+        None => assert_eq!(efforts, "built-in"),
+        Some(_) => assert!(efforts.starts_with("tuned: "), "{efforts}"),
+    }
+    assert_eq!(
+        find("hf:test-org/tiny-GGUF/tiny-q8_0.gguf")["efforts"],
+        "tuned: high"
+    );
     assert_eq!(embedded["runs"], true);
     for name in ["ollama:tiny:latest", "hf:test-org/tiny-GGUF/tiny-q8_0.gguf"] {
         let model = find(name);
