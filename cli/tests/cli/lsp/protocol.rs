@@ -292,6 +292,22 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
     lsp.shutdown().await;
 }
 
+/// A server started with `options` (a debug log level among them), [`SOURCE`] opened and
+/// completed at the loop's body: the server, and the log line that says how that job ran.
+async fn first_completion(options: Value) -> (Lsp, String) {
+    let lsp = Lsp::start(Start {
+        options,
+        ..Start::default()
+    })
+    .await;
+    lsp.open(URI, "rust", SOURCE);
+    lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    let log = lsp
+        .wait_for_log(|m| m.contains("v0 @") && m.contains("full/window/realign"))
+        .await;
+    (lsp, log)
+}
+
 /// The worker keeps its cache across requests: after an edit elsewhere in the file, the next
 /// completion's first pass realigns it (a realigning pass, most positions from the cache) instead of
 /// recomputing everything; `"editReuse": "off"` restores the exact full pass.
@@ -304,16 +320,7 @@ async fn a_completion_after_an_edit_reuses_the_kept_cache() {
             "/0 full/window/realign (0 positions",
         ),
     ] {
-        let lsp = Lsp::start(Start {
-            options,
-            ..Start::default()
-        })
-        .await;
-        lsp.open(URI, "rust", SOURCE);
-        lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
-        let log = lsp
-            .wait_for_log(|m| m.contains("v0 @") && m.contains("full/window/realign"))
-            .await;
+        let (lsp, log) = first_completion(options).await;
         // A cold cache: full passes (one more if the canvas grew), no realigning pass.
         assert!(log.contains("/0 full/window/realign (0 positions"), "{log}");
         // `fn sum` becomes `fn sum_`: far from the cursor, no type-through.
@@ -470,16 +477,8 @@ async fn the_effort_setting_is_the_loaded_models_preset() {
     );
     let untuned = redraft_tests::cli::repo().join("fixtures/small-model");
     for (model, one_call) in [(tuned.path(), true), (untuned.as_path(), false)] {
-        let lsp = Lsp::start(Start {
-            options: json!({"model": model, "effort": "low", "logLevel": "debug"}),
-            ..Start::default()
-        })
-        .await;
-        lsp.open(URI, "rust", SOURCE);
-        lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
-        let log = lsp
-            .wait_for_log(|m| m.contains("v0 @") && m.contains("full/window/realign"))
-            .await;
+        let (lsp, log) =
+            first_completion(json!({"model": model, "effort": "low", "logLevel": "debug"})).await;
         assert_eq!(
             log.contains("passes 1/0/0 full/window/realign"),
             one_call,
