@@ -7,6 +7,7 @@
 //! ```sh
 //! cargo bench -p redraft --bench lsp_typing                       # 300 keystrokes, 120 ms apart
 //! cargo bench -p redraft --bench lsp_typing -- --keys 500 --interval-ms 80 --file F.rs --effort low
+//! cargo bench -p redraft --bench lsp_typing -- --model DIR      # a model not compiled in
 //! ```
 //!
 //! Run by `cargo test` (without `--bench`) it replays a dozen keystrokes as a smoke test.
@@ -27,6 +28,8 @@ struct Options {
     interval: Duration,
     effort: String,
     max_tokens: usize,
+    /// The editor's `model` setting (default: the embedded model).
+    model: Option<String>,
 }
 
 fn options() -> Options {
@@ -43,6 +46,7 @@ fn options() -> Options {
             redraft_runtime::DEFAULT_MAX_TOKENS,
             redraft_runtime::DEFAULT_MAX_TOKENS,
         ),
+        model: args.value("--model"),
     }
 }
 
@@ -67,6 +71,7 @@ async fn main() {
             "effort": options.effort,
             "maxTokens": options.max_tokens,
             "logLevel": "debug",
+            "model": options.model,
         }),
         encodings: Some(vec!["utf-16"]),
         ..Start::default()
