@@ -195,15 +195,11 @@ fn embedded() -> Row {
 
 /// Which effort presets a model tunes (`redraft.json`'s `efforts`), or `built-in`.
 fn efforts(efforts: &Efforts) -> String {
-    let tuned: Vec<&str> = [
-        ("low", Effort::Low),
-        ("medium", Effort::Medium),
-        ("high", Effort::High),
-    ]
-    .into_iter()
-    .filter(|&(_, effort)| efforts.get(effort) != Efforts::BUILT_IN.get(effort))
-    .map(|(name, _)| name)
-    .collect();
+    let tuned: Vec<&str> = Effort::ALL
+        .into_iter()
+        .filter(|&effort| efforts.get(effort) != Efforts::BUILT_IN.get(effort))
+        .map(Effort::name)
+        .collect();
     if tuned.is_empty() {
         "built-in".into()
     } else {

@@ -8,12 +8,13 @@
 //! and otherwise from a small `redraft.json` beside it; [`DiffusionSettings::resolve`] merges
 //! the two and rejects anything missing or contradictory.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::sampler::{Efforts, Preset};
+use crate::sampler::{Effort, Efforts, Preset};
 
 /// Architectures this engine runs, by `config.json`'s `model_type`.
 const SUPPORTED_MODEL_TYPES: &[&str] = &["qwen2", "Dream", "llada"];
@@ -464,42 +465,7 @@ pub struct RedraftJson {
     /// the built-in one): `{"medium": {"schedule": {"kind": "threshold", "tau": 0.85},
     /// "max_steps": 6}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub efforts: Option<EffortOverrides>,
-}
-
-/// `redraft.json`'s `efforts`: the presets a model replaces.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EffortOverrides {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub low: Option<Preset>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub medium: Option<Preset>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub high: Option<Preset>,
-}
-
-impl EffortOverrides {
-    /// `base` with these presets in place of its own; an error names a preset that cannot decode.
-    pub fn over(&self, base: Efforts) -> Result<Efforts> {
-        let pick = |name: &str, ours: Option<Preset>, theirs: Preset| match ours {
-            Some(preset) => {
-                preset
-                    .check()
-                    .map(|()| preset)
-                    .map_err(|why| Error::ContradictorySetting {
-                        setting: "efforts",
-                        message: format!("the `{name}` preset: {why}"),
-                    })
-            }
-            None => Ok(theirs),
-        };
-        Ok(Efforts {
-            low: pick("low", self.low, base.low)?,
-            medium: pick("medium", self.medium, base.medium)?,
-            high: pick("high", self.high, base.high)?,
-        })
-    }
+    pub efforts: Option<BTreeMap<Effort, Preset>>,
 }
 
 /// Which keys each position attends to.
@@ -629,7 +595,12 @@ impl DiffusionSettings {
             logit_shift,
             edit_canvas: extra.edit_canvas.unwrap_or_default(),
             attention: extra.attention.unwrap_or_default(),
-            efforts: extra.efforts.unwrap_or_default().over(Efforts::BUILT_IN)?,
+            efforts: Efforts::BUILT_IN
+                .tuned(&extra.efforts.unwrap_or_default())
+                .map_err(|message| Error::ContradictorySetting {
+                    setting: "efforts",
+                    message,
+                })?,
         };
         if settings.attention == AttentionPattern::Causal && !settings.logit_shift {
             return Err(Error::ContradictorySetting {

@@ -1,6 +1,8 @@
 //! How to decode: the [`SamplerConfig`] a request carries (an [`Effort`] preset and its
 //! overrides: confidence, schedule, steps, guesses) and the context cache's [`CachePolicy`].
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// What "confident" means when choosing which slots to commit.
@@ -73,7 +75,7 @@ impl Realign {
 }
 
 /// Quality/speed presets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Effort {
     Low,
@@ -81,15 +83,26 @@ pub enum Effort {
     High,
 }
 
+impl Effort {
+    pub const ALL: [Effort; 3] = [Effort::Low, Effort::Medium, Effort::High];
+
+    /// As flags, settings and `redraft.json` write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+        }
+    }
+}
+
 impl std::str::FromStr for Effort {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Effort, String> {
-        match s {
-            "low" => Ok(Effort::Low),
-            "medium" => Ok(Effort::Medium),
-            "high" => Ok(Effort::High),
-            other => Err(format!("unknown effort `{other}` (low, medium or high)")),
-        }
+        Effort::ALL
+            .into_iter()
+            .find(|effort| effort.name() == s)
+            .ok_or_else(|| format!("unknown effort `{s}` (low, medium or high)"))
     }
 }
 
@@ -179,6 +192,29 @@ impl Efforts {
             Effort::Medium => self.medium,
             Effort::High => self.high,
         }
+    }
+
+    fn get_mut(&mut self, effort: Effort) -> &mut Preset {
+        match effort {
+            Effort::Low => &mut self.low,
+            Effort::Medium => &mut self.medium,
+            Effort::High => &mut self.high,
+        }
+    }
+
+    /// These presets with `tuned`'s in place of the ones it names (`redraft.json`'s
+    /// `efforts`); an error names a preset that cannot decode.
+    pub fn tuned(
+        mut self,
+        tuned: &BTreeMap<Effort, Preset>,
+    ) -> std::result::Result<Efforts, String> {
+        for (&effort, &preset) in tuned {
+            preset
+                .check()
+                .map_err(|why| format!("the `{}` preset: {why}", effort.name()))?;
+            *self.get_mut(effort) = preset;
+        }
+        Ok(self)
     }
 }
 

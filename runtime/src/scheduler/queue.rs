@@ -131,9 +131,8 @@ struct QueueState {
     /// The thread is loading a model.
     loading: bool,
     open: bool,
-    missing: Option<String>,
-    positions: usize,
-    efforts: Efforts,
+    /// The loaded model, or why there is none.
+    model: Result<ModelFacts, String>,
 }
 
 /// What the model thread is to take next.
@@ -187,7 +186,6 @@ impl Queue {
         metrics: Arc<Metrics>,
         model: Result<ModelFacts, String>,
     ) -> Queue {
-        let (positions, efforts, missing) = facts(model);
         Queue {
             state: Mutex::new(QueueState {
                 items: VecDeque::new(),
@@ -195,9 +193,7 @@ impl Queue {
                 loads: 0,
                 loading: false,
                 open: true,
-                missing,
-                positions,
-                efforts,
+                model,
             }),
             ready: Condvar::new(),
             remote_ready: Condvar::new(),
@@ -214,7 +210,7 @@ impl Queue {
 
     pub(super) fn push(&self, job: Job) -> Result<(), Rejected> {
         let mut state = self.lock();
-        if let Some(why) = &state.missing {
+        if let Err(why) = &state.model {
             if !state.loading && state.loads == 0 && job.work.needs_model() {
                 return Err(Rejected::NoModel(why.clone()));
             }
@@ -269,7 +265,9 @@ impl Queue {
         };
         state.jobs -= 1;
         self.metrics.queue_depth.set(state.jobs as i64);
-        job.work.bind_effort(&state.efforts);
+        if let Ok(model) = &state.model {
+            job.work.bind_effort(&model.efforts);
+        }
         *job
     }
 
@@ -356,15 +354,15 @@ impl Queue {
     pub(super) fn loaded(&self, model: Result<ModelFacts, String>) {
         let mut state = self.lock();
         state.loading = false;
-        (state.positions, state.efforts, state.missing) = facts(model);
+        state.model = model;
     }
 
     /// The model as the last load left it.
     pub(super) fn model(&self) -> ModelState {
         let state = self.lock();
         ModelState {
-            missing: state.missing.clone(),
-            positions: state.positions,
+            missing: state.model.as_ref().err().cloned(),
+            positions: state.model.as_ref().map_or(0, |m| m.positions),
             loading: state.loading || state.loads > 0,
         }
     }
@@ -414,13 +412,5 @@ impl Queue {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
-    }
-}
-
-/// A model's positions and presets, or none (0 positions, the built-in presets) and why.
-fn facts(model: Result<ModelFacts, String>) -> (usize, Efforts, Option<String>) {
-    match model {
-        Ok(facts) => (facts.positions, facts.efforts, None),
-        Err(why) => (0, Efforts::BUILT_IN, Some(why)),
     }
 }
