@@ -5,9 +5,13 @@
 //! length (padding) are left out entirely, and so are the keys a query may not see
 //! ([`Shapes::visible`]: causal or block-causal patterns). A decoding step's few query rows (at
 //! most `FEW` a sequence) take the kernel of `attention/few_queries.rs` instead, where these
-//! blocks would be tiny matrix products.
+//! blocks would be tiny matrix products; on a CPU with AVX-512 the blocks are computed by
+//! `attention/tiles.rs` rather than through `gemm`, whose packing of each block's keys and
+//! values is most of a product only `head_dim` deep.
 
 mod few_queries;
+#[cfg(target_arch = "x86_64")]
+mod tiles;
 
 use rayon::prelude::*;
 
@@ -104,11 +108,22 @@ pub fn attention(q: &[f32], kv: &[f32], s: &Shapes<'_>) -> Result<Vec<f32>> {
     if s.queries.len() <= few_queries::FEW {
         return Ok(few_queries::attention(q, kv, s));
     }
+    #[cfg(target_arch = "x86_64")]
+    if tiles::available(s.layout.head_dim) {
+        return Ok(tiles::attention(q, kv, s));
+    }
     Ok(blocks(q, kv, s))
 }
 
-/// The blocked path: one task per (sequence, head, block of up to 64 queries), two matrix
-/// products through `gemm` with the block's scores in between.
+/// [`attention`] with every block of queries through `gemm`, whatever the CPU: the path of CPUs
+/// without AVX-512, and what benchmarks compare the AVX-512 tiles against.
+pub fn attention_through_gemm(q: &[f32], kv: &[f32], s: &Shapes<'_>) -> Result<Vec<f32>> {
+    s.check(q, kv)?;
+    Ok(blocks(q, kv, s))
+}
+
+/// The blocked path without AVX-512: one task per (sequence, head, block of up to 64 queries),
+/// two matrix products through `gemm` with the block's scores in between.
 fn blocks(q: &[f32], kv: &[f32], s: &Shapes<'_>) -> Vec<f32> {
     let HeadLayout {
         heads,
@@ -257,22 +272,32 @@ mod tests {
         out
     }
 
-    /// Both paths (a few query rows, and blocks of them) equal the formula, with grouped and
-    /// ungrouped heads, the head sizes the few-query path has vector code for and one it has
-    /// not, padding, a block pattern, and keys from a separate cache.
+    /// Every path this CPU runs (a few query rows, blocks of them through `gemm`, and blocks in
+    /// AVX-512 tiles) equals the formula, with grouped and ungrouped heads, the head sizes the
+    /// vector paths have code for and ones they have not, padding, a block pattern, blocks
+    /// that end on and off the tiles' 48 rows and 8 keys, and keys from a separate cache.
     #[test]
-    fn both_paths_match_the_formula() {
+    fn every_path_matches_the_formula() {
         let block_of_4 = |row: usize, n: usize| n.min((row / 4 + 1) * 4);
         let bidirectional = |_: usize, n: usize| n;
         let patterns: [&(dyn Fn(usize, usize) -> usize + Sync); 2] = [&bidirectional, &block_of_4];
-        for (heads, kv_heads, head_dim) in [(14, 2, 64), (4, 4, 32), (8, 2, 128), (6, 3, 24)] {
+        for (heads, kv_heads, head_dim) in
+            [(14, 2, 64), (4, 4, 32), (8, 2, 128), (6, 3, 24), (2, 1, 20)]
+        {
             let layout = HeadLayout {
                 heads,
                 kv_heads,
                 head_dim,
             };
             let width = layout.qkv_width();
-            for (keys, queries) in [(17, 16..17), (70, 62..70), (70, 0..70), (130, 60..75)] {
+            for (keys, queries) in [
+                (17, 16..17),
+                (70, 62..70),
+                (70, 0..70),
+                (130, 60..75),
+                (103, 0..103),
+                (9, 0..9),
+            ] {
                 let rows = random(2 * keys * width, keys as u64);
                 let key_lens = [keys, keys.div_ceil(2).max(queries.end)];
                 // Keys and values from a separate cache (no query columns).
@@ -298,15 +323,27 @@ mod tests {
                             key_lens: &key_lens,
                             visible,
                         };
-                        let got = attention(&rows, kv, &shapes).unwrap();
                         let expected = reference(&rows, kv, &shapes);
-                        assert_eq!(got.len(), expected.len());
-                        let diff = got
-                            .iter()
-                            .zip(&expected)
-                            .map(|(a, b)| (a - b).abs())
-                            .fold(0f32, f32::max);
-                        assert!(diff < 1e-5, "{layout:?}, {keys} keys, {queries:?}: {diff}");
+                        let mut paths = vec![("chosen", attention(&rows, kv, &shapes).unwrap())];
+                        if queries.len() > few_queries::FEW {
+                            paths.push(("gemm", blocks(&rows, kv, &shapes)));
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        if queries.len() > few_queries::FEW && tiles::available(head_dim) {
+                            paths.push(("tiles", tiles::attention(&rows, kv, &shapes)));
+                        }
+                        for (path, got) in paths {
+                            assert_eq!(got.len(), expected.len());
+                            let diff = got
+                                .iter()
+                                .zip(&expected)
+                                .map(|(a, b)| (a - b).abs())
+                                .fold(0f32, f32::max);
+                            assert!(
+                                diff < 1e-5,
+                                "{path}: {layout:?}, {keys} keys, {queries:?}: {diff}"
+                            );
+                        }
                     }
                 }
             }
