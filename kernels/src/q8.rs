@@ -654,6 +654,47 @@ struct Quantized {
 /// 1.5·2^23: a float this large has no fraction bits left.
 const ROUND: f32 = 12_582_912.0;
 
+/// One row of [`quantize`]: its blocks' values, scales and half sums.
+#[inline(always)]
+fn quantize_row(v: &mut [i8], s: &mut [f32], sum: &mut [[i32; 2]], x: &[f32]) {
+    for (((v, s), sum), x) in v.chunks_mut(BLOCK).zip(s).zip(sum).zip(x.chunks(BLOCK)) {
+        // `max` by comparison, not `f32::max`: its NaN rules keep the loop scalar.
+        let amax = x
+            .iter()
+            .fold(0f32, |m, &a| if a.abs() > m { a.abs() } else { m });
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        *s = half::f16::from_f32(d).to_f32();
+        for (v, &a) in v.iter_mut().zip(x) {
+            // Half to even by the float unit's own rounding: adding 1.5·2^23 leaves no
+            // fraction bits (|a·id| <= 127). `round_ties_even` is a libm call here.
+            *v = ((a * id + ROUND) - ROUND) as i8;
+        }
+        let half = |h: &[i8]| h.iter().map(|&v| v as i32).sum();
+        *sum = [half(&v[..16]), half(&v[16..])];
+    }
+}
+
+/// [`quantize_row`] compiled for AVX-512 (its loops vectorise to 16 lanes).
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn quantize_row_avx512(v: &mut [i8], s: &mut [f32], sum: &mut [[i32; 2]], x: &[f32]) {
+    quantize_row(v, s, sum, x)
+}
+
+/// [`quantize_row`] compiled for AVX2 (8 lanes).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn quantize_row_avx2(v: &mut [i8], s: &mut [f32], sum: &mut [[i32; 2]], x: &[f32]) {
+    quantize_row(v, s, sum, x)
+}
+
 fn quantize(x: &[f32], cols: usize) -> Quantized {
     let mut values = vec![0i8; x.len()];
     let mut scales = vec![0f32; x.len() / BLOCK];
@@ -665,19 +706,16 @@ fn quantize(x: &[f32], cols: usize) -> Quantized {
         .zip(sums.par_chunks_mut(per_row))
         .zip(x.par_chunks(cols))
         .for_each(|(((v, s), sum), x)| {
-            for (((v, s), sum), x) in v.chunks_mut(BLOCK).zip(s).zip(sum).zip(x.chunks(BLOCK)) {
-                let amax = x.iter().fold(0f32, |m, &a| m.max(a.abs()));
-                let d = amax / 127.0;
-                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-                *s = half::f16::from_f32(d).to_f32();
-                for (v, &a) in v.iter_mut().zip(x) {
-                    // Half to even by the float unit's own rounding: adding 1.5·2^23 leaves no
-                    // fraction bits (|a·id| <= 127). `round_ties_even` is a libm call here.
-                    *v = ((a * id + ROUND) - ROUND) as i8;
-                }
-                let half = |h: &[i8]| h.iter().map(|&v| v as i32).sum();
-                *sum = [half(&v[..16]), half(&v[16..])];
+            #[cfg(target_arch = "x86_64")]
+            match Isa::detect() {
+                // SAFETY: `detect` found AVX-512 (F, BW, VL and VNNI), all
+                // `quantize_row_avx512` enables.
+                Some(Isa::Avx512) => return unsafe { quantize_row_avx512(v, s, sum, x) },
+                // SAFETY: `detect` found AVX2 and FMA, all `quantize_row_avx2` enables.
+                Some(Isa::Avx2) => return unsafe { quantize_row_avx2(v, s, sum, x) },
+                None => {}
             }
+            quantize_row(v, s, sum, x)
         });
     Quantized {
         values,
