@@ -89,6 +89,12 @@ impl ContextCache {
         self.drifted_positions
     }
 
+    /// The tokens of each sequence the cached keys and values were computed from (after window
+    /// passes, the canvases as the last pass saw them).
+    pub fn tokens(&self) -> &[Vec<u32>] {
+        &self.tokens
+    }
+
     /// Realigning passes made since the cache was last exact (a stored full pass).
     pub fn approximate_passes(&self) -> usize {
         self.approximate_passes

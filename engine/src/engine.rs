@@ -139,6 +139,14 @@ impl Engine {
         SamplerConfig::preset(self.settings.efforts.get(effort))
     }
 
+    /// Makes a kept cache exact again while nothing else needs the model (the runtime's idle
+    /// refresh): [`Qwen2::refresh`], a stored full pass over its tokens that replaces it only
+    /// once through; `stop`, asked twice a layer, leaves it as it was. `true` when
+    /// refreshed; `false` when stopped or when it was exact already.
+    pub fn refresh(&self, cache: &mut ContextCache, stop: &dyn Fn() -> bool) -> Result<bool> {
+        self.model.refresh(cache, stop)
+    }
+
     /// A denoising step's canvas as a client may be shown it (the one draft renderer: the
     /// language server's and the HTTP server's streams): [`Draft::render`], the middle ending
     /// at EOS or pad.

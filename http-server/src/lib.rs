@@ -131,6 +131,12 @@ pub struct Args {
     /// typing at once than fit, their requests start cold: watch `redraft_cache_starts_total`.
     #[arg(long, value_name = "MIB", default_value_t = redraft_runtime::scheduler::kept::DEFAULT_MIB)]
     cache_memory: usize,
+    /// After this many milliseconds with no request for the model, the newest kept cache that
+    /// edit reuse left approximate is recomputed exactly, so the next keystroke's request
+    /// realigns from an exact cache instead of paying the exact pass itself; a request that
+    /// comes meanwhile stops it within half a layer (0: never).
+    #[arg(long, value_name = "MS", default_value_t = redraft_runtime::scheduler::idle::DEFAULT_IDLE_REFRESH.as_millis() as u64)]
+    idle_refresh_ms: u64,
     /// After SIGTERM or Ctrl-C: how long in-flight requests may take to finish, in
     /// milliseconds; past it they are cancelled at their next denoising step (their clients
     /// get a 503) and the server stops.
@@ -182,6 +188,8 @@ pub struct App {
     pub max_queue: usize,
     /// `--cache-memory`, in MiB.
     pub cache_memory: usize,
+    /// `--idle-refresh-ms` (`None`: off).
+    pub idle_refresh: Option<Duration>,
     shutting_down: AtomicBool,
 }
 
@@ -273,6 +281,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map_or(Some(Realign::DEFAULT), |flag| flag.over(Realign::DEFAULT)),
         prompt_chunk: (args.prompt_chunk > 0).then_some(args.prompt_chunk),
     };
+    let idle_refresh =
+        (args.idle_refresh_ms > 0).then(|| Duration::from_millis(args.idle_refresh_ms));
     let max_batch = usize::try_from(args.max_batch).unwrap_or(1);
     let max_queue = usize::try_from(args.max_queue).unwrap_or(1);
     let (scheduler, inference) = Scheduler::start(
@@ -282,6 +292,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_queue,
             cache,
             kept_bytes: args.cache_memory.saturating_mul(1 << 20),
+            idle_refresh,
             door: "redraft serve",
         },
         Arc::clone(&metrics),
@@ -311,6 +322,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_batch,
         max_queue,
         cache_memory: args.cache_memory,
+        idle_refresh,
         shutting_down: AtomicBool::new(false),
     });
 
@@ -492,6 +504,7 @@ async fn health(State(app): State<Shared>) -> Response {
             "max_batch": app.max_batch,
             "prompt_chunk": app.cache.prompt_chunk,
             "cache_memory_mib": app.cache_memory,
+            "idle_refresh_ms": app.idle_refresh.map(|idle| idle.as_millis() as u64),
             // Where FIM answers come from (the backend's address stays private: /health needs
             // no key).
             "fim": if app.backend.is_some() { "backend" } else { "local" },

@@ -25,7 +25,8 @@ use redraft_engine::sampler::SamplerConfig;
 use redraft_engine::DeviceSpec;
 use redraft_runtime::metrics::Metrics;
 use redraft_runtime::scheduler::{
-    kept, Answer, EditWork, FimWork, Loaded, LoopConfig, Rejected, Scheduler, Submit, Ticket, Work,
+    idle, kept, Answer, EditWork, FimWork, Loaded, LoopConfig, Rejected, Scheduler, Submit, Ticket,
+    Work,
 };
 use redraft_suggest::edit::DRAFT_TAU;
 use redraft_suggest::fim::FimOptions;
@@ -124,6 +125,7 @@ impl Inference {
             max_queue: MAX_QUEUE,
             cache: SamplerConfig::default().cache,
             kept_bytes: kept::DEFAULT_MIB << 20,
+            idle_refresh: Some(idle::DEFAULT_IDLE_REFRESH),
             door: "redraft lsp",
         };
         // The thread lives as long as the process: `run` ends without waiting for it.

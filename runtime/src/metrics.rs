@@ -53,6 +53,13 @@ pub struct StartLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefreshLabels {
+    /// `done` (the cache is exact again), `stopped` (a job came first; the cache is as it was)
+    /// or `failed` (the cache was dropped).
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: String,
 }
@@ -80,6 +87,7 @@ pub struct Metrics {
     pub stream_drafts: Counter<u64, AtomicU64>,
     pub held_steps: Counter,
     pub cache_starts: Family<StartLabels, Counter>,
+    pub idle_refreshes: Family<RefreshLabels, Counter>,
     pub kept_caches: Gauge,
     pub kept_bytes: Gauge,
     pub open_connections: Gauge,
@@ -172,6 +180,12 @@ impl Metrics {
             "Steps of a job held back for a call because an older job's prompt piece went in it",
             held_steps.clone(),
         );
+        let idle_refreshes = Family::<RefreshLabels, Counter>::default();
+        registry.register(
+            "redraft_idle_refreshes",
+            "Kept caches recomputed exactly while the model had nothing else to do, by outcome",
+            idle_refreshes.clone(),
+        );
         let cache_starts = Family::<StartLabels, Counter>::default();
         registry.register(
             "redraft_cache_starts",
@@ -225,6 +239,7 @@ impl Metrics {
             stream_drafts,
             held_steps,
             cache_starts,
+            idle_refreshes,
             kept_caches,
             kept_bytes,
             open_connections,
@@ -288,6 +303,15 @@ impl Metrics {
         self.cache_starts
             .get_or_create(&StartLabels {
                 start: if kept { "kept" } else { "cold" }.to_string(),
+            })
+            .inc();
+    }
+
+    /// An idle refresh of a kept cache ended: `done`, `stopped` or `failed`.
+    pub fn idle_refresh(&self, outcome: &str) {
+        self.idle_refreshes
+            .get_or_create(&RefreshLabels {
+                outcome: outcome.to_string(),
             })
             .inc();
     }

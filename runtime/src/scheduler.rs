@@ -25,6 +25,7 @@
 //! [`JobError::ShuttingDown`] and raises the running ones' cancel flags.
 
 mod batched;
+pub mod idle;
 pub mod kept;
 mod queue;
 mod remote;
@@ -401,6 +402,9 @@ pub struct LoopConfig {
     pub cache: CachePolicy,
     /// Bytes the caches finished jobs leave for the next ones may hold ([`kept`]).
     pub kept_bytes: usize,
+    /// After this long with no job for the model, the newest kept cache a realigning pass left
+    /// approximate is recomputed exactly ([`idle`]); `None`: never.
+    pub idle_refresh: Option<Duration>,
     /// The command whose loop it is, as its messages on stderr name it (`redraft serve`).
     pub door: &'static str,
 }

@@ -40,8 +40,48 @@ impl Qwen2 {
     /// requests share the weights' trip through memory whatever their positions. Attention
     /// stays per call. An error fails every call (their caches may be half written).
     pub fn forward_many(&self, calls: &mut [ModelCall<'_, ContextCache>]) -> Result<Vec<Tensor>> {
+        Ok(self
+            .forward_many_unless(calls, &|| false)?
+            .expect("a pass nothing stops runs to its end"))
+    }
+
+    /// Makes `cache` exact again: a stored full pass over the tokens it holds, into a new cache
+    /// that replaces it once every layer is through (the old one serves until then). `stop` is
+    /// asked twice a layer (before it, and after its attention); when it says stop, `cache` is left as it was and the answer is
+    /// `false`. A cache that is exact already (no realigning pass since its last stored one) or
+    /// empty is left alone, `false`.
+    pub fn refresh(&self, cache: &mut ContextCache, stop: &dyn Fn() -> bool) -> Result<bool> {
+        let len = cache.tokens.iter().map(Vec::len).max().unwrap_or(0);
+        if cache.is_empty() || cache.approximate_passes == 0 || len == 0 {
+            return Ok(false);
+        }
+        let tokens = cache.tokens.clone();
+        let mut fresh = ContextCache::default();
+        let mut call = [ModelCall {
+            tokens: &tokens,
+            window: len - 1..len,
+            cache: &mut fresh,
+            pass: Pass::Full { store: true },
+        }];
+        if self.forward_many_unless(&mut call, stop)?.is_none() {
+            return Ok(false);
+        }
+        // What earlier passes reused and let drift stays counted (callers report differences).
+        fresh.reused_positions = cache.reused_positions;
+        fresh.drifted_positions = cache.drifted_positions;
+        *cache = fresh;
+        Ok(true)
+    }
+
+    /// [`Qwen2::forward_many`], asking `stop` before each layer and after each layer's
+    /// attention: `None` once it said stop (the calls' caches may then be half written).
+    fn forward_many_unless(
+        &self,
+        calls: &mut [ModelCall<'_, ContextCache>],
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<Vec<Tensor>>> {
         if calls.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         }
         let mut prepared = calls
             .iter_mut()
@@ -50,7 +90,9 @@ impl Qwen2 {
         let last = self.layers.len() - 1;
         for i in 0..self.layers.len() {
             let mut lanes: Vec<&mut Lane> = prepared.iter_mut().map(|(lane, _)| lane).collect();
-            self.layer_forward(i, &mut lanes, i == last)?;
+            if stop() || !self.layer_forward(i, &mut lanes, i == last, stop)? {
+                return Ok(None);
+            }
         }
         let mut windows = Vec::with_capacity(prepared.len());
         for (call, (lane, then)) in calls.iter_mut().zip(prepared) {
@@ -72,7 +114,8 @@ impl Qwen2 {
                 offset += b * w;
                 Ok(rows)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
     }
 
     /// Checks a call and lays out the rows its pass computes (touching the cache where the
@@ -310,7 +353,16 @@ impl Qwen2 {
     /// per lane. Each lane's rows become the layer's output for its query rows (all of them,
     /// or `last_queries` in the `last` layer); a [`Keys::Keep`] lane collects the layer's keys
     /// and values.
-    fn layer_forward(&self, index: usize, lanes: &mut [&mut Lane], last: bool) -> Result<()> {
+    ///
+    /// `stop` is asked again after attention, before the rest of the layer: `false` when it said
+    /// stop (the lanes are then half through the layer, good for nothing).
+    fn layer_forward(
+        &self,
+        index: usize,
+        lanes: &mut [&mut Lane],
+        last: bool,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<bool> {
         let layer = &self.layers[index];
         let cfg = &self.config;
         let eps = cfg.rms_norm_eps as f32;
@@ -435,6 +487,9 @@ impl Qwen2 {
                     .reshape((b * q_rows, d))?,
             );
         }
+        if stop() {
+            return Ok(false);
+        }
         let x = (joined(residual.iter())? + layer.o.forward(&joined(attended.iter())?)?)?;
         let h = rms_norm(&x, &layer.post_norm, eps)?;
         let gate_up = layer.gate_up.forward(&h)?;
@@ -454,7 +509,7 @@ impl Qwen2 {
             lane.x = out.narrow(0, offset, b * q_rows)?.reshape((b, q_rows, d))?;
             offset += b * q_rows;
         }
-        Ok(())
+        Ok(true)
     }
 }
 

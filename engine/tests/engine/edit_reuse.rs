@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use redraft_engine::sampler::{Controls, Effort, Realign, SamplerConfig};
+use redraft_engine::sampler::{Controls, Denoiser, Effort, Pass, Realign, SamplerConfig};
 use redraft_engine::ContextCache;
 use redraft_engine::{Completion, Engine, InfillRequest};
 
@@ -185,4 +185,69 @@ fn a_batch_of_lengths_realigns_every_sequence() {
             }
         }
     }
+}
+
+/// The logits of a window pass over the last 8 positions of `tokens` from `cache`.
+fn window_logits(engine: &Engine, tokens: &[Vec<u32>], cache: &mut ContextCache) -> Vec<f32> {
+    let len = tokens[0].len();
+    engine
+        .model()
+        .logits(tokens, len - 8..len, cache, Pass::Window)
+        .unwrap()
+}
+
+/// An idle refresh (`Engine::refresh`) leaves exactly the cache a stored full pass over the
+/// same tokens makes, and only once every layer is through: stopped at any layer, or asked of
+/// a cache that is exact already, it leaves the cache as it was.
+#[test]
+fn a_refresh_makes_a_realigned_cache_exact_unless_stopped() {
+    let engine = Engine::load(&small_model()).unwrap();
+    let reuse = Realign {
+        radius: 4,
+        refresh_after: 8,
+    };
+    let mut cache = ContextCache::default();
+    complete(&engine, &request("", Some(reuse)), &mut cache);
+    assert!(
+        !engine.refresh(&mut cache, &|| false).unwrap(),
+        "exact already"
+    );
+    for typed in &KEYS[..3] {
+        complete(&engine, &request(typed, Some(reuse)), &mut cache);
+    }
+    assert_eq!(cache.approximate_passes(), 3);
+    let tokens = cache.tokens().to_vec();
+    let mut exact = ContextCache::default();
+    let len = tokens[0].len();
+    engine
+        .model()
+        .logits(
+            &tokens,
+            len - 8..len,
+            &mut exact,
+            Pass::Full { store: true },
+        )
+        .unwrap();
+    let expected = window_logits(&engine, &tokens, &mut exact);
+    let approximate = window_logits(&engine, &tokens, &mut cache);
+    assert_ne!(approximate, expected, "the realigned cache drifted");
+
+    // Stopped before the first layer, within it, and within the last: nothing changes.
+    let asks = 2 * engine.model().config().num_hidden_layers;
+    for stop_at in [0, 1, asks - 1] {
+        let asked = std::cell::Cell::new(0);
+        let stop = || {
+            asked.set(asked.get() + 1);
+            asked.get() > stop_at
+        };
+        assert!(!engine.refresh(&mut cache, &stop).unwrap());
+        assert_eq!(asked.get(), stop_at + 1);
+        assert_eq!(cache.approximate_passes(), 3);
+        assert_eq!(window_logits(&engine, &tokens, &mut cache), approximate);
+    }
+
+    assert!(engine.refresh(&mut cache, &|| false).unwrap());
+    assert_eq!(cache.approximate_passes(), 0);
+    assert_eq!(cache.tokens(), &tokens[..]);
+    assert_eq!(window_logits(&engine, &tokens, &mut cache), expected);
 }

@@ -20,8 +20,9 @@
 //! lane's other rows a full pass; the lanes took turns oldest first, since stepping each in a
 //! call of its own made everyone slower.)
 //!
-//! A lane that empties leaves its cache behind ([`KeptCaches`]), and a new lane starts from the
-//! kept cache of the job most like its first one: a client typing sends requests that differ by
+//! A lane that empties leaves its cache behind ([`KeptCaches`]; the newest refreshed while
+//! nothing runs, [`idle`]), and a new lane starts from the kept cache of the job most like its
+//! first one: a client typing sends requests that differ by
 //! a few characters, and the new lane's first pass realigns the cache across that edit (the edit
 //! reuse every other door has) instead of recomputing the whole context.
 //!
@@ -46,6 +47,7 @@ use redraft_engine::sampler::{
 use redraft_engine::{Completion, Engine};
 use redraft_suggest::{edit, fim};
 
+use super::idle;
 use super::kept::{self, KeptCaches, KeyBuf};
 use super::run::{draft_text, edit_budget, edit_input, finish_edit, finish_fim, job_error};
 use super::{cache_policy, Answer, Draft, Job, JobError, LoopConfig, Queue, Work};
@@ -100,6 +102,8 @@ struct Loop<'e> {
     lanes: Vec<Lane<'e>>,
     /// Caches of emptied lanes.
     kept: KeptCaches,
+    /// When nothing runs, how long before the newest kept cache is refreshed ([`idle`]).
+    idle_refresh: Option<Duration>,
     jobs: HashMap<u64, Member>,
     /// Keyed by lane and member.
     canvases: HashMap<(u64, MemberId), Slot>,
@@ -121,6 +125,7 @@ pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Dur
         delay,
         lanes: Vec::new(),
         kept: KeptCaches::new(config.kept_bytes),
+        idle_refresh: config.idle_refresh,
         jobs: HashMap::new(),
         canvases: HashMap::new(),
         next_job: 0,
@@ -155,7 +160,7 @@ impl<'e> Loop<'e> {
             // A job waits in the queue until its canvases fit, unless nothing runs.
             let fits = |job: &Job| job.abandoned() || canvases(job) <= room;
             let job = if self.running() == 0 {
-                match self.queue.next() {
+                match idle::next_job(self.engine, self.queue, &mut self.kept, self.idle_refresh) {
                     Some(job) => job,
                     None => return false,
                 }

@@ -162,6 +162,36 @@ impl KeptCaches {
         self.report(metrics);
     }
 
+    /// Whether the newest kept cache (the last job's) was left approximate by a realigning
+    /// pass: what the idle refresh makes exact again.
+    pub fn newest_is_approximate(&self) -> bool {
+        self.kept
+            .last()
+            .is_some_and(|kept| kept.cache.approximate_passes() > 0)
+    }
+
+    /// Runs `refresh` on the newest kept cache, if [`KeptCaches::newest_is_approximate`];
+    /// `Err` from it drops that cache (a refresh that failed once would fail again every time
+    /// the loop is idle). The byte count follows what the cache holds afterwards.
+    pub fn refresh_newest<E>(
+        &mut self,
+        refresh: impl FnOnce(&mut ContextCache) -> Result<bool, E>,
+        metrics: &Metrics,
+    ) -> Option<Result<bool, E>> {
+        if !self.newest_is_approximate() {
+            return None;
+        }
+        let mut newest = self.kept.pop()?;
+        self.bytes -= footprint(&newest);
+        let outcome = refresh(&mut newest.cache);
+        if outcome.is_ok() {
+            self.bytes += footprint(&newest);
+            self.kept.push(newest);
+        }
+        self.report(metrics);
+        Some(outcome)
+    }
+
     fn report(&self, metrics: &Metrics) {
         metrics.kept_caches.set(self.kept.len() as i64);
         metrics.kept_bytes.set(self.bytes as i64);

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redraft_engine::sampler::Efforts;
 use redraft_engine::{DeviceSpec, Engine};
@@ -166,6 +166,15 @@ impl QueueState {
     }
 }
 
+/// What waiting for the model's next job found ([`Queue::next_within`]).
+pub enum Waited {
+    Job(Box<Job>),
+    /// Nothing for the model within the time asked.
+    Idle,
+    /// A model load is next, or the queue is closed and holds no job for the model.
+    Ended,
+}
+
 /// The bounded queue between the doors and the inference thread.
 pub struct Queue {
     state: Mutex<QueueState>,
@@ -275,6 +284,20 @@ impl Queue {
     /// and is closed, or when a model load is next (the loop ends, and its thread loads). Jobs
     /// sent to a remote backend are left to the backend workers (`Queue::next_remote`).
     pub fn next(&self) -> Option<Job> {
+        match self.wait_for_model(None) {
+            Waited::Job(job) => Some(*job),
+            Waited::Idle => unreachable!("no deadline"),
+            Waited::Ended => None,
+        }
+    }
+
+    /// [`Queue::next`], waiting at most `idle`: [`Waited::Idle`] when no job for the model came
+    /// meanwhile (the loop's chance to refresh a kept cache, `idle`).
+    pub fn next_within(&self, idle: Duration) -> Waited {
+        self.wait_for_model(Some(Instant::now() + idle))
+    }
+
+    fn wait_for_model(&self, deadline: Option<Instant>) -> Waited {
         let mut state = self.lock();
         loop {
             match state.for_model() {
@@ -282,15 +305,32 @@ impl Queue {
                     let job = self.pop_job(&mut state, at);
                     drop(state);
                     self.taken(&job);
-                    return Some(job);
+                    return Waited::Job(Box::new(job));
                 }
-                ForModel::Load(_) => return None,
-                ForModel::Nothing if !state.open => return None,
-                ForModel::Nothing => {
-                    state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner())
-                }
+                ForModel::Load(_) => return Waited::Ended,
+                ForModel::Nothing if !state.open => return Waited::Ended,
+                ForModel::Nothing => match deadline {
+                    None => state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner()),
+                    Some(deadline) => {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return Waited::Idle;
+                        }
+                        state = match self.ready.wait_timeout(state, left) {
+                            Ok((state, _)) => state,
+                            Err(poisoned) => poisoned.into_inner().0,
+                        };
+                    }
+                },
             }
         }
+    }
+
+    /// Whether the model's loop has something to do: a job for the model or a load is queued,
+    /// or the queue is closed. What stops an idle refresh between layers.
+    pub fn model_work_waiting(&self) -> bool {
+        let state = self.lock();
+        !state.open || !matches!(state.for_model(), ForModel::Nothing)
     }
 
     /// The next job that needs the model, if one is queued before any load and `fits` it (else

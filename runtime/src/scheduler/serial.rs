@@ -1,7 +1,7 @@
 //! The one-at-a-time loop: each queued job runs alone through the pipeline (a FIM job's
 //! candidates still share their model calls), under the cache policy [`cache_policy`] chose,
 //! each from the kept cache of the job most like it ([`KeptCaches`], as the batched loop keeps
-//! them). A job whose client left before it started is answered as cancelled without running
+//! them), refreshing the newest of those while idle ([`idle`]). A job whose client left before it started is answered as cancelled without running
 //! the model; one whose client leaves mid-way stops at the next denoising step. FIM jobs sent
 //! to a remote backend are not this loop's: the backend workers run them.
 
@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use redraft_engine::Engine;
 
+use super::idle;
 use super::kept::{self, KeptCaches};
 use super::run::{edit_job, fim_job, internal_error};
 use super::{cache_policy, JobError, LoopConfig, Queue, Work};
@@ -18,7 +19,7 @@ use super::{cache_policy, JobError, LoopConfig, Queue, Work};
 pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Duration>) {
     let mut kept = KeptCaches::new(config.kept_bytes);
     let metrics = queue.metrics();
-    while let Some(job) = queue.next() {
+    while let Some(job) = idle::next_job(engine, queue, &mut kept, config.idle_refresh) {
         if job.abandoned() {
             job.answer(Err(JobError::Cancelled), metrics);
             continue;

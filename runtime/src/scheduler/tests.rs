@@ -26,6 +26,7 @@ fn config(max_batch: usize) -> LoopConfig {
         max_queue: 16,
         cache: SamplerConfig::default().cache,
         kept_bytes: kept::DEFAULT_MIB << 20,
+        idle_refresh: None,
         door: "redraft test",
     }
 }
@@ -707,4 +708,99 @@ fn a_jobs_effort_is_the_preset_of_the_model_that_runs_it() {
             stepwise.report
         );
     }
+}
+
+/// Keystrokes of one client, each a FIM job whose first pass realigns the kept cache and
+/// whose cache asks for an exact pass after two realigning passes in a row, through a loop of
+/// `max_batch` with `idle_refresh`; with `pause`, each job waits for the loop's idle refresh to
+/// end before the next is sent. The full passes the jobs paid, and the refreshes done.
+fn keystrokes(max_batch: usize, idle_refresh: Option<Duration>, pause: bool) -> (f64, f64) {
+    let metrics = Arc::new(Metrics::new());
+    let config = LoopConfig {
+        idle_refresh,
+        ..config(max_batch)
+    };
+    let (scheduler, _) = Scheduler::start(Ok(engine()), config, Arc::clone(&metrics));
+    let done =
+        |metrics: &Metrics| metric(metrics, "redraft_idle_refreshes_total{outcome=\"done\"}");
+    for typed in ["", "s", "su", "sum", "sum_", "sum_o", "sum_of"] {
+        let mut work = fim(
+            &format!("fn main() {{\n    let total = {typed}\n}}\n"),
+            None,
+        );
+        if let Work::Fim(work) = &mut work {
+            work.cursor += typed.len();
+            work.options.sampler.cache.realign = Some(redraft_engine::sampler::Realign {
+                radius: 4,
+                refresh_after: 2,
+            });
+        }
+        let refreshed = done(&metrics);
+        fim_answer(run(&scheduler, work, Some("doc")));
+        if pause && !typed.is_empty() {
+            // The job realigned the kept cache: the loop refreshes it once idle.
+            let waited = std::time::Instant::now();
+            while done(&metrics) == refreshed {
+                assert!(
+                    waited.elapsed() < Duration::from_secs(30),
+                    "no idle refresh"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    (passes(&metrics)[0], done(&metrics))
+}
+
+/// While the loop is idle it makes the newest kept cache exact again, so a keystroke after a
+/// pause realigns from an exact cache and no keystroke pays the exact pass the refresh
+/// schedule would otherwise ask for (every third job here); without pauses, or with the idle
+/// refresh off, the schedule's exact passes come back. Either loop alike.
+#[test]
+fn a_pause_refreshes_the_kept_cache_so_no_keystroke_pays_the_exact_pass() {
+    let idle = Some(Duration::from_millis(20));
+    for max_batch in [1, 4] {
+        // The first job's cold pass only; six refreshes, one after each realigning job.
+        assert_eq!(keystrokes(max_batch, idle, true), (1.0, 6.0), "{max_batch}");
+        // The cold pass, then an exact pass after every two realigning ones.
+        assert_eq!(
+            keystrokes(max_batch, None, false),
+            (3.0, 0.0),
+            "{max_batch}"
+        );
+    }
+}
+
+/// What the idle refresh asks of the queue: a wait with a deadline ends idle when nothing
+/// comes and with the job when one does; work for the model (what stops a refresh) is a job or
+/// load for it, or a closed queue, never a job sent to a remote backend.
+#[test]
+fn the_queue_tells_an_idle_loop_when_work_for_the_model_comes() {
+    let facts = queue::ModelFacts::of(&engine());
+    let queue = Queue::new(4, Arc::new(Metrics::new()), Ok(facts));
+    let job = |work: Work| {
+        let (reply, _) = oneshot::channel();
+        Job::new(work, Arc::default(), None, None, reply, None)
+    };
+    assert!(!queue.model_work_waiting());
+    assert!(matches!(
+        queue.next_within(Duration::from_millis(10)),
+        queue::Waited::Idle
+    ));
+    let remote = crate::backend::BackendConfig::new("http://127.0.0.1:9");
+    queue.push(job(fim(TEXT, Some(remote)))).unwrap();
+    assert!(!queue.model_work_waiting(), "a remote backend's job");
+    queue.push(job(fim(TEXT, None))).unwrap();
+    assert!(queue.model_work_waiting());
+    assert!(matches!(
+        queue.next_within(Duration::from_secs(5)),
+        queue::Waited::Job(_)
+    ));
+    assert!(!queue.model_work_waiting());
+    queue.close();
+    assert!(queue.model_work_waiting(), "closed: the loop should end");
+    assert!(matches!(
+        queue.next_within(Duration::from_secs(5)),
+        queue::Waited::Ended
+    ));
 }

@@ -407,10 +407,14 @@ fn health_reports_the_batching_settings() {
             health["max_batch"].clone(),
             health["prompt_chunk"].clone(),
             health["cache_memory_mib"].clone(),
+            health["idle_refresh_ms"].clone(),
         )
     };
     let health = Server::start(&[]).get("/health").json();
-    assert_eq!(settings(&health), (json!(8), json!(256), json!(1024)));
+    assert_eq!(
+        settings(&health),
+        (json!(8), json!(256), json!(1024), json!(300))
+    );
     assert_eq!(
         health["fim"], "local",
         "no --backend: the local model answers FIM"
@@ -422,10 +426,15 @@ fn health_reports_the_batching_settings() {
         "0",
         "--cache-memory",
         "64",
+        "--idle-refresh-ms",
+        "0",
     ])
     .get("/health")
     .json();
-    assert_eq!(settings(&health), (json!(3), Value::Null, json!(64)));
+    assert_eq!(
+        settings(&health),
+        (json!(3), Value::Null, json!(64), Value::Null)
+    );
 }
 
 #[test]
