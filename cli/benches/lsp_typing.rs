@@ -8,7 +8,12 @@
 //! cargo bench -p redraft --bench lsp_typing                       # 300 keystrokes, 120 ms apart
 //! cargo bench -p redraft --bench lsp_typing -- --keys 500 --interval-ms 80 --file F.rs --effort low
 //! cargo bench -p redraft --bench lsp_typing -- --model DIR      # a model not compiled in
+//! cargo bench -p redraft --bench lsp_typing -- --pause-ms 400     # and a pause after each word
 //! ```
+//!
+//! `--pause-ms`: after each word typed (a space or a newline) the typist stops that long before
+//! going on, as people do between words and lines: the server has time to spare then (its
+//! idle refresh of the kept cache).
 //!
 //! Run by `cargo test` (without `--bench`) it replays a dozen keystrokes as a smoke test.
 
@@ -30,6 +35,8 @@ struct Options {
     max_tokens: usize,
     /// The editor's `model` setting (default: the embedded model).
     model: Option<String>,
+    /// Extra wait after each space or newline typed.
+    pause: Duration,
 }
 
 fn options() -> Options {
@@ -47,6 +54,7 @@ fn options() -> Options {
             redraft_runtime::DEFAULT_MAX_TOKENS,
         ),
         model: args.value("--model"),
+        pause: Duration::from_millis(args.number("--pause-ms", 0, 0)),
     }
 }
 
@@ -112,6 +120,9 @@ async fn main() {
         previous = Some(request.id);
         answers.push(tokio::spawn(timed(request)));
         tokio::time::sleep(options.interval).await;
+        if ch == ' ' || ch == '\n' {
+            tokio::time::sleep(options.pause).await;
+        }
     }
     let mut latencies = Vec::new();
     let (mut cancelled, mut empty, mut shown) = (0, 0, 0);
@@ -146,10 +157,11 @@ async fn main() {
     latencies.sort_by(f64::total_cmp);
     let requests = typed.chars().count();
     println!(
-        "lsp typing replay: {} keystrokes of {} ({} ms apart, effort {}, max {} tokens) in {:.1} s",
+        "lsp typing replay: {} keystrokes of {} ({} ms apart, {} ms more after a word, effort {}, max {} tokens) in {:.1} s",
         requests,
         options.file.display(),
         options.interval.as_millis(),
+        options.pause.as_millis(),
         options.effort,
         options.max_tokens,
         wall.as_secs_f64()

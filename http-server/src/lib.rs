@@ -131,10 +131,10 @@ pub struct Args {
     /// typing at once than fit, their requests start cold: watch `redraft_cache_starts_total`.
     #[arg(long, value_name = "MIB", default_value_t = redraft_runtime::scheduler::kept::DEFAULT_MIB)]
     cache_memory: usize,
-    /// After this many milliseconds with no request for the model, the newest kept cache that
-    /// edit reuse left approximate is recomputed exactly, so the next keystroke's request
-    /// realigns from an exact cache instead of paying the exact pass itself; a request that
-    /// comes meanwhile stops it within half a layer (0: never).
+    /// After this many milliseconds with no request for the model, the newest of the last few
+    /// kept caches that edit reuse left approximate is recomputed exactly, so the next
+    /// keystroke's request realigns from an exact cache instead of paying the exact pass
+    /// itself; a request that comes meanwhile stops it within half a layer (0: never).
     #[arg(long, value_name = "MS", default_value_t = redraft_runtime::scheduler::idle::DEFAULT_IDLE_REFRESH.as_millis() as u64)]
     idle_refresh_ms: u64,
     /// After SIGTERM or Ctrl-C: how long in-flight requests may take to finish, in

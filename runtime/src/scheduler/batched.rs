@@ -20,7 +20,7 @@
 //! lane's other rows a full pass; the lanes took turns oldest first, since stepping each in a
 //! call of its own made everyone slower.)
 //!
-//! A lane that empties leaves its cache behind ([`KeptCaches`]; the newest refreshed while
+//! A lane that empties leaves its cache behind ([`KeptCaches`]; a recent one refreshed while
 //! nothing runs, [`idle`]), and a new lane starts from the kept cache of the job most like its
 //! first one: a client typing sends requests that differ by
 //! a few characters, and the new lane's first pass realigns the cache across that edit (the edit
@@ -102,7 +102,7 @@ struct Loop<'e> {
     lanes: Vec<Lane<'e>>,
     /// Caches of emptied lanes.
     kept: KeptCaches,
-    /// When nothing runs, how long before the newest kept cache is refreshed ([`idle`]).
+    /// When nothing runs, how long before a recent kept cache is refreshed ([`idle`]).
     idle_refresh: Option<Duration>,
     jobs: HashMap<u64, Member>,
     /// Keyed by lane and member.

@@ -3,8 +3,8 @@
 //! old text, so the cache drifts, and after `Realign::refresh_after` realigning passes in a row
 //! a job pays an exact stored full pass instead (on the default preset's shape at 1k tokens,
 //! ~170 ms against ~18 ms: a keystroke in nine waits for it). When no job for the model comes for
-//! the loop's `idle_refresh` (a pause in typing), the loop recomputes the newest kept cache, if a
-//! realigning pass left it approximate, exactly over the tokens it holds
+//! the loop's `idle_refresh` (a pause in typing), the loop recomputes the newest of the recent
+//! kept caches a realigning pass left approximate, exactly over the tokens it holds
 //! ([`Engine::refresh`]): the next keystroke then realigns from an exact cache, and the forced
 //! exact pass moves off the keystrokes into the pauses.
 //!
@@ -27,8 +27,8 @@ use super::{Job, Queue};
 /// typing pace, shorter than a pause.
 pub const DEFAULT_IDLE_REFRESH: Duration = Duration::from_millis(300);
 
-/// The next job for the model ([`Queue::next`]), refreshing the newest kept cache whenever
-/// none comes for `idle` and it needs it. `None` when the loop should end.
+/// The next job for the model ([`Queue::next`]), refreshing a recent kept cache whenever none
+/// comes for `idle` and one needs it ([`KeptCaches::refresh_recent`]). `None` when the loop should end.
 pub fn next_job(
     engine: &Engine,
     queue: &Queue,
@@ -36,7 +36,7 @@ pub fn next_job(
     idle: Option<Duration>,
 ) -> Option<Job> {
     loop {
-        let Some(idle) = idle.filter(|_| kept.newest_is_approximate()) else {
+        let Some(idle) = idle.filter(|_| kept.needs_refresh()) else {
             return queue.next();
         };
         match queue.next_within(idle) {
@@ -47,13 +47,13 @@ pub fn next_job(
     }
 }
 
-/// Refreshes the newest kept cache, stopping when the model has other work.
+/// Refreshes a recent kept cache, stopping when the model has other work.
 fn refresh(engine: &Engine, queue: &Queue, kept: &mut KeptCaches) {
     let metrics = queue.metrics();
     let stop = || queue.model_work_waiting();
     // A bug in a refresh must not stop the server: the cache it was refreshing is dropped.
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        kept.refresh_newest(|cache| engine.refresh(cache, &stop), metrics)
+        kept.refresh_recent(|cache| engine.refresh(cache, &stop), metrics)
     }));
     let outcome = match outcome {
         Ok(None) => return,

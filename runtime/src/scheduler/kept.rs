@@ -22,6 +22,9 @@ use crate::metrics::Metrics;
 /// Kept caches at most, whatever their size: bounds the search a job makes through them.
 pub const KEPT_CACHES: usize = 1024;
 
+/// How many of the newest kept caches the idle refresh looks through for one to refresh.
+pub const REFRESHED_AMONG: usize = 4;
+
 /// The default of `--cache-memory`, in MiB.
 pub const DEFAULT_MIB: usize = 1024;
 
@@ -162,31 +165,38 @@ impl KeptCaches {
         self.report(metrics);
     }
 
-    /// Whether the newest kept cache (the last job's) was left approximate by a realigning
-    /// pass: what the idle refresh makes exact again.
-    pub fn newest_is_approximate(&self) -> bool {
-        self.kept
-            .last()
-            .is_some_and(|kept| kept.cache.approximate_passes() > 0)
+    /// The newest of the last [`REFRESHED_AMONG`] kept caches that a realigning pass left
+    /// approximate: what the idle refresh makes exact again. (Not only the newest: a
+    /// document's completions and its next edits keep a cache each, and a next edit computed
+    /// in a pause leaves the newest, exact, in front of the completions' realigned one.)
+    fn approximate(&self) -> Option<usize> {
+        let recent = self.kept.len().saturating_sub(REFRESHED_AMONG);
+        (recent..self.kept.len())
+            .rev()
+            .find(|&at| self.kept[at].cache.approximate_passes() > 0)
     }
 
-    /// Runs `refresh` on the newest kept cache, if [`KeptCaches::newest_is_approximate`];
-    /// `Err` from it drops that cache (a refresh that failed once would fail again every time
-    /// the loop is idle). The byte count follows what the cache holds afterwards.
-    pub fn refresh_newest<E>(
+    /// Whether a recent kept cache needs the idle refresh ([`KeptCaches::refresh_recent`]).
+    pub fn needs_refresh(&self) -> bool {
+        self.approximate().is_some()
+    }
+
+    /// Runs `refresh` on the newest recent kept cache a realigning pass left approximate, if
+    /// any; `Err` from it drops that cache (a refresh that failed once would fail again every
+    /// time the loop is idle). The cache keeps its place, and the byte count follows what it
+    /// holds afterwards.
+    pub fn refresh_recent<E>(
         &mut self,
         refresh: impl FnOnce(&mut ContextCache) -> Result<bool, E>,
         metrics: &Metrics,
     ) -> Option<Result<bool, E>> {
-        if !self.newest_is_approximate() {
-            return None;
-        }
-        let mut newest = self.kept.pop()?;
-        self.bytes -= footprint(&newest);
-        let outcome = refresh(&mut newest.cache);
+        let at = self.approximate()?;
+        let mut kept = self.kept.remove(at);
+        self.bytes -= footprint(&kept);
+        let outcome = refresh(&mut kept.cache);
         if outcome.is_ok() {
-            self.bytes += footprint(&newest);
-            self.kept.push(newest);
+            self.bytes += footprint(&kept);
+            self.kept.insert(at, kept);
         }
         self.report(metrics);
         Some(outcome)

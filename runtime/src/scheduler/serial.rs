@@ -1,7 +1,7 @@
 //! The one-at-a-time loop: each queued job runs alone through the pipeline (a FIM job's
 //! candidates still share their model calls), under the cache policy [`cache_policy`] chose,
 //! each from the kept cache of the job most like it ([`KeptCaches`], as the batched loop keeps
-//! them), refreshing the newest of those while idle ([`idle`]). A job whose client left before it started is answered as cancelled without running
+//! them), refreshing a recent one while idle ([`idle`]). A job whose client left before it started is answered as cancelled without running
 //! the model; one whose client leaves mid-way stops at the next denoising step. FIM jobs sent
 //! to a remote backend are not this loop's: the backend workers run them.
 

@@ -712,9 +712,16 @@ fn a_jobs_effort_is_the_preset_of_the_model_that_runs_it() {
 
 /// Keystrokes of one client, each a FIM job whose first pass realigns the kept cache and
 /// whose cache asks for an exact pass after two realigning passes in a row, through a loop of
-/// `max_batch` with `idle_refresh`; with `pause`, each job waits for the loop's idle refresh to
-/// end before the next is sent. The full passes the jobs paid, and the refreshes done.
-fn keystrokes(max_batch: usize, idle_refresh: Option<Duration>, pause: bool) -> (f64, f64) {
+/// `max_batch` with `idle_refresh`; with `next_edits`, each followed by a next edit of the same
+/// client (its own kept cache, exact, then the newest, as the language server's precomputed
+/// next edits leave it); with `pause`, each keystroke waits for the loop's idle refresh to end
+/// before the next is sent. The full passes the FIM jobs paid, and the refreshes done.
+fn keystrokes(
+    max_batch: usize,
+    idle_refresh: Option<Duration>,
+    pause: bool,
+    next_edits: bool,
+) -> (f64, f64) {
     let metrics = Arc::new(Metrics::new());
     let config = LoopConfig {
         idle_refresh,
@@ -723,6 +730,7 @@ fn keystrokes(max_batch: usize, idle_refresh: Option<Duration>, pause: bool) -> 
     let (scheduler, _) = Scheduler::start(Ok(engine()), config, Arc::clone(&metrics));
     let done =
         |metrics: &Metrics| metric(metrics, "redraft_idle_refreshes_total{outcome=\"done\"}");
+    let mut fim_full = 0.0;
     for typed in ["", "s", "su", "sum", "sum_", "sum_o", "sum_of"] {
         let mut work = fim(
             &format!("fn main() {{\n    let total = {typed}\n}}\n"),
@@ -736,7 +744,17 @@ fn keystrokes(max_batch: usize, idle_refresh: Option<Duration>, pause: bool) -> 
             });
         }
         let refreshed = done(&metrics);
+        let full = passes(&metrics)[0];
         fim_answer(run(&scheduler, work, Some("doc")));
+        fim_full += passes(&metrics)[0] - full;
+        if next_edits {
+            let renamed = &renames()[0];
+            edit_answer(run(
+                &scheduler,
+                edit(renamed, lsp_sampler(), None),
+                Some("doc"),
+            ));
+        }
         if pause && !typed.is_empty() {
             // The job realigned the kept cache: the loop refreshes it once idle.
             let waited = std::time::Instant::now();
@@ -749,22 +767,29 @@ fn keystrokes(max_batch: usize, idle_refresh: Option<Duration>, pause: bool) -> 
             }
         }
     }
-    (passes(&metrics)[0], done(&metrics))
+    (fim_full, done(&metrics))
 }
 
-/// While the loop is idle it makes the newest kept cache exact again, so a keystroke after a
-/// pause realigns from an exact cache and no keystroke pays the exact pass the refresh
+/// While the loop is idle it makes the client's realigned kept cache exact again (also behind a
+/// next edit's newer, exact one), so a keystroke after a pause realigns from an exact cache and no keystroke pays the exact pass the refresh
 /// schedule would otherwise ask for (every third job here); without pauses, or with the idle
 /// refresh off, the schedule's exact passes come back. Either loop alike.
 #[test]
 fn a_pause_refreshes_the_kept_cache_so_no_keystroke_pays_the_exact_pass() {
     let idle = Some(Duration::from_millis(20));
     for max_batch in [1, 4] {
-        // The first job's cold pass only; six refreshes, one after each realigning job.
-        assert_eq!(keystrokes(max_batch, idle, true), (1.0, 6.0), "{max_batch}");
+        // The first job's cold pass only; six refreshes, one after each realigning job, also
+        // when a next edit's exact cache is the newest kept.
+        for next_edits in [false, true] {
+            assert_eq!(
+                keystrokes(max_batch, idle, true, next_edits),
+                (1.0, 6.0),
+                "{max_batch}, {next_edits}"
+            );
+        }
         // The cold pass, then an exact pass after every two realigning ones.
         assert_eq!(
-            keystrokes(max_batch, None, false),
+            keystrokes(max_batch, None, false, false),
             (3.0, 0.0),
             "{max_batch}"
         );
