@@ -251,3 +251,28 @@ fn a_refresh_makes_a_realigned_cache_exact_unless_stopped() {
     assert_eq!(cache.tokens(), &tokens[..]);
     assert_eq!(window_logits(&engine, &tokens, &mut cache), expected);
 }
+
+/// A canvas that grows mid-run (its last slot took a token: `Sampler::grow` appends masked
+/// slots) changes the sequence its cache was computed for; with edit reuse on, the next pass
+/// realigns the cache across the inserted slots instead of recomputing every position, and the
+/// run still fills the grown canvas.
+#[test]
+fn a_canvas_that_grows_realigns_its_own_cache() {
+    let engine = Engine::load(&small_model()).unwrap();
+    let grown = |edit: Option<Realign>| {
+        // Where the model writes past two slots (checked below).
+        let mut request = request("counts.insert(", edit);
+        (request.canvas_tokens, request.max_tokens) = (2, 24);
+        complete(&engine, &request, &mut ContextCache::default())
+    };
+    let reuse = Realign {
+        radius: 4,
+        refresh_after: 8,
+    };
+    let on = grown(Some(reuse));
+    let off = grown(None);
+    assert!(off.full_passes >= 2, "the canvas grew: {off:?}");
+    assert_eq!(on.full_passes, 1, "{on:?}");
+    assert_eq!(on.realign_passes, off.full_passes - 1, "{on:?}");
+    assert!(on.slots > 2, "{on:?}");
+}
