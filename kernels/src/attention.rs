@@ -229,7 +229,7 @@ fn blocks(q: &[f32], kv: &[f32], s: &Shapes<'_>) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::random;
+    use crate::testing::{max_abs_diff, random};
 
     /// The textbook formula, one (sequence, query row, head) at a time in f64.
     fn reference(q: &[f32], kv: &[f32], s: &Shapes<'_>) -> Vec<f32> {
@@ -333,12 +333,7 @@ mod tests {
                             paths.push(("tiles", tiles::attention(&rows, kv, &shapes)));
                         }
                         for (path, got) in paths {
-                            assert_eq!(got.len(), expected.len());
-                            let diff = got
-                                .iter()
-                                .zip(&expected)
-                                .map(|(a, b)| (a - b).abs())
-                                .fold(0f32, f32::max);
+                            let diff = max_abs_diff(&got, &expected);
                             assert!(
                                 diff < 1e-5,
                                 "{path}: {layout:?}, {keys} keys, {queries:?}: {diff}"

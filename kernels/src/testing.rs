@@ -17,6 +17,16 @@ pub fn random(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// The largest absolute difference between `a` and `b`, element by element (asserted the same
+/// length): how far one path's output is from another's.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "outputs of different lengths");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max)
+}
+
 /// Median milliseconds of `f`, called for at least `budget` (and 10 times) after 3 warm-up
 /// calls.
 pub fn median_ms(mut f: impl FnMut(), budget: Duration) -> f64 {

@@ -47,6 +47,15 @@ fn complete(engine: &Engine, request: &InfillRequest, cache: &mut ContextCache) 
         .unwrap()
 }
 
+/// Edit reuse recomputing 4 tokens on each side of a change, exact again after
+/// `refresh_after` approximate passes.
+fn reuse(refresh_after: usize) -> Realign {
+    Realign {
+        radius: 4,
+        refresh_after,
+    }
+}
+
 const KEYS: [&str; 5] = ["*", "*c", "*co", "*cou", "*coun"];
 
 /// Off, an edit costs a stored full pass: the same middle as a fresh cache gives, token for
@@ -54,10 +63,7 @@ const KEYS: [&str; 5] = ["*", "*c", "*co", "*cou", "*coun"];
 #[test]
 fn off_is_todays_exact_pass_and_on_realigns_the_cache() {
     let engine = Engine::load(&small_model()).unwrap();
-    let reuse = Realign {
-        radius: 4,
-        refresh_after: 8,
-    };
+    let reuse = reuse(8);
     for edit in [None, Some(reuse)] {
         let mut cache = ContextCache::default();
         complete(&engine, &request("", edit), &mut cache);
@@ -89,10 +95,7 @@ fn off_is_todays_exact_pass_and_on_realigns_the_cache() {
 #[test]
 fn the_refresh_schedule_asks_for_a_full_pass_when_due() {
     let engine = Engine::load(&small_model()).unwrap();
-    let reuse = Realign {
-        radius: 4,
-        refresh_after: 2,
-    };
+    let reuse = reuse(2);
     let mut cache = ContextCache::default();
     complete(&engine, &request("", Some(reuse)), &mut cache);
     let mut passes = Vec::new();
@@ -123,13 +126,7 @@ fn the_refresh_schedule_asks_for_a_full_pass_when_due() {
 #[test]
 fn a_causal_model_keeps_the_prefix_exactly_and_skips_what_follows_the_canvas() {
     let (_dir, engine) = attending(r#""causal""#);
-    for edit in [
-        None,
-        Some(Realign {
-            radius: 4,
-            refresh_after: 8,
-        }),
-    ] {
+    for edit in [None, Some(reuse(8))] {
         let mut cache = ContextCache::default();
         complete(&engine, &request("*c", edit), &mut cache);
         let reused = cache.reused_positions();
@@ -202,10 +199,7 @@ fn window_logits(engine: &Engine, tokens: &[Vec<u32>], cache: &mut ContextCache)
 #[test]
 fn a_refresh_makes_a_realigned_cache_exact_unless_stopped() {
     let engine = Engine::load(&small_model()).unwrap();
-    let reuse = Realign {
-        radius: 4,
-        refresh_after: 8,
-    };
+    let reuse = reuse(8);
     let mut cache = ContextCache::default();
     complete(&engine, &request("", Some(reuse)), &mut cache);
     assert!(
@@ -265,10 +259,7 @@ fn a_canvas_that_grows_realigns_its_own_cache() {
         (request.canvas_tokens, request.max_tokens) = (2, 24);
         complete(&engine, &request, &mut ContextCache::default())
     };
-    let reuse = Realign {
-        radius: 4,
-        refresh_after: 8,
-    };
+    let reuse = reuse(8);
     let on = grown(Some(reuse));
     let off = grown(None);
     assert!(off.full_passes >= 2, "the canvas grew: {off:?}");

@@ -442,7 +442,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::random;
+    use crate::testing::{max_abs_diff, random};
 
     /// Every vector path this CPU runs (not only the one `group_row` picks: an AVX-512 machine
     /// runs the AVX2 paths here too) equals the generic code, at the head sizes they take, with
@@ -499,11 +499,7 @@ mod tests {
                         got.iter().all(|v| v.is_finite()),
                         "{path} left values unwritten"
                     );
-                    let diff = got
-                        .iter()
-                        .zip(&expected)
-                        .map(|(a, b)| (a - b).abs())
-                        .fold(0f32, f32::max);
+                    let diff = max_abs_diff(&got, &expected);
                     assert!(
                         diff < 1e-5,
                         "{path}: head size {hd}, {group} heads, {count} keys: {diff}"

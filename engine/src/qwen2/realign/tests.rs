@@ -540,11 +540,7 @@ fn calls_made_together_equal_the_same_calls_made_alone() {
                     .unwrap()
             };
             let (x, y) = (next(a), next(b));
-            let diff = x
-                .iter()
-                .zip(&y)
-                .map(|(p, q)| (p - q).abs())
-                .fold(0.0, f32::max);
+            let diff = redraft_kernels::testing::max_abs_diff(&x, &y);
             assert!(
                 diff < 1e-4,
                 "{pattern:?}: the cache of call {i} differs by {diff}"
