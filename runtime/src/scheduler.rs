@@ -48,7 +48,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::BackendConfig;
 use crate::metrics::Metrics;
-pub use queue::{Job, Queue};
+pub use queue::{Job, Queue, Waited};
 
 /// A testing aid for every door: `REDRAFT_STEP_DELAY_MS=N` sleeps N ms after every denoising
 /// step, so the end-to-end tests can disconnect, supersede, fill the queue or shut down while a
