@@ -700,6 +700,8 @@ fn quantize(x: &[f32], cols: usize) -> Quantized {
     let mut scales = vec![0f32; x.len() / BLOCK];
     let mut sums = vec![[0i32; 2]; x.len() / BLOCK];
     let per_row = cols / BLOCK;
+    // Once a call, not once a row.
+    let isa = Isa::detect();
     values
         .par_chunks_mut(cols)
         .zip(scales.par_chunks_mut(per_row))
@@ -707,7 +709,7 @@ fn quantize(x: &[f32], cols: usize) -> Quantized {
         .zip(x.par_chunks(cols))
         .for_each(|(((v, s), sum), x)| {
             #[cfg(target_arch = "x86_64")]
-            match Isa::detect() {
+            match isa {
                 // SAFETY: `detect` found AVX-512 (F, BW, VL and VNNI), all
                 // `quantize_row_avx512` enables.
                 Some(Isa::Avx512) => return unsafe { quantize_row_avx512(v, s, sum, x) },

@@ -3,7 +3,7 @@
 //!
 //! Both use [`exp`], a branch-free exponential (relative error < 1e-6, well inside the 1e-4
 //! parity budget), written out again in AVX2+FMA intrinsics and picked at run time when the CPU
-//! has them; the tests hold both paths to the f64 formulas. The `par_` functions split the rows
+//! has them (and in AVX-512, `avx512::exp16`, for the attention tiles); the tests hold both paths to the f64 formulas. The `par_` functions split the rows
 //! into tasks of [`rows_per_task`] on rayon's threads; the others run on the calling thread, for
 //! callers that are already inside a parallel task (attention, training's passes).
 
@@ -231,6 +231,35 @@ pub(crate) mod avx2 {
                 out[j] = gate[j] / (1.0 + super::exp(-gate[j])) * up[j];
             }
         }
+    }
+}
+
+/// [`exp`] with AVX-512, for kernels elsewhere in the crate that already hold 16 lanes (the
+/// attention tiles' softmax).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// [`crate::rows::exp`], 16 lanes at a time.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn exp16(x: __m512) -> __m512 {
+        let x = _mm512_min_ps(
+            _mm512_max_ps(x, _mm512_set1_ps(-87.0)),
+            _mm512_set1_ps(88.0),
+        );
+        let round = _mm512_set1_ps(12_582_912.0);
+        let k = _mm512_fmadd_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E), round);
+        let n = _mm512_sub_ps(k, round);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
+        let mut p = _mm512_set1_ps(1.0 / 720.0);
+        for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        let n_int = _mm512_sub_epi32(_mm512_castps_si512(k), _mm512_castps_si512(round));
+        let scale = _mm512_slli_epi32::<23>(_mm512_add_epi32(n_int, _mm512_set1_epi32(127)));
+        _mm512_mul_ps(p, _mm512_castsi512_ps(scale))
     }
 }
 

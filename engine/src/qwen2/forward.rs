@@ -55,10 +55,9 @@ impl Qwen2 {
         if cache.is_empty() || cache.approximate_passes == 0 || len == 0 {
             return Ok(false);
         }
-        let tokens = cache.tokens.clone();
         let mut fresh = ContextCache::default();
         let mut call = [ModelCall {
-            tokens: &tokens,
+            tokens: &cache.tokens,
             window: len - 1..len,
             cache: &mut fresh,
             pass: Pass::Full { store: true },

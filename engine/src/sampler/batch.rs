@@ -258,7 +258,7 @@ impl<'s> Batch<'s> {
             match self.cache.realign {
                 Some(reuse)
                     if !self.stale
-                        && (self.steps == 0 || !refresh)
+                        && !refresh
                         && model.cache_realigns(cache, &self.seqs, &self.window(), reuse) =>
                 {
                     Pass::Realign {

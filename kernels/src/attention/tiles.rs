@@ -26,6 +26,7 @@ use std::arch::x86_64::*;
 use rayon::prelude::*;
 
 use super::{HeadLayout, Shapes};
+use crate::rows::avx512::exp16;
 use crate::DisjointOutput;
 
 /// Query rows a task takes at most: three vectors of 16, the columns of every tile. A block of
@@ -367,26 +368,4 @@ unsafe fn values_tile<const V: usize>(
             unsafe { _mm512_storeu_ps(out.add(i * w + 16 * v), _mm512_mul_ps(a, inverse[v])) };
         }
     }
-}
-
-/// [`crate::rows::exp`], 16 lanes at a time.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn exp16(x: __m512) -> __m512 {
-    let x = _mm512_min_ps(
-        _mm512_max_ps(x, _mm512_set1_ps(-87.0)),
-        _mm512_set1_ps(88.0),
-    );
-    let round = _mm512_set1_ps(12_582_912.0);
-    let k = _mm512_fmadd_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E), round);
-    let n = _mm512_sub_ps(k, round);
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
-    let mut p = _mm512_set1_ps(1.0 / 720.0);
-    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-    }
-    let n_int = _mm512_sub_epi32(_mm512_castps_si512(k), _mm512_castps_si512(round));
-    let scale = _mm512_slli_epi32::<23>(_mm512_add_epi32(n_int, _mm512_set1_epi32(127)));
-    _mm512_mul_ps(p, _mm512_castsi512_ps(scale))
 }
