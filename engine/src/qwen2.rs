@@ -223,10 +223,24 @@ impl Denoiser for Qwen2 {
     }
 
     fn logits_many(&self, calls: &mut [ModelCall<'_, ContextCache>]) -> Result<Vec<Vec<f32>>> {
-        self.forward_many(calls)?
+        Ok(self
+            .logits_many_unless(calls, &|| false)?
+            .expect("a call nothing stops runs to its end"))
+    }
+
+    fn logits_many_unless(
+        &self,
+        calls: &mut [ModelCall<'_, ContextCache>],
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<Vec<Vec<f32>>>> {
+        let Some(logits) = self.forward_many_unless(calls, stop)? else {
+            return Ok(None);
+        };
+        logits
             .iter()
             .map(|logits| Ok(logits.flatten_all()?.to_vec1()?))
-            .collect()
+            .collect::<Result<_>>()
+            .map(Some)
     }
 
     fn cache_covers(

@@ -28,7 +28,6 @@
 //! state; `speculation` guessing ahead on causal canvases; `batch` the running batch.
 
 use std::ops::Range;
-use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use rand::rngs::StdRng;
@@ -134,6 +133,9 @@ impl<'a> Sampler<'a> {
         let fresh: Mutex<Vec<Option<CanvasView>>> = Mutex::new(vec![None; canvases.len()]);
         let streaming = controls.on_step.is_some();
         let mut batch = self.batch(config.cache);
+        if let Some(cancel) = controls.cancel {
+            batch.cancel_on(cancel);
+        }
         let mut ids = Vec::with_capacity(canvases.len());
         for (index, canvas) in canvases.iter().enumerate() {
             let fresh = &fresh;
@@ -157,9 +159,6 @@ impl<'a> Sampler<'a> {
         let mut views: Vec<CanvasView> = Vec::new();
         let mut step = 0;
         while !batch.is_empty() {
-            if controls.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                return Err(Error::Cancelled);
-            }
             for (id, outcome) in batch.step(model, cache)? {
                 let index = ids
                     .iter()

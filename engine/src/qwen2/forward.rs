@@ -74,7 +74,7 @@ impl Qwen2 {
 
     /// [`Qwen2::forward_many`], asking `stop` before each layer and after each layer's
     /// attention: `None` once it said stop (the calls' caches may then be half written).
-    fn forward_many_unless(
+    pub(super) fn forward_many_unless(
         &self,
         calls: &mut [ModelCall<'_, ContextCache>],
         stop: &dyn Fn() -> bool,

@@ -141,6 +141,8 @@ pub struct Batch<'s> {
     /// The rows changed since the last stored pass: the cache no longer matches them.
     stale: bool,
     stats: PassStats,
+    /// Every member's cancel flag at once ([`Batch::cancel_on`]).
+    cancel: Option<&'s AtomicBool>,
 }
 
 impl<'s> Batch<'s> {
@@ -154,7 +156,14 @@ impl<'s> Batch<'s> {
             steps: 0,
             stale: false,
             stats: PassStats::default(),
+            cancel: None,
         }
+    }
+
+    /// A cancel flag for the whole batch, beside each member's own: raised, every member leaves
+    /// as [`MemberOutcome::Cancelled`] at the next step (what [`Sampler::run`]'s cancel does).
+    pub fn cancel_on(&mut self, flag: &'s AtomicBool) {
+        self.cancel = Some(flag);
     }
 
     /// Adds `canvas` to the batch from the next step on, decoded under `config` (its `cache` is
@@ -205,7 +214,9 @@ impl<'s> Batch<'s> {
     /// One denoising step: members whose cancel flag is up leave first, then one model call
     /// over the rows and each member's commits, as [`Sampler::run`] makes them. Returns the
     /// members that left in this step: cancelled, or filled (with their infill and the calls
-    /// they took part in). An empty batch makes no call. A model error fails the step for every
+    /// they took part in). An empty batch makes no call. Once every member of the call is
+    /// cancelled, the model may give the call up part way ([`step_together`] says when): they
+    /// leave as cancelled and `cache` is emptied. A model error fails the step for every
     /// member; the batch is then best dropped (members that left as cancelled before the call
     /// are not reported).
     pub fn step<M: Denoiser>(
@@ -225,23 +236,8 @@ impl<'s> Batch<'s> {
         cache: &M::Cache,
         left: &mut Vec<(MemberId, MemberOutcome)>,
     ) -> Option<Planned> {
-        let mut b = 0;
-        while b < self.rows.len() {
-            let cancelled = self.rows[b]
-                .live
-                .as_ref()
-                .and_then(|live| live.controls.cancel.as_ref())
-                .is_some_and(|c| c.load(Ordering::Relaxed));
-            if cancelled {
-                left.push((self.remove(b).id, MemberOutcome::Cancelled));
-            } else {
-                b += 1;
-            }
-        }
+        self.leave_cancelled(left);
         if self.is_empty() {
-            while !self.rows.is_empty() {
-                self.remove(0);
-            }
             return None;
         }
         let refresh = self
@@ -407,11 +403,76 @@ impl<'s> Batch<'s> {
             .expect("a member being filled has masked slots")
     }
 
+    /// Members whose cancel flag (or the batch's) is up leave, into `left`; once none is left,
+    /// neither are the rows of full members.
+    fn leave_cancelled(&mut self, left: &mut Vec<(MemberId, MemberOutcome)>) {
+        let batch = self.cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+        let mut b = 0;
+        while b < self.rows.len() {
+            let cancelled = self.rows[b].live.as_ref().is_some_and(|live| {
+                batch
+                    || live
+                        .controls
+                        .cancel
+                        .as_ref()
+                        .is_some_and(|c| c.load(Ordering::Relaxed))
+            });
+            if cancelled {
+                left.push((self.remove(b).id, MemberOutcome::Cancelled));
+            } else {
+                b += 1;
+            }
+        }
+        if self.is_empty() {
+            while !self.rows.is_empty() {
+                self.remove(0);
+            }
+        }
+    }
+
+    /// The flags that cancel every member at once, read while a model call runs: the batch's
+    /// own, or, when each member has one, all of theirs; `None` when no flag can (a member
+    /// without one goes on whatever happens to the others) or when the call should end anyway:
+    /// with edit reuse on, the cache it leaves is what the request superseding it realigns
+    /// (~20 ms on the default preset at 1k tokens), where an emptied one would cost that
+    /// request a stored full pass (~150 ms) and, typed over again, the next one too. Without
+    /// edit reuse (a next edit's exact pass) a later request over changed text cannot use it.
+    fn cancels(&self) -> Option<Cancels<'s>> {
+        if self.cache.enabled && self.cache.realign.is_some() {
+            return None;
+        }
+        if let Some(flag) = self.cancel {
+            return Some(Cancels::Batch(flag));
+        }
+        let members = self
+            .rows
+            .iter()
+            .filter_map(|r| r.live.as_ref())
+            .map(|live| live.controls.cancel.clone())
+            .collect::<Option<Vec<_>>>()?;
+        Some(Cancels::Members(members))
+    }
+
     /// Takes row `b` out of the model call; once a pass was made, the cache no longer matches.
     fn remove(&mut self, b: usize) -> Row<'s> {
         self.seqs.remove(b);
         self.stale |= self.steps > 0;
         self.rows.remove(b)
+    }
+}
+
+/// What cancels a whole batch ([`Batch::cancels`]).
+enum Cancels<'s> {
+    Batch(&'s AtomicBool),
+    Members(Vec<Arc<AtomicBool>>),
+}
+
+impl Cancels<'_> {
+    fn raised(&self) -> bool {
+        match self {
+            Cancels::Batch(flag) => flag.load(Ordering::Relaxed),
+            Cancels::Members(flags) => flags.iter().all(|f| f.load(Ordering::Relaxed)),
+        }
     }
 }
 
@@ -427,6 +488,11 @@ struct Planned {
 /// ([`Denoiser::logits_many`]): what [`Batch::step`] does for each, with every batch's rows
 /// sharing the call (a model that fuses calls multiplies them by its weights together). Returns
 /// each batch's members that left, in order. A model error fails the step for every batch.
+///
+/// The call may be given up part way once every member taking part in it is cancelled, unless
+/// a batch in it has edit reuse on ([`Batch::cancels`] says why): a keystroke superseding a
+/// next edit's exact pass waits a fraction of that pass, not all of it. The batches' members
+/// leave as cancelled, and their caches, which the call may have half written, are emptied.
 ///
 /// A call carries at most one piece of a prompt ([`CachePolicy::prompt_chunk`]), the first
 /// batch's whose step is one: the other batches whose step would be a piece sit the call out
@@ -447,6 +513,12 @@ pub fn step_together<'s, M: Denoiser>(
             // One batch's prompt piece a call, the first's.
             (!planned.prompt || !std::mem::replace(&mut piece, true)).then_some(planned)
         })
+        .collect();
+    let cancels: Option<Vec<Cancels<'s>>> = batches
+        .iter()
+        .zip(&passes)
+        .filter(|(_, planned)| planned.is_some())
+        .map(|((batch, _), _)| batch.cancels())
         .collect();
     let started = Instant::now();
     let mut calls: Vec<ModelCall<'_, M::Cache>> = batches
@@ -469,11 +541,26 @@ pub fn step_together<'s, M: Denoiser>(
         .iter()
         .map(|c| c.tokens.len() * c.window.len() * model.vocab_size())
         .collect();
-    let logits = model.logits_many(&mut calls);
+    let stop = || {
+        cancels
+            .as_ref()
+            .is_some_and(|all| all.iter().all(Cancels::raised))
+    };
+    let logits = model.logits_many_unless(&mut calls, &stop);
     drop(calls);
     let elapsed = started.elapsed();
     let logits = match logits {
-        Ok(logits)
+        Ok(None) => {
+            for (((batch, cache), pass), left) in batches.iter_mut().zip(&passes).zip(&mut left) {
+                if pass.is_some() {
+                    batch.stale = true;
+                    **cache = M::Cache::default();
+                    batch.leave_cancelled(left);
+                }
+            }
+            return Ok(left);
+        }
+        Ok(Some(logits))
             if logits.len() == expected.len()
                 && logits.iter().zip(&expected).all(|(l, &e)| l.len() == e) =>
         {
@@ -488,7 +575,7 @@ pub fn step_together<'s, M: Denoiser>(
                 Err(e) => e,
                 Ok(logits) => Error::InvalidRequest(format!(
                     "model returned {:?} logits, expected {expected:?}",
-                    logits.iter().map(Vec::len).collect::<Vec<_>>()
+                    logits.iter().flatten().map(Vec::len).collect::<Vec<_>>()
                 )),
             });
         }

@@ -50,6 +50,22 @@ pub trait Denoiser {
             .collect()
     }
 
+    /// [`Denoiser::logits_many`] unless `stop` says stop: then `None`, and the calls' caches
+    /// may be half written (the caller empties them). A model that can give up part way asks
+    /// `stop` while it computes (the engine: before each layer and after its attention), so a
+    /// caller whose requests were all cancelled waits a fraction of a pass; the default asks
+    /// once, before the calls.
+    fn logits_many_unless(
+        &self,
+        calls: &mut [ModelCall<'_, Self::Cache>],
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<Vec<Vec<f32>>>> {
+        if stop() {
+            return Ok(None);
+        }
+        self.logits_many(calls).map(Some)
+    }
+
     /// Whether `cache` holds a stored pass that a window pass over `tokens` may reuse.
     fn cache_covers(&self, cache: &Self::Cache, tokens: &[Vec<u32>], window: &Range<usize>)
         -> bool;
