@@ -9,11 +9,16 @@
 //! cargo bench -p redraft --bench lsp_typing -- --keys 500 --interval-ms 80 --file F.rs --effort low
 //! cargo bench -p redraft --bench lsp_typing -- --model DIR      # a model not compiled in
 //! cargo bench -p redraft --bench lsp_typing -- --pause-ms 400     # and a pause after each word
+//! cargo bench -p redraft --bench lsp_typing -- --log F            # what the server did, per keystroke
 //! ```
 //!
 //! `--pause-ms`: after each word typed (a space or a newline) the typist stops that long before
 //! going on, as people do between words and lines: the server has time to spare then (its
 //! idle refresh of the kept cache).
+//!
+//! `--log F`: writes one line per keystroke (document version, latency or `cancelled`), then the
+//! server's log messages, which name the version each job ran for and the passes it made:
+//! where a slow keystroke's time went.
 //!
 //! Run by `cargo test` (without `--bench`) it replays a dozen keystrokes as a smoke test.
 
@@ -37,6 +42,7 @@ struct Options {
     model: Option<String>,
     /// Extra wait after each space or newline typed.
     pause: Duration,
+    log: Option<PathBuf>,
 }
 
 fn options() -> Options {
@@ -55,6 +61,7 @@ fn options() -> Options {
         ),
         model: args.value("--model"),
         pause: Duration::from_millis(args.number("--pause-ms", 0, 0)),
+        log: args.value("--log").map(PathBuf::from),
     }
 }
 
@@ -125,9 +132,15 @@ async fn main() {
         }
     }
     let mut latencies = Vec::new();
+    let mut log = String::new();
     let (mut cancelled, mut empty, mut shown) = (0, 0, 0);
-    for answer in answers {
+    for (version, answer) in answers.into_iter().enumerate() {
         let (latency, answer) = answer.await.unwrap();
+        let outcome = match &answer {
+            Ok(_) => format!("{latency:.1} ms"),
+            Err(_) => "cancelled".to_string(),
+        };
+        log.push_str(&format!("v{} {outcome}\n", version + 1));
         match answer {
             Ok(value) => {
                 latencies.push(latency);
@@ -154,6 +167,13 @@ async fn main() {
                 .contains("type-through cache")
         })
         .count();
+    if let Some(path) = &options.log {
+        for message in &logs {
+            log.push_str(message["message"].as_str().unwrap_or(""));
+            log.push('\n');
+        }
+        std::fs::write(path, log).expect("the log is written");
+    }
     latencies.sort_by(f64::total_cmp);
     let requests = typed.chars().count();
     println!(

@@ -78,6 +78,9 @@ pub struct EditJob {
     pub settings: Settings,
     pub cancel: Arc<AtomicBool>,
     pub stream: Option<JobStream>,
+    /// For a job precomputed before any request: raised once a request waits for it
+    /// ([`redraft_runtime::scheduler::Submit::wanted`]); `None` when one waits already.
+    pub wanted: Option<Arc<AtomicBool>>,
 }
 
 /// A suggested next edit: `edits` in document byte offsets, in order, not overlapping; none
@@ -196,7 +199,13 @@ impl Inference {
             document.version,
             job.cursor
         );
-        let ticket = self.queue(Work::Fim(work), document, job.cancel, job.stream.is_some());
+        let ticket = self.queue(
+            Work::Fim(work),
+            document,
+            job.cancel,
+            job.stream.is_some(),
+            None,
+        );
         let log = self.log.clone();
         async move {
             let Answer::Fim(answer) = answer(ticket?, job.stream).await? else {
@@ -263,7 +272,13 @@ impl Inference {
             job.cursor
         );
         let rope = document.rope.clone();
-        let ticket = self.queue(Work::Edit(work), document, job.cancel, job.stream.is_some());
+        let ticket = self.queue(
+            Work::Edit(work),
+            document,
+            job.cancel,
+            job.stream.is_some(),
+            job.wanted,
+        );
         let log = self.log.clone();
         async move {
             let Answer::Edit(answer) = answer(ticket?, job.stream).await? else {
@@ -305,7 +320,8 @@ impl Inference {
         .boxed()
     }
 
-    /// Submits `work` for `document` under the request's cancel flag; each document's jobs
+    /// Submits `work` for `document` under the request's cancel flag (and, for a precomputed
+    /// job, the flag a request raises when it comes to wait for it); each document's jobs
     /// start from the cache its last job of their kind left.
     fn queue(
         &self,
@@ -313,12 +329,14 @@ impl Inference {
         document: &Snapshot,
         cancel: Arc<AtomicBool>,
         drafts: bool,
+        wanted: Option<Arc<AtomicBool>>,
     ) -> Result<Ticket, JobError> {
         let submit = Submit {
             deadline: None,
             drafts,
             cancel: Some(cancel),
             client: Some(document.uri.as_str().to_string()),
+            wanted,
         };
         self.scheduler
             .submit(work, submit)

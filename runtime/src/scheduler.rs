@@ -387,6 +387,12 @@ pub struct Submit {
     /// Who the job is for, when the door can tell (the language server: the document): the job
     /// starts from the cache its client's last job of its kind left ([`kept`]).
     pub client: Option<String>,
+    /// `Some` for a job the door runs before anyone asks for its answer (the language server's
+    /// next edit, precomputed in a typing pause), with the flag the door raises once a request
+    /// waits for it; `None`: someone waits already. Until its flag is up, such a job neither
+    /// stops the loop's idle refresh nor goes before one that is due ([`idle`]): the refresh
+    /// spares the next keystroke an exact pass, the job speeds up a request that may not come.
+    pub wanted: Option<Arc<AtomicBool>>,
 }
 
 /// How the loop runs jobs.
@@ -516,6 +522,7 @@ impl Scheduler {
             drafts_tx,
             reply,
             submit.client,
+            submit.wanted,
         );
         match self.queue.push(job) {
             Ok(()) => Ok(Ticket {

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -48,6 +49,9 @@ struct Entry {
     origin: Origin,
     /// Requests awaiting the answer now.
     waiters: usize,
+    /// Raised when the first request comes to wait (a precomputed job's, in the runtime's
+    /// queue: until then it lets the idle refresh go first).
+    wanted: Arc<AtomicBool>,
     answer: Answer,
     /// Dropping the entry cancels the job if it is still running.
     _ticket: Ticket,
@@ -246,6 +250,7 @@ impl NextEdits {
             Some(entry) if entry.edited_at == edited_at && entry.cursor == cursor => {
                 if origin == Origin::Request {
                     entry.waiters += 1;
+                    entry.wanted.store(true, Ordering::Relaxed);
                 }
                 self.log.debug(|| {
                     format!(
@@ -274,6 +279,7 @@ impl NextEdits {
             .map(|(uri, group)| group.to_history(&self.path(uri)))
             .collect();
         let settings = lock(&self.settings).clone();
+        let wanted = Arc::new(AtomicBool::new(origin == Origin::Request));
         let reply = self.inference.submit_edit(EditJob {
             path: self.path(&uri),
             document: snapshots.document,
@@ -282,6 +288,7 @@ impl NextEdits {
             settings,
             cancel: ticket.token().flag(),
             stream,
+            wanted: (origin == Origin::Precompute).then(|| Arc::clone(&wanted)),
         });
         let answer: Answer = reply.map(|answer| answer.map(Arc::new)).boxed().shared();
         let replaced = state.jobs.insert(
@@ -292,6 +299,7 @@ impl NextEdits {
                 cursor,
                 origin,
                 waiters: usize::from(origin == Origin::Request),
+                wanted,
                 answer: answer.clone(),
                 _ticket: ticket,
             },

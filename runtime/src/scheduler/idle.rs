@@ -12,6 +12,11 @@
 //! at most half a layer's share of a full pass: ~15 ms on the default preset's shape at 1k
 //! tokens) and finds the cache as it was; the refresh is tried
 //! again at the next pause. Counted in `redraft_idle_refreshes_total` by outcome.
+//!
+//! A job run ahead of any request (the language server's next edit, precomputed in the same
+//! pause, `Submit::wanted`) does not: it waits for a refresh that is due, and comes right after
+//! it, unless a request comes to wait for it. Otherwise, in a short pause (half a second), the
+//! precompute takes the pause and the next keystroke pays the exact pass after all.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -24,8 +29,9 @@ use super::{Job, Queue};
 
 /// How long the model's loop waits with nothing to do before it refreshes a kept cache, unless
 /// a door says otherwise: longer than the gaps between keystrokes within a word at a brisk
-/// typing pace, shorter than a pause.
-pub const DEFAULT_IDLE_REFRESH: Duration = Duration::from_millis(300);
+/// typing pace, shorter than a pause, and than the language server's next-edit debounce
+/// (300 ms), so that in a short pause the refresh has begun when the precompute comes.
+pub const DEFAULT_IDLE_REFRESH: Duration = Duration::from_millis(200);
 
 /// The next job for the model ([`Queue::next`]), refreshing a recent kept cache whenever none
 /// comes for `idle` and one needs it ([`KeptCaches::refresh_recent`]). `None` when the loop should end.
@@ -42,7 +48,13 @@ pub fn next_job(
         match queue.next_within(idle) {
             Waited::Job(job) => return Some(*job),
             Waited::Ended => return None,
-            Waited::Idle => refresh(engine, queue, kept),
+            Waited::Idle => {
+                refresh(engine, queue, kept);
+                // One refresh goes before the jobs nobody waits for yet; they come next.
+                if let Some(job) = queue.try_next_if(|_| true) {
+                    return Some(job);
+                }
+            }
         }
     }
 }

@@ -30,6 +30,8 @@ pub struct Job {
     pub drafts: Option<mpsc::UnboundedSender<Draft>>,
     /// Who the job is for, when the door can tell ([`super::Submit::client`]).
     pub client: Option<String>,
+    /// Raised once someone waits for the answer ([`super::Submit::wanted`]).
+    wanted: Option<Arc<AtomicBool>>,
     reply: oneshot::Sender<Result<Answer, JobError>>,
     queued: Instant,
 }
@@ -42,6 +44,7 @@ impl Job {
         drafts: Option<mpsc::UnboundedSender<Draft>>,
         reply: oneshot::Sender<Result<Answer, JobError>>,
         client: Option<String>,
+        wanted: Option<Arc<AtomicBool>>,
     ) -> Job {
         Job {
             work,
@@ -49,9 +52,18 @@ impl Job {
             deadline,
             drafts,
             client,
+            wanted,
             reply,
             queued: Instant::now(),
         }
+    }
+
+    /// Whether someone waits for the answer: always, but for a job run ahead of any request
+    /// until its flag goes up ([`super::Submit::wanted`]).
+    pub fn is_wanted(&self) -> bool {
+        self.wanted
+            .as_ref()
+            .is_none_or(|flag| flag.load(Ordering::Relaxed))
     }
 
     /// Whether nobody waits for the answer any more (the client left).
@@ -158,6 +170,13 @@ impl QueueState {
         ForModel::Nothing
     }
 
+    /// Whether a job for the model that someone waits for is queued ([`Job::is_wanted`]).
+    fn wanted_for_model(&self) -> bool {
+        self.items.iter().any(
+            |item| matches!(item, Queued::Job(job) if job.work.needs_model() && job.is_wanted()),
+        )
+    }
+
     /// The first job for the backend workers.
     fn for_remote(&self) -> Option<usize> {
         self.items
@@ -165,6 +184,10 @@ impl QueueState {
             .position(|item| matches!(item, Queued::Job(job) if !job.work.needs_model()))
     }
 }
+
+/// How often a wait for a wanted job looks at the flags of queued jobs nobody waits for yet
+/// ([`Queue::next_within`]).
+const WANTED_POLL: Duration = Duration::from_millis(10);
 
 /// What waiting for the model's next job found ([`Queue::next_within`]).
 pub enum Waited {
@@ -291,8 +314,9 @@ impl Queue {
         }
     }
 
-    /// [`Queue::next`], waiting at most `idle`: [`Waited::Idle`] when no job for the model came
-    /// meanwhile (the loop's chance to refresh a kept cache, `idle`).
+    /// [`Queue::next`], waiting at most `idle`: [`Waited::Idle`] when no job for the model that
+    /// someone waits for came meanwhile (the loop's chance to refresh a kept cache, `idle`);
+    /// jobs run ahead of any request ([`Job::is_wanted`]) stay queued then, in order.
     pub fn next_within(&self, idle: Duration) -> Waited {
         self.wait_for_model(Some(Instant::now() + idle))
     }
@@ -300,8 +324,12 @@ impl Queue {
     fn wait_for_model(&self, deadline: Option<Instant>) -> Waited {
         let mut state = self.lock();
         loop {
-            match state.for_model() {
-                ForModel::Job(at) => {
+            let queued = match state.for_model() {
+                // With a deadline, only a job someone waits for ends the wait (or any, once
+                // the queue closes: the loop drains it).
+                ForModel::Job(at)
+                    if deadline.is_none() || !state.open || state.wanted_for_model() =>
+                {
                     let job = self.pop_job(&mut state, at);
                     drop(state);
                     self.taken(&job);
@@ -309,28 +337,38 @@ impl Queue {
                 }
                 ForModel::Load(_) => return Waited::Ended,
                 ForModel::Nothing if !state.open => return Waited::Ended,
-                ForModel::Nothing => match deadline {
-                    None => state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner()),
-                    Some(deadline) => {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            return Waited::Idle;
-                        }
-                        state = match self.ready.wait_timeout(state, left) {
-                            Ok((state, _)) => state,
-                            Err(poisoned) => poisoned.into_inner().0,
-                        };
+                ForModel::Job(_) => true,
+                ForModel::Nothing => false,
+            };
+            match deadline {
+                None => state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Waited::Idle;
                     }
-                },
+                    // A queued job's flag goes up without a signal: look again soon.
+                    let wait = if queued { left.min(WANTED_POLL) } else { left };
+                    state = match self.ready.wait_timeout(state, wait) {
+                        Ok((state, _)) => state,
+                        Err(poisoned) => poisoned.into_inner().0,
+                    };
+                }
             }
         }
     }
 
-    /// Whether the model's loop has something to do: a job for the model or a load is queued,
-    /// or the queue is closed. What stops an idle refresh between layers.
+    /// Whether the model's loop has something to do: a job for the model that someone waits
+    /// for ([`Job::is_wanted`]) or a load is queued, or the queue is closed. What stops an idle
+    /// refresh between layers.
     pub fn model_work_waiting(&self) -> bool {
         let state = self.lock();
-        !state.open || !matches!(state.for_model(), ForModel::Nothing)
+        !state.open
+            || match state.for_model() {
+                ForModel::Nothing => false,
+                ForModel::Load(_) => true,
+                ForModel::Job(_) => state.wanted_for_model(),
+            }
     }
 
     /// The next job that needs the model, if one is queued before any load and `fits` it (else

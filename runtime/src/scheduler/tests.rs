@@ -805,7 +805,7 @@ fn the_queue_tells_an_idle_loop_when_work_for_the_model_comes() {
     let queue = Queue::new(4, Arc::new(Metrics::new()), Ok(facts));
     let job = |work: Work| {
         let (reply, _) = oneshot::channel();
-        Job::new(work, Arc::default(), None, None, reply, None)
+        Job::new(work, Arc::default(), None, None, reply, None, None)
     };
     assert!(!queue.model_work_waiting());
     assert!(matches!(
@@ -822,10 +822,129 @@ fn the_queue_tells_an_idle_loop_when_work_for_the_model_comes() {
         queue::Waited::Job(_)
     ));
     assert!(!queue.model_work_waiting());
+
+    // A job run ahead of any request neither ends the wait nor counts as work, until its flag
+    // goes up; the loop may still take it (after its refresh).
+    let ahead = |wanted: &Arc<AtomicBool>| {
+        let (reply, _) = oneshot::channel();
+        let work = fim(TEXT, None);
+        Job::new(
+            work,
+            Arc::default(),
+            None,
+            None,
+            reply,
+            None,
+            Some(Arc::clone(wanted)),
+        )
+    };
+    let wanted = Arc::new(AtomicBool::new(false));
+    queue.push(ahead(&wanted)).unwrap();
+    assert!(!queue.model_work_waiting());
+    assert!(matches!(
+        queue.next_within(Duration::from_millis(30)),
+        queue::Waited::Idle
+    ));
+    assert!(queue.try_next_if(|_| true).is_some(), "still queued");
+    queue.push(ahead(&wanted)).unwrap();
+    wanted.store(true, Ordering::Relaxed);
+    assert!(queue.model_work_waiting(), "a request waits for it now");
+    assert!(matches!(
+        queue.next_within(Duration::from_secs(5)),
+        queue::Waited::Job(_)
+    ));
+    let nobody = Arc::new(AtomicBool::new(false));
+    queue.push(ahead(&nobody)).unwrap();
+    let raised = std::thread::spawn({
+        let nobody = Arc::clone(&nobody);
+        move || {
+            std::thread::sleep(Duration::from_millis(50));
+            nobody.store(true, Ordering::Relaxed);
+        }
+    });
+    let waited = std::time::Instant::now();
+    assert!(
+        matches!(
+            queue.next_within(Duration::from_secs(5)),
+            queue::Waited::Job(_)
+        ),
+        "a flag raised while the loop waits ends the wait"
+    );
+    assert!(waited.elapsed() < Duration::from_secs(5));
+    raised.join().unwrap();
+    queue
+        .push(ahead(&Arc::new(AtomicBool::new(false))))
+        .unwrap();
+
     queue.close();
     assert!(queue.model_work_waiting(), "closed: the loop should end");
+    assert!(
+        matches!(
+            queue.next_within(Duration::from_secs(5)),
+            queue::Waited::Job(_)
+        ),
+        "closed: the loop drains what is queued, wanted or not"
+    );
     assert!(matches!(
         queue.next_within(Duration::from_secs(5)),
         queue::Waited::Ended
     ));
+}
+
+/// A next edit precomputed in a pause (`Submit::wanted`, its flag down) waits for the idle
+/// refresh of the kept cache the keystroke before it left approximate, without stopping it,
+/// and runs right after it; one a request waits for goes first, before the loop is idle.
+#[test]
+fn a_precomputed_job_lets_the_idle_refresh_go_first_and_a_wanted_one_does_not() {
+    for max_batch in [1, 4] {
+        for wanted in [false, true] {
+            let metrics = Arc::new(Metrics::new());
+            // Long enough that the request's job always comes before the loop is idle.
+            let config = LoopConfig {
+                idle_refresh: Some(Duration::from_secs(1)),
+                ..config(max_batch)
+            };
+            let (scheduler, _) = Scheduler::start(Ok(engine()), config, Arc::clone(&metrics));
+            let refreshes = |outcome: &str| {
+                metric(
+                    &metrics,
+                    &format!("redraft_idle_refreshes_total{{outcome=\"{outcome}\"}}"),
+                )
+            };
+            for typed in ["", "s"] {
+                let mut work = fim(
+                    &format!("fn main() {{\n    let total = {typed}\n}}\n"),
+                    None,
+                );
+                if let Work::Fim(work) = &mut work {
+                    work.cursor += typed.len();
+                    work.options.sampler.cache.realign = Some(redraft_engine::sampler::Realign {
+                        radius: 4,
+                        refresh_after: 8,
+                    });
+                }
+                fim_answer(run(&scheduler, work, Some("doc")));
+            }
+            // The second keystroke realigned the kept cache: a refresh is due once idle.
+            let submit = Submit {
+                client: Some("doc".into()),
+                wanted: (!wanted).then(|| Arc::new(AtomicBool::new(false))),
+                ..Submit::default()
+            };
+            let ticket = scheduler
+                .submit(edit(&renames()[0], lsp_sampler(), None), submit)
+                .expect("queued");
+            edit_answer(wait(ticket));
+            let (done, stopped) = (refreshes("done"), refreshes("stopped"));
+            if wanted {
+                assert_eq!(done, 0.0, "batch {max_batch}: the request's job went first");
+            } else {
+                assert_eq!(
+                    (done, stopped),
+                    (1.0, 0.0),
+                    "batch {max_batch}: the refresh went first, unstopped"
+                );
+            }
+        }
+    }
 }

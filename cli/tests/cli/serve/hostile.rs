@@ -413,7 +413,7 @@ fn health_reports_the_batching_settings() {
     let health = Server::start(&[]).get("/health").json();
     assert_eq!(
         settings(&health),
-        (json!(8), json!(256), json!(1024), json!(300))
+        (json!(8), json!(256), json!(1024), json!(200))
     );
     assert_eq!(
         health["fim"], "local",
