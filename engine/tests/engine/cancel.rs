@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use redraft_engine::qwen2::Qwen2;
 use redraft_engine::sampler::{
-    Controls, Denoiser, MemberControls, MemberOutcome, ModelCall, Pass, Realign,
+    Controls, Denoiser, MemberControls, MemberOutcome, ModelCall, Pass, Realign, SamplerConfig,
 };
 use redraft_engine::{ContextCache, Engine, Error, InfillRequest};
 
@@ -136,67 +136,44 @@ fn a_run_cancelled_mid_pass_stops_before_the_next_layer_and_empties_its_cache() 
     let config = next.sampler.clone();
     let raise_at = 3;
 
-    let flag = Arc::new(AtomicBool::new(false));
-    let model = CancelledMidPass::new(engine.model(), &[&flag], raise_at);
-    let mut cache = warm();
-    let controls = Controls {
-        cancel: Some(&flag),
-        ..Controls::default()
+    // From a warm cache, a flag raised at the third ask, which the run watches or not.
+    let run = |config: &SamplerConfig, watched: bool| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let model = CancelledMidPass::new(engine.model(), &[&flag], raise_at);
+        let mut cache = warm();
+        let before = cache.tokens().to_vec();
+        let controls = Controls {
+            cancel: watched.then_some(&*flag),
+            ..Controls::default()
+        };
+        let ran = engine.sampler().run(
+            &model,
+            &mut cache,
+            std::slice::from_ref(&canvas),
+            config,
+            controls,
+        );
+        let written = !cache.is_empty() && cache.tokens() != before;
+        (ran, model.asked.get(), model.finished.get(), cache, written)
     };
-    let ran = engine.sampler().run(
-        &model,
-        &mut cache,
-        std::slice::from_ref(&canvas),
-        &config,
-        controls,
-    );
+
+    let (ran, asked, finished, cache, _) = run(&config, true);
     assert!(matches!(ran, Err(Error::Cancelled)), "{ran:?}");
-    assert_eq!(
-        model.asked.get(),
-        raise_at,
-        "stopped at the ask after the raise"
-    );
-    assert_eq!(model.finished.get(), 0);
+    assert_eq!(asked, raise_at, "stopped at the ask after the raise");
+    assert_eq!(finished, 0);
     assert!(cache.is_empty(), "a half-written cache is never kept");
 
-    let unwatched = Arc::new(AtomicBool::new(false));
-    let model = CancelledMidPass::new(engine.model(), &[&unwatched], raise_at);
-    let mut cache = warm();
-    let ran = engine.sampler().run(
-        &model,
-        &mut cache,
-        std::slice::from_ref(&canvas),
-        &config,
-        Controls::default(),
-    );
+    let (ran, asked, finished, _, written) = run(&config, false);
     assert!(ran.is_ok(), "{ran:?}");
-    assert!(model.finished.get() >= 1);
-    assert!(model.asked.get() > raise_at);
-    assert!(!cache.is_empty());
+    assert!(finished >= 1 && asked > raise_at);
+    assert!(written);
 
-    let flag = Arc::new(AtomicBool::new(false));
-    let model = CancelledMidPass::new(engine.model(), &[&flag], raise_at);
-    let mut cache = warm();
-    let before = cache.tokens().to_vec();
     let mut reusing = config.clone();
     reusing.cache.realign = Some(Realign::DEFAULT);
-    let controls = Controls {
-        cancel: Some(&flag),
-        ..Controls::default()
-    };
-    let ran = engine.sampler().run(
-        &model,
-        &mut cache,
-        std::slice::from_ref(&canvas),
-        &reusing,
-        controls,
-    );
+    let (ran, _, finished, _, written) = run(&reusing, true);
     assert!(matches!(ran, Err(Error::Cancelled)), "{ran:?}");
-    assert_eq!(model.finished.get(), 1, "the pass under way ended");
-    assert!(
-        !cache.is_empty() && cache.tokens() != before,
-        "it holds the pass's tokens"
-    );
+    assert_eq!(finished, 1, "the pass under way ended");
+    assert!(written, "it holds the pass's tokens");
 }
 
 /// In a batch, a call goes on while one member is still wanted (the cancelled one leaves at

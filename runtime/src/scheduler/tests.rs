@@ -710,6 +710,23 @@ fn a_jobs_effort_is_the_preset_of_the_model_that_runs_it() {
     }
 }
 
+/// A FIM job after `typed` was typed at the cursor, whose first pass realigns a kept cache
+/// (recomputing 4 tokens on each side of the edit) until `refresh_after` such passes in a row.
+fn keystroke(typed: &str, refresh_after: usize) -> Work {
+    let mut work = fim(
+        &format!("fn main() {{\n    let total = {typed}\n}}\n"),
+        None,
+    );
+    if let Work::Fim(work) = &mut work {
+        work.cursor += typed.len();
+        work.options.sampler.cache.realign = Some(redraft_engine::sampler::Realign {
+            radius: 4,
+            refresh_after,
+        });
+    }
+    work
+}
+
 /// Keystrokes of one client, each a FIM job whose first pass realigns the kept cache and
 /// whose cache asks for an exact pass after two realigning passes in a row, through a loop of
 /// `max_batch` with `idle_refresh`; with `next_edits`, each followed by a next edit of the same
@@ -732,17 +749,7 @@ fn keystrokes(
         |metrics: &Metrics| metric(metrics, "redraft_idle_refreshes_total{outcome=\"done\"}");
     let mut fim_full = 0.0;
     for typed in ["", "s", "su", "sum", "sum_", "sum_o", "sum_of"] {
-        let mut work = fim(
-            &format!("fn main() {{\n    let total = {typed}\n}}\n"),
-            None,
-        );
-        if let Work::Fim(work) = &mut work {
-            work.cursor += typed.len();
-            work.options.sampler.cache.realign = Some(redraft_engine::sampler::Realign {
-                radius: 4,
-                refresh_after: 2,
-            });
-        }
+        let work = keystroke(typed, 2);
         let refreshed = done(&metrics);
         let full = passes(&metrics)[0];
         fim_answer(run(&scheduler, work, Some("doc")));
@@ -912,18 +919,7 @@ fn a_precomputed_job_lets_the_idle_refresh_go_first_and_a_wanted_one_does_not() 
                 )
             };
             for typed in ["", "s"] {
-                let mut work = fim(
-                    &format!("fn main() {{\n    let total = {typed}\n}}\n"),
-                    None,
-                );
-                if let Work::Fim(work) = &mut work {
-                    work.cursor += typed.len();
-                    work.options.sampler.cache.realign = Some(redraft_engine::sampler::Realign {
-                        radius: 4,
-                        refresh_after: 8,
-                    });
-                }
-                fim_answer(run(&scheduler, work, Some("doc")));
+                fim_answer(run(&scheduler, keystroke(typed, 8), Some("doc")));
             }
             // The second keystroke realigned the kept cache: a refresh is due once idle.
             let submit = Submit {
