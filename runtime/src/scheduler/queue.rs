@@ -149,7 +149,8 @@ struct QueueState {
 
 /// What the model thread is to take next.
 enum ForModel {
-    /// The job at this index.
+    /// The job at this index: the first one someone waits for, else the first run ahead of
+    /// any request ([`Job::is_wanted`]), before any load.
     Job(usize),
     /// A model load, before any job for the model.
     Load(usize),
@@ -160,21 +161,31 @@ impl QueueState {
     /// The model thread's next item: the first load or job that needs the model (the backend
     /// workers take the others).
     fn for_model(&self) -> ForModel {
+        // A request goes before a job nobody asked for yet (a precomputed next edit for
+        // another document must not hold up a keystroke's completion), nothing before a load.
+        let mut ahead = None;
         for (at, item) in self.items.iter().enumerate() {
             match item {
-                Queued::Job(job) if job.work.needs_model() => return ForModel::Job(at),
+                Queued::Job(job) if job.work.needs_model() => {
+                    if job.is_wanted() {
+                        return ForModel::Job(at);
+                    }
+                    ahead.get_or_insert(at);
+                }
                 Queued::Job(_) => {}
-                Queued::Load(_) => return ForModel::Load(at),
+                Queued::Load(_) => return ahead.map_or(ForModel::Load(at), ForModel::Job),
             }
         }
-        ForModel::Nothing
+        ahead.map_or(ForModel::Nothing, ForModel::Job)
     }
 
-    /// Whether a job for the model that someone waits for is queued ([`Job::is_wanted`]).
-    fn wanted_for_model(&self) -> bool {
-        self.items.iter().any(
-            |item| matches!(item, Queued::Job(job) if job.work.needs_model() && job.is_wanted()),
-        )
+    /// Whether a load or a job for the model that someone waits for is queued
+    /// ([`Job::is_wanted`]): work that may not wait for an idle refresh.
+    fn urgent(&self) -> bool {
+        self.items.iter().any(|item| match item {
+            Queued::Job(job) => job.work.needs_model() && job.is_wanted(),
+            Queued::Load(_) => true,
+        })
     }
 
     /// The first job for the backend workers.
@@ -305,6 +316,7 @@ impl Queue {
 
     /// The next job that needs the model, waiting for one; `None` once the queue holds none
     /// and is closed, or when a model load is next (the loop ends, and its thread loads). Jobs
+    /// someone waits for come first, each kind in the order queued ([`Job::is_wanted`]). Jobs
     /// sent to a remote backend are left to the backend workers (`Queue::next_remote`).
     pub fn next(&self) -> Option<Job> {
         match self.wait_for_model(None) {
@@ -327,9 +339,7 @@ impl Queue {
             let queued = match state.for_model() {
                 // With a deadline, only a job someone waits for ends the wait (or any, once
                 // the queue closes: the loop drains it).
-                ForModel::Job(at)
-                    if deadline.is_none() || !state.open || state.wanted_for_model() =>
-                {
+                ForModel::Job(at) if deadline.is_none() || !state.open || state.urgent() => {
                     let job = self.pop_job(&mut state, at);
                     drop(state);
                     self.taken(&job);
@@ -367,7 +377,7 @@ impl Queue {
             || match state.for_model() {
                 ForModel::Nothing => false,
                 ForModel::Load(_) => true,
-                ForModel::Job(_) => state.wanted_for_model(),
+                ForModel::Job(_) => state.urgent(),
             }
     }
 

@@ -805,7 +805,8 @@ fn a_pause_refreshes_the_kept_cache_so_no_keystroke_pays_the_exact_pass() {
 
 /// What the idle refresh asks of the queue: a wait with a deadline ends idle when nothing
 /// comes and with the job when one does; work for the model (what stops a refresh) is a job or
-/// load for it, or a closed queue, never a job sent to a remote backend.
+/// load for it, or a closed queue, never a job sent to a remote backend, nor one run ahead of
+/// any request until a request waits for it (and a request's job goes before it).
 #[test]
 fn the_queue_tells_an_idle_loop_when_work_for_the_model_comes() {
     let facts = queue::ModelFacts::of(&engine());
@@ -879,6 +880,34 @@ fn the_queue_tells_an_idle_loop_when_work_for_the_model_comes() {
     );
     assert!(waited.elapsed() < Duration::from_secs(5));
     raised.join().unwrap();
+
+    // A request goes before a job nobody asked for yet, whichever came first.
+    let named = |client: &str, wanted: Option<Arc<AtomicBool>>| {
+        let (reply, _) = oneshot::channel();
+        let work = fim(TEXT, None);
+        Job::new(
+            work,
+            Arc::default(),
+            None,
+            None,
+            reply,
+            Some(client.into()),
+            wanted,
+        )
+    };
+    queue
+        .push(named("ahead", Some(Arc::new(AtomicBool::new(false)))))
+        .unwrap();
+    queue.push(named("request", None)).unwrap();
+    let Some(first) = queue.try_next_if(|_| true) else {
+        panic!("two jobs queued")
+    };
+    assert_eq!(first.client.as_deref(), Some("request"));
+    let Some(second) = queue.try_next_if(|_| true) else {
+        panic!("one job queued")
+    };
+    assert_eq!(second.client.as_deref(), Some("ahead"));
+
     queue
         .push(ahead(&Arc::new(AtomicBool::new(false))))
         .unwrap();
