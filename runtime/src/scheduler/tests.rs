@@ -833,28 +833,21 @@ fn the_queue_tells_an_idle_loop_when_work_for_the_model_comes() {
 
     // A job run ahead of any request neither ends the wait nor counts as work, until its flag
     // goes up; the loop may still take it (after its refresh).
-    let ahead = |wanted: &Arc<AtomicBool>| {
+    let queued = |client: &str, wanted: Option<&Arc<AtomicBool>>| {
         let (reply, _) = oneshot::channel();
         let work = fim(TEXT, None);
-        Job::new(
-            work,
-            Arc::default(),
-            None,
-            None,
-            reply,
-            None,
-            Some(Arc::clone(wanted)),
-        )
+        let (client, wanted) = (Some(client.into()), wanted.map(Arc::clone));
+        Job::new(work, Arc::default(), None, None, reply, client, wanted)
     };
     let wanted = Arc::new(AtomicBool::new(false));
-    queue.push(ahead(&wanted)).unwrap();
+    queue.push(queued("ahead", Some(&wanted))).unwrap();
     assert!(!queue.model_work_waiting());
     assert!(matches!(
         queue.next_within(Duration::from_millis(30)),
         queue::Waited::Idle
     ));
     assert!(queue.try_next_if(|_| true).is_some(), "still queued");
-    queue.push(ahead(&wanted)).unwrap();
+    queue.push(queued("ahead", Some(&wanted))).unwrap();
     wanted.store(true, Ordering::Relaxed);
     assert!(queue.model_work_waiting(), "a request waits for it now");
     assert!(matches!(
@@ -862,7 +855,7 @@ fn the_queue_tells_an_idle_loop_when_work_for_the_model_comes() {
         queue::Waited::Job(_)
     ));
     let nobody = Arc::new(AtomicBool::new(false));
-    queue.push(ahead(&nobody)).unwrap();
+    queue.push(queued("ahead", Some(&nobody))).unwrap();
     let raised = std::thread::spawn({
         let nobody = Arc::clone(&nobody);
         move || {
@@ -882,23 +875,10 @@ fn the_queue_tells_an_idle_loop_when_work_for_the_model_comes() {
     raised.join().unwrap();
 
     // A request goes before a job nobody asked for yet, whichever came first.
-    let named = |client: &str, wanted: Option<Arc<AtomicBool>>| {
-        let (reply, _) = oneshot::channel();
-        let work = fim(TEXT, None);
-        Job::new(
-            work,
-            Arc::default(),
-            None,
-            None,
-            reply,
-            Some(client.into()),
-            wanted,
-        )
-    };
     queue
-        .push(named("ahead", Some(Arc::new(AtomicBool::new(false)))))
+        .push(queued("ahead", Some(&Arc::new(AtomicBool::new(false)))))
         .unwrap();
-    queue.push(named("request", None)).unwrap();
+    queue.push(queued("request", None)).unwrap();
     let Some(first) = queue.try_next_if(|_| true) else {
         panic!("two jobs queued")
     };
@@ -909,7 +889,7 @@ fn the_queue_tells_an_idle_loop_when_work_for_the_model_comes() {
     assert_eq!(second.client.as_deref(), Some("ahead"));
 
     queue
-        .push(ahead(&Arc::new(AtomicBool::new(false))))
+        .push(queued("ahead", Some(&Arc::new(AtomicBool::new(false)))))
         .unwrap();
 
     queue.close();
