@@ -9,26 +9,38 @@
 
 use rayon::prelude::*;
 
+/// The constants of [`exp`] and its vector forms (`avx2::exp8`, `avx512::exp16`), one formula:
+/// the input clamped to where `e^x` is a normal `f32`, `x = n ln 2 + r` with ln 2 split in
+/// two for precision, `e^r` by its Taylor polynomial (coefficients highest first, Horner).
+const EXP_MIN: f32 = -87.0;
+const EXP_MAX: f32 = 88.0;
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+/// 1.5 * 2^23: adding and subtracting it rounds to the nearest integer without a branch.
+const ROUND: f32 = 12_582_912.0;
+const EXP_POLY: [f32; 7] = [
+    1.0 / 720.0,
+    1.0 / 120.0,
+    1.0 / 24.0,
+    1.0 / 6.0,
+    0.5,
+    1.0,
+    1.0,
+];
+
 /// e^x for f32, vectorisable: x = n ln 2 + r with n an integer (the exponent bits) and
 /// |r| <= ln2 / 2, ln 2 split in two parts so r stays exact (Cody-Waite), then a degree-6
 /// polynomial for e^r.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer without a branch.
-    const ROUND: f32 = 12_582_912.0;
     // Selects, not `clamp`: they vectorise (clamp's NaN rules do not).
-    let x = if x < -87.0 { -87.0 } else { x };
-    let x = if x > 88.0 { 88.0 } else { x };
+    let x = if x < EXP_MIN { EXP_MIN } else { x };
+    let x = if x > EXP_MAX { EXP_MAX } else { x };
     let k = x * LOG2E + ROUND;
     let n = k - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let p = EXP_POLY[1..].iter().fold(EXP_POLY[0], |p, &c| p * r + c);
     // n's integer value sits in k's low mantissa bits: integer ops only, no float-to-int
     // conversion (whose saturating semantics would stop vectorisation).
     let n_int = k.to_bits().wrapping_sub(ROUND.to_bits());
@@ -111,17 +123,18 @@ pub(crate) mod avx2 {
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     fn exp8(x: __m256) -> __m256 {
+        use crate::rows::{EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO, LOG2E, ROUND};
         let x = _mm256_min_ps(
-            _mm256_max_ps(x, _mm256_set1_ps(-87.0)),
-            _mm256_set1_ps(88.0),
+            _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN)),
+            _mm256_set1_ps(EXP_MAX),
         );
-        let round = _mm256_set1_ps(12_582_912.0);
-        let k = _mm256_fmadd_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E), round);
+        let round = _mm256_set1_ps(ROUND);
+        let k = _mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), round);
         let n = _mm256_sub_ps(k, round);
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
-        let mut p = _mm256_set1_ps(1.0 / 720.0);
-        for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+        let mut p = _mm256_set1_ps(EXP_POLY[0]);
+        for &c in &EXP_POLY[1..] {
             p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
         }
         let n_int = _mm256_sub_epi32(_mm256_castps_si256(k), _mm256_castps_si256(round));
@@ -244,17 +257,18 @@ pub(crate) mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) fn exp16(x: __m512) -> __m512 {
+        use crate::rows::{EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO, LOG2E, ROUND};
         let x = _mm512_min_ps(
-            _mm512_max_ps(x, _mm512_set1_ps(-87.0)),
-            _mm512_set1_ps(88.0),
+            _mm512_max_ps(x, _mm512_set1_ps(EXP_MIN)),
+            _mm512_set1_ps(EXP_MAX),
         );
-        let round = _mm512_set1_ps(12_582_912.0);
-        let k = _mm512_fmadd_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E), round);
+        let round = _mm512_set1_ps(ROUND);
+        let k = _mm512_fmadd_ps(x, _mm512_set1_ps(LOG2E), round);
         let n = _mm512_sub_ps(k, round);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
-        let mut p = _mm512_set1_ps(1.0 / 720.0);
-        for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+        let mut p = _mm512_set1_ps(EXP_POLY[0]);
+        for &c in &EXP_POLY[1..] {
             p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
         }
         let n_int = _mm512_sub_epi32(_mm512_castps_si512(k), _mm512_castps_si512(round));

@@ -373,12 +373,7 @@ impl Queue {
     /// refresh between layers.
     pub fn model_work_waiting(&self) -> bool {
         let state = self.lock();
-        !state.open
-            || match state.for_model() {
-                ForModel::Nothing => false,
-                ForModel::Load(_) => true,
-                ForModel::Job(_) => state.urgent(),
-            }
+        !state.open || state.urgent()
     }
 
     /// The next job that needs the model, if one is queued before any load and `fits` it (else
