@@ -10,11 +10,17 @@
 //! cargo bench -p redraft --bench lsp_typing -- --model DIR      # a model not compiled in
 //! cargo bench -p redraft --bench lsp_typing -- --pause-ms 400     # and a pause after each word
 //! cargo bench -p redraft --bench lsp_typing -- --log F            # what the server did, per keystroke
+//! cargo bench -p redraft --bench lsp_typing -- --pause-ms 400 --documents 2   # two files, a line each in turn
 //! ```
 //!
 //! `--pause-ms`: after each word typed (a space or a newline) the typist stops that long before
 //! going on, as people do between words and lines: the server has time to spare then (its
 //! idle refresh of the kept cache).
+//!
+//! `--documents N`: the file is open N times (N documents of the same text) and the typist
+//! types each line into the next document in turn, as someone working across files does: a
+//! pause after a line lets the server precompute that document's next edit, and the next line's
+//! keystrokes come in another document, which that precompute must not hold up.
 //!
 //! `--log F`: writes one line per keystroke (document version, latency or `cancelled`), then the
 //! server's log messages, which name the version each job ran for and the passes it made:
@@ -43,6 +49,16 @@ struct Options {
     /// Extra wait after each space or newline typed.
     pause: Duration,
     log: Option<PathBuf>,
+    /// Copies of the file open, typed into a line each in turn.
+    documents: usize,
+}
+
+/// One open document as the typist left it.
+struct Doc {
+    uri: String,
+    version: i32,
+    line: u32,
+    column: u32,
 }
 
 fn options() -> Options {
@@ -62,6 +78,7 @@ fn options() -> Options {
         model: args.value("--model"),
         pause: Duration::from_millis(args.number("--pause-ms", 0, 0)),
         log: args.value("--log").map(PathBuf::from),
+        documents: args.number("--documents", 1, 1).max(1),
     }
 }
 
@@ -92,55 +109,78 @@ async fn main() {
         ..Start::default()
     })
     .await;
-    let uri = "file:///replay/src/lib.rs";
-    lsp.open(uri, "rust", &format!("{before}{after}"));
-    let mut line = before.matches('\n').count() as u32;
-    let mut column = before
-        .rsplit('\n')
-        .next()
-        .unwrap_or("")
-        .encode_utf16()
-        .count() as u32;
+    let mut docs: Vec<Doc> = (0..options.documents)
+        .map(|n| {
+            let uri = match n {
+                0 => "file:///replay/src/lib.rs".to_string(),
+                n => format!("file:///replay/src/lib{n}.rs"),
+            };
+            lsp.open(&uri, "rust", &format!("{before}{after}"));
+            Doc {
+                uri,
+                version: 0,
+                line: before.matches('\n').count() as u32,
+                column: before
+                    .rsplit('\n')
+                    .next()
+                    .unwrap_or("")
+                    .encode_utf16()
+                    .count() as u32,
+            }
+        })
+        .collect();
+    let mut current = 0;
 
     let started = Instant::now();
     let mut previous: Option<i32> = None;
     let mut answers = Vec::new();
-    for (version, ch) in typed.chars().enumerate() {
+    let mut keys = Vec::new();
+    for ch in typed.chars() {
         let mut buf = [0u16; 2];
+        let doc = &mut docs[current];
+        doc.version += 1;
+        let (line, column) = (doc.line, doc.column);
         lsp.change(
-            uri,
-            version as i32 + 1,
+            &doc.uri,
+            doc.version,
             [[line, column], [line, column]],
             ch.encode_utf8(&mut [0; 4]),
         );
         if ch == '\n' {
-            line += 1;
-            column = 0;
+            doc.line += 1;
+            doc.column = 0;
         } else {
-            column += ch.encode_utf16(&mut buf).len() as u32;
+            doc.column += ch.encode_utf16(&mut buf).len() as u32;
         }
+        keys.push(match current {
+            0 => format!("v{}", doc.version),
+            n => format!("doc{n} v{}", doc.version),
+        });
         // Like an editor: the previous request is stale now (harmless if it was answered).
         if let Some(id) = previous {
             lsp.cancel(id);
         }
-        let request = lsp.inline(uri, line, column, false).await;
+        let request = lsp.inline(&doc.uri, doc.line, doc.column, false).await;
         previous = Some(request.id);
         answers.push(tokio::spawn(timed(request)));
         tokio::time::sleep(options.interval).await;
         if ch == ' ' || ch == '\n' {
             tokio::time::sleep(options.pause).await;
         }
+        if ch == '\n' {
+            current = (current + 1) % docs.len();
+        }
     }
     let mut latencies = Vec::new();
     let mut log = String::new();
     let (mut cancelled, mut empty, mut shown) = (0, 0, 0);
-    for (version, answer) in answers.into_iter().enumerate() {
+    for (key, answer) in keys.iter().zip(answers) {
         let (latency, answer) = answer.await.unwrap();
         let outcome = match &answer {
             Ok(_) => format!("{latency:.1} ms"),
             Err(_) => "cancelled".to_string(),
         };
-        log.push_str(&format!("v{} {outcome}\n", version + 1));
+        log.push_str(&format!("{key} {outcome}\n"));
         match answer {
             Ok(value) => {
                 latencies.push(latency);
@@ -177,9 +217,10 @@ async fn main() {
     latencies.sort_by(f64::total_cmp);
     let requests = typed.chars().count();
     println!(
-        "lsp typing replay: {} keystrokes of {} ({} ms apart, {} ms more after a word, effort {}, max {} tokens) in {:.1} s",
+        "lsp typing replay: {} keystrokes of {} into {} document(s) ({} ms apart, {} ms more after a word, effort {}, max {} tokens) in {:.1} s",
         requests,
         options.file.display(),
+        docs.len(),
         options.interval.as_millis(),
         options.pause.as_millis(),
         options.effort,

@@ -173,6 +173,7 @@ fn with_controls<T>(args: &Args, engine: &Engine, run: impl FnOnce(Controls<'_>)
     };
     run(Controls {
         cancel: None,
+        interrupt: None,
         deadline: args
             .deadline_ms
             .map(|ms| Instant::now() + Duration::from_millis(ms)),

@@ -136,6 +136,9 @@ impl<'a> Sampler<'a> {
         if let Some(cancel) = controls.cancel {
             batch.cancel_on(cancel);
         }
+        if let Some(interrupt) = controls.interrupt {
+            batch.interrupt_on(interrupt);
+        }
         let mut ids = Vec::with_capacity(canvases.len());
         for (index, canvas) in canvases.iter().enumerate() {
             let fresh = &fresh;

@@ -5,9 +5,10 @@
 //! from the type-through cache if the user is typing through the last suggestion; otherwise queue
 //! a job in the runtime (`inference`) and wait for it or for cancellation, whichever comes first.
 //!
-//! Next to next edits, the completion has the cursor: precomputed next edits nobody asked for
-//! yet give way when it starts, and the line its answer shows on is remembered, so that a next
-//! edit touching that line is not shown while it is (`next_edit.rs`).
+//! Next to next edits, the completion has the cursor: a precomputed next edit nobody asked for
+//! yet makes way for its job on the model (the runtime's serial loop stops it within a layer and
+//! runs it again after the completion), and the line its answer shows on is remembered, so that
+//! a next edit touching that line is not shown while it is (`next_edit.rs`).
 
 use std::panic::AssertUnwindSafe;
 
@@ -50,8 +51,6 @@ impl Server {
         let position = params.text_document_position.position;
         // Both before any `.await`: see the module comment.
         let ticket = self.in_flight.begin(&uri);
-        // The user is looking at the cursor: precomputed next edits wait.
-        self.next_edits.yield_to_inline();
         let snapshot = self.documents.snapshot(uri.clone(), false);
         let token = ticket.token().clone();
         let snapshots = tokio::select! {

@@ -88,6 +88,7 @@ pub struct Metrics {
     pub held_steps: Counter,
     pub cache_starts: Family<StartLabels, Counter>,
     pub idle_refreshes: Family<RefreshLabels, Counter>,
+    pub requeued: Family<KindLabels, Counter>,
     pub kept_caches: Gauge,
     pub kept_bytes: Gauge,
     pub open_connections: Gauge,
@@ -186,6 +187,12 @@ impl Metrics {
             "Kept caches recomputed exactly while the model had nothing else to do, by outcome",
             idle_refreshes.clone(),
         );
+        let requeued = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "redraft_jobs_requeued",
+            "Jobs run ahead of any request (a precomputed next edit) that made way mid-run for a request and were queued again",
+            requeued.clone(),
+        );
         let cache_starts = Family::<StartLabels, Counter>::default();
         registry.register(
             "redraft_cache_starts",
@@ -240,6 +247,7 @@ impl Metrics {
             held_steps,
             cache_starts,
             idle_refreshes,
+            requeued,
             kept_caches,
             kept_bytes,
             open_connections,
@@ -308,6 +316,15 @@ impl Metrics {
     }
 
     /// An idle refresh of a kept cache ended: `done`, `stopped` or `failed`.
+    /// A job run ahead of any request made way for one and was queued again.
+    pub fn requeued(&self, kind: &str) {
+        self.requeued
+            .get_or_create(&KindLabels {
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
     pub fn idle_refresh(&self, outcome: &str) {
         self.idle_refreshes
             .get_or_create(&RefreshLabels {

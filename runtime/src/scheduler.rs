@@ -462,13 +462,22 @@ impl Scheduler {
         config: LoopConfig,
         metrics: Arc<Metrics>,
     ) -> (Scheduler, std::thread::JoinHandle<()>) {
+        Scheduler::start_with(engine, config, metrics, step_delay())
+    }
+
+    /// [`Scheduler::start`] with the testing delay after every step given (`STEP_DELAY_ENV`).
+    fn start_with(
+        engine: Result<Engine, String>,
+        config: LoopConfig,
+        metrics: Arc<Metrics>,
+        delay: Option<Duration>,
+    ) -> (Scheduler, std::thread::JoinHandle<()>) {
         let model = match &engine {
             Ok(engine) => Ok(queue::ModelFacts::of(engine)),
             Err(why) => Err(why.clone()),
         };
         let queue = Arc::new(Queue::new(config.max_queue.max(1), metrics, model));
         let thread_queue = Arc::clone(&queue);
-        let delay = step_delay();
         let handle = std::thread::Builder::new()
             .name("redraft-inference".into())
             .spawn(move || thread::run(engine.ok(), &thread_queue, config, delay))

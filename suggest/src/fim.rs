@@ -175,6 +175,7 @@ pub fn run(
     let rule = stop_rule(engine, &prepared.plan);
     let Controls {
         cancel,
+        interrupt,
         deadline,
         on_step,
         stop,
@@ -185,6 +186,7 @@ pub fn run(
     };
     let controls = Controls {
         cancel,
+        interrupt,
         deadline,
         on_step: on_step.map(|f| -> &mut dyn FnMut(&DenoiseStep) { f }),
         stop: Some(stop),

@@ -43,8 +43,8 @@ use rand::SeedableRng;
 use serde::Serialize;
 
 use super::{
-    view, CachePolicy, Canvas, CanvasView, Denoiser, Infill, ModelCall, Pass, Pressure, Rows,
-    Sampler, SamplerConfig, Slots,
+    view, CachePolicy, Canvas, CanvasView, Denoiser, Infill, Interrupt, ModelCall, Pass, Pressure,
+    Rows, Sampler, SamplerConfig, Slots,
 };
 use crate::error::{Error, Result};
 
@@ -141,8 +141,8 @@ pub struct Batch<'s> {
     /// The rows changed since the last stored pass: the cache no longer matches them.
     stale: bool,
     stats: PassStats,
-    /// Every member's cancel flag at once ([`Batch::cancel_on`]).
-    cancel: Option<&'s AtomicBool>,
+    /// What cancels every member at once ([`Batch::cancel_on`], [`Batch::interrupt_on`]).
+    whole: Whole<'s>,
 }
 
 impl<'s> Batch<'s> {
@@ -156,14 +156,21 @@ impl<'s> Batch<'s> {
             steps: 0,
             stale: false,
             stats: PassStats::default(),
-            cancel: None,
+            whole: Whole::default(),
         }
     }
 
     /// A cancel flag for the whole batch, beside each member's own: raised, every member leaves
     /// as [`MemberOutcome::Cancelled`] at the next step (what [`Sampler::run`]'s cancel does).
     pub fn cancel_on(&mut self, flag: &'s AtomicBool) {
-        self.cancel = Some(flag);
+        self.whole.flag = Some(flag);
+    }
+
+    /// An interrupt for the whole batch, asked wherever the cancel flags are read: `true`, every
+    /// member leaves as [`MemberOutcome::Cancelled`], as with [`Batch::cancel_on`] (what
+    /// [`Sampler::run`]'s [`super::Controls::interrupt`] does).
+    pub fn interrupt_on(&mut self, interrupt: &'s Interrupt<'s>) {
+        self.whole.interrupt = Some(interrupt);
     }
 
     /// Adds `canvas` to the batch from the next step on, decoded under `config` (its `cache` is
@@ -403,10 +410,10 @@ impl<'s> Batch<'s> {
             .expect("a member being filled has masked slots")
     }
 
-    /// Members whose cancel flag (or the batch's) is up leave, into `left`; once none is left,
-    /// neither are the rows of full members.
+    /// Members whose cancel flag (or the batch's, or its interrupt) is up leave, into `left`;
+    /// once none is left, neither are the rows of full members.
     fn leave_cancelled(&mut self, left: &mut Vec<(MemberId, MemberOutcome)>) {
-        let batch = self.cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+        let batch = self.whole.raised();
         let mut b = 0;
         while b < self.rows.len() {
             let cancelled = self.rows[b].live.as_ref().is_some_and(|live| {
@@ -431,7 +438,7 @@ impl<'s> Batch<'s> {
     }
 
     /// The flags that cancel every member at once, read while a model call runs: the batch's
-    /// own, or, when each member has one, all of theirs; `None` when no flag can (a member
+    /// own (its flag, its interrupt), or, when each member has one, all of theirs; `None` when no flag can (a member
     /// without one goes on whatever happens to the others) or when the call should end anyway:
     /// with edit reuse on, the cache it leaves is what the request superseding it realigns
     /// (~20 ms on the default preset at 1k tokens), where an emptied one would cost that
@@ -441,8 +448,8 @@ impl<'s> Batch<'s> {
         if self.cache.enabled && self.cache.realign.is_some() {
             return None;
         }
-        if let Some(flag) = self.cancel {
-            return Some(Cancels::Batch(flag));
+        if self.whole.is_set() {
+            return Some(Cancels::Batch(self.whole));
         }
         let members = self
             .rows
@@ -461,16 +468,34 @@ impl<'s> Batch<'s> {
     }
 }
 
+/// What cancels a batch's every member at once: its flag, its interrupt, either.
+#[derive(Clone, Copy, Default)]
+struct Whole<'s> {
+    flag: Option<&'s AtomicBool>,
+    interrupt: Option<&'s Interrupt<'s>>,
+}
+
+impl Whole<'_> {
+    fn is_set(&self) -> bool {
+        self.flag.is_some() || self.interrupt.is_some()
+    }
+
+    fn raised(&self) -> bool {
+        self.flag.is_some_and(|flag| flag.load(Ordering::Relaxed))
+            || self.interrupt.is_some_and(|interrupt| interrupt())
+    }
+}
+
 /// What cancels a whole batch ([`Batch::cancels`]).
 enum Cancels<'s> {
-    Batch(&'s AtomicBool),
+    Batch(Whole<'s>),
     Members(Vec<Arc<AtomicBool>>),
 }
 
 impl Cancels<'_> {
     fn raised(&self) -> bool {
         match self {
-            Cancels::Batch(flag) => flag.load(Ordering::Relaxed),
+            Cancels::Batch(whole) => whole.raised(),
             Cancels::Members(flags) => flags.iter().all(|f| f.load(Ordering::Relaxed)),
         }
     }

@@ -67,6 +67,11 @@ pub struct DenoiseStep {
 #[derive(Default)]
 pub struct Controls<'a> {
     pub cancel: Option<&'a AtomicBool>,
+    /// Asked wherever `cancel` is read (before each step, and between a pass's layers where a
+    /// pass may be given up): `true` ends the run as cancelled just the same. For a caller whose
+    /// reason to stop is no flag of the request's own: a scheduler making a job nobody waits for
+    /// yet give way to a request, to run it again later.
+    pub interrupt: Option<&'a Interrupt<'a>>,
     pub deadline: Option<Instant>,
     pub on_step: Option<&'a mut dyn FnMut(&DenoiseStep)>,
     /// Every canvas's stop rule ([`StopRule`]).
@@ -82,6 +87,9 @@ pub type StopRule<'s> = Box<dyn Fn(&[u32]) -> bool + Send + Sync + 's>;
 
 /// A borrowed stop rule ([`StopRule`]), as [`Controls`] carry it.
 pub type StopFn<'a> = dyn Fn(&[u32]) -> bool + Sync + 'a;
+
+/// A run's interrupt ([`Controls::interrupt`]).
+pub type Interrupt<'a> = dyn Fn() -> bool + Sync + 'a;
 
 /// The filled middle of one canvas.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,4 +1,5 @@
-//! A cancel that lands while a model call runs: once every request in a call without edit reuse
+//! A cancel (or a run's interrupt) that lands while a model call runs: once every request in a
+//! call without edit reuse
 //! (a next edit's exact pass) is cancelled, the engine gives the call up before its next layer
 //! (or before its next layer's projections) instead of finishing a pass nobody waits for, and
 //! empties the cache the call half wrote. What a keystroke superseding such a job waits for: a
@@ -112,10 +113,20 @@ fn request(prefix: &str) -> InfillRequest {
     request
 }
 
-/// A run whose cancel is raised within the second layer of its first pass ends there,
-/// cancelled, with no pass finished and its cache (warm before, from another request) empty;
-/// the same model raising a flag the run does not watch runs to its end; with edit reuse on,
-/// the pass under way ends and leaves its cache.
+/// How a run watches the flag the model raises.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Watch {
+    /// As its cancel flag.
+    Cancel,
+    /// Through its interrupt ([`Controls::interrupt`]), which reads the flag.
+    Interrupt,
+    Not,
+}
+
+/// A run whose cancel (or interrupt) is raised within the second layer of its first pass ends
+/// there, cancelled, with no pass finished and its cache (warm before, from another request)
+/// empty; the same model raising a flag the run does not watch runs to its end; with edit
+/// reuse on, the pass under way ends and leaves its cache.
 #[test]
 fn a_run_cancelled_mid_pass_stops_before_the_next_layer_and_empties_its_cache() {
     let engine = engine();
@@ -137,13 +148,15 @@ fn a_run_cancelled_mid_pass_stops_before_the_next_layer_and_empties_its_cache() 
     let raise_at = 3;
 
     // From a warm cache, a flag raised at the third ask, which the run watches or not.
-    let run = |config: &SamplerConfig, watched: bool| {
+    let run = |config: &SamplerConfig, watch: Watch| {
         let flag = Arc::new(AtomicBool::new(false));
         let model = CancelledMidPass::new(engine.model(), &[&flag], raise_at);
         let mut cache = warm();
         let before = cache.tokens().to_vec();
+        let interrupt = || flag.load(Ordering::Relaxed);
         let controls = Controls {
-            cancel: watched.then_some(&*flag),
+            cancel: (watch == Watch::Cancel).then_some(&*flag),
+            interrupt: (watch == Watch::Interrupt).then_some(&interrupt),
             ..Controls::default()
         };
         let ran = engine.sampler().run(
@@ -157,20 +170,28 @@ fn a_run_cancelled_mid_pass_stops_before_the_next_layer_and_empties_its_cache() 
         (ran, model.asked.get(), model.finished.get(), cache, written)
     };
 
-    let (ran, asked, finished, cache, _) = run(&config, true);
-    assert!(matches!(ran, Err(Error::Cancelled)), "{ran:?}");
-    assert_eq!(asked, raise_at, "stopped at the ask after the raise");
-    assert_eq!(finished, 0);
-    assert!(cache.is_empty(), "a half-written cache is never kept");
+    for watch in [Watch::Cancel, Watch::Interrupt] {
+        let (ran, asked, finished, cache, _) = run(&config, watch);
+        assert!(matches!(ran, Err(Error::Cancelled)), "{watch:?}: {ran:?}");
+        assert_eq!(
+            asked, raise_at,
+            "{watch:?}: stopped at the ask after the raise"
+        );
+        assert_eq!(finished, 0, "{watch:?}");
+        assert!(
+            cache.is_empty(),
+            "{watch:?}: a half-written cache is never kept"
+        );
+    }
 
-    let (ran, asked, finished, _, written) = run(&config, false);
+    let (ran, asked, finished, _, written) = run(&config, Watch::Not);
     assert!(ran.is_ok(), "{ran:?}");
     assert!(finished >= 1 && asked > raise_at);
     assert!(written);
 
     let mut reusing = config.clone();
     reusing.cache.realign = Some(Realign::DEFAULT);
-    let (ran, _, finished, _, written) = run(&reusing, true);
+    let (ran, _, finished, _, written) = run(&reusing, Watch::Cancel);
     assert!(matches!(ran, Err(Error::Cancelled)), "{ran:?}");
     assert_eq!(finished, 1, "the pass under way ended");
     assert!(written, "it holds the pass's tokens");

@@ -310,6 +310,7 @@ impl Setup {
         let stop = self.stop.map(|rule| move |lead: &[u32]| rule(lead));
         let controls = Controls {
             cancel: None,
+            interrupt: None,
             deadline,
             on_step: Some(&mut on_step),
             stop: stop.as_ref().map(|rule| rule as &StopFn<'_>),
@@ -1580,6 +1581,7 @@ fn check_cancel(after_step: Option<usize>, expect_calls: usize) {
     };
     let controls = Controls {
         cancel: Some(&cancel),
+        interrupt: None,
         deadline: None,
         on_step: Some(&mut on_step),
         stop: None,

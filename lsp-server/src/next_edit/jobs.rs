@@ -7,8 +7,10 @@
 //!
 //! Cancellation is the completions': an edit of the document cancels its job at the sampler's
 //! next step, and so does `$/cancelRequest` of the request that started it, once nobody else
-//! waits on it. A precomputed job nobody waits on also gives way to an inline completion
-//! ([`NextEdits::yield_to_inline`]), which is what the user is looking at while typing.
+//! waits on it. A precomputed job nobody waits on is not cancelled by requests for other
+//! documents: the runtime runs it behind every job someone waits for, and one that is running
+//! when such a job comes makes way for it and runs again after it (`Submit::wanted`), so it is
+//! ready when the user comes back to its document.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -154,25 +156,6 @@ impl NextEdits {
     /// Forgets every job and result (the settings or the model changed).
     pub fn clear(&self) {
         let gone = std::mem::take(&mut self.state().jobs);
-        drop(gone);
-    }
-
-    /// An inline completion is being asked for: precomputed next edits nobody waits on yet
-    /// stop, so the completion does not queue behind them for the model.
-    pub fn yield_to_inline(&self) {
-        let gone: Vec<Entry> = {
-            let mut state = self.state();
-            let stale: Vec<Uri> = state
-                .jobs
-                .iter()
-                .filter(|(_, e)| e.origin == Origin::Precompute && e.waiters == 0 && !e.done())
-                .map(|(uri, _)| uri.clone())
-                .collect();
-            stale
-                .iter()
-                .filter_map(|uri| state.jobs.remove(uri))
-                .collect()
-        };
         drop(gone);
     }
 
@@ -338,7 +321,7 @@ impl NextEdits {
         let (answer, _) = self.job(snapshots, cursor, Origin::Precompute, None);
         self.log
             .debug(|| format!("{} v{version}: next edit precomputed ({why})", uri.as_str()));
-        // Driven to the end here, so a request finds it done (and `yield_to_inline` sees that).
+        // Driven to the end here, so a request finds it done.
         let log = self.log.clone();
         tokio::spawn(async move {
             if let Ok(next) = answer.await {

@@ -66,6 +66,15 @@ impl Job {
             .is_none_or(|flag| flag.load(Ordering::Relaxed))
     }
 
+    /// The flag of a job run ahead of any request while it is still down (nobody waits for the
+    /// answer yet): what the serial loop watches to let such a job make way for a request.
+    pub(super) fn ahead_of_requests(&self) -> Option<Arc<AtomicBool>> {
+        self.wanted
+            .as_ref()
+            .filter(|flag| !flag.load(Ordering::Relaxed))
+            .map(Arc::clone)
+    }
+
     /// Whether nobody waits for the answer any more (the client left).
     pub fn abandoned(&self) -> bool {
         self.cancel.load(Ordering::Relaxed) || self.reply.is_closed()
@@ -277,6 +286,19 @@ impl Queue {
         Ok(())
     }
 
+    /// Queues again a job the loop took and stopped before its answer (one run ahead of any
+    /// request that made way for one): first in the queue, so it is the next job nobody waits
+    /// for, behind the requests ([`Queue::next`]'s order). It held a place before, so the bound
+    /// is not checked again, and a closed queue takes it too (the loop drains it).
+    pub(super) fn put_back(&self, job: Job) {
+        let mut state = self.lock();
+        state.items.push_front(Queued::Job(Box::new(job)));
+        state.jobs += 1;
+        self.metrics.queue_depth.set(state.jobs as i64);
+        drop(state);
+        self.ready.notify_one();
+    }
+
     /// Queues a model load after the jobs queued so far (answered at once when closed).
     pub(super) fn push_load(&self, load: Load) {
         let mut state = self.lock();
@@ -374,6 +396,16 @@ impl Queue {
     pub fn model_work_waiting(&self) -> bool {
         let state = self.lock();
         !state.open || state.urgent()
+    }
+
+    /// Whether a job for the model that someone waits for is queued ([`Job::is_wanted`]) in an
+    /// open queue: what a running job nobody waits for yet makes way for (the serial loop).
+    pub fn request_waiting(&self) -> bool {
+        let state = self.lock();
+        state.open
+            && state.items.iter().any(|item| {
+                matches!(item, Queued::Job(job) if job.work.needs_model() && job.is_wanted())
+            })
     }
 
     /// The next job that needs the model, if one is queued before any load and `fits` it (else

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use redraft_context::edit::{EditBudget, EditSuggestion};
 use redraft_context::Source;
-use redraft_engine::sampler::{CachePolicy, CanvasView, Controls, DenoiseStep, SamplerConfig};
+use redraft_engine::sampler::{
+    CachePolicy, CanvasView, Controls, DenoiseStep, Interrupt, SamplerConfig,
+};
 use redraft_engine::ContextCache;
 use redraft_engine::{Completion, Engine};
 use redraft_suggest::edit::{next_edit, EditInput, EditOutcome};
@@ -40,14 +42,26 @@ pub fn job_error(err: redraft_engine::Error) -> JobError {
     }
 }
 
-/// Runs `body` with the job's controls: its cancel flag, deadline, draft stream and the
-/// testing delay.
+/// How a loop steers a job's run beyond what the job carries itself.
+#[derive(Clone, Copy, Default)]
+pub struct Steering<'a> {
+    /// The testing delay after each step (`REDRAFT_STEP_DELAY_MS`).
+    pub delay: Option<Duration>,
+    /// Asked as the job's cancel flag is: `true` ends the run as cancelled
+    /// ([`Controls::interrupt`]; the serial loop's job run ahead of any request, making way for
+    /// one).
+    pub interrupt: Option<&'a Interrupt<'a>>,
+}
+
+/// Runs `body` with the job's controls: its cancel flag, deadline and draft stream, and the
+/// loop's `steering`.
 fn with_controls<T>(
     engine: &Engine,
     job: &Job,
-    delay: Option<Duration>,
+    steering: Steering<'_>,
     body: impl FnOnce(Controls<'_>) -> T,
 ) -> T {
+    let delay = steering.delay;
     let drafts = job.drafts.as_ref();
     let mut on_step = |step: &DenoiseStep| {
         if let (Some(tx), Some(view)) = (drafts, step.canvases.first()) {
@@ -66,6 +80,7 @@ fn with_controls<T>(
     let watched = drafts.is_some() || delay.is_some();
     body(Controls {
         cancel: Some(&job.cancel),
+        interrupt: steering.interrupt,
         deadline: job.deadline,
         on_step: watched.then_some(&mut on_step as &mut dyn FnMut(&DenoiseStep)),
         stop: None,
@@ -101,7 +116,7 @@ pub fn fim_job(
     policy: CachePolicy,
     job: &Job,
     work: &FimWork,
-    delay: Option<Duration>,
+    steering: Steering<'_>,
     metrics: &Metrics,
 ) -> Result<Answer, JobError> {
     let source = work.source();
@@ -109,7 +124,7 @@ pub fn fim_job(
     prepared.request.sampler.cache = policy;
     let started = Instant::now();
     let reused = cache.reused_positions();
-    let completions = with_controls(engine, job, delay, |controls| {
+    let completions = with_controls(engine, job, steering, |controls| {
         fim::run(engine, &prepared, cache, controls)
     })
     .map_err(job_error)?;
@@ -284,7 +299,7 @@ pub fn edit_job(
     policy: CachePolicy,
     job: &Job,
     work: &EditWork,
-    delay: Option<Duration>,
+    steering: Steering<'_>,
     metrics: &Metrics,
 ) -> Result<Answer, JobError> {
     let budget = edit_budget(engine, work);
@@ -292,7 +307,7 @@ pub fn edit_job(
         cache: policy,
         ..work.sampler.clone()
     };
-    let outcome = with_controls(engine, job, delay, |controls| {
+    let outcome = with_controls(engine, job, steering, |controls| {
         next_edit(engine, &edit_input(work), &budget, sampler, cache, controls)
     })
     .map_err(job_error)?;

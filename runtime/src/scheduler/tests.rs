@@ -953,3 +953,58 @@ fn a_precomputed_job_lets_the_idle_refresh_go_first_and_a_wanted_one_does_not() 
         }
     }
 }
+
+/// A next edit precomputed in a pause (`Submit::wanted`, its flag down) that is running when a
+/// keystroke's completion for another document comes makes way for it: the completion is
+/// answered first, and the precompute, queued again, is answered in full after it (not as
+/// cancelled). One a request already waits for runs to its end first. The serial loop, the
+/// language server's; each step is slowed down so that the request comes mid-run.
+#[test]
+fn a_running_precompute_makes_way_for_a_request_unless_one_waits_for_it() {
+    for asked in [false, true] {
+        let metrics = Arc::new(Metrics::new());
+        let delay = Some(Duration::from_millis(60));
+        let (scheduler, _) =
+            Scheduler::start_with(Ok(engine()), config(1), Arc::clone(&metrics), delay);
+        let submit = |work: Work, client: &str, wanted: Option<bool>| {
+            let submit = Submit {
+                client: Some(client.into()),
+                wanted: wanted.map(|up| Arc::new(AtomicBool::new(up))),
+                ..Submit::default()
+            };
+            let ticket = scheduler.submit(work, submit).expect("queued");
+            // When the answer came, and what it was.
+            std::thread::spawn(move || {
+                let answer = wait(ticket);
+                (std::time::Instant::now(), answer)
+            })
+        };
+        let precompute = submit(edit(&renames()[0], lsp_sampler(), None), "a", Some(asked));
+        let waited = std::time::Instant::now();
+        while metric(&metrics, "redraft_running_jobs") < 1.0 {
+            assert!(waited.elapsed() < Duration::from_secs(30), "never ran");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let request = submit(fim(TEXT, None), "b", None);
+        let (edit_at, edit) = precompute.join().unwrap();
+        let (fim_at, fim) = request.join().unwrap();
+        edit_answer(edit);
+        fim_answer(fim);
+        let requeued = metric(&metrics, "redraft_jobs_requeued_total{kind=\"edit\"}");
+        let cancelled = metric(
+            &metrics,
+            "redraft_jobs_total{kind=\"edit\",outcome=\"cancelled\"}",
+        );
+        assert_eq!(cancelled, 0.0, "asked {asked}");
+        if asked {
+            assert_eq!(requeued, 0.0);
+            assert!(
+                edit_at < fim_at,
+                "the precompute a request waits for ended first"
+            );
+        } else {
+            assert_eq!(requeued, 1.0);
+            assert!(fim_at < edit_at, "the request went first");
+        }
+    }
+}

@@ -162,6 +162,19 @@ async fn server(encoding: &'static str, options: Value) -> Lsp {
     .await
 }
 
+/// A UTF-16 server that pauses 100 ms after every denoising step, so that a test acts while a
+/// job runs.
+async fn slow_server(options: Value) -> Lsp {
+    Lsp::start(Start {
+        options,
+        encodings: Some(vec!["utf-16"]),
+        root: Some(ROOT),
+        step_delay_ms: Some(100),
+        ..Start::default()
+    })
+    .await
+}
+
 /// Opens the rename's document on `lsp` and types the rename a character at a time; the last
 /// version.
 fn type_rename(lsp: &Lsp, rename: &Rename, encoding: &str) -> i32 {
@@ -457,14 +470,10 @@ async fn stale_versions_and_the_setting_off_get_no_edits() {
 async fn typing_cancels_a_running_next_edit_at_its_next_step() {
     let (rename, _) = a_rename_with_an_edit();
     let (cursor, text) = rename.after();
-    let lsp = Lsp::start(Start {
-        options: json!({"effort": "high", "streamSteps": true, "logLevel": "debug",
-                        "nextEdit": {"maxChange": null, "debounceMs": 0}}),
-        encodings: Some(vec!["utf-16"]),
-        root: Some(ROOT),
-        step_delay_ms: Some(100),
-        ..Start::default()
-    })
+    let lsp = slow_server(
+        json!({"effort": "high", "streamSteps": true, "logLevel": "debug",
+                                 "nextEdit": {"maxChange": null, "debounceMs": 0}}),
+    )
     .await;
     let version = type_rename(&lsp, rename, "utf-16");
     let (line, character) = position(&text, cursor, "utf-16");
@@ -565,5 +574,33 @@ async fn inline_completions_and_next_edits_asked_together_both_answer() {
         }
     }
     assert!(next.len() <= 1);
+    lsp.shutdown().await;
+}
+
+/// A next edit precomputed in a pause in one document outlives an inline completion asked for
+/// in another: the completion's job goes first (the precompute, running, makes way for it on
+/// the model and runs again after it), and the precomputed edit is ready afterwards instead of
+/// thrown away.
+#[tokio::test]
+async fn a_precomputed_next_edit_makes_way_for_a_completion_elsewhere_and_finishes_after_it() {
+    let rename = &RENAMES[0];
+    let lsp = slow_server(json!({"effort": "high", "logLevel": "debug",
+                                 "nextEdit": {"maxChange": null, "debounceMs": 50}}))
+    .await;
+    let version = type_rename(&lsp, rename, "utf-16");
+    lsp.wait_for_log(|m| m.contains(&format!("{URI} v{version}: next edit precomputed")))
+        .await;
+    let ready = format!("{URI} v{version}: precomputed next edit ready");
+    let is_ready = |lsp: &Lsp| {
+        lsp.received("window/logMessage")
+            .iter()
+            .any(|m| m["message"].as_str().unwrap_or("").contains(&ready))
+    };
+    let other = "file:///work/demo/src/other.rs";
+    lsp.open(other, "rust", "fn main() {\n    let total = \n}\n");
+    let inline = lsp.inline(other, 1, 16, true).await.answer().await;
+    assert!(inline.is_ok(), "{inline:?}");
+    assert!(!is_ready(&lsp), "the completion waited for the precompute");
+    lsp.wait_for_log(|m| m.contains(&ready)).await;
     lsp.shutdown().await;
 }
