@@ -10,6 +10,9 @@ updates are kept); if compiling fails there, the error is logged (`compile_error
 goes on with the eager trunk. Every `--export-every` seconds and at the end the model is evaluated on fixed
 validation batches and exported (`export.py`), so a run stopped early still leaves a model.
 `--resume` starts from an exported model (weights only: a new window is a warm restart).
+A step that runs out of GPU memory (a card smaller than planned, attention that fell back to an
+unfused kernel, an eager trunk) halves the batch and the run goes on from the next step
+(`out_of_memory` in the log); the step records carry the peak GPU memory.
 
 Speed: bf16 autocast over f32 master weights, flash SDPA (bidirectional), the trunk compiled,
 logits only at masked positions (gathered by indices the data workers compute, so a step never
@@ -200,6 +203,8 @@ def main(argv=None) -> int:
                     "keeps the graph capture without Triton); if compiling fails, the run goes on eager")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (tests)")
     ap.add_argument("--peak-tflops", type=float, default=790.0, help="for the utilisation figure")
+    ap.add_argument("--oom-above", type=int, help="tests: a step of more sequences than this fails as out of "
+                    "GPU memory does")
     args = ap.parse_args(argv)
 
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
@@ -242,14 +247,17 @@ def main(argv=None) -> int:
 
     valid = BatchMaker(pack, "valid", config, seed=1234)
     eval_batches = [to_tensors(valid.batch(i, min(batch, 32))) for i in range(args.eval_batches)]
-    loader = torch.utils.data.DataLoader(
-        Batches(args.pack, config, args.seed, batch, first=0),
-        batch_size=None,
-        num_workers=args.workers,
-        pin_memory=cuda,
-        prefetch_factor=4 if args.workers else None,
-        persistent_workers=args.workers > 0,
-    )
+
+    def make_batches(size: int, first: int):
+        loader = torch.utils.data.DataLoader(
+            Batches(args.pack, config, args.seed, size, first=first),
+            batch_size=None,
+            num_workers=args.workers,
+            pin_memory=cuda,
+            prefetch_factor=4 if args.workers else None,
+            persistent_workers=args.workers > 0,
+        )
+        return iter(loader)
     masked_fraction = 0.3  # measured below, per step; this is the planning figure
     flops = shape.flops_per_token(masked_fraction)
     log = {
@@ -270,8 +278,28 @@ def main(argv=None) -> int:
         for opt in opts:
             for group in opt.param_groups:
                 group["lr"] = group["base_lr"] * lr_factor(step, fraction, args)
+        if args.oom_above is not None and b["inputs"].shape[0] > args.oom_above:
+            raise torch.cuda.OutOfMemoryError(f"simulated (--oom-above {args.oom_above})")
         on_device = (b[k].to(device, non_blocking=True) for k in ("inputs", "index", "targets", "weights"))
         return train_step(model, trunk, opts, autocast, *on_device)
+
+    def shrink(error: Exception) -> None:
+        # A lost window costs more than a smaller batch: halve it, drop the failed step's
+        # gradients (no optimizer stepped) and go on with batches of the new size.
+        nonlocal batch, batches
+        if batch <= 1:
+            raise error
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
+        batches = None  # its workers stop
+        if cuda:
+            torch.cuda.empty_cache()
+        batch //= 2
+        log["batch"] = batch
+        text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+        log.setdefault("out_of_memory", []).append({"step": step, "batch": batch, "error": text})
+        print(f"out of memory at step {step}: batch halved to {batch} x {config.seq_len} ({text})", flush=True)
+        batches = make_batches(batch, step)
 
     def go_eager(error: Exception) -> None:
         # A window is too short to lose to a compiler bug: the eager trunk is slower, not wrong.
@@ -285,19 +313,28 @@ def main(argv=None) -> int:
 
     if compile_error is not None:
         go_eager(compile_error)
-    batches = iter(loader)
-    compile_started = time.time()
     step = 0
-    for _ in range(2):  # compile warm-up (kept: two small updates at warm-up rates)
+    batches = make_batches(batch, step)
+    compile_started = time.time()
+    warm = 0
+    while warm < 2:  # compile warm-up (kept: two small updates at warm-up rates)
         b = next(batches)
         try:
-            step_once(b, step, 0.0)
-        except Exception as error:
-            if trunk is model.model:
+            try:
+                step_once(b, step, 0.0)
+            except torch.cuda.OutOfMemoryError:
                 raise
-            go_eager(error)  # compiling the forward or backward failed: no optimizer has stepped
-            step_once(b, step, 0.0)
+            except Exception as error:
+                if trunk is model.model:
+                    raise
+                go_eager(error)  # compiling the forward or backward failed: no optimizer has stepped
+                step_once(b, step, 0.0)
+        except torch.cuda.OutOfMemoryError as error:
+            del b
+            shrink(error)
+            continue
         step += 1
+        warm += 1
     if cuda:
         torch.cuda.synchronize()
     log["compile_seconds"] = time.time() - compile_started
@@ -327,7 +364,12 @@ def main(argv=None) -> int:
         if fraction >= 1.0 or (args.max_steps is not None and step >= args.max_steps):
             break
         b = next(batches)
-        losses.append(step_once(b, step, fraction))
+        try:
+            losses.append(step_once(b, step, fraction))
+        except torch.cuda.OutOfMemoryError as error:
+            del b
+            shrink(error)
+            continue
         n = b["inputs"].numel()
         tokens_seen += n
         window_tokens += n
@@ -342,9 +384,10 @@ def main(argv=None) -> int:
             mfu = rate * shape.flops_per_token(frac) / (args.peak_tflops * 1e12) if cuda else None
             record = {"step": step, "seconds": round(now - start, 2), "tokens": tokens_seen, "loss": mean_loss,
                       "tokens_per_s": round(rate), "masked_fraction": round(frac, 3),
-                      "mfu": None if mfu is None else round(mfu, 4), "lr_factor": round(lr_factor(step, fraction, args), 4)}
+                      "mfu": None if mfu is None else round(mfu, 4), "lr_factor": round(lr_factor(step, fraction, args), 4),
+                      "gpu_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if cuda else None}
             log["steps"].append(record)
-            mfu_text = f", MFU {100 * mfu:.1f}%" if mfu is not None else ""
+            mfu_text = f", MFU {100 * mfu:.1f}%, peak {record['gpu_memory_gib']:.1f} GiB" if mfu is not None else ""
             print(f"[{now - start:6.1f} s] step {step}: loss {mean_loss:.4f}, {rate:,.0f} tok/s{mfu_text}", flush=True)
             window_start, window_tokens, window_masked = now, 0, 0
         if time.time() - last_export >= args.export_every:

@@ -233,44 +233,68 @@ fn the_loss_falls_and_the_export_is_logged() {
     assert!(log["tokens_per_s"].as_f64().unwrap() > 0.0);
 }
 
+/// A short tiny run on the shared run's pack, `max_steps` steps, with `flags`, on no worker
+/// process: its stdout, its log, and whether it exported a model.
+fn short_run(max_steps: &str, flags: &[&str]) -> (String, Value, bool) {
+    let t = trained();
+    let out = tempfile::tempdir().unwrap();
+    let (pack, dir) = (t.pack.to_str().unwrap(), out.path().to_str().unwrap());
+    let mut args = vec![
+        "--pack",
+        pack,
+        "--out",
+        dir,
+        "--preset",
+        "tiny",
+        "--seconds",
+        "600",
+    ];
+    args.extend(["--max-steps", max_steps, "--workers", "0"]);
+    args.extend(flags);
+    let stdout = run_python("train.py", &args, None);
+    let log: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("train_log.json")).unwrap())
+            .unwrap();
+    (stdout, log, out.path().join("config.json").exists())
+}
+
 /// A compiler failure in the warm-up (here: a backend whose library is not installed, failing
 /// the way an Inductor or Triton bug fails) costs the window its speed, not its model: the run
 /// logs the error and trains eager.
 #[test]
 fn a_failed_compile_trains_eager_and_logs_why() {
-    let t = trained();
-    let out = tempfile::tempdir().unwrap();
-    let stdout = run_python(
-        "train.py",
-        &[
-            "--pack",
-            t.pack.to_str().unwrap(),
-            "--out",
-            out.path().to_str().unwrap(),
-            "--preset",
-            "tiny",
-            "--seconds",
-            "600",
-            "--max-steps",
-            "4",
-            "--compile-backend",
-            "tvm",
-            "--workers",
-            "0",
-        ],
-        None,
-    );
+    let (stdout, log, exported) = short_run("4", &["--compile-backend", "tvm"]);
     assert!(
         stdout.contains("torch.compile failed, training eager"),
         "{stdout}"
     );
-    let log: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("train_log.json")).unwrap())
-            .unwrap();
     let error = log["compile_error"].as_str().unwrap();
     assert!(error.contains("tvm"), "{error}");
     assert!(log["tokens_per_s"].as_f64().unwrap() > 0.0);
-    assert!(out.path().join("config.json").exists());
+    assert!(exported);
+}
+
+/// A step that runs out of GPU memory (simulated: `--oom-above`, the error PyTorch raises)
+/// halves the batch until one fits, and the run goes on and exports; the log says at which
+/// steps and what the batch became.
+#[test]
+fn a_step_out_of_memory_halves_the_batch_and_the_run_goes_on() {
+    let (stdout, log, exported) = short_run("6", &["--no-compile", "--oom-above", "3"]);
+    assert!(
+        stdout.contains("out of memory at step 0: batch halved to 4"),
+        "{stdout}"
+    );
+    let shrinks: Vec<u64> = log["out_of_memory"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["batch"].as_u64().unwrap())
+        .collect();
+    assert_eq!(shrinks, [4, 2], "{log}");
+    assert_eq!(log["batch"], 2);
+    // The steps after the two of the warm-up, on batches that fit: 4 of 2 x 256 tokens.
+    assert_eq!(log["tokens_seen"], 4 * 2 * 256, "{log}");
+    assert!(exported);
 }
 
 #[test]
