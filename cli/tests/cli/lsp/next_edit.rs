@@ -604,3 +604,40 @@ async fn a_precomputed_next_edit_makes_way_for_a_completion_elsewhere_and_finish
     lsp.wait_for_log(|m| m.contains(&ready)).await;
     lsp.shutdown().await;
 }
+
+/// Once a request joins a precomputed next edit, someone waits for it: it no longer makes way
+/// for other documents' requests, and is answered before an inline completion asked for in
+/// another document after the join (the join raises the job's flag in the runtime).
+#[tokio::test]
+async fn a_precomputed_next_edit_a_request_joined_goes_on_before_a_completion_elsewhere() {
+    let rename = &RENAMES[0];
+    let (cursor, text) = rename.after();
+    let lsp = slow_server(json!({"effort": "high", "logLevel": "debug",
+                                 "nextEdit": {"maxChange": null, "debounceMs": 50}}))
+    .await;
+    let version = type_rename(&lsp, rename, "utf-16");
+    lsp.wait_for_log(|m| m.contains(&format!("{URI} v{version}: next edit precomputed")))
+        .await;
+    let (line, character) = position(&text, cursor, "utf-16");
+    let next = lsp.next_edit(URI, version, line, character).await;
+    lsp.wait_for_log(|m| {
+        m.contains(&format!(
+            "{URI} v{version}: the request joins the running next-edit job"
+        ))
+    })
+    .await;
+    let other = "file:///work/demo/src/other.rs";
+    lsp.open(other, "rust", "fn main() {\n    let total = \n}\n");
+    let inline = lsp.inline(other, 1, 16, true).await;
+    let timed = |pending: super::client::Pending| async move {
+        let answer = pending.answer().await;
+        (std::time::Instant::now(), answer)
+    };
+    let ((next_at, next), (inline_at, inline)) = tokio::join!(timed(next), timed(inline));
+    assert!(next.is_ok() && inline.is_ok(), "{next:?} {inline:?}");
+    assert!(
+        next_at < inline_at,
+        "the joined next edit made way for the completion"
+    );
+    lsp.shutdown().await;
+}
