@@ -577,28 +577,39 @@ async fn inline_completions_and_next_edits_asked_together_both_answer() {
     lsp.shutdown().await;
 }
 
-/// A next edit precomputed in a pause in one document outlives an inline completion asked for
-/// in another: the completion's job goes first (the precompute, running, makes way for it on
-/// the model and runs again after it), and the precomputed edit is ready afterwards instead of
-/// thrown away.
-#[tokio::test]
-async fn a_precomputed_next_edit_makes_way_for_a_completion_elsewhere_and_finishes_after_it() {
-    let rename = &RENAMES[0];
+/// A slow server (`slow_server`) precomputing next edits 50 ms into a pause, `rename` typed,
+/// its next edit's precompute started; the last version.
+async fn precomputing(rename: &Rename) -> (Lsp, i32) {
     let lsp = slow_server(json!({"effort": "high", "logLevel": "debug",
                                  "nextEdit": {"maxChange": null, "debounceMs": 50}}))
     .await;
     let version = type_rename(&lsp, rename, "utf-16");
     lsp.wait_for_log(|m| m.contains(&format!("{URI} v{version}: next edit precomputed")))
         .await;
+    (lsp, version)
+}
+
+/// An inline completion asked for in another document, opened for it.
+async fn inline_elsewhere(lsp: &Lsp) -> super::client::Pending {
+    let other = "file:///work/demo/src/other.rs";
+    lsp.open(other, "rust", "fn main() {\n    let total = \n}\n");
+    lsp.inline(other, 1, 16, true).await
+}
+
+/// A next edit precomputed in a pause in one document outlives an inline completion asked for
+/// in another: the completion's job goes first (the precompute, running, makes way for it on
+/// the model and runs again after it), and the precomputed edit is ready afterwards instead of
+/// thrown away.
+#[tokio::test]
+async fn a_precomputed_next_edit_makes_way_for_a_completion_elsewhere_and_finishes_after_it() {
+    let (lsp, version) = precomputing(&RENAMES[0]).await;
     let ready = format!("{URI} v{version}: precomputed next edit ready");
     let is_ready = |lsp: &Lsp| {
         lsp.received("window/logMessage")
             .iter()
             .any(|m| m["message"].as_str().unwrap_or("").contains(&ready))
     };
-    let other = "file:///work/demo/src/other.rs";
-    lsp.open(other, "rust", "fn main() {\n    let total = \n}\n");
-    let inline = lsp.inline(other, 1, 16, true).await.answer().await;
+    let inline = inline_elsewhere(&lsp).await.answer().await;
     assert!(inline.is_ok(), "{inline:?}");
     assert!(!is_ready(&lsp), "the completion waited for the precompute");
     lsp.wait_for_log(|m| m.contains(&ready)).await;
@@ -612,12 +623,7 @@ async fn a_precomputed_next_edit_makes_way_for_a_completion_elsewhere_and_finish
 async fn a_precomputed_next_edit_a_request_joined_goes_on_before_a_completion_elsewhere() {
     let rename = &RENAMES[0];
     let (cursor, text) = rename.after();
-    let lsp = slow_server(json!({"effort": "high", "logLevel": "debug",
-                                 "nextEdit": {"maxChange": null, "debounceMs": 50}}))
-    .await;
-    let version = type_rename(&lsp, rename, "utf-16");
-    lsp.wait_for_log(|m| m.contains(&format!("{URI} v{version}: next edit precomputed")))
-        .await;
+    let (lsp, version) = precomputing(rename).await;
     let (line, character) = position(&text, cursor, "utf-16");
     let next = lsp.next_edit(URI, version, line, character).await;
     lsp.wait_for_log(|m| {
@@ -626,9 +632,7 @@ async fn a_precomputed_next_edit_a_request_joined_goes_on_before_a_completion_el
         ))
     })
     .await;
-    let other = "file:///work/demo/src/other.rs";
-    lsp.open(other, "rust", "fn main() {\n    let total = \n}\n");
-    let inline = lsp.inline(other, 1, 16, true).await;
+    let inline = inline_elsewhere(&lsp).await;
     let timed = |pending: super::client::Pending| async move {
         let answer = pending.answer().await;
         (std::time::Instant::now(), answer)
