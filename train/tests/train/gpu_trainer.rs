@@ -233,6 +233,36 @@ fn the_loss_falls_and_the_export_is_logged() {
     assert!(log["tokens_per_s"].as_f64().unwrap() > 0.0);
 }
 
+/// A pack for a later window, built with the shipped model's tokenizer (`TOKENIZER` in
+/// `scripts/build-pack`) and fewer training bytes, holds that tokenizer's ids: the pack's
+/// tokenizer is the given one (here the 2M default's 4k BPE, unlike the 1k one the shared pack
+/// trained on the same corpus), not one trained again.
+#[test]
+fn a_pack_built_with_a_given_tokenizer_keeps_its_ids() {
+    let t = trained();
+    let dir = tempfile::tempdir().unwrap();
+    let given = repo().join("assets/default-model/tokenizer.json");
+    let options = PackOptions {
+        vocab_size: 1024,
+        seq_len: 256,
+        train_bytes: 20_000,
+        tokenizer: Some(given.clone()),
+        ..PackOptions::new(t.pack.parent().unwrap().join("corpus"), dir.path())
+    };
+    pack::build(&options).unwrap();
+    let vocab = |path: &Path| -> Value {
+        let json: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        json["model"]["vocab"].clone()
+    };
+    let kept = vocab(&dir.path().join("tokenizer.json"));
+    assert_eq!(kept, vocab(&given));
+    assert_ne!(kept, vocab(&t.pack.join("tokenizer.json")));
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("meta.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["vocab_size"], 4096, "{meta}");
+}
+
 /// A short tiny run on the shared run's pack, `max_steps` steps, with `flags`, on no worker
 /// process: its stdout, its log, and whether it exported a model.
 fn short_run(max_steps: &str, flags: &[&str]) -> (String, Value, bool) {
