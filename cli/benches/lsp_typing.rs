@@ -198,15 +198,16 @@ async fn main() {
     // Let the last log lines arrive.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let logs = lsp.received("window/logMessage");
-    let from_cache = logs
-        .iter()
-        .filter(|p| {
-            p["message"]
-                .as_str()
-                .unwrap_or("")
-                .contains("type-through cache")
-        })
-        .count();
+    let logged = |what: &str| {
+        logs.iter()
+            .filter(|p| p["message"].as_str().unwrap_or("").contains(what))
+            .count()
+    };
+    let from_cache = logged("type-through cache");
+    let (precomputed, ready) = (
+        logged("next edit precomputed"),
+        logged("precomputed next edit ready"),
+    );
     if let Some(path) = &options.log {
         for message in &logs {
             log.push_str(message["message"].as_str().unwrap_or(""));
@@ -215,6 +216,7 @@ async fn main() {
         std::fs::write(path, log).expect("the log is written");
     }
     latencies.sort_by(f64::total_cmp);
+    let precomputes = format!("next edits precomputed {precomputed}, of them ready {ready}");
     let requests = typed.chars().count();
     println!(
         "lsp typing replay: {} keystrokes of {} into {} document(s) ({} ms apart, {} ms more after a word, effort {}, max {} tokens) in {:.1} s",
@@ -228,7 +230,7 @@ async fn main() {
         wall.as_secs_f64()
     );
     println!(
-        "  answered {} (suggestion shown {}, empty {}), cancelled {}, from the type-through cache {}",
+        "  answered {} (suggestion shown {}, empty {}), cancelled {}, from the type-through cache {}; {precomputes}",
         latencies.len(),
         shown,
         empty,
