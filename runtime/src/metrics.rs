@@ -315,7 +315,6 @@ impl Metrics {
             .inc();
     }
 
-    /// An idle refresh of a kept cache ended: `done`, `stopped` or `failed`.
     /// A job run ahead of any request made way for one and was queued again.
     pub fn requeued(&self, kind: &str) {
         self.requeued
@@ -325,6 +324,7 @@ impl Metrics {
             .inc();
     }
 
+    /// An idle refresh of a kept cache ended: `done`, `stopped` or `failed`.
     pub fn idle_refresh(&self, outcome: &str) {
         self.idle_refreshes
             .get_or_create(&RefreshLabels {

@@ -33,7 +33,11 @@ pub struct Job {
     /// Raised once someone waits for the answer ([`super::Submit::wanted`]).
     wanted: Option<Arc<AtomicBool>>,
     reply: oneshot::Sender<Result<Answer, JobError>>,
+    /// When it was submitted (a job's whole time, `redraft_job_duration_seconds`)...
     queued: Instant,
+    /// ...and when it was last queued (its wait, `redraft_queue_wait_seconds`): later than
+    /// `queued` for a job put back ([`Queue::put_back`]).
+    waiting_since: Instant,
 }
 
 impl Job {
@@ -55,6 +59,7 @@ impl Job {
             wanted,
             reply,
             queued: Instant::now(),
+            waiting_since: Instant::now(),
         }
     }
 
@@ -290,7 +295,8 @@ impl Queue {
     /// request that made way for one): first in the queue, so it is the next job nobody waits
     /// for, behind the requests ([`Queue::next`]'s order). It held a place before, so the bound
     /// is not checked again, and a closed queue takes it too (the loop drains it).
-    pub(super) fn put_back(&self, job: Job) {
+    pub(super) fn put_back(&self, mut job: Job) {
+        job.waiting_since = Instant::now();
         let mut state = self.lock();
         state.items.push_front(Queued::Job(Box::new(job)));
         state.jobs += 1;
@@ -316,7 +322,7 @@ impl Queue {
     fn taken(&self, job: &Job) {
         self.metrics
             .queue_wait_seconds
-            .observe(job.queued.elapsed().as_secs_f64());
+            .observe(job.waiting_since.elapsed().as_secs_f64());
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         running.retain(|flag| flag.strong_count() > 0);
         running.push(Arc::downgrade(&job.cancel));
@@ -398,14 +404,22 @@ impl Queue {
         !state.open || state.urgent()
     }
 
-    /// Whether a job for the model that someone waits for is queued ([`Job::is_wanted`]) in an
-    /// open queue: what a running job nobody waits for yet makes way for (the serial loop).
+    /// Whether a job for the model that someone still waits for ([`Job::is_wanted`], not
+    /// [`Job::abandoned`]) is queued in an open queue before any load: what a running job nobody
+    /// waits for yet makes way for (the serial loop). A request behind a load waits for the
+    /// jobs before the load, this one among them: making way for it would only hand this job
+    /// out again, at once.
     pub fn request_waiting(&self) -> bool {
         let state = self.lock();
         state.open
-            && state.items.iter().any(|item| {
-                matches!(item, Queued::Job(job) if job.work.needs_model() && job.is_wanted())
-            })
+            && state
+                .items
+                .iter()
+                .take_while(|item| !matches!(item, Queued::Load(_)))
+                .any(|item| {
+                    matches!(item, Queued::Job(job)
+                        if job.work.needs_model() && job.is_wanted() && !job.abandoned())
+                })
     }
 
     /// The next job that needs the model, if one is queued before any load and `fits` it (else

@@ -65,6 +65,8 @@ pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Dur
         let result = result.unwrap_or_else(|_| internal_error(config.door));
         metrics.running.dec();
         let stopped = matches!(result, Err(JobError::Cancelled));
+        // Put back even if a request came to wait for it since it stopped: it is wanted then,
+        // and first in the queue, so it runs again at once.
         if stopped && made_way.load(Ordering::Relaxed) && !job.abandoned() {
             metrics.requeued(job.work.kind());
             queue.put_back(job);

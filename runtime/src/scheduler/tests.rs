@@ -963,7 +963,9 @@ fn a_precomputed_job_lets_the_idle_refresh_go_first_and_a_wanted_one_does_not() 
 fn a_running_precompute_makes_way_for_a_request_unless_one_waits_for_it() {
     for asked in [false, true] {
         let metrics = Arc::new(Metrics::new());
-        let delay = Some(Duration::from_millis(60));
+        // Slow steps, and many of them (high effort), so that the request comes while the
+        // precompute has steps left on a loaded machine too, and the answers' order shows.
+        let delay = Some(Duration::from_millis(100));
         let (scheduler, _) =
             Scheduler::start_with(Ok(engine()), config(1), Arc::clone(&metrics), delay);
         let submit = |work: Work, client: &str, wanted: Option<bool>| {
@@ -979,7 +981,10 @@ fn a_running_precompute_makes_way_for_a_request_unless_one_waits_for_it() {
                 (std::time::Instant::now(), answer)
             })
         };
-        let precompute = submit(edit(&renames()[0], lsp_sampler(), None), "a", Some(asked));
+        let mut sampler = SamplerConfig::effort(Effort::High);
+        sampler.draft_tau = Some(DRAFT_TAU);
+        sampler.cache.realign = None;
+        let precompute = submit(edit(&renames()[0], sampler, None), "a", Some(asked));
         let waited = std::time::Instant::now();
         while metric(&metrics, "redraft_running_jobs") < 1.0 {
             assert!(waited.elapsed() < Duration::from_secs(30), "never ran");
@@ -988,7 +993,10 @@ fn a_running_precompute_makes_way_for_a_request_unless_one_waits_for_it() {
         let request = submit(fim(TEXT, None), "b", None);
         let (edit_at, edit) = precompute.join().unwrap();
         let (fim_at, fim) = request.join().unwrap();
-        edit_answer(edit);
+        assert!(
+            edit_answer(edit).report.steps >= 4,
+            "the precompute has steps left"
+        );
         fim_answer(fim);
         let requeued = metric(&metrics, "redraft_jobs_requeued_total{kind=\"edit\"}");
         let cancelled = metric(
@@ -1007,4 +1015,61 @@ fn a_running_precompute_makes_way_for_a_request_unless_one_waits_for_it() {
             assert!(fim_at < edit_at, "the request went first");
         }
     }
+}
+
+/// What a running job nobody waits for yet makes way for (`Queue::request_waiting`): a queued
+/// request for the model that someone still waits for, before any load (behind one it would
+/// wait for the running job anyway), in an open queue; not a job nobody waits for, one sent to
+/// a remote backend, nor one whose client left.
+#[test]
+fn a_running_precompute_makes_way_only_for_a_request_that_can_go_first() {
+    let facts = queue::ModelFacts::of(&engine());
+    let queue = Queue::new(8, Arc::new(Metrics::new()), Ok(facts));
+    let job = |work: Work, cancel: bool, wanted: Option<bool>| {
+        let (reply, rx) = oneshot::channel();
+        let cancel = Arc::new(AtomicBool::new(cancel));
+        let wanted = wanted.map(|up| Arc::new(AtomicBool::new(up)));
+        (Job::new(work, cancel, None, None, reply, None, wanted), rx)
+    };
+    let mut replies = Vec::new();
+    let mut push = |work: Work, cancel: bool, wanted: Option<bool>| {
+        let (job, rx) = job(work, cancel, wanted);
+        replies.push(rx);
+        queue.push(job).unwrap();
+    };
+    push(fim(TEXT, None), false, Some(false));
+    let remote = crate::backend::BackendConfig::new("http://127.0.0.1:9");
+    push(fim(TEXT, Some(remote)), false, None);
+    push(fim(TEXT, None), true, None);
+    assert!(!queue.request_waiting(), "nobody waits for any of these");
+
+    let (reply, _) = oneshot::channel();
+    queue.push_load(queue::Load {
+        model: None,
+        device: DeviceSpec::Cpu,
+        progress: None,
+        reply,
+    });
+    push(fim(TEXT, None), false, None);
+    assert!(!queue.request_waiting(), "the request is behind a load");
+
+    // A job put back goes first, before the load: once someone waits for it, it counts.
+    let ahead = Arc::new(AtomicBool::new(false));
+    let (reply, _answer) = oneshot::channel();
+    let work = fim(TEXT, None);
+    let wanted = Some(Arc::clone(&ahead));
+    queue.put_back(Job::new(
+        work,
+        Arc::default(),
+        None,
+        None,
+        reply,
+        None,
+        wanted,
+    ));
+    assert!(!queue.request_waiting());
+    ahead.store(true, Ordering::Relaxed);
+    assert!(queue.request_waiting(), "put back first, and now wanted");
+    queue.close();
+    assert!(!queue.request_waiting(), "a closed queue drains in order");
 }
