@@ -16,7 +16,8 @@
 //! A job run ahead of any request (the language server's next edit, precomputed in the same
 //! pause, `Submit::wanted`) does not: it waits for a refresh that is due, and comes right after
 //! it, unless a request comes to wait for it. Otherwise, in a short pause (half a second), the
-//! precompute takes the pause and the next keystroke pays the exact pass after all.
+//! precompute takes the pause and the next keystroke pays the exact pass after all. Once it
+//! runs, the serial loop makes it give way to any request that comes (`serial`).
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
