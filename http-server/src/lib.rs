@@ -510,15 +510,24 @@ async fn health(State(app): State<Shared>) -> Response {
             "fim": if app.backend.is_some() { "backend" } else { "local" },
         })
     };
-    if let Some(why) = app.scheduler.missing() {
-        let mut value = body("no_model");
-        value["error"] = why.into();
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(value)).into_response();
-    }
     if app.shutting_down.load(Ordering::Relaxed) {
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body("shutting_down"))).into_response();
     }
-    Json(body("ok")).into_response()
+    match app.scheduler.missing() {
+        None => Json(body("ok")).into_response(),
+        // FIM requests still go to the backend: the server is of use (an orchestrator keeps it
+        // in rotation); next edits are not.
+        Some(why) if app.backend.is_some() => {
+            let mut value = body("degraded");
+            value["error"] = format!("next edits are unavailable: {why}").into();
+            Json(value).into_response()
+        }
+        Some(why) => {
+            let mut value = body("no_model");
+            value["error"] = why.into();
+            (StatusCode::SERVICE_UNAVAILABLE, Json(value)).into_response()
+        }
+    }
 }
 
 async fn metrics_text(State(app): State<Shared>) -> Response {

@@ -106,10 +106,21 @@ fn fim_routes_are_filled_by_the_backend_in_its_template_and_next_edits_stay_loca
     );
 }
 
+/// Without a local model a server with a backend still serves FIM (its `/health` is a 200 that
+/// says `degraded`, not a 503); next edits are 503.
 #[test]
 fn without_a_local_model_fim_requests_still_go_to_the_backend_and_next_edits_are_503() {
     let (url, seen) = redraft_tests::fake_openai::start(MIDDLE);
     let server = Server::start(&["--model", "/nonexistent/model-dir", "--backend", &url]);
+    let health = server.get("/health");
+    assert_eq!(health.status, 200, "FIM is served: {}", health.text());
+    let health = health.json();
+    assert_eq!(health["status"], "degraded", "{health}");
+    let why = health["error"].as_str().unwrap();
+    assert!(
+        why.contains("next edits") && why.contains("nonexistent"),
+        "{why}"
+    );
     let response = server.post(
         "/v1/completions",
         &json!({"prompt": PREFIX, "suffix": SUFFIX}),
