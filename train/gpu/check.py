@@ -7,6 +7,12 @@
         -> {"layouts": [{"ids": [...], "canvas_start": n}, ...]}  (data.fim_layout, as training)
     python train/gpu/check.py export-default OUT_DIR < {"mask_id": 0, "eos_id": 1}
         -> {"parameters": n}  (the default preset, random weights, exported as a GPU run does)
+    python train/gpu/check.py fim-canvases PACK < {"seq_len": 256, "overflow": 0.1, "sequences": n}
+        -> {"canvases", "full", "eos_in_full"}  (the FIM canvases training makes)
+    python train/gpu/check.py fim-ends MODEL_DIR < {"pack": PACK, "sequences": n}
+        -> per kind of canvas (one that holds its middle and EOS, one planned too short), the
+           model's mean probability of EOS in the last slot with the whole canvas masked, and
+           how often it puts EOS first there (validation split)
 """
 
 from __future__ import annotations
@@ -46,6 +52,66 @@ def fim_layouts(tokenizer_json: str, request: dict) -> dict:
     return {"layouts": layouts}
 
 
+def fim_canvases(pack_dir: str, request: dict) -> dict:
+    """The FIM canvases of `sequences` training sequences made with `overflow`: how many, how
+    many hold a token in their last slot (no EOS: planned too short), and how many of those hold
+    an EOS anywhere (none should)."""
+    import numpy as np
+
+    from data import BatchMaker, DataConfig, Pack
+
+    pack = Pack(pack_dir)
+    config = DataConfig(seq_len=request["seq_len"], overflow=request["overflow"])
+    maker = BatchMaker(pack, "train", config, seed=request.get("seed", 0))
+    eos = pack.eos_id
+    canvases = full = eos_in_full = 0
+    rng = np.random.default_rng(request.get("seed", 0))
+    for sequence in maker._fim_sequences(rng, request["sequences"]):
+        for ids, start, length in sequence:
+            canvas = ids[start : start + length]
+            canvases += 1
+            if canvas[-1] != eos:
+                full += 1
+                eos_in_full += eos in canvas
+    return {"canvases": canvases, "full": full, "eos_in_full": eos_in_full}
+
+
+def fim_ends(model_dir: str, request: dict) -> dict:
+    """Whether a model tells a canvas planned too short from one that holds its middle: what a
+    canvas's growth depends on (the engine grows one whose last slot holds a token)."""
+    import numpy as np
+    import torch
+
+    from data import BatchMaker, DataConfig, Pack
+    from export import load
+
+    model = load(Path(model_dir)).eval()
+    pack = Pack(request["pack"])
+    positions = model.model.rope_cos.shape[0]
+    config = DataConfig(seq_len=request.get("seq_len", positions), overflow=0.5)
+    maker = BatchMaker(pack, "valid", config, seed=request.get("seed", 1))
+    eos, mask = pack.eos_id, int(pack.meta["mask_id"])
+    rng = np.random.default_rng(request.get("seed", 1))
+    seen = {"holds": [], "short": []}
+    with torch.no_grad():
+        for sequence in maker._fim_sequences(rng, request["sequences"]):
+            for ids, start, length in sequence:
+                kind = "short" if ids[start + length - 1] != eos else "holds"
+                masked = list(ids)
+                masked[start : start + length] = [mask] * length
+                logits = model(torch.tensor([masked]))[0, start + length - 1].float()
+                p = torch.softmax(logits, -1)
+                seen[kind].append((float(p[eos]), int(p.argmax()) == eos))
+    return {
+        kind: {
+            "canvases": len(rows),
+            "p_eos_last": round(sum(r[0] for r in rows) / max(1, len(rows)), 4),
+            "eos_first_last": round(sum(r[1] for r in rows) / max(1, len(rows)), 4),
+        }
+        for kind, rows in seen.items()
+    }
+
+
 def export_default(out: str, request: dict) -> dict:
     """The default preset with random weights, exported as a GPU run exports it (bf16, no
     tokenizer): what the engine must load and a device call must return."""
@@ -70,7 +136,13 @@ def export_default(out: str, request: dict) -> dict:
 def main() -> int:
     command, path = sys.argv[1], sys.argv[2]
     request = json.load(sys.stdin)
-    commands = {"logits": logits, "fim-layouts": fim_layouts, "export-default": export_default}
+    commands = {
+        "logits": logits,
+        "fim-layouts": fim_layouts,
+        "fim-canvases": fim_canvases,
+        "fim-ends": fim_ends,
+        "export-default": export_default,
+    }
     answer = commands[command](path, request)
     json.dump(answer, sys.stdout)
     return 0

@@ -17,8 +17,13 @@ against 500 masked plain tokens):
   bidirectional model (`Engine::canvas`, `FimLayout::Infill`): `prefix [canvas] suffix`, the
   prefix, middle and suffix tokenized separately, the canvas being the middle then EOS up to its
   length, the context fitted by the engine's `fit_context` rule. `train/tests/train/gpu_trainer.rs`
-  checks this layout against the engine token for token. The rest of a sequence after the
-  examples is unmasked context from the stream;
+  checks this layout against the engine token for token. A share of the canvases
+  (`DataConfig.overflow`) is shorter than its middle: it holds the middle's first tokens and no
+  EOS, with the suffix after the whole middle. That is what the engine reads as "the middle goes
+  on" (a token in a canvas's last slot grows it, `Sampler::grow`): the engine plans 16, 24 or 48
+  slots by the unit at the cursor, and ~7% of single lines of the validation crates are longer
+  than the slots planned for them. The rest of a sequence after the examples is unmasked context
+  from the stream;
 - edit: next-edit sequences from the pack, then unmasked stream context.
 
 Masking follows MDLM: one rate `t` per sequence, stratified over the batch, each maskable position
@@ -141,15 +146,16 @@ def fim_layout(
     max_prefix: int | None = None,
     max_suffix: int | None = None,
 ) -> tuple[list[int], int]:
-    """`prefix [canvas] suffix` with the canvas holding `middle` then EOS: the clean tokens and
-    where the canvas starts. `budget` is the positions left for context (the engine's
+    """`prefix [canvas] suffix` with the canvas holding `middle` then EOS (or, shorter than the
+    middle, its first `canvas_len` tokens and no EOS): the clean tokens and where the canvas
+    starts. `budget` is the positions left for context (the engine's
     `max_position_embeddings - canvas`)."""
-    assert len(middle) < canvas_len, "a canvas holds its middle and at least one EOS"
+    assert canvas_len >= 1
     p = len(prefix) if max_prefix is None else min(len(prefix), max_prefix)
     s = len(suffix) if max_suffix is None else min(len(suffix), max_suffix)
     keep_p, keep_s = fit_context(p, s, budget)
     kept_prefix = prefix[len(prefix) - keep_p :]
-    canvas = list(middle) + [eos_id] * (canvas_len - len(middle))
+    canvas = list(middle[:canvas_len]) + [eos_id] * (canvas_len - len(middle))
     return kept_prefix + canvas + list(suffix[:keep_s]), len(kept_prefix)
 
 
@@ -243,6 +249,8 @@ class DataConfig:
     seq_len: int = 1024
     mix: dict = field(default_factory=lambda: {"plain": 0.5, "fim": 0.4, "edit": 0.1})
     max_canvas: int = 64
+    # Share of FIM canvases shorter than their middle (of middles of 2 tokens or more).
+    overflow: float = 0.1
     t_min: float = 0.05
     # Context budgets a FIM example is given (its sequence holds as many as fit).
     fim_budgets: tuple = (192, 448, 960)
@@ -427,8 +435,12 @@ class BatchMaker:
 
     def _canvas_len(self, rng, middle: int) -> int:
         """The canvas a request of this middle would have: the smallest bucket that holds it and
-        one EOS, or any length up to the longest (the context layer's length prior varies)."""
+        one EOS, or any length up to the longest (the context layer's length prior varies); or,
+        for a share of them (`overflow`), one that holds from a third of the middle to all of it
+        but no EOS: a canvas planned too short, which the model is to fill to its last slot."""
         top = self.config.max_canvas
+        if middle >= 2 and rng.random() < self.config.overflow:
+            return int(rng.integers((middle + 2) // 3, middle + 1))
         if rng.random() < 0.5:
             return next((b for b in BUCKETS if middle + 1 <= b <= top), top)
         return int(rng.integers(middle + 1, top + 1))

@@ -203,6 +203,8 @@ def main(argv=None) -> int:
                     "keeps the graph capture without Triton); if compiling fails, the run goes on eager")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (tests)")
     ap.add_argument("--peak-tflops", type=float, default=790.0, help="for the utilisation figure")
+    ap.add_argument("--overflow", type=float, default=DataConfig.overflow, help="share of FIM canvases "
+                    "planned shorter than their middle (filled to the last slot, no EOS)")
     ap.add_argument("--oom-above", type=int, help="tests: a step of more sequences than this fails as out of "
                     "GPU memory does")
     args = ap.parse_args(argv)
@@ -234,7 +236,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"{args.resume}/tokenizer.json is not the pack's tokenizer: resume with the pack it was trained on")
     model.to(device)
     batch = args.batch or preset["batch"]
-    config = DataConfig(seq_len=shape.max_position_embeddings)
+    config = DataConfig(seq_len=shape.max_position_embeddings, overflow=args.overflow)
     trunk = model.model
     compile_error = None
     if not args.no_compile:

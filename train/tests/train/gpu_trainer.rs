@@ -363,6 +363,33 @@ fn the_engine_gives_pytorchs_logits_on_the_export() {
     }
 }
 
+/// A share of the FIM canvases the trainer makes (`DataConfig.overflow`) is planned too short
+/// for its middle: every slot holds a token of the middle, the last one too, which is what
+/// makes the engine grow a canvas; with the share at 0 every canvas ends in EOS.
+#[test]
+fn some_fim_canvases_are_shorter_than_their_middle_and_hold_no_eos() {
+    let t = trained();
+    let canvases = |overflow: f64| -> Value {
+        serde_json::from_str(&run_python(
+            "check.py",
+            &["fim-canvases", t.pack.to_str().unwrap()],
+            Some(&json!({"seq_len": 256, "overflow": overflow, "sequences": 300})),
+        ))
+        .unwrap()
+    };
+    let none = canvases(0.0);
+    assert!(none["canvases"].as_u64().unwrap() >= 200, "{none}");
+    assert_eq!(none["full"], 0, "{none}");
+    let some = canvases(0.2);
+    let (all, full) = (
+        some["canvases"].as_u64().unwrap() as f64,
+        some["full"].as_u64().unwrap() as f64,
+    );
+    // 0.2 of the middles of two tokens or more.
+    assert!((0.05..=0.25).contains(&(full / all)), "{some}");
+    assert_eq!(some["eos_in_full"], 0, "{some}");
+}
+
 #[test]
 fn the_trainers_fim_layout_is_the_engines() {
     let t = trained();
@@ -384,7 +411,12 @@ fn the_trainers_fim_layout_is_the_engines() {
             };
             let middle = &text[span.clone()];
             let middle_tokens = engine.tokenizer().encode(middle).unwrap().len();
-            let canvas_len = [8, 16, 32, 64][(i + k) % 4].max(middle_tokens + 1);
+            let canvas_len = if (i + k) % 3 == 0 && middle_tokens >= 2 {
+                // Planned too short: the middle's first tokens, no EOS.
+                middle_tokens.div_ceil(2)
+            } else {
+                [8, 16, 32, 64][(i + k) % 4].max(middle_tokens + 1)
+            };
             if canvas_len > 64 {
                 continue;
             }
