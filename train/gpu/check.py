@@ -7,6 +7,9 @@
         -> {"layouts": [{"ids": [...], "canvas_start": n}, ...]}  (data.fim_layout, as training)
     python train/gpu/check.py export-default OUT_DIR < {"mask_id": 0, "eos_id": 1}
         -> {"parameters": n}  (the default preset, random weights, exported as a GPU run does)
+    python train/gpu/check.py attention-paths - < {"seed": 0}
+        -> {"largest_difference", "largest_output"}  (grouped against repeated key/value heads,
+           the default preset's shape scaled down, random weights, f32)
     python train/gpu/check.py fim-canvases PACK < {"seq_len": 256, "overflow": 0.1, "sequences": n}
         -> {"canvases", "full", "eos_in_full"}  (the FIM canvases training makes)
     python train/gpu/check.py fim-ends MODEL_DIR < {"pack": PACK, "sequences": n}
@@ -50,6 +53,30 @@ def fim_layouts(tokenizer_json: str, request: dict) -> dict:
         ids, start = fim_layout(prefix, middle, suffix, case["canvas_len"], case["budget"], request["eos_id"])
         layouts.append({"ids": ids, "canvas_start": start})
     return {"layouts": layouts}
+
+
+def attention_paths(_: str, request: dict) -> dict:
+    """One model's hidden states with grouped key/value heads given to SDPA and with them
+    repeated (what `train.py` uses where no fused kernel takes grouped heads): the same function."""
+    import torch
+
+    from model import DiffusionCoder, ModelShape, group_attention_heads
+
+    torch.manual_seed(request.get("seed", 0))
+    shape = ModelShape(hidden_size=128, num_hidden_layers=2, intermediate_size=256, vocab_size=512,
+                       max_position_embeddings=128)
+    model = DiffusionCoder(shape).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.05)
+        ids = torch.randint(0, shape.vocab_size, (2, 96))
+        grouped = model(ids)
+        group_attention_heads(model, False)
+        repeated = model(ids)
+    return {
+        "largest_difference": float((grouped - repeated).abs().max()),
+        "largest_output": float(grouped.abs().max()),
+    }
 
 
 def fim_canvases(pack_dir: str, request: dict) -> dict:
@@ -139,6 +166,7 @@ def main() -> int:
     commands = {
         "logits": logits,
         "fim-layouts": fim_layouts,
+        "attention-paths": attention_paths,
         "fim-canvases": fim_canvases,
         "fim-ends": fim_ends,
         "export-default": export_default,

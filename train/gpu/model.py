@@ -93,6 +93,12 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d, self.kv_heads * hd, bias=False)
         self.v_proj = nn.Linear(d, self.kv_heads * hd, bias=False)
         self.o_proj = nn.Linear(self.heads * hd, d, bias=False)
+        # Whether SDPA gets the key/value heads grouped (`enable_gqa`) or repeated to one per
+        # query head. Flash attention takes grouped heads (in bf16); where no fused kernel does,
+        # SDPA silently runs the unfused one, which holds every head's full score matrix, while
+        # repeated heads reach the fused memory-efficient kernel. `train.py` probes the device
+        # (`grouped_attention_fused`) and sets it; both give the same function.
+        self.grouped = True
 
     def forward(self, x, cos, sin):
         b, t, _ = x.shape
@@ -102,7 +108,12 @@ class Attention(nn.Module):
         cos, sin = cos[:t].to(q.dtype), sin[:t].to(q.dtype)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=self.kv_heads != self.heads)
+        grouped = self.kv_heads != self.heads
+        if grouped and not self.grouped:
+            k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
+            v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
+            grouped = False
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=grouped)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -173,3 +184,27 @@ class DiffusionCoder(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits at every position (for parity checks and small evaluations)."""
         return self.lm_head(self.model(ids))
+
+
+def group_attention_heads(model: nn.Module, grouped: bool) -> None:
+    """Sets every attention layer's `grouped` ([`Attention`]): before compiling."""
+    for module in model.modules():
+        if isinstance(module, Attention):
+            module.grouped = grouped
+
+
+def grouped_attention_fused(shape: ModelShape, device) -> bool:
+    """Whether a fused SDPA kernel takes this shape's grouped heads in bf16 on `device`,
+    forward and backward (if not, `group_attention_heads(model, False)`)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    hd = shape.head_dim
+    q = torch.randn(1, shape.num_attention_heads, 64, hd, device=device, dtype=torch.bfloat16, requires_grad=True)
+    kv = torch.randn(1, shape.num_key_value_heads, 64, hd, device=device, dtype=torch.bfloat16, requires_grad=True)
+    fused = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+    try:
+        with sdpa_kernel(fused):
+            F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True).sum().backward()
+    except RuntimeError:
+        return False
+    return True

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from data import KINDS, BatchMaker, DataConfig, Pack, decompress  # noqa: E402
 from export import export, load  # noqa: E402
-from model import DiffusionCoder, ModelShape  # noqa: E402
+from model import DiffusionCoder, ModelShape, group_attention_heads, grouped_attention_fused  # noqa: E402
 
 PRESETS = {
     # ~27M parameters (19M in the trunk): sized for ~7 minutes on one H200 and for a CPU
@@ -235,6 +235,11 @@ def main(argv=None) -> int:
         if ours != theirs:
             raise SystemExit(f"{args.resume}/tokenizer.json is not the pack's tokenizer: resume with the pack it was trained on")
     model.to(device)
+    # Grouped heads straight into a fused attention kernel where one takes them, else repeated
+    # (an unfused fallback would hold every head's 1,024 x 1,024 scores: slow and ~0.4 GiB a
+    # sequence more).
+    grouped = not cuda or grouped_attention_fused(shape, device)
+    group_attention_heads(model, grouped)
     batch = args.batch or preset["batch"]
     config = DataConfig(seq_len=shape.max_position_embeddings, overflow=args.overflow)
     trunk = model.model
@@ -269,12 +274,13 @@ def main(argv=None) -> int:
         "seq_len": config.seq_len,
         "device": torch.cuda.get_device_name(device) if cuda else "cpu",
         "torch": torch.__version__,
+        "attention": "grouped" if grouped else "repeated heads (no fused kernel takes grouped ones here)",
         "args": vars(args),
         "steps": [],
         "evals": [],
     }
     print(f"model: {shape.parameters() / 1e6:.1f}M parameters {shape.to_dict()}; batch {batch} x {config.seq_len}; "
-          f"device {log['device']}", flush=True)
+          f"device {log['device']}; attention {log['attention']}", flush=True)
 
     def step_once(b: dict, step: int, fraction: float) -> torch.Tensor:
         for opt in opts:

@@ -363,6 +363,22 @@ fn the_engine_gives_pytorchs_logits_on_the_export() {
     }
 }
 
+/// Where no fused attention kernel takes grouped key/value heads, the trainer hands SDPA the
+/// heads repeated (`Attention.grouped` in `model.py`, set from a probe of the device): the same
+/// function as the grouped heads, on a random model.
+#[test]
+fn repeated_key_value_heads_compute_the_grouped_attention() {
+    let answer: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &["attention-paths", "-"],
+        Some(&json!({"seed": 3})),
+    ))
+    .unwrap();
+    let difference = answer["largest_difference"].as_f64().unwrap();
+    let scale = answer["largest_output"].as_f64().unwrap();
+    assert!(scale > 0.0 && difference <= 1e-5 * scale.max(1.0), "{answer}");
+}
+
 /// A share of the FIM canvases the trainer makes (`DataConfig.overflow`) is planned too short
 /// for its middle: every slot holds a token of the middle, the last one too, which is what
 /// makes the engine grow a canvas; with the share at 0 every canvas ends in EOS.
