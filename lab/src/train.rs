@@ -74,6 +74,10 @@ pub struct Args {
     /// Share of fill-in-the-middle examples among those that are not next edits [default: 0.7].
     #[arg(long)]
     fim_rate: Option<f64>,
+    /// Share of fill-in-the-middle examples whose canvas is planned too short for the middle
+    /// (filled to its last slot, no EOS: what makes the engine grow a canvas) [default: 0.1].
+    #[arg(long)]
+    overflow: Option<f64>,
     /// Directory of next-edit cases (edits-train.jsonl, edits-valid.jsonl; see
     /// `cargo run -p redraft-train --example build_edits`): the run learns next edits too.
     #[arg(long)]
@@ -187,6 +191,9 @@ impl Args {
         }
         if let Some(rate) = self.fim_rate {
             c.data.fim_rate = rate;
+        }
+        if let Some(share) = self.overflow {
+            c.data.overflow = share;
         }
         match self.edit_rate {
             Some(rate) => c.data.edit_rate = rate,

@@ -206,6 +206,12 @@ impl TrainConfig {
         if !(0.0..=1.0).contains(&self.data.fim_rate) {
             return bad(format!("FIM rate {} is not in [0, 1]", self.data.fim_rate));
         }
+        if !(0.0..=1.0).contains(&self.data.overflow) {
+            return bad(format!(
+                "overflow share {} is not in [0, 1]",
+                self.data.overflow
+            ));
+        }
         if !(0.0..=1.0).contains(&self.data.edit_rate) {
             return bad(format!(
                 "next-edit rate {} is not in [0, 1]",

@@ -2,7 +2,9 @@
 //!
 //! A fill-in-the-middle ([`ExampleKind::Fim`]) example is `prefix + canvas + suffix`, the canvas
 //! being the middle's tokens followed by EOS up to a bucket length ([`BUCKETS`]): the model
-//! learns to write a middle and to end it. The prefix, middle and suffix are tokenized
+//! learns to write a middle and to end it. A share of them ([`DataConfig::overflow`]) has a
+//! canvas planned too short, holding the middle's first tokens and no EOS: a token in a
+//! canvas's last slot is how the engine knows to grow it (`Sampler::grow`). The prefix, middle and suffix are tokenized
 //! separately, as [`redraft_engine::Engine`] tokenizes a request, so a cursor inside a word looks the same
 //! in training as in use. The middle is chosen by [`SpanKind`]: the rest of a line, 2-8 whole
 //! lines, a bracket block, or a random character span. Only canvas positions are masked.
@@ -69,6 +71,12 @@ pub struct DataConfig {
     /// the same way.
     #[serde(default)]
     pub edit_draft: bool,
+    /// Share of FIM examples (of middles of 2 tokens or more) whose canvas holds a third to
+    /// all of the middle and no EOS, the suffix after the whole middle: the model learns to
+    /// fill a canvas to its last slot when the middle goes on (what grows one in the engine).
+    /// Runs saved before it read 0.
+    #[serde(default)]
+    pub overflow: f64,
 }
 
 impl Default for DataConfig {
@@ -79,6 +87,7 @@ impl Default for DataConfig {
             t_min: 1e-3,
             edit_rate: 0.0,
             edit_draft: false,
+            overflow: 0.1,
         }
     }
 }
@@ -364,12 +373,22 @@ impl<'a> ExampleBuilder<'a> {
             else {
                 continue;
             };
-            let bucket = *self
+            let mut bucket = *self
                 .config
                 .buckets()
                 .iter()
                 .find(|&&b| b > middle.len())
                 .expect("fit_middle keeps the middle under the largest bucket");
+            let mut middle = middle;
+            // (No draw at 0: a run saved before the share keeps its stream.)
+            if self.config.overflow > 0.0
+                && middle.len() >= 2
+                && rng.random_bool(self.config.overflow)
+            {
+                // Planned too short: the middle's first tokens fill the canvas, no EOS.
+                bucket = rng.random_range(middle.len().div_ceil(3)..=middle.len());
+                middle.truncate(bucket);
+            }
             let markers = self.layout.added_tokens();
             let room = self.config.seq_len - bucket - markers;
             let window = self.config.seq_len * 8 + 64;

@@ -353,6 +353,7 @@ fn examples_keep_their_invariants() {
     };
     let builder = ExampleBuilder::new(&train, &tok, data.clone(), 7, Stream::Train);
     let mut kinds = HashMap::new();
+    let mut overflowed = 0;
     for number in 0..60 {
         let examples = builder.batch(number, 4).unwrap();
         assert_eq!(examples, builder.batch(number, 4).unwrap(), "deterministic");
@@ -375,18 +376,31 @@ fn examples_keep_their_invariants() {
             match ex.kind {
                 ExampleKind::Fim(_) => {
                     let canvas = &ex.tokens[ex.canvas.clone()];
+                    let (middle, padding) = canvas.split_at(ex.middle_len);
+                    assert!(!middle.is_empty() && !middle.contains(&EOS_ID));
+                    assert!(padding.iter().all(|&t| t == EOS_ID));
+                    let before =
+                        decoded_text(&ex.tokens[..ex.canvas.start]) + &decoded_text(middle);
+                    let after = decoded_text(&ex.tokens[ex.canvas.end..]);
+                    if padding.is_empty() {
+                        // Planned too short: the middle's first tokens, then (past the rest of
+                        // the middle) the suffix.
+                        overflowed += 1;
+                        assert!(
+                            TRAIN_TEXTS.iter().any(|t| t
+                                .find(&before)
+                                .is_some_and(|at| t[at + before.len()..].contains(&after))),
+                            "not file text: {before:?} ... {after:?}"
+                        );
+                        continue;
+                    }
                     assert!(data.buckets().contains(&canvas.len()));
                     assert_eq!(
                         canvas.len(),
                         *BUCKETS.iter().find(|&&b| b > ex.middle_len).unwrap()
                     );
-                    let (middle, padding) = canvas.split_at(ex.middle_len);
-                    assert!(!middle.is_empty() && !middle.contains(&EOS_ID));
-                    assert!(padding.iter().all(|&t| t == EOS_ID));
                     assert!(!decoded_text(middle).trim().is_empty());
-                    let text = decoded_text(&ex.tokens[..ex.canvas.start])
-                        + &decoded_text(middle)
-                        + &decoded_text(&ex.tokens[ex.canvas.end..]);
+                    let text = before + &after;
                     assert!(
                         TRAIN_TEXTS.iter().any(|t| t.contains(&text)),
                         "not contiguous file text: {text:?}"
@@ -410,6 +424,37 @@ fn examples_keep_their_invariants() {
         "Plain",
     ] {
         assert!(kinds.get(kind).copied().unwrap_or(0) > 5, "{kinds:?}");
+    }
+    let fim: usize = kinds
+        .iter()
+        .filter(|(kind, _)| kind.starts_with("Fim"))
+        .map(|(_, n)| n)
+        .sum();
+    // The default share, 0.1 of the middles of two tokens or more.
+    assert!(
+        overflowed > 0 && overflowed * 4 < fim,
+        "{overflowed} of {fim}"
+    );
+    let none = ExampleBuilder::new(
+        &train,
+        &tok,
+        DataConfig {
+            overflow: 0.0,
+            ..data.clone()
+        },
+        7,
+        Stream::Train,
+    );
+    for number in 0..60 {
+        for ex in none.batch(number, 4).unwrap() {
+            if matches!(ex.kind, ExampleKind::Fim(_)) {
+                assert_eq!(
+                    ex.tokens[ex.canvas.end - 1],
+                    EOS_ID,
+                    "every canvas ends in EOS"
+                );
+            }
+        }
     }
     let other_seed = ExampleBuilder::new(&train, &tok, data, 8, Stream::Train);
     assert_ne!(

@@ -376,7 +376,10 @@ fn repeated_key_value_heads_compute_the_grouped_attention() {
     .unwrap();
     let difference = answer["largest_difference"].as_f64().unwrap();
     let scale = answer["largest_output"].as_f64().unwrap();
-    assert!(scale > 0.0 && difference <= 1e-5 * scale.max(1.0), "{answer}");
+    assert!(
+        scale > 0.0 && difference <= 1e-5 * scale.max(1.0),
+        "{answer}"
+    );
 }
 
 /// A share of the FIM canvases the trainer makes (`DataConfig.overflow`) is planned too short
