@@ -104,39 +104,20 @@ def fim_canvases(pack_dir: str, request: dict) -> dict:
 
 
 def fim_ends(model_dir: str, request: dict) -> dict:
-    """Whether a model tells a canvas planned too short from one that holds its middle: what a
-    canvas's growth depends on (the engine grows one whose last slot holds a token)."""
-    import numpy as np
+    """Whether a model tells a canvas planned too short from one that holds its middle
+    (`train.canvas_ends`, what the GPU run logs at its end): what a canvas's growth depends on."""
+    from contextlib import nullcontext
+
     import torch
 
-    from data import BatchMaker, DataConfig, Pack
+    from data import Pack
     from export import load
+    from train import canvas_ends
 
-    model = load(Path(model_dir)).eval()
-    pack = Pack(request["pack"])
+    model = load(Path(model_dir))
     positions = model.model.rope_cos.shape[0]
-    config = DataConfig(seq_len=request.get("seq_len", positions), overflow=0.5)
-    maker = BatchMaker(pack, "valid", config, seed=request.get("seed", 1))
-    eos, mask = pack.eos_id, int(pack.meta["mask_id"])
-    rng = np.random.default_rng(request.get("seed", 1))
-    seen = {"holds": [], "short": []}
-    with torch.no_grad():
-        for sequence in maker._fim_sequences(rng, request["sequences"]):
-            for ids, start, length in sequence:
-                kind = "short" if ids[start + length - 1] != eos else "holds"
-                masked = list(ids)
-                masked[start : start + length] = [mask] * length
-                logits = model(torch.tensor([masked]))[0, start + length - 1].float()
-                p = torch.softmax(logits, -1)
-                seen[kind].append((float(p[eos]), int(p.argmax()) == eos))
-    return {
-        kind: {
-            "canvases": len(rows),
-            "p_eos_last": round(sum(r[0] for r in rows) / max(1, len(rows)), 4),
-            "eos_first_last": round(sum(r[1] for r in rows) / max(1, len(rows)), 4),
-        }
-        for kind, rows in seen.items()
-    }
+    return canvas_ends(model, Pack(request["pack"]), request.get("seq_len", positions), request["sequences"],
+                       torch.device("cpu"), nullcontext(), request.get("seed", 1))
 
 
 def export_default(out: str, request: dict) -> dict:

@@ -175,6 +175,36 @@ def evaluate(model, trunk, batches: list[dict], device, autocast) -> dict:
     }
 
 
+@torch.no_grad()
+def canvas_ends(model, pack: Pack, seq_len: int, sequences: int, device, autocast, seed: int = 1) -> dict:
+    """Whether the model tells a FIM canvas that holds its middle from one planned too short
+    (`DataConfig.overflow`), which is what makes the engine grow a canvas: per kind, on the
+    validation split, the mean probability of EOS in the last slot with the canvas masked, and
+    how often EOS is the model's first choice there."""
+    model.eval()
+    maker = BatchMaker(pack, "valid", DataConfig(seq_len=seq_len, overflow=0.5), seed)
+    eos, mask = pack.eos_id, int(pack.meta["mask_id"])
+    seen = {"holds": [], "short": []}
+    for sequence in maker._fim_sequences(np.random.default_rng(seed), sequences):
+        for ids, start, length in sequence:
+            kind = "short" if ids[start + length - 1] != eos else "holds"
+            masked = list(ids)
+            masked[start : start + length] = [mask] * length
+            with autocast:
+                logits = model(torch.tensor([masked], device=device))[0, start + length - 1]
+            p = torch.softmax(logits.float(), -1)
+            seen[kind].append((float(p[eos]), int(p.argmax()) == eos))
+    model.train()
+    return {
+        kind: {
+            "canvases": len(rows),
+            "p_eos_last": round(sum(r[0] for r in rows) / max(1, len(rows)), 4),
+            "eos_first_last": round(sum(r[1] for r in rows) / max(1, len(rows)), 4),
+        }
+        for kind, rows in seen.items()
+    }
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pack", required=True)
@@ -405,6 +435,10 @@ def main(argv=None) -> int:
     log["tokens_seen"] = tokens_seen
     log["tokens_per_s"] = tokens_seen / max(1e-9, log["train_seconds"])
     log["flops_per_token"] = flops
+    ends = canvas_ends(model, pack, config.seq_len, 150 if cuda else 10, device, autocast)
+    log["canvas_ends"] = ends
+    print(f"canvas ends: P(EOS in the last slot) {ends['holds']['p_eos_last']:.3f} where the middle fits, "
+          f"{ends['short']['p_eos_last']:.3f} where the canvas is planned too short", flush=True)
     do_export(log["train_seconds"])
     print(f"done: {step} steps, {tokens_seen:,} tokens in {log['train_seconds']:.0f} s "
           f"({log['tokens_per_s']:,.0f} tok/s)", flush=True)

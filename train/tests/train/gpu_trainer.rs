@@ -231,6 +231,14 @@ fn the_loss_falls_and_the_export_is_logged() {
         );
     }
     assert!(log["tokens_per_s"].as_f64().unwrap() > 0.0);
+    // The run ends by reading whether the model tells canvases planned too short from ones
+    // that hold their middle (`canvas_ends`).
+    let ends = &log["canvas_ends"];
+    for kind in ["holds", "short"] {
+        let p = ends[kind]["p_eos_last"].as_f64().unwrap();
+        assert!(ends[kind]["canvases"].as_u64().unwrap() > 0, "{ends}");
+        assert!((0.0..=1.0).contains(&p), "{ends}");
+    }
 }
 
 /// A pack for a later window, built with the shipped model's tokenizer (`TOKENIZER` in
