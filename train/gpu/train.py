@@ -435,10 +435,15 @@ def main(argv=None) -> int:
     log["tokens_seen"] = tokens_seen
     log["tokens_per_s"] = tokens_seen / max(1e-9, log["train_seconds"])
     log["flops_per_token"] = flops
-    ends = canvas_ends(model, pack, config.seq_len, 150 if cuda else 10, device, autocast)
-    log["canvas_ends"] = ends
-    print(f"canvas ends: P(EOS in the last slot) {ends['holds']['p_eos_last']:.3f} where the middle fits, "
-          f"{ends['short']['p_eos_last']:.3f} where the canvas is planned too short", flush=True)
+    try:  # a diagnostic: whatever happens to it, the export below is what the window is for
+        ends = canvas_ends(model, pack, config.seq_len, 150 if cuda else 10, device, autocast)
+        log["canvas_ends"] = ends
+        print(f"canvas ends: P(EOS in the last slot) {ends['holds']['p_eos_last']:.3f} where the middle fits, "
+              f"{ends['short']['p_eos_last']:.3f} where the canvas is planned too short", flush=True)
+    except Exception as error:
+        log["canvas_ends"] = {"error": f"{type(error).__name__}: {error}"[:1000]}
+        print(f"canvas ends: failed ({type(error).__name__}: {error})", flush=True)
+        model.train()
     do_export(log["train_seconds"])
     print(f"done: {step} steps, {tokens_seen:,} tokens in {log['train_seconds']:.0f} s "
           f"({log['tokens_per_s']:,.0f} tok/s)", flush=True)
