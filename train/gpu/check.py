@@ -93,13 +93,12 @@ def fim_canvases(pack_dir: str, request: dict) -> dict:
     eos = pack.eos_id
     canvases = full = eos_in_full = 0
     rng = np.random.default_rng(request.get("seed", 0))
-    for sequence in maker._fim_sequences(rng, request["sequences"]):
-        for ids, start, length in sequence:
-            canvas = ids[start : start + length]
-            canvases += 1
-            if canvas[-1] != eos:
-                full += 1
-                eos_in_full += eos in canvas
+    for ids, start, length in maker.fim_canvases(rng, request["sequences"]):
+        canvas = ids[start : start + length]
+        canvases += 1
+        if canvas[-1] != eos:
+            full += 1
+            eos_in_full += eos in canvas
     return {"canvases": canvases, "full": full, "eos_in_full": eos_in_full}
 
 

@@ -408,6 +408,12 @@ class BatchMaker:
             out[s].append((ids, canvas_start, canvas_len))
         return out
 
+    def fim_canvases(self, rng, count: int):
+        """The FIM examples of `count` sequences, one by one: token ids, where the canvas starts
+        and its length (what the checks of the canvases read)."""
+        for sequence in self._fim_sequences(rng, count):
+            yield from sequence
+
     def _encode_cuts(self, cuts) -> list[tuple[list[int], list[int], list[int]]]:
         """Prefix, middle and suffix ids of each cut, separately tokenized as the engine does. A
         middle longer than a canvas holds is shortened to the text of its first tokens (the

@@ -185,15 +185,14 @@ def canvas_ends(model, pack: Pack, seq_len: int, sequences: int, device, autocas
     maker = BatchMaker(pack, "valid", DataConfig(seq_len=seq_len, overflow=0.5), seed)
     eos, mask = pack.eos_id, int(pack.meta["mask_id"])
     seen = {"holds": [], "short": []}
-    for sequence in maker._fim_sequences(np.random.default_rng(seed), sequences):
-        for ids, start, length in sequence:
-            kind = "short" if ids[start + length - 1] != eos else "holds"
-            masked = list(ids)
-            masked[start : start + length] = [mask] * length
-            with autocast:
-                logits = model(torch.tensor([masked], device=device))[0, start + length - 1]
-            p = torch.softmax(logits.float(), -1)
-            seen[kind].append((float(p[eos]), int(p.argmax()) == eos))
+    for ids, start, length in maker.fim_canvases(np.random.default_rng(seed), sequences):
+        kind = "short" if ids[start + length - 1] != eos else "holds"
+        masked = list(ids)
+        masked[start : start + length] = [mask] * length
+        with autocast:
+            logits = model(torch.tensor([masked], device=device))[0, start + length - 1]
+        p = torch.softmax(logits.float(), -1)
+        seen[kind].append((float(p[eos]), int(p.argmax()) == eos))
     model.train()
     return {
         kind: {
@@ -327,6 +326,10 @@ def main(argv=None) -> int:
         nonlocal batch, batches
         if batch <= 1:
             raise error
+        text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+        # The failed step's tensors live on in the traceback's frames: let them go, so that
+        # emptying the cache below returns their memory.
+        error.__traceback__ = None
         for opt in opts:
             opt.zero_grad(set_to_none=True)
         batches = None  # its workers stop
@@ -334,7 +337,6 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
         batch //= 2
         log["batch"] = batch
-        text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
         log.setdefault("out_of_memory", []).append({"step": step, "batch": batch, "error": text})
         print(f"out of memory at step {step}: batch halved to {batch} x {config.seq_len} ({text})", flush=True)
         batches = make_batches(batch, step)
@@ -358,19 +360,15 @@ def main(argv=None) -> int:
     while warm < 2:  # compile warm-up (kept: two small updates at warm-up rates)
         b = next(batches)
         try:
-            try:
-                step_once(b, step, 0.0)
-            except torch.cuda.OutOfMemoryError:
-                raise
-            except Exception as error:
-                if trunk is model.model:
-                    raise
-                go_eager(error)  # compiling the forward or backward failed: no optimizer has stepped
-                step_once(b, step, 0.0)
+            step_once(b, step, 0.0)
         except torch.cuda.OutOfMemoryError as error:
-            del b
             shrink(error)
             continue
+        except Exception as error:
+            if trunk is model.model:
+                raise
+            go_eager(error)  # compiling the forward or backward failed: no optimizer has stepped
+            continue  # the step again, eager
         step += 1
         warm += 1
     if cuda:
@@ -405,7 +403,6 @@ def main(argv=None) -> int:
         try:
             losses.append(step_once(b, step, fraction))
         except torch.cuda.OutOfMemoryError as error:
-            del b
             shrink(error)
             continue
         n = b["inputs"].numel()
