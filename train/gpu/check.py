@@ -10,12 +10,13 @@
     python train/gpu/check.py attention-paths - < {"seed": 0}
         -> {"largest_difference", "largest_output"}  (grouped against repeated key/value heads,
            the default preset's shape scaled down, random weights, f32)
-    python train/gpu/check.py fim-canvases PACK < {"seq_len": 256, "overflow": 0.1, "sequences": n}
-        -> {"canvases", "full", "eos_in_full"}  (the FIM canvases training makes)
-    python train/gpu/check.py fim-ends MODEL_DIR < {"pack": PACK, "sequences": n}
-        -> per kind of canvas (one that holds its middle and EOS, one planned too short), the
-           model's mean probability of EOS in the last slot with the whole canvas masked, and
-           how often it puts EOS first there (validation split)
+    python train/gpu/check.py canvases PACK < {"kind": "fim" | "edit", "seq_len": 256,
+        "overflow": 0.1, "sequences": n}
+        -> {"canvases", "full", "eos_in_full"}  (the FIM or next-edit canvases training makes)
+    python train/gpu/check.py canvas-ends MODEL_DIR < {"pack": PACK, "sequences": n}
+        -> {"fim": ..., "edit": ...}: per kind of canvas (one that holds its middle and EOS, one
+           planned too short), the model's mean probability of EOS in the last slot with the
+           whole canvas masked, and how often it puts EOS first there (validation split)
 """
 
 from __future__ import annotations
@@ -79,44 +80,45 @@ def attention_paths(_: str, request: dict) -> dict:
     }
 
 
-def fim_canvases(pack_dir: str, request: dict) -> dict:
-    """The FIM canvases of `sequences` training sequences made with `overflow`: how many, how
-    many hold a token in their last slot (no EOS: planned too short), and how many of those hold
-    an EOS anywhere (none should)."""
+def canvases(pack_dir: str, request: dict) -> dict:
+    """The FIM or next-edit (`kind`) canvases of `sequences` training sequences (edit: examples)
+    made with `overflow`: how many, how many hold a token in their last slot (no EOS: planned too
+    short), and how many of those hold an EOS anywhere (none should)."""
     import numpy as np
 
     from data import BatchMaker, DataConfig, Pack
 
     pack = Pack(pack_dir)
     config = DataConfig(seq_len=request["seq_len"], overflow=request["overflow"])
-    maker = BatchMaker(pack, "train", config, seed=request.get("seed", 0))
+    maker = BatchMaker(pack, request.get("split", "train"), config, seed=request.get("seed", 0))
+    made = {"fim": maker.fim_canvases, "edit": maker.edit_canvases}[request.get("kind", "fim")]
     eos = pack.eos_id
-    canvases = full = eos_in_full = 0
-    rng = np.random.default_rng(request.get("seed", 0))
-    for ids, start, length in maker.fim_canvases(rng, request["sequences"]):
+    count = full = eos_in_full = 0
+    for ids, start, length in made(np.random.default_rng(request.get("seed", 0)), request["sequences"]):
         canvas = ids[start : start + length]
-        canvases += 1
+        count += 1
         if canvas[-1] != eos:
             full += 1
             eos_in_full += eos in canvas
-    return {"canvases": canvases, "full": full, "eos_in_full": eos_in_full}
+    return {"canvases": count, "full": full, "eos_in_full": eos_in_full}
 
 
-def fim_ends(model_dir: str, request: dict) -> dict:
-    """Whether a model tells a canvas planned too short from one that holds its middle
-    (`train.canvas_ends`, what the GPU run logs at its end): what a canvas's growth depends on."""
+def canvas_ends(model_dir: str, request: dict) -> dict:
+    """Whether a model tells a canvas planned too short from one that holds its middle, for FIM
+    and next edits (`train.canvas_ends`, what the GPU run logs at its end): what a canvas's
+    growth depends on."""
     from contextlib import nullcontext
 
     import torch
 
     from data import Pack
     from export import load
-    from train import canvas_ends
+    from train import canvas_ends as ends
 
     model = load(Path(model_dir))
     positions = model.model.rope_cos.shape[0]
-    return canvas_ends(model, Pack(request["pack"]), request.get("seq_len", positions), request["sequences"],
-                       torch.device("cpu"), nullcontext(), request.get("seed", 1))
+    return ends(model, Pack(request["pack"]), request.get("seq_len", positions), request["sequences"],
+                torch.device("cpu"), nullcontext(), request.get("seed", 1))
 
 
 def export_default(out: str, request: dict) -> dict:
@@ -147,8 +149,8 @@ def main() -> int:
         "logits": logits,
         "fim-layouts": fim_layouts,
         "attention-paths": attention_paths,
-        "fim-canvases": fim_canvases,
-        "fim-ends": fim_ends,
+        "canvases": canvases,
+        "canvas-ends": canvas_ends,
         "export-default": export_default,
     }
     answer = commands[command](path, request)

@@ -24,7 +24,11 @@ against 500 masked plain tokens):
   slots by the unit at the cursor, and ~7% of single lines of the validation crates are longer
   than the slots planned for them. The rest of a sequence after the examples is unmasked context
   from the stream;
-- edit: next-edit sequences from the pack, then unmasked stream context.
+- edit: next-edit sequences from the pack, then unmasked stream context. The pack's canvases
+  always hold the whole new region and EOS; the engine plans an edit's canvas from the old
+  region's length (`canvas_length`) and grows it when the model writes a token in its last slot,
+  which an insertion longer than that needs. So the same share (`DataConfig.overflow`) of edit
+  canvases is cut to a third to all of the new region, no EOS, the rest of the layout after it.
 
 Masking follows MDLM: one rate `t` per sequence, stratified over the batch, each maskable position
 masked with probability `t` (at least one). Batch `s` is a pure function of (seed, s), so a resumed
@@ -134,6 +138,14 @@ def fit_context(prefix: int, suffix: int, budget: int) -> tuple[int, int]:
     prefix_share = budget * 3 // 4
     keep_suffix = min(suffix, budget - min(prefix_share, prefix))
     return min(prefix, budget - keep_suffix), keep_suffix
+
+
+def shorten_canvas(ids: list[int], canvas_start: int, canvas_len: int, keep: int) -> list[int]:
+    """`ids` with its canvas cut to the first `keep` tokens of what it holds (no EOS then) and
+    the rest of the sequence after it: a canvas planned too short for its middle, which the
+    model is to fill to its last slot (the engine grows a canvas whose last slot holds a token)."""
+    assert 1 <= keep <= canvas_len
+    return ids[: canvas_start + keep] + ids[canvas_start + canvas_len :]
 
 
 def fim_layout(
@@ -249,7 +261,8 @@ class DataConfig:
     seq_len: int = 1024
     mix: dict = field(default_factory=lambda: {"plain": 0.5, "fim": 0.4, "edit": 0.1})
     max_canvas: int = 64
-    # Share of FIM canvases shorter than their middle (of middles of 2 tokens or more).
+    # Share of FIM and next-edit canvases shorter than their middle (of middles of 2 tokens or
+    # more): filled to the last slot, no EOS.
     overflow: float = 0.1
     t_min: float = 0.05
     # Context budgets a FIM example is given (its sequence holds as many as fit).
@@ -345,17 +358,36 @@ class BatchMaker:
         return tokens, maskable
 
     def _edit_sequence(self, rng) -> list[tuple[list[int], int, int]]:
-        index, stream = self.edits, self.split.edit_tokens
         pieces, used = [], 0
         for _ in range(8):
-            start, length, canvas_start, canvas_len = (int(v) for v in index[int(rng.integers(0, len(index)))])
-            if used + length + 1 > self.config.seq_len:
+            ids, canvas_start, canvas_len = self._edit_example(rng)
+            if used + len(ids) + 1 > self.config.seq_len:
                 break
-            pieces.append((stream[start : start + length].astype(np.int64).tolist(), canvas_start, canvas_len))
-            used += length + 1
+            pieces.append((ids, canvas_start, canvas_len))
+            used += len(ids) + 1
             if self.config.seq_len - used < 128:
                 break
         return pieces
+
+    def _edit_example(self, rng) -> tuple[list[int], int, int]:
+        """A random next edit of the pack; for a share of them (`overflow`), its canvas planned
+        too short, as `shorten_canvas` makes it."""
+        start, length, canvas_start, canvas_len = (int(v) for v in self.edits[int(rng.integers(0, len(self.edits)))])
+        ids = self.split.edit_tokens[start : start + length].astype(np.int64).tolist()
+        canvas = ids[canvas_start : canvas_start + canvas_len]
+        new = canvas.index(self.pack.eos_id) if self.pack.eos_id in canvas else canvas_len
+        if self.config.overflow > 0 and new >= 2 and rng.random() < self.config.overflow:
+            keep = int(rng.integers((new + 2) // 3, new + 1))
+            return shorten_canvas(ids, canvas_start, canvas_len, keep), canvas_start, keep
+        return ids, canvas_start, canvas_len
+
+    def edit_canvases(self, rng, count: int):
+        """`count` next-edit examples as training lays them out: token ids, where the canvas
+        starts and its length."""
+        if len(self.edits) == 0:
+            return
+        for _ in range(count):
+            yield self._edit_example(rng)
 
     def _fim_sequences(self, rng, count: int) -> list[list[tuple[list[int], int, int]]]:
         """`count` sequences of FIM examples. Tokenizing is batched: windows of files are decoded

@@ -177,31 +177,37 @@ def evaluate(model, trunk, batches: list[dict], device, autocast) -> dict:
 
 @torch.no_grad()
 def canvas_ends(model, pack: Pack, seq_len: int, sequences: int, device, autocast, seed: int = 1) -> dict:
-    """Whether the model tells a FIM canvas that holds its middle from one planned too short
-    (`DataConfig.overflow`), which is what makes the engine grow a canvas: per kind, on the
-    validation split, the mean probability of EOS in the last slot with the canvas masked, and
-    how often EOS is the model's first choice there."""
+    """Whether the model tells a canvas that holds its middle from one planned too short
+    (`DataConfig.overflow`), which is what makes the engine grow a canvas: for FIM canvases and
+    next-edit canvases of the validation split, per kind, the mean probability of EOS in the
+    last slot with the canvas masked, and how often EOS is the model's first choice there."""
     model.eval()
     maker = BatchMaker(pack, "valid", DataConfig(seq_len=seq_len, overflow=0.5), seed)
     eos, mask = pack.eos_id, int(pack.meta["mask_id"])
-    seen = {"holds": [], "short": []}
-    for ids, start, length in maker.fim_canvases(np.random.default_rng(seed), sequences):
-        kind = "short" if ids[start + length - 1] != eos else "holds"
-        masked = list(ids)
-        masked[start : start + length] = [mask] * length
-        with autocast:
-            logits = model(torch.tensor([masked], device=device))[0, start + length - 1]
-        p = torch.softmax(logits.float(), -1)
-        seen[kind].append((float(p[eos]), int(p.argmax()) == eos))
+    rng = np.random.default_rng(seed)
+    examples = {"fim": maker.fim_canvases(rng, sequences), "edit": maker.edit_canvases(rng, 2 * sequences)}
+    ends = {}
+    for name, canvases in examples.items():
+        seen = {"holds": [], "short": []}
+        for ids, start, length in canvases:
+            kind = "short" if ids[start + length - 1] != eos else "holds"
+            masked = list(ids)
+            masked[start : start + length] = [mask] * length
+            with autocast:
+                logits = model(torch.tensor([masked], device=device))[0, start + length - 1]
+            p = torch.softmax(logits.float(), -1)
+            seen[kind].append((float(p[eos]), int(p.argmax()) == eos))
+        if seen["holds"] or seen["short"]:
+            ends[name] = {
+                kind: {
+                    "canvases": len(rows),
+                    "p_eos_last": round(sum(r[0] for r in rows) / max(1, len(rows)), 4),
+                    "eos_first_last": round(sum(r[1] for r in rows) / max(1, len(rows)), 4),
+                }
+                for kind, rows in seen.items()
+            }
     model.train()
-    return {
-        kind: {
-            "canvases": len(rows),
-            "p_eos_last": round(sum(r[0] for r in rows) / max(1, len(rows)), 4),
-            "eos_first_last": round(sum(r[1] for r in rows) / max(1, len(rows)), 4),
-        }
-        for kind, rows in seen.items()
-    }
+    return ends
 
 
 def main(argv=None) -> int:
@@ -232,8 +238,8 @@ def main(argv=None) -> int:
                     "keeps the graph capture without Triton); if compiling fails, the run goes on eager")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (tests)")
     ap.add_argument("--peak-tflops", type=float, default=790.0, help="for the utilisation figure")
-    ap.add_argument("--overflow", type=float, default=DataConfig.overflow, help="share of FIM canvases "
-                    "planned shorter than their middle (filled to the last slot, no EOS)")
+    ap.add_argument("--overflow", type=float, default=DataConfig.overflow, help="share of FIM and "
+                    "next-edit canvases planned shorter than their middle (filled to the last slot, no EOS)")
     ap.add_argument("--oom-above", type=int, help="tests: a step of more sequences than this fails as out of "
                     "GPU memory does")
     args = ap.parse_args(argv)
@@ -435,8 +441,9 @@ def main(argv=None) -> int:
     try:  # a diagnostic: whatever happens to it, the export below is what the window is for
         ends = canvas_ends(model, pack, config.seq_len, 150 if cuda else 10, device, autocast)
         log["canvas_ends"] = ends
-        print(f"canvas ends: P(EOS in the last slot) {ends['holds']['p_eos_last']:.3f} where the middle fits, "
-              f"{ends['short']['p_eos_last']:.3f} where the canvas is planned too short", flush=True)
+        for name, kinds in ends.items():
+            print(f"canvas ends ({name}): P(EOS in the last slot) {kinds['holds']['p_eos_last']:.3f} where the "
+                  f"middle fits, {kinds['short']['p_eos_last']:.3f} where the canvas is planned too short", flush=True)
     except Exception as error:
         log["canvas_ends"] = {"error": f"{type(error).__name__}: {error}"[:1000]}
         print(f"canvas ends: failed ({type(error).__name__}: {error})", flush=True)

@@ -71,10 +71,10 @@ pub struct DataConfig {
     /// the same way.
     #[serde(default)]
     pub edit_draft: bool,
-    /// Share of FIM examples (of middles of 2 tokens or more) whose canvas holds a third to
-    /// all of the middle and no EOS, the suffix after the whole middle: the model learns to
-    /// fill a canvas to its last slot when the middle goes on (what grows one in the engine).
-    /// Runs saved before it read 0.
+    /// Share of FIM and next-edit examples (of middles of 2 tokens or more) whose canvas holds
+    /// a third to all of the middle and no EOS, the suffix after the whole middle: the model
+    /// learns to fill a canvas to its last slot when the middle goes on (what grows one in the
+    /// engine). Runs saved before it read 0.
     #[serde(default)]
     pub overflow: f64,
 }
@@ -312,7 +312,7 @@ impl<'a> ExampleBuilder<'a> {
     ) -> TrainResult<Option<(ExampleKind, Vec<u32>, Range<usize>, usize, Vec<u32>)>> {
         for _ in 0..4 {
             let case = &self.edits[rng.random_range(0..self.edits.len())];
-            if let Some(e) = edit::edit_tokens(
+            if let Some(mut e) = edit::edit_tokens(
                 self.tokenizer,
                 markers,
                 case,
@@ -320,6 +320,14 @@ impl<'a> ExampleBuilder<'a> {
                 self.setup.eos_id,
                 rng,
             )? {
+                // The FIM share of canvases planned too short, for the same growth signal (no
+                // draw at 0: a run saved before the share keeps its stream).
+                if self.config.overflow > 0.0
+                    && e.middle_len >= 2
+                    && rng.random_bool(self.config.overflow)
+                {
+                    e.shorten_canvas(rng.random_range(e.middle_len.div_ceil(3)..=e.middle_len));
+                }
                 let kind = ExampleKind::Edit { no_edit: e.no_edit };
                 let draft = if self.config.edit_draft {
                     e.draft

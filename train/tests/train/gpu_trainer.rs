@@ -1,5 +1,5 @@
 //! The GPU trainer (`train/gpu/*.py`, PyTorch) proven on the CPU: a pack built from this
-//! repository's own sources, a few dozen steps of the `tiny` preset, the export loaded by the
+//! repository's own sources and synthetic next edits made from them, a few dozen steps of the `tiny` preset, the export loaded by the
 //! engine, the engine's logits against PyTorch's on the exported weights, and the trainer's
 //! fill-in-the-middle layout against the engine's `Engine::canvas`, token for token.
 //!
@@ -13,10 +13,13 @@ use std::sync::OnceLock;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use redraft_context::edit::cut::CutOptions;
 use redraft_engine::sampler::Pass;
 use redraft_engine::ContextCache;
 use redraft_engine::{Engine, InfillRequest};
 use redraft_train::corpus::CorpusRecord;
+use redraft_train::edits::synthetic::{self, SyntheticOptions};
+use redraft_train::edits::{self, EditRecord};
 use redraft_train::pack::{self, PackOptions};
 use redraft_train::train::examples::{choose_span, SpanKind};
 use serde_json::{json, Value};
@@ -69,12 +72,17 @@ fn run_python(script: &str, args: &[&str], input: Option<&Value>) -> String {
 }
 
 /// This repository's Rust sources as a corpus: the engine, suggest and train crates for
-/// training, the context crate for validation.
+/// training, the context crate for validation; and each split's synthetic next edits (the
+/// builder's kinds and excerpts, no version pairs) beside it, as `build-pack` reads them.
 fn write_corpus(dir: &Path) -> Vec<String> {
     let mut valid_texts = Vec::new();
-    for (split, roots) in [
-        ("train", &["engine/src", "suggest/src", "train/src"][..]),
-        ("valid", &["context/src"][..]),
+    for (split, roots, edit_file) in [
+        (
+            "train",
+            &["engine/src", "suggest/src", "train/src"][..],
+            edits::TRAIN_FILE,
+        ),
+        ("valid", &["context/src"][..], edits::VALID_FILE),
     ] {
         let mut files = Vec::new();
         for root in roots {
@@ -82,10 +90,25 @@ fn write_corpus(dir: &Path) -> Vec<String> {
         }
         files.sort();
         let mut jsonl = String::new();
+        let mut edit_jsonl = String::new();
         for file in files {
             let text = std::fs::read_to_string(&file).unwrap();
             if split == "valid" {
                 valid_texts.push(text.clone());
+            }
+            let path = file.display().to_string();
+            let made = synthetic::cases(
+                &path,
+                &text,
+                &path,
+                &SyntheticOptions::default(),
+                &CutOptions::default(),
+            );
+            for (kind, case) in made.cases {
+                let mut record = EditRecord::new(kind, "redraft", "0.1.0", case);
+                record.trim_to_excerpt(40);
+                edit_jsonl.push_str(&serde_json::to_string(&record).unwrap());
+                edit_jsonl.push('\n');
             }
             let record = CorpusRecord {
                 krate: "redraft".into(),
@@ -97,6 +120,7 @@ fn write_corpus(dir: &Path) -> Vec<String> {
             jsonl.push('\n');
         }
         std::fs::write(dir.join(format!("{split}.jsonl")), jsonl).unwrap();
+        std::fs::write(dir.join(edit_file), edit_jsonl).unwrap();
     }
     valid_texts
 }
@@ -131,7 +155,10 @@ fn trained() -> &'static Trained {
         let pack_dir = dir.path().join("pack");
         let options = PackOptions {
             vocab_size: 1024,
-            seq_len: 256,
+            // Next edits one shorter than the tiny preset's 256 positions: a training sequence
+            // holds one and the separator after it.
+            seq_len: 255,
+            edits: Some(corpus.clone()),
             ..PackOptions::new(&corpus, &pack_dir)
         };
         pack::build(&options).unwrap();
@@ -231,13 +258,18 @@ fn the_loss_falls_and_the_export_is_logged() {
         );
     }
     assert!(log["tokens_per_s"].as_f64().unwrap() > 0.0);
+    // Next edits were in the mix.
+    assert!(eval["edit"]["tokens"].as_u64().unwrap() > 0, "{eval}");
     // The run ends by reading whether the model tells canvases planned too short from ones
-    // that hold their middle (`canvas_ends`).
+    // that hold their middle (`canvas_ends`), FIM and next edits apart.
     let ends = &log["canvas_ends"];
-    for kind in ["holds", "short"] {
-        let p = ends[kind]["p_eos_last"].as_f64().unwrap();
-        assert!(ends[kind]["canvases"].as_u64().unwrap() > 0, "{ends}");
-        assert!((0.0..=1.0).contains(&p), "{ends}");
+    for example in ["fim", "edit"] {
+        for kind in ["holds", "short"] {
+            let seen = &ends[example][kind];
+            let p = seen["p_eos_last"].as_f64().unwrap();
+            assert!(seen["canvases"].as_u64().unwrap() > 0, "{ends}");
+            assert!((0.0..=1.0).contains(&p), "{ends}");
+        }
     }
 }
 
@@ -390,31 +422,33 @@ fn repeated_key_value_heads_compute_the_grouped_attention() {
     );
 }
 
-/// A share of the FIM canvases the trainer makes (`DataConfig.overflow`) is planned too short
-/// for its middle: every slot holds a token of the middle, the last one too, which is what
-/// makes the engine grow a canvas; with the share at 0 every canvas ends in EOS.
+/// A share of the FIM and next-edit canvases the trainer makes (`DataConfig.overflow`) is
+/// planned too short for its middle: every slot holds a token of the middle, the last one too,
+/// which is what makes the engine grow a canvas; with the share at 0 every canvas ends in EOS.
 #[test]
-fn some_fim_canvases_are_shorter_than_their_middle_and_hold_no_eos() {
+fn some_canvases_are_shorter_than_their_middle_and_hold_no_eos() {
     let t = trained();
-    let canvases = |overflow: f64| -> Value {
+    let canvases = |kind: &str, overflow: f64| -> Value {
         serde_json::from_str(&run_python(
             "check.py",
-            &["fim-canvases", t.pack.to_str().unwrap()],
-            Some(&json!({"seq_len": 256, "overflow": overflow, "sequences": 300})),
+            &["canvases", t.pack.to_str().unwrap()],
+            Some(&json!({"kind": kind, "seq_len": 256, "overflow": overflow, "sequences": 300})),
         ))
         .unwrap()
     };
-    let none = canvases(0.0);
-    assert!(none["canvases"].as_u64().unwrap() >= 200, "{none}");
-    assert_eq!(none["full"], 0, "{none}");
-    let some = canvases(0.2);
-    let (all, full) = (
-        some["canvases"].as_u64().unwrap() as f64,
-        some["full"].as_u64().unwrap() as f64,
-    );
-    // 0.2 of the middles of two tokens or more.
-    assert!((0.05..=0.25).contains(&(full / all)), "{some}");
-    assert_eq!(some["eos_in_full"], 0, "{some}");
+    for kind in ["fim", "edit"] {
+        let none = canvases(kind, 0.0);
+        assert!(none["canvases"].as_u64().unwrap() >= 200, "{kind}: {none}");
+        assert_eq!(none["full"], 0, "{kind}: {none}");
+        let some = canvases(kind, 0.2);
+        let (all, full) = (
+            some["canvases"].as_u64().unwrap() as f64,
+            some["full"].as_u64().unwrap() as f64,
+        );
+        // 0.2 of the middles of two tokens or more.
+        assert!((0.05..=0.25).contains(&(full / all)), "{kind}: {some}");
+        assert_eq!(some["eos_in_full"], 0, "{kind}: {some}");
+    }
 }
 
 #[test]

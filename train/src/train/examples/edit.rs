@@ -43,6 +43,24 @@ pub struct EditTokens {
     pub draft: Vec<u32>,
 }
 
+impl EditTokens {
+    /// The canvas planned too short: only the new region's first `keep` tokens (no EOS), the
+    /// layout after the canvas unchanged. The engine plans an edit's canvas from the old
+    /// region's length ([`canvas_length`]) and grows it when the model writes a token in the last
+    /// slot, which an insertion longer than that plan needs; an example laid out for the whole
+    /// new region never shows it.
+    pub fn shorten_canvas(&mut self, keep: usize) {
+        assert!(
+            (1..=self.middle_len).contains(&keep),
+            "keep {keep} of {}",
+            self.middle_len
+        );
+        self.tokens.drain(self.canvas.start + keep..self.canvas.end);
+        self.canvas.end = self.canvas.start + keep;
+        self.middle_len = keep;
+    }
+}
+
 /// `case` as a training sequence of at most `seq_len` tokens, or `None` when its target lies
 /// outside the region the context layer chose, or the region is too long for `seq_len`.
 pub fn edit_tokens(
@@ -246,16 +264,28 @@ pub(crate) mod tests {
 mod builder_tests {
     use super::super::{DataConfig, ExampleBuilder, ExampleKind, Stream};
     use crate::train::tokens::{train_tokenizer, CorpusSplit};
+    use crate::train::EOS_ID;
+    use redraft_context::edit::cut::EditCase;
+    use redraft_engine::tokenizer::Tokenizer;
+
+    /// A small file as the training split and one no-edit case in it.
+    fn one_case() -> (Tokenizer, CorpusSplit, Vec<EditCase>) {
+        let text =
+            "fn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", w * h);\n}\n";
+        let tokenizer = train_tokenizer(&[text.repeat(8)], 300).unwrap();
+        let split = CorpusSplit::from_texts(vec![text.repeat(6)], &tokenizer).unwrap();
+        (
+            tokenizer,
+            split,
+            vec![super::tests::renamed_width(text, None)],
+        )
+    }
 
     /// At an edit rate of one half, about half the examples are next edits, each masked only
     /// inside its canvas; with the rate at zero the stream is the one without edit cases.
     #[test]
     fn the_builder_mixes_in_next_edits_at_their_rate() {
-        let text =
-            "fn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", w * h);\n}\n";
-        let tokenizer = train_tokenizer(&[text.repeat(8)], 300).unwrap();
-        let split = CorpusSplit::from_texts(vec![text.repeat(6)], &tokenizer).unwrap();
-        let cases = vec![super::tests::renamed_width(text, None)];
+        let (tokenizer, split, cases) = one_case();
         let mixed = DataConfig {
             seq_len: 256,
             edit_rate: 0.5,
@@ -285,20 +315,62 @@ mod builder_tests {
         assert_eq!(with.batch(3, 8).unwrap(), without.batch(3, 8).unwrap());
     }
 
+    /// A share of next edits (`overflow`) has its canvas planned too short: the new region's
+    /// first tokens and no EOS, the layout after the canvas as it was; the rest hold the whole
+    /// new region and end in EOS. At 0 none is shortened.
+    #[test]
+    fn some_edit_canvases_are_planned_too_short() {
+        let (tokenizer, split, cases) = one_case();
+        let examples = |overflow| {
+            let config = DataConfig {
+                seq_len: 256,
+                edit_rate: 1.0,
+                overflow,
+                ..DataConfig::default()
+            };
+            ExampleBuilder::new(&split, &tokenizer, config, 1, Stream::Train)
+                .with_edits(&cases)
+                .unwrap()
+                .batch(0, 200)
+                .unwrap()
+        };
+        // One case: every whole example is the same layout.
+        let whole = examples(0.0);
+        let full = &whole[0];
+        for ex in &whole {
+            assert_eq!(ex.tokens[ex.canvas.end - 1], EOS_ID);
+            assert_eq!(ex.tokens, full.tokens);
+        }
+        let mixed = examples(0.3);
+        let mut short = 0;
+        for ex in &mixed {
+            if ex.tokens == full.tokens {
+                continue;
+            }
+            short += 1;
+            let canvas = &ex.tokens[ex.canvas.clone()];
+            assert!(!canvas.contains(&EOS_ID));
+            assert_eq!(canvas.len(), ex.middle_len);
+            assert!(3 * ex.middle_len >= full.middle_len && ex.middle_len <= full.middle_len);
+            assert_eq!(ex.tokens[..ex.canvas.end], full.tokens[..ex.canvas.end]);
+            assert_eq!(ex.tokens[ex.canvas.end..], full.tokens[full.canvas.end..]);
+            assert!(ex.masked.iter().all(|p| ex.canvas.contains(p)));
+        }
+        assert!((30..=90).contains(&short), "{short} of 200");
+    }
+
     /// Under `edit_draft` a next edit's masked slots show the old region's token at that slot
     /// (the mask past its end) and nothing else changes; without it they show the mask.
     #[test]
     fn edit_draft_shows_the_old_region_at_masked_slots() {
         use super::super::super::MASK_ID;
-        let text =
-            "fn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", w * h);\n}\n";
-        let tokenizer = train_tokenizer(&[text.repeat(8)], 300).unwrap();
-        let split = CorpusSplit::from_texts(vec![text.repeat(6)], &tokenizer).unwrap();
-        let cases = vec![super::tests::renamed_width(text, None)];
+        let (tokenizer, split, cases) = one_case();
         let config = |edit_draft| DataConfig {
             seq_len: 256,
             edit_rate: 1.0,
             edit_draft,
+            // Whole canvases only: one planned too short can be shorter than its draft.
+            overflow: 0.0,
             ..DataConfig::default()
         };
         let batch = |edit_draft| {
