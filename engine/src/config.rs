@@ -466,6 +466,10 @@ pub struct RedraftJson {
     /// "max_steps": 6}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub efforts: Option<BTreeMap<Effort, Preset>>,
+    /// The model's next-edit bar, where it was tuned on it: a suggestion whose least probable
+    /// changed token is below this (0 to 1) is withheld. Default 0: none is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_min_confidence: Option<f32>,
 }
 
 /// Which keys each position attends to.
@@ -546,6 +550,10 @@ pub struct DiffusionSettings {
     /// tunes.
     #[serde(default)]
     pub efforts: Efforts,
+    /// A next edit the model is less sure of is withheld (`redraft.json`
+    /// `edit_min_confidence`; 0: none is).
+    #[serde(default)]
+    pub edit_min_confidence: f32,
 }
 
 impl DiffusionSettings {
@@ -601,6 +609,16 @@ impl DiffusionSettings {
                     setting: "efforts",
                     message,
                 })?,
+            edit_min_confidence: match extra.edit_min_confidence {
+                None => 0.0,
+                Some(bar) if (0.0..=1.0).contains(&bar) => bar,
+                Some(bar) => {
+                    return Err(Error::ContradictorySetting {
+                        setting: "edit_min_confidence",
+                        message: format!("{bar} is not a probability (0 to 1)"),
+                    })
+                }
+            },
         };
         if settings.attention == AttentionPattern::Causal && !settings.logit_shift {
             return Err(Error::ContradictorySetting {

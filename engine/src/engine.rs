@@ -82,6 +82,8 @@ pub struct Completion {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub invalid_text: bool,
     pub tokens: Vec<u32>,
+    /// Per token, the model's probability of it when it was committed ([`crate::sampler::Infill::probabilities`]).
+    pub probabilities: Vec<f32>,
     pub ended_by_eos: bool,
     /// Whether the caller's stop rule ended the middle once its committed lead decided it
     /// ([`crate::sampler::StopRule`]).
@@ -366,6 +368,7 @@ impl Engine {
             invalid_text: !text.is_complete(),
             middle: text.text,
             tokens: infill.tokens.clone(),
+            probabilities: infill.probabilities.clone(),
             ended_by_eos: infill.ended_by_eos,
             stopped: infill.stopped,
             steps: infill.steps,

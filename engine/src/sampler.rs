@@ -238,6 +238,7 @@ impl<'a> Sampler<'a> {
         Slots {
             start: bos + canvas.prefix.len(),
             values: vec![None; canvas.length],
+            probabilities: vec![0.0; canvas.length],
             max_length: canvas.max_length.max(canvas.length),
             growth: canvas.length.div_ceil(2),
             end: None,
@@ -371,7 +372,7 @@ impl<'a> Sampler<'a> {
         };
         let mut committed = Vec::new();
         for action in actions.into_iter().take(take) {
-            committed.extend(self.commit(state, action.slot, action.token));
+            committed.extend(self.commit(state, action.slot, action.token, action.probability));
         }
         // Guesses the pass confirmed are committed with it (see `speculate`).
         let settled = if forced {
@@ -385,13 +386,14 @@ impl<'a> Sampler<'a> {
             while let Some(slot) = state.first_masked().filter(|&s| s < reach) {
                 let choice =
                     self.choose(row(slot), slot, state.end_allowed(slot), config, true, rng);
-                committed.extend(self.commit(state, slot, choice.token));
+                committed.extend(self.commit(state, slot, choice.token, choice.probability));
             }
             // Past the deadline, block decoding ends the middle after the block: the slots
             // beyond it have no rows that saw it.
             if hit_deadline {
                 if let Some(slot) = state.first_masked() {
-                    committed.extend(self.commit(state, slot, self.settings.eos_token_id));
+                    // Not the model's choice: an end it put no probability on.
+                    committed.extend(self.commit(state, slot, self.settings.eos_token_id, 0.0));
                 }
             }
         }
@@ -517,6 +519,7 @@ impl<'a> Sampler<'a> {
                     slot: ends[first].slot,
                     token: ends[first].token,
                     confidence: ends[anchor].confidence,
+                    probability: ends[anchor].probability,
                     fills: ends.len() - first,
                 }
             });
@@ -526,6 +529,7 @@ impl<'a> Sampler<'a> {
                 slot: v.slot,
                 token: v.token,
                 confidence: v.confidence,
+                probability: v.probability,
                 fills: 1,
             })
             .chain(end)
@@ -553,6 +557,7 @@ impl<'a> Sampler<'a> {
             std::iter::repeat_n(self.settings.mask_token_id, added),
         );
         state.values.extend(std::iter::repeat_n(None, added));
+        state.probabilities.extend(std::iter::repeat_n(0.0, added));
     }
 
     /// The block size when the model attends in blocks (causal is blocks of 1): the sampler
@@ -663,6 +668,7 @@ impl<'a> Sampler<'a> {
             slot,
             token: token as u32,
             confidence,
+            probability: probs[token],
         }
     }
 
@@ -690,11 +696,12 @@ impl<'a> Sampler<'a> {
         true
     }
 
-    /// Commits `token` at `slot`; an end token also fills every slot after it with EOS. Returns
-    /// the slots filled.
-    fn commit(&self, state: &mut Slots, slot: usize, token: u32) -> Vec<usize> {
+    /// Commits `token` at `slot`, which the model gave `probability`; an end token also fills
+    /// every slot after it with EOS. Returns the slots filled.
+    fn commit(&self, state: &mut Slots, slot: usize, token: u32, probability: f32) -> Vec<usize> {
         let mut filled = vec![slot];
         state.values[slot] = Some(token);
+        state.probabilities[slot] = probability;
         if self.is_end(token) {
             debug_assert!(
                 state.last_token.is_none_or(|t| t < slot),

@@ -64,6 +64,9 @@ pub struct NextEditSettings {
     /// A rewrite changing more than this share of the region is no suggestion
     /// (`EditBudget::max_changed_fraction`); infinite (`null`): no such guard.
     pub max_change: f64,
+    /// A rewrite the model is less sure of is no suggestion (`EditBudget::min_confidence`);
+    /// `None` (`null`): the model's own bar.
+    pub min_confidence: Option<f32>,
 }
 
 impl Default for NextEditSettings {
@@ -75,6 +78,7 @@ impl Default for NextEditSettings {
             lines_above: limits.lines_above,
             lines_below: limits.lines_below,
             max_change: limits.max_changed_fraction,
+            min_confidence: limits.min_confidence,
         }
     }
 }
@@ -86,6 +90,7 @@ impl NextEditSettings {
             lines_above: self.lines_above,
             lines_below: self.lines_below,
             max_changed_fraction: self.max_change,
+            min_confidence: self.min_confidence,
         }
     }
 
@@ -104,6 +109,19 @@ impl NextEditSettings {
                         .ok_or_else(|| {
                             format!("expected a number above 0 (a share of the region), or null for no limit, got {value}")
                         })?,
+                }
+            }
+            "minConfidence" => {
+                self.min_confidence = match value {
+                    Value::Null => None,
+                    _ => Some(
+                        value
+                            .as_f64()
+                            .filter(|p| (0.0..=1.0).contains(p))
+                            .ok_or_else(|| {
+                                format!("expected a number from 0 to 1, or null for the model's own bar, got {value}")
+                            })? as f32,
+                    ),
                 }
             }
             _ => return Err("unknown setting".into()),
@@ -403,17 +421,31 @@ mod tests {
         let mut nested = Settings::default();
         let problems = nested.update(&json!({"nextEdit": {
             "enabled": false, "debounceMs": 0, "linesAbove": 1, "linesBelow": 4, "maxChange": null,
+            "minConfidence": 0.25,
         }}));
         assert!(problems.is_empty(), "{problems:?}");
         let mut dotted = Settings::default();
         dotted.update(&json!({"redraft": {
             "nextEdit": false, "nextEdit.debounceMs": 0, "nextEdit.linesAbove": 1,
-            "nextEdit.linesBelow": 4, "nextEdit.maxChange": null,
+            "nextEdit.linesBelow": 4, "nextEdit.maxChange": null, "nextEdit.minConfidence": 0.25,
         }}));
         assert_eq!(nested, dotted);
         let budget = nested.next_edit.limits().budget(512);
         assert_eq!((budget.lines_above, budget.lines_below), (1, 4));
         assert_eq!(budget.max_changed_fraction, f64::INFINITY);
+        assert_eq!(budget.min_confidence, Some(0.25));
+        nested.update(&json!({"nextEdit": {"minConfidence": null}}));
+        assert_eq!(nested.next_edit.limits().budget(512).min_confidence, None);
+        for bad in [json!(1.5), json!(-0.1), json!("high")] {
+            let mut settings = Settings::default();
+            let problems = settings.update(&json!({"nextEdit": {"minConfidence": bad}}));
+            assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+            assert_eq!(
+                settings,
+                Settings::default(),
+                "{bad}: a bad value changes nothing"
+            );
+        }
         assert_eq!(
             Settings::default().next_edit.limits().budget(512),
             EditBudget::for_positions(512),

@@ -92,6 +92,11 @@ pub struct NextEdit {
     pub region: Range<usize>,
     /// The rewrite changed more than `nextEdit.maxChange` of the region, so it is no edit.
     pub rewrote_too_much: bool,
+    /// The model was less sure of the change than `nextEdit.minConfidence` (or the model's own
+    /// bar), so it is no edit.
+    pub unsure: bool,
+    /// How sure the model was of the change (the lowest probability of a changed token).
+    pub confidence: Option<f32>,
     pub steps: usize,
     pub latency_ms: f64,
 }
@@ -297,6 +302,8 @@ impl Inference {
                     .collect(),
                 region: shift(&report.region),
                 rewrote_too_much: report.rewrote_too_much,
+                unsure: report.unsure,
+                confidence: report.confidence,
                 steps: report.steps,
                 latency_ms: report.latency_ms,
             };
@@ -308,10 +315,11 @@ impl Inference {
                     report.reason,
                     next.steps,
                     next.latency_ms,
-                    if next.rewrote_too_much {
-                        "rewrote too much: no edit".to_string()
-                    } else {
-                        format!("{} edit(s)", next.edits.len())
+                    match (next.rewrote_too_much, next.unsure, next.confidence) {
+                        (true, _, _) => "rewrote too much: no edit".to_string(),
+                        (_, true, Some(c)) => format!("unsure ({c:.2}): no edit"),
+                        (_, _, Some(c)) => format!("{} edit(s), confidence {c:.2}", next.edits.len()),
+                        _ => format!("{} edit(s)", next.edits.len()),
                     }
                 )
             });

@@ -56,6 +56,19 @@ pub struct SamplerArgs {
     /// [default: 0.5].
     #[arg(long)]
     pub max_change: Option<f64>,
+    /// Next edits: a rewrite whose least probable changed token the model gave less than this
+    /// (0 to 1) is no suggestion [default: the model's own bar, `edit_min_confidence` in its
+    /// redraft.json, else 0].
+    #[arg(long, value_parser = probability)]
+    pub min_edit_confidence: Option<f32>,
+}
+
+/// A number from 0 to 1.
+fn probability(text: &str) -> Result<f32, String> {
+    text.parse::<f32>()
+        .ok()
+        .filter(|p| (0.0..=1.0).contains(p))
+        .ok_or_else(|| format!("expected a number from 0 to 1, got `{text}`"))
 }
 
 /// `--edit-reuse`: a radius, or `None` for `off`.
@@ -138,6 +151,7 @@ impl SamplerArgs {
         if let Some(fraction) = self.max_change {
             budget.max_changed_fraction = fraction;
         }
+        budget.min_confidence = self.min_edit_confidence;
         budget
     }
 
@@ -185,6 +199,10 @@ impl SamplerArgs {
         add("draft-tau", self.draft_tau.map(|t| t.to_string()));
         add("no-draft", self.no_draft.then(String::new));
         add("max-change", self.max_change.map(|f| f.to_string()));
+        add(
+            "min-edit-confidence",
+            self.min_edit_confidence.map(|p| p.to_string()),
+        );
         parts.join(" ")
     }
 }

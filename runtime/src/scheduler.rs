@@ -106,6 +106,9 @@ pub struct EditLimits {
     /// A rewrite changing more than this share of the region is no suggestion
     /// ([`EditBudget::max_changed_fraction`]).
     pub max_changed_fraction: f64,
+    /// A rewrite the model is less sure of is no suggestion ([`EditBudget::min_confidence`]);
+    /// `None`: the model's own bar.
+    pub min_confidence: Option<f32>,
 }
 
 impl Default for EditLimits {
@@ -115,6 +118,7 @@ impl Default for EditLimits {
             lines_above: budget.lines_above,
             lines_below: budget.lines_below,
             max_changed_fraction: budget.max_changed_fraction,
+            min_confidence: budget.min_confidence,
         }
     }
 }
@@ -126,6 +130,7 @@ impl EditLimits {
             lines_above: self.lines_above,
             lines_below: self.lines_below,
             max_changed_fraction: self.max_changed_fraction,
+            min_confidence: self.min_confidence,
             ..EditBudget::for_positions(positions)
         }
     }
@@ -266,6 +271,10 @@ pub struct EditReport {
     pub reason: RegionReason,
     /// The rewrite changed more of the region than the limits allow, so it is no edit.
     pub rewrote_too_much: bool,
+    /// How sure the model was of the rewrite's change (`EditOutcome::confidence`).
+    pub confidence: Option<f32>,
+    /// The confidence was below the bar, so it is no edit.
+    pub unsure: bool,
     pub steps: usize,
     /// Plan + model + extraction.
     pub latency_ms: f64,

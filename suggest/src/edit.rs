@@ -3,7 +3,7 @@
 //! serve`): [`prepare`] (the context layer's [`plan_edit`] picks the editable region and what
 //! is shown around it), the engine rewrites the region ([`Engine::next_edit`], or a batch
 //! through [`Prepared::request`]), [`finish`] ([`suggestion_from_region`] turns the rewrite into
-//! minimal edits and a jump target, the small-edit guard applies).
+//! minimal edits and a jump target, the small-edit guard and the confidence bar apply).
 
 use std::time::Instant;
 
@@ -15,6 +15,7 @@ use redraft_engine::edit::EditFormat;
 use redraft_engine::sampler::{Controls, SamplerConfig};
 use redraft_engine::ContextCache;
 use redraft_engine::{Completion, EditRequest, Engine, Result};
+use similar::{capture_diff_slices, Algorithm, DiffTag};
 
 use crate::EngineTokens;
 
@@ -43,6 +44,12 @@ pub struct EditOutcome {
     /// (`EditBudget::max_changed_fraction`), or ran on past the longest rewrite that could
     /// pass that (the request's `max_tokens`), so `suggestion` is empty.
     pub rewrote_too_much: bool,
+    /// How sure the model was of the rewrite's change ([`edit_confidence`]); `None` for a
+    /// rewrite that changes no token, or one made without probabilities (a remote backend).
+    pub confidence: Option<f32>,
+    /// The confidence was below the bar ([`Prepared::min_confidence`]), so `suggestion` is
+    /// empty.
+    pub unsure: bool,
     pub completion: Completion,
     /// Plan + engine + extraction.
     pub latency_ms: f64,
@@ -69,6 +76,11 @@ pub fn edit_request(plan: &EditPlan, sampler: SamplerConfig) -> EditRequest {
 pub struct Prepared {
     pub plan: EditPlan,
     pub request: EditRequest,
+    /// The old region's tokens: what the rewrite's changed tokens are found against.
+    pub old_tokens: Vec<u32>,
+    /// A suggestion the model is less sure of is withheld: `EditBudget::min_confidence`, else
+    /// the model's own bar (`redraft.json` `edit_min_confidence`).
+    pub min_confidence: f32,
 }
 
 /// Plans the next edit for `input` under `budget`.
@@ -93,7 +105,48 @@ pub fn prepare(
     );
     let mut request = edit_request(&plan, sampler);
     request.max_tokens = longest_useful(engine, &plan, budget);
-    Prepared { plan, request }
+    // A region the tokenizer refuses fails the request in the engine, which says why.
+    let old_tokens = engine.tokenizer().encode(&plan.region).unwrap_or_default();
+    let min_confidence = budget
+        .min_confidence
+        .unwrap_or(engine.settings().edit_min_confidence);
+    Prepared {
+        plan,
+        request,
+        old_tokens,
+        min_confidence,
+    }
+}
+
+/// How sure the model was of the change a rewrite makes: the lowest probability among the new
+/// tokens that are not the old region's (what a minimal diff of the two token sequences
+/// inserts), each as it was when committed ([`Completion::probabilities`]). A deletion is
+/// vouched for by the tokens on either side of it (and a rewrite that deletes everything by
+/// nothing: 0). `None` when no token changed or the probabilities are missing (a remote
+/// backend's completion).
+pub fn edit_confidence(old: &[u32], new: &[u32], probabilities: &[f32]) -> Option<f32> {
+    if probabilities.len() != new.len() || old == new {
+        return None;
+    }
+    let mut vouching = Vec::new();
+    for op in capture_diff_slices(Algorithm::Myers, old, new) {
+        let (tag, _, written) = op.as_tag_tuple();
+        match tag {
+            DiffTag::Equal => {}
+            DiffTag::Insert | DiffTag::Replace => vouching.extend(written),
+            DiffTag::Delete => {
+                vouching.extend(written.start.checked_sub(1));
+                vouching.extend((written.start < new.len()).then_some(written.start));
+            }
+        }
+    }
+    Some(
+        vouching
+            .into_iter()
+            .map(|j| probabilities[j])
+            .reduce(f32::min)
+            .unwrap_or(0.0),
+    )
 }
 
 /// The longest rewrite the small-edit guard could let through: one that inserts more than
@@ -140,7 +193,15 @@ pub fn finish(
         suggestion_from_region(input.source.text, &plan, new_region, input.source.cursor);
     let rewrote_too_much = cut_off
         || suggestion.changed_fraction(plan.region_range.len()) > budget.max_changed_fraction;
-    if rewrote_too_much {
+    let confidence = edit_confidence(
+        &prepared.old_tokens,
+        &completion.tokens,
+        &completion.probabilities,
+    );
+    let unsure = !suggestion.is_empty()
+        && !rewrote_too_much
+        && confidence.is_some_and(|c| c < prepared.min_confidence);
+    if rewrote_too_much || unsure {
         suggestion = EditSuggestion::default();
     }
     EditOutcome {
@@ -148,6 +209,8 @@ pub fn finish(
         plan,
         suggestion,
         rewrote_too_much,
+        confidence,
+        unsure,
         completion,
         latency_ms: started.elapsed().as_secs_f64() * 1e3,
     }
@@ -179,4 +242,63 @@ pub fn apply(text: &str, suggestion: &EditSuggestion) -> String {
     }
     out.push_str(&text[at..]);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_confidence;
+
+    /// Probabilities of the new tokens, each its index over ten plus 0.05 (so which one was
+    /// taken shows).
+    fn sure(n: usize) -> Vec<f32> {
+        (0..n).map(|j| j as f32 / 10.0 + 0.05).collect()
+    }
+
+    fn close(got: Option<f32>, want: f32) -> bool {
+        got.is_some_and(|g| (g - want).abs() < 1e-6)
+    }
+
+    #[test]
+    fn a_rewrite_is_as_sure_as_its_least_probable_changed_token() {
+        let old = [1, 2, 3, 4, 5];
+        // 3 replaced by 9 (new index 2).
+        assert!(close(
+            edit_confidence(&old, &[1, 2, 9, 4, 5], &sure(5)),
+            0.25
+        ));
+        // 7, 8 inserted after 2 (new indices 2 and 3): the lower.
+        assert!(close(
+            edit_confidence(&old, &[1, 2, 7, 8, 3, 4, 5], &sure(7)),
+            0.25
+        ));
+        // Two changes far apart: the least sure of them.
+        let mut probabilities = sure(5);
+        probabilities[4] = 0.01;
+        assert!(close(
+            edit_confidence(&old, &[9, 2, 3, 4, 8], &probabilities),
+            0.01
+        ));
+    }
+
+    #[test]
+    fn a_deletion_is_vouched_for_by_the_tokens_around_it() {
+        let old = [1, 2, 3, 4, 5];
+        // 3 deleted: new tokens 2 (index 1) and 4 (index 2) around it.
+        assert!(close(edit_confidence(&old, &[1, 2, 4, 5], &sure(4)), 0.15));
+        // The end deleted: only the token before it.
+        assert!(close(edit_confidence(&old, &[1, 2, 3], &sure(3)), 0.25));
+        // The start deleted: only the token after it.
+        assert!(close(edit_confidence(&old, &[3, 4, 5], &sure(3)), 0.05));
+        // Everything deleted: nothing vouches for it.
+        assert_eq!(edit_confidence(&old, &[], &[]), Some(0.0));
+    }
+
+    #[test]
+    fn no_change_or_no_probabilities_is_no_confidence() {
+        let old = [1, 2, 3];
+        assert_eq!(edit_confidence(&old, &old, &sure(3)), None);
+        assert_eq!(edit_confidence(&[], &[], &[]), None);
+        // A completion made without probabilities (a remote backend's).
+        assert_eq!(edit_confidence(&old, &[1, 9, 3], &[]), None);
+    }
 }

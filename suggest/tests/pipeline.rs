@@ -245,6 +245,84 @@ fn a_next_edit_prepared_and_finished_around_a_batch_equals_the_pipeline() {
     assert_eq!(outcome.plan.region_range, whole.plan.region_range);
 }
 
+/// A rewrite is kept only when the model was sure enough of what it changes: the least
+/// probable changed token against the bar (the budget's, else the model's own, 0 for the
+/// fixture); the engine reports a probability for every token it wrote.
+#[test]
+fn a_rewrite_the_model_is_unsure_of_is_no_edit() {
+    use redraft_suggest::edit::{finish, prepare};
+    let engine = engine();
+    let input = EditInput {
+        source: source(TEXT),
+        path: "src/count.rs",
+        history: &[],
+    };
+    let budget = |bar| EditBudget {
+        max_changed_fraction: 1.0,
+        min_confidence: bar,
+        ..EditBudget::default()
+    };
+    let prepared = prepare(&engine, &input, &budget(None), greedy());
+    assert_eq!(prepared.min_confidence, 0.0, "the fixture states no bar");
+    assert_eq!(
+        prepare(&engine, &input, &budget(Some(0.4)), greedy()).min_confidence,
+        0.4
+    );
+    let written = batched_edit(&engine, &prepared.request);
+    assert_eq!(written.probabilities.len(), written.tokens.len());
+    assert!(written
+        .probabilities
+        .iter()
+        .all(|p| *p > 0.0 && *p <= 1.0 + 1e-6));
+    // What the engine makes of a rewrite that renames `word` (its new tokens: probability 0.3),
+    // the rest copied surely (0.9).
+    let tokenizer = engine.tokenizer();
+    let old = tokenizer.encode(&prepared.plan.region).unwrap();
+    assert_eq!(prepared.old_tokens, old);
+    let renamed = prepared
+        .plan
+        .region
+        .replace("word in words", "item in items");
+    assert_ne!(renamed, prepared.plan.region, "the region holds the loop");
+    let new = tokenizer.encode(&renamed).unwrap();
+    let differ = |j: usize| !old.contains(&new[j]);
+    let probabilities: Vec<f32> = (0..new.len())
+        .map(|j| if differ(j) { 0.3 } else { 0.9 })
+        .collect();
+    let outcome = |bar| {
+        let prepared = prepare(&engine, &input, &budget(bar), greedy());
+        let mut completion = written.clone();
+        completion.middle = renamed.clone();
+        completion.tokens = new.clone();
+        completion.probabilities = probabilities.clone();
+        completion.ended_by_eos = true;
+        finish(
+            &input,
+            prepared,
+            completion,
+            &budget(bar),
+            std::time::Instant::now(),
+        )
+    };
+    let kept = outcome(Some(0.25));
+    assert!(!kept.suggestion.is_empty() && !kept.unsure);
+    assert!(
+        (kept.confidence.unwrap() - 0.3).abs() < 1e-6,
+        "{:?}",
+        kept.confidence
+    );
+    let withheld = outcome(Some(0.5));
+    assert!(withheld.suggestion.is_empty() && withheld.unsure);
+    assert_eq!(
+        withheld.new_region, renamed,
+        "what the model wrote is still reported"
+    );
+    assert!(
+        !outcome(None).unsure,
+        "the fixture's own bar, 0, withholds nothing"
+    );
+}
+
 /// A rewrite whose bytes stopped being UTF-8 half-way (`Completion::invalid_text`: the middle
 /// ends before them) is no edit, not a rewrite that deletes the rest of the region.
 #[test]

@@ -180,6 +180,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             },
             "new_region": outcome.new_region,
             "rewrote_too_much": outcome.rewrote_too_much,
+            "confidence": outcome.confidence,
+            "unsure": outcome.unsure,
             "steps": c.steps,
             "forwards": c.forwards,
             "tokens_per_forward": c.tokens_per_forward,

@@ -348,6 +348,40 @@ fn next_edit_prints_the_edit_as_json_and_as_a_diff() {
     let changed = !v["edits"].as_array().unwrap().is_empty();
     assert_eq!(strict["rewrote_too_much"], changed);
     assert_eq!(v["rewrote_too_much"], false);
+    // The model's confidence in its change is reported; under a bar of 1 (more than any
+    // model's sampled token reaches short of certainty) a change it was not sure of is withheld,
+    // and a bar of 0 withholds nothing.
+    let confidence = v["confidence"].as_f64();
+    assert_eq!(confidence.is_some(), changed, "{v}");
+    assert!(confidence.is_none_or(|c| c > 0.0 && c <= 1.0), "{v}");
+    let barred = json_ok(&redraft(
+        &[
+            &args[..],
+            &[
+                "--json",
+                "--max-change",
+                "1000",
+                "--min-edit-confidence",
+                "1",
+            ],
+        ]
+        .concat(),
+        "",
+    ));
+    let unsure = confidence.is_some_and(|c| c < 1.0);
+    assert_eq!(barred["unsure"], unsure, "{barred}");
+    assert_eq!(
+        barred["edits"].as_array().unwrap().is_empty(),
+        unsure || !changed
+    );
+    assert_eq!(v["unsure"], false);
+    let refused = redraft(&[&args[..], &["--min-edit-confidence", "1.5"]].concat(), "");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("from 0 to 1"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     let (start, end) = (
         v["region"]["start"].as_u64().unwrap() as usize,
         v["region"]["end"].as_u64().unwrap() as usize,

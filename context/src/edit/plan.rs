@@ -27,6 +27,9 @@ pub struct EditBudget {
     /// removes and inserts, over the region's bytes) is no suggestion: a next edit is a small
     /// change, and a model that rewrites most of the region has lost its way.
     pub max_changed_fraction: f64,
+    /// A rewrite whose change the model was less sure of than this (the lowest probability of
+    /// a token it changes, 0 to 1) is no suggestion; `None`: the model's own bar.
+    pub min_confidence: Option<f32>,
 }
 
 impl Default for EditBudget {
@@ -39,6 +42,7 @@ impl Default for EditBudget {
             before_tokens: 96,
             after_tokens: 64,
             max_changed_fraction: 0.5,
+            min_confidence: None,
         }
     }
 }

@@ -26,6 +26,8 @@ export interface NextEditSettings {
   linesBelow: number;
   /** A rewrite changing more than this share of the region is no suggestion; null: no limit. */
   maxChange: number | null;
+  /** A rewrite the model is less sure of (0 to 1) is no suggestion; null: the model's own bar. */
+  minConfidence: number | null;
 }
 
 /** Reads one setting; `vscode.WorkspaceConfiguration` fits, and so does a plain map in tests. */
@@ -62,6 +64,7 @@ export function serverSettings(config: SettingsSource): ServerSettings {
       // null is the user's "no limit" (the server's own meaning): only a missing value falls
       // back to the default.
       maxChange: maxChange === undefined ? 0.5 : maxChange,
+      minConfidence: config.get<number | null>("nextEdit.minConfidence") ?? null,
     },
   };
 }

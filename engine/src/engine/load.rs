@@ -268,6 +268,7 @@ fn gguf_parts(
         edit_canvas: extra.edit_canvas,
         attention: extra.attention.or(stated.attention),
         efforts: extra.efforts,
+        edit_min_confidence: extra.edit_min_confidence,
     };
     let settings = DiffusionSettings::resolve(&checkpoint.config, Some(&merged))?;
     Ok((

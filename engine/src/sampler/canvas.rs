@@ -92,10 +92,13 @@ pub type StopFn<'a> = dyn Fn(&[u32]) -> bool + Sync + 'a;
 pub type Interrupt<'a> = dyn Fn() -> bool + Sync + 'a;
 
 /// The filled middle of one canvas.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Infill {
     /// Tokens before the first EOS.
     pub tokens: Vec<u32>,
+    /// Per token, the model's probability of it in the step that committed it (after the
+    /// temperature, with the tokens a canvas may not hold left out): how sure the model was.
+    pub probabilities: Vec<f32>,
     /// Whether the model ended the middle with EOS before the canvas ran out.
     pub ended_by_eos: bool,
     /// Steps in which this canvas committed something.

@@ -8,6 +8,9 @@ pub(super) struct Slots {
     /// Absolute position of slot 0 in the sequence.
     pub(super) start: usize,
     pub(super) values: Vec<Option<u32>>,
+    /// Per slot, the model's probability of the token it holds when it was committed (0 while
+    /// masked).
+    pub(super) probabilities: Vec<f32>,
     pub(super) max_length: usize,
     /// Slots added at a time when the canvas grows.
     pub(super) growth: usize,
@@ -97,6 +100,7 @@ impl Slots {
                 .iter()
                 .map(|v| v.expect("all slots filled"))
                 .collect(),
+            probabilities: self.probabilities[..end].to_vec(),
             ended_by_eos: self.end.is_some() && !self.stopped,
             steps: self.steps,
             slots: self.values.len(),
@@ -128,7 +132,11 @@ impl Slots {
 pub(super) struct Choice {
     pub(super) slot: usize,
     pub(super) token: u32,
+    /// By the run's measure (`SamplerConfig::confidence`): what the schedule ranks.
     pub(super) confidence: f32,
+    /// The model's probability of `token` (after temperature and the suppressed tokens): what
+    /// the middle reports of it.
+    pub(super) probability: f32,
 }
 
 /// What one step may commit in a canvas: a token in one slot, or the end of the middle, which
@@ -137,6 +145,7 @@ pub(super) struct Action {
     pub(super) slot: usize,
     pub(super) token: u32,
     pub(super) confidence: f32,
+    pub(super) probability: f32,
     /// Slots this action fills.
     pub(super) fills: usize,
 }

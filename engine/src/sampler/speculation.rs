@@ -106,7 +106,7 @@ impl<'a> Sampler<'a> {
             }
             let row = rows.at(logit_row(self.settings.logit_shift, state.start + next));
             let choice = self.choose(row, next, state.end_allowed(next), config, false, rng);
-            committed.extend(self.commit(state, next, choice.token));
+            committed.extend(self.commit(state, next, choice.token, choice.probability));
             slot = next;
         }
         state.guess_limit = if confirmed == guesses.len() {

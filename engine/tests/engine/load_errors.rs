@@ -601,6 +601,27 @@ fn efforts_tuned_in_redraft_json_replace_the_presets_they_name() {
     assert_eq!(plain.settings().efforts, Efforts::BUILT_IN);
 }
 
+/// `redraft.json`'s `edit_min_confidence` is the model's next-edit bar (0 without it); one
+/// that is not a probability is refused at load, named.
+#[test]
+fn the_next_edit_bar_tuned_in_redraft_json_is_the_models() {
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(REDRAFT, |r| {
+        r.insert("edit_min_confidence".into(), json!(0.35));
+    });
+    let engine = Engine::load(dir.path()).unwrap();
+    assert_eq!(engine.settings().edit_min_confidence, 0.35);
+    let plain = Engine::load(ModelDir::copy(DREAM).path()).unwrap();
+    assert_eq!(plain.settings().edit_min_confidence, 0.0);
+    for bad in [json!(1.5), json!(-0.2)] {
+        let dir = ModelDir::copy(DREAM);
+        dir.edit_json(REDRAFT, |r| {
+            r.insert("edit_min_confidence".into(), bad.clone());
+        });
+        check_contradictory_setting(&dir, "edit_min_confidence", &["not a probability"]);
+    }
+}
+
 /// A preset that cannot decode, or a misspelt key, is refused at load with the preset named.
 #[test]
 fn an_effort_preset_that_cannot_decode_is_refused() {

@@ -232,6 +232,7 @@ fn settings(logit_shift: bool, bos_token_id: Option<u32>) -> DiffusionSettings {
         edit_canvas: Default::default(),
         attention: Default::default(),
         efforts: Default::default(),
+        edit_min_confidence: 0.0,
     }
 }
 
@@ -522,6 +523,42 @@ fn margin_ranks_by_top1_minus_top2() {
 fn neg_entropy_ranks_by_how_concentrated_the_distribution_is() {
     // entropies: slot 2 ~0.77 < slot 0 ~0.82 < slot 1 ~2.0 nats
     check_confidence(Confidence::NegEntropy, &[2, 0, 1]);
+}
+
+/// Each token of the middle carries the model's probability of it in the step that committed
+/// it, whatever measure ranked the commits: slot 1 is committed after slot 0, when its row is
+/// surer than it was at first; the end is not a token of the middle.
+#[test]
+fn the_middle_reports_each_tokens_probability_when_it_was_committed() {
+    for confidence in [
+        Confidence::Probability,
+        Confidence::Margin,
+        Confidence::NegEntropy,
+    ] {
+        let model = ScriptedModel::new(|seq, pos| match pos {
+            0 => peaked(A, 0.9),
+            // Surer of `b` once slot 0 holds `a`.
+            1 if seq[0] == A => peaked(B, 0.7),
+            1 => peaked(B, 0.3),
+            _ => peaked(EOS, 0.95),
+        });
+        let setup = Setup {
+            config: SamplerConfig {
+                confidence,
+                ..one_per_step()
+            },
+            ..Setup::new()
+        };
+        let out = setup.run(&model, &[canvas(&[], 3, &[])]);
+        assert_eq!(out.committed()[0], [0], "{confidence:?}");
+        let infill = &out.sampled().infills[0];
+        assert_eq!(infill.tokens, [A, B], "{confidence:?}");
+        let expected = [0.9, 0.7];
+        assert_eq!(infill.probabilities.len(), 2);
+        for (got, want) in infill.probabilities.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-4, "{confidence:?}: {infill:?}");
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

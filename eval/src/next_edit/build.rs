@@ -155,6 +155,39 @@ pub fn build_from_dirs(old: &Path, new: &Path, options: &BuildOptions) -> Result
     Ok(built)
 }
 
+/// Cases cut beforehand (the next-edit training data's records, say), each under its given
+/// name (a no-edit case's with `-no-edit` after it; a name given before gets `-2`, `-3`...),
+/// written as [`build_from_dirs`] writes its own.
+pub fn build_from_cases(
+    cases: impl IntoIterator<Item = (String, EditCase)>,
+    options: &BuildOptions,
+) -> Built {
+    let mut built = Built::default();
+    let mut seen = BTreeMap::<String, usize>::new();
+    for (name, case) in cases {
+        if case.target.is_none() && !options.no_edit_cases {
+            continue;
+        }
+        let stem = name_stem(&name);
+        let times = seen.entry(stem.clone()).or_insert(0);
+        *times += 1;
+        let stem = match *times {
+            1 => stem,
+            n => format!("{stem}-{n}"),
+        };
+        let name = if case.target.is_none() {
+            format!("{stem}-no-edit")
+        } else {
+            stem
+        };
+        match written_case(&name, &case, options) {
+            Some(case) => built.cases.push(case),
+            None => built.unwritable += 1,
+        }
+    }
+    built
+}
+
 /// A file's case name stem: Zed's file-name sanitising of the path.
 fn name_stem(path: &str) -> String {
     path.chars()

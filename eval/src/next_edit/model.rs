@@ -64,6 +64,8 @@ impl NextEditModel for EngineModel<'_> {
                 steps: completion.steps,
                 forwards: completion.forwards,
                 tokens_per_forward: completion.tokens_per_forward,
+                confidence: outcome.confidence,
+                unsure: outcome.unsure,
             },
         })
     }

@@ -19,6 +19,13 @@ pub struct NextEditStats {
     pub steps: usize,
     pub forwards: usize,
     pub tokens_per_forward: f64,
+    /// How sure the model was of the rewrite's change (`EditOutcome::confidence`): the lowest
+    /// probability of a token it changed; absent when it changed none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f32>,
+    /// The suggestion was withheld, the confidence being below the run's bar.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsure: bool,
 }
 
 /// One case's result.
@@ -84,6 +91,54 @@ pub struct NextEditSummary {
     pub latency_ms: Option<Percentiles>,
     pub steps: Option<f64>,
     pub tokens_per_forward: Option<f64>,
+    /// What other confidence bars would have made of the same run: each of [`BARS`] whose
+    /// outcome the run determines (at or above every confidence the run's own bar withheld).
+    /// Empty for baselines and completions files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bars: Vec<BarPoint>,
+}
+
+/// The confidence bars a model's run is scored at besides its own.
+pub const BARS: [f32; 10] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
+
+/// A run's numbers had every suggestion the model was less sure of than `bar` been withheld
+/// (`EditBudget::min_confidence`): a withheld suggestion is no edit, exact on a no-edit case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BarPoint {
+    pub bar: f32,
+    pub exact_match: f64,
+    pub false_positive_rate: Option<f64>,
+    pub suggestion_rate: f64,
+}
+
+impl BarPoint {
+    /// `None` when the run cannot tell: it withheld a suggestion `bar` would have kept.
+    fn of(bar: f32, results: &[&CaseResult]) -> Option<BarPoint> {
+        let generation = |r: &CaseResult| r.generation.clone();
+        if results.iter().any(|r| {
+            generation(r).is_some_and(|g| g.unsure && g.confidence.is_some_and(|c| c >= bar))
+        }) {
+            return None;
+        }
+        let withheld = |r: &CaseResult| {
+            r.suggested
+                && generation(r)
+                    .and_then(|g| g.confidence)
+                    .is_some_and(|c| c < bar)
+        };
+        let n = results.len().max(1) as f64;
+        let exact = |r: &CaseResult| if withheld(r) { r.no_edit } else { r.exact };
+        let suggests = |r: &CaseResult| r.suggested && !withheld(r);
+        let no_edit: Vec<&&CaseResult> = results.iter().filter(|r| r.no_edit).collect();
+        Some(BarPoint {
+            bar,
+            exact_match: results.iter().filter(|r| exact(r)).count() as f64 / n,
+            false_positive_rate: (!no_edit.is_empty()).then(|| {
+                no_edit.iter().filter(|r| suggests(r)).count() as f64 / no_edit.len() as f64
+            }),
+            suggestion_rate: results.iter().filter(|r| suggests(r)).count() as f64 / n,
+        })
+    }
 }
 
 impl NextEditSummary {
@@ -119,8 +174,37 @@ impl NextEditSummary {
             latency_ms: Percentiles::of(&latencies),
             steps: mean(&|g| g.steps as f64),
             tokens_per_forward: mean(&|g| g.tokens_per_forward),
+            bars: if generated.is_empty() {
+                Vec::new()
+            } else {
+                BARS.iter()
+                    .filter_map(|&bar| BarPoint::of(bar, results))
+                    .collect()
+            },
         }
     }
+}
+
+/// A model run's [`NextEditSummary::bars`] as a Markdown table, one row per bar; empty without.
+pub fn bar_table(summary: &NextEditSummary) -> String {
+    if summary.bars.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "| confidence bar | exact match | false positives (no-edit) | suggestion rate |\n\
+         |---:|---:|---:|---:|\n",
+    );
+    for point in &summary.bars {
+        let _ = writeln!(
+            out,
+            "| {:.1} | {} | {} | {} |",
+            point.bar,
+            percent(Some(point.exact_match)),
+            percent(point.false_positive_rate),
+            percent(Some(point.suggestion_rate))
+        );
+    }
+    out
 }
 
 /// The summaries side by side as a Markdown table: one row per metric, one column per source.
@@ -236,6 +320,66 @@ mod tests {
         );
     }
 
+    /// A run's cases scored at other bars: a suggestion below the bar is withheld (no edit:
+    /// exact on a no-edit case, a miss on an edit case); a bar below a confidence the run's own
+    /// bar withheld is not scored (the run cannot tell what that suggestion would have scored).
+    #[test]
+    fn other_bars_withhold_the_suggestions_below_them() {
+        let with = |mut r: CaseResult, confidence: Option<f32>, unsure: bool| {
+            r.generation = Some(NextEditStats {
+                latency_ms: 1.0,
+                model_ms: 1.0,
+                steps: 1,
+                forwards: 1,
+                tokens_per_forward: 1.0,
+                confidence,
+                unsure,
+            });
+            r
+        };
+        let results = [
+            // An edit case answered exactly, surely.
+            with(result(false, true, 100.0, true, 1), Some(0.8), false),
+            // A no-edit case with a spurious suggestion the model was unsure of.
+            with(result(true, false, 0.0, true, 0), Some(0.25), false),
+            // A no-edit case answered with no edit.
+            with(result(true, true, 100.0, false, 0), None, false),
+            // An edit case answered wrongly, fairly surely.
+            with(result(false, false, 20.0, true, 1), Some(0.55), false),
+        ];
+        let refs: Vec<&CaseResult> = results.iter().collect();
+        let summary = NextEditSummary::of("model", &refs);
+        let at = |bar: f32| summary.bars.iter().find(|p| p.bar == bar).unwrap();
+        assert_eq!(summary.bars.len(), BARS.len());
+        assert_eq!(at(0.0).exact_match, summary.exact_match);
+        assert_eq!(at(0.0).false_positive_rate, Some(0.5));
+        // 0.3: the spurious suggestion goes, its no-edit case is now exact.
+        assert_eq!(
+            (at(0.3).exact_match, at(0.3).false_positive_rate),
+            (0.75, Some(0.0))
+        );
+        assert_eq!(at(0.3).suggestion_rate, 0.5);
+        // 0.6: the wrong edit goes too (still a miss); 0.9: the right one goes, a miss now.
+        assert_eq!((at(0.6).exact_match, at(0.6).suggestion_rate), (0.75, 0.25));
+        assert_eq!((at(0.9).exact_match, at(0.9).suggestion_rate), (0.5, 0.0));
+        let table = bar_table(&summary);
+        assert!(table.contains("| 0.3 | 75.0% | 0.0% | 50.0% |"), "{table}");
+
+        // Run at a bar of 0.5: the 0.25 suggestion was withheld, so bars up to 0.2 cannot be
+        // scored; from 0.3 on, the same numbers.
+        let mut barred = results.clone();
+        barred[1] = with(result(true, true, 100.0, false, 0), Some(0.25), true);
+        let refs: Vec<&CaseResult> = barred.iter().collect();
+        let summary_barred = NextEditSummary::of("model", &refs);
+        assert_eq!(summary_barred.bars.first().unwrap().bar, 0.3);
+        assert_eq!(summary_barred.bars, summary.bars[3..]);
+        // Baselines have no bars.
+        let baseline = [result(false, true, 100.0, true, 1)];
+        let refs: Vec<&CaseResult> = baseline.iter().collect();
+        assert!(NextEditSummary::of("repeat-last", &refs).bars.is_empty());
+        assert_eq!(bar_table(&NextEditSummary::of("repeat-last", &refs)), "");
+    }
+
     #[test]
     fn results_round_trip_through_json() {
         let mut with_stats = result(false, true, 1.0, true, 1);
@@ -245,6 +389,8 @@ mod tests {
             steps: 4,
             forwards: 4,
             tokens_per_forward: 3.5,
+            confidence: Some(0.25),
+            unsure: true,
         });
         for result in [result(true, false, 0.0, true, 0), with_stats] {
             let line = serde_json::to_string(&result).unwrap();

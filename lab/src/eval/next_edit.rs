@@ -9,10 +9,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::builder::TypedValueParser;
 use redraft_engine::DeviceSpec;
-use redraft_eval::next_edit::build::{build_from_dirs, write_cases, BuildOptions};
+use redraft_eval::next_edit::build::{
+    build_from_cases, build_from_dirs, write_cases, BuildOptions, Built,
+};
 use redraft_eval::next_edit::case::read_cases;
 use redraft_eval::next_edit::model::EngineModel;
-use redraft_eval::next_edit::report::table;
+use redraft_eval::next_edit::report::{bar_table, table};
 use redraft_eval::next_edit::run::{evaluate, read_completions};
 use redraft_eval::next_edit::{Baseline, NextEditSource};
 use redraft_eval::run::slug;
@@ -45,19 +47,31 @@ pub struct NextEditArgs {
         value_names = ["OLD", "NEW"],
         requires = "next_edit",
         conflicts_with_all = ["baseline", "model", "completions", "out", "limit"],
+        group = "building",
     )]
     from_dirs: Vec<PathBuf>,
+    /// Build cases instead of scoring them, from next-edit training records (what
+    /// `redraft-lab edits` and `scripts/build-pack` write: `edits-valid.jsonl`), one case per
+    /// record, named `<kind>-<crate>-<version>--<path>--<line>`.
+    #[arg(
+        long,
+        value_name = "JSONL",
+        requires = "next_edit",
+        conflicts_with_all = ["baseline", "model", "completions", "out", "limit"],
+        group = "building",
+    )]
+    from_records: Option<PathBuf>,
     /// Built cases: the front matter's repository_url (where OLD and NEW come from).
-    #[arg(long, requires = "from_dirs", default_value = "")]
+    #[arg(long, requires = "building", default_value = "")]
     repository_url: String,
     /// Built cases: the front matter's revision.
-    #[arg(long, requires = "from_dirs", default_value = "")]
+    #[arg(long, requires = "building", default_value = "")]
     revision: String,
     /// Built cases: lines kept above and below the cursor and the target hunk.
-    #[arg(long, requires = "from_dirs", default_value_t = 8)]
+    #[arg(long, requires = "building", default_value_t = 8)]
     context_lines: usize,
     /// Built cases: leave out the no-edit cases.
-    #[arg(long, requires = "from_dirs")]
+    #[arg(long, requires = "building")]
     no_no_edit_cases: bool,
 }
 
@@ -69,6 +83,8 @@ impl NextEditArgs {
             Some("--baseline")
         } else if !self.from_dirs.is_empty() {
             Some("--from-dirs")
+        } else if self.from_records.is_some() {
+            Some("--from-records")
         } else {
             None
         }
@@ -89,6 +105,9 @@ pub struct Common<'a> {
 pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
     if let [old, new] = args.from_dirs.as_slice() {
         return build(common.cases, old, new, args);
+    }
+    if let Some(records) = &args.from_records {
+        return build_records(common.cases, records, args);
     }
     let mut cases = read_cases(common.cases)?;
     if let Some(limit) = common.limit {
@@ -146,33 +165,69 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
     let summary = summary.with_context(|| format!("evaluating into {}", out.display()))?;
     eprintln!("eval --next-edit: results in {}", out.display());
     print!("{}", table(std::slice::from_ref(&summary)));
+    let bars = bar_table(&summary);
+    if !bars.is_empty() {
+        print!("\n{bars}");
+    }
     Ok(())
 }
 
-fn build(dir: &Path, old: &Path, new: &Path, args: &NextEditArgs) -> anyhow::Result<()> {
-    let options = BuildOptions {
+fn build_options(args: &NextEditArgs) -> BuildOptions {
+    BuildOptions {
         context_lines: args.context_lines,
         no_edit_cases: !args.no_no_edit_cases,
         repository_url: args.repository_url.clone(),
         revision: args.revision.clone(),
         ..BuildOptions::default()
-    };
-    let built = build_from_dirs(old, new, &options)?;
-    let cases = &built.cases;
-    if cases.is_empty() {
+    }
+}
+
+fn build_records(dir: &Path, records_path: &Path, args: &NextEditArgs) -> anyhow::Result<()> {
+    let records = redraft_train::edits::read_edit_records(records_path)
+        .with_context(|| format!("reading next-edit records from {}", records_path.display()))?;
+    let named = records.iter().map(|record| {
+        let line = record.excerpt_line + record.text[..record.cursor].matches('\n').count() + 1;
+        let kind = serde_json::to_value(record.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let name = format!(
+            "{kind}-{}-{}--{}--{line}",
+            record.krate, record.version, record.path
+        );
+        (name, record.case())
+    });
+    let built = build_from_cases(named, &build_options(args));
+    if built.cases.is_empty() {
+        bail!("no cases: no record could be written as a case");
+    }
+    write_built(dir, &built, &records_path.display().to_string())
+}
+
+fn build(dir: &Path, old: &Path, new: &Path, args: &NextEditArgs) -> anyhow::Result<()> {
+    let built = build_from_dirs(old, new, &build_options(args))?;
+    if built.cases.is_empty() {
         bail!(
             "no cases: no file under both {} and {} differs (pairs are by relative path)",
             old.display(),
             new.display()
         );
     }
+    write_built(
+        dir,
+        &built,
+        &format!("{} -> {}", old.display(), new.display()),
+    )
+}
+
+/// Writes `built`'s cases into `dir` and says what was written from `source`, and what not.
+fn write_built(dir: &Path, built: &Built, source: &str) -> anyhow::Result<()> {
+    let cases = &built.cases;
     let files = write_cases(dir, cases)?;
     let no_edit = cases.iter().filter(|c| c.no_edit).count();
     println!(
-        "{} cases ({no_edit} no-edit) from {} -> {} in {}",
+        "{} cases ({no_edit} no-edit) from {source} in {}",
         files.len(),
-        old.display(),
-        new.display(),
         dir.display()
     );
     let dropped: Vec<String> = built

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use redraft_eval::next_edit::case::{read_cases, NextEditCase};
 use redraft_eval::next_edit::score::{score, CaseScore, Counts};
 use redraft_eval::next_edit::Baseline;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use redraft_tests::cli::{benchmarks, lab_in_repo as redraft_in_repo, ok, path, repo};
 
@@ -25,6 +25,20 @@ fn zed_cases() -> PathBuf {
 
 fn summary(out: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// The summary of `baseline` scored on the cases in `cases`, written under `out`.
+fn baseline_summary(cases: &Path, baseline: &str, out: &Path) -> Value {
+    ok(redraft_in_repo(&[
+        "eval",
+        "--next-edit",
+        path(cases),
+        "--baseline",
+        baseline,
+        "--out",
+        path(out),
+    ]));
+    summary(out)
 }
 
 fn number(summary: &Value, key: &str) -> f64 {
@@ -201,21 +215,81 @@ fn cases_built_from_two_trees_are_scored() {
     ]));
     assert!(stdout.starts_with("2 cases (1 no-edit)"), "{stdout}");
     assert_eq!(read_cases(&built).unwrap().len(), 2);
-    let out = dir.path().join("out");
-    ok(redraft_in_repo(&[
-        "eval",
-        "--next-edit",
-        path(&built),
-        "--baseline",
-        "no-edit",
-        "--out",
-        path(&out),
-    ]));
-    let summary = summary(&out);
+    let summary = baseline_summary(&built, "no-edit", &dir.path().join("out"));
     // Silence is right on the no-edit case only.
     assert_eq!(number(&summary, "exact_match"), 0.5);
     assert_eq!(number(&summary, "false_positive_rate"), 0.0);
     assert_eq!(summary["no_edit_cases"], 1);
+}
+
+/// Cases built from next-edit training records (`edits-valid.jsonl`): one per record, named
+/// by kind, crate, version, path and cursor line (two at one line kept apart), the target's
+/// excerpt what the record's target makes of its text, a record without one a no-edit case.
+/// A next-edit training record (as `edits-valid.jsonl` holds them) of `kind`: `w` renamed
+/// `width` where it is declared, the cursor after the new name, the next use the target (or
+/// none: `renamed` false).
+fn rename_record(kind: &str, renamed: bool) -> String {
+    let text = "fn area(w: u32, h: u32) -> u32 {\n    w * h\n}\n\nfn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", area(w, h));\n}\n";
+    let cursor = text.find("width = 3").unwrap() + "width".len();
+    let at = text.find("area(w, h)").unwrap() + "area(".len();
+    let target = if renamed {
+        json!({"start": at, "end": at + 1, "new_text": "width"})
+    } else {
+        Value::Null
+    };
+    json!({
+        "kind": kind, "crate": "shapes", "version": "0.1.0", "path": "src/main.rs",
+        "text": text, "excerpt_line": 10, "cursor": cursor,
+        "history": [{"path": "src/main.rs", "old": "    let w = 3;\n", "new": "    let width = 3;\n"}],
+        "target": target,
+    })
+    .to_string()
+}
+
+#[test]
+fn cases_built_from_training_records_are_scored() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("edits-valid.jsonl");
+    std::fs::write(
+        &records,
+        [
+            rename_record("rename", true),
+            rename_record("rename", false),
+            rename_record("rename", true),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let built = dir.path().join("built");
+    let stdout = ok(redraft_in_repo(&[
+        "eval",
+        "--next-edit",
+        path(&built),
+        "--from-records",
+        path(&records),
+    ]));
+    assert!(stdout.starts_with("3 cases (1 no-edit)"), "{stdout}");
+    let mut cases = read_cases(&built).unwrap();
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    // The cursor is on line 6 of the excerpt, which starts at line 11 of its file.
+    assert_eq!(
+        names,
+        [
+            "rename-shapes-0.1.0--src-main.rs--16",
+            "rename-shapes-0.1.0--src-main.rs--16-2-no-edit",
+            "rename-shapes-0.1.0--src-main.rs--16-3",
+        ]
+    );
+    let renamed = &cases[0];
+    assert!(!renamed.no_edit && cases[1].no_edit && !cases[2].no_edit);
+    assert!(
+        renamed.expected[0].contains("area(width, h)"),
+        "{:?}",
+        renamed.expected
+    );
+    let summary = baseline_summary(&built, "repeat-last", &dir.path().join("out"));
+    assert_eq!(summary["cases"], 3);
 }
 
 #[test]
@@ -277,4 +351,126 @@ fn the_embedded_model_is_scored_on_a_few_zed_cases() {
     let summary = summary(&out);
     assert_eq!(summary["cases"], 3);
     assert!(!summary["latency_ms"].is_null() && !summary["steps"].is_null());
+    // The model's run is scored at other confidence bars too (its own withheld nothing).
+    let bars = summary["bars"].as_array().unwrap();
+    assert_eq!(bars.len(), 10, "{summary}");
+    assert_eq!(bars[0]["exact_match"], summary["exact_match"]);
+    for result in &results {
+        let suggested = result["suggested"].as_bool().unwrap();
+        assert!(
+            !suggested
+                || result["confidence"]
+                    .as_f64()
+                    .is_some_and(|c| c > 0.0 && c <= 1.0),
+            "{result}"
+        );
+    }
+}
+
+/// `scripts/tune-next-edit` on the fixture model: cases built from the synthetic validation
+/// records only (a version-diff record is the reports' and is left out), one run without a
+/// bar scored at every bar, and one of those bars merged into the model's `redraft.json`,
+/// which the engine then loads (which one: the next test).
+#[test]
+fn tune_next_edit_scores_synthetic_validation_cases_and_writes_a_bar() {
+    let dir = tempfile::tempdir().unwrap();
+    let edits = dir.path().join("edits");
+    std::fs::create_dir_all(&edits).unwrap();
+    let records: Vec<String> = [
+        ("rename", true),
+        ("rename", false),
+        ("add_parameter", true),
+        ("versions", true),
+    ]
+    .iter()
+    .map(|&(kind, renamed)| rename_record(kind, renamed))
+    .collect();
+    std::fs::write(edits.join("edits-valid.jsonl"), records.join("\n") + "\n").unwrap();
+    let model = dir.path().join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    for entry in std::fs::read_dir(repo().join("fixtures/small-model")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), model.join(entry.file_name())).unwrap();
+    }
+    let out = dir.path().join("tune");
+    let run = std::process::Command::new(repo().join("scripts/tune-next-edit"))
+        .args(["--apply", "--cases", "10", path(&model), path(&out)])
+        .env("EDITS", &edits)
+        .env("REDRAFT_LAB", redraft_tests::cli::lab_binary())
+        .output()
+        .unwrap();
+    let stdout = ok(run);
+    assert!(stdout.contains("| bar | exact match"), "{stdout}");
+    assert_eq!(
+        read_cases(&out.join("cases")).unwrap().len(),
+        3,
+        "no version diff"
+    );
+    let summary = summary(&out.join("run"));
+    let bars = summary["bars"].as_array().unwrap();
+    assert_eq!(bars.len(), 10, "{summary}");
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("redraft.json")).unwrap())
+            .unwrap();
+    let bar = written["edit_min_confidence"].as_f64().unwrap();
+    assert!(
+        bars.iter().any(|b| (number(b, "bar") - bar).abs() < 1e-6),
+        "{written}"
+    );
+    // The rest of redraft.json is kept, and the engine loads the bar.
+    assert_eq!(written["mask_token_id"], 0);
+    let engine = redraft_engine::Engine::load(&model).unwrap();
+    assert!((engine.settings().edit_min_confidence as f64 - bar).abs() < 1e-6);
+}
+
+/// The bar `scripts/tune-next-edit` picks from a run's scores: the best exact match at no
+/// more than 30% false positives (the lower bar on a tie); when no bar gets there, the fewest
+/// false positives (the better exact match on a tie).
+#[test]
+fn tune_next_edit_picks_the_best_exact_match_within_the_false_positive_limit() {
+    let pick = |points: &[(f64, f64, f64)]| -> f64 {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        let bars: Vec<Value> = points
+            .iter()
+            .map(|&(bar, exact_match, fp)| {
+                json!({"bar": bar, "exact_match": exact_match, "false_positive_rate": fp,
+                       "suggestion_rate": 0.5})
+            })
+            .collect();
+        let summary = json!({"cases": 100, "no_edit_cases": 20, "bars": bars});
+        std::fs::write(run.join("summary.json"), summary.to_string()).unwrap();
+        let model = dir.path().join("model");
+        std::fs::create_dir_all(&model).unwrap();
+        std::fs::write(model.join("redraft.json"), r#"{"mask_token_id": 0}"#).unwrap();
+        ok(
+            std::process::Command::new(repo().join("scripts/tune-next-edit"))
+                .args(["--apply", "--scored", path(&run), path(&model)])
+                .arg(dir.path().join("out"))
+                .output()
+                .unwrap(),
+        );
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(model.join("redraft.json")).unwrap())
+                .unwrap();
+        assert_eq!(written["mask_token_id"], 0, "the rest is kept");
+        written["edit_min_confidence"].as_f64().unwrap()
+    };
+    let within = [
+        (0.0, 0.30, 0.50),
+        (0.1, 0.34, 0.40),
+        (0.2, 0.36, 0.28),
+        (0.3, 0.38, 0.20),
+        (0.4, 0.38, 0.10),
+        (0.5, 0.33, 0.05),
+    ];
+    assert_eq!(pick(&within), 0.3);
+    let beyond = [
+        (0.0, 0.30, 0.60),
+        (0.5, 0.20, 0.35),
+        (0.6, 0.25, 0.35),
+        (0.7, 0.10, 0.40),
+    ];
+    assert_eq!(pick(&beyond), 0.6);
 }

@@ -351,6 +351,8 @@ pub fn finish_edit(
             region: outcome.plan.region_range.clone(),
             reason: outcome.plan.reason,
             rewrote_too_much: outcome.rewrote_too_much,
+            confidence: outcome.confidence,
+            unsure: outcome.unsure,
             steps: c.steps,
             latency_ms: outcome.latency_ms,
         },

@@ -18,7 +18,7 @@ test("defaults match the server's own defaults", () => {
     candidates: 3,
     logLevel: "info",
     streamSteps: false,
-    nextEdit: { enabled: true, debounceMs: 300, linesAbove: 3, linesBelow: 10, maxChange: 0.5 },
+    nextEdit: { enabled: true, debounceMs: 300, linesAbove: 3, linesBelow: 10, maxChange: 0.5, minConfidence: null },
   });
 });
 
@@ -32,8 +32,9 @@ test("next-edit settings pass through, null maxChange (no limit) included", () =
       "nextEdit.maxChange": null,
     }),
   );
-  assert.deepEqual(settings.nextEdit, { enabled: false, debounceMs: 0, linesAbove: 1, linesBelow: 40, maxChange: null });
+  assert.deepEqual(settings.nextEdit, { enabled: false, debounceMs: 0, linesAbove: 1, linesBelow: 40, maxChange: null, minConfidence: null });
   assert.equal(serverSettings(source({ "nextEdit.maxChange": 1.0 })).nextEdit.maxChange, 1.0);
+  assert.equal(serverSettings(source({ "nextEdit.minConfidence": 0.4 })).nextEdit.minConfidence, 0.4);
 });
 
 test("user values pass through unchanged, for the server to validate", () => {
