@@ -273,6 +273,18 @@ impl Engine {
         self.run_one(&canvas, &request.sampler, cache, controls, started)
     }
 
+    /// The old region's tokens as a next edit's canvas shows them (its draft; what a rewrite is
+    /// told apart from): the region tokenized whole, as a block ending in a newline for a Sweep
+    /// model.
+    pub fn edit_draft(&self, region: &str) -> Result<Vec<u32>> {
+        match self.edit_format()? {
+            EditFormat::Markers(_) => self.tokenizer.encode(region),
+            EditFormat::Sweep { .. } => self
+                .tokenizer
+                .encode(&redraft_prompts::sweep::ended(region)),
+        }
+    }
+
     /// The canvas for a next edit: the prompt laid out around it (see [`crate::edit`]), the old
     /// region as its draft, room to grow to the request's `max_tokens` within the model's
     /// positions.

@@ -74,9 +74,9 @@ pub struct Args {
     /// Share of fill-in-the-middle examples among those that are not next edits [default: 0.7].
     #[arg(long)]
     fim_rate: Option<f64>,
-    /// Share of fill-in-the-middle and next-edit examples whose canvas is planned too short for
-    /// the middle (filled to its last slot, no EOS: what makes the engine grow a canvas)
-    /// [default: 0.1].
+    /// Share of fill-in-the-middle examples whose canvas is planned too short for the middle
+    /// (filled to its last slot, no EOS: what makes the engine grow a canvas); above 0, half
+    /// of the next edits that outgrow the engine's planned canvas get it too [default: 0.1].
     #[arg(long)]
     overflow: Option<f64>,
     /// Directory of next-edit cases (edits-train.jsonl, edits-valid.jsonl; see

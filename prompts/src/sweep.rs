@@ -110,7 +110,7 @@ impl<'a> Prompt<'a> {
 }
 
 /// `text` with a `\n` at its end if it has none, as Zed writes a block.
-fn ended(text: &str) -> String {
+pub fn ended(text: &str) -> String {
     if text.ends_with('\n') {
         text.to_string()
     } else {

@@ -45,7 +45,7 @@ pub struct EditOutcome {
     /// pass that (the request's `max_tokens`), so `suggestion` is empty.
     pub rewrote_too_much: bool,
     /// How sure the model was of the rewrite's change ([`edit_confidence`]); `None` for a
-    /// rewrite that changes no token, or one made without probabilities (a remote backend).
+    /// rewrite that changes no token, or a completion that carries no probabilities.
     pub confidence: Option<f32>,
     /// The confidence was below the bar ([`Prepared::min_confidence`]), so `suggestion` is
     /// empty.
@@ -76,7 +76,8 @@ pub fn edit_request(plan: &EditPlan, sampler: SamplerConfig) -> EditRequest {
 pub struct Prepared {
     pub plan: EditPlan,
     pub request: EditRequest,
-    /// The old region's tokens: what the rewrite's changed tokens are found against.
+    /// The old region's tokens as the canvas's draft holds them ([`Engine::edit_draft`]): what
+    /// the rewrite's changed tokens are found against.
     pub old_tokens: Vec<u32>,
     /// A suggestion the model is less sure of is withheld: `EditBudget::min_confidence`, else
     /// the model's own bar (`redraft.json` `edit_min_confidence`).
@@ -105,8 +106,9 @@ pub fn prepare(
     );
     let mut request = edit_request(&plan, sampler);
     request.max_tokens = longest_useful(engine, &plan, budget);
-    // A region the tokenizer refuses fails the request in the engine, which says why.
-    let old_tokens = engine.tokenizer().encode(&plan.region).unwrap_or_default();
+    // A model that cannot make next edits, or a region the tokenizer refuses, fails the request
+    // in the engine, which says why.
+    let old_tokens = engine.edit_draft(&plan.region).unwrap_or_default();
     let min_confidence = budget
         .min_confidence
         .unwrap_or(engine.settings().edit_min_confidence);
@@ -122,8 +124,8 @@ pub fn prepare(
 /// tokens that are not the old region's (what a minimal diff of the two token sequences
 /// inserts), each as it was when committed ([`Completion::probabilities`]). A deletion is
 /// vouched for by the tokens on either side of it (and a rewrite that deletes everything by
-/// nothing: 0). `None` when no token changed or the probabilities are missing (a remote
-/// backend's completion).
+/// nothing: 0). `None` when no token changed or the completion carries no probabilities (one
+/// made elsewhere than by the engine).
 pub fn edit_confidence(old: &[u32], new: &[u32], probabilities: &[f32]) -> Option<f32> {
     if probabilities.len() != new.len() || old == new {
         return None;
@@ -298,7 +300,7 @@ mod tests {
         let old = [1, 2, 3];
         assert_eq!(edit_confidence(&old, &old, &sure(3)), None);
         assert_eq!(edit_confidence(&[], &[], &[]), None);
-        // A completion made without probabilities (a remote backend's).
+        // A completion that carries no probabilities.
         assert_eq!(edit_confidence(&old, &[1, 9, 3], &[]), None);
     }
 }

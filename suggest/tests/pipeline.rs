@@ -279,6 +279,7 @@ fn a_rewrite_the_model_is_unsure_of_is_no_edit() {
     let tokenizer = engine.tokenizer();
     let old = tokenizer.encode(&prepared.plan.region).unwrap();
     assert_eq!(prepared.old_tokens, old);
+    assert_eq!(old, engine.edit_canvas(&prepared.request).unwrap().draft);
     let renamed = prepared
         .plan
         .region
@@ -464,6 +465,35 @@ fn sweep_engine() -> (tempfile::TempDir, Engine) {
 /// A checkpoint that reads Sweep's prompt gets Sweep's window and history from the same
 /// pipeline, and its rewrite of the window becomes edits inside it.
 #[test]
+fn a_sweep_checkpoint_compares_a_rewrite_with_the_block_its_canvas_shows() {
+    use redraft_suggest::edit::prepare;
+    let (_dir, engine) = sweep_engine();
+    // The region is the last lines of a text without a final newline: a Sweep canvas shows it
+    // as a block, newline added, and that is what a rewrite is told apart from.
+    let text = TEXT.trim_end_matches('\n');
+    let input = EditInput {
+        source: Source {
+            cursor: text.len() - 1,
+            ..source(text)
+        },
+        path: "src/count.rs",
+        history: &[],
+    };
+    let prepared = prepare(&engine, &input, &EditBudget::default(), greedy());
+    assert!(
+        !prepared.plan.region.ends_with('\n'),
+        "{:?}",
+        prepared.plan.region
+    );
+    let draft = engine.edit_canvas(&prepared.request).unwrap().draft;
+    assert_eq!(prepared.old_tokens, draft);
+    assert_ne!(
+        draft,
+        engine.tokenizer().encode(&prepared.plan.region).unwrap()
+    );
+}
+
+#[test]
 fn a_sweep_checkpoint_gets_a_sweep_plan_through_the_same_pipeline() {
     use redraft_context::edit::EditStyle;
     use redraft_suggest::edit::prepare;
@@ -496,6 +526,11 @@ fn a_sweep_checkpoint_gets_a_sweep_plan_through_the_same_pipeline() {
     assert_eq!(
         prepared.request.max_tokens, None,
         "no guard, the engine's limit"
+    );
+    // A rewrite is told apart from the draft the canvas holds.
+    assert_eq!(
+        prepared.old_tokens,
+        engine.edit_canvas(&prepared.request).unwrap().draft
     );
     // Under the guard, a rewrite longer than the guard lets through is not decoded.
     let guarded = prepare(&engine, &input, &EditBudget::default(), sampler.clone());

@@ -12,7 +12,10 @@
            the default preset's shape scaled down, random weights, f32)
     python train/gpu/check.py canvases PACK < {"kind": "fim" | "edit", "seq_len": 256,
         "overflow": 0.1, "sequences": n}
-        -> {"canvases", "full", "eos_in_full"}  (the FIM or next-edit canvases training makes)
+        -> {"canvases", "full", "eos_in_full", "outgrown", "below_plan"}  (the FIM or next-edit
+           canvases training makes)
+    python train/gpu/check.py edit-plans TOKENIZER_JSON < {"examples": [{"ids", "canvas_start"}]}
+        -> {"planned": [n, ...]}  (the canvas the engine plans for each laid-out next edit)
     python train/gpu/check.py canvas-ends MODEL_DIR < {"pack": PACK, "sequences": n}
         -> {"fim": ..., "edit": ...}: per kind of canvas (one that holds its middle and EOS, one
            planned too short), the model's mean probability of EOS in the last slot with the
@@ -83,24 +86,44 @@ def attention_paths(_: str, request: dict) -> dict:
 def canvases(pack_dir: str, request: dict) -> dict:
     """The FIM or next-edit (`kind`) canvases of `sequences` training sequences (edit: examples)
     made with `overflow`: how many, how many hold a token in their last slot (no EOS: planned too
-    short), and how many of those hold an EOS anywhere (none should)."""
+    short), and how many of those hold an EOS anywhere (none should); for next edits also how
+    many outgrow the engine's plan (a canvas that held the whole new region and EOS would be
+    longer than it) and how many full canvases are shorter than the plan (none should be)."""
     import numpy as np
 
-    from data import BatchMaker, DataConfig, Pack
+    from data import BatchMaker, DataConfig, Pack, planned_edit_canvas
 
     pack = Pack(pack_dir)
     config = DataConfig(seq_len=request["seq_len"], overflow=request["overflow"])
     maker = BatchMaker(pack, request.get("split", "train"), config, seed=request.get("seed", 0))
-    made = {"fim": maker.fim_canvases, "edit": maker.edit_canvases}[request.get("kind", "fim")]
+    kind = request.get("kind", "fim")
+    made = {"fim": maker.fim_canvases, "edit": maker.edit_canvases}[kind]
     eos = pack.eos_id
-    count = full = eos_in_full = 0
+    count = full = eos_in_full = outgrown = below_plan = 0
     for ids, start, length in made(np.random.default_rng(request.get("seed", 0)), request["sequences"]):
         canvas = ids[start : start + length]
         count += 1
+        planned = planned_edit_canvas(ids, start, maker.tokenizer) if kind == "edit" else None
         if canvas[-1] != eos:
             full += 1
             eos_in_full += eos in canvas
-    return {"canvases": count, "full": full, "eos_in_full": eos_in_full}
+            below_plan += planned is not None and length < planned
+            outgrown += planned is not None
+        elif planned is not None:
+            outgrown += canvas.index(eos) >= planned
+    return {"canvases": count, "full": full, "eos_in_full": eos_in_full, "outgrown": outgrown,
+            "below_plan": below_plan}
+
+
+def edit_plans(tokenizer_json: str, request: dict) -> dict:
+    """The canvas the trainer works out the engine plans for each laid-out next edit
+    (`data.planned_edit_canvas`: from the old region between the markers)."""
+    from tokenizers import Tokenizer
+
+    from data import planned_edit_canvas
+
+    tokenizer = Tokenizer.from_file(tokenizer_json)
+    return {"planned": [planned_edit_canvas(e["ids"], e["canvas_start"], tokenizer) for e in request["examples"]]}
 
 
 def canvas_ends(model_dir: str, request: dict) -> dict:
@@ -150,6 +173,7 @@ def main() -> int:
         "fim-layouts": fim_layouts,
         "attention-paths": attention_paths,
         "canvases": canvases,
+        "edit-plans": edit_plans,
         "canvas-ends": canvas_ends,
         "export-default": export_default,
     }

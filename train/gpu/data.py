@@ -27,8 +27,10 @@ against 500 masked plain tokens):
 - edit: next-edit sequences from the pack, then unmasked stream context. The pack's canvases
   always hold the whole new region and EOS; the engine plans an edit's canvas from the old
   region's length (`canvas_length`) and grows it when the model writes a token in its last slot,
-  which an insertion longer than that needs. So the same share (`DataConfig.overflow`) of edit
-  canvases is cut to a third to all of the new region, no EOS, the rest of the layout after it.
+  which an insertion longer than that needs. So half of the edits whose new region outgrows that
+  plan (`OUTGROWN_SHORT`; none when `DataConfig.overflow` is 0) get a canvas from the plan's
+  length to the whole new region, holding its first tokens and no EOS, the rest of the layout
+  after it: what the engine shows the model before it grows the canvas.
 
 Masking follows MDLM: one rate `t` per sequence, stratified over the batch, each maskable position
 masked with probability `t` (at least one). Batch `s` is a pure function of (seed, s), so a resumed
@@ -138,6 +140,36 @@ def fit_context(prefix: int, suffix: int, budget: int) -> tuple[int, int]:
     prefix_share = budget * 3 // 4
     keep_suffix = min(suffix, budget - min(prefix_share, prefix))
     return min(prefix, budget - keep_suffix), keep_suffix
+
+
+# Share of next edits whose new region outgrows the canvas the engine plans for them that are
+# laid out as the engine first sees them (the plan's slots or more, filled, no EOS).
+OUTGROWN_SHORT = 0.5
+
+
+def edit_canvas_length(draft: int) -> int:
+    """The canvas the engine plans for a next edit of `draft` old-region tokens
+    (`redraft_engine::edit::canvas_length`)."""
+    return (draft + draft // 4 + 4 + 7) // 8 * 8
+
+
+def planned_edit_canvas(ids: list[int], canvas_start: int, tokenizer) -> int | None:
+    """The canvas the engine plans for the next edit laid out in `ids`: from the old region, which
+    sits between the last `<|edit_start|>` before the canvas and the `<|edit_end|>` just before
+    it, split by the cursor marker (`EditPieces`' layout); the engine's draft is the region
+    tokenized whole, so its two halves are decoded and the text encoded again. `None` without
+    the markers."""
+    start, cursor = tokenizer.token_to_id("<|edit_start|>"), tokenizer.token_to_id("<|cursor|>")
+    before = ids[:canvas_start]
+    if start is None or start not in before:
+        return None
+    marker = len(before) - 1 - before[::-1].index(start)
+    old = before[marker + 1 : -1]  # up to the <|edit_end|> before the canvas
+    if cursor not in old:
+        return None
+    at = old.index(cursor)
+    head, tail = tokenizer.decode_batch([old[:at], old[at + 1 :]], skip_special_tokens=False)
+    return edit_canvas_length(len(tokenizer.encode(head + tail, add_special_tokens=False).ids))
 
 
 def shorten_canvas(ids: list[int], canvas_start: int, canvas_len: int, keep: int) -> list[int]:
@@ -261,8 +293,8 @@ class DataConfig:
     seq_len: int = 1024
     mix: dict = field(default_factory=lambda: {"plain": 0.5, "fim": 0.4, "edit": 0.1})
     max_canvas: int = 64
-    # Share of FIM and next-edit canvases shorter than their middle (of middles of 2 tokens or
-    # more): filled to the last slot, no EOS.
+    # Share of FIM canvases shorter than their middle (of middles of 2 tokens or more): filled to
+    # the last slot, no EOS. At 0, no next-edit canvas is shortened either (`OUTGROWN_SHORT`).
     overflow: float = 0.1
     t_min: float = 0.05
     # Context budgets a FIM example is given (its sequence holds as many as fit).
@@ -369,25 +401,37 @@ class BatchMaker:
                 break
         return pieces
 
-    def _edit_example(self, rng) -> tuple[list[int], int, int]:
-        """A random next edit of the pack; for a share of them (`overflow`), its canvas planned
-        too short, as `shorten_canvas` makes it."""
+    def _edit_example(self, rng, outgrown_short: float = OUTGROWN_SHORT) -> tuple[list[int], int, int]:
+        """A random next edit of the pack. The pack lays every canvas out long enough for its new
+        region; the engine plans one from the old region (`edit_canvas_length`) and grows it when
+        the model fills its last slot. So (with `overflow` above 0) half of the edits whose new
+        region outgrows that plan (`OUTGROWN_SHORT`) get a canvas of the plan's length up to the
+        whole new region, filled with its first tokens, no EOS (`shorten_canvas`); `canvas_ends`
+        asks for all of them."""
         start, length, canvas_start, canvas_len = (int(v) for v in self.edits[int(rng.integers(0, len(self.edits)))])
         ids = self.split.edit_tokens[start : start + length].astype(np.int64).tolist()
+        if self.config.overflow <= 0:
+            return ids, canvas_start, canvas_len
         canvas = ids[canvas_start : canvas_start + canvas_len]
         new = canvas.index(self.pack.eos_id) if self.pack.eos_id in canvas else canvas_len
-        if self.config.overflow > 0 and new >= 2 and rng.random() < self.config.overflow:
-            keep = int(rng.integers((new + 2) // 3, new + 1))
+        if canvas_len > (new + 1 + 7) // 8 * 8:
+            # The pack made it the plan's length (`edit.rs`: the larger of the plan and the new
+            # region with an EOS, rounded up to 8): it fits.
+            return ids, canvas_start, canvas_len
+        planned = planned_edit_canvas(ids, canvas_start, self.tokenizer)
+        if planned is not None and new >= planned and rng.random() < outgrown_short:
+            keep = int(rng.integers(planned, new + 1))
             return shorten_canvas(ids, canvas_start, canvas_len, keep), canvas_start, keep
         return ids, canvas_start, canvas_len
 
-    def edit_canvases(self, rng, count: int):
-        """`count` next-edit examples as training lays them out: token ids, where the canvas
+    def edit_canvases(self, rng, count: int, outgrown_short: float = OUTGROWN_SHORT):
+        """`count` next-edit examples as training lays them out (with `outgrown_short` of those
+        that outgrow the engine's plan shortened to it or more): token ids, where the canvas
         starts and its length."""
         if len(self.edits) == 0:
             return
         for _ in range(count):
-            yield self._edit_example(rng)
+            yield self._edit_example(rng, outgrown_short)
 
     def _fim_sequences(self, rng, count: int) -> list[list[tuple[list[int], int, int]]]:
         """`count` sequences of FIM examples. Tokenizing is batched: windows of files are decoded

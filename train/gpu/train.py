@@ -185,12 +185,19 @@ def canvas_ends(model, pack: Pack, seq_len: int, sequences: int, device, autocas
     maker = BatchMaker(pack, "valid", DataConfig(seq_len=seq_len, overflow=0.5), seed)
     eos, mask = pack.eos_id, int(pack.meta["mask_id"])
     rng = np.random.default_rng(seed)
-    examples = {"fim": maker.fim_canvases(rng, sequences), "edit": maker.edit_canvases(rng, 2 * sequences)}
+    # Next edits: every one that outgrows the engine's plan laid out as the engine first sees it,
+    # drawn until there are `sequences` of each kind or 50 times that were drawn (most fit).
+    examples = {"fim": maker.fim_canvases(rng, sequences),
+                "edit": maker.edit_canvases(rng, 50 * sequences, outgrown_short=1.0)}
     ends = {}
     for name, canvases in examples.items():
         seen = {"holds": [], "short": []}
         for ids, start, length in canvases:
             kind = "short" if ids[start + length - 1] != eos else "holds"
+            if name == "edit" and len(seen[kind]) >= sequences:
+                if min(len(rows) for rows in seen.values()) >= sequences:
+                    break
+                continue
             masked = list(ids)
             masked[start : start + length] = [mask] * length
             with autocast:

@@ -92,7 +92,7 @@ pub struct NextEditSummary {
     pub steps: Option<f64>,
     pub tokens_per_forward: Option<f64>,
     /// What other confidence bars would have made of the same run: each of [`BARS`] whose
-    /// outcome the run determines (at or above every confidence the run's own bar withheld).
+    /// outcome the run determines (above every confidence the run's own bar withheld).
     /// Empty for baselines and completions files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bars: Vec<BarPoint>,

@@ -45,7 +45,7 @@ use super::config::DiffusionSetup;
 use super::tokens::CorpusSplit;
 use super::TrainResult;
 use redraft_context::edit::cut::EditCase;
-use redraft_engine::edit::EditMarkers;
+use redraft_engine::edit::{canvas_length, EditMarkers};
 use redraft_engine::prompt::FimLayout;
 use redraft_engine::tokenizer::Tokenizer;
 
@@ -71,10 +71,11 @@ pub struct DataConfig {
     /// the same way.
     #[serde(default)]
     pub edit_draft: bool,
-    /// Share of FIM and next-edit examples (of middles of 2 tokens or more) whose canvas holds
-    /// a third to all of the middle and no EOS, the suffix after the whole middle: the model
-    /// learns to fill a canvas to its last slot when the middle goes on (what grows one in the
-    /// engine). Runs saved before it read 0.
+    /// Share of FIM examples (of middles of 2 tokens or more) whose canvas holds a third to all
+    /// of the middle and no EOS, the suffix after the whole middle: the model learns to fill a
+    /// canvas to its last slot when the middle goes on (what grows one in the engine). Above 0,
+    /// next edits whose new region outgrows the engine's plan get such a canvas too
+    /// ([`edit::OUTGROWN_SHORT`]). Runs saved before it read 0.
     #[serde(default)]
     pub overflow: f64,
 }
@@ -320,13 +321,16 @@ impl<'a> ExampleBuilder<'a> {
                 self.setup.eos_id,
                 rng,
             )? {
-                // The FIM share of canvases planned too short, for the same growth signal (no
-                // draw at 0: a run saved before the share keeps its stream).
+                // A new region the engine's plan is too short for: half the time, laid out as
+                // the engine first sees it (no draw at a share of 0 or for an edit that fits: a
+                // run saved before the share existed keeps its stream; one saved since, with
+                // next edits, resumes with these canvases too).
+                let planned = canvas_length(e.draft.len());
                 if self.config.overflow > 0.0
-                    && e.middle_len >= 2
-                    && rng.random_bool(self.config.overflow)
+                    && e.middle_len >= planned
+                    && rng.random_bool(edit::OUTGROWN_SHORT)
                 {
-                    e.shorten_canvas(rng.random_range(e.middle_len.div_ceil(3)..=e.middle_len));
+                    e.shorten_canvas(rng.random_range(planned..=e.middle_len));
                 }
                 let kind = ExampleKind::Edit { no_edit: e.no_edit };
                 let draft = if self.config.edit_draft {

@@ -120,9 +120,44 @@ fn write_corpus(dir: &Path) -> Vec<String> {
             jsonl.push('\n');
         }
         std::fs::write(dir.join(format!("{split}.jsonl")), jsonl).unwrap();
+        // A next edit that outgrows the canvas the engine plans for it (a few lines inserted
+        // into a short region), repeated: the synthetic ones rarely do.
+        for _ in 0..4 {
+            edit_jsonl.push_str(&serde_json::to_string(&outgrowing_edit()).unwrap());
+            edit_jsonl.push('\n');
+        }
         std::fs::write(dir.join(edit_file), edit_jsonl).unwrap();
     }
     valid_texts
+}
+
+/// `let volume` and its use inserted after `let h`, just after `w` was renamed `width`.
+fn outgrowing_edit() -> EditRecord {
+    let text =
+        "fn main() {\n    let width = 3;\n    let h = 4;\n    println!(\"{}\", width * h);\n}\n";
+    let at = text.find("    println!").unwrap();
+    let case = redraft_context::edit::cut::EditCase {
+        path: "src/main.rs".into(),
+        text: text.into(),
+        cursor: text.find("width = 3").unwrap() + "width".len(),
+        history: vec![redraft_context::edit::HistoryEdit {
+            path: "src/main.rs".into(),
+            old: "    let w = 3;\n".into(),
+            new: "    let width = 3;\n".into(),
+        }],
+        target: Some(redraft_context::edit::TextEdit {
+            range: at..at,
+            new_text: "    let depth = width + h;\n    let volume = width * h * depth;\n    \
+                       let area = width * h;\n    println!(\"{} {}\", volume, area);\n"
+                .into(),
+        }),
+    };
+    EditRecord::new(
+        redraft_train::edits::EditKind::AddField,
+        "redraft",
+        "0.1.0",
+        case,
+    )
 }
 
 fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -422,33 +457,98 @@ fn repeated_key_value_heads_compute_the_grouped_attention() {
     );
 }
 
-/// A share of the FIM and next-edit canvases the trainer makes (`DataConfig.overflow`) is
-/// planned too short for its middle: every slot holds a token of the middle, the last one too,
-/// which is what makes the engine grow a canvas; with the share at 0 every canvas ends in EOS.
+/// A share of the FIM canvases the trainer makes (`DataConfig.overflow`) is planned too short
+/// for its middle: every slot holds a token of the middle, the last one too, which is what
+/// makes the engine grow a canvas; with the share at 0 every canvas ends in EOS. Next edits
+/// get such a canvas only where the engine's own plan is too short for the new region (half
+/// of those), never shorter than that plan.
 #[test]
 fn some_canvases_are_shorter_than_their_middle_and_hold_no_eos() {
     let t = trained();
-    let canvases = |kind: &str, overflow: f64| -> Value {
+    let canvases = |kind: &str, overflow: f64, sequences: usize| -> Value {
         serde_json::from_str(&run_python(
             "check.py",
             &["canvases", t.pack.to_str().unwrap()],
-            Some(&json!({"kind": kind, "seq_len": 256, "overflow": overflow, "sequences": 300})),
+            Some(&json!({"kind": kind, "seq_len": 256, "overflow": overflow, "sequences": sequences})),
         ))
         .unwrap()
     };
     for kind in ["fim", "edit"] {
-        let none = canvases(kind, 0.0);
+        let none = canvases(kind, 0.0, 300);
         assert!(none["canvases"].as_u64().unwrap() >= 200, "{kind}: {none}");
         assert_eq!(none["full"], 0, "{kind}: {none}");
-        let some = canvases(kind, 0.2);
-        let (all, full) = (
-            some["canvases"].as_u64().unwrap() as f64,
-            some["full"].as_u64().unwrap() as f64,
-        );
-        // 0.2 of the middles of two tokens or more.
-        assert!((0.05..=0.25).contains(&(full / all)), "{kind}: {some}");
-        assert_eq!(some["eos_in_full"], 0, "{kind}: {some}");
     }
+    let some = canvases("fim", 0.2, 300);
+    let (all, full) = (
+        some["canvases"].as_u64().unwrap() as f64,
+        some["full"].as_u64().unwrap() as f64,
+    );
+    // 0.2 of the middles of two tokens or more.
+    assert!((0.05..=0.25).contains(&(full / all)), "{some}");
+    assert_eq!(some["eos_in_full"], 0, "{some}");
+    let edits = canvases("edit", 0.1, 3000);
+    let (outgrown, full) = (
+        edits["outgrown"].as_u64().unwrap(),
+        edits["full"].as_u64().unwrap(),
+    );
+    // Half of those the plan is too short for.
+    assert!(outgrown >= 20, "{edits}");
+    assert!(4 * full >= outgrown && 4 * full <= 3 * outgrown, "{edits}");
+    assert_eq!(edits["eos_in_full"], 0, "{edits}");
+    assert_eq!(edits["below_plan"], 0, "{edits}");
+}
+
+/// The trainer works out the canvas the engine plans for a laid-out next edit from the old
+/// region between its markers: the engine's `canvas_length` of the old region's tokens.
+#[test]
+fn the_trainers_next_edit_plan_is_the_engines() {
+    use redraft_engine::edit::{canvas_length, EditMarkers};
+    use redraft_train::train::examples::edit::edit_tokens;
+    let t = trained();
+    let engine = Engine::load(&t.model).unwrap();
+    let markers = EditMarkers::of(engine.tokenizer()).unwrap();
+    let records = edits::read_edit_records(
+        &t.pack
+            .parent()
+            .unwrap()
+            .join("corpus")
+            .join(edits::VALID_FILE),
+    )
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    let (mut examples, mut expected) = (Vec::new(), Vec::new());
+    for record in &records {
+        let Some(e) = edit_tokens(
+            engine.tokenizer(),
+            markers,
+            &record.case(),
+            256,
+            redraft_train::train::EOS_ID,
+            &mut rng,
+        )
+        .unwrap() else {
+            continue;
+        };
+        examples.push(json!({"ids": e.tokens, "canvas_start": e.canvas.start}));
+        expected.push(canvas_length(e.draft.len()));
+    }
+    assert!(examples.len() >= 10, "{} examples", examples.len());
+    let answer: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &[
+            "edit-plans",
+            t.pack.join("tokenizer.json").to_str().unwrap(),
+        ],
+        Some(&json!({ "examples": examples })),
+    ))
+    .unwrap();
+    let planned: Vec<usize> = answer["planned"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(planned, expected);
 }
 
 #[test]

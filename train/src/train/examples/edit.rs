@@ -1,8 +1,9 @@
 //! Next-edit examples: an [`EditCase`] planned by the context layer
 //! ([`redraft_context::edit::plan_edit`]) and laid out by the engine
 //! ([`redraft_engine::edit::EditLayout`]) exactly as a request in an editor is, the canvas being
-//! the new region followed by EOS padding. A case without a target ("no edit") teaches the model
-//! to write the region back unchanged.
+//! the new region followed by EOS padding (long enough for the whole new region; the builder
+//! cuts some that outgrow the engine's plan back to it, [`OUTGROWN_SHORT`]). A case without a
+//! target ("no edit") teaches the model to write the region back unchanged.
 //!
 //! The region's line budget is drawn around the one requests use (a line or two more or less
 //! above and below), so the model does not learn one region size; the rest of the layout is the
@@ -20,6 +21,12 @@ use redraft_engine::tokenizer::Tokenizer;
 
 use super::super::TrainResult;
 
+/// Share of next edits whose new region outgrows the canvas the engine plans for them
+/// ([`canvas_length`] of the old region) that are laid out as the engine first sees them:
+/// [`EditTokens::shorten_canvas`] to the plan's length or more (while `DataConfig::overflow` is
+/// above 0).
+pub const OUTGROWN_SHORT: f64 = 0.5;
+
 /// Token counts for the context layer's budgets, from the tokenizer the model is trained with.
 pub struct TokenizerCounter<'a>(pub &'a Tokenizer);
 
@@ -33,9 +40,10 @@ impl TokenCounter for TokenizerCounter<'_> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditTokens {
     pub tokens: Vec<u32>,
-    /// The canvas: the new region's tokens, then EOS.
+    /// The canvas: the new region's tokens, then EOS (or, [`EditTokens::shorten_canvas`]d, its
+    /// first tokens only).
     pub canvas: Range<usize>,
-    /// Tokens of the new region.
+    /// Tokens of the new region the canvas holds.
     pub middle_len: usize,
     /// The case asks for no edit (the new region is the old one).
     pub no_edit: bool,
@@ -266,6 +274,7 @@ mod builder_tests {
     use crate::train::tokens::{train_tokenizer, CorpusSplit};
     use crate::train::EOS_ID;
     use redraft_context::edit::cut::EditCase;
+    use redraft_engine::edit::canvas_length;
     use redraft_engine::tokenizer::Tokenizer;
 
     /// A small file as the training split and one no-edit case in it.
@@ -315,35 +324,67 @@ mod builder_tests {
         assert_eq!(with.batch(3, 8).unwrap(), without.batch(3, 8).unwrap());
     }
 
-    /// A share of next edits (`overflow`) has its canvas planned too short: the new region's
-    /// first tokens and no EOS, the layout after the canvas as it was; the rest hold the whole
-    /// new region and end in EOS. At 0 none is shortened.
+    /// A next edit whose new region outgrows the canvas the engine plans (from the old region)
+    /// is, half the time, laid out as the engine first sees it: the plan's length or more,
+    /// filled with the new region's first tokens, no EOS, the layout after the canvas as it
+    /// was. One that fits the plan is never shortened, nor anything at an `overflow` of 0.
     #[test]
-    fn some_edit_canvases_are_planned_too_short() {
-        let (tokenizer, split, cases) = one_case();
-        let examples = |overflow| {
+    fn edits_outgrowing_the_engines_plan_are_laid_out_as_it_plans_them() {
+        let (tokenizer, split, mut cases) = one_case();
+        let text = cases[0].text.clone();
+        let at = text.find("    println!").unwrap();
+        let grown = super::tests::renamed_width(
+            &text,
+            Some(redraft_context::edit::TextEdit {
+                range: at..at,
+                new_text: "    let depth = 5;\n    let volume = width * h * depth;\n    \
+                           println!(\"{}\", volume);\n"
+                    .into(),
+            }),
+        );
+        let examples = |cases: &[EditCase], overflow| {
             let config = DataConfig {
-                seq_len: 256,
+                seq_len: 1024,
                 edit_rate: 1.0,
                 overflow,
                 ..DataConfig::default()
             };
             ExampleBuilder::new(&split, &tokenizer, config, 1, Stream::Train)
-                .with_edits(&cases)
+                .with_edits(cases)
                 .unwrap()
                 .batch(0, 200)
                 .unwrap()
         };
+        // The no-edit case fits its plan: never shortened.
+        for ex in examples(&cases, 0.3) {
+            assert_eq!(ex.tokens[ex.canvas.end - 1], EOS_ID);
+        }
+        cases[0] = grown;
         // One case: every whole example is the same layout.
-        let whole = examples(0.0);
+        let whole = examples(&cases, 0.0);
         let full = &whole[0];
         for ex in &whole {
             assert_eq!(ex.tokens[ex.canvas.end - 1], EOS_ID);
             assert_eq!(ex.tokens, full.tokens);
         }
-        let mixed = examples(0.3);
+        let old = full.canvas.start
+            - full.tokens[..full.canvas.start]
+                .iter()
+                .rposition(|&t| {
+                    t == tokenizer
+                        .token_to_id(redraft_engine::edit::EDIT_START)
+                        .unwrap()
+                })
+                .unwrap()
+            - 3;
+        let planned = canvas_length(old);
+        assert!(
+            full.middle_len >= planned,
+            "{} fits {planned}",
+            full.middle_len
+        );
         let mut short = 0;
-        for ex in &mixed {
+        for ex in &examples(&cases, 0.1) {
             if ex.tokens == full.tokens {
                 continue;
             }
@@ -351,12 +392,12 @@ mod builder_tests {
             let canvas = &ex.tokens[ex.canvas.clone()];
             assert!(!canvas.contains(&EOS_ID));
             assert_eq!(canvas.len(), ex.middle_len);
-            assert!(3 * ex.middle_len >= full.middle_len && ex.middle_len <= full.middle_len);
+            assert!((planned..=full.middle_len).contains(&ex.middle_len));
             assert_eq!(ex.tokens[..ex.canvas.end], full.tokens[..ex.canvas.end]);
             assert_eq!(ex.tokens[ex.canvas.end..], full.tokens[full.canvas.end..]);
             assert!(ex.masked.iter().all(|p| ex.canvas.contains(p)));
         }
-        assert!((30..=90).contains(&short), "{short} of 200");
+        assert!((70..=130).contains(&short), "{short} of 200");
     }
 
     /// Under `edit_draft` a next edit's masked slots show the old region's token at that slot
@@ -369,8 +410,6 @@ mod builder_tests {
             seq_len: 256,
             edit_rate: 1.0,
             edit_draft,
-            // Whole canvases only: one planned too short can be shorter than its draft.
-            overflow: 0.0,
             ..DataConfig::default()
         };
         let batch = |edit_draft| {
