@@ -462,8 +462,6 @@ fn sweep_engine() -> (tempfile::TempDir, Engine) {
     (dir, engine)
 }
 
-/// A checkpoint that reads Sweep's prompt gets Sweep's window and history from the same
-/// pipeline, and its rewrite of the window becomes edits inside it.
 #[test]
 fn a_sweep_checkpoint_compares_a_rewrite_with_the_block_its_canvas_shows() {
     use redraft_suggest::edit::prepare;
@@ -493,6 +491,8 @@ fn a_sweep_checkpoint_compares_a_rewrite_with_the_block_its_canvas_shows() {
     );
 }
 
+/// A checkpoint that reads Sweep's prompt gets Sweep's window and history from the same
+/// pipeline, and its rewrite of the window becomes edits inside it.
 #[test]
 fn a_sweep_checkpoint_gets_a_sweep_plan_through_the_same_pipeline() {
     use redraft_context::edit::EditStyle;

@@ -321,8 +321,8 @@ mod tests {
     }
 
     /// A run's cases scored at other bars: a suggestion below the bar is withheld (no edit:
-    /// exact on a no-edit case, a miss on an edit case); a bar below a confidence the run's own
-    /// bar withheld is not scored (the run cannot tell what that suggestion would have scored).
+    /// exact on a no-edit case, a miss on an edit case); a bar at or below a confidence the run's
+    /// own bar withheld is not scored (the run cannot tell what that suggestion would have scored).
     #[test]
     fn other_bars_withhold_the_suggestions_below_them() {
         let with = |mut r: CaseResult, confidence: Option<f32>, unsure: bool| {

@@ -515,13 +515,25 @@ fn the_trainers_next_edit_plan_is_the_engines() {
             .join(edits::VALID_FILE),
     )
     .unwrap();
+    // And the outgrowing edit with its cursor at every character of its line: a cursor inside
+    // a word splits tokens the whole region would merge.
+    let moved = outgrowing_edit().case();
+    let line = moved.text.find("    let width").unwrap();
+    let cases = records
+        .iter()
+        .map(|r| r.case())
+        .chain((line..line + 18).map(|cursor| {
+            let mut case = moved.clone();
+            case.cursor = cursor;
+            case
+        }));
     let mut rng = StdRng::seed_from_u64(5);
-    let (mut examples, mut expected) = (Vec::new(), Vec::new());
-    for record in &records {
+    let (mut examples, mut expected, mut split_differs) = (Vec::new(), Vec::new(), false);
+    for case in cases {
         let Some(e) = edit_tokens(
             engine.tokenizer(),
             markers,
-            &record.case(),
+            &case,
             256,
             redraft_train::train::EOS_ID,
             &mut rng,
@@ -529,10 +541,20 @@ fn the_trainers_next_edit_plan_is_the_engines() {
         .unwrap() else {
             continue;
         };
+        let start = e.tokens[..e.canvas.start]
+            .iter()
+            .rposition(|&t| t == markers.edit_start)
+            .unwrap();
+        // The two halves around the cursor, counted apart.
+        split_differs |= e.canvas.start - start - 3 != e.draft.len();
         examples.push(json!({"ids": e.tokens, "canvas_start": e.canvas.start}));
         expected.push(canvas_length(e.draft.len()));
     }
     assert!(examples.len() >= 10, "{} examples", examples.len());
+    assert!(
+        split_differs,
+        "some old region is tokenized differently split at its cursor"
+    );
     let answer: Value = serde_json::from_str(&run_python(
         "check.py",
         &[

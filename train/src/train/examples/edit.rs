@@ -347,6 +347,8 @@ mod builder_tests {
                 seq_len: 1024,
                 edit_rate: 1.0,
                 overflow,
+                // Only so each example carries its draft; the tokens are the same.
+                edit_draft: true,
                 ..DataConfig::default()
             };
             ExampleBuilder::new(&split, &tokenizer, config, 1, Stream::Train)
@@ -367,17 +369,8 @@ mod builder_tests {
             assert_eq!(ex.tokens[ex.canvas.end - 1], EOS_ID);
             assert_eq!(ex.tokens, full.tokens);
         }
-        let old = full.canvas.start
-            - full.tokens[..full.canvas.start]
-                .iter()
-                .rposition(|&t| {
-                    t == tokenizer
-                        .token_to_id(redraft_engine::edit::EDIT_START)
-                        .unwrap()
-                })
-                .unwrap()
-            - 3;
-        let planned = canvas_length(old);
+        // The engine's plan: from the old region tokenized whole (the draft `edit_draft` shows).
+        let planned = canvas_length(full.draft.len());
         assert!(
             full.middle_len >= planned,
             "{} fits {planned}",
