@@ -114,18 +114,15 @@ pub struct BarPoint {
 impl BarPoint {
     /// `None` when the run cannot tell: it withheld a suggestion `bar` would have kept.
     fn of(bar: f32, results: &[&CaseResult]) -> Option<BarPoint> {
-        let generation = |r: &CaseResult| r.generation.clone();
-        if results.iter().any(|r| {
-            generation(r).is_some_and(|g| g.unsure && g.confidence.is_some_and(|c| c >= bar))
-        }) {
+        let confidence = |r: &CaseResult| r.generation.as_ref().and_then(|g| g.confidence);
+        let unsure = |r: &CaseResult| r.generation.as_ref().is_some_and(|g| g.unsure);
+        if results
+            .iter()
+            .any(|r| unsure(r) && confidence(r).is_some_and(|c| c >= bar))
+        {
             return None;
         }
-        let withheld = |r: &CaseResult| {
-            r.suggested
-                && generation(r)
-                    .and_then(|g| g.confidence)
-                    .is_some_and(|c| c < bar)
-        };
+        let withheld = |r: &CaseResult| r.suggested && confidence(r).is_some_and(|c| c < bar);
         let n = results.len().max(1) as f64;
         let exact = |r: &CaseResult| if withheld(r) { r.no_edit } else { r.exact };
         let suggests = |r: &CaseResult| r.suggested && !withheld(r);
