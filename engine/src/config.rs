@@ -470,6 +470,10 @@ pub struct RedraftJson {
     /// changed token is below this (0 to 1) is withheld. Default 0: none is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_min_confidence: Option<f32>,
+    /// The model's inline-completion bar, where it was tuned on it: a suggestion whose least
+    /// probable token is below this (0 to 1) is not shown. Default 0: every one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fim_min_confidence: Option<f32>,
 }
 
 /// Which keys each position attends to.
@@ -554,6 +558,22 @@ pub struct DiffusionSettings {
     /// `edit_min_confidence`; 0: none is).
     #[serde(default)]
     pub edit_min_confidence: f32,
+    /// An inline completion the model is less sure of is not shown (`redraft.json`
+    /// `fim_min_confidence`; 0: every one is).
+    #[serde(default)]
+    pub fim_min_confidence: f32,
+}
+
+/// A confidence bar from `redraft.json` (0 without one), refused unless it is a probability.
+fn bar(setting: &'static str, value: Option<f32>) -> Result<f32> {
+    match value {
+        None => Ok(0.0),
+        Some(bar) if (0.0..=1.0).contains(&bar) => Ok(bar),
+        Some(bar) => Err(Error::ContradictorySetting {
+            setting,
+            message: format!("{bar} is not a probability (0 to 1)"),
+        }),
+    }
 }
 
 impl DiffusionSettings {
@@ -609,16 +629,8 @@ impl DiffusionSettings {
                     setting: "efforts",
                     message,
                 })?,
-            edit_min_confidence: match extra.edit_min_confidence {
-                None => 0.0,
-                Some(bar) if (0.0..=1.0).contains(&bar) => bar,
-                Some(bar) => {
-                    return Err(Error::ContradictorySetting {
-                        setting: "edit_min_confidence",
-                        message: format!("{bar} is not a probability (0 to 1)"),
-                    })
-                }
-            },
+            edit_min_confidence: bar("edit_min_confidence", extra.edit_min_confidence)?,
+            fim_min_confidence: bar("fim_min_confidence", extra.fim_min_confidence)?,
         };
         if settings.attention == AttentionPattern::Causal && !settings.logit_shift {
             return Err(Error::ContradictorySetting {

@@ -73,7 +73,7 @@ pub struct Timings {
 }
 
 /// The middle the engine wrote, with how it got there.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Completion {
     /// The text of `tokens` up to the first bytes that are not UTF-8 ([`Tokenizer::text`]).
     pub middle: String,

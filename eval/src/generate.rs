@@ -14,7 +14,7 @@ use std::time::Instant;
 use redraft_context::{Language, Source};
 use redraft_engine::sampler::{Controls, SamplerConfig};
 use redraft_engine::ContextCache;
-use redraft_engine::Engine;
+use redraft_engine::{Completion, Engine};
 use redraft_suggest::fim::{self, FimOptions, Prepared};
 use redraft_suggest::remote::{BackendSpec, FimBackend};
 use serde::{Deserialize, Serialize};
@@ -90,6 +90,10 @@ pub struct GenerationStats {
     /// Plan + engine + post-processing: what the user waits for after the debounce.
     pub latency_ms: f64,
     pub model_ms: f64,
+    /// How sure the model was of the completion ([`fim::confidence`]): what a confidence bar
+    /// compares (`bars` in the summary). `None` for an empty completion or a backend's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f32>,
 }
 
 /// Fills `task`'s middle with `filler` under `setting`; the completion is `finish`'s output,
@@ -105,8 +109,11 @@ pub fn generate(
         Filler::Backend(backend) => backend.counter().count_tokens(&task.canonical_solution),
     };
     let oracle = setting.oracle_length.then_some(true_tokens.max(1));
+    // Nothing is withheld: the completion is scored as the model wrote it, and the summary
+    // scores it again at each bar from its confidence.
     let options = FimOptions {
         fixed_length: oracle,
+        min_confidence: Some(0.0),
         ..FimOptions::new(setting.max_tokens, setting.sampler.clone())
     };
     let language = match language {
@@ -146,11 +153,22 @@ pub fn generate(
     }
     let started = Instant::now();
     let prepared = prepare(&task.prompt);
-    let run = run(filler, &prepared, &task.task_id, &mut cache)?;
-    let finished = fim::finish([run.raw_middle.as_str()], &prepared.plan)
-        .into_iter()
-        .next()
-        .unwrap_or_default();
+    let mut run = run(filler, &prepared, &task.task_id, &mut cache)?;
+    let (finished, confidence) = match (filler, run.completion.take()) {
+        (Filler::Engine(engine), Some(completion)) => {
+            let judged = fim::finish(engine.tokenizer(), &prepared, &[completion])
+                .judged
+                .remove(0);
+            (judged.text.unwrap_or_default(), judged.confidence)
+        }
+        _ => (
+            fim::finish_middles([run.raw_middle.as_str()], &prepared.plan)
+                .into_iter()
+                .next()
+                .unwrap_or_default(),
+            None,
+        ),
+    };
     let latency_ms = started.elapsed().as_secs_f64() * 1e3;
     let plan = prepared.plan;
     Ok((
@@ -169,6 +187,7 @@ pub fn generate(
             steps_after_end: run.steps_after_end,
             latency_ms,
             model_ms: run.model_ms,
+            confidence,
         },
     ))
 }
@@ -184,6 +203,8 @@ struct Run {
     slots: usize,
     steps_after_end: Option<usize>,
     model_ms: f64,
+    /// The engine's completion, for [`fim::finish`]; `None` from a backend.
+    completion: Option<Completion>,
 }
 
 fn run(
@@ -207,7 +228,8 @@ fn run(
                 slots: completion.slots,
                 steps_after_end: completion.steps_after_end,
                 model_ms: completion.timings.model_ms,
-                raw_middle: completion.middle,
+                raw_middle: completion.middle.clone(),
+                completion: Some(completion),
             })
         }
         Filler::Backend(backend) => {
@@ -230,6 +252,7 @@ fn run(
                 steps_after_end: None,
                 model_ms: started.elapsed().as_secs_f64() * 1e3,
                 raw_middle: middle.text,
+                completion: None,
             })
         }
     }

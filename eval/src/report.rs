@@ -77,6 +77,86 @@ pub struct Summary {
     /// Mean steps after the end was committed, over middles the model ended.
     #[serde(default)]
     pub steps_after_end: Option<f64>,
+    /// What an editor would have shown at each of [`BARS`] (a completion the model was less
+    /// sure of withheld): empty when a completion came without a confidence (a backend's, a
+    /// completions file's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bars: Vec<FimBar>,
+}
+
+/// The confidence bars a model's run is scored at (inline completions and next edits).
+pub const BARS: [f32; 10] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
+
+/// A run's completions had every one the model was less sure of than `bar` been withheld
+/// (`FimOptions::min_confidence`): a withheld completion is no suggestion, so it counts as a
+/// miss.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FimBar {
+    pub bar: f32,
+    /// Tasks with a completion shown.
+    pub shown_rate: f64,
+    /// Tasks whose shown completion is exact, over all tasks.
+    pub exact_match: f64,
+    /// Shown completions that are exact; `None` when none is shown.
+    pub precision: Option<f64>,
+    /// Executed tasks whose shown completion passes; `None` without a test.
+    pub pass_at_1: Option<f64>,
+}
+
+impl FimBar {
+    /// The run at each of [`BARS`]; empty unless every completion has a confidence.
+    fn all(results: &[&TaskResult], executed: usize) -> Vec<FimBar> {
+        let confidence = |r: &TaskResult| r.generation.as_ref().and_then(|g| g.confidence);
+        let completed = |r: &TaskResult| !r.completion.trim().is_empty();
+        if results.is_empty()
+            || results
+                .iter()
+                .any(|r| completed(r) && confidence(r).is_none())
+        {
+            return Vec::new();
+        }
+        let n = results.len() as f64;
+        BARS.iter()
+            .map(|&bar| {
+                let shown: Vec<&&TaskResult> = results
+                    .iter()
+                    .filter(|r| completed(r) && confidence(r).is_some_and(|c| c >= bar))
+                    .collect();
+                let exact = shown.iter().filter(|r| r.exact_match).count() as f64;
+                let passed = shown.iter().filter(|r| r.outcome == Outcome::Pass).count() as f64;
+                FimBar {
+                    bar,
+                    shown_rate: shown.len() as f64 / n,
+                    exact_match: exact / n,
+                    precision: (!shown.is_empty()).then(|| exact / shown.len() as f64),
+                    pass_at_1: (executed > 0).then(|| passed / executed as f64),
+                }
+            })
+            .collect()
+    }
+}
+
+/// A run's [`Summary::bars`] as a Markdown table, one row per bar; empty without.
+pub fn bar_table(summary: &Summary) -> String {
+    if summary.bars.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "| confidence bar | shown | exact match | exact among shown | pass@1 |\n\
+         |---:|---:|---:|---:|---:|\n",
+    );
+    for point in &summary.bars {
+        let _ = writeln!(
+            out,
+            "| {:.1} | {} | {} | {} | {} |",
+            point.bar,
+            percent(Some(point.shown_rate)),
+            percent(Some(point.exact_match)),
+            percent(point.precision),
+            percent(point.pass_at_1)
+        );
+    }
+    out
 }
 
 impl Summary {
@@ -125,6 +205,7 @@ impl Summary {
                     .collect();
                 (!after.is_empty()).then(|| after.iter().sum::<f64>() / after.len() as f64)
             },
+            bars: FimBar::all(results, executed),
             outcomes,
         }
     }
@@ -291,6 +372,7 @@ mod tests {
                 steps_after_end: (middle_tokens > 0).then_some(middle_tokens),
                 latency_ms,
                 model_ms: latency_ms,
+                confidence: None,
             }),
         }
     }
@@ -347,6 +429,57 @@ mod tests {
                 .any(|l| l.split_whitespace().eq(["length", "error", "3.00"])),
             "{table}"
         );
+    }
+
+    /// Each bar withholds the completions the model was less sure of: they count as misses,
+    /// and the exact ones among those shown are its precision.
+    #[test]
+    fn bars_withhold_the_completions_below_them() {
+        let with = |outcome, confidence: Option<f32>| {
+            let mut r = result(&format!("{confidence:?}"), outcome, Some(1.0));
+            r.completion = "x".into();
+            r.generation.as_mut().unwrap().confidence = confidence;
+            r
+        };
+        let results = [
+            with(Outcome::Pass, Some(0.95)),
+            with(Outcome::TestFailure, Some(0.55)),
+            with(Outcome::Pass, Some(0.35)),
+            // Nothing to show: no confidence, never shown.
+            result("empty", Outcome::TestFailure, Some(1.0)),
+        ];
+        let refs: Vec<&TaskResult> = results.iter().collect();
+        let summary = Summary::of("x", &refs);
+        assert_eq!(summary.bars.len(), BARS.len());
+        let at = |bar: f32| {
+            summary
+                .bars
+                .iter()
+                .find(|b| (b.bar - bar).abs() < 1e-6)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(at(0.0).shown_rate, 0.75);
+        assert_eq!(at(0.0).exact_match, summary.exact_match);
+        assert_eq!(at(0.0).precision, Some(2.0 / 3.0));
+        assert_eq!(at(0.0).pass_at_1, summary.pass_at_1);
+        // 0.4: the unsure pass goes (a miss now), 0.6: the failure goes too.
+        assert_eq!((at(0.4).shown_rate, at(0.4).exact_match), (0.5, 0.25));
+        assert_eq!(at(0.4).precision, Some(0.5));
+        assert_eq!((at(0.6).shown_rate, at(0.6).precision), (0.25, Some(1.0)));
+        assert_eq!(at(0.6).pass_at_1, Some(0.25));
+        assert_eq!((at(0.9).shown_rate, at(0.9).exact_match), (0.25, 0.25));
+        let table = bar_table(&summary);
+        assert!(
+            table.contains("| 0.4 | 50.0% | 25.0% | 50.0% | 25.0% |"),
+            "{table}"
+        );
+        // A completion without a confidence (a backend's, a file's): no bars at all.
+        let given = [with(Outcome::Pass, None), with(Outcome::Pass, Some(0.9))];
+        let refs: Vec<&TaskResult> = given.iter().collect();
+        let summary = Summary::of("x", &refs);
+        assert!(summary.bars.is_empty());
+        assert_eq!(bar_table(&summary), "");
     }
 
     #[test]

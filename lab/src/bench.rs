@@ -301,6 +301,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             attention: Default::default(),
             efforts: Default::default(),
             edit_min_confidence: 0.0,
+            fim_min_confidence: 0.0,
         };
         let canvas = Canvas::new(random_ids(768, vocab, 1), 16, random_ids(240, vocab, 2));
         let sampler = Sampler::new(settings, &[]);

@@ -390,6 +390,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         )?
     };
     print!("{}", redraft_eval::report::table(&summaries));
+    for summary in &summaries {
+        let bars = redraft_eval::report::bar_table(summary);
+        if !bars.is_empty() {
+            print!(
+                "\nInline-completion confidence bars, `{}`:\n\n{bars}",
+                summary.setting
+            );
+        }
+    }
     Ok(())
 }
 

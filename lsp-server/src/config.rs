@@ -40,6 +40,9 @@ pub struct Settings {
     pub languages: Option<Vec<String>>,
     /// Suggestions computed for an explicitly invoked completion (one batch, one pass per step).
     pub candidates: usize,
+    /// An inline completion the model is less sure of is not shown
+    /// (`FimOptions::min_confidence`); `None`: the model's own bar.
+    pub min_confidence: Option<f32>,
     /// Send `redraft/draftStep` notifications (see the README's protocol extension).
     pub stream_steps: bool,
     /// Log each request's canvas choice and timings (`"logLevel": "debug"`).
@@ -111,19 +114,7 @@ impl NextEditSettings {
                         })?,
                 }
             }
-            "minConfidence" => {
-                self.min_confidence = match value {
-                    Value::Null => None,
-                    _ => Some(
-                        value
-                            .as_f64()
-                            .filter(|p| (0.0..=1.0).contains(p))
-                            .ok_or_else(|| {
-                                format!("expected a number from 0 to 1, or null for the model's own bar, got {value}")
-                            })? as f32,
-                    ),
-                }
-            }
+            "minConfidence" => self.min_confidence = bar(value)?,
             _ => return Err("unknown setting".into()),
         }
         Ok(())
@@ -141,6 +132,7 @@ impl Default for Settings {
             context_tokens: None,
             languages: None,
             candidates: 3,
+            min_confidence: None,
             stream_steps: false,
             debug_log: false,
             next_edit: NextEditSettings::default(),
@@ -247,6 +239,7 @@ impl Settings {
                 }
             }
             "candidates" => self.candidates = count(value, 1, MAX_CANDIDATES)?,
+            "minConfidence" => self.min_confidence = bar(value)?,
             "streamSteps" => self.stream_steps = value.as_bool().ok_or("expected true or false")?,
             "logLevel" => {
                 self.debug_log = match value.as_str() {
@@ -301,6 +294,22 @@ impl Settings {
         self.languages
             .as_ref()
             .is_none_or(|languages| languages.iter().any(|l| l == language_id))
+    }
+}
+
+/// A confidence bar: a probability, or null for the model's own bar.
+fn bar(value: &Value) -> Result<Option<f32>, String> {
+    match value {
+        Value::Null => Ok(None),
+        _ => value
+            .as_f64()
+            .filter(|p| (0.0..=1.0).contains(p))
+            .map(|p| Some(p as f32))
+            .ok_or_else(|| {
+                format!(
+                    "expected a number from 0 to 1, or null for the model's own bar, got {value}"
+                )
+            }),
     }
 }
 
@@ -383,6 +392,30 @@ mod tests {
             "{problems:?}"
         );
         assert_eq!(bare.edit_reuse, None);
+    }
+
+    /// `minConfidence` is the inline completion's bar, apart from the next edit's; `null` is
+    /// the model's own; a value that is not a probability changes nothing.
+    #[test]
+    fn the_inline_completion_bar_is_set_apart_from_the_next_edits() {
+        let mut settings = Settings::default();
+        assert_eq!(settings.min_confidence, None);
+        assert!(settings.update(&json!({"minConfidence": 0.3})).is_empty());
+        assert_eq!(settings.min_confidence, Some(0.3));
+        assert_eq!(settings.next_edit.limits().budget(512).min_confidence, None);
+        assert!(settings.update(&json!({"minConfidence": null})).is_empty());
+        assert_eq!(settings, Settings::default());
+        for bad in [json!(1.5), json!(-0.1), json!("high")] {
+            let mut settings = Settings::default();
+            let problems = settings.update(&json!({"minConfidence": bad}));
+            assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+            assert!(problems[0].contains("from 0 to 1"), "{problems:?}");
+            assert_eq!(
+                settings,
+                Settings::default(),
+                "{bad}: a bad value changes nothing"
+            );
+        }
     }
 
     #[test]

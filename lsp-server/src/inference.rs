@@ -176,6 +176,7 @@ impl Inference {
                 sampler.cache.realign = settings.edit_reuse;
                 sampler
             },
+            min_confidence: settings.min_confidence,
         };
         let backend = settings.backend.clone();
         // Copying other documents is skipped when the model has no room for them.
@@ -225,7 +226,7 @@ impl Inference {
                     texts.len()
                 ),
                 None => format!(
-                    "{at}: canvas {} ({}), lengths {:?}, context {}+{}+{} tokens, passes {}/{}/{} full/window/realign ({} positions from the cache), {:.1} ms, {} suggestion(s)",
+                    "{at}: canvas {} ({}), lengths {:?}, context {}+{}+{} tokens, passes {}/{}/{} full/window/realign ({} positions from the cache), {:.1} ms, {} suggestion(s), confidence {}{}",
                     r.canvas_tokens,
                     r.canvas_reason,
                     r.lengths,
@@ -237,7 +238,12 @@ impl Inference {
                     r.realign_passes,
                     r.cached_positions.unwrap_or(0),
                     r.model_ms,
-                    texts.len()
+                    texts.len(),
+                    confidences(&r.confidences),
+                    match r.withheld {
+                        0 => String::new(),
+                        n => format!(", {n} withheld as unsure"),
+                    }
                 ),
             });
             Ok(Suggestions { texts })
@@ -385,6 +391,15 @@ async fn answer(mut ticket: Ticket, stream: Option<JobStream>) -> Result<Answer,
 }
 
 /// The document's tree, when the text handed over is the whole document (at `base` 0).
+/// Each candidate's confidence for the debug log: `[0.82, 0.31]`, `-` where none was measured.
+fn confidences(values: &[Option<f32>]) -> String {
+    let each: Vec<String> = values
+        .iter()
+        .map(|c| c.map_or("-".to_string(), |c| format!("{c:.2}")))
+        .collect();
+    format!("[{}]", each.join(", "))
+}
+
 fn tree(document: &Snapshot, base: usize) -> Option<tree_sitter::Tree> {
     if base == 0 {
         document.tree.clone()

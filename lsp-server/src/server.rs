@@ -383,8 +383,10 @@ impl LanguageServer for Server {
             self.report_load(load);
         }
         if after != before {
-            // Next edits computed under other settings or another model are not these. After
-            // the load is queued: a job started from here on runs on the new model.
+            // Suggestions computed under other settings (another bar, effort or length) or
+            // another model are not these. After the load is queued: a job started from here
+            // on runs on the new model.
+            self.type_through().clear();
             self.next_edits.clear();
         }
     }

@@ -4,7 +4,8 @@
 //! `/v1`). The plan is made here by the same context layer the local engine gets
 //! ([`Backend::prepare`], token counts estimated from bytes); the server is sent the plan's
 //! prefix and suffix in the served model's FIM [`Template`] (`POST /v1/completions`) and
-//! answers the raw middle, which `fim::finish` cleans exactly as it cleans a local one.
+//! answers the raw middle, which `fim::finish_middles` cleans exactly as `fim::finish` cleans a
+//! local one.
 //!
 //! Blocking, for the scheduler's backend workers and `redraft eval`: each call runs on the
 //! backend's own small runtime (one thread, which also keeps pooled connections alive), so it
@@ -287,7 +288,7 @@ impl Backend {
     }
 
     /// The whole pipeline with the middle filled by the backend: [`Backend::prepare`],
-    /// [`Backend::fill`], `fim::finish`; what the scheduler runs in place of
+    /// [`Backend::fill`], `fim::finish_middles`; what the scheduler runs in place of
     /// `fim::complete` when a backend is set. Several candidates are sampled (`n`) only with a
     /// temperature: greedy decoding would repeat one middle.
     pub fn complete(
@@ -304,7 +305,8 @@ impl Backend {
             request.n = options.candidates.max(1);
         }
         let fill = self.fill(&request, cancel)?;
-        let texts = fim::finish(fill.middles.iter().map(|m| m.text.as_str()), &prepared.plan);
+        let texts =
+            fim::finish_middles(fill.middles.iter().map(|m| m.text.as_str()), &prepared.plan);
         Ok(BackendOutcome {
             prepared,
             fill,

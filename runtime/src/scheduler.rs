@@ -247,6 +247,11 @@ pub struct FimReport {
     pub model_ms: f64,
     /// The completions endpoint that filled the middle, when a remote backend did.
     pub backend: Option<String>,
+    /// Per candidate, how sure the model was of its suggestion ([`fim::confidence`]; `None`:
+    /// nothing to show, or a backend's middle).
+    pub confidences: Vec<Option<f32>>,
+    /// Candidates withheld as below the bar ([`fim::Prepared::min_confidence`]).
+    pub withheld: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]

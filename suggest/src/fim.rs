@@ -1,12 +1,14 @@
 //! Fill in the middle: the document around the cursor (and snippets of other open documents)
 //! becomes an engine request through the context layer's [`redraft_context::plan`], the engine
 //! fills the canvas (one or several lengths, batched), and [`redraft_context::finish`] cleans
-//! each middle into what the editor shows.
+//! each middle into what the editor shows, unless the model was less sure of it than the bar
+//! ([`confidence`], [`Prepared::min_confidence`]).
 
 use std::time::Instant;
 
 use redraft_context::{Budget, CanvasPlan, Neighbour, Plan, Source, TokenCounter, Unit};
 use redraft_engine::sampler::{Controls, DenoiseStep, SamplerConfig, StopFn};
+use redraft_engine::tokenizer::Tokenizer;
 use redraft_engine::ContextCache;
 use redraft_engine::{Completion, Engine, InfillRequest, Result, Tail};
 
@@ -26,6 +28,9 @@ pub struct FimOptions {
     /// Different suggestions to compute, one canvas length each, batched.
     pub candidates: usize,
     pub sampler: SamplerConfig,
+    /// A suggestion the model is less sure of is not shown ([`confidence`]); `None`: the
+    /// model's own bar (`redraft.json` `fim_min_confidence`, 0 without one).
+    pub min_confidence: Option<f32>,
 }
 
 impl FimOptions {
@@ -36,6 +41,7 @@ impl FimOptions {
             fixed_length: None,
             candidates: 1,
             sampler,
+            min_confidence: None,
         }
     }
 }
@@ -48,6 +54,10 @@ pub struct Prepared {
     pub request: InfillRequest,
     /// Canvas lengths to fill (the plan's first), one per candidate.
     pub lengths: Vec<usize>,
+    /// A suggestion whose [`confidence`] is below this is withheld: [`FimOptions::min_confidence`],
+    /// else the model's own bar (0 for a model of another process, whose middles come without
+    /// probabilities anyway).
+    pub min_confidence: f32,
 }
 
 /// What the pipeline suggested.
@@ -56,8 +66,10 @@ pub struct FimOutcome {
     pub prepared: Prepared,
     /// One per canvas length, in the order of `prepared.lengths`.
     pub completions: Vec<Completion>,
+    /// What [`finish`] made of each completion, in the same order.
+    pub judged: Vec<Judged>,
     /// The cleaned suggestions, best first, without duplicates; empty when nothing was worth
-    /// showing.
+    /// showing or the model was sure of none.
     pub texts: Vec<String>,
     /// Plan + engine + post-processing.
     pub latency_ms: f64,
@@ -86,13 +98,17 @@ pub fn prepare(
     neighbours: &[Neighbour],
     options: &FimOptions,
 ) -> Prepared {
-    prepare_with(
+    let mut prepared = prepare_with(
         engine.model().config().max_position_embeddings,
         &EngineTokens(engine),
         source,
         neighbours,
         options,
-    )
+    );
+    prepared.min_confidence = options
+        .min_confidence
+        .unwrap_or(engine.settings().fim_min_confidence);
+    prepared
 }
 
 /// [`prepare`] for a model of `positions` positions whose tokens `counter` counts: the plan a
@@ -125,6 +141,7 @@ pub fn prepare_with(
         budget,
         request,
         lengths,
+        min_confidence: options.min_confidence.unwrap_or(0.0),
     }
 }
 
@@ -200,17 +217,112 @@ pub fn run(
     }
 }
 
-/// Cleans each middle with the context layer, drops duplicates, keeps the order.
-pub fn finish<'a>(middles: impl IntoIterator<Item = &'a str>, plan: &Plan) -> Vec<String> {
-    let mut texts: Vec<String> = Vec::new();
-    for middle in middles {
-        if let Some(text) = redraft_context::finish(middle, plan) {
-            if !texts.contains(&text) {
-                texts.push(text);
+/// What [`finish`] made of one completion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    /// The middle cleaned by the context layer; `None` when nothing of it was worth showing.
+    pub text: Option<String>,
+    /// How sure the model was of `text` ([`confidence`]); `None` without a text.
+    pub confidence: Option<f32>,
+    /// The confidence is below the bar ([`Prepared::min_confidence`]): `text` is not shown.
+    pub unsure: bool,
+}
+
+impl Judged {
+    /// The text to show, if any.
+    pub fn shown(&self) -> Option<&str> {
+        self.text.as_deref().filter(|_| !self.unsure)
+    }
+}
+
+/// What [`finish`] made of a run's completions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    /// One per completion, in order.
+    pub judged: Vec<Judged>,
+    /// The texts shown, best first, without duplicates.
+    pub texts: Vec<String>,
+}
+
+/// Cleans each completion's middle with the context layer and withholds the ones the model
+/// was less sure of than `prepared`'s bar; duplicates are dropped, the order kept.
+pub fn finish(tokenizer: &Tokenizer, prepared: &Prepared, completions: &[Completion]) -> Finished {
+    let judged: Vec<Judged> = completions
+        .iter()
+        .map(|completion| {
+            let text = redraft_context::finish(&completion.middle, &prepared.plan);
+            let confidence = text
+                .as_deref()
+                .and_then(|text| confidence(tokenizer, completion, text));
+            Judged {
+                unsure: confidence.is_some_and(|c| c < prepared.min_confidence),
+                text,
+                confidence,
             }
+        })
+        .collect();
+    let texts = distinct(judged.iter().filter_map(|j| j.shown().map(str::to_string)));
+    Finished { judged, texts }
+}
+
+/// [`finish`] for middles another process's model wrote (a remote backend's): cleaned, never
+/// withheld (they come without probabilities).
+pub fn finish_middles<'a>(middles: impl IntoIterator<Item = &'a str>, plan: &Plan) -> Vec<String> {
+    distinct(
+        middles
+            .into_iter()
+            .filter_map(|middle| redraft_context::finish(middle, plan)),
+    )
+}
+
+fn distinct(texts: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut kept: Vec<String> = Vec::new();
+    for text in texts {
+        if !kept.contains(&text) {
+            kept.push(text);
         }
     }
-    texts
+    kept
+}
+
+/// How sure the model was of `shown`, the text [`redraft_context::finish`] made of
+/// `completion`'s middle: the lowest probability, when it was committed, among the tokens that
+/// spell it. Those are the middle's tokens that start before the end of what `shown` keeps of
+/// the middle (their common start, carriage returns aside: finish may write a document's line
+/// endings); what finish cut off after it does not count. `None` when the completion came
+/// without a probability per token.
+pub fn confidence(tokenizer: &Tokenizer, completion: &Completion, shown: &str) -> Option<f32> {
+    let probabilities = &completion.probabilities;
+    if probabilities.is_empty() || probabilities.len() != completion.tokens.len() {
+        return None;
+    }
+    let kept = common_start(&completion.middle, shown);
+    let mut lowest = f32::INFINITY;
+    let mut start = 0;
+    for (i, &p) in probabilities.iter().enumerate() {
+        // A shown text that shares no start with the middle counts every token.
+        if kept > 0 && start >= kept {
+            break;
+        }
+        lowest = lowest.min(p);
+        start = tokenizer
+            .text(&completion.tokens[..=i])
+            .map_or(usize::MAX, |t| t.text.len());
+    }
+    lowest.is_finite().then_some(lowest)
+}
+
+/// Bytes of `middle` that `shown` starts with, `\r` skipped on both sides.
+fn common_start(middle: &str, shown: &str) -> usize {
+    let mut shown = shown.chars().filter(|&c| c != '\r');
+    let mut end = 0;
+    for (at, c) in middle.char_indices().filter(|&(_, c)| c != '\r') {
+        if shown.next() != Some(c) {
+            break;
+        }
+        end = at + c.len_utf8();
+    }
+    end
 }
 
 /// The whole pipeline for one document: [`prepare`], [`run`], [`finish`].
@@ -225,13 +337,11 @@ pub fn complete(
     let started = Instant::now();
     let prepared = prepare(engine, source, neighbours, options);
     let completions = run(engine, &prepared, cache, controls)?;
-    let texts = finish(
-        completions.iter().map(|c| c.middle.as_str()),
-        &prepared.plan,
-    );
+    let Finished { judged, texts } = finish(engine.tokenizer(), &prepared, &completions);
     Ok(FimOutcome {
         prepared,
         completions,
+        judged,
         texts,
         latency_ms: started.elapsed().as_secs_f64() * 1e3,
     })

@@ -7,7 +7,7 @@ use redraft_context::edit::{EditBudget, HistoryEdit};
 use redraft_context::{Language, Source};
 use redraft_engine::sampler::{Controls, Effort, SamplerConfig};
 use redraft_engine::ContextCache;
-use redraft_engine::Engine;
+use redraft_engine::{Completion, Engine};
 use redraft_suggest::edit::{apply, next_edit, EditInput};
 use redraft_suggest::fim::{self, FimOptions};
 
@@ -57,11 +57,9 @@ fn complete_is_prepare_run_finish() {
     )
     .unwrap();
     assert_eq!(completions[0].middle, outcome.completions[0].middle);
-    let texts = fim::finish(
-        completions.iter().map(|c| c.middle.as_str()),
-        &prepared.plan,
-    );
-    assert_eq!(texts, outcome.texts);
+    let finished = fim::finish(engine.tokenizer(), &prepared, &completions);
+    assert_eq!(finished.texts, outcome.texts);
+    assert_eq!(finished.judged, outcome.judged);
     // The request is the text around the cursor.
     assert!(TEXT[..source(TEXT).cursor].ends_with(&prepared.request.prefix));
     assert!(TEXT[source(TEXT).cursor..].starts_with(&prepared.request.suffix));
@@ -91,6 +89,131 @@ fn candidates_are_distinct_lengths_in_one_batch() {
     assert!(outcome.texts.len() <= 3);
     for (i, text) in outcome.texts.iter().enumerate() {
         assert!(!outcome.texts[i + 1..].contains(text));
+    }
+}
+
+/// A suggestion's confidence is the lowest probability among the tokens of what is shown:
+/// what `finish` cut off after it does not count, nor do carriage returns the document's line
+/// endings put in.
+#[test]
+fn the_confidence_of_a_suggestion_is_its_least_sure_shown_token() {
+    let engine = engine();
+    let tokenizer = engine.tokenizer();
+    let shown_part = "let total = count + 1;";
+    let middle = format!("{shown_part}\n}} zzz qqq");
+    let tokens = tokenizer.encode(&middle).unwrap();
+    let starts: Vec<usize> = (0..tokens.len())
+        .map(|i| tokenizer.decode(&tokens[..i]).unwrap().len())
+        .collect();
+    let inside = starts.iter().filter(|&&at| at < shown_part.len()).count();
+    assert!(inside > 2 && inside < tokens.len(), "{starts:?}");
+    // The shown tokens at 0.9 but one at 0.6; everything after them at 0.01.
+    let probabilities: Vec<f32> = (0..tokens.len())
+        .map(|i| match i {
+            _ if i >= inside => 0.01,
+            1 => 0.6,
+            _ => 0.9,
+        })
+        .collect();
+    let completion = Completion {
+        middle: middle.clone(),
+        tokens: tokens.clone(),
+        probabilities: probabilities.clone(),
+        ..Completion::default()
+    };
+    assert_eq!(
+        fim::confidence(tokenizer, &completion, shown_part),
+        Some(0.6)
+    );
+    // The whole middle shown: its last tokens count.
+    assert_eq!(fim::confidence(tokenizer, &completion, &middle), Some(0.01));
+    // A document with CRLF line endings is shown the middle's lines with them.
+    let two_lines = "let a = 1;\nlet b = 2;\nzzz";
+    let tokens = tokenizer.encode(two_lines).unwrap();
+    let last_shown = (0..tokens.len())
+        .filter(|&i| tokenizer.decode(&tokens[..i]).unwrap().len() < "let a = 1;\nlet b = 2;".len())
+        .max()
+        .unwrap();
+    let probabilities: Vec<f32> = (0..tokens.len())
+        .map(|i| {
+            if i == last_shown {
+                0.5
+            } else if i > last_shown {
+                0.01
+            } else {
+                0.9
+            }
+        })
+        .collect();
+    let completion = Completion {
+        middle: two_lines.into(),
+        tokens,
+        probabilities,
+        ..Completion::default()
+    };
+    assert_eq!(
+        fim::confidence(tokenizer, &completion, "let a = 1;\r\nlet b = 2;"),
+        Some(0.5)
+    );
+    // Without probabilities (another process's middle), no confidence.
+    let bare = Completion {
+        probabilities: Vec::new(),
+        ..completion
+    };
+    assert_eq!(fim::confidence(tokenizer, &bare, "let a = 1;"), None);
+}
+
+/// The bar: the caller's, else the model's (the fixture states none: 0); a suggestion below it
+/// is judged unsure and not shown, one at it is.
+#[test]
+fn an_inline_completion_the_model_is_unsure_of_is_not_shown() {
+    let engine = engine();
+    let options = |bar| FimOptions {
+        min_confidence: bar,
+        ..FimOptions::new(24, greedy())
+    };
+    let prepared = fim::prepare(&engine, &source(TEXT), &[], &options(None));
+    assert_eq!(prepared.min_confidence, 0.0, "the fixture states no bar");
+    assert_eq!(
+        fim::prepare(&engine, &source(TEXT), &[], &options(Some(0.4))).min_confidence,
+        0.4
+    );
+    let outcome = fim::complete(
+        &engine,
+        &source(TEXT),
+        &[],
+        &options(None),
+        &mut ContextCache::default(),
+        Controls::default(),
+    )
+    .unwrap();
+    let judged = &outcome.judged[0];
+    let text = judged
+        .text
+        .clone()
+        .expect("the fixture suggests something here");
+    let confidence = judged
+        .confidence
+        .expect("the engine's middle has probabilities");
+    assert!(confidence > 0.0 && confidence <= 1.0, "{confidence}");
+    assert!(!judged.unsure);
+    assert_eq!(outcome.texts, std::slice::from_ref(&text));
+    let at = |bar: f32| {
+        let mut prepared = outcome.prepared.clone();
+        prepared.min_confidence = bar;
+        fim::finish(engine.tokenizer(), &prepared, &outcome.completions)
+    };
+    assert_eq!(
+        at(confidence).texts,
+        [text],
+        "a suggestion at the bar is shown"
+    );
+    if confidence < 1.0 {
+        let above = at(confidence + (1.0 - confidence) / 2.0);
+        assert!(above.texts.is_empty(), "{above:?}");
+        assert!(above.judged[0].unsure);
+        assert_eq!(above.judged[0].shown(), None);
+        assert_eq!(above.judged[0].confidence, Some(confidence));
     }
 }
 

@@ -187,6 +187,12 @@ pub fn llama(name: &str) -> Option<PathBuf> {
 /// The small test model (`fixtures/small-model`) in a directory of its own, its `redraft.json`
 /// tuning the effort presets to `efforts` (redraft.json's `efforts`, docs/models.md).
 pub fn tuned_small_model(efforts: serde_json::Value) -> tempfile::TempDir {
+    small_model_with(serde_json::json!({ "efforts": efforts }))
+}
+
+/// The small test model (`fixtures/small-model`) in a directory of its own, the keys of
+/// `settings` set in its `redraft.json` (docs/models.md).
+pub fn small_model_with(settings: serde_json::Value) -> tempfile::TempDir {
     let fixture = repo().join("fixtures/small-model");
     let dir = tempfile::tempdir().expect("a temporary directory");
     for file in ["config.json", "model.safetensors", "tokenizer.json"] {
@@ -194,10 +200,11 @@ pub fn tuned_small_model(efforts: serde_json::Value) -> tempfile::TempDir {
     }
     let text =
         std::fs::read_to_string(fixture.join("redraft.json")).expect("the fixture's redraft.json");
-    let mut settings: serde_json::Value =
-        serde_json::from_str(&text).expect("redraft.json is JSON");
-    settings["efforts"] = efforts;
-    std::fs::write(dir.path().join("redraft.json"), settings.to_string())
+    let mut json: serde_json::Value = serde_json::from_str(&text).expect("redraft.json is JSON");
+    for (key, value) in settings.as_object().expect("settings are a JSON object") {
+        json[key] = value.clone();
+    }
+    std::fs::write(dir.path().join("redraft.json"), json.to_string())
         .expect("writing redraft.json");
     dir
 }

@@ -11,6 +11,8 @@ export interface ServerSettings {
   contextTokens: number | null;
   languages: string[] | null;
   candidates: number;
+  /** An inline completion the model is less sure of (0 to 1) is not shown; null: the model's own bar. */
+  minConfidence: number | null;
   logLevel: "error" | "warn" | "info" | "debug";
   streamSteps: boolean;
   nextEdit: NextEditSettings;
@@ -54,6 +56,7 @@ export function serverSettings(config: SettingsSource): ServerSettings {
     contextTokens: config.get<number | null>("contextTokens") ?? null,
     languages: languages && languages.length > 0 ? languages : null,
     candidates: config.get<number>("candidates") ?? 3,
+    minConfidence: config.get<number | null>("minConfidence") ?? null,
     logLevel: config.get<ServerSettings["logLevel"]>("logLevel") ?? "info",
     streamSteps: config.get<boolean>("streamSteps") ?? false,
     nextEdit: {
@@ -71,7 +74,7 @@ export function serverSettings(config: SettingsSource): ServerSettings {
 
 /** Whether a change to `redraft.<key>` must be sent to the server. */
 export function affectsServer(changed: (section: string) => boolean): boolean {
-  return ["model", "device", "effort", "maxTokens", "contextTokens", "languages", "candidates", "streamSteps", "logLevel", "nextEdit"].some((key) =>
+  return ["model", "device", "effort", "maxTokens", "contextTokens", "languages", "candidates", "minConfidence", "streamSteps", "logLevel", "nextEdit"].some((key) =>
     changed(`redraft.${key}`),
   );
 }

@@ -269,6 +269,7 @@ fn gguf_parts(
         attention: extra.attention.or(stated.attention),
         efforts: extra.efforts,
         edit_min_confidence: extra.edit_min_confidence,
+        fim_min_confidence: extra.fim_min_confidence,
     };
     let settings = DiffusionSettings::resolve(&checkpoint.config, Some(&merged))?;
     Ok((

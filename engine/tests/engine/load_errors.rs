@@ -601,24 +601,30 @@ fn efforts_tuned_in_redraft_json_replace_the_presets_they_name() {
     assert_eq!(plain.settings().efforts, Efforts::BUILT_IN);
 }
 
-/// `redraft.json`'s `edit_min_confidence` is the model's next-edit bar (0 without it); one
-/// that is not a probability is refused at load, named.
+/// `redraft.json`'s `edit_min_confidence` and `fim_min_confidence` are the model's next-edit
+/// and inline-completion bars (0 without them), each its own; one that is not a probability is
+/// refused at load, named.
 #[test]
-fn the_next_edit_bar_tuned_in_redraft_json_is_the_models() {
+fn the_bars_tuned_in_redraft_json_are_the_models() {
     let dir = ModelDir::copy(DREAM);
     dir.edit_json(REDRAFT, |r| {
         r.insert("edit_min_confidence".into(), json!(0.35));
+        r.insert("fim_min_confidence".into(), json!(0.2));
     });
     let engine = Engine::load(dir.path()).unwrap();
     assert_eq!(engine.settings().edit_min_confidence, 0.35);
+    assert_eq!(engine.settings().fim_min_confidence, 0.2);
     let plain = Engine::load(ModelDir::copy(DREAM).path()).unwrap();
     assert_eq!(plain.settings().edit_min_confidence, 0.0);
-    for bad in [json!(1.5), json!(-0.2)] {
-        let dir = ModelDir::copy(DREAM);
-        dir.edit_json(REDRAFT, |r| {
-            r.insert("edit_min_confidence".into(), bad.clone());
-        });
-        check_contradictory_setting(&dir, "edit_min_confidence", &["not a probability"]);
+    assert_eq!(plain.settings().fim_min_confidence, 0.0);
+    for key in ["edit_min_confidence", "fim_min_confidence"] {
+        for bad in [json!(1.5), json!(-0.2)] {
+            let dir = ModelDir::copy(DREAM);
+            dir.edit_json(REDRAFT, |r| {
+                r.insert(key.into(), bad.clone());
+            });
+            check_contradictory_setting(&dir, key, &["not a probability"]);
+        }
     }
 }
 

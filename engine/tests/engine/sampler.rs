@@ -233,6 +233,7 @@ fn settings(logit_shift: bool, bos_token_id: Option<u32>) -> DiffusionSettings {
         attention: Default::default(),
         efforts: Default::default(),
         edit_min_confidence: 0.0,
+        fim_min_confidence: 0.0,
     }
 }
 

@@ -98,8 +98,7 @@ pub struct NextEditSummary {
     pub bars: Vec<BarPoint>,
 }
 
-/// The confidence bars a model's run is scored at besides its own.
-pub const BARS: [f32; 10] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
+pub use crate::report::BARS;
 
 /// A run's numbers had every suggestion the model was less sure of than `bar` been withheld
 /// (`EditBudget::min_confidence`): a withheld suggestion is no edit, exact on a no-edit case.

@@ -465,7 +465,7 @@ fn the_answer_goes_through_finish_like_a_local_middle() {
     assert_eq!(outcome.fill.prompt_tokens, Some(10));
     assert_eq!(
         outcome.texts,
-        fim::finish([raw], &outcome.prepared.plan),
+        fim::finish_middles([raw], &outcome.prepared.plan),
         "the same post-processing as a local middle"
     );
     assert_eq!(outcome.texts, ["a + b"]);

@@ -90,7 +90,7 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
     assert_eq!(first.len(), 2);
     let resumed = eval("4", &out, &[]);
     assert!(String::from_utf8_lossy(&resumed.stderr).contains("resuming, 2 of 4"));
-    ok(resumed);
+    let resumed_table = ok(resumed);
     let results = lines(&out.join("tasks.jsonl"));
     assert_eq!(results.len(), 4);
     assert_eq!(
@@ -122,6 +122,23 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["tasks"], 4);
     assert!(summary["latency_ms"]["p95"].is_number());
+    // Each completion's confidence, and the run scored again at each bar from them.
+    let shown = results
+        .iter()
+        .filter(|r| !r["completion"].as_str().unwrap().trim().is_empty())
+        .inspect(|r| {
+            let c = r["confidence"].as_f64().unwrap_or_else(|| panic!("{r}"));
+            assert!(c > 0.0 && c <= 1.0, "{r}");
+        })
+        .count();
+    let bars = summary["bars"].as_array().unwrap();
+    assert_eq!(bars.len(), 10, "{summary}");
+    assert_eq!(bars[0]["shown_rate"].as_f64().unwrap(), shown as f64 / 4.0);
+    assert_eq!(bars[0]["exact_match"], summary["exact_match"]);
+    assert!(
+        resumed_table.contains("Inline-completion confidence bars"),
+        "{resumed_table}"
+    );
 
     // Another setting into the same directory is refused, not mixed in.
     let mixed = eval("4", &out, &["--tau", "0.5"]);
@@ -152,6 +169,13 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
     ]));
     let rescored = lines(&rescored_dir.join("tasks.jsonl"));
     assert_eq!(rescored.len(), 4);
+    let rescored_summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(rescored_dir.join("summary.json")).unwrap())
+            .unwrap();
+    assert!(
+        rescored_summary.get("bars").is_none(),
+        "completions from a file come without confidences: {rescored_summary}"
+    );
     for (a, b) in results.iter().zip(&rescored) {
         for field in [
             "task_id",
@@ -399,4 +423,80 @@ fn the_speed_bench_runs_and_reports_every_measurement() {
         assert!((per_forward * forwards - 16.0).abs() < 1e-9, "{run}");
     }
     assert!(!report["completions"].is_null(), "{report}");
+}
+
+/// `scripts/tune-effort` on a sweep's scores: `high` the best exact match (fewer model calls on
+/// a tie), `medium` the cheapest within 97% of it, `low` the cheapest within 85%; the inline
+/// bar the highest on the `medium` run that keeps 90% of its exact matches, 0 when the run has
+/// fewer than 20 to tell by; all merged into the model's `redraft.json`, the rest kept.
+#[test]
+fn tune_effort_picks_the_presets_and_an_inline_bar_from_a_sweep() {
+    let pick = |tasks: usize, medium_bars: &[(f64, f64)]| -> Value {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        let bars: Vec<Value> = medium_bars
+            .iter()
+            .map(|&(bar, exact_match)| {
+                serde_json::json!({"bar": bar, "exact_match": exact_match, "shown_rate": 0.9,
+                                   "precision": 0.5})
+            })
+            .collect();
+        for (i, (setting, em, steps)) in [
+            ("--per-step 1", 0.40, 16.0),
+            ("--tau 0.9 --steps 8", 0.40, 8.0),
+            ("--tau 0.75 --steps 4", 0.39, 4.0),
+            ("--tau 0.6 --steps 3", 0.35, 3.0),
+            ("--tau 0.6 --steps 2", 0.30, 2.0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let run = runs.join(format!("run{i}"));
+            std::fs::create_dir_all(&run).unwrap();
+            let summary = serde_json::json!({
+                "setting": setting, "tasks": tasks, "exact_match": em, "edit_similarity": 0.6,
+                "steps": steps, "latency_ms": {"p50": 10.0, "p95": 20.0, "p99": 20.0, "mean": 12.0},
+                "bars": bars,
+            });
+            std::fs::write(run.join("summary.json"), summary.to_string()).unwrap();
+        }
+        let model = dir.path().join("model");
+        std::fs::create_dir_all(&model).unwrap();
+        std::fs::write(model.join("redraft.json"), r#"{"mask_token_id": 0}"#).unwrap();
+        let stdout = ok(Command::new(repo().join("scripts/tune-effort"))
+            .args(["--apply", "--scored", path(&runs), path(&model)])
+            .arg(dir.path().join("out"))
+            .output()
+            .unwrap());
+        assert!(
+            stdout.contains("Inline-completion confidence bars"),
+            "{stdout}"
+        );
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(model.join("redraft.json")).unwrap())
+                .unwrap();
+        assert_eq!(written["mask_token_id"], 0, "the rest is kept");
+        written
+    };
+    let bars = [
+        (0.0, 0.39),
+        (0.1, 0.39),
+        (0.2, 0.37),
+        (0.3, 0.352),
+        (0.4, 0.30),
+        (0.5, 0.20),
+    ];
+    let written = pick(300, &bars);
+    let preset = |effort: &str| written["efforts"][effort].clone();
+    assert_eq!(preset("high")["max_steps"], 8, "{written}");
+    assert_eq!(preset("medium")["max_steps"], 4, "{written}");
+    assert_eq!(preset("low")["max_steps"], 3, "{written}");
+    assert_eq!(
+        written["fim_min_confidence"].as_f64(),
+        Some(0.3),
+        "{written}"
+    );
+    // 39% of 40 tasks is 16 exact matches: too few to set a bar by.
+    let few = pick(40, &bars);
+    assert_eq!(few["fim_min_confidence"].as_f64(), Some(0.0), "{few}");
 }

@@ -156,11 +156,14 @@ fn fim_report(prepared: &Prepared) -> FimReport {
         cached_positions: None,
         model_ms: 0.0,
         backend: None,
+        confidences: Vec::new(),
+        withheld: 0,
     }
 }
 
-/// A choice from a raw `middle`: cleaned by the context layer (`None`: nothing worth showing),
-/// cut at the first stop string; `ended`: the model ended it itself.
+/// A choice from a raw `middle`: cleaned by the context layer (`None`: nothing worth showing,
+/// or nothing the model was sure enough of), cut at the first stop string; `ended`: the model
+/// ended it itself.
 fn choice(cleaned: Option<&String>, middle: &str, ended: bool, stop: &[String]) -> FimChoice {
     let finished = cleaned.cloned().unwrap_or_default();
     let (text, stopped) = cut_at_stop(&finished, stop);
@@ -177,7 +180,8 @@ fn choice(cleaned: Option<&String>, middle: &str, ended: bool, stop: &[String]) 
 }
 
 /// The answer from a FIM job's completions (one per candidate length, in the order of
-/// `prepared.lengths`): [`fim::finish`] per candidate, stop strings, finish reasons, counts.
+/// `prepared.lengths`): [`fim::finish`] (cleaned, the unsure withheld), stop strings, finish
+/// reasons, counts.
 pub fn finish_fim(
     engine: &Engine,
     prepared: &Prepared,
@@ -191,17 +195,15 @@ pub fn finish_fim(
             .tokens_per_forward
             .observe(slots as f64 / first.forwards.max(1) as f64);
     }
-    let cleaned: Vec<Option<String>> = completions
-        .iter()
-        .map(|c| redraft_context::finish(&c.middle, &prepared.plan))
-        .collect();
+    let finished = fim::finish(engine.tokenizer(), prepared, completions);
     let mut completion_tokens = 0;
     let choices = completions
         .iter()
-        .zip(&cleaned)
-        .map(|(completion, cleaned)| {
+        .zip(&finished.judged)
+        .map(|(completion, judged)| {
             let ended = completion.ended_by_eos || completion.stopped;
-            let choice = choice(cleaned.as_ref(), &completion.middle, ended, &work.stop);
+            let shown = judged.shown().map(str::to_string);
+            let choice = choice(shown.as_ref(), &completion.middle, ended, &work.stop);
             completion_tokens += engine
                 .tokenizer()
                 .encode(&choice.text)
@@ -218,12 +220,11 @@ pub fn finish_fim(
         report.window_passes = first.window_passes;
         report.realign_passes = first.realign_passes;
     }
+    report.confidences = finished.judged.iter().map(|j| j.confidence).collect();
+    report.withheld = finished.judged.iter().filter(|j| j.unsure).count();
     FimAnswer {
         choices,
-        suggestions: fim::finish(
-            completions.iter().map(|c| c.middle.as_str()),
-            &prepared.plan,
-        ),
+        suggestions: finished.texts,
         prompt_tokens: prefix_tokens + suffix_tokens,
         completion_tokens,
         report,

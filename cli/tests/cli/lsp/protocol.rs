@@ -493,6 +493,58 @@ async fn completions_around_4_byte_characters_and_nul_are_valid_text() {
     lsp.shutdown().await;
 }
 
+/// The confidence a job's debug log line reports for its first candidate.
+fn first_confidence(log: &str) -> f32 {
+    log.split("confidence [")
+        .nth(1)
+        .and_then(|rest| rest.split([',', ']']).next())
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no confidence in {log}"))
+}
+
+/// An inline completion the model was less sure of than the bar is not shown: the editor's
+/// `minConfidence`, else the model's own (`fim_min_confidence` in its `redraft.json`). The log
+/// says how sure it was and what was withheld; a suggestion shown before the bar was raised is
+/// not typed through after.
+#[tokio::test]
+async fn an_inline_completion_below_the_bar_is_not_shown() {
+    let fixture = redraft_tests::cli::repo().join("fixtures/small-model");
+    let (lsp, log) = first_completion(json!({"model": fixture, "logLevel": "debug"})).await;
+    assert!(log.contains("1 suggestion(s)"), "{log}");
+    let confidence = first_confidence(&log);
+    assert!(confidence > 0.0 && confidence <= 1.0, "{log}");
+    if confidence >= 0.99 {
+        // Nothing to withhold above it at two decimals.
+        lsp.shutdown().await;
+        return;
+    }
+    let bar = ((confidence + 1.0) / 2.0 * 100.0).floor() / 100.0;
+    lsp.notify::<super::client::DidChangeConfiguration>(
+        json!({"settings": {"minConfidence": bar}}),
+    );
+    let answer = lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    assert!(items(&answer).is_empty(), "{answer}");
+    lsp.wait_for_log(|m| m.contains("1 withheld as unsure"))
+        .await;
+    lsp.notify::<super::client::DidChangeConfiguration>(
+        json!({"settings": {"minConfidence": null}}),
+    );
+    assert!(!one_line_suggestions(&lsp, URI, 3, 17).await.is_empty());
+    lsp.shutdown().await;
+
+    // The model's own bar, and the editor's setting over it.
+    let barred = redraft_tests::cli::small_model_with(json!({"fim_min_confidence": bar}));
+    let (lsp, log) = first_completion(json!({"model": barred.path(), "logLevel": "debug"})).await;
+    assert!(
+        log.contains("0 suggestion(s)") && log.contains("1 withheld"),
+        "{log}"
+    );
+    assert_eq!(first_confidence(&log), confidence);
+    lsp.notify::<super::client::DidChangeConfiguration>(json!({"settings": {"minConfidence": 0}}));
+    assert!(!one_line_suggestions(&lsp, URI, 3, 17).await.is_empty());
+    lsp.shutdown().await;
+}
+
 /// The editor's `effort` means the loaded model's preset: a model whose `redraft.json` tunes
 /// `low` to one step answers in one model call; the same model untuned takes several.
 #[tokio::test]

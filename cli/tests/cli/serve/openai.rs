@@ -149,3 +149,34 @@ fn the_deadline_ends_decoding_at_the_next_step() {
     assert!(answer.json()["choices"][0]["text"].is_string());
     assert_eq!(hurried.metric("redraft_forwards_total"), 1.0);
 }
+
+/// A completion the model was less sure of than its own bar (`fim_min_confidence` in its
+/// `redraft.json`) comes back empty, from the serial loop and the batched one alike; the same
+/// model without the bar answers it.
+#[test]
+fn a_completion_below_the_models_bar_is_empty() {
+    let fixture = redraft_tests::cli::repo().join("fixtures/small-model");
+    let barred = redraft_tests::cli::small_model_with(json!({"fim_min_confidence": 0.99}));
+    let request = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "n": 2,
+                         "temperature": 0});
+    let texts = |model: &std::path::Path, batch: &str| -> Vec<String> {
+        let server = Server::start(&["--model", model.to_str().unwrap(), "--max-batch", batch]);
+        let response = server.post("/v1/completions", &request);
+        assert_eq!(response.status, 200, "{}", response.text());
+        let body = response.json();
+        body["choices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for batch in ["1", "4"] {
+        let shown = texts(&fixture, batch);
+        assert!(
+            shown.iter().any(|t| !t.is_empty()),
+            "the fixture answers this prompt: {shown:?}"
+        );
+        assert_eq!(texts(barred.path(), batch), ["", ""], "--max-batch {batch}");
+    }
+}

@@ -16,6 +16,7 @@ test("defaults match the server's own defaults", () => {
     contextTokens: null,
     languages: null,
     candidates: 3,
+    minConfidence: null,
     logLevel: "info",
     streamSteps: false,
     nextEdit: { enabled: true, debounceMs: 300, linesAbove: 3, linesBelow: 10, maxChange: 0.5, minConfidence: null },
@@ -47,10 +48,12 @@ test("user values pass through unchanged, for the server to validate", () => {
       contextTokens: 512,
       languages: ["rust", "python"],
       candidates: 5,
+      minConfidence: 0.3,
       logLevel: "debug",
       streamSteps: true,
     }),
   );
+  assert.equal(settings.minConfidence, 0.3);
   assert.equal(settings.model, "/models/dream");
   assert.equal(settings.device, "cuda:1");
   assert.equal(settings.effort, "high");
@@ -76,6 +79,7 @@ test("only server settings trigger didChangeConfiguration", () => {
   assert.equal(affectsServer((s) => s === "redraft.languages"), true);
   assert.equal(affectsServer((s) => s === "redraft.streamSteps"), true);
   assert.equal(affectsServer((s) => s === "redraft.nextEdit"), true);
+  assert.equal(affectsServer((s) => s === "redraft.minConfidence"), true);
   assert.equal(affectsServer((s) => s === "redraft.enable"), false);
   assert.equal(affectsServer((s) => s === "redraft.path"), false);
   assert.equal(affectsServer((s) => s === "editor.fontSize"), false);
