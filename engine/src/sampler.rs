@@ -664,11 +664,30 @@ impl<'a> Sampler<'a> {
                 .map(|&p| p * p.ln())
                 .sum::<f32>(),
         };
+        // The model's own probability of the token (at temperature 1), whatever temperature it
+        // was sampled at: what a confidence bar is tuned on and compared with.
+        let probability = if scale == 1.0 {
+            probs[token]
+        } else {
+            let max = logits
+                .iter()
+                .enumerate()
+                .filter(|(id, _)| !suppressed(*id))
+                .map(|(_, &l)| l)
+                .fold(f32::NEG_INFINITY, f32::max);
+            let total: f32 = logits
+                .iter()
+                .enumerate()
+                .filter(|(id, _)| !suppressed(*id))
+                .map(|(_, &l)| (l - max).exp())
+                .sum();
+            (logits[token] - max).exp() / total
+        };
         Choice {
             slot,
             token: token as u32,
             confidence,
-            probability: probs[token],
+            probability,
         }
     }
 

@@ -106,6 +106,11 @@ pub struct Args {
     /// Decoding preset for requests that do not say (an `effort` field).
     #[arg(long, default_value = "medium")]
     effort: Effort,
+    /// An inline completion with a token the model gave less than this probability (0 to 1)
+    /// comes back empty [default: the model's own bar, `fim_min_confidence` in its
+    /// redraft.json, else 0].
+    #[arg(long, value_parser = redraft_runtime::sampler_args::parse_probability)]
+    min_confidence: Option<f32>,
     /// Time budget per request in milliseconds from its arrival: past it the sampler commits
     /// its best guess for what is left.
     #[arg(long)]
@@ -177,6 +182,8 @@ pub struct App {
     /// The web pages (`--allow-origin`) that may call the server, as `Origin` spells them.
     origins: Vec<String>,
     pub effort: Effort,
+    /// `--min-confidence`: the inline-completion bar over the model's own.
+    pub min_confidence: Option<f32>,
     /// Every request's cache policy (`--no-cache`, `--edit-reuse`).
     pub cache: CachePolicy,
     pub deadline: Option<Duration>,
@@ -315,6 +322,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         hosts,
         origins,
         effort: args.effort,
+        min_confidence: args.min_confidence,
         cache,
         deadline: args.deadline_ms.map(Duration::from_millis),
         backend,

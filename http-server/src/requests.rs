@@ -230,6 +230,7 @@ pub fn fim_work(
     let (sampler, effort) = sampler(app, sampling)?;
     let options = FimOptions {
         candidates: n,
+        min_confidence: app.min_confidence,
         ..FimOptions::new(
             max_tokens(app, sampling.max_tokens, sampling.max_tokens_param)?,
             sampler,

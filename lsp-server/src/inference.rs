@@ -390,7 +390,6 @@ async fn answer(mut ticket: Ticket, stream: Option<JobStream>) -> Result<Answer,
     result
 }
 
-/// The document's tree, when the text handed over is the whole document (at `base` 0).
 /// Each candidate's confidence for the debug log: `[0.82, 0.31]`, `-` where none was measured.
 fn confidences(values: &[Option<f32>]) -> String {
     let each: Vec<String> = values
@@ -400,6 +399,7 @@ fn confidences(values: &[Option<f32>]) -> String {
     format!("[{}]", each.join(", "))
 }
 
+/// The document's tree, when the text handed over is the whole document (at `base` 0).
 fn tree(document: &Snapshot, base: usize) -> Option<tree_sitter::Tree> {
     if base == 0 {
         document.tree.clone()

@@ -59,12 +59,12 @@ pub struct SamplerArgs {
     /// Next edits: a rewrite whose least probable changed token the model gave less than this
     /// (0 to 1) is no suggestion [default: the model's own bar, `edit_min_confidence` in its
     /// redraft.json, else 0].
-    #[arg(long, value_parser = probability)]
+    #[arg(long, value_parser = parse_probability)]
     pub min_edit_confidence: Option<f32>,
 }
 
-/// A number from 0 to 1.
-fn probability(text: &str) -> Result<f32, String> {
+/// A number from 0 to 1 (a confidence bar's flag).
+pub fn parse_probability(text: &str) -> Result<f32, String> {
     text.parse::<f32>()
         .ok()
         .filter(|p| (0.0..=1.0).contains(p))

@@ -1,5 +1,6 @@
 //! The run step done elsewhere: a FIM server in another process fills a prepared plan's middle,
-//! and [`crate::fim::finish`] cleans it as it cleans the engine's.
+//! and [`crate::fim::finish_middles`] cleans it as [`crate::fim::finish`] cleans the engine's
+//! (without a confidence bar: a remote middle comes without probabilities).
 
 use redraft_context::TokenCounter;
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,7 @@ pub trait FimBackend: Sync {
     fn positions(&self, options: &FimOptions) -> usize;
     /// Counts tokens for the plan (the remote model's tokenizer is not at hand).
     fn counter(&self) -> &dyn TokenCounter;
-    /// The raw middle for `prepared` (before [`crate::fim::finish`]), or why there is none.
+    /// The raw middle for `prepared` (before [`crate::fim::finish_middles`]), or why there is none.
     fn fill(&self, prepared: &Prepared) -> std::result::Result<RemoteMiddle, String>;
 }
 

@@ -155,6 +155,30 @@ fn the_confidence_of_a_suggestion_is_its_least_sure_shown_token() {
         fim::confidence(tokenizer, &completion, "let a = 1;\r\nlet b = 2;"),
         Some(0.5)
     );
+    // A character the tokens spell in pieces: the pieces are shown, so they count.
+    let shown_part = "let s = \"é\";";
+    let middle = format!("{shown_part}\nzzz");
+    let tokens = tokenizer.encode(&middle).unwrap();
+    let ascii = |t: u32| tokenizer.decode(&[t]).unwrap().is_ascii();
+    assert!(tokens.iter().any(|&t| !ascii(t)));
+    let probabilities: Vec<f32> = (0..tokens.len())
+        .map(|i| {
+            if tokenizer.decode(&tokens[..i]).unwrap().len() >= shown_part.len() {
+                0.01
+            } else if ascii(tokens[i]) {
+                0.9
+            } else {
+                0.4
+            }
+        })
+        .collect();
+    let accented = Completion {
+        middle: middle.clone(),
+        tokens,
+        probabilities,
+        ..Completion::default()
+    };
+    assert_eq!(fim::confidence(tokenizer, &accented, shown_part), Some(0.4));
     // Without probabilities (another process's middle), no confidence.
     let bare = Completion {
         probabilities: Vec::new(),
@@ -208,13 +232,13 @@ fn an_inline_completion_the_model_is_unsure_of_is_not_shown() {
         [text],
         "a suggestion at the bar is shown"
     );
-    if confidence < 1.0 {
-        let above = at(confidence + (1.0 - confidence) / 2.0);
-        assert!(above.texts.is_empty(), "{above:?}");
-        assert!(above.judged[0].unsure);
-        assert_eq!(above.judged[0].shown(), None);
-        assert_eq!(above.judged[0].confidence, Some(confidence));
-    }
+    // The fixture is far from sure here, so a bar above it exists.
+    assert!(confidence < 0.9, "{confidence}");
+    let above = at(confidence + (1.0 - confidence) / 2.0);
+    assert!(above.texts.is_empty(), "{above:?}");
+    assert!(above.judged[0].unsure);
+    assert_eq!(above.judged[0].shown(), None);
+    assert_eq!(above.judged[0].confidence, Some(confidence));
 }
 
 #[test]

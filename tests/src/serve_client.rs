@@ -44,8 +44,17 @@ impl Server {
         if !start.args.contains(&"--bind") {
             command.args(["--bind", "127.0.0.1:0"]);
         }
+        command.args(start.args);
+        // The embedded default's own inline bar (tuned when a model is shipped) is not what
+        // these tests are about: a server running it withholds nothing unless a test says so.
+        if !start
+            .args
+            .iter()
+            .any(|a| ["--model", "--min-confidence"].contains(a))
+        {
+            command.args(["--min-confidence", "0"]);
+        }
         command
-            .args(start.args)
             .env_remove("REDRAFT_API_KEY")
             .env_remove("REDRAFT_STEP_DELAY_MS")
             .stdin(Stdio::null())

@@ -68,7 +68,8 @@ def start(tmp_path, native=True, cmd=None, extra="", settings=None, setup_extra=
     no binary. `setup_extra` is Lua table fields added to the setup() call."""
     require_environment(binary=cmd is None or REDRAFT in cmd)
     cmd = cmd or [REDRAFT, "lsp"]
-    settings = {"logLevel": "debug", **(settings or {})}
+    # minConfidence 0: a shipped model's tuned inline bar is not what these tests are about.
+    settings = {"logLevel": "debug", "minConfidence": 0, **(settings or {})}
     init = tmp_path / "init.lua"
     init.write_text(
         textwrap.dedent(

@@ -562,6 +562,36 @@ fn the_middle_reports_each_tokens_probability_when_it_was_committed() {
     }
 }
 
+/// A token sampled at a temperature carries the model's own probability of it (temperature 1),
+/// not the tempered one it was drawn from: a confidence bar means the same at any temperature.
+#[test]
+fn a_sampled_tokens_probability_is_the_models_own() {
+    let rest = 0.7 / (BOS as f32 - 1.0);
+    for temperature in [0.5, 2.0] {
+        for seed in 0..4 {
+            let setup = Setup {
+                config: SamplerConfig {
+                    temperature,
+                    seed,
+                    ..one_per_step()
+                },
+                ..Setup::new()
+            };
+            let out = setup.run(&unsure_rows(6), &[canvas(&[], 6, &[])]);
+            let infill = &out.sampled().infills[0];
+            assert_eq!(infill.probabilities.len(), infill.tokens.len());
+            for (slot, (&token, &p)) in infill.tokens.iter().zip(&infill.probabilities).enumerate()
+            {
+                let want = if token == slot as u32 { 0.3 } else { rest };
+                assert!(
+                    (p - want).abs() < 1e-4,
+                    "temperature {temperature}, seed {seed}, slot {slot}: {p} for {want}"
+                );
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Step budget.
 

@@ -202,8 +202,15 @@ pub fn finish_fim(
         .zip(&finished.judged)
         .map(|(completion, judged)| {
             let ended = completion.ended_by_eos || completion.stopped;
-            let shown = judged.shown().map(str::to_string);
-            let choice = choice(shown.as_ref(), &completion.middle, ended, &work.stop);
+            // The client's stop strings cut the text before the bar weighs it: it judges what
+            // the client is sent.
+            let sent = judged.text.as_ref().filter(|text| {
+                let (cut, _) = cut_at_stop(text, &work.stop);
+                cut.trim().is_empty()
+                    || fim::confidence(engine.tokenizer(), completion, &cut)
+                        .is_none_or(|c| c >= prepared.min_confidence)
+            });
+            let choice = choice(sent, &completion.middle, ended, &work.stop);
             completion_tokens += engine
                 .tokenizer()
                 .encode(&choice.text)

@@ -12,12 +12,13 @@ use std::time::Duration;
 use redraft_context::edit::{parse_patches, unified_diff, HistoryEdit};
 use redraft_context::{Language, Source};
 use redraft_engine::sampler::{Effort, SamplerConfig};
-use redraft_engine::ContextCache;
 use redraft_engine::DeviceSpec;
+use redraft_engine::{Completion, ContextCache};
 use redraft_suggest::edit::{next_edit, EditInput, DRAFT_TAU};
 use redraft_suggest::fim::FimOptions;
 use serde_json::json;
 
+use super::run::finish_fim;
 use super::*;
 
 fn config(max_batch: usize) -> LoopConfig {
@@ -66,7 +67,11 @@ fn fim(text: &str, backend: Option<crate::backend::BackendConfig>) -> Work {
         language: Language::Rust,
         tree: None,
         neighbours: Vec::new(),
-        options: FimOptions::new(8, SamplerConfig::effort(Effort::Low)),
+        // A shipped model's tuned inline bar is not what these tests are about.
+        options: FimOptions {
+            min_confidence: Some(0.0),
+            ..FimOptions::new(8, SamplerConfig::effort(Effort::Low))
+        },
         stop: Vec::new(),
         backend,
         effort: None,
@@ -1072,4 +1077,56 @@ fn a_running_precompute_makes_way_only_for_a_request_that_can_go_first() {
     assert!(queue.request_waiting(), "put back first, and now wanted");
     queue.close();
     assert!(!queue.request_waiting(), "a closed queue drains in order");
+}
+
+/// The bar weighs what each door sends: the language server's suggestion is the whole cleaned
+/// text, an HTTP choice that text cut at the client's stop strings. A middle sure up to a stop
+/// string and unsure after it is withheld from the one and sent to the other.
+#[test]
+fn the_bar_weighs_a_choice_as_cut_at_the_clients_stop_strings() {
+    let engine = engine();
+    let Work::Fim(mut work) = fim(TEXT, None) else {
+        unreachable!("a FIM work")
+    };
+    work.options.min_confidence = Some(0.5);
+    let prepared = redraft_suggest::fim::prepare(&engine, &work.source(), &[], &work.options);
+    let middle = "count + 1; // zzz qqq";
+    let cleaned = redraft_context::finish(middle, &prepared.plan).unwrap();
+    assert!(cleaned.contains("// zzz"), "{cleaned:?}");
+    // Sure (0.9) of the tokens before ` //`, unsure (0.1) of the rest.
+    let tokens = engine.tokenizer().encode(middle).unwrap();
+    let probabilities = (0..tokens.len())
+        .map(|i| {
+            let end = engine.tokenizer().decode(&tokens[..=i]).unwrap().len();
+            if end <= middle.find(" //").unwrap() {
+                0.9
+            } else {
+                0.1
+            }
+        })
+        .collect();
+    let completion = Completion {
+        middle: middle.into(),
+        tokens,
+        probabilities,
+        ended_by_eos: true,
+        ..Completion::default()
+    };
+    let mut answer = |stop: &[&str]| {
+        work.stop = stop.iter().map(|s| s.to_string()).collect();
+        finish_fim(
+            &engine,
+            &prepared,
+            std::slice::from_ref(&completion),
+            &work,
+            &Metrics::new(),
+        )
+    };
+    let cut = answer(&[" //"]);
+    assert!(cut.suggestions.is_empty(), "{cut:?}");
+    assert_eq!(cut.report.withheld, 1);
+    assert_eq!(cut.choices[0].text, "count + 1;");
+    assert_eq!(cut.choices[0].finish_reason, FinishReason::Stop);
+    // Without the stop string the choice is the whole text, and withheld as well.
+    assert_eq!(answer(&[]).choices[0].text, "");
 }

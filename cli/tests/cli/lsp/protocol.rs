@@ -512,12 +512,8 @@ async fn an_inline_completion_below_the_bar_is_not_shown() {
     let (lsp, log) = first_completion(json!({"model": fixture, "logLevel": "debug"})).await;
     assert!(log.contains("1 suggestion(s)"), "{log}");
     let confidence = first_confidence(&log);
-    assert!(confidence > 0.0 && confidence <= 1.0, "{log}");
-    if confidence >= 0.99 {
-        // Nothing to withhold above it at two decimals.
-        lsp.shutdown().await;
-        return;
-    }
+    // A bar above it must exist at two decimals (the fixture is far from sure: ~0.07).
+    assert!(confidence > 0.0 && confidence < 0.99, "{log}");
     let bar = ((confidence + 1.0) / 2.0 * 100.0).floor() / 100.0;
     lsp.notify::<super::client::DidChangeConfiguration>(
         json!({"settings": {"minConfidence": bar}}),

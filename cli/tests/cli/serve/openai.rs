@@ -152,15 +152,21 @@ fn the_deadline_ends_decoding_at_the_next_step() {
 
 /// A completion the model was less sure of than its own bar (`fim_min_confidence` in its
 /// `redraft.json`) comes back empty, from the serial loop and the batched one alike; the same
-/// model without the bar answers it.
+/// model without the bar answers it, and so does `--min-confidence 0` over the model's bar. A
+/// bar that is not a probability is refused at start.
 #[test]
 fn a_completion_below_the_models_bar_is_empty() {
     let fixture = redraft_tests::cli::repo().join("fixtures/small-model");
     let barred = redraft_tests::cli::small_model_with(json!({"fim_min_confidence": 0.99}));
     let request = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "n": 2,
                          "temperature": 0});
-    let texts = |model: &std::path::Path, batch: &str| -> Vec<String> {
-        let server = Server::start(&["--model", model.to_str().unwrap(), "--max-batch", batch]);
+    let texts = |model: &std::path::Path, batch: &str, extra: &[&str]| -> Vec<String> {
+        let args = [
+            &["--model", model.to_str().unwrap(), "--max-batch", batch],
+            extra,
+        ]
+        .concat();
+        let server = Server::start(&args);
         let response = server.post("/v1/completions", &request);
         assert_eq!(response.status, 200, "{}", response.text());
         let body = response.json();
@@ -172,11 +178,26 @@ fn a_completion_below_the_models_bar_is_empty() {
             .collect()
     };
     for batch in ["1", "4"] {
-        let shown = texts(&fixture, batch);
+        let shown = texts(&fixture, batch, &[]);
         assert!(
             shown.iter().any(|t| !t.is_empty()),
             "the fixture answers this prompt: {shown:?}"
         );
-        assert_eq!(texts(barred.path(), batch), ["", ""], "--max-batch {batch}");
+        assert_eq!(
+            texts(barred.path(), batch, &[]),
+            ["", ""],
+            "--max-batch {batch}"
+        );
+        assert_eq!(
+            texts(barred.path(), batch, &["--min-confidence", "0"]),
+            shown
+        );
     }
+    let refused = std::process::Command::new(redraft_tests::cli::redraft_binary())
+        .args(["serve", "--bind", "127.0.0.1:0", "--min-confidence", "1.5"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("from 0 to 1"), "{stderr}");
 }

@@ -221,6 +221,8 @@ async function withCodeServer(
       "editor.autoClosingBrackets": "never",
       "editor.autoIndent": "none",
       "editor.formatOnType": false,
+      // A shipped model's tuned inline bar is not what these tests are about.
+      "redraft.minConfidence": 0,
       ...settings,
     }),
   );
