@@ -76,6 +76,9 @@ impl Pending {
 
 pub struct Lsp {
     socket: ServerSocket,
+    /// The client's main loop; stopped before the socket goes (async-lsp's loop panics when
+    /// every socket is gone while it still runs).
+    mainloop: tokio::task::JoinHandle<()>,
     child: Child,
     /// async-lsp numbers outgoing requests 0, 1, 2... in the order they are queued; sending
     /// under this lock keeps our count equal to the id it assigns.
@@ -147,7 +150,7 @@ impl Lsp {
         let (mut child, stderr, _) = spawn_server(start.step_delay_ms, &start.env);
         let stdout = child.stdout.take().unwrap();
         let stdin = child.stdin.take().unwrap();
-        tokio::spawn(async move {
+        let mainloop = tokio::spawn(async move {
             // Ends with an error when the server exits; a protocol error (something on stdout
             // that is not LSP) shows up as a test waiting on an answer that never comes.
             if let Err(err) = mainloop
@@ -159,6 +162,7 @@ impl Lsp {
         });
         let mut lsp = Lsp {
             socket,
+            mainloop,
             child,
             next_id: tokio::sync::Mutex::new(0),
             notifications,
@@ -329,6 +333,12 @@ impl Lsp {
             "exit status {status}; stderr:\n{}",
             self.stderr()
         );
+    }
+}
+
+impl Drop for Lsp {
+    fn drop(&mut self) {
+        self.mainloop.abort();
     }
 }
 
