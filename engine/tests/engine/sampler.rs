@@ -569,14 +569,7 @@ fn a_sampled_tokens_probability_is_the_models_own() {
     let rest = 0.7 / (BOS as f32 - 1.0);
     for temperature in [0.5, 2.0] {
         for seed in 0..4 {
-            let setup = Setup {
-                config: SamplerConfig {
-                    temperature,
-                    seed,
-                    ..one_per_step()
-                },
-                ..Setup::new()
-            };
+            let setup = sampling(temperature, seed);
             let out = setup.run(&unsure_rows(6), &[canvas(&[], 6, &[])]);
             let infill = &out.sampled().infills[0];
             assert_eq!(infill.probabilities.len(), infill.tokens.len());
@@ -1347,14 +1340,7 @@ fn mask_token_is_never_emitted() {
     ];
     for temperature in [0.0, 1.0] {
         for seed in 0..4 {
-            let setup = Setup {
-                config: SamplerConfig {
-                    temperature,
-                    seed,
-                    ..one_per_step()
-                },
-                ..Setup::new()
-            };
+            let setup = sampling(temperature, seed);
             let out = setup.run(
                 &ScriptedModel::rows(0, rows.clone()),
                 &[canvas(&[], 3, &[])],
@@ -1688,9 +1674,14 @@ fn unsure_rows(length: usize) -> ScriptedModel {
 }
 
 fn warm(seed: u64) -> Setup {
+    sampling(1.0, seed)
+}
+
+/// One commit per step, sampled at `temperature` from `seed`.
+fn sampling(temperature: f32, seed: u64) -> Setup {
     Setup {
         config: SamplerConfig {
-            temperature: 1.0,
+            temperature,
             seed,
             ..one_per_step()
         },
@@ -1792,15 +1783,7 @@ fn batch_shares_model_calls_and_fills_each_canvas_from_its_own_rows() {
 
 /// Eight slots where every ordinary token is equally likely.
 fn sample_flat(temperature: f32, seed: u64) -> Vec<u32> {
-    let setup = Setup {
-        config: SamplerConfig {
-            temperature,
-            seed,
-            ..one_per_step()
-        },
-        ..Setup::new()
-    };
-    setup
+    sampling(temperature, seed)
         .run(&ScriptedModel::new(|_, _| flat()), &[canvas(&[], 8, &[])])
         .tokens()
         .remove(0)
