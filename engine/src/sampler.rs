@@ -666,7 +666,7 @@ impl<'a> Sampler<'a> {
         };
         // The model's own probability of the token (at temperature 1), whatever temperature it
         // was sampled at: what a confidence bar is tuned on and compared with.
-        let probability = if scale == 1.0 {
+        let probability = if scale == 1.0 || suppressed(token) {
             probs[token]
         } else {
             let max = logits

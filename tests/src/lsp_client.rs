@@ -107,9 +107,14 @@ pub struct Start {
 
 /// `options` with `minConfidence` 0 where they run the embedded default model and set no bar:
 /// the bar a shipped model is tuned with (`fim_min_confidence`) is not what these tests are
-/// about, and would make the ones that need a suggestion depend on it.
+/// about, and would make the ones that need a suggestion depend on it. (A test that names a
+/// model and switches to the embedded one later sets its own.)
 fn unbarred(mut options: Value) -> Value {
-    if let Some(object) = options.as_object_mut() {
+    let object = match options.get("redraft") {
+        Some(Value::Object(_)) => options.get_mut("redraft").and_then(Value::as_object_mut),
+        _ => options.as_object_mut(),
+    };
+    if let Some(object) = object {
         if !object.contains_key("model") && !object.contains_key("minConfidence") {
             object.insert("minConfidence".into(), json!(0));
         }

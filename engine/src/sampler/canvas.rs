@@ -96,8 +96,9 @@ pub type Interrupt<'a> = dyn Fn() -> bool + Sync + 'a;
 pub struct Infill {
     /// Tokens before the first EOS.
     pub tokens: Vec<u32>,
-    /// Per token, the model's probability of it in the step that committed it (after the
-    /// temperature, with the tokens a canvas may not hold left out): how sure the model was.
+    /// Per token, the model's own probability of it in the step that committed it (at
+    /// temperature 1 whatever it was sampled at, with the tokens a canvas may not hold left
+    /// out): how sure the model was.
     pub probabilities: Vec<f32>,
     /// Whether the model ended the middle with EOS before the canvas ran out.
     pub ended_by_eos: bool,

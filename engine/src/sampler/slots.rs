@@ -134,8 +134,8 @@ pub(super) struct Choice {
     pub(super) token: u32,
     /// By the run's measure (`SamplerConfig::confidence`): what the schedule ranks.
     pub(super) confidence: f32,
-    /// The model's probability of `token` (after temperature and the suppressed tokens): what
-    /// the middle reports of it.
+    /// The model's own probability of `token` (at temperature 1, whatever it was sampled at;
+    /// the suppressed tokens left out): what the middle reports of it.
     pub(super) probability: f32,
 }
 

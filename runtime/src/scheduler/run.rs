@@ -206,7 +206,7 @@ pub fn finish_fim(
             // the client is sent.
             let sent = judged.text.as_ref().filter(|text| {
                 let (cut, _) = cut_at_stop(text, &work.stop);
-                cut.trim().is_empty()
+                cut.is_empty()
                     || fim::confidence(engine.tokenizer(), completion, &cut)
                         .is_none_or(|c| c >= prepared.min_confidence)
             });
