@@ -76,8 +76,7 @@ impl Pending {
 
 pub struct Lsp {
     socket: ServerSocket,
-    /// The client's main loop; stopped before the socket goes (async-lsp's loop panics when
-    /// every socket is gone while it still runs).
+    /// The client's main loop; stopped when the client goes.
     mainloop: tokio::task::JoinHandle<()>,
     child: Child,
     /// async-lsp numbers outgoing requests 0, 1, 2... in the order they are queued; sending
@@ -155,7 +154,11 @@ impl Lsp {
         let (mut child, stderr, _) = spawn_server(start.step_delay_ms, &start.env);
         let stdout = child.stdout.take().unwrap();
         let stdin = child.stdin.take().unwrap();
+        // The loop holds a socket of its own while it runs: async-lsp's loop panics when every
+        // socket is gone before it ends.
+        let own = socket.clone();
         let mainloop = tokio::spawn(async move {
+            let _own = own;
             // Ends with an error when the server exits; a protocol error (something on stdout
             // that is not LSP) shows up as a test waiting on an answer that never comes.
             if let Err(err) = mainloop
