@@ -598,12 +598,17 @@ impl<'a> Sampler<'a> {
         } else {
             1.0
         };
-        let max = logits
+        // One pass for both maxima: the tempered one the sampling distribution is taken from,
+        // and the model's own (temperature 1), for the probability a committed token reports.
+        let untempered = scale != 1.0;
+        let (max, raw_max) = logits
             .iter()
             .enumerate()
             .filter(|(id, _)| !suppressed(*id))
-            .map(|(_, &l)| l * scale)
-            .fold(f32::NEG_INFINITY, f32::max);
+            .fold((f32::NEG_INFINITY, f32::NEG_INFINITY), |(m, r), (_, &l)| {
+                (m.max(l * scale), r.max(l))
+            });
+        let mut raw_total = 0.0f32;
         let mut probs: Vec<f32> = logits
             .iter()
             .enumerate()
@@ -611,6 +616,9 @@ impl<'a> Sampler<'a> {
                 if suppressed(id) {
                     0.0
                 } else {
+                    if untempered {
+                        raw_total += (l - raw_max).exp();
+                    }
                     (l * scale - max).exp()
                 }
             })
@@ -666,22 +674,10 @@ impl<'a> Sampler<'a> {
         };
         // The model's own probability of the token (at temperature 1), whatever temperature it
         // was sampled at: what a confidence bar is tuned on and compared with.
-        let probability = if scale == 1.0 || suppressed(token) {
-            probs[token]
+        let probability = if untempered && !suppressed(token) {
+            (logits[token] - raw_max).exp() / raw_total
         } else {
-            let max = logits
-                .iter()
-                .enumerate()
-                .filter(|(id, _)| !suppressed(*id))
-                .map(|(_, &l)| l)
-                .fold(f32::NEG_INFINITY, f32::max);
-            let total: f32 = logits
-                .iter()
-                .enumerate()
-                .filter(|(id, _)| !suppressed(*id))
-                .map(|(_, &l)| (l - max).exp())
-                .sum();
-            (logits[token] - max).exp() / total
+            probs[token]
         };
         Choice {
             slot,
