@@ -205,7 +205,10 @@ pub fn finish_fim(
             // The client's stop strings cut the text before the bar weighs it: it judges what
             // the client is sent.
             let sent = judged.text.as_ref().filter(|text| {
-                let (cut, _) = cut_at_stop(text, &work.stop);
+                let (cut, stopped) = cut_at_stop(text, &work.stop);
+                if !stopped {
+                    return !judged.unsure;
+                }
                 cut.is_empty()
                     || fim::confidence(engine.tokenizer(), completion, &cut)
                         .is_none_or(|c| c >= prepared.min_confidence)
