@@ -6,6 +6,7 @@ use std::path::Path;
 use redraft_context::edit::{EditBudget, HistoryEdit};
 use redraft_context::{Language, Source};
 use redraft_engine::sampler::{Controls, Effort, SamplerConfig};
+use redraft_engine::tokenizer::Tokenizer;
 use redraft_engine::ContextCache;
 use redraft_engine::{Completion, Engine};
 use redraft_suggest::edit::{apply, next_edit, EditInput};
@@ -101,83 +102,62 @@ fn the_confidence_of_a_suggestion_is_its_least_sure_shown_token() {
     let tokenizer = engine.tokenizer();
     let shown_part = "let total = count + 1;";
     let middle = format!("{shown_part}\n}} zzz qqq");
-    let tokens = tokenizer.encode(&middle).unwrap();
-    let starts: Vec<usize> = (0..tokens.len())
-        .map(|i| tokenizer.decode(&tokens[..i]).unwrap().len())
-        .collect();
-    let inside = starts.iter().filter(|&&at| at < shown_part.len()).count();
-    assert!(inside > 2 && inside < tokens.len(), "{starts:?}");
-    // The shown tokens at 0.9 but one at 0.6; everything after them at 0.01.
-    let probabilities: Vec<f32> = (0..tokens.len())
-        .map(|i| match i {
-            _ if i >= inside => 0.01,
-            1 => 0.6,
-            _ => 0.9,
-        })
-        .collect();
-    let completion = Completion {
-        middle: middle.clone(),
-        tokens: tokens.clone(),
-        probabilities: probabilities.clone(),
-        ..Completion::default()
-    };
+    // The shown tokens at 0.9 but the second at 0.6; everything after them at 0.01.
+    let completion = written(tokenizer, &middle, |i, start, _| match i {
+        _ if start >= shown_part.len() => 0.01,
+        1 => 0.6,
+        _ => 0.9,
+    });
+    let inside = completion
+        .probabilities
+        .iter()
+        .filter(|&&p| p > 0.01)
+        .count();
+    assert!(inside > 2 && inside < completion.tokens.len());
     assert_eq!(
         fim::confidence(tokenizer, &completion, shown_part),
         Some(0.6)
     );
     // The whole middle shown: its last tokens count.
     assert_eq!(fim::confidence(tokenizer, &completion, &middle), Some(0.01));
-    // A document with CRLF line endings is shown the middle's lines with them.
-    let two_lines = "let a = 1;\nlet b = 2;\nzzz";
-    let tokens = tokenizer.encode(two_lines).unwrap();
-    let last_shown = (0..tokens.len())
-        .filter(|&i| tokenizer.decode(&tokens[..i]).unwrap().len() < "let a = 1;\nlet b = 2;".len())
-        .max()
-        .unwrap();
-    let probabilities: Vec<f32> = (0..tokens.len())
-        .map(|i| {
-            if i == last_shown {
-                0.5
-            } else if i > last_shown {
-                0.01
-            } else {
-                0.9
-            }
-        })
-        .collect();
-    let completion = Completion {
-        middle: two_lines.into(),
-        tokens,
-        probabilities,
-        ..Completion::default()
-    };
+    // A document with CRLF line endings is shown the middle's lines with them: the last token
+    // of the shown lines at 0.5.
+    let shown_lines = "let a = 1;\nlet b = 2;";
+    let last_shown = tokenizer
+        .encode(shown_lines)
+        .unwrap()
+        .len()
+        .saturating_sub(1);
+    let completion = written(tokenizer, &format!("{shown_lines}\nzzz"), |i, start, _| {
+        if start >= shown_lines.len() {
+            0.01
+        } else if i == last_shown {
+            0.5
+        } else {
+            0.9
+        }
+    });
     assert_eq!(
         fim::confidence(tokenizer, &completion, "let a = 1;\r\nlet b = 2;"),
         Some(0.5)
     );
     // A character the tokens spell in pieces: the pieces are shown, so they count.
     let shown_part = "let s = \"é\";";
-    let middle = format!("{shown_part}\nzzz");
-    let tokens = tokenizer.encode(&middle).unwrap();
     let ascii = |t: u32| tokenizer.decode(&[t]).unwrap().is_ascii();
-    assert!(tokens.iter().any(|&t| !ascii(t)));
-    let probabilities: Vec<f32> = (0..tokens.len())
-        .map(|i| {
-            if tokenizer.decode(&tokens[..i]).unwrap().len() >= shown_part.len() {
+    let accented = written(
+        tokenizer,
+        &format!("{shown_part}\nzzz"),
+        |_, start, token| {
+            if start >= shown_part.len() {
                 0.01
-            } else if ascii(tokens[i]) {
+            } else if ascii(token) {
                 0.9
             } else {
                 0.4
             }
-        })
-        .collect();
-    let accented = Completion {
-        middle: middle.clone(),
-        tokens,
-        probabilities,
-        ..Completion::default()
-    };
+        },
+    );
+    assert!(accented.tokens.iter().any(|&t| !ascii(t)));
     assert_eq!(fim::confidence(tokenizer, &accented, shown_part), Some(0.4));
     // Without probabilities (another process's middle), no confidence.
     let bare = Completion {
@@ -185,6 +165,28 @@ fn the_confidence_of_a_suggestion_is_its_least_sure_shown_token() {
         ..completion
     };
     assert_eq!(fim::confidence(tokenizer, &bare, "let a = 1;"), None);
+}
+
+/// `middle` as the engine would have written it, token `i` (starting at byte `start`)
+/// committed at `probability(i, start, token)`.
+fn written(
+    tokenizer: &Tokenizer,
+    middle: &str,
+    probability: impl Fn(usize, usize, u32) -> f32,
+) -> Completion {
+    let tokens = tokenizer.encode(middle).unwrap();
+    let probabilities = (0..tokens.len())
+        .map(|i| {
+            let start = tokenizer.decode(&tokens[..i]).unwrap().len();
+            probability(i, start, tokens[i])
+        })
+        .collect();
+    Completion {
+        middle: middle.into(),
+        tokens,
+        probabilities,
+        ..Completion::default()
+    }
 }
 
 /// The bar: the caller's, else the model's (the fixture states none: 0); a suggestion below it
