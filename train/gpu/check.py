@@ -7,6 +7,8 @@
         -> {"layouts": [{"ids": [...], "canvas_start": n}, ...]}  (data.fim_layout, as training)
     python train/gpu/check.py export-default OUT_DIR < {"mask_id": 0, "eos_id": 1}
         -> {"parameters": n}  (the default preset, random weights, exported as a GPU run does)
+    python train/gpu/check.py export-interrupted OUT_DIR < {"stage": DIR}
+        -> {"beside": [files], "stage": [files]}  (a second export failing mid-way)
     python train/gpu/check.py attention-paths - < {"seed": 0}
         -> {"largest_difference", "largest_output"}  (grouped against repeated key/value heads,
            the default preset's shape scaled down, random weights, f32)
@@ -165,6 +167,46 @@ def export_default(out: str, request: dict) -> dict:
     return {"parameters": sum(p.numel() for p in model.parameters())}
 
 
+def export_interrupted(out: str, request: dict) -> dict:
+    """Two exports of a small model into `out` through the stage `request["stage"]`, the second
+    failing after its first shard (as a full disk or a killed run leaves it): the files left
+    beside `out` (in its folder) and in the stage."""
+    import torch
+
+    import export as exporting
+    from model import DiffusionCoder
+    from train import PRESETS
+
+    class PackMeta:
+        meta = {"mask_id": 1, "eos_id": 2}
+
+    torch.manual_seed(0)
+    model = DiffusionCoder(PRESETS["tiny"]["shape"])
+    out_dir, stage = Path(out), Path(request["stage"])
+    exporting.SHARD_PAYLOAD = 64 * 1024  # several shards of a tiny model
+    exporting.export(model, out_dir, PackMeta(), "f32", {"steps": [], "evals": []}, tokenizer=False, stage=stage)
+    written = exporting.save_file
+    calls = 0
+
+    def failing(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise OSError("simulated: no space left on the device")
+        return written(*args, **kwargs)
+
+    exporting.save_file = failing
+    try:
+        exporting.export(model, out_dir, PackMeta(), "f32", {"steps": [], "evals": []}, tokenizer=False, stage=stage)
+    except OSError:
+        pass
+
+    def files(folder: Path) -> list[str]:
+        return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+    return {"beside": files(out_dir.parent), "stage": files(stage)}
+
+
 def main() -> int:
     command, path = sys.argv[1], sys.argv[2]
     request = json.load(sys.stdin)
@@ -176,6 +218,7 @@ def main() -> int:
         "edit-plans": edit_plans,
         "canvas-ends": canvas_ends,
         "export-default": export_default,
+        "export-interrupted": export_interrupted,
     }
     answer = commands[command](path, request)
     json.dump(answer, sys.stdout)

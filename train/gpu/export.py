@@ -1,11 +1,15 @@
 """A model directory the engine loads: `config.json`, `redraft.json`, `tokenizer.json` and the
 weights as safetensors shards of at most 15 MiB (with `model.safetensors.index.json`), written
 into a fresh folder and swapped in, so a run stopped mid-export still leaves the last one whole.
+The fresh folder is written in a stage outside the export's own folder where one is on the same
+file system, so that folder never holds a half-written export beside the last one (a device
+call returns at most 8 files from $OUT: a ninth could push a shard of the good export out).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -56,9 +60,22 @@ def redraft_json(pack_meta: dict) -> dict:
     }
 
 
-def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict, tokenizer: bool = True) -> None:
+def workroom(out: Path, stage: Path | None) -> Path:
+    """Where `export` writes the fresh folder and parks the old one: `stage` when it is on the
+    file system of `out`'s folder (the swap is then two renames), else `out`'s folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if stage is not None:
+        stage.mkdir(parents=True, exist_ok=True)
+        if os.stat(stage).st_dev == os.stat(out.parent).st_dev:
+            return stage
+    return out.parent
+
+
+def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict, tokenizer: bool = True,
+           stage: Path | None = None) -> None:
     out = Path(out)
-    fresh = out.with_name(out.name + ".new")
+    room = workroom(out, None if stage is None else Path(stage))
+    fresh = room / (out.name + ".new")
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir(parents=True)
     tensors = {name: p.detach().to("cpu", DTYPES[dtype]).contiguous() for name, p in model.state_dict().items()}
@@ -90,7 +107,7 @@ def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict, tokeni
     if tokenizer:
         shutil.copyfile(pack.path / "tokenizer.json", fresh / "tokenizer.json")
     (fresh / "train_log.json").write_text(json.dumps(log, indent=1))
-    old = out.with_name(out.name + ".old")
+    old = room / (out.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if out.exists():
         out.rename(old)

@@ -24,9 +24,11 @@ batches made by worker processes ahead of the GPU. It reports tokens/s and model
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,18 +77,24 @@ PRESETS = {
     ),
 }
 KIND_WEIGHTS = {"plain": 0.45, "fim": 0.4, "edit": 0.15}
+# No periodic export starts this close (seconds) to the end of training: the last export follows
+# within it, and an export cut by the command's limit is the one way to leave two behind.
+QUIET_BEFORE_END = 30.0
 
 
 class Batches(torch.utils.data.IterableDataset):
     """Batches `first, first + 1, ...` of the training split; worker `w` of `W` makes the steps
     `= w mod W`, and the loader takes workers in turn, so the order is the steps' order."""
 
-    def __init__(self, pack_dir: str, config: DataConfig, seed: int, batch: int, first: int):
+    def __init__(self, pack_dir: str, config: DataConfig, seed: int, batch: int, first: int, fail: bool = False):
         self.pack_dir, self.config, self.seed, self.batch, self.first = pack_dir, config, seed, batch, first
+        self.fail = fail  # tests: a worker process dies at once (`--fail-batches`)
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         workers, me = (1, 0) if info is None else (info.num_workers, info.id)
+        if self.fail and info is not None:
+            os._exit(1)
         maker = BatchMaker(Pack(self.pack_dir), "train", self.config, self.seed)
         step = self.first + me
         while True:
@@ -232,14 +240,19 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", choices=sorted(PRESETS), default="default")
     ap.add_argument("--batch", type=int)
     ap.add_argument("--resume", help="an exported model directory to start from")
-    ap.add_argument("--export-every", type=float, default=90.0)
+    ap.add_argument("--export-every", type=float, default=90.0, help="seconds between the exports a cut "
+                    "run falls back on (none in the last %d s of training: the last export follows)" % QUIET_BEFORE_END)
+    ap.add_argument("--stage", help="a folder outside the export's own where each export is written before "
+                    "it is swapped in (default: a new temporary folder; used when on the same file system)")
     ap.add_argument("--eval-batches", type=int, default=8)
     ap.add_argument("--lr-muon", type=float, default=0.02)
     ap.add_argument("--lr-adam", type=float, default=3e-3)
     ap.add_argument("--warmup-steps", type=int, default=40)
     ap.add_argument("--decay-from", type=float, default=0.55)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
+    # Six workers make ~4M tokens/s of batches, several times what one GPU takes, with a dozen
+    # batches (~50 MB) in shared memory.
+    ap.add_argument("--workers", type=int, default=max(1, min(6, (os.cpu_count() or 2) - 2)))
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16", help="of the export")
     ap.add_argument("--no-compile", action="store_true")
@@ -252,6 +265,10 @@ def main(argv=None) -> int:
                     "next edits that outgrow the engine's planned canvas get one too (OUTGROWN_SHORT in data.py)")
     ap.add_argument("--oom-above", type=int, help="tests: a step of more sequences than this fails as out of "
                     "GPU memory does")
+    ap.add_argument("--fail-step", type=int, help="tests: the first try of this step fails "
+                    "with a RuntimeError, as a compiled kernel or a lost worker can")
+    ap.add_argument("--fail-batches", action="store_true", help="tests: the batch loader's workers die "
+                    "(as they do when shared memory runs out)")
     args = ap.parse_args(argv)
 
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
@@ -262,6 +279,7 @@ def main(argv=None) -> int:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     preset = PRESETS[args.preset]
+    stage = Path(args.stage) if args.stage else Path(tempfile.mkdtemp(prefix="redraft-export-"))
     decompress(args.pack)
     pack = Pack(args.pack)
     if args.resume:
@@ -300,14 +318,16 @@ def main(argv=None) -> int:
     valid = BatchMaker(pack, "valid", config, seed=1234)
     eval_batches = [to_tensors(valid.batch(i, min(batch, 32))) for i in range(args.eval_batches)]
 
+    workers = args.workers
+
     def make_batches(size: int, first: int):
         loader = torch.utils.data.DataLoader(
-            Batches(args.pack, config, args.seed, size, first=first),
+            Batches(args.pack, config, args.seed, size, first=first, fail=args.fail_batches and workers > 0),
             batch_size=None,
-            num_workers=args.workers,
+            num_workers=workers,
             pin_memory=cuda,
-            prefetch_factor=4 if args.workers else None,
-            persistent_workers=args.workers > 0,
+            prefetch_factor=2 if workers else None,
+            persistent_workers=workers > 0,
         )
         return iter(loader)
     masked_fraction = 0.3  # measured below, per step; this is the planning figure
@@ -333,8 +353,29 @@ def main(argv=None) -> int:
                 group["lr"] = group["base_lr"] * lr_factor(step, fraction, args)
         if args.oom_above is not None and b["inputs"].shape[0] > args.oom_above:
             raise torch.cuda.OutOfMemoryError(f"simulated (--oom-above {args.oom_above})")
+        if step == args.fail_step and step not in failed_steps:
+            failed_steps.add(step)
+            raise RuntimeError(f"simulated (--fail-step {args.fail_step})")
         on_device = (b[k].to(device, non_blocking=True) for k in ("inputs", "index", "targets", "weights"))
         return train_step(model, trunk, opts, autocast, *on_device)
+
+    failed_steps: set[int] = set()
+
+    def next_batch() -> dict:
+        # A worker that dies (no shared memory, no file descriptors left on the machine) would
+        # end the run before its first export: the batches are made in this process instead.
+        nonlocal batches, workers
+        try:
+            return next(batches)
+        except Exception as error:
+            if workers == 0:
+                raise
+            text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+            log.setdefault("data_errors", []).append({"step": step, "error": text})
+            print(f"the batch loader failed at step {step}, making batches in this process: {text}", flush=True)
+            workers = 0
+            batches = make_batches(batch, step)
+            return next(batches)
 
     def shrink(error: Exception) -> None:
         # A lost window costs more than a smaller batch: halve it, drop the failed step's
@@ -349,6 +390,7 @@ def main(argv=None) -> int:
         for opt in opts:
             opt.zero_grad(set_to_none=True)
         batches = None  # its workers stop
+        gc.collect()
         if cuda:
             torch.cuda.empty_cache()
         batch //= 2
@@ -374,7 +416,7 @@ def main(argv=None) -> int:
     compile_started = time.time()
     warm = 0
     while warm < 2:  # compile warm-up (kept: two small updates at warm-up rates)
-        b = next(batches)
+        b = next_batch()
         try:
             step_once(b, step, 0.0)
         except torch.cuda.OutOfMemoryError as error:
@@ -393,11 +435,20 @@ def main(argv=None) -> int:
     print(f"warm-up (compile) {log['compile_seconds']:.1f} s", flush=True)
 
     def do_export(elapsed: float) -> None:
-        # The eager trunk: a compiled one would compile again for inference mode.
-        report = evaluate(model, model.model, eval_batches, device, autocast)
-        log["evals"].append({"step": step, "seconds": elapsed, "tokens": tokens_seen, **report})
-        export(model, Path(args.out), pack, args.dtype, log, tokenizer=not args.no_tokenizer)
-        summary = ", ".join(f"{k} {v['loss']:.3f} ({100 * v['accuracy']:.1f}%)" for k, v in report.items())
+        # The eager trunk: a compiled one would compile again for inference mode. A failed
+        # evaluation (out of memory, say) is logged; the export is what the window is for.
+        try:
+            report = evaluate(model, model.model, eval_batches, device, autocast)
+            log["evals"].append({"step": step, "seconds": elapsed, "tokens": tokens_seen, **report})
+            summary = ", ".join(f"{k} {v['loss']:.3f} ({100 * v['accuracy']:.1f}%)" for k, v in report.items())
+        except Exception as error:
+            text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+            log.setdefault("eval_errors", []).append({"step": step, "error": text})
+            summary = f"failed ({text})"
+            model.train()
+            if cuda:
+                torch.cuda.empty_cache()
+        export(model, Path(args.out), pack, args.dtype, log, tokenizer=not args.no_tokenizer, stage=stage)
         print(f"[{elapsed:6.1f} s] step {step}: validation {summary}; exported to {args.out}", flush=True)
 
     start = time.time()
@@ -415,12 +466,22 @@ def main(argv=None) -> int:
         fraction = elapsed / args.seconds
         if fraction >= 1.0 or (args.max_steps is not None and step >= args.max_steps):
             break
-        b = next(batches)
+        b = next_batch()
         try:
             losses.append(step_once(b, step, fraction))
         except torch.cuda.OutOfMemoryError as error:
             shrink(error)
             continue
+        except Exception as error:
+            if trunk is not model.model:
+                go_eager(error)  # a recompile (after the batch was halved, say) failed
+                continue
+            # The last export comes from the weights as they are: an unannealed model is
+            # worth more than none.
+            text = f"{type(error).__name__}: {error}".strip()
+            log["error"] = {"step": step, "error": text[:4000]}
+            print(f"step {step} failed, stopping to export: {text.splitlines()[0][:300]}", flush=True)
+            break
         n = b["inputs"].numel()
         tokens_seen += n
         window_tokens += n
@@ -441,8 +502,14 @@ def main(argv=None) -> int:
             mfu_text = f", MFU {100 * mfu:.1f}%, peak {record['gpu_memory_gib']:.1f} GiB" if mfu is not None else ""
             print(f"[{now - start:6.1f} s] step {step}: loss {mean_loss:.4f}, {rate:,.0f} tok/s{mfu_text}", flush=True)
             window_start, window_tokens, window_masked = now, 0, 0
-        if time.time() - last_export >= args.export_every:
-            do_export(time.time() - start)
+        now = time.time()
+        if now - last_export >= args.export_every and start + args.seconds - now > QUIET_BEFORE_END:
+            try:
+                do_export(now - start)
+            except Exception as error:  # the next export may do; the run goes on
+                text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+                log.setdefault("export_errors", []).append({"step": step, "error": text})
+                print(f"export at step {step} failed: {text}", flush=True)
             last_export = time.time()
     log["train_seconds"] = time.time() - start
     log["tokens_seen"] = tokens_seen
@@ -460,8 +527,9 @@ def main(argv=None) -> int:
         model.train()
     do_export(log["train_seconds"])
     print(f"done: {step} steps, {tokens_seen:,} tokens in {log['train_seconds']:.0f} s "
-          f"({log['tokens_per_s']:,.0f} tok/s)", flush=True)
-    return 0
+          f"({log['tokens_per_s']:,.0f} tok/s)" + (", stopped early by a failed step" if "error" in log else ""),
+          flush=True)
+    return 1 if "error" in log else 0
 
 
 if __name__ == "__main__":

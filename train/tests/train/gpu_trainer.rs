@@ -45,8 +45,17 @@ fn python() -> PathBuf {
     venv
 }
 
-/// Runs `train/gpu/SCRIPT args`, feeding `input` on stdin; its stdout as JSON when asked.
+/// Runs `train/gpu/SCRIPT args`, feeding `input` on stdin; its stdout, failing the test if
+/// the script failed.
 fn run_python(script: &str, args: &[&str], input: Option<&Value>) -> String {
+    let (ok, stdout, stderr) = try_python(script, args, input);
+    assert!(ok, "{script} {args:?} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+/// Runs `train/gpu/SCRIPT args`, feeding `input` on stdin: whether it exited 0, its stdout and
+/// its stderr.
+fn try_python(script: &str, args: &[&str], input: Option<&Value>) -> (bool, String, String) {
     let mut child = Command::new(python())
         .arg(repo().join("train/gpu").join(script))
         .args(args)
@@ -62,13 +71,11 @@ fn run_python(script: &str, args: &[&str], input: Option<&Value>) -> String {
     }
     drop(stdin);
     let out = child.wait_with_output().unwrap();
-    assert!(
+    (
         out.status.success(),
-        "{script} {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// This repository's Rust sources as a corpus: the engine, suggest and train crates for
@@ -339,8 +346,15 @@ fn a_pack_built_with_a_given_tokenizer_keeps_its_ids() {
 }
 
 /// A short tiny run on the shared run's pack, `max_steps` steps, with `flags`, on no worker
-/// process: its stdout, its log, and whether it exported a model.
+/// process (unless `flags` names some): its stdout, its log, and whether it exported a model.
 fn short_run(max_steps: &str, flags: &[&str]) -> (String, Value, bool) {
+    let (ok, stdout, log, exported) = try_short_run(max_steps, flags);
+    assert!(ok, "the run failed:\n{stdout}");
+    (stdout, log, exported)
+}
+
+/// [`short_run`] that may fail: whether it exited 0 as well.
+fn try_short_run(max_steps: &str, flags: &[&str]) -> (bool, String, Value, bool) {
     let t = trained();
     let out = tempfile::tempdir().unwrap();
     let (pack, dir) = (t.pack.to_str().unwrap(), out.path().to_str().unwrap());
@@ -356,11 +370,12 @@ fn short_run(max_steps: &str, flags: &[&str]) -> (String, Value, bool) {
     ];
     args.extend(["--max-steps", max_steps, "--workers", "0"]);
     args.extend(flags);
-    let stdout = run_python("train.py", &args, None);
-    let log: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("train_log.json")).unwrap())
-            .unwrap();
-    (stdout, log, out.path().join("config.json").exists())
+    let (ok, stdout, stderr) = try_python("train.py", &args, None);
+    let log: Value = match std::fs::read_to_string(out.path().join("train_log.json")) {
+        Ok(text) => serde_json::from_str(&text).unwrap(),
+        Err(error) => panic!("no train_log.json ({error}):\n{stdout}\n{stderr}"),
+    };
+    (ok, stdout, log, out.path().join("config.json").exists())
 }
 
 /// A compiler failure in the warm-up (here: a backend whose library is not installed, failing
@@ -400,6 +415,110 @@ fn a_step_out_of_memory_halves_the_batch_and_the_run_goes_on() {
     // The steps after the two of the warm-up, on batches that fit: 4 of 2 x 256 tokens.
     assert_eq!(log["tokens_seen"], 4 * 2 * 256, "{log}");
     assert!(exported);
+}
+
+/// A step that fails for another reason than memory, on the eager trunk, ends training early:
+/// the run still evaluates and exports the weights it has, logs the step and the error, and
+/// exits 1.
+#[test]
+fn a_failed_step_stops_the_run_with_its_model_exported() {
+    let (ok, stdout, log, exported) = try_short_run("8", &["--no-compile", "--fail-step", "4"]);
+    assert!(!ok, "a run stopped by a failure exits 1:\n{stdout}");
+    assert!(
+        stdout.contains("step 4 failed, stopping to export"),
+        "{stdout}"
+    );
+    assert_eq!(log["error"]["step"], 4, "{log}");
+    assert!(
+        log["error"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("simulated (--fail-step 4)"),
+        "{log}"
+    );
+    // The two warm-up steps and the two after them, and the last evaluation of those.
+    assert_eq!(log["tokens_seen"], 2 * 8 * 256, "{log}");
+    assert_eq!(log["evals"].as_array().unwrap().last().unwrap()["step"], 4);
+    assert!(exported);
+}
+
+/// On a compiled trunk the same failure (a recompile after the batch was halved, a kernel) costs
+/// the run its speed, not its model: it goes on eager, the step again, to the end.
+#[test]
+fn a_compiled_step_that_fails_after_the_warm_up_goes_on_eager() {
+    let (stdout, log, exported) =
+        short_run("6", &["--compile-backend", "aot_eager", "--fail-step", "3"]);
+    assert!(
+        stdout.contains("torch.compile failed, training eager"),
+        "{stdout}"
+    );
+    assert!(
+        log["compile_error"]
+            .as_str()
+            .unwrap()
+            .contains("simulated (--fail-step 3)"),
+        "{log}"
+    );
+    assert!(log.get("error").is_none(), "{log}");
+    assert_eq!(log["tokens_seen"], 4 * 8 * 256, "{log}");
+    assert!(exported);
+}
+
+/// Batch workers that die (a machine with too little shared memory, say) do not end the run:
+/// the batches are made in the trainer's own process from that step on, and the log says so.
+#[test]
+fn dead_batch_workers_leave_the_batches_to_the_trainer() {
+    let (stdout, log, exported) =
+        short_run("4", &["--no-compile", "--workers", "1", "--fail-batches"]);
+    assert!(
+        stdout.contains("the batch loader failed at step 0, making batches in this process"),
+        "{stdout}"
+    );
+    assert_eq!(log["data_errors"].as_array().unwrap().len(), 1, "{log}");
+    assert_eq!(log["tokens_seen"], 2 * 8 * 256, "{log}");
+    assert!(exported);
+}
+
+/// An export cut short (a full disk, a run killed by the command's limit) leaves nothing but the
+/// last whole export in the folder a device call returns (at most 8 files: a half-written
+/// export beside the good one could push one of its shards out); the half-written one is in
+/// the stage.
+#[test]
+fn an_export_cut_short_leaves_only_the_last_whole_one_beside_it() {
+    let (returned, stage) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let answer: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &[
+            "export-interrupted",
+            returned.path().join("model").to_str().unwrap(),
+        ],
+        Some(&json!({"stage": stage.path()})),
+    ))
+    .unwrap();
+    let beside: Vec<&str> = answer["beside"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        beside.len() > 3 && beside.iter().all(|f| f.starts_with("model/")),
+        "{beside:?}"
+    );
+    assert!(
+        beside.contains(&"model/model.safetensors.index.json"),
+        "the first export is whole: {beside:?}"
+    );
+    let staged: Vec<&str> = answer["stage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        staged.len() == 1 && staged[0].starts_with("model.new/model-00001-of-"),
+        "the second export stopped after its first shard: {staged:?}"
+    );
 }
 
 #[test]
