@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use redraft_runtime::scheduler::LoadFailure;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tower_lsp_server::jsonrpc;
@@ -199,20 +200,41 @@ impl Server {
                         }
                     }
                     answer = &mut answer => {
-                        break answer.unwrap_or_else(|_| Err("the inference thread stopped".into()));
+                        break answer.unwrap_or_else(|_| Err(LoadFailure {
+                            reason: "the inference thread stopped".into(),
+                            kept: None,
+                        }));
                     }
                 }
             };
             let message = match &result {
                 Ok(origin) => format!("model loaded from {origin}"),
-                Err(reason) => format!("model not loaded: {reason}"),
+                Err(LoadFailure {
+                    reason,
+                    kept: Some(kept),
+                }) => {
+                    format!("model kept: the one from {kept}; the new model did not load: {reason}")
+                }
+                Err(LoadFailure { reason, kept: None }) => format!("model not loaded: {reason}"),
             };
             if let Some(progress) = progress {
                 progress.finish_with_message(message.clone()).await;
             }
             match result {
                 Ok(_) => log.info(message),
-                Err(reason) => {
+                Err(LoadFailure {
+                    reason,
+                    kept: Some(kept),
+                }) => {
+                    log.error(&message);
+                    client
+                        .show_message(
+                            MessageType::WARNING,
+                            format!("redraft could not load the new model: {reason}. Suggestions still come from the model loaded before ({kept})."),
+                        )
+                        .await;
+                }
+                Err(LoadFailure { reason, kept: None }) => {
                     log.error(&message);
                     client
                         .show_message(

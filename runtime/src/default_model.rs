@@ -53,13 +53,66 @@ pub fn load_or_default_reporting(
 ) -> anyhow::Result<Engine> {
     let device = device.resolve()?;
     match model {
-        Some(model) => {
-            let dir = locate_reporting(model, progress)?;
-            Engine::load_on(&dir, &device)
-                .with_context(|| format!("loading the model from {}", dir.display()))
-        }
+        Some(model) => load_dir(&locate_reporting(model, progress)?, &device),
         None => load_on(&device),
     }
+}
+
+/// A model found and read, not yet built: what [`check_reporting`] gives [`load_checked`].
+pub struct Checked {
+    /// The model's files; `None`: the embedded default.
+    pub dir: Option<PathBuf>,
+    device: Device,
+}
+
+/// The part of a load that needs no memory for the model: the device, the model found
+/// (downloaded, for a name) and its header, configuration and tokenizer read
+/// (`redraft_engine::engine::inspect`). A model that fails here leaves whatever is loaded
+/// serving; [`load_checked`] then builds it.
+pub fn check_reporting(
+    model: Option<&Path>,
+    device: DeviceSpec,
+    progress: &mut dyn redraft_models::Progress,
+) -> anyhow::Result<Checked> {
+    let device = device.resolve()?;
+    let dir = match model {
+        Some(model) => {
+            let dir = locate_reporting(model, progress)?;
+            unpanicked(|| Ok(redraft_engine::engine::inspect(&dir)?))
+                .with_context(|| format!("loading the model from {}", dir.display()))?;
+            Some(dir)
+        }
+        None => None,
+    };
+    Ok(Checked { dir, device })
+}
+
+/// Builds a model [`check_reporting`] found.
+pub fn load_checked(checked: Checked) -> anyhow::Result<Engine> {
+    match &checked.dir {
+        Some(dir) => load_dir(dir, &checked.device),
+        None => load_on(&checked.device),
+    }
+}
+
+fn load_dir(dir: &Path, device: &Device) -> anyhow::Result<Engine> {
+    unpanicked(|| Ok(Engine::load_on(dir, device)?))
+        .with_context(|| format!("loading the model from {}", dir.display()))
+}
+
+/// `read` with a panic turned into an error: a model file no check foresaw must not take down
+/// the server reading it (the thread that owns the model, or `redraft serve` at start-up).
+pub fn unpanicked<T>(read: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("a panic");
+        Err(anyhow::anyhow!(
+            "reading the model failed: {what} (a bug in redraft on a file it should refuse: please report it)"
+        ))
+    })
 }
 
 /// Where a `--model` value (or an editor's `model` setting) leads: a path as it is; a model

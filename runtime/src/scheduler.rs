@@ -458,7 +458,27 @@ fn cache_policy(work: &Work, in_loop: &CachePolicy) -> CachePolicy {
 
 /// What a model load answers: where the model came from and the device it runs on, or why it
 /// did not load.
-pub type Loaded = Result<String, String>;
+pub type Loaded = Result<String, LoadFailure>;
+
+/// Why a model did not load, and what serves instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadFailure {
+    pub reason: String,
+    /// The model that still serves (where it came from and its device): a model that fails
+    /// before the old one is dropped (not found, not downloaded, its files unreadable) leaves
+    /// the old one loaded. `None`: no model is loaded.
+    pub kept: Option<String>,
+}
+
+impl std::fmt::Display for LoadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)?;
+        if let Some(kept) = &self.kept {
+            write!(f, " (the model from {kept} still serves)")?;
+        }
+        Ok(())
+    }
+}
 
 /// The handle the doors hold; cheap to clone.
 #[derive(Clone)]

@@ -190,6 +190,18 @@ pub fn tuned_small_model(efforts: serde_json::Value) -> tempfile::TempDir {
     small_model_with(serde_json::json!({ "efforts": efforts }))
 }
 
+/// A model whose files read (configuration, settings, tokenizer: the small test model's) but
+/// which does not build: its weights are missing. A load of it gets past every check made
+/// before the loaded model is dropped, and fails after.
+pub fn unbuildable_model() -> tempfile::TempDir {
+    let fixture = repo().join("fixtures/small-model");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for file in ["config.json", "redraft.json", "tokenizer.json"] {
+        std::fs::copy(fixture.join(file), dir.path().join(file)).expect("copying the fixture");
+    }
+    dir
+}
+
 /// The small test model (`fixtures/small-model`) in a directory of its own, the keys of
 /// `settings` set in its `redraft.json` (docs/models.md).
 pub fn small_model_with(settings: serde_json::Value) -> tempfile::TempDir {

@@ -19,7 +19,7 @@ use redraft_engine::sampler::Efforts;
 use redraft_engine::{DeviceSpec, Engine};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Answer, Draft, JobError, Loaded, Rejected, Work};
+use super::{Answer, Draft, JobError, LoadFailure, Loaded, Rejected, Work};
 use crate::metrics::Metrics;
 
 /// A queued request.
@@ -310,7 +310,10 @@ impl Queue {
         let mut state = self.lock();
         if !state.open {
             drop(state);
-            let _ = load.reply.send(Err(JobError::ShuttingDown.to_string()));
+            let _ = load.reply.send(Err(LoadFailure {
+                reason: JobError::ShuttingDown.to_string(),
+                kept: None,
+            }));
             return;
         }
         state.items.push_back(Queued::Load(load));
@@ -520,7 +523,10 @@ impl Queue {
             match item {
                 Queued::Job(job) => job.answer(Err(JobError::ShuttingDown), &self.metrics),
                 Queued::Load(load) => {
-                    let _ = load.reply.send(Err(JobError::ShuttingDown.to_string()));
+                    let _ = load.reply.send(Err(LoadFailure {
+                        reason: JobError::ShuttingDown.to_string(),
+                        kept: None,
+                    }));
                 }
             }
         }

@@ -92,6 +92,22 @@ fn edit_answer(answer: Result<Answer, JobError>) -> EditAnswer {
     }
 }
 
+/// A model file no check foresaw must not take the thread that owns the model down with it.
+#[test]
+fn a_panic_while_reading_a_model_is_an_error() {
+    let err = crate::default_model::unpanicked::<()>(|| panic!("attempt to divide by zero"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("reading the model failed: attempt to divide by zero"),
+        "{err}"
+    );
+    let formatted = crate::default_model::unpanicked::<()>(|| panic!("tensor {} misaligned", 3))
+        .unwrap_err()
+        .to_string();
+    assert!(formatted.contains("tensor 3 misaligned"), "{formatted}");
+}
+
 #[test]
 fn a_model_loaded_while_running_serves_the_jobs_queued_after_it() {
     let scheduler = start(Err("the model is still loading".into()), 1);
@@ -122,13 +138,30 @@ fn a_model_loaded_while_running_serves_the_jobs_queued_after_it() {
     assert_eq!(scheduler.positions(), config.max_position_embeddings);
     assert_eq!(scheduler.missing(), None);
 
-    // A load that fails leaves no model: the jobs queued behind it learn why, later ones are
-    // refused with the same reason. (The load may fail before the job reaches the queue: then
-    // the job is one of the later ones.)
+    // A model that is not there (a mistyped setting) is found missing before the loaded one
+    // goes: that one goes on serving, and the answer says so.
     let load = scheduler.load(Some(PathBuf::from("/nonexistent/model")), DeviceSpec::Cpu);
+    let failure = load.blocking_recv().unwrap().unwrap_err();
+    assert!(failure.reason.contains("/nonexistent/model"), "{failure}");
+    assert_eq!(failure.kept.as_deref(), Some(loaded.as_str()));
+    assert_eq!(scheduler.missing(), None);
+    fim_answer(run(&scheduler, fim(TEXT, None), None));
+
+    // A model whose files read but which does not build (its weights are missing) fails after
+    // the old model went: no model is left. The jobs queued behind it learn why, later ones
+    // are refused with the same reason. (The load may fail before the job reaches the queue:
+    // then the job is one of the later ones.)
+    let unbuildable = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
+    for file in ["config.json", "redraft.json", "tokenizer.json"] {
+        std::fs::copy(fixture.join(file), unbuildable.path().join(file)).unwrap();
+    }
+    let load = scheduler.load(Some(unbuildable.path().to_path_buf()), DeviceSpec::Cpu);
     let behind = scheduler.submit(fim(TEXT, None), Submit::default());
-    let why = load.blocking_recv().unwrap().unwrap_err();
-    assert!(why.contains("/nonexistent/model"), "{why}");
+    let failure = load.blocking_recv().unwrap().unwrap_err();
+    assert_eq!(failure.kept, None, "{failure}");
+    let why = failure.reason;
+    assert!(why.contains("model.safetensors"), "{why}");
     match behind {
         Ok(ticket) => assert_eq!(wait(ticket), Err(JobError::NoModel(why.clone()))),
         Err(refused) => assert_eq!(refused, Rejected::NoModel(why.clone())),

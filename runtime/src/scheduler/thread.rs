@@ -14,7 +14,7 @@ use redraft_engine::Engine;
 
 use super::queue::ModelFacts;
 use super::remote::{self, Remote, BACKEND_WORKERS};
-use super::{batched, serial, JobError, LoopConfig, Queue};
+use super::{batched, serial, JobError, LoadFailure, LoopConfig, Queue};
 
 pub fn run(engine: Option<Engine>, queue: &Queue, config: LoopConfig, delay: Option<Duration>) {
     // One client per backend configuration, shared by the workers, kept across loops and models.
@@ -37,6 +37,7 @@ fn model_thread(
     config: LoopConfig,
     delay: Option<Duration>,
 ) {
+    let mut origin = engine.as_ref().map(origin_of);
     loop {
         match &engine {
             Some(engine) if config.max_batch > 1 => batched::run(engine, queue, config, delay),
@@ -47,37 +48,52 @@ fn model_thread(
             // Closed, with no job for the model left (the backend workers finish theirs).
             return;
         };
-        // The old model goes first: two need not fit in memory at once.
-        engine = None;
         let mut stderr = redraft_models::TerminalProgress::new();
         let progress: &mut dyn redraft_models::Progress = match load.progress.as_mut() {
             Some(progress) => progress.as_mut(),
             None => &mut stderr,
         };
-        let loaded = crate::default_model::load_or_default_reporting(
-            load.model.as_deref(),
-            load.device,
-            progress,
-        );
+        // Found, downloaded and read before the old model goes: a model that fails there (a
+        // mistyped path or name, a file that is not a model) leaves the old one serving.
+        let checked =
+            crate::default_model::check_reporting(load.model.as_deref(), load.device, progress);
+        let loaded = checked.and_then(|checked| {
+            // The old model goes first: two need not fit in memory at once.
+            engine = None;
+            origin = None;
+            crate::default_model::load_checked(checked)
+        });
         let answer = match loaded {
             Ok(loaded) => {
-                let origin = format!(
-                    "{} on {}",
-                    loaded.dir().display(),
-                    redraft_engine::device::describe(loaded.model().device())
-                );
+                let from = origin_of(&loaded);
                 queue.loaded(Ok(ModelFacts::of(&loaded)));
                 engine = Some(loaded);
-                Ok(origin)
+                origin = Some(from.clone());
+                Ok(from)
             }
             Err(err) => {
-                let why = format!("{err:#}");
-                queue.loaded(Err(why.clone()));
-                Err(why)
+                let reason = format!("{err:#}");
+                match &engine {
+                    Some(kept) => queue.loaded(Ok(ModelFacts::of(kept))),
+                    None => queue.loaded(Err(reason.clone())),
+                }
+                Err(LoadFailure {
+                    reason,
+                    kept: origin.clone(),
+                })
             }
         };
         let _ = load.reply.send(answer);
     }
+}
+
+/// Where a loaded model came from and the device it runs on.
+fn origin_of(engine: &Engine) -> String {
+    format!(
+        "{} on {}",
+        engine.dir().display(),
+        redraft_engine::device::describe(engine.model().device())
+    )
 }
 
 /// The loop without a model, until a load is next or the queue holds no job for the model and

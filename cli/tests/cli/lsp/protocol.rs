@@ -363,10 +363,11 @@ async fn a_completion_after_an_edit_reuses_the_kept_cache() {
 async fn a_model_switch_forgets_the_old_models_suggestions() {
     let lsp = Lsp::start(Start::default()).await;
     let (uri, line, column, first) = a_place_to_type_through(&lsp).await;
-    // Switch to a model that does not load: any suggestion after the switch can only be the
-    // old model's, served from the type-through cache.
+    // Switch to a model that does not build (after the old one went): any suggestion after the
+    // switch can only be the old model's, served from the type-through cache.
+    let unbuildable = redraft_tests::cli::unbuildable_model();
     lsp.notify::<super::client::DidChangeConfiguration>(
-        json!({"settings": {"model": "/nonexistent/model"}}),
+        json!({"settings": {"model": unbuildable.path()}}),
     );
     lsp.wait_for_log(|m| m.contains("model not loaded")).await;
     let typed: String = first.chars().take(1).collect();
@@ -382,6 +383,39 @@ async fn a_model_switch_forgets_the_old_models_suggestions() {
         items(&answer).is_empty(),
         "typed through the old model's {first:?} after the switch: {answer}"
     );
+    lsp.shutdown().await;
+}
+
+/// A mistyped `model` setting (nothing there) is found out before the loaded model goes: that
+/// one keeps answering, and the user is warned which model serves.
+#[tokio::test]
+async fn a_model_that_is_not_there_leaves_the_loaded_one_serving() {
+    let lsp = Lsp::start(Start {
+        options: json!({"logLevel": "debug"}),
+        ..Start::default()
+    })
+    .await;
+    lsp.open(URI, "rust", SOURCE);
+    lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+    lsp.notify::<super::client::DidChangeConfiguration>(
+        json!({"settings": {"model": "/nonexistent/model"}}),
+    );
+    let warning = lsp
+        .wait_for("window/showMessage", |p| p["type"] == json!(2))
+        .await;
+    let message = warning["message"].as_str().unwrap();
+    assert!(
+        message.contains("/nonexistent/model")
+            && message.contains("Suggestions still come from the model loaded before (<embedded>"),
+        "{message}"
+    );
+    lsp.wait_for_log(|m| m.contains("model kept: the one from <embedded>"))
+        .await;
+    // The model still runs the requests: its job report, not "no model is loaded".
+    lsp.change(URI, 1, [[0, 0], [0, 0]], "\n");
+    lsp.inline(URI, 4, 17, false).await.answer().await.unwrap();
+    lsp.wait_for_log(|m| m.contains("v1 @") && m.contains("full/window/realign"))
+        .await;
     lsp.shutdown().await;
 }
 
