@@ -19,6 +19,17 @@ use crate::sampler::{Effort, Efforts, Preset};
 /// Architectures this engine runs, by `config.json`'s `model_type`.
 const SUPPORTED_MODEL_TYPES: &[&str] = &["qwen2", "Dream", "llada"];
 
+/// Upper limits [`ModelConfig::validate`] puts on a config's sizes: far above any real
+/// model's, low enough that nothing sized from them overflows.
+pub const MAX_LAYERS: usize = 1024;
+pub const MAX_VOCAB: usize = 16 << 20;
+/// Hidden size, and query heads x head size.
+pub const MAX_WIDTH: usize = 1 << 20;
+pub const MAX_MLP: usize = 16 << 20;
+pub const MAX_HEADS: usize = 1 << 16;
+pub const MAX_HEAD_DIM: usize = 1 << 16;
+pub const MAX_POSITIONS: usize = 16 << 20;
+
 /// LLaDA's mask token (`<|mdm_mask|>`), used when neither its config nor `redraft.json` names one.
 pub const LLADA_MASK_ID: u32 = 126336;
 /// LLaDA's end of text (`<|endoftext|>`), the same fallback.
@@ -148,17 +159,31 @@ impl ModelConfig {
             .unwrap_or(10_000.0)
     }
 
-    /// Number of parameters, counting a tied head once.
+    /// Number of parameters, counting a tied head once (`usize::MAX` for sizes past any real
+    /// model, which [`ModelConfig::validate`] refuses).
     pub fn num_parameters(&self) -> usize {
+        self.checked_parameters().unwrap_or(usize::MAX)
+    }
+
+    /// [`ModelConfig::num_parameters`], or `None` where a product or sum overflows.
+    fn checked_parameters(&self) -> Option<usize> {
         let (d, hd) = (self.hidden_size, self.head_dim());
-        let (q, kv) = (self.num_attention_heads * hd, self.num_kv_heads() * hd);
-        let bias = if self.qkv_bias() { q + 2 * kv } else { 0 };
-        let attn = d * (q + 2 * kv) + bias + q * d;
-        let mlp = 3 * d * self.intermediate_size;
-        let layer = attn + mlp + 2 * d;
-        let embed = self.vocab_size * d;
+        let q = self.num_attention_heads.checked_mul(hd)?;
+        let kv = self.num_kv_heads().checked_mul(hd)?;
+        let qkv = kv.checked_mul(2)?.checked_add(q)?;
+        let bias = if self.qkv_bias() { qkv } else { 0 };
+        let attn = d
+            .checked_mul(qkv)?
+            .checked_add(bias)?
+            .checked_add(q.checked_mul(d)?)?;
+        let mlp = d.checked_mul(self.intermediate_size)?.checked_mul(3)?;
+        let layer = attn.checked_add(mlp)?.checked_add(d.checked_mul(2)?)?;
+        let embed = self.vocab_size.checked_mul(d)?;
         let head = if self.tie_word_embeddings { 0 } else { embed };
-        embed + head + d + self.num_hidden_layers * layer
+        embed
+            .checked_add(head)?
+            .checked_add(d)?
+            .checked_add(self.num_hidden_layers.checked_mul(layer)?)
     }
 
     pub(crate) fn validate(&self, path: &Path) -> Result<()> {
@@ -193,17 +218,56 @@ impl ModelConfig {
                 "rope_scaling {scaling} (only default RoPE is supported; remove it or set it to null)"
             )));
         }
+        // Limits far above any real model (the largest released have fewer than 200 layers,
+        // vocabularies of ~260k, hidden sizes of ~16k, up to ~10M positions), so a number no
+        // checkpoint means (a corrupt header, a typo) is refused by name instead of sizing an
+        // allocation that aborts the process, or wrapping a product in a release build.
         let sizes = [
-            ("vocab_size", self.vocab_size),
-            ("hidden_size", self.hidden_size),
-            ("intermediate_size", self.intermediate_size),
-            ("num_hidden_layers", self.num_hidden_layers),
-            ("num_attention_heads", self.num_attention_heads),
-            ("num_key_value_heads", self.num_kv_heads()),
-            ("head_dim", self.head_dim()),
+            ("vocab_size", self.vocab_size, MAX_VOCAB),
+            ("hidden_size", self.hidden_size, MAX_WIDTH),
+            ("intermediate_size", self.intermediate_size, MAX_MLP),
+            ("num_hidden_layers", self.num_hidden_layers, MAX_LAYERS),
+            ("num_attention_heads", self.num_attention_heads, MAX_HEADS),
+            ("num_key_value_heads", self.num_kv_heads(), MAX_HEADS),
+            ("head_dim", self.head_dim(), MAX_HEAD_DIM),
+            (
+                "max_position_embeddings",
+                self.max_position_embeddings,
+                MAX_POSITIONS,
+            ),
         ];
-        if let Some((name, _)) = sizes.iter().find(|(_, v)| *v == 0) {
+        if let Some((name, _, _)) = sizes.iter().find(|(_, v, _)| *v == 0) {
             return Err(unsupported(format!("{name} is 0")));
+        }
+        if let Some((name, value, limit)) = sizes.iter().find(|(_, v, limit)| v > limit) {
+            return Err(unsupported(format!(
+                "{name} {value} is more than {limit}, far past any real model's (is the config corrupt?)"
+            )));
+        }
+        let q_out = self.num_attention_heads.checked_mul(self.head_dim());
+        if q_out.is_none_or(|q| q > MAX_WIDTH) {
+            return Err(unsupported(format!(
+                "num_attention_heads {} x head_dim {} is more than {MAX_WIDTH}, far past any real model's (is the config corrupt?)",
+                self.num_attention_heads,
+                self.head_dim()
+            )));
+        }
+        if self.checked_parameters().is_none() {
+            return Err(unsupported(
+                "the parameter count overflows (is the config corrupt?)".into(),
+            ));
+        }
+        let theta = self.rope_theta();
+        if !(theta.is_finite() && theta > 0.0) {
+            return Err(unsupported(format!(
+                "rope_theta {theta}: RoPE needs a positive, finite base"
+            )));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps >= 0.0) {
+            return Err(unsupported(format!(
+                "rms_norm_eps {}: RMSNorm needs a finite epsilon of at least 0",
+                self.rms_norm_eps
+            )));
         }
         if !self.num_attention_heads.is_multiple_of(self.num_kv_heads()) {
             return Err(unsupported(format!(
@@ -417,9 +481,18 @@ impl LladaConfig {
             model_type: "llada".into(),
             vocab_size: self.embedding_size.unwrap_or(self.vocab_size),
             hidden_size: self.d_model,
-            intermediate_size: self
-                .mlp_hidden_size
-                .unwrap_or(self.mlp_ratio * self.d_model),
+            intermediate_size: match self.mlp_hidden_size {
+                Some(size) => size,
+                None => match self.mlp_ratio.checked_mul(self.d_model) {
+                    Some(size) => size,
+                    None => {
+                        return unsupported(format!(
+                            "mlp_ratio {} x d_model {} overflows (is the config corrupt?)",
+                            self.mlp_ratio, self.d_model
+                        ))
+                    }
+                },
+            },
             num_hidden_layers: self.n_layers,
             num_attention_heads: self.n_heads,
             num_key_value_heads: Some(kv_heads),

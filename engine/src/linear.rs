@@ -61,22 +61,78 @@ pub struct Mapped {
     dims: Vec<usize>,
 }
 
+/// Why a GGUF tensor's bytes cannot be read where they lie ([`Mapped::new`]); shown after the
+/// tensor's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Misplaced {
+    /// Its dimensions multiply past any size a file can have.
+    TooLarge,
+    /// Its elements are not whole blocks of its type.
+    PartialBlock { elems: usize, block: usize },
+    /// Its first byte is not at a multiple of what its type is read in (4 for f32, 2 for f16
+    /// and the blocks' f16 scales): candle reads it in place and asserts that.
+    Misaligned { start: usize, align: usize },
+    /// Its bytes run past the end of the file.
+    PastEnd { file: usize },
+}
+
+impl std::fmt::Display for Misplaced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Misplaced::TooLarge => write!(f, "has more elements than any file can hold"),
+            Misplaced::PartialBlock { elems, block } => write!(
+                f,
+                "has {elems} elements, not whole blocks of {block} (its type's block size)"
+            ),
+            Misplaced::Misaligned { start, align } => write!(
+                f,
+                "starts at byte {start} of the file, not a multiple of the {align} bytes its type is read in"
+            ),
+            Misplaced::PastEnd { file } => {
+                write!(f, "runs past the end of the file's {file} bytes")
+            }
+        }
+    }
+}
+
+/// The alignment candle reads a `dtype` tensor's bytes in (`as_t_slice`): f32 and Q8_K's f32
+/// scale 4, f16, bf16 and every other block (f16 scales) 2.
+fn read_alignment(dtype: GgmlDType) -> usize {
+    match dtype {
+        GgmlDType::F32 | GgmlDType::Q8K => 4,
+        _ => 2,
+    }
+}
+
 impl Mapped {
-    /// The `dims`-shaped `dtype` tensor at byte `start` of `map`, or `None` when its bytes run
-    /// past the map's end (a truncated file).
+    /// The `dims`-shaped `dtype` tensor at byte `start` of `map`, or why its bytes cannot be
+    /// read there: more elements than fit in memory, not whole blocks, a start its type cannot
+    /// be read at, or bytes past the map's end (a truncated file).
     pub fn new(
         map: Arc<FileBytes>,
         start: usize,
         dtype: GgmlDType,
         dims: &[usize],
-    ) -> Option<Mapped> {
-        let elems: usize = dims.iter().product();
+    ) -> std::result::Result<Mapped, Misplaced> {
+        let elems = dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or(Misplaced::TooLarge)?;
         let block = dtype.block_size();
         if !elems.is_multiple_of(block) {
-            return None;
+            return Err(Misplaced::PartialBlock { elems, block });
         }
-        let len = elems / block * dtype.type_size();
-        (start.checked_add(len)? <= map.len()).then(|| Mapped {
+        let len = (elems / block)
+            .checked_mul(dtype.type_size())
+            .ok_or(Misplaced::TooLarge)?;
+        let align = read_alignment(dtype);
+        if !start.is_multiple_of(align) {
+            return Err(Misplaced::Misaligned { start, align });
+        }
+        if start.checked_add(len).is_none_or(|end| end > map.len()) {
+            return Err(Misplaced::PastEnd { file: map.len() });
+        }
+        Ok(Mapped {
             map,
             start,
             len,
@@ -85,12 +141,21 @@ impl Mapped {
         })
     }
 
+    /// Its number of elements.
+    pub fn elem_count(&self) -> usize {
+        self.len / self.dtype.type_size() * self.dtype.block_size()
+    }
+
     pub fn bytes(&self) -> &[u8] {
         &self.map[self.start..self.start + self.len]
     }
 
     pub fn dtype(&self) -> GgmlDType {
         self.dtype
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
     }
 
     /// A copy in candle's quantized tensor (for its kernels, or a lookup table).
@@ -684,7 +749,14 @@ mod tests {
                 ))
             };
             let (a, b) = (mapped(32), mapped(32 + data.len()));
-            assert!(Mapped::new(Arc::clone(&map), 33 + data.len(), dtype, &[rows, cols]).is_none());
+            assert_eq!(
+                Mapped::new(Arc::clone(&map), 34 + data.len(), dtype, &[rows, cols]).err(),
+                Some(Misplaced::PastEnd { file: map.len() })
+            );
+            assert!(matches!(
+                Mapped::new(Arc::clone(&map), 33, dtype, &[rows, cols]).err(),
+                Some(Misplaced::Misaligned { start: 33, .. })
+            ));
             let in_memory = if dtype == GgmlDType::F16 {
                 Stored::Dense(w.to_dtype(DType::F16).unwrap())
             } else {

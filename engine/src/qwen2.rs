@@ -75,7 +75,9 @@ impl Qwen2 {
         let (q_out, kv_out) = (config.num_attention_heads * hd, config.num_kv_heads() * hd);
         let ffn = config.intermediate_size;
         let embed = Embedding::new(weights.stored("model.embed_tokens.weight", &[v, d])?);
-        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        // Grown as layers are built, not sized from the config: a count the checkpoint does
+        // not back with tensors ends at the first missing one, not in an allocation.
+        let mut layers = Vec::new();
         for i in 0..config.num_hidden_layers {
             let p = format!("model.layers.{i}");
             let get = |name: &str, shape: &[usize]| weights.get(&format!("{p}.{name}"), shape);

@@ -112,8 +112,7 @@ fn read(
         path: path.to_path_buf(),
         message,
     };
-    let mut reader = std::io::Cursor::new(&map[..]);
-    let content = Content::read(&mut reader).map_err(|e| corrupt(format!("GGUF header: {e}")))?;
+    let content = read_header(&map, path)?;
     let meta = Metadata {
         values: &content.metadata,
         path,
@@ -128,6 +127,7 @@ fn read(
             ),
         });
     }
+    let alignment = alignment(&content.metadata, path)?;
     let arch = meta.string("general.architecture")?;
     // Qwen2's layout, all three; the architecture decides the defaults below (and LLaDA's
     // family settings, through its model type).
@@ -162,73 +162,46 @@ fn read(
         }
     }
 
-    let params: usize = content
-        .tensor_infos
-        .values()
-        .map(|info| info.shape.elem_count())
-        .sum();
-    let mut tensors = HashMap::new();
-    for (name, info) in &content.tensor_infos {
-        let Some(ours) = transformers_name(name) else {
-            continue;
-        };
+    // Every tensor's bytes, checked against the file (in bounds, aligned, whole blocks) before
+    // anything reads them, those redraft does not use too: a file that lies about one is
+    // corrupt. In name order, so a file with several bad tensors always names the same one.
+    let mut infos: Vec<_> = content.tensor_infos.iter().collect();
+    infos.sort_by_key(|(name, _)| *name);
+    let mut params = 0usize;
+    let mut mapped = HashMap::new();
+    for (name, info) in infos {
         let dims = info.shape.dims();
-        let start = usize::try_from(content.tensor_data_offset + info.offset).ok();
-        let mapped =
-            start.and_then(|start| Mapped::new(Arc::clone(&map), start, info.ggml_dtype, dims));
-        let Some(mapped) = mapped else {
-            return Err(corrupt(format!(
-                "tensor `{name}` ({:?}, {dims:?}) runs past the end of the file's {} bytes",
-                info.ggml_dtype,
-                map.len()
+        let misplaced = |why: String| {
+            corrupt(format!(
+                "tensor `{name}` ({:?}, {dims:?}) {why}",
+                info.ggml_dtype
+            ))
+        };
+        if !info.offset.is_multiple_of(alignment) {
+            return Err(misplaced(format!(
+                "starts at offset {}, not a multiple of the file's alignment {alignment}",
+                info.offset
             )));
-        };
-        let named = |e: Error| corrupt(format!("tensor `{name}`: {e}"));
-        let half = keeps_half(params, dims, device);
-        let stored = match info.ggml_dtype {
-            _ if interleaved && is_query_or_key(&ours) && head_dim > 0 => {
-                let rows = dims.first().copied().unwrap_or(0);
-                if !rows.is_multiple_of(head_dim) {
-                    return Err(corrupt(format!(
-                        "tensor `{name}` has {rows} rows, not whole heads of {head_dim}"
-                    )));
-                }
-                let order = rope_pair_rows(rows, head_dim, false);
-                let q = mapped
-                    .qtensor(&Device::Cpu)
-                    .and_then(|q| Ok(reorder_rows(&q, &order, device)?))
-                    .map_err(named)?;
-                let dense = |q: QTensor| -> Result<Tensor> {
-                    // A half tensor straight from its bytes (no f32 copy on the way).
-                    let raw = |dtype| {
-                        Tensor::from_raw_buffer(&q.data()?, dtype, q.shape().dims(), device)
-                    };
-                    Ok(match q.dtype() {
-                        GgmlDType::F16 if half => raw(DType::F16)?,
-                        GgmlDType::BF16 if half => raw(DType::BF16)?,
-                        _ => q.dequantize(device)?,
-                    })
-                };
-                match info.ggml_dtype {
-                    GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => {
-                        Stored::Dense(dense(q).map_err(named)?)
-                    }
-                    _ => Stored::Quantized(Arc::new(q)),
-                }
-            }
-            // Half matrices kept half, and blocks on the CPU, stay in the map until the model
-            // packs them into its kernels' panels.
-            GgmlDType::F16 | GgmlDType::BF16 if half => Stored::Mapped(Arc::new(mapped)),
-            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Stored::Dense(
-                mapped
-                    .tensor(device)
-                    .and_then(|t| Ok(t.to_dtype(DType::F32)?))
-                    .map_err(named)?,
-            ),
-            _ if device.is_cpu() => Stored::Mapped(Arc::new(mapped)),
-            _ => Stored::Quantized(Arc::new(mapped.qtensor(device).map_err(named)?)),
-        };
-        tensors.insert(ours, stored);
+        }
+        let start = content
+            .tensor_data_offset
+            .checked_add(info.offset)
+            .and_then(|start| usize::try_from(start).ok())
+            .ok_or_else(|| {
+                misplaced(format!(
+                    "starts at offset {}, past the end of the file's {} bytes",
+                    info.offset,
+                    map.len()
+                ))
+            })?;
+        let tensor = Mapped::new(Arc::clone(&map), start, info.ggml_dtype, dims)
+            .map_err(|why| misplaced(why.to_string()))?;
+        // Each tensor's elements are bounded by the file's bytes, so this cannot overflow;
+        // saturating says so without a panic path.
+        params = params.saturating_add(tensor.elem_count());
+        if let Some(ours) = transformers_name(name) {
+            mapped.insert(name.as_str(), (ours, tensor));
+        }
     }
     let embed = content
         .tensor_infos
@@ -292,6 +265,58 @@ fn read(
     };
     config.validate(&config_path)?;
 
+    let mut tensors = HashMap::new();
+    for (name, (ours, mapped)) in mapped {
+        let dims = mapped.dims().to_vec();
+        let named = |e: Error| corrupt(format!("tensor `{name}`: {e}"));
+        let half = keeps_half(params, &dims, device);
+        let stored = match mapped.dtype() {
+            // The head size is even and not 0 (`validate`), so the pairs are whole.
+            _ if interleaved && is_query_or_key(&ours) => {
+                let rows = dims.first().copied().unwrap_or(0);
+                if rows == 0 || !rows.is_multiple_of(head_dim) || u32::try_from(rows).is_err() {
+                    return Err(corrupt(format!(
+                        "tensor `{name}` has {rows} rows, not whole heads of {head_dim}"
+                    )));
+                }
+                let order = rope_pair_rows(rows, head_dim, false);
+                let q = mapped
+                    .qtensor(&Device::Cpu)
+                    .and_then(|q| Ok(reorder_rows(&q, &order, device)?))
+                    .map_err(named)?;
+                let dense = |q: QTensor| -> Result<Tensor> {
+                    // A half tensor straight from its bytes (no f32 copy on the way).
+                    let raw = |dtype| {
+                        Tensor::from_raw_buffer(&q.data()?, dtype, q.shape().dims(), device)
+                    };
+                    Ok(match q.dtype() {
+                        GgmlDType::F16 if half => raw(DType::F16)?,
+                        GgmlDType::BF16 if half => raw(DType::BF16)?,
+                        _ => q.dequantize(device)?,
+                    })
+                };
+                match mapped.dtype() {
+                    GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => {
+                        Stored::Dense(dense(q).map_err(named)?)
+                    }
+                    _ => Stored::Quantized(Arc::new(q)),
+                }
+            }
+            // Half matrices kept half, and blocks on the CPU, stay in the map until the model
+            // packs them into its kernels' panels.
+            GgmlDType::F16 | GgmlDType::BF16 if half => Stored::Mapped(Arc::new(mapped)),
+            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Stored::Dense(
+                mapped
+                    .tensor(device)
+                    .and_then(|t| Ok(t.to_dtype(DType::F32)?))
+                    .map_err(named)?,
+            ),
+            _ if device.is_cpu() => Stored::Mapped(Arc::new(mapped)),
+            _ => Stored::Quantized(Arc::new(mapped.qtensor(device).map_err(named)?)),
+        };
+        tensors.insert(ours, stored);
+    }
+
     let tokenizer = match tokenizer {
         Some(tokenizer) => tokenizer,
         None => vocabulary(&meta)?,
@@ -318,6 +343,67 @@ fn read(
         weights: Weights::from_stored(tensors, path, gguf_name),
         tokenizer,
     })
+}
+
+/// The header (metadata and tensor table) by candle's reader, whose panics are a corrupt file's
+/// error too: it divides by `general.alignment` unchecked, so a 0 there panics in it.
+fn read_header(bytes: &[u8], path: &Path) -> Result<Content> {
+    let corrupt = |message: String| Error::CorruptGguf {
+        path: path.to_path_buf(),
+        message: format!("the header could not be read: {message}"),
+    };
+    // Nothing is shared with the reader but the bytes it reads, so a panic leaves nothing
+    // half-changed behind.
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Content::read(&mut std::io::Cursor::new(bytes))
+    }));
+    match read {
+        Ok(content) => content.map_err(|e| corrupt(e.to_string())),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "the reader panicked".into());
+            let hint = if what.contains("divide by zero") {
+                " (a `general.alignment` of 0 does this; it must be a power of two)"
+            } else {
+                ""
+            };
+            Err(corrupt(format!("{what}{hint}")))
+        }
+    }
+}
+
+/// The file's `general.alignment` (32 where it says none): what every tensor's offset is a
+/// multiple of. llama.cpp requires a power of two, stored as an unsigned 32-bit integer; the
+/// integer types candle's reader takes it from are accepted, any other would have it assume
+/// 32 and read the tensors from the wrong place.
+fn alignment(metadata: &HashMap<String, Value>, path: &Path) -> Result<u64> {
+    const KEY: &str = "general.alignment";
+    let bad = |message: String| Error::CorruptGguf {
+        path: path.to_path_buf(),
+        message: format!("`{KEY}` {message}"),
+    };
+    let n = match metadata.get(KEY) {
+        None => return Ok(32),
+        Some(Value::U8(v)) => *v as i64,
+        Some(Value::U16(v)) => *v as i64,
+        Some(Value::U32(v)) => *v as i64,
+        Some(Value::I8(v)) => *v as i64,
+        Some(Value::I16(v)) => *v as i64,
+        Some(Value::I32(v)) => *v as i64,
+        Some(other) => {
+            return Err(bad(format!(
+                "is a {:?}, not an unsigned 32-bit integer",
+                other.value_type()
+            )))
+        }
+    };
+    match u64::try_from(n) {
+        Ok(n) if n.is_power_of_two() => Ok(n),
+        _ => Err(bad(format!("is {n}, not a power of two"))),
+    }
 }
 
 fn hidden_of(info: &candle_core::quantized::gguf_file::TensorInfo) -> usize {
@@ -443,6 +529,9 @@ pub(crate) fn is_query_or_key(ours: &str) -> bool {
 /// row is whole blocks, so the blocks move with it.
 fn reorder_rows(q: &QTensor, order: &[u32], device: &Device) -> candle_core::Result<QTensor> {
     let data = q.data()?;
+    if order.is_empty() {
+        candle_core::bail!("no rows to reorder");
+    }
     let row_bytes = data.len() / order.len();
     let mut out = Vec::with_capacity(data.len());
     for &source in order {

@@ -35,6 +35,9 @@ impl GgufWriter {
         tensors: &HashMap<String, Tensor>,
         matrices: GgmlDType,
     ) -> Result<GgufWriter> {
+        // Sizes from a config no model means (a vocabulary of 1e11) would size the vocabulary
+        // table below; `redraft convert`'s configs are validated on reading, this one may not be.
+        config.validate(Path::new("config.json"))?;
         if settings.attention != AttentionPattern::Bidirectional && arch == "dream" {
             return Err(Error::InvalidRequest(format!(
                 "a `dream` GGUF is bidirectional; this model attends {:?}",

@@ -18,12 +18,12 @@ use redraft_engine::sampler::{Controls, Pass};
 use redraft_engine::ContextCache;
 use redraft_engine::{Engine, Error, InfillRequest};
 
-fn small_model() -> PathBuf {
+pub(super) fn small_model() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model")
 }
 
 /// The default model's vocabulary and settings around `tensors` of `config`'s shape, as `arch`.
-fn model_gguf(
+pub(super) fn model_gguf(
     arch: &str,
     config: &ModelConfig,
     tensors: &HashMap<String, Tensor>,
@@ -34,7 +34,7 @@ fn model_gguf(
     GgufWriter::new(arch, config, &settings, &tokenizer, tensors, matrices).unwrap()
 }
 
-fn default_tensors() -> (ModelConfig, HashMap<String, Tensor>) {
+pub(super) fn default_tensors() -> (ModelConfig, HashMap<String, Tensor>) {
     let dir = small_model();
     let config = ModelConfig::load(&dir.join("config.json")).unwrap();
     let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
@@ -46,7 +46,7 @@ fn default_tensors() -> (ModelConfig, HashMap<String, Tensor>) {
 }
 
 /// A file in its own directory (no redraft.json or tokenizer.json beside it).
-fn write(gguf: &GgufWriter, name: &str) -> (tempfile::TempDir, PathBuf) {
+pub(super) fn write(gguf: &GgufWriter, name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(name);
     gguf.write(&path).unwrap();

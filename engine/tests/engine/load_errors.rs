@@ -281,6 +281,80 @@ fn zero_attention_heads_without_head_dim() {
     );
 }
 
+/// Sizes no model has were taken as they came: a layer count of 1e9 sized an allocation that
+/// aborted the process, heads x head size wrapped in a release build.
+#[test]
+fn sizes_far_past_any_model_are_refused() {
+    check_unsupported(
+        |c| {
+            c.insert("num_hidden_layers".into(), json!(1_000_000_000u64));
+        },
+        &["num_hidden_layers 1000000000 is more than 1024"],
+    );
+    check_unsupported(
+        |c| {
+            c.insert("vocab_size".into(), json!(100_000_000_000u64));
+        },
+        &["vocab_size 100000000000 is more than"],
+    );
+    check_unsupported(
+        |c| {
+            c.insert("head_dim".into(), json!(1u64 << 31));
+            c.insert("num_attention_heads".into(), json!(1u64 << 33));
+            c.insert("num_key_value_heads".into(), json!(1u64 << 33));
+        },
+        &["num_attention_heads 8589934592 is more than"],
+    );
+    check_unsupported(
+        |c| {
+            c.insert("head_dim".into(), json!(1u64 << 14));
+            c.insert("num_attention_heads".into(), json!(1u64 << 14));
+            c.insert("num_key_value_heads".into(), json!(1u64 << 14));
+        },
+        &["num_attention_heads 16384 x head_dim 16384 is more than"],
+    );
+}
+
+/// A context of 0 positions, or a RoPE base or RMSNorm epsilon that is no positive number,
+/// loaded and then failed every request.
+#[test]
+fn positions_rope_base_and_epsilon_must_make_sense() {
+    check_unsupported(
+        |c| {
+            c.insert("max_position_embeddings".into(), json!(0));
+        },
+        &["max_position_embeddings is 0"],
+    );
+    check_unsupported(
+        |c| {
+            c.insert("rope_theta".into(), json!(-1.0));
+        },
+        &["rope_theta -1"],
+    );
+    check_unsupported(
+        |c| {
+            c.insert("rms_norm_eps".into(), json!(-1.0));
+        },
+        &["rms_norm_eps -1"],
+    );
+}
+
+/// LLaDA's MLP width is `mlp_ratio` x `d_model` where it states none: a product that wrapped.
+#[test]
+fn a_llada_mlp_width_that_overflows_is_refused() {
+    let config = json!({
+        "model_type": "llada", "d_model": 64, "n_heads": 4, "n_layers": 2,
+        "vocab_size": MODEL_VOCAB, "rope": true, "block_type": "llama",
+        "layer_norm_type": "rms", "activation_type": "silu", "mlp_ratio": 1u64 << 62,
+    });
+    let err = ModelConfig::parse(&config.to_string(), Path::new(CONFIG)).unwrap_err();
+    assert!(matches!(err, Error::UnsupportedConfig { .. }), "{err:?}");
+    assert_names(
+        &err,
+        &["mlp_ratio 4611686018427387904 x d_model 64 overflows"],
+    );
+}
+
 /// transformers 4 writes `rope_theta` at the top level, transformers 5 inside `rope_parameters`.
 #[test]
 fn rope_theta_from_either_config_style() {

@@ -1,12 +1,14 @@
 //! The engine's integration tests, one binary (one link on 2 cores): batches (`batch`), a cancel
-//! landing mid-pass (`cancel`), edit reuse (`edit_reuse`), GGUF files (`gguf`), the kernels
-//! against candle (`kernels`), LLaDA (`llada`), load errors (`load_errors`), parity with
-//! transformers (`parity`), the sampler on a scripted model (`sampler`), valid text (`text`).
+//! landing mid-pass (`cancel`), edit reuse (`edit_reuse`), GGUF files (`gguf`) and files whose
+//! header lies (`gguf_header`), the kernels against candle (`kernels`), LLaDA (`llada`), load
+//! errors (`load_errors`), parity with transformers (`parity`), the sampler on a scripted model
+//! (`sampler`), valid text (`text`).
 
 mod batch;
 mod cancel;
 mod edit_reuse;
 mod gguf;
+mod gguf_header;
 mod kernels;
 mod llada;
 mod load_errors;
