@@ -41,12 +41,16 @@ struct ShardIndex {
 }
 
 impl Weights {
-    /// Loads `model.safetensors`, or the shards listed by `model.safetensors.index.json`.
+    /// Loads `model.safetensors`, or the shards listed by `model.safetensors.index.json`. A
+    /// directory holding both loads the single file, as `transformers` does (and as redraft
+    /// chooses files on the Hub, `redraft_models`' plan): the index may be a leftover.
     pub fn load(dir: &Path, dtype: DType, device: &Device) -> Result<Weights> {
         let index_path = dir.join(INDEX_FILE);
         let single = dir.join(SINGLE_FILE);
         let mut weights = Weights::empty();
-        if index_path.exists() {
+        if single.exists() {
+            weights.load_file(&single, dtype, device)?;
+        } else if index_path.exists() {
             let index: ShardIndex = crate::config::read_json(&index_path, "the shard index")?;
             let mut shards: Vec<&String> = index.weight_map.values().collect();
             shards.sort();
@@ -62,8 +66,6 @@ impl Weights {
                     });
                 }
             }
-        } else if single.exists() {
-            weights.load_file(&single, dtype, device)?;
         } else {
             return Err(Error::MissingFile {
                 path: single,

@@ -16,6 +16,16 @@ pub enum Error {
     },
     #[error("{path} is missing: a model directory needs {what}")]
     MissingFile { path: PathBuf, what: &'static str },
+    /// The model path itself does not exist.
+    #[error("no such file or directory: {path}")]
+    NotFound { path: PathBuf },
+    /// The model path is a file, but not a GGUF file.
+    #[error(
+        "{path} is neither a GGUF file nor a model directory: name a GGUF file, a directory \
+         holding one, or a directory with config.json, model.safetensors (or \
+         model.safetensors.index.json and its shards) and tokenizer.json"
+    )]
+    NotAModel { path: PathBuf },
     #[error("{path} is not valid JSON for {what}: {message}")]
     BadJson {
         path: PathBuf,

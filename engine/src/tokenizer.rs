@@ -282,6 +282,21 @@ impl Tokenizer {
         self.inner.token_to_id(token)
     }
 
+    /// The largest id of the vocabulary, added tokens included, with its token: a model needs a
+    /// row of logits for every id up to it, however sparse the ids are.
+    pub fn largest_id(&self) -> Option<(u32, String)> {
+        self.inner
+            .get_vocab(true)
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+            .map(|(token, id)| (id, token))
+    }
+
+    /// The file it was read from (named in errors).
+    pub fn origin(&self) -> &Path {
+        &self.origin
+    }
+
     fn error(&self, e: tokenizers::Error) -> Error {
         Error::Tokenizer {
             path: self.origin.clone(),

@@ -109,12 +109,6 @@ impl Engine {
         if let Some(file) = gguf_in(dir)? {
             return Engine::load_gguf(&file, device);
         }
-        if !dir.is_dir() {
-            return Err(Error::MissingFile {
-                path: dir.to_path_buf(),
-                what: "to be a directory (config.json, model.safetensors, tokenizer.json)",
-            });
-        }
         let (config, settings) = load_settings(dir)?;
         let weights = Weights::load(dir, DType::F32, device)?;
         let tokenizer = Tokenizer::load(&dir.join(TOKENIZER_FILE))?;
@@ -157,17 +151,31 @@ impl Engine {
         tokenizer: Tokenizer,
         device: &Device,
     ) -> Result<Engine> {
-        let model = Qwen2::new(&config, weights, device)?.with_attention(settings.attention);
+        // Every id the tokenizer can produce needs a row of the model's embedding and logits.
+        // A tokenizer with more tokens than the model, or with an id past its rows (ids may
+        // be sparse), belongs to another model; checked before the model is built.
+        let foreign = |message: String| Error::Tokenizer {
+            path: tokenizer.origin().to_path_buf(),
+            message: format!("{message}: the tokenizer does not belong to this model"),
+        };
         if tokenizer.vocab_size() > config.vocab_size {
-            return Err(Error::Tokenizer {
-                path: dir.join(TOKENIZER_FILE),
-                message: format!(
-                    "{} tokens, more than the model's vocab_size {}: the tokenizer does not belong to this model",
-                    tokenizer.vocab_size(),
-                    config.vocab_size
-                ),
-            });
+            return Err(foreign(format!(
+                "{} tokens, more than the model's vocab_size {}",
+                tokenizer.vocab_size(),
+                config.vocab_size
+            )));
         }
+        if let Some((id, token)) = tokenizer
+            .largest_id()
+            .filter(|&(id, _)| id as usize >= config.vocab_size)
+        {
+            return Err(foreign(format!(
+                "token `{token}` has id {id}, past the model's vocab_size {} (ids 0 to {})",
+                config.vocab_size,
+                config.vocab_size.saturating_sub(1)
+            )));
+        }
+        let model = Qwen2::new(&config, weights, device)?.with_attention(settings.attention);
         let edit_format = EditFormat::of(&tokenizer, settings.attention).ok();
         // An autoregressive checkpoint ends a file it writes with `<|file_sep|>`: an end of the
         // middle like EOS (a next edit's rewritten window ends there; so may an infill).
@@ -198,21 +206,38 @@ impl Engine {
 }
 
 /// The GGUF file `path` names: the file itself, or the one `.gguf` in a directory without a
-/// `config.json`. `None` for a safetensors model directory.
+/// `config.json`. `None` for a safetensors model directory; an error for a path that is
+/// neither a model directory nor a GGUF file (none at all, or another kind of file).
 fn gguf_in(path: &Path) -> Result<Option<PathBuf>> {
-    if path.is_file() {
-        if crate::gguf::is_gguf(path) {
-            return Ok(Some(path.to_path_buf()));
-        }
-        if path.extension().is_some_and(|e| e == "gguf") {
-            return Err(Error::CorruptGguf {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NotFound {
                 path: path.to_path_buf(),
-                message: "it does not start with the GGUF magic bytes".into(),
+            })
+        }
+        Err(e) => return Err(Error::io(path, e)),
+        Ok(meta) if meta.is_dir() => {}
+        Ok(meta) if !meta.is_file() => {
+            return Err(Error::NotAModel {
+                path: path.to_path_buf(),
+            })
+        }
+        Ok(_) => {
+            if crate::gguf::is_gguf(path) {
+                return Ok(Some(path.to_path_buf()));
+            }
+            if path.extension().is_some_and(|e| e == "gguf") {
+                return Err(Error::CorruptGguf {
+                    path: path.to_path_buf(),
+                    message: "it does not start with the GGUF magic bytes".into(),
+                });
+            }
+            return Err(Error::NotAModel {
+                path: path.to_path_buf(),
             });
         }
-        return Ok(None);
     }
-    if !path.is_dir() || path.join(CONFIG_FILE).exists() {
+    if path.join(CONFIG_FILE).exists() {
         return Ok(None);
     }
     let mut found: Vec<PathBuf> = std::fs::read_dir(path)
@@ -300,12 +325,6 @@ pub fn inspect(path: &Path) -> Result<ModelSummary> {
             (config, settings, tokenizer)
         }
         None => {
-            if !path.is_dir() {
-                return Err(Error::MissingFile {
-                    path: path.to_path_buf(),
-                    what: "to be a directory (config.json, model.safetensors, tokenizer.json)",
-                });
-            }
             let (config, settings) = load_settings(path)?;
             let tokenizer = Tokenizer::load(&path.join(TOKENIZER_FILE))?;
             (config, settings, tokenizer)

@@ -153,10 +153,47 @@ fn directory_missing() {
     let dir = tmp.path().join("no-such-model");
     let err = load_err(&dir);
     assert!(
-        matches!(err, Error::MissingFile { ref path, .. } if *path == dir),
+        matches!(err, Error::NotFound { ref path } if *path == dir),
         "{err:?}"
     );
-    assert_names(&err, &[&shown(&dir), "config.json"]);
+    assert_names(
+        &err,
+        &[&format!("no such file or directory: {}", shown(&dir))],
+    );
+    // A GGUF file that is not there is not described as a directory either.
+    let file = tmp.path().join("m.gguf");
+    let err = load_err(&file);
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+    assert_names(
+        &err,
+        &[&format!("no such file or directory: {}", shown(&file))],
+    );
+}
+
+/// A file that is not a GGUF (a directory's `model.safetensors`, named instead of its
+/// directory) was reported as "missing: a model directory needs to be a directory".
+#[test]
+fn a_file_that_is_no_model_says_what_is_accepted() {
+    let dir = ModelDir::copy(DREAM);
+    let err = load_err(&dir.file(SINGLE));
+    assert!(
+        matches!(err, Error::NotAModel { ref path } if *path == dir.file(SINGLE)),
+        "{err:?}"
+    );
+    assert_names(
+        &err,
+        &[
+            &shown(&dir.file(SINGLE)),
+            "neither a GGUF file nor a model directory",
+            "config.json",
+        ],
+    );
+    assert!(!err.to_string().contains("is missing"), "{err}");
+    let err = match redraft_engine::engine::inspect(&dir.file(SINGLE)) {
+        Ok(_) => panic!("a safetensors file inspected as a model"),
+        Err(err) => err,
+    };
+    assert!(matches!(err, Error::NotAModel { .. }), "{err:?}");
 }
 
 #[test]
@@ -435,6 +472,19 @@ fn weights_garbage() {
             .map(|b| b.wrapping_mul(31).wrapping_add(7))
             .collect()
     });
+}
+
+/// A directory holding `model.safetensors` and a shard index (a leftover, or shards beside a
+/// merged file) loads the single file, as `transformers` does: the index's shards are not read.
+#[test]
+fn single_file_is_preferred_to_a_shard_index() {
+    let dir = ModelDir::copy(DREAM);
+    dir.write(
+        INDEX,
+        json!({"weight_map": {"model.embed_tokens.weight": SHARD_1}}).to_string(),
+    );
+    assert!(!dir.file(SHARD_1).exists());
+    dir.load().map(drop).unwrap();
 }
 
 #[test]
@@ -927,6 +977,50 @@ fn tokenizer_larger_than_model_vocabulary() {
         "{err:?}"
     );
     assert_names(&err, &[&shown(&dir.file(TOKENIZER)), "vocab_size 384"]);
+}
+
+/// A tokenizer with fewer tokens than the model but an id past its rows (sparse ids, or a
+/// special token numbered after them) loaded, and its id indexed past the logits. The largest
+/// id, added tokens included, is held to `vocab_size`.
+#[test]
+fn tokenizer_id_past_model_vocabulary() {
+    let moved: Value = {
+        let mut json: Value = serde_json::from_str(tokenizer_json()).unwrap();
+        let vocab = json["model"]["vocab"].as_object_mut().unwrap();
+        let (token, _) = vocab
+            .iter()
+            .max_by_key(|(_, id)| id.as_u64())
+            .map(|(t, id)| (t.clone(), id.clone()))
+            .unwrap();
+        vocab.insert(token, json!(5000));
+        json
+    };
+    // A special token numbered after the vocabulary, as a model's added tokens often are.
+    let added: Value = {
+        let mut json: Value = serde_json::from_str(tokenizer_json()).unwrap();
+        json["model"]["vocab"]["<|endoftext|>"] = json!(MODEL_VOCAB + 16);
+        json["added_tokens"][0]["id"] = json!(MODEL_VOCAB + 16);
+        json
+    };
+    for (tokenizer, needles) in [
+        (moved, vec!["has id 5000", "vocab_size 384"]),
+        (
+            added,
+            vec!["token `<|endoftext|>` has id 400", "vocab_size 384"],
+        ),
+    ] {
+        let dir = ModelDir::copy(DREAM);
+        dir.write(TOKENIZER, tokenizer.to_string());
+        let size = Tokenizer::load(&dir.file(TOKENIZER)).unwrap().vocab_size();
+        assert!(size <= MODEL_VOCAB, "fewer tokens than the model: {size}");
+        let err = dir.load_err();
+        assert!(
+            matches!(err, Error::Tokenizer { ref path, .. } if *path == dir.file(TOKENIZER)),
+            "{err:?}"
+        );
+        assert_names(&err, &[&shown(&dir.file(TOKENIZER))]);
+        assert_names(&err, &needles);
+    }
 }
 
 // --- a good directory -----------------------------------------------------------------------
