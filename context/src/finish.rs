@@ -161,10 +161,21 @@ fn tidy_whitespace(mut middle: String, plan: &Plan) -> String {
     if inserting_line && !middle.is_empty() {
         middle.push('\n');
     }
-    if plan.prefix.contains("\r\n") {
+    if uses_crlf(plan) {
         middle = middle.replace("\r\n", "\n").replace('\n', "\r\n");
     }
     middle
+}
+
+/// Whether the document ends its lines with CRLF: its own text before the cursor says, not the
+/// neighbour snippets in front of it (another file's line endings), else the suffix does.
+fn uses_crlf(plan: &Plan) -> bool {
+    let own = plan.prefix.get(plan.snippets_len..).unwrap_or(&plan.prefix);
+    if own.contains('\n') {
+        own.contains("\r\n")
+    } else {
+        plan.suffix.contains("\r\n")
+    }
 }
 
 fn indent(line: impl AsRef<str>) -> usize {

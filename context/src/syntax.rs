@@ -105,7 +105,9 @@ impl<'t> View<'t> {
             if let Some(&(_, what)) = BODIES.iter().find(|(kind, _)| *kind == node.kind()) {
                 let start = node.start_byte() + self.base;
                 let end = node.end_byte() + self.base;
-                return (start < cursor && cursor < end && is_empty_braces(&text[start..end]))
+                // A tree of more than `text` (a caller's, of the whole document) may end past it.
+                let body = text.get(start..end);
+                return (start < cursor && cursor < end && body.is_some_and(is_empty_braces))
                     .then_some(what);
             }
             node = node.parent()?;

@@ -165,6 +165,7 @@ impl Inference {
     pub fn submit(&self, job: Job) -> Pending<Suggestions> {
         let document = &job.snapshots.document;
         let (text, base) = source_text(document, job.cursor);
+        let tree = tree(document, &text);
         let settings = &job.settings;
         let options = FimOptions {
             max_tokens: settings.max_tokens,
@@ -192,7 +193,7 @@ impl Inference {
             cursor: job.cursor - base,
             text,
             language: document.language,
-            tree: tree(document, base),
+            tree,
             neighbours,
             options,
             stop: Vec::new(),
@@ -257,6 +258,7 @@ impl Inference {
     pub fn submit_edit(&self, job: EditJob) -> Pending<NextEdit> {
         let document = &job.document;
         let (text, base) = source_text(document, job.cursor);
+        let tree = tree(document, &text);
         let mut sampler = SamplerConfig::effort(job.settings.effort);
         sampler.draft_tau = Some(DRAFT_TAU);
         // The kept cache's first pass is exact (never realigned across an edit, which is an
@@ -270,7 +272,7 @@ impl Inference {
             region: None,
             path: job.path,
             language: document.language,
-            tree: tree(document, base),
+            tree,
             history: job.history,
             sampler,
             limits: job.settings.next_edit.limits(),
@@ -399,9 +401,11 @@ fn confidences(values: &[Option<f32>]) -> String {
     format!("[{}]", each.join(", "))
 }
 
-/// The document's tree, when the text handed over is the whole document (at `base` 0).
-fn tree(document: &Snapshot, base: usize) -> Option<tree_sitter::Tree> {
-    if base == 0 {
+/// The document's tree, when the text handed over is the whole document (`source_text` cuts a
+/// window of a large one, at `base` 0 too when the cursor is near its start; the context layer
+/// then parses around the cursor itself).
+fn tree(document: &Snapshot, text: &str) -> Option<tree_sitter::Tree> {
+    if text.len() == document.rope.len_bytes() {
         document.tree.clone()
     } else {
         None
@@ -438,4 +442,30 @@ fn neighbours(snapshots: &[Snapshot]) -> Vec<Neighbour> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Document;
+
+    /// A Rust document over `MAX_SOURCE_BYTES` (and under the parse limit) keeps a tree, but the
+    /// context layer gets a window of it: one starting at the document's start is no more the
+    /// whole document than any other, and gets no tree (the tree's bodies would end past it).
+    #[test]
+    fn only_the_whole_document_comes_with_its_tree() {
+        let uri: tower_lsp_server::ls_types::Uri = "file:///t/big.rs".parse().unwrap();
+        let method = "fn m() -> u32 {\n    1\n}\n";
+        let text = method.repeat((MAX_SOURCE_BYTES + (400 << 10)) / method.len());
+        let big = Document::new(uri.clone(), "rust", 0, &text, 0).snapshot();
+        assert!(big.tree.is_some());
+        let (window, base) = source_text(&big, 10);
+        assert_eq!(base, 0);
+        assert!(window.len() < text.len());
+        assert!(tree(&big, &window).is_none());
+
+        let small = Document::new(uri, "rust", 0, method, 0).snapshot();
+        let (whole, _) = source_text(&small, 10);
+        assert!(tree(&small, &whole).is_some());
+    }
 }

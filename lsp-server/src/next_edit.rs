@@ -138,9 +138,12 @@ impl Server {
             })
         });
         let streaming = stream.is_some();
-        let (answer, _waiter) = self
-            .next_edits
-            .job(snapshots, cursor, Origin::Request, stream);
+        let Some((answer, _waiter)) =
+            self.next_edits
+                .job(snapshots, cursor, Origin::Request, stream)
+        else {
+            unreachable!("a request's job is always started or joined");
+        };
         let answer = answer.await;
         if streaming {
             self.drafts.flush().await;

@@ -438,6 +438,80 @@ fn crlf_documents_get_crlf_suggestions() {
     );
 }
 
+/// The document's own line endings decide, not those of the neighbour snippets in front of its
+/// prefix: a CRLF file open in another tab leaves an LF document's suggestion LF, and an LF one
+/// leaves a CRLF document's CRLF. On the document's first line the suffix decides.
+#[test]
+fn line_endings_of_a_suggestion_are_the_documents_not_its_neighbours() {
+    let with = |fixture: &str, neighbour_text: &str| {
+        let (text, cursor) = split(fixture);
+        let source = Source {
+            text: &text,
+            cursor,
+            language: Language::Rust,
+            tree: None,
+        };
+        let budget = Budget {
+            neighbour_tokens: 400,
+            ..ROOMY
+        };
+        let other = neighbour("src/other.rs", neighbour_text, 1);
+        let plan = plan(&source, &budget, &ByteEstimate, &[other]);
+        assert!(plan.snippets_len > 0, "the neighbour is shown: {plan:?}");
+        plan
+    };
+    let total = "fn total_price(items: &[Item]) -> u32 {\n    let mut total_price = 0;\n    for item in items {\n        total_price += item.price;\n    }\n    total_price\n}\n";
+    let middle = "total_price += item.price;\n        count += 1;";
+
+    let lf = with(
+        "fn total_price(items: &[Item]) -> u32 {\n    let mut total_price = 0;\n    for item in items {\n        $0\n    }\n    total_price\n}\n",
+        &total.replace('\n', "\r\n"),
+    );
+    assert_eq!(
+        finish(middle, &lf).as_deref(),
+        Some("total_price += item.price;\n        count += 1;")
+    );
+
+    let crlf = with(
+        "fn total_price(items: &[Item]) -> u32 {\r\n    let mut total_price = 0;\r\n    for item in items {\r\n        $0\r\n    }\r\n    total_price\r\n}\r\n",
+        total,
+    );
+    assert_eq!(
+        finish(middle, &crlf).as_deref(),
+        Some("total_price += item.price;\r\n        count += 1;")
+    );
+
+    let first_line = with("fn total_price(items: &[Item]) -> u32 {$0\r\n}\r\n", total);
+    assert!(
+        !first_line.prefix[first_line.snippets_len..].contains('\n'),
+        "{first_line:?}"
+    );
+    assert_eq!(
+        finish("\n    let a = 1;", &first_line).as_deref(),
+        Some("\r\n    let a = 1;")
+    );
+}
+
+/// A caller's tree may be of more than the text it hands over (the language server's tree of a
+/// whole document with a window of it): a body that ends past the text is not read past it.
+#[test]
+fn a_tree_reaching_past_the_text_plans_without_reading_past_it() {
+    let document = "struct S;\nimpl S {\n    fn a() {}\n\n    fn b() {}\n}\n";
+    let tree = parse_rust(document).unwrap();
+    // The blank line inside the impl body, in a text cut before the body ends.
+    let cursor = document.find("\n\n").unwrap() + 1;
+    let text = &document[..cursor + 1];
+    let source = Source {
+        text,
+        cursor,
+        language: Language::Rust,
+        tree: Some(&tree),
+    };
+    let plan = plan(&source, &ROOMY, &ByteEstimate, &[]);
+    assert_eq!(plan.prefix, &text[..cursor]);
+    assert_eq!(plan.suffix, "\n");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 

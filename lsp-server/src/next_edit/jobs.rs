@@ -10,7 +10,13 @@
 //! waits on it. A precomputed job nobody waits on is not cancelled by requests for other
 //! documents: the runtime runs it behind every job someone waits for, and one that is running
 //! when such a job comes makes way for it and runs again after it (`Submit::wanted`), so it is
-//! ready when the user comes back to its document.
+//! ready when the user comes back to its document. A request that joined it and went away
+//! leaves it making way again.
+//!
+//! A precompute never replaces a job a request waits for (the request may have asked at another
+//! cursor than where the last change ended), and at most [`MAX_PRECOMPUTES`] run ahead of any
+//! request at once: the runtime's queue, which completions share, never fills with them. A job
+//! that ended in an error is never joined; the next request computes again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +38,12 @@ use crate::documents::{Changed, Documents, Snapshots};
 use crate::inference::{EditJob, Inference, JobError, NextEdit};
 use crate::log::Log;
 use crate::stream::JobStream;
+
+/// Precomputed jobs nobody waits for yet, at most (across documents): a change of many
+/// documents at once (a workspace-wide replace) precomputes for a few of them (the latest
+/// changed of those whose pauses end together), not for each of them in the runtime's queue of
+/// 64; the others are computed on request.
+const MAX_PRECOMPUTES: usize = 4;
 
 /// Who started a job: a request waits on it; a precomputed one waits for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +74,15 @@ struct Entry {
 impl Entry {
     fn done(&self) -> bool {
         self.answer.peek().is_some()
+    }
+
+    fn failed(&self) -> bool {
+        matches!(self.answer.peek(), Some(Err(_)))
+    }
+
+    /// A precomputed job still under way that no request waits for.
+    fn ahead(&self) -> bool {
+        self.origin == Origin::Precompute && self.waiters == 0 && !self.done()
     }
 }
 
@@ -216,21 +237,26 @@ impl NextEdits {
             .map(|(uri, _)| uri.clone())
     }
 
-    /// The job for `snapshots` at byte `cursor`: the one already under way or done for the
-    /// same text and cursor, else a new one (replacing any other job of the document). A
-    /// request gets a [`Waiter`] to hold while it waits; `stream` only serves a new job.
+    /// The job for `snapshots` at byte `cursor`: the one already under way or done (not in an
+    /// error) for the same text and cursor, else a new one (replacing any other job of the
+    /// document). A request gets a [`Waiter`] to hold while it waits; `stream` only serves a
+    /// new job. `None` only for a precompute that would replace a job a request waits for, or
+    /// go beyond [`MAX_PRECOMPUTES`]: none is started.
     pub fn job(
         self: &Arc<Self>,
         snapshots: Snapshots,
         cursor: usize,
         origin: Origin,
         stream: Option<JobStream>,
-    ) -> (Answer, Option<Waiter>) {
+    ) -> Option<(Answer, Option<Waiter>)> {
         let uri = snapshots.document.uri.clone();
+        let version = snapshots.document.version;
         let edited_at = snapshots.document.edited_at;
         let mut state = self.state();
         let key = match state.jobs.get_mut(&uri) {
-            Some(entry) if entry.edited_at == edited_at && entry.cursor == cursor => {
+            Some(entry)
+                if entry.edited_at == edited_at && entry.cursor == cursor && !entry.failed() =>
+            {
                 if origin == Origin::Request {
                     entry.waiters += 1;
                     entry.wanted.store(true, Ordering::Relaxed);
@@ -248,9 +274,34 @@ impl NextEdits {
                     )
                 });
                 let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, entry.key));
-                return (entry.answer.clone(), waiter);
+                return Some((entry.answer.clone(), waiter));
+            }
+            // The request may have asked elsewhere than where the last change ended (an
+            // auto-closed bracket, a click): replacing its job would cancel it.
+            Some(entry) if origin == Origin::Precompute && entry.waiters > 0 && !entry.done() => {
+                self.log.debug(|| {
+                    format!(
+                        "{} v{version}: a request waits for the next-edit job: not precomputed",
+                        uri.as_str()
+                    )
+                });
+                return None;
             }
             _ => {
+                let ahead = state
+                    .jobs
+                    .iter()
+                    .filter(|(other, entry)| **other != uri && entry.ahead())
+                    .count();
+                if origin == Origin::Precompute && ahead >= MAX_PRECOMPUTES {
+                    self.log.debug(|| {
+                        format!(
+                            "{} v{version}: {ahead} next edits are precomputing already: not precomputed",
+                            uri.as_str()
+                        )
+                    });
+                    return None;
+                }
                 state.next_key += 1;
                 state.next_key
             }
@@ -290,7 +341,7 @@ impl NextEdits {
         drop(state);
         drop(replaced);
         let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, key));
-        (answer, waiter)
+        Some((answer, waiter))
     }
 
     fn waiter(self: &Arc<Self>, uri: &Uri, key: u64) -> Waiter {
@@ -318,20 +369,28 @@ impl NextEdits {
             return;
         }
         let version = document.version;
-        let (answer, _) = self.job(snapshots, cursor, Origin::Precompute, None);
+        let Some((answer, _)) = self.job(snapshots, cursor, Origin::Precompute, None) else {
+            return;
+        };
         self.log
             .debug(|| format!("{} v{version}: next edit precomputed ({why})", uri.as_str()));
         // Driven to the end here, so a request finds it done.
         let log = self.log.clone();
         tokio::spawn(async move {
-            if let Ok(next) = answer.await {
-                log.debug(|| {
+            match answer.await {
+                Ok(next) => log.debug(|| {
                     format!(
                         "{} v{version}: precomputed next edit ready, {} edit(s)",
                         uri.as_str(),
                         next.edits.len()
                     )
-                });
+                }),
+                Err(err) => log.debug(|| {
+                    format!(
+                        "{} v{version}: precomputed next edit failed: {err}",
+                        uri.as_str()
+                    )
+                }),
             }
         });
     }
@@ -364,12 +423,14 @@ impl NextEdits {
                 }
                 () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
                     let now = Instant::now();
-                    let ready: Vec<(Uri, &'static str)> = due
+                    let mut ready: Vec<(Uri, Instant, &'static str)> = due
                         .iter()
                         .filter(|(_, (at, _))| *at <= now)
-                        .map(|(uri, (_, why))| (uri.clone(), *why))
+                        .map(|(uri, (at, why))| (uri.clone(), *at, *why))
                         .collect();
-                    for (uri, why) in ready {
+                    // The latest changed first: they get the few places (`MAX_PRECOMPUTES`).
+                    ready.sort_by_key(|(_, at, _)| std::cmp::Reverse(*at));
+                    for (uri, _, why) in ready {
                         due.remove(&uri);
                         let edits = self.clone();
                         tokio::spawn(async move { edits.precompute(uri, why).await });
@@ -382,7 +443,8 @@ impl NextEdits {
 
 /// A request's hold on the job it waits for: when the last request lets go of a job a request
 /// started before it is done (`$/cancelRequest` dropped the handler), the job stops, as an
-/// inline completion's would.
+/// inline completion's would; a precomputed one goes on, nobody waiting for it again (its
+/// `wanted` flag down, so it makes way for requests as before one joined it).
 pub struct Waiter {
     edits: Arc<NextEdits>,
     uri: Uri,
@@ -397,9 +459,12 @@ impl Drop for Waiter {
                 return;
             };
             entry.waiters = entry.waiters.saturating_sub(1);
-            if entry.waiters == 0 && entry.origin == Origin::Request && !entry.done() {
+            if entry.waiters > 0 || entry.done() {
+                None
+            } else if entry.origin == Origin::Request {
                 state.jobs.remove(&self.uri)
             } else {
+                entry.wanted.store(false, Ordering::Relaxed);
                 None
             }
         };

@@ -71,13 +71,11 @@ impl Job {
             .is_none_or(|flag| flag.load(Ordering::Relaxed))
     }
 
-    /// The flag of a job run ahead of any request while it is still down (nobody waits for the
-    /// answer yet): what the serial loop watches to let such a job make way for a request.
+    /// The flag of a job run ahead of any request, down while nobody waits for the answer (it
+    /// goes up when a request joins, and down again when that request leaves): what the serial
+    /// loop watches to let such a job make way for a request.
     pub(super) fn ahead_of_requests(&self) -> Option<Arc<AtomicBool>> {
-        self.wanted
-            .as_ref()
-            .filter(|flag| !flag.load(Ordering::Relaxed))
-            .map(Arc::clone)
+        self.wanted.as_ref().map(Arc::clone)
     }
 
     /// Whether nobody waits for the answer any more (the client left).

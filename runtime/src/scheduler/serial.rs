@@ -10,8 +10,9 @@
 //! precomputed in a pause) makes way for a request that comes while it runs: it stops as a
 //! cancelled one does and is queued again, first among the jobs nobody waits for, behind the
 //! requests. A keystroke's completion in another document so waits for a fraction of the
-//! precompute's pass, not for all of its passes; the precompute starts over after it. Once a
-//! request waits for the job itself, it runs to its end.
+//! precompute's pass, not for all of its passes; the precompute starts over after it. While a
+//! request waits for the job itself, it does not make way; once that request has gone (its flag
+//! down again), it does.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};

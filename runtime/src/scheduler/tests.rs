@@ -995,21 +995,23 @@ fn a_precomputed_job_lets_the_idle_refresh_go_first_and_a_wanted_one_does_not() 
 /// A next edit precomputed in a pause (`Submit::wanted`, its flag down) that is running when a
 /// keystroke's completion for another document comes makes way for it: the completion is
 /// answered first, and the precompute, queued again, is answered in full after it (not as
-/// cancelled). One a request already waits for runs to its end first. The serial loop, the
-/// language server's; each step is slowed down so that the request comes mid-run.
+/// cancelled). One a request already waits for runs to its end first, unless that request went
+/// away (its flag down again) before the other came. The serial loop, the language server's;
+/// each step is slowed down so that the request comes mid-run.
 #[test]
 fn a_running_precompute_makes_way_for_a_request_unless_one_waits_for_it() {
-    for asked in [false, true] {
+    // Whether a request waited for the precompute when it started, and whether it left then.
+    for (asked, left) in [(false, false), (true, false), (true, true)] {
         let metrics = Arc::new(Metrics::new());
         // Slow steps, and many of them (high effort), so that the request comes while the
         // precompute has steps left on a loaded machine too, and the answers' order shows.
         let delay = Some(Duration::from_millis(100));
         let (scheduler, _) =
             Scheduler::start_with(Ok(engine()), config(1), Arc::clone(&metrics), delay);
-        let submit = |work: Work, client: &str, wanted: Option<bool>| {
+        let submit = |work: Work, client: &str, wanted: Option<&Arc<AtomicBool>>| {
             let submit = Submit {
                 client: Some(client.into()),
-                wanted: wanted.map(|up| Arc::new(AtomicBool::new(up))),
+                wanted: wanted.map(Arc::clone),
                 ..Submit::default()
             };
             let ticket = scheduler.submit(work, submit).expect("queued");
@@ -1022,11 +1024,15 @@ fn a_running_precompute_makes_way_for_a_request_unless_one_waits_for_it() {
         let mut sampler = SamplerConfig::effort(Effort::High);
         sampler.draft_tau = Some(DRAFT_TAU);
         sampler.cache.realign = None;
-        let precompute = submit(edit(&renames()[0], sampler, None), "a", Some(asked));
+        let wanted = Arc::new(AtomicBool::new(asked));
+        let precompute = submit(edit(&renames()[0], sampler, None), "a", Some(&wanted));
         let waited = std::time::Instant::now();
         while metric(&metrics, "redraft_running_jobs") < 1.0 {
             assert!(waited.elapsed() < Duration::from_secs(30), "never ran");
             std::thread::sleep(Duration::from_millis(1));
+        }
+        if left {
+            wanted.store(false, Ordering::Relaxed);
         }
         let request = submit(fim(TEXT, None), "b", None);
         let (edit_at, edit) = precompute.join().unwrap();
@@ -1041,15 +1047,15 @@ fn a_running_precompute_makes_way_for_a_request_unless_one_waits_for_it() {
             &metrics,
             "redraft_jobs_total{kind=\"edit\",outcome=\"cancelled\"}",
         );
-        assert_eq!(cancelled, 0.0, "asked {asked}");
-        if asked {
+        assert_eq!(cancelled, 0.0, "asked {asked}, left {left}");
+        if asked && !left {
             assert_eq!(requeued, 0.0);
             assert!(
                 edit_at < fim_at,
                 "the precompute a request waits for ended first"
             );
         } else {
-            assert_eq!(requeued, 1.0);
+            assert_eq!(requeued, 1.0, "asked {asked}, left {left}");
             assert!(fim_at < edit_at, "the request went first");
         }
     }

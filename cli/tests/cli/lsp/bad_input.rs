@@ -155,6 +155,39 @@ async fn bad_next_edit_requests_and_commands_get_errors_or_no_edits() {
     lsp.shutdown().await;
 }
 
+/// A Rust document between 1 MiB and the parse limit (4 MiB) is kept with a tree but handed to
+/// the context layer as a window around the cursor: a window starting at the document's start
+/// is not the whole document, and the tree of the whole one must not come with it (on a blank
+/// line in an impl body that ends past the window, it made every completion an internal error).
+#[tokio::test]
+async fn a_parsed_rust_document_over_a_mebibyte_is_completed_at_its_start() {
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "low", "maxTokens": 12, "logLevel": "debug"}),
+        ..Start::default()
+    })
+    .await;
+    let mut big = String::from("struct S;\nimpl S {\n    fn a() {}\n\n    fn b() {}\n");
+    let method = "    fn m(&self) -> u32 {\n        let x = 1;\n        x + 1\n    }\n";
+    while big.len() < (1 << 20) + (400 << 10) {
+        big.push_str(method);
+    }
+    big.push_str("}\n");
+    let big_uri = "file:///work/demo/src/big.rs";
+    lsp.open(big_uri, "rust", &big);
+    let cursor = big.find("\n\n").unwrap() + 1;
+    drop(big);
+    let answer = lsp.inline(big_uri, 3, 4, false).await.answer().await;
+    assert!(answer.is_ok(), "{answer:?}");
+    let done = lsp
+        .wait_for_log(|m| {
+            m.contains(&format!("{big_uri} v0 @{cursor}: canvas"))
+                || m.contains(&format!("completion in {big_uri} failed"))
+        })
+        .await;
+    assert!(done.contains(": canvas"), "{done}");
+    lsp.shutdown().await;
+}
+
 #[tokio::test]
 async fn huge_and_binary_documents_are_served() {
     let lsp = Lsp::start(Start::default()).await;

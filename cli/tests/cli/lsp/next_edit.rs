@@ -647,3 +647,172 @@ async fn a_precomputed_next_edit_a_request_joined_goes_on_before_a_completion_el
     );
     lsp.shutdown().await;
 }
+
+/// The client asks for a next edit at another cursor than where the typing ended (an
+/// auto-closed bracket, a click or an arrow key within the pause) before the server's own
+/// pause (`nextEdit.debounceMs`) is over: the precompute for the end of the typing comes while
+/// the request's job runs, and must not replace it (that cancelled it: no edits).
+#[tokio::test]
+async fn a_precompute_leaves_a_request_at_another_cursor_to_finish() {
+    let rename = &RENAMES[0];
+    let (cursor, text) = rename.after();
+    // Steps slow enough that the pause is over while the request's job runs.
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "high", "logLevel": "debug",
+                        "nextEdit": {"maxChange": null, "debounceMs": 200}}),
+        encodings: Some(vec!["utf-16"]),
+        root: Some(ROOT),
+        step_delay_ms: Some(250),
+        ..Start::default()
+    })
+    .await;
+    let version = type_rename(&lsp, rename, "utf-16");
+    // One character to the left of where the typing ended.
+    let asked = cursor - 1;
+    let (line, character) = position(&text, asked, "utf-16");
+    let answer = lsp
+        .next_edit(URI, version, line, character)
+        .await
+        .answer()
+        .await;
+    assert!(answer.is_ok(), "{answer:?}");
+    // The request's own job ran to its end (cancelled, it logs nothing)...
+    lsp.wait_for_log(|m| m.contains(&format!("{URI} v{version} @{asked}: next edit over lines")))
+        .await;
+    // ...while the pause ended.
+    lsp.wait_for_log(|m| {
+        m.contains(&format!(
+            "{URI} v{version}: a request waits for the next-edit job: not precomputed"
+        ))
+    })
+    .await;
+    lsp.shutdown().await;
+}
+
+/// A request joins a precomputed next edit and is cancelled: nobody waits for the job again, so
+/// it makes way for a completion asked for in another document, as before the request came.
+#[tokio::test]
+async fn a_precomputed_next_edit_whose_request_left_makes_way_again() {
+    let rename = &RENAMES[0];
+    let (cursor, text) = rename.after();
+    let (lsp, version) = precomputing(rename).await;
+    // Let it be past its first step.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let (line, character) = position(&text, cursor, "utf-16");
+    let next = lsp.next_edit(URI, version, line, character).await;
+    lsp.wait_for_log(|m| {
+        m.contains(&format!(
+            "{URI} v{version}: the request joins the running next-edit job"
+        ))
+    })
+    .await;
+    lsp.cancel(next.id);
+    let cancelled = next.answer().await.unwrap_err();
+    assert_eq!(cancelled.code.0, super::client::CANCELLED);
+    let ready = format!("{URI} v{version}: precomputed next edit ready");
+    let inline = inline_elsewhere(&lsp).await.answer().await;
+    assert!(inline.is_ok(), "{inline:?}");
+    let was_ready = lsp
+        .received("window/logMessage")
+        .iter()
+        .any(|m| m["message"].as_str().unwrap_or("").contains(&ready));
+    assert!(!was_ready, "the completion waited for the precompute");
+    lsp.wait_for_log(|m| m.contains(&ready)).await;
+    lsp.shutdown().await;
+}
+
+/// A change of many open documents at once (a workspace-wide replace) precomputes next edits
+/// for a few of them, not one job per document in the runtime's queue of 64, which completions
+/// share: a completion asked for after it is answered, not refused as "queue full".
+#[tokio::test]
+async fn precomputes_for_many_changed_documents_leave_room_for_a_completion() {
+    let lsp = slow_server(json!({"effort": "high", "logLevel": "debug",
+                                 "nextEdit": {"maxChange": null, "debounceMs": 50}}))
+    .await;
+    let before = RENAMES[0].before;
+    for i in 0..80 {
+        let uri = format!("file:///work/demo/src/f{i}.rs");
+        lsp.open(&uri, "rust", before);
+        lsp.change(&uri, 1, [[0, 17], [0, 17]], "_x");
+    }
+    lsp.wait_for_log(|m| m.contains("next edit precomputed (after an edit pause)"))
+        .await;
+    // Every pause is over.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = "file:///work/demo/src/other.rs";
+    let answer = inline_elsewhere(&lsp).await.answer().await;
+    assert!(answer.is_ok(), "{answer:?}");
+    let done = lsp
+        .wait_for_log(|m| {
+            m.contains(&format!("{other} v0 @28: canvas"))
+                || m.contains(&format!("completion in {other} failed"))
+        })
+        .await;
+    assert!(done.contains(": canvas"), "{done}");
+    let precomputed = lsp
+        .received("window/logMessage")
+        .iter()
+        .filter(|m| {
+            m["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("next edit precomputed")
+        })
+        .count();
+    assert!(precomputed <= 4, "{precomputed} precomputes at once");
+    lsp.shutdown().await;
+}
+
+/// A job that ended in an error (here a precompute refused by a full queue) is not the answer
+/// for the text and cursor it was for: a request there later computes again.
+#[tokio::test]
+async fn a_next_edit_job_that_failed_is_not_joined() {
+    let rename = &RENAMES[0];
+    let (cursor, text) = rename.after();
+    // Steps of a second, so that the completion running holds the queue full for a while.
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "low", "logLevel": "debug",
+                        "nextEdit": {"maxChange": null, "debounceMs": 100}}),
+        encodings: Some(vec!["utf-16"]),
+        root: Some(ROOT),
+        step_delay_ms: Some(1000),
+        ..Start::default()
+    })
+    .await;
+    // One completion running, 64 queued, the rest refused.
+    let mut completions = Vec::new();
+    for i in 0..70 {
+        let uri = format!("file:///work/demo/src/f{i}.rs");
+        lsp.open(&uri, "rust", "fn main() {\n    let total = \n}\n");
+        completions.push(lsp.inline(&uri, 1, 16, true).await);
+    }
+    lsp.wait_for_log(|m| m.contains("jobs already wait for the model"))
+        .await;
+    let version = type_rename(&lsp, rename, "utf-16");
+    lsp.wait_for_log(|m| {
+        m.contains(&format!("{URI} v{version}: precomputed next edit failed"))
+            && m.contains("jobs already wait")
+    })
+    .await;
+    for completion in &completions {
+        lsp.cancel(completion.id);
+    }
+    drop(completions);
+    // The running completion stops at its next step; the queue is emptied.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (line, character) = position(&text, cursor, "utf-16");
+    let answer = lsp
+        .next_edit(URI, version, line, character)
+        .await
+        .answer()
+        .await;
+    assert!(answer.is_ok(), "{answer:?}");
+    let done = lsp
+        .wait_for_log(|m| {
+            m.contains(&format!("{URI} v{version} @{cursor}: next edit over lines"))
+                || m.contains(&format!("next edit in {URI} failed"))
+        })
+        .await;
+    assert!(done.contains("next edit over lines"), "{done}");
+    lsp.shutdown().await;
+}
