@@ -19,7 +19,7 @@ use crate::sampler::{Effort, Efforts, Preset};
 /// Architectures this engine runs, by `config.json`'s `model_type`.
 const SUPPORTED_MODEL_TYPES: &[&str] = &["qwen2", "Dream", "llada"];
 
-/// Upper limits [`ModelConfig::validate`] puts on a config's sizes: far above any real
+/// Upper limits `ModelConfig::validate` puts on a config's sizes: far above any real
 /// model's, low enough that nothing sized from them overflows.
 pub const MAX_LAYERS: usize = 1024;
 pub const MAX_VOCAB: usize = 16 << 20;
@@ -160,7 +160,7 @@ impl ModelConfig {
     }
 
     /// Number of parameters, counting a tied head once (`usize::MAX` for sizes past any real
-    /// model, which [`ModelConfig::validate`] refuses).
+    /// model, which `ModelConfig::validate` refuses).
     pub fn num_parameters(&self) -> usize {
         self.checked_parameters().unwrap_or(usize::MAX)
     }

@@ -66,9 +66,9 @@ pub struct Checked {
 }
 
 /// The part of a load that needs no memory for the model: the device, the model found
-/// (downloaded, for a name) and its header, configuration and tokenizer read
-/// (`redraft_engine::engine::inspect`). A model that fails here leaves whatever is loaded
-/// serving; [`load_checked`] then builds it.
+/// (downloaded, for a name) and its header, tensor extents, configuration and tokenizer read,
+/// no tensor (`redraft_engine::engine::inspect`). A model that fails here leaves whatever is
+/// loaded serving; [`load_checked`] then builds it.
 pub fn check_reporting(
     model: Option<&Path>,
     device: DeviceSpec,

@@ -465,8 +465,8 @@ pub type Loaded = Result<String, LoadFailure>;
 pub struct LoadFailure {
     pub reason: String,
     /// The model that still serves (where it came from and its device): a model that fails
-    /// before the old one is dropped (not found, not downloaded, its files unreadable) leaves
-    /// the old one loaded. `None`: no model is loaded.
+    /// before the old one is dropped (not found, not downloaded, a header, configuration or
+    /// tokenizer that does not read) leaves the old one loaded. `None`: no model is loaded.
     pub kept: Option<String>,
 }
 

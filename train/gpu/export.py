@@ -109,9 +109,10 @@ def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict, tokeni
     (fresh / "train_log.json").write_text(json.dumps(log, indent=1))
     old = room / (out.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
+    # Renames, or copies where they cannot (two mounts of one file system share a device).
     if out.exists():
-        out.rename(old)
-    fresh.rename(out)
+        shutil.move(out, old)
+    shutil.move(fresh, out)
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -88,17 +88,19 @@ class Batches(torch.utils.data.IterableDataset):
 
     def __init__(self, pack_dir: str, config: DataConfig, seed: int, batch: int, first: int, fail: bool = False):
         self.pack_dir, self.config, self.seed, self.batch, self.first = pack_dir, config, seed, batch, first
-        self.fail = fail  # tests: a worker process dies at once (`--fail-batches`)
+        self.fail = fail  # tests: a worker process dies after its first batch (`--fail-batches`)
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         workers, me = (1, 0) if info is None else (info.num_workers, info.id)
-        if self.fail and info is not None:
-            os._exit(1)
+        made = 0
         maker = BatchMaker(Pack(self.pack_dir), "train", self.config, self.seed)
         step = self.first + me
         while True:
+            if self.fail and info is not None and made == 1:
+                os._exit(1)
             yield to_tensors(maker.batch(step, self.batch))
+            made += 1
             step += workers
 
 
@@ -267,8 +269,8 @@ def main(argv=None) -> int:
                     "GPU memory does")
     ap.add_argument("--fail-step", type=int, help="tests: the first try of this step fails "
                     "with a RuntimeError, as a compiled kernel or a lost worker can")
-    ap.add_argument("--fail-batches", action="store_true", help="tests: the batch loader's workers die "
-                    "(as they do when shared memory runs out)")
+    ap.add_argument("--fail-batches", action="store_true", help="tests: the batch loader's workers die after "
+                    "their first batch (as they do when shared memory runs out)")
     args = ap.parse_args(argv)
 
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
@@ -361,20 +363,29 @@ def main(argv=None) -> int:
 
     failed_steps: set[int] = set()
 
-    def next_batch() -> dict:
+    def loader_failed(error: Exception, waiting: bool) -> bool:
         # A worker that dies (no shared memory, no file descriptors left on the machine) would
-        # end the run before its first export: the batches are made in this process instead.
+        # end the run, before its first export in the warm-up: the batches are made in this
+        # process from then on. PyTorch raises it in the main thread wherever that is: waiting
+        # for a batch, or in the middle of a step (its handler of a child's exit).
         nonlocal batches, workers
+        if workers == 0 or not (waiting or "DataLoader worker" in str(error)):
+            return False
+        text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+        log.setdefault("data_errors", []).append({"step": step, "error": text})
+        print(f"the batch loader failed at step {step}, making batches in this process: {text}", flush=True)
+        workers = 0
+        batches = make_batches(batch, step)
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
+        return True
+
+    def next_batch() -> dict:
         try:
             return next(batches)
         except Exception as error:
-            if workers == 0:
+            if not loader_failed(error, waiting=True):
                 raise
-            text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
-            log.setdefault("data_errors", []).append({"step": step, "error": text})
-            print(f"the batch loader failed at step {step}, making batches in this process: {text}", flush=True)
-            workers = 0
-            batches = make_batches(batch, step)
             return next(batches)
 
     def shrink(error: Exception) -> None:
@@ -423,6 +434,8 @@ def main(argv=None) -> int:
             shrink(error)
             continue
         except Exception as error:
+            if loader_failed(error, waiting=False):
+                continue  # the step again, on a batch made here
             if trunk is model.model:
                 raise
             go_eager(error)  # compiling the forward or backward failed: no optimizer has stepped
@@ -473,6 +486,8 @@ def main(argv=None) -> int:
             shrink(error)
             continue
         except Exception as error:
+            if loader_failed(error, waiting=False):
+                continue  # the step again, on a batch made here
             if trunk is not model.model:
                 go_eager(error)  # a recompile (after the batch was halved, say) failed
                 continue

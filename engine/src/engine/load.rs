@@ -120,7 +120,8 @@ impl Engine {
     /// overrides the diffusion settings (the mask id, the logit shift, the attention pattern);
     /// a `tokenizer.json` beside it replaces the file's vocabulary.
     pub fn load_gguf(file: &Path, device: &Device) -> Result<Engine> {
-        let (config, settings, weights, tokenizer) = read_gguf(file, device)?;
+        let (config, settings, weights, tokenizer) =
+            read_gguf(file, device, crate::gguf::Tensors::Read)?;
         Engine::assemble(file, config, settings, &weights, tokenizer, device)
     }
 
@@ -261,10 +262,11 @@ fn gguf_in(path: &Path) -> Result<Option<PathBuf>> {
 fn read_gguf(
     file: &Path,
     device: &Device,
+    tensors: crate::gguf::Tensors,
 ) -> Result<(ModelConfig, DiffusionSettings, Weights, Tokenizer)> {
     let dir = file.parent().unwrap_or(Path::new("."));
     let tokenizer_json = Some(dir.join(TOKENIZER_FILE)).filter(|p| p.exists());
-    let checkpoint = crate::gguf::load(file, tokenizer_json.as_deref(), device)?;
+    let checkpoint = crate::gguf::load(file, tokenizer_json.as_deref(), device, tensors)?;
     let extra_path = dir.join(REDRAFT_FILE);
     let extra = if extra_path.exists() {
         RedraftJson::load(&extra_path)?
@@ -321,7 +323,9 @@ pub struct ModelSummary {
 pub fn inspect(path: &Path) -> Result<ModelSummary> {
     let (config, settings, tokenizer) = match gguf_in(path)? {
         Some(file) => {
-            let (config, settings, _mapped, tokenizer) = read_gguf(&file, &Device::Cpu)?;
+            // The header, the tensors' extents and the vocabulary; no tensor is read.
+            let (config, settings, _none, tokenizer) =
+                read_gguf(&file, &Device::Cpu, crate::gguf::Tensors::Checked)?;
             (config, settings, tokenizer)
         }
         None => {

@@ -55,8 +55,23 @@ pub fn is_gguf(path: &Path) -> bool {
         && &magic == b"GGUF"
 }
 
+/// What [`load`] reads of the tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tensors {
+    /// Every tensor the model uses, onto the device.
+    Read,
+    /// Each tensor's extent checked against the file, none read: the weights come back empty
+    /// (what a model's description needs, `engine::inspect`, without the memory of a load).
+    Checked,
+}
+
 /// Reads `path` onto `device`. `tokenizer_json`, if given, replaces the file's vocabulary.
-pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Result<GgufCheckpoint> {
+pub fn load(
+    path: &Path,
+    tokenizer_json: Option<&Path>,
+    device: &Device,
+    tensors: Tensors,
+) -> Result<GgufCheckpoint> {
     let file = File::open(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             Error::MissingFile {
@@ -71,7 +86,13 @@ pub fn load(path: &Path, tokenizer_json: Option<&Path>, device: &Device) -> Resu
     // loads is the one hazard, as with every mmap-based loader (llama.cpp's included).
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
     let tokenizer = tokenizer_json.map(Tokenizer::load).transpose()?;
-    read(Arc::new(FileBytes::Map(map)), path, tokenizer, device)
+    read(
+        Arc::new(FileBytes::Map(map)),
+        path,
+        tokenizer,
+        device,
+        tensors,
+    )
 }
 
 /// A GGUF file compiled into the binary (the embedded default model) onto `device`, its
@@ -99,6 +120,7 @@ pub fn from_static(
         origin,
         tokenizer,
         device,
+        Tensors::Read,
     )
 }
 
@@ -107,6 +129,7 @@ fn read(
     path: &Path,
     tokenizer: Option<Tokenizer>,
     device: &Device,
+    read_tensors: Tensors,
 ) -> Result<GgufCheckpoint> {
     let corrupt = |message: String| Error::CorruptGguf {
         path: path.to_path_buf(),
@@ -265,6 +288,9 @@ fn read(
     };
     config.validate(&config_path)?;
 
+    if read_tensors == Tensors::Checked {
+        mapped.clear();
+    }
     let mut tensors = HashMap::new();
     for (name, (ours, mapped)) in mapped {
         let dims = mapped.dims().to_vec();
@@ -393,6 +419,9 @@ fn alignment(metadata: &HashMap<String, Value>, path: &Path) -> Result<u64> {
         Some(Value::I8(v)) => *v as i64,
         Some(Value::I16(v)) => *v as i64,
         Some(Value::I32(v)) => *v as i64,
+        // A type candle's reader does not take it from: it lays the tensors out at 32 then,
+        // which is right when the file says 32.
+        Some(Value::U64(32) | Value::I64(32)) => return Ok(32),
         Some(other) => {
             return Err(bad(format!(
                 "is a {:?}, not an unsigned 32-bit integer",

@@ -15,8 +15,9 @@
 //!
 //! A precompute never replaces a job a request waits for (the request may have asked at another
 //! cursor than where the last change ended), and at most [`MAX_PRECOMPUTES`] run ahead of any
-//! request at once: the runtime's queue, which completions share, never fills with them. A job
-//! that ended in an error is never joined; the next request computes again.
+//! request at once, a new one stopping the oldest: the runtime's queue, which completions
+//! share, never fills with them (a full queue answers its cancelled jobs at once to make room).
+//! A job that ended in an error is never joined; the next request computes again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,10 +40,10 @@ use crate::inference::{EditJob, Inference, JobError, NextEdit};
 use crate::log::Log;
 use crate::stream::JobStream;
 
-/// Precomputed jobs nobody waits for yet, at most (across documents): a change of many
-/// documents at once (a workspace-wide replace) precomputes for a few of them (the latest
-/// changed of those whose pauses end together), not for each of them in the runtime's queue of
-/// 64; the others are computed on request.
+/// Precomputed jobs nobody waits for yet, at most (across documents): a new one stops the
+/// oldest, so the document the user paused in last always gets one, and a change of many
+/// documents at once (a workspace-wide replace) keeps a few running, not one for each in the
+/// runtime's queue of 64; the others are computed on request.
 const MAX_PRECOMPUTES: usize = 4;
 
 /// Who started a job: a request waits on it; a precomputed one waits for a request.
@@ -240,8 +241,8 @@ impl NextEdits {
     /// The job for `snapshots` at byte `cursor`: the one already under way or done (not in an
     /// error) for the same text and cursor, else a new one (replacing any other job of the
     /// document). A request gets a [`Waiter`] to hold while it waits; `stream` only serves a
-    /// new job. `None` only for a precompute that would replace a job a request waits for, or
-    /// go beyond [`MAX_PRECOMPUTES`]: none is started.
+    /// new job. `None` only for a precompute that would replace a job a request waits for: none
+    /// is started.
     pub fn job(
         self: &Arc<Self>,
         snapshots: Snapshots,
@@ -288,24 +289,38 @@ impl NextEdits {
                 return None;
             }
             _ => {
-                let ahead = state
-                    .jobs
-                    .iter()
-                    .filter(|(other, entry)| **other != uri && entry.ahead())
-                    .count();
-                if origin == Origin::Precompute && ahead >= MAX_PRECOMPUTES {
-                    self.log.debug(|| {
-                        format!(
-                            "{} v{version}: {ahead} next edits are precomputing already: not precomputed",
-                            uri.as_str()
-                        )
-                    });
-                    return None;
-                }
                 state.next_key += 1;
                 state.next_key
             }
         };
+        // The newest pause wins a place: the oldest precompute of another document nobody
+        // waits for is stopped (that document's next edit is computed on request).
+        let mut evicted = None;
+        if origin == Origin::Precompute {
+            let ahead: Vec<(&Uri, u64)> = state
+                .jobs
+                .iter()
+                .filter(|(other, entry)| **other != uri && entry.ahead())
+                .map(|(other, entry)| (other, entry.key))
+                .collect();
+            if ahead.len() >= MAX_PRECOMPUTES {
+                let oldest = ahead
+                    .iter()
+                    .min_by_key(|(_, key)| *key)
+                    .map(|(other, _)| (*other).clone());
+                if let Some(oldest) = oldest {
+                    self.log.debug(|| {
+                        format!(
+                            "{}: its precomputed next edit stopped for {} v{version}'s ({} at most)",
+                            oldest.as_str(),
+                            uri.as_str(),
+                            MAX_PRECOMPUTES
+                        )
+                    });
+                    evicted = state.jobs.remove(&oldest);
+                }
+            }
+        }
         let ticket = self.in_flight.begin(&uri);
         let history: Vec<HistoryEdit> = snapshots
             .history
@@ -340,6 +355,7 @@ impl NextEdits {
         );
         drop(state);
         drop(replaced);
+        drop(evicted);
         let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, key));
         Some((answer, waiter))
     }
@@ -423,14 +439,12 @@ impl NextEdits {
                 }
                 () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
                     let now = Instant::now();
-                    let mut ready: Vec<(Uri, Instant, &'static str)> = due
+                    let ready: Vec<(Uri, &'static str)> = due
                         .iter()
                         .filter(|(_, (at, _))| *at <= now)
-                        .map(|(uri, (at, why))| (uri.clone(), *at, *why))
+                        .map(|(uri, (_, why))| (uri.clone(), *why))
                         .collect();
-                    // The latest changed first: they get the few places (`MAX_PRECOMPUTES`).
-                    ready.sort_by_key(|(_, at, _)| std::cmp::Reverse(*at));
-                    for (uri, _, why) in ready {
+                    for (uri, why) in ready {
                         due.remove(&uri);
                         let edits = self.clone();
                         tokio::spawn(async move { edits.precompute(uri, why).await });

@@ -273,7 +273,29 @@ impl Queue {
         if !state.open {
             return Err(Rejected::ShuttingDown);
         }
+        let mut left = Vec::new();
         if state.jobs >= self.capacity {
+            // Jobs whose clients left (a cancelled request, a replaced precompute) hold places
+            // a waiting client could use: they are answered now, not when the loop reaches them.
+            let (gone, kept): (VecDeque<Queued>, VecDeque<Queued>) =
+                std::mem::take(&mut state.items)
+                    .into_iter()
+                    .partition(|item| matches!(item, Queued::Job(job) if job.abandoned()));
+            state.items = kept;
+            state.jobs -= gone.len();
+            self.metrics.queue_depth.set(state.jobs as i64);
+            left.extend(gone);
+        }
+        let cancel_left = |left: Vec<Queued>| {
+            for item in left {
+                if let Queued::Job(job) = item {
+                    job.answer(Err(JobError::Cancelled), &self.metrics);
+                }
+            }
+        };
+        if state.jobs >= self.capacity {
+            drop(state);
+            cancel_left(left);
             return Err(Rejected::Full);
         }
         let for_model = job.work.needs_model();
@@ -281,6 +303,7 @@ impl Queue {
         state.jobs += 1;
         self.metrics.queue_depth.set(state.jobs as i64);
         drop(state);
+        cancel_left(left);
         if for_model {
             self.ready.notify_one();
         } else {

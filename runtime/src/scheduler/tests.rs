@@ -92,6 +92,45 @@ fn edit_answer(answer: Result<Answer, JobError>) -> EditAnswer {
     }
 }
 
+/// Jobs whose clients left hold no place in a full queue: a new job finds them answered
+/// cancelled and takes a place; with none of them, a full queue refuses it.
+#[test]
+fn a_full_queue_answers_its_cancelled_jobs_to_make_room() {
+    let queue = Queue::new(
+        2,
+        Arc::new(Metrics::new()),
+        Ok(super::queue::ModelFacts::of(&engine())),
+    );
+    let job = || {
+        let (reply, answer) = oneshot::channel();
+        let flag = Arc::new(AtomicBool::new(false));
+        let job = Job::new(
+            fim(TEXT, None),
+            Arc::clone(&flag),
+            None,
+            None,
+            reply,
+            None,
+            None,
+        );
+        (job, flag, answer)
+    };
+    let (first, _, mut first_answer) = job();
+    let (second, second_flag, mut second_answer) = job();
+    queue.push(first).unwrap();
+    queue.push(second).unwrap();
+    let (third, _, _) = job();
+    assert_eq!(queue.push(third).err(), Some(Rejected::Full));
+    second_flag.store(true, Ordering::Relaxed);
+    let (fourth, _, _) = job();
+    queue.push(fourth).expect("the cancelled job made room");
+    assert_eq!(second_answer.try_recv().unwrap(), Err(JobError::Cancelled));
+    assert!(
+        first_answer.try_recv().is_err(),
+        "the first job still waits"
+    );
+}
+
 /// A model file no check foresaw must not take the thread that owns the model down with it.
 #[test]
 fn a_panic_while_reading_a_model_is_an_error() {

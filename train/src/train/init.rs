@@ -249,7 +249,12 @@ impl InitCheckpoint {
 fn open_gguf(path: &Path, file: &Path) -> TrainResult<InitCheckpoint> {
     let dir = file.parent().unwrap_or(Path::new("."));
     let tokenizer_file = Some(dir.join(TOKENIZER_FILE)).filter(|p| p.exists());
-    let gguf = redraft_engine::gguf::load(file, tokenizer_file.as_deref(), &Device::Cpu)?;
+    let gguf = redraft_engine::gguf::load(
+        file,
+        tokenizer_file.as_deref(),
+        &Device::Cpu,
+        redraft_engine::gguf::Tensors::Read,
+    )?;
     // As the engine loads a GGUF: a `redraft.json` beside it wins over what it infers.
     let extra = read_redraft(dir)?.unwrap_or_default();
     let inferred = gguf.stated;
@@ -330,7 +335,15 @@ fn gguf_file(path: &Path) -> TrainResult<Option<PathBuf>> {
 /// name: `blk.0.attn_k.weight` in a GGUF). Tensors the model does not use are left out.
 pub fn load_weights(path: &Path, config: &ModelConfig) -> TrainResult<HashMap<String, Tensor>> {
     let weights = match gguf_file(path)? {
-        Some(file) => redraft_engine::gguf::load(&file, None, &Device::Cpu)?.weights,
+        Some(file) => {
+            redraft_engine::gguf::load(
+                &file,
+                None,
+                &Device::Cpu,
+                redraft_engine::gguf::Tensors::Read,
+            )?
+            .weights
+        }
         None => Weights::load(path, DType::F32, &Device::Cpu)?,
     };
     expected_tensors(config)

@@ -466,12 +466,14 @@ fn a_compiled_step_that_fails_after_the_warm_up_goes_on_eager() {
 
 /// Batch workers that die (a machine with too little shared memory, say) do not end the run:
 /// the batches are made in the trainer's own process from that step on, and the log says so.
+/// The worker dies after its first batch, so PyTorch reports it while the trainer waits for the
+/// next batch or in the middle of a step, whichever comes first: both are handled.
 #[test]
 fn dead_batch_workers_leave_the_batches_to_the_trainer() {
     let (stdout, log, exported) =
         short_run("4", &["--no-compile", "--workers", "1", "--fail-batches"]);
     assert!(
-        stdout.contains("the batch loader failed at step 0, making batches in this process"),
+        stdout.contains("making batches in this process"),
         "{stdout}"
     );
     assert_eq!(log["data_errors"].as_array().unwrap().len(), 1, "{log}");
