@@ -161,6 +161,12 @@ impl Inference {
         }
     }
 
+    /// The document `uri` closed: the model's caches for it are dropped, making room for the
+    /// open documents' (jobs name their document as their client).
+    pub fn forget(&self, uri: &tower_lsp_server::ls_types::Uri) {
+        self.scheduler.forget(uri.as_str());
+    }
+
     /// Queues `job` now; its answer comes with the returned future.
     pub fn submit(&self, job: Job) -> Pending<Suggestions> {
         let document = &job.snapshots.document;

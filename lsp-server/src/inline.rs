@@ -117,12 +117,19 @@ impl Server {
             });
             (type_through.generation(), answer)
         };
+        // A cancel (an edit, a newer request) wins over an answer ready at the same moment: the
+        // answer's ranges are the old version's.
         let answer = tokio::select! {
-            answer = answer => answer,
+            biased;
             () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
+            answer = answer => answer,
         };
         if streaming {
             self.drafts.flush().await;
+            // The flush waits on the client: an edit may have come meanwhile.
+            if token.is_cancelled() {
+                return Err(jsonrpc::Error::request_cancelled());
+            }
         }
         match answer {
             Ok(suggestions) => {

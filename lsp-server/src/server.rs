@@ -362,6 +362,7 @@ impl LanguageServer for Server {
         self.in_flight.edited(&uri);
         self.next_edits.closed(&uri);
         self.type_through().forget(&uri);
+        self.inference.forget(&uri);
         self.documents.close(uri);
     }
 

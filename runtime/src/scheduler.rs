@@ -545,6 +545,12 @@ impl Scheduler {
         answer
     }
 
+    /// `client` ([`Submit::client`]) is gone: the caches its jobs left are dropped before the
+    /// next job (the language server's closed documents).
+    pub fn forget(&self, client: &str) {
+        self.queue.forget(client);
+    }
+
     /// Queues `work`; the ticket's guard cancels it if dropped before the answer.
     pub fn submit(&self, work: Work, submit: Submit) -> Result<Ticket, Rejected> {
         let kind = work.kind();

@@ -181,6 +181,9 @@ impl<'e> Loop<'e> {
     /// A new lane for a job matched on `key` whose cache runs under `policy`, from the kept
     /// cache of the job most like it.
     fn new_lane(&mut self, key: KeyBuf, policy: CachePolicy) -> usize {
+        for client in self.queue.take_forgotten() {
+            self.kept.forget(&client, self.queue.metrics());
+        }
         let cache = self.kept.take(&key.key(), self.queue.metrics());
         self.lanes.push(Lane {
             id: self.next_lane,

@@ -145,6 +145,17 @@ impl KeptCaches {
         taken.unwrap_or_default()
     }
 
+    /// Drops the caches `client`'s jobs left.
+    pub fn forget(&mut self, client: &str, metrics: &Metrics) {
+        let before = self.kept.len();
+        self.kept
+            .retain(|kept| kept.key.key().client.is_none_or(|(c, _)| c != client));
+        if self.kept.len() != before {
+            self.bytes = self.kept.iter().map(footprint).sum();
+            self.report(metrics);
+        }
+    }
+
     /// Keeps `cache` (left by the job matched on `key`) as the newest, then drops the oldest
     /// past [`KEPT_CACHES`] or the budget (the newest too, when it alone is over).
     pub fn keep(&mut self, key: &Key<'_>, cache: ContextCache, metrics: &Metrics) {

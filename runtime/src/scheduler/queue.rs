@@ -232,6 +232,8 @@ pub struct Queue {
     metrics: Arc<Metrics>,
     /// Cancel flags of jobs handed out and not yet answered, raised by [`Queue::abort`].
     running: Mutex<Vec<Weak<AtomicBool>>>,
+    /// Clients gone (a document closed) whose kept caches the loops drop ([`Queue::forget`]).
+    forgotten: Mutex<Vec<String>>,
 }
 
 impl Queue {
@@ -255,12 +257,27 @@ impl Queue {
             capacity,
             metrics,
             running: Mutex::new(Vec::new()),
+            forgotten: Mutex::new(Vec::new()),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
         // A panic while holding the lock leaves the queue consistent (push/pop only).
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `client` is gone (the language server's document closed): the loops drop the caches
+    /// its jobs left before their next job, so they make room for the clients still there.
+    pub fn forget(&self, client: &str) {
+        self.forgotten
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(client.to_string());
+    }
+
+    /// The clients forgotten since the last call.
+    pub(super) fn take_forgotten(&self) -> Vec<String> {
+        std::mem::take(&mut *self.forgotten.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     pub(super) fn push(&self, job: Job) -> Result<(), Rejected> {

@@ -34,6 +34,9 @@ pub fn run(engine: &Engine, queue: &Queue, config: LoopConfig, delay: Option<Dur
             job.answer(Err(JobError::Cancelled), metrics);
             continue;
         }
+        for client in queue.take_forgotten() {
+            kept.forget(&client, metrics);
+        }
         // A gauge the backend workers count their jobs in too.
         metrics.running.inc();
         let policy = cache_policy(&job.work, &config.cache);

@@ -92,6 +92,31 @@ fn edit_answer(answer: Result<Answer, JobError>) -> EditAnswer {
     }
 }
 
+/// A client that is gone (the language server's closed document) leaves no cache behind: its
+/// next job, were it to come, starts cold, in both loops.
+#[test]
+fn a_forgotten_clients_caches_are_dropped() {
+    for max_batch in [1, 4] {
+        let scheduler = start(Ok(engine()), max_batch);
+        // A cold start makes a full pass over the prompt; one from a kept cache does not.
+        let full_passes = |scheduler: &Scheduler| {
+            fim_answer(run(scheduler, fim(TEXT, None), Some("file:///a.rs")))
+                .report
+                .full_passes
+        };
+        assert!(full_passes(&scheduler) >= 1);
+        assert_eq!(full_passes(&scheduler), 0, "batch {max_batch}: kept");
+        scheduler.forget("file:///b.rs");
+        assert_eq!(
+            full_passes(&scheduler),
+            0,
+            "batch {max_batch}: another client's"
+        );
+        scheduler.forget("file:///a.rs");
+        assert!(full_passes(&scheduler) >= 1, "batch {max_batch}: forgotten");
+    }
+}
+
 /// Jobs whose clients left hold no place in a full queue: a new job finds them answered
 /// cancelled and takes a place; with none of them, a full queue refuses it.
 #[test]
