@@ -56,6 +56,21 @@ impl Weights {
             shards.sort();
             shards.dedup();
             for shard in shards {
+                // A shard is a file beside the index: a name that leads elsewhere (`../x`, an
+                // absolute path) is not opened.
+                let mut parts = Path::new(shard).components();
+                let beside = matches!(
+                    (parts.next(), parts.next()),
+                    (Some(std::path::Component::Normal(_)), None)
+                );
+                if !beside {
+                    return Err(Error::CorruptWeights {
+                        path: index_path,
+                        message: format!(
+                            "the shard `{shard}` is not a file name in the model's directory"
+                        ),
+                    });
+                }
                 weights.load_file(&dir.join(shard), dtype, device)?;
             }
             for (name, shard) in &index.weight_map {

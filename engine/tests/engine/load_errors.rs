@@ -487,6 +487,38 @@ fn single_file_is_preferred_to_a_shard_index() {
     dir.load().map(drop).unwrap();
 }
 
+/// A shard index names files beside it: one that leads elsewhere (up and back down, or an
+/// absolute path) is refused before anything is opened, though here it is the very shard.
+#[test]
+fn a_shard_named_outside_the_directory_is_not_opened() {
+    let dir = ModelDir::copy(LLADA);
+    let own = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    for elsewhere in [
+        format!("../{own}/{SHARD_2}"),
+        dir.file(SHARD_2).display().to_string(),
+    ] {
+        dir.edit_json(INDEX, |index| {
+            for shard in index["weight_map"].as_object_mut().unwrap().values_mut() {
+                if shard.as_str().unwrap().ends_with(SHARD_2) {
+                    *shard = json!(elsewhere);
+                }
+            }
+        });
+        let err = dir.load_err();
+        assert!(matches!(err, Error::CorruptWeights { .. }), "{err:?}");
+        assert_names(
+            &err,
+            &[&elsewhere, "not a file name in the model's directory"],
+        );
+    }
+}
+
 #[test]
 fn shard_missing() {
     let dir = ModelDir::copy(LLADA);
