@@ -80,3 +80,12 @@ impl Error {
         }
     }
 }
+
+/// What a caught panic said (its message, when it was a string): the one reading of a panic's
+/// payload, for the places that turn a panic into an error.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}

@@ -28,5 +28,5 @@ pub use cache::ContextCache;
 pub use device::DeviceSpec;
 pub use edit::EditRequest;
 pub use engine::{Completion, Engine, InfillRequest};
-pub use error::{Error, Result};
+pub use error::{panic_text, Error, Result};
 pub use text::{Draft, Tail, Text, MASK_GLYPH};

@@ -104,11 +104,7 @@ fn load_dir(dir: &Path, device: &Device) -> anyhow::Result<Engine> {
 /// the server reading it (the thread that owns the model, or `redraft serve` at start-up).
 pub fn unpanicked<T>(read: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<&str>()
-            .copied()
-            .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-            .unwrap_or("a panic");
+        let what = redraft_engine::panic_text(&*panic).unwrap_or("a panic");
         Err(anyhow::anyhow!(
             "reading the model failed: {what} (a bug in redraft on a file it should refuse: please report it)"
         ))

@@ -386,11 +386,7 @@ fn read_header(bytes: &[u8], path: &Path) -> Result<Content> {
     match read {
         Ok(content) => content.map_err(|e| corrupt(e.to_string())),
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "the reader panicked".into());
+            let what = crate::panic_text(&*panic).unwrap_or("the reader panicked");
             let hint = if what.contains("divide by zero") {
                 " (a `general.alignment` of 0 does this; it must be a power of two)"
             } else {

@@ -165,11 +165,16 @@ async fn server(encoding: &'static str, options: Value) -> Lsp {
 /// A UTF-16 server that pauses 100 ms after every denoising step, so that a test acts while a
 /// job runs.
 async fn slow_server(options: Value) -> Lsp {
+    stepping_server(options, 100).await
+}
+
+/// [`slow_server`] with steps of `step_delay_ms`.
+async fn stepping_server(options: Value, step_delay_ms: u64) -> Lsp {
     Lsp::start(Start {
         options,
         encodings: Some(vec!["utf-16"]),
         root: Some(ROOT),
-        step_delay_ms: Some(100),
+        step_delay_ms: Some(step_delay_ms),
         ..Start::default()
     })
     .await
@@ -657,14 +662,11 @@ async fn a_precompute_leaves_a_request_at_another_cursor_to_finish() {
     let rename = &RENAMES[0];
     let (cursor, text) = rename.after();
     // Steps slow enough that the pause is over while the request's job runs.
-    let lsp = Lsp::start(Start {
-        options: json!({"effort": "high", "logLevel": "debug",
+    let lsp = stepping_server(
+        json!({"effort": "high", "logLevel": "debug",
                         "nextEdit": {"maxChange": null, "debounceMs": 1000}}),
-        encodings: Some(vec!["utf-16"]),
-        root: Some(ROOT),
-        step_delay_ms: Some(250),
-        ..Start::default()
-    })
+        250,
+    )
     .await;
     let version = type_rename(&lsp, rename, "utf-16");
     // One character to the left of where the typing ended.
@@ -774,14 +776,11 @@ async fn a_next_edit_job_that_failed_is_not_joined() {
     let rename = &RENAMES[0];
     let (cursor, text) = rename.after();
     // Steps of a second, so that the completion running holds the queue full for a while.
-    let lsp = Lsp::start(Start {
-        options: json!({"effort": "low", "logLevel": "debug",
+    let lsp = stepping_server(
+        json!({"effort": "low", "logLevel": "debug",
                         "nextEdit": {"maxChange": null, "debounceMs": 100}}),
-        encodings: Some(vec!["utf-16"]),
-        root: Some(ROOT),
-        step_delay_ms: Some(1000),
-        ..Start::default()
-    })
+        1000,
+    )
     .await;
     // One completion running, 64 queued, the rest refused.
     let mut completions = Vec::new();
