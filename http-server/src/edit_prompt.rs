@@ -266,7 +266,7 @@ pub fn mercury(message: &str) -> Result<EditPrompt, String> {
         // Nested: before <|code_to_edit|>\nregion\n<|/code_to_edit|>\n after.
         let after_tag = &content[range.end..];
         let after = after_tag.strip_prefix('\n').unwrap_or(after_tag);
-        let region = marked.replacen(M_CURSOR, "", 1);
+        let region = marked.replace(M_CURSOR, "");
         let before = &content[..range.start];
         (
             format!("{before}{region}{after}"),
@@ -277,7 +277,7 @@ pub fn mercury(message: &str) -> Result<EditPrompt, String> {
         // A block of its own after the file: find its text in the file.
         let (_, marked) = section(message, M_EDIT)
             .ok_or("the message has no <|code_to_edit|> ... <|/code_to_edit|> region to rewrite")?;
-        let region = marked.replacen(M_CURSOR, "", 1);
+        let region = marked.replace(M_CURSOR, "");
         let at = content.find(&region).ok_or(
             "the <|code_to_edit|> region is not part of the <|current_file_content|> text",
         )?;
@@ -393,6 +393,27 @@ mod tests {
         assert_eq!(parsed.layout, Layout::Mercury);
         check_region(&parsed, 33);
         assert_eq!(parsed.history.len(), 1);
+    }
+
+    /// A second `<|cursor|>` (a client that marks a selection's both ends, a stray copy) is
+    /// no part of the region in either layout; the first is the cursor.
+    #[test]
+    fn mercury_every_cursor_tag_leaves_the_region() {
+        let twice = |at: usize| {
+            let once = marked(at, M_CURSOR);
+            let second = once.len() - 3;
+            format!("{}{M_CURSOR}{}", &once[..second], &once[second..])
+        };
+        let nested = format!(
+            "<|current_file_content|>\ncurrent_file_path: src/lib.rs\n{BEFORE}<|code_to_edit|>\n{}\n<|/code_to_edit|>\n{AFTER}\n<|/current_file_content|>\n",
+            twice(12)
+        );
+        check_region(&mercury(&nested).unwrap(), 12);
+        let separate = format!(
+            "<|current_file_content|>\ncurrent_file_path: src/lib.rs\n{BEFORE}{REGION}{AFTER}\n<|/current_file_content|>\n<|code_to_edit|>\n{}\n<|/code_to_edit|>\n",
+            twice(7)
+        );
+        check_region(&mercury(&separate).unwrap(), 7);
     }
 
     /// Inception's OpenAPI example order: history before the file, the region a block of its

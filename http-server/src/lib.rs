@@ -163,6 +163,10 @@ pub struct ModelInfo {
     /// When it was loaded (Unix seconds).
     pub created: u64,
     pub parameters: usize,
+    /// Its layout (`config.json`'s `model_type`: `qwen2`, `llada`); empty without a model.
+    pub family: String,
+    /// The positions it reads at most; 0 without a model.
+    pub context_length: usize,
 }
 
 impl ModelInfo {
@@ -248,13 +252,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ),
         None => DEFAULT_MODEL_ID.to_string(),
     };
-    let parameters = loaded.as_ref().map_or(0, |engine| {
-        let c = engine.model().config();
-        // Embeddings and the layers' matrices: what `/api/tags` reports as the size.
-        c.vocab_size * c.hidden_size
-            + c.num_hidden_layers
-                * (4 * c.hidden_size * c.hidden_size + 3 * c.hidden_size * c.intermediate_size)
-    });
+    let (parameters, family, context_length) = loaded.as_ref().map_or_else(
+        |_| (0, String::new(), 0),
+        |engine| {
+            let c = engine.model().config();
+            (
+                c.num_parameters(),
+                c.model_type.clone(),
+                c.max_position_embeddings,
+            )
+        },
+    );
     let engine = match loaded {
         Ok(engine) => {
             eprintln!(
@@ -317,6 +325,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             names,
             created: requests::unix_now(),
             parameters,
+            family,
+            context_length,
         },
         api_key,
         hosts,
@@ -436,11 +446,15 @@ pub fn router(app: Shared) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics_text))
         .route("/v1/models", get(openai::models))
+        .route("/v1/models/{name}", get(openai::model))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/fim/completions", post(inception::fim))
+        .route("/v1/fim/completions/models", get(openai::models))
         .route("/v1/edit/completions", post(inception::edit))
+        .route("/v1/edit/completions/models", get(openai::models))
         .route("/api/generate", post(ollama::generate))
         .route("/api/tags", get(ollama::tags))
+        .route("/api/show", post(ollama::show))
         .route("/api/version", get(ollama::version))
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)

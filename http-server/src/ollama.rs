@@ -3,7 +3,9 @@
 //! /api/generate` (a `raw` prompt with FIM tokens, or `prompt` + `suffix`; `options.num_predict`,
 //! `options.stop`, `options.temperature`; `stream` true by default, as in Ollama: NDJSON lines
 //! ending with one that has `done: true`), `GET /api/tags` (Zed's model picker keeps the names
-//! it can infer a prompt format from) and `GET /api/version`. Zed reads `created_at` (its
+//! it can infer a prompt format from), `POST /api/show` (Zed asks it of each listed name) and
+//! `GET /api/version`. An empty prompt only loads (or, `keep_alive` 0, unloads) the model, as
+//! in Ollama. Zed reads `created_at` (its
 //! prediction id) and `response`. Errors are Ollama's `{"error": "message"}`.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -41,8 +43,8 @@ pub struct Options {
     pub seed: Option<i64>,
 }
 
-/// The fields read from a generate request; the rest (`system`, `template`, `context`,
-/// `keep_alive`, ...) are accepted and ignored.
+/// The fields read from a generate request; the rest (`system`, `template`, `context`, ...)
+/// are accepted and ignored.
 #[derive(Debug, Deserialize)]
 pub struct GenerateRequest {
     #[serde(default)]
@@ -60,6 +62,22 @@ pub struct GenerateRequest {
     pub options: Option<Options>,
     #[serde(default)]
     pub effort: Option<String>,
+    /// How long to keep the model loaded: read only to answer an unload (0) as Ollama does.
+    #[serde(default)]
+    pub keep_alive: Option<Value>,
+}
+
+/// Whether `keep_alive` asks for the model to be unloaded now: 0 seconds, as a number or a
+/// duration string (`"0"`, `"0s"`, `"0m"`).
+fn unloads(keep_alive: Option<&Value>) -> bool {
+    match keep_alive {
+        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+        Some(Value::String(s)) => {
+            let number = s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic());
+            !number.is_empty() && number.parse::<f64>() == Ok(0.0)
+        }
+        _ => false,
+    }
 }
 
 /// RFC 3339 in UTC with nanoseconds, as Ollama writes `created_at`.
@@ -129,6 +147,24 @@ pub async fn generate(
     let request: GenerateRequest = parse_body(&app, body, d)?;
     app.check_model(request.model.as_deref())
         .map_err(|e| e.in_dialect(d))?;
+    let model = app.answer_model(request.model.as_deref());
+    // An empty prompt is Ollama's "load the model" (or, with `keep_alive` 0, "unload it"):
+    // answered at once, nothing generated. This server's one model stays loaded either way.
+    if request.prompt.as_deref().is_none_or(str::is_empty) {
+        let reason = if unloads(request.keep_alive.as_ref()) {
+            "unload"
+        } else {
+            "load"
+        };
+        return Ok(Json(json!({
+            "model": model,
+            "created_at": rfc3339(SystemTime::now()),
+            "response": "",
+            "done": true,
+            "done_reason": reason,
+        }))
+        .into_response());
+    }
     let options = request.options.unwrap_or_default();
     let sampling = Sampling {
         max_tokens: options.num_predict,
@@ -152,7 +188,6 @@ pub async fn generate(
         ),
     };
     let work = work.map_err(|e| e.in_dialect(d))?;
-    let model = app.answer_model(request.model.as_deref());
     let created_at = rfc3339(SystemTime::now());
     let first = move |answer: &Answer, layout: Option<Layout>| {
         choices(answer, layout)
@@ -219,15 +254,32 @@ fn digest(name: &str) -> String {
     out
 }
 
-/// `GET /api/tags`: the served model under each of its names.
-pub async fn tags(State(app): State<Shared>) -> Json<Value> {
-    let modified = rfc3339(UNIX_EPOCH + std::time::Duration::from_secs(app.model.created));
+/// The `details` Ollama gives a model, in `/api/tags` and `/api/show`.
+fn details(app: &Shared) -> Value {
     let parameters = app.model.parameters;
     let size = if parameters >= 1_000_000_000 {
         format!("{:.1}B", parameters as f64 / 1e9)
     } else {
         format!("{:.1}M", parameters as f64 / 1e6)
     };
+    let family = &app.model.family;
+    json!({
+        "parent_model": "",
+        "format": "safetensors",
+        "family": family,
+        "families": [family],
+        "parameter_size": size,
+        "quantization_level": "F32",
+    })
+}
+
+fn modified_at(app: &Shared) -> String {
+    rfc3339(UNIX_EPOCH + std::time::Duration::from_secs(app.model.created))
+}
+
+/// `GET /api/tags`: the served model under each of its names.
+pub async fn tags(State(app): State<Shared>) -> Json<Value> {
+    let (modified, details) = (modified_at(&app), details(&app));
     let models: Vec<Value> = app
         .model
         .names
@@ -237,20 +289,57 @@ pub async fn tags(State(app): State<Shared>) -> Json<Value> {
                 "name": name,
                 "model": name,
                 "modified_at": modified,
-                "size": parameters * 4,
+                "size": app.model.parameters * 4,
                 "digest": digest(name),
-                "details": {
-                    "parent_model": "",
-                    "format": "safetensors",
-                    "family": "qwen2",
-                    "families": ["qwen2"],
-                    "parameter_size": size,
-                    "quantization_level": "F32",
-                },
+                "details": details,
             })
         })
         .collect();
     Json(json!({ "models": models }))
+}
+
+/// A `/api/show` request: `model`, or `name` as older clients send it.
+#[derive(Debug, Deserialize)]
+pub struct ShowRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `POST /api/show`: what Ollama says of a model. Clients ask it before using one: Zed's Ollama
+/// provider asks it of every `/api/tags` name and reads `capabilities` (`completion`; `insert`
+/// is Ollama's word for taking a `suffix`).
+pub async fn show(
+    State(app): State<Shared>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let d = Dialect::Ollama;
+    let request: ShowRequest = parse_body(&app, body, d)?;
+    let Some(name) = request
+        .model
+        .or(request.name)
+        .filter(|n| !n.trim().is_empty())
+    else {
+        return Err(ApiError::invalid("model", "name the model to show").in_dialect(d));
+    };
+    if !app.model.names.iter().any(|n| *n == name.trim()) {
+        return Err(ApiError::model_not_found(&name, &app.model.names).in_dialect(d));
+    }
+    let family = &app.model.family;
+    Ok(Json(json!({
+        "modelfile": "",
+        "parameters": "",
+        "template": "",
+        "details": details(&app),
+        "model_info": {
+            "general.architecture": family,
+            "general.parameter_count": app.model.parameters,
+            (format!("{family}.context_length")): app.model.context_length,
+        },
+        "capabilities": ["completion", "insert"],
+        "modified_at": modified_at(&app),
+    })))
 }
 
 /// `GET /api/version`.
@@ -276,5 +365,23 @@ mod tests {
         assert_eq!(digest("a").len(), 64);
         assert_eq!(digest("a"), digest("a"));
         assert_ne!(digest("a"), digest("b"));
+    }
+
+    #[test]
+    fn a_keep_alive_of_zero_unloads() {
+        for zero in [json!(0), json!(0.0), json!("0"), json!("0s"), json!(" 0m ")] {
+            assert!(unloads(Some(&zero)), "{zero}");
+        }
+        for other in [
+            json!(-1),
+            json!(300),
+            json!("5m"),
+            json!("s"),
+            json!(""),
+            json!(null),
+        ] {
+            assert!(!unloads(Some(&other)), "{other}");
+        }
+        assert!(!unloads(None));
     }
 }

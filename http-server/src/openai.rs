@@ -1,7 +1,7 @@
 //! OpenAI's legacy completions API, as Zed's `open_ai_compatible_api` provider and other FIM
 //! clients call it (`crates/edit_prediction/src/open_ai_compatible.rs` in zed-industries/zed;
 //! the request fields of openai-python's `completion_create_params.py`): `POST /v1/completions`
-//! and `GET /v1/models`.
+//! and `GET /v1/models` (`/v1/models/{name}` for one).
 //!
 //! A prompt in one of Zed's next-edit layouts (Sweep, Zeta 2) is a next-edit request and is
 //! answered in that layout; any other prompt is FIM, split out of its template when it carries
@@ -10,7 +10,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -252,20 +252,39 @@ pub async fn completions(
     .into_response())
 }
 
-/// `GET /v1/models`: the served model and its aliases.
+/// One listed name: `root` is the served model's id under every name (vLLM's field: the model a
+/// name serves), so a client that sees several names can tell they are one model (a `redraft
+/// serve --backend` pointed at this server picks the id).
+fn model_object(app: &Shared, name: &str) -> Value {
+    json!({
+        "id": name,
+        "object": "model",
+        "created": app.model.created,
+        "owned_by": "redraft",
+        "root": app.model.id(),
+    })
+}
+
+/// `GET /v1/models` (and Mercury's `/v1/{fim,edit}/completions/models`): the served model and
+/// its aliases.
 pub async fn models(State(app): State<Shared>) -> Json<Value> {
     let data: Vec<Value> = app
         .model
         .names
         .iter()
-        .map(|name| {
-            json!({
-                "id": name,
-                "object": "model",
-                "created": app.model.created,
-                "owned_by": "redraft",
-            })
-        })
+        .map(|name| model_object(&app, name))
         .collect();
     Json(json!({"object": "list", "data": data}))
+}
+
+/// `GET /v1/models/{name}` (the OpenAI SDKs' `models.retrieve`): one served name, else 404
+/// `model_not_found`.
+pub async fn model(
+    State(app): State<Shared>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if !app.model.names.contains(&name) {
+        return Err(ApiError::model_not_found(&name, &app.model.names));
+    }
+    Ok(Json(model_object(&app, &name)))
 }

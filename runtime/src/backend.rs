@@ -115,6 +115,26 @@ pub enum BackendError {
     Setup(String),
 }
 
+/// One entry of a server's `GET /v1/models`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedModel {
+    pub id: String,
+    /// The model the name serves (vLLM's and `redraft serve`'s `root`), when the server says.
+    pub root: Option<String>,
+}
+
+/// The one model `listed` names: its only entry; or, when every entry serves the same `root`
+/// (one model under several names, as `redraft serve` lists its aliases), the entry named as
+/// that root. `None` when the entries are different models.
+pub fn only_model(listed: &[ListedModel]) -> Option<String> {
+    if let [one] = listed {
+        return Some(one.id.clone());
+    }
+    let root = listed.first()?.root.as_deref()?;
+    let one_model = listed.iter().all(|m| m.root.as_deref() == Some(root));
+    (one_model && listed.iter().any(|m| m.id == root)).then(|| root.to_string())
+}
+
 /// What to ask a backend to fill.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FillRequest<'a> {
@@ -368,7 +388,10 @@ impl Backend {
     }
 
     /// The models the server lists (`GET /v1/models`); empty when it has no such endpoint.
-    pub fn list_models(&self, cancel: Option<&AtomicBool>) -> Result<Vec<String>, BackendError> {
+    pub fn list_models(
+        &self,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<ListedModel>, BackendError> {
         self.block_on(cancel, async {
             let url = self.models.to_string();
             let response = self
@@ -398,15 +421,20 @@ impl Backend {
                 .map(|models| {
                     models
                         .iter()
-                        .filter_map(|m| m["id"].as_str().map(str::to_string))
+                        .filter_map(|m| {
+                            Some(ListedModel {
+                                id: m["id"].as_str()?.to_string(),
+                                root: m["root"].as_str().map(str::to_string),
+                            })
+                        })
                         .collect()
                 })
                 .unwrap_or_default())
         })
     }
 
-    /// The model requests name: the configured one, else the server's only model (asked once),
-    /// else none. A server listing several is an error naming them.
+    /// The model requests name: the configured one, else the server's only model (asked once,
+    /// [`only_model`]), else none. A server listing several models is an error naming them.
     pub fn resolve_model(
         &self,
         cancel: Option<&AtomicBool>,
@@ -424,13 +452,16 @@ impl Backend {
         let models = self.list_models(cancel)?;
         let model = match models.as_slice() {
             [] => None,
-            [one] => Some(one.clone()),
-            several => {
-                return Err(BackendError::WhichModel {
+            several => Some(only_model(several).ok_or_else(|| {
+                BackendError::WhichModel {
                     url: self.models.to_string(),
-                    models: several.join(", "),
-                })
-            }
+                    models: several
+                        .iter()
+                        .map(|m| m.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }
+            })?),
         };
         Ok(self.listed_model.get_or_init(|| model).clone())
     }

@@ -104,6 +104,23 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits until the server has written `needle` to stderr (what it logs after answering
+    /// reaches the reading thread a moment later), and returns all it wrote.
+    pub fn wait_for_stderr(&self, needle: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let stderr = self.stderr();
+            if stderr.contains(needle) {
+                return stderr;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the server never wrote {needle:?}: {stderr}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(self.addr).expect("connecting to the server");
         stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();

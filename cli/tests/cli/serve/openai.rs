@@ -29,6 +29,21 @@ fn models_lists_the_served_id_and_its_aliases() {
             "sweep-next-edit:redraft"
         ]
     );
+    // Each name says which model it serves; one is retrieved by name, and Mercury's listing
+    // routes list the same.
+    for entry in models["data"].as_array().unwrap() {
+        assert_eq!(entry["root"], "redraft-default");
+        let name = entry["id"].as_str().unwrap();
+        let one = server.get(&format!("/v1/models/{name}"));
+        assert_eq!(one.status, 200, "{}", one.text());
+        assert_eq!(one.json(), *entry);
+    }
+    let missing = server.get("/v1/models/gpt-4o");
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.json()["error"]["code"], "model_not_found");
+    for listing in ["/v1/fim/completions/models", "/v1/edit/completions/models"] {
+        assert_eq!(server.get(listing).json(), models, "{listing}");
+    }
     // A model directory is served under its name.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model");
     let named = Server::start(&["--model", dir.to_str().unwrap()]);

@@ -267,6 +267,87 @@ fn tags_and_version_list_names_zed_infers_a_format_from() {
     assert!(version["version"].as_str().unwrap().starts_with("0."));
 }
 
+/// Zed's Ollama provider is usable once `/api/tags` and then `POST /api/show` of every listed
+/// name succeed (`crates/language_models/src/provider/ollama.rs`); it reads `capabilities`.
+#[test]
+fn show_answers_every_listed_name_with_its_capabilities() {
+    let server = Server::start(&[]);
+    let tags = server.get("/api/tags").json();
+    for model in tags["models"].as_array().unwrap() {
+        let name = model["name"].as_str().unwrap();
+        let shown = server.post("/api/show", &json!({ "model": name }));
+        assert_eq!(shown.status, 200, "{name}: {}", shown.text());
+        let shown = shown.json();
+        let capabilities = shown["capabilities"].as_array().unwrap();
+        assert!(capabilities.contains(&json!("completion")), "{shown}");
+        assert!(capabilities.contains(&json!("insert")), "{shown}");
+        assert_eq!(shown["details"], model["details"]);
+        let family = shown["details"]["family"].as_str().unwrap();
+        assert_eq!(family, "qwen2");
+        assert!(
+            shown["model_info"][format!("{family}.context_length")]
+                .as_u64()
+                .unwrap()
+                >= 256
+        );
+        assert!(
+            shown["model_info"]["general.parameter_count"]
+                .as_u64()
+                .unwrap()
+                > 1_000_000
+        );
+        assert!(shown["modelfile"].is_string() && shown["template"].is_string());
+    }
+    // Older clients send `name`.
+    let by_name = server.post("/api/show", &json!({"name": "redraft-default"}));
+    assert_eq!(by_name.status, 200, "{}", by_name.text());
+    let unknown = server.post("/api/show", &json!({"model": "llama3.2"}));
+    assert_eq!(unknown.status, 404);
+    assert!(unknown.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("llama3.2"));
+    let nameless = server.post("/api/show", &json!({}));
+    assert_eq!(nameless.status, 400);
+    assert!(nameless.json()["error"].is_string());
+}
+
+/// An empty prompt is Ollama's "load the model" (`keep_alive` 0: "unload it"): one `done` line
+/// at once, nothing generated, even when streaming was asked for.
+#[test]
+fn an_empty_prompt_loads_or_unloads_without_generating() {
+    let server = Server::start(&[]);
+    for (request, reason) in [
+        (json!({"model": "qwen2.5-coder:redraft"}), "load"),
+        (
+            json!({"model": "redraft-default", "prompt": "", "stream": false}),
+            "load",
+        ),
+        (
+            json!({"model": "redraft-default", "keep_alive": 0}),
+            "unload",
+        ),
+        (
+            json!({"model": "redraft-default", "prompt": "", "keep_alive": "0s"}),
+            "unload",
+        ),
+    ] {
+        let response = server.post("/api/generate", &request);
+        assert_eq!(response.status, 200, "{request}: {}", response.text());
+        let text = response.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{request}: {lines:?}");
+        let body: Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(body["done"], true, "{body}");
+        assert_eq!(body["response"], "", "{body}");
+        assert_eq!(body["done_reason"], reason, "{body}");
+        assert_eq!(body["model"], request["model"], "{body}");
+    }
+    assert_eq!(server.metric("redraft_forwards_total"), 0.0, "nothing ran");
+    let unknown = server.post("/api/generate", &json!({"model": "llama3.2"}));
+    assert_eq!(unknown.status, 404, "a load of a model not served");
+}
+
 const WINDOW_ORIGINAL: &str = "fn area(width: u32, height: u32) -> u32 {\n    width * height\n}\n\nfn main() {\n    let a = area(2, 3);\n    println!(\"{a}\");\n}\n";
 const WINDOW_CURRENT: &str = "fn area(w: u32, height: u32) -> u32 {\n    width * height\n}\n\nfn main() {\n    let a = area(2, 3);\n    println!(\"{a}\");\n}\n";
 
