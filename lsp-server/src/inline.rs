@@ -73,7 +73,14 @@ impl Server {
             .offset(&document.rope, position)
             .map_err(|err| jsonrpc::Error::invalid_params(err.to_string()))?;
 
-        let cached = self.type_through().answer(&uri, &document.rope, cursor);
+        let candidates = if params.context.trigger_kind == InlineCompletionTriggerKind::INVOKED {
+            settings.candidates
+        } else {
+            1
+        };
+        let cached = self
+            .type_through()
+            .answer(&uri, &document.rope, cursor, candidates);
         let (edited_at, line) = (document.edited_at, document.rope.byte_to_line(cursor));
         if let Some(texts) = cached {
             self.next_edits
@@ -88,11 +95,6 @@ impl Server {
             return Ok(Some(response(&document.rope, cursor, encoding, &texts)));
         }
 
-        let candidates = if params.context.trigger_kind == InlineCompletionTriggerKind::INVOKED {
-            settings.candidates
-        } else {
-            1
-        };
         let stream = settings.stream_steps.then(|| {
             self.drafts.start(StreamTarget {
                 uri: uri.clone(),
@@ -133,8 +135,13 @@ impl Server {
         }
         match answer {
             Ok(suggestions) => {
-                self.type_through()
-                    .remember(&uri, &rope, cursor, &suggestions.texts, generation);
+                self.type_through().remember(
+                    &uri,
+                    &rope,
+                    cursor,
+                    (&suggestions.texts, candidates),
+                    generation,
+                );
                 self.next_edits.inline_answered(
                     &uri,
                     edited_at,

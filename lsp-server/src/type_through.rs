@@ -6,6 +6,8 @@
 //! the text on both sides. A later request on the same document is answered from it when the
 //! text around the anchor is unchanged and everything between the anchor and the new cursor is
 //! the start of a remembered suggestion, in which case the answer is that suggestion's rest.
+//! An explicit request for more candidates than the remembered answer was computed with (the
+//! "suggest now" key over an automatic suggestion) runs the model.
 
 use std::collections::HashMap;
 
@@ -20,6 +22,8 @@ struct Shown {
     before: Vec<u8>,
     after: Vec<u8>,
     texts: Vec<String>,
+    /// How many candidates the request that computed `texts` asked for.
+    asked: usize,
 }
 
 /// The last model answer per document.
@@ -48,14 +52,15 @@ impl TypeThrough {
         self.generation += 1;
     }
 
-    /// Remembers the model's `texts` (best first) computed at byte offset `anchor` of `rope`,
-    /// unless the cache was cleared since `generation` was taken.
+    /// Remembers the model's `texts` (best first) computed at byte offset `anchor` of `rope`
+    /// for a request that `asked` for that many candidates, unless the cache was cleared since
+    /// `generation` was taken.
     pub fn remember(
         &mut self,
         uri: &Uri,
         rope: &Rope,
         anchor: usize,
-        texts: &[String],
+        (texts, asked): (&[String], usize),
         generation: Generation,
     ) {
         if generation != self.generation() {
@@ -74,14 +79,22 @@ impl TypeThrough {
                 before: rope.bytes_at(start).take(anchor - start).collect(),
                 after: rope.bytes_at(anchor).take(end - anchor).collect(),
                 texts: texts.to_vec(),
+                asked,
             },
         );
     }
 
     /// The rest of each remembered suggestion the user is typing through at `cursor`, best
-    /// first; `None` when the model has to run.
-    pub fn answer(&self, uri: &Uri, rope: &Rope, cursor: usize) -> Option<Vec<String>> {
-        let shown = self.shown.get(uri)?;
+    /// first, for a request that asks for `asked` candidates; `None` when the model has to run
+    /// (also when the remembered ones were computed for fewer candidates).
+    pub fn answer(
+        &self,
+        uri: &Uri,
+        rope: &Rope,
+        cursor: usize,
+        asked: usize,
+    ) -> Option<Vec<String>> {
+        let shown = self.shown.get(uri).filter(|shown| shown.asked >= asked)?;
         let longest = shown.texts.iter().map(String::len).max()?;
         if cursor < shown.anchor || cursor - shown.anchor >= longest || cursor > rope.len_bytes() {
             return None;
@@ -147,13 +160,13 @@ mod tests {
         let mut cache = TypeThrough::default();
         let texts: Vec<String> = suggestions.iter().map(|s| s.to_string()).collect();
         let generation = cache.generation();
-        cache.remember(&uri(), &rope, cursor, &texts, generation);
+        cache.remember(&uri(), &rope, cursor, (&texts, 1), generation);
         cache
     }
 
     fn check(cache: &TypeThrough, text: &str, expect: Option<&[&str]>) {
         let (rope, cursor) = at(text);
-        let got = cache.answer(&uri(), &rope, cursor);
+        let got = cache.answer(&uri(), &rope, cursor, 1);
         let expect = expect.map(|e| e.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         assert_eq!(got, expect, "at {text:?}");
     }
@@ -209,7 +222,7 @@ mod tests {
         let (rope, cursor) = at("x$0");
         let mut cache = remembered("x$0", &["y"]);
         let generation = cache.generation();
-        cache.remember(&uri(), &rope, cursor, &[], generation);
+        cache.remember(&uri(), &rope, cursor, (&[], 1), generation);
         check(&cache, "x$0", None);
     }
 
@@ -222,10 +235,30 @@ mod tests {
         cache.clear();
         check(&cache, text, None);
         // A request that started before the switch answers after it: not remembered.
-        cache.remember(&uri(), &rope, cursor, &["old();".into()], before_switch);
+        cache.remember(
+            &uri(),
+            &rope,
+            cursor,
+            (&["old();".into()], 1),
+            before_switch,
+        );
         check(&cache, text, None);
         let generation = cache.generation();
-        cache.remember(&uri(), &rope, cursor, &["new();".into()], generation);
+        cache.remember(&uri(), &rope, cursor, (&["new();".into()], 1), generation);
         check(&cache, text, Some(&["new();"]));
+    }
+
+    #[test]
+    fn a_request_for_more_candidates_than_were_computed_runs_the_model() {
+        let text = "fn f() {\n    let x = $0\n}\n";
+        let (rope, cursor) = at(text);
+        let cache = remembered(text, &["vec![];"]);
+        assert_eq!(cache.answer(&uri(), &rope, cursor, 3), None);
+        let mut cache = cache;
+        let generation = cache.generation();
+        let texts = ["vec![];".to_string(), "Vec::new();".to_string()];
+        cache.remember(&uri(), &rope, cursor, (&texts, 3), generation);
+        assert_eq!(cache.answer(&uri(), &rope, cursor, 3).unwrap(), texts);
+        assert_eq!(cache.answer(&uri(), &rope, cursor, 1).unwrap(), texts);
     }
 }

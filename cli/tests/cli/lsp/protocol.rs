@@ -289,6 +289,14 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
         "the model did not run"
     );
     lsp.wait_for_log(|m| m.contains("type-through cache")).await;
+    // "Suggest now" over it asks for more candidates (`candidates`, 3) than the automatic
+    // request computed: the model runs for them.
+    let invoked = lsp.inline(uri, line, column, true).await.answer().await;
+    assert!(invoked.is_ok(), "{invoked:?}");
+    assert!(
+        lsp.received("redraft/draftStep").len() > drafts_before,
+        "the model ran for the explicit request"
+    );
     lsp.shutdown().await;
 }
 
