@@ -50,7 +50,18 @@ fn parse_type(s: &str) -> Result<GgmlDType, String> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (config, settings, weights, tokenizer) = match &args.model {
-        Some(model) => read_dir(&redraft_runtime::default_model::locate(model)?)?,
+        Some(model) => {
+            let dir = redraft_runtime::default_model::locate(model)?;
+            if dir.is_file() {
+                bail!(
+                    "{} is a file: `redraft convert` writes a GGUF from a safetensors model \
+                     directory (config.json, model.safetensors, tokenizer.json) or `hf:ORG/REPO`; \
+                     a GGUF file is already what it writes (redraft loads one with --model as it is)",
+                    dir.display()
+                );
+            }
+            read_dir(&dir)?
+        }
         None => {
             let files = redraft_runtime::default_model::FILES;
             let (config, settings, weights, _) = files.read(&Device::Cpu)?;

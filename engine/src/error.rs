@@ -14,6 +14,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{path} is missing: a model directory needs {what}")]
     MissingFile { path: PathBuf, what: &'static str },
     /// The model path itself does not exist.

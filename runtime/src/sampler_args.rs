@@ -9,8 +9,8 @@ pub struct SamplerArgs {
     /// Quality/speed preset.
     #[arg(long, default_value = "medium")]
     pub effort: Effort,
-    /// Commit every slot at least this confident (threshold decoding).
-    #[arg(long, conflicts_with = "per_step")]
+    /// Commit every slot at least this confident (threshold decoding; above 0, at most 1).
+    #[arg(long, conflicts_with = "per_step", value_parser = parse_tau)]
     pub tau: Option<f32>,
     /// Commit exactly this many slots per step instead of a threshold (1: the quality ceiling).
     #[arg(long)]
@@ -46,8 +46,8 @@ pub struct SamplerArgs {
     #[arg(long)]
     pub no_guess: bool,
     /// Next edits: commit a token copied from the old region once the model is this sure of it
-    /// [default: 0.5].
-    #[arg(long, conflicts_with = "no_draft")]
+    /// [default: 0.5; above 0, at most 1].
+    #[arg(long, conflicts_with = "no_draft", value_parser = parse_tau)]
     pub draft_tau: Option<f32>,
     /// Next edits: no lower bar for copies of the old region (every slot waits for --tau).
     #[arg(long)]
@@ -69,6 +69,14 @@ pub fn parse_probability(text: &str) -> Result<f32, String> {
         .ok()
         .filter(|p| (0.0..=1.0).contains(p))
         .ok_or_else(|| format!("expected a number from 0 to 1, got `{text}`"))
+}
+
+/// A commit bar (`--tau`, `--draft-tau`): above 0 and at most 1, as a preset's in `redraft.json`.
+pub fn parse_tau(text: &str) -> Result<f32, String> {
+    text.parse::<f32>()
+        .ok()
+        .filter(|t| *t > 0.0 && *t <= 1.0)
+        .ok_or_else(|| format!("expected a number above 0 and at most 1, got `{text}`"))
 }
 
 /// `--edit-reuse`: a radius, or `None` for `off`.

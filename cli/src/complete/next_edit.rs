@@ -114,6 +114,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let request = request(&args)?;
     let patches = parse_patches(&request.history).context("reading the edit history")?;
     let history: Vec<HistoryEdit> = patches.iter().flat_map(HistoryEdit::from_patch).collect();
+    if history.is_empty() && !request.history.trim().is_empty() {
+        eprintln!(
+            "redraft complete: warning: the history holds no unified-diff hunk (`@@ ... @@` \
+             lines, as `git diff` writes them): the next edit is computed without recent edits"
+        );
+    }
     let load_started = Instant::now();
     let engine = args.model.load()?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;

@@ -469,6 +469,41 @@ fn next_edit_refuses_a_cursor_inside_a_character_and_bad_history() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("edit history"));
+    // A history that is no diff at all (a wrong file) is said, and the edit computed without it.
+    std::fs::write(&history, "these are my notes, not a diff\n").unwrap();
+    let out = redraft(
+        &[
+            "complete",
+            "--next-edit",
+            "--file",
+            path(&file),
+            "--line",
+            "1",
+            "--column",
+            "1",
+            "--history",
+            path(&history),
+            "--json",
+        ],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("no unified-diff hunk"), "{stderr}");
+}
+
+/// Commit bars outside (0, 1] are refused as a `redraft.json` preset's are.
+#[test]
+fn commit_bars_outside_zero_to_one_are_refused() {
+    for (flag, value) in [("--tau", "1.5"), ("--tau", "0"), ("--draft-tau", "2")] {
+        let out = redraft(
+            &["complete", "--stdin-json", flag, value],
+            r#"{"prefix": "a", "suffix": ""}"#,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains("above 0 and at most 1"), "{stderr}");
+    }
 }
 
 /// `redraft` alone in a fresh directory (so no `redraft-lab` of the build is beside it), with

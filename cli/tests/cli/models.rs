@@ -328,3 +328,31 @@ async fn the_lsp_downloads_a_named_model_with_progress_reports() {
     );
     lsp.shutdown().await;
 }
+
+/// `redraft convert` reads a safetensors directory: a GGUF file is refused up front, saying
+/// what it takes; a place it cannot write is named as one it cannot write, with nothing left
+/// behind.
+#[test]
+fn convert_refuses_a_file_and_names_what_it_cannot_write() {
+    let gguf = &stores().blob;
+    let refused = cli::redraft(
+        &["convert", "--model", path(gguf), "--out", "/tmp/never.gguf"],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is a file") && stderr.contains("safetensors model"),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("missing/y.gguf");
+    let failed = cli::redraft(&["convert", "--out", path(&out)], "");
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot write") && !stderr.contains("cannot read"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("missing").exists());
+}

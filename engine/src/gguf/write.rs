@@ -173,9 +173,23 @@ impl GgufWriter {
         let tensors: Vec<(&str, &QTensor)> =
             self.tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
         let tmp = path.with_extension("gguf.tmp");
-        let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        gguf_file::write(&mut file, &metadata, &tensors)?;
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+        let written = std::fs::File::create(&tmp)
+            .map_err(|source| Error::Write {
+                path: tmp.clone(),
+                source,
+            })
+            .and_then(|mut file| Ok(gguf_file::write(&mut file, &metadata, &tensors)?))
+            .and_then(|()| {
+                std::fs::rename(&tmp, path).map_err(|source| Error::Write {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            });
+        if written.is_err() {
+            // A file cut short (a full disk) is not left beside the one asked for.
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     }
 }
 
