@@ -225,15 +225,19 @@ impl ApiError {
     }
 
     pub fn unknown_route(method: &str, path: &str) -> Self {
+        // A chat client pointed here (an OpenAI SDK's chat call, Zed's Qwen "partial mode")
+        // is told what the server does instead.
+        let hint = if path.trim_end_matches('/').ends_with("/chat/completions") {
+            "this server fills in the middle of code and has no chat: send the code before the \
+             cursor as `prompt` (and after it as `suffix`) to /v1/completions"
+        } else {
+            "see the README's \"Serving over HTTP\" for the endpoints"
+        };
         ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found_error",
             "unknown_route",
-            format!(
-                "no route {} `{}` (see the README's \"Serving over HTTP\" for the endpoints)",
-                quote(method),
-                quote(path)
-            ),
+            format!("no route {} `{}` ({hint})", quote(method), quote(path)),
         )
     }
 

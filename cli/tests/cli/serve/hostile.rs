@@ -172,13 +172,24 @@ fn unknown_models_are_404_model_not_found() {
 fn unknown_routes_and_methods_have_json_errors() {
     let server = Server::start(&[]);
     openai_error(&server.get("/v1/chat/completions"), 404, "unknown_route");
+    // A chat request is told what to send instead.
+    let chat = server.post(
+        "/v1/chat/completions",
+        &serde_json::json!({"model": "redraft-default", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    let body = openai_error(&chat, 404, "unknown_route");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("/v1/completions") && message.contains("no chat"),
+        "{message}"
+    );
     openai_error(&server.get("/v1/completions"), 405, "method_not_allowed");
     ollama_error(&server.get("/api/pull"), 404);
     assert_eq!(server.get("/").status, 200);
     // Unknown paths share one label, whatever they are.
     assert_eq!(
         server.metric("redraft_http_requests_total{endpoint=\"other\",status=\"404\"}"),
-        2.0
+        3.0
     );
     assert_eq!(
         server.metric("redraft_http_requests_total{endpoint=\"/v1/completions\",status=\"405\"}"),
