@@ -73,9 +73,13 @@ pub struct GenerationStats {
     pub canvas_reason: String,
     pub steps: usize,
     pub forwards: usize,
-    pub tokens_per_forward: f64,
+    /// Canvas slots committed per model call, EOS padding included (the engine's
+    /// `Completion::tokens_per_forward`; the summary's tokens per forward counts `middle_tokens`).
+    #[serde(alias = "tokens_per_forward")]
+    pub slots_per_forward: f64,
     pub ended_by_eos: bool,
-    /// The engine's length choice: tokens of the raw middle (before post-processing).
+    /// The engine's length choice: tokens of the raw middle before the end (before
+    /// post-processing).
     #[serde(default)]
     pub middle_tokens: usize,
     /// Tokens of the task's own middle.
@@ -179,7 +183,7 @@ pub fn generate(
             canvas_reason: plan.canvas.reason,
             steps: run.steps,
             forwards: run.forwards,
-            tokens_per_forward: run.tokens_per_forward,
+            slots_per_forward: run.slots_per_forward,
             ended_by_eos: run.ended_by_eos,
             middle_tokens: run.middle_tokens,
             true_tokens,
@@ -197,7 +201,7 @@ struct Run {
     raw_middle: String,
     steps: usize,
     forwards: usize,
-    tokens_per_forward: f64,
+    slots_per_forward: f64,
     ended_by_eos: bool,
     middle_tokens: usize,
     slots: usize,
@@ -222,7 +226,7 @@ fn run(
             Ok(Run {
                 steps: completion.steps,
                 forwards: completion.forwards,
-                tokens_per_forward: completion.tokens_per_forward,
+                slots_per_forward: completion.tokens_per_forward,
                 ended_by_eos: completion.ended_by_eos,
                 middle_tokens: completion.tokens.len(),
                 slots: completion.slots,
@@ -246,7 +250,7 @@ fn run(
                     .unwrap_or_else(|| backend.counter().count_tokens(&middle.text)),
                 steps: 0,
                 forwards: 0,
-                tokens_per_forward: 0.0,
+                slots_per_forward: 0.0,
                 ended_by_eos: middle.ended,
                 slots: 0,
                 steps_after_end: None,

@@ -5,11 +5,13 @@
 //! - [`build`]: HumanEvalPack-Rust cuts and `--from-dir` cuts.
 //! - [`sandbox`] + [`score`]: run Python and Rust programs isolated and classify the outcome.
 //! - [`generate`]: requests built by the context layer, as the language server builds them.
-//! - [`run`]: parallel scoring, resumable per-task output, sweeps; [`report`]: summaries.
+//! - [`run`]: parallel scoring, resumable per-task output, sweeps; [`report`]: summaries;
+//!   [`fingerprint`]: what ties a resumed run to its model.
 //! - [`metrics`]: exact match and edit similarity.
 
 pub mod build;
 pub mod error;
+pub mod fingerprint;
 pub mod generate;
 pub mod metrics;
 pub mod next_edit;

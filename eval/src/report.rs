@@ -68,7 +68,15 @@ pub struct Summary {
     /// Completions post-processing left empty (or given empty).
     pub empty_completions: usize,
     pub latency_ms: Option<Percentiles>,
+    /// Tokens of the middles (before the end) over the model calls that wrote them, each summed
+    /// over the tasks: the text a forward pass gets written. `None` without model calls (a
+    /// backend, completions from a file).
     pub tokens_per_forward: Option<f64>,
+    /// Canvas slots committed per model call, EOS padding included, averaged over the tasks:
+    /// the figure earlier reports called tokens per forward (docs/performance.md), kept to
+    /// compare with them. A model that ends every middle at once scores the canvas length.
+    #[serde(default)]
+    pub slots_per_forward: Option<f64>,
     pub steps: Option<f64>,
     pub canvas_tokens: Option<f64>,
     /// Mean |engine's middle length - true middle length|, in tokens.
@@ -180,6 +188,14 @@ impl Summary {
                 .then(|| generated.iter().map(|g| f(g)).sum::<f64>() / generated.len() as f64)
         };
         let latencies: Vec<f64> = generated.iter().map(|g| g.latency_ms).collect();
+        // A backend calls no model of ours: no forwards to count.
+        let forwarded: Vec<&GenerationStats> = generated
+            .iter()
+            .copied()
+            .filter(|g| g.forwards > 0)
+            .collect();
+        let forwards: usize = forwarded.iter().map(|g| g.forwards).sum();
+        let middle_tokens: usize = forwarded.iter().map(|g| g.middle_tokens).sum();
         Summary {
             setting: setting.to_string(),
             tasks: results.len(),
@@ -193,7 +209,10 @@ impl Summary {
                 .filter(|r| r.completion.trim().is_empty())
                 .count(),
             latency_ms: Percentiles::of(&latencies),
-            tokens_per_forward: mean(&|g| g.tokens_per_forward),
+            tokens_per_forward: (forwards > 0).then(|| middle_tokens as f64 / forwards as f64),
+            slots_per_forward: (!forwarded.is_empty()).then(|| {
+                forwarded.iter().map(|g| g.slots_per_forward).sum::<f64>() / forwarded.len() as f64
+            }),
             steps: mean(&|g| g.steps as f64),
             canvas_tokens: mean(&|g| g.canvas_tokens as f64),
             length_error: mean(&|g| g.middle_tokens.abs_diff(g.true_tokens) as f64),
@@ -251,6 +270,10 @@ pub fn table(summaries: &[Summary]) -> String {
         (
             "tokens/forward",
             Box::new(|s| number(s.tokens_per_forward, 2)),
+        ),
+        (
+            "slots/forward",
+            Box::new(|s| number(s.slots_per_forward, 2)),
         ),
         ("steps", Box::new(|s| number(s.steps, 2))),
         ("canvas tokens", Box::new(|s| number(s.canvas_tokens, 1))),
@@ -364,7 +387,7 @@ mod tests {
                 canvas_reason: String::new(),
                 steps: 4,
                 forwards: 4,
-                tokens_per_forward: 4.0,
+                slots_per_forward: 4.0,
                 ended_by_eos: true,
                 middle_tokens,
                 true_tokens: 5,
@@ -480,6 +503,59 @@ mod tests {
         let summary = Summary::of("x", &refs);
         assert!(summary.bars.is_empty());
         assert_eq!(bar_table(&summary), "");
+    }
+
+    /// The headline counts the middle's tokens, pooled: a model that writes EOS into every slot
+    /// in one step fills the canvas but writes nothing, and a task with many calls weighs as
+    /// many calls. Slots (EOS included) per call, averaged per task, is the second figure.
+    #[test]
+    fn tokens_per_forward_counts_the_middles_written_over_all_forwards() {
+        let ran = |id: &str, middle_tokens, forwards, slots| {
+            let mut r = result_of_length(id, Outcome::TestFailure, Some(1.0), middle_tokens);
+            let g = r.generation.as_mut().unwrap();
+            g.forwards = forwards;
+            g.slots = slots;
+            g.slots_per_forward = slots as f64 / forwards as f64;
+            r
+        };
+        let results = [
+            // All EOS after one forward: 32 slots, no middle.
+            ran("eos", 0, 1, 32),
+            ran("a", 8, 4, 16),
+            ran("b", 4, 3, 16),
+            // Scored from a file: no forwards.
+            result_of_length("given", Outcome::Pass, None, 0),
+        ];
+        let refs: Vec<&TaskResult> = results.iter().collect();
+        let summary = Summary::of("x", &refs);
+        assert_eq!(summary.tokens_per_forward, Some(12.0 / 8.0));
+        let slots = (32.0 + 4.0 + 16.0 / 3.0) / 3.0;
+        assert!((summary.slots_per_forward.unwrap() - slots).abs() < 1e-9);
+        let table = table(&[summary]);
+        for (row, value) in [("tokens/forward", "1.50"), ("slots/forward", "13.78")] {
+            assert!(
+                table.lines().any(|l| l.split_whitespace().eq([row, value])),
+                "{row} {value}: {table}"
+            );
+        }
+        // No model calls (a backend's middles): no figure rather than 0.
+        let mut backend = ran("backend", 5, 1, 0);
+        backend.generation.as_mut().unwrap().forwards = 0;
+        let summary = Summary::of("x", &[&backend]);
+        assert_eq!(
+            (summary.tokens_per_forward, summary.slots_per_forward),
+            (None, None)
+        );
+    }
+
+    /// Results written before the per-task figure was named for slots still read.
+    #[test]
+    fn a_results_line_from_before_the_rename_reads() {
+        let result = result("a", Outcome::Pass, Some(1.5));
+        let line = serde_json::to_string(&result)
+            .unwrap()
+            .replace("slots_per_forward", "tokens_per_forward");
+        assert_eq!(serde_json::from_str::<TaskResult>(&line).unwrap(), result);
     }
 
     #[test]

@@ -45,6 +45,12 @@ pub struct RunIdentity {
     pub tasks: String,
     /// The model directory, the backend's URL, or the completions file.
     pub source: String,
+    /// The model's files when redraft's engine generates ([`crate::fingerprint`]): a path
+    /// alone does not say which weights it held, nor `<embedded>` which model was built in.
+    /// Absent for completions from a file or a backend, and from runs before it was kept
+    /// (which are then refused: their model cannot be told).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_fingerprint: Option<String>,
     /// The setting, when redraft generates.
     pub setting: Option<Setting>,
     /// The remote backend that generated, if one did (absent from runs of the local engine,
@@ -238,9 +244,10 @@ where
         })?;
         if &theirs != identity {
             return Err(Error::Invalid(format!(
-                "{} holds results of another run ({}); pick another --out or delete it",
+                "{} holds results of another run ({}: {}); pick another --out or delete it",
                 out.display(),
-                run_path.display()
+                run_path.display(),
+                differences(&theirs, identity)
             )));
         }
     } else if results_path.is_file() {
@@ -274,6 +281,35 @@ where
         }
     }
     Ok(results)
+}
+
+/// What differs between two identities, field by field: `model_fingerprint "fnv1a64:..." there,
+/// "fnv1a64:..." now`.
+fn differences<I: Serialize>(theirs: &I, ours: &I) -> String {
+    let as_map = |identity: &I| match serde_json::to_value(identity) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (theirs, ours) = (as_map(theirs), as_map(ours));
+    let mut fields: Vec<&String> = theirs.keys().chain(ours.keys()).collect();
+    fields.sort();
+    fields.dedup();
+    let shown = |value: Option<&serde_json::Value>| match value {
+        None | Some(serde_json::Value::Null) => "none".to_string(),
+        Some(value) => value.to_string(),
+    };
+    let differing: Vec<String> = fields
+        .into_iter()
+        .filter(|field| theirs.get(*field) != ours.get(*field))
+        .map(|field| {
+            format!(
+                "{field} {} there, {} now",
+                shown(theirs.get(field)),
+                shown(ours.get(field))
+            )
+        })
+        .collect();
+    differing.join("; ")
 }
 
 /// `results` (by name) in the order of `names`, then the results of other names (an earlier,
@@ -363,23 +399,20 @@ pub fn slug(name: &str) -> String {
 }
 
 /// Evaluates each setting into its own directory under `out` (see [`setting_dir`]), writes
-/// all summaries to `out/sweep.json` and returns them in order. `source` names the model
-/// directory or the backend.
+/// all summaries to `out/sweep.json` and returns them in order. Each setting's run is
+/// `identity` with its setting.
 pub fn sweep(
     run: &Run<'_>,
     filler: Filler<'_>,
     settings: &[Setting],
-    tasks_file: &str,
-    source: &str,
+    identity: &RunIdentity,
     out: &Path,
 ) -> Result<Vec<Summary>> {
     let mut summaries = Vec::new();
     for setting in settings {
         let identity = RunIdentity {
-            tasks: tasks_file.to_string(),
-            source: source.to_string(),
             setting: Some(setting.clone()),
-            backend: filler.backend_spec(),
+            ..identity.clone()
         };
         let labelled = Run {
             label: format!("{} [{}]", run.label, setting.name),
@@ -397,4 +430,63 @@ pub fn sweep(
         serde_json::to_string_pretty(&summaries).map_err(|e| Error::Invalid(e.to_string()))?;
     write_atomic(&out.join("sweep.json"), json.as_bytes())?;
     Ok(summaries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(fingerprint: Option<&str>) -> RunIdentity {
+        RunIdentity {
+            tasks: "tasks.jsonl".into(),
+            source: "models/m".into(),
+            model_fingerprint: fingerprint.map(str::to_string),
+            setting: None,
+            backend: None,
+        }
+    }
+
+    fn resume_as(out: &Path, identity: &RunIdentity) -> Result<HashMap<String, TaskResult>> {
+        resume(out, RESULTS_FILE, identity, |r: &TaskResult| &r.task_id)
+    }
+
+    /// The same path with other weights is another run: refused, naming both fingerprints.
+    #[test]
+    fn a_run_of_another_model_in_the_same_directory_is_refused() {
+        let out = tempfile::tempdir().unwrap();
+        let first = identity(Some("fnv1a64:00000000000000aa"));
+        assert!(resume_as(out.path(), &first).unwrap().is_empty());
+        std::fs::write(out.path().join(RESULTS_FILE), "").unwrap();
+        assert!(
+            resume_as(out.path(), &first).is_ok(),
+            "the same model resumes"
+        );
+
+        let refused = resume_as(out.path(), &identity(Some("fnv1a64:00000000000000bb")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains(
+                "model_fingerprint \"fnv1a64:00000000000000aa\" there, \"fnv1a64:00000000000000bb\" now"
+            ) && refused.contains("pick another --out or delete it"),
+            "{refused}"
+        );
+    }
+
+    /// A run.json written before fingerprints were kept says nothing of its model: refused.
+    #[test]
+    fn a_run_without_a_fingerprint_is_not_resumed_by_a_model() {
+        let out = tempfile::tempdir().unwrap();
+        let old = r#"{"tasks": "tasks.jsonl", "source": "models/m", "setting": null}"#;
+        std::fs::write(out.path().join(RUN_FILE), old).unwrap();
+        let refused = resume_as(out.path(), &identity(Some("fnv1a64:00000000000000aa")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("model_fingerprint none there, \"fnv1a64:00000000000000aa\" now"),
+            "{refused}"
+        );
+        // Completions from a file have no model: such a run resumes as before.
+        assert!(resume_as(out.path(), &identity(None)).is_ok());
+    }
 }

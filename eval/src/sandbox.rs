@@ -9,7 +9,7 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -21,8 +21,12 @@ use crate::error::{Error, Result};
 
 /// The uid/gid of `nobody` on Linux.
 const NOBODY: u32 = 65534;
-/// Bytes of stdout/stderr kept for classification and reports.
+/// Bytes of stdout/stderr kept for classification and reports, from the start...
 const KEPT_OUTPUT: u64 = 64 * 1024;
+/// ...and from the end, where the verdict is (a Python traceback's last line, the line the
+/// scorer writes after `check` returns, the test harness's summary), however much the program
+/// printed before it.
+const KEPT_END: u64 = 4 * 1024;
 
 /// Resource limits for one child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -196,8 +200,8 @@ impl Sandbox {
         });
         Ok(Exit {
             status,
-            stdout: read_head(&out_path),
-            stderr: read_head(&err_path),
+            stdout: read_ends(&out_path),
+            stderr: read_ends(&err_path),
             wall,
         })
     }
@@ -278,12 +282,29 @@ fn exited_without_reaping(pid: libc::pid_t) -> bool {
     }
 }
 
-fn read_head(path: &Path) -> String {
-    let mut bytes = Vec::new();
-    if let Ok(file) = File::open(path) {
-        let _ = file.take(KEPT_OUTPUT).read_to_end(&mut bytes);
+/// The file's text, or its first [`KEPT_OUTPUT`] and last [`KEPT_END`] bytes with a line
+/// saying how much was left out between them.
+fn read_ends(path: &Path) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return String::new();
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let mut head = Vec::new();
+    let _ = (&mut file).take(KEPT_OUTPUT).read_to_end(&mut head);
+    if len <= KEPT_OUTPUT + KEPT_END {
+        let _ = file.read_to_end(&mut head);
+        return String::from_utf8_lossy(&head).into_owned();
     }
-    String::from_utf8_lossy(&bytes).into_owned()
+    let mut tail = Vec::new();
+    if file.seek(SeekFrom::End(-(KEPT_END as i64))).is_ok() {
+        let _ = file.read_to_end(&mut tail);
+    }
+    format!(
+        "{}\n[... {} bytes left out ...]\n{}",
+        String::from_utf8_lossy(&head),
+        len - KEPT_OUTPUT - KEPT_END,
+        String::from_utf8_lossy(&tail)
+    )
 }
 
 /// Starts `true` under `network` isolation; whether it ran.

@@ -169,14 +169,30 @@ impl Scorer {
             }
             run_limits.insert(language, limits);
         }
-        Ok(Scorer {
+        let scorer = Scorer {
             sandbox,
             work_dir,
             python,
             rust,
             run_limits,
             done: Mutex::new(HashMap::new()),
-        })
+        };
+        if let Some(rust) = &scorer.rust {
+            // About a second, once: a toolchain that cannot build a program that links every
+            // crate is reported now, not as the model's compile errors.
+            let verdict = scorer.execute(TaskLanguage::Rust, rust::PROBE, 1)?;
+            if verdict.outcome != Outcome::Pass {
+                return Err(Error::Toolchain {
+                    what: format!("rustc {}", rust.rustc.display()),
+                    message: format!(
+                        "a known-good program did not pass ({}: {}): the scoring toolchain is broken; rerun scripts/setup-eval",
+                        verdict.outcome.name(),
+                        verdict.detail
+                    ),
+                });
+            }
+        }
+        Ok(scorer)
     }
 
     pub fn sandbox(&self) -> &Sandbox {

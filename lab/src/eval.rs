@@ -11,12 +11,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use redraft_eval::fingerprint;
 use redraft_eval::generate::{Filler, Setting};
 use redraft_eval::run::{self, Completions, Run, RunIdentity};
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{read_tasks, Task, TaskLanguage};
 
 use redraft_engine::sampler::Efforts;
+use redraft_engine::Engine;
 use redraft_runtime::backend::Backend;
 use redraft_runtime::backend_args::BackendArgs;
 use redraft_runtime::model_args::ModelArgs;
@@ -333,6 +335,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let identity = RunIdentity {
             tasks: tasks_file,
             source,
+            model_fingerprint: None,
             setting: None,
             backend: None,
         };
@@ -365,28 +368,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             backend.config().context_tokens
         );
         let settings = args.settings(Some(&name), Efforts::BUILT_IN)?;
+        let identity = RunIdentity {
+            tasks: tasks_file,
+            source: backend.endpoint().to_string(),
+            model_fingerprint: None,
+            setting: None,
+            backend: Filler::Backend(&backend).backend_spec(),
+        };
         generate(
             &args,
             &run,
             Filler::Backend(&backend),
             &settings,
             &stem,
-            &tasks_file,
-            backend.endpoint(),
+            &identity,
         )?
     } else {
         args.settings(None, Efforts::BUILT_IN)?; // a flag mistake is told before the model loads
         let engine = args.model.load()?;
         let settings = args.settings(None, engine.settings().efforts)?;
-        let model = engine.dir().display().to_string();
+        let identity = RunIdentity {
+            tasks: tasks_file,
+            source: engine.dir().display().to_string(),
+            model_fingerprint: Some(model_fingerprint(args.model.model.as_deref(), &engine)?),
+            setting: None,
+            backend: None,
+        };
         generate(
             &args,
             &run,
             Filler::Engine(&engine),
             &settings,
             &stem,
-            &tasks_file,
-            &model,
+            &identity,
         )?
     };
     print!("{}", redraft_eval::report::table(&summaries));
@@ -400,6 +414,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The fingerprint of the model `--model` named (`None`: the embedded default), loaded as
+/// `engine`, that ties a run's results to it ([`redraft_eval::fingerprint`]).
+pub(crate) fn model_fingerprint(model: Option<&Path>, engine: &Engine) -> anyhow::Result<String> {
+    Ok(match model {
+        None => fingerprint::of_files(&redraft_runtime::default_model::FILES),
+        Some(_) => fingerprint::of_path(engine.dir())
+            .with_context(|| format!("fingerprinting the model {}", engine.dir().display()))?,
+    })
 }
 
 /// The backend client of `--backend` and its flags.
@@ -417,17 +441,16 @@ fn engine_only_flag(spec: &str) -> Option<&str> {
     })
 }
 
-/// Generates and scores under each setting with `filler` (the engine or a backend named by
-/// `source`): one setting into `--out` (default `target/eval/<tasks>-<setting>`), a sweep into
-/// one directory per setting.
+/// Generates and scores under each setting with `filler` (the engine or a backend), each run
+/// `identity` with its setting: one setting into `--out` (default
+/// `target/eval/<tasks>-<setting>`), a sweep into one directory per setting.
 fn generate(
     args: &Args,
     run: &Run<'_>,
     filler: Filler<'_>,
     settings: &[Setting],
     stem: &str,
-    tasks_file: &str,
-    source: &str,
+    identity: &RunIdentity,
 ) -> anyhow::Result<Vec<redraft_eval::report::Summary>> {
     if args.sweep.is_empty() {
         let setting = &settings[0];
@@ -435,10 +458,8 @@ fn generate(
             Path::new("target/eval").join(format!("{stem}-{}", run::setting_slug(setting)))
         });
         let identity = RunIdentity {
-            tasks: tasks_file.to_string(),
-            source: source.to_string(),
             setting: Some(setting.clone()),
-            backend: filler.backend_spec(),
+            ..identity.clone()
         };
         let completions = Completions::Generate { filler, setting };
         let summary = run::evaluate(run, completions, &identity, &out)
@@ -453,7 +474,7 @@ fn generate(
             };
             Path::new("target/eval").join(format!("{stem}-{kind}"))
         });
-        let summaries = run::sweep(run, filler, settings, tasks_file, source, &out)?;
+        let summaries = run::sweep(run, filler, settings, identity, &out)?;
         eprintln!("eval: results in {}", out.display());
         Ok(summaries)
     }

@@ -24,6 +24,9 @@ pub struct EngineModel<'a> {
     pub sampler: SamplerConfig,
     /// The setting as the user wrote it (the table's column).
     pub setting: String,
+    /// The model's fingerprint ([`crate::fingerprint`]): `of_path` of its directory, or
+    /// `of_files` of the embedded model's files.
+    pub fingerprint: String,
 }
 
 impl NextEditModel for EngineModel<'_> {
@@ -33,6 +36,10 @@ impl NextEditModel for EngineModel<'_> {
 
     fn model(&self) -> String {
         self.engine.dir().display().to_string()
+    }
+
+    fn fingerprint(&self) -> String {
+        self.fingerprint.clone()
     }
 
     fn suggest(&self, case: &NextEditCase) -> Result<Suggestion> {

@@ -35,6 +35,9 @@ pub trait NextEditModel {
     fn setting(&self) -> String;
     /// The model directory (part of the run's identity).
     fn model(&self) -> String;
+    /// A fingerprint of the model's files ([`crate::fingerprint`]; part of the run's
+    /// identity: the directory alone does not say which weights it held).
+    fn fingerprint(&self) -> String;
     /// The case's excerpt as the model's suggestion leaves it (unchanged: no suggestion).
     fn suggest(&self, case: &NextEditCase) -> Result<Suggestion>;
 }
@@ -71,15 +74,20 @@ impl NextEditSource<'_> {
 
     /// What the run's results depend on besides the cases.
     pub fn identity(&self, cases: &str) -> RunIdentity {
-        let (source, setting) = match self {
-            NextEditSource::Model(model) => (model.model(), Some(model.setting())),
-            NextEditSource::Completions { file, .. } => (file.display().to_string(), None),
-            NextEditSource::Baseline(baseline) => (format!("baseline {baseline}"), None),
+        let (source, setting, model_fingerprint) = match self {
+            NextEditSource::Model(model) => (
+                model.model(),
+                Some(model.setting()),
+                Some(model.fingerprint()),
+            ),
+            NextEditSource::Completions { file, .. } => (file.display().to_string(), None, None),
+            NextEditSource::Baseline(baseline) => (format!("baseline {baseline}"), None, None),
         };
         RunIdentity {
             cases: cases.to_string(),
             source,
             setting,
+            model_fingerprint,
         }
     }
 
@@ -110,6 +118,10 @@ pub struct RunIdentity {
     pub source: String,
     /// The model's setting.
     pub setting: Option<String>,
+    /// The model's files ([`crate::fingerprint`]); absent for completions and baselines, and
+    /// from runs before it was kept (which are then refused: their model cannot be told).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_fingerprint: Option<String>,
 }
 
 /// Evaluates `cases` into `out` (created if needed) and returns the summary. Cases already in

@@ -1,5 +1,8 @@
 //! Python programs: `prompt + completion + suffix + test + check(entry_point)` under python3, as
-//! HumanEval-infilling scores them.
+//! HumanEval-infilling scores them, then a line printed that only a program whose `check`
+//! returned prints: a program that exits early (`exit()`, `raise SystemExit`, `os._exit(0)`)
+//! exits 0 without running the test, and fails (OpenAI's human-eval counts SystemExit as a
+//! failure too).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -20,9 +23,14 @@ pub struct Python {
     pub runs_as_nobody: bool,
 }
 
+/// The line written after `check(...)` returns: a constant no program prints by chance.
+pub(crate) const CHECKED: &str = "redraft-eval: check returned 5c1e9f3a7b2d4086";
+
+/// The line goes straight to file descriptor 1, on a line of its own whatever the program left
+/// unfinished there, past a `sys.stdout` or `print` the program replaced.
 pub(crate) fn program(task: &Task, completion: &str) -> String {
     format!(
-        "{}{}{}\n{}\ncheck({})\n",
+        "{}{}{}\n{}\ncheck({})\n__import__(\"os\").write(1, b\"\\n{CHECKED}\\n\")\n",
         task.prompt, completion, task.suffix, task.test, task.entry_point
     )
 }
@@ -112,7 +120,13 @@ pub(crate) fn classify(exit: &Exit) -> Verdict {
     let stderr = exit.stderr.trim_end();
     let last = stderr.lines().last().unwrap_or("");
     if exit.status == Status::Exited(0) {
-        return Verdict::new(Outcome::Pass, "");
+        if exit.stdout.lines().any(|line| line == CHECKED) {
+            return Verdict::new(Outcome::Pass, "");
+        }
+        return Verdict::new(
+            Outcome::TestFailure,
+            "exited before check() returned (exit(), SystemExit or os._exit): the test did not run to the end",
+        );
     }
     if stderr.contains("MemoryError") {
         return Verdict::new(Outcome::Memory, last);

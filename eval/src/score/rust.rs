@@ -157,7 +157,9 @@ impl RustToolchain {
         args.extend(["-o", "program", "program.rs"].map(OsString::from));
         let args: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
         let compiled = sandbox.run(&self.rustc, &args, dir, &env, &compile_limits())?;
-        if let Some(verdict) = classify_compile(&compiled) {
+        if let Some(verdict) =
+            classify_compile(&compiled).map_err(|message| self.broken(message))?
+        {
             return Ok(verdict);
         }
         let mut env = env;
@@ -170,7 +172,33 @@ impl RustToolchain {
             ))
         })
     }
+
+    /// The error of a compiler or a set of crates that cannot build programs: the scorer's,
+    /// never the completion's.
+    fn broken(&self, message: String) -> Error {
+        Error::Toolchain {
+            what: format!("rustc {}", self.rustc.display()),
+            message: format!(
+                "{message}: the scoring toolchain is broken, not the completion; rerun scripts/setup-eval (deps {})",
+                self.deps.manifest.display()
+            ),
+        }
+    }
 }
+
+/// A program that links every crate and runs one test: compiled and run once when the scorer
+/// starts, so a broken toolchain stops the run before any generation rather than showing as
+/// the model's compile errors.
+pub(crate) const PROBE: &str = "extern crate md5;
+extern crate rand;
+extern crate regex;
+
+#[test]
+fn the_crates_link() {
+    let _ = (md5::compute(b\"\"), regex::Regex::new(\"a\").is_ok());
+    let _: u8 = rand::random();
+}
+";
 
 fn output_of(command: &mut Command) -> Result<String> {
     let program = format!("{:?}", command.get_program());
@@ -191,12 +219,63 @@ fn allocation_failed(exit: &Exit) -> bool {
     exit.stderr.contains("memory allocation of") && exit.stderr.contains("failed")
 }
 
-/// `None`: it compiled.
-pub(crate) fn classify_compile(exit: &Exit) -> Option<Verdict> {
+/// rustc errors that say the prebuilt crates are broken, whatever the program (an rlib corrupt,
+/// ambiguous, or built by another compiler or for another target), as rustc starts their line.
+/// Besides these: E0463 for a crate the scorer provides, and a failing linker.
+const ENVIRONMENT_ERRORS: [&str; 6] = [
+    "error[E0460]", // found possibly newer version of crate
+    "error[E0461]", // couldn't find crate with expected target triple
+    "error[E0462]", // found staticlib instead of rlib or dylib
+    "error[E0464]", // multiple candidates for a dependency
+    "error[E0514]", // found crate compiled by an incompatible version of rustc
+    "error[E0786]", // found invalid metadata files
+];
+
+/// Crates a program may need whose absence (E0463, can't find crate) is the toolchain's: the
+/// prebuilt ones and the sysroot's. A program's own `extern crate serde;` is its compile error.
+const PROVIDED_CRATES: [&str; 8] = [
+    "rand",
+    "regex",
+    "md5",
+    "std",
+    "core",
+    "alloc",
+    "test",
+    "proc_macro",
+];
+
+/// The error that says the environment, not the program, kept rustc from building it.
+fn environment_error(stderr: &str) -> Option<&str> {
+    stderr.lines().find(|line| {
+        if let Some(krate) = line
+            .strip_prefix("error[E0463]: can't find crate for `")
+            .and_then(|rest| rest.split('`').next())
+        {
+            return PROVIDED_CRATES.contains(&krate);
+        }
+        if line.starts_with("error: linking with") {
+            // A symbol the program declared in its own `extern` block and nothing defines is
+            // the program's mistake.
+            return !(stderr.contains("undefined reference to")
+                || stderr.contains("undefined symbol"));
+        }
+        ENVIRONMENT_ERRORS.iter().any(|code| line.starts_with(code))
+    })
+}
+
+/// `Ok(None)`: it compiled. `Err`: rustc could not build any program here (a corrupt or
+/// mismatched rlib, a missing standard library, a failing linker), with the error that says
+/// so: the scorer's failure, not an outcome.
+pub(crate) fn classify_compile(exit: &Exit) -> std::result::Result<Option<Verdict>, String> {
     if exit.status == Status::Exited(0) {
-        return None;
+        return Ok(None);
     }
-    Some(if allocation_failed(exit) {
+    if !timed_out(exit) && !allocation_failed(exit) {
+        if let Some(line) = environment_error(&exit.stderr) {
+            return Err(line.trim().to_string());
+        }
+    }
+    Ok(Some(if allocation_failed(exit) {
         Verdict::new(Outcome::Memory, "rustc ran out of memory")
     } else if timed_out(exit) {
         Verdict::new(
@@ -207,7 +286,7 @@ pub(crate) fn classify_compile(exit: &Exit) -> Option<Verdict> {
         // The first error is the one that explains the rest.
         let from = exit.stderr.find("error").unwrap_or(0);
         Verdict::new(Outcome::CompileError, clip(&exit.stderr[from..], 500))
-    })
+    }))
 }
 
 /// A pass is a clean exit whose summary counts at least one passed test: a completion that
@@ -249,4 +328,60 @@ pub(crate) fn classify_run(exit: &Exit) -> Verdict {
 
 fn last_line(text: &str) -> &str {
     text.trim_end().lines().last().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rustc_failed(stderr: &str) -> Exit {
+        Exit {
+            status: Status::Exited(1),
+            stdout: String::new(),
+            stderr: stderr.to_string(),
+            wall: Duration::from_millis(100),
+        }
+    }
+
+    fn check(stderr: &str, environment: bool) {
+        let classified = classify_compile(&rustc_failed(stderr));
+        match classified {
+            Err(line) => assert!(environment, "{stderr}: the environment's? {line}"),
+            Ok(verdict) => {
+                assert!(!environment, "{stderr}: {verdict:?}");
+                assert_eq!(verdict.unwrap().outcome, Outcome::CompileError);
+            }
+        }
+    }
+
+    /// What the toolchain cannot do is its own failure; what the program asked for is a
+    /// compile error.
+    #[test]
+    fn the_environments_errors_are_told_from_the_programs() {
+        check(
+            "error[E0786]: found invalid metadata files for crate `rand`\n  |\n  = note: invalid metadata version found",
+            true,
+        );
+        check("error[E0463]: can't find crate for `regex`\n", true);
+        check("error[E0463]: can't find crate for `std`\n", true);
+        check(
+            "error[E0460]: found possibly newer version of crate `libc` which `rand` depends on\n",
+            true,
+        );
+        check(
+            "error[E0514]: found crate `md5` compiled by an incompatible version of rustc\n",
+            true,
+        );
+        check(
+            "error: linking with `cc` failed: exit status: 1\n  = note: collect2: fatal error: cannot find 'ld'\n",
+            true,
+        );
+        // The program's own mistakes.
+        check("error[E0463]: can't find crate for `serde`\n", false);
+        check("error[E0308]: mismatched types\n", false);
+        check(
+            "error: linking with `cc` failed: exit status: 1\n  = note: program.o: undefined reference to `missing'\n",
+            false,
+        );
+    }
 }

@@ -237,6 +237,26 @@ fn python_outcomes_are_classified() {
     check(&scorer, &task, "    return 1", Outcome::Pass);
     check(&scorer, &task, "    return (", Outcome::CompileError);
     check(&scorer, &task, "    return 2", Outcome::TestFailure);
+    // Ending the process early, with status 0, before check() returns must not pass.
+    for early in [
+        "    exit()",
+        "    raise SystemExit",
+        "    import sys; sys.exit(0)",
+        "    import os; os._exit(0)",
+    ] {
+        let verdict = check(&scorer, &task, early, Outcome::TestFailure);
+        assert!(
+            verdict.detail.contains("before check() returned"),
+            "{verdict:?}"
+        );
+    }
+    // Whatever a passing program prints first, and however much.
+    check(
+        &scorer,
+        &task,
+        "    print('x' * 200000, end=''); return 1",
+        Outcome::Pass,
+    );
     check(&scorer, &task, "    while True: pass", Outcome::Timeout);
     check(
         &scorer,
@@ -282,4 +302,50 @@ fn programs_leave_nothing_behind_and_see_no_network() {
     if isolated {
         assert_eq!(verdict.outcome, Outcome::Pass, "{verdict:?}");
     }
+}
+
+/// A corrupt prebuilt crate is the scorer's failure, never the model's compile errors: a
+/// scorer started on it refuses to start, and one whose crate breaks mid-run stops the run.
+#[test]
+fn a_broken_toolchain_is_an_error_not_a_compile_error() {
+    let manifest = crate::support::rust_deps();
+    let manifest = if manifest.is_dir() {
+        manifest.join("deps.json")
+    } else {
+        manifest
+    };
+    let mut deps: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let rand = std::path::PathBuf::from(deps["externs"]["rand"].as_str().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join(rand.file_name().unwrap());
+    std::fs::copy(&rand, &copy).unwrap();
+    deps["externs"]["rand"] = copy.to_str().unwrap().into();
+    let copied_manifest = dir.path().join("deps.json");
+    std::fs::write(&copied_manifest, deps.to_string()).unwrap();
+    let config = ScorerConfig {
+        rust_deps: Some(copied_manifest),
+        ..crate::support::config()
+    };
+    let scorer = Scorer::new(&config, &[TaskLanguage::Rust]).expect("the copy works");
+    let task = Task {
+        prompt: format!("use rand::Rng;\n{}", rust_task().prompt),
+        ..rust_task()
+    };
+    check(&scorer, &task, "    1", Outcome::Pass);
+
+    std::fs::write(&copy, b"not an rlib").unwrap();
+    let broken = scorer
+        .score(&task, TaskLanguage::Rust, "    1 + 0")
+        .expect_err("a corrupt rlib is not a verdict")
+        .to_string();
+    assert!(
+        broken.contains("E0786") && broken.contains("scripts/setup-eval"),
+        "{broken}"
+    );
+    let refused = Scorer::new(&config, &[TaskLanguage::Rust])
+        .err()
+        .expect("a scorer does not start on a corrupt rlib")
+        .to_string();
+    assert!(refused.contains("E0786"), "{refused}");
 }

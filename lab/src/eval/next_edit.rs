@@ -51,7 +51,8 @@ pub struct NextEditArgs {
     )]
     from_dirs: Vec<PathBuf>,
     /// Build cases instead of scoring them, from next-edit training records (what
-    /// `redraft-lab edits` and `scripts/build-pack` write: `edits-valid.jsonl`), one case per
+    /// `scripts/build-pack` writes with `redraft-train`'s `build_edits` example:
+    /// `edits-valid.jsonl`), one case per
     /// record, named `<kind>-<crate>-<version>--<path>--<line>`.
     #[arg(
         long,
@@ -157,6 +158,7 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
                 .edit_budget(engine.model().config().max_position_embeddings),
             sampler: common.sampler.edit_config(engine.settings().efforts),
             setting: common.sampler.describe(),
+            fingerprint: super::model_fingerprint(common.model, &engine)?,
         };
         let source = NextEditSource::Model(&model);
         let out = out_for(&model.setting);

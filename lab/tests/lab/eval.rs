@@ -110,7 +110,9 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
         );
         for field in [
             "steps",
-            "tokens_per_forward",
+            "forwards",
+            "middle_tokens",
+            "slots_per_forward",
             "latency_ms",
             "canvas_tokens",
             "edit_similarity",
@@ -122,6 +124,18 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["tasks"], 4);
     assert!(summary["latency_ms"]["p95"].is_number());
+    // The middles' tokens over the model calls, pooled over the tasks.
+    let total = |field: &str| {
+        results
+            .iter()
+            .map(|r| r[field].as_f64().unwrap())
+            .sum::<f64>()
+    };
+    let per_forward = summary["tokens_per_forward"].as_f64().unwrap();
+    assert!(
+        (per_forward - total("middle_tokens") / total("forwards")).abs() < 1e-9,
+        "{summary}"
+    );
     // Each completion's confidence, and the run scored again at each bar from them.
     let shown = results
         .iter()
@@ -425,14 +439,18 @@ fn the_speed_bench_runs_and_reports_every_measurement() {
     assert!(!report["completions"].is_null(), "{report}");
 }
 
-/// `scripts/tune-effort` on a sweep's scores: `high` the best exact match (fewer model calls on
-/// a tie), `medium` the cheapest within 97% of it, `low` the cheapest within 85%; the inline
-/// bar the highest on the `medium` run (not another's) that keeps 90% of its exact matches,
-/// exactly 90% included, 0 when the run has fewer than 20 to tell by; all merged into the
-/// model's `redraft.json`, the rest kept.
+/// `scripts/tune-effort` on a sweep's scores: `high` the best exact match, then the best edit
+/// similarity, then fewer model calls; `medium` the cheapest within 97% of it, `low` the
+/// cheapest within 85%; each preset the configuration its run measured (the step cap its
+/// run.json records, none for one slot a step under an uncapped `high`); the inline bar the
+/// highest on the `medium` run (not another's) that keeps 90% of its exact matches, exactly 90%
+/// included, 0 when the run has fewer than 20 to tell by; all merged into the model's
+/// `redraft.json`, the rest kept. No presets at all when the best run has fewer than 20 exact
+/// matches: within 97% of almost nothing every setting qualifies.
 #[test]
 fn tune_effort_picks_the_presets_and_an_inline_bar_from_a_sweep() {
-    let pick = |tasks: usize, medium_bars: &[(f64, f64)]| -> Value {
+    // (exit status ok, the model's redraft.json after, stdout and stderr)
+    let pick = |tasks: usize, medium_bars: &[(f64, f64)], per_step_es: f64| {
         let dir = tempfile::tempdir().unwrap();
         let runs = dir.path().join("runs");
         let bars = |points: &[(f64, f64)]| -> Vec<Value> {
@@ -444,12 +462,12 @@ fn tune_effort_picks_the_presets_and_an_inline_bar_from_a_sweep() {
                 })
                 .collect()
         };
-        for (i, (setting, em, steps)) in [
-            ("--per-step 1", 0.41, 16.0),
-            ("--tau 0.9 --steps 8", 0.41, 8.0),
-            ("--tau 0.75 --steps 4", 0.40, 4.0),
-            ("--tau 0.6 --steps 3", 0.35, 3.0),
-            ("--tau 0.6 --steps 2", 0.30, 2.0),
+        for (i, (setting, em, es, steps)) in [
+            ("--effort high --per-step 1", 0.41, per_step_es, 16.0),
+            ("--tau 0.9 --steps 8", 0.41, 0.6, 8.0),
+            ("--tau 0.75 --steps 4", 0.40, 0.6, 4.0),
+            ("--tau 0.6 --steps 3", 0.35, 0.6, 3.0),
+            ("--tau 0.6 --steps 2", 0.30, 0.6, 2.0),
         ]
         .into_iter()
         .enumerate()
@@ -463,29 +481,33 @@ fn tune_effort_picks_the_presets_and_an_inline_bar_from_a_sweep() {
                 bars(&[(0.0, em), (0.9, em)])
             };
             let summary = serde_json::json!({
-                "setting": setting, "tasks": tasks, "exact_match": em, "edit_similarity": 0.6,
+                "setting": setting, "tasks": tasks, "exact_match": em, "edit_similarity": es,
                 "steps": steps, "latency_ms": {"p50": 10.0, "p95": 20.0, "p99": 20.0, "mean": 12.0},
                 "bars": bars,
             });
             std::fs::write(run.join("summary.json"), summary.to_string()).unwrap();
+            if i == 0 {
+                // What the eval resolved `--effort high` to: one slot a step, no step cap.
+                let identity = serde_json::json!({"setting": {"name": setting, "sampler": {
+                    "schedule": {"kind": "top-k", "k": 1}, "max_steps": null}}});
+                std::fs::write(run.join("run.json"), identity.to_string()).unwrap();
+            }
         }
         let model = dir.path().join("model");
         std::fs::create_dir_all(&model).unwrap();
         std::fs::write(model.join("redraft.json"), r#"{"mask_token_id": 0}"#).unwrap();
-        let stdout = ok(Command::new(repo().join("scripts/tune-effort"))
+        let output = Command::new(repo().join("scripts/tune-effort"))
             .args(["--apply", "--scored", path(&runs), path(&model)])
             .arg(dir.path().join("out"))
             .output()
-            .unwrap());
-        assert!(
-            stdout.contains("Inline-completion confidence bars"),
-            "{stdout}"
-        );
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string()
+            + &String::from_utf8_lossy(&output.stderr);
         let written: Value =
             serde_json::from_str(&std::fs::read_to_string(model.join("redraft.json")).unwrap())
                 .unwrap();
         assert_eq!(written["mask_token_id"], 0, "the rest is kept");
-        written
+        (output.status.success(), written, text)
     };
     // 120 exact of 300 without a bar; at 0.3, 108: exactly 90%.
     let bars = [
@@ -496,8 +518,11 @@ fn tune_effort_picks_the_presets_and_an_inline_bar_from_a_sweep() {
         (0.4, 0.3567),
         (0.5, 0.20),
     ];
-    let written = pick(300, &bars);
+    let (ok, written, text) = pick(300, &bars, 0.6);
+    assert!(ok, "{text}");
+    assert!(text.contains("Inline-completion confidence bars"), "{text}");
     let preset = |effort: &str| written["efforts"][effort].clone();
+    // The same exact match and edit similarity as one slot a step: the fewer model calls.
     assert_eq!(preset("high")["max_steps"], 8, "{written}");
     assert_eq!(preset("medium")["max_steps"], 4, "{written}");
     assert_eq!(preset("low")["max_steps"], 3, "{written}");
@@ -506,7 +531,22 @@ fn tune_effort_picks_the_presets_and_an_inline_bar_from_a_sweep() {
         Some(0.3),
         "{written}"
     );
-    // 40% of 40 tasks is 16 exact matches: too few to set a bar by.
-    let few = pick(40, &bars);
-    assert_eq!(few["fim_min_confidence"].as_f64(), Some(0.0), "{few}");
+    // A better edit similarity at the same exact match wins `high`, written as measured:
+    // one slot a step and no step cap (not the cap of the effort the sweep ran it under).
+    let (ok, written, text) = pick(300, &bars, 0.7);
+    assert!(ok, "{text}");
+    assert_eq!(
+        written["efforts"]["high"],
+        serde_json::json!({"schedule": {"kind": "top-k", "k": 1}}),
+        "{written}"
+    );
+    // 40% of 40 tasks is 16 exact matches: too few to choose presets (or a bar) by.
+    let (ok, few, text) = pick(40, &bars, 0.6);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("16 exact matches of 40, fewer than 20"),
+        "{text}"
+    );
+    assert!(few.get("efforts").is_none(), "{few}");
+    assert!(few.get("fim_min_confidence").is_none(), "{few}");
 }
