@@ -378,6 +378,28 @@ fn the_only_listed_model_is_named_when_none_is_configured() {
         "{err}"
     );
 
+    // One model under several names (`redraft serve` lists its aliases, each with the root it
+    // serves) is named by its root; names serving different roots are several models.
+    let aliased = Fake::start(|_| {
+        let data = json!([
+            {"id": "small-model", "root": "small-model"},
+            {"id": "qwen2.5-coder:redraft", "root": "small-model"},
+        ]);
+        Reply::Body(200, json!({ "data": data }).to_string())
+    });
+    let backend = Backend::new(BackendConfig::new(aliased.url())).unwrap();
+    assert_eq!(
+        backend.resolve_model(None).unwrap().as_deref(),
+        Some("small-model")
+    );
+    let two_roots = Fake::start(|_| {
+        let data = json!([{"id": "a", "root": "a"}, {"id": "b", "root": "b"}]);
+        Reply::Body(200, json!({ "data": data }).to_string())
+    });
+    let backend = Backend::new(BackendConfig::new(two_roots.url())).unwrap();
+    let err = backend.resolve_model(None).unwrap_err().to_string();
+    assert!(err.contains("serves several models (a, b)"), "{err}");
+
     // A server without the endpoint is sent no model name.
     let unlisted = Fake::start(|request| match request.path.as_str() {
         "/v1/models" => Reply::Body(404, "{}".into()),
