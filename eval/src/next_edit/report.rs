@@ -18,7 +18,13 @@ pub struct NextEditStats {
     /// Denoising steps.
     pub steps: usize,
     pub forwards: usize,
-    pub tokens_per_forward: f64,
+    /// Canvas slots committed per model call, EOS padding included (`Completion::tokens_per_forward`).
+    #[serde(alias = "tokens_per_forward")]
+    pub slots_per_forward: f64,
+    /// Tokens of the rewritten region the model wrote (before its end); 0 in results written
+    /// before they were counted.
+    #[serde(default)]
+    pub rewrite_tokens: usize,
     /// How sure the model was of the rewrite's change (`EditOutcome::confidence`): the lowest
     /// probability of a token it changed; absent when it changed none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,7 +96,12 @@ pub struct NextEditSummary {
     pub suggestion_rate: f64,
     pub latency_ms: Option<Percentiles>,
     pub steps: Option<f64>,
+    /// The rewrites' tokens over the model calls that wrote them, both summed over the cases
+    /// (as `redraft_eval::report::Summary::tokens_per_forward` for FIM).
     pub tokens_per_forward: Option<f64>,
+    /// Canvas slots per model call, EOS padding included, averaged over the cases.
+    #[serde(default)]
+    pub slots_per_forward: Option<f64>,
     /// What other confidence bars would have made of the same run: each of [`BARS`] whose
     /// outcome the run determines (above every confidence the run's own bar withheld).
     /// Empty for baselines and completions files.
@@ -169,7 +180,12 @@ impl NextEditSummary {
             suggestion_rate: results.iter().filter(|r| r.suggested).count() as f64 / n,
             latency_ms: Percentiles::of(&latencies),
             steps: mean(&|g| g.steps as f64),
-            tokens_per_forward: mean(&|g| g.tokens_per_forward),
+            tokens_per_forward: {
+                let forwards: usize = generated.iter().map(|g| g.forwards).sum();
+                let written: usize = generated.iter().map(|g| g.rewrite_tokens).sum();
+                (forwards > 0).then(|| written as f64 / forwards as f64)
+            },
+            slots_per_forward: mean(&|g| g.slots_per_forward),
             bars: if generated.is_empty() {
                 Vec::new()
             } else {
@@ -237,6 +253,10 @@ pub fn table(summaries: &[NextEditSummary]) -> String {
         (
             "tokens/forward",
             Box::new(|s| number(s.tokens_per_forward, 2)),
+        ),
+        (
+            "slots/forward",
+            Box::new(|s| number(s.slots_per_forward, 2)),
         ),
     ];
     let header = summaries
@@ -327,7 +347,8 @@ mod tests {
                 model_ms: 1.0,
                 steps: 1,
                 forwards: 1,
-                tokens_per_forward: 1.0,
+                slots_per_forward: 1.0,
+                rewrite_tokens: 1,
                 confidence,
                 unsure,
             });
@@ -345,6 +366,9 @@ mod tests {
         ];
         let refs: Vec<&CaseResult> = results.iter().collect();
         let summary = NextEditSummary::of("model", &refs);
+        // One rewrite token over one call in each of the four cases; a slot a call.
+        assert_eq!(summary.tokens_per_forward, Some(1.0));
+        assert_eq!(summary.slots_per_forward, Some(1.0));
         let at = |bar: f32| summary.bars.iter().find(|p| p.bar == bar).unwrap();
         assert_eq!(summary.bars.len(), BARS.len());
         assert_eq!(at(0.0).exact_match, summary.exact_match);
@@ -376,6 +400,36 @@ mod tests {
         assert_eq!(bar_table(&NextEditSummary::of("repeat-last", &refs)), "");
     }
 
+    /// Tokens per forward counts the rewrites' tokens, pooled: a case whose canvas the model
+    /// filled with its end in one call wrote nothing, however many slots that committed.
+    #[test]
+    fn tokens_per_forward_counts_the_rewrites_written_over_all_calls() {
+        let with = |forwards: usize, slots_per_forward: f64, rewrite_tokens: usize| {
+            let mut r = result(false, false, 0.0, true, 1);
+            r.generation = Some(NextEditStats {
+                latency_ms: 1.0,
+                model_ms: 1.0,
+                steps: forwards,
+                forwards,
+                slots_per_forward,
+                rewrite_tokens,
+                confidence: None,
+                unsure: false,
+            });
+            r
+        };
+        let results = [with(1, 16.0, 0), with(9, 2.0, 18)];
+        let refs: Vec<&CaseResult> = results.iter().collect();
+        let summary = NextEditSummary::of("model", &refs);
+        assert_eq!(summary.tokens_per_forward, Some(18.0 / 10.0));
+        assert_eq!(summary.slots_per_forward, Some(9.0));
+        // A results line written before the rename still reads.
+        let old =
+            r#"{"latency_ms":1.0,"model_ms":1.0,"steps":2,"forwards":2,"tokens_per_forward":4.0}"#;
+        let stats: NextEditStats = serde_json::from_str(old).unwrap();
+        assert_eq!((stats.slots_per_forward, stats.rewrite_tokens), (4.0, 0));
+    }
+
     #[test]
     fn results_round_trip_through_json() {
         let mut with_stats = result(false, true, 1.0, true, 1);
@@ -384,7 +438,8 @@ mod tests {
             model_ms: 10.0,
             steps: 4,
             forwards: 4,
-            tokens_per_forward: 3.5,
+            slots_per_forward: 3.5,
+            rewrite_tokens: 9,
             confidence: Some(0.25),
             unsure: true,
         });

@@ -348,10 +348,19 @@ fn the_embedded_model_is_scored_on_a_few_zed_cases() {
         assert!((number(result, "delta_chrf") - scored.delta_chrf).abs() < 1e-9);
         assert!(number(result, "latency_ms") > 0.0);
         assert!(number(result, "steps") >= 1.0);
-        assert!(number(result, "tokens_per_forward") > 0.0);
+        assert!(number(result, "slots_per_forward") > 0.0);
+        assert!(
+            number(result, "rewrite_tokens")
+                <= number(result, "slots_per_forward") * number(result, "forwards")
+        );
     }
     let summary = summary(&out);
     assert_eq!(summary["cases"], 3);
+    // Pooled: the rewrites' tokens over the model calls.
+    let (written, calls) = results.iter().fold((0.0, 0.0), |(w, c), r| {
+        (w + number(r, "rewrite_tokens"), c + number(r, "forwards"))
+    });
+    assert!((summary["tokens_per_forward"].as_f64().unwrap() - written / calls).abs() < 1e-9);
     assert!(!summary["latency_ms"].is_null() && !summary["steps"].is_null());
     // The model's run is scored at other confidence bars too (at a bar of 0 it withheld
     // nothing, so at every one).
