@@ -657,6 +657,7 @@ fn held_out_crates_are_refused_whatever_the_options_say() {
     assert!(train.iter().all(|r| !is_held_out(&r.krate)));
     assert!(is_held_out("Quick_XML") && is_held_out("csv-sniffer") && is_held_out("chrono-tz"));
     assert!(is_held_out("pulldown-cmark-to-cmark") && !is_held_out("chronology"));
+    assert!(!is_held_out("quick-error") && !is_held_out("comfy") && !is_held_out("pulldown"));
 }
 
 /// A crate as Debian's `librust-*-dev` packages unpack it under `usr/share/cargo/registry`: the
