@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p redraft-train --example build_edits -- \
-//!     --corpus target/decoding/corpus --out target/edits [--versions 4]
+//!     --corpus target/gpu-work/corpus --out target/edits [--versions 4]
 //! ```
 //!
 //! `--versions N` (4) earlier published versions of each corpus crate are resolved and fetched

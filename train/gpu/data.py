@@ -309,7 +309,10 @@ class Batch:
     t: np.ndarray  # float32 [B]
 
 
-BUCKETS = (4, 8, 16, 32, 64)
+# The canvas lengths the engine plans by the unit at the cursor (context/src/canvas.rs: the rest of
+# a line, a line, a block), whatever the middle will be: a length drawn from these says nothing of
+# the middle but that it fits.
+ENGINE_LENGTHS = (16, 24, 48)
 
 
 class BatchMaker:
@@ -439,18 +442,19 @@ class BatchMaker:
         cfg = self.config
         plans = []  # per sequence: list of budgets
         for _ in range(count):
+            # As many examples as fit: each a context budget drawn from those that still fit
+            # (the first from all of them), so a sequence is not left half filler by a long
+            # budget drawn after a short one.
             left, budgets = cfg.seq_len, []
             while True:
-                budget = int(rng.choice(cfg.fim_budgets))
-                if budget + cfg.max_canvas > left:
-                    if not budgets:
-                        budget = left - cfg.max_canvas
-                    else:
-                        break
+                fits = [b for b in cfg.fim_budgets if b + cfg.max_canvas <= left]
+                if not fits:
+                    if not budgets:  # a sequence shorter than any budget: one example, as long as fits
+                        budgets.append(left - cfg.max_canvas)
+                    break
+                budget = int(rng.choice(fits))
                 budgets.append(budget)
                 left -= budget + cfg.max_canvas + 1  # and its separator
-                if left < min(cfg.fim_budgets) + cfg.max_canvas:
-                    break
             plans.append(budgets)
         jobs = [(s, b) for s, budgets in enumerate(plans) for b in budgets]
         windows = [self._window(rng, budget) for _, budget in jobs]
@@ -516,15 +520,20 @@ class BatchMaker:
         return encoded
 
     def _canvas_len(self, rng, middle: int) -> int:
-        """The canvas a request of this middle would have: the smallest bucket that holds it and
-        one EOS, or any length up to the longest (the context layer's length prior varies); or,
-        for a share of them (`overflow`), one that holds from a third of the middle to all of it
-        but no EOS: a canvas planned too short, which the model is to fill to its last slot."""
+        """The canvas a request of this middle could have: one of the engine's planned lengths
+        (or the longest) that holds it and one EOS, or any length up to the longest (the context
+        layer's length prior varies); or, for a share of them (`overflow`), one that holds from
+        a third of the middle to all of it but no EOS: a canvas planned too short, which the
+        model is to fill to its last slot. Not the smallest length that holds the middle: the
+        engine's plan does not know the middle, and a canvas that did would teach the model to
+        read the answer's length off the canvas (a 16-slot canvas would always hold 9 to 15
+        tokens, and short answers would come out padded)."""
         top = self.config.max_canvas
         if middle >= 2 and rng.random() < self.config.overflow:
             return int(rng.integers((middle + 2) // 3, middle + 1))
         if rng.random() < 0.5:
-            return next((b for b in BUCKETS if middle + 1 <= b <= top), top)
+            fits = [b for b in (*ENGINE_LENGTHS, top) if middle + 1 <= b <= top]
+            return int(rng.choice(fits)) if fits else top
         return int(rng.integers(middle + 1, top + 1))
 
     def _window(self, rng, budget: int) -> tuple[list[int], bool, bool, int]:

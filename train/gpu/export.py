@@ -9,6 +9,7 @@ call returns at most 8 files from $OUT: a ninth could push a shard of the good e
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -60,6 +61,21 @@ def redraft_json(pack_meta: dict) -> dict:
     }
 
 
+def log_json(log: dict) -> str:
+    """The training log as JSON every reader takes: a NaN or infinite number (a diverged run's
+    loss) is written as null, not as Python's `NaN`, which is no JSON."""
+    def clean(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(log), indent=1, allow_nan=False)
+
+
 def workroom(out: Path, stage: Path | None) -> Path:
     """Where `export` writes the fresh folder and parks the old one: `stage` when it is on the
     file system of `out`'s folder (the swap is then two renames), else `out`'s folder."""
@@ -106,7 +122,7 @@ def export(model: DiffusionCoder, out: Path, pack, dtype: str, log: dict, tokeni
     (fresh / "redraft.json").write_text(json.dumps(redraft_json(pack.meta), indent=2))
     if tokenizer:
         shutil.copyfile(pack.path / "tokenizer.json", fresh / "tokenizer.json")
-    (fresh / "train_log.json").write_text(json.dumps(log, indent=1))
+    (fresh / "train_log.json").write_text(log_json(log))
     old = room / (out.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     # Renames, or copies where they cannot (two mounts of one file system share a device).

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import sys
 import tempfile
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from data import KINDS, BatchMaker, DataConfig, Pack, decompress  # noqa: E402
-from export import export, load  # noqa: E402
+from export import export, load, log_json  # noqa: E402
 from model import DiffusionCoder, ModelShape, group_attention_heads, grouped_attention_fused  # noqa: E402
 
 PRESETS = {
@@ -271,6 +272,8 @@ def main(argv=None) -> int:
                     "with a RuntimeError, as a compiled kernel or a lost worker can")
     ap.add_argument("--fail-batches", action="store_true", help="tests: the batch loader's workers die after "
                     "their first batch (as they do when shared memory runs out)")
+    ap.add_argument("--nan-step", type=int, help="tests: a weight becomes NaN after this step (as a diverging "
+                    "run's do)")
     args = ap.parse_args(argv)
 
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
@@ -447,7 +450,20 @@ def main(argv=None) -> int:
     log["compile_seconds"] = time.time() - compile_started
     print(f"warm-up (compile) {log['compile_seconds']:.1f} s", flush=True)
 
-    def do_export(elapsed: float) -> None:
+    def weights_finite() -> bool:
+        with torch.no_grad():
+            return bool(torch.stack([p.isfinite().all() for p in model.parameters()]).all())
+
+    def stop(why: str) -> None:
+        log.setdefault("error", {"step": step, "error": why})
+        print(f"step {step}: {why}", flush=True)
+
+    def do_export(elapsed: float) -> bool:
+        # A diverged run (a NaN or inf weight) exports nothing: the last export, of weights
+        # before it, stays. False: the run is to stop.
+        if not weights_finite():
+            stop("the weights are not finite (the run diverged): not exported, the last export is kept")
+            return False
         # The eager trunk: a compiled one would compile again for inference mode. A failed
         # evaluation (out of memory, say) is logged; the export is what the window is for.
         try:
@@ -463,6 +479,7 @@ def main(argv=None) -> int:
                 torch.cuda.empty_cache()
         export(model, Path(args.out), pack, args.dtype, log, tokenizer=not args.no_tokenizer, stage=stage)
         print(f"[{elapsed:6.1f} s] step {step}: validation {summary}; exported to {args.out}", flush=True)
+        return True
 
     start = time.time()
     if args.until is not None:
@@ -502,6 +519,9 @@ def main(argv=None) -> int:
         window_tokens += n
         window_masked += b["index"].numel()
         step += 1
+        if step == args.nan_step:
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))
         if step % 20 == 0 or step == 3:
             mean_loss = float(torch.stack(losses).mean())
             losses.clear()
@@ -517,15 +537,21 @@ def main(argv=None) -> int:
             mfu_text = f", MFU {100 * mfu:.1f}%, peak {record['gpu_memory_gib']:.1f} GiB" if mfu is not None else ""
             print(f"[{now - start:6.1f} s] step {step}: loss {mean_loss:.4f}, {rate:,.0f} tok/s{mfu_text}", flush=True)
             window_start, window_tokens, window_masked = now, 0, 0
+            if not math.isfinite(mean_loss):
+                stop(f"the loss is {mean_loss} (the run diverged): stopping, the last export is kept")
+                break
         now = time.time()
         if now - last_export >= args.export_every and start + args.seconds - now > QUIET_BEFORE_END:
             try:
-                do_export(now - start)
+                exported = do_export(now - start)
             except Exception as error:  # the next export may do; the run goes on
                 text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
                 log.setdefault("export_errors", []).append({"step": step, "error": text})
                 print(f"export at step {step} failed: {text}", flush=True)
+                exported = True
             last_export = time.time()
+            if not exported:
+                break
     log["train_seconds"] = time.time() - start
     log["tokens_seen"] = tokens_seen
     log["tokens_per_s"] = tokens_seen / max(1e-9, log["train_seconds"])
@@ -540,7 +566,12 @@ def main(argv=None) -> int:
         log["canvas_ends"] = {"error": f"{type(error).__name__}: {error}"[:1000]}
         print(f"canvas ends: failed ({type(error).__name__}: {error})", flush=True)
         model.train()
-    do_export(log["train_seconds"])
+    if not do_export(log["train_seconds"]):
+        # Nothing of this run's end is worth keeping; the log says why, beside the last export.
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "train_log.json.new").write_text(log_json(log))
+        os.replace(out / "train_log.json.new", out / "train_log.json")
     print(f"done: {step} steps, {tokens_seen:,} tokens in {log['train_seconds']:.0f} s "
           f"({log['tokens_per_s']:,.0f} tok/s)" + (", stopped early by a failed step" if "error" in log else ""),
           flush=True)

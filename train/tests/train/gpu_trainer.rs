@@ -442,6 +442,24 @@ fn a_failed_step_stops_the_run_with_its_model_exported() {
     assert!(exported);
 }
 
+/// A run that diverges (a weight turns NaN, as a too-high learning rate makes it) keeps the
+/// export made before: the weights are checked before each export, the run stops at the first
+/// non-finite ones and exits 1 with the reason in the log.
+#[test]
+fn a_diverged_run_keeps_its_last_finite_export() {
+    let (ok, stdout, log, exported) = try_short_run(
+        "8",
+        &["--no-compile", "--export-every", "0", "--nan-step", "5"],
+    );
+    assert!(!ok, "a diverged run exits 1:\n{stdout}");
+    assert!(exported, "{stdout}");
+    let error = log["error"]["error"].as_str().unwrap();
+    assert!(error.contains("not finite"), "{log}");
+    assert_eq!(log["error"]["step"], 5, "{log}");
+    // The last evaluation and export are of step 4's weights; nothing after step 5 ran.
+    assert_eq!(log["evals"].as_array().unwrap().last().unwrap()["step"], 4);
+}
+
 /// On a compiled trunk the same failure (a recompile after the batch was halved, a kernel) costs
 /// the run its speed, not its model: it goes on eager, the step again, to the end.
 #[test]
@@ -576,6 +594,35 @@ fn repeated_key_value_heads_compute_the_grouped_attention() {
         scale > 0.0 && difference <= 1e-5 * scale.max(1.0),
         "{answer}"
     );
+}
+
+/// A FIM canvas's length says nothing of its middle but that it fits: the lengths are the
+/// engine's plans (16, 24, 48 slots) or the longest, or any length up to it, never the smallest
+/// that holds the middle (the engine's plan cannot know it), so a 16-slot canvas often holds a
+/// middle of a few tokens, as a rest-of-line request's does. And a sequence holds as many
+/// examples as fit, each context budget drawn from those that still fit.
+#[test]
+fn fim_canvas_lengths_do_not_give_the_middle_away_and_sequences_are_full() {
+    let t = trained();
+    let stats: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &["canvases", t.pack.to_str().unwrap()],
+        Some(&json!({"kind": "fim", "seq_len": 1024, "overflow": 0.0, "sequences": 120})),
+    ))
+    .unwrap();
+    let lengths = stats["lengths"].as_object().unwrap();
+    let count = |length: &str| lengths.get(length).and_then(Value::as_u64).unwrap_or(0);
+    for planned in ["16", "24", "48", "64"] {
+        assert!(count(planned) > 0, "{stats}");
+    }
+    // Smallest-bucket lengths (4, 8, 32) only come from the even draw up to 64, now rare.
+    let in_16 = count("16") as f64;
+    let short = stats["short_in_16"].as_u64().unwrap() as f64;
+    assert!(
+        short / in_16 > 0.1,
+        "few short middles in 16-slot canvases: {stats}"
+    );
+    assert!(stats["per_sequence"].as_f64().unwrap() > 1.6, "{stats}");
 }
 
 /// A share of the FIM canvases the trainer makes (`DataConfig.overflow`) is planned too short
