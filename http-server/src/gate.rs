@@ -263,6 +263,7 @@ pub const JSON_ROUTES: &[&str] = &[
     "/v1/fim/completions",
     "/v1/edit/completions",
     "/api/generate",
+    "/api/show",
 ];
 
 /// A POST to a JSON route must say it carries JSON: 415 before the body is read. (Other

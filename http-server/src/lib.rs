@@ -491,11 +491,18 @@ fn endpoint_label(path: &str) -> &'static str {
         "/v1/models",
         "/v1/completions",
         "/v1/fim/completions",
+        "/v1/fim/completions/models",
         "/v1/edit/completions",
+        "/v1/edit/completions/models",
         "/api/generate",
         "/api/tags",
+        "/api/show",
         "/api/version",
     ];
+    if path.starts_with("/v1/models/") {
+        // One label for every name asked for, so clients cannot grow the metrics.
+        return "/v1/models/{name}";
+    }
     KNOWN
         .iter()
         .find(|k| **k == path)

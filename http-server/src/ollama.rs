@@ -149,8 +149,10 @@ pub async fn generate(
         .map_err(|e| e.in_dialect(d))?;
     let model = app.answer_model(request.model.as_deref());
     // An empty prompt is Ollama's "load the model" (or, with `keep_alive` 0, "unload it"):
-    // answered at once, nothing generated. This server's one model stays loaded either way.
-    if request.prompt.as_deref().is_none_or(str::is_empty) {
+    // answered at once, nothing generated. This server's one model stays loaded either way. A
+    // suffix alone is a fill at the start of a file, as on the other routes.
+    let empty = |text: &Option<String>| text.as_deref().is_none_or(str::is_empty);
+    if empty(&request.prompt) && empty(&request.suffix) {
         let reason = if unloads(request.keep_alive.as_ref()) {
             "unload"
         } else {
@@ -327,16 +329,20 @@ pub async fn show(
         return Err(ApiError::model_not_found(&name, &app.model.names).in_dialect(d));
     }
     let family = &app.model.family;
+    let mut model_info = json!({
+        "general.architecture": family,
+        "general.parameter_count": app.model.parameters,
+    });
+    // Without a loaded model (a server that only forwards to a backend) there is no length.
+    if !family.is_empty() {
+        model_info[format!("{family}.context_length")] = json!(app.model.context_length);
+    }
     Ok(Json(json!({
         "modelfile": "",
         "parameters": "",
         "template": "",
         "details": details(&app),
-        "model_info": {
-            "general.architecture": family,
-            "general.parameter_count": app.model.parameters,
-            (format!("{family}.context_length")): app.model.context_length,
-        },
+        "model_info": model_info,
         "capabilities": ["completion", "insert"],
         "modified_at": modified_at(&app),
     })))

@@ -9,7 +9,7 @@
 //! requires (`id`, `object`, `created`, `model`, `choices[].text`, `usage`).
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -281,8 +281,9 @@ pub async fn models(State(app): State<Shared>) -> Json<Value> {
 /// `model_not_found`.
 pub async fn model(
     State(app): State<Shared>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Path(name) = name.map_err(|e| ApiError::invalid("model", e.body_text()))?;
     if !app.model.names.contains(&name) {
         return Err(ApiError::model_not_found(&name, &app.model.names));
     }

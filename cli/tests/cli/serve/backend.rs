@@ -144,6 +144,17 @@ fn without_a_local_model_fim_requests_still_go_to_the_backend_and_next_edits_are
     );
     assert_eq!(edit.status, 503, "{}", edit.text());
     assert_eq!(edit.json()["error"]["code"], "model_not_loaded");
+    // Ollama's clients still see the names; without a model no context length is claimed.
+    let shown = server.post("/api/show", &json!({"model": "qwen2.5-coder:redraft"}));
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    let info = shown.json()["model_info"].clone();
+    assert!(
+        info.as_object()
+            .unwrap()
+            .keys()
+            .all(|k| !k.ends_with("context_length")),
+        "{info}"
+    );
 }
 
 /// Another `redraft serve` is a backend with no `--backend-model`: it lists its model under its

@@ -41,6 +41,12 @@ fn models_lists_the_served_id_and_its_aliases() {
     let missing = server.get("/v1/models/gpt-4o");
     assert_eq!(missing.status, 404);
     assert_eq!(missing.json()["error"]["code"], "model_not_found");
+    // A name that is no UTF-8 is a JSON error too, and every name shares one metrics label.
+    let garbled = server.get("/v1/models/%FF");
+    assert_eq!(garbled.status, 400, "{}", garbled.text());
+    assert_eq!(garbled.json()["error"]["param"], "model");
+    let label = "redraft_http_requests_total{endpoint=\"/v1/models/{name}\",status=\"200\"}";
+    assert_eq!(server.metric(label), 3.0);
     for listing in ["/v1/fim/completions/models", "/v1/edit/completions/models"] {
         assert_eq!(server.get(listing).json(), models, "{listing}");
     }

@@ -310,6 +310,8 @@ fn show_answers_every_listed_name_with_its_capabilities() {
     let nameless = server.post("/api/show", &json!({}));
     assert_eq!(nameless.status, 400);
     assert!(nameless.json()["error"].is_string());
+    let shows = "redraft_http_requests_total{endpoint=\"/api/show\",status=\"200\"}";
+    assert_eq!(server.metric(shows), 4.0);
 }
 
 /// An empty prompt is Ollama's "load the model" (`keep_alive` 0: "unload it"): one `done` line
@@ -344,6 +346,22 @@ fn an_empty_prompt_loads_or_unloads_without_generating() {
         assert_eq!(body["model"], request["model"], "{body}");
     }
     assert_eq!(server.metric("redraft_forwards_total"), 0.0, "nothing ran");
+    // A suffix alone is a fill at the start of a file, as on the other routes.
+    let fill = server.post(
+        "/api/generate",
+        &json!({"prompt": "", "suffix": "fn main() {}\n", "stream": false}),
+    );
+    assert_eq!(fill.status, 200, "{}", fill.text());
+    assert_ne!(fill.json()["done_reason"], "load");
+    assert!(
+        server.metric("redraft_forwards_total") > 0.0,
+        "the model ran"
+    );
+    // Each route is counted under its own name.
+    assert_eq!(
+        server.metric("redraft_http_requests_total{endpoint=\"/api/generate\",status=\"200\"}"),
+        5.0
+    );
     let unknown = server.post("/api/generate", &json!({"model": "llama3.2"}));
     assert_eq!(unknown.status, 404, "a load of a model not served");
 }
