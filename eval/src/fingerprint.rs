@@ -15,6 +15,7 @@ use std::time::UNIX_EPOCH;
 use redraft_engine::engine::{ModelFiles, WeightsFile};
 
 use crate::error::{Error, Result};
+use crate::rng::{fnv1a_continue, FNV1A_START};
 
 /// The fingerprint of a model directory or a GGUF file (what `Engine::dir` names): a GGUF
 /// file's own name, size and modification time with the `redraft.json` and `tokenizer.json`
@@ -114,13 +115,11 @@ struct Fnv1a64(u64);
 
 impl Fnv1a64 {
     fn new() -> Fnv1a64 {
-        Fnv1a64(0xcbf2_9ce4_8422_2325)
+        Fnv1a64(FNV1A_START)
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        self.0 = fnv1a_continue(self.0, bytes);
     }
 
     /// A named part, its name and length written before it so parts cannot run together.

@@ -56,8 +56,17 @@ pub fn sample<T>(items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
         .collect()
 }
 
+/// FNV-1a, 64 bits, of `bytes`.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+    fnv1a_continue(FNV1A_START, bytes)
+}
+
+/// FNV-1a's starting state (the offset basis).
+pub const FNV1A_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a of what `hash` was the hash of, then `bytes`.
+pub fn fnv1a_continue(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }

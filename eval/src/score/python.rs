@@ -27,10 +27,12 @@ pub struct Python {
 pub(crate) const CHECKED: &str = "redraft-eval: check returned 5c1e9f3a7b2d4086";
 
 /// The line goes straight to file descriptor 1, on a line of its own whatever the program left
-/// unfinished there, past a `sys.stdout` or `print` the program replaced.
+/// unfinished there, past a `sys.stdout` or `print` the program replaced; what the program
+/// printed is flushed first (stdout is a pipe, so block-buffered), so the line comes last, in
+/// the part of the output the sandbox keeps however much was printed.
 pub(crate) fn program(task: &Task, completion: &str) -> String {
     format!(
-        "{}{}{}\n{}\ncheck({})\n__import__(\"os\").write(1, b\"\\n{CHECKED}\\n\")\n",
+        "{}{}{}\n{}\ncheck({})\ntry:\n    __import__(\"sys\").__stdout__.flush()\nexcept Exception:\n    pass\n__import__(\"os\").write(1, b\"\\n{CHECKED}\\n\")\n",
         task.prompt, completion, task.suffix, task.test, task.entry_point
     )
 }

@@ -128,6 +128,38 @@ impl RustToolchain {
         limits: &Limits,
         runs: usize,
     ) -> Result<Verdict> {
+        let compiled = self.compile(sandbox, dir, program)?;
+        let verdict = match classify_compile(&compiled) {
+            Ok(verdict) => verdict,
+            // What looks like the toolchain's failure may be the program's own doing (a
+            // `#[link]` to a library that is not there, a symbol defined twice): the probe,
+            // which links every crate, decides.
+            Err(message) => {
+                let probe = dir.join("probe");
+                std::fs::create_dir_all(&probe).map_err(|e| Error::io(&probe, e))?;
+                match classify_compile(&self.compile(sandbox, &probe, PROBE)?) {
+                    Ok(None) => Some(compile_error(&compiled)),
+                    _ => return Err(self.broken(message)),
+                }
+            }
+        };
+        if let Some(verdict) = verdict {
+            return Ok(verdict);
+        }
+        let mut env = child_env(dir);
+        env.push(("RUST_BACKTRACE", "0".into()));
+        let env = as_env(&env);
+        let args = [OsStr::new("--test-threads=1")];
+        let binary = dir.join("program");
+        Verdict::of_runs(runs, || {
+            Ok(classify_run(
+                &sandbox.run(&binary, &args, dir, &env, limits)?,
+            ))
+        })
+    }
+
+    /// `program` compiled as a test binary in `dir` (`dir/program`), against the prebuilt crates.
+    fn compile(&self, sandbox: &Sandbox, dir: &Path, program: &str) -> Result<Exit> {
         let file = dir.join("program.rs");
         std::fs::write(&file, program).map_err(|e| Error::io(&file, e))?;
         let env = child_env(dir);
@@ -156,21 +188,7 @@ impl RustToolchain {
         }
         args.extend(["-o", "program", "program.rs"].map(OsString::from));
         let args: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
-        let compiled = sandbox.run(&self.rustc, &args, dir, &env, &compile_limits())?;
-        if let Some(verdict) =
-            classify_compile(&compiled).map_err(|message| self.broken(message))?
-        {
-            return Ok(verdict);
-        }
-        let mut env = env;
-        env.push(("RUST_BACKTRACE", OsStr::new("0")));
-        let args = [OsStr::new("--test-threads=1")];
-        let binary = dir.join("program");
-        Verdict::of_runs(runs, || {
-            Ok(classify_run(
-                &sandbox.run(&binary, &args, dir, &env, limits)?,
-            ))
-        })
+        sandbox.run(&self.rustc, &args, dir, &env, &compile_limits())
     }
 
     /// The error of a compiler or a set of crates that cannot build programs: the scorer's,
@@ -283,10 +301,14 @@ pub(crate) fn classify_compile(exit: &Exit) -> std::result::Result<Option<Verdic
             format!("rustc killed after {:.1} s", exit.wall.as_secs_f64()),
         )
     } else {
-        // The first error is the one that explains the rest.
-        let from = exit.stderr.find("error").unwrap_or(0);
-        Verdict::new(Outcome::CompileError, clip(&exit.stderr[from..], 500))
+        compile_error(exit)
     }))
+}
+
+/// The program did not compile: the first error, which explains the rest.
+fn compile_error(exit: &Exit) -> Verdict {
+    let from = exit.stderr.find("error").unwrap_or(0);
+    Verdict::new(Outcome::CompileError, clip(&exit.stderr[from..], 500))
 }
 
 /// A pass is a clean exit whose summary counts at least one passed test: a completion that

@@ -201,6 +201,14 @@ fn rust_outcomes_are_classified() {
         Outcome::CompileError,
     );
     check(&scorer, &task, "    2", Outcome::TestFailure);
+    // A program whose own `#[link]` the linker cannot satisfy fails to build as a program
+    // does: the toolchain, which builds the probe, is not blamed and the run goes on.
+    check(
+        &scorer,
+        &task,
+        "    1\n}\n#[link(name = \"nosuchlib\")]\nextern \"C\" {}\nfn g() {",
+        Outcome::CompileError,
+    );
     // Ending the process early must not count as passing.
     check(
         &scorer,
@@ -255,6 +263,14 @@ fn python_outcomes_are_classified() {
         &scorer,
         &task,
         "    print('x' * 200000, end=''); return 1",
+        Outcome::Pass,
+    );
+    // Many small prints sit in stdout's buffer until the end: the line after check() still
+    // comes last, where the sandbox keeps it.
+    check(
+        &scorer,
+        &task,
+        "    [print('123456789') for _ in range(8000)]; return 1",
         Outcome::Pass,
     );
     check(&scorer, &task, "    while True: pass", Outcome::Timeout);
