@@ -25,6 +25,10 @@ enum Mode {
         quote: u8,
         count: u8,
     },
+    /// A Rust raw string (`r"..."`, `br#"..."#`), closed by `"` and `hashes` `#`: no escapes.
+    RawStr {
+        hashes: usize,
+    },
 }
 
 impl Scanner {
@@ -105,6 +109,16 @@ impl Scanner {
                 }
                 1
             }
+            Mode::RawStr { hashes } => {
+                let closes = b == b'"'
+                    && bytes.len() > i + hashes
+                    && bytes[i + 1..=i + hashes].iter().all(|&c| c == b'#');
+                if closes {
+                    self.mode = Mode::Code;
+                    return 1 + hashes;
+                }
+                1
+            }
             Mode::Code => self.code(bytes, i, b, next),
         }
     }
@@ -151,6 +165,13 @@ impl Scanner {
                     1
                 }
             }
+            b'r' if !self.python => match raw_string_hashes(bytes, i) {
+                Some(hashes) => {
+                    self.mode = Mode::RawStr { hashes };
+                    2 + hashes
+                }
+                None => 1,
+            },
             b'"' => {
                 self.mode = Mode::Str { quote: b, count: 1 };
                 1
@@ -178,6 +199,23 @@ impl Scanner {
             _ => 1,
         }
     }
+}
+
+/// At `bytes[i]` (an `r`): the `#`s of a raw string starting there (`r"`, `r#"`, after a `b`
+/// too), or `None` where the `r` is part of a word (`for"`, `ptr#`).
+fn raw_string_hashes(bytes: &[u8], i: usize) -> Option<usize> {
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let starts_token = match i {
+        0 => true,
+        1 => bytes[0] == b'b' || !word(bytes[0]),
+        _ if bytes[i - 1] == b'b' => !word(bytes[i - 2]),
+        _ => !word(bytes[i - 1]),
+    };
+    if !starts_token {
+        return None;
+    }
+    let hashes = bytes[i + 1..].iter().take_while(|&&c| c == b'#').count();
+    (bytes.get(i + 1 + hashes) == Some(&b'"')).then_some(hashes)
 }
 
 fn utf8_len(lead: u8) -> usize {
@@ -224,6 +262,21 @@ mod tests {
             (0, 0)
         );
         assert_eq!(depth_of(Language::Rust, "let c = '字'; g("), (1, 0));
+    }
+
+    #[test]
+    fn raw_strings_hold_quotes_and_backslashes_until_their_hashes() {
+        let raw = r###"f(r#"a "quoted" ( \"#, br"\", r##"{ "# }"##, x)"###;
+        assert_eq!(depth_of(Language::Rust, raw), (0, 0));
+        // An `r` that ends a word starts no raw string.
+        assert_eq!(depth_of(Language::Rust, "for\"(\" in x {"), (1, 0));
+        assert_eq!(depth_of(Language::Rust, "let s = r\"\n(\n\"; g("), (1, 0));
+        let mut open = Scanner::new(Language::Rust);
+        open.feed("let s = r#\"\n");
+        assert!(
+            !open.in_code(),
+            "still inside the raw string at the next line"
+        );
     }
 
     #[test]

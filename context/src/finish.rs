@@ -13,7 +13,8 @@ const MAX_REPEATED_LINES: usize = 8;
 ///   body it was written into, or that dedents out of it;
 /// - text that repeats the start of the suffix is dropped when that leaves the brackets
 ///   balanced (no worse than keeping it);
-/// - trailing whitespace goes, except the line break of a line inserted before existing text.
+/// - trailing whitespace goes, except the line break of a line inserted before existing text
+///   (at the start of a line, or where the middle wrote one).
 ///
 /// `None` when nothing but whitespace is left. A [`Unit::Fixed`] canvas is only checked for
 /// whitespace and repeats.
@@ -57,10 +58,13 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
     for line in middle.split_inclusive('\n') {
         let line_start = offset;
         offset += line.len();
+        // A line that starts inside a string (a raw or multi-line literal) has no indentation
+        // of the code's to judge.
+        let starts_in_code = scanner.in_code();
         scanner.feed(line);
         let complete = line.ends_with('\n');
         let has_code = !line.trim().is_empty();
-        if unit == Unit::Block && has_code {
+        if unit == Unit::Block && has_code && starts_in_code {
             // The body's indentation is that of its first line; a later line left of it has
             // left the body (Python has no closer to tell).
             let column = indent(if line_start == 0 {
@@ -154,10 +158,16 @@ fn tidy_whitespace(mut middle: String, plan: &Plan) -> String {
     if plan.canvas.unit == Unit::Fixed {
         return middle;
     }
+    // Whether the model ended its middle with a line break (trailing blanks aside).
+    let wrote_break = middle.trim_end_matches([' ', '\t', '\r']).ends_with('\n');
     middle.truncate(middle.trim_end().len());
+    // A line inserted before the cursor's line keeps its break: at the start of a line, or
+    // where the model ended one. After an indentation, with code after the cursor, a middle
+    // that wrote no break is part of that line (`    |.expect(..)`): no break is added.
     let inserting_line = plan.canvas.unit != Unit::RestOfLine
         && plan.line_prefix.trim().is_empty()
-        && !plan.line_suffix.trim().is_empty();
+        && !plan.line_suffix.trim().is_empty()
+        && (wrote_break || plan.line_prefix.is_empty());
     if inserting_line && !middle.is_empty() {
         middle.push('\n');
     }

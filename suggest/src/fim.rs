@@ -158,11 +158,21 @@ pub fn engine_request(plan: &Plan, budget: &Budget, sampler: SamplerConfig) -> I
             Unit::Fixed => plan.canvas.tokens,
             _ => budget.max_canvas_tokens.max(plan.canvas.tokens),
         },
-        max_prefix_tokens: budget.prefix_tokens + budget.neighbour_tokens,
-        max_suffix_tokens: budget.suffix_tokens,
+        // Each side as the plan measured it (the windows give one side's unused share to the
+        // other), with room for the few tokens a window tokenized whole may differ by from its
+        // pieces; never below the budget's own share. The model's positions bound the total.
+        max_prefix_tokens: (budget.prefix_tokens + budget.neighbour_tokens)
+            .max(plan.prefix_tokens + plan.neighbour_tokens + WINDOW_SLACK_TOKENS),
+        max_suffix_tokens: budget
+            .suffix_tokens
+            .max(plan.suffix_tokens + WINDOW_SLACK_TOKENS),
         sampler,
     }
 }
+
+/// Tokens a window's text may take beyond what the plan measured of it (its pieces tokenized
+/// apart), so the engine does not cut the end of a window the plan chose.
+const WINDOW_SLACK_TOKENS: usize = 16;
 
 /// The stop rule of a plan ([`redraft_engine::sampler::StopRule`]): a middle whose committed
 /// lead already decides what [`finish`] makes of it ([`redraft_context::decided`]: a line

@@ -270,6 +270,36 @@ fn a_fixed_length_and_a_context_cap_are_kept() {
     assert!(uncapped.plan.prefix_tokens + uncapped.plan.suffix_tokens > 40);
 }
 
+/// Where the suffix is short, the plan gives its unused share to the prefix, and the engine
+/// keeps all the plan chose: it does not cut the prefix window back to the budget's share.
+#[test]
+fn the_engine_keeps_the_windows_the_plan_chose() {
+    let engine = engine();
+    let long_before = format!("{}{TEXT}", "// filler line\n".repeat(400));
+    let prepared = fim::prepare(
+        &engine,
+        &source(&long_before),
+        &[],
+        &FimOptions::new(24, greedy()),
+    );
+    assert!(
+        prepared.plan.prefix_tokens > prepared.budget.prefix_tokens,
+        "the prefix took the suffix's unused share: {} of {}",
+        prepared.plan.prefix_tokens,
+        prepared.budget.prefix_tokens
+    );
+    let canvas = engine.canvas(&prepared.request).unwrap();
+    let layout = engine.layout();
+    let prefix = engine.tokenizer().encode(&prepared.plan.prefix).unwrap();
+    let suffix = engine.tokenizer().encode(&prepared.plan.suffix).unwrap();
+    let markers = layout.added_tokens();
+    assert_eq!(
+        canvas.prefix.len() + canvas.suffix.len(),
+        prefix.len() + suffix.len() + markers,
+        "every token of both windows is in the canvas"
+    );
+}
+
 #[test]
 fn a_next_edit_applies_inside_the_region_or_is_no_edit() {
     let engine = engine();

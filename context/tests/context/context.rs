@@ -380,6 +380,34 @@ fn block_completions_stop_before_the_body_closes_or_dedents() {
     );
 }
 
+/// A block whose middle holds a multi-line raw string: the string's lines, at whatever
+/// indentation, are not the code's dedent.
+#[test]
+fn a_block_is_not_cut_inside_a_multi_line_string() {
+    let fixture = "#[test]\nfn strike() {\n    $0\n}\n";
+    let middle = "let original = r##\"~~Hi~~ Hello,\n~there~ world!\n\"##;\n    assert_eq!(render(original), \"<p>\");\n";
+    assert_eq!(
+        finished(fixture, middle).as_deref(),
+        Some(middle.trim_end()),
+    );
+}
+
+/// A middle written after a line's indentation, with code after the cursor, that wrote no line
+/// break is part of that line: no break is added after it. One that wrote a break, or one at
+/// the start of the line, is a line inserted before the code and keeps it.
+#[test]
+fn a_middle_inside_a_line_gets_no_line_break_added() {
+    let fixture = "fn f() -> u32 {\n    $0.expect(\"overflow\")\n}\n";
+    assert_eq!(
+        finished(fixture, "self.checked_add(rhs)").as_deref(),
+        Some("self.checked_add(rhs)")
+    );
+    assert_eq!(
+        finished(fixture, "let v = g();\n    ").as_deref(),
+        Some("let v = g();\n")
+    );
+}
+
 #[test]
 fn repeats_of_the_suffix_go_when_that_balances_brackets() {
     assert_eq!(

@@ -785,7 +785,7 @@ fn eval_fills_fim_tasks_through_a_backend_and_records_it() {
         assert_eq!(request.header("authorization"), Some("Bearer k1"));
         let body = request.json();
         assert_eq!(body["model"], "served-model");
-        assert_eq!(body["max_tokens"], 32);
+        assert_eq!(body["max_tokens"], redraft_runtime::DEFAULT_MAX_TOKENS);
         assert!(
             body["prompt"]
                 .as_str()

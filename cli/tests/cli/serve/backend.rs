@@ -130,7 +130,7 @@ fn without_a_local_model_fim_requests_still_go_to_the_backend_and_next_edits_are
     let sent = completions(&seen);
     assert_eq!(sent.len(), 1, "{sent:#?}");
     assert_eq!(
-        sent[0]["max_tokens"], 32,
+        sent[0]["max_tokens"], 64,
         "the default length, not one capped by the missing local model's positions"
     );
     assert!(
