@@ -13,7 +13,7 @@
   "The command that starts the redraft language server."
   :type '(repeat string))
 
-(defcustom redraft-settings '(:effort "medium" :maxTokens 32 :logLevel "info")
+(defcustom redraft-settings '(:effort "medium" :maxTokens 64 :logLevel "info")
   "Sent as initializationOptions (see the redraft README for every key)."
   :type 'plist)
 
@@ -38,8 +38,10 @@
   (define-key lsp-inline-completion-active-map (kbd "M-]") #'lsp-inline-completion-next)
   (define-key lsp-inline-completion-active-map (kbd "M-[") #'lsp-inline-completion-prev))
 
-;; Ask now, with several candidates (an explicitly invoked completion).
-(global-set-key (kbd "M-\\") #'lsp-inline-completion-display)
+;; Ask now, with several candidates (an explicitly invoked completion): in lsp-mode buffers
+;; only, so M-\ keeps `delete-horizontal-space' everywhere else.
+(with-eval-after-load 'lsp-mode
+  (define-key lsp-mode-map (kbd "M-\\") #'lsp-inline-completion-display))
 
 (provide 'redraft)
 ;;; redraft.el ends here

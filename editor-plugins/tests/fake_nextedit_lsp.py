@@ -16,6 +16,8 @@ The script (JSON; a missing file means the defaults):
     version_offset  added to the request's version in the answer (-1: a stale answer)
     command         the accept command's name (default "fake.acceptNextEdit")
     inline          inline-completion items to answer with (default none)
+    inline_delay_ms how long to wait before answering an inline-completion request (other
+                    messages are read meanwhile)
     unknown_method  true: answer copilotInlineEdit with MethodNotFound, as a server without it
 
 Standard library only: it runs under whatever Python runs the tests.
@@ -98,6 +100,12 @@ def inline_edit(params, reply):
     reply(result={"edits": edits})
 
 
+def inline_completion(reply):
+    current = script()
+    time.sleep(current.get("inline_delay_ms", 0) / 1000)
+    reply(result={"items": current.get("inline", [])})
+
+
 def main():
     command = script().get("command", "fake.acceptNextEdit")
     while True:
@@ -137,7 +145,7 @@ def main():
         elif method == "textDocument/copilotInlineEdit":
             threading.Thread(target=inline_edit, args=(params, reply), daemon=True).start()
         elif method == "textDocument/inlineCompletion":
-            reply(result={"items": script().get("inline", [])})
+            threading.Thread(target=inline_completion, args=(reply,), daemon=True).start()
         elif method == "workspace/executeCommand":
             reply(result=None)
         else:

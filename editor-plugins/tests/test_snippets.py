@@ -87,6 +87,13 @@ def test_readme_shows_exactly_the_tested_files():
     assert readme_blocks("elisp") == [EMACS.read_text()]
 
 
+# Helix 25.07's default `language-servers` (its languages.toml) for the languages the file names.
+HELIX_DEFAULT_SERVERS = {
+    "rust": ["rust-analyzer"],
+    "python": ["ty", "ruff", "jedi", "pylsp"],
+}
+
+
 def test_helix_languages_toml_adds_redraft_next_to_each_languages_server():
     config = tomllib.loads(HELIX.read_text())
     server = config["language-server"]["redraft"]
@@ -98,7 +105,10 @@ def test_helix_languages_toml_adds_redraft_next_to_each_languages_server():
     for language in config["language"]:
         servers = language["language-servers"]
         assert servers[-1] == "redraft", language
-        assert len(servers) >= 2, f"{language['name']}: redraft must not replace the language's own server"
+        # Helix replaces the default list with this one: it must be the default plus redraft.
+        assert servers[:-1] == HELIX_DEFAULT_SERVERS[language["name"]], (
+            f"{language['name']}: list Helix's own servers ({HELIX_DEFAULT_SERVERS[language['name']]}) before redraft"
+        )
 
 
 def run_emacs(*forms):
@@ -126,15 +136,28 @@ def test_emacs_snippet_reads_as_balanced_forms():
     assert int(re.search(r"forms (\d+)", stdout).group(1)) >= 6, stdout
 
 
+# Just enough of lsp-mode for the snippet's `with-eval-after-load' forms to run.
+LSP_MODE_STUB = """(progn
+  (defvar lsp-mode-map (make-sparse-keymap))
+  (defun lsp-register-client (&rest _))
+  (defun make-lsp-client (&rest _))
+  (defun lsp-stdio-connection (&rest _))
+  (provide 'lsp-mode))"""
+
+
 def test_emacs_snippet_loads_and_its_settings_are_server_settings():
     stdout, stderr = run_emacs(
         f"(load {json.dumps(str(EMACS))} nil t)",
+        LSP_MODE_STUB,
         "(require 'json)",
         "(princ (json-encode (list :feature (featurep 'redraft) :command redraft-command"
-        " :settings redraft-settings :key (key-binding (kbd \"M-\\\\\")))))",
+        " :settings redraft-settings :global (key-binding (kbd \"M-\\\\\"))"
+        " :lsp (lookup-key lsp-mode-map (kbd \"M-\\\\\")))))",
     )
     loaded = json.loads(stdout)
     assert loaded["feature"] is True, stderr
     assert loaded["command"] == ["redraft", "lsp"]
-    assert loaded["key"] == "lsp-inline-completion-display"
+    # Bound where lsp-mode is on; every other buffer keeps Emacs's own M-\.
+    assert loaded["lsp"] == "lsp-inline-completion-display"
+    assert loaded["global"] == "delete-horizontal-space"
     assert server_problems(loaded["settings"]) == []

@@ -451,42 +451,26 @@ fn next_edit_refuses_a_cursor_inside_a_character_and_bad_history() {
     let file = dir.path().join("a.rs");
     std::fs::write(&file, "fn a() {}\n").unwrap();
     let history = dir.path().join("h.diff");
-    std::fs::write(&history, "--- a/a.rs\n+++ b/a.rs\n@@ nonsense @@\n-x\n").unwrap();
-    let out = redraft(
-        &[
+    let with_history = |text: &str| {
+        std::fs::write(&history, text).unwrap();
+        let (file, history) = (path(&file), path(&history));
+        let args = [
             "complete",
             "--next-edit",
             "--file",
-            path(&file),
+            file,
             "--line",
             "1",
             "--column",
             "1",
-            "--history",
-            path(&history),
-        ],
-        "",
-    );
+        ];
+        redraft(&[&args[..], &["--history", history, "--json"]].concat(), "")
+    };
+    let out = with_history("--- a/a.rs\n+++ b/a.rs\n@@ nonsense @@\n-x\n");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("edit history"));
     // A history that is no diff at all (a wrong file) is said, and the edit computed without it.
-    std::fs::write(&history, "these are my notes, not a diff\n").unwrap();
-    let out = redraft(
-        &[
-            "complete",
-            "--next-edit",
-            "--file",
-            path(&file),
-            "--line",
-            "1",
-            "--column",
-            "1",
-            "--history",
-            path(&history),
-            "--json",
-        ],
-        "",
-    );
+    let out = with_history("these are my notes, not a diff\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("no unified-diff hunk"), "{stderr}");

@@ -387,6 +387,47 @@ def test_an_inline_completion_at_the_cursor_wins_over_a_next_edit_on_its_line(tm
         nvim.close()
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "extmarks"])
+def test_a_next_edit_jumped_to_in_insert_mode_stays_and_is_accepted(tmp_path, native):
+    # In insert mode the jump moves the cursor onto the edit, which asks for an inline
+    # completion there; its answer must not hide the edit the user jumped to.
+    cmd, log = fake(tmp_path, inline=[{"insertText": "xyz"}])
+    nvim = start(tmp_path, native=native, cmd=cmd, settings={"nextEdit": {"debounceMs": 0}})
+    try:
+        open_file(nvim, tmp_path)
+        rename_in_signature(nvim)
+        nvim.input("i")
+        nvim.input("<M-|>")
+        wait_shown(nvim)
+        nvim.input("<M-n>")
+        wait_lua(nvim, TIMEOUT_MS, "return vim.api.nvim_win_get_cursor(0)[1] == 2", "the cursor to jump")
+        inline_namespace = "nvim.lsp.inline_completion" if native else "redraft.ghost"
+        wait_lua(
+            nvim,
+            TIMEOUT_MS,
+            "return #vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_create_namespace(args[1]), 0, -1, {}) > 0",
+            "the inline completion at the jump target",
+            inline_namespace,
+        )
+        # After the LspRequest autocommand's scheduled check has run.
+        nvim.exec_lua("vim.wait(200)")
+        assert nvim.exec_lua("return require('redraft.nextedit').visible()"), nvim.exec_lua(
+            "return require('redraft.nextedit').state.last_answer"
+        )
+        set_script(tmp_path, edits=[])
+        nvim.input("<M-CR>")
+        wait_lua(
+            nvim,
+            TIMEOUT_MS,
+            "return vim.deep_equal(vim.api.nvim_buf_get_lines(0, 0, -1, true), args[1])",
+            "the next edit to be accepted",
+            EXPECTED,
+        )
+        assert nvim.exec_lua("return vim.api.nvim_get_mode().mode") == "i"
+    finally:
+        nvim.close()
+
+
 def test_checkhealth_reports_next_edits(tmp_path):
     cmd, _ = fake(tmp_path)
     nvim = start(tmp_path, cmd=cmd, settings={"nextEdit": {"debounceMs": 0}})

@@ -180,8 +180,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   nextEdits = new NextEdits(
     () => client,
     () => {
+      // `enabled` already folds in `redraft.enable`.
       const settings = serverSettings(config()).nextEdit;
-      return { enabled: enabled() && settings.enabled, debounceMs: settings.debounceMs };
+      return { enabled: settings.enabled, debounceMs: settings.debounceMs };
     },
     log,
   );
@@ -223,7 +224,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         return;
       }
       if (event.affectsConfiguration("redraft.enable") || event.affectsConfiguration("redraft.nextEdit.enabled")) {
-        if (!enabled() || !serverSettings(config()).nextEdit.enabled) nextEdits?.dismiss();
+        if (!serverSettings(config()).nextEdit.enabled) nextEdits?.dismiss();
       }
       if (affectsServer((section) => event.affectsConfiguration(section)) && client?.isRunning()) {
         await client.sendNotification("workspace/didChangeConfiguration", {

@@ -7,6 +7,8 @@ export interface ServerSettings {
   model: string | null;
   device: string;
   effort: "low" | "medium" | "high";
+  /** Tokens recomputed on each side of an edit when the kept cache is reused, or "off". */
+  editReuse: number | "off";
   maxTokens: number;
   contextTokens: number | null;
   languages: string[] | null;
@@ -15,6 +17,8 @@ export interface ServerSettings {
   minConfidence: number | null;
   logLevel: "error" | "warn" | "info" | "debug";
   streamSteps: boolean;
+  /** A served model for inline completions: a URL or an object of `backend.*` keys; null: local. */
+  backend: string | Record<string, unknown> | null;
   nextEdit: NextEditSettings;
 }
 
@@ -43,24 +47,30 @@ export const EFFORTS = ["low", "medium", "high"] as const;
  * Builds the object sent to the server. Values are passed through as the user set them: the
  * server validates and reports bad ones (`window/showMessage`), so the rules live in one place.
  * Empty strings and empty lists mean "the default", as the settings UI cannot express null.
+ * With suggestions off (`redraft.enable` false) next edits are off too, so the server does not
+ * compute next edits nobody is shown; back on, the user's `nextEdit.enabled` is sent again.
  */
 export function serverSettings(config: SettingsSource): ServerSettings {
   const model = config.get<string | null>("model");
   const languages = config.get<string[] | null>("languages");
   const maxChange = config.get<number | null>("nextEdit.maxChange");
+  const backend = config.get<ServerSettings["backend"]>("backend");
+  const suggestionsOn = config.get<boolean>("enable") ?? true;
   return {
     model: model ? model : null,
     device: config.get<string>("device") || "auto",
     effort: config.get<ServerSettings["effort"]>("effort") ?? "medium",
-    maxTokens: config.get<number>("maxTokens") ?? 32,
+    editReuse: config.get<ServerSettings["editReuse"]>("editReuse") ?? 8,
+    maxTokens: config.get<number>("maxTokens") ?? 64,
     contextTokens: config.get<number | null>("contextTokens") ?? null,
     languages: languages && languages.length > 0 ? languages : null,
     candidates: config.get<number>("candidates") ?? 3,
     minConfidence: config.get<number | null>("minConfidence") ?? null,
     logLevel: config.get<ServerSettings["logLevel"]>("logLevel") ?? "info",
     streamSteps: config.get<boolean>("streamSteps") ?? false,
+    backend: backend ? backend : null,
     nextEdit: {
-      enabled: config.get<boolean>("nextEdit.enabled") ?? true,
+      enabled: suggestionsOn && (config.get<boolean>("nextEdit.enabled") ?? true),
       debounceMs: config.get<number>("nextEdit.debounceMs") ?? 300,
       linesAbove: config.get<number>("nextEdit.linesAbove") ?? 3,
       linesBelow: config.get<number>("nextEdit.linesBelow") ?? 10,
@@ -72,9 +82,23 @@ export function serverSettings(config: SettingsSource): ServerSettings {
   };
 }
 
-/** Whether a change to `redraft.<key>` must be sent to the server. */
+/** Whether a change to `redraft.<key>` must be sent to the server (`enable` turns its next
+ * edits on and off). */
 export function affectsServer(changed: (section: string) => boolean): boolean {
-  return ["model", "device", "effort", "maxTokens", "contextTokens", "languages", "candidates", "minConfidence", "streamSteps", "logLevel", "nextEdit"].some((key) =>
-    changed(`redraft.${key}`),
-  );
+  return [
+    "enable",
+    "model",
+    "device",
+    "effort",
+    "editReuse",
+    "maxTokens",
+    "contextTokens",
+    "languages",
+    "candidates",
+    "minConfidence",
+    "streamSteps",
+    "logLevel",
+    "backend",
+    "nextEdit",
+  ].some((key) => changed(`redraft.${key}`));
 }

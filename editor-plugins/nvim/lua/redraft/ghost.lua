@@ -1,7 +1,9 @@
 --- Ghost text with extmarks for Neovim 0.11, which has no `vim.lsp.inline_completion` (also used
 --- on 0.12 with `native = false`). It asks `textDocument/inlineCompletion` after a debounce,
 --- drops answers for a buffer state that has moved on, and shows the server's item unchanged:
---- the part already typed is skipped, the rest drawn after the cursor.
+--- the part already typed is skipped, the rest drawn after the cursor (without the text after
+--- the cursor it replaces, so a closing bracket the item writes again shows once). Each item's
+--- range is anchored when the answer arrives (`redraft.partial`), so it follows later typing.
 local partial = require('redraft.partial')
 
 local M = {}
@@ -12,11 +14,13 @@ local AUTOMATIC = 2
 local INVOKED = 1
 
 M.namespace = api.nvim_create_namespace('redraft.ghost')
+--- The items' anchored ranges.
+local ANCHORS = api.nvim_create_namespace('redraft.ghost.anchors')
 
 local config = { debounce_ms = 150 }
 local enabled = true
 
---- Per buffer: { client_id, timer, request_id, items, index, tick, cursor }.
+--- Per buffer: { client_id, timer, request_id, items, anchors, index }.
 local buffers = {}
 
 local function cursor_key()
@@ -32,48 +36,54 @@ end
 
 local cancel = require('redraft.pending').cancel
 
+local function forget_items(bufnr, state)
+  state.items, state.anchors, state.index = nil, nil, nil
+  if api.nvim_buf_is_valid(bufnr) then
+    api.nvim_buf_clear_namespace(bufnr, ANCHORS, 0, -1)
+  end
+end
+
 local function clear(bufnr)
   local state = buffers[bufnr]
   if state then
     cancel(state)
-    state.items, state.index = nil, nil
+    forget_items(bufnr, state)
   end
   hide(bufnr)
 end
 
---- The current item as text still to insert after the cursor, or nil when the buffer no longer
---- agrees with it.
+local function item_text(item)
+  local text = type(item.insertText) == 'string' and item.insertText or (item.insertText or {}).value
+  return type(text) == 'string' and text or nil
+end
+
+--- The current item as text still to insert after the cursor, with the item, its text and
+--- its range now; nil when the buffer no longer agrees with it.
 local function current(bufnr)
   local state = buffers[bufnr]
   local item = state and state.items and state.items[state.index]
-  if not item then
+  local text = item and item_text(item)
+  local range = text and partial.anchored(bufnr, ANCHORS, state.anchors[state.index])
+  if not range then
     return nil
   end
-  local text = type(item.insertText) == 'string' and item.insertText or (item.insertText or {}).value
-  if type(text) ~= 'string' then
-    return nil
-  end
-  if item.range then
-    local client = vim.lsp.get_client_by_id(state.client_id)
-    if not client then
-      return nil
-    end
-    local line = api.nvim_buf_get_lines(bufnr, item.range.start.line, item.range.start.line + 1, false)[1] or ''
-    local col = vim.str_byteindex(line, client.offset_encoding, item.range.start.character, false)
-    local typed = partial.typed_since(bufnr, item.range.start.line, col)
-    return typed and partial.remaining(text, typed), item
-  end
-  return text, item
+  return partial.rest_at_cursor(bufnr, text, range[1], range[2]), item, text, range
 end
 
 local function show(bufnr)
   hide(bufnr)
-  local rest = current(bufnr)
+  local rest, _, _, range = current(bufnr)
   if not rest or rest == '' then
     return
   end
   local state = buffers[bufnr]
   local lines = vim.split(rest, '\n', { plain = true })
+  -- The text after the cursor that the item replaces stays on screen: when the item's first
+  -- line ends with it, draw the first line without it.
+  local replaced = partial.replaced_after_cursor(bufnr, range)
+  if replaced ~= '' and #lines[1] >= #replaced and lines[1]:sub(-#replaced) == replaced then
+    lines[1] = lines[1]:sub(1, #lines[1] - #replaced)
+  end
   local virt_lines = {}
   for i = 2, #lines do
     virt_lines[#virt_lines + 1] = { { lines[i], 'Comment' } }
@@ -118,7 +128,12 @@ local function request(bufnr, kind)
     if not api.nvim_get_mode().mode:match('^i') then
       return
     end
+    forget_items(bufnr, state)
     state.items = result.items or result
+    state.anchors = {}
+    for i, item in ipairs(state.items) do
+      state.anchors[i] = partial.anchor_lsp(bufnr, ANCHORS, item.range, client.offset_encoding)
+    end
     state.index = 1
     show(bufnr)
   end, bufnr)
@@ -195,42 +210,14 @@ function M.visible()
   return rest ~= nil and rest ~= ''
 end
 
---- Replaces the item's range with its text, as the server asked (the range may reach past the
---- cursor, e.g. over a closing bracket the editor auto-inserted).
-local function replace_range(bufnr, client_id, item, text)
-  local client = vim.lsp.get_client_by_id(client_id)
-  if not item.range or not client then
-    return false
-  end
-  local s, e = item.range.start, item.range['end']
-  local function col(pos)
-    local line = api.nvim_buf_get_lines(bufnr, pos.line, pos.line + 1, false)[1] or ''
-    return vim.str_byteindex(line, client.offset_encoding, pos.character, false)
-  end
-  local lines = vim.split(text, '\n', { plain = true })
-  local start_col = col(s)
-  api.nvim_buf_set_text(bufnr, s.line, start_col, e.line, col(e), lines)
-  api.nvim_win_set_cursor(0, { s.line + #lines, (#lines == 1 and start_col or 0) + #lines[#lines] })
-  return true
-end
-
 local function apply(kind)
   local bufnr = api.nvim_get_current_buf()
-  local rest, item = current(bufnr)
+  local rest, _, text, range = current(bufnr)
   if not rest or rest == '' then
     return false
   end
-  local client_id = buffers[bufnr].client_id
-  local piece = kind and partial.piece(rest, kind) or rest
-  -- Deferred: accept runs from an <expr> mapping, where the buffer may not change.
-  vim.schedule(function()
-    clear(bufnr)
-    local text = type(item.insertText) == 'string' and item.insertText or item.insertText.value
-    if kind or not replace_range(bufnr, client_id, item, text) then
-      partial.insert_at_cursor(bufnr, piece)
-    end
-  end)
-  return true
+  clear(bufnr)
+  return partial.accept(bufnr, text, range, kind)
 end
 
 function M.accept()

@@ -197,8 +197,33 @@ local function resolve_cmd(cmd)
   return cmd
 end
 
-local function lsp_config()
+--- The settings the server gets: the user's (`config.settings`), with next edits off while
+--- suggestions are off, so the server does not compute next edits nobody is shown. The switch
+--- is always sent (as `nextEdit.enabled`, or `nextEdit` when that is not a table), since the
+--- server keeps the value of a key it is not sent: coming back on restores the user's value.
+function M.server_settings()
   local settings = vim.deepcopy(M.config.settings or {})
+  local nested = settings.nextEdit
+  local wanted
+  if type(nested) == 'table' and nested.enabled ~= nil then
+    wanted = nested.enabled
+  elseif type(nested) == 'boolean' then
+    wanted = nested
+  else
+    wanted = settings['nextEdit.enabled']
+  end
+  local on = M.state.enabled and wanted ~= false
+  settings['nextEdit.enabled'] = nil
+  if type(nested) == 'table' then
+    nested.enabled = on
+  else
+    settings.nextEdit = on
+  end
+  return settings
+end
+
+local function lsp_config()
+  local settings = M.server_settings()
   return {
     cmd = resolve_cmd(M.config.cmd),
     filetypes = M.config.filetypes,
@@ -206,6 +231,11 @@ local function lsp_config()
     workspace_required = false,
     init_options = settings,
     settings = { redraft = settings },
+    -- A server started while suggestions are off (a restart) starts with next edits off.
+    before_init = function(params, config)
+      params.initializationOptions = M.server_settings()
+      config.settings = { redraft = M.server_settings() }
+    end,
     handlers = handlers(),
     on_init = function(client, result)
       M.state.server_version = result.serverInfo and result.serverInfo.version
@@ -231,10 +261,11 @@ local function lsp_config()
   }
 end
 
---- Sends the current settings to running servers (`workspace/didChangeConfiguration`).
+--- Sends the current settings (`M.server_settings()`) to running servers
+--- (`workspace/didChangeConfiguration`).
 function M.push_settings()
   for _, client in ipairs(M.clients()) do
-    client.settings = { redraft = vim.deepcopy(M.config.settings) }
+    client.settings = { redraft = M.server_settings() }
     client:notify('workspace/didChangeConfiguration', { settings = client.settings })
   end
 end
@@ -243,10 +274,109 @@ end
 --- key does not linger.
 local mapped = {}
 
+--- What each key mapped before redraft mapped it (`maparg()`'s dict, by mode and key): put back
+--- when redraft unmaps the key, and done when the key has nothing of redraft's to act on.
+local previous = {}
+
+--- Neovim's own default for a key it maps (`:h default-mappings`), for when no mapping was
+--- there before redraft's (a user may have removed it; then the key does what the default did).
+local function neovim_default(key)
+  local termcodes = vim.api.nvim_replace_termcodes
+  for lhs, direction in pairs({ ['<Tab>'] = 1, ['<S-Tab>'] = -1 }) do
+    if termcodes(key, true, false, true) == termcodes(lhs, true, false, true) then
+      return function()
+        if vim.snippet and vim.snippet.active({ direction = direction }) then
+          return ('<Cmd>lua vim.snippet.jump(%d)<CR>'):format(direction), false
+        end
+        return key, false
+      end
+    end
+  end
+end
+
+--- Lua mappings that are not <expr>, replayed through <Cmd> (fed keys can only name them), by
+--- mode and key.
+M._previous_callbacks = {}
+
+--- The keys that do what `key` did before redraft mapped it in `mode`, and whether they are
+--- to be remapped (a mapping that was not `noremap`).
+local function previous_keys(mode, key)
+  local before = previous[mode .. key]
+  if not before then
+    local default = neovim_default(key)
+    if default then
+      return default()
+    end
+    return key, false
+  end
+  local remap = before.noremap == 0
+  local keys
+  if before.callback then
+    if before.expr == 1 then
+      keys = before.callback() or ''
+      if before.replace_keycodes ~= 1 then
+        return keys, remap, true
+      end
+    else
+      -- Named without `<`, so that replacing key codes leaves the name alone.
+      local id = (mode .. key):gsub('[^%w]', '_')
+      M._previous_callbacks[id] = before.callback
+      return ('<Cmd>lua require("redraft")._previous_callbacks[%q]()<CR>'):format(id), false
+    end
+  else
+    local rhs = (before.rhs or ''):gsub('<[Ss][Ii][Dd]>', ('<SNR>%d_'):format(before.sid or 0))
+    keys = before.expr == 1 and vim.fn.eval(rhs) or rhs
+  end
+  return keys, remap
+end
+
+--- `previous_keys` as raw keys (termcodes replaced unless they already are).
+local function previous_raw(mode, key)
+  local keys, remap, raw = previous_keys(mode, key)
+  if not raw then
+    keys = vim.api.nvim_replace_termcodes(keys, true, false, true)
+  end
+  return keys, remap
+end
+
+--- For a mapping that is not <expr>: does what `key` did before (next, ahead of keys typed
+--- after it).
+local function fall_through(mode, key)
+  local keys, remap = previous_raw(mode, key)
+  vim.api.nvim_feedkeys(keys, remap and 'im' or 'in', false)
+end
+
+local function unmap_all()
+  for _, entry in ipairs(mapped) do
+    local mode, key = entry[1], entry[2]
+    -- Only while it is still redraft's: a mapping the user made since stays.
+    if (vim.fn.maparg(key, mode, false, true).desc or ''):match('^redraft:') then
+      pcall(vim.keymap.del, mode, key)
+      local before = previous[mode .. key]
+      if before then
+        pcall(vim.fn.mapset, mode, false, before)
+      end
+    end
+  end
+  mapped, previous = {}, {}
+  M._previous_callbacks = {}
+end
+
 local function map(key, rhs, desc, opts, modes)
   if key and key ~= '' then
     for _, mode in ipairs(modes or { 'i' }) do
-      vim.keymap.set(mode, key, rhs, vim.tbl_extend('force', { desc = desc, silent = true }, opts or {}))
+      local before = vim.fn.maparg(key, mode, false, true)
+      -- Not redraft's own (left by a setup() from before the module was reloaded).
+      if before.lhs and before.buffer == 0 and not (before.desc or ''):match('^redraft:') then
+        previous[mode .. key] = before
+      end
+      local action = rhs
+      if type(rhs) == 'function' then
+        action = function()
+          return rhs(mode)
+        end
+      end
+      vim.keymap.set(mode, key, action, vim.tbl_extend('force', { desc = desc, silent = true }, opts or {}))
       mapped[#mapped + 1] = { mode, key }
     end
   end
@@ -254,9 +384,9 @@ end
 
 --- Runs `action`; when it had nothing to act on, the key does what it did before.
 local function or_key(key, action)
-  return function()
+  return function(mode)
     if not action() then
-      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(key, true, false, true), 'n', false)
+      fall_through(mode, key)
     end
   end
 end
@@ -274,20 +404,16 @@ local function set_next_edit_keymaps()
 end
 
 local function set_keymaps()
-  for _, entry in ipairs(mapped) do
-    pcall(vim.keymap.del, entry[1], entry[2])
-  end
-  mapped = {}
+  unmap_all()
   set_next_edit_keymaps()
   local keys = M.config.keymaps or {}
-  -- Accept falls through to the key itself when there is nothing to accept, so <Tab> still
-  -- indents.
-  map(keys.accept, function()
-    if M.state.enabled and renderer().accept() then
-      return ''
-    end
-    return vim.api.nvim_replace_termcodes(keys.accept, true, false, true)
-  end, 'redraft: accept suggestion', { expr = true, replace_keycodes = false })
+  -- Accept falls through to what the key did before when there is nothing to accept, so <Tab>
+  -- still indents, or jumps to a snippet's next placeholder (Neovim's default <Tab>). Not an
+  -- <expr> mapping: Neovim may evaluate those while it looks ahead in typed keys, before the
+  -- keys typed ahead of this one are in the buffer.
+  map(keys.accept, or_key(keys.accept, function()
+    return M.state.enabled and renderer().accept()
+  end), 'redraft: accept suggestion')
   map(keys.accept_word, function()
     renderer().accept_partial('word')
   end, 'redraft: accept next word')
@@ -300,18 +426,17 @@ local function set_keymaps()
   map(keys.prev, function()
     renderer().select(-1)
   end, 'redraft: previous candidate')
-  map(keys.dismiss, function()
-    if not renderer().dismiss() then
-      -- Nothing shown: let the key do what it did before.
-      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys.dismiss, true, false, true), 'n', false)
-    end
-  end, 'redraft: dismiss suggestion')
+  -- Nothing shown: the key does what it did before.
+  map(keys.dismiss, or_key(keys.dismiss, function()
+    return renderer().dismiss()
+  end), 'redraft: dismiss suggestion')
   map(keys.trigger, function()
     renderer().trigger()
   end, 'redraft: suggest now (several candidates)')
 end
 
---- Turns suggestions on or off everywhere (the server keeps running).
+--- Turns suggestions on or off everywhere. The server keeps running, with next edits off
+--- while suggestions are (`M.server_settings()`).
 function M.toggle(on)
   if on == nil then
     on = not M.state.enabled
@@ -321,6 +446,7 @@ function M.toggle(on)
   if not on then
     require('redraft.nextedit').clear_all()
   end
+  M.push_settings()
   vim.notify('redraft: suggestions ' .. (on and 'on' or 'off'))
 end
 

@@ -13,7 +13,8 @@
 --- Next to inline completion: an inline completion at the cursor wins; a next edit touching the
 --- cursor's line is not shown while one is visible, and one already shown there is hidden when
 --- an inline completion arrives (the server applies the same rule to the line it answered an
---- inline completion on).
+--- inline completion on). Except the edit the user jumped to: the jump says which one they
+--- want, so it stays (until accepted, dismissed or the buffer changes) and its key accepts it.
 local M = {}
 local api = vim.api
 local pending = require('redraft.pending')
@@ -44,7 +45,7 @@ M.state = {
 }
 
 --- Per buffer: { client_id, timer, request_id, accepted_tick, shown = { edit, client_id, tick,
---- srow, scol, erow, ecol } }.
+--- srow, scol, erow, ecol, jumped } }.
 local buffers = {}
 
 local function redraft()
@@ -384,7 +385,7 @@ function M.attach(client, bufnr)
         -- After the handler has drawn it.
         vim.schedule(function()
           local shown = buffers[bufnr] and buffers[bufnr].shown
-          if shown and hidden_by_inline(bufnr, shown) then
+          if shown and not shown.jumped and hidden_by_inline(bufnr, shown) then
             clear(bufnr)
             record_answer('hidden', 1, 'an inline completion arrived on a line it touches')
           end
@@ -477,6 +478,8 @@ function M.jump()
   if not api.nvim_get_mode().mode:match('^i') then
     vim.cmd("normal! m'")
   end
+  -- In insert mode the move asks for an inline completion at the edit; it must not hide it.
+  shown.jumped = true
   api.nvim_win_set_cursor(0, { shown.srow + 1, shown.scol })
   update_hint(bufnr)
   return true

@@ -12,13 +12,15 @@ test("defaults match the server's own defaults", () => {
     model: null,
     device: "auto",
     effort: "medium",
-    maxTokens: 32,
+    editReuse: 8,
+    maxTokens: 64,
     contextTokens: null,
     languages: null,
     candidates: 3,
     minConfidence: null,
     logLevel: "info",
     streamSteps: false,
+    backend: null,
     nextEdit: { enabled: true, debounceMs: 300, linesAbove: 3, linesBelow: 10, maxChange: 0.5, minConfidence: null },
   });
 });
@@ -80,7 +82,27 @@ test("only server settings trigger didChangeConfiguration", () => {
   assert.equal(affectsServer((s) => s === "redraft.streamSteps"), true);
   assert.equal(affectsServer((s) => s === "redraft.nextEdit"), true);
   assert.equal(affectsServer((s) => s === "redraft.minConfidence"), true);
-  assert.equal(affectsServer((s) => s === "redraft.enable"), false);
+  assert.equal(affectsServer((s) => s === "redraft.editReuse"), true);
+  assert.equal(affectsServer((s) => s === "redraft.backend"), true);
   assert.equal(affectsServer((s) => s === "redraft.path"), false);
   assert.equal(affectsServer((s) => s === "editor.fontSize"), false);
+});
+
+test("suggestions off turn the server's next edits off, and back on restore the user's value", () => {
+  assert.equal(serverSettings(source({ enable: false })).nextEdit.enabled, false);
+  assert.equal(serverSettings(source({ enable: false, "nextEdit.enabled": true })).nextEdit.enabled, false);
+  assert.equal(serverSettings(source({ enable: true })).nextEdit.enabled, true);
+  assert.equal(serverSettings(source({ enable: true, "nextEdit.enabled": false })).nextEdit.enabled, false);
+  // Toggling suggestions is a server setting: the server is told.
+  assert.equal(affectsServer((s) => s === "redraft.enable"), true);
+});
+
+test("backend and editReuse pass through", () => {
+  assert.equal(serverSettings(source({ editReuse: "off" })).editReuse, "off");
+  assert.equal(serverSettings(source({ editReuse: 0 })).editReuse, 0);
+  assert.equal(serverSettings(source({ backend: "http://gpu-box:8000/v1" })).backend, "http://gpu-box:8000/v1");
+  const backend = { url: "http://gpu-box:8000/v1", model: "Qwen/Qwen2.5-Coder-7B", apiKey: "k" };
+  assert.deepEqual(serverSettings(source({ backend })).backend, backend);
+  // An empty URL (the settings UI's "unset") is the local model.
+  assert.equal(serverSettings(source({ backend: "" })).backend, null);
 });
