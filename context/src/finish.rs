@@ -1,7 +1,7 @@
 //! Post-processing of the model's middle: what a user sees is what the eval scores.
 
 use crate::brackets::{trouble, Scanner};
-use crate::{Plan, Unit};
+use crate::{Language, Plan, Unit};
 
 /// Suffix lines compared against the end of a middle when looking for repeats.
 const MAX_REPEATED_LINES: usize = 8;
@@ -59,8 +59,11 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
         let line_start = offset;
         offset += line.len();
         // A line that starts inside a string (a raw or multi-line literal) has no indentation
-        // of the code's to judge.
-        let starts_in_code = scanner.in_code();
+        // of the code's to judge. Rust only: a Rust block also ends at its closer, while a
+        // Python block ends only by dedenting, and the scanner at the cursor does not know
+        // whether the cursor is inside a string (a docstring), which would read the middle's
+        // closing quotes as opening one and never end the block.
+        let starts_in_code = scanner.in_code() || plan.language != Language::Rust;
         scanner.feed(line);
         let complete = line.ends_with('\n');
         let has_code = !line.trim().is_empty();
@@ -170,6 +173,8 @@ fn tidy_whitespace(mut middle: String, plan: &Plan) -> String {
         && (wrote_break || plan.line_prefix.is_empty());
     if inserting_line && !middle.is_empty() {
         middle.push('\n');
+        // The code after the cursor keeps the indentation it had before the inserted line.
+        middle.push_str(&plan.line_prefix);
     }
     if uses_crlf(plan) {
         middle = middle.replace("\r\n", "\n").replace('\n', "\r\n");

@@ -50,7 +50,7 @@ pub struct Setting {
     /// The canvas is the true middle's length in tokens instead of the context layer's choice.
     pub oracle_length: bool,
     /// The largest canvas the plan may choose (the editor's "max tokens"; the LSP's default is
-    /// 32).
+    /// `redraft_runtime::DEFAULT_MAX_TOKENS`, 64).
     pub max_tokens: usize,
     /// Characters typed before the task, through one kept cache: the task is first completed
     /// with its prompt this much shorter, then once per character typed, and the last

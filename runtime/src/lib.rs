@@ -27,7 +27,9 @@ pub mod scheduler;
 /// The longest FIM middle, in tokens, when a request or setting says nothing (`maxTokens` of
 /// the language server, `max_tokens` of the HTTP APIs, `redraft complete --max-tokens`). A
 /// canvas starts at the length the syntax asks for (16, 24 or 48 slots) and grows to this only
-/// when the model writes its last slot, so short answers pay nothing for it; at 32, a perfect
-/// model lost 2-3% of HumanEvalPack-Rust single-line and ~6% of held-out cuts (block bodies
-/// most) to it, at 64 0.1% and 2.5% (measured with the GPU pack's 8k tokenizer, 2026-12-06).
+/// when the model writes its last slot, so short answers take no more steps for it; the context
+/// gives up the positions it reserves (on the 2M default's 256 positions, 191 tokens of context
+/// instead of 223; on the GPU preset's 1,024, 3%). At 32, a perfect model lost 2-3% of
+/// HumanEvalPack-Rust single-line and ~6% of held-out cuts (block bodies most) to the cap, at
+/// 64 0.1% and 2.5% (measured with the GPU pack's 8k tokenizer, 2026-12-06).
 pub const DEFAULT_MAX_TOKENS: usize = 64;

@@ -148,6 +148,7 @@ pub fn prepare_with(
 /// The [`InfillRequest`] for a plan made under `budget`: the one place the context layer's
 /// output becomes an engine request.
 pub fn engine_request(plan: &Plan, budget: &Budget, sampler: SamplerConfig) -> InfillRequest {
+    let (max_prefix_tokens, max_suffix_tokens) = context_caps(plan, budget);
     InfillRequest {
         prefix: plan.prefix.clone(),
         suffix: plan.suffix.clone(),
@@ -158,16 +159,33 @@ pub fn engine_request(plan: &Plan, budget: &Budget, sampler: SamplerConfig) -> I
             Unit::Fixed => plan.canvas.tokens,
             _ => budget.max_canvas_tokens.max(plan.canvas.tokens),
         },
-        // Each side as the plan measured it (the windows give one side's unused share to the
-        // other), with room for the few tokens a window tokenized whole may differ by from its
-        // pieces; never below the budget's own share. The model's positions bound the total.
-        max_prefix_tokens: (budget.prefix_tokens + budget.neighbour_tokens)
-            .max(plan.prefix_tokens + plan.neighbour_tokens + WINDOW_SLACK_TOKENS),
-        max_suffix_tokens: budget
-            .suffix_tokens
-            .max(plan.suffix_tokens + WINDOW_SLACK_TOKENS),
+        max_prefix_tokens,
+        max_suffix_tokens,
         sampler,
     }
+}
+
+/// The most context tokens the engine may keep on each side: as the plan measured them (the
+/// windows give one side's unused share to the other), with room for the few tokens a window
+/// tokenized whole may differ by from its pieces, never below the budget's own share; the
+/// budget's shares when the plan measured more than the budget in all (a cursor line too long
+/// for it, cut by bytes: the caps keep the context the caller asked for, `contextTokens`).
+fn context_caps(plan: &Plan, budget: &Budget) -> (usize, usize) {
+    let shares = (
+        budget.prefix_tokens + budget.neighbour_tokens,
+        budget.suffix_tokens,
+    );
+    let measured = (
+        plan.prefix_tokens + plan.neighbour_tokens,
+        plan.suffix_tokens,
+    );
+    if measured.0 + measured.1 > shares.0 + shares.1 {
+        return shares;
+    }
+    (
+        shares.0.max(measured.0 + WINDOW_SLACK_TOKENS),
+        shares.1.max(measured.1 + WINDOW_SLACK_TOKENS),
+    )
 }
 
 /// Tokens a window's text may take beyond what the plan measured of it (its pieces tokenized

@@ -300,6 +300,45 @@ fn the_engine_keeps_the_windows_the_plan_chose() {
     );
 }
 
+/// A cursor line too long for the context budget is cut by bytes, and text of about a token a
+/// byte then measures more tokens than the budget: the engine keeps the budget's shares, the
+/// context the caller asked for (`contextTokens`), not what the plan measured.
+#[test]
+fn a_cursor_line_longer_than_the_budget_keeps_the_asked_context() {
+    let engine = engine();
+    let line = "字".repeat(3000);
+    let text = format!("fn f() {{\n    let s = \"{line}\";\n}}\n");
+    let cursor = text.find("字").unwrap() + "字".len() * 1500;
+    let source = Source {
+        text: &text,
+        cursor,
+        language: Language::Rust,
+        tree: None,
+    };
+    let options = FimOptions {
+        context_tokens: Some(64),
+        ..FimOptions::new(24, greedy())
+    };
+    let prepared = fim::prepare(&engine, &source, &[], &options);
+    let budget = &prepared.budget;
+    assert!(
+        prepared.plan.prefix_tokens + prepared.plan.suffix_tokens
+            > budget.prefix_tokens + budget.suffix_tokens,
+        "the plan measured more than the budget: {:?}",
+        (prepared.plan.prefix_tokens, prepared.plan.suffix_tokens)
+    );
+    assert_eq!(
+        (
+            prepared.request.max_prefix_tokens,
+            prepared.request.max_suffix_tokens
+        ),
+        (
+            budget.prefix_tokens + budget.neighbour_tokens,
+            budget.suffix_tokens
+        )
+    );
+}
+
 #[test]
 fn a_next_edit_applies_inside_the_region_or_is_no_edit() {
     let engine = engine();

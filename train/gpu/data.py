@@ -532,7 +532,7 @@ class BatchMaker:
         if middle >= 2 and rng.random() < self.config.overflow:
             return int(rng.integers((middle + 2) // 3, middle + 1))
         if rng.random() < 0.5:
-            fits = [b for b in (*ENGINE_LENGTHS, top) if middle + 1 <= b <= top]
+            fits = [b for b in sorted({*ENGINE_LENGTHS, top}) if middle + 1 <= b <= top]
             return int(rng.choice(fits)) if fits else top
         return int(rng.integers(middle + 1, top + 1))
 

@@ -392,6 +392,23 @@ fn a_block_is_not_cut_inside_a_multi_line_string() {
     );
 }
 
+/// A Python block written inside a docstring still ends where it dedents (the scanner at the
+/// cursor cannot tell it is inside a string).
+#[test]
+fn a_python_block_in_a_docstring_ends_at_its_dedent() {
+    let plan = plan_for(
+        "def f(x):\n    \"\"\"Returns:\n    $0",
+        Language::Python,
+        ROOMY,
+    );
+    assert_eq!(plan.canvas.unit, Unit::Block);
+    let middle = "x doubled.\n    \"\"\"\n    return 2 * x\n\n\ndef g():\n    pass\n";
+    assert_eq!(
+        finish(middle, &plan).as_deref(),
+        Some("x doubled.\n    \"\"\"\n    return 2 * x")
+    );
+}
+
 /// A middle written after a line's indentation, with code after the cursor, that wrote no line
 /// break is part of that line: no break is added after it. One that wrote a break, or one at
 /// the start of the line, is a line inserted before the code and keeps it.
@@ -404,7 +421,8 @@ fn a_middle_inside_a_line_gets_no_line_break_added() {
     );
     assert_eq!(
         finished(fixture, "let v = g();\n    ").as_deref(),
-        Some("let v = g();\n")
+        Some("let v = g();\n    "),
+        "the code after the cursor keeps its indentation"
     );
 }
 
