@@ -9,8 +9,24 @@ pub(crate) struct Scanner {
     stack: Vec<u8>,
     /// Closers that matched nothing or the wrong opener.
     pub(crate) errors: usize,
+    /// Strings and comments that ended (a count, so that a string closed and another opened
+    /// between two looks still shows).
+    pub(crate) literals_ended: usize,
     mode: Mode,
     python: bool,
+}
+
+/// Whether a point of the text is in code or inside a string or comment, and which kind (the
+/// quote and how many close it, a raw string's `#`s, a block comment's nesting): what the
+/// bracket scanner must know to go on from there. [`crate::Plan`] carries the one where the
+/// cursor's line starts, so post-processing reads the middle's quotes as the document does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LexMode(Mode);
+
+impl LexMode {
+    pub fn in_code(self) -> bool {
+        self.0 == Mode::Code
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,12 +55,18 @@ impl Scanner {
         }
     }
 
-    /// A scanner in code with `open` (outermost first) already open.
-    pub(crate) fn with_open(language: Language, open: &str) -> Scanner {
+    /// A scanner going on from a point where `open` (outermost first) is open and the text is
+    /// in `mode`.
+    pub(crate) fn resume(language: Language, open: &str, mode: LexMode) -> Scanner {
         Scanner {
             stack: open.bytes().collect(),
+            mode: mode.0,
             ..Scanner::new(language)
         }
+    }
+
+    pub(crate) fn mode(&self) -> LexMode {
+        LexMode(self.mode)
     }
 
     /// The brackets still open, outermost first.
@@ -64,7 +86,11 @@ impl Scanner {
         let bytes = text.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
+            let was_code = self.in_code();
             i += self.step(bytes, i);
+            if !was_code && self.in_code() {
+                self.literals_ended += 1;
+            }
         }
     }
 
@@ -98,7 +124,10 @@ impl Scanner {
                 if b == b'\\' {
                     return 2.min(bytes.len() - i);
                 }
-                if b == b'\n' && count == 1 && quote == b'\'' && !self.python {
+                // A Rust char literal, or any Python string but a triple-quoted one, ends at
+                // its line: unterminated, it is a typo, and must not make every later line
+                // start inside a string.
+                if b == b'\n' && count == 1 && (quote == b'\'' || self.python) {
                     self.mode = Mode::Code;
                     return 1;
                 }
@@ -240,6 +269,7 @@ pub(crate) fn trouble(start: &Scanner, middle: &str, suffix: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn depth_of(language: Language, text: &str) -> (usize, usize) {
         let mut scanner = Scanner::new(language);
@@ -283,7 +313,7 @@ mod tests {
     fn wrong_and_extra_closers_are_errors() {
         assert_eq!(depth_of(Language::Rust, "(]"), (0, 1));
         assert_eq!(depth_of(Language::Rust, "())"), (0, 1));
-        let call = Scanner::with_open(Language::Rust, "{(");
+        let call = Scanner::resume(Language::Rust, "{(", LexMode::default());
         assert_eq!(call.open(), "{(");
         assert_eq!(trouble(&call, "a", ")}"), 0);
         assert!(
@@ -295,5 +325,60 @@ mod tests {
             "leaves its own opener open"
         );
         assert_eq!(trouble(&call, "g(a)", ")}"), 0);
+    }
+
+    #[test]
+    fn python_strings_but_triple_quoted_ones_end_at_their_line() {
+        let mut typo = Scanner::new(Language::Python);
+        typo.feed("print(\"unterminated)\n");
+        assert!(typo.in_code(), "{typo:?}");
+        assert_eq!(typo.depth(), 1, "the call is still open");
+        let mut continued = Scanner::new(Language::Python);
+        continued.feed("s = 'a \\\n");
+        assert!(!continued.in_code(), "a backslash continues the line");
+        for quotes in ["\"\"\"", "'''"] {
+            let mut doc = Scanner::new(Language::Python);
+            doc.feed(&format!("def f():\n    {quotes}Doc (\n"));
+            assert!(!doc.in_code(), "{quotes}");
+            doc.feed(&format!("{quotes}\n"));
+            assert!(doc.in_code(), "{quotes}");
+            assert_eq!((doc.depth(), doc.literals_ended), (0, 1));
+        }
+    }
+
+    /// Text a line at a time: the pieces a Rust `'` would read across a line end (`'` then a
+    /// line break then `'`, no valid char literal) are left out.
+    fn code_lines() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop::sample::select(vec![
+                "(", ")", "{", "}", "[", "]", "\"", "'x'", "'\\n'", "'a ", "\"\"\"", "'''", "r#\"",
+                "\"#", "br\"", "/*", "*/", "//", "#", "\\", "\n", "a", " ", "é",
+            ]),
+            0..40,
+        )
+        .prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        /// Resuming at a line start from the state scanned there reads the rest as one scan
+        /// of the whole text does: the oracle for the plan's line-start state.
+        #[test]
+        fn resuming_at_a_line_start_equals_scanning_through(text in code_lines()) {
+            for language in [Language::Rust, Language::Python, Language::Plain] {
+                let mut whole = Scanner::new(language);
+                whole.feed(&text);
+                let line_starts = std::iter::once(0)
+                    .chain(text.match_indices('\n').map(|(at, _)| at + 1));
+                for at in line_starts {
+                    let mut before = Scanner::new(language);
+                    before.feed(&text[..at]);
+                    let mut after = Scanner::resume(language, &before.open(), before.mode());
+                    after.feed(&text[at..]);
+                    prop_assert_eq!(after.open(), whole.open());
+                    prop_assert_eq!(after.mode(), whole.mode());
+                    prop_assert_eq!(before.errors + after.errors, whole.errors);
+                }
+            }
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Post-processing of the model's middle: what a user sees is what the eval scores.
 
 use crate::brackets::{trouble, Scanner};
-use crate::{Language, Plan, Unit};
+use crate::{Plan, Unit};
 
 /// Suffix lines compared against the end of a middle when looking for repeats.
 const MAX_REPEATED_LINES: usize = 8;
@@ -9,12 +9,17 @@ const MAX_REPEATED_LINES: usize = 8;
 /// Cleans `middle` for insertion at the cursor of `plan`:
 ///
 /// - a line completion stops at the end of its syntactic unit (the first line end where
-///   nothing the middle opened is still open); a block stops before the line that closes the
-///   body it was written into, or that dedents out of it;
+///   nothing the middle opened is still open: a string or comment open at the cursor is not
+///   the middle's); a block stops before the line that closes the body it was written into,
+///   or that dedents out of it (a line starting inside a string or comment is no dedent);
 /// - text that repeats the start of the suffix is dropped when that leaves the brackets
 ///   balanced (no worse than keeping it);
 /// - trailing whitespace goes, except the line break of a line inserted before existing text
 ///   (at the start of a line, or where the middle wrote one).
+///
+/// The middle is read from the state the plan found at the start of the cursor's line
+/// ([`Plan::open_brackets`], [`Plan::line_start_mode`]), so its quotes mean what they mean in
+/// the document: closing the docstring the cursor is in, not opening one.
 ///
 /// `None` when nothing but whitespace is left. A [`Unit::Fixed`] canvas is only checked for
 /// whitespace and repeats.
@@ -22,8 +27,7 @@ pub fn finish(middle: &str, plan: &Plan) -> Option<String> {
     if middle.trim().is_empty() {
         return None;
     }
-    let mut at_cursor = Scanner::with_open(plan.language, &plan.open_brackets);
-    at_cursor.feed(&plan.line_prefix);
+    let at_cursor = scanner_at_cursor(plan);
     let cut = cut_to_unit(middle, plan, &at_cursor);
     let deduped = drop_suffix_repeats(cut, plan, &at_cursor);
     let tidy = tidy_whitespace(deduped, plan);
@@ -35,9 +39,15 @@ pub fn finish(middle: &str, plan: &Plan) -> Option<String> {
 /// stop (the sampler's stop rule). Only a line ending decides: a partial last line may still
 /// open or close brackets.
 pub fn decided(lead: &str, plan: &Plan) -> bool {
-    let mut at_cursor = Scanner::with_open(plan.language, &plan.open_brackets);
-    at_cursor.feed(&plan.line_prefix);
-    cut(lead, plan, &at_cursor).1
+    cut(lead, plan, &scanner_at_cursor(plan)).1
+}
+
+/// The scanner at the cursor: the state at the start of its line, then the line up to it.
+fn scanner_at_cursor(plan: &Plan) -> Scanner {
+    let mode = plan.line_start_mode.unwrap_or_default();
+    let mut scanner = Scanner::resume(plan.language, &plan.open_brackets, mode);
+    scanner.feed(&plan.line_prefix);
+    scanner
 }
 
 fn cut_to_unit<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> &'m str {
@@ -55,15 +65,15 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
     let mut block_indent = None;
     let mut offset = 0;
     let mut seen_code = false;
+    let in_literal_at_cursor = !at_cursor.in_code();
     for line in middle.split_inclusive('\n') {
         let line_start = offset;
         offset += line.len();
-        // A line that starts inside a string (a raw or multi-line literal) has no indentation
-        // of the code's to judge. Rust only: a Rust block also ends at its closer, while a
-        // Python block ends only by dedenting, and the scanner at the cursor does not know
-        // whether the cursor is inside a string (a docstring), which would read the middle's
-        // closing quotes as opening one and never end the block.
-        let starts_in_code = scanner.in_code() || plan.language != Language::Rust;
+        // A line that starts inside a string or comment (a docstring, a raw string) has no
+        // indentation of the code's to judge. Where the plan could not tell what the cursor's
+        // line starts in, each line is judged: a wrong guess would read the middle's closing
+        // quotes as opening ones and never end a Python block, this only ends one early.
+        let starts_in_code = scanner.in_code() || plan.line_start_mode.is_none();
         scanner.feed(line);
         let complete = line.ends_with('\n');
         let has_code = !line.trim().is_empty();
@@ -91,7 +101,10 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
             return (&middle[..line_start], complete);
         }
         seen_code |= has_code;
-        let line_done = complete && scanner.in_code();
+        // Still in the string or comment the cursor is in: the middle left nothing open.
+        let in_cursors_literal =
+            in_literal_at_cursor && scanner.literals_ended == at_cursor.literals_ended;
+        let line_done = complete && (scanner.in_code() || in_cursors_literal);
         if unit != Unit::Block && seen_code && line_done && scanner.depth() <= start_depth {
             return (&middle[..offset], true);
         }

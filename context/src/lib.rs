@@ -23,6 +23,7 @@ mod window;
 
 use std::path::Path;
 
+pub use brackets::LexMode;
 pub use canvas::{CanvasPlan, Unit};
 pub use finish::{decided, finish};
 pub use syntax::parse_rust;
@@ -150,6 +151,12 @@ pub struct Plan {
     /// Brackets open where the cursor's line starts, outermost first (`"{{("`), from the
     /// document rather than the windows, so post-processing knows what the suffix closes.
     pub open_brackets: String,
+    /// Whether the cursor's line starts in code or inside a string or comment (a docstring, a
+    /// raw string, a block comment), from the same scan as `open_brackets`: post-processing
+    /// goes on from it. `None` where that scan began after the start of the text (it reaches
+    /// 256 KiB back from the line), so it may have begun inside a string:
+    /// post-processing then assumes code and takes every line's indentation for code's.
+    pub line_start_mode: Option<LexMode>,
     /// Tokens the windows and snippets were measured at.
     pub prefix_tokens: usize,
     pub suffix_tokens: usize,
@@ -200,6 +207,7 @@ pub fn plan(
     let snippets_len = snippets.text.len();
     let mut prefix = snippets.text;
     prefix.push_str(&text[windows.prefix_start..cursor]);
+    let line_start = line_start_state(text, lines.line_start, source.language);
     Plan {
         prefix,
         suffix: text[cursor..windows.suffix_end].to_string(),
@@ -208,7 +216,8 @@ pub fn plan(
         suffix_end: windows.suffix_end,
         line_prefix: text[lines.line_start..cursor].to_string(),
         line_suffix: text[cursor..lines.line_end].to_string(),
-        open_brackets: open_brackets(text, lines.line_start, source.language),
+        open_brackets: line_start.open,
+        line_start_mode: line_start.mode,
         prefix_tokens: windows.prefix_tokens,
         suffix_tokens: windows.suffix_tokens,
         neighbour_tokens: snippets.tokens,
@@ -220,7 +229,17 @@ pub fn plan(
 /// How far back the bracket context is scanned (from a line start).
 const BRACKET_CONTEXT_BYTES: usize = 256 << 10;
 
-fn open_brackets(text: &str, line_start: usize, language: Language) -> String {
+/// The scanner's state where the cursor's line starts.
+struct LineStartState {
+    open: String,
+    mode: Option<LexMode>,
+}
+
+/// Scans `text` up to `line_start`, from its start or, in a long text, from the first line
+/// start within [`BRACKET_CONTEXT_BYTES`]. A scan that skipped text cannot know whether it
+/// began inside a string or comment, so it says no mode: a wrong one would read every quote
+/// of the middle the wrong way round, while taking each line for code only ends a block early.
+fn line_start_state(text: &str, line_start: usize, language: Language) -> LineStartState {
     let mut from = line_start.saturating_sub(BRACKET_CONTEXT_BYTES);
     while !text.is_char_boundary(from) {
         from += 1;
@@ -232,7 +251,10 @@ fn open_brackets(text: &str, line_start: usize, language: Language) -> String {
     }
     let mut scanner = brackets::Scanner::new(language);
     scanner.feed(&text[from..line_start]);
-    scanner.open()
+    LineStartState {
+        open: scanner.open(),
+        mode: (from == 0).then(|| scanner.mode()),
+    }
 }
 
 fn floor_char_boundary(text: &str, mut offset: usize) -> usize {

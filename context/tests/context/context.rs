@@ -392,8 +392,8 @@ fn a_block_is_not_cut_inside_a_multi_line_string() {
     );
 }
 
-/// A Python block written inside a docstring still ends where it dedents (the scanner at the
-/// cursor cannot tell it is inside a string).
+/// A Python block written inside a docstring still ends where it dedents: the plan says the
+/// cursor's line starts inside the string, so the middle's quotes close it.
 #[test]
 fn a_python_block_in_a_docstring_ends_at_its_dedent() {
     let plan = plan_for(
@@ -407,6 +407,106 @@ fn a_python_block_in_a_docstring_ends_at_its_dedent() {
         finish(middle, &plan).as_deref(),
         Some("x doubled.\n    \"\"\"\n    return 2 * x")
     );
+}
+
+fn python(fixture: &str) -> Plan {
+    plan_for(fixture, Language::Python, ROOMY)
+}
+
+/// A docstring the middle writes into a Python body, its lines at column 0: they are the
+/// string's text, not a dedent, and the code after it still ends at its own dedent.
+#[test]
+fn a_docstring_written_at_column_0_is_no_dedent() {
+    let fixture =
+        "class Shape:\n    def area(self):\n        $0\n\n    def name(self):\n        return 1\n";
+    for quotes in ["\"\"\"", "'''"] {
+        let plan = python(fixture);
+        assert_eq!(plan.canvas.unit, Unit::Block, "{}", plan.canvas.reason);
+        let body = format!(
+            "{quotes}The area.\n\nFor example:\n>>> Shape().area()\n0\n{quotes}\n        return 0"
+        );
+        let middle = format!("{body}\n\n    def perimeter(self):\n        return 0\n");
+        assert_eq!(finish(&middle, &plan).as_deref(), Some(body.as_str()));
+    }
+}
+
+/// The cursor inside an open docstring: the middle's quotes close it (they open nothing), its
+/// lines at column 0 are the string's, and the block ends at the code's real dedent.
+#[test]
+fn a_middle_closing_the_docstring_at_the_cursor_ends_at_the_real_dedent() {
+    for quotes in ["\"\"\"", "'''"] {
+        let plan = python(&format!(
+            "class Shape:\n    def area(self):\n        {quotes}The area, for example:\n        $0\n\n    def name(self):\n        return 1\n"
+        ));
+        assert_eq!(plan.canvas.unit, Unit::Block, "{}", plan.canvas.reason);
+        assert_eq!(plan.line_start_mode.map(|mode| mode.in_code()), Some(false));
+        let body =
+            format!(">>> Shape(2, 3).area()\n6\n        {quotes}\n        return self.w * self.h");
+        let middle = format!("{body}\n\n    def perimeter(self):\n        return 0\n");
+        assert_eq!(finish(&middle, &plan).as_deref(), Some(body.as_str()));
+    }
+}
+
+/// A line completion inside a docstring finishes its line: the string was open before the
+/// middle, so the middle leaves nothing open at that line end (and the sampler may stop).
+#[test]
+fn a_line_completion_inside_a_docstring_ends_with_its_line() {
+    let plan = python("def f(x):\n    \"\"\"Doubles x.\n\n    $0\n    \"\"\"\n    return 2 * x\n");
+    assert_eq!(plan.canvas.unit, Unit::Line, "{}", plan.canvas.reason);
+    assert_eq!(
+        finish("Raises if x isn't a number.\n    More.\n", &plan).as_deref(),
+        Some("Raises if x isn't a number.")
+    );
+    assert!(redraft_context::decided(
+        "Raises if x isn't a number.\n",
+        &plan
+    ));
+}
+
+/// The cursor inside a Rust block comment: a quote in the comment's text opens no string, so
+/// the body's closer still ends the block.
+#[test]
+fn a_middle_closing_the_block_comment_at_the_cursor_ends_at_the_closer() {
+    let plan =
+        rust("fn area(w: u32, h: u32) -> u32 {\n    /* Why the product, for example:\n    $0\n}\n");
+    assert_eq!(plan.canvas.unit, Unit::Block, "{}", plan.canvas.reason);
+    let middle = "a 6\" tile is 36 square inches.\n    */\n    w * h\n}\n\nfn junk() {}\n";
+    assert_eq!(
+        finish(middle, &plan).as_deref(),
+        Some("a 6\" tile is 36 square inches.\n    */\n    w * h")
+    );
+}
+
+/// The cursor at the start of a line inside a multi-line Rust string: the middle's quote
+/// closes it, and the body's closer ends the block.
+#[test]
+fn a_middle_closing_the_rust_string_at_the_cursor_ends_at_the_closer() {
+    let plan =
+        rust("fn usage() -> &'static str {\n    \"Usage: redraft [OPTIONS]\nOptions:\n$0\n}\n");
+    assert_eq!(plan.canvas.unit, Unit::Block, "{}", plan.canvas.reason);
+    let middle = "  -h, --help  Print help (and exit)\n\"\n}\n\nfn junk() {}\n";
+    assert_eq!(
+        finish(middle, &plan).as_deref(),
+        Some("  -h, --help  Print help (and exit)\n\"")
+    );
+}
+
+/// More than the bracket scan's reach before the cursor's line: the plan cannot tell whether
+/// the line starts in a string, and `finish` takes every line for code, ending a block at the
+/// first line left of it (early rather than never).
+#[test]
+fn a_line_start_past_the_scans_reach_takes_every_line_for_code() {
+    let filler = "x = 1\n".repeat((300 << 10) / 6);
+    let (text, cursor) = split(&format!("{filler}def f():\n    $0\n"));
+    let plan = plan_for_text(&text, cursor, Language::Python, ROOMY);
+    assert_eq!(plan.canvas.unit, Unit::Block, "{}", plan.canvas.reason);
+    assert_eq!(plan.line_start_mode, None);
+    assert_eq!(
+        finish("\"\"\"Doc.\n\nMore.\n\"\"\"\n    return 1\n", &plan).as_deref(),
+        Some("\"\"\"Doc.")
+    );
+    let near = plan_for("def f():\n    $0\n", Language::Python, ROOMY);
+    assert_eq!(near.line_start_mode.map(|mode| mode.in_code()), Some(true));
 }
 
 /// A middle written after a line's indentation, with code after the cursor, that wrote no line

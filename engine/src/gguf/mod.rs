@@ -17,7 +17,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::{DType, Device, Tensor};
 
@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::linear::{keeps_half, FileBytes, Mapped, Stored};
 use crate::tokenizer::Tokenizer;
 
+mod header;
 mod write;
 
 pub use write::GgufWriter;
@@ -135,7 +136,7 @@ fn read(
         path: path.to_path_buf(),
         message,
     };
-    let content = read_header(&map, path)?;
+    let (content, alignment) = header::read_header(&map, path)?;
     let meta = Metadata {
         values: &content.metadata,
         path,
@@ -150,7 +151,6 @@ fn read(
             ),
         });
     }
-    let alignment = alignment(&content.metadata, path)?;
     let arch = meta.string("general.architecture")?;
     // Qwen2's layout, all three; the architecture decides the defaults below (and LLaDA's
     // family settings, through its model type).
@@ -185,13 +185,15 @@ fn read(
         }
     }
 
-    // Every tensor's bytes, checked against the file (in bounds, aligned, whole blocks) before
-    // anything reads them, those redraft does not use too: a file that lies about one is
-    // corrupt. In name order, so a file with several bad tensors always names the same one.
+    // Every tensor's bytes, checked against the file (in bounds, aligned, whole blocks, over no
+    // other tensor's) before anything reads them, those redraft does not use too: a file that
+    // lies about one is corrupt. In name order, so a file with several bad tensors always names
+    // the same one.
     let mut infos: Vec<_> = content.tensor_infos.iter().collect();
     infos.sort_by_key(|(name, _)| *name);
     let mut params = 0usize;
     let mut mapped = HashMap::new();
+    let mut extents = Vec::with_capacity(infos.len());
     for (name, info) in infos {
         let dims = info.shape.dims();
         let misplaced = |why: String| {
@@ -222,10 +224,12 @@ fn read(
         // Each tensor's elements are bounded by the file's bytes, so this cannot overflow;
         // saturating says so without a panic path.
         params = params.saturating_add(tensor.elem_count());
+        extents.push((start, start + tensor.bytes().len(), name.as_str()));
         if let Some(ours) = transformers_name(name) {
             mapped.insert(name.as_str(), (ours, tensor));
         }
     }
+    overlaps(extents).map_err(corrupt)?;
     let embed = content
         .tensor_infos
         .get("token_embd.weight")
@@ -371,64 +375,27 @@ fn read(
     })
 }
 
-/// The header (metadata and tensor table) by candle's reader, whose panics are a corrupt file's
-/// error too: it divides by `general.alignment` unchecked, so a 0 there panics in it.
-fn read_header(bytes: &[u8], path: &Path) -> Result<Content> {
-    let corrupt = |message: String| Error::CorruptGguf {
-        path: path.to_path_buf(),
-        message: format!("the header could not be read: {message}"),
-    };
-    // Nothing is shared with the reader but the bytes it reads, so a panic leaves nothing
-    // half-changed behind.
-    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        Content::read(&mut std::io::Cursor::new(bytes))
-    }));
-    match read {
-        Ok(content) => content.map_err(|e| corrupt(e.to_string())),
-        Err(panic) => {
-            let what = crate::panic_text(&*panic).unwrap_or("the reader panicked");
-            let hint = if what.contains("divide by zero") {
-                " (a `general.alignment` of 0 does this; it must be a power of two)"
-            } else {
-                ""
-            };
-            Err(corrupt(format!("{what}{hint}")))
+/// Whether any two of the tensors' byte ranges (`start..end`, and the name) overlap: two
+/// tensors over the same bytes would each read the other's weights. llama.cpp goes further and
+/// requires the tensors one after another in the table's order; redraft reads any order.
+fn overlaps(mut extents: Vec<(usize, usize, &str)>) -> std::result::Result<(), String> {
+    extents.sort_unstable();
+    // The tensor whose bytes reach furthest so far.
+    let mut furthest: Option<(usize, usize, &str)> = None;
+    for (start, end, name) in extents {
+        if let Some((under_start, under_end, under)) = furthest {
+            if start < under_end {
+                return Err(format!(
+                    "tensor `{name}` (bytes {start}..{end} of the file) overlaps tensor \
+                     `{under}` (bytes {under_start}..{under_end})"
+                ));
+            }
+        }
+        if furthest.is_none_or(|(_, reach, _)| end > reach) {
+            furthest = Some((start, end, name));
         }
     }
-}
-
-/// The file's `general.alignment` (32 where it says none): what every tensor's offset is a
-/// multiple of. llama.cpp requires a power of two, stored as an unsigned 32-bit integer; the
-/// integer types candle's reader takes it from are accepted, any other would have it assume
-/// 32 and read the tensors from the wrong place.
-fn alignment(metadata: &HashMap<String, Value>, path: &Path) -> Result<u64> {
-    const KEY: &str = "general.alignment";
-    let bad = |message: String| Error::CorruptGguf {
-        path: path.to_path_buf(),
-        message: format!("`{KEY}` {message}"),
-    };
-    let n = match metadata.get(KEY) {
-        None => return Ok(32),
-        Some(Value::U8(v)) => *v as i64,
-        Some(Value::U16(v)) => *v as i64,
-        Some(Value::U32(v)) => *v as i64,
-        Some(Value::I8(v)) => *v as i64,
-        Some(Value::I16(v)) => *v as i64,
-        Some(Value::I32(v)) => *v as i64,
-        // A type candle's reader does not take it from: it lays the tensors out at 32 then,
-        // which is right when the file says 32.
-        Some(Value::U64(32) | Value::I64(32)) => return Ok(32),
-        Some(other) => {
-            return Err(bad(format!(
-                "is a {:?}, not an unsigned 32-bit integer",
-                other.value_type()
-            )))
-        }
-    };
-    match u64::try_from(n) {
-        Ok(n) if n.is_power_of_two() => Ok(n),
-        _ => Err(bad(format!("is {n}, not a power of two"))),
-    }
+    Ok(())
 }
 
 fn hidden_of(info: &candle_core::quantized::gguf_file::TensorInfo) -> usize {
