@@ -45,6 +45,7 @@ use redraft_runtime::backend::BackendConfig;
 use redraft_runtime::backend_args::BackendArgs;
 use redraft_runtime::metrics::Metrics;
 use redraft_runtime::model_args::ModelArgs;
+use redraft_runtime::model_details::ModelDetails;
 use redraft_runtime::scheduler::{LoopConfig, Scheduler};
 
 /// The served model's id when no `--model` is given.
@@ -162,11 +163,10 @@ pub struct ModelInfo {
     pub names: Vec<String>,
     /// When it was loaded (Unix seconds).
     pub created: u64,
-    pub parameters: usize,
-    /// Its layout (`config.json`'s `model_type`: `qwen2`, `llada`); empty without a model.
-    pub family: String,
-    /// The positions it reads at most; 0 without a model.
-    pub context_length: usize,
+    /// What the local model is (format, quantization, architecture, size), read once at load;
+    /// `None` without one (a server that only forwards FIM requests to a backend knows nothing
+    /// of the backend's model but the name it was given).
+    pub details: Option<ModelDetails>,
 }
 
 impl ModelInfo {
@@ -228,6 +228,35 @@ impl App {
 pub type Shared = Arc<App>;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let (bind, limits, grace) = (
+        args.bind,
+        listen::Limits {
+            header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
+            body_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
+            max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+            per_peer: usize::try_from(args.max_connections_per_peer).unwrap_or(usize::MAX),
+        },
+        Duration::from_millis(args.shutdown_grace_ms),
+    );
+    let (app, inference) = start(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("redraft-serve")
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(Arc::clone(&app), bind, limits, grace))?;
+    // Every accepted job has been answered (or cancelled); the inference thread ends with the
+    // queue.
+    app.scheduler.close();
+    let _ = inference.join();
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    eprintln!("redraft serve: stopped");
+    Ok(())
+}
+
+/// What `run` serves: the flags checked, the model loaded (or why not) and described, and the
+/// scheduler's thread started on it.
+fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
     let api_key = gate::api_key(args.api_key.as_deref(), args.api_key_file.as_deref())?;
     let hosts = gate::Hosts::new(args.bind, &args.allow_host)?;
     let origins = gate::origins(&args.allow_origin)?;
@@ -252,17 +281,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ),
         None => DEFAULT_MODEL_ID.to_string(),
     };
-    let (parameters, family, context_length) = loaded.as_ref().map_or_else(
-        |_| (0, String::new(), 0),
-        |engine| {
-            let c = engine.model().config();
-            (
-                c.num_parameters(),
-                c.model_type.clone(),
-                c.max_position_embeddings,
-            )
-        },
-    );
+    let details = loaded.as_ref().ok().map(ModelDetails::of);
     let engine = match loaded {
         Ok(engine) => {
             eprintln!(
@@ -324,9 +343,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         model: ModelInfo {
             names,
             created: requests::unix_now(),
-            parameters,
-            family,
-            context_length,
+            details,
         },
         api_key,
         hosts,
@@ -343,31 +360,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         idle_refresh,
         shutting_down: AtomicBool::new(false),
     });
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("redraft-serve")
-        .enable_all()
-        .build()?;
-    let limits = listen::Limits {
-        header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
-        body_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
-        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
-        per_peer: usize::try_from(args.max_connections_per_peer).unwrap_or(usize::MAX),
-    };
-    runtime.block_on(serve(
-        Arc::clone(&app),
-        args.bind,
-        limits,
-        Duration::from_millis(args.shutdown_grace_ms),
-    ))?;
-    // Every accepted job has been answered (or cancelled); the inference thread ends with the
-    // queue.
-    app.scheduler.close();
-    let _ = inference.join();
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    eprintln!("redraft serve: stopped");
-    Ok(())
+    Ok((app, inference))
 }
 
 /// Serves until a signal, then stops: no new connections, idle and stalled ones closed at once,

@@ -256,22 +256,27 @@ fn digest(name: &str) -> String {
     out
 }
 
-/// The `details` Ollama gives a model, in `/api/tags` and `/api/show`.
+/// The `details` Ollama gives a model, in `/api/tags` and `/api/show`: what the local model's
+/// files are, read at load. Without a local model (a server only forwarding to a backend) every
+/// field is empty: nothing here knows the backend's weights.
 fn details(app: &Shared) -> Value {
-    let parameters = app.model.parameters;
-    let size = if parameters >= 1_000_000_000 {
-        format!("{:.1}B", parameters as f64 / 1e9)
-    } else {
-        format!("{:.1}M", parameters as f64 / 1e6)
+    let Some(model) = &app.model.details else {
+        return json!({
+            "parent_model": "",
+            "format": "",
+            "family": "",
+            "families": [],
+            "parameter_size": "",
+            "quantization_level": "",
+        });
     };
-    let family = &app.model.family;
     json!({
         "parent_model": "",
-        "format": "safetensors",
-        "family": family,
-        "families": [family],
-        "parameter_size": size,
-        "quantization_level": "F32",
+        "format": model.format,
+        "family": model.family,
+        "families": [model.family],
+        "parameter_size": model.parameter_size(),
+        "quantization_level": model.quantization.as_deref().unwrap_or(""),
     })
 }
 
@@ -291,7 +296,7 @@ pub async fn tags(State(app): State<Shared>) -> Json<Value> {
                 "name": name,
                 "model": name,
                 "modified_at": modified,
-                "size": app.model.parameters * 4,
+                "size": app.model.details.as_ref().map_or(0, |d| d.size),
                 "digest": digest(name),
                 "details": details,
             })
@@ -328,15 +333,15 @@ pub async fn show(
     if !app.model.names.iter().any(|n| *n == name.trim()) {
         return Err(ApiError::model_not_found(&name, &app.model.names).in_dialect(d));
     }
-    let family = &app.model.family;
-    let mut model_info = json!({
-        "general.architecture": family,
-        "general.parameter_count": app.model.parameters,
-    });
-    // Without a loaded model (a server that only forwards to a backend) there is no length.
-    if !family.is_empty() {
-        model_info[format!("{family}.context_length")] = json!(app.model.context_length);
-    }
+    // Without a loaded model (a server that only forwards to a backend) nothing is claimed.
+    let model_info = match &app.model.details {
+        Some(model) => json!({
+            "general.architecture": model.family,
+            "general.parameter_count": model.parameters,
+            format!("{}.context_length", model.family): model.context_length,
+        }),
+        None => json!({}),
+    };
     Ok(Json(json!({
         "modelfile": "",
         "parameters": "",
@@ -355,6 +360,8 @@ pub async fn version() -> Json<Value> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     #[test]
@@ -389,5 +396,152 @@ mod tests {
             assert!(!unloads(Some(&other)), "{other}");
         }
         assert!(!unloads(None));
+    }
+
+    /// A server as `redraft serve FLAGS` starts one (nothing bound), with its inference thread.
+    struct Started {
+        app: Shared,
+        inference: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Started {
+        fn with(flags: &[&str]) -> Started {
+            #[derive(clap::Parser)]
+            struct Serve {
+                #[command(flatten)]
+                args: crate::Args,
+            }
+            let argv = ["serve", "--device", "cpu"].iter().chain(flags);
+            let serve = <Serve as clap::Parser>::try_parse_from(argv).unwrap();
+            let (app, inference) = crate::start(serve.args).unwrap();
+            Started {
+                app,
+                inference: Some(inference),
+            }
+        }
+
+        async fn tags(&self) -> Value {
+            tags(State(Arc::clone(&self.app))).await.0
+        }
+
+        async fn show(&self, name: &str) -> Value {
+            let body = Bytes::from(json!({ "model": name }).to_string());
+            let shown = show(State(Arc::clone(&self.app)), Ok(body)).await;
+            shown.unwrap_or_else(|e| panic!("{}", e.body())).0
+        }
+    }
+
+    impl Drop for Started {
+        fn drop(&mut self) {
+            self.app.scheduler.close();
+            if let Some(inference) = self.inference.take() {
+                let _ = inference.join();
+            }
+        }
+    }
+
+    /// `/api/tags` lists every name with the one `details`, and `/api/show` of each says the same.
+    async fn listed_details(server: &Started) -> (Value, Value) {
+        let tags = server.tags().await;
+        let models = tags["models"].as_array().unwrap();
+        assert_eq!(models.len(), server.app.model.names.len(), "{tags}");
+        for model in models {
+            assert_eq!(model["details"], models[0]["details"], "{tags}");
+            assert_eq!(model["size"], models[0]["size"], "{tags}");
+            let shown = server.show(model["name"].as_str().unwrap()).await;
+            assert_eq!(shown["details"], model["details"], "{shown}");
+        }
+        let first = server.show(server.app.model.id()).await;
+        (models[0].clone(), first["model_info"].clone())
+    }
+
+    fn small_model() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model")
+    }
+
+    /// The embedded default says what it was compiled from: scripts/ship-model writes a Q8_0
+    /// GGUF; the CPU-trained default shipped now is f16 safetensors.
+    #[tokio::test]
+    async fn the_embedded_default_is_described_as_built() {
+        let server = Started::with(&[]);
+        let (listed, _) = listed_details(&server).await;
+        let files = &redraft_runtime::default_model::FILES;
+        let quantization = if files.format() == "gguf" {
+            "Q8_0"
+        } else {
+            "F16"
+        };
+        let details = &listed["details"];
+        assert_eq!(details["format"], files.format(), "{listed}");
+        assert_eq!(details["quantization_level"], quantization, "{listed}");
+        assert_eq!(details["family"], "qwen2", "{listed}");
+        assert_eq!(details["families"], json!(["qwen2"]), "{listed}");
+        assert_eq!(listed["size"], files.size() as u64, "{listed}");
+    }
+
+    /// A safetensors directory: f16 weights, 1,968,192 parameters (Ollama's `1.97M`), and the
+    /// bytes of the files loaded (its README is no part of the model).
+    #[tokio::test]
+    async fn a_safetensors_model_is_described_from_its_files() {
+        let dir = small_model();
+        let server = Started::with(&["--model", dir.to_str().unwrap()]);
+        let (listed, info) = listed_details(&server).await;
+        assert_eq!(listed["name"], "small-model");
+        assert_eq!(
+            listed["details"],
+            json!({
+                "parent_model": "",
+                "format": "safetensors",
+                "family": "qwen2",
+                "families": ["qwen2"],
+                "parameter_size": "1.97M",
+                "quantization_level": "F16",
+            })
+        );
+        let bytes: u64 = [
+            "model.safetensors",
+            "config.json",
+            "redraft.json",
+            "tokenizer.json",
+        ]
+        .iter()
+        .map(|f| std::fs::metadata(dir.join(f)).unwrap().len())
+        .sum();
+        assert_eq!(listed["size"], bytes);
+        assert_eq!(
+            info,
+            json!({
+                "general.architecture": "qwen2",
+                "general.parameter_count": 1_968_192,
+                "qwen2.context_length": 256,
+            })
+        );
+    }
+
+    /// Without a local model, a server forwarding FIM requests to a backend knows nothing of the
+    /// backend's weights: it says nothing rather than a format, a size or a quantization.
+    #[tokio::test]
+    async fn without_a_local_model_nothing_is_claimed() {
+        let server = Started::with(&[
+            "--model",
+            "/nonexistent/model-dir",
+            "--backend",
+            "http://127.0.0.1:9/v1",
+        ]);
+        assert!(server.app.model.details.is_none());
+        let (listed, info) = listed_details(&server).await;
+        assert_eq!(
+            listed["details"],
+            json!({
+                "parent_model": "",
+                "format": "",
+                "family": "",
+                "families": [],
+                "parameter_size": "",
+                "quantization_level": "",
+            })
+        );
+        assert_eq!(listed["size"], 0);
+        assert_eq!(info, json!({}));
     }
 }

@@ -12,6 +12,8 @@
 //! - [`backend_args`]: the `--backend` flags the commands share.
 //! - [`default_model`]: the embedded model and the one way any door loads a model.
 //! - [`model_args`]: the `--model` and `--device` flags the commands share.
+//! - [`model_details`]: what a loaded model is (format, quantization, architecture, size), as
+//!   the doors describe it.
 //! - [`sampler_args`]: the decoding flags the commands share.
 //! - [`metrics`]: counters and histograms of the jobs (the HTTP server exposes them).
 
@@ -21,6 +23,7 @@ pub mod default_model;
 pub mod fim_template;
 pub mod metrics;
 pub mod model_args;
+pub mod model_details;
 pub mod sampler_args;
 pub mod scheduler;
 
