@@ -122,7 +122,13 @@ impl Scanner {
             },
             Mode::Str { quote, count } => {
                 if b == b'\\' {
-                    return 2.min(bytes.len() - i);
+                    // An escaped line break (a continuation) is one, CRLF or not.
+                    let escaped = if bytes[i + 1..].starts_with(b"\r\n") {
+                        3
+                    } else {
+                        2
+                    };
+                    return escaped.min(bytes.len() - i);
                 }
                 // A Rust char literal, or any Python string but a triple-quoted one, ends at
                 // its line: unterminated, it is a typo, and must not make every later line

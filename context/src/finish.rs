@@ -1,7 +1,7 @@
 //! Post-processing of the model's middle: what a user sees is what the eval scores.
 
 use crate::brackets::{trouble, Scanner};
-use crate::{Plan, Unit};
+use crate::{Language, Plan, Unit};
 
 /// Suffix lines compared against the end of a middle when looking for repeats.
 const MAX_REPEATED_LINES: usize = 8;
@@ -73,7 +73,8 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
         // indentation of the code's to judge. Where the plan could not tell what the cursor's
         // line starts in, each line is judged: a wrong guess would read the middle's closing
         // quotes as opening ones and never end a Python block, this only ends one early.
-        let starts_in_code = scanner.in_code() || plan.line_start_mode.is_none();
+        let starts_in_code = scanner.in_code()
+            || (plan.line_start_mode.is_none() && plan.language != Language::Rust);
         scanner.feed(line);
         let complete = line.ends_with('\n');
         let has_code = !line.trim().is_empty();
@@ -101,9 +102,11 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
             return (&middle[..line_start], complete);
         }
         seen_code |= has_code;
-        // Still in the string or comment the cursor is in: the middle left nothing open.
-        let in_cursors_literal =
-            in_literal_at_cursor && scanner.literals_ended == at_cursor.literals_ended;
+        // Still in the string or comment the cursor is in (no deeper in a nested comment):
+        // the middle left nothing open.
+        let in_cursors_literal = in_literal_at_cursor
+            && scanner.literals_ended == at_cursor.literals_ended
+            && scanner.mode() == at_cursor.mode();
         let line_done = complete && (scanner.in_code() || in_cursors_literal);
         if unit != Unit::Block && seen_code && line_done && scanner.depth() <= start_depth {
             return (&middle[..offset], true);

@@ -253,7 +253,9 @@ fn line_start_state(text: &str, line_start: usize, language: Language) -> LineSt
     scanner.feed(&text[from..line_start]);
     LineStartState {
         open: scanner.open(),
-        mode: (from == 0).then(|| scanner.mode()),
+        // Plain text is scanned with Rust's rules, which a stray quote (an inch mark, a
+        // backtick string holding one) would leave "inside a string" for the rest of the file.
+        mode: (from == 0 && language != Language::Plain).then(|| scanner.mode()),
     }
 }
 

@@ -509,6 +509,67 @@ fn a_line_start_past_the_scans_reach_takes_every_line_for_code() {
     assert_eq!(near.line_start_mode.map(|mode| mode.in_code()), Some(true));
 }
 
+/// Past the scan's reach in Rust, the block still ends at its closer, not at a raw string's
+/// line at column 0 (Rust's closers end blocks, so the scanner's guess of code is kept).
+#[test]
+fn a_rust_line_start_past_the_scans_reach_keeps_raw_strings_whole() {
+    let filler = "const X: u8 = 1;\n".repeat((300 << 10) / 17);
+    let (text, cursor) = split(&format!(
+        "{filler}fn usage() -> &'static str {{\n    $0\n}}\n"
+    ));
+    let plan = plan_for_text(&text, cursor, Language::Rust, ROOMY);
+    assert_eq!(plan.canvas.unit, Unit::Block, "{}", plan.canvas.reason);
+    assert_eq!(plan.line_start_mode, None);
+    let body = "let s = r#\"Usage:\nredraft [OPTIONS]\n\"#;\n    s";
+    let middle = format!("{body}\n}}\n\nfn junk() {{}}\n");
+    assert_eq!(finish(&middle, &plan).as_deref(), Some(body));
+}
+
+/// Plain text (JavaScript, Go, Markdown, ...) is scanned with Rust's rules, which a stray
+/// quote would leave inside a string for the rest of the file: no line-start mode is trusted
+/// there, so the brackets still end the block.
+#[test]
+fn a_stray_quote_in_plain_text_does_not_hide_the_brackets() {
+    let plan = plan_for(
+        "A 5\" screen.\nfunction f() {\n    $0\n}\n",
+        Language::Plain,
+        ROOMY,
+    );
+    assert_eq!(plan.canvas.unit, Unit::Block, "{}", plan.canvas.reason);
+    assert_eq!(plan.line_start_mode, None);
+    assert_eq!(
+        finish("a();\n    b();\n}\n\nfunction junk() {}\n", &plan).as_deref(),
+        Some("a();\n    b();")
+    );
+}
+
+/// A Python string continued with a backslash goes on to the next line with CRLF line endings
+/// as with LF: what it holds is no bracket.
+#[test]
+fn a_continued_python_string_reads_the_same_with_crlf() {
+    for nl in ["\n", "\r\n"] {
+        let plan = plan_for(
+            &format!("def f():{nl}    s = 'a \\{nl}(b'{nl}    x = g(1,{nl}$0{nl}    return x{nl}"),
+            Language::Python,
+            ROOMY,
+        );
+        assert_eq!(plan.open_brackets, "(", "line endings {nl:?}");
+    }
+}
+
+/// A comment nested inside the block comment the cursor is in is the middle's own: the line
+/// that opens it is not finished while it is open.
+#[test]
+fn a_comment_nested_in_the_cursors_comment_is_the_middles() {
+    let plan = rust("fn f() {\n    /* outer\n    g($0);\n}\n");
+    assert_eq!(plan.line_start_mode.map(|mode| mode.in_code()), Some(false));
+    let middle = "see /* nested\n more */ text\n";
+    assert_eq!(
+        finish(middle, &plan).as_deref(),
+        Some("see /* nested\n more */ text")
+    );
+}
+
 /// A middle written after a line's indentation, with code after the cursor, that wrote no line
 /// break is part of that line: no break is added after it. One that wrote a break, or one at
 /// the start of the line, is a line inserted before the code and keeps it.
