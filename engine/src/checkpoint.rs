@@ -7,18 +7,25 @@
 //! (`model.transformer.blocks.N.*`, [`crate::gguf::Naming::Llada`]) are renamed on load through
 //! the one table of tensor names in [`crate::gguf`]. Every tensor remembers the file it came
 //! from, so a wrong shape or a missing name is reported against the right file, under the name
-//! that file uses.
+//! that file uses. What the files hold, as stored, is tallied as they are read, for the engine's
+//! [`WeightsSummary`] (`checkpoint/summary.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use candle_core::quantized::GgmlDType;
 use candle_core::safetensors::Load;
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::gguf::{llada_name, rename, Naming};
+use crate::gguf::{llada_name, rename, type_name, Naming};
 use crate::linear::{keeps_half, Stored};
+
+mod summary;
+
+pub(crate) use summary::WeightsTally;
+pub use summary::{WeightsFormat, WeightsSummary};
 
 pub const SINGLE_FILE: &str = "model.safetensors";
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
@@ -29,6 +36,8 @@ pub struct Weights {
     files: Vec<PathBuf>,
     /// The file's own name for a tensor, where it differs (GGUF's llama.cpp names).
     file_name: fn(&str) -> Option<String>,
+    /// What the files read hold, as stored (nothing for tensors built in memory).
+    tally: WeightsTally,
 }
 
 fn same_name(_: &str) -> Option<String> {
@@ -51,7 +60,10 @@ impl Weights {
         if single.exists() {
             weights.load_file(&single, dtype, device)?;
         } else if index_path.exists() {
-            let index: ShardIndex = crate::config::read_json(&index_path, "the shard index")?;
+            let text = crate::config::read_text(&index_path, "the shard index")?;
+            weights.tally.bytes += text.len() as u64;
+            let index: ShardIndex =
+                crate::config::parse_json(&text, &index_path, "the shard index")?;
             let mut shards: Vec<&String> = index.weight_map.values().collect();
             shards.sort();
             shards.dedup();
@@ -100,6 +112,7 @@ impl Weights {
             tensors: HashMap::new(),
             files: Vec::new(),
             file_name: same_name,
+            tally: WeightsTally::default(),
         }
     }
 
@@ -126,7 +139,18 @@ impl Weights {
             tensors: tensors.into_iter().map(|(k, v)| (k, (v, 0))).collect(),
             files: vec![origin.to_path_buf()],
             file_name,
+            tally: WeightsTally::default(),
         }
+    }
+
+    /// These weights with what their file was found to hold as it was read (a GGUF's).
+    pub(crate) fn tallied(self, tally: WeightsTally) -> Weights {
+        Weights { tally, ..self }
+    }
+
+    /// What the files read hold, as stored, for the engine's [`WeightsSummary`].
+    pub(crate) fn tally(&self) -> &WeightsTally {
+        &self.tally
     }
 
     fn load_file(&mut self, path: &Path, dtype: DType, device: &Device) -> Result<()> {
@@ -173,14 +197,17 @@ impl Weights {
             safetensors::SafeTensors::deserialize(bytes).map_err(|e| corrupt(e.to_string()))?;
         let file_index = self.files.len();
         self.files.push(path.to_path_buf());
+        self.tally.bytes += bytes.len() as u64;
         let params: usize = st
             .tensors()
             .iter()
             .map(|(_, v)| v.shape().iter().product::<usize>())
             .sum();
         for (name, view) in st.tensors() {
-            match view.dtype() {
-                safetensors::Dtype::F32 | safetensors::Dtype::F16 | safetensors::Dtype::BF16 => {}
+            let stored_type = match view.dtype() {
+                safetensors::Dtype::F32 => GgmlDType::F32,
+                safetensors::Dtype::F16 => GgmlDType::F16,
+                safetensors::Dtype::BF16 => GgmlDType::BF16,
                 other => {
                     return Err(Error::TensorDtype {
                         name,
@@ -188,7 +215,7 @@ impl Weights {
                         dtype: format!("{other:?}"),
                     })
                 }
-            }
+            };
             // An f16/bf16 matrix stays half where the CPU kernel multiplies it (half the memory
             // and half the reading a step does); f32 is asked for, so vectors are widened.
             let half = matches!(
@@ -202,6 +229,8 @@ impl Weights {
                 .and_then(|t| t.to_device(device))
                 .map_err(|e| corrupt(format!("tensor `{name}`: {e}")))?;
             let ours = Weights::ours(&name);
+            self.tally
+                .tensor(Some(&ours), type_name(stored_type), view.shape());
             if ours != name {
                 self.file_name = llada_name;
             }

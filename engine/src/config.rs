@@ -775,7 +775,7 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     parse_json(&read_text(path, what)?, path, what)
 }
 
-fn read_text(path: &Path, what: &'static str) -> Result<String> {
+pub(crate) fn read_text(path: &Path, what: &'static str) -> Result<String> {
     std::fs::read_to_string(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             Error::MissingFile {
@@ -800,7 +800,7 @@ fn from_value<T: serde::de::DeserializeOwned>(
     })
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     text: &str,
     path: &Path,
     what: &'static str,

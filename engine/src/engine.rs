@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::cache::ContextCache;
+use crate::checkpoint::WeightsSummary;
 use crate::config::DiffusionSettings;
 use crate::edit::sweep::SweepPieces;
 use crate::edit::{canvas_length, EditFormat, EditPieces, EditRequest};
@@ -120,6 +121,7 @@ pub struct Engine {
     also_end: Option<u32>,
     layout: FimLayout,
     dir: PathBuf,
+    weights: WeightsSummary,
 }
 
 impl Engine {
@@ -159,6 +161,11 @@ impl Engine {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// What its weights are (format, types, bytes of its files), as its load read them.
+    pub fn weights(&self) -> &WeightsSummary {
+        &self.weights
     }
 
     pub fn sampler(&self) -> Sampler<'_> {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device};
 
 use super::{Engine, CONFIG_FILE, REDRAFT_FILE, TOKENIZER_FILE};
-use crate::checkpoint::Weights;
+use crate::checkpoint::{Weights, WeightsFormat, WeightsSummary};
 use crate::config::{DiffusionSettings, ModelConfig, RedraftJson};
 use crate::edit::EditFormat;
 use crate::error::{Error, Result};
@@ -45,17 +45,31 @@ impl ModelFiles {
     /// Bytes in all.
     pub fn size(&self) -> usize {
         let weights = match self.weights {
-            WeightsFile::Safetensors { config, weights } => config.len() + weights.len(),
+            WeightsFile::Safetensors { weights, .. } => weights.len(),
             WeightsFile::Gguf(bytes) => bytes.len(),
         };
-        weights + self.redraft.map_or(0, str::len) + self.tokenizer.len()
+        weights + self.beside_weights()
+    }
+
+    /// Bytes of the files read with the weights: the config (a GGUF's is its metadata),
+    /// `redraft.json` and `tokenizer.json`.
+    fn beside_weights(&self) -> usize {
+        let config = match self.weights {
+            WeightsFile::Safetensors { config, .. } => config.len(),
+            WeightsFile::Gguf(_) => 0,
+        };
+        config + self.redraft.map_or(0, str::len) + self.tokenizer.len()
     }
 
     /// `safetensors` or `gguf`.
     pub fn format(&self) -> &'static str {
+        self.weights_format().name()
+    }
+
+    fn weights_format(&self) -> WeightsFormat {
         match self.weights {
-            WeightsFile::Safetensors { .. } => "safetensors",
-            WeightsFile::Gguf(_) => "gguf",
+            WeightsFile::Safetensors { .. } => WeightsFormat::Safetensors,
+            WeightsFile::Gguf(_) => WeightsFormat::Gguf,
         }
     }
 
@@ -112,7 +126,11 @@ impl Engine {
         let (config, settings) = load_settings(dir)?;
         let weights = Weights::load(dir, DType::F32, device)?;
         let tokenizer = Tokenizer::load(&dir.join(TOKENIZER_FILE))?;
-        Engine::assemble(dir, config, settings, &weights, tokenizer, device)
+        let summary = weights.tally().summary(
+            WeightsFormat::Safetensors,
+            file_bytes(dir, &[CONFIG_FILE, REDRAFT_FILE, TOKENIZER_FILE]),
+        );
+        Engine::assemble(dir, config, settings, &weights, summary, tokenizer, device)
     }
 
     /// A GGUF file onto `device`: config, settings and vocabulary from its metadata, quantized
@@ -122,7 +140,12 @@ impl Engine {
     pub fn load_gguf(file: &Path, device: &Device) -> Result<Engine> {
         let (config, settings, weights, tokenizer) =
             read_gguf(file, device, crate::gguf::Tensors::Read)?;
-        Engine::assemble(file, config, settings, &weights, tokenizer, device)
+        // Its config is its metadata: a `config.json` beside it is not read, so not counted.
+        let summary = weights.tally().summary(
+            WeightsFormat::Gguf,
+            file_bytes(beside(file), &[REDRAFT_FILE, TOKENIZER_FILE]),
+        );
+        Engine::assemble(file, config, settings, &weights, summary, tokenizer, device)
     }
 
     /// A model whose files are compiled into the binary (the default model); errors name the
@@ -134,11 +157,15 @@ impl Engine {
     /// [`Engine::from_files`] onto `device`.
     pub fn from_files_on(files: &ModelFiles, device: &Device) -> Result<Engine> {
         let (config, settings, weights, tokenizer) = files.read(device)?;
+        let summary = weights
+            .tally()
+            .summary(files.weights_format(), files.beside_weights() as u64);
         Engine::assemble(
             Path::new(files.origin),
             config,
             settings,
             &weights,
+            summary,
             tokenizer,
             device,
         )
@@ -149,6 +176,7 @@ impl Engine {
         config: ModelConfig,
         settings: DiffusionSettings,
         weights: &Weights,
+        summary: WeightsSummary,
         tokenizer: Tokenizer,
         device: &Device,
     ) -> Result<Engine> {
@@ -202,8 +230,23 @@ impl Engine {
             settings,
             banned,
             dir: dir.to_path_buf(),
+            weights: summary,
         })
     }
+}
+
+/// The directory a GGUF file's `redraft.json` and `tokenizer.json` are read from.
+fn beside(file: &Path) -> &Path {
+    file.parent().unwrap_or(Path::new("."))
+}
+
+/// Bytes of the files `names` in `dir` that are there (sizes of files the load has just read,
+/// for [`WeightsSummary::model_file_bytes`]; an optional one absent counts 0).
+fn file_bytes(dir: &Path, names: &[&str]) -> u64 {
+    names
+        .iter()
+        .map(|name| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len()))
+        .sum()
 }
 
 /// The GGUF file `path` names: the file itself, or the one `.gguf` in a directory without a
@@ -264,7 +307,7 @@ fn read_gguf(
     device: &Device,
     tensors: crate::gguf::Tensors,
 ) -> Result<(ModelConfig, DiffusionSettings, Weights, Tokenizer)> {
-    let dir = file.parent().unwrap_or(Path::new("."));
+    let dir = beside(file);
     let tokenizer_json = Some(dir.join(TOKENIZER_FILE)).filter(|p| p.exists());
     let checkpoint = crate::gguf::load(file, tokenizer_json.as_deref(), device, tensors)?;
     let extra_path = dir.join(REDRAFT_FILE);

@@ -21,15 +21,17 @@ use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::{DType, Device, Tensor};
 
-use crate::checkpoint::Weights;
+use crate::checkpoint::{Weights, WeightsTally};
 use crate::config::{AttentionPattern, ModelConfig, RedraftJson, TokenIds};
 use crate::error::{Error, Result};
 use crate::linear::{keeps_half, FileBytes, Mapped, Stored};
 use crate::tokenizer::Tokenizer;
 
 mod header;
+mod type_names;
 mod write;
 
+pub use type_names::{file_type_name, type_name};
 pub use write::GgufWriter;
 
 /// What a GGUF file holds, read.
@@ -194,6 +196,11 @@ fn read(
     let mut params = 0usize;
     let mut mapped = HashMap::new();
     let mut extents = Vec::with_capacity(infos.len());
+    let mut tally = WeightsTally {
+        file_type: stated_file_type(&content.metadata),
+        bytes: map.len() as u64,
+        ..WeightsTally::default()
+    };
     for (name, info) in infos {
         let dims = info.shape.dims();
         let misplaced = |why: String| {
@@ -225,7 +232,9 @@ fn read(
         // saturating says so without a panic path.
         params = params.saturating_add(tensor.elem_count());
         extents.push((start, start + tensor.bytes().len(), name.as_str()));
-        if let Some(ours) = transformers_name(name) {
+        let ours = transformers_name(name);
+        tally.tensor(ours.as_deref(), type_name(info.ggml_dtype), dims);
+        if let Some(ours) = ours {
             mapped.insert(name.as_str(), (ours, tensor));
         }
     }
@@ -370,9 +379,25 @@ fn read(
     Ok(GgufCheckpoint {
         config,
         stated,
-        weights: Weights::from_stored(tensors, path, gguf_name),
+        weights: Weights::from_stored(tensors, path, gguf_name).tallied(tally),
         tokenizer,
     })
+}
+
+/// `general.file_type` where the file states it as a non-negative integer ([`file_type_name`]).
+/// Anything else there is no reason to refuse a model: only its description would use it.
+fn stated_file_type(metadata: &HashMap<String, Value>) -> Option<u64> {
+    match *metadata.get("general.file_type")? {
+        Value::U8(v) => Some(v.into()),
+        Value::U16(v) => Some(v.into()),
+        Value::U32(v) => Some(v.into()),
+        Value::U64(v) => Some(v),
+        Value::I8(v) => u64::try_from(v).ok(),
+        Value::I16(v) => u64::try_from(v).ok(),
+        Value::I32(v) => u64::try_from(v).ok(),
+        Value::I64(v) => u64::try_from(v).ok(),
+        _ => None,
+    }
 }
 
 /// Whether any two of the tensors' byte ranges (`start..end`, and the name) overlap: two

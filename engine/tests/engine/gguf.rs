@@ -198,7 +198,7 @@ fn q8_0_gguf_stays_quantized_and_close() {
 
 /// `bytes` for as long as the test binary runs, as `include_bytes!` gives them, starting `skew`
 /// bytes past an allocation's (16-byte aligned) start.
-fn leak(bytes: Vec<u8>, skew: usize) -> &'static [u8] {
+pub(super) fn leak(bytes: Vec<u8>, skew: usize) -> &'static [u8] {
     let mut skewed = vec![0u8; skew];
     skewed.extend(bytes);
     &Box::leak(skewed.into_boxed_slice())[skew..]

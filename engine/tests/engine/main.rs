@@ -2,7 +2,7 @@
 //! landing mid-pass (`cancel`), edit reuse (`edit_reuse`), GGUF files (`gguf`) and files whose
 //! header lies (`gguf_header`), the kernels against candle (`kernels`), LLaDA (`llada`), load
 //! errors (`load_errors`), parity with transformers (`parity`), the sampler on a scripted model
-//! (`sampler`), valid text (`text`).
+//! (`sampler`), valid text (`text`), what the engine records of its weights (`weights_summary`).
 
 mod batch;
 mod cancel;
@@ -15,3 +15,4 @@ mod load_errors;
 mod parity;
 mod sampler;
 mod text;
+mod weights_summary;

@@ -1,14 +1,16 @@
 //! Model details of real models (the embedded default, the fixture directory, GGUF files
-//! written here) and of headers as llama.cpp's quantizer leaves them.
+//! written here) and Ollama's way of writing a parameter count. What the engine records of the
+//! files themselves is tested with it (`engine/tests/engine/weights_summary.rs`).
 
 use std::path::Path;
 
-use candle_core::quantized::gguf_file::{self, Value};
-use candle_core::quantized::{GgmlDType, QTensor};
-use candle_core::{Device, Tensor};
+use candle_core::quantized::GgmlDType;
 use redraft_engine::Engine;
 
 use super::*;
+use crate::default_model;
+
+const INDEX_FILE: &str = redraft_engine::checkpoint::INDEX_FILE;
 
 fn small_model() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model")
@@ -84,12 +86,12 @@ fn a_sharded_directory_counts_its_index_and_shards() {
     let index = r#"{"weight_map": {"model.norm.weight": "model-00001-of-00001.safetensors",
         "model.embed_tokens.weight": "model-00001-of-00001.safetensors"}}"#;
     std::fs::write(dir.path().join(INDEX_FILE), index).unwrap();
-    let (format, quantization, size) = weights_of(dir.path());
+    let details = ModelDetails::of(&Engine::load(dir.path()).unwrap());
     assert_eq!(
-        (format, quantization.as_deref()),
+        (details.format, details.quantization.as_deref()),
         ("safetensors", Some("F16"))
     );
-    assert_eq!(size, fixture_bytes() + index.len() as u64);
+    assert_eq!(details.size, fixture_bytes() + index.len() as u64);
 }
 
 /// A GGUF as `redraft_tests::gguf` writes one (no `general.file_type`: the matrices' type).
@@ -121,64 +123,15 @@ fn a_gguf_without_a_file_type_is_named_by_its_matrices() {
 #[test]
 fn a_gguf_beside_a_tokenizer_counts_it() {
     let (dir, path) = written_gguf(GgmlDType::Q8_0);
-    std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
+    let tokenizer = redraft_tests::gguf::tokenizer_json(384);
+    std::fs::write(dir.path().join("tokenizer.json"), &tokenizer).unwrap();
     // The metadata is its config: a config.json beside it is not read, so not counted.
     std::fs::write(dir.path().join("config.json"), "{}").unwrap();
-    let (_, _, size) = weights_of(&path);
-    assert_eq!(size, std::fs::metadata(&path).unwrap().len() + 2);
-}
-
-/// `general.file_type` says what llama.cpp made of the file (a Q4_K_M file mixes Q4_K and
-/// Q6_K matrices, which their count alone would call Q4_K).
-#[test]
-fn a_gguf_file_type_is_named_as_llama_cpp_names_it() {
-    let tensor = QTensor::quantize(
-        &Tensor::zeros((32, 256), candle_core::DType::F32, &Device::Cpu).unwrap(),
-        GgmlDType::Q4K,
-    )
-    .unwrap();
-    let header = |file_type: Option<Value>| {
-        let mut bytes = std::io::Cursor::new(Vec::new());
-        let mut metadata = vec![("general.architecture", Value::String("qwen2".into()))];
-        metadata.extend(file_type.map(|t| ("general.file_type", t)));
-        let metadata: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
-        gguf_file::write(&mut bytes, &metadata, &[("blk.0.ffn_up.weight", &tensor)]).unwrap();
-        bytes.set_position(0);
-        gguf_quantization(&mut bytes)
-    };
-    assert_eq!(header(Some(Value::U32(15))).as_deref(), Some("Q4_K_M"));
-    assert_eq!(header(Some(Value::U32(7))).as_deref(), Some("Q8_0"));
-    assert_eq!(header(Some(Value::U32(32))).as_deref(), Some("BF16"));
-    assert_eq!(header(Some(Value::I32(1))).as_deref(), Some("F16"));
-    // Absent, or a number llama.cpp never gave: the tensors say.
-    assert_eq!(header(None).as_deref(), Some("Q4_K"));
-    assert_eq!(header(Some(Value::U32(999))).as_deref(), Some("Q4_K"));
+    let details = ModelDetails::of(&Engine::load(&path).unwrap());
     assert_eq!(
-        gguf_quantization(&mut std::io::Cursor::new(b"GGUF".to_vec())),
-        None
+        details.size,
+        std::fs::metadata(&path).unwrap().len() + tokenizer.len() as u64
     );
-}
-
-fn tensor(name: &str, dtype: &str, shape: &[u64]) -> TensorEntry {
-    (name.into(), dtype.into(), shape.to_vec())
-}
-
-#[test]
-fn the_linear_weights_decide_over_the_embedding_and_the_norms() {
-    let mixed = [
-        tensor("model.embed_tokens.weight", "F32", &[151_936, 896]),
-        tensor("model.layers.0.mlp.up_proj.weight", "BF16", &[4864, 896]),
-        tensor("model.layers.0.self_attn.q_proj.weight", "F16", &[896, 896]),
-        tensor("model.layers.0.input_layernorm.weight", "F32", &[896]),
-    ];
-    assert_eq!(dominant(&mixed), "BF16");
-    let embedding_only = [
-        tensor("token_embd.weight", "Q8_0", &[64, 32]),
-        tensor("output_norm.weight", "F32", &[32]),
-    ];
-    assert_eq!(dominant(&embedding_only), "Q8_0");
-    assert_eq!(dominant(&[tensor("norm", "F32", &[32])]), "F32");
-    assert_eq!(dominant(&[]), "");
 }
 
 #[test]
@@ -201,18 +154,4 @@ fn parameter_counts_read_as_ollama_writes_them() {
     ] {
         assert_eq!(human_number(count), text, "{count}");
     }
-}
-
-#[test]
-fn a_safetensors_header_is_read_without_its_data() {
-    let json = br#"{"__metadata__": {"format": "pt"}, "w": {"dtype": "bf16", "shape": [2, 3], "data_offsets": [0, 12]}}"#;
-    let mut bytes = (json.len() as u64).to_le_bytes().to_vec();
-    bytes.extend_from_slice(json);
-    // No tensor data follows: only the header is read.
-    let tensors = safetensors_header(&mut &bytes[..]).unwrap();
-    assert_eq!(tensors, [tensor("w", "BF16", &[2, 3])]);
-    let mut truncated = &bytes[..20];
-    assert_eq!(safetensors_header(&mut truncated), None);
-    let huge = u64::MAX.to_le_bytes();
-    assert_eq!(safetensors_header(&mut &huge[..]), None);
 }
