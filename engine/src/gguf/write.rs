@@ -2,7 +2,7 @@
 //! `tokenizer.json`) as llama.cpp lays it out, its matrices in the block type asked for. What
 //! `redraft convert` runs; [`super::load`] reads it back. A `llada` file is what llama.cpp's
 //! `convert_hf_to_gguf.py` (`LLaDAModel`) writes: its keys, and the query and key rows in the
-//! pair order of llama.cpp's `NORM` RoPE ([`super::rope_pair_rows`]).
+//! pair order of llama.cpp's `NORM` RoPE ([`super::names::rope_pair_rows`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,7 +11,8 @@ use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Tensor;
 
-use super::{gguf_name, is_query_or_key, rope_pair_rows, QWEN2_SPLIT};
+use super::names::{gguf_name, is_query_or_key, rope_pair_rows};
+use super::vocabulary::QWEN2_SPLIT;
 use crate::config::{AttentionPattern, DiffusionSettings, ModelConfig};
 use crate::error::{Error, Result};
 
