@@ -39,6 +39,9 @@ pub struct Snapshot {
     /// Byte offset just after the text the last change inserted (where the editor's cursor
     /// usually is after it); `None` before the first change.
     pub last_edit_end: Option<usize>,
+    /// The text is the client's: false after a change that did not apply (see
+    /// [`Document::apply_changes`]), until a change sends the whole text again.
+    pub in_sync: bool,
 }
 
 /// A next edit the server answered with for the text at `edited_at`: `text` in place of
@@ -70,6 +73,7 @@ pub struct Document {
     history: EditHistory,
     offer: Option<Offer>,
     last_edit_end: Option<usize>,
+    in_sync: bool,
 }
 
 /// The parser and its last tree; the tree is `None` while the text is too large to parse.
@@ -99,6 +103,7 @@ impl Document {
             history: EditHistory::new(HistoryLimits::default()),
             offer: None,
             last_edit_end: None,
+            in_sync: true,
         };
         document.reparse();
         document
@@ -139,8 +144,10 @@ impl Document {
 
     /// Applies one `didChange` in order: each change's range refers to the text left by the
     /// previous one. A change that names no place in the text stops the sequence (later ranges
-    /// would be meaningless) and is reported; what was applied stays applied. A full-text change
-    /// is applied (and recorded) as the span that differs. `seq` orders the change among all
+    /// would be meaningless) and is reported; what was applied stays applied, and the document
+    /// is out of sync ([`Snapshot::in_sync`]): the client holds some other text under this
+    /// version, so an edit computed here would land in the wrong place there. A full-text change
+    /// is applied (and recorded) as the span that differs, and brings the text back in sync. `seq` orders the change among all
     /// documents' (it becomes `edited_at`), `at_ms` is the clock for the history.
     ///
     /// The changes go into the history one by one, unless together they applied the offered
@@ -166,12 +173,14 @@ impl Document {
         for change in changes {
             let (range, text) = match change.range {
                 None => {
+                    self.in_sync = true;
                     let (old, new) = changed_span(&self.rope, &change.text);
                     (old, &change.text[new])
                 }
                 Some(range) => match encoding.edit_range(&self.rope, range) {
                     Ok(bytes) => (bytes, change.text.as_str()),
                     Err(err) => {
+                        self.in_sync = false;
                         result = Err(err);
                         break;
                     }
@@ -259,6 +268,7 @@ impl Document {
             tree: self.tree().cloned(),
             edited_at: self.edited_at,
             last_edit_end: self.last_edit_end,
+            in_sync: self.in_sync,
         }
     }
 }
@@ -619,6 +629,68 @@ mod tests {
             .unwrap();
         assert_eq!(doc.rope().to_string(), "struct S;\nfn b() {}");
         assert_eq!(doc.version(), 3);
+    }
+
+    /// A change that does not apply leaves the server with other text than the client's under
+    /// the new version: out of sync, whatever incremental changes follow, until a change sends
+    /// the whole text.
+    #[test]
+    fn a_change_that_does_not_apply_puts_the_document_out_of_sync_until_the_whole_text_comes() {
+        let at = |line, character| tower_lsp_server::ls_types::Position::new(line, character);
+        let change = |range: Option<(
+            tower_lsp_server::ls_types::Position,
+            tower_lsp_server::ls_types::Position,
+        )>,
+                      text: &str| {
+            TextDocumentContentChangeEvent {
+                range: range.map(|(start, end)| LspRange::new(start, end)),
+                range_length: None,
+                text: text.into(),
+            }
+        };
+        let mut doc = Document::new(uri(), "rust", 0, "fn a() {}\n", 0);
+        assert!(doc.snapshot().in_sync);
+        // The first change applies, the reversed second one does not: half of the
+        // notification is in.
+        let half = [
+            change(Some((at(0, 0), at(0, 0))), "pub "),
+            change(Some((at(0, 9), at(0, 2))), "x"),
+        ];
+        assert!(doc
+            .apply_changes(1, &half, PositionEncoding::Utf16, 1, 0)
+            .is_err());
+        assert_eq!(doc.rope().to_string(), "pub fn a() {}\n");
+        assert!(!doc.snapshot().in_sync);
+        doc.apply_changes(
+            2,
+            &[change(Some((at(0, 0), at(0, 0))), "// x\n")],
+            PositionEncoding::Utf16,
+            2,
+            0,
+        )
+        .unwrap();
+        assert!(
+            !doc.snapshot().in_sync,
+            "an incremental change does not mend it"
+        );
+        doc.apply_changes(
+            3,
+            &[change(None, "fn b() {}\n")],
+            PositionEncoding::Utf16,
+            3,
+            0,
+        )
+        .unwrap();
+        assert!(doc.snapshot().in_sync);
+        // A whole text followed by a change that does not apply is out of sync again.
+        let mixed = [
+            change(None, "fn c() {}\n"),
+            change(Some((at(0, 5), at(0, 1))), ""),
+        ];
+        assert!(doc
+            .apply_changes(4, &mixed, PositionEncoding::Utf16, 4, 0)
+            .is_err());
+        assert!(!doc.snapshot().in_sync);
     }
 
     #[test]

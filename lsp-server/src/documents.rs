@@ -33,6 +33,11 @@ pub struct Snapshots {
     pub document: Snapshot,
     pub neighbours: Vec<Snapshot>,
     pub history: Vec<(Uri, EditGroup)>,
+    /// Names the open documents' histories as they are: it moves with every change of any
+    /// document and every close (or open over it) of a document with a history, so two
+    /// snapshots with the same one (and the same `document.edited_at`) would show a next edit
+    /// the same history. Opening, closing or looking at documents nobody edited leaves it.
+    pub history_generation: u64,
 }
 
 /// A change the owner applied, for the server to precompute the next edit on.
@@ -88,12 +93,17 @@ enum Event {
         with_history: bool,
         reply: oneshot::Sender<Option<Snapshots>>,
     },
+    /// The owner waits until the sender is dropped (see [`Documents::hold`]).
+    #[cfg(test)]
+    Hold(mpsc::Receiver<()>),
 }
 
 impl Event {
     fn uri(&self) -> Option<&Uri> {
         match self {
             Event::Encoding(_) => None,
+            #[cfg(test)]
+            Event::Hold(_) => None,
             Event::Open { uri, .. }
             | Event::Change { uri, .. }
             | Event::Close { uri }
@@ -164,6 +174,16 @@ impl Documents {
         rx
     }
 
+    /// Holds the owner until the returned sender is dropped: whatever is queued meanwhile
+    /// (a handler's snapshot) waits, so a test can run another handler while one's snapshot is
+    /// on its way, however quick the owner would be.
+    #[cfg(test)]
+    pub fn hold(&self) -> mpsc::Sender<()> {
+        let (release, held) = mpsc::channel();
+        self.send(Event::Hold(held));
+        release
+    }
+
     fn send(&self, event: Event) {
         // The owner thread only stops when every handle is gone.
         let _ = self.tx.send(event);
@@ -175,6 +195,8 @@ struct Owner {
     encoding: PositionEncoding,
     /// Orders events across documents (recency for neighbours and the history).
     seq: u64,
+    /// See [`Snapshots::history_generation`].
+    history_generation: u64,
     clock: Box<dyn Clock>,
     changed: async_mpsc::UnboundedSender<Changed>,
     log: Log,
@@ -190,6 +212,7 @@ impl Owner {
             documents: HashMap::new(),
             encoding: PositionEncoding::default(),
             seq: 0,
+            history_generation: 0,
             clock,
             changed,
             log,
@@ -218,6 +241,10 @@ impl Owner {
         self.seq += 1;
         match event {
             Event::Encoding(encoding) => self.encoding = encoding,
+            #[cfg(test)]
+            Event::Hold(held) => {
+                let _ = held.recv();
+            }
             Event::Open {
                 uri,
                 language_id,
@@ -225,7 +252,11 @@ impl Owner {
                 text,
             } => {
                 let document = Document::new(uri.clone(), &language_id, version, &text, self.seq);
-                self.documents.insert(uri, document);
+                // Opened again without a close: the old one's history goes with it.
+                let replaced = self.documents.insert(uri, document);
+                if replaced.is_some_and(|old| old.history().groups().len() > 0) {
+                    self.history_generation += 1;
+                }
             }
             Event::Change {
                 uri,
@@ -246,6 +277,7 @@ impl Owner {
                         document.version()
                     ));
                 }
+                self.history_generation += 1;
                 let now = self.clock.now_ms();
                 let accepted = match document.apply_changes(
                     version,
@@ -275,7 +307,10 @@ impl Owner {
                 let _ = self.changed.send(Changed { uri, accepted });
             }
             Event::Close { uri } => {
-                self.documents.remove(&uri);
+                let closed = self.documents.remove(&uri);
+                if closed.is_some_and(|old| old.history().groups().len() > 0) {
+                    self.history_generation += 1;
+                }
             }
             Event::Offer { uri, offer } => {
                 if let Some(document) = self.documents.get_mut(&uri) {
@@ -308,6 +343,7 @@ impl Owner {
                             .map(Document::snapshot)
                             .collect(),
                         history,
+                        history_generation: self.history_generation,
                     }
                 });
                 // The request may have been cancelled meanwhile; nobody is waiting then.
@@ -481,6 +517,45 @@ mod tests {
         let end = f.document("a.rs").rope().len_lines() as u32 - 1;
         let changed = f.change("a.rs", [[end, 0], [end, 0]], "z", 9_500);
         assert_eq!(changed.accepted, None);
+    }
+
+    /// The history generation moves with whatever changes some document's history (a change
+    /// of any document, a close or an open over a document with a history) and with nothing
+    /// else, so a next edit computed in one document is not taken as current after an edit in
+    /// another, and one precomputed in a pause still is after a look at another file.
+    #[test]
+    fn the_history_generation_moves_with_every_history_and_nothing_else() {
+        let mut f = Fixture::new();
+        let generation = |f: &mut Fixture| {
+            let (reply, mut rx) = oneshot::channel();
+            f.owner.handle(Event::Snapshot {
+                uri: uri("a.rs"),
+                with_history: true,
+                reply,
+            });
+            rx.try_recv().unwrap().unwrap().history_generation
+        };
+        f.open("a.rs", "let a = 1;\n");
+        let start = generation(&mut f);
+        // Snapshots, offers, and documents opened and closed unedited leave it.
+        f.open("b.rs", "let b = 2;\n");
+        f.offer("a.rs", 1, 0..0, "x");
+        f.open("c.rs", "let c = 3;\n");
+        f.owner.handle(Event::Close { uri: uri("c.rs") });
+        assert_eq!(generation(&mut f), start);
+        // A change of another document moves it, as does one of this document.
+        f.change("b.rs", [[0, 8], [0, 9]], "20", 0);
+        let after_b = generation(&mut f);
+        assert_ne!(after_b, start);
+        f.change("a.rs", [[0, 8], [0, 9]], "10", 5_000);
+        let after_a = generation(&mut f);
+        assert_ne!(after_a, after_b);
+        // Closing a document takes its history away; opening one again replaces it.
+        f.owner.handle(Event::Close { uri: uri("b.rs") });
+        let closed = generation(&mut f);
+        assert_ne!(closed, after_a);
+        f.open("a.rs", "let a = 10;\n");
+        assert_ne!(generation(&mut f), closed);
     }
 
     /// A next edit is asked with the recent edits of every open document, oldest first.

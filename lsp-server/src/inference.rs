@@ -372,6 +372,19 @@ impl Inference {
     }
 }
 
+/// Where next-edit jobs run: the runtime ([`Inference`]); the next-edit bookkeeping's tests
+/// answer them by hand.
+pub trait EditRunner: Send + Sync {
+    /// Queues `job` now; its answer comes with the returned future.
+    fn submit_edit(&self, job: EditJob) -> Pending<NextEdit>;
+}
+
+impl EditRunner for Inference {
+    fn submit_edit(&self, job: EditJob) -> Pending<NextEdit> {
+        Inference::submit_edit(self, job)
+    }
+}
+
 /// Waits for `ticket`'s answer, handing each draft to `stream` as it comes. The stream closes
 /// (its closing draft sent, if a preview shows) before the answer returns, so the handler's
 /// flush after it covers every draft; dropping this future (the request was cancelled) closes

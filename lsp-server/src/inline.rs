@@ -53,9 +53,13 @@ impl Server {
         let ticket = self.in_flight.begin(&uri);
         let snapshot = self.documents.snapshot(uri.clone(), false);
         let token = ticket.token().clone();
+        // A cancel (an edit, a newer request) that came while the snapshot was on its way wins
+        // over it: the snapshot is of the old text, and the type-through answer below is made
+        // without another `.await` to notice it.
         let snapshots = tokio::select! {
-            answer = snapshot => answer.ok().flatten(),
+            biased;
             () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
+            answer = snapshot => answer.ok().flatten(),
         };
         let Some(snapshots) = snapshots else {
             return Err(jsonrpc::Error::invalid_params(format!(
@@ -211,6 +215,8 @@ fn response(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::{TestServer, CANCELLED};
+    use serde_json::json;
     use tower_lsp_server::ls_types::Position;
 
     fn items(text: &str, suggestions: &[&str]) -> Vec<(String, Range)> {
@@ -244,5 +250,60 @@ mod tests {
                 ("b, c".to_string(), Range::new(at(0, 8), at(0, 8))),
             ]
         );
+    }
+
+    /// An edit that comes while a completion waits for its snapshot cancels it, even where the
+    /// type-through cache could answer at once: the snapshot and so the answer are of the text
+    /// before the edit. (Both are ready when the request goes on; the cancel must win every
+    /// time, not by a coin toss.)
+    #[tokio::test]
+    async fn an_edit_while_a_completion_waits_for_its_snapshot_cancels_it_even_typed_through() {
+        const URI: &str = "file:///w/src/lib.rs";
+        let (mut lsp, _jobs) = TestServer::start(json!({})).await;
+        // More than the type-through's guard after the cursor: edits at the end of the
+        // document leave the remembered suggestion standing.
+        let text = format!(
+            "fn f() {{\n    let total = \n}}\n{}",
+            "// filler\n".repeat(60)
+        );
+        let last_line = text.matches('\n').count() as u32;
+        lsp.open(URI, &text).await;
+        let uri: tower_lsp_server::ls_types::Uri = URI.parse().unwrap();
+        let cursor = text.find("= ").unwrap() + 2;
+        let snapshots = lsp
+            .server()
+            .documents
+            .snapshot(uri.clone(), false)
+            .await
+            .unwrap()
+            .unwrap();
+        {
+            let mut cache = lsp.server().type_through();
+            let generation = cache.generation();
+            let shown = ["1 + 2;".to_string()];
+            cache.remember(
+                &uri,
+                &snapshots.document.rope,
+                cursor,
+                (&shown, 1),
+                generation,
+            );
+        }
+        let answer = lsp.inline(URI, 1, 16).await.answer().await.unwrap();
+        assert_eq!(answer[0]["insertText"], json!("1 + 2;"), "{answer}");
+
+        for round in 0..24 {
+            let held = lsp.hold_documents();
+            let asked = lsp.inline(URI, 1, 16).await;
+            lsp.change(URI, round + 1, Some([[last_line, 0], [last_line, 0]]), "x")
+                .await;
+            drop(held);
+            // The owner has answered the request's snapshot too.
+            lsp.settled(URI).await;
+            assert_eq!(asked.answer().await, Err(CANCELLED), "round {round}");
+        }
+        // Without an edit, still answered from the cache.
+        let answer = lsp.inline(URI, 1, 16).await.answer().await.unwrap();
+        assert_eq!(answer[0]["insertText"], json!("1 + 2;"), "{answer}");
     }
 }

@@ -9,13 +9,16 @@
 //! `stream` (the `redraft/draftStep` extension), `inline` (the inline completion request),
 //! `next_edit` (Copilot's `textDocument/copilotInlineEdit` and its accept command), `server`
 //! (the tower-lsp-server glue) and `transport` (stdin/stdout framing that survives any bytes).
-//! Stdout carries the protocol and nothing else.
+//! Stdout carries the protocol and nothing else. The tests' `harness` runs the server in
+//! process, message by message, its next edits answered by the test instead of a model.
 
 mod cancel;
 mod config;
 mod document;
 mod documents;
 mod encoding;
+#[cfg(test)]
+mod harness;
 mod history;
 mod inference;
 mod inline;
@@ -28,7 +31,7 @@ mod type_through;
 
 use std::process::ExitCode;
 
-use tower_lsp_server::LspService;
+use tower_lsp_server::{Client, ClientSocket, LspService};
 
 use transport::Ended;
 
@@ -47,6 +50,27 @@ pub struct Args {
     debug: bool,
 }
 
+/// The service around the server `init` makes, with redraft's methods beyond the standard ones.
+fn service(
+    init: impl FnOnce(Client) -> server::Server,
+) -> (LspService<server::Server>, ClientSocket) {
+    LspService::build(init)
+        .custom_method(
+            "textDocument/inlineCompletion",
+            server::Server::inline_completion,
+        )
+        .custom_method(
+            "textDocument/copilotInlineEdit",
+            server::Server::copilot_inline_edit,
+        )
+        .custom_method(
+            "textDocument/didShowInlineEdit",
+            server::Server::did_show_inline_edit,
+        )
+        .custom_method("textDocument/didFocus", server::Server::did_focus)
+        .finish()
+}
+
 /// Serves until `exit` or the end of stdin. The status follows the protocol: 0 after `shutdown`
 /// then `exit`, 1 for `exit` without `shutdown`; the end of stdin without `shutdown` (the client
 /// went away) is 1 too. A transport that fails (stdin or stdout) is an error, logged by `main`.
@@ -59,21 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let (ended, shut_down, log) = runtime.block_on(async move {
-        let (mut service, socket) = LspService::build(|client| server::Server::new(client, debug))
-            .custom_method(
-                "textDocument/inlineCompletion",
-                server::Server::inline_completion,
-            )
-            .custom_method(
-                "textDocument/copilotInlineEdit",
-                server::Server::copilot_inline_edit,
-            )
-            .custom_method(
-                "textDocument/didShowInlineEdit",
-                server::Server::did_show_inline_edit,
-            )
-            .custom_method("textDocument/didFocus", server::Server::did_focus)
-            .finish();
+        let (mut service, socket) = service(|client| server::Server::new(client, debug));
         let ended = transport::serve(&mut service, socket, CONCURRENCY).await;
         let server = service.inner();
         (ended, server.was_shut_down(), server.log.clone())

@@ -6,9 +6,11 @@
 //!
 //! Order of business for a request, as for an inline completion: note the document's edit
 //! count and queue for a snapshot (with the edit history) before the first `.await`; answer
-//! no edits for a version that is not the document's; convert the position; wait for the
-//! document's one next-edit job (`jobs`: started here, or already under way or done for this
-//! text and cursor); answer no edits if the document changed meanwhile. An answer is one edit,
+//! no edits for a version that is not the document's, or for a document out of sync with the
+//! client (a change that did not apply: the client's text under this version is another);
+//! convert the position; wait for the document's one next-edit job (`jobs`: started here, or
+//! already under way or done for this text, history and cursor; none if the document changed
+//! since the snapshot); answer no edits if the document changed meanwhile. An answer is one edit,
 //! the whole suggestion as one replacement (it may span lines and lie away from the cursor),
 //! which Copilot's clients apply as given.
 
@@ -31,7 +33,7 @@ use super::encoding::PositionEncoding;
 use super::inference::JobError;
 use super::server::Server;
 use super::stream::{DraftKind, StreamTarget};
-use jobs::Origin;
+use jobs::{NotStarted, Origin};
 
 /// The command a client runs after applying a next edit (listed in `executeCommandProvider`).
 /// Not a name a user would bind: VS Code's language client registers every listed command as
@@ -123,6 +125,15 @@ impl Server {
         if !settings.enabled_for(&document.language_id) {
             return Ok(InlineEditList::none());
         }
+        if !document.in_sync {
+            self.log.debug(|| {
+                format!(
+                    "{} v{version}: a change did not apply, so the client's text is another: no edits until it sends the whole text (or opens the document again)",
+                    uri.as_str()
+                )
+            });
+            return Ok(InlineEditList::none());
+        }
         let encoding = self.encoding();
         let rope = document.rope.clone();
         let edited_at = document.edited_at;
@@ -138,12 +149,16 @@ impl Server {
             })
         });
         let streaming = stream.is_some();
-        let Some((answer, _waiter)) =
-            self.next_edits
-                .job(snapshots, cursor, Origin::Request, stream)
-        else {
-            unreachable!("a request's job is always started or joined");
-        };
+        let (answer, _waiter) =
+            match self
+                .next_edits
+                .job(snapshots, edits_before, cursor, Origin::Request, stream)
+            {
+                Ok(job) => job,
+                // Edited (or closed) since the snapshot: the answer would be for the old text.
+                Err(NotStarted::Stale) => return Ok(InlineEditList::none()),
+                Err(NotStarted::GivesWay(_)) => unreachable!("only a precompute gives way"),
+            };
         let answer = answer.await;
         if streaming {
             self.drafts.flush().await;
@@ -284,6 +299,8 @@ fn inline_edit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::TestServer;
+    use crate::inference::NextEdit;
     use serde_json::json;
 
     fn uri() -> Uri {
@@ -359,5 +376,53 @@ mod tests {
         assert!(!hidden_by_inline(&rope, &range, Some(0)));
         assert!(!hidden_by_inline(&rope, &range, Some(3)));
         assert!(!hidden_by_inline(&rope, &range, None));
+    }
+
+    /// A `didChange` whose second change does not apply (a reversed range) leaves the server
+    /// with text the client does not have under that version: a next edit computed on it would
+    /// replace the wrong text in the client's. No edits, none computed (on request or ahead),
+    /// until the client sends the whole text.
+    #[tokio::test]
+    async fn a_document_a_change_did_not_apply_to_gets_no_next_edits_until_its_whole_text() {
+        const URI: &str = "file:///w/src/lib.rs";
+        let (mut lsp, mut jobs) = TestServer::start(json!({"nextEdit": {"debounceMs": 0}})).await;
+        lsp.open(URI, "fn area(w: u32) -> u32 {\n    w * w\n}\n")
+            .await;
+        let change = |range: [[u32; 2]; 2], text: &str| {
+            json!({"range": {"start": {"line": range[0][0], "character": range[0][1]},
+                             "end": {"line": range[1][0], "character": range[1][1]}},
+                   "text": text})
+        };
+        lsp.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": URI, "version": 1},
+                   "contentChanges": [change([[0, 9], [0, 9]], "idth"), change([[1, 9], [1, 4]], "width")]}),
+        )
+        .await;
+        lsp.wait_for_log("does not apply").await;
+        let answer = lsp.next_edit(URI, 1, 0, 13).await.answer().await;
+        assert_eq!(answer, Ok(json!({"edits": []})));
+        lsp.wait_for_log("a change did not apply, so the client's text is another")
+            .await;
+        lsp.server()
+            .next_edits
+            .precompute(URI.parse().unwrap(), "after an edit pause")
+            .await;
+        jobs.assert_none_started();
+
+        let whole = "fn area(width: u32) -> u32 {\n    w * w\n}\n";
+        lsp.change(URI, 2, None, whole).await;
+        let asked = tokio::spawn(lsp.next_edit(URI, 2, 0, 13).await.answer());
+        let job = jobs.next().await;
+        let at = whole.find("w *").unwrap();
+        job.answer(Ok(NextEdit {
+            edits: vec![TextEdit {
+                range: at..at + 1,
+                new_text: "width".into(),
+            }],
+            ..NextEdit::default()
+        }));
+        let answer = asked.await.unwrap().unwrap();
+        assert_eq!(answer["edits"][0]["text"], json!("width"), "{answer}");
     }
 }

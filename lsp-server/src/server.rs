@@ -22,7 +22,7 @@ use super::cancel::InFlight;
 use super::config::Settings;
 use super::documents::{Changed, Documents};
 use super::encoding::PositionEncoding;
-use super::inference::{Inference, Loading};
+use super::inference::{EditRunner, Inference, Loading};
 use super::log::Log;
 use super::next_edit::jobs::NextEdits;
 use super::next_edit::ACCEPT_COMMAND;
@@ -67,6 +67,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Server {
     pub fn new(client: Client, debug: bool) -> Server {
+        Server::with_edit_runner(client, debug, None)
+    }
+
+    /// A server whose next edits run on `edit_runner` instead of the runtime (tests script
+    /// their answers).
+    pub(super) fn with_edit_runner(
+        client: Client,
+        debug: bool,
+        edit_runner: Option<Arc<dyn EditRunner>>,
+    ) -> Server {
         let (log, log_rx) = Log::new(debug);
         let (drafts, drafts_rx) = Drafts::channel();
         let (changed_tx, changed_rx) = mpsc::unbounded_channel();
@@ -75,7 +85,7 @@ impl Server {
         let settings: Arc<Mutex<Settings>> = Arc::default();
         let next_edits = NextEdits::new(
             documents.clone(),
-            inference.clone(),
+            edit_runner.unwrap_or_else(|| Arc::new(inference.clone())),
             log.clone(),
             settings.clone(),
         );
@@ -341,6 +351,11 @@ impl LanguageServer for Server {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let document = params.text_document;
+        // An open over an open document (the protocol wants a close first) replaces its text:
+        // what is on its way for the old text is stale, as after a close.
+        self.in_flight.edited(&document.uri);
+        self.next_edits.closed(&document.uri);
+        self.type_through().forget(&document.uri);
         self.documents.open(
             document.uri,
             document.language_id,

@@ -1,9 +1,11 @@
 //! The next-edit jobs: at most one per document, started by a request, by an edit pause
 //! (`nextEdit.debounceMs`) or by an accepted suggestion, and kept until the document changes.
-//! A request for the text and cursor a job was started for waits on that job, or takes its
-//! result if it is done, instead of starting another; a job for other text or another cursor
-//! replaces it (the older one is cancelled through the same [`InFlight`] bookkeeping inline
-//! completions use).
+//! A request for the text, history and cursor a job was started for waits on that job, or takes
+//! its result if it is done, instead of starting another; a job for other text, another cursor
+//! or an older history (another document was edited or closed since: the model would see other
+//! recent edits) replaces it (the older one is cancelled through the same [`InFlight`]
+//! bookkeeping inline completions use). No job starts on a snapshot the document changed (or
+//! closed) after: its answer could only be thrown away.
 //!
 //! Cancellation is the completions': an edit of the document cancels its job at the sampler's
 //! next step, and so does `$/cancelRequest` of the request that started it, once nobody else
@@ -13,11 +15,16 @@
 //! ready when the user comes back to its document. A request that joined it and went away
 //! leaves it making way again.
 //!
-//! A precompute never replaces a job a request waits for (the request may have asked at another
-//! cursor than where the last change ended), and at most [`MAX_PRECOMPUTES`] run ahead of any
-//! request at once, a new one stopping the oldest: the runtime's queue, which completions
-//! share, never fills with them (a full queue answers its cancelled jobs at once to make room).
-//! A job that ended in an error is never joined; the next request computes again.
+//! A precompute gives way to a request's job for the document (the request may have asked at
+//! another cursor than where the last change ended, inside an auto-closed bracket or after a
+//! click: its cursor is the better guess of where the user is). While that job runs the
+//! precompute never replaces it, and it is tried again once the job ends, if the document is
+//! still the text it was for: a request that went away, or a job that failed, leaves the
+//! pause's suggestion to compute; a job that answered this text and history keeps its answer
+//! for a request there again, and the precompute is not needed. At most [`MAX_PRECOMPUTES`] run
+//! ahead of any request at once, a new one stopping the oldest: the runtime's queue, which
+//! completions share, never fills with them (a full queue answers its cancelled jobs at once to
+//! make room). A job that ended in an error is never joined; the next request computes again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -36,7 +43,7 @@ use crate::cancel::{InFlight, Ticket};
 use crate::config::Settings;
 use crate::document::Offer;
 use crate::documents::{Changed, Documents, Snapshots};
-use crate::inference::{EditJob, Inference, JobError, NextEdit};
+use crate::inference::{EditJob, EditRunner, JobError, NextEdit};
 use crate::log::Log;
 use crate::stream::JobStream;
 
@@ -56,10 +63,23 @@ pub enum Origin {
 /// A job's answer, which every request for the same text and cursor shares.
 pub type Answer = Shared<BoxFuture<'static, Result<Arc<NextEdit>, JobError>>>;
 
+/// Why [`NextEdits::job`] started no job and joined none.
+pub enum NotStarted {
+    /// The document changed or closed after the snapshot was taken: a job would compute on
+    /// text the client no longer has.
+    Stale,
+    /// A precompute gives way to a request's job for the document: one still running (`Some`:
+    /// its answer, after which the precompute may be tried again), or one that answered this
+    /// text and history (`None`).
+    GivesWay(Option<Answer>),
+}
+
 struct Entry {
     /// Tells this entry from a later one for the same document.
     key: u64,
     edited_at: u64,
+    /// The snapshot's [`Snapshots::history_generation`]: the history the model was shown.
+    history: u64,
     cursor: usize,
     origin: Origin,
     /// Requests awaiting the answer now.
@@ -102,7 +122,7 @@ struct State {
 /// The next-edit bookkeeping the server shares with its precompute task.
 pub struct NextEdits {
     documents: Documents,
-    inference: Inference,
+    runner: Arc<dyn EditRunner>,
     log: Log,
     settings: Arc<Mutex<Settings>>,
     in_flight: Arc<InFlight>,
@@ -122,13 +142,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl NextEdits {
     pub fn new(
         documents: Documents,
-        inference: Inference,
+        runner: Arc<dyn EditRunner>,
         log: Log,
         settings: Arc<Mutex<Settings>>,
     ) -> Arc<NextEdits> {
         Arc::new(NextEdits {
             documents,
-            inference,
+            runner,
             log,
             settings,
             in_flight: Arc::default(),
@@ -239,24 +259,41 @@ impl NextEdits {
     }
 
     /// The job for `snapshots` at byte `cursor`: the one already under way or done (not in an
-    /// error) for the same text and cursor, else a new one (replacing any other job of the
-    /// document). A request gets a [`Waiter`] to hold while it waits; `stream` only serves a
-    /// new job. `None` only for a precompute that would replace a job a request waits for: none
-    /// is started.
+    /// error) for the same text, history and cursor, else a new one (replacing any other job of
+    /// the document). `edits_before` is [`edit_count`](Self::edit_count) taken before the
+    /// snapshot was asked for: if the document changed since, nothing starts. A request gets a
+    /// [`Waiter`] to hold while it waits; `stream` only serves a new job. A precompute starts
+    /// nothing where it gives way to a request's job (see the module comment).
     pub fn job(
         self: &Arc<Self>,
         snapshots: Snapshots,
+        edits_before: u64,
         cursor: usize,
         origin: Origin,
         stream: Option<JobStream>,
-    ) -> Option<(Answer, Option<Waiter>)> {
+    ) -> Result<(Answer, Option<Waiter>), NotStarted> {
         let uri = snapshots.document.uri.clone();
         let version = snapshots.document.version;
         let edited_at = snapshots.document.edited_at;
+        let history_generation = snapshots.history_generation;
         let mut state = self.state();
+        // Under the lock `edited` takes: a change after this check removes the entry made
+        // below, which cancels its job.
+        if state.edits.get(&uri).copied().unwrap_or(0) != edits_before {
+            self.log.debug(|| {
+                format!(
+                    "{} v{version}: changed while its snapshot was taken: no next-edit job started",
+                    uri.as_str()
+                )
+            });
+            return Err(NotStarted::Stale);
+        }
         let key = match state.jobs.get_mut(&uri) {
             Some(entry)
-                if entry.edited_at == edited_at && entry.cursor == cursor && !entry.failed() =>
+                if entry.edited_at == edited_at
+                    && entry.history == history_generation
+                    && entry.cursor == cursor
+                    && !entry.failed() =>
             {
                 if origin == Origin::Request {
                     entry.waiters += 1;
@@ -264,9 +301,8 @@ impl NextEdits {
                 }
                 self.log.debug(|| {
                     format!(
-                        "{} v{}: {} joins the {} next-edit job",
+                        "{} v{version}: {} joins the {} next-edit job",
                         uri.as_str(),
-                        snapshots.document.version,
                         match origin {
                             Origin::Request => "the request",
                             Origin::Precompute => "precomputing",
@@ -275,18 +311,35 @@ impl NextEdits {
                     )
                 });
                 let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, entry.key));
-                return Some((entry.answer.clone(), waiter));
+                return Ok((entry.answer.clone(), waiter));
             }
-            // The request may have asked elsewhere than where the last change ended (an
-            // auto-closed bracket, a click): replacing its job would cancel it.
+            // Replacing the job a request waits for would cancel it.
             Some(entry) if origin == Origin::Precompute && entry.waiters > 0 && !entry.done() => {
                 self.log.debug(|| {
                     format!(
-                        "{} v{version}: a request waits for the next-edit job: not precomputed",
+                        "{} v{version}: a request waits for the next-edit job: not precomputed until it ends",
                         uri.as_str()
                     )
                 });
-                return None;
+                return Err(NotStarted::GivesWay(Some(entry.answer.clone())));
+            }
+            // A request asked for this text and history elsewhere than where the last change
+            // ended, and was answered: the user is there, and a request there again joins it.
+            Some(entry)
+                if origin == Origin::Precompute
+                    && entry.origin == Origin::Request
+                    && entry.edited_at == edited_at
+                    && entry.history == history_generation
+                    && entry.done()
+                    && !entry.failed() =>
+            {
+                self.log.debug(|| {
+                    format!(
+                        "{} v{version}: a request's next edit for this text is kept: not precomputed",
+                        uri.as_str()
+                    )
+                });
+                return Err(NotStarted::GivesWay(None));
             }
             _ => {
                 state.next_key += 1;
@@ -329,7 +382,7 @@ impl NextEdits {
             .collect();
         let settings = lock(&self.settings).clone();
         let wanted = Arc::new(AtomicBool::new(origin == Origin::Request));
-        let reply = self.inference.submit_edit(EditJob {
+        let reply = self.runner.submit_edit(EditJob {
             path: self.path(&uri),
             document: snapshots.document,
             cursor,
@@ -345,6 +398,7 @@ impl NextEdits {
             Entry {
                 key,
                 edited_at,
+                history: history_generation,
                 cursor,
                 origin,
                 waiters: usize::from(origin == Origin::Request),
@@ -357,7 +411,7 @@ impl NextEdits {
         drop(replaced);
         drop(evicted);
         let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, key));
-        Some((answer, waiter))
+        Ok((answer, waiter))
     }
 
     fn waiter(self: &Arc<Self>, uri: &Uri, key: u64) -> Waiter {
@@ -374,6 +428,7 @@ impl NextEdits {
         if !settings.next_edit.enabled {
             return;
         }
+        let edits_before = self.edit_count(&uri);
         let Ok(Some(snapshots)) = self.documents.snapshot(uri.clone(), true).await else {
             return;
         };
@@ -385,8 +440,22 @@ impl NextEdits {
             return;
         }
         let version = document.version;
-        let Some((answer, _)) = self.job(snapshots, cursor, Origin::Precompute, None) else {
+        if !document.in_sync {
+            self.log.debug(|| {
+                format!(
+                    "{} v{version}: out of sync with the client: not precomputed",
+                    uri.as_str()
+                )
+            });
             return;
+        }
+        let answer = match self.job(snapshots, edits_before, cursor, Origin::Precompute, None) {
+            Ok((answer, _)) => answer,
+            Err(NotStarted::Stale | NotStarted::GivesWay(None)) => return,
+            Err(NotStarted::GivesWay(Some(running))) => {
+                self.retry_after(uri, edits_before, running);
+                return;
+            }
         };
         self.log
             .debug(|| format!("{} v{version}: next edit precomputed ({why})", uri.as_str()));
@@ -408,6 +477,32 @@ impl NextEdits {
                     )
                 }),
             }
+        });
+    }
+
+    /// Precomputes `uri` again once `running`, the request's job it gave way to, has ended, if
+    /// the document has not changed since `edits` (the change's own pause precomputes for the
+    /// new text, and a retry must never compute on text the user has left). Whether the job's
+    /// answer makes it unneeded is `job`'s to say, as for any precompute. Like any precompute it
+    /// makes way for requests' jobs in the runtime, so it never holds a request up.
+    fn retry_after(self: &Arc<Self>, uri: Uri, edits: u64, running: Answer) {
+        let next_edits = self.clone();
+        tokio::spawn(async move {
+            let _ = running.await;
+            if next_edits.edit_count(&uri) != edits {
+                next_edits.log.debug(|| {
+                    format!(
+                        "{}: edited while the request's next-edit job ran: not precomputed again",
+                        uri.as_str()
+                    )
+                });
+                return;
+            }
+            // Boxed: this task is part of `precompute`'s own future.
+            next_edits
+                .precompute(uri, "after the request it gave way to")
+                .boxed()
+                .await;
         });
     }
 
@@ -503,28 +598,4 @@ pub fn display_path(uri: &Uri, roots: &[PathBuf]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn documents_are_named_relative_to_their_workspace_folder() {
-        let uri = |s: &str| -> Uri { s.parse().unwrap() };
-        let roots = vec![PathBuf::from("/work/other"), PathBuf::from("/work/demo")];
-        assert_eq!(
-            display_path(&uri("file:///work/demo/src/lib.rs"), &roots),
-            "src/lib.rs"
-        );
-        assert_eq!(
-            display_path(&uri("file:///elsewhere/main.rs"), &roots),
-            "/elsewhere/main.rs"
-        );
-        assert_eq!(
-            display_path(&uri("untitled:Untitled-1"), &roots),
-            "untitled:Untitled-1"
-        );
-        assert_eq!(
-            display_path(&uri("file:///work/demo/caf%C3%A9.rs"), &roots),
-            "café.rs"
-        );
-    }
-}
+mod tests;
