@@ -39,9 +39,17 @@ pub struct Snapshot {
     /// Byte offset just after the text the last change inserted (where the editor's cursor
     /// usually is after it); `None` before the first change.
     pub last_edit_end: Option<usize>,
-    /// The text is the client's: false after a change that did not apply (see
-    /// [`Document::apply_changes`]), until a change sends the whole text again.
-    pub in_sync: bool,
+    /// `None` while the text is the client's; after a change that did not apply (see
+    /// [`Document::apply_changes`]), the `edited_at` of the first such change, until a change
+    /// sends the whole text again.
+    pub out_of_sync_since: Option<u64>,
+}
+
+impl Snapshot {
+    /// The text is the client's (see [`out_of_sync_since`](Self::out_of_sync_since)).
+    pub fn in_sync(&self) -> bool {
+        self.out_of_sync_since.is_none()
+    }
 }
 
 /// A next edit the server answered with for the text at `edited_at`: `text` in place of
@@ -73,7 +81,7 @@ pub struct Document {
     history: EditHistory,
     offer: Option<Offer>,
     last_edit_end: Option<usize>,
-    in_sync: bool,
+    out_of_sync_since: Option<u64>,
 }
 
 /// The parser and its last tree; the tree is `None` while the text is too large to parse.
@@ -103,7 +111,7 @@ impl Document {
             history: EditHistory::new(HistoryLimits::default()),
             offer: None,
             last_edit_end: None,
-            in_sync: true,
+            out_of_sync_since: None,
         };
         document.reparse();
         document
@@ -134,6 +142,11 @@ impl Document {
         &self.history
     }
 
+    /// See [`Snapshot::in_sync`].
+    pub fn in_sync(&self) -> bool {
+        self.out_of_sync_since.is_none()
+    }
+
     /// Remembers the next edit offered for the current text (replacing any older offer); an
     /// offer for an older text is dropped.
     pub fn offer(&mut self, offer: Offer) {
@@ -143,12 +156,15 @@ impl Document {
     }
 
     /// Applies one `didChange` in order: each change's range refers to the text left by the
-    /// previous one. A change that names no place in the text stops the sequence (later ranges
-    /// would be meaningless) and is reported; what was applied stays applied, and the document
-    /// is out of sync ([`Snapshot::in_sync`]): the client holds some other text under this
-    /// version, so an edit computed here would land in the wrong place there. A full-text change
-    /// is applied (and recorded) as the span that differs, and brings the text back in sync. `seq` orders the change among all
-    /// documents' (it becomes `edited_at`), `at_ms` is the clock for the history.
+    /// previous one. A change that names no place in the text is reported (the first such
+    /// error is returned) and puts the document out of sync ([`Snapshot::in_sync`]): the
+    /// client holds some other text under this version, so an edit computed here would land in
+    /// the wrong place there. What was applied before it stays applied; the ranges after it
+    /// refer to text this one would have left, so they are skipped up to the last full-text
+    /// change after it, which is applied with what follows it. A full-text change is applied
+    /// (and recorded) as the span that differs, and brings the text back in sync. `seq` orders
+    /// the change among all documents' (it becomes `edited_at`), `at_ms` is the clock for the
+    /// history.
     ///
     /// The changes go into the history one by one, unless together they applied the offered
     /// next edit: then they are one accepted group.
@@ -170,19 +186,32 @@ impl Document {
         let mut result = Ok(());
         // Each change with the text it applied to (a rope clone is O(1)).
         let mut applied: Vec<(Rope, Range<usize>, &str)> = Vec::with_capacity(changes.len());
-        for change in changes {
+        let mut next = 0;
+        while let Some(change) = changes.get(next) {
+            next += 1;
             let (range, text) = match change.range {
                 None => {
-                    self.in_sync = true;
+                    self.out_of_sync_since = None;
                     let (old, new) = changed_span(&self.rope, &change.text);
                     (old, &change.text[new])
                 }
                 Some(range) => match encoding.edit_range(&self.rope, range) {
                     Ok(bytes) => (bytes, change.text.as_str()),
                     Err(err) => {
-                        self.in_sync = false;
-                        result = Err(err);
-                        break;
+                        self.out_of_sync_since.get_or_insert(seq);
+                        if result.is_ok() {
+                            result = Err(err);
+                        }
+                        let whole = changes[next..]
+                            .iter()
+                            .rposition(|change| change.range.is_none());
+                        match whole {
+                            Some(whole) => {
+                                next += whole;
+                                continue;
+                            }
+                            None => break,
+                        }
                     }
                 },
             };
@@ -268,7 +297,7 @@ impl Document {
             tree: self.tree().cloned(),
             edited_at: self.edited_at,
             last_edit_end: self.last_edit_end,
-            in_sync: self.in_sync,
+            out_of_sync_since: self.out_of_sync_since,
         }
     }
 }
@@ -649,7 +678,7 @@ mod tests {
             }
         };
         let mut doc = Document::new(uri(), "rust", 0, "fn a() {}\n", 0);
-        assert!(doc.snapshot().in_sync);
+        assert!(doc.snapshot().in_sync());
         // The first change applies, the reversed second one does not: half of the
         // notification is in.
         let half = [
@@ -660,7 +689,7 @@ mod tests {
             .apply_changes(1, &half, PositionEncoding::Utf16, 1, 0)
             .is_err());
         assert_eq!(doc.rope().to_string(), "pub fn a() {}\n");
-        assert!(!doc.snapshot().in_sync);
+        assert!(!doc.snapshot().in_sync());
         doc.apply_changes(
             2,
             &[change(Some((at(0, 0), at(0, 0))), "// x\n")],
@@ -670,7 +699,7 @@ mod tests {
         )
         .unwrap();
         assert!(
-            !doc.snapshot().in_sync,
+            !doc.snapshot().in_sync(),
             "an incremental change does not mend it"
         );
         doc.apply_changes(
@@ -681,7 +710,7 @@ mod tests {
             0,
         )
         .unwrap();
-        assert!(doc.snapshot().in_sync);
+        assert!(doc.snapshot().in_sync());
         // A whole text followed by a change that does not apply is out of sync again.
         let mixed = [
             change(None, "fn c() {}\n"),
@@ -690,7 +719,55 @@ mod tests {
         assert!(doc
             .apply_changes(4, &mixed, PositionEncoding::Utf16, 4, 0)
             .is_err());
-        assert!(!doc.snapshot().in_sync);
+        assert!(!doc.snapshot().in_sync());
+    }
+
+    /// A whole text later in the notification than a change that does not apply is the
+    /// client's text again: it is applied with what follows it (the changes between refer to
+    /// text the bad change would have left, and only the last whole text counts), the error is
+    /// still reported, and the document is back in sync. A change after that whole text that
+    /// does not apply puts it out of sync again.
+    #[test]
+    fn a_whole_text_after_a_change_that_does_not_apply_brings_the_document_back_in_sync() {
+        let at = |line, character| tower_lsp_server::ls_types::Position::new(line, character);
+        let change = |range: Option<[(u32, u32); 2]>, text: &str| TextDocumentContentChangeEvent {
+            range: range.map(|[(l0, c0), (l1, c1)]| LspRange::new(at(l0, c0), at(l1, c1))),
+            range_length: None,
+            text: text.into(),
+        };
+        let mut doc = Document::new(uri(), "rust", 0, "fn a() {}\n", 0);
+        let notification = [
+            change(Some([(0, 0), (0, 0)]), "pub "),
+            change(Some([(0, 9), (0, 2)]), "x"),
+            change(Some([(0, 0), (0, 0)]), "// lost\n"),
+            change(None, "fn b() {}\n"),
+            change(Some([(0, 0), (0, 0)]), "// lost too\n"),
+            change(None, "fn c() {}\n"),
+            change(Some([(0, 3), (0, 4)]), "d"),
+        ];
+        let err = doc
+            .apply_changes(1, &notification, PositionEncoding::Utf16, 1, 0)
+            .unwrap_err();
+        assert!(matches!(err, PositionError::Reversed { .. }), "{err}");
+        assert_eq!(doc.rope().to_string(), "fn d() {}\n");
+        assert!(doc.snapshot().in_sync());
+        assert_eq!(doc.version(), 1);
+        assert_eq!(
+            replay("fn a() {}\n", doc.history().groups()),
+            "fn d() {}\n",
+            "the history holds what was applied"
+        );
+
+        let out_again = [
+            change(Some([(0, 5), (0, 1)]), ""),
+            change(None, "fn e() {}\n"),
+            change(Some([(0, 5), (0, 1)]), ""),
+        ];
+        assert!(doc
+            .apply_changes(2, &out_again, PositionEncoding::Utf16, 2, 0)
+            .is_err());
+        assert_eq!(doc.rope().to_string(), "fn e() {}\n");
+        assert!(!doc.snapshot().in_sync());
     }
 
     #[test]

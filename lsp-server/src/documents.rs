@@ -34,9 +34,12 @@ pub struct Snapshots {
     pub neighbours: Vec<Snapshot>,
     pub history: Vec<(Uri, EditGroup)>,
     /// Names the open documents' histories as they are: it moves with every change of any
-    /// document and every close (or open over it) of a document with a history, so two
-    /// snapshots with the same one (and the same `document.edited_at`) would show a next edit
-    /// the same history. Opening, closing or looking at documents nobody edited leaves it.
+    /// document that changed its history and every close (or open over it) of a document with
+    /// a history, so two snapshots with the same one (and the same `document.edited_at`) would
+    /// show a next edit the same history. It never moves back. Opening, closing or looking at
+    /// documents nobody edited leaves it, and so does a change that records nothing (no
+    /// changes, the same whole text again as some clients send on save, a first range that
+    /// does not apply).
     pub history_generation: u64,
 }
 
@@ -46,6 +49,9 @@ pub struct Changed {
     pub uri: Uri,
     /// The change applied the offered next edit with this id.
     pub accepted: Option<u64>,
+    /// [`Snapshots::history_generation`] after the change: a next edit computed with an older
+    /// one can never be current again.
+    pub history_generation: u64,
 }
 
 /// Milliseconds for the edit history (coalescing keystrokes); tests drive their own.
@@ -277,7 +283,7 @@ impl Owner {
                         document.version()
                     ));
                 }
-                self.history_generation += 1;
+                let history_before = document.history().revision();
                 let now = self.clock.now_ms();
                 let accepted = match document.apply_changes(
                     version,
@@ -288,13 +294,21 @@ impl Owner {
                 ) {
                     Ok(applied) => applied.accepted,
                     Err(err) => {
+                        let now = if document.in_sync() {
+                            "a whole text later in the notification was applied, so the document is in sync again"
+                        } else {
+                            "the server's text is no longer the client's: inline completions and next edits answer nothing for it until the client sends its whole text (or opens it again)"
+                        };
                         self.log.error(format!(
-                            "didChange for {} (version {version}) does not apply: {err}; the document may be out of sync until the client sends it whole",
+                            "didChange for {} (version {version}) does not apply: {err}; {now}",
                             uri.as_str()
                         ));
                         None
                     }
                 };
+                if document.history().revision() != history_before {
+                    self.history_generation += 1;
+                }
                 if let Some(id) = accepted {
                     self.log.debug(|| {
                         format!(
@@ -304,7 +318,11 @@ impl Owner {
                     });
                 }
                 // Nobody listens only while the server shuts down.
-                let _ = self.changed.send(Changed { uri, accepted });
+                let _ = self.changed.send(Changed {
+                    uri,
+                    accepted,
+                    history_generation: self.history_generation,
+                });
             }
             Event::Close { uri } => {
                 let closed = self.documents.remove(&uri);
@@ -399,6 +417,27 @@ mod tests {
         format!("file:///w/{name}").parse().unwrap()
     }
 
+    /// `[line, character]..[line, character]` replaced with `text`.
+    fn replace(range: [[u32; 2]; 2], text: &str) -> TextDocumentContentChangeEvent {
+        TextDocumentContentChangeEvent {
+            range: Some(Range::new(
+                Position::new(range[0][0], range[0][1]),
+                Position::new(range[1][0], range[1][1]),
+            )),
+            range_length: None,
+            text: text.into(),
+        }
+    }
+
+    /// The whole text replaced with `text`.
+    fn whole(text: &str) -> TextDocumentContentChangeEvent {
+        TextDocumentContentChangeEvent {
+            range: None,
+            range_length: None,
+            text: text.into(),
+        }
+    }
+
     impl Fixture {
         fn new() -> Fixture {
             let (log, _) = Log::new(false);
@@ -424,20 +463,28 @@ mod tests {
         /// Replaces `[line, character]..[line, character]` with `text` at `at_ms`.
         fn change(&mut self, name: &str, range: [[u32; 2]; 2], text: &str, at_ms: u64) -> Changed {
             self.clock.0.store(at_ms, Ordering::Relaxed);
+            self.changes(name, vec![replace(range, text)])
+        }
+
+        /// One `didChange` of `changes`, at the clock's time.
+        fn changes(&mut self, name: &str, changes: Vec<TextDocumentContentChangeEvent>) -> Changed {
             self.version += 1;
             self.owner.handle(Event::Change {
                 uri: uri(name),
                 version: self.version,
-                changes: vec![TextDocumentContentChangeEvent {
-                    range: Some(Range::new(
-                        Position::new(range[0][0], range[0][1]),
-                        Position::new(range[1][0], range[1][1]),
-                    )),
-                    range_length: None,
-                    text: text.into(),
-                }],
+                changes,
             });
             self.changed.try_recv().expect("every change is reported")
+        }
+
+        fn generation(&mut self, name: &str) -> u64 {
+            let (reply, mut rx) = oneshot::channel();
+            self.owner.handle(Event::Snapshot {
+                uri: uri(name),
+                with_history: true,
+                reply,
+            });
+            rx.try_recv().unwrap().unwrap().history_generation
         }
 
         fn document(&self, name: &str) -> &Document {
@@ -526,36 +573,56 @@ mod tests {
     #[test]
     fn the_history_generation_moves_with_every_history_and_nothing_else() {
         let mut f = Fixture::new();
-        let generation = |f: &mut Fixture| {
-            let (reply, mut rx) = oneshot::channel();
-            f.owner.handle(Event::Snapshot {
-                uri: uri("a.rs"),
-                with_history: true,
-                reply,
-            });
-            rx.try_recv().unwrap().unwrap().history_generation
-        };
         f.open("a.rs", "let a = 1;\n");
-        let start = generation(&mut f);
+        let start = f.generation("a.rs");
         // Snapshots, offers, and documents opened and closed unedited leave it.
         f.open("b.rs", "let b = 2;\n");
         f.offer("a.rs", 1, 0..0, "x");
         f.open("c.rs", "let c = 3;\n");
         f.owner.handle(Event::Close { uri: uri("c.rs") });
-        assert_eq!(generation(&mut f), start);
+        assert_eq!(f.generation("a.rs"), start);
         // A change of another document moves it, as does one of this document.
         f.change("b.rs", [[0, 8], [0, 9]], "20", 0);
-        let after_b = generation(&mut f);
+        let after_b = f.generation("a.rs");
         assert_ne!(after_b, start);
         f.change("a.rs", [[0, 8], [0, 9]], "10", 5_000);
-        let after_a = generation(&mut f);
+        let after_a = f.generation("a.rs");
         assert_ne!(after_a, after_b);
         // Closing a document takes its history away; opening one again replaces it.
         f.owner.handle(Event::Close { uri: uri("b.rs") });
-        let closed = generation(&mut f);
+        let closed = f.generation("a.rs");
         assert_ne!(closed, after_a);
         f.open("a.rs", "let a = 10;\n");
-        assert_ne!(generation(&mut f), closed);
+        assert_ne!(f.generation("a.rs"), closed);
+    }
+
+    /// A change that records nothing in its document's history leaves the generation, so a
+    /// next edit computed in another document is still current after it: no changes at all,
+    /// the same whole text again (some clients send it on save), a first range that does not
+    /// apply. The owner's report of each change says where the generation is.
+    #[test]
+    fn a_change_that_records_nothing_leaves_the_history_generation() {
+        let mut f = Fixture::new();
+        f.open("a.rs", "let a = 1;\n");
+        f.open("b.rs", "let b = 2;\n");
+        f.change("a.rs", [[0, 8], [0, 9]], "10", 0);
+        let start = f.generation("b.rs");
+        for (what, changes) in [
+            ("no changes", vec![]),
+            ("the same whole text", vec![whole("let a = 10;\n")]),
+            (
+                "a range that does not apply",
+                vec![replace([[0, 5], [0, 1]], "x")],
+            ),
+        ] {
+            let changed = f.changes("a.rs", changes);
+            assert_eq!(changed.history_generation, start, "{what}");
+            assert_eq!(f.generation("b.rs"), start, "{what}");
+        }
+        // The bad range put the document out of sync; its whole text, changed, records it.
+        let changed = f.changes("a.rs", vec![whole("let a = 11;\n")]);
+        assert_ne!(changed.history_generation, start);
+        assert_eq!(f.generation("b.rs"), changed.history_generation);
     }
 
     /// A next edit is asked with the recent edits of every open document, oldest first.

@@ -98,6 +98,8 @@ pub struct EditHistory {
     groups: VecDeque<EditGroup>,
     bytes: usize,
     limits: HistoryLimits,
+    /// Moves with every change of the groups (see [`revision`](Self::revision)).
+    revision: u64,
 }
 
 impl EditHistory {
@@ -106,7 +108,14 @@ impl EditHistory {
             groups: VecDeque::new(),
             bytes: 0,
             limits,
+            revision: 0,
         }
+    }
+
+    /// Names the groups as they are: a change that records nothing (no text changed, or the
+    /// same text written again) leaves it, anything else moves it.
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     pub fn groups(&self) -> impl DoubleEndedIterator<Item = &EditGroup> + ExactSizeIterator {
@@ -126,6 +135,9 @@ impl EditHistory {
             return;
         }
         if range.len() + new_text.len() > self.limits.max_bytes {
+            if !self.groups.is_empty() {
+                self.revision += 1;
+            }
             self.groups.clear();
             self.bytes = 0;
             return;
@@ -141,6 +153,7 @@ impl EditHistory {
                 .expect("joins only a group that exists");
             self.bytes -= last.bytes();
             let span = last.span();
+            self.revision += 1;
             // The group widens to cover the change; what it takes in beyond its old span is
             // text no group changed, the same in its base as now.
             let (a, b) = (range.start.min(span.start), range.end.max(span.end));
@@ -175,6 +188,7 @@ impl EditHistory {
             if group.old == group.new {
                 return;
             }
+            self.revision += 1;
             self.bytes += group.bytes();
             self.groups.push_back(group);
         }

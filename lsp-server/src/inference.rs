@@ -122,6 +122,9 @@ pub struct Loading {
 pub struct Inference {
     scheduler: Scheduler,
     log: Log,
+    /// The documents forgotten so far, for tests (the runtime's own list is its loop's).
+    #[cfg(test)]
+    forgotten: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Inference {
@@ -142,7 +145,12 @@ impl Inference {
             config,
             Arc::new(Metrics::new()),
         );
-        Inference { scheduler, log }
+        Inference {
+            scheduler,
+            log,
+            #[cfg(test)]
+            forgotten: Arc::default(),
+        }
     }
 
     /// Loads (or replaces) the model; the answer names what was loaded or why it failed, and
@@ -165,6 +173,17 @@ impl Inference {
     /// open documents' (jobs name their document as their client).
     pub fn forget(&self, uri: &tower_lsp_server::ls_types::Uri) {
         self.scheduler.forget(uri.as_str());
+        #[cfg(test)]
+        self.forgotten
+            .lock()
+            .unwrap()
+            .push(uri.as_str().to_string());
+    }
+
+    /// The documents [`forget`](Self::forget) was called for, in order.
+    #[cfg(test)]
+    pub fn forgotten(&self) -> Vec<String> {
+        self.forgotten.lock().unwrap().clone()
     }
 
     /// Queues `job` now; its answer comes with the returned future.

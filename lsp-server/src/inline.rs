@@ -1,9 +1,11 @@
 //! `textDocument/inlineCompletion` (LSP 3.18): the request behind every suggestion.
 //!
 //! Order of business: register as the newest request on the document (cancelling the older
-//! one) and queue for a snapshot, both before the first `.await`; convert the position; answer
-//! from the type-through cache if the user is typing through the last suggestion; otherwise queue
-//! a job in the runtime (`inference`) and wait for it or for cancellation, whichever comes first.
+//! one) and queue for a snapshot, both before the first `.await`; answer nothing for a document
+//! out of sync with the client (a change that did not apply: the client's text is another);
+//! convert the position; answer from the type-through cache if the user is typing through the
+//! last suggestion; otherwise queue a job in the runtime (`inference`) and wait for it or for
+//! cancellation, whichever comes first.
 //!
 //! Next to next edits, the completion has the cursor: a precomputed next edit nobody asked for
 //! yet makes way for its job on the model (the runtime's serial loop stops it within a layer and
@@ -70,6 +72,18 @@ impl Server {
         let settings = self.settings();
         let document = &snapshots.document;
         if !settings.enabled_for(&document.language_id) {
+            return Ok(None);
+        }
+        // The client's text under this version is another: a suggestion (the type-through
+        // cache's too) would be of the server's text, its range perhaps on another line.
+        if let Some(since) = document.out_of_sync_since {
+            if self.first_told_out_of_sync(&uri, since) {
+                self.log.info(format!(
+                    "{} v{}: a change did not apply, so the client's text is another: no inline completions until it sends the whole text (or opens the document again)",
+                    uri.as_str(),
+                    document.version
+                ));
+            }
             return Ok(None);
         }
         let encoding = self.encoding();
@@ -216,7 +230,7 @@ fn response(
 mod tests {
     use super::*;
     use crate::harness::{TestServer, CANCELLED};
-    use serde_json::json;
+    use serde_json::{json, Value};
     use tower_lsp_server::ls_types::Position;
 
     fn items(text: &str, suggestions: &[&str]) -> Vec<(String, Range)> {
@@ -305,5 +319,60 @@ mod tests {
         // Without an edit, still answered from the cache.
         let answer = lsp.inline(URI, 1, 16).await.answer().await.unwrap();
         assert_eq!(answer[0]["insertText"], json!("1 + 2;"), "{answer}");
+    }
+
+    /// A document out of sync with the client (a change did not apply) gets no inline
+    /// completion, not even from the type-through cache: its text is not the client's, and a
+    /// range on it may be on another line there. Why is logged once for each change that put it
+    /// out of sync, not at every request; its whole text brings completions back.
+    #[tokio::test]
+    async fn a_document_out_of_sync_gets_no_inline_completion_until_its_whole_text_comes() {
+        const URI: &str = "file:///w/src/lib.rs";
+        const TOLD: &str = "no inline completions until it sends the whole text";
+        let (mut lsp, _jobs) = TestServer::start(json!({})).await;
+        let text = "fn f() {\n    let total = \n}\n";
+        lsp.open(URI, text).await;
+        let uri: tower_lsp_server::ls_types::Uri = URI.parse().unwrap();
+        let snapshots = lsp
+            .server()
+            .documents
+            .snapshot(uri.clone(), false)
+            .await
+            .unwrap()
+            .unwrap();
+        {
+            let mut cache = lsp.server().type_through();
+            let generation = cache.generation();
+            let shown = ["1 + 2;".to_string()];
+            let cursor = text.find("= ").unwrap() + 2;
+            cache.remember(
+                &uri,
+                &snapshots.document.rope,
+                cursor,
+                (&shown, 1),
+                generation,
+            );
+        }
+        async fn answer(lsp: &mut TestServer) -> Value {
+            lsp.inline(URI, 1, 16).await.answer().await.unwrap()
+        }
+        let cached = answer(&mut lsp).await;
+        assert_eq!(cached[0]["insertText"], json!("1 + 2;"), "{cached}");
+
+        // Refused whole: the text is as it was, the client's is not.
+        lsp.change(URI, 1, Some([[1, 9], [0, 0]]), "reversed").await;
+        for _ in 0..3 {
+            assert_eq!(answer(&mut lsp).await, Value::Null);
+        }
+        lsp.change(URI, 2, None, text).await;
+        let cached = answer(&mut lsp).await;
+        assert_eq!(cached[0]["insertText"], json!("1 + 2;"), "{cached}");
+        lsp.change(URI, 3, Some([[1, 9], [0, 0]]), "reversed").await;
+        assert_eq!(answer(&mut lsp).await, Value::Null);
+        // The log keeps its order: every line before this one has come.
+        lsp.server().log.info("the requests are answered");
+        lsp.wait_for_log("the requests are answered").await;
+        let told = lsp.logs().iter().filter(|l| l.contains(TOLD)).count();
+        assert_eq!(told, 2, "{:#?}", lsp.logs());
     }
 }

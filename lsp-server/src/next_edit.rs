@@ -5,7 +5,7 @@
 //! "Protocol: next edits" section is the contract.
 //!
 //! Order of business for a request, as for an inline completion: note the document's edit
-//! count and queue for a snapshot (with the edit history) before the first `.await`; answer
+//! stamp and queue for a snapshot (with the edit history) before the first `.await`; answer
 //! no edits for a version that is not the document's, or for a document out of sync with the
 //! client (a change that did not apply: the client's text under this version is another);
 //! convert the position; wait for the document's one next-edit job (`jobs`: started here, or
@@ -103,7 +103,7 @@ impl Server {
             return Ok(InlineEditList::none());
         }
         // Both before any `.await`: see the module comment.
-        let edits_before = self.next_edits.edit_count(&uri);
+        let edits_before = self.next_edits.stamp(&uri);
         let snapshot = self.documents.snapshot(uri.clone(), true);
         let Some(snapshots) = snapshot.await.ok().flatten() else {
             return Err(jsonrpc::Error::invalid_params(format!(
@@ -125,7 +125,7 @@ impl Server {
         if !settings.enabled_for(&document.language_id) {
             return Ok(InlineEditList::none());
         }
-        if !document.in_sync {
+        if !document.in_sync() {
             self.log.debug(|| {
                 format!(
                     "{} v{version}: a change did not apply, so the client's text is another: no edits until it sends the whole text (or opens the document again)",
@@ -163,7 +163,7 @@ impl Server {
         if streaming {
             self.drafts.flush().await;
         }
-        if self.next_edits.edit_count(&uri) != edits_before {
+        if self.next_edits.stamp(&uri) != edits_before {
             self.log.debug(|| {
                 format!(
                     "{} v{version}: edited while the next edit was computed: no edits",

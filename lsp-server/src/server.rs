@@ -3,6 +3,7 @@
 //! `workspace/executeCommand`. Inline completion itself lives in `inline.rs`, next edits in
 //! `next_edit.rs`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -14,7 +15,7 @@ use tower_lsp_server::ls_types::{
     DidChangeConfigurationParams, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
     DidOpenTextDocumentParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
     InitializeResult, InitializedParams, LSPAny, MessageType, OneOf, ProgressToken,
-    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
+    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 use tower_lsp_server::{Client, LanguageServer};
 
@@ -37,6 +38,9 @@ pub struct Server {
     pub(super) inference: Inference,
     pub(super) in_flight: Arc<InFlight>,
     type_through: Mutex<TypeThrough>,
+    /// Per document, the change that put it out of sync with the client last logged by an
+    /// inline completion (see [`Server::first_told_out_of_sync`]).
+    out_of_sync_told: Mutex<HashMap<Uri, u64>>,
     /// Shared with the next-edit jobs, which read it when they start.
     settings: Arc<Mutex<Settings>>,
     encoding: Mutex<PositionEncoding>,
@@ -97,6 +101,7 @@ impl Server {
             log_rx: Mutex::new(Some(log_rx)),
             in_flight: Arc::default(),
             type_through: Mutex::default(),
+            out_of_sync_told: Mutex::default(),
             settings,
             encoding: Mutex::default(),
             drafts,
@@ -125,6 +130,23 @@ impl Server {
 
     pub(super) fn type_through(&self) -> MutexGuard<'_, TypeThrough> {
         lock(&self.type_through)
+    }
+
+    /// Whether `uri`, out of sync since the change at `since`, is not yet logged as such: an
+    /// inline completion says why it answers nothing once, not at every keystroke.
+    pub(super) fn first_told_out_of_sync(&self, uri: &Uri, since: u64) -> bool {
+        lock(&self.out_of_sync_told).insert(uri.clone(), since) != Some(since)
+    }
+
+    /// What a close does before the document owner hears of it, and so an open over an open
+    /// document (the protocol wants a close first), which replaces its text: what is on its way
+    /// for the old text is stale, and the model's caches for it are dropped.
+    fn forget(&self, uri: &Uri) {
+        self.in_flight.edited(uri);
+        self.next_edits.closed(uri);
+        self.type_through().forget(uri);
+        self.inference.forget(uri);
+        lock(&self.out_of_sync_told).remove(uri);
     }
 
     /// Applies `value` to the settings; problems are logged now and returned for the user.
@@ -351,11 +373,8 @@ impl LanguageServer for Server {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let document = params.text_document;
-        // An open over an open document (the protocol wants a close first) replaces its text:
-        // what is on its way for the old text is stale, as after a close.
-        self.in_flight.edited(&document.uri);
-        self.next_edits.closed(&document.uri);
-        self.type_through().forget(&document.uri);
+        self.forget(&document.uri);
+        self.next_edits.opened(&document.uri);
         self.documents.open(
             document.uri,
             document.language_id,
@@ -374,10 +393,7 @@ impl LanguageServer for Server {
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
-        self.in_flight.edited(&uri);
-        self.next_edits.closed(&uri);
-        self.type_through().forget(&uri);
-        self.inference.forget(&uri);
+        self.forget(&uri);
         self.documents.close(uri);
     }
 
@@ -439,4 +455,31 @@ fn workspace_roots(params: &InitializeParams) -> Vec<std::path::PathBuf> {
         .chain(root)
         .filter_map(|uri| uri.to_file_path().map(|p| p.into_owned()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::harness::TestServer;
+
+    /// An open over an open document (without the close the protocol wants first) does what a
+    /// close does before the document is opened again: the model's caches for the old text are
+    /// dropped too.
+    #[tokio::test]
+    async fn an_open_over_an_open_document_forgets_what_a_close_forgets() {
+        const URI: &str = "file:///w/src/lib.rs";
+        let (mut lsp, _jobs) = TestServer::start(json!({})).await;
+        let forgotten = |lsp: &TestServer| {
+            let forgotten = lsp.server().inference.forgotten();
+            forgotten.iter().filter(|uri| *uri == URI).count()
+        };
+        lsp.open(URI, "fn a() {}\n").await;
+        let opened = forgotten(&lsp);
+        lsp.open(URI, "fn b() {}\n").await;
+        assert_eq!(forgotten(&lsp), opened + 1, "opened over the open one");
+        let closed = json!({"textDocument": {"uri": URI}});
+        lsp.notify("textDocument/didClose", closed).await;
+        assert_eq!(forgotten(&lsp), opened + 2, "closed");
+    }
 }

@@ -13,7 +13,11 @@
 //! documents: the runtime runs it behind every job someone waits for, and one that is running
 //! when such a job comes makes way for it and runs again after it (`Submit::wanted`), so it is
 //! ready when the user comes back to its document. A request that joined it and went away
-//! leaves it making way again.
+//! leaves it making way again. Once the history moves on (an edit of another document: see
+//! [`Snapshots::history_generation`]), no request can join a job computed with the older one:
+//! those nobody waits for are stopped, or forgotten if done, when the document owner reports
+//! the change and before any job starts, so they neither hold one of the places below nor run
+//! ahead of a live precompute in the runtime's queue.
 //!
 //! A precompute gives way to a request's job for the document (the request may have asked at
 //! another cursor than where the last change ended, inside an auto-closed bracket or after a
@@ -110,13 +114,42 @@ impl Entry {
 #[derive(Default)]
 struct State {
     jobs: HashMap<Uri, Entry>,
-    /// Edits per document: an answer computed before the count moved is stale.
-    edits: HashMap<Uri, u64>,
+    /// The stamp of each open document's last edit (or open): an answer computed before it
+    /// moved is stale. Stamps come from one counter for all documents, and a document's goes
+    /// with its close, so a stamp read before a close and an open of the document never
+    /// matches again, and only open documents have one.
+    stamps: HashMap<Uri, u64>,
+    last_stamp: u64,
     next_key: u64,
     /// The id of the next edit last offered per document.
     offers: HashMap<Uri, u64>,
     /// Where an inline completion is showing: the document's text (`edited_at`) and line.
     inline_shown: HashMap<Uri, (u64, usize)>,
+}
+
+impl State {
+    fn next_stamp(&mut self) -> u64 {
+        self.last_stamp += 1;
+        self.last_stamp
+    }
+
+    /// Takes out the jobs (of documents other than `except`) that no request can join any
+    /// more: computed with a history older than `generation` (which never moves back) and
+    /// waited for by nobody, a precompute still under way or an answer.
+    fn take_older_histories(&mut self, generation: u64, except: Option<&Uri>) -> Vec<(Uri, Entry)> {
+        let stale: Vec<Uri> = self
+            .jobs
+            .iter()
+            .filter(|(uri, entry)| {
+                Some(*uri) != except && entry.history < generation && entry.waiters == 0
+            })
+            .map(|(uri, _)| uri.clone())
+            .collect();
+        stale
+            .iter()
+            .filter_map(|uri| self.jobs.remove_entry(uri))
+            .collect()
+    }
 }
 
 /// The next-edit bookkeeping the server shares with its precompute task.
@@ -171,9 +204,10 @@ impl NextEdits {
         display_path(uri, &lock(&self.roots))
     }
 
-    /// Edits of `uri` so far; take it before the snapshot and compare after the answer.
-    pub fn edit_count(&self, uri: &Uri) -> u64 {
-        self.state().edits.get(uri).copied().unwrap_or(0)
+    /// The stamp of `uri`'s last edit (0: not open); take it before the snapshot and compare
+    /// after the answer.
+    pub fn stamp(&self, uri: &Uri) -> u64 {
+        self.state().stamps.get(uri).copied().unwrap_or(0)
     }
 
     /// `uri` changed: its job is stale (cancelled at its next step) and so is every answer on
@@ -181,18 +215,57 @@ impl NextEdits {
     pub fn edited(&self, uri: &Uri) {
         let gone = {
             let mut state = self.state();
-            *state.edits.entry(uri.clone()).or_default() += 1;
+            let stamp = state.next_stamp();
+            // A change of a document that is not open is ignored by the document owner.
+            if let Some(at) = state.stamps.get_mut(uri) {
+                *at = stamp;
+            }
             state.jobs.remove(uri)
         };
         // Dropped outside the lock: the ticket's drop takes the in-flight lock.
         drop(gone);
     }
 
-    pub fn closed(&self, uri: &Uri) {
-        self.edited(uri);
+    /// `uri` opened (after [`closed`](Self::closed): an open over an open document is a close
+    /// and an open).
+    pub fn opened(&self, uri: &Uri) {
         let mut state = self.state();
-        state.offers.remove(uri);
-        state.inline_shown.remove(uri);
+        let stamp = state.next_stamp();
+        state.stamps.insert(uri.clone(), stamp);
+    }
+
+    /// `uri` closed: what is on its way for it is stale, and its bookkeeping goes.
+    pub fn closed(&self, uri: &Uri) {
+        let gone = {
+            let mut state = self.state();
+            state.stamps.remove(uri);
+            state.offers.remove(uri);
+            state.inline_shown.remove(uri);
+            state.jobs.remove(uri)
+        };
+        drop(gone);
+    }
+
+    /// The document owner applied a change, after which the history is at `generation`: the
+    /// jobs computed with an older one that nobody waits for are stopped or forgotten.
+    pub fn history_is(&self, generation: u64) {
+        let gone = self.state().take_older_histories(generation, None);
+        self.older_histories_gone(gone);
+    }
+
+    fn older_histories_gone(&self, gone: Vec<(Uri, Entry)>) {
+        for (uri, entry) in &gone {
+            self.log.debug(|| {
+                format!(
+                    "{}: its {} next edit was computed with an older history (another document changed since): {}",
+                    uri.as_str(),
+                    if entry.done() { "finished" } else { "precomputed" },
+                    if entry.done() { "forgotten" } else { "stopped" },
+                )
+            });
+        }
+        // Dropped outside the lock (see `edited`).
+        drop(gone);
     }
 
     /// Forgets every job and result (the settings or the model changed).
@@ -260,10 +333,11 @@ impl NextEdits {
 
     /// The job for `snapshots` at byte `cursor`: the one already under way or done (not in an
     /// error) for the same text, history and cursor, else a new one (replacing any other job of
-    /// the document). `edits_before` is [`edit_count`](Self::edit_count) taken before the
-    /// snapshot was asked for: if the document changed since, nothing starts. A request gets a
-    /// [`Waiter`] to hold while it waits; `stream` only serves a new job. A precompute starts
-    /// nothing where it gives way to a request's job (see the module comment).
+    /// the document, and stopping those of other documents no request can join any more).
+    /// `edits_before` is [`stamp`](Self::stamp) taken before the snapshot was asked for: if the
+    /// document changed since, nothing starts. A request gets a [`Waiter`] to hold while it
+    /// waits; `stream` only serves a new job. A precompute starts nothing where it gives way to
+    /// a request's job (see the module comment).
     pub fn job(
         self: &Arc<Self>,
         snapshots: Snapshots,
@@ -279,7 +353,7 @@ impl NextEdits {
         let mut state = self.state();
         // Under the lock `edited` takes: a change after this check removes the entry made
         // below, which cancels its job.
-        if state.edits.get(&uri).copied().unwrap_or(0) != edits_before {
+        if state.stamps.get(&uri).copied().unwrap_or(0) != edits_before {
             self.log.debug(|| {
                 format!(
                     "{} v{version}: changed while its snapshot was taken: no next-edit job started",
@@ -346,6 +420,9 @@ impl NextEdits {
                 state.next_key
             }
         };
+        // Jobs of other documents for an older history: no request can join them (usually gone
+        // already, when the owner reported the change that moved the history).
+        let older = state.take_older_histories(history_generation, Some(&uri));
         // The newest pause wins a place: the oldest precompute of another document nobody
         // waits for is stopped (that document's next edit is computed on request).
         let mut evicted = None;
@@ -410,6 +487,7 @@ impl NextEdits {
         drop(state);
         drop(replaced);
         drop(evicted);
+        self.older_histories_gone(older);
         let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, key));
         Ok((answer, waiter))
     }
@@ -428,7 +506,7 @@ impl NextEdits {
         if !settings.next_edit.enabled {
             return;
         }
-        let edits_before = self.edit_count(&uri);
+        let edits_before = self.stamp(&uri);
         let Ok(Some(snapshots)) = self.documents.snapshot(uri.clone(), true).await else {
             return;
         };
@@ -440,7 +518,7 @@ impl NextEdits {
             return;
         }
         let version = document.version;
-        if !document.in_sync {
+        if !document.in_sync() {
             self.log.debug(|| {
                 format!(
                     "{} v{version}: out of sync with the client: not precomputed",
@@ -489,7 +567,7 @@ impl NextEdits {
         let next_edits = self.clone();
         tokio::spawn(async move {
             let _ = running.await;
-            if next_edits.edit_count(&uri) != edits {
+            if next_edits.stamp(&uri) != edits {
                 next_edits.log.debug(|| {
                     format!(
                         "{}: edited while the request's next-edit job ran: not precomputed again",
@@ -508,6 +586,7 @@ impl NextEdits {
 
     /// Precomputes next edits as the document owner reports changes: after `debounceMs`
     /// without another change of the same document, or at once after an accepted suggestion.
+    /// Each report also stops the jobs its history made stale ([`history_is`](Self::history_is)).
     /// Runs until the owner is gone.
     pub async fn precompute_on_changes(self: Arc<Self>, mut changed: UnboundedReceiver<Changed>) {
         let mut due: HashMap<Uri, (Instant, &'static str)> = HashMap::new();
@@ -515,9 +594,10 @@ impl NextEdits {
             let next = due.values().map(|(at, _)| *at).min();
             tokio::select! {
                 change = changed.recv() => {
-                    let Some(Changed { uri, accepted }) = change else {
+                    let Some(Changed { uri, accepted, history_generation }) = change else {
                         return;
                     };
+                    self.history_is(history_generation);
                     let settings = lock(&self.settings).next_edit.clone();
                     let now = Instant::now();
                     match (settings.enabled, accepted, settings.debounce_ms) {

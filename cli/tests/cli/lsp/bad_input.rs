@@ -74,11 +74,19 @@ async fn bad_positions_documents_params_and_methods_get_errors_not_crashes() {
     );
     lsp.notify::<super::client::DidOpen>(json!({"textDocument": 5}));
     still_answers(&lsp).await;
-    // The reversed edit was refused as a whole, so the text is as it was: line 1 col 12 is
-    // still the end of `let x = `.
+    // The reversed edit did not apply, so the server's text may no longer be the client's:
+    // no completion for the document until the client sends its whole text again.
     let answer = lsp.inline(URI, 1, 40, false).await.answer().await.unwrap();
+    assert!(items(&answer).is_empty(), "{answer}");
+    lsp.notify::<super::client::DidChange>(json!({
+        "textDocument": {"uri": URI, "version": 2},
+        "contentChanges": [{"text": "fn main() {\n    let long_name = \n}\n"}],
+    }));
+    // In sync again, with the whole text's lines: line 1 col 40 is the end of `let long_name = `.
+    let answer = lsp.inline(URI, 1, 40, false).await.answer().await.unwrap();
+    assert!(!items(&answer).is_empty(), "{answer}\nstderr:\n{}", lsp.stderr());
     for item in items(&answer) {
-        assert_eq!(item["range"]["start"], json!({"line": 1, "character": 12}));
+        assert_eq!(item["range"]["start"], json!({"line": 1, "character": 20}));
     }
     lsp.shutdown().await;
 }

@@ -9,6 +9,7 @@ use crate::harness::{begin, Jobs, TestServer, CANCELLED};
 
 const URI: &str = "file:///w/src/lib.rs";
 const OTHER: &str = "file:///w/src/other.rs";
+const THIRD: &str = "file:///w/src/third.rs";
 const TEXT: &str = "fn area(w: u32, h: u32) -> u32 {\n    let s = w * h;\n    s + w\n}\n";
 /// Where the typing ([`typed`]) ended: the pause precomputes here.
 const TYPED_END: usize = "fn area(width".len();
@@ -181,6 +182,119 @@ async fn nothing_is_computed_on_a_snapshot_an_edit_a_close_or_a_reopen_made_stal
     jobs.assert_none_started();
     lsp.wait_for_log("changed while its snapshot was taken: no next-edit job started")
         .await;
+}
+
+/// An edit of another document moves the history on: no request can join a next edit
+/// computed with the older one. As soon as the document owner reports the edit, a precompute
+/// still under way is stopped (it would hold one of the places and run ahead of the next
+/// precompute in the runtime's queue) and a finished answer nobody waits for is forgotten; a
+/// request's job someone waits for runs on and is answered.
+#[tokio::test]
+async fn an_edit_elsewhere_stops_the_next_edits_no_request_can_join_any_more() {
+    let (mut lsp, mut jobs) = typed().await;
+    lsp.open(OTHER, "fn other() {}\n").await;
+    lsp.open(THIRD, "fn third() {}\n").await;
+    precompute(&lsp).await;
+    let ahead = jobs.next().await;
+    assert_eq!(ahead.job.document.uri, uri(URI));
+    let asked = tokio::spawn(lsp.next_edit(THIRD, 0, 0, 3).await.answer());
+    let requested = jobs.next().await;
+
+    lsp.change(OTHER, 1, Some([[0, 3], [0, 8]]), "renamed")
+        .await;
+    lsp.wait_for_log(&format!(
+        "{URI}: its precomputed next edit was computed with an older history"
+    ))
+    .await;
+    assert!(ahead.cancelled(), "nobody can join the precompute any more");
+    assert!(!requested.cancelled(), "a request waits for its job");
+    requested.answer(Ok(NextEdit::default()));
+    assert_eq!(asked.await.unwrap(), Ok(json!({"edits": []})));
+
+    let answered = tokio::spawn(lsp.next_edit(URI, 1, 0, 13).await.answer());
+    jobs.next().await.answer(Ok(NextEdit::default()));
+    assert_eq!(answered.await.unwrap(), Ok(json!({"edits": []})));
+    let holds = |lsp: &TestServer, document: &str| {
+        lsp.server()
+            .next_edits
+            .state()
+            .jobs
+            .contains_key(&uri(document))
+    };
+    assert!(holds(&lsp, URI), "kept for a request there again");
+    lsp.change(OTHER, 2, Some([[0, 0], [0, 0]]), "pub ").await;
+    lsp.wait_for_log(&format!(
+        "{URI}: its finished next edit was computed with an older history"
+    ))
+    .await;
+    assert!(!holds(&lsp, URI) && !holds(&lsp, THIRD));
+    jobs.assert_none_started();
+}
+
+/// A close of an edited document moves the history too (its edits are shown no more), with no
+/// change for the document owner to report: the next job to start stops the precomputes the
+/// older history left nobody to join.
+#[tokio::test]
+async fn a_job_starting_stops_the_precomputes_of_an_older_history() {
+    let (mut lsp, mut jobs) = typed().await;
+    lsp.open(OTHER, "fn other() {}\n").await;
+    lsp.change(OTHER, 1, Some([[0, 3], [0, 8]]), "renamed")
+        .await;
+    precompute(&lsp).await;
+    let ahead = jobs.next().await;
+    assert_eq!(ahead.job.history.len(), 2);
+    let closed = json!({"textDocument": {"uri": OTHER}});
+    lsp.notify("textDocument/didClose", closed).await;
+    lsp.open(THIRD, "fn third() {}\n").await;
+    let asked = tokio::spawn(lsp.next_edit(THIRD, 0, 0, 3).await.answer());
+    let requested = jobs.next().await;
+    assert!(ahead.cancelled(), "computed with a history that is gone");
+    requested.answer(Ok(NextEdit::default()));
+    assert_eq!(asked.await.unwrap(), Ok(json!({"edits": []})));
+}
+
+/// Edit stamps come from one counter for all documents and a document's goes with its close,
+/// so only open documents have one (a change of a document that is not open adds none), and a
+/// request whose stamp was read before a close and an open of its document starts nothing on
+/// its snapshot of the old text.
+#[tokio::test]
+async fn edit_stamps_are_kept_for_open_documents_only_and_never_match_after_a_reopen() {
+    let (mut lsp, mut jobs) = TestServer::start(json!({"nextEdit": {"debounceMs": 0}})).await;
+    let stamped = |lsp: &TestServer| {
+        let state = lsp.server().next_edits.state();
+        let mut uris: Vec<String> = state.stamps.keys().map(|u| u.as_str().into()).collect();
+        uris.sort();
+        uris
+    };
+    for n in 0..4 {
+        let name = format!("file:///w/src/m{n}.rs");
+        lsp.open(&name, "fn m() {}\n").await;
+        lsp.change(&name, 1, Some([[0, 3], [0, 4]]), "n").await;
+        let closed = json!({"textDocument": {"uri": name}});
+        lsp.notify("textDocument/didClose", closed).await;
+    }
+    lsp.change("file:///w/src/never-opened.rs", 1, None, "x")
+        .await;
+    lsp.open(URI, TEXT).await;
+    assert_eq!(stamped(&lsp), [URI]);
+
+    let held = lsp.hold_documents();
+    let asked = lsp.next_edit(URI, 0, 0, 13).await;
+    let closed = json!({"textDocument": {"uri": URI}});
+    lsp.notify("textDocument/didClose", closed).await;
+    lsp.open(URI, TEXT).await;
+    drop(held);
+    tokio::select! {
+        answer = asked.answer() => assert_eq!(answer, Ok(json!({"edits": []}))),
+        job = jobs.next() => panic!(
+            "a job started on the text before the close (v{})",
+            job.job.document.version
+        ),
+    }
+    lsp.wait_for_log("changed while its snapshot was taken: no next-edit job started")
+        .await;
+    jobs.assert_none_started();
+    assert_eq!(stamped(&lsp), [URI]);
 }
 
 #[test]
