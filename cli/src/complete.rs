@@ -15,7 +15,16 @@ use redraft_engine::{Engine, InfillRequest};
 use redraft_runtime::model_args::ModelArgs;
 use redraft_runtime::sampler_args::SamplerArgs;
 
+/// Where to complete is said once: `--file` with `--line` and `--column`, `--prefix-file`
+/// (with `--suffix-file` if wanted), or `--stdin-json`. A flag that would be ignored (a
+/// `--line` without `--file`, a `--history` beside `--stdin-json`) is refused by clap, so a
+/// mistake on the command line is always exit status 2, before anything is read.
 #[derive(clap::Args)]
+#[command(group(
+    clap::ArgGroup::new("input")
+        .required(true)
+        .args(["file", "prefix_file", "stdin_json"])
+))]
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
@@ -23,16 +32,26 @@ pub struct Args {
     #[arg(long, requires_all = ["line", "column"])]
     file: Option<PathBuf>,
     /// Cursor line, 1-based.
-    #[arg(long)]
+    #[arg(
+        long,
+        requires = "file",
+        conflicts_with_all = ["stdin_json", "prefix_file"],
+        value_parser = at_least_one
+    )]
     line: Option<usize>,
     /// Cursor column, 1-based, in characters (one past the last character is the line's end).
-    #[arg(long)]
+    #[arg(
+        long,
+        requires = "file",
+        conflicts_with_all = ["stdin_json", "prefix_file"],
+        value_parser = at_least_one
+    )]
     column: Option<usize>,
     /// The text before the cursor.
     #[arg(long, conflicts_with = "file")]
     prefix_file: Option<PathBuf>,
     /// The text after the cursor.
-    #[arg(long, conflicts_with = "file")]
+    #[arg(long, requires = "prefix_file", conflicts_with = "file")]
     suffix_file: Option<PathBuf>,
     /// Read `{"prefix": "...", "suffix": "..."}` from stdin (with --next-edit: `{"text": "...",
     /// "cursor": BYTE, "path": "...", "history": "unified diff"}`).
@@ -42,15 +61,16 @@ pub struct Args {
     /// unified diff (nothing when the model sees no edit to make).
     #[arg(long, conflicts_with_all = ["prefix_file", "suffix_file", "canvas_tokens"])]
     next_edit: bool,
-    /// The recent edits, oldest first, as unified diffs (`git diff` output), for --next-edit.
-    #[arg(long, requires = "next_edit")]
+    /// The recent edits, oldest first, as unified diffs (`git diff` output), for --next-edit
+    /// with --file (--stdin-json carries its own `history`).
+    #[arg(long, requires = "next_edit", conflicts_with = "stdin_json")]
     history: Option<PathBuf>,
     /// Longest middle in tokens (the model may end earlier with EOS).
-    #[arg(long, default_value_t = redraft_runtime::DEFAULT_MAX_TOKENS)]
+    #[arg(long, default_value_t = redraft_runtime::DEFAULT_MAX_TOKENS, value_parser = at_least_one)]
     max_tokens: usize,
     /// Masked slots laid down at the start (default: --max-tokens); when the model writes the
     /// last one, the canvas grows a block at a time up to --max-tokens.
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     canvas_tokens: Option<usize>,
     #[command(flatten)]
     sampler: SamplerArgs,
@@ -64,6 +84,21 @@ pub struct Args {
     #[arg(long)]
     json: bool,
 }
+
+/// A count that starts at 1 (lines, columns, tokens).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "expected a whole number from 1 up (lines, columns and tokens count from 1), got `{text}`"
+        )),
+    }
+}
+
+/// The most a source file or a request may hold. Far more than any model's context reads (the
+/// context is cut around the cursor), and a bound on what `--file /dev/zero` or an endless pipe
+/// can make redraft hold in memory.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 
 impl Args {
     fn prefix_suffix(&self) -> anyhow::Result<(String, String)> {
@@ -81,10 +116,7 @@ impl Args {
                 #[serde(default)]
                 suffix: String,
             }
-            let mut input = String::new();
-            std::io::stdin()
-                .read_to_string(&mut input)
-                .context("reading the request from stdin")?;
+            let input = read_stdin()?;
             let request: Request = serde_json::from_str(&input)
                 .context("stdin must hold {\"prefix\": \"...\", \"suffix\": \"...\"}")?;
             return Ok((request.prefix, request.suffix));
@@ -109,9 +141,10 @@ pub fn cursor_offset(text: &str, line: usize, column: usize) -> anyhow::Result<u
     for _ in 1..line {
         match text[start..].find('\n') {
             Some(i) => start += i + 1,
+            // Counted as the cursor counts them: after a final newline is one more (empty) line.
             None => bail!(
-                "line {line} is past the end of the file ({} lines)",
-                text.lines().count().max(1)
+                "line {line} is past the end of the file: the cursor can be on lines 1 to {}",
+                text.matches('\n').count() + 1
             ),
         }
     }
@@ -119,7 +152,11 @@ pub fn cursor_offset(text: &str, line: usize, column: usize) -> anyhow::Result<u
     let line_text = line_text.strip_suffix('\r').unwrap_or(line_text);
     let chars = line_text.chars().count();
     if column > chars + 1 {
-        bail!("column {column} is past the end of line {line} ({chars} characters)");
+        bail!(
+            "column {column} is past the end of line {line}: it has {chars} characters, so the \
+             cursor can be in columns 1 to {}",
+            chars + 1
+        );
     }
     let within = line_text
         .char_indices()
@@ -128,9 +165,52 @@ pub fn cursor_offset(text: &str, line: usize, column: usize) -> anyhow::Result<u
     Ok(start + within)
 }
 
+/// A source file's text: a directory, a file over [`MAX_INPUT_BYTES`] or one that is not UTF-8
+/// is refused saying so.
 fn read_text(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
+    if path.is_dir() {
+        bail!(
+            "{} is a directory; name a source file (--file, --prefix-file, --suffix-file, --history)",
+            path.display()
+        );
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = read_capped(file, &path.display().to_string())?;
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not UTF-8 text (a byte that is not UTF-8 at offset {}); redraft completes \
+             UTF-8 source files",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// Standard input as text, at most [`MAX_INPUT_BYTES`].
+fn read_stdin() -> anyhow::Result<String> {
+    let bytes = read_capped(std::io::stdin().lock(), "the request on stdin")?;
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "the request on stdin is not UTF-8 (a byte that is not UTF-8 at offset {}); JSON \
+             is UTF-8",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+fn read_capped(from: impl Read, what: &str) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    from.take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {what}"))?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        bail!(
+            "{what} holds more than {} MiB; redraft reads at most that much (the model sees only \
+             the text around the cursor: pass that part)",
+            MAX_INPUT_BYTES >> 20
+        );
+    }
+    Ok(bytes)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

@@ -49,9 +49,15 @@ fn parse_type(s: &str) -> Result<GgmlDType, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Before the model is read (a big one takes minutes to quantize): a place that cannot be
+    // written is said at once.
+    check_out(&args.out)?;
     let (config, settings, weights, tokenizer) = match &args.model {
         Some(model) => {
             let dir = redraft_runtime::default_model::locate(model)?;
+            if dir.is_dir() {
+                check_out_is_not_the_models(&args.out, &dir)?;
+            }
             if dir.is_file() {
                 bail!(
                     "{} is a file: `redraft convert` writes a GGUF from a safetensors model \
@@ -95,6 +101,84 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.dtype,
         bytes as f64 / 1e6
     );
+    Ok(())
+}
+
+/// `--out` must name a file that can be written: an existing one is replaced (the GGUF is
+/// written beside it and renamed over it), so a directory, a device or a pipe is refused rather
+/// than replaced, and a missing directory is said as such rather than as a temporary file's.
+fn check_out(out: &Path) -> anyhow::Result<()> {
+    if out.file_name().is_none() {
+        bail!(
+            "cannot write {}: --out must name a file (like model-q8_0.gguf)",
+            out.display()
+        );
+    }
+    if let Ok(meta) = std::fs::metadata(out) {
+        if meta.is_dir() {
+            bail!(
+                "cannot write {}: it is a directory; name the file to write (like --out {})",
+                out.display(),
+                out.join("model.gguf").display()
+            );
+        }
+        if !meta.is_file() {
+            bail!(
+                "cannot write {}: it is not a regular file (a device, a pipe or a socket), and \
+                 `redraft convert` replaces --out with the file it writes; name a file",
+                out.display()
+            );
+        }
+    }
+    let parent = match out.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(parent) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => bail!(
+            "cannot write {}: {} is not a directory",
+            out.display(),
+            parent.display()
+        ),
+        Err(_) => bail!(
+            "cannot write {}: the directory {} does not exist; create it first (mkdir -p {})",
+            out.display(),
+            parent.display(),
+            parent.display()
+        ),
+    }
+}
+
+/// An `--out` inside the model's own directory must not replace a file of the model (its
+/// weights, config or tokenizer): the conversion would destroy what it converts. A GGUF
+/// there is fine (convert never reads one).
+fn check_out_is_not_the_models(out: &Path, model: &Path) -> anyhow::Result<()> {
+    let (Some(parent), Some(name)) = (out.parent(), out.file_name()) else {
+        return Ok(());
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    // The link itself, not what it points to: a hub snapshot's files are links into blobs/.
+    let (Ok(parent), Ok(model)) = (std::fs::canonicalize(parent), std::fs::canonicalize(model))
+    else {
+        return Ok(());
+    };
+    let target = parent.join(name);
+    let is_gguf = target
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if target.starts_with(&model) && target.symlink_metadata().is_ok() && !is_gguf {
+        bail!(
+            "cannot write {}: it is a file of the model being converted ({}), which the GGUF \
+             would replace; write the GGUF under another name (like model-q8_0.gguf)",
+            out.display(),
+            model.display()
+        );
+    }
     Ok(())
 }
 

@@ -38,7 +38,8 @@ pub enum Command {
 }
 
 /// Runs one command to its end; the exit status is the language server's (the protocol's
-/// `exit`) or success.
+/// `exit`) or success. An error is the caller's to print ([`report`]) with exit status 1;
+/// clap's own errors (the command line itself is wrong) exit with 2 before this runs.
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     let done = match command {
         Command::Complete(args) => complete::run(args),
@@ -49,4 +50,71 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Lsp(args) => return redraft_lsp::run(args),
     };
     done.map(|()| ExitCode::SUCCESS)
+}
+
+/// An error as the binaries print it: `Error: ` and the message, then the causes the message
+/// does not already say. No backtrace, whatever `RUST_BACKTRACE` says: an error here is a
+/// user's input or environment, never a bug (a bug panics, and a panic keeps its backtrace).
+/// Many errors below (`std::io` wrapped by a library's own error) repeat their source in their
+/// message, which would otherwise be printed twice.
+pub fn report(error: &anyhow::Error) -> String {
+    let mut causes: Vec<String> = Vec::new();
+    let mut last = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !last.contains(&text) {
+            causes.push(text.clone());
+        }
+        last = text;
+    }
+    let mut text = format!("Error: {error}");
+    match causes.as_slice() {
+        [] => {}
+        [cause] => text.push_str(&format!("\n\nCaused by:\n    {cause}")),
+        causes => {
+            text.push_str("\n\nCaused by:");
+            for (i, cause) in causes.iter().enumerate() {
+                text.push_str(&format!("\n    {i}: {cause}"));
+            }
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report;
+
+    /// What `std::io` errors wrapped by a thiserror `{source}` message look like: the source
+    /// is also in the message.
+    #[derive(Debug)]
+    struct Repeats(std::io::Error);
+
+    impl std::fmt::Display for Repeats {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "could not read x: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Repeats {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_report_says_each_cause_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let error = anyhow::Error::new(Repeats(io)).context("pulling y");
+        assert_eq!(
+            report(&error),
+            "Error: pulling y\n\nCaused by:\n    could not read x: entity not found"
+        );
+        let plain = anyhow::anyhow!("b").context("a").context("top");
+        assert_eq!(
+            report(&plain),
+            "Error: top\n\nCaused by:\n    0: a\n    1: b"
+        );
+        assert_eq!(report(&anyhow::anyhow!("alone")), "Error: alone");
+    }
 }

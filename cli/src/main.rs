@@ -27,10 +27,14 @@ enum Top {
     Other(Vec<OsString>),
 }
 
-fn main() -> anyhow::Result<ExitCode> {
+fn main() -> ExitCode {
     redraft::malloc::tune();
-    match Cli::parse().command {
+    let done = match Cli::parse().command {
         Top::Shipped(command) => redraft::run(command),
         Top::Other(args) => redraft::lab::hand_over(&args),
-    }
+    };
+    done.unwrap_or_else(|error| {
+        eprintln!("{}", redraft::report(&error));
+        ExitCode::FAILURE
+    })
 }

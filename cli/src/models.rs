@@ -38,15 +38,16 @@ pub fn pull(args: PullArgs) -> anyhow::Result<()> {
         .with_context(|| format!("pulling {}", args.name))?;
     let row = Row::new(args.name, format_name(model.format), 0, &model.path);
     println!("{}", model.path.display());
-    eprintln!(
-        "redraft pull: {} is {}; {}",
-        row.name,
-        row.kind,
-        match &row.runs {
-            Ok(()) => "redraft runs it".to_string(),
-            Err(why) => format!("redraft cannot run it: {why}"),
-        }
-    );
+    match &row.runs {
+        Ok(()) => eprintln!(
+            "redraft pull: {} is {}; redraft runs it",
+            row.name, row.kind
+        ),
+        Err(why) => eprintln!(
+            "redraft pull: {} is in place, but redraft cannot run it: {why}",
+            row.name
+        ),
+    }
     Ok(())
 }
 

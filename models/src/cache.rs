@@ -111,6 +111,20 @@ impl RepoCache {
         std::fs::rename(&temp, &path).map_err(|e| Error::io("write", &path, e))
     }
 
+    /// Removes `snapshots/<commit>/<path>` and what it holds, `blobs/<etag>` (a damaged file, to
+    /// be fetched again). A regular file in the snapshot (a copy where links are not made) is
+    /// removed likewise; what the link points at, if it is not `blobs/<etag>`, is left alone.
+    pub fn forget(&self, commit: &str, path: &str, etag: &str) -> Result<()> {
+        let remove = |file: &Path| match std::fs::remove_file(file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io("remove the damaged", file, e))
+            }
+            _ => Ok(()),
+        };
+        remove(&self.blob(etag))?;
+        remove(&self.snapshot(commit).join(path))
+    }
+
     /// Makes `snapshots/<commit>/<path>` point at `blobs/<etag>` (a relative symlink, as
     /// huggingface_hub makes them, so the cache can move as a whole).
     pub fn link(&self, commit: &str, path: &str, etag: &str) -> Result<PathBuf> {
@@ -177,9 +191,11 @@ pub fn repo_of_folder(folder: &str) -> Option<String> {
 }
 
 /// Every file under `dir` that exists (a dangling symlink does not), as `/`-separated paths
-/// relative to `dir`, sorted.
+/// relative to `dir`, sorted. Symlinks to files count (a snapshot is made of them); a symlink
+/// to a directory is not followed: huggingface_hub never makes one, and two looping ones would
+/// make the walk exponential (`d/a -> ..`, `d/b -> ..`: every path of a's and b's).
 pub fn files_in(dir: &Path) -> Vec<String> {
-    // Deep enough for any repository; a symlinked directory loop stops here.
+    // Deep enough for any repository.
     const MAX_DEPTH: usize = 16;
     fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>, depth: usize) {
         if depth > MAX_DEPTH {
@@ -198,10 +214,13 @@ pub fn files_in(dir: &Path) -> Vec<String> {
             } else {
                 format!("{prefix}/{name}")
             };
-            match std::fs::metadata(&path) {
-                Ok(meta) if meta.is_dir() => walk(&path, &relative, out, depth + 1),
-                Ok(_) => out.push(relative),
-                Err(_) => {}
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                walk(&path, &relative, out, depth + 1);
+            } else if std::fs::metadata(&path).is_ok_and(|meta| meta.is_file()) {
+                out.push(relative);
             }
         }
     }

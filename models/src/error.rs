@@ -157,6 +157,13 @@ pub enum Error {
     )]
     OllamaNotPulled { name: String, manifest: PathBuf },
 
+    /// Ollama's store (`OLLAMA_MODELS`) is something other than a directory.
+    #[error(
+        "ollama's model store {store} is not a directory; set OLLAMA_MODELS to the directory \
+         holding Ollama's manifests/ and blobs/ (by default ~/.ollama/models), or unset it"
+    )]
+    OllamaStoreNotDir { store: PathBuf },
+
     /// An Ollama manifest without a model layer.
     #[error(
         "ollama manifest {manifest} has no layer of type application/vnd.ollama.image.model; \

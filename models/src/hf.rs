@@ -84,11 +84,13 @@ pub fn from_snapshot(
 
 /// Resolves `name` through the Hub: the revision's commit and file list, then each needed file
 /// not yet in the snapshot (`HEAD` for its ETag; the blob downloaded unless already cached;
-/// the snapshot link), then `refs/<revision>`.
+/// the snapshot link), then `refs/<revision>`. With `verify`, a file already in the snapshot
+/// is `HEAD`ed too and fetched again when its size is not the Hub's.
 pub fn from_hub(
     hub: &Hub,
     settings: &Settings,
     name: &HfName,
+    verify: bool,
     progress: &mut dyn Progress,
 ) -> Result<ResolvedModel> {
     let repo = name.repo.as_str();
@@ -98,7 +100,7 @@ pub fn from_hub(
     let choice = plan::choose(&name.target, &info.files, repo, &name.revision)?;
     let files = choice.files();
     for file in &files {
-        ensure_file(hub, &cache, repo, commit, file, progress)?;
+        ensure_file(hub, &cache, repo, commit, file, verify, progress)?;
     }
     let snapshot = cache.snapshot(commit);
     let resolved = match &choice {
@@ -122,7 +124,7 @@ pub fn from_hub(
                     }
                 }
                 for shard in &shards {
-                    ensure_file(hub, &cache, repo, commit, shard, progress)?;
+                    ensure_file(hub, &cache, repo, commit, shard, verify, progress)?;
                 }
             }
             ResolvedModel {
@@ -139,20 +141,32 @@ pub fn from_hub(
     Ok(resolved)
 }
 
-/// Puts `file` of `commit` into the snapshot unless it is there already.
+/// Puts `file` of `commit` into the snapshot unless it is there already (with `verify`: there
+/// with the size the Hub gives it).
 fn ensure_file(
     hub: &Hub,
     cache: &RepoCache,
     repo: &str,
     commit: &str,
     file: &str,
+    verify: bool,
     progress: &mut dyn Progress,
 ) -> Result<()> {
     plan::check_fetchable(repo, file)?;
-    if cache.snapshot(commit).join(file).exists() {
+    let cached = cache.snapshot(commit).join(file);
+    if cached.exists() && !verify {
         return Ok(());
     }
     let meta = hub.file_meta(repo, commit, file)?;
+    if let Ok(have) = std::fs::metadata(&cached) {
+        if meta.size.is_none_or(|size| size == have.len()) {
+            return Ok(());
+        }
+        // Cut short (a full disk, a copy killed half way, another tool's crash): what the
+        // snapshot shows is not the file, so it is fetched again. Only that blob is removed;
+        // a resumable `.incomplete` beside it is kept.
+        cache.forget(commit, file, &meta.etag)?;
+    }
     fetch_blob(
         hub,
         cache,

@@ -8,7 +8,8 @@
 //! - [`Resolver::resolve`]`(name, progress)` -> [`ResolvedModel`] `{ path, format }`: the
 //!   cache first, the Hub for what is missing (unless offline).
 //! - [`Resolver::pull`]`(name, progress)`: asks the Hub where the revision is now, even when
-//!   the cache has an older commit (for `redraft pull`).
+//!   the cache has an older commit, and fetches again a cached file whose size is not the
+//!   Hub's (cut short by a full disk or a killed copy) (for `redraft pull`).
 //! - [`Resolver::list_local`]`()` -> [`LocalModel`]s `{ name, format, size, path }`: the Hub
 //!   cache's snapshots and Ollama's models, each under a name that resolves back to it.
 //! - [`ModelName::parse`]: names without resolving them (for validating settings).
@@ -200,8 +201,9 @@ impl Resolver {
     }
 
     /// Like [`Resolver::resolve_name`], but a `hf:` name always asks the Hub which commit its
-    /// revision is at now, and fetches what that commit adds (for `redraft pull`). Offline, it
-    /// is the same as `resolve_name`.
+    /// revision is at now, fetches what that commit adds, and fetches again each cached file
+    /// whose size differs from the Hub's (so pulling again repairs a damaged cache; for
+    /// `redraft pull`). Offline, it is the same as `resolve_name`.
     pub fn pull(&self, name: &ModelName, progress: &mut dyn Progress) -> Result<ResolvedModel> {
         self.resolve_with(name, true, progress)
     }
@@ -243,7 +245,7 @@ impl Resolver {
                         Err(_) => {}
                     }
                 }
-                hf::from_hub(self.hub()?, &self.settings, name, progress)
+                hf::from_hub(self.hub()?, &self.settings, name, refresh, progress)
             }
         }
     }

@@ -156,9 +156,17 @@ impl HfName {
     }
 }
 
+/// The Hub's own rule for organisation and repository names (huggingface_hub's
+/// `validate_repo_id`): letters, digits, `-`, `_` and `.`, at most 96 of them, starting and
+/// ending with a letter, digit or `_`, with no `--` or `..`. `--` matters beyond the Hub: the
+/// cache folder `models--ORG--REPO` of `hf:a--b/c` would be that of `hf:a/b--c`.
 fn check_repo_part(part: &str) -> std::result::Result<(), String> {
-    let valid = !part.is_empty()
-        && !part.starts_with('.')
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    let valid = part.len() <= 96
+        && edge(part.chars().next())
+        && edge(part.chars().last())
+        && !part.contains("--")
+        && !part.contains("..")
         && part
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
@@ -166,7 +174,8 @@ fn check_repo_part(part: &str) -> std::result::Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "`{part}` is not a Hub organisation or repository name"
+            "`{part}` is not a Hub organisation or repository name (letters, digits, `-`, `_` \
+             and `.`, not at either end, no `--` or `..`)"
         ))
     }
 }
@@ -334,8 +343,21 @@ mod tests {
         );
         check(
             "hf:o/../x.gguf",
-            "`hf:o/../x.gguf` is not a valid model name: `..` is not a Hub organisation or repository name",
+            "`hf:o/../x.gguf` is not a valid model name: `..` is not a Hub organisation or repository name (letters, digits, `-`, `_` and `.`, not at either end, no `--` or `..`)",
         );
+        // One cache folder, `models--a--b--c`, for both: neither is a Hub name.
+        for name in ["hf:a--b/c", "hf:a/b--c"] {
+            let message = ModelName::parse(name).unwrap_err().to_string();
+            assert!(message.contains("no `--` or `..`"), "{name}: {message}");
+        }
+        for name in ["hf:a./b", "hf:a/-b", "hf:a/b..c", "hf:a/b:Q4_0@v1"] {
+            let parsed = ModelName::parse(name);
+            assert_eq!(
+                parsed.is_ok(),
+                name == "hf:a/b:Q4_0@v1",
+                "{name}: {parsed:?}"
+            );
+        }
         check(
             "hf:o/r/a/../../x.gguf",
             "`hf:o/r/a/../../x.gguf` is not a valid model name: `a/../../x.gguf` is not a file path inside the repository",

@@ -34,6 +34,11 @@ pub fn resolve(store: &Path, name: &OllamaName) -> Result<PathBuf> {
         media_type: String,
         digest: String,
     }
+    if store.exists() && !store.is_dir() {
+        return Err(Error::OllamaStoreNotDir {
+            store: store.to_path_buf(),
+        });
+    }
     let manifest = manifest_path(store, name);
     let text = match std::fs::read_to_string(&manifest) {
         Ok(text) => text,

@@ -1,7 +1,6 @@
 //! `redraft complete --next-edit`: one next-edit suggestion from the command line, through the
 //! same pipeline as the eval and the language server (`redraft_suggest::edit`).
 
-use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
 
@@ -35,14 +34,19 @@ fn request(args: &Args) -> anyhow::Result<Request> {
             #[serde(default)]
             history: String,
         }
-        let mut input = String::new();
-        std::io::stdin()
-            .read_to_string(&mut input)
-            .context("reading the request from stdin")?;
+        let input = super::read_stdin()?;
         let json: Json = serde_json::from_str(&input).context(
             "stdin must hold {\"text\": \"...\", \"cursor\": BYTE, \"path\": \"...\", \"history\": \"unified diff\"}",
         )?;
-        if json.cursor > json.text.len() || !json.text.is_char_boundary(json.cursor) {
+        if json.cursor > json.text.len() {
+            bail!(
+                "cursor {} is past the end of the {}-byte text (the cursor is a byte offset, \
+                 from 0 to the text's length)",
+                json.cursor,
+                json.text.len()
+            );
+        }
+        if !json.text.is_char_boundary(json.cursor) {
             bail!(
                 "cursor {} is not a character boundary of the {}-byte text",
                 json.cursor,

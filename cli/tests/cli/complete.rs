@@ -277,8 +277,178 @@ fn clear_errors_for_broken_model_dir_and_bad_requests() {
     assert!(!garbage.status.success());
     assert!(String::from_utf8_lossy(&garbage.stderr).contains("stdin must hold"));
     let nowhere = redraft(&["complete"], "");
-    assert!(!nowhere.status.success());
-    assert!(String::from_utf8_lossy(&nowhere.stderr).contains("say where to complete"));
+    assert_eq!(nowhere.status.code(), Some(2), "a command-line mistake");
+    let stderr = String::from_utf8_lossy(&nowhere.stderr);
+    assert!(
+        stderr.contains("<--file <FILE>|--prefix-file <PREFIX_FILE>|--stdin-json>"),
+        "{stderr}"
+    );
+}
+
+/// A mistake on the command line (a missing input, a count of 0, a flag that would be
+/// ignored) is exit status 2, said by clap before anything is read or loaded; what running finds
+/// (a file, a request, a model) is 1.
+#[test]
+fn command_line_mistakes_exit_2_and_what_running_finds_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.rs");
+    std::fs::write(&file, "fn a() {}\n").unwrap();
+    let f = path(&file);
+    for args in [
+        &["complete"][..],
+        &["complete", "--next-edit"],
+        &["complete", "--file", f, "--line", "0", "--column", "1"],
+        &["complete", "--file", f, "--line", "1", "--column", "0"],
+        &["complete", "--stdin-json", "--line", "3", "--column", "1"],
+        &["complete", "--suffix-file", f],
+        &[
+            "complete",
+            "--file",
+            f,
+            "--line",
+            "1",
+            "--column",
+            "1",
+            "--suffix-file",
+            f,
+        ],
+        &["complete", "--prefix-file", f, "--max-tokens", "0"],
+        &["complete", "--prefix-file", f, "--canvas-tokens", "0"],
+        &["complete", "--next-edit", "--stdin-json", "--history", f],
+    ] {
+        let out = redraft(args, r#"{"prefix": "a"}"#);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    }
+    let zero = redraft(
+        &["complete", "--file", f, "--line", "0", "--column", "1"],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&zero.stderr);
+    assert!(stderr.contains("count from 1), got `0`"), "{stderr}");
+    for (args, stdin, says) in [
+        (
+            &["complete", "--file", f, "--line", "3", "--column", "1"][..],
+            "",
+            "line 3 is past the end of the file: the cursor can be on lines 1 to 2",
+        ),
+        (
+            &["complete", "--stdin-json"],
+            "{\"prefix\": 5}",
+            "stdin must hold",
+        ),
+        (
+            &["complete", "--next-edit", "--stdin-json"],
+            r#"{"text": "abc", "cursor": 99}"#,
+            "cursor 99 is past the end of the 3-byte text",
+        ),
+    ] {
+        let out = redraft(args, stdin);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+/// A directory, a binary file, a file too big to be source: each said plainly, before a model
+/// is loaded. An empty file and a CRLF file complete.
+#[test]
+fn sources_that_are_not_text_files_are_said_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |file: &std::path::Path, says: &str| {
+        let out = redraft(
+            &[
+                "complete",
+                "--file",
+                path(file),
+                "--line",
+                "1",
+                "--column",
+                "1",
+            ],
+            "",
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    };
+    check(dir.path(), "is a directory; name a source file");
+    let binary = dir.path().join("a.out");
+    std::fs::write(&binary, b"\x7fELF\x02\x01\xff\xfe").unwrap();
+    check(
+        &binary,
+        "is not UTF-8 text (a byte that is not UTF-8 at offset 6)",
+    );
+    // `--file /dev/zero` would grow without end; a file past the cap stops at the cap.
+    let huge = dir.path().join("huge.rs");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(redraft::complete::MAX_INPUT_BYTES + 1)
+        .unwrap();
+    check(&huge, "holds more than 64 MiB");
+
+    let model = model_dir();
+    for (text, line, column) in [("", 1, 1), ("fn a() {\r\n    \r\n}\r\n", 2, 5)] {
+        let file = dir.path().join("source.rs");
+        std::fs::write(&file, text).unwrap();
+        let (line, column) = (line.to_string(), column.to_string());
+        let v = json_ok(&redraft(
+            &[
+                "complete",
+                "--model",
+                path(model.path()),
+                "--file",
+                path(&file),
+                "--line",
+                &line,
+                "--column",
+                &column,
+                "--max-tokens",
+                "4",
+                "--json",
+            ],
+            "",
+        ));
+        assert!(v["middle"].is_string(), "{v}");
+    }
+}
+
+/// An error is its message and causes, each once, never a backtrace, even with
+/// `RUST_BACKTRACE=1` (a backtrace is for a panic, which a user's input never is).
+#[test]
+fn errors_print_each_cause_once_and_no_backtrace() {
+    let dir = tempfile::tempdir().unwrap();
+    // A tag whose manifest is a directory: an I/O error whose message repeats its source.
+    let store = dir.path().join("ollama");
+    std::fs::create_dir_all(store.join("manifests/registry.ollama.ai/library/x/dir")).unwrap();
+    let env = [
+        ("RUST_BACKTRACE", Some("1".to_string())),
+        ("OLLAMA_MODELS", Some(path(&store).to_string())),
+    ];
+    let out = redraft_tests::cli::redraft_in(&env, &["pull", "ollama:x:dir"], "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("os error 21").count(), 1, "{stderr}");
+    assert!(!stderr.contains("acktrace"), "{stderr}");
+    let out = redraft_tests::cli::redraft_in(
+        &env,
+        &[
+            "complete",
+            "--file",
+            path(dir.path()),
+            "--line",
+            "1",
+            "--column",
+            "1",
+        ],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("Error: ") && !stderr.contains("acktrace"),
+        "{stderr}"
+    );
 }
 
 #[test]

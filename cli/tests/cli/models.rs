@@ -240,6 +240,60 @@ fn pull_names_where_a_model_is_and_whether_it_runs() {
     assert!(!bad.status.success());
 }
 
+/// A cached file redraft cannot read (cut short here) is pulled "in place", with why it does
+/// not run; a name never reaches outside the cache (`..`, and `--`, which would name another
+/// repository's cache folder), and the name says what is wrong with it.
+#[test]
+fn pull_says_why_a_cached_model_does_not_run_and_refuses_names_leaving_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("models--org--cut-GGUF");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let snapshot = repo.join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), commit).unwrap();
+    let bytes = std::fs::read(&stores().blob).unwrap();
+    std::fs::write(snapshot.join("cut-Q8_0.gguf"), &bytes[..100]).unwrap();
+    let env = [
+        ("HF_HUB_CACHE", Some(path(dir.path()).to_string())),
+        ("HF_HUB_OFFLINE", Some("1".to_string())),
+        (
+            "OLLAMA_MODELS",
+            Some(path(&dir.path().join("ollama")).to_string()),
+        ),
+    ];
+    let out = cli::redraft_in(&env, &["pull", "hf:org/cut-GGUF:Q8_0"], "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("hf:org/cut-GGUF:Q8_0 is in place, but redraft cannot run it: ")
+            && stderr.contains("truncated or corrupt"),
+        "{stderr}"
+    );
+    for (name, says) in [
+        ("hf:", "expected hf:ORG/REPO"),
+        ("hf:a", "expected hf:ORG/REPO"),
+        ("hf:../org/x", "`..` is not a Hub organisation"),
+        (
+            "hf:org/r/../../x.gguf",
+            "is not a file path inside the repository",
+        ),
+        ("hf:org/r@../../x", "is not a branch, tag or commit"),
+        ("hf:org--cut/GGUF", "no `--` or `..`"),
+        ("hf:org/r b", "is not a Hub organisation or repository name"),
+        ("ollama:../x", "is not an Ollama model name"),
+        ("ollama:x:..", "is not an Ollama tag"),
+    ] {
+        let out = cli::redraft_in(&env, &["pull", name], "");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("`{name}` is not a valid model name: "))
+                && stderr.contains(says),
+            "{name}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn serve_takes_a_model_name() {
     let stores = stores();

@@ -90,3 +90,44 @@ fn offline_mode_reads_the_cache_and_names_the_missing_file() {
             .join(commit('a'))
     );
 }
+
+/// A snapshot entry that is a symlink loop (or a dangling link) is a missing file, not a hang:
+/// offline it is named as missing, and the listing passes over it.
+#[test]
+fn a_symlink_loop_in_a_snapshot_is_a_missing_file() {
+    let world = World::without_hub().offline();
+    world.write_hf_cache(
+        "org/loop-GGUF",
+        "main",
+        &commit('c'),
+        &[("ok-Q8_0.gguf", weights(100, 23))],
+    );
+    let snapshot = world
+        .repo_dir("org/loop-GGUF")
+        .join("snapshots")
+        .join(commit('c'));
+    std::os::unix::fs::symlink("loop-Q4_0.gguf", snapshot.join("loop-Q4_0.gguf")).unwrap();
+    std::fs::create_dir(snapshot.join("d")).unwrap();
+    std::os::unix::fs::symlink("..", snapshot.join("d/up")).unwrap();
+
+    let message = world
+        .resolve("hf:org/loop-GGUF/loop-Q4_0.gguf")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("loop-Q4_0.gguf of org/loop-GGUF@main is not in the Hugging Face cache"),
+        "{message}"
+    );
+    assert!(world
+        .resolve("hf:org/loop-GGUF:Q8_0")
+        .unwrap()
+        .path
+        .ends_with("ok-Q8_0.gguf"));
+    let names: Vec<String> = world
+        .resolver()
+        .list_local()
+        .into_iter()
+        .map(|m| m.name)
+        .collect();
+    assert_eq!(names, ["hf:org/loop-GGUF/ok-Q8_0.gguf"]);
+}

@@ -483,3 +483,33 @@ fn pull_follows_a_moved_branch_that_resolve_leaves_alone() {
     );
     assert_eq!(world.resolve("hf:org/coder").unwrap(), pulled);
 }
+
+/// A cached file cut short (a full disk, a copy killed half way) is what the snapshot shows
+/// until `pull` runs: `pull` compares each cached file's size with the Hub's and fetches a
+/// damaged one again, leaving the intact ones alone.
+#[test]
+fn pull_fetches_again_a_cached_file_cut_short() {
+    let (hub, files) = hub_with_checkpoint();
+    let world = World::with_hub(&hub);
+    world.resolve("hf:org/coder").unwrap();
+    let weights = content(&files, "model.safetensors");
+    let blob = world.repo_dir(REPO).join("blobs").join(sha256_hex(weights));
+    std::fs::write(&blob, &weights[..1000]).unwrap();
+
+    hub.clear_requests();
+    let name = redraft_models::ModelName::parse("hf:org/coder").unwrap();
+    world.resolver().pull(&name, &mut NoProgress).unwrap();
+    assert_eq!(cdn_gets(&hub), [None], "only the damaged file, whole");
+    world.assert_cached(REPO, &commit('a'), "model.safetensors", weights);
+    world.assert_cached(
+        REPO,
+        &commit('a'),
+        "config.json",
+        content(&files, "config.json"),
+    );
+
+    // Intact, a pull asks for metadata only.
+    hub.clear_requests();
+    world.resolver().pull(&name, &mut NoProgress).unwrap();
+    assert!(cdn_gets(&hub).is_empty());
+}

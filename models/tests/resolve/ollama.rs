@@ -112,3 +112,34 @@ fn ollama_manifest_without_model_layer_or_blob_is_an_error() {
         "{message}"
     );
 }
+
+/// `OLLAMA_MODELS` naming a file is said as such (not as a manifest path that is "not a
+/// directory"), and a manifest that is not JSON names the manifest.
+#[test]
+fn an_ollama_store_that_is_a_file_or_a_manifest_that_is_not_json_is_said() {
+    let world = World::without_hub();
+    let store = world.settings.ollama_models.clone();
+    std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+    std::fs::write(&store, "not a directory").unwrap();
+    let error = world.resolve("ollama:x").unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, Error::OllamaStoreNotDir { .. })
+            && message.contains("is not a directory; set OLLAMA_MODELS"),
+        "{message}"
+    );
+    assert!(world.resolver().list_local().is_empty());
+
+    std::fs::remove_file(&store).unwrap();
+    let dir = store.join("manifests/registry.ollama.ai/library/x");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("latest"), "{bad").unwrap();
+    let message = world.resolve("ollama:x").unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!(
+            "ollama manifest {} is unreadable",
+            dir.join("latest").display()
+        )),
+        "{message}"
+    );
+}

@@ -84,7 +84,11 @@ async fn bad_positions_documents_params_and_methods_get_errors_not_crashes() {
     }));
     // In sync again, with the whole text's lines: line 1 col 40 is the end of `let long_name = `.
     let answer = lsp.inline(URI, 1, 40, false).await.answer().await.unwrap();
-    assert!(!items(&answer).is_empty(), "{answer}\nstderr:\n{}", lsp.stderr());
+    assert!(
+        !items(&answer).is_empty(),
+        "{answer}\nstderr:\n{}",
+        lsp.stderr()
+    );
     for item in items(&answer) {
         assert_eq!(item["range"]["start"], json!({"line": 1, "character": 20}));
     }
