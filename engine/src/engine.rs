@@ -22,7 +22,7 @@ use crate::sampler::{
     Canvas, CanvasView, Controls, Effort, Infill, PassStats, Sampler, SamplerConfig,
 };
 use crate::text::Draft;
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{Tokenizer, EDGE_TOKENS};
 
 mod batch;
 mod load;
@@ -190,8 +190,6 @@ impl Engine {
             ));
         }
         let longest = length.max(request.max_tokens);
-        let mut prefix = self.tokenizer.encode(&request.prefix)?;
-        let mut suffix = self.tokenizer.encode(&request.suffix)?;
         // Positions past the model's training length were never seen: the whole canvas must fit.
         let bos = usize::from(self.settings.bos_token_id.is_some());
         let positions = self.model.config().max_position_embeddings;
@@ -201,6 +199,13 @@ impl Engine {
             )));
         };
         let markers = self.layout.added_tokens();
+        // Only the context nearest the cursor can be kept: each side is encoded that far (and
+        // the edge's spare), so a huge prefix or suffix costs what the model sees of it.
+        let reach = |limit: usize| limit.min(budget.saturating_sub(markers)) + EDGE_TOKENS;
+        let mut prefix =
+            (self.tokenizer).encode_tail(&request.prefix, reach(request.max_prefix_tokens))?;
+        let mut suffix =
+            (self.tokenizer).encode_head(&request.suffix, reach(request.max_suffix_tokens))?;
         let (keep_prefix, keep_suffix) = fit_context(
             prefix.len().min(request.max_prefix_tokens),
             suffix.len().min(request.max_suffix_tokens),

@@ -195,6 +195,61 @@ impl Tokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// The last tokens of `text`, at least `at_least` of them where it holds that many (more may
+    /// come): ever longer tails of it are encoded, each cut at a line start where one is near,
+    /// rather than the whole text, so a huge text costs what the tokens asked for cost. The
+    /// tail's first [`EDGE_TOKENS`] tokens may be split otherwise than in the whole text's
+    /// tokens (the cut may fall inside a word or a run of spaces); those after them are the
+    /// same. A caller keeps at most `at_least - EDGE_TOKENS` of them, the last.
+    pub fn encode_tail(&self, text: &str, at_least: usize) -> Result<Vec<u32>> {
+        let mut bytes = at_least.saturating_mul(TAIL_BYTES_PER_TOKEN);
+        loop {
+            if bytes >= text.len() {
+                return self.encode(text);
+            }
+            let mut start = text.len() - bytes;
+            while !text.is_char_boundary(start) {
+                start += 1;
+            }
+            // The next line start, where one is in the first half of the tail.
+            let half = floor_boundary(text, start + bytes / 2).max(start);
+            if let Some(line_end) = text[start..half].find('\n') {
+                start += line_end + 1;
+            }
+            let ids = self.encode(&text[start..])?;
+            if ids.len() >= at_least {
+                return Ok(ids);
+            }
+            bytes = bytes.saturating_mul(4);
+        }
+    }
+
+    /// [`Tokenizer::encode_tail`] at the start of `text`: its first tokens, at least `at_least`
+    /// of them where it holds that many, of which the last [`EDGE_TOKENS`] may be split
+    /// otherwise than in the whole text's.
+    pub fn encode_head(&self, text: &str, at_least: usize) -> Result<Vec<u32>> {
+        let mut bytes = at_least.saturating_mul(TAIL_BYTES_PER_TOKEN);
+        loop {
+            if bytes >= text.len() {
+                return self.encode(text);
+            }
+            let mut end = bytes;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            // Just past the last line end, where one is in the second half of the head.
+            let half = floor_boundary(text, end / 2);
+            if let Some(line_end) = text[half..end].rfind('\n') {
+                end = half + line_end + 1;
+            }
+            let ids = self.encode(&text[..end])?;
+            if ids.len() >= at_least {
+                return Ok(ids);
+            }
+            bytes = bytes.saturating_mul(4);
+        }
+    }
+
     /// The text of `ids` as the `tokenizers` crate decodes it: bytes that are not UTF-8 become
     /// U+FFFD. For prompts, logs and training data, whose tokens come from text; what the model
     /// wrote goes through [`Tokenizer::text`].
@@ -303,6 +358,23 @@ impl Tokenizer {
             message: e.to_string(),
         }
     }
+}
+
+/// Tokens at the cut edge of [`Tokenizer::encode_tail`]'s or [`Tokenizer::encode_head`]'s text
+/// that may be split otherwise than in the whole text: the cut can fall inside a word or a run
+/// of spaces, whose pre-token then starts (or ends) elsewhere. Beyond the first pre-tokens after
+/// the cut, byte-level BPE splits the same.
+pub const EDGE_TOKENS: usize = 32;
+
+/// Bytes of text first encoded per token asked for: code runs about 3 bytes a token, so most
+/// requests encode once.
+const TAIL_BYTES_PER_TOKEN: usize = 6;
+
+fn floor_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 #[cfg(test)]

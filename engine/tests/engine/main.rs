@@ -6,6 +6,7 @@
 
 mod batch;
 mod cancel;
+mod context_reach;
 mod edit_reuse;
 mod gguf;
 mod gguf_header;

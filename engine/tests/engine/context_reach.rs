@@ -1,0 +1,98 @@
+//! A request's context is encoded only as far as the model can see it
+//! (`Tokenizer::encode_tail`/`encode_head`, `Engine::canvas`): the canvas of a huge prefix and
+//! suffix is the canvas of the text near the cursor, token for token, and the tail and head
+//! encodings agree with the whole text's tokens past their cut edge.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+use redraft_engine::tokenizer::{Tokenizer, EDGE_TOKENS};
+use redraft_engine::{Engine, InfillRequest};
+
+fn tokenizer() -> &'static Tokenizer {
+    static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
+    TOKENIZER.get_or_init(|| {
+        Tokenizer::load(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model/tokenizer.json"),
+        )
+        .unwrap()
+    })
+}
+
+fn engine() -> Engine {
+    Engine::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model"))
+        .expect("the fixture model loads")
+}
+
+/// Code of every shape the cut may land in: indentation, long identifiers, string literals,
+/// runs of spaces and punctuation, multi-byte characters.
+fn code(lines: usize) -> String {
+    (0..lines)
+        .map(|i| match i % 5 {
+            0 => format!("fn function_number_{i}(x: u32) -> u32 {{\n"),
+            1 => format!("    let s = \"chaîne {i} — 字\";{}\n", " ".repeat(i % 37)),
+            2 => "    // ==================================================\n".to_string(),
+            3 => format!("    x.wrapping_mul({i}).rotate_left(3)\n"),
+            _ => "}\n\n".to_string(),
+        })
+        .collect()
+}
+
+fn whole_tail(tok: &Tokenizer, text: &str, keep: usize) -> Vec<u32> {
+    let ids = tok.encode(text).unwrap();
+    ids[ids.len().saturating_sub(keep)..].to_vec()
+}
+
+#[test]
+fn a_huge_context_gives_the_canvas_of_the_text_near_the_cursor() {
+    let engine = engine();
+    let prefix = code(60_000); // ~2 MB
+    let suffix = code(60_000);
+    let near_prefix = &prefix[prefix.len() - 20_000..];
+    let near_suffix = &suffix[..20_000];
+    let huge = engine
+        .canvas(&InfillRequest::new(&prefix, &suffix))
+        .unwrap();
+    let near = engine
+        .canvas(&InfillRequest::new(near_prefix, near_suffix))
+        .unwrap();
+    assert_eq!(huge, near);
+    assert!(!huge.prefix.is_empty() && !huge.suffix.is_empty());
+}
+
+#[test]
+fn tail_and_head_asked_for_more_than_the_text_holds_are_the_whole_texts() {
+    let tok = tokenizer();
+    let text = code(7);
+    let whole = tok.encode(&text).unwrap();
+    assert_eq!(tok.encode_tail(&text, whole.len() + 1).unwrap(), whole);
+    assert_eq!(tok.encode_head(&text, whole.len() + 1).unwrap(), whole);
+    assert_eq!(tok.encode_tail("", 10).unwrap(), Vec::<u32>::new());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Past the edge's spare, the tail's tokens are the whole text's last tokens and the head's
+    /// its first, wherever the text ends.
+    #[test]
+    fn past_the_edge_the_tokens_are_the_whole_texts(lines in 40usize..400, cut in 0usize..97, want in 1usize..300) {
+        let tok = tokenizer();
+        let mut text = code(lines);
+        let mut end = text.len().saturating_sub(cut);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        let at_least = want + EDGE_TOKENS;
+        let tail = tok.encode_tail(&text, at_least).unwrap();
+        let whole = tok.encode(&text).unwrap();
+        prop_assert!(tail.len() >= at_least.min(whole.len()));
+        let keep = want.min(whole.len());
+        prop_assert_eq!(&tail[tail.len() - keep..], &whole_tail(tok, &text, keep)[..]);
+        let head = tok.encode_head(&text, at_least).unwrap();
+        prop_assert!(head.len() >= at_least.min(whole.len()));
+        prop_assert_eq!(&head[..keep], &whole[..keep]);
+    }
+}
