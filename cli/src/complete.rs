@@ -1,5 +1,8 @@
-//! `redraft complete`: one fill-in-the-middle request from the command line, or with
-//! `--next-edit` one next-edit suggestion (`complete/next_edit.rs`).
+//! `redraft complete`: one fill-in-the-middle suggestion from the command line, through the
+//! same pipeline as the editor's (`redraft_suggest::fim`: the context plan, the engine, the
+//! finished text under the confidence bar); with `--raw` the engine alone on the whole prefix
+//! and suffix (what the parity scripts compare); with `--next-edit` one next-edit suggestion
+//! (`complete/next_edit.rs`).
 
 mod next_edit;
 
@@ -8,12 +11,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use redraft_context::{Language, Source, Unit};
 use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
 use redraft_engine::ContextCache;
 use redraft_engine::{Engine, InfillRequest};
+use redraft_suggest::fim::{self, FimOptions, FimOutcome};
 
 use redraft_runtime::model_args::ModelArgs;
-use redraft_runtime::sampler_args::SamplerArgs;
+use redraft_runtime::sampler_args::{parse_probability, SamplerArgs};
 
 /// Where to complete is said once: `--file` with `--line` and `--column`, `--prefix-file`
 /// (with `--suffix-file` if wanted), or `--stdin-json`. A flag that would be ignored (a
@@ -53,7 +58,8 @@ pub struct Args {
     /// The text after the cursor.
     #[arg(long, requires = "prefix_file", conflicts_with = "file")]
     suffix_file: Option<PathBuf>,
-    /// Read `{"prefix": "...", "suffix": "..."}` from stdin (with --next-edit: `{"text": "...",
+    /// Read `{"prefix": "...", "suffix": "...", "language": "rust"}` from stdin (`suffix` and
+    /// `language`, an LSP language id, may be left out; with --next-edit: `{"text": "...",
     /// "cursor": BYTE, "path": "...", "history": "unified diff"}`).
     #[arg(long, conflicts_with_all = ["file", "prefix_file", "suffix_file"])]
     stdin_json: bool,
@@ -65,13 +71,24 @@ pub struct Args {
     /// with --file (--stdin-json carries its own `history`).
     #[arg(long, requires = "next_edit", conflicts_with = "stdin_json")]
     history: Option<PathBuf>,
-    /// Longest middle in tokens (the model may end earlier with EOS).
+    /// Longest middle in tokens, the editor's `maxTokens` (the syntax around the cursor usually
+    /// asks for less; the model may end earlier with EOS).
     #[arg(long, default_value_t = redraft_runtime::DEFAULT_MAX_TOKENS, value_parser = at_least_one)]
     max_tokens: usize,
-    /// Masked slots laid down at the start (default: --max-tokens); when the model writes the
-    /// last one, the canvas grows a block at a time up to --max-tokens.
+    /// A canvas of exactly this many slots (at most --max-tokens) instead of the length the
+    /// syntax asks for. With --raw: masked slots laid down at the start (default: --max-tokens);
+    /// when the model writes the last one, the canvas grows a block at a time up to
+    /// --max-tokens.
     #[arg(long, value_parser = at_least_one)]
     canvas_tokens: Option<usize>,
+    /// The engine alone: the whole prefix and suffix, the raw middle printed (no context plan,
+    /// no cleaning, no confidence bar, no stop rule); what the parity scripts compare.
+    #[arg(long, conflicts_with = "next_edit")]
+    raw: bool,
+    /// A suggestion the model is less sure of than this (0 to 1) is not shown [default: the
+    /// model's own bar, `fim_min_confidence` in its redraft.json, else 0].
+    #[arg(long, value_parser = parse_probability, conflicts_with_all = ["raw", "next_edit"])]
+    min_confidence: Option<f32>,
     #[command(flatten)]
     sampler: SamplerArgs,
     /// Stop refining after this many milliseconds and commit the best guess for what is left.
@@ -80,7 +97,8 @@ pub struct Args {
     /// Print each denoising step's canvas to stderr as it happens.
     #[arg(long)]
     steps_view: bool,
-    /// Print a JSON object (middle, steps, tokens per forward, timings) instead of the text.
+    /// Print a JSON object (the suggestion, its confidence, the plan, the raw middle, steps,
+    /// tokens per forward, timings) instead of the text.
     #[arg(long)]
     json: bool,
 }
@@ -100,14 +118,40 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 /// can make redraft hold in memory.
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 
+/// The document and the cursor a FIM request is about.
+struct Document {
+    /// The prefix, then the suffix.
+    text: String,
+    /// Byte offset where the prefix ends.
+    cursor: usize,
+    language: Language,
+}
+
+impl Document {
+    fn new(prefix: String, suffix: &str, language: Language) -> Document {
+        let cursor = prefix.len();
+        let mut text = prefix;
+        text.push_str(suffix);
+        Document {
+            text,
+            cursor,
+            language,
+        }
+    }
+}
+
 impl Args {
-    fn prefix_suffix(&self) -> anyhow::Result<(String, String)> {
+    fn document(&self) -> anyhow::Result<Document> {
         if let Some(file) = &self.file {
             let text = read_text(file)?;
             let (line, column) = (self.line.unwrap_or(1), self.column.unwrap_or(1));
-            let at = cursor_offset(&text, line, column)
+            let cursor = cursor_offset(&text, line, column)
                 .with_context(|| format!("cursor in {}", file.display()))?;
-            return Ok((text[..at].to_string(), text[at..].to_string()));
+            return Ok(Document {
+                text,
+                cursor,
+                language: Language::from_path(file),
+            });
         }
         if self.stdin_json {
             #[derive(serde::Deserialize)]
@@ -115,18 +159,29 @@ impl Args {
                 prefix: String,
                 #[serde(default)]
                 suffix: String,
+                #[serde(default)]
+                language: Option<String>,
             }
             let input = read_stdin()?;
-            let request: Request = serde_json::from_str(&input)
-                .context("stdin must hold {\"prefix\": \"...\", \"suffix\": \"...\"}")?;
-            return Ok((request.prefix, request.suffix));
+            let request: Request = serde_json::from_str(&input).context(
+                "stdin must hold {\"prefix\": \"...\", \"suffix\": \"...\", \"language\": \"rust\"}",
+            )?;
+            let language = request
+                .language
+                .as_deref()
+                .map_or(Language::Plain, Language::from_lsp_id);
+            return Ok(Document::new(request.prefix, &request.suffix, language));
         }
         if let Some(prefix) = &self.prefix_file {
             let suffix = match &self.suffix_file {
                 Some(path) => read_text(path)?,
                 None => String::new(),
             };
-            return Ok((read_text(prefix)?, suffix));
+            return Ok(Document::new(
+                read_text(prefix)?,
+                &suffix,
+                Language::from_path(prefix),
+            ));
         }
         bail!("say where to complete: --file F --line L --column C, --prefix-file P [--suffix-file S], or --stdin-json")
     }
@@ -217,15 +272,64 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.next_edit {
         return next_edit::run(args);
     }
-    let (prefix, suffix) = args.prefix_suffix()?;
+    let document = args.document()?;
     let load_started = Instant::now();
     let engine = args.model.load()?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
-    let mut request = InfillRequest::new(prefix, suffix);
+    if args.raw {
+        return raw(&args, &engine, document, load_ms);
+    }
+    let options = FimOptions {
+        fixed_length: args.canvas_tokens.map(|n| n.min(args.max_tokens)),
+        min_confidence: args.min_confidence,
+        ..FimOptions::new(
+            args.max_tokens,
+            args.sampler.config(engine.settings().efforts),
+        )
+    };
+    let source = Source {
+        text: &document.text,
+        cursor: document.cursor,
+        language: document.language,
+        tree: None,
+    };
+    let outcome = with_controls(&args, &engine, |controls| {
+        fim::complete(
+            &engine,
+            &source,
+            &[],
+            &options,
+            &mut ContextCache::default(),
+            controls,
+        )
+    })?;
+    let suggestion = outcome.texts.first();
+    if args.json {
+        let mut value = json_answer(&outcome)?;
+        value["load_ms"] = load_ms.into();
+        value["model"] = engine.dir().display().to_string().into();
+        value["device"] = redraft_engine::device::describe(engine.model().device()).into();
+        value["sampler"] = serde_json::to_value(&options.sampler)?;
+        println!("{value}");
+    } else if let Some(text) = suggestion {
+        print!("{text}");
+    } else {
+        eprintln!("{}", why_none(&outcome));
+    }
+    Ok(())
+}
+
+/// `--raw`: the engine on the whole prefix and suffix, its middle printed as it came.
+fn raw(args: &Args, engine: &Engine, document: Document, load_ms: f64) -> anyhow::Result<()> {
+    let Document {
+        mut text, cursor, ..
+    } = document;
+    let suffix = text.split_off(cursor);
+    let mut request = InfillRequest::new(text, suffix);
     request.max_tokens = args.max_tokens;
     request.canvas_tokens = args.canvas_tokens.unwrap_or(args.max_tokens);
     request.sampler = args.sampler.config(engine.settings().efforts);
-    let completion = with_controls(&args, &engine, |controls| {
+    let completion = with_controls(args, engine, |controls| {
         engine.complete(&request, &mut ContextCache::default(), controls)
     })?;
     if args.json {
@@ -239,6 +343,63 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", completion.middle);
     }
     Ok(())
+}
+
+/// The run's completion (the raw middle, steps, timings) with what the pipeline made of it:
+/// the suggestion shown (`null` when none), the cleaned text even when withheld (`finished`),
+/// the model's confidence in it, the bar, and the plan the request was made from.
+fn json_answer(outcome: &FimOutcome) -> anyhow::Result<serde_json::Value> {
+    let judged = &outcome.judged[0];
+    let prepared = &outcome.prepared;
+    let (plan, budget) = (&prepared.plan, &prepared.budget);
+    let mut value = serde_json::to_value(&outcome.completions[0])?;
+    value["suggestion"] = outcome.texts.first().cloned().into();
+    value["finished"] = judged.text.clone().into();
+    value["confidence"] = judged.confidence.into();
+    value["withheld"] = judged.unsure.into();
+    value["min_confidence"] = prepared.min_confidence.into();
+    value["latency_ms"] = outcome.latency_ms.into();
+    value["plan"] = serde_json::json!({
+        "unit": unit_name(plan.canvas.unit),
+        "canvas_tokens": plan.canvas.tokens,
+        "reason": plan.canvas.reason,
+        "prefix_start": plan.prefix_start,
+        "suffix_end": plan.suffix_end,
+        "prefix_tokens": plan.prefix_tokens,
+        "suffix_tokens": plan.suffix_tokens,
+        "neighbour_tokens": plan.neighbour_tokens,
+        "budget": {
+            "prefix_tokens": budget.prefix_tokens,
+            "suffix_tokens": budget.suffix_tokens,
+            "neighbour_tokens": budget.neighbour_tokens,
+            "max_canvas_tokens": budget.max_canvas_tokens,
+        },
+    });
+    Ok(value)
+}
+
+fn unit_name(unit: Unit) -> &'static str {
+    match unit {
+        Unit::RestOfLine => "rest-of-line",
+        Unit::Line => "line",
+        Unit::Block => "block",
+        Unit::Fixed => "fixed",
+    }
+}
+
+/// One line for stderr saying why nothing was printed.
+fn why_none(outcome: &FimOutcome) -> String {
+    let judged = &outcome.judged[0];
+    match judged.confidence {
+        Some(confidence) if judged.unsure => format!(
+            "no suggestion: the model was {confidence:.3} sure of it, under the bar of {:.3} \
+             (--min-confidence, else the model's fim_min_confidence)",
+            outcome.prepared.min_confidence
+        ),
+        _ => "no suggestion: nothing of the model's middle was worth showing once cut to the \
+              unit and cleaned (--json shows the middle)"
+            .to_string(),
+    }
 }
 
 /// Runs `run` under the flags' deadline, with each step's canvas printed to stderr under

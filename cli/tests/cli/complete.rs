@@ -1,6 +1,6 @@
 //! `redraft complete` end to end: the real binary on a small random-weight checkpoint (the
-//! parity fixture's weights with a tokenizer trained here), so every path from files to printed
-//! middle runs. And what `redraft` does with a developer command (`train`, `eval`, `bench`,
+//! parity fixture's weights with a tokenizer trained here), so every path from files to the
+//! printed suggestion (or, with `--raw`, the printed middle) runs. And what `redraft` does with a developer command (`train`, `eval`, `bench`,
 //! `score`): it hands it to `redraft-lab`.
 
 use redraft_engine::tokenizer::Tokenizer;
@@ -80,9 +80,9 @@ fn completes_between_prefix_and_suffix_files_as_json() {
 }
 
 #[test]
-fn plain_output_is_the_middle_and_matches_json() {
+fn plain_output_is_the_suggestion_and_matches_json() {
     let model = model_dir();
-    let request = r#"{"prefix": "let x = ", "suffix": ";\n"}"#;
+    let request = r#"{"prefix": "let x = ", "suffix": ";\n", "language": "rust"}"#;
     let plain = redraft(
         &["complete", "--model", path(model.path()), "--stdin-json"],
         request,
@@ -102,10 +102,153 @@ fn plain_output_is_the_middle_and_matches_json() {
         ],
         request,
     ));
+    // Nothing printed is said so on stderr; either way stdout is the JSON's suggestion.
+    let stdout = String::from_utf8(plain.stdout).unwrap();
+    match json["suggestion"].as_str() {
+        Some(suggestion) => assert_eq!(stdout, suggestion),
+        None => {
+            assert_eq!(stdout, "");
+            assert!(String::from_utf8_lossy(&plain.stderr).starts_with("no suggestion: "));
+        }
+    }
+    assert_eq!(json["plan"]["unit"], "rest-of-line", "{json}");
+}
+
+/// A rest-of-line cursor: the engine's raw middle runs on for lines, `redraft complete` prints
+/// what the editor would show for the cursor, the line finished and nothing past it.
+#[test]
+fn a_rest_of_line_cursor_prints_the_finished_line_as_the_editor_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lib.rs");
+    std::fs::write(
+        &file,
+        "fn main() {\n    let total = 0;\n    let v = \n    println!(\"{v}\");\n}\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "complete",
+            "--file",
+            path(&file),
+            "--line",
+            "3",
+            "--column",
+            "13",
+        ];
+        args.extend_from_slice(extra);
+        let out = redraft(&args, "");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        (String::from_utf8(out.stdout).unwrap(), stderr)
+    };
+    let (raw, _) = run(&["--raw"]);
+    assert!(
+        raw.contains('\n'),
+        "the raw middle should run past the line: {raw:?}"
+    );
+    let (shown, _) = run(&[]);
+    assert!(!shown.is_empty() && !shown.contains('\n'), "{shown:?}");
+    assert!(raw.starts_with(shown.trim_end()), "{shown:?} from {raw:?}");
+    let json = json_ok(&redraft(
+        &[
+            "complete",
+            "--file",
+            path(&file),
+            "--line",
+            "3",
+            "--column",
+            "13",
+            "--json",
+        ],
+        "",
+    ));
+    assert_eq!(json["suggestion"], shown.as_str(), "{json}");
+    assert_eq!(json["plan"]["unit"], "rest-of-line", "{json}");
+    assert_eq!(json["withheld"], false, "{json}");
+    assert!(json["confidence"].as_f64().unwrap() < 1.0, "{json}");
+    // Under a bar no suggestion meets: nothing on stdout, one line on stderr, success.
+    let (withheld, why) = run(&["--min-confidence", "1"]);
+    assert_eq!(withheld, "");
+    assert_eq!(why.lines().count(), 1, "{why}");
+    assert!(why.starts_with("no suggestion: the model was "), "{why}");
+}
+
+/// `--raw` is the engine alone, as before the pipeline: the whole prefix and suffix in, the raw
+/// middle out, the JSON without the pipeline's fields.
+#[test]
+fn raw_prints_the_engines_middle_and_matches_json() {
+    let model = model_dir();
+    let request = r#"{"prefix": "let x = ", "suffix": ";\n"}"#;
+    let args = [
+        "complete",
+        "--model",
+        path(model.path()),
+        "--stdin-json",
+        "--raw",
+    ];
+    let plain = redraft(&args, request);
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let json = json_ok(&redraft(&[&args[..], &["--json"]].concat(), request));
     assert_eq!(
         String::from_utf8(plain.stdout).unwrap(),
         json["middle"].as_str().unwrap()
     );
+    assert!(
+        json.get("suggestion").is_none() && json.get("plan").is_none(),
+        "{json}"
+    );
+    // The raw canvas is --max-tokens slots, not the length the syntax asks for.
+    assert_eq!(json["slots"], 64, "{json}");
+}
+
+/// A 20 MB file: the plan's windows around the cursor are all the model is given, within
+/// the budget, instead of the whole file being tokenized.
+#[test]
+fn a_large_file_is_planned_to_the_windows_around_the_cursor() {
+    let model = model_dir();
+    let file = model.path().join("big.rs");
+    let line = "let total = items.iter().map(|x| x * 2).sum::<u32>();\n";
+    let mut text = String::from("fn main() {\n");
+    text.push_str(&line.repeat((20 << 20) / line.len()));
+    let cursor_line = (text.matches('\n').count() + 1).to_string();
+    text.push_str("    let v = \n}\n");
+    std::fs::write(&file, &text).unwrap();
+    let json = json_ok(&redraft(
+        &[
+            "complete",
+            "--model",
+            path(model.path()),
+            "--file",
+            path(&file),
+            "--line",
+            &cursor_line,
+            "--column",
+            "13",
+            "--max-tokens",
+            "16",
+            "--json",
+        ],
+        "",
+    ));
+    let count = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap();
+    let (plan, budget) = (&json["plan"], &json["plan"]["budget"]);
+    let allowed = count(budget, "prefix_tokens")
+        + count(budget, "suffix_tokens")
+        + count(budget, "neighbour_tokens");
+    let planned = count(plan, "prefix_tokens")
+        + count(plan, "suffix_tokens")
+        + count(plan, "neighbour_tokens");
+    assert!(planned <= allowed, "{json}");
+    assert!(
+        count(&json, "prefix_tokens") + count(&json, "suffix_tokens") <= allowed,
+        "{json}"
+    );
+    assert!(count(plan, "prefix_start") > 20_000_000, "{json}");
+    assert_eq!(count(plan, "suffix_end") as usize, text.len(), "{json}");
 }
 
 #[test]
@@ -190,6 +333,7 @@ fn steps_view_streams_every_step_and_effort_bounds_steps() {
     assert_eq!(one_per_step["sampler"]["schedule"]["k"], 1);
 }
 
+/// The engine's growth, so `--raw`: the pipeline's `--canvas-tokens` is a fixed length.
 #[test]
 fn a_canvas_whose_last_slot_is_written_grows_up_to_max_tokens() {
     // One slot: its first commit is content (EOS waits for content), so the canvas must grow.
@@ -200,6 +344,7 @@ fn a_canvas_whose_last_slot_is_written_grows_up_to_max_tokens() {
                 "complete",
                 "--stdin-json",
                 "--json",
+                "--raw",
                 "--effort",
                 "high",
                 "--canvas-tokens",
@@ -451,6 +596,7 @@ fn errors_print_each_cause_once_and_no_backtrace() {
     );
 }
 
+/// The engine's own trim, so `--raw` (the pipeline's plan cuts first: the large-file test).
 #[test]
 fn long_context_is_trimmed_to_the_models_positions() {
     let model = model_dir();
@@ -464,6 +610,7 @@ fn long_context_is_trimmed_to_the_models_positions() {
             "--model",
             path(model.path()),
             "--stdin-json",
+            "--raw",
             "--json",
             "--max-tokens",
             "16",
