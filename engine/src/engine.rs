@@ -22,7 +22,7 @@ use crate::sampler::{
     Canvas, CanvasView, Controls, Effort, Infill, PassStats, Sampler, SamplerConfig,
 };
 use crate::text::Draft;
-use crate::tokenizer::{Tokenizer, EDGE_TOKENS};
+use crate::tokenizer::Tokenizer;
 
 mod batch;
 mod load;
@@ -199,9 +199,9 @@ impl Engine {
             )));
         };
         let markers = self.layout.added_tokens();
-        // Only the context nearest the cursor can be kept: each side is encoded that far (and
-        // the edge's spare), so a huge prefix or suffix costs what the model sees of it.
-        let reach = |limit: usize| limit.min(budget.saturating_sub(markers)) + EDGE_TOKENS;
+        // Only the context nearest the cursor can be kept: each side is encoded that far, so a
+        // huge prefix or suffix costs what the model sees of it.
+        let reach = |limit: usize| limit.min(budget.saturating_sub(markers));
         let mut prefix =
             (self.tokenizer).encode_tail(&request.prefix, reach(request.max_prefix_tokens))?;
         let mut suffix =

@@ -195,14 +195,14 @@ impl Tokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
-    /// The last tokens of `text`, at least `at_least` of them where it holds that many (more may
-    /// come): ever longer tails of it are encoded, each cut at a line start where one is near,
-    /// rather than the whole text, so a huge text costs what the tokens asked for cost. The
-    /// tail's first [`EDGE_TOKENS`] tokens may be split otherwise than in the whole text's
-    /// tokens (the cut may fall inside a word or a run of spaces); those after them are the
-    /// same. A caller keeps at most `at_least - EDGE_TOKENS` of them, the last.
+    /// The last tokens of `text`, the same as the last of the whole text's tokens, at least
+    /// `at_least` of them where it holds that many (more may come): ever longer tails of it are
+    /// encoded, each cut at a line start where one is near, rather than the whole text, so a
+    /// huge text costs what the tokens asked for cost. The tokens of the tail's first
+    /// [`EDGE_WORDS`] pre-tokens are left out: the cut may fall inside a word or a run of
+    /// spaces, which byte-level BPE then splits otherwise, all along the run.
     pub fn encode_tail(&self, text: &str, at_least: usize) -> Result<Vec<u32>> {
-        let mut bytes = at_least.saturating_mul(TAIL_BYTES_PER_TOKEN);
+        let mut bytes = at_least.saturating_mul(BYTES_PER_TOKEN_FIRST);
         loop {
             if bytes >= text.len() {
                 return self.encode(text);
@@ -216,7 +216,7 @@ impl Tokenizer {
             if let Some(line_end) = text[start..half].find('\n') {
                 start += line_end + 1;
             }
-            let ids = self.encode(&text[start..])?;
+            let ids = self.encode_cut(&text[start..], Cut::AtStart)?;
             if ids.len() >= at_least {
                 return Ok(ids);
             }
@@ -224,11 +224,10 @@ impl Tokenizer {
         }
     }
 
-    /// [`Tokenizer::encode_tail`] at the start of `text`: its first tokens, at least `at_least`
-    /// of them where it holds that many, of which the last [`EDGE_TOKENS`] may be split
-    /// otherwise than in the whole text's.
+    /// [`Tokenizer::encode_tail`] at the start of `text`: its first tokens, the same as the
+    /// whole text's first, at least `at_least` of them where it holds that many.
     pub fn encode_head(&self, text: &str, at_least: usize) -> Result<Vec<u32>> {
-        let mut bytes = at_least.saturating_mul(TAIL_BYTES_PER_TOKEN);
+        let mut bytes = at_least.saturating_mul(BYTES_PER_TOKEN_FIRST);
         loop {
             if bytes >= text.len() {
                 return self.encode(text);
@@ -242,12 +241,41 @@ impl Tokenizer {
             if let Some(line_end) = text[half..end].rfind('\n') {
                 end = half + line_end + 1;
             }
-            let ids = self.encode(&text[..end])?;
+            let ids = self.encode_cut(&text[..end], Cut::AtEnd)?;
             if ids.len() >= at_least {
                 return Ok(ids);
             }
             bytes = bytes.saturating_mul(4);
         }
+    }
+
+    /// The tokens of `piece`, a part cut out of a longer text, but those of its [`EDGE_WORDS`]
+    /// pre-tokens at the cut (the encoding's word ids are its pre-tokens).
+    fn encode_cut(&self, piece: &str, cut: Cut) -> Result<Vec<u32>> {
+        let encoding = self.inner.encode(piece, false).map_err(|e| self.error(e))?;
+        let (ids, words) = (encoding.get_ids(), encoding.get_word_ids());
+        Ok(match cut {
+            Cut::AtStart => {
+                let Some(&first) = words.iter().flatten().next() else {
+                    return Ok(Vec::new());
+                };
+                let from = words
+                    .iter()
+                    .position(|w| w.is_some_and(|w| w >= first + EDGE_WORDS))
+                    .unwrap_or(ids.len());
+                ids[from..].to_vec()
+            }
+            Cut::AtEnd => {
+                let Some(&last) = words.iter().rev().flatten().next() else {
+                    return Ok(Vec::new());
+                };
+                let to = words
+                    .iter()
+                    .rposition(|w| w.is_some_and(|w| w + EDGE_WORDS <= last))
+                    .map_or(0, |i| i + 1);
+                ids[..to].to_vec()
+            }
+        })
     }
 
     /// The text of `ids` as the `tokenizers` crate decodes it: bytes that are not UTF-8 become
@@ -360,15 +388,21 @@ impl Tokenizer {
     }
 }
 
-/// Tokens at the cut edge of [`Tokenizer::encode_tail`]'s or [`Tokenizer::encode_head`]'s text
-/// that may be split otherwise than in the whole text: the cut can fall inside a word or a run
-/// of spaces, whose pre-token then starts (or ends) elsewhere. Beyond the first pre-tokens after
-/// the cut, byte-level BPE splits the same.
-pub const EDGE_TOKENS: usize = 32;
+/// Pre-tokens next to a cut whose tokens [`Tokenizer::encode_tail`] and
+/// [`Tokenizer::encode_head`] leave out: the one the cut falls in, which byte-level BPE splits
+/// from its own start, and one more, since a pre-tokenizer's lookahead may reach across it.
+pub const EDGE_WORDS: u32 = 2;
 
 /// Bytes of text first encoded per token asked for: code runs about 3 bytes a token, so most
 /// requests encode once.
-const TAIL_BYTES_PER_TOKEN: usize = 6;
+const BYTES_PER_TOKEN_FIRST: usize = 6;
+
+/// Which end of a piece of text was cut off the whole.
+#[derive(Clone, Copy)]
+enum Cut {
+    AtStart,
+    AtEnd,
+}
 
 fn floor_boundary(text: &str, mut at: usize) -> usize {
     while !text.is_char_boundary(at) {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use redraft_engine::tokenizer::{Tokenizer, EDGE_TOKENS};
+use redraft_engine::tokenizer::Tokenizer;
 use redraft_engine::{Engine, InfillRequest};
 
 fn tokenizer() -> &'static Tokenizer {
@@ -26,10 +26,13 @@ fn engine() -> Engine {
 }
 
 /// Code of every shape the cut may land in: indentation, long identifiers, string literals,
-/// runs of spaces and punctuation, multi-byte characters.
+/// runs of spaces and punctuation (long ones, which BPE splits from their start), multi-byte
+/// characters.
 fn code(lines: usize) -> String {
     (0..lines)
-        .map(|i| match i % 5 {
+        .map(|i| match i % 7 {
+            5 if i % 3 == 0 => format!("    let pad = \"{}\";\n", " ".repeat(500 + i * 13)),
+            5 => format!("// {}\n", "=/".repeat(300 + i * 7)),
             0 => format!("fn function_number_{i}(x: u32) -> u32 {{\n"),
             1 => format!("    let s = \"chaîne {i} — 字\";{}\n", " ".repeat(i % 37)),
             2 => "    // ==================================================\n".to_string(),
@@ -77,7 +80,7 @@ proptest! {
     /// Past the edge's spare, the tail's tokens are the whole text's last tokens and the head's
     /// its first, wherever the text ends.
     #[test]
-    fn past_the_edge_the_tokens_are_the_whole_texts(lines in 40usize..400, cut in 0usize..97, want in 1usize..300) {
+    fn past_the_edge_the_tokens_are_the_whole_texts(lines in 40usize..200, cut in 0usize..97, want in 1usize..300) {
         let tok = tokenizer();
         let mut text = code(lines);
         let mut end = text.len().saturating_sub(cut);
@@ -85,14 +88,42 @@ proptest! {
             end -= 1;
         }
         text.truncate(end);
-        let at_least = want + EDGE_TOKENS;
-        let tail = tok.encode_tail(&text, at_least).unwrap();
+        let tail = tok.encode_tail(&text, want).unwrap();
         let whole = tok.encode(&text).unwrap();
-        prop_assert!(tail.len() >= at_least.min(whole.len()));
-        let keep = want.min(whole.len());
-        prop_assert_eq!(&tail[tail.len() - keep..], &whole_tail(tok, &text, keep)[..]);
-        let head = tok.encode_head(&text, at_least).unwrap();
-        prop_assert!(head.len() >= at_least.min(whole.len()));
-        prop_assert_eq!(&head[..keep], &whole[..keep]);
+        prop_assert!(tail.len() >= want.min(whole.len()));
+        prop_assert_eq!(&tail[..], &whole_tail(tok, &text, tail.len())[..]);
+        let head = tok.encode_head(&text, want).unwrap();
+        prop_assert!(head.len() >= want.min(whole.len()));
+        prop_assert_eq!(&head[..], &whole[..head.len()]);
+    }
+}
+
+/// A cut inside a run far longer than any token (spaces, `=`), with no line start near: the
+/// whole run's tokens shift with where it starts, so the run is left out, not guessed.
+#[test]
+fn a_cut_inside_a_long_run_keeps_only_the_whole_texts_tokens() {
+    let tok = tokenizer();
+    for run in [" ", "=", "/"] {
+        for len in [500, 3000, 6000] {
+            let text = format!("x{}{}", run.repeat(len), code(5));
+            let whole = tok.encode(&text).unwrap();
+            for want in [16, 64, 200] {
+                let tail = tok.encode_tail(&text, want).unwrap();
+                assert!(
+                    tail.len() >= want.min(whole.len()),
+                    "{run:?} x {len}, {want}"
+                );
+                assert_eq!(
+                    tail,
+                    whole_tail(tok, &text, tail.len()),
+                    "{run:?} x {len}, {want}"
+                );
+                let reversed = format!("{}{}x", code(5), run.repeat(len));
+                let whole = tok.encode(&reversed).unwrap();
+                let head = tok.encode_head(&reversed, want).unwrap();
+                assert!(head.len() >= want.min(whole.len()));
+                assert_eq!(head, whole[..head.len()], "{run:?} x {len}, {want}");
+            }
+        }
     }
 }
