@@ -187,7 +187,10 @@ pub fn folder_name(repo: &str) -> String {
 pub fn repo_of_folder(folder: &str) -> Option<String> {
     let rest = folder.strip_prefix("models--")?;
     let (org, repo) = rest.split_once("--")?;
-    (!org.is_empty() && !repo.is_empty()).then(|| format!("{org}/{repo}"))
+    // A name the Hub does not allow (`models--a--b--c`, left by an older redraft) would be
+    // listed under a name that does not parse.
+    let valid = |part: &str| crate::name::check_repo_part(part).is_ok();
+    (valid(org) && valid(repo)).then(|| format!("{org}/{repo}"))
 }
 
 /// Every file under `dir` that exists (a dangling symlink does not), as `/`-separated paths

@@ -160,7 +160,7 @@ impl HfName {
 /// `validate_repo_id`): letters, digits, `-`, `_` and `.`, at most 96 of them, starting and
 /// ending with a letter, digit or `_`, with no `--` or `..`. `--` matters beyond the Hub: the
 /// cache folder `models--ORG--REPO` of `hf:a--b/c` would be that of `hf:a/b--c`.
-fn check_repo_part(part: &str) -> std::result::Result<(), String> {
+pub(crate) fn check_repo_part(part: &str) -> std::result::Result<(), String> {
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
     let valid = part.len() <= 96
         && edge(part.chars().next())

@@ -26,6 +26,13 @@ fn list_local_sees_both_stores_and_each_name_resolves_back() {
             ("t-00001-of-00002.gguf", weights(30, 44)),
         ],
     );
+    // A folder of a name the Hub does not allow (an older redraft's `a/b--c`): not listed.
+    world.write_hf_cache("org/other", "main", &commit('d'), &checkpoint);
+    std::fs::rename(
+        world.repo_dir("org/other"),
+        world.settings.hub_cache.join("models--org--co--der"),
+    )
+    .unwrap();
     // A snapshot no ref names any more, and a datasets folder, which is not a model.
     world.write_hf_cache("org/coder", "old", &commit('c'), &checkpoint);
     std::fs::remove_file(world.repo_dir("org/coder").join("refs/old")).unwrap();
