@@ -150,7 +150,7 @@ impl Args {
             return Ok(Document {
                 text,
                 cursor,
-                language: Language::from_path(file),
+                language: Language::from_file_name(file),
             });
         }
         if self.stdin_json {
@@ -169,7 +169,7 @@ impl Args {
             let language = request
                 .language
                 .as_deref()
-                .map_or(Language::Plain, Language::from_lsp_id);
+                .map_or(Language::UNSAID, language_of_id);
             return Ok(Document::new(request.prefix, &request.suffix, language));
         }
         if let Some(prefix) = &self.prefix_file {
@@ -180,11 +180,24 @@ impl Args {
             return Ok(Document::new(
                 read_text(prefix)?,
                 &suffix,
-                Language::from_path(prefix),
+                Language::from_file_name(prefix),
             ));
         }
         bail!("say where to complete: --file F --line L --column C, --prefix-file P [--suffix-file S], or --stdin-json")
     }
+}
+
+/// The language of a request's `language` id; an id the context layer does not know is plain
+/// text, said on stderr.
+fn language_of_id(id: &str) -> Language {
+    let language = Language::from_lsp_id(id);
+    if language.lsp_id() != id {
+        eprintln!(
+            "redraft complete: language `{id}` is not one redraft knows the syntax of (rust, \
+             python); read as plain text"
+        );
+    }
+    language
 }
 
 /// The byte offset of 1-based (`line`, `column`), columns counted in characters.
@@ -360,6 +373,7 @@ fn json_answer(outcome: &FimOutcome) -> anyhow::Result<serde_json::Value> {
     value["min_confidence"] = prepared.min_confidence.into();
     value["latency_ms"] = outcome.latency_ms.into();
     value["plan"] = serde_json::json!({
+        "language": plan.language.lsp_id(),
         "unit": unit_name(plan.canvas.unit),
         "canvas_tokens": plan.canvas.tokens,
         "reason": plan.canvas.reason,

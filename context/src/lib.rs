@@ -37,6 +37,29 @@ pub enum Language {
 }
 
 impl Language {
+    /// The language of text whose name or id says none (no file name, a name without an
+    /// extension, a request without a language): Rust, what the default model was trained on.
+    /// The HTTP and command-line doors both read such text so.
+    pub const UNSAID: Language = Language::Rust;
+
+    /// From a file name: its extension's language ([`Language::from_path`]), or
+    /// [`Language::UNSAID`] for a name without one.
+    pub fn from_file_name(path: &Path) -> Language {
+        match path.extension() {
+            None => Language::UNSAID,
+            Some(_) => Language::from_path(path),
+        }
+    }
+
+    /// The name of this language as an LSP `languageId` (`plaintext` for plain text).
+    pub fn lsp_id(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::Python => "python",
+            Language::Plain => "plaintext",
+        }
+    }
+
     /// From an LSP `languageId`.
     pub fn from_lsp_id(id: &str) -> Language {
         match id {

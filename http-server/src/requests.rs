@@ -239,7 +239,7 @@ pub fn fim_work(
     Ok(Work::Fim(FimWork {
         cursor: prefix.len(),
         text: prefix + &suffix,
-        language: path.as_deref().map_or(Language::Rust, language_of),
+        language: path.as_deref().map_or(Language::UNSAID, language_of),
         tree: None,
         neighbours: files
             .into_iter()
@@ -257,13 +257,10 @@ pub fn fim_work(
     }))
 }
 
-/// A file name's language; Rust when the name says nothing (the default model is a Rust
-/// model).
+/// A file name's language ([`Language::from_file_name`]: [`Language::UNSAID`] when the name
+/// says nothing).
 pub fn language_of(path: &str) -> Language {
-    match Path::new(path).extension() {
-        None => Language::Rust,
-        Some(_) => Language::from_path(Path::new(path)),
-    }
+    Language::from_file_name(Path::new(path))
 }
 
 /// The next-edit work for a prompt read from a client's layout.

@@ -141,14 +141,8 @@ fn a_rest_of_line_cursor_prints_the_finished_line_as_the_editor_shows_it() {
         assert!(out.status.success(), "{stderr}");
         (String::from_utf8(out.stdout).unwrap(), stderr)
     };
-    let (raw, _) = run(&["--raw"]);
-    assert!(
-        raw.contains('\n'),
-        "the raw middle should run past the line: {raw:?}"
-    );
     let (shown, _) = run(&[]);
     assert!(!shown.is_empty() && !shown.contains('\n'), "{shown:?}");
-    assert!(raw.starts_with(shown.trim_end()), "{shown:?} from {raw:?}");
     let json = json_ok(&redraft(
         &[
             "complete",
@@ -163,7 +157,14 @@ fn a_rest_of_line_cursor_prints_the_finished_line_as_the_editor_shows_it() {
         "",
     ));
     assert_eq!(json["suggestion"], shown.as_str(), "{json}");
+    // What is shown is the run's own middle, cut where its line ends.
+    let middle = json["middle"].as_str().unwrap();
+    assert!(
+        middle.starts_with(shown.trim_end()),
+        "{shown:?} from {middle:?}"
+    );
     assert_eq!(json["plan"]["unit"], "rest-of-line", "{json}");
+    assert_eq!(json["plan"]["language"], "rust", "{json}");
     assert_eq!(json["withheld"], false, "{json}");
     assert!(json["confidence"].as_f64().unwrap() < 1.0, "{json}");
     // Under a bar no suggestion meets: nothing on stdout, one line on stderr, success.
@@ -927,4 +928,24 @@ fn effort_is_the_models_tuned_preset_and_flags_override_it() {
         serde_json::json!({"kind": "threshold", "tau": 0.8999999761581421})
     );
     assert_eq!(medium["max_steps"], 8);
+}
+
+/// A request that names no language is read as Rust, as the HTTP door reads a prompt without a
+/// file name (`Language::UNSAID`); an id redraft does not know is plain text, said on stderr.
+#[test]
+fn a_request_without_a_language_is_read_as_the_http_door_reads_it() {
+    let ask = |request: &str| {
+        let out = redraft(&["complete", "--stdin-json", "--json"], request);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        (json_ok(&out), stderr)
+    };
+    let (unsaid, quiet) = ask(r#"{"prefix": "fn f() {\n    let x = ", "suffix": ";\n}\n"}"#);
+    assert_eq!(unsaid["plan"]["language"], "rust", "{unsaid}");
+    assert!(!quiet.contains("not one redraft knows"), "{quiet}");
+    let (unknown, note) = ask(r#"{"prefix": "let x = ", "suffix": ";\n", "language": "Rust"}"#);
+    assert_eq!(unknown["plan"]["language"], "plaintext", "{unknown}");
+    assert!(
+        note.contains("language `Rust` is not one redraft knows"),
+        "{note}"
+    );
 }

@@ -101,6 +101,7 @@ fn converted_models_load_everywhere_and_score_the_same() {
     let complete = |model: &std::path::Path| {
         let args = [
             "complete",
+            "--raw",
             "--json",
             "--prefix-file",
             path(&prefix),
