@@ -43,7 +43,7 @@ enum Command {
     Shipped(redraft::Command),
 }
 
-fn main() -> anyhow::Result<ExitCode> {
+fn main() -> ExitCode {
     redraft::malloc::tune();
     let done = match Cli::parse().command {
         Command::Tasks(args) => tasks::run(args),
@@ -51,7 +51,16 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
         Command::Logprobs(args) => logprobs::run(args),
-        Command::Shipped(command) => return redraft::run(command),
+        Command::Shipped(command) => return finish(redraft::run(command)),
     };
-    done.map(|()| ExitCode::SUCCESS)
+    finish(done.map(|()| ExitCode::SUCCESS))
+}
+
+/// The exit status of a command's result; an error printed as `redraft` prints one (each
+/// cause once, no backtrace).
+fn finish(done: anyhow::Result<ExitCode>) -> ExitCode {
+    done.unwrap_or_else(|error| {
+        eprintln!("{}", redraft::report(&error));
+        ExitCode::FAILURE
+    })
 }

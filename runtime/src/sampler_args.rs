@@ -13,10 +13,10 @@ pub struct SamplerArgs {
     #[arg(long, conflicts_with = "per_step", value_parser = parse_tau)]
     pub tau: Option<f32>,
     /// Commit exactly this many slots per step instead of a threshold (1: the quality ceiling).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     pub per_step: Option<usize>,
     /// Cap on denoising steps.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     pub steps: Option<usize>,
     /// Confidence measure: probability, margin or neg-entropy.
     #[arg(long, value_parser = parse_confidence)]
@@ -37,7 +37,7 @@ pub struct SamplerArgs {
     #[arg(long)]
     pub edit_refresh: Option<usize>,
     /// Sampling temperature (0: greedy).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = parse_temperature)]
     pub temperature: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -77,6 +77,22 @@ pub fn parse_tau(text: &str) -> Result<f32, String> {
         .ok()
         .filter(|t| *t > 0.0 && *t <= 1.0)
         .ok_or_else(|| format!("expected a number above 0 and at most 1, got `{text}`"))
+}
+
+/// `--temperature`: 0 (greedy) or more, finite.
+pub fn parse_temperature(text: &str) -> Result<f32, String> {
+    text.parse::<f32>()
+        .ok()
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| format!("expected a number from 0 (greedy) up, got `{text}`"))
+}
+
+/// `--steps` and `--per-step`: a count of 1 or more.
+pub fn parse_at_least_one(text: &str) -> Result<usize, String> {
+    text.parse::<usize>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("expected a whole number of 1 or more, got `{text}`"))
 }
 
 /// `--edit-reuse`: a radius, or `None` for `off`.

@@ -101,6 +101,11 @@ pub fn lab(args: &[&str], stdin: &str) -> Output {
     with_stdin(&lab_binary(), args, stdin, &[])
 }
 
+/// [`lab`] with environment variables set (`Some`) or removed (`None`).
+pub fn lab_in(env: &[(&str, Option<String>)], args: &[&str], stdin: &str) -> Output {
+    with_stdin(&lab_binary(), args, stdin, env)
+}
+
 fn with_stdin(
     program: &Path,
     args: &[&str],

@@ -949,3 +949,37 @@ fn a_request_without_a_language_is_read_as_the_http_door_reads_it() {
         "{note}"
     );
 }
+
+/// Sampler values that mean nothing are command-line mistakes (exit 2, said by clap before
+/// anything is loaded): a temperature that is negative or not a number, zero steps.
+#[test]
+fn sampler_values_that_mean_nothing_exit_2() {
+    for flag in [
+        "--temperature=nan",
+        "--temperature=inf",
+        "--temperature=-1",
+        "--steps=0",
+        "--per-step=0",
+    ] {
+        let out = redraft(&["complete", "--stdin-json", flag], "{\"prefix\": \"x\"}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains("expected a"), "{flag}: {stderr}");
+    }
+    let ok = redraft(
+        &[
+            "complete",
+            "--stdin-json",
+            "--temperature",
+            "0.7",
+            "--steps",
+            "2",
+        ],
+        "{\"prefix\": \"x\"}",
+    );
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}
