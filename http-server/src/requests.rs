@@ -239,7 +239,9 @@ pub fn fim_work(
     Ok(Work::Fim(FimWork {
         cursor: prefix.len(),
         text: prefix + &suffix,
-        language: path.as_deref().map_or(Language::UNSAID, language_of),
+        language: path
+            .as_deref()
+            .map_or(Language::UNSAID, |p| Language::from_file_name(Path::new(p))),
         tree: None,
         neighbours: files
             .into_iter()
@@ -257,18 +259,12 @@ pub fn fim_work(
     }))
 }
 
-/// A file name's language ([`Language::from_file_name`]: [`Language::UNSAID`] when the name
-/// says nothing).
-pub fn language_of(path: &str) -> Language {
-    Language::from_file_name(Path::new(path))
-}
-
 /// The next-edit work for a prompt read from a client's layout.
 pub fn edit_work(app: &App, prompt: EditPrompt, sampling: &Sampling) -> Result<Work, ApiError> {
     let (mut sampler, effort) = sampler(app, sampling)?;
     sampler.draft_tau = Some(redraft_suggest::edit::DRAFT_TAU);
     Ok(Work::Edit(EditWork {
-        language: language_of(&prompt.path),
+        language: Language::from_file_name(Path::new(&prompt.path)),
         document: prompt.document,
         cursor: prompt.cursor,
         region: Some(prompt.region),

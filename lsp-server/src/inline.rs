@@ -282,27 +282,7 @@ mod tests {
         );
         let last_line = text.matches('\n').count() as u32;
         lsp.open(URI, &text).await;
-        let uri: tower_lsp_server::ls_types::Uri = URI.parse().unwrap();
-        let cursor = text.find("= ").unwrap() + 2;
-        let snapshots = lsp
-            .server()
-            .documents
-            .snapshot(uri.clone(), false)
-            .await
-            .unwrap()
-            .unwrap();
-        {
-            let mut cache = lsp.server().type_through();
-            let generation = cache.generation();
-            let shown = ["1 + 2;".to_string()];
-            cache.remember(
-                &uri,
-                &snapshots.document.rope,
-                cursor,
-                (&shown, 1),
-                generation,
-            );
-        }
+        remember_after_equals(&lsp, URI, &text, "1 + 2;").await;
         let answer = lsp.inline(URI, 1, 16).await.answer().await.unwrap();
         assert_eq!(answer[0]["insertText"], json!("1 + 2;"), "{answer}");
 
@@ -321,6 +301,30 @@ mod tests {
         assert_eq!(answer[0]["insertText"], json!("1 + 2;"), "{answer}");
     }
 
+    /// The type-through cache remembers `shown` as the suggestion after the first `= ` of the
+    /// open document `uri` (whose text is `text`), as if a request there had answered it.
+    async fn remember_after_equals(lsp: &TestServer, uri: &str, text: &str, shown: &str) {
+        let uri: tower_lsp_server::ls_types::Uri = uri.parse().unwrap();
+        let snapshots = lsp
+            .server()
+            .documents
+            .snapshot(uri.clone(), false)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut cache = lsp.server().type_through();
+        let generation = cache.generation();
+        let cursor = text.find("= ").unwrap() + 2;
+        let shown = [shown.to_string()];
+        cache.remember(
+            &uri,
+            &snapshots.document.rope,
+            cursor,
+            (&shown, 1),
+            generation,
+        );
+    }
+
     /// A document out of sync with the client (a change did not apply) gets no inline
     /// completion, not even from the type-through cache: its text is not the client's, and a
     /// range on it may be on another line there. Why is logged once for each change that put it
@@ -332,27 +336,7 @@ mod tests {
         let (mut lsp, _jobs) = TestServer::start(json!({})).await;
         let text = "fn f() {\n    let total = \n}\n";
         lsp.open(URI, text).await;
-        let uri: tower_lsp_server::ls_types::Uri = URI.parse().unwrap();
-        let snapshots = lsp
-            .server()
-            .documents
-            .snapshot(uri.clone(), false)
-            .await
-            .unwrap()
-            .unwrap();
-        {
-            let mut cache = lsp.server().type_through();
-            let generation = cache.generation();
-            let shown = ["1 + 2;".to_string()];
-            let cursor = text.find("= ").unwrap() + 2;
-            cache.remember(
-                &uri,
-                &snapshots.document.rope,
-                cursor,
-                (&shown, 1),
-                generation,
-            );
-        }
+        remember_after_equals(&lsp, URI, text, "1 + 2;").await;
         async fn answer(lsp: &mut TestServer) -> Value {
             lsp.inline(URI, 1, 16).await.answer().await.unwrap()
         }

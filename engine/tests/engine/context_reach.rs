@@ -4,21 +4,12 @@
 //! encodings agree with the whole text's tokens past their cut edge.
 
 use std::path::Path;
-use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use redraft_engine::tokenizer::Tokenizer;
-use redraft_engine::{Engine, InfillRequest};
 
-fn tokenizer() -> &'static Tokenizer {
-    static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
-    TOKENIZER.get_or_init(|| {
-        Tokenizer::load(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model/tokenizer.json"),
-        )
-        .unwrap()
-    })
-}
+use crate::tokenizer;
+use redraft_engine::{Engine, InfillRequest};
 
 fn engine() -> Engine {
     Engine::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model"))

@@ -17,3 +17,16 @@ mod parity;
 mod sampler;
 mod text;
 mod weights_summary;
+
+/// The fixture model's tokenizer (byte-level BPE), loaded once for the tests that need only it.
+fn tokenizer() -> &'static redraft_engine::tokenizer::Tokenizer {
+    static TOKENIZER: std::sync::OnceLock<redraft_engine::tokenizer::Tokenizer> =
+        std::sync::OnceLock::new();
+    TOKENIZER.get_or_init(|| {
+        redraft_engine::tokenizer::Tokenizer::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../fixtures/small-model/tokenizer.json"),
+        )
+        .unwrap()
+    })
+}

@@ -4,23 +4,11 @@
 //! with a character cut off at the end held back, and to the whole text at the last; a byte no
 //! character is made of ends the text where it sits. Never a U+FFFD the text did not hold.
 
-use std::path::Path;
-use std::sync::OnceLock;
-
 use proptest::prelude::*;
-use redraft_engine::tokenizer::Tokenizer;
+
+use crate::tokenizer;
 use redraft_engine::MASK_GLYPH;
 use redraft_engine::{Draft, Tail, Text};
-
-fn tokenizer() -> &'static Tokenizer {
-    static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
-    TOKENIZER.get_or_init(|| {
-        Tokenizer::load(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model/tokenizer.json"),
-        )
-        .unwrap()
-    })
-}
 
 /// GPT-2's byte-level character for `b` (the vocabulary's spelling of a lone byte).
 fn byte_char(b: u8) -> char {
