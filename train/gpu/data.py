@@ -22,8 +22,9 @@ against 500 masked plain tokens):
   EOS, with the suffix after the whole middle. That is what the engine reads as "the middle goes
   on" (a token in a canvas's last slot grows it, `Sampler::grow`): the engine plans 16, 24 or 48
   slots by the unit at the cursor, and ~7% of single lines of the validation crates are longer
-  than the slots planned for them. The rest of a sequence after the examples is unmasked context
-  from the stream;
+  than the slots planned for them. A sequence holds as many examples as fit, each context budget
+  drawn from `fim_budgets`, the last one taking what is left (`fim_tail_budget`); anything
+  shorter left after them is unmasked context from the stream;
 - edit: next-edit sequences from the pack, then unmasked stream context. The pack's canvases
   always hold the whole new region and EOS; the engine plans an edit's canvas from the old
   region's length (`canvas_length`) and grows it when the model writes a token in its last slot,
@@ -299,6 +300,10 @@ class DataConfig:
     t_min: float = 0.05
     # Context budgets a FIM example is given (its sequence holds as many as fit).
     fim_budgets: tuple = (192, 448, 960)
+    # When no budget fits what is left of a sequence, one more example takes all of it as its
+    # context if that is at least this many tokens: 2.5 examples a sequence instead of 1.8, and
+    # no unmasked filler (a sixth of the FIM sequences' positions was, trained on nothing).
+    fim_tail_budget: int = 128
 
 
 @dataclass
@@ -449,7 +454,9 @@ class BatchMaker:
             while True:
                 fits = [b for b in cfg.fim_budgets if b + cfg.max_canvas <= left]
                 if not fits:
-                    if not budgets:  # a sequence shorter than any budget: one example, as long as fits
+                    # The rest as one more example's context (a sequence shorter than any
+                    # budget: one example, as long as fits).
+                    if not budgets or left - cfg.max_canvas >= cfg.fim_tail_budget:
                         budgets.append(left - cfg.max_canvas)
                     break
                 budget = int(rng.choice(fits))

@@ -600,7 +600,8 @@ fn repeated_key_value_heads_compute_the_grouped_attention() {
 /// engine's plans (16, 24, 48 slots) or the longest, or any length up to it, never the smallest
 /// that holds the middle (the engine's plan cannot know it), so a 16-slot canvas often holds a
 /// middle of a few tokens, as a rest-of-line request's does. And a sequence holds as many
-/// examples as fit, each context budget drawn from those that still fit.
+/// examples as fit, each context budget drawn from those that still fit, the last taking what
+/// is left (1.8 a sequence without it, a sixth of the positions then unmasked filler).
 #[test]
 fn fim_canvas_lengths_do_not_give_the_middle_away_and_sequences_are_full() {
     let t = trained();
@@ -622,7 +623,7 @@ fn fim_canvas_lengths_do_not_give_the_middle_away_and_sequences_are_full() {
         short / in_16 > 0.1,
         "few short middles in 16-slot canvases: {stats}"
     );
-    assert!(stats["per_sequence"].as_f64().unwrap() > 1.6, "{stats}");
+    assert!(stats["per_sequence"].as_f64().unwrap() > 2.3, "{stats}");
 }
 
 /// A share of the FIM canvases the trainer makes (`DataConfig.overflow`) is planned too short
