@@ -27,6 +27,17 @@ impl LexMode {
     pub fn in_code(self) -> bool {
         self.0 == Mode::Code
     }
+
+    /// Where `text` in `language` leaves the scanner [`crate::plan`] reads a text with, going
+    /// on from `self` at its start (`LexMode::default()`, code, at the start of a text). Pieces
+    /// of a text fed in turn read as one scan of the whole does when each piece ends after a
+    /// `\n`: a caller holding a rope, or a checkpoint, need not copy the text before it. The
+    /// language server asks it where a window of a huge document may start.
+    pub fn after(self, language: Language, text: &str) -> LexMode {
+        let mut scanner = Scanner::resume(language, "", self);
+        scanner.feed(text);
+        scanner.mode()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -383,6 +394,24 @@ mod tests {
                     prop_assert_eq!(after.open(), whole.open());
                     prop_assert_eq!(after.mode(), whole.mode());
                     prop_assert_eq!(before.errors + after.errors, whole.errors);
+                }
+            }
+        }
+
+        /// `LexMode::after` over the lines of a text, one after another, ends where one scan
+        /// of the whole text does, and so does any line's mode: the language server feeds a
+        /// rope so.
+        #[test]
+        fn lex_mode_after_lines_equals_scanning_through(text in code_lines()) {
+            for language in [Language::Rust, Language::Python, Language::Plain] {
+                let mut at = 0;
+                let mut mode = LexMode::default();
+                for line in text.split_inclusive('\n') {
+                    mode = mode.after(language, line);
+                    at += line.len();
+                    let mut through = Scanner::new(language);
+                    through.feed(&text[..at]);
+                    prop_assert_eq!(mode, through.mode());
                 }
             }
         }

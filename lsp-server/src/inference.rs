@@ -6,13 +6,14 @@
 //! `inline.rs` and `next_edit/jobs.rs` need, with the `--debug` log line of each job.
 //!
 //! What stays here is what is about ropes and the protocol: the window of a huge document handed
-//! to the runtime (and the byte offsets of its answer shifted back into the document), the other
+//! to the runtime (starting where a line starts in code, and the byte offsets of its answer
+//! shifted back into the document), the other
 //! documents as neighbour snippets, the request's settings as the work's options. A request's
 //! cancel flag ([`crate::cancel`]) is its job's: a newer keystroke, an edit or `$/cancelRequest`
 //! stops the job at the sampler's next denoising step, and a job cancelled while queued is
 //! answered without running the model.
 
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use redraft_context::edit::{HistoryEdit, TextEdit};
-use redraft_context::Neighbour;
+use redraft_context::{Language, LexMode, Neighbour};
 use redraft_engine::sampler::SamplerConfig;
 use redraft_engine::DeviceSpec;
 use redraft_runtime::metrics::Metrics;
@@ -30,7 +31,9 @@ use redraft_runtime::scheduler::{
 };
 use redraft_suggest::edit::DRAFT_TAU;
 use redraft_suggest::fim::FimOptions;
+use ropey::Rope;
 use tokio::sync::{mpsc, oneshot};
+use tree_sitter::{Node, Tree};
 
 pub use redraft_runtime::scheduler::JobError;
 
@@ -442,7 +445,7 @@ fn confidences(values: &[Option<f32>]) -> String {
 /// The document's tree, when the text handed over is the whole document (`source_text` cuts a
 /// window of a large one, at `base` 0 too when the cursor is near its start; the context layer
 /// then parses around the cursor itself).
-fn tree(document: &Snapshot, text: &str) -> Option<tree_sitter::Tree> {
+fn tree(document: &Snapshot, text: &str) -> Option<Tree> {
     if text.len() == document.rope.len_bytes() {
         document.tree.clone()
     } else {
@@ -450,18 +453,190 @@ fn tree(document: &Snapshot, text: &str) -> Option<tree_sitter::Tree> {
     }
 }
 
-/// The text handed to the context layer and the byte offset in the document where it starts.
+/// The text handed to the context layer and the byte offset in the document where it starts:
+/// the whole document, or for a huge one whole lines around the cursor, starting where a line
+/// starts in code ([`window_start`]).
 fn source_text(document: &Snapshot, cursor: usize) -> (String, usize) {
     let rope = &document.rope;
     if rope.len_bytes() <= MAX_SOURCE_BYTES {
         return (rope.to_string(), 0);
     }
-    // Whole lines around the cursor.
-    let first = rope.byte_to_line(cursor.saturating_sub(SOURCE_WINDOW_BYTES));
-    let start = rope.line_to_byte(first);
+    let naive = line_start(rope, cursor.saturating_sub(SOURCE_WINDOW_BYTES));
+    let start = window_start(document, naive, line_start(rope, cursor));
     let last = rope.byte_to_line((cursor + SOURCE_WINDOW_BYTES).min(rope.len_bytes()));
     let end = rope.line_to_byte((last + 1).min(rope.len_lines()));
     (rope.byte_slice(start..end).to_string(), start)
+}
+
+/// Where a huge document's window starts: at `naive` (a line start) unless that lies inside a
+/// comment or string, else at the first line start in code after it, up to `limit` (the
+/// cursor's line start, so the cursor stays inside); only where none is, at the last one before
+/// it. The context layer reads the window as a text of its own, from code: one starting inside
+/// a block comment or a docstring would be lexed inside out (the prose's brackets and quotes
+/// counted, a docstring's closing quotes read as an opener), and so would the brackets open at
+/// the cursor's line and the mode that line starts in, which `finish` cuts the middle by (and
+/// Rust's window is parsed from its start).
+///
+/// Later rather than earlier, however near: the context layer scans from the window's start
+/// only while the cursor's line is within its reach (256 KiB, as far as `naive` is from the
+/// cursor), and a start moved earlier is out of it, so its scan would begin at a line inside
+/// the same comment again; a start moved later drops only text no budget reaches.
+///
+/// Rust asks the document's tree; Python, and Rust too large to parse, the context layer's own
+/// lexer ([`LexMode::after`]) over the text before `naive`. Plain text keeps `naive`: the
+/// context layer trusts no lexer there.
+fn window_start(document: &Snapshot, naive: usize, limit: usize) -> usize {
+    let rope = &document.rope;
+    match (document.language, &document.tree) {
+        (Language::Plain, _) => naive,
+        (Language::Rust, Some(tree)) => start_in_tree(rope, tree, naive, limit),
+        (language, _) => start_lexed(rope, language, naive, limit),
+    }
+}
+
+/// The tree-sitter-rust nodes whose text is no code.
+const LITERALS: [&str; 5] = [
+    "block_comment",
+    "line_comment",
+    "string_literal",
+    "raw_string_literal",
+    "char_literal",
+];
+
+/// [`window_start`] from `tree`: a comment or string that a line start lies inside moves it to
+/// the first line start at or after the literal's end (or, going back, to the line the literal
+/// starts on), and so on while that lies inside another.
+fn start_in_tree(rope: &Rope, tree: &Tree, naive: usize, limit: usize) -> usize {
+    let mut later = naive;
+    while let Some(literal) = literal_around(tree, later) {
+        later = next_line_start(rope, literal.end_byte());
+        if later > limit {
+            let mut earlier = naive;
+            while let Some(literal) = literal_around(tree, earlier) {
+                earlier = line_start(rope, literal.start_byte());
+            }
+            return earlier;
+        }
+    }
+    later
+}
+
+/// The comment or string of `tree` that `at` lies inside, past its first byte.
+fn literal_around(tree: &Tree, at: usize) -> Option<Node<'_>> {
+    let mut node = tree.root_node().descendant_for_byte_range(at, at)?;
+    loop {
+        if LITERALS.contains(&node.kind()) {
+            return (node.start_byte() < at && at < node.end_byte()).then_some(node);
+        }
+        node = node.parent()?;
+    }
+}
+
+/// [`window_start`] from the context layer's lexer: the text before `naive` from the
+/// document's start (a rope chunk of whole lines at a time), then, when `naive` is not in code,
+/// the lines after it up to `limit` one at a time, and where none of them starts in code, the
+/// lines before it from the last chunk start known in code. The scan from the start is not
+/// kept between requests: it takes 7-17 ms per 5 MB (Rust and Python, 2-core machine, dev and
+/// release alike), only for documents over 1 MiB, next to a model run of hundreds.
+fn start_lexed(rope: &Rope, language: Language, naive: usize, limit: usize) -> usize {
+    let mut mode = LexMode::default();
+    let mut last_in_code = 0;
+    feed_lines(rope, 0..naive, Pieces::Chunks, |start, piece| {
+        if mode.in_code() {
+            last_in_code = start;
+        }
+        mode = mode.after(language, piece);
+        ControlFlow::Continue(())
+    });
+    if mode.in_code() {
+        return naive;
+    }
+    let mut later = None;
+    feed_lines(rope, naive..limit, Pieces::Lines, |start, line| {
+        if mode.in_code() {
+            later = Some(start);
+            return ControlFlow::Break(());
+        }
+        mode = mode.after(language, line);
+        ControlFlow::Continue(())
+    });
+    if let Some(later) = later.or(mode.in_code().then_some(limit)) {
+        return later;
+    }
+    let mut mode = LexMode::default();
+    let mut earlier = last_in_code;
+    feed_lines(rope, last_in_code..naive, Pieces::Lines, |start, line| {
+        if mode.in_code() {
+            earlier = start;
+        }
+        mode = mode.after(language, line);
+        ControlFlow::Continue(())
+    });
+    earlier
+}
+
+/// How [`feed_lines`] cuts the text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pieces {
+    /// One line at a time.
+    Lines,
+    /// As many whole lines as a rope chunk holds (under a KiB): the fast way through megabytes.
+    Chunks,
+}
+
+/// Hands `rope[range]` to `each` in pieces that end after a `\n` (the last one where `range`
+/// ends), with the byte offset each starts at, until `each` breaks. Pieces so cut read as one
+/// scan of the whole does ([`LexMode::after`]).
+fn feed_lines(
+    rope: &Rope,
+    range: Range<usize>,
+    pieces: Pieces,
+    mut each: impl FnMut(usize, &str) -> ControlFlow<()>,
+) {
+    let mut at = range.start;
+    // A line that runs across chunks.
+    let mut line = String::new();
+    for chunk in rope.byte_slice(range).chunks() {
+        let mut rest = chunk;
+        while let Some(newline) = match pieces {
+            Pieces::Lines => rest.find('\n'),
+            Pieces::Chunks => rest.rfind('\n'),
+        } {
+            let (piece, after) = rest.split_at(newline + 1);
+            rest = after;
+            let piece = if line.is_empty() {
+                piece
+            } else {
+                line.push_str(piece);
+                line.as_str()
+            };
+            let flow = each(at, piece);
+            at += piece.len();
+            line.clear();
+            if flow.is_break() {
+                return;
+            }
+        }
+        line.push_str(rest);
+    }
+    if !line.is_empty() {
+        let _ = each(at, &line);
+    }
+}
+
+/// The start of the line `at` is on.
+fn line_start(rope: &Rope, at: usize) -> usize {
+    rope.line_to_byte(rope.byte_to_line(at))
+}
+
+/// `at` if a line starts there, else the start of the next line (the end of the text after the
+/// last).
+fn next_line_start(rope: &Rope, at: usize) -> usize {
+    let line = rope.byte_to_line(at);
+    match rope.line_to_byte(line) {
+        start if start == at => at,
+        _ => rope.line_to_byte(line + 1),
+    }
 }
 
 fn neighbours(snapshots: &[Snapshot]) -> Vec<Neighbour> {
@@ -485,7 +660,9 @@ fn neighbours(snapshots: &[Snapshot]) -> Vec<Neighbour> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::document::Document;
+    use crate::document::{Document, MAX_PARSED_BYTES};
+    use proptest::prelude::*;
+    use redraft_context::{plan, Budget, ByteEstimate, Plan, Source};
 
     /// A Rust document over `MAX_SOURCE_BYTES` (and under the parse limit) keeps a tree, but the
     /// context layer gets a window of it: one starting at the document's start is no more the
@@ -505,5 +682,240 @@ mod tests {
         let small = Document::new(uri, "rust", 0, method, 0).snapshot();
         let (whole, _) = source_text(&small, 10);
         assert!(tree(&small, &whole).is_some());
+    }
+
+    /// A huge document ([`huge`]) and the places its fixture marked.
+    struct Huge {
+        document: Snapshot,
+        cursor: usize,
+        /// `$^`: where the window started before it was moved out of comments and strings.
+        naive: usize,
+        /// `$>`: where it should start.
+        start: usize,
+    }
+
+    /// A document of `language_id` over `MAX_SOURCE_BYTES`: filler functions for `head_bytes`,
+    /// then `fixture`, in which `$pad` becomes copies of `pad` (and one line of spaces) so that
+    /// the line of the cursor (`$0`) starts exactly 256 KiB after `$^`. The naive window then
+    /// starts at `$^`, and the context layer's bracket scan reaches back to the window's start.
+    fn huge(language_id: &str, head_bytes: usize, fixture: &str, pad: &str) -> Huge {
+        let filler = match language_id {
+            "python" => "def m():\n    return 1\n",
+            _ => "fn m() -> u32 {\n    1\n}\n",
+        };
+        let mut text = filler.repeat(head_bytes.div_ceil(filler.len()));
+        // `$^`, `$>`, `$0`.
+        let mut at = [None; 3];
+        let (before, after) = fixture.split_once("$pad").expect("a $pad");
+        for (part, padded) in [(before, false), (after, true)] {
+            if padded {
+                let cursor = after.find("$0").expect("a $0 after $pad");
+                let cursor_line = after[..cursor].rfind('\n').map_or(0, |newline| newline + 1);
+                let markers = after[..cursor_line].matches("$>").count() * 2;
+                let naive = at[0].expect("a $^ before $pad");
+                let len = SOURCE_WINDOW_BYTES - (text.len() - naive) - (cursor_line - markers);
+                text.push_str(&pad.repeat(len / pad.len()));
+                let spaces = len % pad.len();
+                if spaces > 0 {
+                    text.push_str(&" ".repeat(spaces - 1));
+                    text.push('\n');
+                }
+            }
+            let mut rest = part;
+            while let Some(dollar) = rest.find('$') {
+                text.push_str(&rest[..dollar]);
+                let slot = ["$^", "$>", "$0"]
+                    .iter()
+                    .position(|marker| rest[dollar..].starts_with(marker))
+                    .expect("a known marker");
+                at[slot] = Some(text.len());
+                rest = &rest[dollar + 2..];
+            }
+            text.push_str(rest);
+        }
+        let (naive, cursor) = (at[0].unwrap(), at[2].unwrap());
+        let rope = Rope::from_str(&text);
+        assert_eq!(line_start(&rope, cursor - SOURCE_WINDOW_BYTES), naive);
+        let uri: tower_lsp_server::ls_types::Uri = "file:///t/huge".parse().unwrap();
+        let document = Document::new(uri, language_id, 0, &text, 0).snapshot();
+        assert_eq!(
+            document.tree.is_some(),
+            language_id == "rust" && text.len() <= MAX_PARSED_BYTES
+        );
+        Huge {
+            document,
+            cursor,
+            naive,
+            start: at[1].unwrap(),
+        }
+    }
+
+    /// What the context layer makes of the window the server hands it (as `submit` does: the
+    /// window, no tree): where it starts, and the plan.
+    fn window_plan(huge: &Huge) -> (usize, Plan) {
+        let document = &huge.document;
+        let (window, base) = source_text(document, huge.cursor);
+        let tree = tree(document, &window);
+        let source = Source {
+            text: &window,
+            cursor: huge.cursor - base,
+            language: document.language,
+            tree: tree.as_ref(),
+        };
+        let plan = plan(
+            &source,
+            &Budget::for_positions(4096, 64),
+            &ByteEstimate,
+            &[],
+        );
+        (base, plan)
+    }
+
+    /// Heads that leave a Rust document a tree (the server's) and none (the lexer's way).
+    const RUST_HEADS: [usize; 2] = [MAX_SOURCE_BYTES, MAX_PARSED_BYTES];
+
+    /// The naive window of a huge Rust document starts inside a block comment, or a raw
+    /// string, whose prose holds an unbalanced `{` and a quote: the context layer would scan
+    /// the rest as code from there, the quote opening a string that never closes, so the
+    /// cursor's line would start "inside a string" under the prose's `{`. The window starts
+    /// after the literal instead, with the tree and without.
+    #[test]
+    fn a_rust_window_starts_past_a_comment_or_raw_string_it_would_start_in() {
+        let fixtures = [
+            "/* Notes on the format.\n   Open with {, and\n$^   a { in prose and a \" quote.\n*/\n$>fn after() {}\n$padfn f() {\n    g(1,\n    $0\n}\n",
+            "const NOTES: &str = r#\"Notes.\n$^a { in prose, a \"quote\" and a */ too\n\"#;\n$>$padfn f() {\n    g(1,\n    $0\n}\n",
+        ];
+        for head in RUST_HEADS {
+            for fixture in fixtures {
+                let huge = huge("rust", head, fixture, "fn m() -> u32 {\n    1\n}\n");
+                let (base, plan) = window_plan(&huge);
+                let tree = huge.document.tree.is_some();
+                assert_eq!(
+                    base as isize - huge.naive as isize,
+                    huge.start as isize - huge.naive as isize,
+                    "tree {tree}: {fixture}"
+                );
+                assert_eq!(plan.open_brackets, "{(", "tree {tree}: {fixture}");
+                assert_eq!(
+                    plan.line_start_mode.map(LexMode::in_code),
+                    Some(true),
+                    "tree {tree}: {fixture}"
+                );
+            }
+        }
+    }
+
+    /// The naive window of a huge Python document starts inside a docstring holding an
+    /// unbalanced `[` and an apostrophe: scanned as code from there, the docstring's closing
+    /// quotes would open one that never closes. The window starts at the line after it.
+    #[test]
+    fn a_python_window_starts_past_a_docstring_it_would_start_in() {
+        let fixture = "def documented():\n    \"\"\"Notes.\n$^    An unbalanced [ and it's prose.\n    \"\"\"\n$>    return 1\n$padx = g(1,\n    $0\n";
+        let huge = huge(
+            "python",
+            MAX_SOURCE_BYTES,
+            fixture,
+            "def m():\n    return 1\n",
+        );
+        let (base, plan) = window_plan(&huge);
+        assert_eq!(
+            base as isize - huge.naive as isize,
+            huge.start as isize - huge.naive as isize
+        );
+        assert_eq!(plan.open_brackets, "(");
+        assert_eq!(plan.line_start_mode.map(LexMode::in_code), Some(true));
+    }
+
+    /// The cursor's own line inside the comment or docstring the naive start is in: no line
+    /// after that start begins in code before the cursor, so the window starts at the line the
+    /// literal opens on. The cursor's line is then past the context layer's scan, which says
+    /// no mode rather than a wrong one.
+    #[test]
+    fn a_window_whose_cursor_is_in_the_same_literal_starts_where_it_opens() {
+        let rust = "$>/* A long note.\n   It opens { here\n$^   and a \" goes on past the window's start\n$pad   to the cursor $0\n*/\n";
+        let python = "def documented():\n$>    \"\"\"A long note.\n    It opens [ here\n$^    and it's long, past the window's start\n$pad    to the cursor $0\n    \"\"\"\n";
+        let cases = RUST_HEADS
+            .map(|head| huge("rust", head, rust, "   prose (\n"))
+            .into_iter()
+            .chain([huge("python", MAX_SOURCE_BYTES, python, "    prose (\n")]);
+        for huge in cases {
+            let (base, plan) = window_plan(&huge);
+            let what = (huge.document.language, huge.document.tree.is_some());
+            assert_eq!(
+                base as isize - huge.naive as isize,
+                huge.start as isize - huge.naive as isize,
+                "{what:?}"
+            );
+            assert_eq!(plan.line_start_mode, None, "{what:?}");
+        }
+    }
+
+    /// Plain text is not lexed (no lexer the context layer trusts): its window starts where it
+    /// always did.
+    #[test]
+    fn a_plain_text_window_starts_where_it_falls() {
+        let fixture = "/* Notes.\n$^$>   a { and a \" in prose.\n*/\n$padfn f() {\n    $0\n}\n";
+        let huge = huge("plaintext", MAX_SOURCE_BYTES, fixture, "fn m() {}\n");
+        assert_eq!(window_plan(&huge).0, huge.naive);
+    }
+
+    /// Text a line at a time, from the context layer's bracket scanner tests: pieces that a
+    /// Rust `'` would read across a line end are left out (the scanner reads such a char
+    /// literal differently when a scan stops at the line break).
+    fn code_lines() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop::sample::select(vec![
+                "(", ")", "{", "}", "[", "]", "\"", "'x'", "'\\n'", "'a ", "\"\"\"", "'''", "r#\"",
+                "\"#", "br\"", "/*", "*/", "//", "#", "\\", "\n", "a", " ", "é", "words ",
+            ]),
+            0..1500,
+        )
+        .prop_map(|pieces| pieces.concat())
+    }
+
+    fn line_starts(text: &str) -> Vec<usize> {
+        std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(at, _)| at + 1))
+            .collect()
+    }
+
+    /// The oracle of [`start_lexed`]: one scan from the text's start to each line start.
+    fn lexed_start(text: &str, language: Language, naive: usize, limit: usize) -> usize {
+        let in_code = |at: usize| LexMode::default().after(language, &text[..at]).in_code();
+        if in_code(naive) {
+            return naive;
+        }
+        let starts = line_starts(text);
+        let later = starts
+            .iter()
+            .find(|&&at| naive < at && at <= limit && in_code(at));
+        let earlier = starts.iter().rev().find(|&&at| at < naive && in_code(at));
+        *later.or(earlier).expect("the text starts in code")
+    }
+
+    /// Two line starts of `text`, in order: a naive start and the cursor's line.
+    fn naive_and_limit(text: &str, picks: [prop::sample::Index; 2]) -> (usize, usize) {
+        let starts = line_starts(text);
+        let (a, b) = (*picks[0].get(&starts), *picks[1].get(&starts));
+        (a.min(b), a.max(b))
+    }
+
+    proptest! {
+        /// The lexer's window start is the first line start in code after the naive one up to
+        /// the cursor's line, else the last one before it, as one scan of the text says.
+        #[test]
+        fn a_lexed_window_start_is_the_nearest_line_start_in_code(
+            text in code_lines(),
+            picks in any::<[prop::sample::Index; 2]>(),
+            python in any::<bool>(),
+        ) {
+            let language = if python { Language::Python } else { Language::Rust };
+            let rope = Rope::from_str(&text);
+            let (naive, limit) = naive_and_limit(&text, picks);
+            prop_assert_eq!(
+                start_lexed(&rope, language, naive, limit),
+                lexed_start(&text, language, naive, limit)
+            );
+        }
     }
 }
