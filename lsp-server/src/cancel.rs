@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
-use tower_lsp_server::ls_types::Uri;
+
+use super::document_key::DocumentKey;
 
 /// One request's cancel flag.
 #[derive(Clone, Default)]
@@ -49,28 +50,28 @@ impl CancelToken {
 /// The newest inline request per document.
 #[derive(Default)]
 pub struct InFlight {
-    newest: Mutex<HashMap<Uri, CancelToken>>,
+    newest: Mutex<HashMap<DocumentKey, CancelToken>>,
 }
 
 impl InFlight {
-    /// Registers a new request on `uri`, cancelling the one before it. Call this before the
-    /// handler's first `.await`, so requests are ordered as they arrived.
-    pub fn begin(self: &Arc<Self>, uri: &Uri) -> Ticket {
+    /// Registers a new request on the document `key`, cancelling the one before it. Call this
+    /// before the handler's first `.await`, so requests are ordered as they arrived.
+    pub fn begin(self: &Arc<Self>, key: &DocumentKey) -> Ticket {
         let token = CancelToken::default();
-        let older = self.lock().insert(uri.clone(), token.clone());
+        let older = self.lock().insert(key.clone(), token.clone());
         if let Some(older) = older {
             older.cancel();
         }
         Ticket {
-            uri: uri.clone(),
+            key: key.clone(),
             token,
             in_flight: self.clone(),
         }
     }
 
-    /// An edit makes any running request on `uri` stale.
-    pub fn edited(&self, uri: &Uri) {
-        if let Some(token) = self.lock().remove(uri) {
+    /// An edit makes any running request on the document `key` stale.
+    pub fn edited(&self, key: &DocumentKey) {
+        if let Some(token) = self.lock().remove(key) {
             token.cancel();
         }
     }
@@ -81,7 +82,7 @@ impl InFlight {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uri, CancelToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<DocumentKey, CancelToken>> {
         // A panic elsewhere while holding this lock leaves a map that is still consistent.
         self.newest
             .lock()
@@ -92,7 +93,7 @@ impl InFlight {
 /// A request's hold on its token: dropping it (the request finished, or tower-lsp dropped the
 /// handler on `$/cancelRequest`) stops any work still running for it and forgets it.
 pub struct Ticket {
-    uri: Uri,
+    key: DocumentKey,
     token: CancelToken,
     in_flight: Arc<InFlight>,
 }
@@ -107,8 +108,8 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         self.token.cancel();
         let mut newest = self.in_flight.lock();
-        if newest.get(&self.uri).is_some_and(|t| t.same(&self.token)) {
-            newest.remove(&self.uri);
+        if newest.get(&self.key).is_some_and(|t| t.same(&self.token)) {
+            newest.remove(&self.key);
         }
     }
 }
@@ -117,16 +118,16 @@ impl Drop for Ticket {
 mod tests {
     use super::*;
 
-    fn uri(name: &str) -> Uri {
-        format!("file:///t/{name}").parse().unwrap()
+    fn key(name: &str) -> DocumentKey {
+        DocumentKey::parse(&format!("file:///t/{name}"))
     }
 
     #[test]
     fn newer_requests_and_edits_cancel_and_drops_forget() {
         let in_flight = Arc::new(InFlight::default());
-        let first = in_flight.begin(&uri("a"));
-        let other = in_flight.begin(&uri("b"));
-        let second = in_flight.begin(&uri("a"));
+        let first = in_flight.begin(&key("a"));
+        let other = in_flight.begin(&key("b"));
+        let second = in_flight.begin(&key("a"));
         assert!(
             first.token().is_cancelled(),
             "a newer request on a cancels the older"
@@ -138,7 +139,7 @@ mod tests {
             2,
             "dropping a superseded ticket leaves the newer one"
         );
-        in_flight.edited(&uri("a"));
+        in_flight.edited(&key("a"));
         assert!(second.token().is_cancelled());
         let flag = other.token().flag();
         drop(other);

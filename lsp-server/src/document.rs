@@ -13,6 +13,7 @@ use ropey::Rope;
 use tower_lsp_server::ls_types::{TextDocumentContentChangeEvent, Uri};
 use tree_sitter::{InputEdit, Parser, Point, Tree};
 
+use super::document_key::DocumentKey;
 use super::encoding::{PositionEncoding, PositionError};
 use super::history::{changed_span, EditHistory, HistoryLimits, Stamp};
 
@@ -24,7 +25,10 @@ pub const MAX_PARSED_BYTES: usize = 4 << 20;
 /// An open document as one request sees it.
 #[derive(Clone)]
 pub struct Snapshot {
+    /// As the client spelled it when it opened the document: what the server says of the
+    /// document on its own names it so (and the runtime's caches are kept under it).
     pub uri: Uri,
+    pub key: DocumentKey,
     pub version: i32,
     /// As the client named it (the enabled-languages setting matches on it).
     pub language_id: String,
@@ -72,6 +76,7 @@ pub struct Applied {
 
 pub struct Document {
     uri: Uri,
+    key: DocumentKey,
     version: i32,
     language_id: String,
     language: Language,
@@ -101,6 +106,7 @@ impl Document {
             Syntax { parser, tree: None }
         });
         let mut document = Document {
+            key: DocumentKey::of(&uri),
             uri,
             version,
             language_id: language_id.to_string(),
@@ -124,6 +130,10 @@ impl Document {
 
     pub fn uri(&self) -> &Uri {
         &self.uri
+    }
+
+    pub fn key(&self) -> &DocumentKey {
+        &self.key
     }
 
     pub fn version(&self) -> i32 {
@@ -290,6 +300,7 @@ impl Document {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             uri: self.uri.clone(),
+            key: self.key.clone(),
             version: self.version,
             language_id: self.language_id.clone(),
             language: self.language,

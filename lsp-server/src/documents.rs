@@ -9,6 +9,10 @@
 //! handlers start, which is the order the messages arrived). A snapshot request goes through
 //! the same queue, so a request always sees every edit that came before it and none after.
 //! Parsing (seconds for a huge file) happens here, never on the async runtime.
+//!
+//! Documents are kept by their [`DocumentKey`]: a `didOpen`, `didChange` or `didClose` comes
+//! with the URI as the client spelled it, and is keyed here; a snapshot or an offer, the
+//! server's own, names the key.
 
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -18,6 +22,7 @@ use tokio::sync::{mpsc as async_mpsc, oneshot};
 use tower_lsp_server::ls_types::{TextDocumentContentChangeEvent, Uri};
 
 use super::document::{Document, Offer, Snapshot};
+use super::document_key::DocumentKey;
 use super::encoding::PositionEncoding;
 use super::history::EditGroup;
 use super::log::Log;
@@ -32,6 +37,7 @@ const MAX_HISTORY_GROUPS: usize = 48;
 pub struct Snapshots {
     pub document: Snapshot,
     pub neighbours: Vec<Snapshot>,
+    /// Each group with its document's URI as the document was opened.
     pub history: Vec<(Uri, EditGroup)>,
     /// Names the open documents' histories as they are: it moves with every change of any
     /// document that changed its history and every close (or open over it) of a document with
@@ -46,7 +52,7 @@ pub struct Snapshots {
 /// A change the owner applied, for the server to precompute the next edit on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Changed {
-    pub uri: Uri,
+    pub key: DocumentKey,
     /// The change applied the offered next edit with this id.
     pub accepted: Option<u64>,
     /// [`Snapshots::history_generation`] after the change: a next edit computed with an older
@@ -91,11 +97,11 @@ enum Event {
         uri: Uri,
     },
     Offer {
-        uri: Uri,
+        key: DocumentKey,
         offer: Offer,
     },
     Snapshot {
-        uri: Uri,
+        key: DocumentKey,
         with_history: bool,
         reply: oneshot::Sender<Option<Snapshots>>,
     },
@@ -105,16 +111,16 @@ enum Event {
 }
 
 impl Event {
-    fn uri(&self) -> Option<&Uri> {
+    /// The document the event is about, and for a message of the client's its URI as spelled.
+    fn document(&self) -> Option<(DocumentKey, Option<Uri>)> {
         match self {
             Event::Encoding(_) => None,
             #[cfg(test)]
             Event::Hold(_) => None,
-            Event::Open { uri, .. }
-            | Event::Change { uri, .. }
-            | Event::Close { uri }
-            | Event::Offer { uri, .. }
-            | Event::Snapshot { uri, .. } => Some(uri),
+            Event::Open { uri, .. } | Event::Change { uri, .. } | Event::Close { uri } => {
+                Some((DocumentKey::of(uri), Some(uri.clone())))
+            }
+            Event::Offer { key, .. } | Event::Snapshot { key, .. } => Some((key.clone(), None)),
         }
     }
 }
@@ -163,17 +169,21 @@ impl Documents {
 
     /// The next edit answered for the text at `offer.edited_at`: if the next change applies
     /// it, the history records an accepted suggestion.
-    pub fn offer(&self, uri: Uri, offer: Offer) {
-        self.send(Event::Offer { uri, offer });
+    pub fn offer(&self, key: DocumentKey, offer: Offer) {
+        self.send(Event::Offer { key, offer });
     }
 
     /// Queues a snapshot request now (so it is ordered after every event already sent) and
     /// returns the answer to await. `None`: the document is not open. `with_history`: with the
     /// recent edits of the open documents (a next edit needs them, a completion does not).
-    pub fn snapshot(&self, uri: Uri, with_history: bool) -> oneshot::Receiver<Option<Snapshots>> {
+    pub fn snapshot(
+        &self,
+        key: DocumentKey,
+        with_history: bool,
+    ) -> oneshot::Receiver<Option<Snapshots>> {
         let (reply, rx) = oneshot::channel();
         self.send(Event::Snapshot {
-            uri,
+            key,
             with_history,
             reply,
         });
@@ -197,7 +207,7 @@ impl Documents {
 }
 
 struct Owner {
-    documents: HashMap<Uri, Document>,
+    documents: HashMap<DocumentKey, Document>,
     encoding: PositionEncoding,
     /// Orders events across documents (recency for neighbours and the history).
     seq: u64,
@@ -227,16 +237,17 @@ impl Owner {
 
     fn run(mut self, rx: mpsc::Receiver<Event>) {
         while let Ok(event) = rx.recv() {
-            let uri = event.uri().cloned();
+            let document = event.document();
             let handled =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(event)));
             if handled.is_err() {
                 // The document may be half-edited: forget it rather than serve wrong text.
-                if let Some(uri) = uri {
-                    self.documents.remove(&uri);
+                if let Some((key, sent)) = document {
+                    let opened = self.documents.remove(&key).map(|d| d.uri().clone());
+                    let name = opened.or(sent);
                     self.log.error(format!(
                         "an edit of {} failed unexpectedly (a bug); the document is closed until the client opens it again",
-                        uri.as_str()
+                        name.as_ref().map_or(key.as_str(), |uri| uri.as_str())
                     ));
                 }
             }
@@ -257,9 +268,9 @@ impl Owner {
                 version,
                 text,
             } => {
-                let document = Document::new(uri.clone(), &language_id, version, &text, self.seq);
+                let document = Document::new(uri, &language_id, version, &text, self.seq);
                 // Opened again without a close: the old one's history goes with it.
-                let replaced = self.documents.insert(uri, document);
+                let replaced = self.documents.insert(document.key().clone(), document);
                 if replaced.is_some_and(|old| old.history().groups().len() > 0) {
                     self.history_generation += 1;
                 }
@@ -269,7 +280,8 @@ impl Owner {
                 version,
                 changes,
             } => {
-                let Some(document) = self.documents.get_mut(&uri) else {
+                let key = DocumentKey::of(&uri);
+                let Some(document) = self.documents.get_mut(&key) else {
                     self.log.warn(format!(
                         "didChange for {} which is not open: ignored",
                         uri.as_str()
@@ -319,37 +331,37 @@ impl Owner {
                 }
                 // Nobody listens only while the server shuts down.
                 let _ = self.changed.send(Changed {
-                    uri,
+                    key,
                     accepted,
                     history_generation: self.history_generation,
                 });
             }
             Event::Close { uri } => {
-                let closed = self.documents.remove(&uri);
+                let closed = self.documents.remove(&DocumentKey::of(&uri));
                 if closed.is_some_and(|old| old.history().groups().len() > 0) {
                     self.history_generation += 1;
                 }
             }
-            Event::Offer { uri, offer } => {
-                if let Some(document) = self.documents.get_mut(&uri) {
+            Event::Offer { key, offer } => {
+                if let Some(document) = self.documents.get_mut(&key) {
                     document.offer(offer);
                 }
             }
             Event::Snapshot {
-                uri,
+                key,
                 with_history,
                 reply,
             } => {
-                let answer = self.documents.get(&uri).map(|document| {
+                let answer = self.documents.get(&key).map(|document| {
                     let mut neighbours: Vec<&Document> = self
                         .documents
                         .iter()
-                        .filter(|(other, _)| **other != uri)
+                        .filter(|(other, _)| **other != key)
                         .map(|(_, d)| d)
                         .collect();
                     neighbours.sort_by_key(|d| std::cmp::Reverse(d.edited_at()));
                     let history = if with_history {
-                        history(&uri, document, &neighbours)
+                        history(document, &neighbours)
                     } else {
                         Vec::new()
                     };
@@ -371,12 +383,11 @@ impl Owner {
     }
 }
 
-/// The newest [`MAX_HISTORY_GROUPS`] edit groups of `document` (at `uri`) and `others`, oldest
-/// first.
-fn history(uri: &Uri, document: &Document, others: &[&Document]) -> Vec<(Uri, EditGroup)> {
-    let mut groups: Vec<(&Uri, &EditGroup)> = std::iter::once((uri, document))
-        .chain(others.iter().map(|d| (d.uri(), *d)))
-        .flat_map(|(uri, d)| d.history().groups().map(move |g| (uri, g)))
+/// The newest [`MAX_HISTORY_GROUPS`] edit groups of `document` and `others`, oldest first.
+fn history(document: &Document, others: &[&Document]) -> Vec<(Uri, EditGroup)> {
+    let mut groups: Vec<(&Uri, &EditGroup)> = std::iter::once(document)
+        .chain(others.iter().copied())
+        .flat_map(|d| d.history().groups().map(move |g| (d.uri(), g)))
         .collect();
     groups.sort_by_key(|(_, g)| g.last_seq);
     let skip = groups.len().saturating_sub(MAX_HISTORY_GROUPS);
@@ -415,6 +426,10 @@ mod tests {
 
     fn uri(name: &str) -> Uri {
         format!("file:///w/{name}").parse().unwrap()
+    }
+
+    fn key(name: &str) -> DocumentKey {
+        DocumentKey::of(&uri(name))
     }
 
     /// `[line, character]..[line, character]` replaced with `text`.
@@ -480,7 +495,7 @@ mod tests {
         fn generation(&mut self, name: &str) -> u64 {
             let (reply, mut rx) = oneshot::channel();
             self.owner.handle(Event::Snapshot {
-                uri: uri(name),
+                key: key(name),
                 with_history: true,
                 reply,
             });
@@ -488,14 +503,14 @@ mod tests {
         }
 
         fn document(&self, name: &str) -> &Document {
-            &self.owner.documents[&uri(name)]
+            &self.owner.documents[&key(name)]
         }
 
         /// Offers `text` for `range` (bytes) of the document as it is now.
         fn offer(&mut self, name: &str, id: u64, range: std::ops::Range<usize>, text: &str) {
             let edited_at = self.document(name).edited_at();
             self.owner.handle(Event::Offer {
-                uri: uri(name),
+                key: key(name),
                 offer: Offer {
                     id,
                     edited_at,
@@ -508,7 +523,7 @@ mod tests {
         fn snapshot_history(&mut self, name: &str) -> Vec<(Uri, EditGroup)> {
             let (reply, mut rx) = oneshot::channel();
             self.owner.handle(Event::Snapshot {
-                uri: uri(name),
+                key: key(name),
                 with_history: true,
                 reply,
             });
@@ -558,7 +573,7 @@ mod tests {
             text: "z".into(),
         };
         f.owner.handle(Event::Offer {
-            uri: uri("a.rs"),
+            key: key("a.rs"),
             offer: stale,
         });
         let end = f.document("a.rs").rope().len_lines() as u32 - 1;
@@ -625,6 +640,41 @@ mod tests {
         assert_eq!(f.generation("b.rs"), changed.history_generation);
     }
 
+    /// A change or a close that spells the URI otherwise than the open did reaches the opened
+    /// document, and a snapshot names it as the open did.
+    #[test]
+    fn messages_spelling_the_uri_otherwise_reach_the_opened_document() {
+        let mut f = Fixture::new();
+        let opened: Uri = "file:///w/caf%c3%a9.rs".parse().unwrap();
+        f.owner.handle(Event::Open {
+            uri: opened.clone(),
+            language_id: "rust".into(),
+            version: 0,
+            text: "let a = 1;\n".into(),
+        });
+        f.owner.handle(Event::Change {
+            uri: "FILE:///w/caf%C3%A9.rs".parse().unwrap(),
+            version: 1,
+            changes: vec![replace([[0, 8], [0, 9]], "2")],
+        });
+        let changed = f.changed.try_recv().expect("the change applied");
+        assert_eq!(changed.key, DocumentKey::of(&opened));
+        let (reply, mut rx) = oneshot::channel();
+        f.owner.handle(Event::Snapshot {
+            key: DocumentKey::parse("file:///w/caf%C3%A9.rs"),
+            with_history: true,
+            reply,
+        });
+        let snapshots = rx.try_recv().unwrap().expect("open");
+        assert_eq!(snapshots.document.rope.to_string(), "let a = 2;\n");
+        assert_eq!(snapshots.document.uri, opened);
+        assert_eq!(snapshots.history[0].0, opened);
+        f.owner.handle(Event::Close {
+            uri: "file:///w/caf%C3%A9.rs".parse().unwrap(),
+        });
+        assert!(f.owner.documents.is_empty(), "closed");
+    }
+
     /// A next edit is asked with the recent edits of every open document, oldest first.
     #[test]
     fn history_spans_the_open_documents_oldest_first() {
@@ -650,7 +700,7 @@ mod tests {
         // A completion's snapshot goes without.
         let (reply, mut rx) = oneshot::channel();
         f.owner.handle(Event::Snapshot {
-            uri: uri("a.rs"),
+            key: key("a.rs"),
             with_history: false,
             reply,
         });

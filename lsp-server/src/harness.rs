@@ -18,6 +18,7 @@ use tower::Service;
 use tower_lsp_server::jsonrpc::{Request, Response};
 use tower_lsp_server::{ExitedError, LspService};
 
+use crate::document_key::DocumentKey;
 use crate::inference::{EditJob, EditRunner, JobError, NextEdit, Pending};
 use crate::server::Server;
 
@@ -171,6 +172,10 @@ impl TestServer {
         futures::future::poll_fn(|cx| self.service.poll_ready(cx))
             .await
             .expect("the server has not exited");
+        // As the transport does.
+        if let Some(warning) = crate::transport::unreadable(&request) {
+            self.server().log.warn(warning);
+        }
         self.service.call(request)
     }
 
@@ -261,7 +266,7 @@ impl TestServer {
         let _ = self
             .server()
             .documents
-            .snapshot(uri.parse().unwrap(), false)
+            .snapshot(DocumentKey::parse(uri), false)
             .await;
     }
 

@@ -22,6 +22,7 @@ use tower_lsp_server::ls_types::{
     InlineCompletionTriggerKind, Range,
 };
 
+use super::document_key::DocumentKey;
 use super::encoding::{line_content, PositionEncoding};
 use super::inference::{Job, JobError};
 use super::server::Server;
@@ -49,11 +50,13 @@ impl Server {
         &self,
         params: InlineCompletionParams,
     ) -> jsonrpc::Result<Option<InlineCompletionResponse>> {
+        // `uri` as the client spelled it, for what goes back; `key` for the server's own books.
         let uri = params.text_document_position.text_document.uri;
+        let key = DocumentKey::of(&uri);
         let position = params.text_document_position.position;
         // Both before any `.await`: see the module comment.
-        let ticket = self.in_flight.begin(&uri);
-        let snapshot = self.documents.snapshot(uri.clone(), false);
+        let ticket = self.in_flight.begin(&key);
+        let snapshot = self.documents.snapshot(key.clone(), false);
         let token = ticket.token().clone();
         // A cancel (an edit, a newer request) that came while the snapshot was on its way wins
         // over it: the snapshot is of the old text, and the type-through answer below is made
@@ -77,7 +80,7 @@ impl Server {
         // The client's text under this version is another: a suggestion (the type-through
         // cache's too) would be of the server's text, its range perhaps on another line.
         if let Some(since) = document.out_of_sync_since {
-            if self.first_told_out_of_sync(&uri, since) {
+            if self.first_told_out_of_sync(&key, since) {
                 self.log.info(format!(
                     "{} v{}: a change did not apply, so the client's text is another: no inline completions until it sends the whole text (or opens the document again)",
                     uri.as_str(),
@@ -98,11 +101,11 @@ impl Server {
         };
         let cached = self
             .type_through()
-            .answer(&uri, &document.rope, cursor, candidates);
+            .answer(&key, &document.rope, cursor, candidates);
         let (edited_at, line) = (document.edited_at, document.rope.byte_to_line(cursor));
         if let Some(texts) = cached {
             self.next_edits
-                .inline_answered(&uri, edited_at, line, !texts.is_empty());
+                .inline_answered(&key, edited_at, line, !texts.is_empty());
             self.log.debug(|| {
                 format!(
                     "{} v{}: answered from the type-through cache",
@@ -154,14 +157,14 @@ impl Server {
         match answer {
             Ok(suggestions) => {
                 self.type_through().remember(
-                    &uri,
+                    &key,
                     &rope,
                     cursor,
                     (&suggestions.texts, candidates),
                     generation,
                 );
                 self.next_edits.inline_answered(
-                    &uri,
+                    &key,
                     edited_at,
                     line,
                     !suggestions.texts.is_empty(),
@@ -304,11 +307,11 @@ mod tests {
     /// The type-through cache remembers `shown` as the suggestion after the first `= ` of the
     /// open document `uri` (whose text is `text`), as if a request there had answered it.
     async fn remember_after_equals(lsp: &TestServer, uri: &str, text: &str, shown: &str) {
-        let uri: tower_lsp_server::ls_types::Uri = uri.parse().unwrap();
+        let key = DocumentKey::parse(uri);
         let snapshots = lsp
             .server()
             .documents
-            .snapshot(uri.clone(), false)
+            .snapshot(key.clone(), false)
             .await
             .unwrap()
             .unwrap();
@@ -317,7 +320,7 @@ mod tests {
         let cursor = text.find("= ").unwrap() + 2;
         let shown = [shown.to_string()];
         cache.remember(
-            &uri,
+            &key,
             &snapshots.document.rope,
             cursor,
             (&shown, 1),

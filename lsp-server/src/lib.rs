@@ -4,7 +4,7 @@
 //!
 //! One module per concern: `encoding` (the only place LSP positions are converted), `document`
 //! and `documents` (ropes and incremental tree-sitter trees, applied in order by one owner
-//! thread), `history` (each document's recent edits), `config`, `inference` (snapshots and
+//! thread), `document_key` (the normalized URI every per-document map is keyed by), `history` (each document's recent edits), `config`, `inference` (snapshots and
 //! settings into the runtime's work, its answers and drafts back), `cancel`, `type_through`,
 //! `stream` (the `redraft/draftStep` extension), `inline` (the inline completion request),
 //! `next_edit` (Copilot's `textDocument/copilotInlineEdit` and its accept command), `server`
@@ -15,6 +15,7 @@
 mod cancel;
 mod config;
 mod document;
+mod document_key;
 mod documents;
 mod encoding;
 #[cfg(test)]

@@ -29,6 +29,7 @@ use tower_lsp_server::ls_types::{
     Command, Position, Range as LspRange, Uri, VersionedTextDocumentIdentifier,
 };
 
+use super::document_key::DocumentKey;
 use super::encoding::PositionEncoding;
 use super::inference::JobError;
 use super::server::Server;
@@ -96,15 +97,17 @@ impl Server {
         &self,
         params: InlineEditParams,
     ) -> jsonrpc::Result<InlineEditList> {
+        // `uri` as the client spelled it, for what goes back; `key` for the server's own books.
         let VersionedTextDocumentIdentifier { uri, version } = params.text_document;
+        let key = DocumentKey::of(&uri);
         let position = params.position;
         let settings = self.settings();
         if !settings.next_edit.enabled {
             return Ok(InlineEditList::none());
         }
         // Both before any `.await`: see the module comment.
-        let edits_before = self.next_edits.stamp(&uri);
-        let snapshot = self.documents.snapshot(uri.clone(), true);
+        let edits_before = self.next_edits.stamp(&key);
+        let snapshot = self.documents.snapshot(key.clone(), true);
         let Some(snapshots) = snapshot.await.ok().flatten() else {
             return Err(jsonrpc::Error::invalid_params(format!(
                 "{} is not open (send textDocument/didOpen first)",
@@ -163,7 +166,7 @@ impl Server {
         if streaming {
             self.drafts.flush().await;
         }
-        if self.next_edits.stamp(&uri) != edits_before {
+        if self.next_edits.stamp(&key) != edits_before {
             self.log.debug(|| {
                 format!(
                     "{} v{version}: edited while the next edit was computed: no edits",
@@ -191,7 +194,7 @@ impl Server {
         let Some((range, text)) = merged(&rope, &next.edits) else {
             return Ok(InlineEditList::none());
         };
-        let inline_line = self.next_edits.inline_line(&uri, edited_at);
+        let inline_line = self.next_edits.inline_line(&key, edited_at);
         if hidden_by_inline(&rope, &range, inline_line) {
             self.log.debug(|| {
                 format!(
@@ -203,7 +206,7 @@ impl Server {
         }
         let id = self
             .next_edits
-            .offer(&uri, edited_at, range.clone(), text.clone());
+            .offer(&key, &uri, edited_at, range.clone(), text.clone());
         Ok(InlineEditList {
             edits: vec![inline_edit(&rope, encoding, &uri, version, range, text, id)],
         })
@@ -234,7 +237,7 @@ impl Server {
                     "{ACCEPT_COMMAND} takes the suggestion's id (the edit's command.arguments[0]), got {arguments:?}"
                 ))
             })?;
-        let Some(uri) = self.next_edits.offered(id) else {
+        let Some((key, uri)) = self.next_edits.offered(id) else {
             self.log.debug(|| {
                 format!("next edit {id} accepted, but it is no longer the latest offered")
             });
@@ -243,7 +246,7 @@ impl Server {
         self.log
             .info(format!("next edit {id} accepted in {}", uri.as_str()));
         self.next_edits
-            .precompute(uri, "after an accepted suggestion")
+            .precompute(key, "after an accepted suggestion")
             .await;
         Ok(())
     }
@@ -406,7 +409,7 @@ mod tests {
             .await;
         lsp.server()
             .next_edits
-            .precompute(URI.parse().unwrap(), "after an edit pause")
+            .precompute(DocumentKey::parse(URI), "after an edit pause")
             .await;
         jobs.assert_none_started();
 

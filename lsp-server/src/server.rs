@@ -21,6 +21,7 @@ use tower_lsp_server::{Client, LanguageServer};
 
 use super::cancel::InFlight;
 use super::config::Settings;
+use super::document_key::DocumentKey;
 use super::documents::{Changed, Documents};
 use super::encoding::PositionEncoding;
 use super::inference::{EditRunner, Inference, Loading};
@@ -40,7 +41,10 @@ pub struct Server {
     type_through: Mutex<TypeThrough>,
     /// Per document, the change that put it out of sync with the client last logged by an
     /// inline completion (see [`Server::first_told_out_of_sync`]).
-    out_of_sync_told: Mutex<HashMap<Uri, u64>>,
+    out_of_sync_told: Mutex<HashMap<DocumentKey, u64>>,
+    /// Each open document's URI as its `didOpen` spelled it, which its snapshots carry and its
+    /// jobs name the runtime's client by: a close spelled otherwise still drops those caches.
+    opened: Mutex<HashMap<DocumentKey, Uri>>,
     /// Shared with the next-edit jobs, which read it when they start.
     settings: Arc<Mutex<Settings>>,
     encoding: Mutex<PositionEncoding>,
@@ -102,6 +106,7 @@ impl Server {
             in_flight: Arc::default(),
             type_through: Mutex::default(),
             out_of_sync_told: Mutex::default(),
+            opened: Mutex::default(),
             settings,
             encoding: Mutex::default(),
             drafts,
@@ -132,21 +137,23 @@ impl Server {
         lock(&self.type_through)
     }
 
-    /// Whether `uri`, out of sync since the change at `since`, is not yet logged as such: an
-    /// inline completion says why it answers nothing once, not at every keystroke.
-    pub(super) fn first_told_out_of_sync(&self, uri: &Uri, since: u64) -> bool {
-        lock(&self.out_of_sync_told).insert(uri.clone(), since) != Some(since)
+    /// Whether the document `key`, out of sync since the change at `since`, is not yet logged as
+    /// such: an inline completion says why it answers nothing once, not at every keystroke.
+    pub(super) fn first_told_out_of_sync(&self, key: &DocumentKey, since: u64) -> bool {
+        lock(&self.out_of_sync_told).insert(key.clone(), since) != Some(since)
     }
 
     /// What a close does before the document owner hears of it, and so an open over an open
     /// document (the protocol wants a close first), which replaces its text: what is on its way
-    /// for the old text is stale, and the model's caches for it are dropped.
-    fn forget(&self, uri: &Uri) {
-        self.in_flight.edited(uri);
-        self.next_edits.closed(uri);
-        self.type_through().forget(uri);
-        self.inference.forget(uri);
-        lock(&self.out_of_sync_told).remove(uri);
+    /// for the old text is stale, and the model's caches for it are dropped (under the name the
+    /// open gave them; `uri`, the message's, if it is not open).
+    fn forget(&self, key: &DocumentKey, uri: &Uri) {
+        self.in_flight.edited(key);
+        self.next_edits.closed(key);
+        self.type_through().forget(key);
+        let opened = lock(&self.opened).remove(key);
+        self.inference.forget(opened.as_ref().unwrap_or(uri));
+        lock(&self.out_of_sync_told).remove(key);
     }
 
     /// Applies `value` to the settings; problems are logged now and returned for the user.
@@ -373,8 +380,10 @@ impl LanguageServer for Server {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let document = params.text_document;
-        self.forget(&document.uri);
-        self.next_edits.opened(&document.uri);
+        let key = DocumentKey::of(&document.uri);
+        self.forget(&key, &document.uri);
+        lock(&self.opened).insert(key.clone(), document.uri.clone());
+        self.next_edits.opened(&key);
         self.documents.open(
             document.uri,
             document.language_id,
@@ -385,15 +394,16 @@ impl LanguageServer for Server {
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
         let uri = params.text_document.uri;
-        self.in_flight.edited(&uri);
-        self.next_edits.edited(&uri);
+        let key = DocumentKey::of(&uri);
+        self.in_flight.edited(&key);
+        self.next_edits.edited(&key);
         self.documents
             .change(uri, params.text_document.version, params.content_changes);
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
-        self.forget(&uri);
+        self.forget(&DocumentKey::of(&uri), &uri);
         self.documents.close(uri);
     }
 
@@ -481,5 +491,82 @@ mod tests {
         let closed = json!({"textDocument": {"uri": URI}});
         lsp.notify("textDocument/didClose", closed).await;
         assert_eq!(forgotten(&lsp), opened + 2, "closed");
+    }
+
+    /// One document however the client escapes its URI (percent-encoding in lower or upper
+    /// case, an unreserved character escaped or not, the scheme's case): an edit, a request
+    /// and a close under other spellings than the open's all reach it. What the server sends
+    /// back names the document as the message it answers did.
+    #[tokio::test]
+    async fn a_document_is_one_however_its_uri_is_escaped() {
+        const OPENED: &str = "file:///w/src/caf%c3%a9%2Dlib.rs";
+        const CHANGED: &str = "FILE:///w/src/caf%C3%A9%2dlib.rs";
+        const ASKED: &str = "file:///w/src/caf%C3%a9-lib.rs";
+        const CLOSED: &str = "file:///w/src/caf%C3%A9-lib.rs";
+        let (mut lsp, mut jobs) = TestServer::start(json!({"nextEdit": {"debounceMs": 0}})).await;
+        lsp.open(OPENED, "fn area(w: u32) -> u32 {\n    w * w\n}\n")
+            .await;
+        lsp.change(CHANGED, 1, Some([[0, 9], [0, 9]]), "idth").await;
+        let asked = tokio::spawn(lsp.next_edit(ASKED, 1, 0, 13).await.answer());
+        let job = jobs.next().await;
+        assert_eq!(
+            job.job.document.rope.to_string(),
+            "fn area(width: u32) -> u32 {\n    w * w\n}\n",
+            "the change under another spelling applied to the opened document"
+        );
+        let at = "fn area(width: u32) -> u32 {\n    ".len();
+        job.answer(Ok(crate::inference::NextEdit {
+            edits: vec![redraft_context::edit::TextEdit {
+                range: at..at + 1,
+                new_text: "width".into(),
+            }],
+            ..crate::inference::NextEdit::default()
+        }));
+        let answer = asked.await.unwrap().unwrap();
+        assert_eq!(
+            answer["edits"][0]["textDocument"],
+            json!({"uri": ASKED, "version": 1}),
+            "{answer}"
+        );
+        lsp.notify(
+            "textDocument/didClose",
+            json!({"textDocument": {"uri": CLOSED}}),
+        )
+        .await;
+        let forgotten = lsp.server().inference.forgotten();
+        assert_eq!(
+            forgotten.last().map(String::as_str),
+            Some(OPENED),
+            "the model's caches are kept under the open's spelling, and dropped at the close"
+        );
+        let answer = lsp.next_edit(OPENED, 1, 0, 13).await.answer().await;
+        assert_eq!(answer, Err(-32602), "closed under another spelling");
+    }
+
+    /// tower-lsp-server drops a notification whose params do not deserialize without a word
+    /// (a `uri` that is not a URI: the document never opens, and every request on it fails):
+    /// the server says so in its log, naming the method and why, and goes on.
+    #[tokio::test]
+    async fn a_notification_whose_params_do_not_read_is_logged() {
+        let (mut lsp, _jobs) = TestServer::start(json!({})).await;
+        lsp.open("file:///w/a b.rs", "fn a() {}\n").await;
+        lsp.wait_for_log("textDocument/didOpen ignored: its uri `file:///w/a b.rs` is not a URI")
+            .await;
+        lsp.notify(
+            "textDocument/didClose",
+            json!({"textDocument": {"uri": "not a uri"}}),
+        )
+        .await;
+        lsp.wait_for_log("textDocument/didClose ignored: its uri `not a uri` is not a URI")
+            .await;
+        lsp.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": "file:///w/a.rs", "version": 1}, "contentChanges": "no"}),
+        )
+        .await;
+        lsp.wait_for_log("textDocument/didChange ignored: ").await;
+        // Requests with such params are answered with an error, as before.
+        let answer = lsp.inline("file:///w/a b.rs", 0, 0).await.answer().await;
+        assert_eq!(answer, Err(-32602));
     }
 }

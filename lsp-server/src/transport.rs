@@ -1,7 +1,9 @@
 //! The stdio transport, owned here rather than left to tower-lsp-server's `Server`: that read
 //! loop ends at the first frame it cannot decode (tokio-util's `FramedRead` ends its stream
 //! after a decoder error), and the server then exited with status 0 on one bad message. Here
-//! nothing on stdin ends the session but the end of input or `exit`.
+//! nothing on stdin ends the session but the end of input or `exit`, and nothing is dropped
+//! without a word: a notification whose params the service cannot read, which it ignores
+//! silently, is a warning in the log (`notifications`).
 //!
 //! Three parts. A reader thread turns stdin's bytes into messages (`framing`: frames out of any
 //! bytes, resynchronising on the next `Content-Length`; `body`: text as faithfully as UTF-8
@@ -16,6 +18,7 @@
 
 mod body;
 mod framing;
+mod notifications;
 
 use std::future::Future;
 use std::io::{self, Read, Write};
@@ -34,6 +37,7 @@ use tower_lsp_server::{ClientSocket, ExitedError, LspService};
 
 use self::body::{Message, Rejected, Repairs};
 use self::framing::{Decoder, Frame, Skip};
+pub use self::notifications::unreadable;
 use super::server::Server;
 
 /// Messages read ahead of the dispatcher; a full queue makes the reader wait.
@@ -146,6 +150,10 @@ pub async fn serve(
                     }
                     match message {
                         Ok(Message::Request(request)) => {
+                            // Ignored by the service without a word: the log says why.
+                            if let Some(warning) = unreadable(&request) {
+                                log.warn(warning);
+                            }
                             if future::poll_fn(|cx| service.poll_ready(cx)).await.is_err() {
                                 break Ok(Ended::Exit);
                             }

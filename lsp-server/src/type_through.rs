@@ -12,7 +12,8 @@
 use std::collections::HashMap;
 
 use ropey::Rope;
-use tower_lsp_server::ls_types::Uri;
+
+use super::document_key::DocumentKey;
 
 /// How much text on each side of the anchor must be unchanged for the old answer to stand.
 const GUARD_BYTES: usize = 256;
@@ -29,7 +30,7 @@ struct Shown {
 /// The last model answer per document.
 #[derive(Default)]
 pub struct TypeThrough {
-    shown: HashMap<Uri, Shown>,
+    shown: HashMap<DocumentKey, Shown>,
     /// Bumped by `clear`: an answer computed before a model switch must not be remembered
     /// when it arrives after it.
     generation: u64,
@@ -57,7 +58,7 @@ impl TypeThrough {
     /// `generation` was taken.
     pub fn remember(
         &mut self,
-        uri: &Uri,
+        key: &DocumentKey,
         rope: &Rope,
         anchor: usize,
         (texts, asked): (&[String], usize),
@@ -67,13 +68,13 @@ impl TypeThrough {
             return;
         }
         if texts.is_empty() {
-            self.shown.remove(uri);
+            self.shown.remove(key);
             return;
         }
         let start = anchor.saturating_sub(GUARD_BYTES);
         let end = (anchor + GUARD_BYTES).min(rope.len_bytes());
         self.shown.insert(
-            uri.clone(),
+            key.clone(),
             Shown {
                 anchor,
                 before: rope.bytes_at(start).take(anchor - start).collect(),
@@ -89,12 +90,12 @@ impl TypeThrough {
     /// (also when the remembered ones were computed for fewer candidates).
     pub fn answer(
         &self,
-        uri: &Uri,
+        key: &DocumentKey,
         rope: &Rope,
         cursor: usize,
         asked: usize,
     ) -> Option<Vec<String>> {
-        let shown = self.shown.get(uri).filter(|shown| shown.asked >= asked)?;
+        let shown = self.shown.get(key).filter(|shown| shown.asked >= asked)?;
         let longest = shown.texts.iter().map(String::len).max()?;
         if cursor < shown.anchor || cursor - shown.anchor >= longest || cursor > rope.len_bytes() {
             return None;
@@ -136,8 +137,8 @@ impl TypeThrough {
         (!rests.is_empty()).then_some(rests)
     }
 
-    pub fn forget(&mut self, uri: &Uri) {
-        self.shown.remove(uri);
+    pub fn forget(&mut self, key: &DocumentKey) {
+        self.shown.remove(key);
     }
 }
 
@@ -145,8 +146,8 @@ impl TypeThrough {
 mod tests {
     use super::*;
 
-    fn uri() -> Uri {
-        "file:///t/a.rs".parse().unwrap()
+    fn key() -> DocumentKey {
+        DocumentKey::parse("file:///t/a.rs")
     }
 
     /// `$0` marks the cursor.
@@ -160,13 +161,13 @@ mod tests {
         let mut cache = TypeThrough::default();
         let texts: Vec<String> = suggestions.iter().map(|s| s.to_string()).collect();
         let generation = cache.generation();
-        cache.remember(&uri(), &rope, cursor, (&texts, 1), generation);
+        cache.remember(&key(), &rope, cursor, (&texts, 1), generation);
         cache
     }
 
     fn check(cache: &TypeThrough, text: &str, expect: Option<&[&str]>) {
         let (rope, cursor) = at(text);
-        let got = cache.answer(&uri(), &rope, cursor, 1);
+        let got = cache.answer(&key(), &rope, cursor, 1);
         let expect = expect.map(|e| e.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         assert_eq!(got, expect, "at {text:?}");
     }
@@ -213,7 +214,7 @@ mod tests {
         let cache = remembered("fn f() {\n    $0\n}", &["a();\n    b();", "a();\n    "]);
         check(&cache, "fn f() {\n    a();\n    $0\n}", Some(&["b();"]));
         let mut cache = cache;
-        cache.forget(&uri());
+        cache.forget(&key());
         check(&cache, "fn f() {\n    a();\n    $0\n}", None);
     }
 
@@ -222,7 +223,7 @@ mod tests {
         let (rope, cursor) = at("x$0");
         let mut cache = remembered("x$0", &["y"]);
         let generation = cache.generation();
-        cache.remember(&uri(), &rope, cursor, (&[], 1), generation);
+        cache.remember(&key(), &rope, cursor, (&[], 1), generation);
         check(&cache, "x$0", None);
     }
 
@@ -236,7 +237,7 @@ mod tests {
         check(&cache, text, None);
         // A request that started before the switch answers after it: not remembered.
         cache.remember(
-            &uri(),
+            &key(),
             &rope,
             cursor,
             (&["old();".into()], 1),
@@ -244,7 +245,7 @@ mod tests {
         );
         check(&cache, text, None);
         let generation = cache.generation();
-        cache.remember(&uri(), &rope, cursor, (&["new();".into()], 1), generation);
+        cache.remember(&key(), &rope, cursor, (&["new();".into()], 1), generation);
         check(&cache, text, Some(&["new();"]));
     }
 
@@ -253,12 +254,12 @@ mod tests {
         let text = "fn f() {\n    let x = $0\n}\n";
         let (rope, cursor) = at(text);
         let cache = remembered(text, &["vec![];"]);
-        assert_eq!(cache.answer(&uri(), &rope, cursor, 3), None);
+        assert_eq!(cache.answer(&key(), &rope, cursor, 3), None);
         let mut cache = cache;
         let generation = cache.generation();
         let texts = ["vec![];".to_string(), "Vec::new();".to_string()];
-        cache.remember(&uri(), &rope, cursor, (&texts, 3), generation);
-        assert_eq!(cache.answer(&uri(), &rope, cursor, 3).unwrap(), texts);
-        assert_eq!(cache.answer(&uri(), &rope, cursor, 1).unwrap(), texts);
+        cache.remember(&key(), &rope, cursor, (&texts, 3), generation);
+        assert_eq!(cache.answer(&key(), &rope, cursor, 3).unwrap(), texts);
+        assert_eq!(cache.answer(&key(), &rope, cursor, 1).unwrap(), texts);
     }
 }

@@ -46,6 +46,7 @@ use tower_lsp_server::ls_types::Uri;
 use crate::cancel::{InFlight, Ticket};
 use crate::config::Settings;
 use crate::document::Offer;
+use crate::document_key::DocumentKey;
 use crate::documents::{Changed, Documents, Snapshots};
 use crate::inference::{EditJob, EditRunner, JobError, NextEdit};
 use crate::log::Log;
@@ -79,6 +80,8 @@ pub enum NotStarted {
 }
 
 struct Entry {
+    /// The document as the snapshot the job was started on names it (for the log).
+    uri: Uri,
     /// Tells this entry from a later one for the same document.
     key: u64,
     edited_at: u64,
@@ -113,18 +116,19 @@ impl Entry {
 
 #[derive(Default)]
 struct State {
-    jobs: HashMap<Uri, Entry>,
+    jobs: HashMap<DocumentKey, Entry>,
     /// The stamp of each open document's last edit (or open): an answer computed before it
     /// moved is stale. Stamps come from one counter for all documents, and a document's goes
     /// with its close, so a stamp read before a close and an open of the document never
     /// matches again, and only open documents have one.
-    stamps: HashMap<Uri, u64>,
+    stamps: HashMap<DocumentKey, u64>,
     last_stamp: u64,
     next_key: u64,
-    /// The id of the next edit last offered per document.
-    offers: HashMap<Uri, u64>,
+    /// The id of the next edit last offered per document, and the document as the request
+    /// answered with it named it.
+    offers: HashMap<DocumentKey, (u64, Uri)>,
     /// Where an inline completion is showing: the document's text (`edited_at`) and line.
-    inline_shown: HashMap<Uri, (u64, usize)>,
+    inline_shown: HashMap<DocumentKey, (u64, usize)>,
 }
 
 impl State {
@@ -136,18 +140,22 @@ impl State {
     /// Takes out the jobs (of documents other than `except`) that no request can join any
     /// more: computed with a history older than `generation` (which never moves back) and
     /// waited for by nobody, a precompute still under way or an answer.
-    fn take_older_histories(&mut self, generation: u64, except: Option<&Uri>) -> Vec<(Uri, Entry)> {
-        let stale: Vec<Uri> = self
+    fn take_older_histories(
+        &mut self,
+        generation: u64,
+        except: Option<&DocumentKey>,
+    ) -> Vec<Entry> {
+        let stale: Vec<DocumentKey> = self
             .jobs
             .iter()
-            .filter(|(uri, entry)| {
-                Some(*uri) != except && entry.history < generation && entry.waiters == 0
+            .filter(|(key, entry)| {
+                Some(*key) != except && entry.history < generation && entry.waiters == 0
             })
-            .map(|(uri, _)| uri.clone())
+            .map(|(key, _)| key.clone())
             .collect();
         stale
             .iter()
-            .filter_map(|uri| self.jobs.remove_entry(uri))
+            .filter_map(|key| self.jobs.remove(key))
             .collect()
     }
 }
@@ -204,44 +212,44 @@ impl NextEdits {
         display_path(uri, &lock(&self.roots))
     }
 
-    /// The stamp of `uri`'s last edit (0: not open); take it before the snapshot and compare
-    /// after the answer.
-    pub fn stamp(&self, uri: &Uri) -> u64 {
-        self.state().stamps.get(uri).copied().unwrap_or(0)
+    /// The stamp of the document `key`'s last edit (0: not open); take it before the snapshot
+    /// and compare after the answer.
+    pub fn stamp(&self, key: &DocumentKey) -> u64 {
+        self.state().stamps.get(key).copied().unwrap_or(0)
     }
 
-    /// `uri` changed: its job is stale (cancelled at its next step) and so is every answer on
-    /// the way.
-    pub fn edited(&self, uri: &Uri) {
+    /// The document `key` changed: its job is stale (cancelled at its next step) and so is
+    /// every answer on the way.
+    pub fn edited(&self, key: &DocumentKey) {
         let gone = {
             let mut state = self.state();
             let stamp = state.next_stamp();
             // A change of a document that is not open is ignored by the document owner.
-            if let Some(at) = state.stamps.get_mut(uri) {
+            if let Some(at) = state.stamps.get_mut(key) {
                 *at = stamp;
             }
-            state.jobs.remove(uri)
+            state.jobs.remove(key)
         };
         // Dropped outside the lock: the ticket's drop takes the in-flight lock.
         drop(gone);
     }
 
-    /// `uri` opened (after [`closed`](Self::closed): an open over an open document is a close
-    /// and an open).
-    pub fn opened(&self, uri: &Uri) {
+    /// The document `key` opened (after [`closed`](Self::closed): an open over an open
+    /// document is a close and an open).
+    pub fn opened(&self, key: &DocumentKey) {
         let mut state = self.state();
         let stamp = state.next_stamp();
-        state.stamps.insert(uri.clone(), stamp);
+        state.stamps.insert(key.clone(), stamp);
     }
 
-    /// `uri` closed: what is on its way for it is stale, and its bookkeeping goes.
-    pub fn closed(&self, uri: &Uri) {
+    /// The document `key` closed: what is on its way for it is stale, and its bookkeeping goes.
+    pub fn closed(&self, key: &DocumentKey) {
         let gone = {
             let mut state = self.state();
-            state.stamps.remove(uri);
-            state.offers.remove(uri);
-            state.inline_shown.remove(uri);
-            state.jobs.remove(uri)
+            state.stamps.remove(key);
+            state.offers.remove(key);
+            state.inline_shown.remove(key);
+            state.jobs.remove(key)
         };
         drop(gone);
     }
@@ -253,12 +261,12 @@ impl NextEdits {
         self.older_histories_gone(gone);
     }
 
-    fn older_histories_gone(&self, gone: Vec<(Uri, Entry)>) {
-        for (uri, entry) in &gone {
+    fn older_histories_gone(&self, gone: Vec<Entry>) {
+        for entry in &gone {
             self.log.debug(|| {
                 format!(
                     "{}: its {} next edit was computed with an older history (another document changed since): {}",
-                    uri.as_str(),
+                    entry.uri.as_str(),
                     if entry.done() { "finished" } else { "precomputed" },
                     if entry.done() { "forgotten" } else { "stopped" },
                 )
@@ -276,28 +284,31 @@ impl NextEdits {
 
     /// An inline completion was answered on `line` of the text at `edited_at`; `shown`: with
     /// something to show.
-    pub fn inline_answered(&self, uri: &Uri, edited_at: u64, line: usize, shown: bool) {
+    pub fn inline_answered(&self, key: &DocumentKey, edited_at: u64, line: usize, shown: bool) {
         let mut state = self.state();
         if shown {
-            state.inline_shown.insert(uri.clone(), (edited_at, line));
+            state.inline_shown.insert(key.clone(), (edited_at, line));
         } else {
-            state.inline_shown.remove(uri);
+            state.inline_shown.remove(key);
         }
     }
 
-    /// The line of `uri` an inline completion is showing on, for the text at `edited_at`.
-    pub fn inline_line(&self, uri: &Uri, edited_at: u64) -> Option<usize> {
+    /// The line of the document `key` an inline completion is showing on, for the text at
+    /// `edited_at`.
+    pub fn inline_line(&self, key: &DocumentKey, edited_at: u64) -> Option<usize> {
         self.state()
             .inline_shown
-            .get(uri)
+            .get(key)
             .filter(|(at, _)| *at == edited_at)
             .map(|(_, line)| *line)
     }
 
-    /// Remembers that `text` in place of `range` of the text at `edited_at` was offered; the
-    /// document owner marks the change that applies it as accepted. Returns the offer's id.
+    /// Remembers that `text` in place of `range` of the text at `edited_at` was offered, for
+    /// the document `key` the request named `uri`; the document owner marks the change that
+    /// applies it as accepted. Returns the offer's id.
     pub fn offer(
         &self,
+        key: &DocumentKey,
         uri: &Uri,
         edited_at: u64,
         range: std::ops::Range<usize>,
@@ -307,11 +318,11 @@ impl NextEdits {
             let mut state = self.state();
             state.next_key += 1;
             let id = state.next_key;
-            state.offers.insert(uri.clone(), id);
+            state.offers.insert(key.clone(), (id, uri.clone()));
             id
         };
         self.documents.offer(
-            uri.clone(),
+            key.clone(),
             Offer {
                 id,
                 edited_at,
@@ -322,13 +333,14 @@ impl NextEdits {
         id
     }
 
-    /// The document whose offer `id` was, if it is still the latest offered there.
-    pub fn offered(&self, id: u64) -> Option<Uri> {
+    /// The document whose offer `id` was, if it is still the latest offered there, and its
+    /// URI as the request answered with it spelled it.
+    pub fn offered(&self, id: u64) -> Option<(DocumentKey, Uri)> {
         self.state()
             .offers
             .iter()
-            .find(|(_, offered)| **offered == id)
-            .map(|(uri, _)| uri.clone())
+            .find(|(_, (offered, _))| *offered == id)
+            .map(|(key, (_, uri))| (key.clone(), uri.clone()))
     }
 
     /// The job for `snapshots` at byte `cursor`: the one already under way or done (not in an
@@ -346,6 +358,7 @@ impl NextEdits {
         origin: Origin,
         stream: Option<JobStream>,
     ) -> Result<(Answer, Option<Waiter>), NotStarted> {
+        let document = snapshots.document.key.clone();
         let uri = snapshots.document.uri.clone();
         let version = snapshots.document.version;
         let edited_at = snapshots.document.edited_at;
@@ -353,7 +366,7 @@ impl NextEdits {
         let mut state = self.state();
         // Under the lock `edited` takes: a change after this check removes the entry made
         // below, which cancels its job.
-        if state.stamps.get(&uri).copied().unwrap_or(0) != edits_before {
+        if state.stamps.get(&document).copied().unwrap_or(0) != edits_before {
             self.log.debug(|| {
                 format!(
                     "{} v{version}: changed while its snapshot was taken: no next-edit job started",
@@ -362,7 +375,7 @@ impl NextEdits {
             });
             return Err(NotStarted::Stale);
         }
-        let key = match state.jobs.get_mut(&uri) {
+        let key = match state.jobs.get_mut(&document) {
             Some(entry)
                 if entry.edited_at == edited_at
                     && entry.history == history_generation
@@ -384,7 +397,7 @@ impl NextEdits {
                         if entry.done() { "finished" } else { "running" }
                     )
                 });
-                let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, entry.key));
+                let waiter = (origin == Origin::Request).then(|| self.waiter(&document, entry.key));
                 return Ok((entry.answer.clone(), waiter));
             }
             // Replacing the job a request waits for would cancel it.
@@ -422,15 +435,15 @@ impl NextEdits {
         };
         // Jobs of other documents for an older history: no request can join them (usually gone
         // already, when the owner reported the change that moved the history).
-        let older = state.take_older_histories(history_generation, Some(&uri));
+        let older = state.take_older_histories(history_generation, Some(&document));
         // The newest pause wins a place: the oldest precompute of another document nobody
         // waits for is stopped (that document's next edit is computed on request).
         let mut evicted = None;
         if origin == Origin::Precompute {
-            let ahead: Vec<(&Uri, u64)> = state
+            let ahead: Vec<(&DocumentKey, u64)> = state
                 .jobs
                 .iter()
-                .filter(|(other, entry)| **other != uri && entry.ahead())
+                .filter(|(other, entry)| **other != document && entry.ahead())
                 .map(|(other, entry)| (other, entry.key))
                 .collect();
             if ahead.len() >= MAX_PRECOMPUTES {
@@ -438,20 +451,20 @@ impl NextEdits {
                     .iter()
                     .min_by_key(|(_, key)| *key)
                     .map(|(other, _)| (*other).clone());
-                if let Some(oldest) = oldest {
+                evicted = oldest.and_then(|oldest| state.jobs.remove(&oldest));
+                if let Some(evicted) = &evicted {
                     self.log.debug(|| {
                         format!(
                             "{}: its precomputed next edit stopped for {} v{version}'s ({} at most)",
-                            oldest.as_str(),
+                            evicted.uri.as_str(),
                             uri.as_str(),
                             MAX_PRECOMPUTES
                         )
                     });
-                    evicted = state.jobs.remove(&oldest);
                 }
             }
         }
-        let ticket = self.in_flight.begin(&uri);
+        let ticket = self.in_flight.begin(&document);
         let history: Vec<HistoryEdit> = snapshots
             .history
             .iter()
@@ -471,8 +484,9 @@ impl NextEdits {
         });
         let answer: Answer = reply.map(|answer| answer.map(Arc::new)).boxed().shared();
         let replaced = state.jobs.insert(
-            uri.clone(),
+            document.clone(),
             Entry {
+                uri,
                 key,
                 edited_at,
                 history: history_generation,
@@ -488,29 +502,31 @@ impl NextEdits {
         drop(replaced);
         drop(evicted);
         self.older_histories_gone(older);
-        let waiter = (origin == Origin::Request).then(|| self.waiter(&uri, key));
+        let waiter = (origin == Origin::Request).then(|| self.waiter(&document, key));
         Ok((answer, waiter))
     }
 
-    fn waiter(self: &Arc<Self>, uri: &Uri, key: u64) -> Waiter {
+    fn waiter(self: &Arc<Self>, document: &DocumentKey, key: u64) -> Waiter {
         Waiter {
             edits: self.clone(),
-            uri: uri.clone(),
+            document: document.clone(),
             key,
         }
     }
 
-    /// Computes the next edit of `uri` ahead of a request, at the end of its last change.
-    pub async fn precompute(self: &Arc<Self>, uri: Uri, why: &str) {
+    /// Computes the next edit of the document `key` ahead of a request, at the end of its last
+    /// change.
+    pub async fn precompute(self: &Arc<Self>, key: DocumentKey, why: &str) {
         let settings = lock(&self.settings).clone();
         if !settings.next_edit.enabled {
             return;
         }
-        let edits_before = self.stamp(&uri);
-        let Ok(Some(snapshots)) = self.documents.snapshot(uri.clone(), true).await else {
+        let edits_before = self.stamp(&key);
+        let Ok(Some(snapshots)) = self.documents.snapshot(key.clone(), true).await else {
             return;
         };
         let document = &snapshots.document;
+        let uri = document.uri.clone();
         let Some(cursor) = document.last_edit_end else {
             return;
         };
@@ -531,7 +547,7 @@ impl NextEdits {
             Ok((answer, _)) => answer,
             Err(NotStarted::Stale | NotStarted::GivesWay(None)) => return,
             Err(NotStarted::GivesWay(Some(running))) => {
-                self.retry_after(uri, edits_before, running);
+                self.retry_after(key, uri, edits_before, running);
                 return;
             }
         };
@@ -558,16 +574,17 @@ impl NextEdits {
         });
     }
 
-    /// Precomputes `uri` again once `running`, the request's job it gave way to, has ended, if
-    /// the document has not changed since `edits` (the change's own pause precomputes for the
-    /// new text, and a retry must never compute on text the user has left). Whether the job's
-    /// answer makes it unneeded is `job`'s to say, as for any precompute. Like any precompute it
-    /// makes way for requests' jobs in the runtime, so it never holds a request up.
-    fn retry_after(self: &Arc<Self>, uri: Uri, edits: u64, running: Answer) {
+    /// Precomputes the document `key` (named `uri` in the log) again once `running`, the
+    /// request's job it gave way to, has ended, if the document has not changed since `edits`
+    /// (the change's own pause precomputes for the new text, and a retry must never compute on
+    /// text the user has left). Whether the job's answer makes it unneeded is `job`'s to say, as
+    /// for any precompute. Like any precompute it makes way for requests' jobs in the runtime,
+    /// so it never holds a request up.
+    fn retry_after(self: &Arc<Self>, key: DocumentKey, uri: Uri, edits: u64, running: Answer) {
         let next_edits = self.clone();
         tokio::spawn(async move {
             let _ = running.await;
-            if next_edits.stamp(&uri) != edits {
+            if next_edits.stamp(&key) != edits {
                 next_edits.log.debug(|| {
                     format!(
                         "{}: edited while the request's next-edit job ran: not precomputed again",
@@ -578,7 +595,7 @@ impl NextEdits {
             }
             // Boxed: this task is part of `precompute`'s own future.
             next_edits
-                .precompute(uri, "after the request it gave way to")
+                .precompute(key, "after the request it gave way to")
                 .boxed()
                 .await;
         });
@@ -589,12 +606,12 @@ impl NextEdits {
     /// Each report also stops the jobs its history made stale ([`history_is`](Self::history_is)).
     /// Runs until the owner is gone.
     pub async fn precompute_on_changes(self: Arc<Self>, mut changed: UnboundedReceiver<Changed>) {
-        let mut due: HashMap<Uri, (Instant, &'static str)> = HashMap::new();
+        let mut due: HashMap<DocumentKey, (Instant, &'static str)> = HashMap::new();
         loop {
             let next = due.values().map(|(at, _)| *at).min();
             tokio::select! {
                 change = changed.recv() => {
-                    let Some(Changed { uri, accepted, history_generation }) = change else {
+                    let Some(Changed { key, accepted, history_generation }) = change else {
                         return;
                     };
                     self.history_is(history_generation);
@@ -602,27 +619,27 @@ impl NextEdits {
                     let now = Instant::now();
                     match (settings.enabled, accepted, settings.debounce_ms) {
                         (false, _, _) | (true, None, 0) => {
-                            due.remove(&uri);
+                            due.remove(&key);
                         }
                         (true, Some(_), _) => {
-                            due.insert(uri, (now, "after an accepted suggestion"));
+                            due.insert(key, (now, "after an accepted suggestion"));
                         }
                         (true, None, ms) => {
-                            due.insert(uri, (now + Duration::from_millis(ms), "after an edit pause"));
+                            due.insert(key, (now + Duration::from_millis(ms), "after an edit pause"));
                         }
                     }
                 }
                 () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
                     let now = Instant::now();
-                    let ready: Vec<(Uri, &'static str)> = due
+                    let ready: Vec<(DocumentKey, &'static str)> = due
                         .iter()
                         .filter(|(_, (at, _))| *at <= now)
-                        .map(|(uri, (_, why))| (uri.clone(), *why))
+                        .map(|(key, (_, why))| (key.clone(), *why))
                         .collect();
-                    for (uri, why) in ready {
-                        due.remove(&uri);
+                    for (key, why) in ready {
+                        due.remove(&key);
                         let edits = self.clone();
-                        tokio::spawn(async move { edits.precompute(uri, why).await });
+                        tokio::spawn(async move { edits.precompute(key, why).await });
                     }
                 }
             }
@@ -636,7 +653,7 @@ impl NextEdits {
 /// `wanted` flag down, so it makes way for requests as before one joined it).
 pub struct Waiter {
     edits: Arc<NextEdits>,
-    uri: Uri,
+    document: DocumentKey,
     key: u64,
 }
 
@@ -644,14 +661,18 @@ impl Drop for Waiter {
     fn drop(&mut self) {
         let gone = {
             let mut state = self.edits.state();
-            let Some(entry) = state.jobs.get_mut(&self.uri).filter(|e| e.key == self.key) else {
+            let Some(entry) = state
+                .jobs
+                .get_mut(&self.document)
+                .filter(|e| e.key == self.key)
+            else {
                 return;
             };
             entry.waiters = entry.waiters.saturating_sub(1);
             if entry.waiters > 0 || entry.done() {
                 None
             } else if entry.origin == Origin::Request {
-                state.jobs.remove(&self.uri)
+                state.jobs.remove(&self.document)
             } else {
                 entry.wanted.store(false, Ordering::Relaxed);
                 None

@@ -95,6 +95,50 @@ async fn bad_positions_documents_params_and_methods_get_errors_not_crashes() {
     lsp.shutdown().await;
 }
 
+/// A notification whose params do not read (a `uri` with a raw space, or no URI at all) was
+/// dropped by tower-lsp-server without a word: the document never opened and every request on
+/// it failed, with nothing in any log. Each is now a warning naming the method and why; the
+/// server goes on serving.
+#[tokio::test]
+async fn notifications_that_do_not_read_are_warned_about() {
+    const SPACED: &str = "file:///work/demo/src/a b.rs";
+    let lsp = Lsp::start(Start::default()).await;
+    lsp.open(URI, "rust", "fn main() {\n    let x = \n}\n");
+    let warning = |needle: String| {
+        let lsp = &lsp;
+        async move {
+            lsp.wait_for("window/logMessage", |p| {
+                p["message"].as_str().unwrap_or("").contains(&needle)
+            })
+            .await
+        }
+    };
+    lsp.open(SPACED, "rust", "fn main() {}\n");
+    let logged = warning(format!(
+        "textDocument/didOpen ignored: its uri `{SPACED}` is not a URI"
+    ))
+    .await;
+    assert_eq!(logged["type"], json!(2), "a warning: {logged}");
+    // A request naming it is answered with the error, as before.
+    let err = lsp
+        .inline(SPACED, 0, 0, false)
+        .await
+        .answer()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code.0, INVALID_PARAMS, "{err:?}");
+    lsp.change("not a uri", 1, [[0, 0], [0, 0]], "x");
+    warning("textDocument/didChange ignored: its uri `not a uri` is not a URI".into()).await;
+    lsp.notify::<super::client::DidClose>(json!({"textDocument": {"uri": "not a uri"}}));
+    warning("textDocument/didClose ignored: its uri `not a uri` is not a URI".into()).await;
+    lsp.notify::<super::client::DidChange>(
+        json!({"textDocument": {"uri": URI, "version": 1}, "contentChanges": "no"}),
+    );
+    warning("textDocument/didChange ignored: its params do not match the protocol".into()).await;
+    still_answers(&lsp).await;
+    lsp.shutdown().await;
+}
+
 /// The next-edit methods get the same treatment: errors for what names nothing, no edits for
 /// what is merely stale, and the server keeps serving both features.
 #[tokio::test]

@@ -152,6 +152,43 @@ async fn open_edit_complete_and_exit() {
     lsp.shutdown().await;
 }
 
+/// One document however the client escapes its URI: opened with lowercase percent-encoding
+/// and an escaped `-`, asked for, edited and closed under other spellings (uppercase
+/// percent-encoding, `-` itself, the scheme in capitals). The drafts streamed for a request
+/// name the document as that request did.
+#[tokio::test]
+async fn a_document_is_one_however_its_uri_is_escaped() {
+    const OPENED: &str = "file:///work/demo/src/caf%c3%a9%2Dlib.rs";
+    const ASKED: &str = "file:///work/demo/src/caf%C3%A9-lib.rs";
+    const EDITED: &str = "FILE:///work/demo/src/caf%C3%a9%2dlib.rs";
+    let lsp = Lsp::start(Start {
+        options: json!({"effort": "low", "maxTokens": 12, "streamSteps": true}),
+        ..Start::default()
+    })
+    .await;
+    lsp.open(OPENED, "rust", SOURCE);
+    let answer = lsp.inline(ASKED, 3, 17, false).await.answer().await;
+    assert!(answer.is_ok(), "{answer:?}\nstderr:\n{}", lsp.stderr());
+    let drafts = lsp.received("redraft/draftStep");
+    assert!(!drafts.is_empty(), "drafts were streamed");
+    for draft in &drafts {
+        assert_eq!(draft["textDocument"]["uri"], json!(ASKED), "{draft}");
+    }
+    // Line 8 is there only once the edit under a third spelling has applied.
+    lsp.change(EDITED, 1, [[0, 0], [0, 0]], "// sums\n");
+    let answer = lsp.inline(ASKED, 8, 0, false).await.answer().await;
+    assert!(answer.is_ok(), "{answer:?}\nstderr:\n{}", lsp.stderr());
+    lsp.notify::<super::client::DidClose>(json!({"textDocument": {"uri": EDITED}}));
+    let err = lsp
+        .inline(OPENED, 3, 17, false)
+        .await
+        .answer()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code.0, INVALID_PARAMS, "closed: {err:?}");
+    lsp.shutdown().await;
+}
+
 #[tokio::test]
 async fn cancel_request_stops_the_sampler_and_answers_with_the_cancel_error() {
     let lsp = slow_server().await;

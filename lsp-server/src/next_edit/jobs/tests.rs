@@ -18,6 +18,10 @@ fn uri(s: &str) -> Uri {
     s.parse().unwrap()
 }
 
+fn key(s: &str) -> DocumentKey {
+    DocumentKey::parse(s)
+}
+
 /// A server with `URI` open and `w` renamed to `width` on its first line (version 1); no
 /// pause of its own (the tests precompute when they mean to).
 async fn typed() -> (TestServer, Jobs) {
@@ -31,7 +35,7 @@ async fn typed() -> (TestServer, Jobs) {
 async fn precompute(lsp: &TestServer) {
     lsp.server()
         .next_edits
-        .precompute(uri(URI), "after an edit pause")
+        .precompute(key(URI), "after an edit pause")
         .await;
 }
 
@@ -175,7 +179,7 @@ async fn nothing_is_computed_on_a_snapshot_an_edit_a_close_or_a_reopen_made_stal
     let next_edits = lsp.server().next_edits.clone();
     let held = lsp.hold_documents();
     let precomputing =
-        begin(async move { next_edits.precompute(uri(URI), "after an edit pause").await });
+        begin(async move { next_edits.precompute(key(URI), "after an edit pause").await });
     lsp.change(URI, 2, Some([[0, 13], [0, 13]]), "s").await;
     drop(held);
     precomputing.await;
@@ -219,7 +223,7 @@ async fn an_edit_elsewhere_stops_the_next_edits_no_request_can_join_any_more() {
             .next_edits
             .state()
             .jobs
-            .contains_key(&uri(document))
+            .contains_key(&key(document))
     };
     assert!(holds(&lsp, URI), "kept for a request there again");
     lsp.change(OTHER, 2, Some([[0, 0], [0, 0]]), "pub ").await;
