@@ -45,6 +45,28 @@ pub fn file_type_name(file_type: u64) -> Option<&'static str> {
     })
 }
 
+/// The `general.file_type` of a file whose matrices are mostly `dtype`, as llama.cpp guesses it
+/// for a file that states none (a K type as its `_M` mix); `None` for a type no file is of
+/// (Q8_1 and Q8_K are the dot products' scratch types).
+pub fn file_type_of(dtype: GgmlDType) -> Option<u32> {
+    Some(match dtype {
+        GgmlDType::F32 => 0,
+        GgmlDType::F16 => 1,
+        GgmlDType::Q4_0 => 2,
+        GgmlDType::Q4_1 => 3,
+        GgmlDType::Q8_0 => 7,
+        GgmlDType::Q5_0 => 8,
+        GgmlDType::Q5_1 => 9,
+        GgmlDType::Q2K => 10,
+        GgmlDType::Q3K => 12,
+        GgmlDType::Q4K => 15,
+        GgmlDType::Q5K => 17,
+        GgmlDType::Q6K => 18,
+        GgmlDType::BF16 => 32,
+        GgmlDType::Q8_1 | GgmlDType::Q8K => return None,
+    })
+}
+
 /// A tensor type's name (a safetensors checkpoint's `F32`, `F16` and `BF16` are these too).
 pub fn type_name(dtype: GgmlDType) -> &'static str {
     match dtype {
@@ -88,6 +110,16 @@ mod tests {
             assert_eq!(file_type_name(file_type), name, "{file_type}");
         }
         assert_eq!(type_name(GgmlDType::Q4K), "Q4_K");
+        for (dtype, name) in [
+            (GgmlDType::F32, "F32"),
+            (GgmlDType::Q8_0, "Q8_0"),
+            (GgmlDType::Q4K, "Q4_K_M"),
+            (GgmlDType::BF16, "BF16"),
+        ] {
+            let file_type = file_type_of(dtype).unwrap();
+            assert_eq!(file_type_name(u64::from(file_type)), Some(name));
+        }
+        assert_eq!(file_type_of(GgmlDType::Q8K), None);
         assert_eq!(type_name(GgmlDType::Q8_0), "Q8_0");
     }
 }

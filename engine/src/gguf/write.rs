@@ -12,6 +12,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Tensor;
 
 use super::names::{gguf_name, is_query_or_key, rope_pair_rows};
+use super::type_names::file_type_of;
 use super::vocabulary::QWEN2_SPLIT;
 use crate::config::{AttentionPattern, DiffusionSettings, ModelConfig};
 use crate::error::{Error, Result};
@@ -168,9 +169,16 @@ impl GgufWriter {
         &mut self.tensors
     }
 
+    /// Writes the file (beside `path`, then renamed over it). Unless set, `general.file_type`
+    /// is stated from the type most of the matrices' elements are in, as llama.cpp would guess
+    /// it: llama.cpp and Ollama print it as the model's quantization.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let metadata: Vec<(&str, &Value)> =
+        let file_type = Value::U32(self.file_type());
+        let mut metadata: Vec<(&str, &Value)> =
             self.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        if !metadata.iter().any(|(k, _)| *k == FILE_TYPE) {
+            metadata.push((FILE_TYPE, &file_type));
+        }
         let tensors: Vec<(&str, &QTensor)> =
             self.tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
         let tmp = path.with_extension("gguf.tmp");
@@ -192,7 +200,31 @@ impl GgufWriter {
         }
         written
     }
+
+    /// [`file_type_of`] the type that holds the most elements of the matrices (every tensor's
+    /// when there is no matrix); all f32 (0) where that type is no file's.
+    fn file_type(&self) -> u32 {
+        let matrices = self.tensors.iter().any(|(_, t)| t.shape().rank() >= 2);
+        let mut elements: Vec<(GgmlDType, usize)> = Vec::new();
+        for (_, tensor) in &self.tensors {
+            if matrices && tensor.shape().rank() < 2 {
+                continue;
+            }
+            let count = tensor.shape().elem_count();
+            match elements.iter_mut().find(|(d, _)| *d == tensor.dtype()) {
+                Some((_, n)) => *n += count,
+                None => elements.push((tensor.dtype(), count)),
+            }
+        }
+        elements
+            .into_iter()
+            .max_by_key(|&(_, n)| n)
+            .and_then(|(dtype, _)| file_type_of(dtype))
+            .unwrap_or(0)
+    }
 }
+
+const FILE_TYPE: &str = "general.file_type";
 
 /// A byte-level BPE `tokenizer.json` as llama.cpp's `tokenizer.ggml.*` metadata.
 fn vocabulary(json: &str, vocab_size: usize) -> Result<Vec<(String, Value)>> {

@@ -36,6 +36,14 @@ fn converted_models_load_everywhere_and_score_the_same() {
             "",
         ));
     }
+    // Each states its type as llama.cpp names it (where a file states none, llama.cpp guesses
+    // and Ollama shows nothing).
+    for (file, stated) in [(&f32_file, 0), (&q8_file, 7)] {
+        let mut reader = std::fs::File::open(file).unwrap();
+        let content = candle_core::quantized::gguf_file::Content::read(&mut reader).unwrap();
+        let file_type = content.metadata["general.file_type"].to_u32().unwrap();
+        assert_eq!(file_type, stated, "{}", file.display());
+    }
     // `score`, the command's old name, still runs it.
     let embedded = score_lines(&ok(redraft(
         &["score", "--model", path(&small), "--text", path(&text)],
