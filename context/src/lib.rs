@@ -249,8 +249,10 @@ pub fn plan(
     }
 }
 
-/// How far back the bracket context is scanned (from a line start).
-const BRACKET_CONTEXT_BYTES: usize = 256 << 10;
+/// How far back the bracket context is scanned (from the cursor's line start): a text that
+/// starts further back is scanned from a line within reach, which cannot know whether it began
+/// inside a string or comment ([`Plan::line_start_mode`] is then `None`).
+pub const BRACKET_CONTEXT_BYTES: usize = 256 << 10;
 
 /// The scanner's state where the cursor's line starts.
 struct LineStartState {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use redraft_context::edit::{HistoryEdit, TextEdit};
-use redraft_context::{Language, LexMode, Neighbour};
+use redraft_context::{Language, LexMode, Neighbour, BRACKET_CONTEXT_BYTES};
 use redraft_engine::sampler::SamplerConfig;
 use redraft_engine::DeviceSpec;
 use redraft_runtime::metrics::Metrics;
@@ -470,29 +470,39 @@ fn source_text(document: &Snapshot, cursor: usize) -> (String, usize) {
 
 /// Where a huge document's window starts: at `naive` (a line start) unless that lies inside a
 /// comment or string, else at the first line start in code after it, up to `limit` (the
-/// cursor's line start, so the cursor stays inside); only where none is, at the last one before
-/// it. The context layer reads the window as a text of its own, from code: one starting inside
-/// a block comment or a docstring would be lexed inside out (the prose's brackets and quotes
-/// counted, a docstring's closing quotes read as an opener), and so would the brackets open at
-/// the cursor's line and the mode that line starts in, which `finish` cuts the middle by (and
-/// Rust's window is parsed from its start).
+/// cursor's line start, so the cursor stays inside). The context layer reads the window as a
+/// text of its own, from code: one starting inside a block comment or a docstring would be
+/// lexed inside out (the prose's brackets and quotes counted, a docstring's closing quotes read
+/// as an opener), and so would the brackets open at the cursor's line and the mode that line
+/// starts in, which `finish` cuts the middle by (and Rust's window is parsed from its start).
 ///
-/// Later rather than earlier, however near: the context layer scans from the window's start
-/// only while the cursor's line is within its reach (256 KiB, as far as `naive` is from the
-/// cursor), and a start moved earlier is out of it, so its scan would begin at a line inside
-/// the same comment again; a start moved later drops only text no budget reaches.
+/// Where no line start up to the cursor's is in code (the cursor is inside the same comment, or
+/// an unclosed `/*` or quote above it turned the rest inside out while the user types), the
+/// window starts further back than the context layer's scan reaches ([`BRACKET_CONTEXT_BYTES`]
+/// before the cursor's line), so it says no mode rather than a wrong one, and the window stays
+/// a window. Later rather than earlier otherwise: a start moved earlier is out of that reach
+/// too, and one moved later drops only text no budget reaches.
 ///
 /// Rust asks the document's tree; Python, and Rust too large to parse, the context layer's own
-/// lexer ([`LexMode::after`]) over the text before `naive`. Plain text keeps `naive`: the
-/// context layer trusts no lexer there.
+/// lexer ([`LexMode::after`]) over the text before `naive`, up to [`MAX_LEXED_BYTES`]. Plain
+/// text keeps `naive`: the context layer trusts no lexer there.
 fn window_start(document: &Snapshot, naive: usize, limit: usize) -> usize {
     let rope = &document.rope;
-    match (document.language, &document.tree) {
-        (Language::Plain, _) => naive,
+    let later = match (document.language, &document.tree) {
+        (Language::Plain, _) => return naive,
         (Language::Rust, Some(tree)) => start_in_tree(rope, tree, naive, limit),
-        (language, _) => start_lexed(rope, language, naive, limit),
-    }
+        (language, _) if rope.len_bytes() <= MAX_LEXED_BYTES => {
+            start_lexed(rope, language, naive, limit)
+        }
+        _ => return naive,
+    };
+    later.unwrap_or_else(|| line_start(rope, naive.saturating_sub(BRACKET_CONTEXT_BYTES + 1)))
 }
+
+/// The largest document whose window start the lexer looks for: it lexes from the document's
+/// start on every request, 7-17 ms per 5 MB on the 2-core machine (Rust and Python, dev and
+/// release alike), next to a model run of hundreds; a larger one keeps the naive start.
+const MAX_LEXED_BYTES: usize = 8 << 20;
 
 /// The tree-sitter-rust nodes whose text is no code.
 const LITERALS: [&str; 5] = [
@@ -504,53 +514,47 @@ const LITERALS: [&str; 5] = [
 ];
 
 /// [`window_start`] from `tree`: a comment or string that a line start lies inside moves it to
-/// the first line start at or after the literal's end (or, going back, to the line the literal
-/// starts on), and so on while that lies inside another.
-fn start_in_tree(rope: &Rope, tree: &Tree, naive: usize, limit: usize) -> usize {
+/// the first line start at or after the literal's end, and so on while that lies inside
+/// another; `None` past `limit`.
+fn start_in_tree(rope: &Rope, tree: &Tree, naive: usize, limit: usize) -> Option<usize> {
     let mut later = naive;
     while let Some(literal) = literal_around(tree, later) {
         later = next_line_start(rope, literal.end_byte());
         if later > limit {
-            let mut earlier = naive;
-            while let Some(literal) = literal_around(tree, earlier) {
-                earlier = line_start(rope, literal.start_byte());
-            }
-            return earlier;
+            return None;
         }
     }
-    later
+    Some(later)
 }
 
-/// The comment or string of `tree` that `at` lies inside, past its first byte.
+/// The comment or string of `tree` that `at` lies inside, past its first byte: the innermost
+/// one on the way down to the smallest node at `at`. Found from the root down: `Node::parent`
+/// searches from the root each time, so climbing from a leaf costs the depth squared (1.4 s in
+/// a 3 MB file whose unclosed `r#"` left an error tree 6000 deep).
 fn literal_around(tree: &Tree, at: usize) -> Option<Node<'_>> {
-    let mut node = tree.root_node().descendant_for_byte_range(at, at)?;
+    let mut cursor = tree.walk();
+    let mut innermost = None;
     loop {
+        let node = cursor.node();
         if LITERALS.contains(&node.kind()) {
-            return (node.start_byte() < at && at < node.end_byte()).then_some(node);
+            innermost = Some(node);
         }
-        node = node.parent()?;
+        if cursor.goto_first_child_for_byte(at).is_none() || cursor.node().start_byte() > at {
+            break;
+        }
     }
+    innermost.filter(|node| node.start_byte() < at && at < node.end_byte())
 }
 
 /// [`window_start`] from the context layer's lexer: the text before `naive` from the
 /// document's start (a rope chunk of whole lines at a time), then, when `naive` is not in code,
-/// the lines after it up to `limit` one at a time, and where none of them starts in code, the
-/// lines before it from the last chunk start known in code. The scan from the start is not
-/// kept between requests: it takes 7-17 ms per 5 MB (Rust and Python, 2-core machine, dev and
-/// release alike), only for documents over 1 MiB, next to a model run of hundreds.
-fn start_lexed(rope: &Rope, language: Language, naive: usize, limit: usize) -> usize {
+/// the lines after it up to `limit` one at a time; `None` where none of them starts in code.
+fn start_lexed(rope: &Rope, language: Language, naive: usize, limit: usize) -> Option<usize> {
     let mut mode = LexMode::default();
-    let mut last_in_code = 0;
-    feed_lines(rope, 0..naive, Pieces::Chunks, |start, piece| {
-        if mode.in_code() {
-            last_in_code = start;
-        }
+    feed_lines(rope, 0..naive, Pieces::Chunks, |_, piece| {
         mode = mode.after(language, piece);
         ControlFlow::Continue(())
     });
-    if mode.in_code() {
-        return naive;
-    }
     let mut later = None;
     feed_lines(rope, naive..limit, Pieces::Lines, |start, line| {
         if mode.in_code() {
@@ -560,19 +564,7 @@ fn start_lexed(rope: &Rope, language: Language, naive: usize, limit: usize) -> u
         mode = mode.after(language, line);
         ControlFlow::Continue(())
     });
-    if let Some(later) = later.or(mode.in_code().then_some(limit)) {
-        return later;
-    }
-    let mut mode = LexMode::default();
-    let mut earlier = last_in_code;
-    feed_lines(rope, last_in_code..naive, Pieces::Lines, |start, line| {
-        if mode.in_code() {
-            earlier = start;
-        }
-        mode = mode.after(language, line);
-        ControlFlow::Continue(())
-    });
-    earlier
+    later.or(mode.in_code().then_some(limit))
 }
 
 /// How [`feed_lines`] cuts the text.
@@ -690,7 +682,7 @@ mod tests {
         cursor: usize,
         /// `$^`: where the window started before it was moved out of comments and strings.
         naive: usize,
-        /// `$>`: where it should start.
+        /// `$>`: where it should start (where it is in code after `$^`).
         start: usize,
     }
 
@@ -827,11 +819,10 @@ mod tests {
     }
 
     /// The cursor's own line inside the comment or docstring the naive start is in: no line
-    /// after that start begins in code before the cursor, so the window starts at the line the
-    /// literal opens on. The cursor's line is then past the context layer's scan, which says
-    /// no mode rather than a wrong one.
+    /// after that start begins in code before the cursor, so the window starts further back
+    /// than the context layer's scan reaches, which then says no mode rather than a wrong one.
     #[test]
-    fn a_window_whose_cursor_is_in_the_same_literal_starts_where_it_opens() {
+    fn a_window_whose_cursor_is_in_the_same_literal_says_no_mode() {
         let rust = "$>/* A long note.\n   It opens { here\n$^   and a \" goes on past the window's start\n$pad   to the cursor $0\n*/\n";
         let python = "def documented():\n$>    \"\"\"A long note.\n    It opens [ here\n$^    and it's long, past the window's start\n$pad    to the cursor $0\n    \"\"\"\n";
         let cases = RUST_HEADS
@@ -841,12 +832,36 @@ mod tests {
         for huge in cases {
             let (base, plan) = window_plan(&huge);
             let what = (huge.document.language, huge.document.tree.is_some());
-            assert_eq!(
-                base as isize - huge.naive as isize,
-                huge.start as isize - huge.naive as isize,
-                "{what:?}"
-            );
+            assert!(base + BRACKET_CONTEXT_BYTES < huge.naive, "{what:?}");
             assert_eq!(plan.line_start_mode, None, "{what:?}");
+        }
+    }
+
+    /// A window stays a window when no line near the cursor starts in code: the fall-back
+    /// start reaches back only as far as the context layer's scan needs to say no mode.
+    #[test]
+    fn a_window_stays_bounded_when_no_line_before_the_cursor_starts_in_code() {
+        let body = "fn m() -> u32 {\n    let s = \"a { string\";\n    1\n}\n";
+        let cases = [
+            // Rust too large to parse: the lexer's way.
+            ("/* an unclosed comment\n", MAX_PARSED_BYTES + (1 << 20)),
+            // Rust with a tree.
+            ("/* an unclosed comment\n", MAX_SOURCE_BYTES + (1 << 20)),
+            ("const S: &str = \"unclosed\n", MAX_SOURCE_BYTES + (1 << 20)),
+        ];
+        for (head, bytes) in cases {
+            let text = format!("fn a() {{}}\n{head}{}", body.repeat(bytes / body.len()));
+            let uri: tower_lsp_server::ls_types::Uri = "file:///t/huge".parse().unwrap();
+            let document = Document::new(uri, "rust", 0, &text, 0).snapshot();
+            let cursor = text.len() - 1000;
+            let (window, base) = source_text(&document, cursor);
+            let tree = document.tree.is_some();
+            assert!(base <= cursor, "tree {tree}, {head:?}");
+            assert!(
+                window.len() <= 3 * SOURCE_WINDOW_BYTES,
+                "tree {tree}, {head:?}: a window of {} KiB from {base}",
+                window.len() >> 10
+            );
         }
     }
 
@@ -857,6 +872,16 @@ mod tests {
         let fixture = "/* Notes.\n$^$>   a { and a \" in prose.\n*/\n$padfn f() {\n    $0\n}\n";
         let huge = huge("plaintext", MAX_SOURCE_BYTES, fixture, "fn m() {}\n");
         assert_eq!(window_plan(&huge).0, huge.naive);
+    }
+
+    /// Nor is a document too large to lex from its start on every request.
+    #[test]
+    fn a_document_over_the_lexing_limit_keeps_the_naive_start() {
+        let fixture = "def documented():\n    \"\"\"Notes.\n$^    An unbalanced [ and it's prose.\n    \"\"\"\n$>    return 1\n$padx = g(1,\n    $0\n";
+        let lexed = huge("python", MAX_SOURCE_BYTES, fixture, "    prose (\n");
+        assert_eq!(window_plan(&lexed).0, lexed.start);
+        let too_large = huge("python", MAX_LEXED_BYTES, fixture, "    prose (\n");
+        assert_eq!(window_plan(&too_large).0, too_large.naive);
     }
 
     /// Text a line at a time, from the context layer's bracket scanner tests: pieces that a
@@ -880,17 +905,14 @@ mod tests {
     }
 
     /// The oracle of [`start_lexed`]: one scan from the text's start to each line start.
-    fn lexed_start(text: &str, language: Language, naive: usize, limit: usize) -> usize {
+    fn lexed_start(text: &str, language: Language, naive: usize, limit: usize) -> Option<usize> {
         let in_code = |at: usize| LexMode::default().after(language, &text[..at]).in_code();
         if in_code(naive) {
-            return naive;
+            return Some(naive);
         }
-        let starts = line_starts(text);
-        let later = starts
-            .iter()
-            .find(|&&at| naive < at && at <= limit && in_code(at));
-        let earlier = starts.iter().rev().find(|&&at| at < naive && in_code(at));
-        *later.or(earlier).expect("the text starts in code")
+        line_starts(text)
+            .into_iter()
+            .find(|&at| naive < at && at <= limit && in_code(at))
     }
 
     /// Two line starts of `text`, in order: a naive start and the cursor's line.
@@ -900,9 +922,35 @@ mod tests {
         (a.min(b), a.max(b))
     }
 
+    /// The oracle of [`literal_around`]: the smallest node at `at`, then up through its parents
+    /// to the first comment or string (what `e02f0de` did: right, but quadratic in the depth).
+    fn literal_climbing(tree: &Tree, at: usize) -> Option<Node<'_>> {
+        let mut node = tree.root_node().descendant_for_byte_range(at, at)?;
+        loop {
+            if LITERALS.contains(&node.kind()) {
+                return (node.start_byte() < at && at < node.end_byte()).then_some(node);
+            }
+            node = node.parent()?;
+        }
+    }
+
     proptest! {
-        /// The lexer's window start is the first line start in code after the naive one up to
-        /// the cursor's line, else the last one before it, as one scan of the text says.
+        /// Going down from the root finds the comment or string a point lies inside that
+        /// climbing from the smallest node there does, at every char boundary.
+        #[test]
+        fn a_literal_found_from_the_root_is_the_one_found_climbing(text in code_lines()) {
+            let tree = redraft_context::parse_rust(&text).expect("a tree");
+            for at in (0..=text.len()).filter(|&at| text.is_char_boundary(at)) {
+                prop_assert_eq!(
+                    literal_around(&tree, at).map(|node| node.id()),
+                    literal_climbing(&tree, at).map(|node| node.id()),
+                    "at {}", at
+                );
+            }
+        }
+
+        /// The lexer's window start is the first line start in code from the naive one up to
+        /// the cursor's line, as one scan of the text says.
         #[test]
         fn a_lexed_window_start_is_the_nearest_line_start_in_code(
             text in code_lines(),

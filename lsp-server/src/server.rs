@@ -381,6 +381,16 @@ impl LanguageServer for Server {
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let document = params.text_document;
         let key = DocumentKey::of(&document.uri);
+        let open = lock(&self.opened).get(&key).cloned();
+        if let Some(open) = open.filter(|open| *open != document.uri) {
+            self.log.warn(format!(
+                "textDocument/didOpen of {}: the document is open as {}, the same URI escaped \
+                 otherwise; redraft keeps one document under both, this text replaces that one's, \
+                 and a close under either closes it",
+                document.uri.as_str(),
+                open.as_str()
+            ));
+        }
         self.forget(&key, &document.uri);
         lock(&self.opened).insert(key.clone(), document.uri.clone());
         self.next_edits.opened(&key);
@@ -568,5 +578,29 @@ mod tests {
         // Requests with such params are answered with an error, as before.
         let answer = lsp.inline("file:///w/a b.rs", 0, 0).await.answer().await;
         assert_eq!(answer, Err(-32602));
+    }
+
+    /// A second open of one document under another spelling of its URI, without a close, is
+    /// the same document opened again (its text replaced), and the log says so: a close under
+    /// either spelling then closes it.
+    #[tokio::test]
+    async fn an_open_under_another_spelling_of_an_open_document_is_said() {
+        let (mut lsp, _jobs) = TestServer::start(json!({})).await;
+        lsp.open("file:///w/caf%c3%a9.rs", "fn a() {}\n").await;
+        lsp.open("file:///w/caf%c3%a9.rs", "fn b() {}\n").await;
+        lsp.open("file:///w/caf%C3%A9.rs", "fn c() {}\n").await;
+        let line = lsp
+            .wait_for_log("the document is open as file:///w/caf%c3%a9.rs")
+            .await;
+        assert!(
+            line.starts_with("textDocument/didOpen of file:///w/caf%C3%A9.rs"),
+            "{line}"
+        );
+        let said = lsp
+            .logs()
+            .iter()
+            .filter(|l| l.contains("is open as"))
+            .count();
+        assert_eq!(said, 1, "an open under the same spelling says nothing");
     }
 }

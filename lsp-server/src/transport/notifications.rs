@@ -9,8 +9,9 @@
 //!
 //! Checked: the notifications the server acts on whose params tower-lsp-server reads into a
 //! type, read here into that same type (`textDocument/didFocus` and `didShowInlineEdit` take any
-//! JSON, and change nothing). That reads a `didOpen`'s text once more, a copy on the dispatcher
-//! (milliseconds for tens of megabytes).
+//! JSON, and change nothing). That reads a `didOpen`'s or full `didChange`'s text once more, a
+//! copy on the dispatcher: 3.5 ms for a 5 MB document, ~30 ms for 50 MB (reading the frame
+//! itself takes ~120 ms there).
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
