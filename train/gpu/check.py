@@ -93,7 +93,8 @@ def canvases(pack_dir: str, request: dict) -> dict:
     longer than it) and how many full canvases are shorter than the plan (none should be); for
     FIM also the lengths of the canvases that hold their middle and EOS, how many of the 16-slot
     ones hold a middle of at most 3 tokens (the engine plans 16 for the rest of a line, however
-    short), and how many examples a sequence holds."""
+    short), how many examples a sequence holds and the share of its positions they fill with
+    their separators (`filled`; the rest is unmasked stream context)."""
     import numpy as np
 
     from data import BatchMaker, DataConfig, Pack, planned_edit_canvas
@@ -104,11 +105,12 @@ def canvases(pack_dir: str, request: dict) -> dict:
     kind = request.get("kind", "fim")
     made = {"fim": maker.fim_canvases, "edit": maker.edit_canvases}[kind]
     eos = pack.eos_id
-    count = full = eos_in_full = outgrown = below_plan = short_in_16 = 0
+    count = full = eos_in_full = outgrown = below_plan = short_in_16 = tokens = 0
     lengths: dict[int, int] = {}
     for ids, start, length in made(np.random.default_rng(request.get("seed", 0)), request["sequences"]):
         canvas = ids[start : start + length]
         count += 1
+        tokens += len(ids)
         if canvas[-1] == eos:
             lengths[length] = lengths.get(length, 0) + 1
             short_in_16 += length == 16 and canvas.index(eos) <= 3
@@ -122,7 +124,9 @@ def canvases(pack_dir: str, request: dict) -> dict:
             outgrown += canvas.index(eos) >= planned
     return {"canvases": count, "full": full, "eos_in_full": eos_in_full, "outgrown": outgrown,
             "below_plan": below_plan, "lengths": {str(k): v for k, v in sorted(lengths.items())},
-            "short_in_16": short_in_16, "per_sequence": count / max(1, request["sequences"])}
+            "short_in_16": short_in_16, "per_sequence": count / max(1, request["sequences"]),
+            "filled": (tokens + count - request["sequences"]) / (request["sequences"] * request["seq_len"])
+            if kind == "fim" else None}
 
 
 def edit_plans(tokenizer_json: str, request: dict) -> dict:

@@ -23,8 +23,9 @@ against 500 masked plain tokens):
   on" (a token in a canvas's last slot grows it, `Sampler::grow`): the engine plans 16, 24 or 48
   slots by the unit at the cursor, and ~7% of single lines of the validation crates are longer
   than the slots planned for them. A sequence holds as many examples as fit, each context budget
-  drawn from `fim_budgets`, the last one taking what is left (`fim_tail_budget`); anything
-  shorter left after them is unmasked context from the stream;
+  drawn from `fim_budgets`, the last one taking what is left (`fim_tail_budget`); an example's
+  place is its budget and the longest canvas, a shorter canvas leaving its slots to the
+  context; what is left after them (~1%) is unmasked context from the stream;
 - edit: next-edit sequences from the pack, then unmasked stream context. The pack's canvases
   always hold the whole new region and EOS; the engine plans an edit's canvas from the old
   region's length (`canvas_length`) and grows it when the model writes a token in its last slot,
@@ -301,8 +302,9 @@ class DataConfig:
     # Context budgets a FIM example is given (its sequence holds as many as fit).
     fim_budgets: tuple = (192, 448, 960)
     # When no budget fits what is left of a sequence, one more example takes all of it as its
-    # context if that is at least this many tokens: 2.5 examples a sequence instead of 1.8, and
-    # no unmasked filler (a sixth of the FIM sequences' positions was, trained on nothing).
+    # context if that is at least this many tokens: 2.35 examples a sequence instead of 1.75 on
+    # the pack. With a short canvas's slots left to the context, 1% of the FIM sequences'
+    # positions is unmasked filler (a file too short for its budget), against a fifth before.
     fim_tail_budget: int = 128
 
 
@@ -491,7 +493,11 @@ class BatchMaker:
             if not at_end:
                 suffix = suffix[:-8]
             canvas_len = self._canvas_len(rng, len(middle))
-            ids, canvas_start = fim_layout(prefix, middle, suffix, canvas_len, budget, self.pack.eos_id)
+            # The example's place in the sequence is its budget and the longest canvas: a
+            # shorter canvas leaves its slots to the context, as the engine gives the context
+            # whatever positions the canvas does not take.
+            context = budget + cfg.max_canvas - canvas_len
+            ids, canvas_start = fim_layout(prefix, middle, suffix, canvas_len, context, self.pack.eos_id)
             out[s].append((ids, canvas_start, canvas_len))
         return out
 
