@@ -494,14 +494,16 @@ fn window_start(document: &Snapshot, naive: usize, limit: usize) -> usize {
         (language, _) if rope.len_bytes() <= MAX_LEXED_BYTES => {
             start_lexed(rope, language, naive, limit)
         }
-        _ => return naive,
+        // Not lexed: its mode is not known, so none is said.
+        _ => None,
     };
     later.unwrap_or_else(|| line_start(rope, naive.saturating_sub(BRACKET_CONTEXT_BYTES + 1)))
 }
 
 /// The largest document whose window start the lexer looks for: it lexes from the document's
 /// start on every request, 7-17 ms per 5 MB on the 2-core machine (Rust and Python, dev and
-/// release alike), next to a model run of hundreds; a larger one keeps the naive start.
+/// release alike), next to a model run of hundreds. A larger one's window starts out of the
+/// context layer's reach, which then says no mode.
 const MAX_LEXED_BYTES: usize = 8 << 20;
 
 /// The tree-sitter-rust nodes whose text is no code.
@@ -874,14 +876,19 @@ mod tests {
         assert_eq!(window_plan(&huge).0, huge.naive);
     }
 
-    /// Nor is a document too large to lex from its start on every request.
+    /// Nor is a document too large to lex from its start on every request: its window starts
+    /// out of the context layer's reach, which says no mode rather than a wrong one.
     #[test]
-    fn a_document_over_the_lexing_limit_keeps_the_naive_start() {
+    fn a_document_over_the_lexing_limit_says_no_mode() {
         let fixture = "def documented():\n    \"\"\"Notes.\n$^    An unbalanced [ and it's prose.\n    \"\"\"\n$>    return 1\n$padx = g(1,\n    $0\n";
         let lexed = huge("python", MAX_SOURCE_BYTES, fixture, "    prose (\n");
-        assert_eq!(window_plan(&lexed).0, lexed.start);
+        let (base, plan) = window_plan(&lexed);
+        assert_eq!(base, lexed.start);
+        assert_eq!(plan.line_start_mode.map(LexMode::in_code), Some(true));
         let too_large = huge("python", MAX_LEXED_BYTES, fixture, "    prose (\n");
-        assert_eq!(window_plan(&too_large).0, too_large.naive);
+        let (base, plan) = window_plan(&too_large);
+        assert!(base + BRACKET_CONTEXT_BYTES < too_large.naive);
+        assert_eq!(plan.line_start_mode, None);
     }
 
     /// Text a line at a time, from the context layer's bracket scanner tests: pieces that a

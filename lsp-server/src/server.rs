@@ -384,9 +384,9 @@ impl LanguageServer for Server {
         let open = lock(&self.opened).get(&key).cloned();
         if let Some(open) = open.filter(|open| *open != document.uri) {
             self.log.warn(format!(
-                "textDocument/didOpen of {}: the document is open as {}, the same URI escaped \
-                 otherwise; redraft keeps one document under both, this text replaces that one's, \
-                 and a close under either closes it",
+                "textDocument/didOpen of {}: the document is open as {}, the same URI spelled \
+                 otherwise (escapes, or the scheme's or host's case); redraft keeps one document \
+                 under both, this text replaces that one's, and a close under either closes it",
                 document.uri.as_str(),
                 open.as_str()
             ));

@@ -170,8 +170,10 @@ impl GgufWriter {
     }
 
     /// Writes the file (beside `path`, then renamed over it). Unless set, `general.file_type`
-    /// is stated from the type most of the matrices' elements are in, as llama.cpp would guess
-    /// it: llama.cpp and Ollama print it as the model's quantization.
+    /// is stated from the type most of the matrices' elements are in (llama.cpp guesses from
+    /// the type most tensors are in, norms included, which can say F32 for a quantized model),
+    /// named as llama.cpp names that type's file: llama.cpp and Ollama print it as the model's
+    /// quantization.
     pub fn write(&self, path: &Path) -> Result<()> {
         let file_type = Value::U32(self.file_type());
         let mut metadata: Vec<(&str, &Value)> =

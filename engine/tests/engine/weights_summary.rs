@@ -82,15 +82,16 @@ fn a_sharded_directory_counts_its_index_and_shards() {
 }
 
 /// A GGUF's `general.file_type` says what llama.cpp made of it (a Q4_K_M file mixes Q4_K and
-/// Q6_K matrices, which their count alone would call Q4_K); without one, or with a number or a
-/// value llama.cpp never wrote, its matrices say. A `redraft.json` or `tokenizer.json` beside
-/// it is read with it, so counted; a `config.json` is not.
+/// Q6_K matrices, which their count alone would call Q4_K); with a number or a value llama.cpp
+/// never wrote, its matrices say (a file stating none is runtime's `model_details` test: the
+/// `GgufWriter` states one unless told, Q8_0's 7 here). A `redraft.json` or `tokenizer.json`
+/// beside it is read with it, so counted; a `config.json` is not.
 #[test]
 fn a_gguf_is_named_by_its_file_type_else_by_its_matrices() {
     let (config, tensors) = default_tensors();
     let gguf = || model_gguf("dream", &config, &tensors, GgmlDType::Q8_0);
     for (stated, file_type, name) in [
-        (None, None, "Q8_0"),
+        (None, Some(7), "Q8_0"),
         (Some(Value::U32(15)), Some(15), "Q4_K_M"),
         (Some(Value::I32(1)), Some(1), "F16"),
         (Some(Value::U32(999)), Some(999), "Q8_0"),
