@@ -28,7 +28,6 @@ pub struct Snapshot {
     /// As the client spelled it when it opened the document: what the server says of the
     /// document on its own names it so (and the runtime's caches are kept under it).
     pub uri: Uri,
-    pub key: DocumentKey,
     pub version: i32,
     /// As the client named it (the enabled-languages setting matches on it).
     pub language_id: String,
@@ -76,7 +75,6 @@ pub struct Applied {
 
 pub struct Document {
     uri: Uri,
-    key: DocumentKey,
     version: i32,
     language_id: String,
     language: Language,
@@ -106,7 +104,6 @@ impl Document {
             Syntax { parser, tree: None }
         });
         let mut document = Document {
-            key: DocumentKey::of(&uri),
             uri,
             version,
             language_id: language_id.to_string(),
@@ -132,8 +129,8 @@ impl Document {
         &self.uri
     }
 
-    pub fn key(&self) -> &DocumentKey {
-        &self.key
+    pub fn key(&self) -> DocumentKey {
+        DocumentKey::of(&self.uri)
     }
 
     pub fn version(&self) -> i32 {
@@ -300,7 +297,6 @@ impl Document {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             uri: self.uri.clone(),
-            key: self.key.clone(),
             version: self.version,
             language_id: self.language_id.clone(),
             language: self.language,

@@ -270,7 +270,7 @@ impl Owner {
             } => {
                 let document = Document::new(uri, &language_id, version, &text, self.seq);
                 // Opened again without a close: the old one's history goes with it.
-                let replaced = self.documents.insert(document.key().clone(), document);
+                let replaced = self.documents.insert(document.key(), document);
                 if replaced.is_some_and(|old| old.history().groups().len() > 0) {
                     self.history_generation += 1;
                 }

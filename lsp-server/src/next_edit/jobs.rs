@@ -358,7 +358,7 @@ impl NextEdits {
         origin: Origin,
         stream: Option<JobStream>,
     ) -> Result<(Answer, Option<Waiter>), NotStarted> {
-        let document = snapshots.document.key.clone();
+        let document = DocumentKey::of(&snapshots.document.uri);
         let uri = snapshots.document.uri.clone();
         let version = snapshots.document.version;
         let edited_at = snapshots.document.edited_at;
