@@ -86,24 +86,25 @@ def attention_paths(_: str, request: dict) -> dict:
 
 
 def canvases(pack_dir: str, request: dict) -> dict:
-    """The FIM or next-edit (`kind`) canvases of `sequences` training sequences (edit: examples)
-    made with `overflow`: how many, how many hold a token in their last slot (no EOS: planned too
+    """The FIM or next-edit (`kind`) canvases of `sequences` training sequences made with
+    `overflow`: how many, how many hold a token in their last slot (no EOS: planned too
     short), and how many of those hold an EOS anywhere (none should); for next edits also how
     many outgrow the engine's plan (a canvas that held the whole new region and EOS would be
     longer than it) and how many full canvases are shorter than the plan (none should be); for
-    FIM also the lengths of the canvases that hold their middle and EOS, how many of the 16-slot
-    ones hold a middle of at most 3 tokens (the engine plans 16 for the rest of a line, however
-    short), how many examples a sequence holds and the share of its positions they fill with
-    their separators (`filled`; the rest is unmasked stream context)."""
+    FIM also the lengths of the canvases that hold their middle and EOS and how many of the
+    16-slot ones hold a middle of at most 3 tokens (the engine plans 16 for the rest of a line,
+    however short); for both, how many examples a sequence holds and the share of its positions
+    they fill with their separators (`filled`; the rest is unmasked stream context)."""
     import numpy as np
 
     from data import BatchMaker, DataConfig, Pack, planned_edit_canvas
 
     pack = Pack(pack_dir)
-    config = DataConfig(seq_len=request["seq_len"], overflow=request["overflow"])
+    config = DataConfig(seq_len=request["seq_len"], overflow=request["overflow"],
+                        edit_tries=request.get("edit_tries", DataConfig.edit_tries))
     maker = BatchMaker(pack, request.get("split", "train"), config, seed=request.get("seed", 0))
     kind = request.get("kind", "fim")
-    made = {"fim": maker.fim_canvases, "edit": maker.edit_canvases}[kind]
+    made = {"fim": maker.fim_canvases, "edit": maker.edit_sequence_canvases}[kind]
     eos = pack.eos_id
     count = full = eos_in_full = outgrown = below_plan = short_in_16 = tokens = 0
     lengths: dict[int, int] = {}
@@ -125,8 +126,7 @@ def canvases(pack_dir: str, request: dict) -> dict:
     return {"canvases": count, "full": full, "eos_in_full": eos_in_full, "outgrown": outgrown,
             "below_plan": below_plan, "lengths": {str(k): v for k, v in sorted(lengths.items())},
             "short_in_16": short_in_16, "per_sequence": count / max(1, request["sequences"]),
-            "filled": (tokens + count - request["sequences"]) / (request["sequences"] * request["seq_len"])
-            if kind == "fim" else None}
+            "filled": (tokens + count - request["sequences"]) / (request["sequences"] * request["seq_len"])}
 
 
 def edit_plans(tokenizer_json: str, request: dict) -> dict:

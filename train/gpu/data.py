@@ -306,6 +306,10 @@ class DataConfig:
     # the pack. With a short canvas's slots left to the context, 1% of the FIM sequences'
     # positions is unmasked filler (a file too short for its budget), against a fifth before.
     fim_tail_budget: int = 128
+    # A next edit too long for what is left of its sequence is put back and another drawn, this
+    # many times (the pack's are 306-578 tokens, p10-p90): 2.15 edits a sequence and 12% of its
+    # positions unmasked filler, against 1.87 and 22% when the first that did not fit ended it.
+    edit_tries: int = 8
 
 
 @dataclass
@@ -400,15 +404,16 @@ class BatchMaker:
         return tokens, maskable
 
     def _edit_sequence(self, rng) -> list[tuple[list[int], int, int]]:
-        pieces, used = [], 0
-        for _ in range(8):
+        """Next edits drawn for one sequence, as many as fit: a draw too long for what is left is
+        put back and another drawn, up to `edit_tries` times (`DataConfig`)."""
+        pieces, used, misses = [], 0, 0
+        while misses < self.config.edit_tries and self.config.seq_len - used >= 128:
             ids, canvas_start, canvas_len = self._edit_example(rng)
             if used + len(ids) + 1 > self.config.seq_len:
-                break
+                misses += 1
+                continue
             pieces.append((ids, canvas_start, canvas_len))
             used += len(ids) + 1
-            if self.config.seq_len - used < 128:
-                break
         return pieces
 
     def _edit_example(self, rng, outgrown_short: float = OUTGROWN_SHORT) -> tuple[list[int], int, int]:
@@ -442,6 +447,14 @@ class BatchMaker:
             return
         for _ in range(count):
             yield self._edit_example(rng, outgrown_short)
+
+    def edit_sequence_canvases(self, rng, count: int):
+        """The next edits of `count` sequences as training packs them, one by one (what the
+        checks of the canvases read, as `fim_canvases`)."""
+        if len(self.edits) == 0:
+            return
+        for _ in range(count):
+            yield from self._edit_sequence(rng)
 
     def _fim_sequences(self, rng, count: int) -> list[list[tuple[list[int], int, int]]]:
         """`count` sequences of FIM examples. Tokenizing is batched: windows of files are decoded
