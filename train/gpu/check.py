@@ -85,6 +85,44 @@ def attention_paths(_: str, request: dict) -> dict:
     }
 
 
+def compiled_trunk(_: str, request: dict) -> dict:
+    """A random trunk's hidden states and gradients eager and through `model.compiled_trunk`
+    (with `backend`, `aot_eager` by default: the graphs Inductor would compile, without its
+    code generation), and how many graphs the compiler made for its layers (one: the layers
+    share it, so a cold start compiles one layer)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from model import DiffusionCoder, ModelShape, compiled_trunk as compile_layers
+
+    torch.manual_seed(request.get("seed", 0))
+    shape = ModelShape(hidden_size=128, num_hidden_layers=3, intermediate_size=256, vocab_size=512,
+                       max_position_embeddings=128)
+    model = DiffusionCoder(shape)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.05)
+    ids = torch.randint(0, shape.vocab_size, (2, 96))
+
+    def run(trunk):
+        model.zero_grad(set_to_none=True)
+        hidden = trunk(ids)
+        hidden.square().mean().backward()
+        return hidden.detach(), torch.cat([p.grad.flatten() for p in model.model.parameters()])
+
+    eager, eager_grads = run(model.model)
+    counters.clear()
+    compiled, compiled_grads = run(compile_layers(model.model, request.get("backend", "aot_eager")))
+    return {
+        "largest_difference": float((eager - compiled).abs().max()),
+        "largest_output": float(eager.abs().max()),
+        "largest_grad_difference": float((eager_grads - compiled_grads).abs().max()),
+        "largest_grad": float(eager_grads.abs().max()),
+        "graphs": int(counters["stats"]["unique_graphs"]),
+        "layers": shape.num_hidden_layers,
+    }
+
+
 def canvases(pack_dir: str, request: dict) -> dict:
     """The FIM or next-edit (`kind`) canvases of `sequences` training sequences made with
     `overflow`: how many, how many hold a token in their last slot (no EOS: planned too
@@ -226,6 +264,7 @@ def main() -> int:
         "logits": logits,
         "fim-layouts": fim_layouts,
         "attention-paths": attention_paths,
+        "compiled-trunk": compiled_trunk,
         "canvases": canvases,
         "edit-plans": edit_plans,
         "canvas-ends": canvas_ends,

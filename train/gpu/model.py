@@ -10,6 +10,7 @@ Parameter names are the checkpoint names the engine loads (`model.layers.N.self_
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 
@@ -154,11 +155,21 @@ class Trunk(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, layers=None) -> torch.Tensor:
+        """`layers`: what runs each of `self.layers` (`compiled_trunk`'s compiled ones)."""
         x = self.embed_tokens(ids)
-        for layer in self.layers:
+        for layer in layers or self.layers:
             x = layer(x, self.rope_cos, self.rope_sin)
         return self.norm(x)
+
+
+def compiled_trunk(trunk: Trunk, backend: str = "inductor"):
+    """`trunk` with each layer compiled (torch.compile), the embedding and final norm eager: the
+    layers share one compiled graph, so the compiler's cold start is one layer's forward and
+    backward, not the whole trunk's (on the CPU, default preset, 256 tokens, cold caches: 23 s
+    against 32-33 s for the first step, the same ~0.24 s a step after)."""
+    layers = [torch.compile(layer, backend=backend) for layer in trunk.layers]
+    return functools.partial(trunk.forward, layers=layers)
 
 
 class DiffusionCoder(nn.Module):

@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from model import DiffusionCoder  # noqa: E402
+from model import DiffusionCoder, compiled_trunk  # noqa: E402
 from train import PRESETS, optimizers, train_step  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def main() -> int:
     cuda = device.type == "cuda"
     shape = PRESETS[args.preset]["shape"]
     model = DiffusionCoder(shape).to(device)
-    trunk = torch.compile(model.model) if args.compile else model.model
+    trunk = compiled_trunk(model.model) if args.compile else model.model
     opts = optimizers(model, args, fused=cuda)
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=cuda)
     t = shape.max_position_embeddings

@@ -14,7 +14,7 @@ A step that runs out of GPU memory (a card smaller than planned, attention that 
 unfused kernel, an eager trunk) halves the batch and the run goes on from the next step
 (`out_of_memory` in the log); the step records carry the peak GPU memory.
 
-Speed: bf16 autocast over f32 master weights, flash SDPA (bidirectional), the trunk compiled,
+Speed: bf16 autocast over f32 master weights, flash SDPA (bidirectional), the trunk's layers compiled,
 logits only at masked positions (gathered by indices the data workers compute, so a step never
 waits on the host), Muon for the trunk's matrices and fused AdamW for embeddings, head and norms,
 batches made by worker processes ahead of the GPU. It reports tokens/s and model FLOP utilisation
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from data import KINDS, BatchMaker, DataConfig, Pack, decompress  # noqa: E402
 from export import export, load, log_json  # noqa: E402
-from model import DiffusionCoder, ModelShape, group_attention_heads, grouped_attention_fused  # noqa: E402
+from model import DiffusionCoder, ModelShape, compiled_trunk, group_attention_heads, grouped_attention_fused  # noqa: E402
 
 PRESETS = {
     # ~27M parameters (19M in the trunk): sized for ~7 minutes on one H200 and for a CPU
@@ -322,7 +322,7 @@ def main(argv=None) -> int:
     compile_error = None
     if not args.no_compile:
         try:
-            trunk = torch.compile(model.model, backend=args.compile_backend)
+            trunk = compiled_trunk(model.model, args.compile_backend)
         except Exception as error:  # an unknown backend: the run goes on eager
             compile_error = error
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=cuda)

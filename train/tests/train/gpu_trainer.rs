@@ -596,6 +596,32 @@ fn repeated_key_value_heads_compute_the_grouped_attention() {
     );
 }
 
+/// The trainer compiles the trunk layer by layer (`model.compiled_trunk`): the same hidden
+/// states and gradients as the eager trunk, and one graph for all the layers, so the compiler's
+/// cold start (counted against the window) is one layer's, not one per layer.
+#[test]
+fn the_compiled_layers_compute_the_eager_trunk_and_share_one_graph() {
+    let answer: Value = serde_json::from_str(&run_python(
+        "check.py",
+        &["compiled-trunk", "-"],
+        Some(&json!({"seed": 5})),
+    ))
+    .unwrap();
+    let number = |key: &str| answer[key].as_f64().unwrap();
+    assert!(
+        number("largest_output") > 0.0
+            && number("largest_difference") <= 1e-5 * number("largest_output").max(1.0),
+        "{answer}"
+    );
+    assert!(
+        number("largest_grad") > 0.0
+            && number("largest_grad_difference") <= 1e-5 * number("largest_grad").max(1e-3),
+        "{answer}"
+    );
+    assert!(answer["layers"].as_u64().unwrap() > 1, "{answer}");
+    assert_eq!(answer["graphs"], 1, "{answer}");
+}
+
 /// A FIM canvas's length says nothing of its middle but that it fits: the lengths are the
 /// engine's plans (16, 24, 48 slots) or the longest, or any length up to it, never the smallest
 /// that holds the middle (the engine's plan cannot know it), so a 16-slot canvas often holds a
@@ -643,8 +669,10 @@ fn next_edit_sequences_draw_again_for_the_room_left() {
             // The test pack's edits are at most 255 tokens: at 700, two fit and a third only
             // where the room left is enough for it (2.16 a sequence without drawing again, 2.39
             // with).
-            Some(&json!({"kind": "edit", "seq_len": 700, "overflow": 0.0, "sequences": 200,
-                         "edit_tries": tries})),
+            Some(
+                &json!({"kind": "edit", "seq_len": 700, "overflow": 0.0, "sequences": 200,
+                         "edit_tries": tries}),
+            ),
         ))
         .unwrap()
     };
@@ -654,7 +682,10 @@ fn next_edit_sequences_draw_again_for_the_room_left() {
         number(&again, "per_sequence") > number(&once, "per_sequence") + 0.1,
         "{once}\n{again}"
     );
-    assert!(number(&again, "filled") > number(&once, "filled"), "{once}\n{again}");
+    assert!(
+        number(&again, "filled") > number(&once, "filled"),
+        "{once}\n{again}"
+    );
     assert!(number(&again, "filled") <= 1.0, "{again}");
 }
 
