@@ -588,7 +588,9 @@ impl<'a> Sampler<'a> {
                 || self.banned.get(id).copied().unwrap_or(false)
                 || (!end_allowed && self.is_end(id as u32))
         };
-        let temperature = if force_argmax {
+        // A temperature so small that its inverse is no f32 (below ~3e-39) samples as greedily
+        // as it would in exact arithmetic.
+        let temperature = if force_argmax || !(1.0 / config.temperature).is_finite() {
             0.0
         } else {
             config.temperature
@@ -598,16 +600,16 @@ impl<'a> Sampler<'a> {
         } else {
             1.0
         };
-        // One pass for both maxima: the tempered one the sampling distribution is taken from,
-        // and the model's own (temperature 1), for the probability a committed token reports.
         let untempered = scale != 1.0;
-        let (max, raw_max) = logits
+        let raw_max = logits
             .iter()
             .enumerate()
             .filter(|(id, _)| !suppressed(*id))
-            .fold((f32::NEG_INFINITY, f32::NEG_INFINITY), |(m, r), (_, &l)| {
-                (m.max(l * scale), r.max(l))
-            });
+            .fold(f32::NEG_INFINITY, |m, (_, &l)| m.max(l));
+        // The tempered distribution from each logit's distance to the model's own maximum, so a
+        // large scale cannot overflow (the maximum's exponent is 0 at any temperature), and
+        // the model's own total (temperature 1) in the same pass, for the probability a
+        // committed token reports.
         let mut raw_total = 0.0f32;
         let mut probs: Vec<f32> = logits
             .iter()
@@ -619,7 +621,7 @@ impl<'a> Sampler<'a> {
                     if untempered {
                         raw_total += (l - raw_max).exp();
                     }
-                    (l * scale - max).exp()
+                    ((l - raw_max) * scale).exp()
                 }
             })
             .collect();

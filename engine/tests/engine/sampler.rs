@@ -1823,6 +1823,28 @@ fn temperature_zero_is_greedy_whatever_the_seed() {
     assert_eq!(sample_flat(0.0, 7), vec![A; 8]);
 }
 
+/// A temperature near zero is greedy, down to the smallest an f32 holds: the tempered
+/// distribution cannot overflow (it came out all NaN below ~1e-38, and the canvas kept its
+/// masks). Each committed token still reports the model's own probability.
+#[test]
+fn a_tiny_temperature_samples_the_argmax() {
+    for temperature in [1e-3, 1e-30, 1e-38, 1e-39, 1e-45] {
+        for seed in 0..3 {
+            let out = sampling(temperature, seed).run(&unsure_rows(4), &[canvas(&[], 4, &[])]);
+            assert_eq!(
+                out.tokens(),
+                [vec![A, B, C, D]],
+                "temperature {temperature}, seed {seed}"
+            );
+            let probabilities = &out.sampled().infills[0].probabilities;
+            assert!(
+                probabilities.iter().all(|p| (p - 0.3).abs() < 1e-4),
+                "temperature {temperature}: {probabilities:?}"
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Invalid requests.
 
