@@ -6,7 +6,7 @@
 
 mod next_edit;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -22,14 +22,17 @@ use redraft_runtime::sampler_args::{parse_probability, SamplerArgs};
 
 /// Where to complete is said once: `--file` with `--line` and `--column`, `--prefix-file`
 /// (with `--suffix-file` if wanted), or `--stdin-json`. A flag that would be ignored (a
-/// `--line` without `--file`, a `--history` beside `--stdin-json`) is refused by clap, so a
-/// mistake on the command line is always exit status 2, before anything is read.
+/// `--line` without `--file`, a `--history` beside `--stdin-json`, a fill-in-the-middle flag
+/// with `--next-edit` or a next-edit flag without it, a `--canvas-tokens` over `--max-tokens`)
+/// is refused as clap refuses it, so a mistake on the command line is always exit status 2,
+/// before anything is read.
 #[derive(clap::Args)]
 #[command(group(
     clap::ArgGroup::new("input")
         .required(true)
         .args(["file", "prefix_file", "stdin_json"])
 ))]
+#[command(mut_args(next_edit_only))]
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
@@ -65,11 +68,11 @@ pub struct Args {
     stdin_json: bool,
     /// Suggest the next edit near the cursor instead of filling in at it: prints the edit as a
     /// unified diff (nothing when the model sees no edit to make).
-    #[arg(long, conflicts_with_all = ["prefix_file", "suffix_file", "canvas_tokens"])]
+    #[arg(long, conflicts_with_all = FILL_IN_ONLY)]
     next_edit: bool,
     /// The recent edits, oldest first, as unified diffs (`git diff` output), for --next-edit
     /// with --file (--stdin-json carries its own `history`).
-    #[arg(long, requires = "next_edit", conflicts_with = "stdin_json")]
+    #[arg(long, conflicts_with = "stdin_json")]
     history: Option<PathBuf>,
     /// Longest middle in tokens, the editor's `maxTokens` (the syntax around the cursor usually
     /// asks for less; the model may end earlier with EOS).
@@ -101,6 +104,37 @@ pub struct Args {
     /// tokens per forward, timings) instead of the text.
     #[arg(long)]
     json: bool,
+}
+
+/// The flags only a fill-in-the-middle request reads: each refuses `--next-edit`.
+const FILL_IN_ONLY: [&str; 5] = [
+    "prefix_file",
+    "suffix_file",
+    "canvas_tokens",
+    "raw",
+    "min_confidence",
+];
+
+/// The flags only a next-edit request reads (the last four are the shared decoding flags'):
+/// each requires `--next-edit` ([`next_edit_only`]).
+const NEXT_EDIT_ONLY: [&str; 5] = [
+    "history",
+    "draft_tau",
+    "no_draft",
+    "max_change",
+    "min_edit_confidence",
+];
+
+/// A flag of [`NEXT_EDIT_ONLY`] requires `--next-edit`, and refuses the flags that refuse
+/// `--next-edit`: clap waives a requirement that conflicts with a flag given (`--next-edit`
+/// beside `--prefix-file`), so a requirement alone would let `--prefix-file P --max-change 1`
+/// through, the flag unread.
+fn next_edit_only(arg: clap::Arg) -> clap::Arg {
+    if NEXT_EDIT_ONLY.contains(&arg.get_id().as_str()) {
+        arg.requires("next_edit").conflicts_with_all(FILL_IN_ONLY)
+    } else {
+        arg
+    }
 }
 
 /// A count that starts at 1 (lines, columns, tokens).
@@ -150,7 +184,7 @@ impl Args {
             return Ok(Document {
                 text,
                 cursor,
-                language: Language::from_file_name(file),
+                language: language_of_file(file, Language::UNSAID),
             });
         }
         if self.stdin_json {
@@ -180,7 +214,7 @@ impl Args {
             return Ok(Document::new(
                 read_text(prefix)?,
                 &suffix,
-                Language::from_file_name(prefix),
+                language_of_file(prefix, Language::UNSAID),
             ));
         }
         bail!("say where to complete: --file F --line L --column C, --prefix-file P [--suffix-file S], or --stdin-json")
@@ -192,10 +226,30 @@ impl Args {
 fn language_of_id(id: &str) -> Language {
     let language = Language::from_lsp_id(id);
     if language.lsp_id() != id {
-        eprintln!(
+        note(format_args!(
             "redraft complete: language `{id}` is not one redraft knows the syntax of (rust, \
              python); read as plain text"
-        );
+        ));
+    }
+    language
+}
+
+/// The language of a source file by its extension, in any case (`.RS` is Rust, as editors read
+/// it), or `unnamed` for a name without one. An extension the context layer does not know is
+/// plain text, said on stderr as an unknown `language` id is (`.txt`, plain text by name as
+/// the id `plaintext` is, is not said).
+fn language_of_file(path: &Path, unnamed: Language) -> Language {
+    let Some(extension) = path.extension() else {
+        return unnamed;
+    };
+    let extension = extension.to_string_lossy().to_lowercase();
+    let language = Language::from_path(&path.with_extension(&extension));
+    if language == Language::Plain && extension != "txt" {
+        note(format_args!(
+            "redraft complete: extension `.{extension}` (of {}) is not one redraft knows the \
+             syntax of (.rs, .py, .pyi); read as plain text",
+            path.display()
+        ));
     }
     language
 }
@@ -233,9 +287,20 @@ pub fn cursor_offset(text: &str, line: usize, column: usize) -> anyhow::Result<u
     Ok(start + within)
 }
 
-/// A source file's text: a directory, a file over [`MAX_INPUT_BYTES`] or one that is not UTF-8
-/// is refused saying so.
+/// The UTF-8 byte order mark some editors write at the start of a file. It is not text: editors
+/// neither show it nor count it in a line's columns, and the model is not given it. It is
+/// dropped on reading (a file, standard input), and put back where the file's bytes matter (a
+/// next-edit diff, which `git apply` matches against the file).
+const BOM: &str = "\u{feff}";
+
+/// A source file's text, without a leading byte order mark ([`BOM`]).
 fn read_text(path: &Path) -> anyhow::Result<String> {
+    read_text_and_bom(path).map(|(text, _)| text)
+}
+
+/// A source file's text without a leading byte order mark, and whether it had one: a
+/// directory, a file over [`MAX_INPUT_BYTES`] or one that is not UTF-8 is refused saying so.
+fn read_text_and_bom(path: &Path) -> anyhow::Result<(String, bool)> {
     if path.is_dir() {
         bail!(
             "{} is a directory; name a source file (--file, --prefix-file, --suffix-file, --history)",
@@ -244,26 +309,38 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
     }
     let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
     let bytes = read_capped(file, &path.display().to_string())?;
-    String::from_utf8(bytes).map_err(|e| {
+    let text = String::from_utf8(bytes).map_err(|e| {
         anyhow::anyhow!(
             "{} is not UTF-8 text (a byte that is not UTF-8 at offset {}); redraft completes \
              UTF-8 source files",
             path.display(),
             e.utf8_error().valid_up_to()
         )
-    })
+    })?;
+    Ok(without_bom(text))
 }
 
-/// Standard input as text, at most [`MAX_INPUT_BYTES`].
+/// Standard input as text, at most [`MAX_INPUT_BYTES`], without a leading byte order mark
+/// (JSON has none, but a file saved by some editors and piped in does).
 fn read_stdin() -> anyhow::Result<String> {
     let bytes = read_capped(std::io::stdin().lock(), "the request on stdin")?;
-    String::from_utf8(bytes).map_err(|e| {
+    let text = String::from_utf8(bytes).map_err(|e| {
         anyhow::anyhow!(
             "the request on stdin is not UTF-8 (a byte that is not UTF-8 at offset {}); JSON \
              is UTF-8",
             e.utf8_error().valid_up_to()
         )
-    })
+    })?;
+    Ok(without_bom(text).0)
+}
+
+/// `text` without a leading [`BOM`], and whether it had one.
+fn without_bom(mut text: String) -> (String, bool) {
+    let bom = text.starts_with(BOM);
+    if bom {
+        text.drain(..BOM.len());
+    }
+    (text, bom)
 }
 
 fn read_capped(from: impl Read, what: &str) -> anyhow::Result<Vec<u8>> {
@@ -282,6 +359,7 @@ fn read_capped(from: impl Read, what: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    args.check()?;
     if args.next_edit {
         return next_edit::run(args);
     }
@@ -293,7 +371,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return raw(&args, &engine, document, load_ms);
     }
     let options = FimOptions {
-        fixed_length: args.canvas_tokens.map(|n| n.min(args.max_tokens)),
+        fixed_length: args.canvas_tokens,
         min_confidence: args.min_confidence,
         ..FimOptions::new(
             args.max_tokens,
@@ -323,13 +401,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         value["model"] = engine.dir().display().to_string().into();
         value["device"] = redraft_engine::device::describe(engine.model().device()).into();
         value["sampler"] = serde_json::to_value(&options.sampler)?;
-        println!("{value}");
+        print_out(&format!("{value}\n"))?;
     } else if let Some(text) = suggestion {
-        print!("{text}");
+        print_out(text)?;
     } else {
-        eprintln!("{}", why_none(&outcome));
+        note(format_args!("{}", why_none(&outcome)));
     }
     Ok(())
+}
+
+impl Args {
+    /// What clap's attributes cannot say: a flag's value bounded by another's, a mistake on
+    /// the command line as a conflict between flags is ([`crate::flag_error`], exit status 2).
+    fn check(&self) -> anyhow::Result<()> {
+        match self.canvas_tokens {
+            Some(canvas) if canvas > self.max_tokens => Err(crate::flag_error::<Args>(
+                "redraft complete",
+                format!(
+                    "--canvas-tokens {canvas} is more than --max-tokens {}: the canvas is at \
+                     most --max-tokens slots; lower --canvas-tokens or raise --max-tokens",
+                    self.max_tokens
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Writes the command's whole output to stdout ([`crate::to_stdout`]: a failure is an error,
+/// never a suggestion lost in silence, and a reader that stopped reading ends the command
+/// quietly).
+fn print_out(text: &str) -> anyhow::Result<()> {
+    crate::to_stdout(|out| out.write_all(text.as_bytes()))
+}
+
+/// A line for stderr: a note, a warning, a step of `--steps-view`. One that cannot be written
+/// (`2>/dev/full`) is lost rather than a panic (`eprintln!`'s): there is nowhere left to say
+/// it, and the command's output is still worth having.
+fn note(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// `--raw`: the engine on the whole prefix and suffix, its middle printed as it came.
@@ -351,11 +461,10 @@ fn raw(args: &Args, engine: &Engine, document: Document, load_ms: f64) -> anyhow
         value["model"] = engine.dir().display().to_string().into();
         value["device"] = redraft_engine::device::describe(engine.model().device()).into();
         value["sampler"] = serde_json::to_value(&request.sampler)?;
-        println!("{value}");
+        print_out(&format!("{value}\n"))
     } else {
-        print!("{}", completion.middle);
+        print_out(&completion.middle)
     }
-    Ok(())
 }
 
 /// The run's completion (the raw middle, steps, timings) with what the pipeline made of it:
@@ -420,11 +529,11 @@ fn why_none(outcome: &FimOutcome) -> String {
 /// `--steps-view`.
 fn with_controls<T>(args: &Args, engine: &Engine, run: impl FnOnce(Controls<'_>) -> T) -> T {
     let mut on_step = |step: &DenoiseStep| {
-        eprintln!(
+        note(format_args!(
             "step {:>3}: {}",
             step.step,
             render(engine, &step.canvases[0])
-        );
+        ));
     };
     run(Controls {
         cancel: None,

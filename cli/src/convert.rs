@@ -5,15 +5,16 @@
 //! and redraft both read it; a LLaDA model (`model_type` llada) as `llada`, the way llama.cpp's
 //! own converter writes one; a causal one as `qwen2`.
 
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use candle_core::quantized::GgmlDType;
+use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device};
 use redraft_engine::checkpoint::Weights;
 use redraft_engine::config::{AttentionPattern, DiffusionSettings, ModelConfig};
 use redraft_engine::engine::{load_settings, TOKENIZER_FILE};
-use redraft_engine::gguf::GgufWriter;
+use redraft_engine::gguf::{type_name, GgufWriter};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -83,7 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             bail!("this model attends in blocks of {n}, which no llama.cpp architecture records")
         }
     };
-    let writer = GgufWriter::new(
+    let mut writer = GgufWriter::new(
         arch,
         &config,
         &settings,
@@ -91,17 +92,92 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &weights.dense_tensors()?,
         args.dtype,
     )?;
-    writer
-        .write(&args.out)
-        .with_context(|| format!("writing {}", args.out.display()))?;
+    let matrices = matrix_types(writer.tensors_mut());
+    write_over(&writer, &args.out)?;
     let bytes = std::fs::metadata(&args.out)?.len();
-    eprintln!(
-        "redraft convert: wrote {} ({arch}, {:?} matrices, {:.1} MB)",
+    // Said when all is done: a stderr that cannot take it (2>/dev/full) changes nothing.
+    let _ = writeln!(
+        io::stderr(),
+        "redraft convert: wrote {} ({arch}, {:.1} MB): {}",
         args.out.display(),
-        args.dtype,
-        bytes as f64 / 1e6
+        bytes as f64 / 1e6,
+        describe_matrices(args.dtype, &matrices)
     );
     Ok(())
+}
+
+/// Writes `writer`'s file as `out`: first into a directory of its own, made beside `out` under
+/// a fresh name by this run alone, then renamed over `out`; on failure the directory goes with
+/// whatever was written in it. The writer puts its own temporary file beside the path it is
+/// given (`NAME.gguf.tmp`), a name anyone could have taken beside `out`: a link there would
+/// be written through (the file it points to overwritten), a user's file of that name deleted,
+/// and two runs writing one `--out` would write into each other's file. In the fresh
+/// directory the name is this run's, and the rename replaces `out` itself, never what a link
+/// at `out` points to.
+fn write_over(writer: &GgufWriter, out: &Path) -> anyhow::Result<()> {
+    let dir = parent_dir(out);
+    let scratch = tempfile::Builder::new()
+        .prefix(".redraft-convert-")
+        .tempdir_in(dir)
+        .with_context(|| {
+            format!(
+                "cannot write {}: creating a temporary directory in {} failed",
+                out.display(),
+                dir.display()
+            )
+        })?;
+    let name = out
+        .file_name()
+        .context("--out must name a file (like model-q8_0.gguf)")?;
+    let written = scratch.path().join(name);
+    writer
+        .write(&written)
+        .with_context(|| format!("writing {}", out.display()))?;
+    std::fs::rename(&written, out)
+        .with_context(|| format!("writing {}: moving the written file there", out.display()))?;
+    Ok(())
+}
+
+/// How many matrices (rank-2 tensors: norms and biases are always f32) each block type got.
+fn matrix_types(tensors: &[(String, QTensor)]) -> Vec<(GgmlDType, usize)> {
+    let mut counts: Vec<(GgmlDType, usize)> = Vec::new();
+    for (_, tensor) in tensors.iter().filter(|(_, t)| t.shape().rank() == 2) {
+        match counts
+            .iter_mut()
+            .find(|(dtype, _)| *dtype == tensor.dtype())
+        {
+            Some((_, n)) => *n += 1,
+            None => counts.push((tensor.dtype(), 1)),
+        }
+    }
+    counts
+}
+
+/// `15 matrices Q8_0`, or, when the asked type's blocks do not divide some matrices' width
+/// (the writer keeps those in f32), `2 of 15 matrices Q4_K, 13 F32 (...)`: a file that may be
+/// bigger than an F16 one, which says why.
+fn describe_matrices(asked: GgmlDType, counts: &[(GgmlDType, usize)]) -> String {
+    let total: usize = counts.iter().map(|(_, n)| n).sum();
+    let got = counts
+        .iter()
+        .find(|(dtype, _)| *dtype == asked)
+        .map_or(0, |(_, n)| *n);
+    if got == total {
+        return format!("{total} matrices {}", type_name(asked));
+    }
+    let others: Vec<String> = counts
+        .iter()
+        .filter(|(dtype, _)| *dtype != asked)
+        .map(|(dtype, n)| format!("{n} {}", type_name(*dtype)))
+        .collect();
+    format!(
+        "{got} of {total} matrices {}, {} (widths that {}'s {}-value blocks do not divide stay \
+         F32)",
+        type_name(asked),
+        others.join(", "),
+        type_name(asked),
+        asked.block_size()
+    )
 }
 
 /// `--out` must name a file that can be written: an existing one is replaced (the GGUF is
@@ -130,10 +206,7 @@ fn check_out(out: &Path) -> anyhow::Result<()> {
             );
         }
     }
-    let parent = match out.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
+    let parent = parent_dir(out);
     match std::fs::metadata(parent) {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => bail!(
@@ -150,18 +223,22 @@ fn check_out(out: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// The directory `out` is written in (`.` for a bare file name).
+fn parent_dir(out: &Path) -> &Path {
+    match out.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
 /// An `--out` inside the model's own directory must not replace a file of the model (its
 /// weights, config or tokenizer): the conversion would destroy what it converts. A GGUF
 /// there is fine (convert never reads one).
 fn check_out_is_not_the_models(out: &Path, model: &Path) -> anyhow::Result<()> {
-    let (Some(parent), Some(name)) = (out.parent(), out.file_name()) else {
+    let Some(name) = out.file_name() else {
         return Ok(());
     };
-    let parent = if parent.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        parent
-    };
+    let parent = parent_dir(out);
     // The link itself, not what it points to: a hub snapshot's files are links into blobs/.
     let (Ok(parent), Ok(model)) = (std::fs::canonicalize(parent), std::fs::canonicalize(model))
     else {

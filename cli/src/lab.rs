@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
 /// The subcommands `redraft-lab` adds to `redraft`'s.
 pub const LAB_COMMANDS: [&str; 6] = [
@@ -18,17 +18,19 @@ pub const LAB_COMMANDS: [&str; 6] = [
 const LAB: &str = "redraft-lab";
 
 /// Runs `redraft-lab ARGS` (found beside this binary, else on `PATH`) when `args[0]` is a lab
-/// command and returns its status; any other name is an unknown command.
+/// command and returns its status; any other name is an unknown command, a mistake on the
+/// command line (exit status 2, as clap's own).
 pub fn hand_over(args: &[OsString]) -> anyhow::Result<ExitCode> {
     let name = args
         .first()
         .map(|a| a.to_string_lossy())
         .unwrap_or_default();
     if !LAB_COMMANDS.contains(&name.as_ref()) {
-        bail!(
-            "unknown command `{name}`: redraft's commands are complete, lsp, serve, convert, pull and models (see `redraft --help`); the developer commands {} are in redraft-lab",
+        let message = format!(
+            "unknown command `{name}`: redraft's commands are complete, lsp, serve, convert, pull and models (see `redraft --help`); the developer commands {} are in redraft-lab\n",
             LAB_COMMANDS.join(", ")
         );
+        return Err(clap::Error::raw(clap::error::ErrorKind::InvalidSubcommand, message).into());
     }
     let lab = find_lab().with_context(|| {
         format!(
@@ -59,4 +61,24 @@ fn find_lab() -> Option<PathBuf> {
         .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
         .map(|dir| dir.join(&file));
     beside.into_iter().chain(on_path).find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hand_over;
+
+    /// A command redraft does not have is a mistake on the command line, exit status 2, as
+    /// `redraft --bogus` is.
+    #[test]
+    fn an_unknown_command_is_a_command_line_mistake() {
+        let error = hand_over(&["bogus".into()]).unwrap_err();
+        let mistake = error
+            .downcast_ref::<clap::Error>()
+            .expect("said as clap says its mistakes");
+        assert_eq!(mistake.exit_code(), 2);
+        assert!(
+            mistake.to_string().contains("unknown command `bogus`"),
+            "{mistake}"
+        );
+    }
 }

@@ -14,6 +14,7 @@ pub mod lab;
 pub mod malloc;
 pub mod models;
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Subcommand;
@@ -38,7 +39,7 @@ pub enum Command {
 }
 
 /// Runs one command to its end; the exit status is the language server's (the protocol's
-/// `exit`) or success. An error is the caller's to print ([`report`]) with exit status 1;
+/// `exit`) or success. An error is the caller's to say, with its exit status ([`finish`]);
 /// clap's own errors (the command line itself is wrong) exit with 2 before this runs.
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     let done = match command {
@@ -50,6 +51,60 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Lsp(args) => return redraft_lsp::run(args),
     };
     done.map(|()| ExitCode::SUCCESS)
+}
+
+/// The exit status of a command that ran ([`run`], or a `redraft-lab` command), its error said
+/// on stderr: 0 when it did its work, and when whoever read its standard output stopped reading
+/// (`redraft models | head -1`: a closed pipe ends it quietly, as it ends git or ripgrep); 2 for
+/// a command line found wrong once its flags were read together ([`flag_error`]), said as clap
+/// says its own mistakes; else 1, the error said as [`report`] says it. Nothing more can be said
+/// when stderr itself cannot be written (`2>/dev/full`): the status still tells.
+pub fn finish(done: anyhow::Result<ExitCode>) -> ExitCode {
+    let error = match done {
+        Ok(status) => return status,
+        Err(error) => error,
+    };
+    if let Some(mistake) = error.downcast_ref::<clap::Error>() {
+        let _ = mistake.print();
+        return ExitCode::from(u8::try_from(mistake.exit_code()).unwrap_or(2));
+    }
+    let closed = error
+        .chain()
+        .filter_map(|cause| cause.downcast_ref::<StdoutError>())
+        .any(|e| e.0.kind() == io::ErrorKind::BrokenPipe);
+    if closed {
+        return ExitCode::SUCCESS;
+    }
+    let _ = writeln!(io::stderr(), "{}", report(&error));
+    ExitCode::FAILURE
+}
+
+pub use redraft_runtime::flag_error;
+
+/// Writes a command's results to standard output: `write` gets it locked and buffered, and it
+/// is flushed at the end. A failure to write (a full disk, a closed pipe) is an error
+/// ([`StdoutError`]), not `println!`'s panic; [`finish`] ends a closed pipe quietly.
+pub fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<()> {
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    write(&mut out)
+        .and_then(|()| out.flush())
+        .map_err(|source| StdoutError(source).into())
+}
+
+/// Standard output could not be written.
+#[derive(Debug)]
+pub struct StdoutError(io::Error);
+
+impl std::fmt::Display for StdoutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot write to standard output: {}", self.0)
+    }
+}
+
+impl std::error::Error for StdoutError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
 }
 
 /// An error as the binaries print it: `Error: ` and the message, then the causes the message
@@ -83,7 +138,10 @@ pub fn report(error: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::report;
+    use std::io;
+    use std::process::ExitCode;
+
+    use super::{finish, flag_error, report, StdoutError};
 
     /// What `std::io` errors wrapped by a thiserror `{source}` message look like: the source
     /// is also in the message.
@@ -116,5 +174,22 @@ mod tests {
             "Error: top\n\nCaused by:\n    0: a\n    1: b"
         );
         assert_eq!(report(&anyhow::anyhow!("alone")), "Error: alone");
+    }
+
+    /// A mistake found once the flags are read together exits 2, as clap's own; stdout closed
+    /// by its reader ends quietly; any other failure, a closed pipe that is not stdout's
+    /// included (a child's stdin), is an error, exit 1.
+    #[test]
+    fn the_exit_status_says_what_ended_the_command() {
+        let mistake = flag_error::<super::models::ListArgs>("redraft models", "no such thing");
+        assert_eq!(finish(Err(mistake)), ExitCode::from(2));
+        let closed = StdoutError(io::Error::from(io::ErrorKind::BrokenPipe));
+        let closed = anyhow::Error::new(closed).context("listing");
+        assert_eq!(finish(Err(closed)), ExitCode::SUCCESS);
+        let full = StdoutError(io::Error::from(io::ErrorKind::StorageFull));
+        assert_eq!(finish(Err(full.into())), ExitCode::FAILURE);
+        let child = anyhow::Error::new(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert_eq!(finish(Err(child)), ExitCode::FAILURE);
+        assert_eq!(finish(Ok(ExitCode::from(3))), ExitCode::from(3));
     }
 }

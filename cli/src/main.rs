@@ -33,8 +33,5 @@ fn main() -> ExitCode {
         Top::Shipped(command) => redraft::run(command),
         Top::Other(args) => redraft::lab::hand_over(&args),
     };
-    done.unwrap_or_else(|error| {
-        eprintln!("{}", redraft::report(&error));
-        ExitCode::FAILURE
-    })
+    redraft::finish(done)
 }

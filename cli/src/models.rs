@@ -3,6 +3,7 @@
 //! Ollama's store, each with what it is and whether redraft runs it). Names and caches are
 //! `redraft_models`'; what a checkpoint is, the engine's [`inspect`].
 
+use std::io::{self, Write};
 use std::path::Path;
 
 use anyhow::Context;
@@ -37,17 +38,21 @@ pub fn pull(args: PullArgs) -> anyhow::Result<()> {
         .pull(&name, &mut TerminalProgress::new())
         .with_context(|| format!("pulling {}", args.name))?;
     let row = Row::new(args.name, format_name(model.format), 0, &model.path);
-    println!("{}", model.path.display());
-    match &row.runs {
-        Ok(()) => eprintln!(
+    crate::to_stdout(|out| writeln!(out, "{}", model.path.display()))?;
+    // A note for whoever watches; the path above is the answer.
+    let _ = match &row.runs {
+        Ok(()) => writeln!(
+            io::stderr(),
             "redraft pull: {} is {}; redraft runs it",
-            row.name, row.kind
+            row.name,
+            row.kind
         ),
-        Err(why) => eprintln!(
+        Err(why) => writeln!(
+            io::stderr(),
             "redraft pull: {} is in place, but redraft cannot run it: {why}",
             row.name
         ),
-    }
+    };
     Ok(())
 }
 
@@ -61,14 +66,26 @@ pub fn list(args: ListArgs) -> anyhow::Result<()> {
             .map(|m| Row::new(m.name, format_name(m.format), m.size, &m.path)),
     );
     if args.json {
-        for row in &rows {
-            println!("{}", serde_json::to_string(&row.json())?);
-        }
-        return Ok(());
+        return crate::to_stdout(|out| {
+            for row in &rows {
+                serde_json::to_writer(&mut *out, &row.json())?;
+                writeln!(out)?;
+            }
+            Ok(())
+        });
     }
-    println!("NAME\tSIZE\tFORMAT\tKIND\tFIM\tNEXT EDIT\tEFFORTS\tRUNS");
-    for row in &rows {
-        println!(
+    crate::to_stdout(|out| table(out, &rows))
+}
+
+/// The rows as a table, a header first, columns separated by tabs.
+fn table(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
+    writeln!(
+        out,
+        "NAME\tSIZE\tFORMAT\tKIND\tFIM\tNEXT EDIT\tEFFORTS\tRUNS"
+    )?;
+    for row in rows {
+        writeln!(
+            out,
             "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             row.name,
             if row.size == 0 {
@@ -85,7 +102,7 @@ pub fn list(args: ListArgs) -> anyhow::Result<()> {
                 Ok(()) => "yes".to_string(),
                 Err(why) => format!("no: {why}"),
             }
-        );
+        )?;
     }
     Ok(())
 }

@@ -203,7 +203,8 @@ impl Summary {
             pass_at_1: share(Outcome::Pass),
             compile_error_rate: share(Outcome::CompileError),
             exact_match: results.iter().filter(|r| r.exact_match).count() as f64 / n,
-            edit_similarity: results.iter().map(|r| r.edit_similarity).sum::<f64>() / n,
+            // Summed from +0.0: f64's `sum` of nothing is -0.0, which prints as `-0.000`.
+            edit_similarity: results.iter().fold(0.0, |sum, r| sum + r.edit_similarity) / n,
             empty_completions: results
                 .iter()
                 .filter(|r| r.completion.trim().is_empty())
@@ -430,6 +431,22 @@ mod tests {
         let pass: Vec<&str> = table.lines().nth(3).unwrap().split_whitespace().collect();
         assert_eq!(pass, ["pass@1", "33.3%", "33.3%"], "{table}");
         assert!(table.contains("pass@1"));
+    }
+
+    /// No task scored (a run whose selection is empty): the means are 0, printed `0.000`, not
+    /// the `-0.000` of f64's empty sum.
+    #[test]
+    fn an_empty_summary_prints_no_negative_zero() {
+        let summary = Summary::of("x", &[]);
+        assert!(summary.edit_similarity.is_sign_positive());
+        let table = table(&[summary]);
+        assert!(
+            table
+                .lines()
+                .any(|l| l.split_whitespace().eq(["edit", "similarity", "0.000"])),
+            "{table}"
+        );
+        assert!(!table.contains("-0"), "{table}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod ollama;
 mod openai;
 mod requests;
 
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -250,19 +251,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     app.scheduler.close();
     let _ = inference.join();
     runtime.shutdown_timeout(Duration::from_secs(1));
-    eprintln!("redraft serve: stopped");
+    let _ = writeln!(io::stderr(), "redraft serve: stopped");
     Ok(())
 }
 
-/// What `run` serves: the flags checked, the model loaded (or why not) and described, and the
-/// scheduler's thread started on it.
+/// A flag's value refused by the code that takes it (`--allow-origin '*'`, `--backend notaurl`):
+/// a mistake on the command line, exit status 2.
+fn flag_error(error: impl std::fmt::Display) -> anyhow::Error {
+    redraft_runtime::flag_error::<Args>("redraft serve", error)
+}
+
+/// What `run` serves: the flags checked, the model loaded and described, and the scheduler's
+/// thread started on it. A model that does not load stops the server before it listens (there
+/// would be nothing to answer with), unless FIM requests go to a `--backend`: that server starts
+/// without one, answering FIM through the backend and next edits 503.
 fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
     let api_key = gate::api_key(args.api_key.as_deref(), args.api_key_file.as_deref())?;
-    let hosts = gate::Hosts::new(args.bind, &args.allow_host)?;
-    let origins = gate::origins(&args.allow_origin)?;
-    let backend = args.backend.config()?;
+    // Values clap takes as they are and these checks refuse are mistakes on the command line.
+    let hosts = gate::Hosts::new(args.bind, &args.allow_host).map_err(flag_error)?;
+    let origins = gate::origins(&args.allow_origin).map_err(flag_error)?;
+    let backend = args.backend.config().map_err(flag_error)?;
     if !args.bind.ip().is_loopback() && api_key.is_none() {
-        eprintln!(
+        let _ = writeln!(
+            io::stderr(),
             "redraft serve: warning: listening on {} without an API key: anyone who can reach it can use the model (set {} or --api-key-file, and put TLS in front)",
             args.bind,
             gate::KEY_VARIABLE
@@ -284,7 +295,8 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
     let details = loaded.as_ref().ok().map(ModelDetails::of);
     let engine = match loaded {
         Ok(engine) => {
-            eprintln!(
+            let _ = writeln!(
+                io::stderr(),
                 "redraft serve: model {id} loaded from {} on {} in {:.0} ms",
                 engine.dir().display(),
                 redraft_engine::device::describe(engine.model().device()),
@@ -292,14 +304,24 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
             );
             Ok(engine)
         }
+        Err(err) if backend.is_none() => {
+            return Err(err.context(
+                "the model did not load, so there is nothing to serve: fix --model (only a server \
+                 with --backend starts without a local model, answering FIM through the backend)",
+            ));
+        }
         Err(err) => {
-            eprintln!("redraft serve: model not loaded: {err:#}; completion routes answer 503");
+            let _ = writeln!(
+                io::stderr(),
+                "redraft serve: model not loaded: {err:#}; FIM requests go to the backend, next edits answer 503"
+            );
             Err(format!("{err:#}"))
         }
     };
     if let Some(config) = &backend {
         let (endpoint, _) = redraft_runtime::backend::endpoints(&config.url)?;
-        eprintln!(
+        let _ = writeln!(
+            io::stderr(),
             "redraft serve: FIM requests go to the backend {endpoint} (model {}, template {}, {} context tokens); next edits run on the local model",
             config.model.as_deref().unwrap_or("the one it lists"),
             config.template,
@@ -376,14 +398,15 @@ async fn serve(
         .await
         .with_context(|| format!("binding {bind} (is another server on that port?)"))?;
     let local = listener.local_addr()?;
-    eprintln!("redraft serve: listening on http://{local}");
+    let _ = writeln!(io::stderr(), "redraft serve: listening on http://{local}");
     let (stopping, stopping_rx) = tokio::sync::watch::channel(false);
     let (cut, cut_rx) = tokio::sync::watch::channel(false);
     {
         let app = Arc::clone(&app);
         tokio::spawn(async move {
             let why = shutdown_signal().await;
-            eprintln!(
+            let _ = writeln!(
+                io::stderr(),
                 "redraft serve: {why}: finishing {} queued request(s), then stopping",
                 app.scheduler.queue_len()
             );
@@ -391,10 +414,16 @@ async fn serve(
             app.scheduler.close();
             let _ = stopping.send(true);
             tokio::time::sleep(grace).await;
-            eprintln!("redraft serve: in-flight work past the grace period is cancelled");
+            let _ = writeln!(
+                io::stderr(),
+                "redraft serve: in-flight work past the grace period is cancelled"
+            );
             app.scheduler.abort();
             tokio::time::sleep(Duration::from_secs(5)).await;
-            eprintln!("redraft serve: connections still open after the grace period are dropped");
+            let _ = writeln!(
+                io::stderr(),
+                "redraft serve: connections still open after the grace period are dropped"
+            );
             let _ = cut.send(true);
         });
     }

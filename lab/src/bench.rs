@@ -7,6 +7,7 @@
 //! run, and (when a Python with torch is available) runs `fixtures/parity/torch_bench.py` on the
 //! very same directory.
 
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -24,15 +25,16 @@ use serde_json::json;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Sequence lengths for the full forward pass.
-    #[arg(long, value_delimiter = ',', default_values_t = [512, 1024, 2048])]
+    /// Sequence lengths for the full forward pass, each 64 or more (the canvas-only pass puts
+    /// a 16-slot canvas three quarters in).
+    #[arg(long, value_delimiter = ',', default_values_t = [512, 1024, 2048], value_parser = parse_length)]
     lengths: Vec<usize>,
     /// Timed repetitions per measurement (the median is reported).
     #[arg(long, default_value_t = 5)]
     repeats: usize,
     /// Model sizes to run: `small` (4 layers, d 256, 6.3M) and/or `medium` (6 layers, d 384,
     /// 17.3M), the two PyTorch anchors (on the CPU), or a model directory, timed on `--device`.
-    #[arg(long, value_delimiter = ',', default_values_t = ["small".to_string(), "medium".to_string()])]
+    #[arg(long, value_delimiter = ',', default_values_t = ["small".to_string(), "medium".to_string()], value_parser = parse_config)]
     configs: Vec<String>,
     /// Python with torch + transformers for the reference (default: `.venv-ref/bin/python`
     /// if present; `none` to skip).
@@ -51,6 +53,39 @@ pub struct Args {
     #[arg(long, default_value_t = 40)]
     fim_cuts: usize,
 }
+
+/// The slots of the canvas whose logits the canvas-only pass computes.
+const CANVAS: usize = 16;
+
+/// A `--lengths` value: one that holds the canvas-only pass's canvas, which starts three
+/// quarters in, so a quarter of the length must be at least [`CANVAS`] slots.
+fn parse_length(text: &str) -> Result<usize, String> {
+    let least = 4 * CANVAS;
+    text.parse::<usize>()
+        .ok()
+        .filter(|len| *len >= least)
+        .ok_or_else(|| {
+            format!(
+                "expected a length of {least} tokens or more (the canvas-only pass puts a \
+                 {CANVAS}-slot canvas in the last quarter), got `{text}`"
+            )
+        })
+}
+
+/// A `--configs` entry: an anchor (`small`, `medium`) or a path that exists ([`is_model_dir`]).
+fn parse_config(text: &str) -> Result<String, String> {
+    if ANCHORS.contains(&text) || is_model_dir(text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "unknown bench config `{text}`: give small, medium, or a model directory or GGUF \
+             file (no such path)"
+        ))
+    }
+}
+
+/// The configurations PyTorch is timed on beside redraft.
+const ANCHORS: [&str; 2] = ["small", "medium"];
 
 fn anchor(name: &str) -> anyhow::Result<ModelConfig> {
     let (d, layers, ffn) = match name {
@@ -208,7 +243,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         f64::NAN
     } else {
         let peak = matmul_peak(args.repeats)?;
-        println!("f32 matmul peak on this machine: {peak:.1} GFLOP/s\n");
+        redraft::to_stdout(|out| {
+            writeln!(out, "f32 matmul peak on this machine: {peak:.1} GFLOP/s\n")
+        })?;
         peak
     };
     let python = match args.python.as_deref() {
@@ -226,26 +263,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let model = write_model_dir(dir.path(), &config)?;
         let vocab = config.vocab_size;
-        println!(
-            "== {name}: {} layers, d {}, {:.1}M parameters",
-            config.num_hidden_layers,
-            config.hidden_size,
-            config.num_parameters() as f64 / 1e6
-        );
+        redraft::to_stdout(|out| {
+            writeln!(
+                out,
+                "== {name}: {} layers, d {}, {:.1}M parameters",
+                config.num_hidden_layers,
+                config.hidden_size,
+                config.num_parameters() as f64 / 1e6
+            )
+        })?;
         let torch = match &python {
             Some(py) => match torch_reference(py, dir.path(), &args.lengths, args.repeats, vocab) {
                 Ok(v) => Some(v),
                 Err(e) => {
-                    eprintln!("warning: no PyTorch reference: {e:#}");
+                    let _ = writeln!(io::stderr(), "warning: no PyTorch reference: {e:#}");
                     None
                 }
             },
             None => None,
         };
-        println!(
-            "{:>6} | {:>9} {:>8} {:>6} | {:>11} {:>8} | {:>9}",
-            "tokens", "redraft", "GFLOP/s", "%peak", "canvas-only", "%peak", "pytorch"
-        );
+        redraft::to_stdout(|out| {
+            writeln!(
+                out,
+                "{:>6} | {:>9} {:>8} {:>6} | {:>11} {:>8} | {:>9}",
+                "tokens", "redraft", "GFLOP/s", "%peak", "canvas-only", "%peak", "pytorch"
+            )
+        })?;
         let mut rows = vec![];
         for &len in &args.lengths {
             let ids = vec![random_ids(len, vocab, len as u64)];
@@ -259,7 +302,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 Ok(())
             })?;
             // What the product runs: logits only for a 16-slot canvas.
-            let canvas = len * 3 / 4..len * 3 / 4 + 16;
+            let canvas = len * 3 / 4..len * 3 / 4 + CANVAS;
             let canvas_ms = time_ms(args.repeats, || {
                 model.forward(
                     &ids,
@@ -270,7 +313,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 Ok(())
             })?;
             let gflops = forward_flops(&config, len, len) / (full_ms * 1e6);
-            let canvas_gflops = forward_flops(&config, len, 16) / (canvas_ms * 1e6);
+            let canvas_gflops = forward_flops(&config, len, CANVAS) / (canvas_ms * 1e6);
             let torch_ms = torch.as_ref().and_then(|t| {
                 t["results"]
                     .as_array()?
@@ -278,12 +321,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     .find(|r| r["tokens"] == len)?["ms_median"]
                     .as_f64()
             });
-            println!(
-                "{len:>6} | {full_ms:>7.1}ms {gflops:>8.1} {:>5.0}% | {canvas_ms:>9.1}ms {:>7.0}% | {:>9}",
-                100.0 * gflops / peak,
-                100.0 * canvas_gflops / peak,
-                torch_ms.map_or("-".to_string(), |t| format!("{t:.1}ms")),
-            );
+            redraft::to_stdout(|out| {
+                writeln!(
+                    out,
+                    "{len:>6} | {full_ms:>7.1}ms {gflops:>8.1} {:>5.0}% | {canvas_ms:>9.1}ms {:>7.0}% | {:>9}",
+                    100.0 * gflops / peak,
+                    100.0 * canvas_gflops / peak,
+                    torch_ms.map_or("-".to_string(), |t| format!("{t:.1}ms")),
+                )
+            })?;
             rows.push(json!({
                 "tokens": len, "redraft_full_ms": full_ms, "gflops": gflops,
                 "fraction_of_peak": gflops / peak, "redraft_canvas_only_ms": canvas_ms,
@@ -314,7 +360,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         })?;
         let e2e = time_middles(&model, &sampler, &canvas, args.repeats, "at 1k context")?;
-        println!("cached denoising step (16-slot window, 1k context): {step_ms:.2}ms\n");
+        redraft::to_stdout(|out| {
+            writeln!(
+                out,
+                "cached denoising step (16-slot window, 1k context): {step_ms:.2}ms\n"
+            )
+        })?;
         report.push(json!({
             "config": name, "parameters": config.num_parameters(), "forward": rows,
             "cached_step_ms": step_ms, "end_to_end": e2e, "pytorch": torch,
@@ -357,16 +408,19 @@ fn time_middles(
             )?);
             Ok(())
         })?;
-        let out = last.expect("ran at least once");
-        println!(
-            "16-token middle {at}, cache {}: {ms:.1}ms, {} forwards, {:.2} tokens/forward",
-            if cached { "on " } else { "off" },
-            out.stats.forwards,
-            out.tokens_per_forward(0)
-        );
+        let middle = last.expect("ran at least once");
+        redraft::to_stdout(|out| {
+            writeln!(
+                out,
+                "16-token middle {at}, cache {}: {ms:.1}ms, {} forwards, {:.2} tokens/forward",
+                if cached { "on " } else { "off" },
+                middle.stats.forwards,
+                middle.tokens_per_forward(0)
+            )
+        })?;
         rows.push(
-            json!({"cache": cached, "ms": ms, "forwards": out.stats.forwards,
-            "tokens_per_forward": out.tokens_per_forward(0)}),
+            json!({"cache": cached, "ms": ms, "forwards": middle.stats.forwards,
+            "tokens_per_forward": middle.tokens_per_forward(0)}),
         );
     }
     Ok(rows)
@@ -384,22 +438,28 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
     let (model, config) = (engine.model(), engine.model().config().clone());
     let vocab = config.vocab_size;
     let positions = config.max_position_embeddings;
-    println!(
-        "== {}: {} layers, d {}, {}/{} heads, ffn {}, vocab {}, {:.1}M parameters, on {device:?} (loaded in {load_ms:.0}ms)",
-        dir.display(),
-        config.num_hidden_layers,
-        config.hidden_size,
-        config.num_attention_heads,
-        config.num_kv_heads(),
-        config.intermediate_size,
-        vocab,
-        config.num_parameters() as f64 / 1e6
-    );
+    redraft::to_stdout(|out| {
+        writeln!(
+            out,
+            "== {}: {} layers, d {}, {}/{} heads, ffn {}, vocab {}, {:.1}M parameters, on {device:?} (loaded in {load_ms:.0}ms)",
+            dir.display(),
+            config.num_hidden_layers,
+            config.hidden_size,
+            config.num_attention_heads,
+            config.num_kv_heads(),
+            config.intermediate_size,
+            vocab,
+            config.num_parameters() as f64 / 1e6
+        )
+    })?;
     let sync = || -> anyhow::Result<()> { Ok(device.synchronize()?) };
-    println!(
-        "{:>6} | {:>9} {:>9} | {:>11}",
-        "tokens", "full", "GFLOP/s", "canvas-only"
-    );
+    redraft::to_stdout(|out| {
+        writeln!(
+            out,
+            "{:>6} | {:>9} {:>9} | {:>11}",
+            "tokens", "full", "GFLOP/s", "canvas-only"
+        )
+    })?;
     let mut rows = vec![];
     for &len in args.lengths.iter().filter(|&&len| len <= positions) {
         let ids = vec![random_ids(len, vocab, len as u64)];
@@ -415,9 +475,14 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
             })
         };
         let full_ms = pass(0..len)?;
-        let canvas_ms = pass(len * 3 / 4..len * 3 / 4 + 16)?;
+        let canvas_ms = pass(len * 3 / 4..len * 3 / 4 + CANVAS)?;
         let gflops = forward_flops(&config, len, len) / (full_ms * 1e6);
-        println!("{len:>6} | {full_ms:>7.2}ms {gflops:>9.1} | {canvas_ms:>9.2}ms");
+        redraft::to_stdout(|out| {
+            writeln!(
+                out,
+                "{len:>6} | {full_ms:>7.2}ms {gflops:>9.1} | {canvas_ms:>9.2}ms"
+            )
+        })?;
         rows.push(json!({"tokens": len, "full_ms": full_ms, "gflops": gflops,
             "canvas_only_ms": canvas_ms}));
     }
@@ -439,10 +504,13 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
         model.forward(&seq, window.clone(), &mut cache, Pass::Window)?;
         sync()
     })?;
-    println!(
-        "cached denoising step (16-slot window, {} tokens): {step_ms:.2}ms",
-        seq[0].len()
-    );
+    redraft::to_stdout(|out| {
+        writeln!(
+            out,
+            "cached denoising step (16-slot window, {} tokens): {step_ms:.2}ms",
+            seq[0].len()
+        )
+    })?;
     let e2e = time_middles(
         model,
         &sampler,
@@ -450,7 +518,7 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
         args.repeats,
         &format!("at {} tokens", seq[0].len()),
     )?;
-    println!();
+    redraft::to_stdout(|out| writeln!(out))?;
     Ok(json!({
         "config": dir.display().to_string(), "device": format!("{device:?}"),
         "parameters": config.num_parameters(), "load_ms": load_ms, "forward": rows,
@@ -466,7 +534,8 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
         .clone()
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src/sampler.rs"));
     let Ok(text) = std::fs::read_to_string(&file) else {
-        eprintln!(
+        let _ = writeln!(
+            io::stderr(),
             "warning: no completions timed: cannot read {}",
             file.display()
         );
@@ -495,16 +564,22 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
             (line + indent, end)
         })
         .collect();
-    println!(
-        "== real completions: {} ({} rest-of-line cuts of {})",
-        engine.dir().display(),
-        cuts.len(),
-        file.display()
-    );
-    println!(
-        "{:>6} | {:>9} {:>9} {:>8} {:>10} {:>7}",
-        "effort", "p50", "p95", "calls", "tok/call", "exact"
-    );
+    redraft::to_stdout(|out| {
+        writeln!(
+            out,
+            "== real completions: {} ({} rest-of-line cuts of {})",
+            engine.dir().display(),
+            cuts.len(),
+            file.display()
+        )
+    })?;
+    redraft::to_stdout(|out| {
+        writeln!(
+            out,
+            "{:>6} | {:>9} {:>9} {:>8} {:>10} {:>7}",
+            "effort", "p50", "p95", "calls", "tok/call", "exact"
+        )
+    })?;
     let mut rows = vec![];
     for effort in [Effort::Low, Effort::Medium, Effort::High] {
         let (mut latencies, mut calls, mut slots, mut exact) = (vec![], 0, 0, 0);
@@ -528,15 +603,18 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
             "tokens_per_call": slots as f64 / calls.max(1) as f64,
             "exact_line": exact as f64 / cuts.len() as f64,
         });
-        println!(
-            "{:>6} | {:>7.1}ms {:>7.1}ms {:>8.1} {:>10.2} {:>6.0}%",
-            format!("{effort:?}").to_lowercase(),
-            pct(0.5),
-            pct(0.95),
-            row["calls_per_completion"].as_f64().unwrap_or(0.0),
-            row["tokens_per_call"].as_f64().unwrap_or(0.0),
-            100.0 * row["exact_line"].as_f64().unwrap_or(0.0),
-        );
+        redraft::to_stdout(|out| {
+            writeln!(
+                out,
+                "{:>6} | {:>7.1}ms {:>7.1}ms {:>8.1} {:>10.2} {:>6.0}%",
+                format!("{effort:?}").to_lowercase(),
+                pct(0.5),
+                pct(0.95),
+                row["calls_per_completion"].as_f64().unwrap_or(0.0),
+                row["tokens_per_call"].as_f64().unwrap_or(0.0),
+                100.0 * row["exact_line"].as_f64().unwrap_or(0.0),
+            )
+        })?;
         rows.push(row);
     }
     Ok(

@@ -7,6 +7,7 @@
 mod next_edit;
 
 use std::collections::{BTreeSet, HashMap};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -22,7 +23,7 @@ use redraft_engine::Engine;
 use redraft_runtime::backend::Backend;
 use redraft_runtime::backend_args::BackendArgs;
 use redraft_runtime::model_args::ModelArgs;
-use redraft_runtime::sampler_args::SamplerArgs;
+use redraft_runtime::sampler_args::{parse_at_least_one, SamplerArgs};
 
 /// The engine-only decoding flags, which a remote backend (an autoregressive server) has no
 /// use for: `--temperature` and `--seed` are what it is sent.
@@ -85,10 +86,10 @@ pub struct Args {
     #[arg(long)]
     jobs: Option<usize>,
     /// Only the first N tasks (cases).
-    #[arg(long, conflicts_with = "sample")]
+    #[arg(long, conflicts_with = "sample", value_parser = parse_at_least_one)]
     limit: Option<usize>,
     /// A seeded random sample of N tasks (kept in file order).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     sample: Option<usize>,
     /// Seed of `--sample`.
     #[arg(long, default_value_t = 0)]
@@ -112,7 +113,7 @@ pub struct Args {
     sampler: SamplerArgs,
     /// Run several settings side by side, each written like these flags (and parsed on its
     /// own, from the defaults): `--sweep "--effort low" --sweep "--effort high --oracle-length"`.
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_sweep)]
     sweep: Vec<String>,
     /// Wall-clock limit per program run, seconds (default: 3 Python, 10 Rust).
     #[arg(long)]
@@ -146,6 +147,26 @@ struct SweepSetting {
     max_tokens: usize,
     #[arg(long, default_value_t = 0)]
     typed: usize,
+}
+
+/// A `--sweep` value, checked as the command line is read (a mistake in it is one on the
+/// command line) and kept as written: [`Args::settings`] parses it again with the model's
+/// presets.
+fn parse_sweep(spec: &str) -> Result<String, String> {
+    match SweepSetting::try_parse_from(spec.split_whitespace()) {
+        Ok(_) => Ok(spec.to_string()),
+        // clap's message and tips, without the usage of a command no one typed.
+        Err(mistake) => {
+            let rendered = mistake.render().to_string();
+            let said = rendered.split("\n\nUsage:").next().unwrap_or_default();
+            let said: Vec<&str> = said
+                .lines()
+                .map(|line| line.trim().trim_start_matches("error: "))
+                .filter(|line| !line.is_empty())
+                .collect();
+            Err(said.join("; "))
+        }
+    }
 }
 
 /// The setting of a run. With a backend its name says which one, and of the decoding flags only
@@ -234,6 +255,8 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    check_flags(&args)
+        .map_err(|mistake| redraft::flag_error::<Args>("redraft-lab eval", mistake))?;
     if let Some(cases) = &args.next_edit {
         let common = next_edit::Common {
             cases,
@@ -245,9 +268,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             sampler: &args.sampler,
         };
         return next_edit::run(common, &args.next);
-    }
-    if let Some(flag) = args.next.given() {
-        bail!("{flag} goes with --next-edit CASES (next-edit suggestions), not --tasks");
     }
     let tasks_path = args
         .tasks
@@ -270,7 +290,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
             if tasks.len() < before {
-                eprintln!(
+                let _ = writeln!(
+                    io::stderr(),
                     "eval: {} of {before} selected tasks have no completion in {}; scoring the {} that do",
                     before - tasks.len(),
                     path.display(),
@@ -307,7 +328,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let executed: Vec<TaskLanguage> = executed.into_iter().collect();
     let scorer = Scorer::new(&config, &executed)?;
     for line in scorer.describe() {
-        eprintln!("eval: {line}");
+        let _ = writeln!(io::stderr(), "eval: {line}");
     }
     let jobs = args
         .jobs
@@ -340,15 +361,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             backend: None,
         };
         let summary = run::evaluate(&run, Completions::Given(given), &identity, &out)?;
-        eprintln!("eval: results in {}", out.display());
+        let _ = writeln!(io::stderr(), "eval: results in {}", out.display());
         vec![summary]
     } else if let Some(url) = &args.backend.backend {
-        // Flag mistakes are reported before the server is contacted.
-        for spec in &args.sweep {
-            if let Some(flag) = engine_only_flag(spec) {
-                bail!("--sweep {spec:?}: {flag} is a local-engine flag; a --backend is sent only --temperature, --seed, --max-tokens and --oracle-length");
-            }
-        }
         let backend = connect(&args.backend)?;
         let model = backend.resolve_model(None)?;
         // For tables and directory names: a model's last path part (llama-server lists its file,
@@ -360,7 +375,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .trim_start_matches("https://")
                 .to_string(),
         };
-        eprintln!(
+        let _ = writeln!(
+            io::stderr(),
             "eval: backend {} (model {}, template {}, {} context tokens)",
             backend.endpoint(),
             model.as_deref().unwrap_or("not named"),
@@ -403,14 +419,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &identity,
         )?
     };
-    print!("{}", redraft_eval::report::table(&summaries));
-    for summary in &summaries {
-        let bars = redraft_eval::report::bar_table(summary);
-        if !bars.is_empty() {
-            print!(
-                "\nInline-completion confidence bars, `{}`:\n\n{bars}",
-                summary.setting
-            );
+    redraft::to_stdout(|out| {
+        write!(out, "{}", redraft_eval::report::table(&summaries))?;
+        for summary in &summaries {
+            let bars = redraft_eval::report::bar_table(summary);
+            if !bars.is_empty() {
+                write!(
+                    out,
+                    "\nInline-completion confidence bars, `{}`:\n\n{bars}",
+                    summary.setting
+                )?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// What clap cannot check of the flags, as the command line is read: flags for one kind of run
+/// given to another, and the backend's URL and timeout.
+fn check_flags(args: &Args) -> anyhow::Result<()> {
+    if args.next_edit.is_none() {
+        if let Some(flag) = args.next.given() {
+            bail!("{flag} goes with --next-edit CASES (next-edit suggestions), not --tasks");
+        }
+    }
+    if args.backend.backend.is_some() {
+        args.backend.config()?;
+        for spec in &args.sweep {
+            if let Some(flag) = engine_only_flag(spec) {
+                bail!("--sweep {spec:?}: {flag} is a local-engine flag; a --backend is sent only --temperature, --seed, --max-tokens and --oracle-length");
+            }
         }
     }
     Ok(())
@@ -464,7 +502,7 @@ fn generate(
         let completions = Completions::Generate { filler, setting };
         let summary = run::evaluate(run, completions, &identity, &out)
             .with_context(|| format!("evaluating into {}", out.display()))?;
-        eprintln!("eval: results in {}", out.display());
+        let _ = writeln!(io::stderr(), "eval: results in {}", out.display());
         Ok(vec![summary])
     } else {
         let out = args.out.clone().unwrap_or_else(|| {
@@ -475,7 +513,7 @@ fn generate(
             Path::new("target/eval").join(format!("{stem}-{kind}"))
         });
         let summaries = run::sweep(run, filler, settings, identity, &out)?;
-        eprintln!("eval: results in {}", out.display());
+        let _ = writeln!(io::stderr(), "eval: results in {}", out.display());
         Ok(summaries)
     }
 }

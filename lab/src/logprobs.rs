@@ -5,7 +5,7 @@
 //! `scripts/real-weights-parity` compares the two on the same file; for a diffusion checkpoint
 //! it is the model's reading of an unmasked text.
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -13,6 +13,7 @@ use anyhow::{bail, Context};
 use redraft_engine::sampler::Pass;
 use redraft_engine::ContextCache;
 use redraft_runtime::model_args::ModelArgs;
+use redraft_runtime::sampler_args::parse_at_least_one;
 use serde::Serialize;
 
 #[derive(clap::Args)]
@@ -26,7 +27,7 @@ pub struct Args {
     #[arg(long)]
     tokens: Option<PathBuf>,
     /// Score only the first N tokens.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     max_tokens: Option<usize>,
     /// How many of the most likely tokens to list per position.
     #[arg(long, default_value_t = 5)]
@@ -76,12 +77,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(bad) = ids.iter().find(|&&t| t as usize >= vocab) {
         bail!("token id {bad} is outside the model's vocabulary of {vocab}");
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
     if args.ids_only {
-        serde_json::to_writer(&mut out, &ids)?;
-        writeln!(out)?;
-        return Ok(out.flush()?);
+        return redraft::to_stdout(|out| {
+            serde_json::to_writer(&mut *out, &ids)?;
+            writeln!(out)
+        });
     }
     if ids.is_empty() {
         bail!("nothing to read: the text has no tokens");
@@ -104,25 +104,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let rows: Vec<Vec<f32>> = logits.squeeze(0)?.to_vec2()?;
     let forward_ms = start.elapsed().as_secs_f64() * 1e3;
     let shift = engine.settings().logit_shift;
-    for (pos, row) in (first..).zip(&rows) {
-        let logprobs = log_softmax(row);
-        let next = if shift {
-            ids.get(pos + 1)
-        } else {
-            ids.get(pos)
+    redraft::to_stdout(|out| {
+        for (pos, row) in (first..).zip(&rows) {
+            let logprobs = log_softmax(row);
+            let next = if shift {
+                ids.get(pos + 1)
+            } else {
+                ids.get(pos)
+            }
+            .copied();
+            let line = Line {
+                pos,
+                next,
+                next_logprob: next.map(|t| logprobs[t as usize]),
+                top: top_k(&logprobs, args.top),
+            };
+            serde_json::to_writer(&mut *out, &line)?;
+            writeln!(out)?;
         }
-        .copied();
-        let line = Line {
-            pos,
-            next,
-            next_logprob: next.map(|t| logprobs[t as usize]),
-            top: top_k(&logprobs, args.top),
-        };
-        serde_json::to_writer(&mut out, &line)?;
-        writeln!(out)?;
-    }
-    out.flush()?;
-    eprintln!(
+        Ok(())
+    })?;
+    let _ = writeln!(
+        io::stderr(),
         "redraft logprobs: {} tokens, load {load_ms:.0} ms, forward {forward_ms:.1} ms ({:.1} tokens/s), weights {:.1} MB{}",
         ids.len(),
         ids.len() as f64 / (forward_ms / 1e3),

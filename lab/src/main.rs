@@ -51,16 +51,8 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
         Command::Logprobs(args) => logprobs::run(args),
-        Command::Shipped(command) => return finish(redraft::run(command)),
+        Command::Shipped(command) => return redraft::finish(redraft::run(command)),
     };
-    finish(done.map(|()| ExitCode::SUCCESS))
-}
-
-/// The exit status of a command's result; an error printed as `redraft` prints one (each
-/// cause once, no backtrace).
-fn finish(done: anyhow::Result<ExitCode>) -> ExitCode {
-    done.unwrap_or_else(|error| {
-        eprintln!("{}", redraft::report(&error));
-        ExitCode::FAILURE
-    })
+    // An error said as `redraft` says one (each cause once, no backtrace), with its status.
+    redraft::finish(done.map(|()| ExitCode::SUCCESS))
 }

@@ -1,6 +1,7 @@
 //! `redraft-lab tasks` (`bench build` before): benchmark task sets for `redraft eval`, cut from HumanEvalPack-Rust
 //! (or any JSONL of Rust solutions with tests) or from any Rust source tree.
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::bail;
@@ -86,13 +87,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             std::fs::create_dir_all(parent)?;
         }
         write_jsonl(&out, &tasks)?;
-        println!(
-            "{} tasks from {} -> {}",
-            tasks.len(),
-            dir.display(),
-            out.display()
-        );
-        return Ok(());
+        return redraft::to_stdout(|stdout| {
+            writeln!(
+                stdout,
+                "{} tasks from {} -> {}",
+                tasks.len(),
+                dir.display(),
+                out.display()
+            )
+        });
     }
     let kinds = args
         .sets
@@ -126,16 +129,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let report = redraft_eval::build::humanevalpack(&args.input, &out, &options, &scorer)?;
     for (problem, why) in &report.failing_solutions {
-        eprintln!("tasks: dropped {problem}: its solution does not pass every time ({why})");
-    }
-    for (name, set) in &report.sets {
-        println!(
-            "{name}: {} tasks ({} cuts, {} dropped because an empty middle passes) -> {}",
-            set.tasks,
-            set.candidates,
-            set.empty_passes,
-            set.file.display()
+        let _ = writeln!(
+            io::stderr(),
+            "tasks: dropped {problem}: its solution does not pass every time ({why})"
         );
     }
-    Ok(())
+    redraft::to_stdout(|out| {
+        for (name, set) in &report.sets {
+            writeln!(
+                out,
+                "{name}: {} tasks ({} cuts, {} dropped because an empty middle passes) -> {}",
+                set.tasks,
+                set.candidates,
+                set.empty_passes,
+                set.file.display()
+            )?;
+        }
+        Ok(())
+    })
 }

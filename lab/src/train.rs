@@ -4,14 +4,15 @@
 //! complete --model` loads (the loop itself is `redraft_train::train`; this file turns flags
 //! into its settings and draws the progress line).
 
-use std::io::IsTerminal;
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use candle_core::DType;
+use candle_core::{DType, Device};
 use redraft_engine::config::AttentionPattern;
 use redraft_engine::DeviceSpec;
+use redraft_runtime::sampler_args::parse_at_least_one;
 use redraft_train::train::init::{Adaptation, InitCheckpoint};
 use redraft_train::train::{
     self, checkpoint, tokens, EvalReport, Progress, TokenizerSource, TrainConfig, TrainControls,
@@ -39,31 +40,31 @@ pub struct Args {
     #[arg(long)]
     tokenizer_only: bool,
     /// Transformer layers [default: 4].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     layers: Option<usize>,
     /// Hidden size [default: 256].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     hidden: Option<usize>,
     /// Attention heads [default: 4].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     heads: Option<usize>,
     /// Key/value heads [default: --heads].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     kv_heads: Option<usize>,
     /// MLP size [default: 1024].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     ffn: Option<usize>,
     /// Tokens per training sequence [default: 256].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_seq_len)]
     seq_len: Option<usize>,
     /// Sequences per step [default: 8].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     batch: Option<usize>,
     /// Total steps; the learning-rate schedule ends here (may be raised on --resume) [default: 10000].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     steps: Option<usize>,
     /// Peak learning rate [default: 1e-3].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_learning_rate)]
     lr: Option<f64>,
     /// Warmup steps [default: 200].
     #[arg(long)]
@@ -72,32 +73,32 @@ pub struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Share of fill-in-the-middle examples among those that are not next edits [default: 0.7].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_share)]
     fim_rate: Option<f64>,
     /// Share of fill-in-the-middle examples whose canvas is planned too short for the middle
     /// (filled to its last slot, no EOS: what makes the engine grow a canvas); above 0, half
     /// of the next edits that outgrow the engine's planned canvas get it too [default: 0.1].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_share)]
     overflow: Option<f64>,
     /// Directory of next-edit cases (edits-train.jsonl, edits-valid.jsonl; see
     /// `cargo run -p redraft-train --example build_edits`): the run learns next edits too.
     #[arg(long)]
     edits: Option<PathBuf>,
     /// Share of next-edit examples [default: 0.3 with --edits, else 0].
-    #[arg(long, requires = "edits")]
+    #[arg(long, requires = "edits", value_parser = parse_share)]
     edit_rate: Option<f64>,
     /// Next-edit canvases show the old region's tokens at their masked slots instead of the
     /// mask token (the exported model records it; the engine decodes it the same way).
     #[arg(long, requires = "edits")]
     edit_draft: bool,
     /// Evaluate on the held-out crates every N steps [default: 200].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     eval_every: Option<usize>,
     /// Held-out examples per evaluation [default: 128].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     eval_examples: Option<usize>,
     /// Save a checkpoint and export the model every N steps [default: 500].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     save_every: Option<usize>,
     /// Continue the run checkpointed in --out (settings come from the checkpoint).
     #[arg(long)]
@@ -120,7 +121,7 @@ pub struct Args {
     #[arg(long, value_parser = parse_attention)]
     attention: Option<AttentionPattern>,
     /// Stop cleanly, saving a checkpoint, after this many minutes.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_minutes)]
     max_minutes: Option<f64>,
     /// Dtype of the exported model.safetensors (the checkpoint is always f32).
     #[arg(long, default_value = "f32", value_parser = parse_dtype)]
@@ -145,6 +146,38 @@ fn parse_attention(s: &str) -> Result<AttentionPattern, String> {
             )),
         },
     }
+}
+
+/// `--seq-len`: room for a masked span and its context (the trainer's least, 8 tokens).
+fn parse_seq_len(text: &str) -> Result<usize, String> {
+    text.parse::<usize>()
+        .ok()
+        .filter(|n| *n >= 8)
+        .ok_or_else(|| format!("expected a whole number of tokens, 8 or more, got `{text}`"))
+}
+
+/// `--lr`: above 0 and finite.
+fn parse_learning_rate(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|lr| lr.is_finite() && *lr > 0.0)
+        .ok_or_else(|| format!("expected a number above 0 (like 1e-3), got `{text}`"))
+}
+
+/// `--fim-rate`, `--overflow`, `--edit-rate`: a share of the examples, 0 to 1.
+fn parse_share(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|share| (0.0..=1.0).contains(share))
+        .ok_or_else(|| format!("expected a share from 0 to 1, got `{text}`"))
+}
+
+/// `--max-minutes`: a time to run, above 0 and finite.
+fn parse_minutes(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|m| m.is_finite() && *m > 0.0)
+        .ok_or_else(|| format!("expected a number of minutes above 0, got `{text}`"))
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -212,6 +245,20 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // A fresh run's settings are the defaults and the flags: flags that do not go together
+    // (`--kv-heads` that does not divide `--heads`) are a mistake on the command line, said
+    // before anything is read or trained. A resumed or --init run's are checked on its
+    // checkpoint's below.
+    let fresh = !args.resume && args.init.is_none();
+    let fresh_guess = fresh.then(|| {
+        let vocab_guess = args.vocab_size.unwrap_or(4096);
+        args.config(TrainConfig::default(), Some(vocab_guess))
+    });
+    if let Some(config) = &fresh_guess {
+        config
+            .validate()
+            .map_err(|mistake| redraft::flag_error::<Args>("redraft-lab train", mistake))?;
+    }
     if let Some(threads) = args.threads {
         // candle reads the thread count from rayon's variable; set it before any tensor op.
         std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
@@ -231,11 +278,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    if !args.resume && args.init.is_none() {
-        // Bad flags fail now, not after the tokenizer has been trained.
-        let vocab_guess = args.vocab_size.unwrap_or(4096);
-        args.config(TrainConfig::default(), Some(vocab_guess))
-            .validate()?;
+    if let Some(config) = &fresh_guess {
+        // Now, not after the tokenizer has been trained.
+        check_attention_memory(config, &device)?;
     }
     let (base, tokenizer) = if args.resume {
         let state = checkpoint::load_state(&paths.out)?.with_context(|| {
@@ -271,15 +316,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "vocab_size": tokenizer.vocab_size(),
             "valid_bytes_per_token": tokens::bytes_per_token(&tokenizer, &valid)?,
         });
-        println!("{report}");
-        return Ok(());
+        return redraft::to_stdout(|out| writeln!(out, "{report}"));
     }
     // A fresh run's model has its new tokenizer's vocabulary; a resumed or --init one keeps its
     // embeddings (a checkpoint may have more rows than its tokenizer has tokens).
-    let fresh_vocab = (!args.resume && args.init.is_none()).then(|| tokenizer.vocab_size());
+    let fresh_vocab = fresh.then(|| tokenizer.vocab_size());
     let config = args.config(base, fresh_vocab);
+    if !fresh {
+        check_attention_memory(&config, &device)?;
+    }
     if args.resume && args.steps.is_some() {
-        eprintln!(
+        let _ = writeln!(
+            io::stderr(),
             "note: --steps {} on resume reshapes the rest of the learning-rate schedule",
             config.steps
         );
@@ -291,23 +339,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut on_progress = |p: &Progress| {
         let line = progress_line(p);
         if interactive {
-            eprint!("\r{line}\x1b[K");
+            let _ = write!(io::stderr(), "\r{line}\x1b[K");
         } else if last_line.elapsed() >= Duration::from_secs(30) || p.step == p.steps {
-            eprintln!("{line}");
+            let _ = writeln!(io::stderr(), "{line}");
             last_line = Instant::now();
         }
     };
     let mut on_eval = |r: &EvalReport| {
         if interactive {
-            eprintln!();
+            let _ = writeln!(io::stderr());
         }
-        eprintln!("{}", eval_line(r));
+        let _ = writeln!(io::stderr(), "{}", eval_line(r));
     };
     let mut on_status = |s: &str| {
         if interactive {
-            eprint!("\r\x1b[K");
+            let _ = write!(io::stderr(), "\r\x1b[K");
         }
-        eprintln!("{s}");
+        let _ = writeln!(io::stderr(), "{s}");
     };
     let controls = TrainControls {
         deadline: args
@@ -321,11 +369,49 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let summary = train::train(&config, &paths, args.resume, args.dtype, &device, controls)
         .with_context(|| format!("training into {}", paths.out.display()))?;
     if interactive {
-        eprintln!();
+        let _ = writeln!(io::stderr());
     }
     let mut value = serde_json::to_value(&summary)?;
     value["out"] = serde_json::to_value(&paths.out)?;
-    println!("{value}");
+    redraft::to_stdout(|out| writeln!(out, "{value}"))
+}
+
+/// Refuses settings whose attention buffers this machine cannot allocate, before any work:
+/// the CPU trainer (`redraft_train`'s) keeps each layer's attention probabilities for the
+/// backward pass, `[batch, heads, seq-len, seq-len]` f32, and one `[batch, seq-len, seq-len]`
+/// gradient scratch beside them, all held through a step. They grow with the square of
+/// `--seq-len`, and an allocation that fails aborts the process ("memory allocation of N bytes
+/// failed") in the middle of the run; so the whole is allocated here first, and given back. (On
+/// a GPU the buffers are the device's, and candle says when they do not fit.)
+fn check_attention_memory(config: &TrainConfig, device: &Device) -> anyhow::Result<()> {
+    if !device.is_cpu() {
+        return Ok(());
+    }
+    let (layers, heads) = (config.model.layers, config.model.heads);
+    let (batch, len) = (config.batch, config.data.seq_len);
+    // A layer's probabilities for each head, and the gradient scratch.
+    let floats = layers
+        .checked_mul(heads)
+        .and_then(|n| n.checked_add(1))
+        .and_then(|n| {
+            [batch, len, len]
+                .into_iter()
+                .try_fold(n, usize::checked_mul)
+        });
+    let mut probe: Vec<f32> = Vec::new();
+    let fits = floats.is_some_and(|n| probe.try_reserve_exact(n).is_ok());
+    // The allocation must happen: an unused one may be optimised away, and the check with it.
+    std::hint::black_box(&probe);
+    if !fits {
+        let buffers = layers as f64 * heads as f64 + 1.0;
+        let bytes = buffers * batch as f64 * (len as f64).powi(2) * 4.0;
+        bail!(
+            "--seq-len {len} with --batch {batch}, {heads} heads and {layers} layers: a training \
+             step keeps {:.1} GB of attention probabilities (batch x heads x seq-len^2 x 4 bytes \
+             a layer), more than this machine can allocate; lower --seq-len or --batch",
+            bytes / 1e9
+        );
+    }
     Ok(())
 }
 
@@ -350,19 +436,23 @@ fn prepare_tokenizer(
                 tokenizer.vocab_size()
             ),
             _ => {
-                eprintln!("reusing {}", existing.display());
+                let _ = writeln!(io::stderr(), "reusing {}", existing.display());
                 return Ok(tokenizer);
             }
         }
     }
     let vocab_size = args.vocab_size.unwrap_or(4096);
     let sample_bytes = args.tokenizer_sample_mb.map_or(usize::MAX, |mb| mb << 20);
-    match args.tokenizer_sample_mb {
-        Some(mb) => eprintln!(
+    let _ = match args.tokenizer_sample_mb {
+        Some(mb) => writeln!(
+            io::stderr(),
             "training a {vocab_size}-token BPE tokenizer on the first {mb} MB of the train split"
         ),
-        None => eprintln!("training a {vocab_size}-token BPE tokenizer on the train split"),
-    }
+        None => writeln!(
+            io::stderr(),
+            "training a {vocab_size}-token BPE tokenizer on the train split"
+        ),
+    };
     let started = Instant::now();
     let tokenizer = train::prepare_tokenizer(
         paths,
@@ -371,7 +461,8 @@ fn prepare_tokenizer(
             sample_bytes,
         },
     )?;
-    eprintln!(
+    let _ = writeln!(
+        io::stderr(),
         "tokenizer trained in {:.0} s",
         started.elapsed().as_secs_f64()
     );

@@ -26,6 +26,13 @@ pub enum Error {
     #[error("`{name}` is not a valid model name: {reason}")]
     InvalidName { name: String, reason: String },
 
+    /// `HF_ENDPOINT` (where the Hub is) is set to something that is not a URL.
+    #[error(
+        "HF_ENDPOINT is `{value}`, which is not a URL ({reason}); set it to the Hub's address \
+         (https://huggingface.co or a mirror's) or unset it"
+    )]
+    InvalidEndpoint { value: String, reason: String },
+
     /// A file redraft will not download, whatever the repository says.
     #[error("refusing to download {file} from {repo}: {reason}")]
     Refused {

@@ -51,9 +51,9 @@ pub struct FileMeta {
 impl Hub {
     pub fn new(settings: &Settings) -> Result<Hub> {
         let endpoint_text = settings.endpoint.trim_end_matches('/').to_string();
-        let endpoint = Url::parse(&endpoint_text).map_err(|e| Error::InvalidName {
-            name: endpoint_text.clone(),
-            reason: format!("HF_ENDPOINT is not a URL ({e})"),
+        let endpoint = Url::parse(&endpoint_text).map_err(|e| Error::InvalidEndpoint {
+            value: endpoint_text.clone(),
+            reason: e.to_string(),
         })?;
         // reqwest is built without a default TLS provider (that would be aws-lc-rs); install
         // ring's, as the rest of redraft does. A provider installed first by the caller stays.

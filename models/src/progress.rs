@@ -28,7 +28,8 @@ impl Progress for NoProgress {
 
 /// Progress on stderr: a redrawn bar when stderr is a terminal, otherwise one line when a file
 /// starts and one when it ends (logs stay readable). Never writes to stdout, which the LSP
-/// transport owns.
+/// transport owns. A line stderr cannot take (`2>/dev/full`) is dropped: progress is no reason
+/// to stop a download.
 #[derive(Debug)]
 pub struct TerminalProgress {
     bar: bool,
@@ -107,7 +108,7 @@ impl Progress for TerminalProgress {
             let size = total
                 .map(|t| format!(" ({})", human_bytes(t)))
                 .unwrap_or_default();
-            eprintln!("downloading {file}{size}");
+            let _ = writeln!(std::io::stderr(), "downloading {file}{size}");
         }
     }
 
@@ -123,15 +124,21 @@ impl Progress for TerminalProgress {
         if self.bar {
             self.drawn = None;
             self.draw();
-            eprintln!();
+            let _ = writeln!(std::io::stderr());
         } else if self.total.is_none_or(|total| self.done >= total) {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "downloaded {} ({} in {seconds:.1}s)",
                 self.file,
                 human_bytes(self.done)
             );
         } else {
-            eprintln!("stopped {} at {}", self.file, human_bytes(self.done));
+            let _ = writeln!(
+                std::io::stderr(),
+                "stopped {} at {}",
+                self.file,
+                human_bytes(self.done)
+            );
         }
     }
 }

@@ -11,6 +11,7 @@
 //!   the pipeline, with its prompt templates in [`fim_template`].
 //! - [`backend_args`]: the `--backend` flags the commands share.
 //! - [`default_model`]: the embedded model and the one way any door loads a model.
+//! - [`flag_error`]: a flag's value found wrong after clap read it, as a command-line mistake.
 //! - [`model_args`]: the `--model` and `--device` flags the commands share.
 //! - [`model_details`]: what a loaded model is (format, quantization, architecture, size), as
 //!   the doors describe it.
@@ -21,11 +22,14 @@ pub mod backend;
 pub mod backend_args;
 pub mod default_model;
 pub mod fim_template;
+mod flag_error;
 pub mod metrics;
 pub mod model_args;
 pub mod model_details;
 pub mod sampler_args;
 pub mod scheduler;
+
+pub use flag_error::flag_error;
 
 /// The longest FIM middle, in tokens, when a request or setting says nothing (`maxTokens` of
 /// the language server, `max_tokens` of the HTTP APIs, `redraft complete --max-tokens`). A

@@ -11,14 +11,20 @@ use redraft_engine::ContextCache;
 use redraft_suggest::edit::{apply, next_edit, EditInput};
 use serde::Serialize;
 
-use super::{cursor_offset, read_text, with_controls, Args};
+use super::{
+    cursor_offset, language_of_file, note, print_out, read_text, read_text_and_bom, with_controls,
+    Args, BOM,
+};
 
 /// The request: a document, its name, the cursor and the recent edits as a unified diff.
 struct Request {
+    /// The document's text, without the byte order mark its file may start with.
     text: String,
     path: String,
     cursor: usize,
     history: String,
+    /// The file started with a byte order mark ([`BOM`]), dropped from `text`.
+    bom: bool,
 }
 
 fn request(args: &Args) -> anyhow::Result<Request> {
@@ -58,12 +64,13 @@ fn request(args: &Args) -> anyhow::Result<Request> {
             path: json.path,
             cursor: json.cursor,
             history: json.history,
+            bom: false,
         });
     }
     let Some(file) = &args.file else {
         bail!("say where the cursor is: --file F --line L --column C [--history H.diff], or --stdin-json");
     };
-    let text = read_text(file)?;
+    let (text, bom) = read_text_and_bom(file)?;
     let (line, column) = (args.line.unwrap_or(1), args.column.unwrap_or(1));
     let cursor = cursor_offset(&text, line, column)
         .with_context(|| format!("cursor in {}", file.display()))?;
@@ -76,7 +83,24 @@ fn request(args: &Args) -> anyhow::Result<Request> {
         path: display_path(file),
         cursor,
         history,
+        bom,
     })
+}
+
+/// The edit as a unified diff of the file as it is: a byte order mark dropped on reading is put
+/// back on both sides, so that the first line is the file's own and `git apply` takes the diff.
+fn file_diff(request: &Request, new: &str) -> String {
+    let path = if request.path.is_empty() {
+        "document"
+    } else {
+        &request.path
+    };
+    if request.bom {
+        let (old, new) = (format!("{BOM}{}", request.text), format!("{BOM}{new}"));
+        unified_diff(path, &old, &new, 3)
+    } else {
+        unified_diff(path, &request.text, new, 3)
+    }
 }
 
 /// The file's name as the history names files: relative to the working directory when it is
@@ -119,10 +143,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let patches = parse_patches(&request.history).context("reading the edit history")?;
     let history: Vec<HistoryEdit> = patches.iter().flat_map(HistoryEdit::from_patch).collect();
     if history.is_empty() && !request.history.trim().is_empty() {
-        eprintln!(
+        note(format_args!(
             "redraft complete: warning: the history holds no unified-diff hunk (`@@ ... @@` \
              lines, as `git diff` writes them): the next edit is computed without recent edits"
-        );
+        ));
     }
     let load_started = Instant::now();
     let engine = args.model.load()?;
@@ -132,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         source: Source {
             text: &request.text,
             cursor: request.cursor,
-            language: Language::from_path(Path::new(&request.path)),
+            language: language_of_file(Path::new(&request.path), Language::Plain),
             tree: None,
         },
         path: &request.path,
@@ -206,17 +230,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "device": redraft_engine::device::describe(engine.model().device()),
             "sampler": sampler,
         });
-        println!("{value}");
+        print_out(&format!("{value}\n"))?;
     } else if !outcome.suggestion.is_empty() {
-        let path = if request.path.is_empty() {
-            "document"
-        } else {
-            &request.path
-        };
-        print!(
-            "{}",
-            unified_diff(path, text, &apply(text, &outcome.suggestion), 3)
-        );
+        print_out(&file_diff(&request, &apply(text, &outcome.suggestion)))?;
     }
     Ok(())
 }

@@ -3,6 +3,8 @@
 //! printed suggestion (or, with `--raw`, the printed middle) runs. And what `redraft` does with a developer command (`train`, `eval`, `bench`,
 //! `score`): it hands it to `redraft-lab`.
 
+mod io;
+
 use redraft_engine::tokenizer::Tokenizer;
 
 use redraft_tests::cli::{json_ok, path, redraft, repo};
@@ -466,6 +468,46 @@ fn command_line_mistakes_exit_2_and_what_running_finds_exits_1() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    }
+    // A canvas is at most --max-tokens slots, in the pipeline and with --raw.
+    for (extra, says) in [
+        (
+            &["--canvas-tokens", "65"][..],
+            "--canvas-tokens 65 is more than --max-tokens 64",
+        ),
+        (
+            &["--canvas-tokens", "200", "--max-tokens", "5", "--raw"],
+            "--canvas-tokens 200 is more than --max-tokens 5",
+        ),
+    ] {
+        let args = [&["complete", "--prefix-file", f][..], extra].concat();
+        let out = redraft(&args, "");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {says}")),
+            "{args:?}: {stderr}"
+        );
+    }
+    // A next-edit flag without --next-edit would be read by nothing: refused whatever the
+    // input, as a fill-in-the-middle flag is refused with --next-edit.
+    let at_file = ["--file", f, "--line", "1", "--column", "1"];
+    for flag in [
+        &["--history", f][..],
+        &["--draft-tau", "0.5"],
+        &["--no-draft"],
+        &["--max-change", "0.1"],
+        &["--min-edit-confidence", "0.3"],
+    ] {
+        for input in [&["--prefix-file", f][..], &at_file, &["--stdin-json"]] {
+            let args = [&["complete"][..], input, flag].concat();
+            let out = redraft(&args, r#"{"prefix": "a"}"#);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            let refused = stderr.contains("required arguments were not provided:\n  --next-edit")
+                || stderr.contains("cannot be used with");
+            assert!(refused && stderr.contains(flag[0]), "{args:?}: {stderr}");
+        }
     }
     let zero = redraft(
         &["complete", "--file", f, "--line", "0", "--column", "1"],

@@ -4,8 +4,9 @@
 //! models` lists them with what they are; `redraft pull` checks one; a bare word is an error
 //! naming the forms. (Downloads themselves are tested in `models/` against a fake Hub.)
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 use redraft_tests::cli::{self, json_ok, ok, path};
@@ -290,6 +291,54 @@ fn pull_says_why_a_cached_model_does_not_run_and_refuses_names_leaving_the_cache
             stderr.contains(&format!("`{name}` is not a valid model name: "))
                 && stderr.contains(says),
             "{name}: {stderr}"
+        );
+    }
+}
+
+/// `redraft ARGS` in [`Stores::env`], its standard output `stdout`.
+fn redraft_writing_to(args: &[&str], stdout: Stdio) -> Output {
+    let mut command = Command::new(cli::redraft_binary());
+    for (name, value) in stores().env() {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+/// `redraft models` and `redraft pull` print their answer on stdout: one that cannot take it
+/// (a full disk) is an error saying so, exit status 1, not a panic; a reader that stops reading
+/// (`redraft models | head -1`, here a pipe closed before anything is written) ends them
+/// quietly, as it ends git.
+#[test]
+fn models_and_pull_say_a_full_stdout_and_end_quietly_on_a_closed_pipe() {
+    for args in [
+        &["models"][..],
+        &["models", "--json"],
+        &["pull", "hf:test-org/tiny-GGUF:Q8_0"],
+    ] {
+        let full = redraft_writing_to(args, Stdio::from(File::create("/dev/full").unwrap()));
+        let stderr = String::from_utf8_lossy(&full.stderr);
+        assert_eq!(full.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("Error: cannot write to standard output: No space left on device"),
+            "{args:?}: {stderr}"
+        );
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let closed = redraft_writing_to(args, Stdio::from(writer));
+        let stderr = String::from_utf8_lossy(&closed.stderr);
+        assert_eq!(closed.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("Error") && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
         );
     }
 }

@@ -2,10 +2,12 @@
 //! found in edit-prediction datasets), applying a file's hunks to a text whose line numbers may
 //! not match the hunks', and writing a diff between two texts.
 //!
-//! Line endings are not part of a diff: hunk lines carry no `\n` or `\r\n`, a parsed CRLF diff
-//! reads like an LF one, [`apply`] writes added lines with the text's own line ending, and
-//! [`unified_diff`] compares lines without their endings. Only a missing newline at the end of
-//! the file is a difference (the `\ No newline at end of file` marker).
+//! Line endings are not part of a parsed diff: hunk lines carry no `\n` or `\r\n`, a parsed CRLF
+//! diff reads like an LF one, and [`apply`] writes added lines with the text's own line ending.
+//! A written diff is for `git apply` and `patch` as much as for [`parse_patches`], so
+//! [`unified_diff`] compares and writes each line with its exact bytes: a CRLF line keeps its
+//! `\r` before the `\n`, and a line whose ending changed is a changed line. A missing newline at
+//! the end of the file is the `\ No newline at end of file` marker either way.
 
 use std::fmt;
 
@@ -144,9 +146,92 @@ fn file_header(lines: &[&str], at: usize) -> Option<(String, String)> {
     Some((header_path(old, "a/"), header_path(new, "b/")))
 }
 
+/// The path of a `---`/`+++` field: a name git quoted (`"a/x\ty"`, [`quoted_name`]) read back,
+/// else the field up to a tab (a timestamp follows it); without `prefix` either way.
 fn header_path(field: &str, prefix: &str) -> String {
-    let path = field.split('\t').next().unwrap_or(field).trim_end();
-    path.strip_prefix(prefix).unwrap_or(path).to_string()
+    let path = match unquoted_name(field) {
+        Some(name) => name,
+        None => field
+            .split('\t')
+            .next()
+            .unwrap_or(field)
+            .trim_end()
+            .to_string(),
+    };
+    match path.strip_prefix(prefix) {
+        Some(rest) => rest.to_string(),
+        None => path,
+    }
+}
+
+/// The escapes of a quoted name other than octal ones: the character after the `\` and the
+/// byte it stands for.
+const NAME_ESCAPES: [(u8, u8); 9] = [
+    (b'a', 0x07),
+    (b'b', 0x08),
+    (b't', b'\t'),
+    (b'n', b'\n'),
+    (b'v', 0x0b),
+    (b'f', 0x0c),
+    (b'r', b'\r'),
+    (b'"', b'"'),
+    (b'\\', b'\\'),
+];
+
+/// `name` as a diff header writes it. A name holding a byte that would break the header line or
+/// be misread (a control character such as a newline or a tab, a `"`, a `\`) is written as git
+/// writes it: in double quotes, each such byte escaped C-style (`\n`, `\t`, `\"`, `\\` and
+/// the like, any other control byte as three octal digits: `\033`). Other names, spaces and
+/// non-ASCII letters included, are written as they are.
+fn quoted_name(name: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |b: u8| !(b.is_ascii_control() || b == b'"' || b == b'\\');
+    if name.bytes().all(plain) {
+        return name.into();
+    }
+    let mut quoted = String::with_capacity(name.len() + 2);
+    quoted.push('"');
+    for c in name.chars() {
+        match u8::try_from(c).ok().filter(|&b| !plain(b)) {
+            None => quoted.push(c),
+            Some(b) => match NAME_ESCAPES.iter().find(|(_, byte)| *byte == b) {
+                Some((letter, _)) => {
+                    quoted.push('\\');
+                    quoted.push(char::from(*letter));
+                }
+                None => quoted.push_str(&format!("\\{b:03o}")),
+            },
+        }
+    }
+    quoted.push('"');
+    quoted.into()
+}
+
+/// A name [`quoted_name`] (or git) quoted, read back; `None` when `field` does not start with a
+/// quoted name (then it is the name as it is).
+fn unquoted_name(field: &str) -> Option<String> {
+    let mut bytes = field.strip_prefix('"')?.bytes();
+    let mut name = Vec::new();
+    loop {
+        match bytes.next()? {
+            b'"' => break,
+            b'\\' => {
+                let escaped = bytes.next()?;
+                if let Some((_, byte)) = NAME_ESCAPES.iter().find(|(letter, _)| *letter == escaped)
+                {
+                    name.push(*byte);
+                    continue;
+                }
+                let mut value = u32::from(escaped.checked_sub(b'0').filter(|d| *d < 8)?);
+                for _ in 0..2 {
+                    let digit = bytes.next()?.checked_sub(b'0').filter(|d| *d < 8)?;
+                    value = value * 8 + u32::from(digit);
+                }
+                name.push(u8::try_from(value).ok()?);
+            }
+            byte => name.push(byte),
+        }
+    }
+    Some(String::from_utf8_lossy(&name).into_owned())
 }
 
 struct HunkHeader {
@@ -376,9 +461,12 @@ fn find_lines(lines: &[Line<'_>], wanted: &[&str], from: usize, expected: usize)
 }
 
 /// The diff from `old` to `new` as `git diff` writes it (`--- a/path`, `+++ b/path`, hunks
-/// with `context_lines` lines of context); empty when the texts have the same lines.
+/// with `context_lines` lines of context); empty when the texts are the same. Each line is
+/// compared and written with its exact bytes (a CRLF line's `\r` too), so `git apply` and
+/// `patch` take the diff for a CRLF or mixed-ending file; [`parse_patches`] reads it back
+/// without the `\r`s.
 pub fn unified_diff(path: &str, old: &str, new: &str, context_lines: usize) -> String {
-    let patch = diff_patch(path, old, new, context_lines);
+    let patch = exact_patch(path, old, new, context_lines);
     if patch.hunks.is_empty() {
         String::new()
     } else {
@@ -386,17 +474,16 @@ pub fn unified_diff(path: &str, old: &str, new: &str, context_lines: usize) -> S
     }
 }
 
-/// The diff from `old` to `new` as a [`FilePatch`] (paths both `path`).
-pub fn diff_patch(path: &str, old: &str, new: &str, context_lines: usize) -> FilePatch {
-    let old_lines = split_lines(old);
-    let new_lines = split_lines(new);
-    // A last line without a newline differs from the same line with one.
-    fn key<'a>(line: &Line<'a>) -> (&'a str, bool) {
-        (line.content, line.ending.is_empty())
-    }
-    let old_keys: Vec<_> = old_lines.iter().map(key).collect();
-    let new_keys: Vec<_> = new_lines.iter().map(key).collect();
-    let ops = capture_diff_slices(Algorithm::Myers, &old_keys, &new_keys);
+/// The diff from `old` to `new` as a [`FilePatch`] (paths both `path`) whose hunk lines keep
+/// everything but their `\n`: a CRLF line's `\r` stays, so the patch written is the texts'
+/// bytes. (A parsed patch has no `\r`s; this one is only for writing.)
+fn exact_patch(path: &str, old: &str, new: &str, context_lines: usize) -> FilePatch {
+    // Whole lines, `\n` included: a last line without one, or a line whose `\r\n` became `\n`,
+    // differs from the same text with the other ending.
+    let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
+    let new_lines: Vec<&str> = new.split_inclusive('\n').collect();
+    let written = |line: &str| line.strip_suffix('\n').unwrap_or(line).to_string();
+    let ops = capture_diff_slices(Algorithm::Myers, &old_lines, &new_lines);
     let mut hunks = Vec::new();
     for group in group_diff_ops(ops, context_lines) {
         let (Some(first), Some(last)) = (group.first(), group.last()) else {
@@ -413,21 +500,21 @@ pub fn diff_patch(path: &str, old: &str, new: &str, context_lines: usize) -> Fil
             let (tag, old_range, new_range) = op.as_tag_tuple();
             if tag == DiffTag::Equal {
                 for line in &old_lines[old_range] {
-                    hunk.lines.push(HunkLine::Context(line.content.to_string()));
+                    hunk.lines.push(HunkLine::Context(written(line)));
                 }
                 continue;
             }
             for line in &old_lines[old_range] {
-                hunk.lines.push(HunkLine::Removed(line.content.to_string()));
+                hunk.lines.push(HunkLine::Removed(written(line)));
             }
             for line in &new_lines[new_range] {
-                hunk.lines.push(HunkLine::Added(line.content.to_string()));
+                hunk.lines.push(HunkLine::Added(written(line)));
             }
         }
-        hunk.old_no_newline = old_range.end == old_lines.len()
-            && old_lines.last().is_some_and(|line| line.ending.is_empty());
-        hunk.new_no_newline = new_range.end == new_lines.len()
-            && new_lines.last().is_some_and(|line| line.ending.is_empty());
+        hunk.old_no_newline =
+            old_range.end == old_lines.len() && !old.is_empty() && !old.ends_with('\n');
+        hunk.new_no_newline =
+            new_range.end == new_lines.len() && !new.is_empty() && !new.ends_with('\n');
         hunks.push(hunk);
     }
     FilePatch {
@@ -437,12 +524,13 @@ pub fn diff_patch(path: &str, old: &str, new: &str, context_lines: usize) -> Fil
     }
 }
 
-/// The patch as a unified diff (`--- a/old`, `+++ b/new`, hunks with their counts; a count of
-/// one is left out, as git does). [`parse_patches`] reads it back.
+/// The patch as a unified diff (`--- a/old`, `+++ b/new`, a name with special characters
+/// quoted as git quotes it, hunks with their counts; a count of one is left out, as git does).
+/// [`parse_patches`] reads it back.
 impl fmt::Display for FilePatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "--- a/{}", self.old_path)?;
-        writeln!(f, "+++ b/{}", self.new_path)?;
+        writeln!(f, "--- {}", quoted_name(&format!("a/{}", self.old_path)))?;
+        writeln!(f, "+++ {}", quoted_name(&format!("b/{}", self.new_path)))?;
         for hunk in &self.hunks {
             write!(f, "{hunk}")?;
         }

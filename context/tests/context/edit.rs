@@ -291,6 +291,164 @@ fn unified_diff_round_trips_edge_cases() {
     }
 }
 
+/// A written diff is the texts' bytes: a CRLF line keeps its `\r` (else `git apply` and `patch`
+/// refuse the diff: its lines are not the file's), a line whose ending changed is a change,
+/// and an LF text's diff is as before.
+#[test]
+fn unified_diff_writes_each_lines_exact_bytes() {
+    assert_eq!(
+        unified_diff("f", "a\r\nb\r\nc\r\n", "a\r\nB\r\nc\r\n", 1),
+        "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\r\n-b\r\n+B\r\n c\r\n"
+    );
+    assert_eq!(
+        unified_diff("f", "a\r\nb\nc", "a\r\nb\r\nc", 3),
+        "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\r\n-b\n+b\r\n c\n\\ No newline at end of file\n"
+    );
+    assert_eq!(
+        unified_diff("f", "a\r\nb\r", "a\r\nB\r", 0),
+        "--- a/f\n+++ b/f\n@@ -2 +2 @@\n-b\r\n\\ No newline at end of file\n+B\r\n\\ No newline at end of file\n"
+    );
+}
+
+/// [`parse_patches`] reads a written CRLF or mixed-ending diff back to the edit written, its
+/// lines without the `\r`s (line endings are the text's business when a parsed diff is
+/// applied).
+#[test]
+fn a_written_crlf_diff_parses_back_to_the_same_edit() {
+    let (old, new) = ("fn a() {\r\n    1\r\n}\n", "fn a() {\r\n    2\r\n}\n");
+    let patch = one_patch(&unified_diff("src/a.rs", old, new, 3));
+    assert_eq!(patch.old_path, "src/a.rs");
+    assert_eq!(
+        patch.hunks[0].lines,
+        vec![
+            context("fn a() {"),
+            removed("    1"),
+            added("    2"),
+            context("}"),
+        ]
+    );
+    assert!(!patch.hunks[0].old_no_newline && !patch.hunks[0].new_no_newline);
+    let crlf = "a\r\nb\r\nc\r\nd\r\ne";
+    let edited = "a\r\nB\r\nc\r\nd\r\ne\r\nf";
+    assert_eq!(
+        apply(crlf, &one_patch(&unified_diff("f", crlf, edited, 1))).unwrap(),
+        edited
+    );
+}
+
+/// A directory of its own under the system's temporary directory, removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("redraft-context-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `git apply`'s verdict on `diff` for a file `name` holding `old`: the file's bytes after.
+fn git_apply(scratch: &Scratch, name: &str, old: &str, diff: &str) -> Result<Vec<u8>, String> {
+    let file = scratch.0.join(name);
+    std::fs::write(&file, old).unwrap();
+    let patch = scratch.0.join("edit.diff");
+    std::fs::write(&patch, diff).unwrap();
+    let output = std::process::Command::new("git")
+        .arg("apply")
+        .arg(&patch)
+        .current_dir(&scratch.0)
+        // Outside any repository, whatever the temporary directory is in: git applies to the
+        // files as `patch` does.
+        .env("GIT_CEILING_DIRECTORIES", scratch.0.parent().unwrap())
+        .output()
+        .expect("git runs (the workspace's tests need git)");
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    Ok(std::fs::read(&file).unwrap())
+}
+
+/// The real `git apply` takes a written diff of a CRLF, a mixed-ending or an LF file, with or
+/// without a final newline, and makes the new text byte for byte.
+#[test]
+fn git_applies_written_diffs_to_any_line_endings() {
+    let scratch = Scratch::new("git-apply");
+    for (old, new) in [
+        ("fn a() {\r\n    1\r\n}\r\n", "fn a() {\r\n    2\r\n}\r\n"),
+        ("a\r\nb\nc\r\nd\n", "a\r\nB\nc\r\nd\r\n"),
+        ("a\r\nb\r\nc", "a\r\nb\r\nc\r\n"),
+        ("a\r\nb\r\n", "a\r\nb"),
+        ("\u{feff}a\r\nb\r\n", "\u{feff}A\r\nb\r\n"),
+        ("a\nb\nc\n", "a\nc\nd"),
+    ] {
+        // Git wants context (a diff without any needs `--unidiff-zero`).
+        for context_lines in [1, 3] {
+            let diff = unified_diff("f.rs", old, new, context_lines);
+            let applied = git_apply(&scratch, "f.rs", old, &diff);
+            assert_eq!(
+                applied.as_deref(),
+                Ok(new.as_bytes()),
+                "{old:?} -> {new:?}, context {context_lines}:\n{diff}"
+            );
+        }
+    }
+}
+
+/// A name that holds a newline, a tab, a `"` or a `\` would break the header lines (a path
+/// could add a header of its own); it is quoted as git quotes it, and read back.
+#[test]
+fn header_names_with_special_characters_are_quoted_as_git_quotes_them() {
+    let (old, new) = ("x\n", "y\n");
+    let evil = "x.rs\n+++ b/evil\n@@ -1 +1 @@";
+    let diff = unified_diff(evil, old, new, 3);
+    assert_eq!(
+        diff,
+        "--- \"a/x.rs\\n+++ b/evil\\n@@ -1 +1 @@\"\n+++ \"b/x.rs\\n+++ b/evil\\n@@ -1 +1 @@\"\n@@ -1 +1 @@\n-x\n+y\n"
+    );
+    assert_eq!(one_patch(&diff).old_path, evil);
+    let odd = "d\\ir/\"q\"\t\u{1b}\u{7f}é z.rs";
+    let diff = unified_diff(odd, old, new, 3);
+    assert!(
+        diff.starts_with("--- \"a/d\\\\ir/\\\"q\\\"\\t\\033\\177é z.rs\"\n"),
+        "{diff}"
+    );
+    let patch = one_patch(&diff);
+    assert_eq!(
+        (patch.old_path.as_str(), patch.new_path.as_str()),
+        (odd, odd)
+    );
+    // Git reads the quoted name as the file's (a name without a `/` of its own: the directory
+    // need not exist).
+    let scratch = Scratch::new("quoted-names");
+    let name = "q\"\n\t\\z.rs";
+    let diff = unified_diff(name, old, new, 3);
+    assert_eq!(
+        git_apply(&scratch, name, old, &diff).as_deref(),
+        Ok(new.as_bytes())
+    );
+    // Plain names, spaces and non-ASCII letters included, are as they were.
+    assert!(unified_diff("src/a b/é.rs", old, new, 3)
+        .starts_with("--- a/src/a b/é.rs\n+++ b/src/a b/é.rs\n"));
+    // A timestamp after a quoted name is not part of it; an unterminated quote is a plain name.
+    let patch = one_patch("--- \"a/x y\"\t2024-01-01\n+++ \"b/x\\101\"\n@@ -1 +1 @@\n-x\n+y\n");
+    assert_eq!(
+        (patch.old_path.as_str(), patch.new_path.as_str()),
+        ("x y", "xA")
+    );
+    assert_eq!(
+        one_patch("--- \"a/x\n+++ b/x\n@@ -1 +1 @@\n-x\n+y\n").old_path,
+        "\"a/x"
+    );
+}
+
 fn lines_text() -> impl Strategy<Value = String> {
     // Few distinct lines, so diffs have repeats to get wrong; sometimes no final newline.
     (

@@ -4,6 +4,7 @@
 //! of a tree into DIR instead. The work is `redraft_eval::next_edit`'s; this file is the
 //! command line.
 
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -136,7 +137,8 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
             );
         }
         if cases.len() < before {
-            eprintln!(
+            let _ = writeln!(
+                io::stderr(),
                 "eval --next-edit: {} of {before} cases have no completion in {}; scoring the {} that do",
                 before - cases.len(),
                 file.display(),
@@ -165,13 +167,19 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
         (evaluate(&cases, &source, &source.identity(&set), &out), out)
     };
     let summary = summary.with_context(|| format!("evaluating into {}", out.display()))?;
-    eprintln!("eval --next-edit: results in {}", out.display());
-    print!("{}", table(std::slice::from_ref(&summary)));
+    let _ = writeln!(
+        io::stderr(),
+        "eval --next-edit: results in {}",
+        out.display()
+    );
     let bars = bar_table(&summary);
-    if !bars.is_empty() {
-        print!("\n{bars}");
-    }
-    Ok(())
+    redraft::to_stdout(|out| {
+        write!(out, "{}", table(std::slice::from_ref(&summary)))?;
+        if !bars.is_empty() {
+            write!(out, "\n{bars}")?;
+        }
+        Ok(())
+    })
 }
 
 fn build_options(args: &NextEditArgs) -> BuildOptions {
@@ -227,21 +235,29 @@ fn write_built(dir: &Path, built: &Built, source: &str) -> anyhow::Result<()> {
     let cases = &built.cases;
     let files = write_cases(dir, cases)?;
     let no_edit = cases.iter().filter(|c| c.no_edit).count();
-    println!(
-        "{} cases ({no_edit} no-edit) from {source} in {}",
-        files.len(),
-        dir.display()
-    );
+    redraft::to_stdout(|out| {
+        writeln!(
+            out,
+            "{} cases ({no_edit} no-edit) from {source} in {}",
+            files.len(),
+            dir.display()
+        )
+    })?;
     let dropped: Vec<String> = built
         .dropped
         .iter()
         .map(|(reason, n)| format!("{reason} {n}"))
         .collect();
     if !dropped.is_empty() {
-        eprintln!("eval --next-edit: changes dropped: {}", dropped.join(", "));
+        let _ = writeln!(
+            io::stderr(),
+            "eval --next-edit: changes dropped: {}",
+            dropped.join(", ")
+        );
     }
     if built.unwritable > 0 {
-        eprintln!(
+        let _ = writeln!(
+            io::stderr(),
             "eval --next-edit: {} cut cases left out (not writable faithfully in Zed's format)",
             built.unwritable
         );

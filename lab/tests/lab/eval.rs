@@ -387,7 +387,7 @@ fn python_middles_pass_and_bad_input_is_a_clear_error() {
 
 #[test]
 fn the_speed_bench_flags_still_work() {
-    // Parsed as the speed benchmark, which then rejects the config.
+    // Parsed as the speed benchmark's flags, which reject the config.
     let output = redraft_in_repo(&[
         "bench",
         "--configs",

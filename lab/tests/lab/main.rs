@@ -12,6 +12,11 @@ mod llama_parity;
 mod train;
 mod train_init;
 
+use std::fs::File;
+use std::process::{Command, Output, Stdio};
+
+use redraft_tests::cli::{lab_binary, path, repo};
+
 /// A developer command's error is printed as `redraft` prints one, for its own commands and
 /// the shipped ones it offers too: `Error: ` and each cause once, no backtrace, whatever
 /// `RUST_BACKTRACE` says (anyhow's `main` printed a stack under it), exit 1.
@@ -29,4 +34,122 @@ fn errors_are_printed_as_redraft_prints_them() {
         assert!(stderr.starts_with("Error: "), "{args:?}: {stderr}");
         assert!(!stderr.contains("acktrace"), "{args:?}: {stderr}");
     }
+}
+
+/// A flag value a command cannot use is a mistake on the command line: exit status 2 and
+/// what is wrong, said before any work (the task file and model here do not exist, and
+/// `bench` measures nothing), as clap says its own.
+#[test]
+fn flag_values_a_command_cannot_use_are_command_line_mistakes() {
+    let runs: [(&[&str], &str); 8] = [
+        (
+            &["logprobs", "--text", "x", "--max-tokens", "0"],
+            "--max-tokens <MAX_TOKENS>",
+        ),
+        (&["eval", "--tasks", "x", "--limit", "0"], "--limit <LIMIT>"),
+        (
+            &["eval", "--tasks", "x", "--sample", "0"],
+            "--sample <SAMPLE>",
+        ),
+        (
+            &["eval", "--tasks", "x", "--sweep", "--bogus"],
+            "unexpected argument '--bogus' found",
+        ),
+        (
+            &["eval", "--tasks", "x", "--backend", "notaurl"],
+            "write it as http://HOST:PORT",
+        ),
+        (
+            &["bench", "--lengths", "0"],
+            "a length of 64 tokens or more",
+        ),
+        (
+            &["bench", "--lengths", "512,16"],
+            "a length of 64 tokens or more",
+        ),
+        (
+            &["bench", "--configs", "/nonexistent"],
+            "give small, medium, or a model directory or GGUF file",
+        ),
+    ];
+    for (args, says) in runs {
+        let out = redraft_tests::cli::lab(args, "");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: nothing was measured");
+        assert!(
+            !stderr.contains("Usage: redraft-lab --"),
+            "no usage of a command no one typed: {stderr}"
+        );
+    }
+}
+
+/// `redraft-lab` with `stdout`, from the repository root.
+fn lab_writing_to(args: &[&str], stdout: Stdio) -> Output {
+    Command::new(lab_binary())
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .output()
+        .unwrap()
+}
+
+/// Results that stdout cannot take (a full disk) are an error saying so, exit status 1, not a
+/// panic; a reader that stops reading (`| head`) ends the command quietly, as it ends git.
+#[test]
+fn results_stdout_cannot_take_are_an_error_and_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("engine.jsonl");
+    let build = [
+        "tasks",
+        "--from-dir",
+        "engine/src",
+        "--per-file",
+        "1",
+        "--max-tasks",
+        "3",
+        "--out",
+        path(&tasks),
+    ];
+    let eval_out = dir.path().join("eval");
+    let eval = [
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--canonical",
+        "--out",
+        path(&eval_out),
+    ];
+    for args in [&build[..], &eval] {
+        let full = lab_writing_to(args, Stdio::from(File::create("/dev/full").unwrap()));
+        let stderr = String::from_utf8_lossy(&full.stderr);
+        assert_eq!(full.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("Error: cannot write to standard output: No space left on device"),
+            "{args:?}: {stderr}"
+        );
+        assert!(tasks.is_file(), "the work itself was done");
+    }
+    // The read end closed before anything is written.
+    let mut child = Command::new(lab_binary())
+        .args(eval)
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let closed = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&closed.stderr);
+    assert_eq!(closed.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("Error") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
 }

@@ -184,3 +184,106 @@ fn missing_corpus_says_what_to_pass() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("train.jsonl is missing"), "{stderr}");
 }
+
+/// Settings no run can have are mistakes on the command line: exit status 2 and what is wrong,
+/// before the corpus is even looked at (it is missing here) and nothing written. A value alone
+/// is checked as it is read; one that only fails beside another (`--kv-heads 3` with 4 heads)
+/// when the flags are read together.
+#[test]
+fn settings_no_run_can_have_are_command_line_mistakes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    for (flags, says) in [
+        (&["--steps", "0"][..], "--steps <STEPS>"),
+        (&["--batch", "0"], "--batch <BATCH>"),
+        (&["--layers", "0"], "--layers <LAYERS>"),
+        (&["--fim-rate", "2"], "expected a share from 0 to 1"),
+        (&["--lr", "nan"], "expected a number above 0"),
+        (&["--seq-len", "4"], "8 or more"),
+        (
+            &["--max-minutes=-1"],
+            "expected a number of minutes above 0",
+        ),
+        (
+            &["--kv-heads", "3"],
+            "--heads 4 must be a multiple of --kv-heads 3",
+        ),
+        (&["--hidden", "100", "--heads", "3"], "--hidden 100 must be"),
+    ] {
+        let failed = train(&dir.path().join("no-corpus"), &out, flags);
+        let stderr = String::from_utf8_lossy(&failed.stderr);
+        assert_eq!(failed.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(says),
+            "{flags:?}: {stderr}"
+        );
+        assert!(!stderr.contains("train.jsonl"), "{flags:?}: {stderr}");
+    }
+    assert!(!out.exists(), "nothing was written");
+}
+
+/// A run whose attention buffers (quadratic in --seq-len) this machine cannot allocate is
+/// refused before the tokenizer is trained, saying why, instead of the process aborting at the
+/// first step ("memory allocation of ... bytes failed"). Ten million tokens a sequence would
+/// take petabytes: no machine has them.
+#[test]
+fn settings_whose_attention_cannot_be_allocated_are_refused_before_training() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    let corpus = corpus();
+    let out = tempfile::tempdir().unwrap();
+    let failed = train(
+        corpus.path(),
+        out.path(),
+        &[
+            "--device",
+            "cpu",
+            "--vocab-size",
+            "300",
+            "--seq-len",
+            "10000000",
+            "--batch",
+            "2",
+            "--hidden",
+            "64",
+            "--heads",
+            "2",
+            "--layers",
+            "1",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("Error: --seq-len 10000000 with --batch 2")
+            && stderr.contains("more than this machine can allocate")
+            && stderr.contains("lower --seq-len or --batch"),
+        "{stderr}"
+    );
+    assert!(
+        !out.path().join("tokenizer.json").exists(),
+        "nothing was trained"
+    );
+}
+
+/// What the run prints when it is done goes to a stdout that may not take it (a full disk): an
+/// error saying so, exit status 1, not a panic.
+#[test]
+fn a_report_stdout_cannot_take_is_an_error() {
+    let corpus = corpus();
+    let out = tempfile::tempdir().unwrap();
+    let failed = std::process::Command::new(redraft_tests::cli::lab_binary())
+        .args(["train", "--corpus", path(corpus.path()), "--out"])
+        .arg(out.path())
+        .args(["--vocab-size", "300", "--tokenizer-only", "--threads", "1"])
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Error: cannot write to standard output: No space left on device"),
+        "{stderr}"
+    );
+}

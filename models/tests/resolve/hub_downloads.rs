@@ -206,6 +206,25 @@ fn token_is_sent_to_the_hub_and_never_shown() {
     assert!(message.contains("set HF_TOKEN"), "{message}");
 }
 
+/// An `HF_ENDPOINT` that is not a URL is named as the problem, with its value; the model name,
+/// which is fine, is not called invalid.
+#[test]
+fn an_endpoint_that_is_not_a_url_is_said_to_be_the_problem() {
+    let world = World::new("notaurl");
+    let error = world.resolve("hf:org/coder").unwrap_err();
+    assert!(
+        matches!(&error, Error::InvalidEndpoint { value, .. } if value == "notaurl"),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.starts_with("HF_ENDPOINT is `notaurl`, which is not a URL (")
+            && message.contains("unset it"),
+        "{message}"
+    );
+    assert!(!message.contains("model name"), "{message}");
+}
+
 #[test]
 fn pickled_weights_are_refused_with_the_reason() {
     let hub = FakeHub::start();

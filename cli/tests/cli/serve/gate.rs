@@ -244,6 +244,33 @@ fn bodies_not_sent_as_json_are_415_before_they_are_read() {
     assert_eq!(error_code(&unknown, 404), "unknown_route");
 }
 
+/// A value of `--allow-origin`, `--allow-host` or `--backend` the server cannot use is a
+/// mistake on the command line: exit status 2 with what is wrong (docs/cli.md), before a model
+/// is loaded, as clap's own mistakes are.
+#[test]
+fn flag_values_the_server_cannot_use_are_command_line_mistakes() {
+    for (args, says) in [
+        (
+            &["--allow-origin", "*"][..],
+            "--allow-origin `*` is not a web page's origin",
+        ),
+        (&["--allow-host", ""], "--allow-host `` is not a host name"),
+        (&["--backend", "notaurl"], "write it as http://HOST:PORT"),
+        (
+            &["--backend", "http://h:1", "--backend-timeout-s", "0"],
+            "--backend-timeout-s must be a positive number of seconds",
+        ),
+    ] {
+        let (status, stderr) = refused_start(args, &[]);
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("loaded from"), "{args:?}: {stderr}");
+    }
+}
+
 /// An empty key would mean no key at all: refused at start-up, wherever it comes from. A key
 /// file is read trimmed.
 #[test]

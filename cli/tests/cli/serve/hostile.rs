@@ -1,14 +1,14 @@
 //! What broken, hostile or impatient clients do, and load: bad JSON and fields, oversized
 //! bodies, unknown models and routes, missing keys, garbage on the socket, hanging up
-//! mid-stream, a full queue, SIGTERM with work in flight, no model at all. The server answers
-//! each with the right status and error body, and keeps serving.
+//! mid-stream, a full queue, SIGTERM with work in flight. The server answers each with the right
+//! status and error body, and keeps serving; a model that does not load stops it at start-up.
 
 use std::io::{Read, Write};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::client::{Server, Start};
+use super::client::{refused_start, Server, Start};
 use super::{qwen_prompt, PREFIX, SUFFIX};
 
 #[track_caller]
@@ -448,21 +448,20 @@ fn health_reports_the_batching_settings() {
     );
 }
 
+/// A model that does not load leaves nothing to answer with: the server says why and exits 1
+/// before it listens, as `complete` does (docs/cli.md), rather than listening to answer 503.
+/// (With `--backend` it starts without one: `backend.rs`.)
 #[test]
-fn without_a_model_completion_routes_answer_503() {
-    let server = Server::start(&["--model", "/nonexistent/model-dir"]);
-    let health = server.get("/health");
-    assert_eq!(health.status, 503);
-    assert_eq!(health.json()["status"], "no_model");
-    let body = json!({"model": "model-dir", "prompt": PREFIX});
-    let response = server.post("/v1/completions", &body);
-    openai_error(&response, 503, "model_not_loaded");
-    assert!(response.header("retry-after").is_some());
-    ollama_error(&server.post("/api/generate", &body), 503);
-    // Listing and metrics still work.
-    assert_eq!(server.get("/v1/models").status, 200);
-    assert_eq!(server.get("/metrics").status, 200);
-    assert!(server.stderr().contains("model not loaded"));
+fn a_model_that_does_not_load_stops_the_server_before_it_listens() {
+    let (status, stderr) = refused_start(&["--model", "/nonexistent/model-dir"], &[]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("Error: the model did not load")
+            && stderr.contains("/nonexistent/model-dir")
+            && stderr.contains("--backend"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "{stderr}");
 }
 
 #[test]
