@@ -278,8 +278,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    if let Some(config) = &fresh_guess {
-        // Now, not after the tokenizer has been trained.
+    if let Some(config) = fresh_guess.as_ref().filter(|_| !args.tokenizer_only) {
+        // Now, not after the tokenizer has been trained (a tokenizer-only run allocates none).
         check_attention_memory(config, &device)?;
     }
     let (base, tokenizer) = if args.resume {

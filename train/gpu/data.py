@@ -406,7 +406,9 @@ class BatchMaker:
     def _edit_sequence(self, rng) -> list[tuple[list[int], int, int]]:
         """Next edits drawn for one sequence, as many as fit: a draw too long for what is left is
         put back and another drawn, up to `edit_tries` times (`DataConfig`)."""
-        pieces, used, misses = [], 0, 0
+        # The first always fits (the index holds only edits shorter than a sequence).
+        pieces = [self._edit_example(rng)]
+        used, misses = len(pieces[0][0]) + 1, 0
         while misses < self.config.edit_tries and self.config.seq_len - used >= 128:
             ids, canvas_start, canvas_len = self._edit_example(rng)
             if used + len(ids) + 1 > self.config.seq_len:

@@ -181,11 +181,14 @@ const NAME_ESCAPES: [(u8, u8); 9] = [
 /// `name` as a diff header writes it. A name holding a byte that would break the header line or
 /// be misread (a control character such as a newline or a tab, a `"`, a `\`) is written as git
 /// writes it: in double quotes, each such byte escaped C-style (`\n`, `\t`, `\"`, `\\` and
-/// the like, any other control byte as three octal digits: `\033`). Other names, spaces and
-/// non-ASCII letters included, are written as they are.
+/// the like, any other control byte as three octal digits: `\033`), as is a name that ends in
+/// whitespace (a header's trailing whitespace is not read as the name's). Other names, spaces
+/// and non-ASCII letters included, are written as they are.
 fn quoted_name(name: &str) -> std::borrow::Cow<'_, str> {
     let plain = |b: u8| !(b.is_ascii_control() || b == b'"' || b == b'\\');
-    if name.bytes().all(plain) {
+    // A name ending in whitespace is quoted too: a header field's trailing whitespace is not
+    // read as part of the name.
+    if name.bytes().all(plain) && !name.ends_with(|c: char| c.is_whitespace()) {
         return name.into();
     }
     let mut quoted = String::with_capacity(name.len() + 2);

@@ -83,12 +83,19 @@ impl HistoryEdit {
                         new.push('\n');
                     }
                 }
+                // A byte order mark is not text (a `git diff` of line 1 carries the file's).
+                let unmarked = |text: String| match text.strip_prefix('\u{feff}') {
+                    Some(rest) => rest.to_string(),
+                    None => text,
+                };
                 HistoryEdit {
                     path: path.clone(),
-                    old,
-                    new,
+                    old: unmarked(old),
+                    new: unmarked(new),
                 }
             })
+            // A hunk that changed only line endings changed no text the model reads.
+            .filter(|edit| edit.old != edit.new)
             .collect()
     }
 

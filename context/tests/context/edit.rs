@@ -434,6 +434,11 @@ fn header_names_with_special_characters_are_quoted_as_git_quotes_them() {
         git_apply(&scratch, name, old, &diff).as_deref(),
         Ok(new.as_bytes())
     );
+    // A name that ends in whitespace is quoted, so the whitespace stays the name's.
+    let trailing = "src/x.rs ";
+    let diff = unified_diff(trailing, old, new, 3);
+    assert!(diff.starts_with("--- \"a/src/x.rs \"\n"), "{diff}");
+    assert_eq!(one_patch(&diff).new_path, trailing);
     // Plain names, spaces and non-ASCII letters included, are as they were.
     assert!(unified_diff("src/a b/é.rs", old, new, 3)
         .starts_with("--- a/src/a b/é.rs\n+++ b/src/a b/é.rs\n"));
@@ -552,6 +557,27 @@ fn a_patch_gives_one_edit_per_hunk_with_one_line_of_outer_context() {
             edit("src/n.rs", "13\n14\n15\n", "13\n15\n"),
         ]
     );
+}
+
+/// A `git diff` of a file that starts with a byte order mark carries it on line 1; the edit the
+/// model reads does not (the text it is given has none). A hunk that changed only line
+/// endings changed no text the model reads: no edit.
+#[test]
+fn a_patchs_edits_hold_no_byte_order_mark_and_no_ending_only_change() {
+    let old = "\u{feff}fn a() {}\nfn b() {}\n";
+    let new = "\u{feff}fn a() { 1 }\nfn b() {}\n";
+    let patch = one_patch(&unified_diff("src/m.rs", old, new, 3));
+    assert_eq!(
+        HistoryEdit::from_patch(&patch),
+        vec![edit(
+            "src/m.rs",
+            "fn a() {}\nfn b() {}\n",
+            "fn a() { 1 }\nfn b() {}\n"
+        )]
+    );
+    let endings = one_patch(&unified_diff("src/m.rs", "a\nb\n", "a\r\nb\n", 3));
+    assert_eq!(endings.hunks.len(), 1, "{endings}");
+    assert_eq!(HistoryEdit::from_patch(&endings), vec![]);
 }
 
 #[test]

@@ -265,6 +265,26 @@ fn settings_whose_attention_cannot_be_allocated_are_refused_before_training() {
         !out.path().join("tokenizer.json").exists(),
         "nothing was trained"
     );
+    // A tokenizer-only run allocates no attention: the same settings train its tokenizer.
+    let tokenizer_only = train(
+        corpus.path(),
+        out.path(),
+        &[
+            "--device",
+            "cpu",
+            "--vocab-size",
+            "300",
+            "--seq-len",
+            "10000000",
+            "--tokenizer-only",
+        ],
+    );
+    assert!(
+        tokenizer_only.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tokenizer_only.stderr)
+    );
+    assert!(out.path().join("tokenizer.json").exists());
 }
 
 /// What the run prints when it is done goes to a stdout that may not take it (a full disk): an

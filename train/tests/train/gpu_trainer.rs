@@ -676,7 +676,9 @@ fn next_edit_sequences_draw_again_for_the_room_left() {
         ))
         .unwrap()
     };
-    let (once, again) = (stats(1), stats(8));
+    let (none, once, again) = (stats(0), stats(1), stats(8));
+    // The first edit drawn always fits an empty sequence: never a sequence of none.
+    assert_eq!(none["per_sequence"], 1.0, "{none}");
     let number = |v: &Value, key: &str| v[key].as_f64().unwrap();
     assert!(
         number(&again, "per_sequence") > number(&once, "per_sequence") + 0.1,
