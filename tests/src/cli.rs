@@ -112,6 +112,45 @@ fn with_stdin(
     stdin: &str,
     env: &[(&str, Option<String>)],
 ) -> Output {
+    run_with(program, args, stdin, env, Stdio::piped())
+}
+
+/// Where a run's standard output goes, for tests of a command whose output cannot be written.
+#[derive(Clone, Copy, Debug)]
+pub enum Stdout {
+    /// `/dev/full`: every write fails, as on a full disk.
+    Full,
+    /// A pipe whose reader has gone before anything is written (`| head -c 0`).
+    Closed,
+}
+
+/// `program args` with `stdin` and environment variables set (`Some`) or removed (`None`), as
+/// [`redraft_in`], its standard output `stdout`.
+pub fn writing_to(
+    program: &Path,
+    env: &[(&str, Option<String>)],
+    args: &[&str],
+    stdin: &str,
+    stdout: Stdout,
+) -> Output {
+    let stdout = match stdout {
+        Stdout::Full => Stdio::from(std::fs::File::create("/dev/full").expect("/dev/full (Linux)")),
+        Stdout::Closed => {
+            let (reader, writer) = std::io::pipe().unwrap();
+            drop(reader);
+            Stdio::from(writer)
+        }
+    };
+    run_with(program, args, stdin, env, stdout)
+}
+
+fn run_with(
+    program: &Path,
+    args: &[&str],
+    stdin: &str,
+    env: &[(&str, Option<String>)],
+    stdout: Stdio,
+) -> Output {
     let mut command = Command::new(program);
     for (name, value) in env {
         match value {
@@ -122,7 +161,7 @@ fn with_stdin(
     let mut child = command
         .args(args)
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

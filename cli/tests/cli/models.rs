@@ -4,12 +4,11 @@
 //! models` lists them with what they are; `redraft pull` checks one; a bare word is an error
 //! naming the forms. (Downloads themselves are tested in `models/` against a fake Hub.)
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::OnceLock;
 
-use redraft_tests::cli::{self, json_ok, ok, path};
+use redraft_tests::cli::{self, json_ok, ok, path, Stdout};
 use redraft_tests::lsp_client::{self, items, Start};
 use redraft_tests::serve_client;
 use serde_json::{json, Value};
@@ -295,24 +294,6 @@ fn pull_says_why_a_cached_model_does_not_run_and_refuses_names_leaving_the_cache
     }
 }
 
-/// `redraft ARGS` in [`Stores::env`], its standard output `stdout`.
-fn redraft_writing_to(args: &[&str], stdout: Stdio) -> Output {
-    let mut command = Command::new(cli::redraft_binary());
-    for (name, value) in stores().env() {
-        match value {
-            Some(value) => command.env(name, value),
-            None => command.env_remove(name),
-        };
-    }
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap()
-}
-
 /// `redraft models` and `redraft pull` print their answer on stdout: one that cannot take it
 /// (a full disk) is an error saying so, exit status 1, not a panic; a reader that stops reading
 /// (`redraft models | head -1`, here a pipe closed before anything is written) ends them
@@ -324,16 +305,26 @@ fn models_and_pull_say_a_full_stdout_and_end_quietly_on_a_closed_pipe() {
         &["models", "--json"],
         &["pull", "hf:test-org/tiny-GGUF:Q8_0"],
     ] {
-        let full = redraft_writing_to(args, Stdio::from(File::create("/dev/full").unwrap()));
+        let full = cli::writing_to(
+            &cli::redraft_binary(),
+            &stores().env(),
+            args,
+            "",
+            Stdout::Full,
+        );
         let stderr = String::from_utf8_lossy(&full.stderr);
         assert_eq!(full.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(
             stderr.contains("Error: cannot write to standard output: No space left on device"),
             "{args:?}: {stderr}"
         );
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
-        let closed = redraft_writing_to(args, Stdio::from(writer));
+        let closed = cli::writing_to(
+            &cli::redraft_binary(),
+            &stores().env(),
+            args,
+            "",
+            Stdout::Closed,
+        );
         let stderr = String::from_utf8_lossy(&closed.stderr);
         assert_eq!(closed.status.code(), Some(0), "{args:?}: {stderr}");
         assert!(

@@ -12,10 +12,7 @@ mod llama_parity;
 mod train;
 mod train_init;
 
-use std::fs::File;
-use std::process::{Command, Output, Stdio};
-
-use redraft_tests::cli::{lab_binary, path, repo};
+use redraft_tests::cli::{lab_binary, path, repo, writing_to, Stdout};
 
 /// A developer command's error is printed as `redraft` prints one, for its own commands and
 /// the shipped ones it offers too: `Error: ` and each cause once, no backtrace, whatever
@@ -88,27 +85,17 @@ fn flag_values_a_command_cannot_use_are_command_line_mistakes() {
     }
 }
 
-/// `redraft-lab` with `stdout`, from the repository root.
-fn lab_writing_to(args: &[&str], stdout: Stdio) -> Output {
-    Command::new(lab_binary())
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .output()
-        .unwrap()
-}
-
 /// Results that stdout cannot take (a full disk) are an error saying so, exit status 1, not a
 /// panic; a reader that stops reading (`| head`) ends the command quietly, as it ends git.
 #[test]
 fn results_stdout_cannot_take_are_an_error_and_a_closed_pipe_ends_quietly() {
     let dir = tempfile::tempdir().unwrap();
     let tasks = dir.path().join("engine.jsonl");
+    let sources = repo().join("engine/src");
     let build = [
         "tasks",
         "--from-dir",
-        "engine/src",
+        path(&sources),
         "--per-file",
         "1",
         "--max-tasks",
@@ -126,7 +113,7 @@ fn results_stdout_cannot_take_are_an_error_and_a_closed_pipe_ends_quietly() {
         path(&eval_out),
     ];
     for args in [&build[..], &eval] {
-        let full = lab_writing_to(args, Stdio::from(File::create("/dev/full").unwrap()));
+        let full = writing_to(&lab_binary(), &[], args, "", Stdout::Full);
         let stderr = String::from_utf8_lossy(&full.stderr);
         assert_eq!(full.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(
@@ -136,16 +123,7 @@ fn results_stdout_cannot_take_are_an_error_and_a_closed_pipe_ends_quietly() {
         assert!(tasks.is_file(), "the work itself was done");
     }
     // The read end closed before anything is written.
-    let mut child = Command::new(lab_binary())
-        .args(eval)
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let closed = child.wait_with_output().unwrap();
+    let closed = writing_to(&lab_binary(), &[], &eval, "", Stdout::Closed);
     let stderr = String::from_utf8_lossy(&closed.stderr);
     assert_eq!(closed.status.code(), Some(0), "{stderr}");
     assert!(

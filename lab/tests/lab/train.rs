@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use redraft_tests::cli::{json_ok, lab as redraft, path, repo};
+use redraft_tests::cli::{self, json_ok, lab as redraft, path, repo};
 
 /// `train.jsonl` from the engine's sources, `valid.jsonl` from this crate's.
 fn corpus() -> tempfile::TempDir {
@@ -293,13 +293,19 @@ fn settings_whose_attention_cannot_be_allocated_are_refused_before_training() {
 fn a_report_stdout_cannot_take_is_an_error() {
     let corpus = corpus();
     let out = tempfile::tempdir().unwrap();
-    let failed = std::process::Command::new(redraft_tests::cli::lab_binary())
-        .args(["train", "--corpus", path(corpus.path()), "--out"])
-        .arg(out.path())
-        .args(["--vocab-size", "300", "--tokenizer-only", "--threads", "1"])
-        .stdout(std::fs::File::create("/dev/full").unwrap())
-        .output()
-        .unwrap();
+    let args = [
+        "train",
+        "--corpus",
+        path(corpus.path()),
+        "--out",
+        path(out.path()),
+        "--vocab-size",
+        "300",
+        "--tokenizer-only",
+        "--threads",
+        "1",
+    ];
+    let failed = cli::writing_to(&cli::lab_binary(), &[], &args, "", cli::Stdout::Full);
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert_eq!(failed.status.code(), Some(1), "{stderr}");
     assert!(

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use redraft_tests::cli::{json_ok, path, redraft, redraft_binary, repo};
+use redraft_tests::cli::{json_ok, path, redraft, redraft_binary, repo, writing_to, Stdout};
 
 /// The test model: what these tests check is the command's, not a model's, so they do not
 /// change with the embedded default.
@@ -17,46 +17,9 @@ fn small() -> &'static str {
     SMALL.as_str()
 }
 
-/// `redraft args` with `stdin`, its standard output the full device: every write fails.
-fn into_full_device(args: &[&str], stdin: &str) -> Output {
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .expect("/dev/full (Linux)");
-    let mut child = Command::new(redraft_binary())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(full)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-/// `redraft complete --stdin-json args` whose reader has gone before it writes (`| head -c 0`):
-/// stdout is closed before the request is sent, so the write meets a broken pipe every time.
-fn into_closed_pipe(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(redraft_binary())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+/// `redraft args` with `stdin`, its standard output `stdout`.
+fn into(stdout: Stdout, args: &[&str], stdin: &str) -> Output {
+    writing_to(&redraft_binary(), &[], args, stdin, stdout)
 }
 
 /// A suggestion that cannot be written (a full disk) is an error, exit status 1, never a
@@ -95,7 +58,7 @@ fn output_that_cannot_be_written_is_an_error_and_a_closed_pipe_a_quiet_end() {
         [&fim[..], &["--raw", "--json"]].concat(),
         [&next_edit[..], &["--json"]].concat(),
     ] {
-        let out = into_full_device(&args, "");
+        let out = into(Stdout::Full, &args, "");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(
@@ -107,7 +70,7 @@ fn output_that_cannot_be_written_is_an_error_and_a_closed_pipe_a_quiet_end() {
     let request = r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#;
     for extra in [&[][..], &["--json"], &["--raw"], &["--steps-view"]] {
         let args = [&["complete", "--model", small(), "--stdin-json"][..], extra].concat();
-        let out = into_closed_pipe(&args, request);
+        let out = into(Stdout::Closed, &args, request);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
         assert!(
@@ -116,7 +79,8 @@ fn output_that_cannot_be_written_is_an_error_and_a_closed_pipe_a_quiet_end() {
         );
     }
     let edit = serde_json::json!({"text": "fn a() {\n    1\n}\n", "cursor": 9}).to_string();
-    let out = into_closed_pipe(
+    let out = into(
+        Stdout::Closed,
         &[
             "complete",
             "--model",
