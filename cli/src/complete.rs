@@ -6,7 +6,7 @@
 
 mod next_edit;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use redraft_suggest::fim::{self, FimOptions, FimOutcome};
 
 use redraft_runtime::model_args::ModelArgs;
 use redraft_runtime::sampler_args::{parse_probability, SamplerArgs};
+use redraft_runtime::stderr_line;
 
 /// Where to complete is said once: `--file` with `--line` and `--column`, `--prefix-file`
 /// (with `--suffix-file` if wanted), or `--stdin-json`. A flag that would be ignored (a
@@ -226,7 +227,7 @@ impl Args {
 fn language_of_id(id: &str) -> Language {
     let language = Language::from_lsp_id(id);
     if language.lsp_id() != id {
-        note(format_args!(
+        stderr_line(format_args!(
             "redraft complete: language `{id}` is not one redraft knows the syntax of (rust, \
              python); read as plain text"
         ));
@@ -245,7 +246,7 @@ fn language_of_file(path: &Path, unnamed: Language) -> Language {
     let extension = extension.to_string_lossy().to_lowercase();
     let language = Language::from_path(&path.with_extension(&extension));
     if language == Language::Plain && extension != "txt" {
-        note(format_args!(
+        stderr_line(format_args!(
             "redraft complete: extension `.{extension}` (of {}) is not one redraft knows the \
              syntax of (.rs, .py, .pyi); read as plain text",
             path.display()
@@ -405,7 +406,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else if let Some(text) = suggestion {
         print_out(text)?;
     } else {
-        note(format_args!("{}", why_none(&outcome)));
+        stderr_line(format_args!("{}", why_none(&outcome)));
     }
     Ok(())
 }
@@ -433,13 +434,6 @@ impl Args {
 /// quietly).
 fn print_out(text: &str) -> anyhow::Result<()> {
     crate::to_stdout(|out| out.write_all(text.as_bytes()))
-}
-
-/// A line for stderr: a note, a warning, a step of `--steps-view`. One that cannot be written
-/// (`2>/dev/full`) is lost rather than a panic (`eprintln!`'s): there is nowhere left to say
-/// it, and the command's output is still worth having.
-fn note(line: std::fmt::Arguments<'_>) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// `--raw`: the engine on the whole prefix and suffix, its middle printed as it came.
@@ -529,7 +523,7 @@ fn why_none(outcome: &FimOutcome) -> String {
 /// `--steps-view`.
 fn with_controls<T>(args: &Args, engine: &Engine, run: impl FnOnce(Controls<'_>) -> T) -> T {
     let mut on_step = |step: &DenoiseStep| {
-        note(format_args!(
+        stderr_line(format_args!(
             "step {:>3}: {}",
             step.step,
             render(engine, &step.canvases[0])

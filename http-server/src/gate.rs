@@ -168,10 +168,10 @@ pub fn cors(origins: &[String]) -> Option<CorsLayer> {
 /// an empty key must never quietly mean "no key".
 pub fn api_key(flag: Option<&str>, file: Option<&Path>) -> anyhow::Result<Option<String>> {
     let (key, from) = if let Some(key) = flag {
-        eprintln!(
+        redraft_runtime::stderr_line(format_args!(
             "redraft serve: note: --api-key shows the key to every user of this machine in the \
              process list; prefer {KEY_VARIABLE} or --api-key-file"
-        );
+        ));
         (key.to_string(), "--api-key".to_string())
     } else if let Some(path) = file {
         let key = std::fs::read_to_string(path)

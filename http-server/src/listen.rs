@@ -94,7 +94,7 @@ pub async fn serve(
                 Ok(accepted) => accepted,
                 Err(err) => {
                     // Out of file descriptors and the like: pause rather than spin.
-                    eprintln!("redraft serve: accepting a connection failed: {err}");
+                    redraft_runtime::stderr_line(format_args!("redraft serve: accepting a connection failed: {err}"));
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -103,11 +103,11 @@ pub async fn serve(
         let Some(peer_slot) = peers.take(peer.ip(), limits.per_peer) else {
             metrics.refused_connections.inc();
             if last_refusal_logged.is_none_or(|at| at.elapsed() > Duration::from_secs(10)) {
-                eprintln!(
+                redraft_runtime::stderr_line(format_args!(
                     "redraft serve: {} already holds {} connections (--max-connections-per-peer): closing its new ones",
                     peer.ip(),
                     limits.per_peer
-                );
+                ));
                 last_refusal_logged = Some(Instant::now());
             }
             drop(stream);

@@ -305,11 +305,13 @@ pub fn job_error(err: JobError, dialect: Dialect) -> ApiError {
         JobError::NoModel(why) => ApiError::no_model(&why),
         JobError::Invalid(message) => ApiError::unprocessable(message),
         JobError::Backend(message) => {
-            eprintln!("redraft serve: a backend request failed: {message}");
+            redraft_runtime::stderr_line(format_args!(
+                "redraft serve: a backend request failed: {message}"
+            ));
             ApiError::backend(&message)
         }
         JobError::Failed(message) => {
-            eprintln!("redraft serve: a job failed: {message}");
+            redraft_runtime::stderr_line(format_args!("redraft serve: a job failed: {message}"));
             ApiError::internal(format!("the model failed on this request: {message}"))
         }
     }

@@ -62,7 +62,7 @@ impl Log {
             MessageType::INFO => "info",
             _ => "debug",
         };
-        eprintln!("redraft lsp {level}: {message}");
+        redraft_runtime::stderr_line(format_args!("redraft lsp {level}: {message}"));
         // The receiver is gone only while the server shuts down; stderr already has the line.
         let _ = self.tx.send((typ, message));
     }

@@ -12,6 +12,7 @@
 //! - [`backend_args`]: the `--backend` flags the commands share.
 //! - [`default_model`]: the embedded model and the one way any door loads a model.
 //! - [`flag_error`]: a flag's value found wrong after clap read it, as a command-line mistake.
+//! - [`stderr_line`]: a line of log or note on stderr that never panics.
 //! - [`model_args`]: the `--model` and `--device` flags the commands share.
 //! - [`model_details`]: what a loaded model is (format, quantization, architecture, size), as
 //!   the doors describe it.
@@ -28,8 +29,10 @@ pub mod model_args;
 pub mod model_details;
 pub mod sampler_args;
 pub mod scheduler;
+mod stderr_line;
 
 pub use flag_error::flag_error;
+pub use stderr_line::stderr_line;
 
 /// The longest FIM middle, in tokens, when a request or setting says nothing (`maxTokens` of
 /// the language server, `max_tokens` of the HTTP APIs, `redraft complete --max-tokens`). A

@@ -12,8 +12,8 @@ use redraft_suggest::edit::{apply, next_edit, EditInput};
 use serde::Serialize;
 
 use super::{
-    cursor_offset, language_of_file, note, print_out, read_text, read_text_and_bom, with_controls,
-    Args, BOM,
+    cursor_offset, language_of_file, print_out, read_text, read_text_and_bom, stderr_line,
+    with_controls, Args, BOM,
 };
 
 /// The request: a document, its name, the cursor and the recent edits as a unified diff.
@@ -143,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let patches = parse_patches(&request.history).context("reading the edit history")?;
     let history: Vec<HistoryEdit> = patches.iter().flat_map(HistoryEdit::from_patch).collect();
     if history.is_empty() && !request.history.trim().is_empty() {
-        note(format_args!(
+        stderr_line(format_args!(
             "redraft complete: warning: the history holds no unified-diff hunk (`@@ ... @@` \
              lines, as `git diff` writes them): the next edit is computed without recent edits"
         ));

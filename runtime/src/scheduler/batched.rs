@@ -343,10 +343,10 @@ impl<'e> Loop<'e> {
             }
             Ok(Err(err)) => Some(JobError::Failed(format!("{err:#}"))),
             Err(_) => {
-                eprintln!(
+                crate::stderr_line(format_args!(
                     "{}: a batch step failed unexpectedly (a bug); the server goes on",
                     self.door
-                );
+                ));
                 Some(JobError::Failed("internal error".into()))
             }
         };

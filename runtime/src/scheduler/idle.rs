@@ -73,11 +73,15 @@ fn refresh(engine: &Engine, queue: &Queue, kept: &mut KeptCaches) {
         Ok(Some(Ok(true))) => "done",
         Ok(Some(Ok(false))) => "stopped",
         Ok(Some(Err(err))) => {
-            eprintln!("redraft: refreshing a kept cache failed (dropped it): {err:#}");
+            crate::stderr_line(format_args!(
+                "redraft: refreshing a kept cache failed (dropped it): {err:#}"
+            ));
             "failed"
         }
         Err(_) => {
-            eprintln!("redraft: refreshing a kept cache panicked (dropped it)");
+            crate::stderr_line(format_args!(
+                "redraft: refreshing a kept cache panicked (dropped it)"
+            ));
             "failed"
         }
     };

@@ -104,7 +104,9 @@ pub fn cut_at_stop(text: &str, stop: &[String]) -> (String, bool) {
 /// internal error and the server goes on. Every taker of jobs (the loops, the backend workers)
 /// answers a panic so.
 pub fn internal_error(door: &str) -> Result<Answer, JobError> {
-    eprintln!("{door}: a job failed unexpectedly (a bug); the server goes on");
+    crate::stderr_line(format_args!(
+        "{door}: a job failed unexpectedly (a bug); the server goes on"
+    ));
     Err(JobError::Failed("internal error".into()))
 }
 

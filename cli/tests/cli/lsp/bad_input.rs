@@ -771,3 +771,75 @@ async fn exit_statuses_follow_the_protocol() {
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cannot write to stdout"), "{stderr}");
 }
+
+/// A stderr that cannot be written (the editor stopped reading it, a full disk) loses the log,
+/// never the server: at debug level every request logs, and the server used to die at the
+/// first line (`eprintln!` panics when stderr fails).
+#[test]
+fn a_stderr_that_cannot_be_written_loses_the_log_not_the_server() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(redraft_tests::cli::redraft_binary())
+        .args(["lsp", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create("/dev/full").expect("/dev/full (Linux)"))
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // Everything the server writes, read on a thread of its own until it closes stdout.
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        let mut chunk = [0u8; 1 << 16];
+        while let Ok(n @ 1..) = stdout.read(&mut chunk) {
+            if tx.send(chunk[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    // What it wrote so far; `answered(id)` reads on until the answer to `id` is among it.
+    let mut output = Vec::new();
+    let mut answered = |id: u32| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !String::from_utf8_lossy(&output).contains(&format!(r#""id":{id}}}"#)) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(bytes) => output.extend(bytes),
+                Err(_) => panic!("no answer {id}: {}", String::from_utf8_lossy(&output)),
+            }
+        }
+        String::from_utf8_lossy(&output).into_owned()
+    };
+    let mut send = |message: Value| {
+        // A server that died makes this fail: the test's point.
+        stdin
+            .write_all(&frame(message.to_string().as_bytes()))
+            .expect("the server reads its input");
+    };
+    let options = json!({"logLevel": "debug", "minConfidence": 0});
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"capabilities": {}, "initializationOptions": options}}));
+    answered(1);
+    send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    let document = json!({"uri": URI, "languageId": "rust", "version": 1,
+                          "text": "fn main() {\n    let x = \n}\n"});
+    send(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                "params": {"textDocument": document}}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/inlineCompletion",
+                "params": {"textDocument": {"uri": URI}, "position": {"line": 1, "character": 12},
+                           "context": {"triggerKind": 1}}}),
+    );
+    let output = answered(2);
+    let answer = output
+        .split("Content-Length")
+        .find(|frame| frame.contains(r#""id":2}"#))
+        .unwrap();
+    assert!(answer.contains(r#""result":["#), "{answer}");
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}));
+    send(json!({"jsonrpc": "2.0", "method": "exit"}));
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{output}");
+    reader.join().unwrap();
+}
