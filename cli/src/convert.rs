@@ -5,7 +5,6 @@
 //! and redraft both read it; a LLaDA model (`model_type` llada) as `llada`, the way llama.cpp's
 //! own converter writes one; a causal one as `qwen2`.
 
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -15,6 +14,7 @@ use redraft_engine::checkpoint::Weights;
 use redraft_engine::config::{AttentionPattern, DiffusionSettings, ModelConfig};
 use redraft_engine::engine::{load_settings, TOKENIZER_FILE};
 use redraft_engine::gguf::{type_name, GgufWriter};
+use redraft_runtime::stderr_line;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -96,13 +96,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     write_over(&writer, &args.out)?;
     let bytes = std::fs::metadata(&args.out)?.len();
     // Said when all is done: a stderr that cannot take it (2>/dev/full) changes nothing.
-    let _ = writeln!(
-        io::stderr(),
+    stderr_line(format_args!(
         "redraft convert: wrote {} ({arch}, {:.1} MB): {}",
         args.out.display(),
         bytes as f64 / 1e6,
         describe_matrices(args.dtype, &matrices)
-    );
+    ));
     Ok(())
 }
 

@@ -18,6 +18,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use redraft_runtime::stderr_line;
 
 /// The commands an editor or a user of the shipped binary runs.
 #[derive(Subcommand)]
@@ -75,7 +76,7 @@ pub fn finish(done: anyhow::Result<ExitCode>) -> ExitCode {
     if closed {
         return ExitCode::SUCCESS;
     }
-    let _ = writeln!(io::stderr(), "{}", report(&error));
+    stderr_line(format_args!("{}", report(&error)));
     ExitCode::FAILURE
 }
 

@@ -13,6 +13,7 @@ use redraft_engine::engine::{inspect, ModelSummary};
 use redraft_engine::prompt::FimLayout;
 use redraft_engine::sampler::{Effort, Efforts};
 use redraft_models::{human_bytes, ModelFormat, ModelName, Resolver, TerminalProgress};
+use redraft_runtime::stderr_line;
 use serde::Serialize;
 
 #[derive(clap::Args)]
@@ -40,19 +41,16 @@ pub fn pull(args: PullArgs) -> anyhow::Result<()> {
     let row = Row::new(args.name, format_name(model.format), 0, &model.path);
     crate::to_stdout(|out| writeln!(out, "{}", model.path.display()))?;
     // A note for whoever watches; the path above is the answer.
-    let _ = match &row.runs {
-        Ok(()) => writeln!(
-            io::stderr(),
+    match &row.runs {
+        Ok(()) => stderr_line(format_args!(
             "redraft pull: {} is {}; redraft runs it",
-            row.name,
-            row.kind
-        ),
-        Err(why) => writeln!(
-            io::stderr(),
+            row.name, row.kind
+        )),
+        Err(why) => stderr_line(format_args!(
             "redraft pull: {} is in place, but redraft cannot run it: {why}",
             row.name
-        ),
-    };
+        )),
+    }
     Ok(())
 }
 

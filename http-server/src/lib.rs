@@ -24,7 +24,6 @@ mod ollama;
 mod openai;
 mod requests;
 
-use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +38,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use redraft_engine::sampler::{CachePolicy, Effort, Realign};
+use redraft_runtime::stderr_line;
 use serde_json::json;
 
 use error::{ApiError, Dialect};
@@ -251,7 +251,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     app.scheduler.close();
     let _ = inference.join();
     runtime.shutdown_timeout(Duration::from_secs(1));
-    let _ = writeln!(io::stderr(), "redraft serve: stopped");
+    stderr_line(format_args!("redraft serve: stopped"));
     Ok(())
 }
 
@@ -272,12 +272,9 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
     let origins = gate::origins(&args.allow_origin).map_err(flag_error)?;
     let backend = args.backend.config().map_err(flag_error)?;
     if !args.bind.ip().is_loopback() && api_key.is_none() {
-        let _ = writeln!(
-            io::stderr(),
-            "redraft serve: warning: listening on {} without an API key: anyone who can reach it can use the model (set {} or --api-key-file, and put TLS in front)",
+        stderr_line(format_args!("redraft serve: warning: listening on {} without an API key: anyone who can reach it can use the model (set {} or --api-key-file, and put TLS in front)",
             args.bind,
-            gate::KEY_VARIABLE
-        );
+            gate::KEY_VARIABLE));
     }
     let started = Instant::now();
     let loaded = args.model.load();
@@ -295,13 +292,12 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
     let details = loaded.as_ref().ok().map(ModelDetails::of);
     let engine = match loaded {
         Ok(engine) => {
-            let _ = writeln!(
-                io::stderr(),
+            stderr_line(format_args!(
                 "redraft serve: model {id} loaded from {} on {} in {:.0} ms",
                 engine.dir().display(),
                 redraft_engine::device::describe(engine.model().device()),
                 started.elapsed().as_secs_f64() * 1e3
-            );
+            ));
             Ok(engine)
         }
         Err(err) if backend.is_none() => {
@@ -311,22 +307,16 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
             ));
         }
         Err(err) => {
-            let _ = writeln!(
-                io::stderr(),
-                "redraft serve: model not loaded: {err:#}; FIM requests go to the backend, next edits answer 503"
-            );
+            stderr_line(format_args!("redraft serve: model not loaded: {err:#}; FIM requests go to the backend, next edits answer 503"));
             Err(format!("{err:#}"))
         }
     };
     if let Some(config) = &backend {
         let (endpoint, _) = redraft_runtime::backend::endpoints(&config.url)?;
-        let _ = writeln!(
-            io::stderr(),
-            "redraft serve: FIM requests go to the backend {endpoint} (model {}, template {}, {} context tokens); next edits run on the local model",
+        stderr_line(format_args!("redraft serve: FIM requests go to the backend {endpoint} (model {}, template {}, {} context tokens); next edits run on the local model",
             config.model.as_deref().unwrap_or("the one it lists"),
             config.template,
-            config.context_tokens
-        );
+            config.context_tokens));
     }
     let metrics = Arc::new(Metrics::new());
     let cache = CachePolicy {
@@ -398,32 +388,29 @@ async fn serve(
         .await
         .with_context(|| format!("binding {bind} (is another server on that port?)"))?;
     let local = listener.local_addr()?;
-    let _ = writeln!(io::stderr(), "redraft serve: listening on http://{local}");
+    stderr_line(format_args!("redraft serve: listening on http://{local}"));
     let (stopping, stopping_rx) = tokio::sync::watch::channel(false);
     let (cut, cut_rx) = tokio::sync::watch::channel(false);
     {
         let app = Arc::clone(&app);
         tokio::spawn(async move {
             let why = shutdown_signal().await;
-            let _ = writeln!(
-                io::stderr(),
+            stderr_line(format_args!(
                 "redraft serve: {why}: finishing {} queued request(s), then stopping",
                 app.scheduler.queue_len()
-            );
+            ));
             app.shutting_down.store(true, Ordering::Relaxed);
             app.scheduler.close();
             let _ = stopping.send(true);
             tokio::time::sleep(grace).await;
-            let _ = writeln!(
-                io::stderr(),
+            stderr_line(format_args!(
                 "redraft serve: in-flight work past the grace period is cancelled"
-            );
+            ));
             app.scheduler.abort();
             tokio::time::sleep(Duration::from_secs(5)).await;
-            let _ = writeln!(
-                io::stderr(),
+            stderr_line(format_args!(
                 "redraft serve: connections still open after the grace period are dropped"
-            );
+            ));
             let _ = cut.send(true);
         });
     }

@@ -7,7 +7,6 @@
 //! run, and (when a Python with torch is available) runs `fixtures/parity/torch_bench.py` on the
 //! very same directory.
 
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -21,6 +20,7 @@ use redraft_engine::sampler::{Canvas, Controls, Effort, Pass, Sampler, SamplerCo
 use redraft_engine::ContextCache;
 use redraft_engine::InfillRequest;
 use redraft_runtime::model_args::ModelArgs;
+use redraft_runtime::stderr_line;
 use serde_json::json;
 
 #[derive(clap::Args)]
@@ -276,7 +276,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Some(py) => match torch_reference(py, dir.path(), &args.lengths, args.repeats, vocab) {
                 Ok(v) => Some(v),
                 Err(e) => {
-                    let _ = writeln!(io::stderr(), "warning: no PyTorch reference: {e:#}");
+                    stderr_line(format_args!("warning: no PyTorch reference: {e:#}"));
                     None
                 }
             },
@@ -534,11 +534,10 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
         .clone()
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src/sampler.rs"));
     let Ok(text) = std::fs::read_to_string(&file) else {
-        let _ = writeln!(
-            io::stderr(),
+        stderr_line(format_args!(
             "warning: no completions timed: cannot read {}",
             file.display()
-        );
+        ));
         return Ok(serde_json::Value::Null);
     };
     let engine = args.model.load()?;

@@ -7,7 +7,6 @@
 mod next_edit;
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -17,6 +16,7 @@ use redraft_eval::generate::{Filler, Setting};
 use redraft_eval::run::{self, Completions, Run, RunIdentity};
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{read_tasks, Task, TaskLanguage};
+use redraft_runtime::stderr_line;
 
 use redraft_engine::sampler::Efforts;
 use redraft_engine::Engine;
@@ -290,13 +290,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
             if tasks.len() < before {
-                let _ = writeln!(
-                    io::stderr(),
-                    "eval: {} of {before} selected tasks have no completion in {}; scoring the {} that do",
+                stderr_line(format_args!("eval: {} of {before} selected tasks have no completion in {}; scoring the {} that do",
                     before - tasks.len(),
                     path.display(),
-                    tasks.len()
-                );
+                    tasks.len()));
             }
             Some(given)
         }
@@ -328,7 +325,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let executed: Vec<TaskLanguage> = executed.into_iter().collect();
     let scorer = Scorer::new(&config, &executed)?;
     for line in scorer.describe() {
-        let _ = writeln!(io::stderr(), "eval: {line}");
+        stderr_line(format_args!("eval: {line}"));
     }
     let jobs = args
         .jobs
@@ -361,7 +358,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             backend: None,
         };
         let summary = run::evaluate(&run, Completions::Given(given), &identity, &out)?;
-        let _ = writeln!(io::stderr(), "eval: results in {}", out.display());
+        stderr_line(format_args!("eval: results in {}", out.display()));
         vec![summary]
     } else if let Some(url) = &args.backend.backend {
         let backend = connect(&args.backend)?;
@@ -375,14 +372,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .trim_start_matches("https://")
                 .to_string(),
         };
-        let _ = writeln!(
-            io::stderr(),
+        stderr_line(format_args!(
             "eval: backend {} (model {}, template {}, {} context tokens)",
             backend.endpoint(),
             model.as_deref().unwrap_or("not named"),
             backend.config().template,
             backend.config().context_tokens
-        );
+        ));
         let settings = args.settings(Some(&name), Efforts::BUILT_IN)?;
         let identity = RunIdentity {
             tasks: tasks_file,
@@ -502,7 +498,7 @@ fn generate(
         let completions = Completions::Generate { filler, setting };
         let summary = run::evaluate(run, completions, &identity, &out)
             .with_context(|| format!("evaluating into {}", out.display()))?;
-        let _ = writeln!(io::stderr(), "eval: results in {}", out.display());
+        stderr_line(format_args!("eval: results in {}", out.display()));
         Ok(vec![summary])
     } else {
         let out = args.out.clone().unwrap_or_else(|| {
@@ -513,7 +509,7 @@ fn generate(
             Path::new("target/eval").join(format!("{stem}-{kind}"))
         });
         let summaries = run::sweep(run, filler, settings, identity, &out)?;
-        let _ = writeln!(io::stderr(), "eval: results in {}", out.display());
+        stderr_line(format_args!("eval: results in {}", out.display()));
         Ok(summaries)
     }
 }

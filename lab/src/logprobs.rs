@@ -5,7 +5,6 @@
 //! `scripts/real-weights-parity` compares the two on the same file; for a diffusion checkpoint
 //! it is the model's reading of an unmasked text.
 
-use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -14,6 +13,7 @@ use redraft_engine::sampler::Pass;
 use redraft_engine::ContextCache;
 use redraft_runtime::model_args::ModelArgs;
 use redraft_runtime::sampler_args::parse_at_least_one;
+use redraft_runtime::stderr_line;
 use serde::Serialize;
 
 #[derive(clap::Args)]
@@ -124,14 +124,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Ok(())
     })?;
-    let _ = writeln!(
-        io::stderr(),
-        "redraft logprobs: {} tokens, load {load_ms:.0} ms, forward {forward_ms:.1} ms ({:.1} tokens/s), weights {:.1} MB{}",
+    stderr_line(format_args!("redraft logprobs: {} tokens, load {load_ms:.0} ms, forward {forward_ms:.1} ms ({:.1} tokens/s), weights {:.1} MB{}",
         ids.len(),
         ids.len() as f64 / (forward_ms / 1e3),
         engine.model().weight_bytes() as f64 / 1e6,
-        if engine.model().is_quantized() { " (quantized)" } else { "" }
-    );
+        if engine.model().is_quantized() { " (quantized)" } else { "" }));
     Ok(())
 }
 

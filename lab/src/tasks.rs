@@ -1,7 +1,6 @@
 //! `redraft-lab tasks` (`bench build` before): benchmark task sets for `redraft eval`, cut from HumanEvalPack-Rust
 //! (or any JSONL of Rust solutions with tests) or from any Rust source tree.
 
-use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::bail;
@@ -10,6 +9,7 @@ use redraft_eval::build::humanevalpack::Kind;
 use redraft_eval::build::BuildOptions;
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{write_jsonl, TaskLanguage};
+use redraft_runtime::stderr_line;
 
 /// What to cut tasks from.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -129,10 +129,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let report = redraft_eval::build::humanevalpack(&args.input, &out, &options, &scorer)?;
     for (problem, why) in &report.failing_solutions {
-        let _ = writeln!(
-            io::stderr(),
+        stderr_line(format_args!(
             "tasks: dropped {problem}: its solution does not pass every time ({why})"
-        );
+        ));
     }
     redraft::to_stdout(|out| {
         for (name, set) in &report.sets {

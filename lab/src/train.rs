@@ -13,6 +13,7 @@ use candle_core::{DType, Device};
 use redraft_engine::config::AttentionPattern;
 use redraft_engine::DeviceSpec;
 use redraft_runtime::sampler_args::parse_at_least_one;
+use redraft_runtime::stderr_line;
 use redraft_train::train::init::{Adaptation, InitCheckpoint};
 use redraft_train::train::{
     self, checkpoint, tokens, EvalReport, Progress, TokenizerSource, TrainConfig, TrainControls,
@@ -326,11 +327,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         check_attention_memory(&config, &device)?;
     }
     if args.resume && args.steps.is_some() {
-        let _ = writeln!(
-            io::stderr(),
+        stderr_line(format_args!(
             "note: --steps {} on resume reshapes the rest of the learning-rate schedule",
             config.steps
-        );
+        ));
     }
     drop(tokenizer);
 
@@ -341,21 +341,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if interactive {
             let _ = write!(io::stderr(), "\r{line}\x1b[K");
         } else if last_line.elapsed() >= Duration::from_secs(30) || p.step == p.steps {
-            let _ = writeln!(io::stderr(), "{line}");
+            stderr_line(format_args!("{line}"));
             last_line = Instant::now();
         }
     };
     let mut on_eval = |r: &EvalReport| {
         if interactive {
-            let _ = writeln!(io::stderr());
+            stderr_line(format_args!(""));
         }
-        let _ = writeln!(io::stderr(), "{}", eval_line(r));
+        stderr_line(format_args!("{}", eval_line(r)));
     };
     let mut on_status = |s: &str| {
         if interactive {
             let _ = write!(io::stderr(), "\r\x1b[K");
         }
-        let _ = writeln!(io::stderr(), "{s}");
+        stderr_line(format_args!("{s}"));
     };
     let controls = TrainControls {
         deadline: args
@@ -369,7 +369,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let summary = train::train(&config, &paths, args.resume, args.dtype, &device, controls)
         .with_context(|| format!("training into {}", paths.out.display()))?;
     if interactive {
-        let _ = writeln!(io::stderr());
+        stderr_line(format_args!(""));
     }
     let mut value = serde_json::to_value(&summary)?;
     value["out"] = serde_json::to_value(&paths.out)?;
@@ -436,23 +436,21 @@ fn prepare_tokenizer(
                 tokenizer.vocab_size()
             ),
             _ => {
-                let _ = writeln!(io::stderr(), "reusing {}", existing.display());
+                stderr_line(format_args!("reusing {}", existing.display()));
                 return Ok(tokenizer);
             }
         }
     }
     let vocab_size = args.vocab_size.unwrap_or(4096);
     let sample_bytes = args.tokenizer_sample_mb.map_or(usize::MAX, |mb| mb << 20);
-    let _ = match args.tokenizer_sample_mb {
-        Some(mb) => writeln!(
-            io::stderr(),
+    match args.tokenizer_sample_mb {
+        Some(mb) => stderr_line(format_args!(
             "training a {vocab_size}-token BPE tokenizer on the first {mb} MB of the train split"
-        ),
-        None => writeln!(
-            io::stderr(),
+        )),
+        None => stderr_line(format_args!(
             "training a {vocab_size}-token BPE tokenizer on the train split"
-        ),
-    };
+        )),
+    }
     let started = Instant::now();
     let tokenizer = train::prepare_tokenizer(
         paths,
@@ -461,11 +459,10 @@ fn prepare_tokenizer(
             sample_bytes,
         },
     )?;
-    let _ = writeln!(
-        io::stderr(),
+    stderr_line(format_args!(
         "tokenizer trained in {:.0} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
     Ok(tokenizer)
 }
 

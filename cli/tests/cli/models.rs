@@ -305,26 +305,16 @@ fn models_and_pull_say_a_full_stdout_and_end_quietly_on_a_closed_pipe() {
         &["models", "--json"],
         &["pull", "hf:test-org/tiny-GGUF:Q8_0"],
     ] {
-        let full = cli::writing_to(
-            &cli::redraft_binary(),
-            &stores().env(),
-            args,
-            "",
-            Stdout::Full,
-        );
+        let run =
+            |stdout| cli::writing_to(&cli::redraft_binary(), &stores().env(), args, "", stdout);
+        let full = run(Stdout::Full);
         let stderr = String::from_utf8_lossy(&full.stderr);
         assert_eq!(full.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(
             stderr.contains("Error: cannot write to standard output: No space left on device"),
             "{args:?}: {stderr}"
         );
-        let closed = cli::writing_to(
-            &cli::redraft_binary(),
-            &stores().env(),
-            args,
-            "",
-            Stdout::Closed,
-        );
+        let closed = run(Stdout::Closed);
         let stderr = String::from_utf8_lossy(&closed.stderr);
         assert_eq!(closed.status.code(), Some(0), "{args:?}: {stderr}");
         assert!(

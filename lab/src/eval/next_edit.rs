@@ -4,7 +4,6 @@
 //! of a tree into DIR instead. The work is `redraft_eval::next_edit`'s; this file is the
 //! command line.
 
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -19,6 +18,7 @@ use redraft_eval::next_edit::report::{bar_table, table};
 use redraft_eval::next_edit::run::{evaluate, read_completions};
 use redraft_eval::next_edit::{Baseline, NextEditSource};
 use redraft_eval::run::slug;
+use redraft_runtime::stderr_line;
 
 use redraft_runtime::sampler_args::SamplerArgs;
 
@@ -137,13 +137,10 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
             );
         }
         if cases.len() < before {
-            let _ = writeln!(
-                io::stderr(),
-                "eval --next-edit: {} of {before} cases have no completion in {}; scoring the {} that do",
+            stderr_line(format_args!("eval --next-edit: {} of {before} cases have no completion in {}; scoring the {} that do",
                 before - cases.len(),
                 file.display(),
-                cases.len()
-            );
+                cases.len()));
         }
         let source = NextEditSource::Completions {
             file,
@@ -167,11 +164,10 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
         (evaluate(&cases, &source, &source.identity(&set), &out), out)
     };
     let summary = summary.with_context(|| format!("evaluating into {}", out.display()))?;
-    let _ = writeln!(
-        io::stderr(),
+    stderr_line(format_args!(
         "eval --next-edit: results in {}",
         out.display()
-    );
+    ));
     let bars = bar_table(&summary);
     redraft::to_stdout(|out| {
         write!(out, "{}", table(std::slice::from_ref(&summary)))?;
@@ -249,18 +245,16 @@ fn write_built(dir: &Path, built: &Built, source: &str) -> anyhow::Result<()> {
         .map(|(reason, n)| format!("{reason} {n}"))
         .collect();
     if !dropped.is_empty() {
-        let _ = writeln!(
-            io::stderr(),
+        stderr_line(format_args!(
             "eval --next-edit: changes dropped: {}",
             dropped.join(", ")
-        );
+        ));
     }
     if built.unwritable > 0 {
-        let _ = writeln!(
-            io::stderr(),
+        stderr_line(format_args!(
             "eval --next-edit: {} cut cases left out (not writable faithfully in Zed's format)",
             built.unwritable
-        );
+        ));
     }
     Ok(())
 }

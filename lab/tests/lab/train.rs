@@ -233,26 +233,18 @@ fn settings_whose_attention_cannot_be_allocated_are_refused_before_training() {
     }
     let corpus = corpus();
     let out = tempfile::tempdir().unwrap();
-    let failed = train(
-        corpus.path(),
-        out.path(),
-        &[
-            "--device",
-            "cpu",
-            "--vocab-size",
-            "300",
-            "--seq-len",
-            "10000000",
-            "--batch",
-            "2",
-            "--hidden",
-            "64",
-            "--heads",
-            "2",
-            "--layers",
-            "1",
-        ],
-    );
+    let huge = [
+        "--device",
+        "cpu",
+        "--vocab-size",
+        "300",
+        "--seq-len",
+        "10000000",
+    ];
+    let model = [
+        "--batch", "2", "--hidden", "64", "--heads", "2", "--layers", "1",
+    ];
+    let failed = train(corpus.path(), out.path(), &[&huge[..], &model].concat());
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert_eq!(failed.status.code(), Some(1), "{stderr}");
     assert!(
@@ -269,15 +261,7 @@ fn settings_whose_attention_cannot_be_allocated_are_refused_before_training() {
     let tokenizer_only = train(
         corpus.path(),
         out.path(),
-        &[
-            "--device",
-            "cpu",
-            "--vocab-size",
-            "300",
-            "--seq-len",
-            "10000000",
-            "--tokenizer-only",
-        ],
+        &[&huge[..], &["--tokenizer-only"]].concat(),
     );
     assert!(
         tokenizer_only.status.success(),
