@@ -18,7 +18,7 @@ use redraft_engine::{Engine, InfillRequest};
 use redraft_suggest::fim::{self, FimOptions, FimOutcome};
 
 use redraft_runtime::model_args::ModelArgs;
-use redraft_runtime::sampler_args::{parse_probability, SamplerArgs};
+use redraft_runtime::sampler_args::{parse_at_least_one, parse_probability, SamplerArgs};
 use redraft_runtime::stderr_line;
 
 /// Where to complete is said once: `--file` with `--line` and `--column`, `--prefix-file`
@@ -45,7 +45,7 @@ pub struct Args {
         long,
         requires = "file",
         conflicts_with_all = ["stdin_json", "prefix_file"],
-        value_parser = at_least_one
+        value_parser = parse_at_least_one
     )]
     line: Option<usize>,
     /// Cursor column, 1-based, in characters (one past the last character is the line's end).
@@ -53,7 +53,7 @@ pub struct Args {
         long,
         requires = "file",
         conflicts_with_all = ["stdin_json", "prefix_file"],
-        value_parser = at_least_one
+        value_parser = parse_at_least_one
     )]
     column: Option<usize>,
     /// The text before the cursor.
@@ -77,13 +77,13 @@ pub struct Args {
     history: Option<PathBuf>,
     /// Longest middle in tokens, the editor's `maxTokens` (the syntax around the cursor usually
     /// asks for less; the model may end earlier with EOS).
-    #[arg(long, default_value_t = redraft_runtime::DEFAULT_MAX_TOKENS, value_parser = at_least_one)]
+    #[arg(long, default_value_t = redraft_runtime::DEFAULT_MAX_TOKENS, value_parser = parse_at_least_one)]
     max_tokens: usize,
     /// A canvas of exactly this many slots (at most --max-tokens) instead of the length the
     /// syntax asks for. With --raw: masked slots laid down at the start (default: --max-tokens);
     /// when the model writes the last one, the canvas grows a block at a time up to
     /// --max-tokens.
-    #[arg(long, value_parser = at_least_one)]
+    #[arg(long, value_parser = parse_at_least_one)]
     canvas_tokens: Option<usize>,
     /// The engine alone: the whole prefix and suffix, the raw middle printed (no context plan,
     /// no cleaning, no confidence bar, no stop rule); what the parity scripts compare.
@@ -135,16 +135,6 @@ fn next_edit_only(arg: clap::Arg) -> clap::Arg {
         arg.requires("next_edit").conflicts_with_all(FILL_IN_ONLY)
     } else {
         arg
-    }
-}
-
-/// A count that starts at 1 (lines, columns, tokens).
-fn at_least_one(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "expected a whole number from 1 up (lines, columns and tokens count from 1), got `{text}`"
-        )),
     }
 }
 
@@ -370,6 +360,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
     if args.raw {
         return raw(&args, &engine, document, load_ms);
+    }
+    let positions = engine.model().config().max_position_embeddings;
+    let longest = fim::longest_middle(positions);
+    if args.max_tokens > longest && args.canvas_tokens.is_none() {
+        stderr_line(format_args!(
+            "note: --max-tokens {} is more than a middle may take of this model's {positions} \
+             positions; at most {longest} (a quarter: the context keeps the rest)",
+            args.max_tokens
+        ));
     }
     let options = FimOptions {
         fixed_length: args.canvas_tokens,

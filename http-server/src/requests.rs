@@ -17,7 +17,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use redraft_context::{Language, Neighbour};
 use redraft_engine::sampler::{Effort, SamplerConfig};
-use redraft_suggest::fim::FimOptions;
+use redraft_suggest::fim::{self, FimOptions};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -172,12 +172,12 @@ fn sampler(app: &App, sampling: &Sampling) -> Result<(SamplerConfig, Effort), Ap
     Ok((config, effort))
 }
 
-/// A FIM request's `max_tokens`: at most a quarter of the model's positions so the context
-/// keeps the rest, or [`BACKEND_MAX_TOKENS`] with a backend.
+/// A FIM request's `max_tokens`: at most [`fim::longest_middle`] of the model's positions so
+/// the context keeps the rest, or [`BACKEND_MAX_TOKENS`] with a backend.
 fn max_tokens(app: &App, asked: Option<i64>, param: &str) -> Result<usize, ApiError> {
     let cap = match app.backend {
         Some(_) => BACKEND_MAX_TOKENS,
-        None => (app.scheduler.positions() / 4).max(1),
+        None => fim::longest_middle(app.scheduler.positions()),
     };
     match asked {
         // The language server's default too.

@@ -614,17 +614,20 @@ impl Scheduler {
         options: &FimOptions,
         backend: Option<&BackendConfig>,
     ) -> bool {
-        let positions = match backend {
-            Some(config) => config.positions(options),
+        let budget = match backend {
+            Some(config) => fim::budget_for(config.positions(options), options),
             None => {
                 let model = self.queue.model();
                 if model.loading {
                     return true;
                 }
-                model.positions
+                fim::budget_for(
+                    model.positions,
+                    &fim::fit_to_model(model.positions, options),
+                )
             }
         };
-        fim::budget_for(positions, options).neighbour_tokens > 0
+        budget.neighbour_tokens > 0
     }
 
     pub fn queue_len(&self) -> usize {

@@ -4,6 +4,7 @@
 //! each middle into what the editor shows, unless the model was less sure of it than the bar
 //! ([`confidence`], [`Prepared::min_confidence`]).
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use redraft_context::{Budget, CanvasPlan, Neighbour, Plan, Source, TokenCounter, Unit};
@@ -78,7 +79,31 @@ pub struct FimOutcome {
 /// What the context may hold for a request under `options` on `engine`'s model. A caller
 /// whose neighbour snippets are costly to gather may skip them when `neighbour_tokens` is 0.
 pub fn budget(engine: &Engine, options: &FimOptions) -> Budget {
-    budget_for(engine.model().config().max_position_embeddings, options)
+    let positions = engine.model().config().max_position_embeddings;
+    budget_for(positions, &fit_to_model(positions, options))
+}
+
+/// The longest middle a request may ask of a model of `positions` positions: a quarter of
+/// them, so the context keeps the rest whatever `max_tokens` says (an HTTP client's 2048, or
+/// `--max-tokens 256` on the 2M default's 256 positions, reserved every position for a canvas
+/// the model would seldom fill and left it no context).
+pub fn longest_middle(positions: usize) -> usize {
+    (positions / 4).max(1)
+}
+
+/// `options` for the local model of `positions` positions: `max_tokens` at most
+/// [`longest_middle`] (a length fixed by the caller is kept). [`budget`] and [`prepare`] plan
+/// through it, whichever door the request came from; a remote backend's plan is sized by its
+/// own context setting instead.
+pub fn fit_to_model(positions: usize, options: &FimOptions) -> Cow<'_, FimOptions> {
+    let longest = longest_middle(positions);
+    if options.max_tokens <= longest {
+        return Cow::Borrowed(options);
+    }
+    Cow::Owned(FimOptions {
+        max_tokens: longest,
+        ..options.clone()
+    })
 }
 
 /// [`budget`] for a model of `positions` positions (a remote one, say).
@@ -98,12 +123,13 @@ pub fn prepare(
     neighbours: &[Neighbour],
     options: &FimOptions,
 ) -> Prepared {
+    let positions = engine.model().config().max_position_embeddings;
     let mut prepared = prepare_with(
-        engine.model().config().max_position_embeddings,
+        positions,
         &EngineTokens(engine),
         source,
         neighbours,
-        options,
+        &fit_to_model(positions, options),
     );
     prepared.min_confidence = options
         .min_confidence

@@ -270,6 +270,57 @@ fn a_fixed_length_and_a_context_cap_are_kept() {
     assert!(uncapped.plan.prefix_tokens + uncapped.plan.suffix_tokens > 40);
 }
 
+/// A `max_tokens` as large as the model's window (an HTTP client's 2048, `--max-tokens 256`
+/// on the 256-position default) does not take the context's positions: the plan's largest
+/// canvas is a quarter of them, and the prefix the same as under that cap.
+#[test]
+fn a_large_max_tokens_leaves_the_context_its_positions() {
+    let engine = engine();
+    let positions = engine.model().config().max_position_embeddings;
+    let longest = fim::longest_middle(positions);
+    assert_eq!(longest, positions / 4);
+    let long = format!("{}{TEXT}", "// filler line\n".repeat(400));
+    let capped = fim::prepare(
+        &engine,
+        &source(&long),
+        &[],
+        &FimOptions::new(longest, greedy()),
+    );
+    for asked in [longest + 1, positions, 2048] {
+        let prepared = fim::prepare(
+            &engine,
+            &source(&long),
+            &[],
+            &FimOptions::new(asked, greedy()),
+        );
+        assert_eq!(
+            prepared.budget.max_canvas_tokens, longest,
+            "max_tokens {asked}"
+        );
+        assert!(prepared.request.max_tokens <= longest, "max_tokens {asked}");
+        assert_eq!(
+            prepared.plan.prefix, capped.plan.prefix,
+            "max_tokens {asked}"
+        );
+        assert_eq!(
+            fim::budget(&engine, &FimOptions::new(asked, greedy())),
+            capped.budget
+        );
+    }
+    assert!(
+        capped.plan.prefix_tokens >= positions / 2,
+        "{}",
+        capped.plan.prefix_tokens
+    );
+    // A length the caller fixes is its own business.
+    let fixed = FimOptions {
+        fixed_length: Some(longest + 8),
+        ..FimOptions::new(longest + 8, greedy())
+    };
+    let prepared = fim::prepare(&engine, &source(&long), &[], &fixed);
+    assert_eq!(prepared.plan.canvas.tokens, longest + 8);
+}
+
 /// Where the suffix is short, the plan gives its unused share to the prefix, and the engine
 /// keeps all the plan chose: it does not cut the prefix window back to the budget's share.
 #[test]

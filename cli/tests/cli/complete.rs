@@ -254,6 +254,44 @@ fn a_large_file_is_planned_to_the_windows_around_the_cursor() {
     assert_eq!(count(plan, "suffix_end") as usize, text.len(), "{json}");
 }
 
+/// `--max-tokens` as large as the model's window: the middle may take a quarter of the
+/// positions (the note says so) and the context keeps the rest, as under that cap.
+#[test]
+fn a_max_tokens_past_a_quarter_of_the_positions_is_capped_with_a_note() {
+    let model = model_dir();
+    let request = serde_json::json!({
+        "prefix": "let total = items.iter().map(|x| x * 2).sum::<u32>();\n".repeat(40),
+        "suffix": "}\n",
+    })
+    .to_string();
+    let ask = |max_tokens: &str| {
+        let out = redraft(
+            &[
+                "complete",
+                "--model",
+                path(model.path()),
+                "--stdin-json",
+                "--json",
+                "--max-tokens",
+                max_tokens,
+            ],
+            &request,
+        );
+        (json_ok(&out), String::from_utf8(out.stderr).unwrap())
+    };
+    let (capped, quiet) = ask("64");
+    let (asked, note) = ask("256");
+    assert!(!quiet.contains("note:"), "{quiet}");
+    assert!(
+        note.contains("--max-tokens 256 is more than a middle may take of this model's 256 positions; at most 64"),
+        "{note}"
+    );
+    assert_eq!(asked["plan"]["budget"], capped["plan"]["budget"], "{asked}");
+    assert_eq!(asked["plan"]["budget"]["max_canvas_tokens"], 64, "{asked}");
+    assert_eq!(asked["prefix_tokens"], capped["prefix_tokens"], "{asked}");
+    assert!(asked["prefix_tokens"].as_u64().unwrap() > 100, "{asked}");
+}
+
 #[test]
 fn cursor_in_a_file_and_out_of_range_cursor() {
     let model = model_dir();
@@ -514,7 +552,10 @@ fn command_line_mistakes_exit_2_and_what_running_finds_exits_1() {
         "",
     );
     let stderr = String::from_utf8_lossy(&zero.stderr);
-    assert!(stderr.contains("count from 1), got `0`"), "{stderr}");
+    assert!(
+        stderr.contains("expected a whole number of 1 or more, got `0`"),
+        "{stderr}"
+    );
     for (args, stdin, says) in [
         (
             &["complete", "--file", f, "--line", "3", "--column", "1"][..],
@@ -1002,6 +1043,7 @@ fn sampler_values_that_mean_nothing_exit_2() {
         "--temperature=-1",
         "--steps=0",
         "--per-step=0",
+        "--refresh-every=0",
     ] {
         let out = redraft(&["complete", "--stdin-json", flag], "{\"prefix\": \"x\"}");
         let stderr = String::from_utf8_lossy(&out.stderr);
