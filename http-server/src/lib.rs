@@ -60,8 +60,10 @@ pub const ALIASES: &[&str] = &["qwen2.5-coder:redraft", "sweep-next-edit:redraft
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
-    /// Address to listen on (port 0: any free port; the bound address is printed on stderr).
-    #[arg(long, default_value = "127.0.0.1:8717")]
+    /// Address to listen on: IP:PORT, NAME:PORT (`localhost` is 127.0.0.1; another name, the
+    /// first address it resolves to) or a port alone on 127.0.0.1. Port 0: any free port; the
+    /// bound address is printed on stderr.
+    #[arg(long, default_value = "127.0.0.1:8717", value_parser = parse_bind)]
     bind: SocketAddr,
     /// Require `Authorization: Bearer KEY` on every route but /health. Prefer the environment
     /// variable REDRAFT_API_KEY or --api-key-file: a flag's value shows in the process list.
@@ -103,8 +105,8 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_queue: u64,
     /// Largest request body in bytes; past that, 413.
-    #[arg(long, default_value_t = 4 << 20)]
-    max_body: usize,
+    #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    max_body: u64,
     /// Decoding preset for requests that do not say (an `effort` field).
     #[arg(long, default_value = "medium")]
     effort: Effort,
@@ -255,6 +257,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--bind`'s value ([`Args::bind`]). `localhost` is taken as 127.0.0.1 rather than looked up:
+/// it may also resolve to ::1, and a server on one of the two is what clients of the name reach.
+fn parse_bind(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    let loopback = |port| SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(loopback(port));
+    }
+    let shape = "IP:PORT, NAME:PORT or PORT (127.0.0.1:8717, [::1]:8717, localhost:8717, 8717)";
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!("expected {shape}, got `{text}`"));
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        return Err(format!(
+            "`{port}` is not a port (0 to 65535): expected {shape}, got `{text}`"
+        ));
+    };
+    if host.is_empty() {
+        return Err(format!("no host before `:{port}`: expected {shape}"));
+    }
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(loopback(port));
+    }
+    use std::net::ToSocketAddrs;
+    match (host, port).to_socket_addrs().map(|mut found| found.next()) {
+        Ok(Some(address)) => Ok(address),
+        Ok(None) => Err(format!("`{host}` resolves to no address")),
+        Err(error) => Err(format!(
+            "`{host}` is no address this machine resolves: {error}"
+        )),
+    }
+}
+
 /// A flag's value refused by the code that takes it (`--allow-origin '*'`, `--backend notaurl`):
 /// a mistake on the command line, exit status 2.
 fn flag_error(error: impl std::fmt::Display) -> anyhow::Error {
@@ -365,7 +402,7 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
         cache,
         deadline: args.deadline_ms.map(Duration::from_millis),
         backend,
-        max_body: args.max_body,
+        max_body: usize::try_from(args.max_body).unwrap_or(usize::MAX),
         max_batch,
         max_queue,
         cache_memory: args.cache_memory,

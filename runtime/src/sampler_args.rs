@@ -25,7 +25,7 @@ pub struct SamplerArgs {
     #[arg(long)]
     pub no_cache: bool,
     /// Refresh the context cache every N steps.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     pub refresh_every: Option<usize>,
     /// A kept cache across an edit of the context: recompute RADIUS tokens on each side of each
     /// change and reuse the rest (approximate), or `off` (an edit costs an exact full pass)
@@ -87,7 +87,7 @@ pub fn parse_temperature(text: &str) -> Result<f32, String> {
         .ok_or_else(|| format!("expected a number from 0 (greedy) up, got `{text}`"))
 }
 
-/// `--steps` and `--per-step`: a count of 1 or more.
+/// `--steps`, `--per-step`, `--refresh-every`: a count of 1 or more.
 pub fn parse_at_least_one(text: &str) -> Result<usize, String> {
     text.parse::<usize>()
         .ok()

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use redraft_tests::cli::redraft;
+
 use super::client::{refused_start, Server, Start};
 use super::{qwen_prompt, PREFIX, SUFFIX};
 
@@ -473,4 +475,34 @@ fn binding_beyond_loopback_without_a_key_warns() {
     assert!(!keyed.stderr().contains("warning"), "{}", keyed.stderr());
     let local = Server::start(&[]);
     assert!(!local.stderr().contains("warning"));
+}
+
+/// `--bind` takes a name (`localhost` is 127.0.0.1) or a port alone as well as an address; a
+/// value that is none of them is a command-line mistake (exit 2) naming the shapes it takes.
+#[test]
+fn bind_takes_localhost_a_port_alone_or_an_address() {
+    for bind in ["localhost:0", "LOCALHOST:0", "0"] {
+        let server = Server::start(&["--bind", bind]);
+        assert!(server.addr.ip().is_loopback(), "{bind}: {}", server.addr);
+        assert!(server.addr.is_ipv4(), "{bind}: {}", server.addr);
+        assert_eq!(server.get("/health").status, 200, "{bind}");
+    }
+    for (bind, says) in [
+        ("localhost:notaport", "`notaport` is not a port"),
+        ("localhost:70000", "`70000` is not a port"),
+        (":8717", "no host before `:8717`"),
+        ("localhost", "expected IP:PORT, NAME:PORT or PORT"),
+    ] {
+        let out = redraft(&["serve", "--bind", bind], "");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bind}: {stderr}");
+        assert!(stderr.contains(says), "{bind}: {stderr}");
+    }
+    let out = redraft(&["serve", "--max-body", "0"], "");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
