@@ -99,7 +99,8 @@ pub fn evaluate(
         .filter(|r| wanted.contains(r.task_id.as_str()) && r.outcome == Outcome::Pass)
         .count();
     if done_before > 0 {
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "{label}: resuming, {done_before} of {} tasks already done",
             tasks.len()
         );

@@ -9,6 +9,7 @@
 //! [`edit_tokens`], and `meta.json`. `scripts/build-pack` compresses them for the trip to a GPU.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
@@ -217,7 +218,8 @@ pub fn build(options: &PackOptions) -> TrainResult<String> {
     let tokenizer = match &options.tokenizer {
         Some(path) => Tokenizer::load(path)?,
         None => {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "training a {}-token BPE on {:.1} MB ({} files)",
                 options.vocab_size,
                 sample_bytes as f64 / 1e6,
@@ -264,7 +266,7 @@ pub fn build(options: &PackOptions) -> TrainResult<String> {
     )?;
     let mut splits = serde_json::Map::new();
     for (name, jsonl) in [("train", &train_packed), ("valid", &valid_packed)] {
-        eprintln!("tokenizing {}", jsonl.display());
+        let _ = writeln!(std::io::stderr(), "tokenizing {}", jsonl.display());
         let split = CorpusSplit::load(jsonl, &tokenizer, hash, &cache)?;
         let (files, tokens, bytes) = write_split(&split, out, name, file_sep)?;
         writeln!(

@@ -144,8 +144,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let history: Vec<HistoryEdit> = patches.iter().flat_map(HistoryEdit::from_patch).collect();
     if history.is_empty() && !request.history.trim().is_empty() {
         stderr_line(format_args!(
-            "redraft complete: warning: the history holds no unified-diff hunk (`@@ ... @@` \
-             lines, as `git diff` writes them): the next edit is computed without recent edits"
+            "redraft complete: warning: the history holds no edit (a unified-diff hunk, \
+             `@@ ... @@` lines as `git diff` writes them, that changes a line; a merge's \
+             combined `@@@` hunks are skipped): the next edit is computed without recent edits"
         ));
     }
     let load_started = Instant::now();

@@ -104,7 +104,9 @@ pub enum DiffError {
 /// skipped. Hunk bodies are read up to the first line that cannot be a hunk line; a blank line
 /// inside a body is an empty context line (hand-written diffs drop the space), and blank lines
 /// that end a body past its stated counts are dropped. A hunk before any file header starts a
-/// patch with empty paths. CRLF input reads like LF.
+/// patch with empty paths. CRLF input reads like LF. A combined diff's hunks (`@@@`, what
+/// `git diff` shows of a file with merge conflicts) are skipped with their bodies: they say how
+/// a merge's result differs from each parent, which is no one edit.
 pub fn parse_patches(text: &str) -> Result<Vec<FilePatch>, DiffError> {
     let lines: Vec<&str> = text.lines().collect();
     let mut patches: Vec<FilePatch> = Vec::new();
@@ -117,6 +119,8 @@ pub fn parse_patches(text: &str) -> Result<Vec<FilePatch>, DiffError> {
                 hunks: Vec::new(),
             });
             at += 2;
+        } else if lines[at].starts_with("@@@") {
+            at += 1;
         } else if lines[at].starts_with("@@") {
             let header = HunkHeader::parse(lines[at]).ok_or_else(|| DiffError::BadHunkHeader {
                 line: at + 1,

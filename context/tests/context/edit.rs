@@ -179,6 +179,40 @@ fn a_hunk_without_a_file_header_has_empty_paths() {
     assert_eq!(patches[0].hunks[0].lines, vec![removed("a"), added("b")]);
 }
 
+/// `git diff` in a merge with conflicts writes a combined diff (`diff --cc`, `@@@` hunks with
+/// a column per parent): no one edit, so its hunks are skipped, and a plain patch after it is
+/// read as ever.
+#[test]
+fn a_combined_diffs_hunks_are_skipped() {
+    let diff = "diff --cc src/a.rs\nindex 1a2b,3c4d..5e6f\n--- a/src/a.rs\n+++ b/src/a.rs\n\
+                @@@ -1,3 -1,3 +1,7 @@@\n  fn main() {\n++<<<<<<< HEAD\n +    let w = 3;\n\
+                ++=======\n+     let x = 3;\n++>>>>>>> other\n  }\n\
+                diff --git a/src/b.rs b/src/b.rs\n--- a/src/b.rs\n+++ b/src/b.rs\n\
+                @@ -1 +1 @@\n-let a = 1;\n+let b = 1;\n";
+    let patches = parse_patches(diff).unwrap();
+    assert_eq!(patches.len(), 2, "{patches:?}");
+    assert!(patches[0].hunks.is_empty(), "{patches:?}");
+    assert_eq!(patches[1].new_path, "src/b.rs");
+    assert_eq!(patches[1].hunks.len(), 1);
+    let edits: Vec<HistoryEdit> = patches.iter().flat_map(HistoryEdit::from_patch).collect();
+    assert_eq!(
+        edits,
+        vec![HistoryEdit {
+            path: "src/b.rs".into(),
+            old: "let a = 1;\n".into(),
+            new: "let b = 1;\n".into(),
+        }]
+    );
+}
+
+/// A hunk that changes nothing (`@@ -0,0 +0,0 @@` and no lines) is no edit.
+#[test]
+fn an_empty_hunk_is_no_edit() {
+    let patches = parse_patches("--- a/f\n+++ b/f\n@@ -0,0 +0,0 @@\n").unwrap();
+    assert_eq!(patches[0].hunks.len(), 1);
+    assert!(HistoryEdit::from_patch(&patches[0]).is_empty());
+}
+
 #[test]
 fn a_bad_hunk_header_is_an_error_naming_the_line() {
     let error = parse_patches("--- a/f\n+++ b/f\n@@ -x +1 @@\n-a\n").unwrap_err();

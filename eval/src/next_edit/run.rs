@@ -141,7 +141,8 @@ pub fn evaluate(
         .filter(|c| previous.contains_key(&c.name))
         .count();
     if done_before > 0 {
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "eval --next-edit: resuming, {done_before} of {} cases already done",
             cases.len()
         );
