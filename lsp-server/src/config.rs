@@ -18,6 +18,8 @@ use serde_json::Value;
 use redraft_runtime::backend::{BackendConfig, Template};
 use redraft_runtime::scheduler::EditLimits;
 
+use crate::log::Level;
+
 /// Everything a user can set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -45,8 +47,8 @@ pub struct Settings {
     pub min_confidence: Option<f32>,
     /// Send `redraft/draftStep` notifications (see the README's protocol extension).
     pub stream_steps: bool,
-    /// Log each request's canvas choice and timings (`"logLevel": "debug"`).
-    pub debug_log: bool,
+    /// What the log says (`logLevel`); `Debug` adds each request's canvas choice and timings.
+    pub log_level: Level,
     pub next_edit: NextEditSettings,
     /// Fill the middle with a model another process serves (a `redraft serve`, llama-server,
     /// vLLM, Ollama...) instead of the local one; next edits stay local.
@@ -134,7 +136,7 @@ impl Default for Settings {
             candidates: 3,
             min_confidence: None,
             stream_steps: false,
-            debug_log: false,
+            log_level: Level::Info,
             next_edit: NextEditSettings::default(),
             backend: None,
         }
@@ -242,11 +244,10 @@ impl Settings {
             "minConfidence" => self.min_confidence = bar(value)?,
             "streamSteps" => self.stream_steps = value.as_bool().ok_or("expected true or false")?,
             "logLevel" => {
-                self.debug_log = match value.as_str() {
-                    Some("debug" | "trace") => true,
-                    Some("error" | "warn" | "info") => false,
-                    _ => return Err("expected \"error\", \"warn\", \"info\" or \"debug\"".into()),
-                }
+                self.log_level = value
+                    .as_str()
+                    .and_then(Level::from_setting)
+                    .ok_or("expected \"error\", \"warn\", \"info\" or \"debug\"")?
             }
             "nextEdit" => {
                 self.next_edit.enabled = value

@@ -455,7 +455,7 @@ mod tests {
 
     impl Fixture {
         fn new() -> Fixture {
-            let (log, _) = Log::new(false);
+            let (log, _) = Log::new(crate::log::Level::Info);
             let (tx, changed) = async_mpsc::unbounded_channel();
             let clock = TestClock::default();
             Fixture {

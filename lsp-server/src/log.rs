@@ -2,38 +2,60 @@
 //! `window/logMessage`. Nothing here may ever touch stdout, which belongs to the transport.
 
 use std::fmt::Display;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tower_lsp_server::ls_types::MessageType;
+
+/// How much the log says (the `logLevel` setting): each level adds to the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error,
+    Warn,
+    Info,
+    /// Each request's canvas choice, passes and timings: lines at typing speed.
+    Debug,
+}
+
+impl Level {
+    /// A `logLevel` value (`trace` is read as `debug`).
+    pub fn from_setting(value: &str) -> Option<Level> {
+        Some(match value {
+            "error" => Level::Error,
+            "warn" => Level::Warn,
+            "info" => Level::Info,
+            "debug" | "trace" => Level::Debug,
+            _ => return None,
+        })
+    }
+}
 
 /// A cloneable handle usable from any thread (the document owner and the jobs' answers log
 /// through it too); the receiving half forwards to the client.
 #[derive(Clone)]
 pub struct Log {
     tx: UnboundedSender<(MessageType, String)>,
-    debug: Arc<AtomicBool>,
+    level: Arc<AtomicU8>,
 }
 
 impl Log {
-    pub fn new(debug: bool) -> (Log, UnboundedReceiver<(MessageType, String)>) {
+    pub fn new(level: Level) -> (Log, UnboundedReceiver<(MessageType, String)>) {
         let (tx, rx) = unbounded_channel();
         let log = Log {
             tx,
-            debug: Arc::new(AtomicBool::new(debug)),
+            level: Arc::new(AtomicU8::new(level as u8)),
         };
         (log, rx)
     }
 
-    /// Debug lines (each request's canvas choice, timings) are off unless asked for: they
-    /// come at typing speed.
-    pub fn set_debug(&self, on: bool) {
-        self.debug.store(on, Ordering::Relaxed);
+    /// Lines above `level` are dropped, on stderr and for the client alike.
+    pub fn set_level(&self, level: Level) {
+        self.level.store(level as u8, Ordering::Relaxed);
     }
 
-    pub fn debug_enabled(&self) -> bool {
-        self.debug.load(Ordering::Relaxed)
+    fn says(&self, level: Level) -> bool {
+        level as u8 <= self.level.load(Ordering::Relaxed)
     }
 
     pub fn error(&self, message: impl Display) {
@@ -50,19 +72,22 @@ impl Log {
 
     /// `message` is only built when debug logging is on.
     pub fn debug(&self, message: impl FnOnce() -> String) {
-        if self.debug_enabled() {
+        if self.says(Level::Debug) {
             self.emit(MessageType::LOG, message());
         }
     }
 
     fn emit(&self, typ: MessageType, message: String) {
-        let level = match typ {
-            MessageType::ERROR => "error",
-            MessageType::WARNING => "warn",
-            MessageType::INFO => "info",
-            _ => "debug",
+        let (level, name) = match typ {
+            MessageType::ERROR => (Level::Error, "error"),
+            MessageType::WARNING => (Level::Warn, "warn"),
+            MessageType::INFO => (Level::Info, "info"),
+            _ => (Level::Debug, "debug"),
         };
-        redraft_runtime::stderr_line(format_args!("redraft lsp {level}: {message}"));
+        if !self.says(level) {
+            return;
+        }
+        redraft_runtime::stderr_line(format_args!("redraft lsp {name}: {message}"));
         // The receiver is gone only while the server shuts down; stderr already has the line.
         let _ = self.tx.send((typ, message));
     }

@@ -25,7 +25,7 @@ use super::document_key::DocumentKey;
 use super::documents::{Changed, Documents};
 use super::encoding::PositionEncoding;
 use super::inference::{EditRunner, Inference, Loading};
-use super::log::Log;
+use super::log::{Level, Log};
 use super::next_edit::jobs::NextEdits;
 use super::next_edit::ACCEPT_COMMAND;
 use super::stream::{DraftKind, DraftStep, Drafts, NextEditDraftStep, Outgoing};
@@ -85,7 +85,7 @@ impl Server {
         debug: bool,
         edit_runner: Option<Arc<dyn EditRunner>>,
     ) -> Server {
-        let (log, log_rx) = Log::new(debug);
+        let (log, log_rx) = Log::new(if debug { Level::Debug } else { Level::Info });
         let (drafts, drafts_rx) = Drafts::channel();
         let (changed_tx, changed_rx) = mpsc::unbounded_channel();
         let documents = Documents::spawn(log.clone(), changed_tx);
@@ -163,8 +163,10 @@ impl Server {
             let problems = settings.update(value);
             (problems, settings.clone())
         };
-        self.log
-            .set_debug(settings.debug_log || self.debug_from_args);
+        self.log.set_level(match self.debug_from_args {
+            true => Level::Debug,
+            false => settings.log_level,
+        });
         for problem in &problems {
             self.log.warn(problem);
         }

@@ -433,6 +433,50 @@ async fn a_model_switch_forgets_the_old_models_suggestions() {
 
 /// A mistyped `model` setting (nothing there) is found out before the loaded model goes: that
 /// one keeps answering, and the user is warned which model serves.
+/// `logLevel` is a level: at `error` the info lines (the model loaded) and the warning for a
+/// setting it ignores stay out of the log, stderr and `window/logMessage` alike (the user still
+/// gets the setting's problem as a message); at `info` both are there.
+#[tokio::test]
+async fn log_level_error_keeps_info_and_warnings_out_of_the_log() {
+    for (level, quiet) in [("error", true), ("info", false)] {
+        let lsp = Lsp::start(Start {
+            options: json!({"logLevel": level, "maxTokens": "many"}),
+            wait_for_model: false,
+            ..Start::default()
+        })
+        .await;
+        lsp.wait_for("window/showMessage", |p| {
+            p["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("maxTokens"))
+        })
+        .await;
+        lsp.open(URI, "rust", SOURCE);
+        // Answered: the model loaded, and was logged if it was going to be.
+        lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
+        if quiet {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        } else {
+            lsp.wait_for_log(|m| m.contains("model loaded from")).await;
+        }
+        let logged: Vec<String> = lsp
+            .received("window/logMessage")
+            .iter()
+            .map(|p| p["message"].as_str().unwrap().to_string())
+            .collect();
+        let stderr = lsp.stderr();
+        for said in ["model loaded from", "maxTokens"] {
+            assert_eq!(
+                !logged.iter().any(|m| m.contains(said)),
+                quiet,
+                "{level}: {said}: {logged:?}"
+            );
+            assert_eq!(!stderr.contains(said), quiet, "{level}: {said}: {stderr}");
+        }
+        lsp.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn a_model_that_is_not_there_leaves_the_loaded_one_serving() {
     let lsp = Lsp::start(Start {
