@@ -120,6 +120,8 @@ fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Built {
     pub cases: Vec<NextEditCase>,
+    /// Files that differ between the trees ([`build_from_dirs`]; 0 from records).
+    pub pairs: usize,
     /// Changes the cutter dropped, by reason ([`DropReason::name`]).
     pub dropped: BTreeMap<&'static str, usize>,
     /// Cut cases that could not be written faithfully (a cursor marker in the text, an excerpt
@@ -130,7 +132,9 @@ pub struct Built {
 /// Every case of every pair (see the module's description).
 pub fn build_from_dirs(old: &Path, new: &Path, options: &BuildOptions) -> Result<Built> {
     let mut built = Built::default();
-    for pair in pair_files(old, new)? {
+    let pairs = pair_files(old, new)?;
+    built.pairs = pairs.len();
+    for pair in pairs {
         let cut = cut_versions(&pair.path, &pair.old, &pair.new, &options.cut);
         for (reason, count) in &cut.dropped {
             *built.dropped.entry(DropReason::name(*reason)).or_insert(0) += count;

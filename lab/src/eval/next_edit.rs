@@ -212,11 +212,21 @@ fn build_records(dir: &Path, records_path: &Path, args: &NextEditArgs) -> anyhow
 
 fn build(dir: &Path, old: &Path, new: &Path, args: &NextEditArgs) -> anyhow::Result<()> {
     let built = build_from_dirs(old, new, &build_options(args))?;
-    if built.cases.is_empty() {
+    if built.cases.is_empty() && built.pairs == 0 {
         bail!(
             "no cases: no file under both {} and {} differs (pairs are by relative path)",
             old.display(),
             new.display()
+        );
+    }
+    if built.cases.is_empty() {
+        bail!(
+            "no cases: {} file(s) under both {} and {} differ, but no change in them made a \
+             case ({})",
+            built.pairs,
+            old.display(),
+            new.display(),
+            left_out(&built).join("; ")
         );
     }
     write_built(
@@ -239,24 +249,30 @@ fn write_built(dir: &Path, built: &Built, source: &str) -> anyhow::Result<()> {
             dir.display()
         )
     })?;
+    for line in left_out(built) {
+        stderr_line(format_args!("eval --next-edit: {line}"));
+    }
+    Ok(())
+}
+
+/// What the cutter dropped, by reason, and the cut cases not written: a line each.
+fn left_out(built: &Built) -> Vec<String> {
     let dropped: Vec<String> = built
         .dropped
         .iter()
         .map(|(reason, n)| format!("{reason} {n}"))
         .collect();
+    let mut lines = Vec::new();
     if !dropped.is_empty() {
-        stderr_line(format_args!(
-            "eval --next-edit: changes dropped: {}",
-            dropped.join(", ")
-        ));
+        lines.push(format!("changes dropped: {}", dropped.join(", ")));
     }
     if built.unwritable > 0 {
-        stderr_line(format_args!(
-            "eval --next-edit: {} cut cases left out (not writable faithfully in Zed's format)",
+        lines.push(format!(
+            "{} cut cases left out (not writable faithfully in Zed's format)",
             built.unwritable
         ));
     }
-    Ok(())
+    lines
 }
 
 /// `benchmarks/zed-next-edit` -> `zed-next-edit`; `x/case.md` -> `case`.

@@ -222,6 +222,37 @@ fn cases_built_from_two_trees_are_scored() {
     assert_eq!(summary["no_edit_cases"], 1);
 }
 
+/// Trees whose files differ only where no case is cut (a comment): the error says the files
+/// differ and why each change was dropped, not that nothing differs.
+#[test]
+fn trees_whose_changes_all_drop_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    for (tree, comment) in [(&old, "// one"), (&new, "// two")] {
+        std::fs::create_dir(tree).unwrap();
+        std::fs::write(
+            tree.join("lib.rs"),
+            format!("{comment}\nfn area(w: u32, h: u32) -> u32 {{\n    w * h\n}}\n"),
+        )
+        .unwrap();
+    }
+    let out = redraft_in_repo(&[
+        "eval",
+        "--next-edit",
+        path(&dir.path().join("built")),
+        "--from-dirs",
+        path(&old),
+        path(&new),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no cases: 1 file(s) under both")
+            && stderr.contains("but no change in them made a case (changes dropped: comment 1)"),
+        "{stderr}"
+    );
+}
+
 /// Cases built from next-edit training records (`edits-valid.jsonl`): one per record, named
 /// by kind, crate, version, path and cursor line (two at one line kept apart), the target's
 /// excerpt what the record's target makes of its text, a record without one a no-edit case.
