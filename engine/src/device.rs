@@ -39,7 +39,7 @@ impl DeviceSpec {
             DeviceSpec::Cuda(ordinal) => {
                 if !cuda_compiled() {
                     return Err(Error::Device(format!(
-                        "`{self}` needs a redraft built with CUDA (`cargo build --release -p redraft --features cuda`, see docs/models.md); this one runs on the CPU only"
+                        "`{self}` needs a redraft built with CUDA (`cargo build --release -p redraft -p redraft-lab --features cuda`, see docs/models.md); this one runs on the CPU only"
                     )));
                 }
                 Device::new_cuda(ordinal).map_err(|e| {

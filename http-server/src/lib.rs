@@ -339,7 +339,7 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
         }
         Err(err) if backend.is_none() => {
             return Err(err.context(
-                "the model did not load, so there is nothing to serve: fix --model (only a server \
+                "the model did not load, so there is nothing to serve: fix --model or --device (only a server \
                  with --backend starts without a local model, answering FIM through the backend)",
             ));
         }

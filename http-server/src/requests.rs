@@ -185,6 +185,10 @@ fn max_tokens(app: &App, asked: Option<i64>, param: &str) -> Result<usize, ApiEr
         Some(n) if n >= 1 => Ok(usize::try_from(n).unwrap_or(usize::MAX).min(cap)),
         // Ollama's -1 (no limit) and -2 (fill the context): as long as allowed.
         Some(-1 | -2) if param == "options.num_predict" => Ok(cap),
+        Some(n) if param == "options.num_predict" => Err(ApiError::invalid(
+            param,
+            format!("{param} must be at least 1, or -1 or -2 (as long as allowed), not {n}"),
+        )),
         Some(n) => Err(ApiError::invalid(
             param,
             format!("{param} must be at least 1, not {n}"),

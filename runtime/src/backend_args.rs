@@ -21,7 +21,7 @@ pub struct BackendArgs {
     #[arg(long, value_name = "NAME", requires = "backend")]
     pub backend_model: Option<String>,
     /// The FIM template the served model was trained on: qwen, starcoder, codellama, deepseek,
-    /// codestral, or suffix (prompt + `suffix` field, for servers that apply it themselves)
+    /// codestral, glm, or suffix (prompt + `suffix` field, for servers that apply it themselves)
     /// [default: qwen].
     #[arg(long, value_name = "TEMPLATE", requires = "backend")]
     pub backend_template: Option<Template>,

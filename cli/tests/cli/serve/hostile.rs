@@ -94,7 +94,10 @@ fn bad_json_and_bad_fields_are_400_in_each_apis_shape() {
         ),
         400,
     );
-    assert!(message.contains("num_predict"), "{message}");
+    assert!(
+        message.contains("options.num_predict must be at least 1, or -1 or -2"),
+        "{message}"
+    );
     // Ollama's -1 is "as long as allowed".
     let unbounded = server.post(
         "/api/generate",
