@@ -164,10 +164,15 @@ pub struct EditLayout {
 }
 
 impl EditPieces {
+    /// The pieces of `prompt` for a model of `room` positions: of the code on either side and
+    /// of the history, the tokens nearest the region, at least `room` of each where it holds
+    /// that many (no more can be kept), so a huge text costs what those cost
+    /// ([`Tokenizer::encode_tail`]).
     pub fn tokenize(
         tokenizer: &Tokenizer,
         markers: EditMarkers,
         prompt: &EditPrompt<'_>,
+        room: usize,
     ) -> Result<EditPieces> {
         let mut cursor = prompt.cursor.min(prompt.region.len());
         while !prompt.region.is_char_boundary(cursor) {
@@ -181,11 +186,11 @@ impl EditPieces {
         marked.extend(tokenizer.encode(&prompt.region[cursor..])?);
         marked.push(markers.edit_end);
         Ok(EditPieces {
-            history: tokenizer.encode(&prompt.history.concat())?,
+            history: tokenizer.encode_tail(&prompt.history.concat(), room)?,
             header,
-            before: tokenizer.encode(prompt.before)?,
+            before: tokenizer.encode_tail(prompt.before, room)?,
             marked,
-            after: tokenizer.encode(prompt.after)?,
+            after: tokenizer.encode_head(prompt.after, room)?,
             draft: tokenizer.encode(prompt.region)?,
         })
     }

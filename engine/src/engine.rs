@@ -312,24 +312,41 @@ impl Engine {
             Sweep(SweepPieces),
         }
         let prompt = request.prompt();
-        let pieces = match self.edit_format()? {
-            EditFormat::Markers(markers) => {
-                Pieces::Markers(EditPieces::tokenize(&self.tokenizer, markers, &prompt)?)
-            }
-            EditFormat::Sweep { file_sep } => {
-                Pieces::Sweep(SweepPieces::tokenize(&self.tokenizer, file_sep, &prompt)?)
-            }
-        };
-        let (draft, fixed) = match &pieces {
-            Pieces::Markers(p) => (p.draft.len(), p.fixed_len()),
-            Pieces::Sweep(p) => (p.draft.len(), p.fixed_len()),
-        };
         let bos = usize::from(self.settings.bos_token_id.is_some());
         let room = self
             .model
             .config()
             .max_position_embeddings
             .saturating_sub(bos);
+        // A region more tokens than the model has positions, whatever its tokens, is refused
+        // before it is encoded (a megabyte line of minified code took seconds to).
+        if let Some(longest) = self.tokenizer.longest_token_bytes() {
+            if prompt.region.len() > room.saturating_mul(longest.max(1)) {
+                return Err(Error::InvalidRequest(format!(
+                    "the editable region is {} bytes, more tokens than the model's {room} \
+                     positions: choose a smaller region",
+                    prompt.region.len()
+                )));
+            }
+        }
+        let pieces = match self.edit_format()? {
+            EditFormat::Markers(markers) => Pieces::Markers(EditPieces::tokenize(
+                &self.tokenizer,
+                markers,
+                &prompt,
+                room,
+            )?),
+            EditFormat::Sweep { file_sep } => Pieces::Sweep(SweepPieces::tokenize(
+                &self.tokenizer,
+                file_sep,
+                &prompt,
+                room,
+            )?),
+        };
+        let (draft, fixed) = match &pieces {
+            Pieces::Markers(p) => (p.draft.len(), p.fixed_len()),
+            Pieces::Sweep(p) => (p.draft.len(), p.fixed_len()),
+        };
         // What the fixed pieces leave; past that, `fit` says the region is too big.
         let longest = request
             .max_tokens

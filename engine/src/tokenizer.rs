@@ -30,6 +30,8 @@ pub struct Tokenizer {
 struct TokenBytes {
     bytes: Vec<u8>,
     ends: Vec<usize>,
+    /// The most bytes one token stands for.
+    longest: usize,
 }
 
 impl TokenBytes {
@@ -54,7 +56,16 @@ impl TokenBytes {
             }
             ends.push(bytes.len());
         }
-        TokenBytes { bytes, ends }
+        let longest = ends
+            .iter()
+            .scan(0, |start, &end| Some(end - std::mem::replace(start, end)))
+            .max()
+            .unwrap_or(0);
+        TokenBytes {
+            bytes,
+            ends,
+            longest,
+        }
     }
 
     fn of(&self, id: u32) -> Option<&[u8]> {
@@ -345,6 +356,13 @@ impl Tokenizer {
                 tail: Tail::Complete,
             },
         })
+    }
+
+    /// The most bytes one token stands for (`None`: not a byte-level tokenizer). A text longer
+    /// than `n` times this is more than `n` tokens whatever they are: what a caller sizing a
+    /// window by tokens need not encode to know (a megabyte line of minified code).
+    pub fn longest_token_bytes(&self) -> Option<usize> {
+        self.bytes.as_ref().map(|bytes| bytes.longest)
     }
 
     pub fn vocab_size(&self) -> usize {

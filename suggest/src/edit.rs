@@ -10,7 +10,7 @@ use std::time::Instant;
 use redraft_context::edit::{
     plan_edit, suggestion_from_region, EditBudget, EditPlan, EditStyle, EditSuggestion, HistoryEdit,
 };
-use redraft_context::{Source, TokenCounter};
+use redraft_context::{count_within, Source};
 use redraft_engine::edit::EditFormat;
 use redraft_engine::sampler::{Controls, SamplerConfig};
 use redraft_engine::ContextCache;
@@ -105,10 +105,16 @@ pub fn prepare(
         &EngineTokens(engine),
     );
     let mut request = edit_request(&plan, sampler);
-    request.max_tokens = longest_useful(engine, &plan, budget);
-    // A model that cannot make next edits, or a region the tokenizer refuses, fails the request
-    // in the engine, which says why.
-    let old_tokens = engine.edit_draft(&plan.region).unwrap_or_default();
+    let positions = engine.model().config().max_position_embeddings;
+    let region_tokens = count_within(&EngineTokens(engine), &plan.region, positions);
+    request.max_tokens = longest_useful(region_tokens, budget);
+    // A model that cannot make next edits, a region the tokenizer refuses or one longer than
+    // the model's positions (not encoded again: a megabyte line is costly) fails the request in
+    // the engine, which says why.
+    let old_tokens = match region_tokens <= positions {
+        true => engine.edit_draft(&plan.region).unwrap_or_default(),
+        false => Vec::new(),
+    };
     let min_confidence = budget
         .min_confidence
         .unwrap_or(engine.settings().edit_min_confidence);
@@ -156,12 +162,11 @@ pub fn edit_confidence(old: &[u32], new: &[u32], probabilities: &[f32]) -> Optio
 /// grow past the region's tokens plus that share (and a model that writes on past its window,
 /// as an autoregressive one not trained to end it does, stops there). `None` without a guard
 /// (a share of 1 or more): the engine's own limit.
-fn longest_useful(engine: &Engine, plan: &EditPlan, budget: &EditBudget) -> Option<usize> {
+fn longest_useful(region_tokens: usize, budget: &EditBudget) -> Option<usize> {
     if budget.max_changed_fraction >= 1.0 {
         return None;
     }
-    let region = EngineTokens(engine).count_tokens(&plan.region);
-    Some((region as f64 * (1.0 + budget.max_changed_fraction.max(0.0))).ceil() as usize + 8)
+    Some((region_tokens as f64 * (1.0 + budget.max_changed_fraction.max(0.0))).ceil() as usize + 8)
 }
 
 /// The suggestion in the engine's rewrite of the prepared region (`completion`, from

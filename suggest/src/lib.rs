@@ -29,4 +29,8 @@ impl TokenCounter for EngineTokens<'_> {
             .encode(text)
             .map_or_else(|_| ByteEstimate.count_tokens(text), |ids| ids.len())
     }
+
+    fn longest_token_bytes(&self) -> Option<usize> {
+        self.0.tokenizer().longest_token_bytes()
+    }
 }

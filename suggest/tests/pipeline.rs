@@ -459,6 +459,48 @@ fn a_next_edit_applies_inside_the_region_or_is_no_edit() {
     assert_eq!(apply(&text, &guarded.suggestion), text);
 }
 
+/// A next edit with the cursor in a megabyte line (minified code): the region is that line,
+/// more tokens than the model has positions, and the request is refused saying so, with the
+/// line never encoded whole (what took seconds on the inference thread).
+#[test]
+fn a_region_past_the_models_positions_is_refused_unencoded() {
+    let engine = engine();
+    let longest = engine.tokenizer().longest_token_bytes().unwrap();
+    let vocabulary = engine.tokenizer().vocab_size() as u32;
+    let most = (0..vocabulary)
+        .map(|id| engine.tokenizer().decode(&[id]).unwrap().len())
+        .max()
+        .unwrap();
+    assert!(longest >= most && longest < 64, "{longest} against {most}");
+    let unit = "function b(c){return c+1};var x=[1,2,3].map(function(d){return d*2});";
+    let text = format!("// a bundle\n{}\n", unit.repeat(1 << 14));
+    let input = EditInput {
+        source: Source {
+            text: &text,
+            cursor: text.len() / 2,
+            language: Language::Plain,
+            tree: None,
+        },
+        path: "bundle.min.js",
+        history: &[],
+    };
+    let prepared =
+        redraft_suggest::edit::prepare(&engine, &input, &EditBudget::default(), greedy());
+    assert!(prepared.plan.region.len() > 1 << 20);
+    assert!(prepared.old_tokens.is_empty());
+    let error = engine
+        .edit_canvas(&prepared.request)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!(
+            "the editable region is {} bytes",
+            prepared.plan.region.len()
+        )) && error.contains("choose a smaller region"),
+        "{error}"
+    );
+}
+
 /// A batch-run next edit (prepare, then the engine's batch, then finish) suggests what the
 /// whole pipeline does.
 /// A next-edit request run alone through a batch, as the servers' schedulers run it.

@@ -304,7 +304,7 @@ fn grow(
     counter: &dyn TokenCounter,
 ) -> (Range<usize>, Cut) {
     let mut range = line.clone();
-    let mut tokens = counter.count_tokens(&text[range.clone()]);
+    let mut tokens = crate::count_within(counter, &text[range.clone()], budget.region_tokens);
     let (mut above, mut below) = (0, 0);
     let mut above_open = budget.lines_above > 0;
     let mut below_open = budget.lines_below > 0;
@@ -326,7 +326,11 @@ fn grow(
             }
             continue;
         };
-        let cost = counter.count_tokens(&text[next.clone()]);
+        let cost = crate::count_within(
+            counter,
+            &text[next.clone()],
+            budget.region_tokens.saturating_sub(tokens),
+        );
         if tokens + cost > budget.region_tokens {
             cut.tokens = true;
             if take_above {

@@ -264,6 +264,80 @@ fn budget_for_positions_leaves_room_for_the_canvas() {
     assert_eq!(Budget::for_positions(8, 100).max_canvas_tokens, 7);
 }
 
+/// [`ByteEstimate`]'s counts from a tokenizer whose tokens are at most 8 bytes, noting the
+/// longest text it was asked to count.
+#[derive(Default)]
+pub(crate) struct Bounded {
+    pub(crate) longest_counted: std::cell::Cell<usize>,
+}
+
+impl TokenCounter for Bounded {
+    fn count_tokens(&self, text: &str) -> usize {
+        self.longest_counted
+            .set(self.longest_counted.get().max(text.len()));
+        ByteEstimate.count_tokens(text)
+    }
+
+    fn longest_token_bytes(&self) -> Option<usize> {
+        Some(8)
+    }
+}
+
+/// A megabyte line of minified code around the cursor, and megabyte lines beside it: the
+/// windows are planned as for any long line (cut inside the cursor's, the others left out)
+/// without counting more than the budget's worth of bytes of any of them, and agree with the
+/// plan of a counter that counts everything.
+#[test]
+fn megabyte_lines_are_never_counted_whole() {
+    let unit = "function b(c){return c+1};var x=[1,2,3].map(function(d){return d*2});";
+    let line = unit.repeat(1 << 20 >> 6);
+    let text = format!("{line}\n{line}{line}\n{line}\n");
+    let cursor = line.len() + 1 + line.len();
+    let budget = Budget::for_positions(1024, 64);
+    let source = Source {
+        text: &text,
+        cursor,
+        language: Language::Plain,
+        tree: None,
+    };
+    let counter = Bounded::default();
+    let bounded = plan(&source, &budget, &counter, &[]);
+    let most = budget.prefix_tokens.max(budget.suffix_tokens) * 8;
+    assert!(
+        counter.longest_counted.get() <= most,
+        "counted {} bytes at once",
+        counter.longest_counted.get()
+    );
+    let whole = plan(&source, &budget, &ByteEstimate, &[]);
+    assert_eq!(
+        (bounded.prefix, bounded.suffix),
+        (whole.prefix.clone(), whole.suffix.clone())
+    );
+    assert!(!whole.prefix.is_empty() && !whole.suffix.is_empty());
+    assert!(whole.prefix.len() < 8 * budget.prefix_tokens);
+}
+
+#[test]
+fn count_within_counts_what_may_fit_and_bounds_the_rest() {
+    let counter = Bounded::default();
+    assert_eq!(redraft_context::count_within(&counter, "abcdefgh", 1), 3);
+    assert_eq!(counter.longest_counted.get(), 8);
+    assert_eq!(
+        redraft_context::count_within(&counter, &"x".repeat(17), 2),
+        3
+    );
+    assert_eq!(
+        counter.longest_counted.get(),
+        8,
+        "17 bytes are over 2 tokens of 8"
+    );
+    // Without a bound from the tokenizer, everything is counted.
+    assert_eq!(
+        redraft_context::count_within(&ByteEstimate, &"x".repeat(17), 2),
+        6
+    );
+}
+
 fn neighbour(path: &str, text: &str, edited_at: u64) -> Neighbour {
     Neighbour {
         path: path.into(),

@@ -1343,3 +1343,42 @@ fn a_long_context_model_plans_next_edits_within_a_few_thousand_positions() {
     );
     assert!(EditBudget::for_positions(32_768).before_tokens <= EDIT_POSITIONS / 4);
 }
+
+/// The next-edit plan around a megabyte line (minified code): the region is the line (whole
+/// lines or nothing), the code around it within the budget, and no text of more than the
+/// budget's worth of bytes is counted whole, the line included.
+#[test]
+fn a_megabyte_line_is_planned_without_counting_it() {
+    let unit = "function b(c){return c+1};var x=[1,2,3].map(function(d){return d*2});";
+    let line = unit.repeat(1 << 14);
+    let text = format!("{line}\n{line}\n{line}\n");
+    let cursor = line.len() + 1 + line.len() / 2;
+    let source = Source {
+        text: &text,
+        cursor,
+        language: Language::Plain,
+        tree: None,
+    };
+    let budget = EditBudget::for_positions(1024);
+    let counter = crate::context::Bounded::default();
+    let plan = plan_edit(
+        &source,
+        "bundle.min.js",
+        &[],
+        &budget,
+        EditStyle::Redraft,
+        &counter,
+    );
+    assert_eq!(plan.region, format!("{line}\n"));
+    assert!(plan.before.is_empty() && plan.after.is_empty());
+    let most = budget
+        .region_tokens
+        .max(budget.before_tokens)
+        .max(budget.after_tokens)
+        * 8;
+    assert!(
+        counter.longest_counted.get() <= most,
+        "counted {} bytes at once",
+        counter.longest_counted.get()
+    );
+}

@@ -32,10 +32,13 @@ pub struct SweepPieces {
 }
 
 impl SweepPieces {
+    /// As [`super::EditPieces::tokenize`]: of the code before and after the region, the
+    /// `room` tokens nearest it at least.
     pub fn tokenize(
         tokenizer: &Tokenizer,
         file_sep: u32,
         prompt: &EditPrompt<'_>,
+        room: usize,
     ) -> Result<SweepPieces> {
         let text = Prompt::new(
             prompt.path,
@@ -67,9 +70,9 @@ impl SweepPieces {
         windows.extend(separated(&text.updated_header)?);
         Ok(SweepPieces {
             file_header: separated(&text.file_header)?,
-            before: encode(text.before)?,
+            before: tokenizer.encode_tail(text.before, room)?,
             region: encode(text.region)?,
-            after: encode(text.after)?,
+            after: tokenizer.encode_head(text.after, room)?,
             file_end: encode(text.file_end)?,
             history: text
                 .history

@@ -130,7 +130,7 @@ pub fn edit_tokens(
         cursor: plan.cursor_in_region,
         after: &plan.after,
     };
-    let pieces = EditPieces::tokenize(tokenizer, markers, &prompt)?;
+    let pieces = EditPieces::tokenize(tokenizer, markers, &prompt, seq_len)?;
     let new = tokenizer.encode(&new_region)?;
     let canvas_len = canvas_length(pieces.draft.len()).max((new.len() + 1).next_multiple_of(8));
     if canvas_len > seq_len / 2 {
