@@ -93,7 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.dtype,
     )?;
     let matrices = matrix_types(writer.tensors_mut());
-    write_over(&writer, &args.out)?;
+    writer
+        .write(&args.out)
+        .with_context(|| format!("writing {}", args.out.display()))?;
     let bytes = std::fs::metadata(&args.out)?.len();
     // Said when all is done: a stderr that cannot take it (2>/dev/full) changes nothing.
     stderr_line(format_args!(
@@ -102,38 +104,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bytes as f64 / 1e6,
         describe_matrices(args.dtype, &matrices)
     ));
-    Ok(())
-}
-
-/// Writes `writer`'s file as `out`: first into a directory of its own, made beside `out` under
-/// a fresh name by this run alone, then renamed over `out`; on failure the directory goes with
-/// whatever was written in it. The writer puts its own temporary file beside the path it is
-/// given (`NAME.gguf.tmp`), a name anyone could have taken beside `out`: a link there would
-/// be written through (the file it points to overwritten), a user's file of that name deleted,
-/// and two runs writing one `--out` would write into each other's file. In the fresh
-/// directory the name is this run's, and the rename replaces `out` itself, never what a link
-/// at `out` points to.
-fn write_over(writer: &GgufWriter, out: &Path) -> anyhow::Result<()> {
-    let dir = parent_dir(out);
-    let scratch = tempfile::Builder::new()
-        .prefix(".redraft-convert-")
-        .tempdir_in(dir)
-        .with_context(|| {
-            format!(
-                "cannot write {}: creating a temporary directory in {} failed",
-                out.display(),
-                dir.display()
-            )
-        })?;
-    let name = out
-        .file_name()
-        .context("--out must name a file (like model-q8_0.gguf)")?;
-    let written = scratch.path().join(name);
-    writer
-        .write(&written)
-        .with_context(|| format!("writing {}", out.display()))?;
-    std::fs::rename(&written, out)
-        .with_context(|| format!("writing {}: moving the written file there", out.display()))?;
     Ok(())
 }
 

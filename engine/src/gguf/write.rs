@@ -169,11 +169,14 @@ impl GgufWriter {
         &mut self.tensors
     }
 
-    /// Writes the file (beside `path`, then renamed over it). Unless set, `general.file_type`
-    /// is stated from the type most of the matrices' elements are in (llama.cpp guesses from
-    /// the type most tensors are in, norms included, which can say F32 for a quantized model),
-    /// named as llama.cpp names that type's file: llama.cpp and Ollama print it as the model's
-    /// quantization.
+    /// Writes the file: into a fresh file of this call's own beside `path` (a name no one else
+    /// holds, created anew: a link or a file already there is never written through or
+    /// deleted, and two writers to one `path` never share one), then renamed over `path` (a
+    /// link at `path` is replaced, not followed); on failure (a full disk) the partial file is
+    /// removed. Unless set, `general.file_type` is stated from the type most of the matrices'
+    /// elements are in (llama.cpp guesses from the type most tensors are in, norms included,
+    /// which can say F32 for a quantized model), named as llama.cpp names that type's file:
+    /// llama.cpp and Ollama print it as the model's quantization.
     pub fn write(&self, path: &Path) -> Result<()> {
         let file_type = Value::U32(self.file_type());
         let mut metadata: Vec<(&str, &Value)> =
@@ -183,24 +186,22 @@ impl GgufWriter {
         }
         let tensors: Vec<(&str, &QTensor)> =
             self.tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        let tmp = path.with_extension("gguf.tmp");
-        let written = std::fs::File::create(&tmp)
-            .map_err(|source| Error::Write {
-                path: tmp.clone(),
-                source,
-            })
-            .and_then(|mut file| Ok(gguf_file::write(&mut file, &metadata, &tensors)?))
-            .and_then(|()| {
-                std::fs::rename(&tmp, path).map_err(|source| Error::Write {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            });
-        if written.is_err() {
-            // A file cut short (a full disk) is not left beside the one asked for.
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written
+        let failed = |source| Error::Write {
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let mut file = tempfile::Builder::new()
+            .prefix(".redraft-")
+            .suffix(".gguf.tmp")
+            .tempfile_in(dir)
+            .map_err(failed)?;
+        gguf_file::write(file.as_file_mut(), &metadata, &tensors)?;
+        file.persist(path).map_err(|e| failed(e.error))?;
+        Ok(())
     }
 
     /// [`file_type_of`] the type that holds the most elements of the matrices (every tensor's
