@@ -147,6 +147,7 @@ impl ApiError {
         )
     }
 
+    /// A missing or wrong key (401; the response names the scheme, `WWW-Authenticate: Bearer`).
     pub fn unauthorized() -> Self {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -364,6 +365,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            // The scheme that would be accepted (RFC 9110 section 15.5.2).
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }

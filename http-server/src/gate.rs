@@ -2,20 +2,23 @@
 //! (the default on loopback) out of reach of web pages, and the key check.
 //!
 //! - `Host` must be a name the server answers to ([`Hosts`]): loopback names, the address it
-//!   listens on, and `--allow-host` names. A page whose own DNS name was rebound to 127.0.0.1
-//!   sends its name, not ours (Ollama's CVE-2024-28224; llama.cpp's server and Jupyter check the
-//!   same), so it is refused before it can read an answer.
+//!   listens on, and `--allow-host` names (the request target's authority counts instead when
+//!   it has one, `GET http://name/path`, as RFC 9112 section 3.2.2 says). A page whose own DNS
+//!   name was rebound to 127.0.0.1 sends its name, not ours (Ollama's CVE-2024-28224;
+//!   llama.cpp's server and Jupyter check the same), so it is refused before it can read an
+//!   answer.
 //! - A request carrying `Origin` comes from a web page; unless `--allow-origin` names that page,
 //!   it is refused (the page cannot read the answer anyway, but a POST would still run). With
 //!   `--allow-origin`, CORS is answered for those pages only (tower-http's `CorsLayer`, preflights
-//!   included); without it there are no CORS headers at all.
+//!   included); without it there are no CORS headers at all. Both compare origins as
+//!   [`normalize_origin`] writes them, so whatever `admit` lets through gets its CORS headers.
 //! - A JSON route's POST ([`JSON_ROUTES`]) must say it is JSON (`application/json` or `+json`):
 //!   `text/plain` and form bodies are what a page may send anywhere without a preflight.
 //! - Headers the server would have to guess about are 400: no or two `Host`s, two
-//!   `Authorization`s (which one counts would depend on their order), and any
-//!   `Transfer-Encoding` (hyper frames a body with both it and `Content-Length` by the former and
-//!   drops the latter before a handler could see it, the shape of request smuggling; JSON clients
-//!   send `Content-Length`).
+//!   `Authorization`s or `Content-Type`s (which one counts would depend on their order), and
+//!   any `Transfer-Encoding` (hyper frames a body with both it and `Content-Length` by the
+//!   former and drops the latter before a handler could see it, the shape of request
+//!   smuggling; JSON clients send `Content-Length`).
 //! - With a key, `Authorization: Bearer KEY` on every route but `/health`.
 
 use std::net::{IpAddr, SocketAddr};
@@ -61,7 +64,22 @@ impl Hosts {
             let authority = parse_authority(name).with_context(|| {
                 format!("--allow-host `{name}` is not a host name (NAME or NAME:PORT; IPv6 in brackets)")
             })?;
-            names.push((authority.host().to_ascii_lowercase(), authority.port_u16()));
+            if authority.host().contains('*') {
+                bail!(
+                    "--allow-host `{name}`: wildcards are not accepted (a `Host` allow-list that \
+                     lets any name in lets in web pages that rebind their name to this machine): \
+                     name each host"
+                );
+            }
+            // (`http` reads a port past 65535 as none, which here would allow every port.)
+            let Ok(port) = port(&authority) else {
+                bail!(
+                    "--allow-host `{name}`: `{}` is not a port (0 to 65535); give NAME for any \
+                     port or NAME:PORT for one",
+                    authority.as_str()[authority.host().len()..].trim_start_matches(':')
+                );
+            };
+            names.push((authority.host().to_ascii_lowercase(), port));
         }
         Ok(Hosts {
             names,
@@ -75,7 +93,9 @@ impl Hosts {
             return false;
         };
         let name = authority.host().to_ascii_lowercase();
-        let port = authority.port_u16();
+        let Ok(port) = port(&authority) else {
+            return false;
+        };
         if self.any_address && address(&name).is_some() {
             return true;
         }
@@ -92,6 +112,21 @@ fn parse_authority(text: &str) -> anyhow::Result<Authority> {
         bail!("not a host");
     }
     Ok(authority)
+}
+
+/// The port `authority` names, `None` for none; `Err` for text after the host that is not a
+/// port (past 65535, empty), which `Authority::port_u16` reads as none.
+fn port(authority: &Authority) -> Result<Option<u16>, ()> {
+    match authority.as_str().strip_prefix(authority.host()) {
+        Some("") => Ok(None),
+        Some(rest) => rest
+            .strip_prefix(':')
+            .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|digits| digits.parse().ok())
+            .map(Some)
+            .ok_or(()),
+        None => Err(()),
+    }
 }
 
 /// An IP address as a `Host` spells it (IPv6 in brackets).
@@ -111,36 +146,54 @@ fn address(name: &str) -> Option<IpAddr> {
     bare.parse().ok()
 }
 
-/// The web pages (`--allow-origin`) that may use the server, as browsers send them in `Origin`
-/// (`scheme://host[:port]`, lowercase, no path).
+/// An origin as [`origins`] keeps it and as `Origin` is compared with it: `scheme://host[:port]`,
+/// lowercase, no path, the scheme's default port left out (browsers send
+/// `https://example.com`, never `:443`); `None` for what is no web page's origin (`null`, `*`,
+/// a path or a query).
+pub fn normalize_origin(origin: &str) -> Option<String> {
+    let uri: Uri = origin.trim().parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let authority = uri.authority()?;
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() || authority.as_str().contains('@')
+    {
+        return None;
+    }
+    let host = authority.host().to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
+    Some(match port(authority).ok()? {
+        Some(port) if Some(port) != default_port => format!("{scheme}://{host}:{port}"),
+        _ => format!("{scheme}://{host}"),
+    })
+}
+
+/// The web pages (`--allow-origin`) that may use the server, as [`normalize_origin`] writes
+/// them.
 pub fn origins(given: &[String]) -> anyhow::Result<Vec<String>> {
     given
         .iter()
         .map(|origin| {
-            let uri: Uri = origin
-                .parse()
-                .ok()
-                .filter(|u: &Uri| {
-                    u.scheme().is_some()
-                        && u.authority().is_some()
-                        && matches!(u.path(), "" | "/")
-                        && u.query().is_none()
-                })
-                .with_context(|| {
-                    format!(
-                        "--allow-origin `{origin}` is not a web page's origin: give it as the \
-                         browser sends it, e.g. https://example.com or http://localhost:3000 \
-                         (`*` is not accepted: name each page)"
-                    )
-                })?;
-            Ok(format!(
-                "{}://{}",
-                uri.scheme_str().unwrap_or_default(),
-                uri.authority().map(Authority::as_str).unwrap_or_default()
-            )
-            .to_ascii_lowercase())
+            normalize_origin(origin).with_context(|| {
+                format!(
+                    "--allow-origin `{origin}` is not a web page's origin: give it as the \
+                     browser sends it, e.g. https://example.com or http://localhost:3000 \
+                     (`*` is not accepted: name each page)"
+                )
+            })
         })
         .collect()
+}
+
+/// Whether a request's `Origin` is one of the allowed pages (`admit` and CORS ask the same).
+fn origin_allowed(allowed: &[String], origin: &HeaderValue) -> bool {
+    origin
+        .to_str()
+        .ok()
+        .and_then(normalize_origin)
+        .is_some_and(|origin| allowed.contains(&origin))
 }
 
 /// CORS for the `--allow-origin` pages, preflights answered here (before the key check:
@@ -149,13 +202,12 @@ pub fn cors(origins: &[String]) -> Option<CorsLayer> {
     if origins.is_empty() {
         return None;
     }
-    let values: Vec<HeaderValue> = origins
-        .iter()
-        .filter_map(|o| HeaderValue::from_str(o).ok())
-        .collect();
+    let allowed = origins.to_vec();
     Some(
         CorsLayer::new()
-            .allow_origin(AllowOrigin::list(values))
+            .allow_origin(AllowOrigin::predicate(move |origin, _| {
+                origin_allowed(&allowed, origin)
+            }))
             .allow_methods([Method::GET, Method::POST])
             .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
             .expose_headers([header::RETRY_AFTER])
@@ -210,8 +262,10 @@ pub async fn admit(State(app): State<Shared>, request: Request, next: Next) -> R
     let headers = request.headers();
     let hosts: Vec<&HeaderValue> = headers.get_all(header::HOST).iter().collect();
     let host = match (hosts.as_slice(), request.uri().authority()) {
-        ([one], _) => one.to_str().unwrap_or("\u{fffd}").to_string(),
-        ([], Some(authority)) => authority.as_str().to_string(),
+        // An absolute-form target (`GET http://name/path`): its authority is the host asked
+        // for, whatever `Host` says (RFC 9112 section 3.2.2).
+        ([_], Some(authority)) | ([], Some(authority)) => authority.as_str().to_string(),
+        ([one], None) => one.to_str().unwrap_or("\u{fffd}").to_string(),
         ([], None) => return refuse(ApiError::bad_headers("a `Host` header is required")),
         _ => return refuse(ApiError::bad_headers("one `Host` header, not several")),
     };
@@ -219,16 +273,22 @@ pub async fn admit(State(app): State<Shared>, request: Request, next: Next) -> R
         return refuse(ApiError::host_not_allowed(&host));
     }
     for origin in headers.get_all(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("\u{fffd}");
-        let normalized = origin.trim().trim_end_matches('/').to_ascii_lowercase();
-        if !app.origins.contains(&normalized) {
-            return refuse(ApiError::origin_not_allowed(origin));
+        if !origin_allowed(&app.origins, origin) {
+            return refuse(ApiError::origin_not_allowed(
+                origin.to_str().unwrap_or("\u{fffd}"),
+            ));
         }
     }
-    if headers.get_all(header::AUTHORIZATION).iter().count() > 1 {
-        return refuse(ApiError::bad_headers(
-            "one `Authorization` header, not several",
-        ));
+    // Which of two would count depends on the order they are read in.
+    for (name, spelled) in [
+        (header::AUTHORIZATION, "Authorization"),
+        (header::CONTENT_TYPE, "Content-Type"),
+    ] {
+        if headers.get_all(name).iter().count() > 1 {
+            return refuse(ApiError::bad_headers(format!(
+                "one `{spelled}` header, not several"
+            )));
+        }
     }
     if headers.contains_key(header::TRANSFER_ENCODING) {
         let mut response = refuse(ApiError::bad_headers(
@@ -379,6 +439,18 @@ mod tests {
         assert!(every.allows("192.168.1.5:8717") && every.allows("[fe80::1]:8717"));
         assert!(!every.allows("attacker.example:8717"));
         assert!(Hosts::new("127.0.0.1:1".parse().unwrap(), &["a b".into()]).is_err());
+        // A port `http` reads as none would allow every port; a wildcard only `Host: *`.
+        for bad in [
+            "evil.com:99999",
+            "evil.com:",
+            "*",
+            "*.example.com",
+            "*:8717",
+        ] {
+            let refused = Hosts::new("127.0.0.1:1".parse().unwrap(), &[bad.into()]);
+            assert!(refused.is_err(), "{bad}");
+        }
+        assert!(!loopback.allows("localhost:99999"));
     }
 
     #[test]
@@ -391,8 +463,40 @@ mod tests {
             .unwrap(),
             ["https://example.com", "http://localhost:3000"]
         );
-        for bad in ["*", "null", "example.com", "https://example.com/app"] {
+        for bad in [
+            "*",
+            "null",
+            "example.com",
+            "https://example.com/app",
+            "https://example.com:99999",
+            "https://user@example.com",
+        ] {
             assert!(origins(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_origin_is_one_spelling_whatever_its_case_slash_or_default_port() {
+        for (given, normal) in [
+            ("https://example.com:443", "https://example.com"),
+            ("HTTPS://Example.COM/", "https://example.com"),
+            ("http://ok.example:80", "http://ok.example"),
+            ("https://ok.example:80", "https://ok.example:80"),
+            ("http://localhost:3000/", "http://localhost:3000"),
+            ("http://[::1]:80", "http://[::1]"),
+            ("app://obsidian.md", "app://obsidian.md"),
+        ] {
+            assert_eq!(normalize_origin(given).as_deref(), Some(normal), "{given}");
+        }
+        let allowed = origins(&["https://example.com:443".into()]).unwrap();
+        for (origin, passes) in [
+            ("https://example.com", true),
+            ("https://EXAMPLE.com/", true),
+            ("http://example.com", false),
+            ("https://example.com:8443", false),
+        ] {
+            let origin = HeaderValue::from_static(origin);
+            assert_eq!(origin_allowed(&allowed, &origin), passes, "{origin:?}");
         }
     }
 }

@@ -26,11 +26,14 @@ mod requests;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
@@ -556,13 +559,77 @@ fn endpoint_label(path: &str) -> &'static str {
         .unwrap_or("other")
 }
 
+/// The request metrics, observed when the response body ends (or is dropped: a client that hung
+/// up), so a stream's time is the whole stream's; a stream that ended with an error event counts
+/// under that error's status ([`requests::StreamStatus`]).
 async fn count(State(app): State<Shared>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let endpoint = endpoint_label(request.uri().path());
     let response = next.run(request).await;
-    app.metrics
-        .request(endpoint, response.status().as_u16(), started.elapsed());
-    response
+    let observation = Observation {
+        metrics: Arc::clone(&app.metrics),
+        endpoint,
+        status: response.status().as_u16(),
+        stream: response
+            .extensions()
+            .get::<requests::StreamStatus>()
+            .cloned(),
+        started,
+    };
+    response.map(|body| {
+        Body::new(Counted {
+            body,
+            _observation: observation,
+        })
+    })
+}
+
+/// One request's metrics, recorded when it is dropped.
+struct Observation {
+    metrics: Arc<Metrics>,
+    endpoint: &'static str,
+    status: u16,
+    stream: Option<requests::StreamStatus>,
+    started: Instant,
+}
+
+impl Drop for Observation {
+    fn drop(&mut self) {
+        let status = self
+            .stream
+            .as_ref()
+            .and_then(requests::StreamStatus::error)
+            .unwrap_or(self.status);
+        self.metrics
+            .request(self.endpoint, status, self.started.elapsed());
+    }
+}
+
+/// A response body that records its request's [`Observation`] when hyper is done with it
+/// (it drops a body once it has taken the last frame).
+struct Counted {
+    body: Body,
+    _observation: Observation,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 async fn root() -> &'static str {

@@ -5,18 +5,20 @@
 //! bounds how long an idle keep-alive connection is kept) and a body read deadline
 //! ([`BodyDeadline`]: the whole body within `--body-timeout-ms` of its head, else 408).
 //!
-//! Stopping: [`Stop::stopping`] ends the accept loop, closes every connection that has no
-//! request in a handler (idle, or a head still arriving) at once, and fails body reads still
+//! Stopping: [`Stop::stopping`] ends the accept loop, closes every connection that is not
+//! answering a request (idle, or a head still arriving) at once, and fails body reads still
 //! waiting (their requests answer 503), so stalled clients never hold the shutdown; a
-//! connection whose request is being answered finishes it (hyper's graceful shutdown: no
-//! request after it). [`Stop::cut`] drops whatever is left.
+//! connection that is answering one, from its head until the response's last byte is written
+//! to the socket ([`Activity`]), finishes it (hyper's graceful shutdown: no request after it).
+//! [`Stop::cut`] drops whatever is left.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -27,6 +29,7 @@ use axum::response::Response;
 use axum::Router;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
+use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -191,13 +194,12 @@ async fn connection(
     _open: OpenConnection,
 ) {
     let _ = stream.set_nodelay(true);
-    // Requests of this connection in a handler or sending their response.
-    let busy = Arc::new(AtomicUsize::new(0));
+    let activity = Arc::new(Activity::default());
     let service = {
-        let busy = Arc::clone(&busy);
+        let activity = Arc::clone(&activity);
         let stopping = stop.stopping.clone();
         service_fn(move |request: Request<Incoming>| {
-            let guard = Busy::enter(&busy);
+            let guard = Busy::enter(&activity);
             let request = request.map(|body| {
                 Body::new(BodyDeadline::new(
                     body,
@@ -219,13 +221,17 @@ async fn connection(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    let socket = Written {
+        io: TokioIo::new(stream),
+        activity: Arc::clone(&activity),
+    };
+    let conn = builder.serve_connection(socket, service);
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
         () = raised(stop.stopping.clone()) => {}
     }
-    if busy.load(Ordering::SeqCst) == 0 {
+    if activity.is_idle() {
         // Idle, or a head still arriving: nothing accepted here, so nothing to finish.
         return;
     }
@@ -236,24 +242,42 @@ async fn connection(
     }
 }
 
-/// Counts a request as in a handler from its head until its response body is done.
-struct Busy(Arc<AtomicUsize>);
+/// Whether a connection is answering a request, which a shutdown lets it finish: from the
+/// request's head until the response's last byte is written to the socket. Dropping the
+/// connection any earlier loses what hyper still holds: a large body is taken from the handler
+/// in one frame and then written as fast as the client reads.
+#[derive(Default)]
+struct Activity {
+    /// Requests in a handler or whose response body hyper is still taking ([`Busy`]).
+    busy: AtomicUsize,
+    /// Whether hyper has bytes it has not yet seen flushed to the socket ([`Written`]).
+    unwritten: AtomicBool,
+}
+
+impl Activity {
+    fn is_idle(&self) -> bool {
+        self.busy.load(Ordering::SeqCst) == 0 && !self.unwritten.load(Ordering::SeqCst)
+    }
+}
+
+/// Counts a request as busy from its head until hyper has taken its response body.
+struct Busy(Arc<Activity>);
 
 impl Busy {
-    fn enter(count: &Arc<AtomicUsize>) -> Busy {
-        count.fetch_add(1, Ordering::SeqCst);
-        Busy(Arc::clone(count))
+    fn enter(activity: &Arc<Activity>) -> Busy {
+        activity.busy.fetch_add(1, Ordering::SeqCst);
+        Busy(Arc::clone(activity))
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.busy.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-/// A response body that keeps its request counted as busy until hyper has sent it (or dropped
-/// it: a client that hung up).
+/// A response body that keeps its request counted as busy until hyper has taken all of it (or
+/// dropped it: a client that hung up); what hyper took may still be on its way ([`Written`]).
 struct Guarded {
     body: Body,
     _busy: Busy,
@@ -276,6 +300,61 @@ impl HttpBody for Guarded {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// The connection's socket, noting whether what hyper writes has all reached it: hyper flushes
+/// the socket only once its own buffer is empty, and always tries to after it writes, so bytes
+/// written and not yet followed by a completed flush are a response still on its way.
+struct Written<I> {
+    io: I,
+    activity: Arc<Activity>,
+}
+
+impl<I: Read + Unpin> Read for Written<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: Write + Unpin> Write for Written<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.activity.unwritten.store(true, Ordering::SeqCst);
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.activity.unwritten.store(true, Ordering::SeqCst);
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        // hyper queues a body's frames rather than copying them only for a vectored socket.
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let flushed = std::task::ready!(Pin::new(&mut self.io).poll_flush(cx));
+        if flushed.is_ok() {
+            self.activity.unwritten.store(false, Ordering::SeqCst);
+        }
+        Poll::Ready(flushed)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -56,7 +56,7 @@ pub fn completion_id() -> String {
 }
 
 /// The body as `T`: 413 past the size limit, 408 past the body's deadline, 503 when the
-/// server began stopping while it arrived, 400 for what is not `T`'s JSON.
+/// server began stopping while it arrived, 400 for what is not `T`'s JSON object.
 pub fn parse_body<T: DeserializeOwned>(
     app: &App,
     body: Result<Bytes, BytesRejection>,
@@ -81,7 +81,34 @@ pub fn parse_body<T: DeserializeOwned>(
         }
         .in_dialect(dialect)
     })?;
+    if let Some(err) = not_an_object(&bytes) {
+        return Err(ApiError::bad_json(&err).in_dialect(dialect));
+    }
     serde_json::from_slice(&bytes).map_err(|err| ApiError::bad_json(&err).in_dialect(dialect))
+}
+
+/// Why `body` is not a JSON object, when it is some other JSON (or not JSON at all): serde's
+/// derived structs also take an array of their fields in order, which no client means.
+fn not_an_object(body: &[u8]) -> Option<serde_json::Error> {
+    // Empty: serde's own error says so.
+    let first = body.iter().find(|b| !b" \t\r\n".contains(b))?;
+    if *first == b'{' {
+        return None;
+    }
+    use serde::de::{Error, Unexpected};
+    let unexpected = match serde_json::from_slice::<serde_json::Value>(body) {
+        Err(not_json) => return Some(not_json),
+        Ok(serde_json::Value::Array(_)) => Unexpected::Seq,
+        Ok(serde_json::Value::String(_)) => Unexpected::Other("string"),
+        Ok(serde_json::Value::Number(_)) => Unexpected::Other("number"),
+        Ok(serde_json::Value::Bool(b)) => Unexpected::Bool(b),
+        Ok(serde_json::Value::Null) => Unexpected::Unit,
+        Ok(serde_json::Value::Object(_)) => return None,
+    };
+    Some(serde_json::Error::invalid_type(
+        unexpected,
+        &"a JSON object of the route's fields",
+    ))
 }
 
 /// `prompt`: a string, or a list holding one string.
@@ -341,16 +368,44 @@ pub struct StreamFormat {
     pub answer: AnswerEvents,
 }
 
+/// How a streamed response ended, for the request metrics: its head said 200 before the answer
+/// was known, so a stream whose last event is an error carries that error's status here (a
+/// response extension the metrics read when the body ends).
+#[derive(Debug, Clone, Default)]
+pub struct StreamStatus(Arc<AtomicU16>);
+
+impl StreamStatus {
+    /// The status of the error the stream ended with; `None` while it has sent none.
+    pub fn error(&self) -> Option<u16> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            status => Some(status),
+        }
+    }
+
+    fn ended_with(&self, error: &ApiError) {
+        self.0.store(error.status.as_u16(), Ordering::Relaxed);
+    }
+}
+
 /// A streamed response for `ticket`: drafts as they come, then the answer's events. When the
 /// client goes away the body is dropped, which drops the ticket and cancels the job.
 pub fn stream(app: &Shared, ticket: Ticket, format: StreamFormat, dialect: Dialect) -> Response {
     let (tx, mut rx) = mpsc::channel::<Bytes>(64);
     let content_type = format.content_type;
-    tokio::spawn(pump(Arc::clone(app), ticket, format, tx, dialect));
+    let status = StreamStatus::default();
+    tokio::spawn(pump(
+        Arc::clone(app),
+        ticket,
+        format,
+        tx,
+        dialect,
+        status.clone(),
+    ));
     let body = Body::from_stream(futures::stream::poll_fn(move |cx| {
         rx.poll_recv(cx).map(|item| item.map(Ok::<_, Infallible>))
     }));
-    (
+    let mut response = (
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, content_type),
@@ -358,7 +413,9 @@ pub fn stream(app: &Shared, ticket: Ticket, format: StreamFormat, dialect: Diale
         ],
         body,
     )
-        .into_response()
+        .into_response();
+    response.extensions_mut().insert(status);
+    response
 }
 
 async fn pump(
@@ -367,6 +424,7 @@ async fn pump(
     mut format: StreamFormat,
     tx: mpsc::Sender<Bytes>,
     dialect: Dialect,
+    status: StreamStatus,
 ) {
     let mut drafts = ticket.drafts.take();
     loop {
@@ -397,8 +455,11 @@ async fn pump(
                         }
                     }
                 }
-                let events =
-                    (format.answer)(result.map_err(|e| job_error(e, dialect)));
+                let result = result.map_err(|e| job_error(e, dialect));
+                if let Err(error) = &result {
+                    status.ended_with(error);
+                }
+                let events = (format.answer)(result);
                 for event in events {
                     if tx.send(Bytes::from(event)).await.is_err() {
                         return;

@@ -41,6 +41,11 @@ pub struct BackendArgs {
 pub enum BackendArgsError {
     #[error("--backend-timeout-s must be a positive number of seconds, not {0}")]
     Timeout(f64),
+    /// A timeout past what a `Duration` holds (about 1.8e19 seconds).
+    #[error(
+        "--backend-timeout-s {0:e} is longer than any timer can wait: give seconds such as 30"
+    )]
+    TimeoutTooLong(f64),
     /// The URL is not one a backend can be reached at.
     #[error(transparent)]
     Url(#[from] BackendError),
@@ -75,7 +80,8 @@ impl BackendArgs {
             if !(seconds > 0.0 && seconds.is_finite()) {
                 return Err(BackendArgsError::Timeout(seconds));
             }
-            config.timeout = Duration::from_secs_f64(seconds);
+            config.timeout = Duration::try_from_secs_f64(seconds)
+                .map_err(|_| BackendArgsError::TimeoutTooLong(seconds))?;
         }
         config.api_key = self
             .backend_api_key
@@ -174,6 +180,29 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn a_timeout_past_what_a_duration_holds_is_refused_not_a_panic() {
+        for huge in ["1e30", "1.7e308", "18446744073709551616"] {
+            let err = check(
+                &format!("--backend http://h:1 --backend-timeout-s={huge}"),
+                None,
+            )
+            .unwrap_err();
+            assert!(
+                matches!(err, BackendArgsError::TimeoutTooLong(_)),
+                "{huge}: {err}"
+            );
+        }
+        assert_eq!(
+            check("--backend http://h:1 --backend-timeout-s=1e30", None)
+                .unwrap_err()
+                .to_string(),
+            "--backend-timeout-s 1e30 is longer than any timer can wait: give seconds such as 30"
+        );
+        let day = check("--backend http://h:1 --backend-timeout-s=86400", None);
+        assert_eq!(day.unwrap().unwrap().timeout, Duration::from_secs(86400));
     }
 
     #[test]

@@ -109,7 +109,7 @@ impl Metrics {
             Family::<EndpointLabels, Histogram>::new_with_constructor(latency_buckets as fn() -> _);
         registry.register(
             "redraft_http_request_duration_seconds",
-            "Time from a request's arrival to its response head (a stream's events come later)",
+            "Time from a request's arrival to the end of its response body (a stream's last event)",
             request_seconds.clone(),
         );
         let jobs = Family::<JobLabels, Counter>::default();

@@ -193,7 +193,23 @@ impl Server {
     /// Sends a JSON request and returns without reading the answer: [`Later::finish`] reads it,
     /// dropping it hangs up.
     pub fn open_later(&self, method: &str, path: &str, body: &[u8]) -> Later {
-        let mut socket = self.connect();
+        self.send_later(self.connect(), method, path, body)
+    }
+
+    /// [`Server::open_later`] from a slow reader: a connection whose receive buffer is about
+    /// `bytes` (set before connecting, so the server sees a small window from the start), which
+    /// reads nothing until [`Later::finish`].
+    pub fn open_later_with_receive_buffer(
+        &self,
+        bytes: usize,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Later {
+        self.send_later(small_window(self.addr, bytes), method, path, body)
+    }
+
+    fn send_later(&self, mut socket: TcpStream, method: &str, path: &str, body: &[u8]) -> Later {
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.addr,
@@ -253,6 +269,48 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+/// A connection to `addr` (IPv4) whose receive buffer is set to `bytes` before it connects
+/// (std sets socket options only on a connected socket, after the window is agreed).
+fn small_window(addr: SocketAddr, bytes: usize) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(v4) = addr else {
+        panic!("the test server listens on IPv4 loopback, not {addr}")
+    };
+    // SAFETY: a socket this function owns, configured and connected with plain values, then
+    // handed to `TcpStream`, which closes it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let stream = TcpStream::from_raw_fd(fd);
+        let size = libc::c_int::try_from(bytes).unwrap();
+        let set = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        assert_eq!(set, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+        let mut to: libc::sockaddr_in = std::mem::zeroed();
+        to.sin_family = libc::AF_INET as libc::sa_family_t;
+        to.sin_port = v4.port().to_be();
+        to.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+        let connected = libc::connect(
+            fd,
+            (&to as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(
+            connected,
+            0,
+            "connecting to {addr}: {}",
+            std::io::Error::last_os_error()
+        );
+        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        stream
     }
 }
 

@@ -290,6 +290,9 @@ fn a_failing_backend_is_a_502_with_its_message_and_the_next_request_is_served() 
     for line in [
         "redraft_jobs_total{kind=\"fim\",outcome=\"backend_failed\"} 2",
         "redraft_jobs_total{kind=\"fim\",outcome=\"answered\"} 1",
+        // The stream that ended with the backend's error counts as what it ended with.
+        "redraft_http_requests_total{endpoint=\"/v1/completions\",status=\"502\"} 2",
+        "redraft_http_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} in:\n{metrics}");
     }

@@ -89,6 +89,22 @@ fn a_rebinding_host_is_refused_with_the_flag_that_allows_it() {
         ));
         assert_eq!(response.status, 200, "{host}: {}", response.text());
     }
+    // An absolute-form target names the host asked for, whatever `Host` says (RFC 9112
+    // section 3.2.2): the target's is checked.
+    let absolute = server.raw(&request_bytes(
+        "GET",
+        &format!("http://{attacker}/health"),
+        &[("Host", "localhost")],
+        "",
+    ));
+    assert_eq!(error_code(&absolute, 403), "host_not_allowed");
+    let ours = server.raw(&request_bytes(
+        "GET",
+        &format!("http://localhost:{port}/v1/models"),
+        &[("Host", &attacker)],
+        "",
+    ));
+    assert_eq!(ours.status, 200, "{}", ours.text());
     // No Host, or two, is not a request to guess about.
     let none = server.raw(&request_bytes("GET", "/v1/models", &[], ""));
     assert_eq!(error_code(&none, 400), "bad_headers");
@@ -186,6 +202,68 @@ fn web_pages_are_refused_unless_allowed_and_then_get_cors() {
     assert!(other.header("access-control-allow-origin").is_none());
 }
 
+/// `--allow-origin` and `Origin` are compared as browsers mean them: a scheme's default port
+/// (`https://example.com:443`) is the origin without it, and an `Origin` spelled in capitals or
+/// with a trailing `/` that passes the check gets its CORS headers too, rather than running
+/// without them.
+#[test]
+fn origins_match_whatever_the_default_port_case_or_trailing_slash() {
+    let server = Server::start(&[
+        "--allow-origin",
+        "https://example.com:443",
+        "--allow-origin",
+        "http://OK.example",
+    ]);
+    let json = ("Content-Type", "application/json");
+    for origin in [
+        "https://example.com",
+        "https://EXAMPLE.com/",
+        "http://ok.example:80",
+        "http://OK.example/",
+    ] {
+        let answer = server.request(
+            "POST",
+            "/v1/completions",
+            &[("Origin", origin), json],
+            completion().as_bytes(),
+        );
+        assert_eq!(answer.status, 200, "{origin}: {}", answer.text());
+        assert_eq!(
+            answer.header("access-control-allow-origin"),
+            Some(origin),
+            "{origin}"
+        );
+        let preflight = server.request(
+            "OPTIONS",
+            "/v1/completions",
+            &[
+                ("Origin", origin),
+                ("Access-Control-Request-Method", "POST"),
+            ],
+            b"",
+        );
+        assert!((200..300).contains(&preflight.status), "{origin}");
+        assert_eq!(
+            preflight.header("access-control-allow-origin"),
+            Some(origin)
+        );
+    }
+    for origin in [
+        "http://example.com",
+        "https://example.com:8443",
+        "https://ok.example",
+    ] {
+        let response = server.request(
+            "POST",
+            "/v1/completions",
+            &[("Origin", origin), json],
+            completion().as_bytes(),
+        );
+        assert_eq!(error_code(&response, 403), "origin_not_allowed", "{origin}");
+        assert!(response.header("access-control-allow-origin").is_none());
+    }
+}
+
 /// A page may POST `text/plain`, a form or a typeless blob anywhere without a preflight: a JSON
 /// route refuses them (415) from the head alone, before the body arrives.
 #[test]
@@ -244,7 +322,7 @@ fn bodies_not_sent_as_json_are_415_before_they_are_read() {
     assert_eq!(error_code(&unknown, 404), "unknown_route");
 }
 
-/// A value of `--allow-origin`, `--allow-host` or `--backend` the server cannot use is a
+/// A value of `--allow-origin`, `--allow-host` or `--backend*` the server cannot use is a
 /// mistake on the command line: exit status 2 with what is wrong (docs/cli.md), before a model
 /// is loaded, as clap's own mistakes are.
 #[test]
@@ -255,6 +333,24 @@ fn flag_values_the_server_cannot_use_are_command_line_mistakes() {
             "--allow-origin `*` is not a web page's origin",
         ),
         (&["--allow-host", ""], "--allow-host `` is not a host name"),
+        // Read as no port, it would have allowed every port.
+        (
+            &["--allow-host", "evil.com:99999"],
+            "--allow-host `evil.com:99999`: `99999` is not a port",
+        ),
+        (
+            &["--allow-host", "*"],
+            "--allow-host `*`: wildcards are not accepted",
+        ),
+        (
+            &[
+                "--backend",
+                "http://127.0.0.1:1",
+                "--backend-timeout-s",
+                "1e30",
+            ],
+            "--backend-timeout-s 1e30 is longer than any timer can wait",
+        ),
         (&["--backend", "notaurl"], "write it as http://HOST:PORT"),
         (
             &["--backend", "http://h:1", "--backend-timeout-s", "0"],
@@ -328,28 +424,33 @@ fn an_empty_key_is_a_start_up_error_and_a_key_file_is_read_trimmed() {
     );
 }
 
-/// Two `Authorization` headers: which counts would depend on their order. 400 either way.
+/// Two `Authorization` or two `Content-Type` headers: which counts would depend on their order.
+/// 400 either way.
 #[test]
-fn a_second_authorization_header_is_400_in_either_order() {
+fn a_second_authorization_or_content_type_header_is_400_in_either_order() {
     let server = Server::start(&["--api-key", "s3cret"]);
     let host = server.addr.to_string();
     let body = completion();
-    for pair in [
-        ["Bearer s3cret", "Bearer wrong"],
-        ["Bearer wrong", "Bearer s3cret"],
+    let key = ("Authorization", "Bearer s3cret");
+    let json = ("Content-Type", "application/json");
+    for (name, pair, other) in [
+        ("Authorization", ["Bearer s3cret", "Bearer wrong"], json),
+        ("Authorization", ["Bearer wrong", "Bearer s3cret"], json),
+        ("Content-Type", ["application/json", "text/plain"], key),
+        ("Content-Type", ["text/plain", "application/json"], key),
     ] {
         let response = server.raw(&request_bytes(
             "POST",
             "/v1/completions",
-            &[
-                ("Host", &host),
-                ("Content-Type", "application/json"),
-                ("Authorization", pair[0]),
-                ("Authorization", pair[1]),
-            ],
+            &[("Host", &host), other, (name, pair[0]), (name, pair[1])],
             &body,
         ));
-        assert_eq!(error_code(&response, 400), "bad_headers", "{pair:?}");
+        assert_eq!(error_code(&response, 400), "bad_headers", "{name} {pair:?}");
+        let message = response.json()["error"]["message"].to_string();
+        assert!(
+            message.contains(&format!("one `{name}` header")),
+            "{message}"
+        );
     }
 }
 

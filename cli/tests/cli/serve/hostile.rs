@@ -65,6 +65,33 @@ fn bad_json_and_bad_fields_are_400_in_each_apis_shape() {
         openai_error(&server.post_raw(path, b""), 400, "invalid_json");
     }
     ollama_error(&server.post_raw("/api/generate", b"[1, 2"), 400);
+    // serde's derived structs would take an array of the fields in order: a body is an object.
+    let array = json!(["redraft-default", PREFIX]).to_string();
+    let edit = json!(["redraft-default", [{"role": "user", "content": "x"}]]).to_string();
+    for (path, body) in [
+        ("/v1/completions", &array),
+        ("/v1/fim/completions", &array),
+        ("/v1/edit/completions", &edit),
+    ] {
+        let body = openai_error(&server.post_raw(path, body.as_bytes()), 400, "invalid_json");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("expected a JSON object"),
+            "{path}: {message}"
+        );
+    }
+    for (path, body) in [
+        ("/api/generate", array.as_str()),
+        ("/api/show", r#"["redraft-default"]"#),
+        ("/api/generate", r#""fn main() {""#),
+        ("/api/show", " null "),
+    ] {
+        let message = ollama_error(&server.post_raw(path, body.as_bytes()), 400);
+        assert!(
+            message.contains("expected a JSON object"),
+            "{path}: {message}"
+        );
+    }
     let cases = [
         (
             json!({"prompt": PREFIX, "max_tokens": "many"}),
@@ -220,7 +247,10 @@ fn the_api_key_is_required_as_a_bearer_token() {
             let headers = [headers, &[("Content-Type", "application/json")]].concat();
             server.request("POST", path, &headers, body.as_bytes())
         };
-        openai_error(&ask(&[], "/v1/completions"), 401, "invalid_api_key");
+        let missing = ask(&[], "/v1/completions");
+        openai_error(&missing, 401, "invalid_api_key");
+        // The scheme to answer with (RFC 9110 section 15.5.2).
+        assert_eq!(missing.header("www-authenticate"), Some("Bearer"));
         openai_error(
             &ask(&[("Authorization", "Bearer wrong")], "/v1/completions"),
             401,
@@ -231,8 +261,12 @@ fn the_api_key_is_required_as_a_bearer_token() {
             401,
             "invalid_api_key",
         );
-        ollama_error(&ask(&[], "/api/generate"), 401);
-        assert_eq!(server.get("/v1/models").status, 401);
+        let ollama = ask(&[], "/api/generate");
+        ollama_error(&ollama, 401);
+        assert_eq!(ollama.header("www-authenticate"), Some("Bearer"));
+        let models = server.get("/v1/models");
+        assert_eq!(models.status, 401);
+        assert_eq!(models.header("www-authenticate"), Some("Bearer"));
         assert_eq!(
             ask(&[("Authorization", "Bearer s3cret")], "/v1/completions").status,
             200
@@ -386,6 +420,45 @@ fn sigterm_finishes_in_flight_work_and_exits_0() {
     };
     assert!(status.success(), "exit status {status:?}");
     assert!(std::net::TcpStream::connect(addr).is_err());
+}
+
+/// SIGTERM while a large answer is still being written to a client that reads slowly (a small
+/// receive window, nothing read yet): the handler is done and hyper has taken the whole body
+/// in one frame, most of it not yet in the socket. It is all written before the connection
+/// closes, not cut where the socket's buffers ended.
+#[test]
+fn sigterm_finishes_writing_a_large_answer_to_a_slow_reader() {
+    let server = Server::start(&["--max-body", "64000000", "--shutdown-grace-ms", "60000"]);
+    // A Zeta 2 prompt whose region is about 16 MB: the answer is the whole region, well past
+    // what the kernel's buffers hold (a few MB).
+    let region: String = (0..600_000)
+        .map(|i| format!("fn f{i}() -> u32 {{ {i} }}\n"))
+        .collect();
+    let prompt = format!(
+        "<|file_sep|>src/lib.rs\n<|fim_prefix|>fn area(w: u32, h: u32) -> u32 {{\n<|fim_suffix|>\n<|fim_middle|><<<<<<< CURRENT\n    w<|user_cursor|> * h\n}}\n{region}=======\n"
+    );
+    let body = json!({"prompt": prompt, "max_tokens": 64}).to_string();
+    let answering =
+        server.open_later_with_receive_buffer(16 << 10, "POST", "/v1/completions", body.as_bytes());
+    // Counted once hyper has taken the response body's last frame.
+    server.wait_for_metric(
+        "redraft_http_requests_total{endpoint=\"/v1/completions\",status=\"200\"}",
+        1.0,
+    );
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(server.pid() as i32, libc::SIGTERM) };
+    let answer = answering.finish();
+    assert_eq!(answer.status, 200);
+    let length: usize = answer.header("content-length").unwrap().parse().unwrap();
+    assert!(length > 16_000_000, "{length}");
+    assert_eq!(answer.body.len(), length, "the answer was cut off");
+    let text = answer.json()["choices"][0]["text"].as_str().unwrap().len();
+    assert!(
+        text > region.len() / 2,
+        "the region comes back: {text} bytes"
+    );
+    let status = server.terminate();
+    assert!(status.success(), "exit status {status:?}");
 }
 
 /// SIGTERM with a job that outlasts the grace period (`--shutdown-grace-ms`): past it the job is

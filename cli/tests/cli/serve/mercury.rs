@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::client::Server;
+use super::client::{Server, Start};
 use super::{apply_in_region, cli_next_edit, PREFIX, SUFFIX};
 
 #[test]
@@ -161,4 +161,32 @@ fn mercury_edit_rejects_what_is_not_one_tagged_user_message() {
     assert_eq!(untagged.json()["error"]["code"], "unprocessable");
     let no_messages = server.post("/v1/edit/completions", &json!({"model": "redraft-default"}));
     assert_eq!(no_messages.status, 400);
+}
+
+/// A stream's request duration is the whole stream's, not the time to its head (sent before
+/// the first step runs): with a pause after every denoising step, the drafts it carried prove
+/// a lower bound on how long it lasted.
+#[test]
+fn a_streams_request_duration_covers_all_its_events() {
+    const STEP_DELAY_MS: u64 = 400;
+    let server = Server::start_with(Start {
+        step_delay_ms: Some(STEP_DELAY_MS),
+        ..Start::default()
+    });
+    let request = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 24, "effort": "high",
+                         "stream": true, "diffusing": true});
+    let events = server.post("/v1/fim/completions", &request).events();
+    let drafts = events
+        .iter()
+        .filter(|e| e.contains("\"diffusion_content\":true"))
+        .count();
+    assert!(drafts >= 3, "{events:?}");
+    // Between the first draft and the last, a pause after each step but the last.
+    let lasted_at_least = (drafts - 1) as f64 * STEP_DELAY_MS as f64 / 1e3;
+    let recorded = server
+        .metric("redraft_http_request_duration_seconds_sum{endpoint=\"/v1/fim/completions\"}");
+    assert!(
+        recorded >= lasted_at_least,
+        "{recorded} s recorded for a stream of {drafts} drafts {STEP_DELAY_MS} ms apart"
+    );
 }
