@@ -1,12 +1,12 @@
 //! The server's settings, from `initializationOptions` and `workspace/didChangeConfiguration`.
 //!
 //! Both carry the same JSON object (camelCase keys), either bare or under a `"redraft"` key (the
-//! shape editors use for a settings section). A key that is absent keeps its value; a value of
-//! the wrong type or range is reported and ignored, so a typo in a settings file never takes
-//! the server down or silently resets something else. Next-edit settings sit under `nextEdit`
-//! (`true`/`false`, or an object of them), or as dotted keys (`"nextEdit.debounceMs"`); a
-//! remote FIM backend under `backend` (a URL, or `{url, model, template, apiKey, contextTokens,
-//! timeoutMs}`).
+//! shape editors use for a settings section; `null` there, as `null` for the whole, sets
+//! nothing). A key that is absent keeps its value; a value of the wrong type or range is
+//! reported and ignored, so a typo in a settings file never takes the server down or silently
+//! resets something else. Next-edit settings sit under `nextEdit` (`true`/`false`, or an object
+//! of them), or as dotted keys (`"nextEdit.debounceMs"`); a remote FIM backend under `backend`
+//! (a URL, or `{url, model, template, apiKey, contextTokens, timeoutMs}`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,7 +25,7 @@ use crate::log::Level;
 pub struct Settings {
     /// Model directory or GGUF file; `None`: the model compiled into the binary.
     pub model: Option<PathBuf>,
-    /// Where the model runs (`"auto"`, `"cpu"`, `"cuda"`, `"cuda:N"`).
+    /// Where the model runs (`"auto"`, `"cpu"`, `"cuda"` or `"gpu"`, `"cuda:N"`).
     pub device: DeviceSpec,
     pub effort: Effort,
     /// How a completion's first pass reuses the kept cache across the keystrokes since the last
@@ -157,7 +157,15 @@ impl Settings {
             Value::Null => return problems,
             Value::Object(object) => match object.get("redraft") {
                 Some(Value::Object(inner)) => inner,
-                _ => object,
+                // The section unset (clients send it so, as they do `settings: null`).
+                Some(Value::Null) => return problems,
+                Some(other) => {
+                    problems.push(format!(
+                        "settings under `redraft` must be a JSON object, got {other}"
+                    ));
+                    return problems;
+                }
+                None => object,
             },
             other => {
                 problems.push(format!("settings must be a JSON object, got {other}"));
@@ -380,6 +388,10 @@ mod tests {
         assert_eq!(bare.device, DeviceSpec::Cuda(1));
         bare.update(&json!({"device": null}));
         assert_eq!(bare.device, DeviceSpec::Auto);
+        // The engine's name for the first GPU, as `--device gpu` (docs/lsp.md says so).
+        assert!(bare.update(&json!({"device": "GPU"})).is_empty());
+        assert_eq!(bare.device, DeviceSpec::Cuda(0));
+        bare.update(&json!({"device": null}));
         assert!(bare.enabled_for("rust") && !bare.enabled_for("markdown"));
         assert!(Settings::default().enabled_for("markdown"));
         assert_eq!(bare.edit_reuse, Some(Realign::DEFAULT));
@@ -448,6 +460,27 @@ mod tests {
         assert_eq!(settings, expected);
         assert_eq!(settings.update(&json!(null)), Vec::<String>::new());
         assert_eq!(settings.update(&json!([1])).len(), 1);
+    }
+
+    /// A `redraft` section of `null` is no settings, as `null` itself is (it was "setting
+    /// `redraft`: unknown setting"); a section that is not an object says so.
+    #[test]
+    fn a_null_section_is_no_settings() {
+        let mut settings = Settings {
+            effort: Effort::Low,
+            ..Settings::default()
+        };
+        let before = settings.clone();
+        for value in [json!({"redraft": null}), json!(null)] {
+            assert_eq!(settings.update(&value), Vec::<String>::new(), "{value}");
+            assert_eq!(settings, before, "{value}");
+        }
+        let problems = settings.update(&json!({"redraft": "low"}));
+        assert_eq!(
+            problems,
+            ["settings under `redraft` must be a JSON object, got \"low\""]
+        );
+        assert_eq!(settings, before);
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! `next_edit.rs`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use redraft_runtime::scheduler::LoadFailure;
+use redraft_engine::DeviceSpec;
+use redraft_runtime::scheduler::{LoadFailure, Loaded};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tower_lsp_server::jsonrpc;
@@ -56,7 +58,10 @@ pub struct Server {
     changed_rx: Mutex<Option<mpsc::UnboundedReceiver<Changed>>>,
     /// The first model load, started at `initialize` so requests queue behind it, reported
     /// at `initialized` (progress needs an initialized client).
-    loading: Mutex<Option<Loading>>,
+    loading: Mutex<Option<(Loading, Asked)>>,
+    /// The loads asked for and the model that serves, which a failed load puts the settings
+    /// back to. Taken before `settings` when both are.
+    model_loads: Arc<Mutex<ModelLoads>>,
     progress_supported: Mutex<bool>,
     initial_problems: Mutex<Vec<String>>,
     /// Debug logging asked for on the command line stays on whatever the settings say.
@@ -71,6 +76,52 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The `model` and `device` settings a model was loaded with.
+type ModelSettings = (Option<PathBuf>, DeviceSpec);
+
+/// One model load asked for: its place among the loads, and the settings it loads.
+#[derive(Debug, Clone)]
+struct Asked {
+    number: u64,
+    settings: ModelSettings,
+}
+
+/// The model loads asked for, and what serves. A load that fails leaves the model loaded before
+/// serving (or none); its `model` and `device` must not stay in the settings, or the next change
+/// of the other one loads with them and fails again (a bad `device`, then a good `model`).
+#[derive(Debug, Default)]
+struct ModelLoads {
+    /// Loads asked for so far; only the newest one's failure puts settings back (an older one's
+    /// settings were replaced by a newer change already).
+    asked: u64,
+    /// The settings the model that serves was loaded with; `None`: none serves.
+    serving: Option<ModelSettings>,
+}
+
+impl ModelLoads {
+    fn ask(&mut self, settings: ModelSettings) -> Asked {
+        self.asked += 1;
+        Asked {
+            number: self.asked,
+            settings,
+        }
+    }
+
+    /// Records how the load `asked` ended; the settings to put back if it was the newest and
+    /// failed with a model still serving.
+    fn ended(&mut self, asked: Asked, loaded: &Loaded) -> Option<ModelSettings> {
+        match loaded {
+            Ok(_) => self.serving = Some(asked.settings),
+            Err(LoadFailure { kept: None, .. }) => self.serving = None,
+            Err(LoadFailure { kept: Some(_), .. }) if asked.number == self.asked => {
+                return self.serving.clone();
+            }
+            Err(LoadFailure { kept: Some(_), .. }) => {}
+        }
+        None
+    }
 }
 
 impl Server {
@@ -114,6 +165,7 @@ impl Server {
             next_edits,
             changed_rx: Mutex::new(Some(changed_rx)),
             loading: Mutex::new(None),
+            model_loads: Arc::default(),
             progress_supported: Mutex::new(false),
             initial_problems: Mutex::default(),
             debug_from_args: debug,
@@ -192,9 +244,11 @@ impl Server {
 
     /// Reports a model load to the client: `$/progress` while it runs (when the client takes
     /// progress), `window/showMessage` if it fails.
-    fn report_load(&self, load: Loading) {
+    fn report_load(&self, load: Loading, asked: Asked) {
         let client = self.client.clone();
         let log = self.log.clone();
+        let model_loads = self.model_loads.clone();
+        let settings = self.settings.clone();
         let progress_supported = *lock(&self.progress_supported);
         tokio::spawn(async move {
             let progress = if progress_supported {
@@ -248,6 +302,20 @@ impl Server {
                     }
                 }
             };
+            // Before the failure is told: a client that changes a setting once it hears of it
+            // changes the settings put back.
+            {
+                let mut loads = lock(&model_loads);
+                if let Some((model, device)) = loads.ended(asked, &result) {
+                    let mut settings = lock(&settings);
+                    log.info(format!(
+                        "settings `model` and `device` put back to {} and {device}, which the model that serves was loaded with: the next change starts from them",
+                        describe_model(model.as_ref()),
+                    ));
+                    settings.model = model;
+                    settings.device = device;
+                }
+            }
             let message = match &result {
                 Ok(origin) => format!("model loaded from {origin}"),
                 Err(LoadFailure {
@@ -315,7 +383,9 @@ impl LanguageServer for Server {
         );
         // Shown once the client is initialized (messages before that are dropped).
         *lock(&self.initial_problems) = problems;
-        *lock(&self.loading) = Some(self.inference.load(settings.model.clone(), settings.device));
+        let asked = lock(&self.model_loads).ask((settings.model.clone(), settings.device));
+        let load = self.inference.load(settings.model.clone(), settings.device);
+        *lock(&self.loading) = Some((load, asked));
         Ok(InitializeResult {
             capabilities: ServerCapabilities {
                 position_encoding: Some(encoding.kind()),
@@ -370,8 +440,8 @@ impl LanguageServer for Server {
         let problems = std::mem::take(&mut *lock(&self.initial_problems));
         self.show_setting_problems(problems);
         let load = lock(&self.loading).take();
-        if let Some(load) = load {
-            self.report_load(load);
+        if let Some((load, asked)) = load {
+            self.report_load(load, asked);
         }
     }
 
@@ -434,18 +504,16 @@ impl LanguageServer for Server {
     }
 
     async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
+        // Held from before the change until its load is counted: a failed load puts the
+        // settings back only while it is the newest, never over a change applied after it.
+        let mut model_loads = lock(&self.model_loads);
         let before = self.settings();
         let (after, problems) = self.apply_settings(&params.settings);
         self.show_setting_problems(problems);
         if after.model != before.model || after.device != before.device {
             self.log.info(format!(
                 "loading the model from {} (device {})",
-                after
-                    .model
-                    .as_ref()
-                    .map_or("the binary (default model)".into(), |p| p
-                        .display()
-                        .to_string()),
+                describe_model(after.model.as_ref()),
                 after.device
             ));
             // The old model's suggestions are not the new one's to type through. Cleared and
@@ -456,7 +524,9 @@ impl LanguageServer for Server {
                 type_through.clear();
                 self.inference.load(after.model.clone(), after.device)
             };
-            self.report_load(load);
+            let asked = model_loads.ask((after.model.clone(), after.device));
+            drop(model_loads);
+            self.report_load(load, asked);
         }
         if after != before {
             // Suggestions computed under other settings (another bar, effort or length) or
@@ -466,6 +536,13 @@ impl LanguageServer for Server {
             self.next_edits.clear();
         }
     }
+}
+
+/// A `model` setting for the log.
+fn describe_model(model: Option<&PathBuf>) -> String {
+    model.map_or("the binary (default model)".into(), |p| {
+        p.display().to_string()
+    })
 }
 
 /// The workspace folders' paths (or the root's, from clients that send only that).

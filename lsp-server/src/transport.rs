@@ -9,9 +9,11 @@
 //! bytes, resynchronising on the next `Content-Length`; `body`: text as faithfully as UTF-8
 //! allows, then JSON-RPC). The dispatcher, on the runtime, hands requests to the `LspService`
 //! (up to `concurrency` at once, as tower-lsp's loop did), answers to the server's own requests
-//! to its loopback, and answers what cannot be read with the JSON-RPC error it calls for. A
-//! writer thread writes one whole frame at a time to stdout, so those error answers, the
-//! service's responses and the server's requests never interleave.
+//! to its loopback, and answers what cannot be read with the JSON-RPC error it calls for; it
+//! amends or answers itself the requests the service would answer against the protocol
+//! (`requests`: a `shutdown` with params, `$/` requests, requests after `shutdown`). A writer
+//! thread writes one whole frame at a time to stdout, so those error answers, the service's
+//! responses and the server's requests never interleave.
 //!
 //! The threads are plain threads, not the runtime's blocking pool: a read blocked on a stdin the
 //! client keeps open after `exit` must not keep the process from ending.
@@ -19,6 +21,7 @@
 mod body;
 mod framing;
 mod notifications;
+mod requests;
 
 use std::future::Future;
 use std::io::{self, Read, Write};
@@ -38,6 +41,7 @@ use tower_lsp_server::{ClientSocket, ExitedError, LspService};
 use self::body::{Message, Rejected, Repairs};
 use self::framing::{Decoder, Frame, Skip};
 pub use self::notifications::unreadable;
+use self::requests::{answered_here, without_void_params};
 use super::server::Server;
 
 /// Messages read ahead of the dispatcher; a full queue makes the reader wait.
@@ -131,6 +135,8 @@ pub async fn serve(
         })
     };
     let read = async {
+        // A `shutdown` was accepted: requests now get InvalidRequest (`requests`).
+        let mut shut_down = false;
         let ended = loop {
             let next = tokio::select! {
                 next = input.recv() => next,
@@ -150,6 +156,17 @@ pub async fn serve(
                     }
                     match message {
                         Ok(Message::Request(request)) => {
+                            let (request, dropped) = without_void_params(request);
+                            if dropped {
+                                log.warn(format!(
+                                    "`{}` came with params, which it takes none of: read without them",
+                                    request.method()
+                                ));
+                            }
+                            if let Some(answer) = answered_here(&request, shut_down) {
+                                let _ = output.send(Outgoing::Response(answer)).await;
+                                continue;
+                            }
                             // Ignored by the service without a word: the log says why.
                             if let Some(warning) = unreadable(&request) {
                                 log.warn(warning);
@@ -157,13 +174,23 @@ pub async fn serve(
                             if future::poll_fn(|cx| service.poll_ready(cx)).await.is_err() {
                                 break Ok(Ended::Exit);
                             }
+                            if request.method() == "shutdown" {
+                                // Answered before anything after it is read (the service
+                                // answers at once): whether it was accepted decides how every
+                                // later request is answered.
+                                let answer = service.call(request).await.unwrap_or(None);
+                                if let Some(answer) = answer {
+                                    let _ = output.send(Outgoing::Response(answer)).await;
+                                }
+                                shut_down = service.inner().was_shut_down();
+                                continue;
+                            }
                             // The protocol: nothing is read after `exit` (a client may keep
                             // stdin open).
                             let exit = request.method() == "exit";
                             if exit {
-                                // `exit` aborts what is still running, and a client may send it
-                                // right behind `shutdown`: let that answer first, or the
-                                // session would not count as shut down.
+                                // `exit` aborts what is still running: let what was asked
+                                // before it answer first (`shutdown` has been answered).
                                 let drained = outstanding.drained();
                                 if tokio::time::timeout(EXIT_GRACE, drained).await.is_err() {
                                     log.warn("requests still running at exit are abandoned");
@@ -289,7 +316,9 @@ fn read_stdin(tx: mpsc::Sender<Input>) {
         } else {
             decoder.feed(&chunk[..read]);
         }
-        while let Some(frame) = decoder.next() {
+        // Once the input at hand is used up, what was skipped of it is answered at once, not
+        // when the next frame comes.
+        while let Some(frame) = decoder.next().or_else(|| decoder.skipped_so_far()) {
             let input = match frame {
                 Frame::Body(bytes) => {
                     let (message, repairs) = body::decode(bytes);

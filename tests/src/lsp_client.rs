@@ -547,6 +547,30 @@ impl Raw {
         .await
     }
 
+    /// The response to request `id` if it has come already (no waiting).
+    pub fn answered(&self, id: i64) -> Option<Value> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|m| {
+                m["id"] == json!(id) && (m.get("result").is_some() || m.get("error").is_some())
+            })
+            .cloned()
+    }
+
+    /// Waits (up to two minutes) until `count` error responses with a null id have come; all
+    /// of them.
+    pub async fn wait_for_unaddressed_errors(&self, count: usize) -> Vec<Value> {
+        poll_until(
+            Duration::from_secs(120),
+            &format!("{count} error(s) with a null id"),
+            || self.stderr(),
+            || Some(self.unaddressed_errors()).filter(|errors| errors.len() >= count),
+        )
+        .await
+    }
+
     /// Error responses with a null id (answers to what could not be read), received so far.
     pub fn unaddressed_errors(&self) -> Vec<Value> {
         self.received

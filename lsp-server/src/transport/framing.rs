@@ -1,11 +1,12 @@
 //! The base protocol's framing (`Content-Length: N\r\n\r\n` + N bytes) read from bytes that may
 //! be anything: a decoder that never gives up. Headers are read tolerantly (any case, any
 //! `Content-Type`, `\n` or `\r\n` line ends); what cannot be framed is skipped up to the next
-//! `Content-Length` header and reported once, and a body whose `Content-Length` overstated it is
-//! cut where the next frame's header begins, so the frames after it are not lost.
+//! `Content-Length` header and reported once (or as soon as the input runs dry:
+//! [`Decoder::skipped_so_far`]), and a body whose `Content-Length` overstated it is cut where the
+//! next frame's header begins, so the frames after it are not lost.
 //!
 //! No I/O and no JSON here: bytes in ([`Decoder::feed`], [`Decoder::end`]), frames out
-//! ([`Decoder::next`]).
+//! ([`Decoder::next`], [`Decoder::skipped_so_far`]).
 
 /// The largest body accepted. Far above any document an editor sends (the tests open 50 MB);
 /// a larger `Content-Length` comes from a broken or hostile client, and waiting for that many
@@ -38,8 +39,9 @@ pub enum Skip {
     MissingContentLength,
     /// A `Content-Length` that is not a decimal number.
     BadContentLength,
-    /// A `Content-Length` over [`MAX_BODY_BYTES`].
-    TooLong(u64),
+    /// A `Content-Length` over [`MAX_BODY_BYTES`]; `None`: 2^64 or more, which no `u64` holds
+    /// (reported as that, not as `u64::MAX`).
+    TooLong(Option<u64>),
     /// The input ended inside a frame.
     Truncated,
 }
@@ -50,9 +52,13 @@ impl std::fmt::Display for Skip {
             Skip::NotAHeader => f.write_str("not a message header"),
             Skip::MissingContentLength => f.write_str("a header without Content-Length"),
             Skip::BadContentLength => f.write_str("a Content-Length that is not a number"),
-            Skip::TooLong(n) => write!(
+            Skip::TooLong(Some(n)) => write!(
                 f,
                 "a Content-Length of {n} bytes, over the limit of {MAX_BODY_BYTES}"
+            ),
+            Skip::TooLong(None) => write!(
+                f,
+                "a Content-Length of 2^64 bytes or more, over the limit of {MAX_BODY_BYTES}"
             ),
             Skip::Truncated => f.write_str("a frame cut short by the end of input"),
         }
@@ -79,7 +85,8 @@ pub struct Decoder {
     start: usize,
     state: State,
     ended: bool,
-    /// Bytes skipped since the last frame, reported once the skipping stops.
+    /// Bytes skipped since the last frame or report, reported once the skipping stops (or by
+    /// [`Decoder::skipped_so_far`]).
     skipping: Option<(usize, Skip)>,
 }
 
@@ -116,6 +123,15 @@ impl Decoder {
             self.start = 0;
         }
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// The bytes skipped since the last frame or report, if any, reported now: for when
+    /// [`Decoder::next`] has no frame until more input comes, so junk is answered before the
+    /// client sends anything else rather than with the next frame. They are dropped already;
+    /// what waits in the buffer (a header still arriving, perhaps) is not among them. Reports
+    /// then depend on how the input arrives (junk that comes in two reads is two reports).
+    pub fn skipped_so_far(&mut self) -> Option<Frame> {
+        self.skipping.take().map(skipped)
     }
 
     /// No more input: what is left is reported by the next calls to [`Decoder::next`].
@@ -162,7 +178,7 @@ impl Decoder {
                         }
                         Header::Complete { length, .. } => {
                             let reason = match length {
-                                Ok(n) => Skip::TooLong(n),
+                                Ok(n) => Skip::TooLong(Some(n)),
                                 Err(reason) => reason,
                             };
                             self.resync(reason);
@@ -245,15 +261,13 @@ fn parse_header(bytes: &[u8]) -> Header {
     loop {
         let rest = &bytes[pos..];
         let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
-            // An unfinished line is already garbage if its name cannot be a header name (a
-            // lone `\r` may be the start of the line end).
+            // An unfinished line is already garbage if its name cannot be a header name, or
+            // is empty before its colon (a lone `\r` may be the start of the line end). Junk
+            // taken for a header under way would be answered only when more input came.
             let line = rest.strip_suffix(b"\r").unwrap_or(rest);
-            let name_end = line.iter().position(|&b| b == b':').unwrap_or(line.len());
-            if !line[..name_end]
-                .trim_ascii()
-                .iter()
-                .all(|&b| is_name_byte(b))
-            {
+            let colon = line.iter().position(|&b| b == b':');
+            let name = line[..colon.unwrap_or(line.len())].trim_ascii();
+            if !name.iter().all(|&b| is_name_byte(b)) || (colon.is_some() && name.is_empty()) {
                 return Header::Garbage;
             }
             return Header::Partial;
@@ -275,10 +289,10 @@ fn parse_header(bytes: &[u8]) -> Header {
             let value = line[colon + 1..].trim_ascii();
             length = if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
                 // Too many digits to be a length is "too long", not "not a number".
-                Ok(std::str::from_utf8(value)
+                std::str::from_utf8(value)
                     .ok()
                     .and_then(|v| v.parse().ok())
-                    .unwrap_or(u64::MAX))
+                    .ok_or(Skip::TooLong(None))
             } else {
                 Err(Skip::BadContentLength)
             };
@@ -416,7 +430,7 @@ mod tests {
                 body("3"),
                 Frame::Skipped {
                     bytes: 43,
-                    reason: Skip::TooLong(u64::MAX),
+                    reason: Skip::TooLong(None),
                 },
                 body("4"),
             ],
@@ -443,6 +457,71 @@ mod tests {
         // Text that merely mentions a header, inside a JSON string, is not one.
         let text = r#"{"text":"Content-Length: 5\n\nabc"}"#;
         check(&frame(text), &[body(text)]);
+    }
+
+    /// A length of 2^64 or more is said to be that: it was reported as u64::MAX, a number the
+    /// client never sent.
+    #[test]
+    fn a_length_no_number_holds_is_not_reported_as_another() {
+        let mut input = b"Content-Length: 99999999999999999999999\r\n\r\n".to_vec();
+        input.extend(frame("{}"));
+        input.extend(b"Content-Length: 300000000\r\n\r\n");
+        input.extend(frame("{}"));
+        let reasons: Vec<String> = decode(&input, input.len())
+            .iter()
+            .filter_map(|frame| match frame {
+                Frame::Skipped { reason, .. } => Some(reason.to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                "a Content-Length of 2^64 bytes or more, over the limit of 268435456",
+                "a Content-Length of 300000000 bytes, over the limit of 268435456",
+            ]
+        );
+    }
+
+    /// Junk is reported once the input at hand is used up, not when the next frame comes (the
+    /// client was answered one message late); what may still be the start of a header waits.
+    #[test]
+    fn what_was_skipped_is_reported_when_the_input_runs_dry() {
+        let mut decoder = Decoder::default();
+        decoder.feed(b"\x00\x01 garbage {}}}\r\n\r\n\xff\xfe");
+        assert_eq!(decoder.next(), None);
+        assert_eq!(
+            decoder.skipped_so_far(),
+            Some(Frame::Skipped {
+                bytes: 21,
+                reason: Skip::NotAHeader
+            })
+        );
+        assert_eq!(decoder.skipped_so_far(), None, "reported once");
+        // A line that starts with a colon is no header under way: all of it is junk now.
+        decoder.feed(b"x\n:\"2.0\"}");
+        assert_eq!(decoder.next(), None);
+        assert_eq!(
+            decoder.skipped_so_far(),
+            Some(Frame::Skipped {
+                bytes: 9,
+                reason: Skip::NotAHeader
+            })
+        );
+        decoder.feed(b"junk\r\nContent-Len");
+        assert_eq!(decoder.next(), None);
+        assert_eq!(
+            decoder.skipped_so_far(),
+            Some(Frame::Skipped {
+                bytes: 6,
+                reason: Skip::NotAHeader
+            }),
+            "the junk, not the header under way"
+        );
+        decoder.feed(&frame("{}")["Content-Len".len()..]);
+        assert_eq!(decoder.next(), Some(body("{}")));
+        assert_eq!(decoder.next(), None);
+        assert_eq!(decoder.skipped_so_far(), None);
     }
 
     #[test]

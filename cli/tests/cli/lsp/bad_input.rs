@@ -455,6 +455,12 @@ async fn every_undecodable_message_is_answered_and_the_server_keeps_serving() {
         let errors = after_bytes_a_request_is_answered(&mut raw, what, &bytes).await;
         assert_eq!(errors, expect, "{what}\nstderr:\n{}", raw.stderr());
     }
+    // Junk with nothing after it is answered as soon as it is read, not when the next message
+    // comes (it was one message late).
+    let before = raw.unaddressed_errors().len();
+    raw.write(b"\x00\x01 garbage {}}}\r\n\r\n\xff\xfe").await;
+    let errors = raw.wait_for_unaddressed_errors(before + 1).await;
+    assert_eq!(errors[before]["code"], json!(PARSE_ERROR), "{errors:?}");
     // The request read out of the overstated frame was answered too.
     assert_eq!(raw.answer(late_id).await["error"]["code"], json!(-32601));
     // Invalid requests with a readable id are answered with that id.
@@ -770,6 +776,68 @@ async fn exit_statuses_follow_the_protocol() {
     let stderr = stderr.lock().unwrap().clone();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cannot write to stdout"), "{stderr}");
+}
+
+/// `shutdown` and `exit` take no params, and tower-lsp-server shuts the session down before it
+/// reads them: a `shutdown` with params was answered -32602 with the session shut down all the
+/// same, so every request after it was refused, the correct `shutdown` too, and `exit` ended
+/// with status 1. One with params is a shutdown, and an `exit` with params an exit.
+#[tokio::test]
+async fn a_shutdown_or_exit_with_params_is_one() {
+    for params in [json!({}), json!([]), json!("x")] {
+        let mut raw = Raw::start(json!({})).await;
+        let id = raw.request("shutdown", params.clone()).await;
+        let answer = raw.answer(id).await;
+        assert_eq!(
+            answer.get("result"),
+            Some(&Value::Null),
+            "{params}: {answer}"
+        );
+        raw.notify("exit", params.clone()).await;
+        assert_eq!(raw.exit_code().await, Some(0), "{params}: {}", raw.stderr());
+        assert!(
+            raw.stderr()
+                .contains("`shutdown` came with params, which it takes none of"),
+            "{}",
+            raw.stderr()
+        );
+    }
+}
+
+/// A `$/` request the server does not implement is answered MethodNotFound (-32601), as LSP
+/// 3.17 asks: tower-lsp-server answered none, and the client waited for ever (only a `$/`
+/// notification may go unanswered). After `shutdown`, every request but `exit` is
+/// InvalidRequest (-32600), one the server does not know too (it was MethodNotFound).
+#[tokio::test]
+async fn dollar_requests_are_answered_and_requests_after_shutdown_are_invalid() {
+    const METHOD_NOT_FOUND: i64 = -32601;
+    let mut raw = Raw::start(json!({})).await;
+    let (dollar, dollar_id) = raw.request_bytes("$/foo", json!({}));
+    let (trace, trace_id) = raw.request_bytes("$/setTrace", json!({"value": "off"}));
+    let (unknown, unknown_id) = raw.request_bytes("redraft/noSuchMethod", json!({}));
+    raw.write(&[dollar, trace, unknown].concat()).await;
+    let answer = raw.answer(unknown_id).await;
+    assert_eq!(answer["error"]["code"], json!(METHOD_NOT_FOUND), "{answer}");
+    // The transport answers them before it reads on, so they came before that answer.
+    for id in [dollar_id, trace_id] {
+        let answer = raw
+            .answered(id)
+            .unwrap_or_else(|| panic!("the `$/` request {id} is unanswered"));
+        assert_eq!(answer["error"]["code"], json!(METHOD_NOT_FOUND), "{answer}");
+    }
+    let id = raw.request("shutdown", Value::Null).await;
+    assert_eq!(raw.answer(id).await.get("result"), Some(&Value::Null));
+    for method in ["redraft/noSuchMethod", "$/foo", "shutdown"] {
+        let id = raw.request(method, json!({})).await;
+        let answer = raw.answer(id).await;
+        assert_eq!(
+            answer["error"]["code"],
+            json!(INVALID_REQUEST),
+            "{method}: {answer}"
+        );
+    }
+    raw.notify("exit", Value::Null).await;
+    assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
 }
 
 /// A stderr that cannot be written (the editor stopped reading it, a full disk) loses the log,

@@ -508,6 +508,44 @@ async fn a_model_that_is_not_there_leaves_the_loaded_one_serving() {
     lsp.shutdown().await;
 }
 
+/// A `device` or `model` that fails to load while the model before it serves is not kept in
+/// the settings: they are put back to what the serving model was loaded with, so the next change
+/// of the other one loads with those (it loaded with the failed one, and failed again).
+#[tokio::test]
+async fn a_failed_load_puts_back_the_settings_of_the_model_that_serves() {
+    let lsp = Lsp::start(Start::default()).await;
+    let loading = |what: String| {
+        let lsp = &lsp;
+        async move {
+            lsp.wait_for_log(|m| m.starts_with("loading the model from") && m.contains(&what))
+                .await
+        }
+    };
+    // No machine has a 100th GPU: refused before the loaded model goes.
+    lsp.notify::<super::client::DidChangeConfiguration>(json!({"settings": {"device": "cuda:99"}}));
+    lsp.wait_for_log(|m| m.contains("model kept: the one from <embedded>"))
+        .await;
+    let small = redraft_tests::cli::repo().join("fixtures/small-model");
+    lsp.notify::<super::client::DidChangeConfiguration>(json!({"settings": {"model": small}}));
+    let line = loading(small.display().to_string()).await;
+    assert!(line.ends_with("(device auto)"), "{line}");
+    lsp.wait_for_log(|m| m.contains(&format!("model loaded from {}", small.display())))
+        .await;
+
+    // A model that is not there, then another device: the model that serves, on that device.
+    lsp.notify::<super::client::DidChangeConfiguration>(
+        json!({"settings": {"model": "/nonexistent/model"}}),
+    );
+    lsp.wait_for_log(|m| m.contains("model kept: the one from") && m.contains("small-model"))
+        .await;
+    lsp.notify::<super::client::DidChangeConfiguration>(json!({"settings": {"device": "cpu"}}));
+    let line = loading("(device cpu)".into()).await;
+    assert!(line.contains(&small.display().to_string()), "{line}");
+    lsp.wait_for_log(|m| m.contains(&format!("model loaded from {} on cpu", small.display())))
+        .await;
+    lsp.shutdown().await;
+}
+
 #[tokio::test]
 async fn configuration_changes_apply_and_a_model_that_fails_to_load_is_reported() {
     let lsp = Lsp::start(Start {

@@ -1,0 +1,159 @@
+//! Requests the transport amends or answers itself, where tower-lsp-server would break the
+//! protocol.
+//!
+//! - `shutdown` and `exit` take no params, yet tower-lsp-server's `ShutdownService` puts the
+//!   session in its shut-down state before the params are read (`src/service/layers.rs`): a
+//!   `shutdown` with `{}` was answered -32602 with the session shut down all the same, so the
+//!   client's correct `shutdown` after it was refused (-32600) and `exit` ended with status 1.
+//!   Both are handed on without their params ([`without_void_params`]): a client that sends any
+//!   means to shut down.
+//! - A request whose method starts with `$/` that the server does not implement must be
+//!   answered with MethodNotFound (LSP 3.17, "$ Notifications and Requests"); only such
+//!   notifications may be ignored. tower-lsp-server answers none of them (`LspService::call`
+//!   drops every MethodNotFound of a `$/` method, request or not), so the client waited
+//!   forever. redraft implements no `$/` request: each is answered here ([`answered_here`]),
+//!   but for `$/cancelRequest`, the one `$/` method the service knows: sent with an id, it
+//!   still cancels, and is answered InvalidRequest as any notification sent as a request is.
+//! - After a `shutdown` the service accepted, every request but `exit` is InvalidRequest
+//!   (LSP 3.17, "Shutdown Request"); tower-lsp-server answers a method it does not know with
+//!   MethodNotFound there, so those are answered here too.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+use tower_lsp_server::jsonrpc::{self, ErrorCode, Request, Response};
+
+/// The methods whose params the protocol makes void.
+const VOID_PARAMS: [&str; 2] = ["shutdown", "exit"];
+
+/// The `$/` methods the service handles (as notifications).
+const SERVICE_DOLLAR_METHODS: [&str; 1] = ["$/cancelRequest"];
+
+/// `request` without its params if its method takes none (`shutdown`, `exit`), and whether
+/// params were dropped (`null` is how some clients say "none", and tower-lsp-server reads it so:
+/// not counted).
+pub fn without_void_params(request: Request) -> (Request, bool) {
+    if !VOID_PARAMS.contains(&request.method()) || request.params().is_none_or(Value::is_null) {
+        return (request, false);
+    }
+    let (method, id, _) = request.into_parts();
+    let request = Request::build(method);
+    let request = match id {
+        Some(id) => request.id(id),
+        None => request,
+    };
+    (request.finish(), true)
+}
+
+/// The answer the transport gives `request` instead of handing it to the service, if any (an
+/// error): after an accepted `shutdown` (`shut_down`), InvalidRequest for every request but
+/// `exit`; before it, MethodNotFound for a `$/` request the service does not know.
+/// Notifications go on to the service.
+pub fn answered_here(request: &Request, shut_down: bool) -> Option<Response> {
+    let id = request.id()?.clone();
+    let error = refusal(request.method(), shut_down)?;
+    Some(Response::from_error(id, error))
+}
+
+fn refusal(method: &str, shut_down: bool) -> Option<jsonrpc::Error> {
+    if shut_down && method != "exit" {
+        return Some(jsonrpc::Error {
+            code: ErrorCode::InvalidRequest,
+            message: Cow::Owned(format!(
+                "`{method}` after shutdown: the server is shut down and takes only `exit` now"
+            )),
+            data: None,
+        });
+    }
+    if method.starts_with("$/") && !SERVICE_DOLLAR_METHODS.contains(&method) {
+        return Some(jsonrpc::Error {
+            code: ErrorCode::MethodNotFound,
+            message: Cow::Owned(format!(
+                "method not found: `{method}` (redraft implements no `$/` request)"
+            )),
+            // As tower-lsp-server's own MethodNotFound: the method.
+            data: Some(Value::String(method.to_string())),
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The error `request` is answered with here, if any.
+    fn refused(request: &Request, shut_down: bool) -> Option<jsonrpc::Error> {
+        let response = answered_here(request, shut_down)?;
+        assert_eq!(response.id(), request.id().unwrap());
+        Some(response.error().expect("an error").clone())
+    }
+
+    fn request(method: &'static str, id: Option<i64>, params: Option<Value>) -> Request {
+        let request = Request::build(method);
+        let request = match id {
+            Some(id) => request.id(id),
+            None => request,
+        };
+        match params {
+            Some(params) => request.params(params).finish(),
+            None => request.finish(),
+        }
+    }
+
+    #[test]
+    fn shutdown_and_exit_lose_their_params_and_nothing_else_does() {
+        for method in ["shutdown", "exit"] {
+            for params in [json!({}), json!([]), json!("x"), json!({"a": 1})] {
+                let (read, dropped) = without_void_params(request(method, Some(3), Some(params)));
+                assert!(dropped, "{method}");
+                assert_eq!(read, request(method, Some(3), None), "{method}");
+            }
+            let (read, dropped) = without_void_params(request(method, None, Some(json!({}))));
+            assert!(dropped);
+            assert_eq!(read, request(method, None, None));
+            for params in [None, Some(Value::Null)] {
+                let asked = request(method, Some(1), params);
+                let (read, dropped) = without_void_params(asked.clone());
+                assert!(!dropped, "{method}: {asked:?}");
+                assert_eq!(read, asked);
+            }
+        }
+        let asked = request("initialized", None, Some(json!({})));
+        assert_eq!(without_void_params(asked.clone()), (asked, false));
+    }
+
+    #[test]
+    fn dollar_requests_are_method_not_found_and_dollar_notifications_pass() {
+        let error = refused(&request("$/foo", Some(1), Some(json!({}))), false).unwrap();
+        assert_eq!(error.code, ErrorCode::MethodNotFound);
+        assert_eq!(error.data, Some(json!("$/foo")));
+        // The service's own: sent as a request, it still cancels (and is InvalidRequest).
+        assert!(refused(&request("$/cancelRequest", Some(2), None), false).is_none());
+        for notification in ["$/cancelRequest", "$/setTrace", "$/foo"] {
+            assert!(refused(&request(notification, None, None), false).is_none());
+        }
+        for method in ["foo/bar", "shutdown", "textDocument/inlineCompletion"] {
+            assert!(refused(&request(method, Some(1), None), false).is_none());
+        }
+    }
+
+    #[test]
+    fn after_shutdown_every_request_but_exit_is_invalid() {
+        for method in [
+            "foo/bar",
+            "$/foo",
+            "shutdown",
+            "textDocument/inlineCompletion",
+        ] {
+            let error = refused(&request(method, Some(1), None), true).unwrap();
+            assert_eq!(error.code, ErrorCode::InvalidRequest, "{method}");
+        }
+        // `exit` ends the session, with an id or not; notifications are the service's.
+        assert!(refused(&request("exit", Some(1), None), true).is_none());
+        assert!(refused(&request("exit", None, None), true).is_none());
+        assert!(refused(&request("textDocument/didOpen", None, None), true).is_none());
+    }
+}
