@@ -14,7 +14,7 @@ pub struct ModelArgs {
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Where the model runs: auto (a GPU when this build has CUDA and the machine has one, else
-    /// the CPU), cpu, cuda or cuda:N.
+    /// the CPU), cpu, cuda (or gpu) or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: DeviceSpec,
 }
