@@ -1,6 +1,8 @@
-//! A fingerprint of the model a run's results came from, kept in its `run.json` so a resumed
-//! run is refused when the model changed (the same directory with new weights, another
-//! embedded default in a rebuilt binary) rather than mixing two models' completions.
+//! Fingerprints of what a run's results came from, kept in its `run.json` so a resumed run is
+//! refused when something changed under the same name rather than mixing two runs' results:
+//! the model (the same directory with new weights, another embedded default in a rebuilt
+//! binary), and the input files (a task file, a completions file or a next-edit case set
+//! rewritten in place), which [`of_input`] and [`of_inputs`] hash whole.
 //!
 //! A model directory is fingerprinted by the bytes of the small files that decide what it
 //! computes (`config.json`, `redraft.json`, the tokenizer files, a shard index) and by each
@@ -74,6 +76,27 @@ pub fn of_files(files: &ModelFiles) -> String {
     }
     hash.part(b"tokenizer.json", files.tokenizer);
     hash.fingerprint()
+}
+
+/// The fingerprint of an input file's bytes (a task file as it is on disk, gzip or not; a
+/// completions file): the same path rewritten is another input.
+pub fn of_input(path: &Path) -> Result<String> {
+    of_inputs(std::slice::from_ref(&path))
+}
+
+/// The fingerprint of several input files (a next-edit case set): each file's name (not its
+/// directory, which the run records as given) and bytes, in the order given.
+pub fn of_inputs<P: AsRef<Path>>(files: &[P]) -> Result<String> {
+    let mut hash = Fnv1a64::new();
+    for file in files {
+        let file = file.as_ref();
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        whole_file(&mut hash, &name, file)?;
+    }
+    Ok(hash.fingerprint())
 }
 
 /// Weight files: fingerprinted by name, size and modification time.
@@ -213,6 +236,26 @@ mod tests {
         let alone = of_path(&file).unwrap();
         std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
         assert_ne!(of_path(&file).unwrap(), alone);
+    }
+
+    /// An input rewritten in place (the same path, the same size) is another input.
+    #[test]
+    fn input_files_are_hashed_by_their_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.md"), dir.path().join("b.md"));
+        std::fs::write(&a, "one").unwrap();
+        std::fs::write(&b, "two").unwrap();
+        let first = of_input(&a).unwrap();
+        assert!(first.starts_with("fnv1a64:"), "{first}");
+        assert_eq!(of_input(&a).unwrap(), first);
+        std::fs::write(&a, "eno").unwrap();
+        assert_ne!(of_input(&a).unwrap(), first);
+        let set = of_inputs(&[&a, &b]).unwrap();
+        assert_ne!(set, of_input(&a).unwrap());
+        // Names count: the same bytes under another name are another set.
+        std::fs::rename(&b, dir.path().join("c.md")).unwrap();
+        assert_ne!(of_inputs(&[&a, &dir.path().join("c.md")]).unwrap(), set);
+        assert!(of_input(&b).is_err(), "a missing input is an error");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! - [`sandbox`] + [`score`]: run Python and Rust programs isolated and classify the outcome.
 //! - [`generate`]: requests built by the context layer, as the language server builds them.
 //! - [`run`]: parallel scoring, resumable per-task output, sweeps; [`report`]: summaries;
-//!   [`fingerprint`]: what ties a resumed run to its model.
+//!   [`fingerprint`]: what ties a resumed run to its model and its inputs.
 //! - [`metrics`]: exact match and edit similarity.
 
 pub mod build;

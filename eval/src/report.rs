@@ -60,7 +60,8 @@ pub struct Summary {
     /// Tasks with a test (the denominator of pass@1).
     pub executed: usize,
     pub outcomes: BTreeMap<Outcome, usize>,
-    /// Share of executed tasks whose (single, greedy) completion passes.
+    /// Share of executed tasks whose completion passes: one sample per task (greedy unless
+    /// the setting has a `--temperature`).
     pub pass_at_1: Option<f64>,
     pub compile_error_rate: Option<f64>,
     pub exact_match: f64,
@@ -96,23 +97,28 @@ pub struct Summary {
 pub const BARS: [f32; 10] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
 
 /// A run's completions had every one the model was less sure of than `bar` been withheld
-/// (`FimOptions::min_confidence`): a withheld completion is no suggestion, so it counts as a
-/// miss.
+/// (`FimOptions::min_confidence`, decided as the language server decides it: a confidence
+/// below the bar): a withheld completion is no suggestion, so it counts as a miss. An empty
+/// completion has no confidence and nothing to withhold: it keeps its scored result at every
+/// bar (an empty middle matched, a program that passes without one), so at bar 0, where
+/// nothing is withheld, exact match and pass@1 are the run's own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FimBar {
     pub bar: f32,
     /// Tasks with a completion shown.
     pub shown_rate: f64,
-    /// Tasks whose shown completion is exact, over all tasks.
+    /// Tasks whose completion is exact and not withheld, over all tasks (an empty completion
+    /// that matches an empty middle counts at every bar).
     pub exact_match: f64,
     /// Shown completions that are exact; `None` when none is shown.
     pub precision: Option<f64>,
-    /// Executed tasks whose shown completion passes; `None` without a test.
+    /// Executed tasks whose completion passes and is not withheld (an empty completion that
+    /// passes counts at every bar); `None` without a test.
     pub pass_at_1: Option<f64>,
 }
 
 impl FimBar {
-    /// The run at each of [`BARS`]; empty unless every completion has a confidence.
+    /// The run at each of [`BARS`]; empty unless every completion with text has a confidence.
     fn all(results: &[&TaskResult], executed: usize) -> Vec<FimBar> {
         let confidence = |r: &TaskResult| r.generation.as_ref().and_then(|g| g.confidence);
         let completed = |r: &TaskResult| !r.completion.trim().is_empty();
@@ -126,17 +132,21 @@ impl FimBar {
         let n = results.len() as f64;
         BARS.iter()
             .map(|&bar| {
-                let shown: Vec<&&TaskResult> = results
+                // What the language server withholds; everything else stands as scored.
+                let withheld = |r: &TaskResult| confidence(r).is_some_and(|c| c < bar);
+                let kept: Vec<&&TaskResult> = results.iter().filter(|r| !withheld(r)).collect();
+                let shown = kept.iter().filter(|r| completed(r)).count() as f64;
+                let exact = kept.iter().filter(|r| r.exact_match).count() as f64;
+                let exact_shown = kept
                     .iter()
-                    .filter(|r| completed(r) && confidence(r).is_some_and(|c| c >= bar))
-                    .collect();
-                let exact = shown.iter().filter(|r| r.exact_match).count() as f64;
-                let passed = shown.iter().filter(|r| r.outcome == Outcome::Pass).count() as f64;
+                    .filter(|r| completed(r) && r.exact_match)
+                    .count() as f64;
+                let passed = kept.iter().filter(|r| r.outcome == Outcome::Pass).count() as f64;
                 FimBar {
                     bar,
-                    shown_rate: shown.len() as f64 / n,
+                    shown_rate: shown / n,
                     exact_match: exact / n,
-                    precision: (!shown.is_empty()).then(|| exact / shown.len() as f64),
+                    precision: (shown > 0.0).then(|| exact_shown / shown),
                     pass_at_1: (executed > 0).then(|| passed / executed as f64),
                 }
             })
@@ -514,6 +524,26 @@ mod tests {
             table.contains("| 0.4 | 50.0% | 25.0% | 50.0% | 25.0% |"),
             "{table}"
         );
+        // An empty completion is never shown, and has nothing to withhold: one that passes
+        // (or is exact, on an empty middle) keeps that at every bar, so bar 0 is the run's own
+        // numbers. A: "x" at 0.55, passes; B: "", passes.
+        let mut empty = result("empty", Outcome::Pass, Some(1.0));
+        empty.completion = String::new();
+        let kept = [with(Outcome::Pass, Some(0.55)), empty];
+        let refs: Vec<&TaskResult> = kept.iter().collect();
+        let summary = Summary::of("x", &refs);
+        assert_eq!((summary.pass_at_1, summary.exact_match), (Some(1.0), 1.0));
+        for point in &summary.bars {
+            let b = point.bar;
+            let a_shown = b <= 0.55;
+            let a = if a_shown { 1.0 } else { 0.0 };
+            assert_eq!(point.shown_rate, a / 2.0, "{b}");
+            assert_eq!(point.precision, a_shown.then_some(1.0), "{b}");
+            assert_eq!(point.pass_at_1, Some((1.0 + a) / 2.0), "{b}");
+            assert_eq!(point.exact_match, (1.0 + a) / 2.0, "{b}");
+        }
+        assert_eq!(summary.bars[0].pass_at_1, summary.pass_at_1);
+        assert_eq!(summary.bars[0].exact_match, summary.exact_match);
         // A completion without a confidence (a backend's, a file's): no bars at all.
         let given = [with(Outcome::Pass, None), with(Outcome::Pass, Some(0.9))];
         let refs: Vec<&TaskResult> = given.iter().collect();

@@ -20,7 +20,7 @@ use crate::generate::{generate, Filler, GenerationStats, Setting};
 use crate::metrics::{edit_similarity, exact_match};
 use crate::progress::Progress;
 use crate::report::{Summary, TaskResult};
-use crate::score::{Outcome, Scorer};
+use crate::score::{Outcome, Scorer, ScorerConfig};
 use crate::task::{read_jsonl, write_atomic, write_jsonl, Task, TaskLanguage};
 
 pub const RESULTS_FILE: &str = "tasks.jsonl";
@@ -34,17 +34,32 @@ pub enum Completions<'a> {
         filler: Filler<'a>,
         setting: &'a Setting,
     },
-    /// A map from task id to a completion made elsewhere, scored as given.
+    /// A map from task id to a completion made elsewhere, scored as given; a task the map
+    /// does not have is scored as an empty completion (no suggestion), so it stays in the
+    /// denominator as it does for the model.
     Given(&'a HashMap<String, String>),
 }
 
 /// What identifies a run: a directory holding results of another run is not resumed into.
+/// Input files are recorded by path and by a hash of their bytes
+/// ([`crate::fingerprint::of_input`]): a file rewritten under the same path is another run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunIdentity {
     /// The task file.
     pub tasks: String,
-    /// The model directory, the backend's URL, or the completions file.
+    /// The task file's bytes, hashed (the whole file, whatever `--limit` or `--sample` takes of
+    /// it). Absent from runs before it was kept, which are then refused.
+    #[serde(default)]
+    pub tasks_hash: Option<String>,
+    /// The model directory, the backend's URL, the completions file, or `canonical`.
     pub source: String,
+    /// The completions file's bytes, hashed, when completions come from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completions_hash: Option<String>,
+    /// How completions are scored: the flags that change a verdict. Absent from runs before
+    /// it was kept, which are then refused.
+    #[serde(default)]
+    pub scoring: Option<ScoringFlags>,
     /// The model's files when redraft's engine generates ([`crate::fingerprint`]): a path
     /// alone does not say which weights it held, nor `<embedded>` which model was built in.
     /// Absent for completions from a file or a backend, and from runs before it was kept
@@ -57,6 +72,38 @@ pub struct RunIdentity {
     /// so their `run.json` files stay as they were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendSpec>,
+}
+
+/// The flags that decide a completion's verdict, as given (`None`: the default), kept in a
+/// run's identity: results scored under other limits, another interpreter or other crates are
+/// not this run's. Where scratch directories go (`--work-dir`) changes no verdict and is not
+/// kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoringFlags {
+    /// `--language`: the language of tasks that do not say.
+    pub language: Option<TaskLanguage>,
+    /// `--timeout-s`.
+    pub timeout_s: Option<f64>,
+    /// `--memory-mb`.
+    pub memory_mb: Option<u64>,
+    /// `--python`.
+    pub python: Option<String>,
+    /// `--rust-deps`.
+    pub rust_deps: Option<String>,
+}
+
+impl ScoringFlags {
+    /// The flags of `config`, and `language` for tasks that do not say theirs.
+    pub fn of(config: &ScorerConfig, language: Option<TaskLanguage>) -> ScoringFlags {
+        let shown = |path: &Option<PathBuf>| path.as_ref().map(|p| p.display().to_string());
+        ScoringFlags {
+            language,
+            timeout_s: config.timeout.map(|t| t.as_secs_f64()),
+            memory_mb: config.memory_mb,
+            python: shown(&config.python),
+            rust_deps: shown(&config.rust_deps),
+        }
+    }
 }
 
 /// One evaluation: the tasks (with each one's language), how to score them and where to write.
@@ -239,16 +286,29 @@ where
     let results_path = out.join(results_file);
     if run_path.is_file() {
         let text = std::fs::read_to_string(&run_path).map_err(|e| Error::io(&run_path, e))?;
-        let theirs: I = serde_json::from_str(&text).map_err(|e| Error::Input {
+        let bad = |e: serde_json::Error| Error::Input {
             path: run_path.clone(),
             message: e.to_string(),
-        })?;
+        };
+        let recorded: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
+        let unrecorded = unrecorded(&recorded, identity);
+        let theirs: I = serde_json::from_value(recorded).map_err(bad)?;
         if &theirs != identity {
+            let differences = differences(&theirs, identity);
+            if !unrecorded.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "{} holds results of a run whose {RUN_FILE} was written before it recorded {} \
+                     (an earlier redraft): they cannot be told to be this run's ({}: {differences}); \
+                     pick another --out or delete it",
+                    out.display(),
+                    unrecorded.join(", "),
+                    run_path.display(),
+                )));
+            }
             return Err(Error::Invalid(format!(
-                "{} holds results of another run ({}: {}); pick another --out or delete it",
+                "{} holds results of another run ({}: {differences}); pick another --out or delete it",
                 out.display(),
                 run_path.display(),
-                differences(&theirs, identity)
             )));
         }
     } else if results_path.is_file() {
@@ -282,6 +342,24 @@ where
         }
     }
     Ok(results)
+}
+
+/// The fields `ours` has (not null) that a recorded `run.json` does not have at all: it was
+/// written before they were kept, so what they say of its results is unknown.
+fn unrecorded<I: Serialize>(recorded: &serde_json::Value, ours: &I) -> Vec<String> {
+    let Ok(serde_json::Value::Object(ours)) = serde_json::to_value(ours) else {
+        return Vec::new();
+    };
+    let Some(recorded) = recorded.as_object() else {
+        return Vec::new();
+    };
+    let mut fields: Vec<String> = ours
+        .iter()
+        .filter(|(field, value)| !value.is_null() && !recorded.contains_key(*field))
+        .map(|(field, _)| field.clone())
+        .collect();
+    fields.sort();
+    fields
 }
 
 /// What differs between two identities, field by field: `model_fingerprint "fnv1a64:..." there,
@@ -329,7 +407,11 @@ pub fn in_order<'r, R>(names: &[&str], results: &'r HashMap<String, R>) -> (Vec<
     (ordered, selected)
 }
 
-/// Reads `--completions`: JSONL of `task_id` + `completion`, one per task, every id known.
+/// Reads `--completions`: JSONL of `task_id` + `completion`, at most one per task, every id
+/// one of `tasks` (the whole task file, not the tasks `--limit` or `--sample` selected: a row of
+/// a task not selected is not scored, not a mistake). A selected task without a row is scored
+/// as an empty completion ([`Completions::Given`]), so every system is scored over the same
+/// tasks.
 pub fn read_completions(path: &Path, tasks: &[Task]) -> Result<HashMap<String, String>> {
     #[derive(Deserialize)]
     struct Row {
@@ -440,10 +522,13 @@ mod tests {
     fn identity(fingerprint: Option<&str>) -> RunIdentity {
         RunIdentity {
             tasks: "tasks.jsonl".into(),
+            tasks_hash: Some("fnv1a64:0000000000000001".into()),
             source: "models/m".into(),
+            completions_hash: None,
             model_fingerprint: fingerprint.map(str::to_string),
             setting: None,
             backend: None,
+            scoring: Some(ScoringFlags::of(&ScorerConfig::default(), None)),
         }
     }
 
@@ -478,8 +563,9 @@ mod tests {
     #[test]
     fn a_run_without_a_fingerprint_is_not_resumed_by_a_model() {
         let out = tempfile::tempdir().unwrap();
-        let old = r#"{"tasks": "tasks.jsonl", "source": "models/m", "setting": null}"#;
-        std::fs::write(out.path().join(RUN_FILE), old).unwrap();
+        let mut old = serde_json::to_value(identity(None)).unwrap();
+        old.as_object_mut().unwrap().remove("model_fingerprint");
+        std::fs::write(out.path().join(RUN_FILE), old.to_string()).unwrap();
         let refused = resume_as(out.path(), &identity(Some("fnv1a64:00000000000000aa")))
             .unwrap_err()
             .to_string();
@@ -489,5 +575,77 @@ mod tests {
         );
         // Completions from a file have no model: such a run resumes as before.
         assert!(resume_as(out.path(), &identity(None)).is_ok());
+    }
+
+    /// The same paths with other bytes, or other scoring flags, are another run: a rewritten
+    /// task or completions file is not resumed into with the old file's results.
+    #[test]
+    fn a_changed_input_or_scorer_flag_is_another_run() {
+        let out = tempfile::tempdir().unwrap();
+        let given = RunIdentity {
+            source: "theirs.jsonl".into(),
+            completions_hash: Some("fnv1a64:00000000000000c1".into()),
+            ..identity(None)
+        };
+        assert!(resume_as(out.path(), &given).unwrap().is_empty());
+        std::fs::write(out.path().join(RESULTS_FILE), "").unwrap();
+        assert!(
+            resume_as(out.path(), &given).is_ok(),
+            "the same inputs resume"
+        );
+
+        let rewritten = RunIdentity {
+            completions_hash: Some("fnv1a64:00000000000000c2".into()),
+            ..given.clone()
+        };
+        let refused = resume_as(out.path(), &rewritten).unwrap_err().to_string();
+        assert!(
+            refused.contains("another run")
+                && refused.contains(
+                    "completions_hash \"fnv1a64:00000000000000c1\" there, \"fnv1a64:00000000000000c2\" now"
+                ),
+            "{refused}"
+        );
+        let other_tasks = RunIdentity {
+            tasks_hash: Some("fnv1a64:0000000000000002".into()),
+            ..given.clone()
+        };
+        let refused = resume_as(out.path(), &other_tasks).unwrap_err().to_string();
+        assert!(refused.contains("tasks_hash"), "{refused}");
+        let config = ScorerConfig {
+            timeout: Some(std::time::Duration::from_secs(1)),
+            ..ScorerConfig::default()
+        };
+        let shorter = RunIdentity {
+            scoring: Some(ScoringFlags::of(&config, Some(TaskLanguage::Rust))),
+            ..given
+        };
+        let refused = resume_as(out.path(), &shorter).unwrap_err().to_string();
+        assert!(
+            refused.contains("scoring {\"language\":null,")
+                && refused.contains("\"timeout_s\":1.0"),
+            "{refused}"
+        );
+    }
+
+    /// A run.json from before inputs were hashed cannot say which bytes its results are of:
+    /// refused, saying why and what to do, whatever made the run.
+    #[test]
+    fn a_run_from_before_inputs_were_hashed_is_refused() {
+        let out = tempfile::tempdir().unwrap();
+        let old = r#"{"tasks": "tasks.jsonl", "source": "theirs.jsonl", "setting": null}"#;
+        std::fs::write(out.path().join(RUN_FILE), old).unwrap();
+        std::fs::write(out.path().join(RESULTS_FILE), "").unwrap();
+        let ours = RunIdentity {
+            source: "theirs.jsonl".into(),
+            completions_hash: Some("fnv1a64:00000000000000c1".into()),
+            ..identity(None)
+        };
+        let refused = resume_as(out.path(), &ours).unwrap_err().to_string();
+        assert!(
+            refused.contains("written before it recorded completions_hash, scoring, tasks_hash")
+                && refused.contains("pick another --out or delete it"),
+            "{refused}"
+        );
     }
 }

@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use redraft_eval::fingerprint;
 use redraft_eval::generate::{Filler, Setting};
-use redraft_eval::run::{self, Completions, Run, RunIdentity};
+use redraft_eval::run::{self, Completions, Run, RunIdentity, ScoringFlags};
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{read_tasks, Task, TaskLanguage};
 use redraft_runtime::stderr_line;
@@ -277,33 +277,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if all.is_empty() {
         bail!("{} holds no tasks", tasks_path.display());
     }
-    let mut tasks = args.select(all);
-    let given: Option<HashMap<String, String>> = match (&args.completions, args.canonical) {
-        (Some(path), _) => {
-            let given = run::read_completions(path, &tasks)?;
-            let before = tasks.len();
-            tasks.retain(|t| given.contains_key(&t.task_id));
-            if tasks.is_empty() {
+    // Checked against the whole task file: a row for a task `--limit` left out is no mistake.
+    let from_file = match &args.completions {
+        Some(path) => Some((path, run::read_completions(path, &all)?)),
+        None => None,
+    };
+    let tasks = args.select(all);
+    let given: Option<HashMap<String, String>> = match from_file {
+        Some((path, given)) => {
+            // A task without a row is scored as an empty completion, not left out: other
+            // systems are scored over the same tasks as the model and the baselines.
+            let missing = tasks
+                .iter()
+                .filter(|t| !given.contains_key(&t.task_id))
+                .count();
+            if missing == tasks.len() {
                 bail!(
                     "{} has no completion for the selected tasks",
                     path.display()
                 );
             }
-            if tasks.len() < before {
-                stderr_line(format_args!("eval: {} of {before} selected tasks have no completion in {}; scoring the {} that do",
-                    before - tasks.len(),
-                    path.display(),
-                    tasks.len()));
+            if missing > 0 {
+                stderr_line(format_args!(
+                    "eval: {missing} of {} selected tasks have no completion in {}; scored as empty completions",
+                    tasks.len(),
+                    path.display()
+                ));
             }
             Some(given)
         }
-        (None, true) => Some(
+        None if args.canonical => Some(
             tasks
                 .iter()
                 .map(|t| (t.task_id.clone(), t.canonical_solution.clone()))
                 .collect(),
         ),
-        (None, false) => None,
+        None => None,
     };
     let languages = tasks
         .iter()
@@ -333,6 +342,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .max(1);
     let stem = task_file_stem(&tasks_path);
     let tasks_file = tasks_path.display().to_string();
+    // What the results depend on besides the source: the task file's bytes and how it is scored.
+    let tasks_hash = Some(
+        fingerprint::of_input(&tasks_path)
+            .with_context(|| format!("hashing the task file {}", tasks_path.display()))?,
+    );
+    let scoring = Some(ScoringFlags::of(&config, args.language));
     let run = Run {
         tasks: &tasks,
         languages: &languages,
@@ -342,9 +357,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
 
     let summaries = if let Some(given) = &given {
-        let (source, name) = match &args.completions {
-            Some(path) => (path.display().to_string(), "completions"),
-            None => ("canonical".to_string(), "canonical"),
+        let (source, name, completions_hash) = match &args.completions {
+            Some(path) => {
+                let hash = fingerprint::of_input(path)
+                    .with_context(|| format!("hashing the completions {}", path.display()))?;
+                (path.display().to_string(), "completions", Some(hash))
+            }
+            None => ("canonical".to_string(), "canonical", None),
         };
         let out = args
             .out
@@ -352,10 +371,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|| Path::new("target/eval").join(format!("{stem}-{name}")));
         let identity = RunIdentity {
             tasks: tasks_file,
+            tasks_hash,
             source,
+            completions_hash,
             model_fingerprint: None,
             setting: None,
             backend: None,
+            scoring,
         };
         let summary = run::evaluate(&run, Completions::Given(given), &identity, &out)?;
         stderr_line(format_args!("eval: results in {}", out.display()));
@@ -382,10 +404,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let settings = args.settings(Some(&name), Efforts::BUILT_IN)?;
         let identity = RunIdentity {
             tasks: tasks_file,
+            tasks_hash,
             source: backend.endpoint().to_string(),
+            completions_hash: None,
             model_fingerprint: None,
             setting: None,
             backend: Filler::Backend(&backend).backend_spec(),
+            scoring,
         };
         generate(
             &args,
@@ -401,10 +426,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let settings = args.settings(None, engine.settings().efforts)?;
         let identity = RunIdentity {
             tasks: tasks_file,
+            tasks_hash,
             source: engine.dir().display().to_string(),
+            completions_hash: None,
             model_fingerprint: Some(model_fingerprint(args.model.model.as_deref(), &engine)?),
             setting: None,
             backend: None,
+            scoring,
         };
         generate(
             &args,

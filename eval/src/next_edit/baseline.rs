@@ -4,6 +4,9 @@
 //!   to the words it changed (`foo` -> `bar`), applied to the next occurrence of the old words
 //!   after the cursor, else to the nearest one before it; nothing when the old words occur
 //!   nowhere else or the change has no old words to find (a pure insertion of whole lines).
+//!   Old words that are part of the new words where those stand already (the spot the user
+//!   just edited: `foo` inside `async foo` after `foo` -> `async foo`) are the change made, not
+//!   one to make, and are skipped.
 
 use std::fmt;
 use std::str::FromStr;
@@ -61,7 +64,22 @@ impl FromStr for Baseline {
 pub fn repeat_last(case: &NextEditCase) -> Option<String> {
     let (old, new) = last_change(&case.history)?;
     let (old, new) = word_change(&old, &new)?;
-    let at = next_occurrence(&case.excerpt, &old, case.cursor)?;
+    // Where the new words stand, the old words inside them are the change already made:
+    // repeating `foo` -> `async foo` there would write `async async foo`.
+    let done: Vec<(usize, usize)> = case
+        .excerpt
+        .match_indices(new.as_str())
+        .map(|(at, _)| (at, at + new.len()))
+        .collect();
+    let undone: Vec<usize> = whole_word_occurrences(&case.excerpt, &old)
+        .into_iter()
+        .filter(|&at| {
+            !done
+                .iter()
+                .any(|&(start, end)| start <= at && at + old.len() <= end)
+        })
+        .collect();
+    let at = nearest_after(&undone, case.cursor)?;
     let mut text = case.excerpt.clone();
     text.replace_range(at..at + old.len(), &new);
     Some(text)
@@ -149,6 +167,11 @@ pub fn word_change(old: &str, new: &str) -> Option<(String, String)> {
 /// Where `needle` occurs as whole words: the first occurrence starting at or after `cursor`,
 /// else the last one before it.
 pub fn next_occurrence(text: &str, needle: &str, cursor: usize) -> Option<usize> {
+    nearest_after(&whole_word_occurrences(text, needle), cursor)
+}
+
+/// Where `needle` occurs as whole words, in order.
+fn whole_word_occurrences(text: &str, needle: &str) -> Vec<usize> {
     let whole = |at: usize| {
         let before = text[..at].chars().next_back();
         let after = text[at + needle.len()..].chars().next();
@@ -156,11 +179,14 @@ pub fn next_occurrence(text: &str, needle: &str, cursor: usize) -> Option<usize>
         let ends_word = needle.chars().next_back().is_some_and(is_word);
         !((starts_word && before.is_some_and(is_word)) || (ends_word && after.is_some_and(is_word)))
     };
-    let occurrences: Vec<usize> = text
-        .match_indices(needle)
+    text.match_indices(needle)
         .map(|(at, _)| at)
         .filter(|&at| whole(at))
-        .collect();
+        .collect()
+}
+
+/// The first of `occurrences` (in order) at or after `cursor`, else the last one before it.
+fn nearest_after(occurrences: &[usize], cursor: usize) -> Option<usize> {
     occurrences
         .iter()
         .copied()
@@ -185,7 +211,9 @@ mod tests {
             change("fn test_cookie_httponly(app)", "fn test_cookie_secur(app)"),
             Some(("test_cookie_httponly".into(), "test_cookie_secur".into()))
         );
-        // An insertion takes the word it touches along.
+        // An insertion takes the word it touches along. The old words are then inside the new
+        // ones where the user made the change: `repeat_last` must not repeat it there (the next
+        // test).
         assert_eq!(
             change("  foo() {", "  async foo() {"),
             Some(("foo".into(), "async foo".into()))
@@ -193,6 +221,40 @@ mod tests {
         assert_eq!(change("a b", "a b"), None);
         // A new line has nothing to look for.
         assert_eq!(change("", "let x = 1;"), None);
+    }
+
+    /// `foo() {` -> `async foo() {`: the `foo` the user just made `async foo` is not one to
+    /// repeat the change on (that wrote `async async foo`); the next one still is, and with no
+    /// other there is nothing to suggest.
+    #[test]
+    fn the_change_is_not_repeated_where_it_was_just_made() {
+        let case = |excerpt: &str| {
+            let cursor = excerpt.find("async ").unwrap() + "async ".len();
+            NextEditCase {
+                name: "async".into(),
+                repository_url: String::new(),
+                revision: String::new(),
+                tags: Vec::new(),
+                path: "a.ts".into(),
+                excerpt: excerpt.into(),
+                cursor,
+                history: vec![HistoryBlock {
+                    diff: "--- a/a.ts\n+++ b/a.ts\n@@ -1,2 +1,2 @@\n class A {\n-  foo() {\n+  async foo() {\n"
+                        .into(),
+                    accepted_prediction: false,
+                }],
+                expected_patches: Vec::new(),
+                expected: Vec::new(),
+                no_edit: true,
+            }
+        };
+        let two = "class A {\n  async foo() {\n    await work();\n  }\n}\nclass B {\n  foo() {\n    work();\n  }\n}";
+        assert_eq!(
+            repeat_last(&case(two)).as_deref(),
+            Some(two.replace("  foo() {", "  async foo() {").as_str())
+        );
+        let one = "class A {\n  async foo() {\n    await work();\n  }\n}";
+        assert_eq!(repeat_last(&case(one)), None);
     }
 
     #[test]

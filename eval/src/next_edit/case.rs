@@ -25,7 +25,7 @@
 //! stated line. The two agree whenever a hunk's lines occur once in the excerpt (see
 //! [`super::place`] for changes that reach past the excerpt).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use redraft_context::edit::diff::{DiffError, FilePatch};
 
@@ -88,8 +88,9 @@ pub struct ExpectedPatch {
     /// The diff as the case writes it, cursor comment line included.
     pub written: String,
     /// Changed lines of the patch that lie outside the excerpt (Zed's whole-file patches can
-    /// reach past it); set when the case is read.
-    pub outside: usize,
+    /// reach past it), each `-` or `+` and the line as the patch writes it; set when the case
+    /// is read. No system sees or changes them, so the changed-line counts leave them out.
+    pub outside: Vec<String>,
 }
 
 impl ExpectedPatch {
@@ -97,7 +98,7 @@ impl ExpectedPatch {
     pub fn new(patch: &str) -> ExpectedPatch {
         ExpectedPatch {
             written: patch.to_string(),
-            outside: 0,
+            outside: Vec::new(),
         }
     }
 
@@ -231,7 +232,7 @@ impl NextEditCase {
                     }
                 })?;
             let changes = changed_line_count(&clean);
-            if changes > 0 && outside == changes {
+            if changes > 0 && outside.len() == changes {
                 return Err(CaseError::PatchOutsideExcerpt(i + 1));
             }
             patch.outside = outside;
@@ -476,25 +477,7 @@ pub fn line_comment(path: &str) -> &'static str {
 /// Reads a case set: every `.md` file of a directory (not its subdirectories), in name order,
 /// or one file.
 pub fn read_cases(path: &Path) -> Result<Vec<NextEditCase>> {
-    if path.is_file() {
-        return Ok(vec![NextEditCase::read(path)?]);
-    }
-    let entries = std::fs::read_dir(path).map_err(|e| Error::io(path, e))?;
-    let mut files = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(path, e))?;
-        let file = entry.path();
-        if file.is_file() && file.extension().is_some_and(|e| e == "md") {
-            files.push(file);
-        }
-    }
-    files.sort();
-    if files.is_empty() {
-        return Err(Error::Input {
-            path: path.to_path_buf(),
-            message: "no .md case files here: pass a directory of Zed-format next-edit cases or one case file".into(),
-        });
-    }
+    let files = case_files(path)?;
     let cases: Vec<NextEditCase> = files
         .iter()
         .map(|f| NextEditCase::read(f))
@@ -512,6 +495,31 @@ pub fn read_cases(path: &Path) -> Result<Vec<NextEditCase>> {
         }
     }
     Ok(cases)
+}
+
+/// The files of a case set, as [`read_cases`] reads them: every `.md` file of a directory (not
+/// its subdirectories), in name order, or the one file.
+pub fn case_files(path: &Path) -> Result<Vec<PathBuf>> {
+    if path.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let entries = std::fs::read_dir(path).map_err(|e| Error::io(path, e))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(path, e))?;
+        let file = entry.path();
+        if file.is_file() && file.extension().is_some_and(|e| e == "md") {
+            files.push(file);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::Input {
+            path: path.to_path_buf(),
+            message: "no .md case files here: pass a directory of Zed-format next-edit cases or one case file".into(),
+        });
+    }
+    Ok(files)
 }
 
 #[cfg(test)]

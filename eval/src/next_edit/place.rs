@@ -50,15 +50,15 @@ pub fn changed_line_count(patch: &str) -> usize {
     })
 }
 
-/// The excerpt after `patch` (one or more file patches), and how many of the patch's changed
-/// lines lie outside the excerpt. Hunks of other files than `path` are skipped when the patch
+/// The excerpt after `patch` (one or more file patches), and the patch's changed lines that
+/// lie outside the excerpt (each `-` or `+` and the line, as the patch writes it). Hunks of other files than `path` are skipped when the patch
 /// also touches `path`; a patch of a single file is taken to be the excerpt's whatever it
 /// names.
 ///
 /// Zed applies a case's patches to the whole file; here each run of changed lines of a hunk is
 /// placed on its own, in order, with as much of its context as the excerpt holds (context
 /// reaching past the excerpt's first or last line is dropped); a run that is not in the
-/// excerpt at all is left out and counted. Where a run's lines occur more than once, the
+/// excerpt at all is left out and its lines returned. Where a run's lines occur more than once, the
 /// first run goes to the occurrence nearest `cursor` and later ones keep its offset from the
 /// lines the patch states (Zed breaks such ties by the stated line, which an excerpt's lines
 /// do not have).
@@ -67,12 +67,12 @@ pub fn apply_to_excerpt(
     path: &str,
     patch: &str,
     cursor: usize,
-) -> std::result::Result<(String, usize), DiffError> {
+) -> std::result::Result<(String, Vec<String>), DiffError> {
     let patches = diff::parse_patches(patch)?;
     let touches = |p: &FilePatch| p.old_path == path || p.new_path == path;
     let own = patches.iter().any(touches);
     let mut text = excerpt.to_string();
-    let mut outside = 0;
+    let mut outside = Vec::new();
     // Found line minus stated line (net of the runs already applied), once one is placed.
     let mut shift: Option<isize> = None;
     // Lines added minus lines removed by the runs applied so far.
@@ -86,11 +86,11 @@ pub fn apply_to_excerpt(
                     None => cursor_line,
                 });
                 let Some((kept, at)) = placed else {
-                    outside += run
-                        .lines
-                        .iter()
-                        .filter(|l| !matches!(l, HunkLine::Context(_)))
-                        .count();
+                    outside.extend(run.lines.iter().filter_map(|line| match line {
+                        HunkLine::Removed(text) => Some(format!("-{text}")),
+                        HunkLine::Added(text) => Some(format!("+{text}")),
+                        HunkLine::Context(_) => None,
+                    }));
                     continue;
                 };
                 let stated = kept.old_start.saturating_sub(1) as isize;
@@ -224,6 +224,7 @@ mod tests {
         assert_eq!(patches[0].hunks[0].lines.len(), 3);
         let (text, outside) =
             apply_to_excerpt("a\nb\nz", "x", &with_hunk_headers(diff), 0).unwrap();
-        assert_eq!((text.as_str(), outside), ("a\nc\nz", 0));
+        assert_eq!(text, "a\nc\nz");
+        assert!(outside.is_empty(), "{outside:?}");
     }
 }

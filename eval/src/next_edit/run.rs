@@ -13,10 +13,11 @@ use redraft_context::edit::diff;
 use serde::{Deserialize, Serialize};
 
 use super::baseline::Baseline;
-use super::case::NextEditCase;
+use super::case::{case_files, NextEditCase};
 use super::report::{table, CaseResult, NextEditStats, NextEditSummary};
 use super::score::score;
 use crate::error::{Error, Result};
+use crate::fingerprint;
 use crate::progress::Progress;
 use crate::run::{in_order, resume};
 use crate::task::{read_jsonl, write_atomic, write_jsonl};
@@ -72,23 +73,35 @@ impl NextEditSource<'_> {
         }
     }
 
-    /// What the run's results depend on besides the cases.
-    pub fn identity(&self, cases: &str) -> RunIdentity {
-        let (source, setting, model_fingerprint) = match self {
+    /// What the run's results depend on: the case set at `cases` (its path and its files'
+    /// bytes, every case file, whatever `--limit` takes) and this source (a completions file's
+    /// bytes too).
+    pub fn identity(&self, cases: &Path) -> Result<RunIdentity> {
+        let (source, setting, model_fingerprint, completions_hash) = match self {
             NextEditSource::Model(model) => (
                 model.model(),
                 Some(model.setting()),
                 Some(model.fingerprint()),
+                None,
             ),
-            NextEditSource::Completions { file, .. } => (file.display().to_string(), None, None),
-            NextEditSource::Baseline(baseline) => (format!("baseline {baseline}"), None, None),
+            NextEditSource::Completions { file, .. } => (
+                file.display().to_string(),
+                None,
+                None,
+                Some(fingerprint::of_input(file)?),
+            ),
+            NextEditSource::Baseline(baseline) => {
+                (format!("baseline {baseline}"), None, None, None)
+            }
         };
-        RunIdentity {
-            cases: cases.to_string(),
+        Ok(RunIdentity {
+            cases: cases.display().to_string(),
+            cases_hash: Some(fingerprint::of_inputs(&case_files(cases)?)?),
             source,
+            completions_hash,
             setting,
             model_fingerprint,
-        }
+        })
     }
 
     fn suggest(&self, case: &NextEditCase) -> Result<(String, Option<NextEditStats>)> {
@@ -97,6 +110,8 @@ impl NextEditSource<'_> {
                 let suggestion = model.suggest(case)?;
                 (suggestion.excerpt, Some(suggestion.stats))
             }
+            // A case the file has no row for is no suggestion, as `no-edit` suggests: scored,
+            // not left out, so every source is scored over the same cases.
             NextEditSource::Completions { given, .. } => (
                 given
                     .get(&case.name)
@@ -110,12 +125,21 @@ impl NextEditSource<'_> {
 }
 
 /// What identifies a run: a directory holding results of another run is not resumed into.
+/// Input files are recorded by path and by a hash of their bytes ([`fingerprint`]): a case or
+/// completions file rewritten under the same path is another run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunIdentity {
     /// The case directory or file.
     pub cases: String,
+    /// The case files' names and bytes, hashed. Absent from runs before it was kept, which are
+    /// then refused.
+    #[serde(default)]
+    pub cases_hash: Option<String>,
     /// The model directory, the completions file, or `baseline NAME`.
     pub source: String,
+    /// The completions file's bytes, hashed, when suggestions come from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completions_hash: Option<String>,
     /// The model's setting.
     pub setting: Option<String>,
     /// The model's files ([`crate::fingerprint`]); absent for completions and baselines, and
@@ -198,7 +222,9 @@ pub fn evaluate(
 /// Reads `--completions`: JSONL with one row per case, `case` (its name) and either
 /// `excerpt` (the whole excerpt after the suggestion) or `region` (the rewritten text of
 /// `range`, a `[start, end]` byte range of the excerpt; without `range`, the whole excerpt).
-/// Every name must be a case's, once. Returns case name -> excerpt after the suggestion.
+/// Every name must be one of `cases` (the whole case set, not the cases `--limit` kept: a row
+/// of a case not run is not scored, not a mistake), once. Returns case name -> excerpt after
+/// the suggestion; a case without a row is scored as no suggestion ([`NextEditSource`]).
 pub fn read_completions(path: &Path, cases: &[NextEditCase]) -> Result<HashMap<String, String>> {
     #[derive(Deserialize)]
     struct Row {

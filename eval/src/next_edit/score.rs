@@ -1,5 +1,11 @@
 //! Scoring one suggestion (the excerpt as the suggestion leaves it) against a case's expected
-//! alternatives, with the metrics of Zed's `edit_prediction_cli` (`metrics.rs`, `score.rs`):
+//! alternatives, with the metrics of Zed's `crates/edit_prediction_cli/src/metrics.rs` and
+//! `score.rs` as they were while delta-chrF's beta was 2 (`metrics.rs` at zed-industries/zed
+//! commit 04563bd23ab8, for one). That is an older version: current Zed computes its metrics
+//! in `crates/edit_prediction_metrics` with beta 0.5 (precision weighs more) and scores a case
+//! against the one alternative with the best delta-chrF, changed lines included, so its
+//! numbers differ from these. Compare redraft's numbers with redraft's, never with a current
+//! Zed run's; the version is kept so reports stay comparable with each other.
 //!
 //! - **delta-chrF** ([`delta_chr_f`]): character n-grams (orders 1 to 6) of the *change* the
 //!   expected edit makes (n-gram counts after minus before) against those of the change the
@@ -8,10 +14,15 @@
 //!   the orders and combined as F-beta with beta = 2 (recall weighs more), times 100. Runs of
 //!   whitespace are collapsed first (spaces and tabs to one space, newlines to one newline),
 //!   and only the changed span plus five characters either side is counted (Zed's shortcut,
-//!   which gives the reference's counts: n-grams away from the change cancel).
+//!   which gives the reference's counts: n-grams away from the change cancel). One difference
+//!   from Zed's own reference function comes with the shortcut: a change that is whitespace
+//!   only (re-indenting, a blank line) leaves nothing after collapsing, so it scores 100 against
+//!   no change and no change scores 100 against it.
 //! - **changed lines** ([`exact_lines`]): the multiset of `-` and `+` lines of the expected
 //!   patch against the suggestion's diff, as true/false positives and false negatives; lines
-//!   starting `---` or `+++` are skipped as headers, as Zed skips them.
+//!   starting `---` or `+++` are skipped as headers, as Zed skips them. Changed lines of the
+//!   expected patch outside the case's excerpt ([`super::case::ExpectedPatch::outside`]) are
+//!   left out: no system sees or changes them (Zed, scoring whole files, never has any).
 //! - **exact**: the suggestion leaves the excerpt equal to one of the expected texts.
 //! - **suggested**: the suggestion changes the excerpt at all.
 //!
@@ -31,7 +42,8 @@ use super::case::NextEditCase;
 
 /// Zed's `CHR_F_CHAR_ORDER`.
 pub const CHR_F_ORDER: usize = 6;
-/// Zed's `CHR_F_BETA`.
+/// Zed's `CHR_F_BETA` in the version followed (see the module's head): 2, recall weighs more.
+/// Current Zed's is 0.5; not changed, so the numbers stay what earlier reports measured.
 pub const CHR_F_BETA: f64 = 2.0;
 /// Characters either side of a change whose n-grams can differ (order - 1).
 const CONTEXT_CHARS: usize = CHR_F_ORDER - 1;
@@ -281,16 +293,28 @@ pub fn score(case: &NextEditCase, actual: &str) -> CaseScore {
             }
         });
     let actual_patch = diff::unified_diff(&case.path, &case.excerpt, actual, 3);
-    let expected_patches: Vec<String> = if case.no_edit {
-        vec![String::new()]
+    let actual_lines = changed_lines(&actual_patch);
+    let lines = if case.no_edit {
+        Counts::of(&HashMap::new(), &actual_lines)
     } else {
-        case.expected_patches.iter().map(|p| p.patch()).collect()
+        case.expected_patches
+            .iter()
+            .map(|expected| {
+                let patch = expected.patch();
+                let mut lines = changed_lines(&patch);
+                // Lines outside the excerpt: no system sees or changes them, so they are
+                // neither missed nor matched (exact match and delta-chrF ignore them too).
+                for line in &expected.outside {
+                    if let Some(count) = lines.get_mut(line.as_str()) {
+                        *count = count.saturating_sub(1);
+                    }
+                }
+                lines.retain(|_, count| *count > 0);
+                Counts::of(&lines, &actual_lines)
+            })
+            .max_by_key(|counts| counts.true_positives)
+            .unwrap_or_default()
     };
-    let lines = expected_patches
-        .iter()
-        .map(|expected| exact_lines(expected, &actual_patch))
-        .max_by_key(|counts| counts.true_positives)
-        .unwrap_or_default();
     CaseScore {
         exact: alternatives.contains(&actual),
         delta_chrf: delta_chrf.max(0.0),
@@ -382,6 +406,10 @@ mod tests {
         );
         // Re-indenting the same code changes nothing chrF sees.
         assert_eq!(delta_chr_f("x\n  y", "x\n    y", "x\n        y"), 100.0);
+        // So a whitespace-only change scores 100 against none, and none against it (Zed's
+        // shortcut does; its reference function would not).
+        assert_eq!(delta_chr_f("x\n  y", "x\n    y", "x\n  y"), 100.0);
+        assert_eq!(delta_chr_f("a;\nb;", "a;\nb;", "a;\n\nb;"), 100.0);
     }
 
     #[test]

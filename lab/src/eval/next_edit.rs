@@ -111,11 +111,17 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
     if let Some(records) = &args.from_records {
         return build_records(common.cases, records, args);
     }
-    let mut cases = read_cases(common.cases)?;
+    let all = read_cases(common.cases)?;
+    // Checked against the whole case set: a row for a case `--limit` left out is no mistake.
+    let given = match common.completions {
+        Some(file) => Some((file, read_completions(file, &all)?)),
+        None => None,
+    };
+    let mut cases = all;
     if let Some(limit) = common.limit {
         cases.truncate(limit);
     }
-    let set = common.cases.display().to_string();
+    let set = common.cases;
     let stem = case_set_stem(common.cases);
     let out_for = |name: &str| -> PathBuf {
         common.out.map(Path::to_path_buf).unwrap_or_else(|| {
@@ -125,29 +131,30 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
     let (summary, out) = if let Some(baseline) = args.baseline {
         let source = NextEditSource::Baseline(baseline);
         let out = out_for(baseline.name());
-        (evaluate(&cases, &source, &source.identity(&set), &out), out)
-    } else if let Some(file) = common.completions {
-        let given = read_completions(file, &cases)?;
-        let before = cases.len();
-        cases.retain(|c| given.contains_key(&c.name));
-        if cases.is_empty() {
+        (evaluate(&cases, &source, &source.identity(set)?, &out), out)
+    } else if let Some((file, given)) = &given {
+        // A case without a row is scored as no suggestion, not left out: other systems are
+        // scored over the same cases as the model and the baselines.
+        let missing = cases
+            .iter()
+            .filter(|c| !given.contains_key(&c.name))
+            .count();
+        if missing == cases.len() {
             bail!(
                 "{} has no completion for the selected cases",
                 file.display()
             );
         }
-        if cases.len() < before {
-            stderr_line(format_args!("eval --next-edit: {} of {before} cases have no completion in {}; scoring the {} that do",
-                before - cases.len(),
-                file.display(),
-                cases.len()));
+        if missing > 0 {
+            stderr_line(format_args!(
+                "eval --next-edit: {missing} of {} cases have no completion in {}; scored as no suggestion",
+                cases.len(),
+                file.display()
+            ));
         }
-        let source = NextEditSource::Completions {
-            file,
-            given: &given,
-        };
+        let source = NextEditSource::Completions { file, given };
         let out = out_for("completions");
-        (evaluate(&cases, &source, &source.identity(&set), &out), out)
+        (evaluate(&cases, &source, &source.identity(set)?, &out), out)
     } else {
         let engine = redraft_runtime::default_model::load_or_default(common.model, common.device)?;
         let model = EngineModel {
@@ -161,7 +168,7 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
         };
         let source = NextEditSource::Model(&model);
         let out = out_for(&model.setting);
-        (evaluate(&cases, &source, &source.identity(&set), &out), out)
+        (evaluate(&cases, &source, &source.identity(set)?, &out), out)
     };
     let summary = summary.with_context(|| format!("evaluating into {}", out.display()))?;
     stderr_line(format_args!(

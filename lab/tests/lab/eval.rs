@@ -160,7 +160,8 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
     let stderr = String::from_utf8_lossy(&mixed.stderr);
     assert!(stderr.contains("another run"), "{stderr}");
 
-    // The same completions from a file get the same verdicts from the same scorer.
+    // The same completions from a file get the same verdicts from the same scorer (over the
+    // same four tasks: a task the file has no row for would be scored empty).
     let completions = dir.path().join("completions.jsonl");
     let rows: Vec<String> = results
         .iter()
@@ -176,6 +177,8 @@ fn eval_generates_scores_resumes_and_rescores_completions() {
         path(&tasks),
         "--completions",
         path(&completions),
+        "--limit",
+        "4",
         "--out",
         path(&rescored_dir),
         "--rust-deps",
@@ -345,6 +348,162 @@ fn from_dir_tasks_are_scored_by_match() {
         assert_eq!(result["outcome"], "not-executed");
         assert!(result["edit_similarity"].as_f64().unwrap() >= 0.0);
     }
+}
+
+/// Match-scored Rust tasks (no test: nothing compiled or run), `Match/0`, `Match/1`, ... with
+/// the given middles.
+fn match_tasks(file: &Path, middles: &[&str]) {
+    let rows: Vec<String> = middles
+        .iter()
+        .enumerate()
+        .map(|(i, middle)| {
+            serde_json::json!({
+                "task_id": format!("Match/{i}"), "prompt": format!("fn f{i}() -> u32 {{\n"),
+                "suffix": "\n}\n", "canonical_solution": middle, "test": "",
+                "entry_point": format!("f{i}"), "language": "rust",
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(file, rows.join("\n")).unwrap();
+}
+
+/// `--completions` rows, one per `(task id, completion)`.
+fn completion_rows(file: &Path, rows: &[(&str, &str)]) {
+    let rows: Vec<String> = rows
+        .iter()
+        .map(|(id, completion)| {
+            serde_json::json!({"task_id": id, "completion": completion}).to_string()
+        })
+        .collect();
+    std::fs::write(file, rows.join("\n")).unwrap();
+}
+
+fn summary_of(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// Another system is scored over the same tasks as the model: a selected task its file has
+/// no row for is an empty completion (a miss in the denominator, said on stderr), not left
+/// out; and a row for a task `--limit` did not select is no mistake.
+#[test]
+fn completions_files_are_scored_over_every_selected_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    match_tasks(&tasks, &["1", "2", "3"]);
+    let completions = dir.path().join("theirs.jsonl");
+    completion_rows(&completions, &[("Match/0", "1"), ("Match/2", "4")]);
+    let eval = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--tasks",
+            path(&tasks),
+            "--completions",
+            path(&completions),
+            "--out",
+        ];
+        let out = dir.path().join(out);
+        args.push(path(&out));
+        args.extend_from_slice(extra);
+        (redraft_in_repo(&args), out)
+    };
+    let (run, out) = eval("all", &[]);
+    let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+    ok(run);
+    assert!(
+        stderr.contains("1 of 3 selected tasks have no completion") && stderr.contains("empty"),
+        "{stderr}"
+    );
+    let summary = summary_of(&out);
+    assert_eq!(summary["tasks"], 3, "{summary}");
+    assert_eq!(summary["exact_match"].as_f64().unwrap(), 1.0 / 3.0);
+    assert_eq!(summary["empty_completions"], 1, "{summary}");
+    let missing = &lines(&out.join("tasks.jsonl"))[1];
+    assert_eq!(missing["task_id"], "Match/1");
+    assert_eq!(missing["completion"], "");
+    assert_eq!(missing["exact_match"], false);
+
+    // The row for Match/2 is of a task not selected: ignored, not "not in the task file".
+    let (run, out) = eval("first", &["--limit", "1"]);
+    let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+    ok(run);
+    assert!(!stderr.contains("no completion"), "{stderr}");
+    let summary = summary_of(&out);
+    assert_eq!(
+        (summary["tasks"].as_u64(), summary["exact_match"].as_f64()),
+        (Some(1), Some(1.0))
+    );
+}
+
+/// A rerun resumes only what the same inputs, scored the same way, gave: a completions or task
+/// file rewritten under the same path, or another scorer flag, is another run and refused
+/// (not "resuming, 2 of 2" with the old numbers); so is a run.json from before inputs were
+/// hashed.
+#[test]
+fn a_rewritten_input_or_another_scorer_flag_is_another_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    match_tasks(&tasks, &["1 + 1", "kitten"]);
+    let completions = dir.path().join("theirs.jsonl");
+    completion_rows(&completions, &[("Match/0", "2"), ("Match/1", "sitting")]);
+    let out = dir.path().join("out");
+    let eval = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--tasks",
+            path(&tasks),
+            "--completions",
+            path(&completions),
+            "--out",
+            path(&out),
+        ];
+        args.extend_from_slice(extra);
+        redraft_in_repo(&args)
+    };
+    let refused = |extra: &[&str], field: &str| {
+        let run = eval(extra);
+        let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+        assert!(!run.status.success(), "{stderr}");
+        assert!(!stderr.contains("resuming"), "{stderr}");
+        assert!(
+            stderr.contains(field) && stderr.contains("pick another --out or delete it"),
+            "{field}: {stderr}"
+        );
+        stderr
+    };
+    ok(eval(&[]));
+    assert_eq!(summary_of(&out)["exact_match"], 0.0);
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    for field in ["tasks_hash", "completions_hash"] {
+        assert!(
+            run[field].as_str().unwrap().starts_with("fnv1a64:"),
+            "{run}"
+        );
+    }
+    assert_eq!(run["scoring"]["memory_mb"], 2048, "{run}");
+
+    // The true middles, written over the same file.
+    completion_rows(&completions, &[("Match/0", "1 + 1"), ("Match/1", "kitten")]);
+    let stderr = refused(&[], "completions_hash");
+    assert!(stderr.contains("another run"), "{stderr}");
+    // Back as they were: resumed.
+    completion_rows(&completions, &[("Match/0", "2"), ("Match/1", "sitting")]);
+    let resumed = eval(&[]);
+    assert!(String::from_utf8_lossy(&resumed.stderr).contains("resuming, 2 of 2"));
+    ok(resumed);
+    refused(&["--memory-mb", "1024"], "scoring");
+    refused(&["--language", "python"], "scoring");
+    match_tasks(&tasks, &["1 + 1", "sitting"]);
+    refused(&[], "tasks_hash");
+    match_tasks(&tasks, &["1 + 1", "kitten"]);
+    ok(eval(&[]));
+
+    // Written by a redraft that recorded paths only.
+    let old = serde_json::json!({"tasks": run["tasks"], "source": run["source"], "setting": null});
+    std::fs::write(out.join("run.json"), old.to_string()).unwrap();
+    let stderr = refused(&[], "written before it recorded");
+    assert!(stderr.contains("scoring, tasks_hash"), "{stderr}");
 }
 
 #[test]

@@ -198,6 +198,105 @@ fn completions_on_a_few_zed_cases_are_scored_by_the_same_scorer() {
     assert!(chrf > 50.0 && chrf < 75.0, "{chrf}");
 }
 
+/// Another system's suggestions are scored over the same cases as the model and the
+/// baselines: a case its file has no row for is no suggestion (said on stderr), not left out;
+/// a row for a case `--limit` did not keep is no mistake. And a case or completions file
+/// rewritten under the same path is another run, refused rather than resumed.
+#[test]
+fn completions_cover_every_case_and_a_rewritten_input_is_another_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("cases");
+    std::fs::create_dir(&set).unwrap();
+    for name in [
+        "codex-acp--add-derive",
+        "flask--rename-accepted-prediction",
+        "zed--change-match-arm",
+    ] {
+        let file = format!("{name}.md");
+        std::fs::copy(zed_cases().join(&file), set.join(&file)).unwrap();
+    }
+    let cases = read_cases(&set).unwrap();
+    // Right on the first case, nothing for the second, right on the third.
+    let file = dir.path().join("completions.jsonl");
+    let write_rows = |rows: &[(usize, &str)]| {
+        let text: Vec<String> = rows
+            .iter()
+            .map(|&(i, excerpt)| json!({"case": cases[i].name, "excerpt": excerpt}).to_string())
+            .collect();
+        std::fs::write(&file, text.join("\n")).unwrap();
+    };
+    write_rows(&[(0, &cases[0].expected[0]), (2, &cases[2].expected[0])]);
+    let out = dir.path().join("out");
+    let eval = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--next-edit",
+            path(&set),
+            "--completions",
+            path(&file),
+            "--out",
+            path(out),
+        ];
+        args.extend_from_slice(extra);
+        redraft_in_repo(&args)
+    };
+    let run = eval(&out, &[]);
+    let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+    ok(run);
+    assert!(
+        stderr.contains("1 of 3 cases have no completion") && stderr.contains("no suggestion"),
+        "{stderr}"
+    );
+    let scores: Vec<CaseScore> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, case)| {
+            score(
+                case,
+                if i == 1 {
+                    &case.excerpt
+                } else {
+                    &case.expected[0]
+                },
+            )
+        })
+        .collect();
+    let first = summary(&out);
+    check_summary(&first, &cases, &scores);
+    assert!((number(&first, "exact_match") - 2.0 / 3.0).abs() < 1e-12);
+
+    // Only the first case: the third's row is of a case not run.
+    let limited = dir.path().join("limited");
+    ok(eval(&limited, &["--limit", "1"]));
+    assert_eq!(summary(&limited)["cases"], 1);
+
+    let refused = |field: &str| {
+        let run = eval(&out, &[]);
+        let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+        assert!(!run.status.success(), "{stderr}");
+        assert!(
+            !stderr.contains("resuming")
+                && stderr.contains("another run")
+                && stderr.contains(field),
+            "{field}: {stderr}"
+        );
+    };
+    // Right on the second case too, written over the same file.
+    write_rows(&[
+        (0, &cases[0].expected[0]),
+        (1, &cases[1].expected[0]),
+        (2, &cases[2].expected[0]),
+    ]);
+    refused("completions_hash");
+    write_rows(&[(0, &cases[0].expected[0]), (2, &cases[2].expected[0])]);
+    ok(eval(&out, &[]));
+    // A case file changed in place (here: a line of prose, which reads as the same case).
+    let case_file = set.join("zed--change-match-arm.md");
+    let text = std::fs::read_to_string(&case_file).unwrap();
+    std::fs::write(&case_file, format!("{text}\nEdited.\n")).unwrap();
+    refused("cases_hash");
+}
+
 #[test]
 fn cases_built_from_two_trees_are_scored() {
     let dir = tempfile::tempdir().unwrap();
