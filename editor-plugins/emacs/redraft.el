@@ -33,8 +33,11 @@
         lsp-inline-completion-idle-delay 0.3))
 
 (with-eval-after-load 'lsp-inline-completion
-  ;; Tab accepts, as in the other editors; M-] / M-[ cycle candidates, C-g dismisses.
+  ;; Tab accepts, as in the other editors; M-] / M-[ cycle candidates, C-g dismisses. A
+  ;; graphical Emacs sends <tab>, a terminal TAB, which the map's default binding would turn
+  ;; into a cancel: bind both.
   (define-key lsp-inline-completion-active-map (kbd "<tab>") #'lsp-inline-completion-accept)
+  (define-key lsp-inline-completion-active-map (kbd "TAB") #'lsp-inline-completion-accept)
   (define-key lsp-inline-completion-active-map (kbd "M-]") #'lsp-inline-completion-next)
   (define-key lsp-inline-completion-active-map (kbd "M-[") #'lsp-inline-completion-prev))
 

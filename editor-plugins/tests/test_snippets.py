@@ -145,6 +145,40 @@ LSP_MODE_STUB = """(progn
   (provide 'lsp-mode))"""
 
 
+# lsp-mode 9.0.1's overlay keymap (lsp-inline-completion.el), as far as the keys go: <tab>
+# cycles, and its default binding cancels the suggestion on any other key (then runs it).
+LSP_INLINE_COMPLETION_STUB = """(progn
+  (defvar lsp-inline-completion-active-map
+    (let ((map (make-sparse-keymap)))
+      (define-key map (kbd "<tab>") #'lsp-inline-completion-next)
+      (define-key map (kbd "C-g") #'lsp-inline-completion-cancel)
+      (define-key map [t] #'lsp-inline-completion-cancel-with-input)
+      map))
+  (provide 'lsp-inline-completion))"""
+
+
+def test_emacs_tab_accepts_in_a_graphical_and_a_terminal_emacs():
+    # A graphical Emacs reads the Tab key as <tab>; a terminal sends TAB (C-i). Each is looked
+    # up as the overlay's keymap would be while a suggestion is shown, default binding included.
+    stdout, stderr = run_emacs(
+        f"(load {json.dumps(str(EMACS))} nil t)",
+        LSP_MODE_STUB,
+        LSP_INLINE_COMPLETION_STUB,
+        "(require 'json)",
+        "(princ (json-encode (list"
+        " :gui (lookup-key lsp-inline-completion-active-map [tab] t)"
+        " :terminal (lookup-key lsp-inline-completion-active-map [?\\t] t)"
+        " :next (lookup-key lsp-inline-completion-active-map (kbd \"M-]\") t)"
+        " :other (lookup-key lsp-inline-completion-active-map (kbd \"a\") t))))",
+    )
+    keys = json.loads(stdout)
+    assert keys["gui"] == "lsp-inline-completion-accept", (keys, stderr)
+    assert keys["terminal"] == "lsp-inline-completion-accept", (keys, stderr)
+    assert keys["next"] == "lsp-inline-completion-next", keys
+    # Any other key still cancels, as lsp-mode has it.
+    assert keys["other"] == "lsp-inline-completion-cancel-with-input", keys
+
+
 def test_emacs_snippet_loads_and_its_settings_are_server_settings():
     stdout, stderr = run_emacs(
         f"(load {json.dumps(str(EMACS))} nil t)",

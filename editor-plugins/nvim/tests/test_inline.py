@@ -164,9 +164,9 @@ def test_an_answer_for_text_typed_over_is_never_accepted(tmp_path, native):
     ("text", "key", "drawn", "line"),
     [
         ("b)", "<Tab>", "b", CALL[:-1] + "b)"),
-        # The first line ends the item: it replaces the `)` as the whole item does.
+        # The first line is the whole item: it replaces the `)` as the whole item does.
         ("b)", "<M-C-Right>", "b", CALL[:-1] + "b)"),
-        # The last word ends the item's first line: the same.
+        # The last word is the rest of the item: the same.
         (")", "<M-Right>", "", CALL),
         # A word that does not end the first line is inserted, the `)` kept for the rest.
         ("b)", "<M-Right>", "b", CALL[:-1] + "b)"),
@@ -184,6 +184,58 @@ def test_partial_accept_replaces_the_range_end_the_item_covers(tmp_path, native,
         wait_line(nvim, 1, line, f"{key} to leave {line!r}")
         settle(nvim)
         assert nvim.current.buffer[1] == line
+    finally:
+        nvim.close()
+
+
+@DISPLAYS
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A call's arguments over two lines: the item writes the `)` again on its last line.
+        "b,\n        c)",
+        # Its first line ends with what the item replaces: still not the end of the item.
+        "b(1)\n        + c)",
+    ],
+    ids=["first-line-without-the-bracket", "first-line-ending-with-a-bracket"],
+)
+def test_accept_line_of_a_multi_line_item_keeps_what_the_rest_replaces(tmp_path, native, text):
+    first, second = text.split("\n")
+    nvim, _ = start_at_call(tmp_path, native, covering(text))
+    try:
+        if not native:
+            # The cursor's line is drawn as accepting its first line leaves it.
+            assert ghost(nvim, native) == [(1, CURSOR, first)]
+        set_script(tmp_path, edits=[], inline=[covering(text)], inline_delay_ms=5000)
+        # The first line goes in at the cursor; the `)` the item replaces stays for the rest.
+        nvim.input("<M-C-Right>")
+        wait_line(nvim, 1, CALL[:-1] + first + ")", "the first line inserted before the `)`")
+        settle(nvim)
+        assert nvim.current.buffer[:] == ["fn main() {", CALL[:-1] + first + ")", "}"]
+        # The rest, asked for where the cursor is now (the server answers what is left of its
+        # suggestion): accepting it, the last of the item, replaces the `)`.
+        column = CHARACTER + len(first.encode("utf-16-le")) // 2
+        rest = {"insertText": "\n" + second, "range": {"start": {"line": 1, "character": column}, "end": {"line": 1, "character": column + 1}}}
+        set_script(tmp_path, edits=[], inline=[rest])
+        nvim.input("<M-\\>")
+        wait_lua(nvim, TIMEOUT_MS, "return require('redraft').inline_visible()", "the rest to be shown")
+        nvim.input("<M-C-Right>")
+        wait_line(nvim, 2, second, "the rest accepted over the `)`")
+        settle(nvim)
+        assert nvim.current.buffer[:] == ["fn main() {", CALL[:-1] + first, second, "}"]
+    finally:
+        nvim.close()
+
+
+@DISPLAYS
+def test_accept_word_takes_a_word_with_non_ascii_letters_whole(tmp_path, native):
+    nvim, _ = start_at_call(tmp_path, native, covering("größe + 1)"))
+    try:
+        set_script(tmp_path, edits=[], inline=[covering("größe + 1)")], inline_delay_ms=5000)
+        nvim.input("<M-Right>")
+        wait_line(nvim, 1, CALL[:-1] + "größe)", "the word größe accepted")
+        settle(nvim)
+        assert nvim.current.buffer[1] == CALL[:-1] + "größe)"
     finally:
         nvim.close()
 

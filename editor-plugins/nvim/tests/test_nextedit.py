@@ -276,6 +276,54 @@ def test_a_one_line_edit_is_shown_inline_and_accepted_with_the_command(tmp_path)
         nvim.close()
 
 
+def test_a_next_edit_that_appends_lines_after_the_final_newline(tmp_path):
+    # LSP's position after the file's final newline is line `line_count`, column 0: the edit
+    # adds a line after the last one, its own final newline included.
+    append = {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "text": "fn b() {}\n"}
+    cmd, log = fake(tmp_path, edits=[append])
+    nvim = start(tmp_path, cmd=cmd, settings={"nextEdit": {"debounceMs": 0}})
+    try:
+        open_file(nvim, tmp_path, source="fn a() {}\n")
+        assert nvim.current.buffer[:] == ["fn a() {}"]
+        nvim.command("Redraft nextedit")
+        wait_shown(nvim)
+        # Drawn as a new line under the last one, and nothing else.
+        texts = [m for m in marks(nvim) if "virt_lines" in m[2] or m[2].get("virt_text_pos") == "inline"]
+        assert [(m[0], virt_lines(m[2])) for m in texts] == [(0, ["fn b() {}"])], marks(nvim)
+        assert texts[0][2]["virt_lines"] == [[["fn b() {}", "RedraftNextEditAdd"]]]
+        assert [m for m in marks(nvim) if m[2].get("hl_group") == "RedraftNextEditDelete"] == []
+        # The jump goes to the end of the last line, where the new one goes.
+        assert nvim.exec_lua("return require('redraft.nextedit').jump()")
+        assert nvim.current.window.cursor == (1, len("fn a() {}") - 1)
+        set_script(tmp_path, edits=[])
+        nvim.command("Redraft nextedit accept")
+        assert nvim.current.buffer[:] == ["fn a() {}", "fn b() {}"]
+        assert nvim.current.window.cursor == (2, len("fn b() {}") - 1)
+        wait_received(nvim, log, "workspace/executeCommand")
+    finally:
+        nvim.close()
+
+
+def test_a_next_edit_ending_after_the_final_newline_replaces_the_last_line(tmp_path):
+    # The range takes the last line and its newline; the text brings its own.
+    last = {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": 0}}, "text": "fn c() {}\n"}
+    cmd, _ = fake(tmp_path, edits=[last])
+    nvim = start(tmp_path, cmd=cmd, settings={"nextEdit": {"debounceMs": 0}})
+    try:
+        open_file(nvim, tmp_path, source="fn a() {}\nfn b() {}\n")
+        nvim.command("Redraft nextedit")
+        wait_shown(nvim)
+        # A one-line replacement: the old line highlighted, the new one right after it.
+        (drow, dcol, delete), (trow, tcol, text), _ = diff_marks(nvim)
+        assert (drow, dcol, delete["end_row"], delete["end_col"]) == (1, 0, 1, len("fn b() {}"))
+        assert (trow, tcol, text["virt_text"]) == (1, len("fn b() {}"), [["fn c() {}", "RedraftNextEditAdd"]])
+        nvim.command("Redraft nextedit accept")
+        assert nvim.current.buffer[:] == ["fn a() {}", "fn c() {}"]
+        assert nvim.current.window.cursor == (2, len("fn c() {}") - 1)
+    finally:
+        nvim.close()
+
+
 def test_an_answer_for_an_older_version_is_never_shown(tmp_path):
     cmd, log = fake(tmp_path, version_offset=-1)
     nvim = start(tmp_path, cmd=cmd, settings={"nextEdit": {"debounceMs": 0}})

@@ -395,10 +395,11 @@ end
 """
 
 
-def server_pid(nvim):
-    """The pid of the running `redraft lsp` Neovim started (a direct child of Neovim)."""
+def server_pids(nvim):
+    """The pids of the running `redraft lsp` processes Neovim started (its direct children)."""
     nvim_pid = nvim.exec_lua("return vim.fn.getpid()")
     binary = os.path.realpath(REDRAFT)
+    pids = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -407,10 +408,18 @@ def server_pid(nvim):
             # The command name is in parentheses and may hold spaces: the fields after it.
             state, ppid = stat.rsplit(")", 1)[1].split()[:2]
             if int(ppid) == nvim_pid and state != "Z" and os.path.realpath(f"/proc/{entry}/exe") == binary:
-                return int(entry)
+                pids.add(int(entry))
         except (OSError, ValueError):
             continue  # the process ended while we looked
-    pytest.fail(f"no running redraft lsp under Neovim ({nvim_pid})\n{server_log(nvim)}")
+    return pids
+
+
+def server_pid(nvim):
+    """The pid of the running `redraft lsp` Neovim started (a direct child of Neovim)."""
+    pids = server_pids(nvim)
+    if not pids:
+        pytest.fail(f"no running redraft lsp under Neovim\n{server_log(nvim)}")
+    return min(pids)
 
 
 def notifications(nvim):
@@ -463,6 +472,97 @@ def test_a_killed_server_is_reported_and_restarted_a_bounded_number_of_times(tmp
             "local c = vim.lsp.get_clients({ name = 'redraft', bufnr = 0 })[1]; return c ~= nil and c.initialized == true",
             "a new client after :Redraft restart",
         )
+    finally:
+        nvim.close()
+
+
+# Records every status the plugin sets (the RedraftStatus event), in order.
+RECORD_STATUSES = """
+_G.statuses = {}
+vim.api.nvim_create_autocmd('User', { pattern = 'RedraftStatus', callback = function()
+  table.insert(_G.statuses, require('redraft').state.status)
+end })
+"""
+
+
+def open_in_project(nvim, project):
+    """Opens `project`/main.rs (a project root: it has `.git`); returns its redraft client's id."""
+    (project / ".git").mkdir(parents=True)
+    path = project / "main.rs"
+    path.write_text(SOURCE)
+    nvim.command(f"edit {path}")
+    wait_lua(
+        nvim,
+        STARTUP_TIMEOUT_MS,
+        "local c = vim.lsp.get_clients({ name = 'redraft', bufnr = 0 })[1]; return c ~= nil and c.initialized == true",
+        f"the redraft client for {project.name}",
+    )
+    return nvim.exec_lua("return vim.lsp.get_clients({ name = 'redraft', bufnr = 0 })[1].id"), nvim.current.buffer.number
+
+
+def test_a_crashed_server_is_restarted_for_its_own_buffers_only(tmp_path):
+    # One server per project root: killing one leaves the other running, untouched.
+    nvim = start(tmp_path, extra=RECORD_NOTIFICATIONS + RECORD_STATUSES)
+    try:
+        first, first_buf = open_in_project(nvim, tmp_path / "one")
+        (first_pid,) = server_pids(nvim)
+        second, second_buf = open_in_project(nvim, tmp_path / "two")
+        assert first != second
+        (second_pid,) = server_pids(nvim) - {first_pid}
+        nvim.exec_lua("_G.statuses = {}")
+        os.kill(first_pid, signal.SIGKILL)
+        wait_lua(
+            nvim,
+            STARTUP_TIMEOUT_MS,
+            "local c = vim.lsp.get_clients({ name = 'redraft', bufnr = args[1] })[1]; "
+            "return c ~= nil and c.id ~= args[2] and c.initialized == true",
+            "a new client for the crashed server's buffer",
+            first_buf,
+            first,
+        )
+        # The other root's client is the same one, still running, still attached.
+        assert nvim.exec_lua(
+            "local c = vim.lsp.get_client_by_id(...); return c ~= nil and not c:is_stopped()", second
+        ), server_log(nvim)
+        assert nvim.exec_lua(
+            "return vim.tbl_map(function(c) return c.id end, vim.lsp.get_clients({ name = 'redraft', bufnr = ... }))", second_buf
+        ) == [second]
+        assert second_pid in server_pids(nvim)
+        assert nvim.exec_lua("return #vim.lsp.get_clients({ name = 'redraft' })") == 2
+        # Nothing said the server stopped on purpose.
+        assert "not started" not in nvim.exec_lua("return _G.statuses"), nvim.exec_lua("return _G.statuses")
+        said = [n["msg"] for n in notifications(nvim)]
+        assert sum("restarting it (1 of" in m for m in said) == 1, said
+    finally:
+        nvim.close()
+
+
+def test_every_buffer_includes_files_without_a_filetype(tmp_path):
+    # filetypes = nil is every file's buffer, including one Neovim gives no filetype.
+    nvim = start(tmp_path, setup_extra="filetypes = { 'rust' },")
+    attached = "return #vim.lsp.get_clients({ name = 'redraft', bufnr = 0 }) > 0"
+    try:
+        notes = tmp_path / "notes.zzz"
+        notes.write_text("hello\n")
+        nvim.command(f"edit {notes}")
+        assert nvim.current.buffer.options["filetype"] == ""
+        # With a list of filetypes, a buffer without one gets no server.
+        assert not nvim.exec_lua(f"return vim.wait(1000, function() {attached} end, 20)")
+        # setup() again with every buffer: the buffer already open gets one.
+        nvim.exec_lua("require('redraft').setup({ cmd = { ... }, filetypes = nil })", REDRAFT, "lsp")
+        wait_lua(nvim, STARTUP_TIMEOUT_MS, attached, "the server in the open buffer without a filetype")
+        # And so does one opened after: a file that exists, and a new one.
+        for name in ("more.zzz", "new.zzz"):
+            if name == "more.zzz":
+                (tmp_path / name).write_text("more\n")
+            nvim.command(f"edit {tmp_path / name}")
+            assert nvim.current.buffer.options["filetype"] == ""
+            wait_lua(nvim, STARTUP_TIMEOUT_MS, attached, f"the server in {name}")
+        # A buffer that is not a file's gets none.
+        nvim.command("enew")
+        nvim.command("setlocal buftype=nofile")
+        nvim.command("doautocmd BufNewFile")
+        assert not nvim.exec_lua(f"return vim.wait(500, function() {attached} end, 20)")
     finally:
         nvim.close()
 
@@ -536,6 +636,10 @@ def test_keymaps_are_overridable(tmp_path):
     [
         ("foo(bar)", "word", "foo"),
         ("  .iter()", "word", "  ."),
+        # A letter outside ASCII is a word character, whatever its bytes.
+        ("größe + 1", "word", "größe"),
+        ("  für_ñ(x)", "word", "  für_ñ"),
+        ("(größe)", "word", "("),
         ("(a, b);\nnext", "line", "(a, b);"),
         ("\n    x += 1;\n}", "line", "\n    x += 1;"),
         ("", "word", ""),

@@ -17,12 +17,13 @@ import {
   WorkDoneProgressCreateRequest,
 } from "vscode-languageclient/node";
 import { findBinary } from "./binary";
+import { CurrentClient, Disposable, ProgressHandlers } from "./currentClient";
 import { NextEdits, VISIBLE_CONTEXT } from "./nextEdits";
 import { RestartBudget } from "./restart";
 import { affectsServer, EFFORTS, serverSettings } from "./settings";
 import { BusyCounter, ServerState, statusView } from "./status";
 
-let client: LanguageClient | undefined;
+const clients = new CurrentClient<LanguageClient>();
 let log: vscode.LogOutputChannel;
 let statusItem: vscode.StatusBarItem;
 let state: ServerState = { kind: "stopped" };
@@ -50,27 +51,31 @@ function setState(next: ServerState): void {
 }
 
 // The server reports model loading as work-done progress; shown in the status bar instead of a
-// notification popup, since it happens on every start.
-function watchProgress(lc: LanguageClient): void {
-  lc.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
-    lc.onProgress(WorkDoneProgress.type, token, (value) => {
+// notification popup, since it happens on every start. Returns the handlers, disposed with the
+// client; each token's progress handler goes when its progress ends (a model load each).
+function watchProgress(lc: LanguageClient): Disposable[] {
+  const progress = new ProgressHandlers();
+  const onCreate = lc.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
+    const handler = lc.onProgress(WorkDoneProgress.type, token, (value) => {
       if (value.kind === "begin") {
         setState({ kind: "loading", detail: value.title + (value.message ? `: ${value.message}` : "") });
       } else if (value.kind === "report" && state.kind === "loading") {
         const percent = value.percentage !== undefined ? ` ${value.percentage}%` : "";
         setState({ kind: "loading", detail: (value.message ?? "") + percent });
-      } else if (value.kind === "end" && state.kind === "loading") {
-        setState({ kind: "ready" });
+      } else if (value.kind === "end") {
+        progress.end(token);
+        if (state.kind === "loading") setState({ kind: "ready" });
       }
     });
+    progress.add(token, handler);
   });
   // `redraft/draftStep` (sent when redraft.streamSteps is on): the step being computed.
-  lc.onNotification("redraft/draftStep", (params: { step?: number; masked?: number }) => {
+  const onStep = lc.onNotification("redraft/draftStep", (params: { step?: number; masked?: number }) => {
     if (state.kind === "busy" && typeof params.step === "number") {
       setState({ kind: "busy", step: `step ${params.step + 1}, ${params.masked ?? 0} masked` });
     }
   });
-  lc.onNotification(ShowMessageNotification.type, ({ type, message }) => {
+  const onMessage = lc.onNotification(ShowMessageNotification.type, ({ type, message }) => {
     log.appendLine(`server: ${message}`);
     if (type === MessageType.Error) {
       setState({ kind: "error", reason: message });
@@ -81,9 +86,12 @@ function watchProgress(lc: LanguageClient): void {
       void vscode.window.showWarningMessage(`redraft: ${message}`);
     }
   });
+  return [progress, onCreate, onStep, onMessage];
 }
 
-async function start(context: vscode.ExtensionContext): Promise<void> {
+/** Starts the server in place of the running one (which is stopped first, even while starting). */
+async function start(): Promise<void> {
+  await stop();
   const binary = findBinary(config().get<string>("path") ?? "redraft", process.env.PATH, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
   if (!binary.found) {
     setState({ kind: "error", reason: binary.reason });
@@ -144,32 +152,31 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
     },
   };
   const lc = new LanguageClient("redraft", "redraft", serverOptions, clientOptions);
-  client = lc;
-  lc.onDidChangeState(({ newState }) => {
+  const onState = lc.onDidChangeState(({ newState }) => {
     if (newState === State.Starting) setState({ kind: "loading", detail: "starting the server" });
     else if (newState === State.Running && state.kind === "loading" && state.detail === "starting the server") {
       setState({ kind: "ready" });
     } else if (newState === State.Stopped && state.kind !== "error") setState({ kind: "stopped" });
   });
-  watchProgress(lc);
+  let inUse: boolean;
   try {
-    await lc.start();
+    inUse = await clients.start(lc, [onState, ...watchProgress(lc)]);
   } catch (error) {
     const reason = `could not start ${binary.path} lsp: ${error instanceof Error ? error.message : String(error)}`;
     setState({ kind: "error", reason });
     log.error(reason);
     return;
   }
+  // Stopped or replaced (a restart) while it started: the state is the newer start's.
+  if (!inUse) return;
   if (!lc.initializeResult?.capabilities.inlineCompletionProvider) {
     setState({ kind: "error", reason: "this redraft does not offer inline completion; update it" });
   }
-  context.subscriptions.push(lc);
 }
 
+/** Stops the server and disposes its client, one still starting included (once started). */
 async function stop(): Promise<void> {
-  const lc = client;
-  client = undefined;
-  if (lc?.isRunning()) await lc.stop();
+  await clients.stop();
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -177,8 +184,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   statusItem = vscode.window.createStatusBarItem("redraft.status", vscode.StatusBarAlignment.Right, 100);
   statusItem.name = "redraft";
   context.subscriptions.push(log, statusItem);
+  // The running client goes with the extension (deactivate stops it too).
+  context.subscriptions.push({ dispose: () => void stop() });
   nextEdits = new NextEdits(
-    () => client,
+    () => clients.client,
     () => {
       // `enabled` already folds in `redraft.enable`.
       const settings = serverSettings(config()).nextEdit;
@@ -214,18 +223,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("redraft.jumpToNextEdit", () => nextEdits?.jump()),
     vscode.commands.registerCommand("redraft.restart", async () => {
       restarts.reset();
-      await stop();
-      await start(context);
+      await start();
     }),
     vscode.workspace.onDidChangeConfiguration(async (event) => {
       if (event.affectsConfiguration("redraft.path")) {
-        await stop();
-        await start(context);
+        await start();
         return;
       }
       if (event.affectsConfiguration("redraft.enable") || event.affectsConfiguration("redraft.nextEdit.enabled")) {
         if (!serverSettings(config()).nextEdit.enabled) nextEdits?.dismiss();
       }
+      const client = clients.client;
       if (affectsServer((section) => event.affectsConfiguration(section)) && client?.isRunning()) {
         await client.sendNotification("workspace/didChangeConfiguration", {
           settings: { redraft: serverSettings(config()) },
@@ -235,7 +243,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
   );
   setState({ kind: "stopped" });
-  await start(context);
+  await start();
 }
 
 export async function deactivate(): Promise<void> {

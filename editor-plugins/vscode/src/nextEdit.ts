@@ -80,19 +80,33 @@ export function hiddenByInline(edit: InlineEdit, inlineLine: number | undefined)
   return inlineLine !== undefined && touchesLine(edit, inlineLine);
 }
 
+/**
+ * A line of new text drawn after the end of a document line: `changed`, the line that replaces
+ * it; `added`, the first of the lines the edit inserts after it (`above`: before it, for lines
+ * inserted at the top of the file), `more` counting the others.
+ */
+export interface LineView {
+  line: number;
+  kind: "changed" | "added";
+  text: string;
+  more?: number;
+  above?: boolean;
+}
+
 /** What to draw for an edit, in document positions. */
 export interface EditView {
-  /** The replaced text (struck through); absent for a pure insertion. */
+  /** The replaced text (struck through); absent when no line loses anything. */
   deleted?: WireRange;
   /** A one-line edit: its new text, drawn right after the replaced text. */
   inline?: { at: Pos; text: string };
   /**
-   * A multi-line edit: after each replaced line, the line the edit leaves in its place (the
-   * first ones, as many as both have), less the indentation the two lines share (it says
-   * nothing; a changed indentation still shows); `more` counts the lines added beyond those.
+   * A multi-line edit, with the old and new lines aligned (the lines both start and end with
+   * are unchanged): after each changed line the line that replaces it, after the line above
+   * inserted lines the first of them; deleted lines are struck and nothing follows them. Each
+   * text less the indentation it shares with the line it is drawn after (it says nothing; a
+   * changed indentation still shows).
    */
-  lines?: { line: number; text: string }[];
-  more?: number;
+  lines?: LineView[];
   /** The edit as a diff of whole lines (markdown), for the hover. */
   diff: string;
 }
@@ -105,6 +119,18 @@ export function resultLines(edit: InlineEdit, lineAt: (line: number) => string):
   return (first.slice(0, edit.range.start.character) + text + last.slice(edit.range.end.character)).split("\n");
 }
 
+/**
+ * How many lines `a` and `b` start with in common (`same`), and then end with in common
+ * (`after`, not overlapping those).
+ */
+function commonLines(a: string[], b: string[]): { same: number; after: number } {
+  let same = 0;
+  while (same < a.length && same < b.length && a[same] === b[same]) same++;
+  let after = 0;
+  while (after < a.length - same && after < b.length - same && a[a.length - 1 - after] === b[b.length - 1 - after]) after++;
+  return { same, after };
+}
+
 /** The view of `edit` over a document whose lines `lineAt` returns. */
 export function editView(edit: InlineEdit, lineAt: (line: number) => string): EditView {
   const { start, end } = edit.range;
@@ -113,16 +139,50 @@ export function editView(edit: InlineEdit, lineAt: (line: number) => string): Ed
   const oldLines: string[] = [];
   for (let line = start.line; line <= end.line; line++) oldLines.push(lineAt(line));
   const newLines = resultLines(edit, lineAt);
-  const diff = ["```diff", ...oldLines.map((l) => `- ${l}`), ...newLines.map((l) => `+ ${l}`), "```"].join("\n");
+  const { same, after } = commonLines(oldLines, newLines);
+  const removed = oldLines.slice(same, oldLines.length - after);
+  const added = newLines.slice(same, newLines.length - after);
+  const diff = [
+    "```diff",
+    ...oldLines.slice(0, same).map((l) => `  ${l}`),
+    ...removed.map((l) => `- ${l}`),
+    ...added.map((l) => `+ ${l}`),
+    ...oldLines.slice(oldLines.length - after).map((l) => `  ${l}`),
+    "```",
+  ].join("\n");
   const view: EditView = { diff };
-  if (!empty) view.deleted = { start, end };
   if (start.line === end.line && !text.includes("\n")) {
+    if (!empty) view.deleted = { start, end };
     if (text !== "") view.inline = { at: end, text };
     return view;
   }
-  const shared = Math.min(oldLines.length, newLines.length);
-  view.lines = newLines.slice(0, shared).map((t, i) => ({ line: start.line + i, text: t.slice(sharedIndent(t, oldLines[i])) }));
-  view.more = newLines.length - shared;
+  // The old lines that change, each struck from where the range starts on it to where it ends.
+  const first = start.line + same;
+  if (removed.length > 0) {
+    const last = first + removed.length - 1;
+    view.deleted = {
+      start: { line: first, character: same === 0 ? start.character : 0 },
+      end: { line: last, character: after === 0 ? end.character : lineAt(last).length },
+    };
+  }
+  // Old and new lines in order: a changed line shows its replacement; the old lines left over
+  // are deleted (struck, nothing after them), the new ones left over inserted after the last
+  // old line before them.
+  const paired = Math.min(removed.length, added.length);
+  view.lines = added.slice(0, paired).map((t, i) => ({ line: first + i, kind: "changed", text: t.slice(sharedIndent(t, removed[i])) }));
+  if (added.length > paired) {
+    const inserted = added.slice(paired);
+    const above = first + paired === 0;
+    const anchor = above ? 0 : first + paired - 1;
+    const anchorText = lineAt(anchor);
+    view.lines.push({
+      line: anchor,
+      kind: "added",
+      text: inserted[0].slice(sharedIndent(inserted[0], anchorText)),
+      more: inserted.length - 1,
+      ...(above ? { above } : {}),
+    });
+  }
   return view;
 }
 

@@ -9,7 +9,7 @@
 // decorations.
 import * as vscode from "vscode";
 import { ExecuteCommandRequest, LanguageClient } from "vscode-languageclient/node";
-import { editView, endOfNewText, hiddenByInline, InlineEdit, InlineEditList, jumpHint, METHOD, Pos, SHOWN, usableEdit } from "./nextEdit";
+import { editView, endOfNewText, hiddenByInline, InlineEdit, InlineEditList, jumpHint, LineView, METHOD, Pos, SHOWN, usableEdit } from "./nextEdit";
 
 /** The when-clause context key the accept / dismiss / jump keybindings depend on. */
 export const VISIBLE_CONTEXT = "redraft.nextEditVisible";
@@ -32,6 +32,13 @@ export type Outcome = "shown" | "no edit" | "stale" | "hidden" | "error";
 
 function range(r: { start: Pos; end: Pos }): vscode.Range {
   return new vscode.Range(r.start.line, r.start.character, r.end.line, r.end.character);
+}
+
+/** What is drawn after a line for one of the view's lines. */
+function lineText(line: LineView): string {
+  if (line.kind === "changed") return ` → ${line.text}`;
+  const more = line.more ? `  (+${line.more} more line${line.more === 1 ? "" : "s"})` : "";
+  return ` + ${line.text}${more}${line.above ? "  (above)" : ""}`;
 }
 
 /** Decoration text keeps its spaces (CSS would collapse them). */
@@ -201,10 +208,8 @@ export class NextEdits implements vscode.Disposable {
         renderOptions: { after: { contentText: visibleSpaces(text) } },
       });
       if (view.inline) added.push(after(new vscode.Position(view.inline.at.line, view.inline.at.character), view.inline.text));
-      for (const [i, line] of (view.lines ?? []).entries()) {
-        const last = i === (view.lines ?? []).length - 1;
-        const more = last && view.more ? `  (+${view.more} more line${view.more === 1 ? "" : "s"})` : "";
-        added.push(after(shown.document.lineAt(line.line).range.end, ` → ${line.text}${more}`));
+      for (const line of view.lines ?? []) {
+        added.push(after(shown.document.lineAt(line.line).range.end, lineText(line)));
       }
       editor.setDecorations(this.deletedType, view.deleted ? [{ range: range(view.deleted), hoverMessage: hover }] : []);
       editor.setDecorations(this.addedType, added);

@@ -1,8 +1,9 @@
 --- Ghost text with extmarks for Neovim 0.11, which has no `vim.lsp.inline_completion` (also used
 --- on 0.12 with `native = false`). It asks `textDocument/inlineCompletion` after a debounce,
 --- drops answers for a buffer state that has moved on, and shows the server's item unchanged:
---- the part already typed is skipped, the rest drawn after the cursor (without the text after
---- the cursor it replaces, so a closing bracket the item writes again shows once). Each item's
+--- the part already typed is skipped, the rest drawn after the cursor (a one-line rest without
+--- the text after the cursor it replaces, so a closing bracket the item writes again shows
+--- once: the cursor's line reads as accepting its first line leaves it). Each item's
 --- range is anchored when the answer arrives (`redraft.partial`), so it follows later typing.
 local partial = require('redraft.partial')
 
@@ -78,10 +79,12 @@ local function show(bufnr)
   end
   local state = buffers[bufnr]
   local lines = vim.split(rest, '\n', { plain = true })
-  -- The text after the cursor that the item replaces stays on screen: when the item's first
-  -- line ends with it, draw the first line without it.
+  -- The text after the cursor that the item replaces stays on screen. The cursor's line is
+  -- drawn as accepting its first line leaves it (`partial.accept`): when that is the whole rest
+  -- of the item it replaces that text, so a rest that ends with it is drawn without it (the
+  -- bracket shows once); a rest with more lines to come keeps it after its first line.
   local replaced = partial.replaced_after_cursor(bufnr, range)
-  if replaced ~= '' and #lines[1] >= #replaced and lines[1]:sub(-#replaced) == replaced then
+  if #lines == 1 and replaced ~= '' and #lines[1] >= #replaced and lines[1]:sub(-#replaced) == replaced then
     lines[1] = lines[1]:sub(1, #lines[1] - #replaced)
   end
   local virt_lines = {}

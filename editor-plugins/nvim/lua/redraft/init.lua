@@ -10,7 +10,7 @@ local M = {}
 M.defaults = {
   --- The `redraft` binary: a path or a name looked up on `PATH`.
   cmd = { 'redraft', 'lsp' },
-  --- Filetypes to attach to; nil: every buffer with a file.
+  --- Filetypes to attach to; nil: every buffer with a file (one without a filetype too).
   filetypes = nil,
   --- Sent as `initializationOptions` and in `workspace/didChangeConfiguration`, as given
   --- (camelCase keys, see the README): model, device, effort, maxTokens, contextTokens, languages,
@@ -151,16 +151,34 @@ end
 --- bound on restarts.
 local restarts = {}
 
---- Starts the server again for every buffer it was attached to.
+--- Stops every redraft client and starts the server again for every buffer (`:Redraft restart`).
 local function enable_again()
   vim.lsp.enable(CLIENT_NAME, false)
   vim.lsp.enable(CLIENT_NAME)
 end
 
+--- Starts (or reuses) the redraft client for `bufnr` as `vim.lsp.enable` does on `FileType`:
+--- a file's buffer, a filetype the config takes, the root found from its markers.
+local function start_in(bufnr)
+  if not vim.api.nvim_buf_is_valid(bufnr) or vim.bo[bufnr].buftype ~= '' then
+    return
+  end
+  local config = vim.lsp.config[CLIENT_NAME]
+  if not config or (type(config.filetypes) == 'table' and not vim.tbl_contains(config.filetypes, vim.bo[bufnr].filetype)) then
+    return
+  end
+  config = vim.deepcopy(config)
+  if not config.root_dir and config.root_markers then
+    config.root_dir = vim.fs.root(bufnr, config.root_markers)
+  end
+  vim.lsp.start(config, { bufnr = bufnr })
+end
+
 --- A server that was not asked to stop has crashed or was killed: say so (a status line nobody
---- looks at would leave the user without suggestions and without knowing) and start it again,
---- unless it already needed `max_restarts` restarts within `restart_window_s`.
-local function on_unexpected_exit(code, signal)
+--- looks at would leave the user without suggestions and without knowing) and start it again
+--- for the buffers it served (`bufnrs`), unless it already needed `max_restarts` restarts within
+--- `restart_window_s`. The other roots' servers keep running.
+local function on_unexpected_exit(code, signal, bufnrs)
   local how = ('redraft lsp exited with code %d, signal %d'):format(code, signal)
   local now = vim.uv.now()
   local window_ms = (M.config.restart_window_s or 180) * 1000
@@ -186,7 +204,9 @@ local function on_unexpected_exit(code, signal)
   -- Scheduled after Neovim's own clean-up of the exited client, which it schedules first.
   vim.schedule(function()
     vim.notify('redraft: ' .. reason, vim.log.levels.WARN)
-    enable_again()
+    for _, bufnr in ipairs(bufnrs) do
+      start_in(bufnr)
+    end
   end)
 end
 
@@ -249,9 +269,14 @@ local function lsp_config()
       -- (`:Redraft restart`, `:LspStop`, quitting Neovim).
       local client = vim.lsp.get_client_by_id(client_id)
       if client and client._is_stopping then
-        set_status('not started')
+        -- Another root's server still running keeps the status it set.
+        if #vim.tbl_filter(function(other)
+          return other.id ~= client_id and not other:is_stopped()
+        end, M.clients()) == 0 then
+          set_status('not started')
+        end
       else
-        on_unexpected_exit(code, signal)
+        on_unexpected_exit(code, signal, client and vim.tbl_keys(client.attached_buffers) or {})
       end
     end,
     on_attach = function(client, bufnr)
@@ -589,6 +614,37 @@ local function create_command()
   })
 end
 
+--- With `filetypes = nil` (every buffer), also a file's buffer that has no filetype:
+--- `vim.lsp.enable` starts servers on `FileType`, which never fires for those. Buffers already
+--- open get the server now, later ones once read or created (after filetype detection and
+--- modelines, which may give them a filetype and `FileType` its turn).
+local function attach_without_filetype()
+  local group = vim.api.nvim_create_augroup('redraft.nofiletype', { clear = true })
+  if M.config.filetypes ~= nil then
+    return
+  end
+  local function check(bufnr)
+    if vim.api.nvim_buf_is_valid(bufnr) and vim.bo[bufnr].filetype == '' and #M.clients(bufnr) == 0 then
+      start_in(bufnr)
+    end
+  end
+  vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile' }, {
+    group = group,
+    callback = function(args)
+      vim.schedule(function()
+        check(args.buf)
+      end)
+    end,
+  })
+  if vim.v.vim_did_enter == 1 then
+    for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
+      if vim.api.nvim_buf_is_loaded(bufnr) and vim.api.nvim_buf_get_name(bufnr) ~= '' then
+        check(bufnr)
+      end
+    end
+  end
+end
+
 --- Configures and starts redraft. Safe to call again: the new options replace the old ones.
 function M.setup(opts)
   if vim.fn.has('nvim-0.11') ~= 1 then
@@ -609,8 +665,10 @@ function M.setup(opts)
   else
     set_status('starting')
   end
-  vim.lsp.config(CLIENT_NAME, lsp_config())
+  -- Assigned, not merged into the last setup()'s (`vim.lsp.config()` would keep its filetypes).
+  vim.lsp.config[CLIENT_NAME] = lsp_config()
   vim.lsp.enable(CLIENT_NAME)
+  attach_without_filetype()
   renderer().setup(M.config)
   require('redraft.nextedit').setup(M.config.next_edit)
   set_keymaps()

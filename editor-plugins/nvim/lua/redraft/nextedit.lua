@@ -93,26 +93,50 @@ local function clear(bufnr)
   hide(bufnr)
 end
 
---- A 0-based byte position for an LSP position; past the last line: the end of the buffer.
+--- A 0-based byte position for an LSP position. Past the last line (LSP's position after the
+--- file's final newline): the end of the last line, and `true`, since that newline is part of
+--- what a range ending there covers.
 local function byte_position(bufnr, position, encoding)
   local count = api.nvim_buf_line_count(bufnr)
   if position.line >= count then
     local last = api.nvim_buf_get_lines(bufnr, count - 1, count, true)[1]
-    return count - 1, #last
+    return count - 1, #last, true
   end
   local line = api.nvim_buf_get_lines(bufnr, position.line, position.line + 1, true)[1]
   local ok, col = pcall(vim.str_byteindex, line, encoding, position.character, false)
-  return position.line, ok and col or #line
+  return position.line, ok and col or #line, false
 end
 
 --- Where `edit` sits in the buffer (0-based rows, byte columns) and the lines it leaves there:
 --- the text before its start, the new text, the text after its end.
+---
+--- An edit that starts after the file's final newline (line `line_count`) appends lines after
+--- the last one: `append` is set, its rows are `line_count`, and its lines are its text less
+--- one final newline (the buffer's last line already ends with one). A range that ends there
+--- takes the final newline with it, so the text's own final newline replaces it.
 function M.plan(bufnr, edit, encoding)
+  local text = edit.text:gsub('\r\n?', '\n')
+  local count = api.nvim_buf_line_count(bufnr)
+  if edit.range.start.line >= count then
+    return {
+      srow = count,
+      scol = 0,
+      erow = count,
+      ecol = 0,
+      prefix = '',
+      suffix = '',
+      lines = text == '' and {} or vim.split((text:gsub('\n$', '')), '\n', { plain = true }),
+      append = true,
+    }
+  end
   local srow, scol = byte_position(bufnr, edit.range.start, encoding)
-  local erow, ecol = byte_position(bufnr, edit.range['end'], encoding)
+  local erow, ecol, past_end = byte_position(bufnr, edit.range['end'], encoding)
   local first = api.nvim_buf_get_lines(bufnr, srow, srow + 1, true)[1]
   local last = api.nvim_buf_get_lines(bufnr, erow, erow + 1, true)[1]
-  local text = edit.text:gsub('\r\n?', '\n')
+  local lines = vim.split(text, '\n', { plain = true })
+  if past_end and #lines > 1 and lines[#lines] == '' then
+    lines[#lines] = nil
+  end
   return {
     srow = srow,
     scol = scol,
@@ -120,7 +144,7 @@ function M.plan(bufnr, edit, encoding)
     ecol = ecol,
     prefix = first:sub(1, scol),
     suffix = last:sub(ecol + 1),
-    lines = vim.split(text, '\n', { plain = true }),
+    lines = lines,
   }
 end
 
@@ -213,7 +237,14 @@ local function show(bufnr, client, edit)
       priority = 200,
     })
   end
-  if #plan.lines == 1 and plan.srow == plan.erow then
+  if plan.append then
+    -- New lines after the last one: under it, all of them new.
+    local added = {}
+    for i, line in ipairs(plan.lines) do
+      added[i] = { { line, 'RedraftNextEditAdd' } }
+    end
+    shown.text = api.nvim_buf_set_extmark(bufnr, M.namespace, plan.srow - 1, 0, { virt_lines = added })
+  elseif #plan.lines == 1 and plan.srow == plan.erow then
     if plan.lines[1] ~= '' then
       shown.text = api.nvim_buf_set_extmark(bufnr, M.namespace, plan.erow, plan.ecol, {
         virt_text = { { plan.lines[1], 'RedraftNextEditAdd' } },
@@ -444,11 +475,16 @@ function M.accept()
   clear(bufnr)
   local edit = shown.edit
   local plan = M.plan(bufnr, edit, client.offset_encoding)
-  vim.lsp.util.apply_text_edits({ { range = edit.range, newText = edit.text } }, bufnr, client.offset_encoding)
+  if plan.append then
+    -- apply_text_edits would add the text's final newline as one more (empty) line.
+    api.nvim_buf_set_lines(bufnr, plan.srow, plan.srow, true, plan.lines)
+  else
+    vim.lsp.util.apply_text_edits({ { range = edit.range, newText = edit.text } }, bufnr, client.offset_encoding)
+  end
   state.accepted_tick = api.nvim_buf_get_changedtick(bufnr)
   M.state.accepted = M.state.accepted + 1
   -- The cursor goes to the end of the new text, where the next edit is likely to start.
-  local last = plan.lines[#plan.lines]
+  local last = plan.lines[#plan.lines] or ''
   local row = plan.srow + #plan.lines - 1
   local col = (#plan.lines == 1 and plan.scol or 0) + #last
   pcall(api.nvim_win_set_cursor, 0, { row + 1, col })
@@ -480,7 +516,14 @@ function M.jump()
   end
   -- In insert mode the move asks for an inline completion at the edit; it must not hide it.
   shown.jumped = true
-  api.nvim_win_set_cursor(0, { shown.srow + 1, shown.scol })
+  local count = api.nvim_buf_line_count(bufnr)
+  if shown.srow >= count then
+    -- Lines appended after the last one: the end of the last line, where they go.
+    local last = api.nvim_buf_get_lines(bufnr, count - 1, count, true)[1]
+    api.nvim_win_set_cursor(0, { count, #last })
+  else
+    api.nvim_win_set_cursor(0, { shown.srow + 1, shown.scol })
+  end
   update_hint(bufnr)
   return true
 end

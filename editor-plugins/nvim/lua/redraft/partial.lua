@@ -27,7 +27,9 @@ function M.piece(text, kind)
   end
   local leading = text:match('^%s*')
   local rest = text:sub(#leading + 1)
-  local word = rest:match('^[%w_]+') or rest:match('^[^%w_%s]+') or ''
+  -- `%w` is ASCII only: every byte of a multi-byte UTF-8 character (0x80 and up) counts as a
+  -- word character, so `größe` is one word and a character is never split.
+  local word = rest:match('^[%w_\128-\255]+') or rest:match('^[^%w_%s\128-\255]+') or ''
   return leading .. word
 end
 
@@ -127,10 +129,12 @@ end
 
 --- Accepts the item `text` whose range is now `range` ({ srow, scol, erow, ecol }): all of it
 --- (`kind` nil) replaces the range, as the server asked (it may reach past the cursor, over a
---- closing bracket the model wrote again); a word or a line is inserted at the cursor, and the
---- piece that ends the item's first line also replaces what the range covers after the cursor,
---- so the bracket is not doubled. Returns false, changing nothing, when the buffer no longer
---- agrees with the item.
+--- closing bracket the model wrote again); a word or a line is inserted at the cursor, and only
+--- the piece that is the whole rest of the item also replaces what the range covers after the
+--- cursor, so the bracket is not doubled. A piece that leaves some of the item to come keeps
+--- that text: the rest still replaces it when it is accepted (the range's end follows the
+--- insertions before it). Returns false, changing nothing, when the buffer no longer agrees
+--- with the item.
 ---@param kind? 'word'|'line'
 function M.accept(bufnr, text, range, kind)
   local srow, scol, erow, ecol = unpack(range)
@@ -149,9 +153,8 @@ function M.accept(bufnr, text, range, kind)
     return true
   end
   local piece = M.piece(rest, kind)
-  local first_line = rest:match('^[^\n]*')
-  if piece == first_line and erow == row then
-    set_text(bufnr, row, col, row, ecol, piece)
+  if piece == rest then
+    set_text(bufnr, row, col, erow, ecol, piece)
   else
     set_text(bufnr, row, col, row, col, piece)
   end

@@ -48,10 +48,9 @@ test("a multi-line edit: the range struck through, each line's replacement after
   assert.equal(view.inline, undefined);
   // Less the indentation both lines share.
   assert.deepEqual(view.lines, [
-    { line: 1, text: "let doubled = breadth * 2;" },
-    { line: 2, text: "doubled * height + breadth" },
+    { line: 1, kind: "changed", text: "let doubled = breadth * 2;" },
+    { line: 2, kind: "changed", text: "doubled * height + breadth" },
   ]);
-  assert.equal(view.more, 0);
   assert.equal(
     view.diff,
     [
@@ -73,21 +72,67 @@ test("a one-line edit: the new text right after the replaced text", () => {
   assert.equal(view.lines, undefined);
 });
 
-test("a pure insertion deletes nothing; added lines beyond the replaced ones are counted", () => {
+test("lines inserted at the end of a line: nothing struck, the first added line after it, the others counted", () => {
   const insert = edit({ text: "\n    // checked\n    // twice", range: { start: { line: 1, character: 28 }, end: { line: 1, character: 28 } } });
   const view = editView(insert, lineAt);
   assert.equal(view.deleted, undefined);
-  assert.deepEqual(view.lines, [{ line: 1, text: "let doubled = width * 2;" }]);
-  assert.equal(view.more, 2);
+  assert.deepEqual(view.lines, [{ line: 1, kind: "added", text: "// checked", more: 1 }]);
   assert.deepEqual(resultLines(insert, lineAt), ["    let doubled = width * 2;", "    // checked", "    // twice"]);
+  assert.equal(view.diff, ["```diff", "      let doubled = width * 2;", "+     // checked", "+     // twice", "```"].join("\n"));
+});
+
+test("a line inserted between two: shown as added after the line above, the line below untouched", () => {
+  // Before line 3 (0-based 2): the range is empty at its start, the text ends with a newline.
+  const insert = edit({ text: "    // checked\n", range: { start: { line: 2, character: 0 }, end: { line: 2, character: 0 } } });
+  const view = editView(insert, lineAt);
+  assert.equal(view.deleted, undefined);
+  assert.equal(view.inline, undefined);
+  assert.deepEqual(view.lines, [{ line: 1, kind: "added", text: "// checked", more: 0 }]);
+  assert.equal(view.diff, ["```diff", "+     // checked", "      doubled * height + width", "```"].join("\n"));
+});
+
+test("a deleted line: struck, and nothing drawn after it or after the line that follows", () => {
+  const del = edit({ text: "", range: { start: { line: 1, character: 0 }, end: { line: 2, character: 0 } } });
+  const view = editView(del, lineAt);
+  assert.deepEqual(view.deleted, { start: { line: 1, character: 0 }, end: { line: 1, character: LINES[1].length } });
+  assert.deepEqual(view.lines, []);
+  assert.equal(view.diff, ["```diff", "-     let doubled = width * 2;", "      doubled * height + width", "```"].join("\n"));
+});
+
+test("a line appended at the end of the file: added after the last line", () => {
+  // With a final newline VS Code's last line is empty, and the edit inserts before it.
+  const withNewline = [...LINES, ""];
+  const append = edit({ text: "fn main() {}\n", range: { start: { line: 4, character: 0 }, end: { line: 4, character: 0 } } });
+  const view = editView(append, (n) => withNewline[n]);
+  assert.equal(view.deleted, undefined);
+  assert.deepEqual(view.lines, [{ line: 3, kind: "added", text: "fn main() {}", more: 0 }]);
+  // Without one, the edit starts at the end of the last line.
+  const after = edit({ text: "\nfn main() {}", range: { start: { line: 3, character: 1 }, end: { line: 3, character: 1 } } });
+  assert.deepEqual(editView(after, lineAt).lines, [{ line: 3, kind: "added", text: "fn main() {}", more: 0 }]);
+});
+
+test("lines inserted at the top of the file: drawn after the first line, marked as above it", () => {
+  const top = edit({ text: "use std::fmt;\n", range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } });
+  assert.deepEqual(editView(top, lineAt).lines, [{ line: 0, kind: "added", text: "use std::fmt;", more: 0, above: true }]);
+});
+
+test("a multi-line edit that changes one line: only that line struck, its replacement after it", () => {
+  const one = edit({
+    text: "    let doubled = width * 2;\n    doubled * height + breadth",
+    range: { start: { line: 1, character: 0 }, end: { line: 2, character: 28 } },
+  });
+  const view = editView(one, lineAt);
+  assert.deepEqual(view.deleted, { start: { line: 2, character: 0 }, end: { line: 2, character: 28 } });
+  assert.deepEqual(view.lines, [{ line: 2, kind: "changed", text: "doubled * height + breadth" }]);
 });
 
 test("a changed indentation still shows", () => {
   const indent = edit({ text: "        let", range: { start: { line: 1, character: 0 }, end: { line: 2, character: 0 } } });
   // Lines 2-3 become one line: eight spaces and `let`, then all of line 3. Four of the eight
-  // spaces are line 2's own indentation; the other four show.
+  // spaces are line 2's own indentation; the other four show. Line 3 goes (struck).
   const view = editView(indent, lineAt);
-  assert.deepEqual(view.lines, [{ line: 1, text: "    let    doubled * height + width" }]);
+  assert.deepEqual(view.lines, [{ line: 1, kind: "changed", text: "    let    doubled * height + width" }]);
+  assert.deepEqual(view.deleted, indent.range);
 });
 
 test("the jump hint points at an edit on other lines, and is gone on its lines", () => {
