@@ -53,7 +53,7 @@ pub(crate) fn choose(
             neighbour.path,
             chunk.trim_end()
         );
-        let cost = crate::count_within(counter, &snippet, budget - tokens);
+        let cost = counter.count_within(&snippet, budget - tokens);
         if tokens + cost > budget {
             continue;
         }

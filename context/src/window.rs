@@ -2,7 +2,7 @@
 //! an item or statement begins (prefix) or ends (suffix), else at a line.
 
 use crate::syntax::View;
-use crate::{count_within, Budget, TokenCounter};
+use crate::{Budget, TokenCounter};
 
 /// Bytes per token assumed when a single line is too long to count and must be cut inside.
 const BYTES_PER_TOKEN_FLOOR: usize = 3;
@@ -117,7 +117,7 @@ fn walk_back(
     counter: &dyn TokenCounter,
 ) -> Walk {
     let mut cuts = Vec::new();
-    let first = count_within(counter, &text[lines.line_start..cursor], budget);
+    let first = counter.count_within(&text[lines.line_start..cursor], budget);
     if first > budget {
         let start = ceil_char_boundary(text, cursor.saturating_sub(budget * BYTES_PER_TOKEN_FLOOR));
         let start = start.max(lines.line_start);
@@ -129,7 +129,7 @@ fn walk_back(
     let mut start = lines.line_start;
     while start > 0 {
         let line_start = text[..start - 1].rfind('\n').map_or(0, |at| at + 1);
-        let line = count_within(counter, &text[line_start..start], budget - tokens);
+        let line = counter.count_within(&text[line_start..start], budget - tokens);
         if tokens + line > budget {
             return Walk { cuts, whole: false };
         }
@@ -147,7 +147,7 @@ fn walk_forward(text: &str, cursor: usize, budget: usize, counter: &dyn TokenCou
     let mut tokens = 0;
     while end < text.len() {
         let line_end = text[end..].find('\n').map_or(text.len(), |at| end + at + 1);
-        let line = count_within(counter, &text[end..line_end], budget - tokens);
+        let line = counter.count_within(&text[end..line_end], budget - tokens);
         if tokens + line > budget {
             if cuts.is_empty() {
                 // The cursor's own line is over budget: keep its nearest part.

@@ -318,18 +318,24 @@ impl Engine {
             .config()
             .max_position_embeddings
             .saturating_sub(bos);
-        // A region more tokens than the model has positions, whatever its tokens, is refused
-        // before it is encoded (a megabyte line of minified code took seconds to).
-        if let Some(longest) = self.tokenizer.longest_token_bytes() {
-            if prompt.region.len() > room.saturating_mul(longest.max(1)) {
+        // A region (or, for Sweep, the region as it was) of more tokens than the model has
+        // positions is refused before it is encoded whole: a megabyte line of minified code
+        // took seconds on the thread that runs the model.
+        let format = self.edit_format()?;
+        let kept_whole: &[&str] = match format {
+            EditFormat::Markers(_) => &[prompt.region],
+            EditFormat::Sweep { .. } => &[prompt.region, prompt.original],
+        };
+        for text in kept_whole {
+            if self.tokenizer.count_up_to(text, room)? > room {
                 return Err(Error::InvalidRequest(format!(
-                    "the editable region is {} bytes, more tokens than the model's {room} \
+                    "the editable region ({} bytes) is more tokens than the model's {room} \
                      positions: choose a smaller region",
-                    prompt.region.len()
+                    text.len()
                 )));
             }
         }
-        let pieces = match self.edit_format()? {
+        let pieces = match format {
             EditFormat::Markers(markers) => Pieces::Markers(EditPieces::tokenize(
                 &self.tokenizer,
                 markers,

@@ -285,25 +285,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let tasks = args.select(all);
     let given: Option<HashMap<String, String>> = match from_file {
         Some((path, given)) => {
-            // A task without a row is scored as an empty completion, not left out: other
-            // systems are scored over the same tasks as the model and the baselines.
-            let missing = tasks
-                .iter()
-                .filter(|t| !given.contains_key(&t.task_id))
-                .count();
-            if missing == tasks.len() {
-                bail!(
-                    "{} has no completion for the selected tasks",
-                    path.display()
-                );
-            }
-            if missing > 0 {
-                stderr_line(format_args!(
-                    "eval: {missing} of {} selected tasks have no completion in {}; scored as empty completions",
-                    tasks.len(),
-                    path.display()
-                ));
-            }
+            check_rows(
+                "eval",
+                tasks.iter().map(|t| t.task_id.as_str()),
+                &given,
+                path,
+                ("selected tasks", "empty completions"),
+            )?;
             Some(given)
         }
         None if args.canonical => Some(
@@ -549,4 +537,31 @@ fn task_file_stem(path: &Path) -> String {
         .map_or_else(|| "tasks".into(), |n| n.to_string_lossy().into_owned());
     let name = name.strip_suffix(".gz").unwrap_or(&name);
     name.strip_suffix(".jsonl").unwrap_or(name).to_string()
+}
+
+/// A completions file against the items selected (`ids`): an item without a row is scored as
+/// nothing suggested (`what.1`), not left out, so other systems are scored over the same items
+/// as the model and the baselines; a file with a row for none of them is an error (the wrong
+/// file), one missing some says how many.
+fn check_rows<'a, V>(
+    command: &str,
+    ids: impl ExactSizeIterator<Item = &'a str>,
+    given: &HashMap<String, V>,
+    path: &Path,
+    what: (&str, &str),
+) -> anyhow::Result<()> {
+    let selected = ids.len();
+    let missing = ids.filter(|id| !given.contains_key(*id)).count();
+    if missing == selected {
+        bail!("{} has no completion for the {}", path.display(), what.0);
+    }
+    if missing > 0 {
+        stderr_line(format_args!(
+            "{command}: {missing} of {selected} {} have no completion in {}; scored as {}",
+            what.0,
+            path.display(),
+            what.1
+        ));
+    }
+    Ok(())
 }

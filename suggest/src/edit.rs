@@ -10,7 +10,7 @@ use std::time::Instant;
 use redraft_context::edit::{
     plan_edit, suggestion_from_region, EditBudget, EditPlan, EditStyle, EditSuggestion, HistoryEdit,
 };
-use redraft_context::{count_within, Source};
+use redraft_context::{Source, TokenCounter};
 use redraft_engine::edit::EditFormat;
 use redraft_engine::sampler::{Controls, SamplerConfig};
 use redraft_engine::ContextCache;
@@ -106,7 +106,7 @@ pub fn prepare(
     );
     let mut request = edit_request(&plan, sampler);
     let positions = engine.model().config().max_position_embeddings;
-    let region_tokens = count_within(&EngineTokens(engine), &plan.region, positions);
+    let region_tokens = EngineTokens(engine).count_within(&plan.region, positions);
     request.max_tokens = longest_useful(region_tokens, budget);
     // A model that cannot make next edits, a region the tokenizer refuses or one longer than
     // the model's positions (not encoded again: a megabyte line is costly) fails the request in

@@ -30,7 +30,10 @@ impl TokenCounter for EngineTokens<'_> {
             .map_or_else(|_| ByteEstimate.count_tokens(text), |ids| ids.len())
     }
 
-    fn longest_token_bytes(&self) -> Option<usize> {
-        self.0.tokenizer().longest_token_bytes()
+    fn count_within(&self, text: &str, budget: usize) -> usize {
+        self.0
+            .tokenizer()
+            .count_up_to(text, budget)
+            .unwrap_or_else(|_| ByteEstimate.count_tokens(text))
     }
 }

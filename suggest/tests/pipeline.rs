@@ -460,20 +460,27 @@ fn a_next_edit_applies_inside_the_region_or_is_no_edit() {
 }
 
 /// A next edit with the cursor in a megabyte line (minified code): the region is that line,
-/// more tokens than the model has positions, and the request is refused saying so, with the
-/// line never encoded whole (what took seconds on the inference thread).
+/// more tokens than the model has positions, and the request is refused saying so; the line is
+/// counted only as far as the positions go (`Tokenizer::count_up_to`: a head of it, not its
+/// ~300k tokens, which took seconds on the thread that runs the model).
 #[test]
 fn a_region_past_the_models_positions_is_refused_unencoded() {
     let engine = engine();
-    let longest = engine.tokenizer().longest_token_bytes().unwrap();
-    let vocabulary = engine.tokenizer().vocab_size() as u32;
-    let most = (0..vocabulary)
-        .map(|id| engine.tokenizer().decode(&[id]).unwrap().len())
-        .max()
-        .unwrap();
-    assert!(longest >= most && longest < 64, "{longest} against {most}");
+    let positions = engine.model().config().max_position_embeddings;
     let unit = "function b(c){return c+1};var x=[1,2,3].map(function(d){return d*2});";
-    let text = format!("// a bundle\n{}\n", unit.repeat(1 << 14));
+    let line = unit.repeat(1 << 14);
+    let text = format!("// a bundle\n{line}\n");
+    let tokenizer = engine.tokenizer();
+    let counted = tokenizer.count_up_to(&line, positions).unwrap();
+    assert!(
+        counted > positions && counted < 16 * positions,
+        "{counted} tokens counted for a budget of {positions}"
+    );
+    let small = "let x = [1, 2, 3];\n";
+    assert_eq!(
+        tokenizer.count_up_to(small, positions).unwrap(),
+        tokenizer.encode(small).unwrap().len()
+    );
     let input = EditInput {
         source: Source {
             text: &text,
@@ -486,15 +493,23 @@ fn a_region_past_the_models_positions_is_refused_unencoded() {
     };
     let prepared =
         redraft_suggest::edit::prepare(&engine, &input, &EditBudget::default(), greedy());
-    assert!(prepared.plan.region.len() > 1 << 20);
+    assert_eq!(prepared.plan.region, format!("{line}\n"));
     assert!(prepared.old_tokens.is_empty());
+    // The guard's longest rewrite, from the count of the region's head.
+    let region = tokenizer
+        .count_up_to(&prepared.plan.region, positions)
+        .unwrap();
+    assert_eq!(
+        prepared.request.max_tokens,
+        Some((region as f64 * 1.5).ceil() as usize + 8)
+    );
     let error = engine
         .edit_canvas(&prepared.request)
         .unwrap_err()
         .to_string();
     assert!(
         error.contains(&format!(
-            "the editable region is {} bytes",
+            "the editable region ({} bytes) is more tokens than the model's {positions} positions",
             prepared.plan.region.len()
         )) && error.contains("choose a smaller region"),
         "{error}"

@@ -138,6 +138,15 @@ fn files_beside_out_are_left_alone_and_a_link_is_never_written_through() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     assert!(std::fs::symlink_metadata(&linked).unwrap().is_file());
 
+    // Readable as a file the user made is (0644 under the usual umask), not owner-only as a
+    // temporary file is made.
+    use std::os::unix::fs::PermissionsExt;
+    let made = dir.path().join("made-by-hand");
+    std::fs::File::create(&made).unwrap();
+    let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode();
+    assert_eq!(mode(&out) & 0o777, mode(&made) & 0o777);
+    std::fs::remove_file(&made).unwrap();
+
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -240,7 +240,7 @@ pub fn render_blocks(
         if block.is_empty() {
             continue;
         }
-        let cost = crate::count_within(counter, &block, max_tokens.saturating_sub(tokens));
+        let cost = counter.count_within(&block, max_tokens.saturating_sub(tokens));
         if tokens + cost > max_tokens {
             break;
         }

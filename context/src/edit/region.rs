@@ -304,7 +304,7 @@ fn grow(
     counter: &dyn TokenCounter,
 ) -> (Range<usize>, Cut) {
     let mut range = line.clone();
-    let mut tokens = crate::count_within(counter, &text[range.clone()], budget.region_tokens);
+    let mut tokens = counter.count_within(&text[range.clone()], budget.region_tokens);
     let (mut above, mut below) = (0, 0);
     let mut above_open = budget.lines_above > 0;
     let mut below_open = budget.lines_below > 0;
@@ -326,8 +326,7 @@ fn grow(
             }
             continue;
         };
-        let cost = crate::count_within(
-            counter,
+        let cost = counter.count_within(
             &text[next.clone()],
             budget.region_tokens.saturating_sub(tokens),
         );

@@ -264,8 +264,9 @@ fn budget_for_positions_leaves_room_for_the_canvas() {
     assert_eq!(Budget::for_positions(8, 100).max_canvas_tokens, 7);
 }
 
-/// [`ByteEstimate`]'s counts from a tokenizer whose tokens are at most 8 bytes, noting the
-/// longest text it was asked to count.
+/// [`ByteEstimate`]'s counts, noting the longest text it counted; within a budget it counts
+/// only the first 8 bytes a token of the budget allows (as the engine's tokenizer encodes a
+/// head of a text: `Tokenizer::count_up_to`).
 #[derive(Default)]
 pub(crate) struct Bounded {
     pub(crate) longest_counted: std::cell::Cell<usize>,
@@ -278,8 +279,12 @@ impl TokenCounter for Bounded {
         ByteEstimate.count_tokens(text)
     }
 
-    fn longest_token_bytes(&self) -> Option<usize> {
-        Some(8)
+    fn count_within(&self, text: &str, budget: usize) -> usize {
+        let mut head = text.len().min(budget.saturating_add(1) * 8);
+        while !text.is_char_boundary(head) {
+            head -= 1;
+        }
+        self.count_tokens(&text[..head])
     }
 }
 
@@ -302,7 +307,8 @@ fn megabyte_lines_are_never_counted_whole() {
     };
     let counter = Bounded::default();
     let bounded = plan(&source, &budget, &counter, &[]);
-    let most = budget.prefix_tokens.max(budget.suffix_tokens) * 8;
+    // A side's budget with the other side's spare share, a token's 8 bytes each.
+    let most = (budget.prefix_tokens + budget.suffix_tokens + 1) * 8;
     assert!(
         counter.longest_counted.get() <= most,
         "counted {} bytes at once",
@@ -315,27 +321,6 @@ fn megabyte_lines_are_never_counted_whole() {
     );
     assert!(!whole.prefix.is_empty() && !whole.suffix.is_empty());
     assert!(whole.prefix.len() < 8 * budget.prefix_tokens);
-}
-
-#[test]
-fn count_within_counts_what_may_fit_and_bounds_the_rest() {
-    let counter = Bounded::default();
-    assert_eq!(redraft_context::count_within(&counter, "abcdefgh", 1), 3);
-    assert_eq!(counter.longest_counted.get(), 8);
-    assert_eq!(
-        redraft_context::count_within(&counter, &"x".repeat(17), 2),
-        3
-    );
-    assert_eq!(
-        counter.longest_counted.get(),
-        8,
-        "17 bytes are over 2 tokens of 8"
-    );
-    // Without a bound from the tokenizer, everything is counted.
-    assert_eq!(
-        redraft_context::count_within(&ByteEstimate, &"x".repeat(17), 2),
-        6
-    );
 }
 
 fn neighbour(path: &str, text: &str, edited_at: u64) -> Neighbour {

@@ -194,11 +194,13 @@ impl GgufWriter {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
         };
-        let mut file = tempfile::Builder::new()
-            .prefix(".redraft-")
-            .suffix(".gguf.tmp")
-            .tempfile_in(dir)
-            .map_err(failed)?;
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(".redraft-").suffix(".gguf.tmp");
+        // A model file others may read, as `File::create` makes one (the umask still applies),
+        // not the temporary file's owner-only mode, which the rename would keep.
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let mut file = builder.tempfile_in(dir).map_err(failed)?;
         gguf_file::write(file.as_file_mut(), &metadata, &tensors)?;
         file.persist(path).map_err(|e| failed(e.error))?;
         Ok(())

@@ -133,25 +133,13 @@ pub fn run(common: Common<'_>, args: &NextEditArgs) -> anyhow::Result<()> {
         let out = out_for(baseline.name());
         (evaluate(&cases, &source, &source.identity(set)?, &out), out)
     } else if let Some((file, given)) = &given {
-        // A case without a row is scored as no suggestion, not left out: other systems are
-        // scored over the same cases as the model and the baselines.
-        let missing = cases
-            .iter()
-            .filter(|c| !given.contains_key(&c.name))
-            .count();
-        if missing == cases.len() {
-            bail!(
-                "{} has no completion for the selected cases",
-                file.display()
-            );
-        }
-        if missing > 0 {
-            stderr_line(format_args!(
-                "eval --next-edit: {missing} of {} cases have no completion in {}; scored as no suggestion",
-                cases.len(),
-                file.display()
-            ));
-        }
+        super::check_rows(
+            "eval --next-edit",
+            cases.iter().map(|c| c.name.as_str()),
+            given,
+            file,
+            ("selected cases", "no suggestion"),
+        )?;
         let source = NextEditSource::Completions { file, given };
         let out = out_for("completions");
         (evaluate(&cases, &source, &source.identity(set)?, &out), out)
