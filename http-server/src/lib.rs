@@ -271,7 +271,11 @@ fn parse_bind(text: &str) -> Result<SocketAddr, String> {
         return Ok(loopback(port));
     }
     let shape = "IP:PORT, NAME:PORT or PORT (127.0.0.1:8717, [::1]:8717, localhost:8717, 8717)";
-    let Some((host, port)) = text.rsplit_once(':') else {
+    // The last colon of an IPv6 address without a port (`[::1]`, `::1`) is the address's.
+    let Some((host, port)) = text
+        .rsplit_once(':')
+        .filter(|(_, port)| !port.contains(']') && text.parse::<std::net::Ipv6Addr>().is_err())
+    else {
         return Err(format!("expected {shape}, got `{text}`"));
     };
     let Ok(port) = port.parse::<u16>() else {

@@ -3,7 +3,7 @@
 //! `workspace/executeCommand`. Inline completion itself lives in `inline.rs`, next edits in
 //! `next_edit.rs`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -91,13 +91,33 @@ struct Asked {
 /// The model loads asked for, and what serves. A load that fails leaves the model loaded before
 /// serving (or none); its `model` and `device` must not stay in the settings, or the next change
 /// of the other one loads with them and fails again (a bad `device`, then a good `model`).
+///
+/// The runtime runs the loads in the order they were asked for, but each load's report is a
+/// task of its own that first waits for the client to create its progress, so reports come in
+/// any order. A result is applied only once those of the loads before it are, in the loads'
+/// order: a failure reported before the success of the load ahead of it put the settings back
+/// to the model before that one, while that one served.
 #[derive(Debug, Default)]
 struct ModelLoads {
     /// Loads asked for so far; only the newest one's failure puts settings back (an older one's
     /// settings were replaced by a newer change already).
     asked: u64,
+    /// Loads whose results are applied: 1 to `applied`.
+    applied: u64,
+    /// Results of loads that ended before a load ahead of them, by number.
+    early: BTreeMap<u64, (ModelSettings, LoadEnd)>,
     /// The settings the model that serves was loaded with; `None`: none serves.
     serving: Option<ModelSettings>,
+}
+
+/// How a load ended, as far as the settings care.
+#[derive(Debug, Clone, Copy)]
+enum LoadEnd {
+    Loaded,
+    /// It failed and the model loaded before still serves.
+    Kept,
+    /// It failed and no model serves.
+    NoneServes,
 }
 
 impl ModelLoads {
@@ -109,18 +129,26 @@ impl ModelLoads {
         }
     }
 
-    /// Records how the load `asked` ended; the settings to put back if it was the newest and
-    /// failed with a model still serving.
+    /// Records how the load `asked` ended and applies every result now in order; the settings
+    /// to put back if that made the newest load's failure known, with a model still serving.
     fn ended(&mut self, asked: Asked, loaded: &Loaded) -> Option<ModelSettings> {
-        match loaded {
-            Ok(_) => self.serving = Some(asked.settings),
-            Err(LoadFailure { kept: None, .. }) => self.serving = None,
-            Err(LoadFailure { kept: Some(_), .. }) if asked.number == self.asked => {
-                return self.serving.clone();
+        let end = match loaded {
+            Ok(_) => LoadEnd::Loaded,
+            Err(LoadFailure { kept: Some(_), .. }) => LoadEnd::Kept,
+            Err(LoadFailure { kept: None, .. }) => LoadEnd::NoneServes,
+        };
+        self.early.insert(asked.number, (asked.settings, end));
+        let mut put_back = None;
+        while let Some((settings, end)) = self.early.remove(&(self.applied + 1)) {
+            self.applied += 1;
+            match end {
+                LoadEnd::Loaded => self.serving = Some(settings),
+                LoadEnd::NoneServes => self.serving = None,
+                LoadEnd::Kept if self.applied == self.asked => put_back = self.serving.clone(),
+                LoadEnd::Kept => {}
             }
-            Err(LoadFailure { kept: Some(_), .. }) => {}
         }
-        None
+        put_back
     }
 }
 
@@ -326,16 +354,21 @@ impl Server {
                 }
                 Err(LoadFailure { reason, kept: None }) => format!("model not loaded: {reason}"),
             };
+            // Logged before the progress ends: once a client has the end, the line is written
+            // (or dropped, under a quieter `logLevel`).
+            match &result {
+                Ok(_) => log.info(&message),
+                Err(_) => log.error(&message),
+            }
             if let Some(progress) = progress {
-                progress.finish_with_message(message.clone()).await;
+                progress.finish_with_message(message).await;
             }
             match result {
-                Ok(_) => log.info(message),
+                Ok(_) => {}
                 Err(LoadFailure {
                     reason,
                     kept: Some(kept),
                 }) => {
-                    log.error(&message);
                     client
                         .show_message(
                             MessageType::WARNING,
@@ -344,7 +377,6 @@ impl Server {
                         .await;
                 }
                 Err(LoadFailure { reason, kept: None }) => {
-                    log.error(&message);
                     client
                         .show_message(
                             MessageType::ERROR,
@@ -558,9 +590,52 @@ fn workspace_roots(params: &InitializeParams) -> Vec<std::path::PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
+    use redraft_engine::DeviceSpec;
+    use redraft_runtime::scheduler::{LoadFailure, Loaded};
     use serde_json::json;
 
+    use super::{ModelLoads, ModelSettings};
     use crate::harness::TestServer;
+
+    fn model(path: &str) -> ModelSettings {
+        (Some(PathBuf::from(path)), DeviceSpec::Auto)
+    }
+
+    fn kept(from: &str) -> Loaded {
+        Err(LoadFailure {
+            reason: "nothing there".into(),
+            kept: Some(from.into()),
+        })
+    }
+
+    /// Each load's report is a task of its own, and the tasks run in any order: a good model B
+    /// loads, then a path with nothing there fails at once with B kept, and the failure's
+    /// report comes first. The settings go back to B, which serves, not to A, which served
+    /// before B's report came.
+    #[test]
+    fn a_failure_reported_before_the_load_ahead_of_it_puts_back_what_serves() {
+        let mut loads = ModelLoads::default();
+        let a = loads.ask(model("a"));
+        assert_eq!(loads.ended(a, &Ok("a".into())), None);
+        let b = loads.ask(model("b"));
+        let missing = loads.ask(model("/nonexistent"));
+        assert_eq!(
+            loads.ended(missing, &kept("b")),
+            None,
+            "held for B's result"
+        );
+        assert_eq!(loads.ended(b, &Ok("b".into())), Some(model("b")));
+
+        // In order, the same; an older load's failure puts nothing back.
+        let c = loads.ask(model("c"));
+        assert_eq!(loads.ended(c, &Ok("c".into())), None);
+        let older = loads.ask(model("/nonexistent"));
+        let newest = loads.ask(model("/nonexistent/too"));
+        assert_eq!(loads.ended(older, &kept("c")), None, "not the newest");
+        assert_eq!(loads.ended(newest, &kept("c")), Some(model("c")));
+    }
 
     /// An open over an open document (without the close the protocol wants first) does what a
     /// close does before the document is opened again: the model's caches for the old text are

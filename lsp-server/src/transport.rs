@@ -10,10 +10,10 @@
 //! allows, then JSON-RPC). The dispatcher, on the runtime, hands requests to the `LspService`
 //! (up to `concurrency` at once, as tower-lsp's loop did), answers to the server's own requests
 //! to its loopback, and answers what cannot be read with the JSON-RPC error it calls for; it
-//! amends or answers itself the requests the service would answer against the protocol
-//! (`requests`: a `shutdown` with params, `$/` requests, requests after `shutdown`). A writer
-//! thread writes one whole frame at a time to stdout, so those error answers, the service's
-//! responses and the server's requests never interleave.
+//! amends, answers or drops itself the requests the service would answer against the protocol
+//! (`requests`: a `shutdown` with params or without an id, `$/` requests, requests after
+//! `shutdown`). A writer thread writes one whole frame at a time to stdout, so those error
+//! answers, the service's responses and the server's requests never interleave.
 //!
 //! The threads are plain threads, not the runtime's blocking pool: a read blocked on a stdin the
 //! client keeps open after `exit` must not keep the process from ending.
@@ -41,7 +41,7 @@ use tower_lsp_server::{ClientSocket, ExitedError, LspService};
 use self::body::{Message, Rejected, Repairs};
 use self::framing::{Decoder, Frame, Skip};
 pub use self::notifications::unreadable;
-use self::requests::{answered_here, without_void_params};
+use self::requests::{answered_here, dropped_here, without_void_params};
 use super::server::Server;
 
 /// Messages read ahead of the dispatcher; a full queue makes the reader wait.
@@ -156,6 +156,10 @@ pub async fn serve(
                     }
                     match message {
                         Ok(Message::Request(request)) => {
+                            if let Some(warning) = dropped_here(&request) {
+                                log.warn(warning);
+                                continue;
+                            }
                             let (request, dropped) = without_void_params(request);
                             if dropped {
                                 log.warn(format!(
@@ -317,7 +321,7 @@ fn read_stdin(tx: mpsc::Sender<Input>) {
             decoder.feed(&chunk[..read]);
         }
         // Once the input at hand is used up, what was skipped of it is answered at once, not
-        // when the next frame comes.
+        // when the next frame comes; the rest of that run is not answered again (`framing`).
         while let Some(frame) = decoder.next().or_else(|| decoder.skipped_so_far()) {
             let input = match frame {
                 Frame::Body(bytes) => {

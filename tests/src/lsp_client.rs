@@ -318,6 +318,18 @@ impl Lsp {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits (up to a minute) until the server's stderr, as read so far, matches `pred`; all of
+    /// it.
+    pub async fn wait_for_stderr(&self, pred: impl Fn(&str) -> bool) -> String {
+        poll_until(
+            Duration::from_secs(60),
+            "a matching stderr",
+            || self.stderr(),
+            || Some(self.stderr()).filter(|stderr| pred(stderr)),
+        )
+        .await
+    }
+
     /// Resident memory of the server process, in bytes.
     pub fn rss(&self) -> usize {
         let pid = self.child.id().expect("the server is running");

@@ -874,7 +874,7 @@ fn next_edit_refuses_a_cursor_inside_a_character_and_bad_history() {
     let out = with_history("these are my notes, not a diff\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("no unified-diff hunk"), "{stderr}");
+    assert!(stderr.contains("the history holds no edit"), "{stderr}");
 }
 
 /// Commit bars outside (0, 1] are refused as a `redraft.json` preset's are.

@@ -244,7 +244,8 @@ fn completions_cover_every_case_and_a_rewritten_input_is_another_run() {
     let stderr = String::from_utf8_lossy(&run.stderr).to_string();
     ok(run);
     assert!(
-        stderr.contains("1 of 3 selected cases have no completion") && stderr.contains("no suggestion"),
+        stderr.contains("1 of 3 selected cases have no completion")
+            && stderr.contains("no suggestion"),
         "{stderr}"
     );
     let scores: Vec<CaseScore> = cases

@@ -1,9 +1,16 @@
 //! The base protocol's framing (`Content-Length: N\r\n\r\n` + N bytes) read from bytes that may
 //! be anything: a decoder that never gives up. Headers are read tolerantly (any case, any
 //! `Content-Type`, `\n` or `\r\n` line ends); what cannot be framed is skipped up to the next
-//! `Content-Length` header and reported once (or as soon as the input runs dry:
-//! [`Decoder::skipped_so_far`]), and a body whose `Content-Length` overstated it is cut where the
+//! `Content-Length` header, and a body whose `Content-Length` overstated it is cut where the
 //! next frame's header begins, so the frames after it are not lost.
+//!
+//! A run of skipped bytes is reported once: when the skipping stops (the next frame begins, or
+//! the input ends), or, if the input at hand runs dry first, then, with the bytes skipped so far
+//! ([`Decoder::skipped_so_far`]), so that a lone piece of junk is answered at once. The rest of
+//! that run, up to the next frame, is dropped without another report, however many reads it
+//! takes to arrive (the body of a 300 MB message over [`MAX_BODY_BYTES`] came as thousands of
+//! reads, each reported). Only a header of its own in it (a refused `Content-Length`, a header
+//! block without one) is reported again: that is another message lost, not more of the same.
 //!
 //! No I/O and no JSON here: bytes in ([`Decoder::feed`], [`Decoder::end`]), frames out
 //! ([`Decoder::next`], [`Decoder::skipped_so_far`]).
@@ -88,6 +95,9 @@ pub struct Decoder {
     /// Bytes skipped since the last frame or report, reported once the skipping stops (or by
     /// [`Decoder::skipped_so_far`]).
     skipping: Option<(usize, Skip)>,
+    /// The run of skipped bytes under way was reported when the input ran dry: junk skipped
+    /// before the next frame is the rest of it, not reported again.
+    reported: bool,
 }
 
 impl Default for Decoder {
@@ -98,6 +108,7 @@ impl Default for Decoder {
             state: State::Header,
             ended: false,
             skipping: None,
+            reported: false,
         }
     }
 }
@@ -128,10 +139,13 @@ impl Decoder {
     /// The bytes skipped since the last frame or report, if any, reported now: for when
     /// [`Decoder::next`] has no frame until more input comes, so junk is answered before the
     /// client sends anything else rather than with the next frame. They are dropped already;
-    /// what waits in the buffer (a header still arriving, perhaps) is not among them. Reports
-    /// then depend on how the input arrives (junk that comes in two reads is two reports).
+    /// what waits in the buffer (a header still arriving, perhaps) is not among them. Junk
+    /// skipped after this, up to the next frame, is the rest of the same run and is not
+    /// reported (see the module comment), so a run is one report however it arrives.
     pub fn skipped_so_far(&mut self) -> Option<Frame> {
-        self.skipping.take().map(skipped)
+        let report = self.skipping.take()?;
+        self.reported = true;
+        Some(skipped(report))
     }
 
     /// No more input: what is left is reported by the next calls to [`Decoder::next`].
@@ -169,6 +183,7 @@ impl Decoder {
                             if let Some(frame) = self.skipping.take() {
                                 return Some(skipped(frame));
                             }
+                            self.reported = false;
                             self.start += len;
                             self.state = State::Body {
                                 len: n as usize,
@@ -239,13 +254,28 @@ impl Decoder {
         let skip = match find_ignore_case(&rest[1..], CONTENT_LENGTH) {
             Some(at) => at + 1,
             None if self.ended => rest.len(),
-            None => rest.len().saturating_sub(CONTENT_LENGTH.len() - 1).max(1),
+            // Only the start of a `Content-Length` waits for the read that completes it: more
+            // of the junk would be read as the start of that frame's header (a `name:` in it
+            // made the frame's header a block without `Content-Length`, reported again).
+            None => rest.len() - content_length_begun(&rest[1..]),
         };
         self.start += skip;
         self.note_skipped(skip, reason);
     }
 
     fn note_skipped(&mut self, bytes: usize, reason: Skip) {
+        if self.reported {
+            // A header refused on its own is another message lost; anything else is the rest
+            // of the run already reported.
+            let header = matches!(
+                reason,
+                Skip::MissingContentLength | Skip::BadContentLength | Skip::TooLong(_)
+            );
+            if !header {
+                return;
+            }
+            self.reported = false;
+        }
         let entry = self.skipping.get_or_insert((0, reason));
         entry.0 += bytes;
     }
@@ -350,6 +380,17 @@ fn header_line_ending_at(before: &[u8]) -> Option<usize> {
     before[start..end]
         .eq_ignore_ascii_case(CONTENT_LENGTH)
         .then_some(start)
+}
+
+/// How many bytes at the end of `bytes` a `Content-Length` (not all of it) starts with.
+fn content_length_begun(bytes: &[u8]) -> usize {
+    (1..CONTENT_LENGTH.len())
+        .rev()
+        .find(|&len| {
+            bytes.len() >= len
+                && bytes[bytes.len() - len..].eq_ignore_ascii_case(&CONTENT_LENGTH[..len])
+        })
+        .unwrap_or(0)
 }
 
 fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -498,6 +539,8 @@ mod tests {
             })
         );
         assert_eq!(decoder.skipped_so_far(), None, "reported once");
+        decoder.feed(&frame("{}"));
+        assert_eq!(decoder.next(), Some(body("{}")));
         // A line that starts with a colon is no header under way: all of it is junk now.
         decoder.feed(b"x\n:\"2.0\"}");
         assert_eq!(decoder.next(), None);
@@ -508,6 +551,8 @@ mod tests {
                 reason: Skip::NotAHeader
             })
         );
+        decoder.feed(&frame("{}"));
+        assert_eq!(decoder.next(), Some(body("{}")));
         decoder.feed(b"junk\r\nContent-Len");
         assert_eq!(decoder.next(), None);
         assert_eq!(
@@ -522,6 +567,74 @@ mod tests {
         assert_eq!(decoder.next(), Some(body("{}")));
         assert_eq!(decoder.next(), None);
         assert_eq!(decoder.skipped_so_far(), None);
+    }
+
+    /// What the stdin reader makes of one read: the frames, then what was skipped so far.
+    fn read(decoder: &mut Decoder, piece: &[u8]) -> Vec<Frame> {
+        decoder.feed(piece);
+        std::iter::from_fn(|| decoder.next().or_else(|| decoder.skipped_so_far())).collect()
+    }
+
+    /// A run of skipped bytes is one report however many reads bring it: a message over the
+    /// limit (a 300 MB `didOpen`), or one whose length no number holds, was reported once per
+    /// read of its body, thousands of times. It is reported at the first read (junk alone is
+    /// answered at once) and the rest of it goes unreported up to the next frame; a refused
+    /// header in it is another message lost, reported on its own.
+    #[test]
+    fn a_run_of_skipped_bytes_is_reported_once_however_many_reads_bring_it() {
+        let text = b"    let total = values.iter().sum::<u32>();\\n".repeat(100);
+        for (header, reason) in [
+            (
+                &b"Content-Length: 300000000\r\n\r\n"[..],
+                Skip::TooLong(Some(300_000_000)),
+            ),
+            (
+                b"Content-Length: 99999999999999999999999\r\n\r\n",
+                Skip::TooLong(None),
+            ),
+            (b"\x00garbage", Skip::NotAHeader),
+        ] {
+            let mut decoder = Decoder::default();
+            let mut frames = read(&mut decoder, header);
+            frames.extend(read(
+                &mut decoder,
+                br#"{"jsonrpc":"2.0","method":"didOpen","#,
+            ));
+            for _ in 0..1000 {
+                frames.extend(read(&mut decoder, &text));
+            }
+            assert!(
+                matches!(frames[..], [Frame::Skipped { reason: r, .. }] if r == reason),
+                "{reason:?}: {frames:?}"
+            );
+            // The next frame ends the run: it comes alone, and junk after it is a run of its
+            // own, answered at once again.
+            assert_eq!(read(&mut decoder, &frame("{}")), [body("{}")], "{reason:?}");
+            let junk = read(&mut decoder, b"junk\r\n");
+            assert_eq!(
+                junk,
+                [Frame::Skipped {
+                    bytes: 6,
+                    reason: Skip::NotAHeader
+                }]
+            );
+        }
+
+        let mut decoder = Decoder::default();
+        assert_eq!(read(&mut decoder, b"junk\r\n").len(), 1);
+        assert_eq!(read(&mut decoder, b"more junk\r\n"), []);
+        let refused = read(&mut decoder, b"Content-Length: twelve\r\n\r\n");
+        assert_eq!(
+            refused,
+            [Frame::Skipped {
+                bytes: 26,
+                reason: Skip::BadContentLength
+            }],
+            "a header of its own in the run"
+        );
+        assert_eq!(read(&mut decoder, &text), []);
+        decoder.end();
+        assert_eq!(decoder.next(), None, "the rest, up to the end of input");
     }
 
     #[test]

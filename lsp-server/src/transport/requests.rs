@@ -7,6 +7,11 @@
 //!   client's correct `shutdown` after it was refused (-32600) and `exit` ended with status 1.
 //!   Both are handed on without their params ([`without_void_params`]): a client that sends any
 //!   means to shut down.
+//! - `shutdown` is a request. Sent as a notification (no id), it put `ShutdownService` in its
+//!   shut-down state all the same, and the router then dropped it without running
+//!   `Server::shutdown`: every later request was refused (-32600), the real `shutdown` too, and
+//!   `exit` ended with status 1. It is dropped here, with a warning ([`dropped_here`]): the
+//!   protocol has no `shutdown` notification, and the session goes on.
 //! - A request whose method starts with `$/` that the server does not implement must be
 //!   answered with MethodNotFound (LSP 3.17, "$ Notifications and Requests"); only such
 //!   notifications may be ignored. tower-lsp-server answers none of them (`LspService::call`
@@ -43,6 +48,16 @@ pub fn without_void_params(request: Request) -> (Request, bool) {
         None => request,
     };
     (request.finish(), true)
+}
+
+/// Why the transport drops `request` instead of handing it to the service, if it does: a
+/// `shutdown` without an id (see the module comment), for the log.
+pub fn dropped_here(request: &Request) -> Option<String> {
+    (request.method() == "shutdown" && request.id().is_none()).then(|| {
+        "`shutdown` came as a notification (no id) and is ignored: the session goes on; \
+         send it as a request, with an id, before `exit`"
+            .to_string()
+    })
 }
 
 /// The answer the transport gives `request` instead of handing it to the service, if any (an
@@ -123,6 +138,28 @@ mod tests {
         }
         let asked = request("initialized", None, Some(json!({})));
         assert_eq!(without_void_params(asked.clone()), (asked, false));
+    }
+
+    /// A `shutdown` notification shut the session half down (tower-lsp-server's shut-down
+    /// state without `Server::shutdown`); it never reaches the service.
+    #[test]
+    fn a_shutdown_without_an_id_is_dropped_and_nothing_else_is() {
+        for params in [None, Some(json!({}))] {
+            let warning = dropped_here(&request("shutdown", None, params)).unwrap();
+            assert!(
+                warning.contains("`shutdown` came as a notification"),
+                "{warning}"
+            );
+        }
+        for (method, id) in [
+            ("shutdown", Some(1)),
+            ("exit", None),
+            ("exit", Some(2)),
+            ("initialized", None),
+            ("textDocument/didOpen", None),
+        ] {
+            assert_eq!(dropped_here(&request(method, id, None)), None, "{method}");
+        }
     }
 
     #[test]

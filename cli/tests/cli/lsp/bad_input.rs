@@ -401,6 +401,15 @@ async fn every_undecodable_message_is_answered_and_the_server_keeps_serving() {
     let mut overstated = b"Content-Length: 500\r\n\r\n".to_vec();
     overstated
         .extend_from_slice(&late[late.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4..]);
+    let text = "fn f() {}\n".repeat(100_000);
+    let big_open = json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+        "textDocument": {"uri": "file:///work/demo/src/big.rs", "languageId": "rust",
+                         "version": 0, "text": text}}});
+    let over_the_limit = [
+        &b"Content-Length: 300000000\r\n\r\n"[..],
+        big_open.to_string().as_bytes(),
+    ]
+    .concat();
     let cases: Vec<(&str, Vec<u8>, Vec<i64>)> = vec![
         (
             "a body that is not JSON",
@@ -442,6 +451,12 @@ async fn every_undecodable_message_is_answered_and_the_server_keeps_serving() {
         (
             "a large Content-Length with nothing behind it",
             b"Content-Length: 200000000\r\n\r\n".to_vec(),
+            vec![PARSE_ERROR],
+        ),
+        (
+            // Read in 64 KiB pieces: it was one parse error per read.
+            "a Content-Length over the limit with a megabyte of its body behind it",
+            over_the_limit,
             vec![PARSE_ERROR],
         ),
         ("a Content-Length larger than its body", overstated, vec![]),
@@ -802,6 +817,29 @@ async fn a_shutdown_or_exit_with_params_is_one() {
             raw.stderr()
         );
     }
+}
+
+/// `shutdown` is a request. Sent as a notification (no id), it put tower-lsp-server's session in
+/// its shut-down state without running the server's shutdown: every request after it was
+/// refused (-32600), the real `shutdown` too, and `exit` ended with status 1. It is ignored,
+/// with a warning, and the session goes on.
+#[tokio::test]
+async fn a_shutdown_sent_as_a_notification_is_ignored() {
+    let mut raw = Raw::start(json!({})).await;
+    raw.notify("shutdown", Value::Null).await;
+    // Served: an unknown command is invalid params, not a request after shutdown.
+    let id = raw
+        .request("workspace/executeCommand", json!({"command": "nothing"}))
+        .await;
+    let answer = raw.answer(id).await;
+    assert_eq!(answer["error"]["code"], json!(-32602), "{answer}");
+    raw.wait_for_log(|m| m.contains("`shutdown` came as a notification (no id) and is ignored"))
+        .await;
+    let id = raw.request("shutdown", Value::Null).await;
+    let answer = raw.answer(id).await;
+    assert_eq!(answer.get("result"), Some(&Value::Null), "{answer}");
+    raw.notify("exit", Value::Null).await;
+    assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
 }
 
 /// A `$/` request the server does not implement is answered MethodNotFound (-32601), as LSP

@@ -94,14 +94,18 @@ async fn initialize_negotiates_the_position_encoding() {
 #[tokio::test]
 async fn open_edit_complete_and_exit() {
     let lsp = Lsp::start(Start::default()).await;
-    // The model load was reported as work-done progress, begun and ended.
+    // The model load was reported as work-done progress, begun and ended (the end may come
+    // after the log line the start waited for).
+    let end = lsp
+        .wait_for("$/progress", |p| p["value"]["kind"] == json!("end"))
+        .await;
+    let message = end["value"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("model loaded from <embedded>"),
+        "{message}"
+    );
     let progress = lsp.received("$/progress");
     assert_eq!(progress.first().unwrap()["value"]["kind"], json!("begin"));
-    assert!(progress.iter().any(|p| p["value"]["kind"] == json!("end")
-        && p["value"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("model loaded from <embedded>")));
 
     lsp.open(URI, "rust", "fn sum(values: &[u32]) -> u32 {\n}\n");
     // Line 3 does not exist yet.
@@ -431,8 +435,6 @@ async fn a_model_switch_forgets_the_old_models_suggestions() {
     lsp.shutdown().await;
 }
 
-/// A mistyped `model` setting (nothing there) is found out before the loaded model goes: that
-/// one keeps answering, and the user is warned which model serves.
 /// `logLevel` is a level: at `error` the info lines (the model loaded) and the warning for a
 /// setting it ignores stay out of the log, stderr and `window/logMessage` alike (the user still
 /// gets the setting's problem as a message); at `info` both are there.
@@ -451,20 +453,26 @@ async fn log_level_error_keeps_info_and_warnings_out_of_the_log() {
                 .is_some_and(|m| m.contains("maxTokens"))
         })
         .await;
-        lsp.open(URI, "rust", SOURCE);
-        // Answered: the model loaded, and was logged if it was going to be.
-        lsp.inline(URI, 3, 17, false).await.answer().await.unwrap();
-        if quiet {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        } else {
+        // The load logs before its progress ends: past the end, the line was logged if it was
+        // going to be.
+        lsp.wait_for("$/progress", |p| p["value"]["kind"] == json!("end"))
+            .await;
+        if !quiet {
             lsp.wait_for_log(|m| m.contains("model loaded from")).await;
         }
+        // Then an error, which every level logs: once it is in the log and on stderr, so is
+        // whatever was logged before it.
+        lsp.notify::<super::client::DidChangeConfiguration>(
+            json!({"settings": {"model": "/nonexistent/model"}}),
+        );
+        let kept = "model kept: the one from <embedded>";
+        lsp.wait_for_log(|m| m.contains(kept)).await;
+        let stderr = lsp.wait_for_stderr(|s| s.contains(kept)).await;
         let logged: Vec<String> = lsp
             .received("window/logMessage")
             .iter()
             .map(|p| p["message"].as_str().unwrap().to_string())
             .collect();
-        let stderr = lsp.stderr();
         for said in ["model loaded from", "maxTokens"] {
             assert_eq!(
                 !logged.iter().any(|m| m.contains(said)),
@@ -477,6 +485,8 @@ async fn log_level_error_keeps_info_and_warnings_out_of_the_log() {
     }
 }
 
+/// A mistyped `model` setting (nothing there) is found out before the loaded model goes: that
+/// one keeps answering, and the user is warned which model serves.
 #[tokio::test]
 async fn a_model_that_is_not_there_leaves_the_loaded_one_serving() {
     let lsp = Lsp::start(Start {

@@ -568,6 +568,15 @@ fn bind_takes_localhost_a_port_alone_or_an_address() {
         ("localhost:70000", "`70000` is not a port"),
         (":8717", "no host before `:8717`"),
         ("localhost", "expected IP:PORT, NAME:PORT or PORT"),
+        // An IPv6 address without a port: "`1]` is not a port" (which went on "expected ...").
+        (
+            "[::1]",
+            "'--bind <BIND>': expected IP:PORT, NAME:PORT or PORT",
+        ),
+        (
+            "::1",
+            "'--bind <BIND>': expected IP:PORT, NAME:PORT or PORT",
+        ),
     ] {
         let out = redraft(&["serve", "--bind", bind], "");
         let stderr = String::from_utf8_lossy(&out.stderr);
