@@ -136,21 +136,29 @@ fn repeat_last_on_zeds_cases_is_what_the_scorer_says() {
     assert!(stderr.contains("another run"), "{stderr}");
 }
 
-#[test]
-fn completions_on_a_few_zed_cases_are_scored_by_the_same_scorer() {
-    let dir = tempfile::tempdir().unwrap();
-    // Four of Zed's cases, copied out of the shared data for this run only.
-    let set = dir.path().join("cases");
+/// Zed's cases `names`, copied out of the shared data into `dir/cases` for one run.
+fn zed_subset(dir: &Path, names: &[&str]) -> PathBuf {
+    let set = dir.join("cases");
     std::fs::create_dir(&set).unwrap();
-    for name in [
-        "codex-acp--add-derive",
-        "flask--rename-accepted-prediction",
-        "terraform--add-comment",
-        "zed--change-match-arm",
-    ] {
+    for name in names {
         let file = format!("{name}.md");
         std::fs::copy(zed_cases().join(&file), set.join(&file)).unwrap();
     }
+    set
+}
+
+#[test]
+fn completions_on_a_few_zed_cases_are_scored_by_the_same_scorer() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = zed_subset(
+        dir.path(),
+        &[
+            "codex-acp--add-derive",
+            "flask--rename-accepted-prediction",
+            "terraform--add-comment",
+            "zed--change-match-arm",
+        ],
+    );
     let cases = read_cases(&set).unwrap();
     // Right, half right, nothing, and right as a region of the excerpt.
     let rename = &cases[1];
@@ -205,16 +213,14 @@ fn completions_on_a_few_zed_cases_are_scored_by_the_same_scorer() {
 #[test]
 fn completions_cover_every_case_and_a_rewritten_input_is_another_run() {
     let dir = tempfile::tempdir().unwrap();
-    let set = dir.path().join("cases");
-    std::fs::create_dir(&set).unwrap();
-    for name in [
-        "codex-acp--add-derive",
-        "flask--rename-accepted-prediction",
-        "zed--change-match-arm",
-    ] {
-        let file = format!("{name}.md");
-        std::fs::copy(zed_cases().join(&file), set.join(&file)).unwrap();
-    }
+    let set = zed_subset(
+        dir.path(),
+        &[
+            "codex-acp--add-derive",
+            "flask--rename-accepted-prediction",
+            "zed--change-match-arm",
+        ],
+    );
     let cases = read_cases(&set).unwrap();
     // Right on the first case, nothing for the second, right on the third.
     let file = dir.path().join("completions.jsonl");

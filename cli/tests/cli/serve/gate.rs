@@ -214,19 +214,21 @@ fn origins_match_whatever_the_default_port_case_or_trailing_slash() {
         "--allow-origin",
         "http://OK.example",
     ]);
-    let json = ("Content-Type", "application/json");
+    let post = |origin: &str| {
+        server.request(
+            "POST",
+            "/v1/completions",
+            &[("Origin", origin), ("Content-Type", "application/json")],
+            completion().as_bytes(),
+        )
+    };
     for origin in [
         "https://example.com",
         "https://EXAMPLE.com/",
         "http://ok.example:80",
         "http://OK.example/",
     ] {
-        let answer = server.request(
-            "POST",
-            "/v1/completions",
-            &[("Origin", origin), json],
-            completion().as_bytes(),
-        );
+        let answer = post(origin);
         assert_eq!(answer.status, 200, "{origin}: {}", answer.text());
         assert_eq!(
             answer.header("access-control-allow-origin"),
@@ -253,12 +255,7 @@ fn origins_match_whatever_the_default_port_case_or_trailing_slash() {
         "https://example.com:8443",
         "https://ok.example",
     ] {
-        let response = server.request(
-            "POST",
-            "/v1/completions",
-            &[("Origin", origin), json],
-            completion().as_bytes(),
-        );
+        let response = post(origin);
         assert_eq!(error_code(&response, 403), "origin_not_allowed", "{origin}");
         assert!(response.header("access-control-allow-origin").is_none());
     }
