@@ -116,17 +116,23 @@ fn plain_output_is_the_suggestion_and_matches_json() {
     assert_eq!(json["plan"]["unit"], "rest-of-line", "{json}");
 }
 
-/// A rest-of-line cursor: the engine's raw middle runs on for lines, `redraft complete` prints
-/// what the editor would show for the cursor, the line finished and nothing past it.
-#[test]
-fn a_rest_of_line_cursor_prints_the_finished_line_as_the_editor_shows_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("lib.rs");
+/// `dir/lib.rs`, whose line 3 column 13 (after `let v = `) is a rest-of-line cursor.
+fn rest_of_line_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let file = dir.join("lib.rs");
     std::fs::write(
         &file,
         "fn main() {\n    let total = 0;\n    let v = \n    println!(\"{v}\");\n}\n",
     )
     .unwrap();
+    file
+}
+
+/// A rest-of-line cursor: the engine's raw middle runs on for lines, `redraft complete` prints
+/// what the editor would show for the cursor, the line finished and nothing past it.
+#[test]
+fn a_rest_of_line_cursor_prints_the_finished_line_as_the_editor_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = rest_of_line_file(dir.path());
     let run = |extra: &[&str]| {
         let mut args = vec![
             "complete",

@@ -394,18 +394,8 @@ fn completions_files_are_scored_over_every_selected_task() {
     let completions = dir.path().join("theirs.jsonl");
     completion_rows(&completions, &[("Match/0", "1"), ("Match/2", "4")]);
     let eval = |out: &str, extra: &[&str]| {
-        let mut args = vec![
-            "eval",
-            "--tasks",
-            path(&tasks),
-            "--completions",
-            path(&completions),
-            "--out",
-        ];
         let out = dir.path().join(out);
-        args.push(path(&out));
-        args.extend_from_slice(extra);
-        (redraft_in_repo(&args), out)
+        (eval_completions(&tasks, &completions, &out, extra), out)
     };
     let (run, out) = eval("all", &[]);
     let stderr = String::from_utf8_lossy(&run.stderr).to_string();
@@ -447,19 +437,7 @@ fn a_rewritten_input_or_another_scorer_flag_is_another_run() {
     let completions = dir.path().join("theirs.jsonl");
     completion_rows(&completions, &[("Match/0", "2"), ("Match/1", "sitting")]);
     let out = dir.path().join("out");
-    let eval = |extra: &[&str]| {
-        let mut args = vec![
-            "eval",
-            "--tasks",
-            path(&tasks),
-            "--completions",
-            path(&completions),
-            "--out",
-            path(&out),
-        ];
-        args.extend_from_slice(extra);
-        redraft_in_repo(&args)
-    };
+    let eval = |extra: &[&str]| eval_completions(&tasks, &completions, &out, extra);
     let refused = |extra: &[&str], field: &str| {
         let run = eval(extra);
         let stderr = String::from_utf8_lossy(&run.stderr).to_string();
@@ -708,4 +686,24 @@ fn tune_effort_picks_the_presets_and_an_inline_bar_from_a_sweep() {
     );
     assert!(few.get("efforts").is_none(), "{few}");
     assert!(few.get("fim_min_confidence").is_none(), "{few}");
+}
+
+/// `eval --tasks TASKS --completions COMPLETIONS --out OUT EXTRA...`.
+fn eval_completions(
+    tasks: &Path,
+    completions: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "eval",
+        "--tasks",
+        path(tasks),
+        "--completions",
+        path(completions),
+        "--out",
+        path(out),
+    ];
+    args.extend_from_slice(extra);
+    redraft_in_repo(&args)
 }

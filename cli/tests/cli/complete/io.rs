@@ -28,13 +28,8 @@ fn into(stdout: Stdout, args: &[&str], stdin: &str) -> Output {
 #[test]
 fn output_that_cannot_be_written_is_an_error_and_a_closed_pipe_a_quiet_end() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("lib.rs");
     // The rest-of-line cursor the plain output test shows a suggestion at.
-    std::fs::write(
-        &file,
-        "fn main() {\n    let total = 0;\n    let v = \n    println!(\"{v}\");\n}\n",
-    )
-    .unwrap();
+    let file = super::rest_of_line_file(dir.path());
     let at = [
         "complete",
         "--model",
