@@ -239,14 +239,19 @@ impl Qwen2 {
                 (lane, then)
             }
             Pass::Window => {
+                // The rows of a block see each other: the window's blocks are recomputed whole,
+                // so no row the window reads kept keys that saw the window's old tokens.
+                let span = self.block_span(&window, len);
+                let first = window.start - span.start;
                 let lane = Lane {
-                    x: embed(&ids.narrow(1, window.start, window.len())?)?,
-                    last_queries: 0..window.len(),
-                    spans: vec![window.clone()],
+                    x: embed(&ids.narrow(1, span.start, span.len())?)?,
+                    last_queries: first..first + window.len(),
+                    spans: vec![span.clone()],
                     keys: Keys::Cached(cache.layers.clone()),
                     key_lens,
                 };
-                (lane, Then::Window { window, len })
+                let block = self.attention.block();
+                (lane, Then::Window { span, len, block })
             }
         })
     }
@@ -286,17 +291,28 @@ impl Qwen2 {
                 cache.tokens = tokens.to_vec();
                 realigned.apply(cache);
             }
-            Then::Window { window, len } => {
-                // The cache now holds the window's keys/values for these tokens (and has
-                // computed every row up to its end: it covered none past the window's start).
+            Then::Window { span, len, block } => {
+                // The cache now holds the span's keys/values for these tokens (and has computed
+                // every row up to its end: it covered none past the window's start).
+                let mut changed = false;
                 for (cached, new) in cache.tokens.iter_mut().zip(tokens) {
-                    let end = window.end.min(new.len());
-                    if window.start < end {
-                        cached[window.start..end].copy_from_slice(&new[window.start..end]);
+                    let end = span.end.min(new.len());
+                    if span.start < end {
+                        changed |= cached[span.start..end] != new[span.start..end];
+                        cached[span.start..end].copy_from_slice(&new[span.start..end]);
                     }
                 }
+                // Causal rows: the span's are exact when every row before it is; rows computed
+                // past it saw the span's old tokens, so with a token changed they are not.
+                if block.is_some() && cache.exact_rows >= span.start {
+                    cache.exact_rows = if changed {
+                        span.end
+                    } else {
+                        cache.exact_rows.max(span.end)
+                    };
+                }
                 if let Some(at) = cache.stopped_at {
-                    cache.stopped_at = (window.end.max(at) < len).then_some(window.end.max(at));
+                    cache.stopped_at = (span.end.max(at) < len).then_some(span.end.max(at));
                 }
             }
         }
@@ -310,6 +326,16 @@ impl Qwen2 {
         match self.attention.block() {
             Some(n) => window.end.div_ceil(n).saturating_mul(n).min(len),
             None => len,
+        }
+    }
+
+    /// The rows a pass recomputes for `window` over sequences of `len`: the window, or with
+    /// causal or block-causal attention the whole blocks it touches (a block's rows see each
+    /// other, so one changed token makes every row of its block new).
+    fn block_span(&self, window: &Range<usize>, len: usize) -> Range<usize> {
+        match self.attention.block() {
+            Some(n) => window.start / n * n..self.computed_end(window, len),
+            None => window.clone(),
         }
     }
 
@@ -540,9 +566,7 @@ pub(super) enum Keys {
 /// What a call's pass leaves in its cache once the layers are through ([`Qwen2::finish`]).
 pub(super) enum Then {
     /// A stored full pass that kept the cache's exact prefix.
-    Stored {
-        stopped_at: Option<usize>,
-    },
+    Stored { stopped_at: Option<usize> },
     /// A full pass from scratch (stored when its keys were kept).
     Full {
         stopped_at: Option<usize>,
@@ -550,9 +574,11 @@ pub(super) enum Then {
     },
     /// A realigning pass over a realigned cache.
     Edit(realign::Realigned),
+    /// A window pass that recomputed `span` (the window, or its blocks whole).
     Window {
-        window: Range<usize>,
+        span: Range<usize>,
         len: usize,
+        block: Option<usize>,
     },
 }
 

@@ -1,7 +1,8 @@
 //! The engine's integration tests, one binary (one link on 2 cores): batches (`batch`), a cancel
 //! landing mid-pass (`cancel`), edit reuse (`edit_reuse`), GGUF files (`gguf`) and files whose
 //! header lies (`gguf_header`), the kernels against candle (`kernels`), LLaDA (`llada`), load
-//! errors (`load_errors`), parity with transformers (`parity`), the sampler on a scripted model
+//! errors (`load_errors`), parity with transformers (`parity`), a plain reference forward on odd
+//! shapes and the cached passes held to fresh ones (`reference`), the sampler on a scripted model
 //! (`sampler`), valid text (`text`), what the engine records of its weights (`weights_summary`).
 
 mod batch;
@@ -14,6 +15,7 @@ mod kernels;
 mod llada;
 mod load_errors;
 mod parity;
+mod reference;
 mod sampler;
 mod text;
 mod weights_summary;
