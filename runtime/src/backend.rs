@@ -14,6 +14,13 @@
 //! every few milliseconds while a request is in flight; once it is raised the request's future
 //! is dropped, which closes its connection, and the call returns [`BackendError::Cancelled`].
 //!
+//! **An upstream is not trusted to behave**: an answer is read up to [`MAX_ANSWER_BYTES`] (one
+//! that never ends is cut there, not at the timeout, which bounds a stalled or trickling body
+//! too); a redirect is an error naming its target, not followed (a POST redirected by 301-303
+//! would come back a GET, cross-host without the key); and an error quotes the server's message
+//! cut short, with the API key and the URL's password redacted, naming the URL without its
+//! credentials.
+//!
 //! HTTP is reqwest (HTTP/1 only, no default features) on rustls with the ring provider: a
 //! well-kept client with timeouts, connection pooling, `HTTP(S)_PROXY` and TLS for the GPU boxes
 //! users reach over HTTPS, without aws-lc-rs's C/CMake build.
@@ -38,6 +45,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 const CANCEL_POLL: Duration = Duration::from_millis(5);
 /// The most of a server's answer quoted in an error.
 const QUOTED_BYTES: usize = 400;
+/// The longest answer read: a completion is a few middles of a few kilobytes and a models
+/// listing rarely passes a megabyte; past this the server is not answering what was asked, and
+/// reading on (a body that never ends) would only fill memory until the timeout.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// The most of an error answer read: only its message is quoted (a longer one is quoted as it
+/// starts, not parsed).
+const MAX_ERROR_BYTES: usize = 1 << 20;
+/// What a secret (the API key, a URL's password) is replaced with in a message.
+const REDACTED: &str = "[redacted]";
 
 pub use crate::fim_template::Template;
 
@@ -99,6 +115,8 @@ pub enum BackendError {
         message: String,
         hint: &'static str,
     },
+    #[error("{url}: the answer is longer than {limit} bytes: is this an OpenAI-compatible completions endpoint?")]
+    TooLarge { url: String, limit: usize },
     #[error("{url}: the answer is not JSON ({message}): {body}")]
     Malformed {
         url: String,
@@ -133,6 +151,21 @@ pub fn only_model(listed: &[ListedModel]) -> Option<String> {
     let root = listed.first()?.root.as_deref()?;
     let one_model = listed.iter().all(|m| m.root.as_deref() == Some(root));
     (one_model && listed.iter().any(|m| m.id == root)).then(|| root.to_string())
+}
+
+/// The names of `listed` for a message: the first few, and how many more (a gateway may list
+/// hundreds).
+fn some_names(listed: &[ListedModel]) -> String {
+    const NAMED: usize = 8;
+    let mut names: Vec<String> = listed
+        .iter()
+        .take(NAMED)
+        .map(|m| quote(m.id.as_bytes()))
+        .collect();
+    if listed.len() > NAMED {
+        names.push(format!("and {} more", listed.len() - NAMED));
+    }
+    names.join(", ")
 }
 
 /// What to ask a backend to fill.
@@ -214,8 +247,16 @@ pub struct BackendOutcome {
 /// setting change, not per request (it keeps the connections).
 pub struct Backend {
     config: BackendConfig,
+    /// The endpoints requests go to: the URL's `user:password@`, if any, kept for reqwest to
+    /// send as basic auth (unless an API key is set).
     completions: Url,
     models: Url,
+    /// The endpoints as messages name them: without the URL's credentials.
+    shown_completions: String,
+    shown_models: String,
+    /// What no message may quote: the API key and the URL's password, should the server
+    /// echo them back.
+    secrets: Vec<String>,
     client: reqwest::Client,
     /// `Some` until dropped (see `Drop`).
     runtime: Option<tokio::runtime::Runtime>,
@@ -226,7 +267,7 @@ pub struct Backend {
 impl fmt::Debug for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Backend")
-            .field("completions", &self.completions.as_str())
+            .field("completions", &self.shown_completions)
             .field("model", &self.config.model)
             .field("template", &self.config.template)
             .finish_non_exhaustive()
@@ -246,7 +287,28 @@ impl Drop for Backend {
 impl Backend {
     /// A client for `config`; checks the URL, contacts nothing.
     pub fn new(config: BackendConfig) -> Result<Backend, BackendError> {
-        let (completions, models) = endpoints(&config.url)?;
+        let (mut completions, mut models) = endpoints(&config.url)?;
+        let shown_completions = completions.to_string();
+        let shown_models = models.to_string();
+        let mut secrets: Vec<String> = config.api_key.iter().cloned().collect();
+        // Credentials written in the URL go as basic auth, as reqwest sends them; with an API
+        // key as well they would be a second `Authorization` header, so the key alone is sent.
+        let parsed = Url::parse(&config.url).map_err(|e| BackendError::Setup(e.to_string()))?;
+        if let Some(password) = parsed.password() {
+            secrets.push(password.to_string());
+            // The decoded form too: that is what a server would echo.
+            let decoded = String::from_utf8_lossy(&percent_decode(password)).into_owned();
+            secrets.push(decoded);
+        }
+        let in_url = !parsed.username().is_empty() || parsed.password().is_some();
+        if config.api_key.is_none() && in_url {
+            for url in [&mut completions, &mut models] {
+                // Cannot fail: the URL has a host (checked by `endpoints`).
+                let _ = url.set_username(parsed.username());
+                let _ = url.set_password(parsed.password());
+            }
+        }
+        secrets.retain(|s| !s.is_empty());
         static CRYPTO: Once = Once::new();
         // reqwest is built without a default provider (that would be aws-lc-rs); installing
         // ring fails only when the process already chose one, which is as good.
@@ -257,6 +319,10 @@ impl Backend {
             .user_agent(concat!("redraft/", env!("CARGO_PKG_VERSION")))
             .timeout(config.timeout)
             .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+            // A redirect is a URL to fix, not one to follow: a POST redirected by 301-303 comes
+            // back a GET (and cross-host, without the key), which the server answers with an
+            // error that hides the redirect; and the code is sent nowhere the user did not name.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| BackendError::Setup(chain(&e)))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -269,6 +335,9 @@ impl Backend {
             config,
             completions,
             models,
+            shown_completions,
+            shown_models,
+            secrets,
             client,
             runtime: Some(runtime),
             listed_model: OnceLock::new(),
@@ -281,7 +350,7 @@ impl Backend {
 
     /// The completions endpoint requests go to.
     pub fn endpoint(&self) -> &str {
-        self.completions.as_str()
+        &self.shown_completions
     }
 
     /// The positions a plan under `options` may fill ([`BackendConfig::positions`]).
@@ -373,7 +442,8 @@ impl Backend {
         }
         let started = Instant::now();
         let answer = self.block_on(cancel, self.post(&body))?;
-        let mut fill = parse_answer(&self.completions, &answer)?;
+        let mut fill =
+            parse_answer(&self.shown_completions, &answer).map_err(|e| self.redact(e))?;
         for middle in &mut fill.middles {
             if let Some(at) = stop
                 .iter()
@@ -393,26 +463,19 @@ impl Backend {
         cancel: Option<&AtomicBool>,
     ) -> Result<Vec<ListedModel>, BackendError> {
         self.block_on(cancel, async {
-            let url = self.models.to_string();
+            let url = self.shown_models.as_str();
             let response = self
                 .authorized(self.client.get(self.models.clone()))
                 .send()
                 .await
-                .map_err(|e| request_error(&url, &e, self.config.timeout))?;
-            let status = response.status();
-            if status == reqwest::StatusCode::NOT_FOUND {
+                .map_err(|e| request_error(url, &e, self.config.timeout))?;
+            if response.status() == reqwest::StatusCode::NOT_FOUND {
                 return Ok(Vec::new());
             }
-            let body = response
-                .bytes()
-                .await
-                .map_err(|e| request_error(&url, &e, self.config.timeout))?;
-            if !status.is_success() {
-                return Err(status_error(&url, status.as_u16(), &body));
-            }
+            let body = self.answer(url, response).await?;
             let value: Value =
                 serde_json::from_slice(&body).map_err(|e| BackendError::Malformed {
-                    url: url.clone(),
+                    url: url.to_string(),
                     message: e.to_string(),
                     body: quote(&body),
                 })?;
@@ -452,15 +515,9 @@ impl Backend {
         let models = self.list_models(cancel)?;
         let model = match models.as_slice() {
             [] => None,
-            several => Some(only_model(several).ok_or_else(|| {
-                BackendError::WhichModel {
-                    url: self.models.to_string(),
-                    models: several
-                        .iter()
-                        .map(|m| m.id.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                }
+            several => Some(only_model(several).ok_or_else(|| BackendError::WhichModel {
+                url: self.shown_models.clone(),
+                models: some_names(several),
             })?),
         };
         Ok(self.listed_model.get_or_init(|| model).clone())
@@ -475,27 +532,119 @@ impl Backend {
 
     /// Posts `body` to the completions endpoint; the answer's JSON on a 2xx.
     async fn post(&self, body: &Value) -> Result<Value, BackendError> {
-        let url = self.completions.to_string();
+        let url = self.shown_completions.as_str();
         let response = self
             .authorized(self.client.post(self.completions.clone()))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_string())
             .send()
             .await
-            .map_err(|e| request_error(&url, &e, self.config.timeout))?;
-        let status = response.status();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| request_error(&url, &e, self.config.timeout))?;
-        if !status.is_success() {
-            return Err(status_error(&url, status.as_u16(), &bytes));
-        }
+            .map_err(|e| request_error(url, &e, self.config.timeout))?;
+        let bytes = self.answer(url, response).await?;
         serde_json::from_slice(&bytes).map_err(|e| BackendError::Malformed {
-            url,
+            url: url.to_string(),
             message: e.to_string(),
             body: quote(&bytes),
         })
+    }
+
+    /// The body of a 2xx `response`, at most [`MAX_ANSWER_BYTES`] of it, read as it arrives
+    /// (the request's timeout bounds a body that trickles); any other status is an error
+    /// quoting the start of its body.
+    async fn answer(
+        &self,
+        url: &str,
+        mut response: reqwest::Response,
+    ) -> Result<Vec<u8>, BackendError> {
+        let status = response.status();
+        let limit = if status.is_success() {
+            MAX_ANSWER_BYTES
+        } else {
+            MAX_ERROR_BYTES
+        };
+        let mut body = Vec::new();
+        if status.is_success() && response.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(BackendError::TooLarge {
+                url: url.to_string(),
+                limit,
+            });
+        }
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| request_error(url, &e, self.config.timeout))?
+        {
+            if body.len() + chunk.len() > limit {
+                if !status.is_success() {
+                    // Enough to quote: the rest is not read.
+                    body.extend_from_slice(&chunk[..limit - body.len()]);
+                    break;
+                }
+                return Err(BackendError::TooLarge {
+                    url: url.to_string(),
+                    limit,
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        if status.is_success() {
+            return Ok(body);
+        }
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        Err(status_error(
+            url,
+            status.as_u16(),
+            location.as_deref(),
+            &body,
+        ))
+    }
+
+    /// `error` with each secret the server may have echoed (the API key, the URL's password)
+    /// replaced by `[redacted]`.
+    fn redact(&self, error: BackendError) -> BackendError {
+        let scrub = |text: String| {
+            self.secrets
+                .iter()
+                .fold(text, |text, secret| text.replace(secret.as_str(), REDACTED))
+        };
+        match error {
+            BackendError::Status {
+                url,
+                status,
+                message,
+                hint,
+            } => BackendError::Status {
+                url,
+                status,
+                message: scrub(message),
+                hint,
+            },
+            BackendError::Malformed { url, message, body } => BackendError::Malformed {
+                url,
+                message,
+                body: scrub(body),
+            },
+            BackendError::NoText { url, body } => BackendError::NoText {
+                url,
+                body: scrub(body),
+            },
+            BackendError::WhichModel { url, models } => BackendError::WhichModel {
+                url,
+                models: scrub(models),
+            },
+            BackendError::Connect { url, message } => BackendError::Connect {
+                url,
+                message: scrub(message),
+            },
+            BackendError::Http { url, message } => BackendError::Http {
+                url,
+                message: scrub(message),
+            },
+            other => other,
+        }
     }
 
     /// Runs `work` on the backend's runtime until it ends or `cancel` is raised; dropping the
@@ -513,24 +662,26 @@ impl Backend {
             .runtime
             .as_ref()
             .expect("a live backend has its runtime");
-        runtime.block_on(async {
-            tokio::select! {
-                biased;
-                () = async {
-                    while !cancelled() {
-                        tokio::time::sleep(CANCEL_POLL).await;
-                    }
-                }, if cancel.is_some() => Err(BackendError::Cancelled),
-                result = work => result,
-            }
-        })
+        runtime
+            .block_on(async {
+                tokio::select! {
+                    biased;
+                    () = async {
+                        while !cancelled() {
+                            tokio::time::sleep(CANCEL_POLL).await;
+                        }
+                    }, if cancel.is_some() => Err(BackendError::Cancelled),
+                    result = work => result,
+                }
+            })
+            .map_err(|e| self.redact(e))
     }
 }
 
 impl FimBackend for Backend {
     fn spec(&self) -> BackendSpec {
         BackendSpec {
-            url: self.completions.to_string(),
+            url: self.shown_completions.clone(),
             model: self
                 .config
                 .model
@@ -567,6 +718,8 @@ impl FimBackend for Backend {
 
 /// The completions and models endpoints of a backend URL: `http://h:p` and `http://h:p/v1`
 /// gain `/v1/completions` (`/completions`); a URL already ending in `/completions` is kept.
+/// Credentials in the URL (`http://user:password@host`) are left out: these URLs are the ones
+/// messages name ([`Backend`] sends the credentials).
 pub fn endpoints(url: &str) -> Result<(Url, Url), BackendError> {
     let bad = |message: &str| BackendError::BadUrl {
         url: url.to_string(),
@@ -585,6 +738,11 @@ pub fn endpoints(url: &str) -> Result<(Url, Url), BackendError> {
         return Err(bad("it names no host"));
     }
     let path = parsed.path().trim_end_matches('/');
+    if path.ends_with("/chat/completions") {
+        return Err(bad(
+            "a chat endpoint cannot fill a middle: give the server's base URL (http://HOST:PORT/v1)",
+        ));
+    }
     let (completions, models) = if let Some(base) = path.strip_suffix("/completions") {
         (path.to_string(), format!("{base}/models"))
     } else if path.ends_with("/v1") {
@@ -598,13 +756,16 @@ pub fn endpoints(url: &str) -> Result<(Url, Url), BackendError> {
     let with_path = |path: &str| {
         let mut url = parsed.clone();
         url.set_path(path);
+        // Cannot fail: the URL has a host.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
         url
     };
     Ok((with_path(&completions), with_path(&models)))
 }
 
 /// The choices of a completions answer (at least one, each with its text) and its usage.
-fn parse_answer(url: &Url, answer: &Value) -> Result<Fill, BackendError> {
+fn parse_answer(url: &str, answer: &Value) -> Result<Fill, BackendError> {
     let no_text = || BackendError::NoText {
         url: url.to_string(),
         body: quote(answer.to_string().as_bytes()),
@@ -636,8 +797,8 @@ fn parse_answer(url: &Url, answer: &Value) -> Result<Fill, BackendError> {
 
 /// A non-2xx answer: the server's own message where its body carries one (OpenAI, vLLM and
 /// llama.cpp `{"error": {"message"}}`, Ollama `{"error": "..."}`, FastAPI `{"detail"}`), else
-/// the body itself.
-fn status_error(url: &str, status: u16, body: &[u8]) -> BackendError {
+/// the body itself; either cut to [`QUOTED_BYTES`]. A redirect names where it points.
+fn status_error(url: &str, status: u16, location: Option<&str>, body: &[u8]) -> BackendError {
     let message = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|value| {
@@ -648,12 +809,19 @@ fn status_error(url: &str, status: u16, body: &[u8]) -> BackendError {
                 &value["message"],
             ]
             .into_iter()
-            .find_map(|v| v.as_str().map(str::to_string))
+            .find_map(|v| v.as_str().map(|m| quote(m.as_bytes())))
         })
         .unwrap_or_else(|| quote(body));
+    let message = match location {
+        Some(location) if (300..400).contains(&status) => {
+            format!("a redirect to {}", quote(location.as_bytes()))
+        }
+        _ => message,
+    };
     let hint = match status {
         401 | 403 => " (check the API key)",
         404 => " (is this an OpenAI-compatible server? requests go to URL/v1/completions)",
+        300..=399 => " (redirects are not followed: give the backend URL it points to)",
         _ => "",
     };
     BackendError::Status {
@@ -722,3 +890,30 @@ fn quote(body: &[u8]) -> String {
         None => text.to_string(),
     }
 }
+
+/// `text` with its `%XX` escapes decoded, as a URL's password is sent.
+fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    decoded
+}
+
+#[cfg(test)]
+mod tests;

@@ -379,3 +379,109 @@ fn backend_flags_need_a_backend_and_a_usable_url_and_timeout() {
         "{stderr}"
     );
 }
+
+/// `http://user:password@host` is how some gateways take their credentials: they go to the
+/// backend as basic auth, and neither the password nor the API key reaches a client's 502 or
+/// the server's log, even when the backend quotes them back.
+#[test]
+fn credentials_in_the_backend_url_are_sent_but_never_shown() {
+    let echo = json!({"error": {"message": "no access for team:hunter2 with key k-env-secret"}});
+    let (url, seen) = scripted_backend(vec![(403, echo.clone()), (403, echo)]);
+    let with_credentials = url.replace("http://", "http://team:hunter2@");
+    let server = Server::start(&["--backend", &with_credentials, "--backend-model", "m"]);
+    let failed = server.post(
+        "/v1/completions",
+        &json!({"prompt": PREFIX, "suffix": SUFFIX}),
+    );
+    assert_eq!(failed.status, 502, "{}", failed.text());
+    let message = failed.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains(&format!(
+            "{url}/v1/completions answered HTTP 403: no access for team:[redacted] with key k-env-secret"
+        )),
+        "the backend named without its password, which is redacted where quoted: {message}"
+    );
+    // "team:hunter2", the one Authorization sent.
+    assert_eq!(
+        seen.lock().unwrap()[0].authorization,
+        "Basic dGVhbTpodW50ZXIy"
+    );
+    server.wait_for_stderr("a backend request failed");
+    let stderr = server.stderr();
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+
+    // With an API key the key is what is sent, and it is redacted in turn.
+    let server = Server::start_with(Start {
+        args: &["--backend", &with_credentials, "--backend-model", "m"],
+        env: &[("REDRAFT_BACKEND_API_KEY", "k-env-secret")],
+        ..Start::default()
+    });
+    let failed = server.post(
+        "/v1/completions",
+        &json!({"prompt": PREFIX, "suffix": SUFFIX}),
+    );
+    let text = failed.text();
+    assert!(
+        text.contains("no access for team:[redacted] with key [redacted]"),
+        "{text}"
+    );
+    assert_eq!(seen.lock().unwrap()[1].authorization, "Bearer k-env-secret");
+    server.wait_for_stderr("a backend request failed");
+    let stderr = server.stderr();
+    assert!(
+        !stderr.contains("hunter2") && !stderr.contains("k-env-secret"),
+        "{stderr}"
+    );
+}
+
+/// A backend whose answer never ends costs its request a 502 once the answer passes the limit,
+/// not the server's memory until the timeout.
+#[test]
+fn an_endless_backend_answer_is_a_502_without_waiting_for_the_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let _ = stream.read(&mut [0; 4096]);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                let frame = [b"100000\r\n".as_slice(), &[b' '; 1 << 20], b"\r\n"].concat();
+                // At most 64 MiB, then held open: a server that reads on meets its timeout.
+                let mut open = stream.write_all(head.as_bytes()).is_ok();
+                for _ in 0..64 {
+                    open = open && stream.write_all(&frame).is_ok();
+                }
+                if open {
+                    let _ = stream.read(&mut [0; 1]);
+                }
+            });
+        }
+    });
+    let server = Server::start(&[
+        "--backend",
+        &url,
+        "--backend-model",
+        "m",
+        "--backend-timeout-s",
+        "600",
+    ]);
+    let failed = server.post(
+        "/v1/completions",
+        &json!({"prompt": PREFIX, "suffix": SUFFIX}),
+    );
+    assert_eq!(failed.status, 502, "{}", failed.text());
+    let message = failed.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains(&format!(
+            "{url}/v1/completions: the answer is longer than 16777216 bytes"
+        )),
+        "{message}"
+    );
+}
