@@ -101,7 +101,30 @@ pub struct ModelConfig {
     /// Unset means Qwen2's, which do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_bias: Option<bool>,
+    /// Qwen2's sliding-window attention settings (transformers' names, flattened).
+    #[serde(flatten)]
+    pub sliding: SlidingWindow,
 }
+
+/// Qwen2's sliding-window attention (transformers' `use_sliding_window`, `sliding_window`,
+/// `max_window_layers`, or the newer per-layer `layer_types`): layers that slide attend only
+/// to the last `sliding_window` positions. The engine attends in full, which is the same up to
+/// that many positions, so [`ModelConfig::parse`] caps `max_position_embeddings` at the window
+/// when any layer slides.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SlidingWindow {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub use_sliding_window: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_window_layers: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_types: Option<Vec<String>>,
+}
+
+/// transformers' `Qwen2Config` default: layers from this one on slide when sliding is on.
+const DEFAULT_MAX_WINDOW_LAYERS: usize = 28;
 
 fn default_max_positions() -> usize {
     32768
@@ -124,13 +147,58 @@ impl ModelConfig {
     /// [`LladaConfig`].
     pub fn parse(text: &str, path: &Path) -> Result<ModelConfig> {
         let value: serde_json::Value = parse_json(text, path, "the model config")?;
-        let config = if LladaConfig::describes(&value) {
+        let mut config: ModelConfig = if LladaConfig::describes(&value) {
             from_value::<LladaConfig>(value, path, "the model config")?.model_config(path)?
         } else {
             from_value(value, path, "the model config")?
         };
+        if let Some(window) = config.sliding_window_positions(path)? {
+            config.max_position_embeddings = config.max_position_embeddings.min(window);
+        }
         config.validate(path)?;
         Ok(config)
+    }
+
+    /// The window of the layers that slide, if any do (as transformers decides it: by
+    /// `layer_types` where given, else layers from `max_window_layers` on when
+    /// `use_sliding_window`); an error where a layer slides over no stated window.
+    fn sliding_window_positions(&self, path: &Path) -> Result<Option<usize>> {
+        let sliding = &self.sliding;
+        let slides = match &sliding.layer_types {
+            Some(types) => {
+                if let Some(other) = types
+                    .iter()
+                    .find(|t| !matches!(t.as_str(), "full_attention" | "sliding_attention"))
+                {
+                    return Err(Error::UnsupportedConfig {
+                        path: path.to_path_buf(),
+                        message: format!(
+                            "layer_types entry `{other}` (supported: full_attention, sliding_attention)"
+                        ),
+                    });
+                }
+                types.iter().any(|t| t == "sliding_attention")
+            }
+            None => {
+                sliding.use_sliding_window
+                    && self.num_hidden_layers
+                        > sliding
+                            .max_window_layers
+                            .unwrap_or(DEFAULT_MAX_WINDOW_LAYERS)
+            }
+        };
+        if !slides {
+            return Ok(None);
+        }
+        match sliding.sliding_window {
+            Some(window) if window > 0 => Ok(Some(window)),
+            _ => Err(Error::UnsupportedConfig {
+                path: path.to_path_buf(),
+                message: "layers slide (use_sliding_window or layer_types) over no window: \
+                          sliding_window is missing or 0"
+                    .to_string(),
+            }),
+        }
     }
 
     /// Whether q/k/v carry biases.
@@ -509,6 +577,7 @@ impl LladaConfig {
             pad_token_id: self.pad_token_id,
             bos_token_id: self.bos_token_id,
             attention_bias: Some(self.include_qkv_bias.unwrap_or(false)),
+            sliding: SlidingWindow::default(),
         })
     }
 }

@@ -22,7 +22,7 @@ use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::{DType, Device, Tensor};
 
 use crate::checkpoint::{Weights, WeightsTally};
-use crate::config::{AttentionPattern, ModelConfig, RedraftJson, TokenIds};
+use crate::config::{AttentionPattern, ModelConfig, RedraftJson, SlidingWindow, TokenIds};
 use crate::error::{Error, Result};
 use crate::linear::{keeps_half, FileBytes, Mapped, Stored};
 use crate::tokenizer::Tokenizer;
@@ -303,6 +303,7 @@ fn read(
         // q/k/v biases where the file has them, as llama.cpp's `llada` loads them: Qwen2's own
         // checkpoints carry them, redraft's GPU-trained models (train/gpu) have none.
         attention_bias: Some(content.tensor_infos.contains_key("blk.0.attn_q.bias")),
+        sliding: SlidingWindow::default(),
     };
     config.validate(&config_path)?;
 

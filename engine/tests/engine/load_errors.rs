@@ -295,6 +295,90 @@ fn rope_scaling_transformers_5() {
     );
 }
 
+/// A Qwen2 config's positions, parsed with `extra` fields over a 2-layer, 32k-position base.
+fn positions_with(extra: Value) -> Result<usize, Error> {
+    let mut config = json!({
+        "model_type": "qwen2", "vocab_size": MODEL_VOCAB, "hidden_size": 64,
+        "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "max_position_embeddings": 32768,
+    });
+    let fields = config.as_object_mut().unwrap();
+    fields.extend(extra.as_object().unwrap().clone());
+    ModelConfig::parse(&config.to_string(), Path::new(CONFIG)).map(|c| c.max_position_embeddings)
+}
+
+/// Layers that slide see only the last `sliding_window` positions: the engine attends in full,
+/// the same up to the window, so the model's positions stop there (as transformers decides
+/// which layers slide: `layer_types`, else `use_sliding_window` from `max_window_layers` on).
+#[test]
+fn sliding_window_layers_cap_the_positions_at_the_window() {
+    let positions = |extra: Value| positions_with(extra).unwrap();
+    // Qwen2.5's own configs: sliding off, or on for no layer.
+    assert_eq!(
+        positions(json!({ "use_sliding_window": false, "sliding_window": 4096 })),
+        32768
+    );
+    assert_eq!(
+        positions(
+            json!({ "use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 2 })
+        ),
+        32768
+    );
+    assert_eq!(
+        positions(
+            json!({ "use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 1 })
+        ),
+        4096
+    );
+    // transformers' default `max_window_layers` (28) leaves a 2-layer model unslid.
+    assert_eq!(
+        positions(json!({ "use_sliding_window": true, "sliding_window": 4096 })),
+        32768
+    );
+    assert_eq!(
+        positions(json!({
+            "sliding_window": 1024, "layer_types": ["full_attention", "sliding_attention"]
+        })),
+        1024
+    );
+    assert_eq!(
+        positions(json!({
+            "use_sliding_window": true, "sliding_window": 1024, "max_window_layers": 0,
+            "layer_types": ["full_attention", "full_attention"]
+        })),
+        32768
+    );
+    // A window past the positions changes nothing.
+    assert_eq!(
+        positions(
+            json!({ "sliding_window": 65536, "layer_types": ["sliding_attention", "sliding_attention"] })
+        ),
+        32768
+    );
+}
+
+#[test]
+fn sliding_layers_without_a_window_or_unknown_layer_types_are_refused() {
+    for (extra, needles) in [
+        (
+            json!({ "layer_types": ["full_attention", "sliding_attention"] }),
+            &["sliding_window is missing or 0"][..],
+        ),
+        (
+            json!({ "use_sliding_window": true, "sliding_window": 0, "max_window_layers": 0 }),
+            &["sliding_window is missing or 0"][..],
+        ),
+        (
+            json!({ "layer_types": ["full_attention", "chunked_attention"] }),
+            &["layer_types entry `chunked_attention`", "sliding_attention"][..],
+        ),
+    ] {
+        let err = positions_with(extra).unwrap_err();
+        assert!(matches!(err, Error::UnsupportedConfig { .. }), "{err:?}");
+        assert_names(&err, needles);
+    }
+}
+
 #[test]
 fn heads_not_a_multiple_of_kv_heads() {
     check_unsupported(

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::examples::DataConfig;
 use super::optim::OptimConfig;
 use super::{TrainError, TrainResult, EOS_ID, MASK_ID, SPECIAL_TOKENS};
-use redraft_engine::config::{AttentionPattern, ModelConfig, TokenIds};
+use redraft_engine::config::{AttentionPattern, ModelConfig, SlidingWindow, TokenIds};
 
 /// The model's shape (the vocabulary size comes from the tokenizer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,6 +78,7 @@ impl ModelShape {
             pad_token_id: Some(EOS_ID),
             bos_token_id: None,
             attention_bias: None,
+            sliding: SlidingWindow::default(),
         }
     }
 }
