@@ -370,17 +370,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let summary = run::evaluate(&run, Completions::Given(given), &identity, &out)?;
         stderr_line(format_args!("eval: results in {}", out.display()));
         vec![summary]
-    } else if let Some(url) = &args.backend.backend {
+    } else if args.backend.backend.is_some() {
         let backend = connect(&args.backend)?;
         let model = backend.resolve_model(None)?;
         // For tables and directory names: a model's last path part (llama-server lists its file,
         // Hugging Face ids have an owner); run.json keeps the whole name.
         let name = match &model {
             Some(model) => model.rsplit('/').next().unwrap_or(model).to_string(),
-            None => url
-                .trim_start_matches("http://")
-                .trim_start_matches("https://")
-                .to_string(),
+            // The server's host and port: never the URL's credentials (the endpoint names
+            // none), and no path to nest directories.
+            None => {
+                let endpoint = backend.endpoint();
+                let host = endpoint
+                    .split_once("://")
+                    .map_or(endpoint, |(_, rest)| rest);
+                host.split('/').next().unwrap_or(host).to_string()
+            }
         };
         stderr_line(format_args!(
             "eval: backend {} (model {}, template {}, {} context tokens)",

@@ -823,6 +823,48 @@ fn eval_fills_fim_tasks_through_a_backend_and_records_it() {
     );
 }
 
+/// A server that lists no model is named by its host and port: never by the URL's
+/// credentials, which no output of the run may hold.
+#[test]
+fn eval_names_an_unlisted_backend_by_host_without_its_credentials() {
+    let fake = Fake::start(|request| {
+        if request.method == "GET" {
+            Reply::Body(404, "{}".to_string())
+        } else {
+            ok_text("a + b")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = write_tasks(dir.path());
+    let out = dir.path().join("out");
+    let host = fake.url().trim_start_matches("http://").to_string();
+    let url = format!("http://user:s3cret@{host}/v1");
+    let output = redraft_in_repo(&[
+        "eval",
+        "--tasks",
+        path(&tasks),
+        "--out",
+        path(&out),
+        "--backend",
+        &url,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = read_json(&out.join("summary.json"));
+    assert_eq!(summary["setting"], format!("backend {host}"));
+    let mut seen = String::from_utf8_lossy(&output.stdout).into_owned() + &stderr(&output);
+    for file in std::fs::read_dir(&out).unwrap() {
+        seen += &std::fs::read_to_string(file.unwrap().path()).unwrap_or_default();
+    }
+    assert!(!seen.contains("s3cret"), "{seen}");
+    let sent = fake.requests();
+    assert!(
+        sent.iter().all(|r| r
+            .header("authorization")
+            .is_some_and(|a| a.starts_with("Basic "))),
+        "the credentials are still sent: {sent:?}"
+    );
+}
+
 #[test]
 fn eval_with_a_failing_backend_says_which_task_and_why() {
     let fake = Fake::start(|_| {
