@@ -13,7 +13,8 @@
 //! `--lockfile` then picks exactly those crates from the `--source`s, whatever else the machine
 //! has unpacked. A `--whole-source` (Debian's `librust-*-dev` crates, a fixed snapshot) is taken
 //! whole. Either way only the newest version of a crate is kept, the crates reserved for
-//! held-out measurement never are, and near copies of kept files are dropped.
+//! held-out measurement never are (nor files sharing a passage of 100 code tokens with theirs),
+//! and near copies of kept files are dropped.
 //!
 //! Options: `--source DIR...` and/or `--whole-source DIR...` (at least one), `--out DIR`
 //! (required), `--lockfile FILE...` (only the crates they pin, from the `--source`s),

@@ -24,10 +24,12 @@
 //! [`FileDropReason`]s: paths (vendored, build output, a distribution's `debian/` packaging,
 //! generated), size and content (generated markers, data tables), and last copies: files the
 //! same as, or near copies of (MinHash over token 5-grams, see `near_duplicates`), a file kept
-//! before them.
+//! before them, and files sharing a passage of [`HELD_OUT_PASSAGE_TOKENS`] code tokens with a
+//! held-out crate's file (see `held_out_passages`).
 //!
 //! Files claim their text in a fixed order: the held-out crates' files first (never written, so
-//! that a vendored copy of one cannot leak it), then training crates', then validation crates'.
+//! that a vendored copy of one, or of a passage of one, cannot leak it), then training crates',
+//! then validation crates'.
 //! Validation holds out whole crate families ([`split_for`]), so no validation file is a copy or
 //! near copy of a training one. Sources that are, or lead into, benchmark data (`benchmarks/`,
 //! `*humaneval*`) are refused outright.
@@ -38,11 +40,13 @@
 
 mod cargo_files;
 mod filter;
+mod held_out_passages;
 mod license;
 mod near_duplicates;
 mod read;
 
 pub use filter::{FileDropReason, MARKER_LINES, MAX_LINE_CHARS, MAX_MEAN_LINE_CHARS};
+pub use held_out_passages::{HELD_OUT_PASSAGE_TOKENS, PASSAGE_DISTINCT_TOKENS};
 pub use license::allows_mit_or_apache;
 pub use near_duplicates::{
     BANDS, DEFAULT_JACCARD as NEAR_DUPLICATE_JACCARD, MIN_SHINGLES, PERMUTATIONS, SHINGLE_TOKENS,
@@ -58,7 +62,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use cargo_files::Version;
-use read::{read_crate, ReadFile};
+use held_out_passages::HeldOutPassages;
+use read::{read_crate, FileText, ReadFile};
 
 /// Training split, JSON Lines of [`CorpusRecord`].
 pub const TRAIN_FILE: &str = "train.jsonl";
@@ -298,6 +303,12 @@ pub struct CorpusManifest {
     /// [`CorpusOptions::near_duplicate_jaccard`].
     #[serde(default)]
     pub near_duplicate_jaccard: Option<f64>,
+    /// [`HELD_OUT_PASSAGE_TOKENS`] and [`PASSAGE_DISTINCT_TOKENS`]; absent (0) in manifests
+    /// written before that check.
+    #[serde(default)]
+    pub held_out_passage_tokens: usize,
+    #[serde(default)]
+    pub held_out_passage_distinct_tokens: usize,
     pub generated_crates: Vec<String>,
     pub excluded_crates: Vec<String>,
     pub stats: CorpusStats,
@@ -373,6 +384,8 @@ pub fn build(options: &CorpusOptions, out_dir: &Path) -> Result<CorpusManifest> 
         seed: options.seed,
         max_file_bytes: options.max_file_bytes,
         near_duplicate_jaccard: options.near_duplicate_jaccard,
+        held_out_passage_tokens: HELD_OUT_PASSAGE_TOKENS,
+        held_out_passage_distinct_tokens: PASSAGE_DISTINCT_TOKENS,
         generated_crates: options.generated_crates.clone(),
         excluded_crates: options.excluded_crates.clone(),
         stats,
@@ -723,12 +736,20 @@ fn gather(
         .map(near_duplicates::NearDuplicateIndex::new);
     let mut crates = Vec::new();
     let mut dropped_files = Vec::new();
-    for batch in selected.chunks(CRATES_PER_BATCH) {
-        // Reading, filtering and signatures in parallel; every decision that depends on other
-        // files in the one order above, so the output does not depend on the threads.
+    // Every window of every held-out file is in `passages` before a corpus crate is read: the
+    // held-out crates sort first, and a batch never mixes them with corpus crates.
+    let mut passages = HeldOutPassages::new(HELD_OUT_PASSAGE_TOKENS, PASSAGE_DISTINCT_TOKENS);
+    let held_out_crates = selected.partition_point(|krate| krate.owner == Owner::HeldOut);
+    let (held_out_crates, corpus_crates) = selected.split_at(held_out_crates);
+    let batches =
+        (held_out_crates.chunks(CRATES_PER_BATCH)).chain(corpus_crates.chunks(CRATES_PER_BATCH));
+    for batch in batches {
+        // Reading, filtering, signatures and held-out passages in parallel; every decision that
+        // depends on other files in the one order above, so the output does not depend on the
+        // threads.
         let read: Vec<Result<Vec<ReadFile>>> = batch
             .par_iter()
-            .map(|krate| read_crate(krate, options))
+            .map(|krate| read_crate(krate, options, &passages))
             .collect();
         for (krate, files) in batch.iter().zip(read) {
             let held_out = krate.owner == Owner::HeldOut;
@@ -741,7 +762,11 @@ fn gather(
                     bytes: file.size,
                     detail,
                 };
-                let (text, signature) = match file.verdict {
+                let FileText {
+                    text,
+                    signature,
+                    held_out_passage,
+                } = match file.verdict {
                     Err(_) if held_out => continue,
                     Err((reason, detail)) => {
                         dropped_files.push(drop(reason, detail));
@@ -749,6 +774,12 @@ fn gather(
                     }
                     Ok(kept) => kept,
                 };
+                if held_out {
+                    // Every held-out file, even one dropped below as a near copy of another: its
+                    // differences are held-out text too.
+                    let source = format!("{}/{} ({})", krate.name, file.relative, krate.version);
+                    passages.insert(source, &text);
+                }
                 let candidates = by_hash.entry(fnv1a(text.as_bytes())).or_default();
                 let same = candidates.iter().find(|&&i| records[i].1.text == text);
                 let near_copy = || {
@@ -759,6 +790,16 @@ fn gather(
                     Some(found) => Some(found),
                     None => near_copy().map(|(i, similarity)| (i, Some(similarity))),
                 };
+                let held_out_original =
+                    original.is_some_and(|(i, _)| records[i].0 == Owner::HeldOut);
+                if let (Some(passage), false) = (held_out_passage, held_out_original) {
+                    let detail = format!(
+                        "shares {} consecutive code tokens with held-out {}",
+                        passage.tokens, passage.source
+                    );
+                    dropped_files.push(drop(FileDropReason::HeldOutPassage, Some(detail)));
+                    continue;
+                }
                 if let Some((original, similarity)) = original {
                     if held_out {
                         continue;

@@ -36,6 +36,9 @@ pub enum FileDropReason {
     /// The same or nearly the same text as a file of a crate reserved for held-out measurement
     /// ([`super::HELD_OUT_CRATES`]): a vendored copy would leak it into the corpus.
     HeldOutCopy,
+    /// Shares a run of [`super::HELD_OUT_PASSAGE_TOKENS`] consecutive code tokens with a file of
+    /// a held-out crate: a module or a few functions copied from it.
+    HeldOutPassage,
 }
 
 /// How many leading lines are searched for a "generated" comment: file headers live there, and

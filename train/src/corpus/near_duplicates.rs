@@ -106,7 +106,7 @@ impl Signature {
 
 /// Hashes of the tokens of `text`: runs of identifier characters (ASCII letters, digits, `_`,
 /// and any non-ASCII byte) and single punctuation bytes; whitespace separates and is dropped.
-fn token_hashes(text: &[u8]) -> impl Iterator<Item = u64> + '_ {
+pub(super) fn token_hashes(text: &[u8]) -> impl Iterator<Item = u64> + '_ {
     let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
     let mut at = 0;
     std::iter::from_fn(move || {
