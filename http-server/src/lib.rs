@@ -94,6 +94,10 @@ pub struct Args {
     /// refused (408) and its connection closed.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     body_timeout_ms: u64,
+    /// A connection whose client takes none of a response's bytes for this many milliseconds
+    /// (it stopped reading) is closed.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    write_timeout_ms: u64,
     /// Open connections at most; more wait to be accepted.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
@@ -239,6 +243,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         listen::Limits {
             header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
             body_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
+            write_timeout: Duration::from_millis(args.write_timeout_ms.max(1)),
             max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
             per_peer: usize::try_from(args.max_connections_per_peer).unwrap_or(usize::MAX),
         },

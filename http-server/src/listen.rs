@@ -3,7 +3,10 @@
 //! `--max-connections-per-peer`; each served by hyper's HTTP/1.1 with a header read timeout (a
 //! request head that has not arrived in `--header-timeout-ms` closes its connection, which also
 //! bounds how long an idle keep-alive connection is kept) and a body read deadline
-//! ([`BodyDeadline`]: the whole body within `--body-timeout-ms` of its head, else 408).
+//! ([`BodyDeadline`]: the whole body within `--body-timeout-ms` of its head, else 408), and a
+//! client that stops taking a response's bytes for `--write-timeout-ms` is closed ([`Written`]:
+//! else a client that pipelines requests and never reads their answers holds its connection,
+//! and one address's share of them, for ever).
 //!
 //! Stopping: [`Stop::stopping`] ends the accept loop, closes every connection that is not
 //! answering a request (idle, or a head still arriving) at once, and fails body reads still
@@ -48,6 +51,9 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// A request body must arrive within this of its head.
     pub body_timeout: Duration,
+    /// A response's bytes must keep being taken by the client: a write that makes no progress
+    /// for this long closes the connection.
+    pub write_timeout: Duration,
     /// Open connections at most; past that new ones wait to be accepted.
     pub max_connections: usize,
     /// Open connections from one IP address at most; past that new ones are closed at once.
@@ -191,7 +197,7 @@ async fn connection(
     router: Router,
     limits: Limits,
     stop: Stop,
-    _open: OpenConnection,
+    open: OpenConnection,
 ) {
     let _ = stream.set_nodelay(true);
     let activity = Arc::new(Activity::default());
@@ -224,6 +230,7 @@ async fn connection(
     let socket = Written {
         io: TokioIo::new(stream),
         activity: Arc::clone(&activity),
+        stall: Stall::new(limits.write_timeout, Arc::clone(&open.metrics)),
     };
     let conn = builder.serve_connection(socket, service);
     tokio::pin!(conn);
@@ -305,10 +312,60 @@ impl HttpBody for Guarded {
 
 /// The connection's socket, noting whether what hyper writes has all reached it: hyper flushes
 /// the socket only once its own buffer is empty, and always tries to after it writes, so bytes
-/// written and not yet followed by a completed flush are a response still on its way.
+/// written and not yet followed by a completed flush are a response still on its way. A write
+/// the client's window holds up for `--write-timeout-ms` fails ([`Stall`]), which ends the
+/// connection: nothing else would, since hyper's timeouts are for reading.
 struct Written<I> {
     io: I,
     activity: Arc<Activity>,
+    stall: Stall,
+}
+
+/// How long the socket has refused hyper's bytes: armed by the first write that waits, reset by
+/// any write that goes through. Its timer wakes the connection's task, so hyper tries the write
+/// again and sees it fail.
+struct Stall {
+    limit: Duration,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Stall {
+    fn new(limit: Duration, metrics: Arc<Metrics>) -> Stall {
+        Stall {
+            limit,
+            deadline: None,
+            metrics,
+        }
+    }
+
+    /// `write`'s outcome, or a timeout once writes have waited for `limit`.
+    fn check<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        write: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if write.is_ready() {
+            self.deadline = None;
+            return write;
+        }
+        let limit = self.limit;
+        let deadline = self
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if deadline.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.deadline = None;
+        self.metrics.write_timeouts.inc();
+        Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the client took none of the response for {} ms",
+                limit.as_millis()
+            ),
+        )))
+    }
 }
 
 impl<I: Read + Unpin> Read for Written<I> {
@@ -328,7 +385,9 @@ impl<I: Write + Unpin> Write for Written<I> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         self.activity.unwritten.store(true, Ordering::SeqCst);
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let this = &mut *self;
+        let written = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.stall.check(cx, written)
     }
 
     fn poll_write_vectored(
@@ -337,7 +396,9 @@ impl<I: Write + Unpin> Write for Written<I> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         self.activity.unwritten.store(true, Ordering::SeqCst);
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.stall.check(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -346,7 +407,9 @@ impl<I: Write + Unpin> Write for Written<I> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let flushed = std::task::ready!(Pin::new(&mut self.io).poll_flush(cx));
+        let this = &mut *self;
+        let flushed = Pin::new(&mut this.io).poll_flush(cx);
+        let flushed = std::task::ready!(this.stall.check(cx, flushed));
         if flushed.is_ok() {
             self.activity.unwritten.store(false, Ordering::SeqCst);
         }

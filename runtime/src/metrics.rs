@@ -94,6 +94,7 @@ pub struct Metrics {
     pub open_connections: Gauge,
     pub refused_connections: Counter,
     pub body_timeouts: Counter,
+    pub write_timeouts: Counter,
 }
 
 impl Metrics {
@@ -229,6 +230,12 @@ impl Metrics {
             "Requests whose body did not arrive within --body-timeout-ms (answered 408)",
             body_timeouts.clone(),
         );
+        let write_timeouts = Counter::default();
+        registry.register(
+            "redraft_write_timeouts",
+            "Connections closed because their client took none of a response for --write-timeout-ms",
+            write_timeouts.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -253,6 +260,7 @@ impl Metrics {
             open_connections,
             refused_connections,
             body_timeouts,
+            write_timeouts,
         }
     }
 

@@ -1,7 +1,7 @@
-//! Slow and greedy clients over raw TCP: half-sent request heads and stalled bodies are closed
-//! after their timeouts, one address holds at most its share of connections, connections past
-//! the total wait, and a shutdown closes idle and stalled connections at once, so it ends
-//! within its grace period.
+//! Slow and greedy clients over raw TCP: half-sent request heads, stalled bodies and clients
+//! that stop reading their answers are closed after their timeouts, one address holds at most
+//! its share of connections, connections past the total wait, and a shutdown closes idle and
+//! stalled connections at once, so it ends within its grace period.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -176,6 +176,41 @@ fn one_address_holds_at_most_its_share_of_connections() {
     for socket in &mut held {
         assert_eq!(health_keep_alive(socket, &host), 200);
     }
+}
+
+/// Clients that pipeline requests and never read the answers: once the socket takes no more
+/// of a response for `--write-timeout-ms` the connection is closed, so they do not hold their
+/// address's share of connections (here all of it) for ever.
+#[test]
+fn clients_that_stop_reading_are_closed_after_the_write_timeout() {
+    let server = Server::start(&[
+        "--max-connections-per-peer",
+        "2",
+        "--write-timeout-ms",
+        "1000",
+    ]);
+    let host = server.addr.to_string();
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    let stalled: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut socket = server.connect();
+            socket.set_nonblocking(true).unwrap();
+            // Far more answers than the sockets' buffers hold; stop where the server stops
+            // reading.
+            for _ in 0..20_000 {
+                match socket.write(request.as_bytes()) {
+                    Ok(_) => {}
+                    Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                    Err(err) => panic!("{err}"),
+                }
+            }
+            socket
+        })
+        .collect();
+    // Both places are taken until the stalled writes time out; then the address is served.
+    answers_again(&server);
+    assert!(server.metric("redraft_write_timeouts_total") >= 1.0);
+    drop(stalled);
 }
 
 /// Past `--max-connections` a new connection waits to be accepted, and is served once one
