@@ -1,5 +1,7 @@
 //! One open document: its text as a rope, its version, for Rust a tree-sitter tree kept up to
-//! date incrementally (every edit becomes an `InputEdit`, then one re-parse per `didChange`),
+//! date incrementally (every edit becomes an `InputEdit` at once; the re-parse waits until a
+//! snapshot needs the tree or the owner has nothing else to do, so a backlog of `didChange`s
+//! costs one parse, not one each: [`Document::parse_pending`]),
 //! and its recent edits (`history`), with the next edit last offered for it so that the change
 //! applying it is recorded as an accepted suggestion.
 //!
@@ -91,6 +93,11 @@ pub struct Document {
 struct Syntax {
     parser: Parser,
     tree: Option<Tree>,
+    /// The text changed since `tree` was parsed (the tree has the edits, not the re-parse).
+    stale: bool,
+    /// Parses made, for the tests that count them.
+    #[cfg(test)]
+    parses: usize,
 }
 
 impl Document {
@@ -101,7 +108,13 @@ impl Document {
             parser
                 .set_language(&tree_sitter_rust::LANGUAGE.into())
                 .expect("the bundled Rust grammar matches the tree-sitter library");
-            Syntax { parser, tree: None }
+            Syntax {
+                parser,
+                tree: None,
+                stale: true,
+                #[cfg(test)]
+                parses: 0,
+            }
         });
         let mut document = Document {
             uri,
@@ -116,7 +129,7 @@ impl Document {
             last_edit_end: None,
             out_of_sync_since: None,
         };
-        document.reparse();
+        document.parse_pending();
         document
     }
 
@@ -141,8 +154,19 @@ impl Document {
         self.edited_at
     }
 
+    /// The parse of the text, if it is up to date ([`Document::parse_pending`] makes it so).
     pub fn tree(&self) -> Option<&Tree> {
-        self.syntax.as_ref()?.tree.as_ref()
+        let syntax = self.syntax.as_ref()?;
+        if syntax.stale {
+            return None;
+        }
+        syntax.tree.as_ref()
+    }
+
+    /// Parses made so far.
+    #[cfg(test)]
+    pub fn parses(&self) -> usize {
+        self.syntax.as_ref().map_or(0, |syntax| syntax.parses)
     }
 
     pub fn history(&self) -> &EditHistory {
@@ -225,7 +249,9 @@ impl Document {
             applied.push((self.rope.clone(), range.clone(), text));
             self.replace(range, text);
         }
-        self.reparse();
+        if let Some(syntax) = &mut self.syntax {
+            syntax.stale = true;
+        }
         let accepted = offer.filter(|offer| result.is_ok() && self.rope == offered(&before, offer));
         let stamp = Stamp {
             seq,
@@ -253,7 +279,7 @@ impl Document {
     }
 
     /// Replaces `bytes` (on char boundaries) with `text`, editing the tree to match; the caller
-    /// re-parses once all edits are in.
+    /// marks the tree stale once all edits are in.
     pub fn replace(&mut self, bytes: Range<usize>, text: &str) {
         let tracked = self
             .syntax
@@ -282,18 +308,31 @@ impl Document {
         }
     }
 
-    /// Brings the tree up to date with the text, reusing what the edits left of the old one.
-    pub fn reparse(&mut self) {
+    /// Brings the tree up to date with the text if it changed since the last parse, reusing
+    /// what the edits left of the old one. The owner calls this before a snapshot and whenever
+    /// it is idle; a run of changes queued back to back (a client typing faster than a large
+    /// file parses) costs one parse, so the owner never falls further and further behind.
+    pub fn parse_pending(&mut self) {
         let Some(syntax) = &mut self.syntax else {
             return;
         };
+        if !syntax.stale {
+            return;
+        }
+        syntax.stale = false;
         if self.rope.len_bytes() > MAX_PARSED_BYTES {
             syntax.tree = None;
             return;
         }
+        #[cfg(test)]
+        {
+            syntax.parses += 1;
+        }
         syntax.tree = parse(&mut syntax.parser, &self.rope, syntax.tree.as_ref());
     }
 
+    /// The document as a request sees it; its tree only if parsed since the last change
+    /// ([`Document::parse_pending`] first).
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             uri: self.uri.clone(),
@@ -513,7 +552,12 @@ mod tests {
     /// string (kinds, byte ranges and points of every node), and a fresh parse whenever the text
     /// parses without errors (with errors, tree-sitter's recovery may legitimately differ
     /// between an incremental and a fresh parse).
-    fn check_trees(doc: &Document, text: &str, oracle: &StringTree) -> Result<(), TestCaseError> {
+    fn check_trees(
+        doc: &mut Document,
+        text: &str,
+        oracle: &StringTree,
+    ) -> Result<(), TestCaseError> {
+        doc.parse_pending();
         let incremental = doc
             .tree()
             .expect("a Rust document under the size limit has a tree");
@@ -589,7 +633,7 @@ mod tests {
                         text: edit.text.clone(),
                     }], enc, seq, 300 * seq).unwrap();
                     prop_assert_eq!(doc.rope().to_string(), text.clone(), "{:?} after {:?}", enc, edit);
-                    check_trees(&doc, &text, &oracle)?;
+                    check_trees(&mut doc, &text, &oracle)?;
                     // The history, recorded from the LSP ranges, replays to the same text.
                     let base = doc.history().groups().next().map_or(&text, |g| &texts[g.first_seq as usize]);
                     prop_assert_eq!(&replay(base, doc.history().groups()), &text);
@@ -620,7 +664,7 @@ mod tests {
             doc.apply_changes(1, &changes, PositionEncoding::Utf16, 1, 0).unwrap();
             prop_assert_eq!(doc.rope().to_string(), text.clone());
             oracle.reparse(&text);
-            check_trees(&doc, &text, &oracle)?;
+            check_trees(&mut doc, &text, &oracle)?;
         }
     }
 
@@ -635,6 +679,8 @@ mod tests {
         doc.apply_changes(1, &[full], PositionEncoding::Utf16, 1, 0)
             .unwrap();
         assert_eq!(doc.rope().to_string(), "struct S;\n");
+        assert!(doc.tree().is_none(), "not parsed until asked");
+        doc.parse_pending();
         assert_eq!(
             sexp(doc.tree().unwrap()),
             "(source_file (struct_item name: (type_identifier)))"
@@ -796,6 +842,7 @@ mod tests {
             0,
         )
         .unwrap();
+        doc.parse_pending();
         assert!(doc.tree().is_some(), "back under the limit, parsed again");
     }
 }
