@@ -249,9 +249,6 @@ impl Document {
             applied.push((self.rope.clone(), range.clone(), text));
             self.replace(range, text);
         }
-        if let Some(syntax) = &mut self.syntax {
-            syntax.stale = true;
-        }
         let accepted = offer.filter(|offer| result.is_ok() && self.rope == offered(&before, offer));
         let stamp = Stamp {
             seq,
@@ -278,8 +275,8 @@ impl Document {
         })
     }
 
-    /// Replaces `bytes` (on char boundaries) with `text`, editing the tree to match; the caller
-    /// marks the tree stale once all edits are in.
+    /// Replaces `bytes` (on char boundaries) with `text`, editing the tree to match and marking
+    /// it stale: [`Document::tree`] has none until [`Document::parse_pending`] re-parses it.
     pub fn replace(&mut self, bytes: Range<usize>, text: &str) {
         let tracked = self
             .syntax
@@ -301,8 +298,9 @@ impl Document {
         let end = self.rope.byte_to_char(bytes.end);
         self.rope.remove(start..end);
         self.rope.insert(start, text);
-        if let (Some(edit), Some(syntax)) = (edit, &mut self.syntax) {
-            if let Some(tree) = &mut syntax.tree {
+        if let Some(syntax) = &mut self.syntax {
+            syntax.stale = true;
+            if let (Some(edit), Some(tree)) = (edit, &mut syntax.tree) {
                 tree.edit(&edit);
             }
         }
@@ -666,6 +664,21 @@ mod tests {
             oracle.reparse(&text);
             check_trees(&mut doc, &text, &oracle)?;
         }
+    }
+
+    /// Whoever edits the text, the tree it had is not handed out again until re-parsed: an
+    /// edited tree (`InputEdit`s applied, not re-parsed) is no parse of the new text.
+    #[test]
+    fn an_edited_tree_is_not_served_until_parsed_again() {
+        let mut doc = Document::new(uri(), "rust", 0, "fn a() {}\n", 0);
+        assert!(doc.tree().is_some());
+        doc.replace(0..0, "struct S;\n");
+        assert!(doc.tree().is_none(), "the tree was stale");
+        doc.parse_pending();
+        assert_eq!(
+            sexp(doc.tree().unwrap()),
+            "(source_file (struct_item name: (type_identifier)) (function_item name: (identifier) parameters: (parameters) body: (block)))"
+        );
     }
 
     #[test]

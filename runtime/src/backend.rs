@@ -30,6 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
+use percent_encoding::percent_decode_str;
 use redraft_context::{ByteEstimate, Neighbour, Source, TokenCounter};
 use redraft_suggest::fim::{self, FimOptions, Prepared};
 use redraft_suggest::remote::{BackendSpec, FimBackend, RemoteMiddle};
@@ -54,6 +56,9 @@ pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 const MAX_ERROR_BYTES: usize = 1 << 20;
 /// What a secret (the API key, a URL's password) is replaced with in a message.
 const REDACTED: &str = "[redacted]";
+/// A secret shorter than this is redacted only where it stands as a word: a short key
+/// (llama-server's `--api-key test`) also spells parts of ordinary words (`latest`).
+const WORD_SECRET_BYTES: usize = 8;
 
 pub use crate::fim_template::Template;
 
@@ -155,12 +160,12 @@ pub fn only_model(listed: &[ListedModel]) -> Option<String> {
 
 /// The names of `listed` for a message: the first few, and how many more (a gateway may list
 /// hundreds).
-fn some_names(listed: &[ListedModel]) -> String {
+fn some_names(listed: &[ListedModel], secrets: &[String]) -> String {
     const NAMED: usize = 8;
     let mut names: Vec<String> = listed
         .iter()
         .take(NAMED)
-        .map(|m| quote(m.id.as_bytes()))
+        .map(|m| quote(m.id.as_bytes(), secrets))
         .collect();
     if listed.len() > NAMED {
         names.push(format!("and {} more", listed.len() - NAMED));
@@ -296,9 +301,13 @@ impl Backend {
         let parsed = Url::parse(&config.url).map_err(|e| BackendError::Setup(e.to_string()))?;
         if let Some(password) = parsed.password() {
             secrets.push(password.to_string());
-            // The decoded form too: that is what a server would echo.
-            let decoded = String::from_utf8_lossy(&percent_decode(password)).into_owned();
+            // The decoded form too: that is what a server would echo; and the basic-auth
+            // token reqwest sends for them, which a server may quote back.
+            let decode = |text| percent_decode_str(text).decode_utf8_lossy().into_owned();
+            let decoded = decode(password);
+            let token = format!("{}:{decoded}", decode(parsed.username()));
             secrets.push(decoded);
+            secrets.push(base64::engine::general_purpose::STANDARD.encode(token));
         }
         let in_url = !parsed.username().is_empty() || parsed.password().is_some();
         if config.api_key.is_none() && in_url {
@@ -442,8 +451,8 @@ impl Backend {
         }
         let started = Instant::now();
         let answer = self.block_on(cancel, self.post(&body))?;
-        let mut fill =
-            parse_answer(&self.shown_completions, &answer).map_err(|e| self.redact(e))?;
+        let mut fill = parse_answer(&self.shown_completions, &answer, &self.secrets)
+            .map_err(|e| self.redact(e))?;
         for middle in &mut fill.middles {
             if let Some(at) = stop
                 .iter()
@@ -477,7 +486,7 @@ impl Backend {
                 serde_json::from_slice(&body).map_err(|e| BackendError::Malformed {
                     url: url.to_string(),
                     message: e.to_string(),
-                    body: quote(&body),
+                    body: quote(&body, &self.secrets),
                 })?;
             Ok(value["data"]
                 .as_array()
@@ -517,7 +526,7 @@ impl Backend {
             [] => None,
             several => Some(only_model(several).ok_or_else(|| BackendError::WhichModel {
                 url: self.shown_models.clone(),
-                models: some_names(several),
+                models: some_names(several, &self.secrets),
             })?),
         };
         Ok(self.listed_model.get_or_init(|| model).clone())
@@ -544,7 +553,7 @@ impl Backend {
         serde_json::from_slice(&bytes).map_err(|e| BackendError::Malformed {
             url: url.to_string(),
             message: e.to_string(),
-            body: quote(&bytes),
+            body: quote(&bytes, &self.secrets),
         })
     }
 
@@ -599,17 +608,14 @@ impl Backend {
             status.as_u16(),
             location.as_deref(),
             &body,
+            &self.secrets,
         ))
     }
 
     /// `error` with each secret the server may have echoed (the API key, the URL's password)
     /// replaced by `[redacted]`.
     fn redact(&self, error: BackendError) -> BackendError {
-        let scrub = |text: String| {
-            self.secrets
-                .iter()
-                .fold(text, |text, secret| text.replace(secret.as_str(), REDACTED))
-        };
+        let clean = |text: String| scrub(&text, &self.secrets);
         match error {
             BackendError::Status {
                 url,
@@ -619,29 +625,29 @@ impl Backend {
             } => BackendError::Status {
                 url,
                 status,
-                message: scrub(message),
+                message: clean(message),
                 hint,
             },
             BackendError::Malformed { url, message, body } => BackendError::Malformed {
                 url,
                 message,
-                body: scrub(body),
+                body: clean(body),
             },
             BackendError::NoText { url, body } => BackendError::NoText {
                 url,
-                body: scrub(body),
+                body: clean(body),
             },
             BackendError::WhichModel { url, models } => BackendError::WhichModel {
                 url,
-                models: scrub(models),
+                models: clean(models),
             },
             BackendError::Connect { url, message } => BackendError::Connect {
                 url,
-                message: scrub(message),
+                message: clean(message),
             },
             BackendError::Http { url, message } => BackendError::Http {
                 url,
-                message: scrub(message),
+                message: clean(message),
             },
             other => other,
         }
@@ -722,7 +728,7 @@ impl FimBackend for Backend {
 /// messages name ([`Backend`] sends the credentials).
 pub fn endpoints(url: &str) -> Result<(Url, Url), BackendError> {
     let bad = |message: &str| BackendError::BadUrl {
-        url: url.to_string(),
+        url: without_credentials(url),
         message: message.to_string(),
     };
     if !url.contains("://") {
@@ -765,10 +771,10 @@ pub fn endpoints(url: &str) -> Result<(Url, Url), BackendError> {
 }
 
 /// The choices of a completions answer (at least one, each with its text) and its usage.
-fn parse_answer(url: &str, answer: &Value) -> Result<Fill, BackendError> {
+fn parse_answer(url: &str, answer: &Value, secrets: &[String]) -> Result<Fill, BackendError> {
     let no_text = || BackendError::NoText {
         url: url.to_string(),
-        body: quote(answer.to_string().as_bytes()),
+        body: quote(answer.to_string().as_bytes(), secrets),
     };
     let choices = answer["choices"].as_array().ok_or_else(no_text)?;
     let middles = choices
@@ -798,7 +804,13 @@ fn parse_answer(url: &str, answer: &Value) -> Result<Fill, BackendError> {
 /// A non-2xx answer: the server's own message where its body carries one (OpenAI, vLLM and
 /// llama.cpp `{"error": {"message"}}`, Ollama `{"error": "..."}`, FastAPI `{"detail"}`), else
 /// the body itself; either cut to [`QUOTED_BYTES`]. A redirect names where it points.
-fn status_error(url: &str, status: u16, location: Option<&str>, body: &[u8]) -> BackendError {
+fn status_error(
+    url: &str,
+    status: u16,
+    location: Option<&str>,
+    body: &[u8],
+    secrets: &[String],
+) -> BackendError {
     let message = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|value| {
@@ -809,12 +821,12 @@ fn status_error(url: &str, status: u16, location: Option<&str>, body: &[u8]) -> 
                 &value["message"],
             ]
             .into_iter()
-            .find_map(|v| v.as_str().map(|m| quote(m.as_bytes())))
+            .find_map(|v| v.as_str().map(|m| quote(m.as_bytes(), secrets)))
         })
-        .unwrap_or_else(|| quote(body));
+        .unwrap_or_else(|| quote(body, secrets));
     let message = match location {
         Some(location) if (300..400).contains(&status) => {
-            format!("a redirect to {}", quote(location.as_bytes()))
+            format!("a redirect to {}", quote(location.as_bytes(), secrets))
         }
         _ => message,
     };
@@ -881,38 +893,70 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
-/// The start of a body, for an error message.
-fn quote(body: &[u8]) -> String {
+/// The start of a body, for an error message, with `secrets` redacted before it is cut (so
+/// that a cut inside one shows none of it).
+fn quote(body: &[u8], secrets: &[String]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
-    match text.char_indices().nth(QUOTED_BYTES) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text.to_string(),
+    // Enough to hold any secret the cut falls inside, without scrubbing a whole long body.
+    let longest = secrets.iter().map(|s| s.chars().count()).max().unwrap_or(0);
+    let near = match text.char_indices().nth(QUOTED_BYTES + longest) {
+        Some((cut, _)) => &text[..cut],
+        None => text,
+    };
+    let scrubbed = scrub(near, secrets);
+    match scrubbed.char_indices().nth(QUOTED_BYTES) {
+        Some((cut, _)) => format!("{}...", &scrubbed[..cut]),
+        None if near.len() < text.len() => format!("{scrubbed}..."),
+        None => scrubbed,
     }
 }
 
-/// `text` with its `%XX` escapes decoded, as a URL's password is sent.
-fn percent_decode(text: &str) -> Vec<u8> {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                i += 3;
+/// `text` with each of `secrets` replaced by [`REDACTED`], in one pass (a replacement is not
+/// searched again): a long secret wherever it occurs, one shorter than [`WORD_SECRET_BYTES`]
+/// only where no letter or digit touches it.
+fn scrub(text: &str, secrets: &[String]) -> String {
+    if secrets.is_empty() {
+        return text.to_string();
+    }
+    let word_char = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let mut scrubbed = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(next) = text[at..].chars().next() {
+        let secret = secrets
+            .iter()
+            .filter(|secret| text[at..].starts_with(secret.as_str()))
+            .filter(|secret| {
+                secret.len() >= WORD_SECRET_BYTES
+                    || !(word_char(text[..at].chars().next_back())
+                        || word_char(text[at + secret.len()..].chars().next()))
+            })
+            .max_by_key(|secret| secret.len());
+        match secret {
+            Some(secret) => {
+                scrubbed.push_str(REDACTED);
+                at += secret.len();
             }
-            (byte, _) => {
-                decoded.push(byte);
-                i += 1;
+            None => {
+                scrubbed.push(next);
+                at += next.len_utf8();
             }
         }
     }
-    decoded
+    scrubbed
+}
+
+/// `url` without the `user:password@` of its authority, for a message naming a URL that may
+/// not parse.
+fn without_credentials(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority = rest.find(['/', '?', '#']).map_or(rest, |end| &rest[..end]);
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -286,10 +286,10 @@ fn credentials_in_the_url_are_sent_as_basic_auth_and_never_shown() {
     assert_eq!(
         err,
         format!(
-            "{url}/v1/completions answered HTTP 403: bad credentials [\"Basic dGVhbTpwYXNzJXdvcmQ=\"] \
+            "{url}/v1/completions answered HTTP 403: bad credentials [\"Basic [redacted]\"] \
              for [redacted] (check the API key)"
         ),
-        "the password neither in the URL named nor as the server quoted it"
+        "the password neither in the URL named nor as the server quoted it, plain or as basic auth"
     );
     let heard = heard.lock().unwrap().clone();
     assert_eq!(heard.len(), 1, "{heard:?}");
@@ -319,13 +319,6 @@ fn an_api_key_beside_credentials_in_the_url_is_the_one_authorization_sent() {
     assert_eq!(fill.middles[0].text, "a + b");
     let heard = heard.lock().unwrap().clone();
     assert_eq!(heard[0].authorization, ["Bearer sk-live-1234"], "{heard:?}");
-}
-
-#[test]
-fn percent_decoding_keeps_what_is_not_an_escape() {
-    assert_eq!(percent_decode("a%25b%2"), b"a%b%2");
-    assert_eq!(percent_decode("%zz%41"), b"%zzA");
-    assert_eq!(percent_decode("%C3%A9"), "é".as_bytes());
 }
 
 #[test]
@@ -362,4 +355,66 @@ fn a_chat_completions_url_is_refused_before_any_request() {
             )
         );
     }
+}
+
+/// A short key (llama-server's `--api-key test`) is redacted where the server quotes it, not
+/// inside the words of an ordinary message.
+#[test]
+fn a_short_key_is_redacted_as_a_word_not_inside_words() {
+    let (url, _) = upstream(|_, stream| {
+        let message = "model `latest` is not loaded; testing keys: test, (test)";
+        reply(
+            stream,
+            404,
+            "",
+            &json!({"error": {"message": message}}).to_string(),
+        );
+    });
+    let err = fill(&backend(&url, PATIENT, Some("test")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "model `latest` is not loaded; testing keys: [redacted], ([redacted]) (is this"
+        ),
+        "{err}"
+    );
+}
+
+/// The key is redacted before the message is cut short: one the cut falls inside is not
+/// shown in part.
+#[test]
+fn a_key_where_the_message_is_cut_is_not_shown_in_part() {
+    let (url, _) = upstream(|heard, stream| {
+        let key = heard.authorization.join(" ");
+        let message = format!("{} {key}", "x".repeat(QUOTED_BYTES - 16));
+        reply(
+            stream,
+            401,
+            "",
+            &json!({"error": {"message": message}}).to_string(),
+        );
+    });
+    let err = fill(&backend(&url, PATIENT, Some("sk-live-1234567890")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("xxx Bearer ") && !err.contains("sk-l"),
+        "{err}"
+    );
+}
+
+/// A URL refused before any request is named without its password.
+#[test]
+fn a_refused_url_is_named_without_its_credentials() {
+    let err = Backend::new(BackendConfig::new(
+        "http://team:s3cret@gpu:8000/v1/chat/completions",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(!err.contains("s3cret"), "{err}");
+    assert!(
+        err.starts_with("backend URL `http://gpu:8000/v1/chat/completions`"),
+        "{err}"
+    );
 }
