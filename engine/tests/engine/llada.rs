@@ -24,6 +24,8 @@ use redraft_engine::ContextCache;
 use redraft_engine::{Engine, Error};
 use serde_json::json;
 
+use super::reference::max_diff;
+
 fn small_model() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/small-model")
 }
@@ -184,14 +186,6 @@ fn logits(engine: &Engine, tokens: &[u32]) -> Vec<Vec<f32>> {
         )
         .unwrap();
     t.squeeze(0).unwrap().to_vec2().unwrap()
-}
-
-fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    a.iter()
-        .flatten()
-        .zip(b.iter().flatten())
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 /// `||b - a|| / ||a||` over all logits, and the share of rows with the same argmax.
