@@ -614,43 +614,26 @@ impl Backend {
 
     /// `error` with each secret the server may have echoed (the API key, the URL's password)
     /// replaced by `[redacted]`.
-    fn redact(&self, error: BackendError) -> BackendError {
-        let clean = |text: String| scrub(&text, &self.secrets);
-        match error {
+    fn redact(&self, mut error: BackendError) -> BackendError {
+        // Each error's text from outside: the server's answer, or the HTTP client's account.
+        match &mut error {
             BackendError::Status {
-                url,
-                status,
-                message,
-                hint,
-            } => BackendError::Status {
-                url,
-                status,
-                message: clean(message),
-                hint,
-            },
-            BackendError::Malformed { url, message, body } => BackendError::Malformed {
-                url,
-                message,
-                body: clean(body),
-            },
-            BackendError::NoText { url, body } => BackendError::NoText {
-                url,
-                body: clean(body),
-            },
-            BackendError::WhichModel { url, models } => BackendError::WhichModel {
-                url,
-                models: clean(models),
-            },
-            BackendError::Connect { url, message } => BackendError::Connect {
-                url,
-                message: clean(message),
-            },
-            BackendError::Http { url, message } => BackendError::Http {
-                url,
-                message: clean(message),
-            },
-            other => other,
+                message: echoed, ..
+            }
+            | BackendError::Connect {
+                message: echoed, ..
+            }
+            | BackendError::Http {
+                message: echoed, ..
+            }
+            | BackendError::Malformed { body: echoed, .. }
+            | BackendError::NoText { body: echoed, .. }
+            | BackendError::WhichModel { models: echoed, .. } => {
+                *echoed = scrub(echoed, &self.secrets)
+            }
+            _ => {}
         }
+        error
     }
 
     /// Runs `work` on the backend's runtime until it ends or `cancel` is raised; dropping the

@@ -280,6 +280,18 @@ pub(super) fn call(
         .unwrap()
 }
 
+/// Logits `[window][V]` of an uncached full pass over one sequence: what every cached pass is
+/// held to.
+fn fresh(model: &Qwen2, ids: &[u32], window: Range<usize>) -> Vec<Vec<f32>> {
+    call(
+        model,
+        ids,
+        window,
+        &mut ContextCache::default(),
+        Pass::Full { store: false },
+    )
+}
+
 const PATTERNS: [AttentionPattern; 4] = [
     AttentionPattern::Bidirectional,
     AttentionPattern::Causal,
@@ -312,13 +324,7 @@ fn full_passes_match_the_reference_on_odd_shapes_and_every_pattern() {
                 let scale = expected.iter().flatten().fold(0f32, |m, v| m.max(v.abs()));
                 for kernels in [Kernels::Cpu, Kernels::Portable] {
                     let model = model(&config, &tensors, pattern, kernels);
-                    let got = call(
-                        &model,
-                        &ids,
-                        0..len,
-                        &mut ContextCache::default(),
-                        Pass::Full { store: false },
-                    );
+                    let got = fresh(&model, &ids, 0..len);
                     let diff = max_diff(&got, &expected);
                     assert!(
                         diff <= 1e-4 * scale.max(1.0),
@@ -350,20 +356,16 @@ fn causal_window_passes_give_fresh_logits_and_keep_only_exact_rows() {
     };
     for pattern in &PATTERNS[1..] {
         let model = model(&config, &tensors, *pattern, Kernels::Cpu);
-        let fresh = |ids: &[u32], window: Range<usize>| {
-            let mut cache = ContextCache::default();
-            call(&model, ids, window, &mut cache, Pass::Full { store: false })
-        };
         // Windows starting and ending inside blocks (of 3 and 4), the last at the sequence's end.
         for window in [30..38, 25..31, 13..14, 41..48] {
             let mut cache = ContextCache::default();
             call(&model, &old, 0..48, &mut cache, Pass::Full { store: true });
             let new = changed(window.clone());
             let got = call(&model, &new, window.clone(), &mut cache, Pass::Window);
-            let diff = max_diff(&got, &fresh(&new, window.clone()));
+            let diff = max_diff(&got, &fresh(&model, &new, window.clone()));
             assert!(diff < 1e-4, "{pattern:?}, window {window:?}: {diff}");
             let got = call(&model, &new, 40..48, &mut cache, Pass::Full { store: true });
-            let diff = max_diff(&got, &fresh(&new, 40..48));
+            let diff = max_diff(&got, &fresh(&model, &new, 40..48));
             assert!(
                 diff < 1e-4,
                 "{pattern:?}, stored after window {window:?}: {diff}"
@@ -606,10 +608,6 @@ fn stored_passes_after_realigning_are_exact() {
     ];
     for pattern in PATTERNS {
         let model = model(&config, &tensors, pattern, Kernels::Cpu);
-        let fresh = |ids: &[u32], window: Range<usize>| {
-            let mut cache = ContextCache::default();
-            call(&model, ids, window, &mut cache, Pass::Full { store: false })
-        };
         for (name, new) in &edits {
             let len = new.len();
             let window = len - 6..len;
@@ -627,17 +625,17 @@ fn stored_passes_after_realigning_are_exact() {
                     let mut cache = ContextCache::default();
                     let realigned = start(&mut cache);
                     if radius == 100 {
-                        let diff = max_diff(&realigned, &fresh(new, window.clone()));
+                        let diff = max_diff(&realigned, &fresh(&model, new, window.clone()));
                         assert!(diff < 1e-4, "{case}: realigned {diff}");
                     }
                     let pass = Pass::Full { store: true };
                     let got = call(&model, new, window.clone(), &mut cache, pass);
-                    let diff = max_diff(&got, &fresh(new, window.clone()));
+                    let diff = max_diff(&got, &fresh(&model, new, window.clone()));
                     assert!(diff < 1e-4, "{case}: stored {diff}");
                     let mut cache = ContextCache::default();
                     start(&mut cache);
                     let got = call(&model, &further, window.clone(), &mut cache, pass);
-                    let diff = max_diff(&got, &fresh(&further, window.clone()));
+                    let diff = max_diff(&got, &fresh(&model, &further, window.clone()));
                     assert!(diff < 1e-4, "{case}: stored after a further edit {diff}");
                 }
             }

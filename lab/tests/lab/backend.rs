@@ -724,6 +724,22 @@ fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// `eval` of `tasks` through the backend at `url`, its results written to `out`, with `extra`
+/// flags.
+fn eval_through(url: &str, tasks: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "eval",
+        "--tasks",
+        path(tasks),
+        "--out",
+        path(out),
+        "--backend",
+        url,
+    ];
+    args.extend_from_slice(extra);
+    redraft_in_repo(&args)
+}
+
 #[test]
 fn eval_fills_fim_tasks_through_a_backend_and_records_it() {
     // The fake writes the right body for `add` and runs on past it (finish cuts it), a wrong
@@ -739,24 +755,9 @@ fn eval_fills_fim_tasks_through_a_backend_and_records_it() {
     let dir = tempfile::tempdir().unwrap();
     let tasks = write_tasks(dir.path());
     let out = dir.path().join("out");
-    let eval = |extra: &[&str]| {
-        let mut args = vec![
-            "eval",
-            "--tasks",
-            path(&tasks),
-            "--out",
-            path(&out),
-            "--jobs",
-            "1",
-            "--backend",
-        ];
-        let url = fake.url();
-        args.push(&url);
-        args.extend_from_slice(extra);
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        redraft_in_repo(&args)
-    };
+    let url = fake.url();
+    let eval =
+        |extra: &[&str]| eval_through(&url, &tasks, &out, &[&["--jobs", "1"], extra].concat());
     let output = eval(&["--backend-model", "served-model", "--backend-api-key", "k1"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let table = String::from_utf8(output.stdout).unwrap();
@@ -839,15 +840,7 @@ fn eval_names_an_unlisted_backend_by_host_without_its_credentials() {
     let out = dir.path().join("out");
     let host = fake.url().trim_start_matches("http://").to_string();
     let url = format!("http://user:s3cret@{host}/v1");
-    let output = redraft_in_repo(&[
-        "eval",
-        "--tasks",
-        path(&tasks),
-        "--out",
-        path(&out),
-        "--backend",
-        &url,
-    ]);
+    let output = eval_through(&url, &tasks, &out, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     let summary = read_json(&out.join("summary.json"));
     assert_eq!(summary["setting"], format!("backend {host}"));
@@ -877,17 +870,7 @@ fn eval_with_a_failing_backend_says_which_task_and_why() {
     let tasks = write_tasks(dir.path());
     let url = fake.url();
     let out = dir.path().join("out");
-    let output = redraft_in_repo(&[
-        "eval",
-        "--tasks",
-        path(&tasks),
-        "--out",
-        path(&out),
-        "--backend",
-        &url,
-        "--backend-model",
-        "m",
-    ]);
+    let output = eval_through(&url, &tasks, &out, &["--backend-model", "m"]);
     assert!(!output.status.success());
     let err = stderr(&output);
     assert!(

@@ -91,6 +91,11 @@ fn completion(text: &str) -> String {
     json!({"choices": [{"text": text, "finish_reason": "stop"}]}).to_string()
 }
 
+/// An OpenAI-shaped error answer quoting `message`.
+fn error_body(message: &str) -> String {
+    json!({"error": {"message": message}}).to_string()
+}
+
 /// A backend for `url` with a model named (so no listing is asked first) and `timeout`.
 fn backend(url: &str, timeout: Duration, api_key: Option<&str>) -> Backend {
     Backend::new(BackendConfig {
@@ -213,12 +218,7 @@ fn an_error_message_is_quoted_short_and_without_the_key() {
     let (url, _) = upstream(|heard, stream| {
         let key = heard.authorization.join(" ");
         let message = format!("Incorrect API key provided: {key}; {}", "x".repeat(200_000));
-        reply(
-            stream,
-            401,
-            "",
-            &json!({"error": {"message": message}}).to_string(),
-        );
+        reply(stream, 401, "", &error_body(&message));
     });
     let err = fill(&backend(&url, PATIENT, Some("sk-live-1234"))).unwrap_err();
     let message = err.to_string();
@@ -271,12 +271,7 @@ fn credentials_in_the_url_are_sent_as_basic_auth_and_never_shown() {
     let (url, heard) = upstream(|heard, stream| {
         // A server that echoes what it was sent, and the password itself.
         let message = format!("bad credentials {:?} for pass%word", heard.authorization);
-        reply(
-            stream,
-            403,
-            "",
-            &json!({"error": {"message": message}}).to_string(),
-        );
+        reply(stream, 403, "", &error_body(&message));
     });
     let with_credentials = url.replace("http://", "http://team:pass%25word@");
     let backend = backend(&with_credentials, PATIENT, None);
@@ -363,12 +358,7 @@ fn a_chat_completions_url_is_refused_before_any_request() {
 fn a_short_key_is_redacted_as_a_word_not_inside_words() {
     let (url, _) = upstream(|_, stream| {
         let message = "model `latest` is not loaded; testing keys: test, (test)";
-        reply(
-            stream,
-            404,
-            "",
-            &json!({"error": {"message": message}}).to_string(),
-        );
+        reply(stream, 404, "", &error_body(message));
     });
     let err = fill(&backend(&url, PATIENT, Some("test")))
         .unwrap_err()
@@ -388,12 +378,7 @@ fn a_key_where_the_message_is_cut_is_not_shown_in_part() {
     let (url, _) = upstream(|heard, stream| {
         let key = heard.authorization.join(" ");
         let message = format!("{} {key}", "x".repeat(QUOTED_BYTES - 16));
-        reply(
-            stream,
-            401,
-            "",
-            &json!({"error": {"message": message}}).to_string(),
-        );
+        reply(stream, 401, "", &error_body(&message));
     });
     let err = fill(&backend(&url, PATIENT, Some("sk-live-1234567890")))
         .unwrap_err()

@@ -43,6 +43,14 @@ fn records(out: &Path, file: &str) -> Vec<CorpusRecord> {
         .collect()
 }
 
+/// The paths of the training split's records, in order.
+fn train_paths(out: &Path) -> Vec<String> {
+    records(out, TRAIN_FILE)
+        .into_iter()
+        .map(|r| r.path)
+        .collect()
+}
+
 fn kept(manifest: &CorpusManifest) -> Vec<String> {
     manifest
         .crates
@@ -287,11 +295,7 @@ fn drops_generated_vendored_and_oversized_files_and_binding_crates() {
             "mixed/vendor/other/src/lib.rs Vendored"
         ]
     );
-    let paths: Vec<_> = records(out.path(), TRAIN_FILE)
-        .into_iter()
-        .map(|r| r.path)
-        .collect();
-    assert_eq!(paths, ["src/lib.rs"]);
+    assert_eq!(train_paths(out.path()), ["src/lib.rs"]);
 }
 
 #[test]
@@ -1014,9 +1018,7 @@ fn copies_of_held_out_files_stay_out_of_the_corpus() {
             "src/time/format.rs HeldOutCopy same as held-out chrono/src/format.rs"
         ]
     );
-    let train = records(out.path(), TRAIN_FILE);
-    let paths: Vec<_> = train.iter().map(|r| r.path.as_str()).collect();
-    assert_eq!(paths, ["src/lib.rs"]);
+    assert_eq!(train_paths(out.path()), ["src/lib.rs"]);
 }
 
 #[test]
@@ -1055,9 +1057,7 @@ fn held_out_files_claim_their_text_whatever_the_file_filters_say() {
         .map(|f| format!("{} {:?}", f.path, f.reason))
         .collect();
     assert_eq!(dropped, ["src/tables.rs HeldOutCopy"]);
-    let train = records(out.path(), TRAIN_FILE);
-    let paths: Vec<_> = train.iter().map(|r| r.path.as_str()).collect();
-    assert_eq!(paths, ["src/lib.rs"]);
+    assert_eq!(train_paths(out.path()), ["src/lib.rs"]);
 }
 
 #[test]
@@ -1134,8 +1134,6 @@ fn files_sharing_a_passage_of_held_out_code_stay_out_of_the_corpus() {
     );
     let tally = manifest.stats.files_dropped[&FileDropReason::HeldOutPassage];
     assert_eq!((tally.files, tally.bytes), (1, with_passage.len() as u64));
-    let train = records(out.path(), TRAIN_FILE);
-    let paths: Vec<_> = train.iter().map(|r| r.path.as_str()).collect();
-    assert_eq!(paths, ["src/de.rs", "src/lib.rs"]);
+    assert_eq!(train_paths(out.path()), ["src/de.rs", "src/lib.rs"]);
     assert_eq!(manifest.held_out_passage_tokens, HELD_OUT_PASSAGE_TOKENS);
 }

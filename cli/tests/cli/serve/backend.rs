@@ -238,6 +238,17 @@ fn completion(text: &str) -> Value {
            "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}})
 }
 
+/// Posts `body` to `route`, asserts the answer is the 502 a failed backend costs, and returns
+/// its OpenAI-shaped error message.
+fn backend_failure(server: &Server, route: &str, body: &Value) -> String {
+    let failed = server.post(route, body);
+    assert_eq!(failed.status, 502, "{}", failed.text());
+    failed.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn a_failing_backend_is_a_502_with_its_message_and_the_next_request_is_served() {
     let out_of_memory = json!({"error": {"message": "the GPU is out of memory"}});
@@ -318,12 +329,7 @@ fn a_backend_that_is_down_is_a_502_naming_it_and_the_server_stays_up() {
     ]);
     let request = json!({"prompt": PREFIX, "suffix": SUFFIX});
     for _ in 0..2 {
-        let response = server.post("/v1/fim/completions", &request);
-        assert_eq!(response.status, 502, "{}", response.text());
-        let message = response.json()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let message = backend_failure(&server, "/v1/fim/completions", &request);
         assert!(
             message.contains(&format!(
                 "127.0.0.1:{port}/v1/completions: connection refused"
@@ -389,15 +395,11 @@ fn credentials_in_the_backend_url_are_sent_but_never_shown() {
     let (url, seen) = scripted_backend(vec![(403, echo.clone()), (403, echo)]);
     let with_credentials = url.replace("http://", "http://team:hunter2@");
     let server = Server::start(&["--backend", &with_credentials, "--backend-model", "m"]);
-    let failed = server.post(
+    let message = backend_failure(
+        &server,
         "/v1/completions",
         &json!({"prompt": PREFIX, "suffix": SUFFIX}),
     );
-    assert_eq!(failed.status, 502, "{}", failed.text());
-    let message = failed.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .to_string();
     assert!(
         message.contains(&format!(
             "{url}/v1/completions answered HTTP 403: no access for team:[redacted] with key k-env-secret"
@@ -469,15 +471,11 @@ fn an_endless_backend_answer_is_a_502_without_waiting_for_the_timeout() {
         "--backend-timeout-s",
         "600",
     ]);
-    let failed = server.post(
+    let message = backend_failure(
+        &server,
         "/v1/completions",
         &json!({"prompt": PREFIX, "suffix": SUFFIX}),
     );
-    assert_eq!(failed.status, 502, "{}", failed.text());
-    let message = failed.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .to_string();
     assert!(
         message.contains(&format!(
             "{url}/v1/completions: the answer is longer than 16777216 bytes"
