@@ -1,12 +1,21 @@
 //! The questions the context layer asks a tree-sitter tree: does an item or statement start or
 //! end here, and is the cursor inside an empty body.
 
-use tree_sitter::{Node, Parser, Tree};
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
+
+use tree_sitter::{Node, ParseOptions, Parser, Tree};
 
 /// Documents larger than this are parsed only around the cursor when the caller has no tree.
 const WHOLE_PARSE_LIMIT: usize = 1 << 20;
 const AROUND_BEFORE: usize = 256 << 10;
 const AROUND_AFTER: usize = 64 << 10;
+/// How long a parse for want of a caller's tree may take, whole and then around the cursor:
+/// tree-sitter parses a megabyte in about this (230 ms on the 2-core machine; a 320 KB region
+/// in 73 ms), but its error recovery over a large file in some half-typed states takes
+/// seconds, and a request does better without a tree (its windows then cut at lines) than
+/// waiting for one.
+const PARSE_BUDGET: Duration = Duration::from_millis(250);
 
 /// Nodes whose children are items, statements, arms, fields or variants: a line that starts
 /// (or ends) one of their children is a clean place to cut a window.
@@ -30,18 +39,47 @@ const BODIES: &[(&str, &str)] = &[
 
 /// Parses Rust source; `None` only if tree-sitter gives up (it recovers from syntax errors).
 pub fn parse_rust(text: &str) -> Option<Tree> {
+    parse_rust_within(text, None)
+}
+
+/// [`parse_rust`], `None` also when `budget` runs out first.
+fn parse_rust_within(text: &str, budget: Option<Duration>) -> Option<Tree> {
     let mut parser = Parser::new();
     parser
         .set_language(&tree_sitter_rust::LANGUAGE.into())
         .expect("the bundled tree-sitter-rust grammar matches the tree-sitter ABI");
-    parser.parse(text, None)
+    let deadline = budget.map(|budget| Instant::now() + budget);
+    let mut in_time = |_: &_| match deadline {
+        Some(deadline) if Instant::now() >= deadline => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    };
+    let bytes = text.as_bytes();
+    parser.parse_with_options(
+        &mut |at: usize, _| bytes.get(at..).unwrap_or_default(),
+        None,
+        Some(ParseOptions::new().progress_callback(&mut in_time)),
+    )
 }
 
-/// Parses `text`, or only the region around `cursor` when the document is large; returns the
-/// tree and the byte offset its positions are relative to.
+/// Parses `text`, or only the region around `cursor` when the document is large or its whole
+/// parse outlasts [`PARSE_BUDGET`]; returns the tree and the byte offset its positions are
+/// relative to. `None` when the region's parse outlasts it too.
 pub(crate) fn parse_around(text: &str, cursor: usize) -> Option<(Tree, usize)> {
+    parse_around_within(text, cursor, [PARSE_BUDGET; 2])
+}
+
+/// [`parse_around`] with the whole parse's budget and the region's.
+fn parse_around_within(
+    text: &str,
+    cursor: usize,
+    [whole_budget, region_budget]: [Duration; 2],
+) -> Option<(Tree, usize)> {
+    let around = AROUND_BEFORE + AROUND_AFTER;
     if text.len() <= WHOLE_PARSE_LIMIT {
-        return parse_rust(text).map(|tree| (tree, 0));
+        let whole = parse_rust_within(text, Some(whole_budget)).map(|tree| (tree, 0));
+        if whole.is_some() || text.len() <= around {
+            return whole;
+        }
     }
     let mut start = cursor.saturating_sub(AROUND_BEFORE);
     while !text.is_char_boundary(start) {
@@ -55,7 +93,7 @@ pub(crate) fn parse_around(text: &str, cursor: usize) -> Option<(Tree, usize)> {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    parse_rust(&text[start..end]).map(|tree| (tree, start))
+    parse_rust_within(&text[start..end], Some(region_budget)).map(|tree| (tree, start))
 }
 
 /// A tree whose byte positions are `base` bytes into the document.
@@ -143,6 +181,32 @@ fn is_empty_braces(body: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// Without a caller's tree, a text is parsed whole within its budget, else around the
+    /// cursor within its own, else not at all: a request never waits on a slow parse.
+    #[test]
+    fn a_parse_for_want_of_a_tree_keeps_to_its_budgets() {
+        let unit = "fn f(x: u32) -> u32 { x + 1 }\n";
+        let text = unit.repeat(20_000);
+        assert!(text.len() > AROUND_BEFORE + AROUND_AFTER && text.len() <= WHOLE_PARSE_LIMIT);
+        let cursor = text.len() / 2;
+        let plenty = Duration::from_secs(600);
+        let (_, base) = parse_around_within(&text, cursor, [plenty, plenty]).unwrap();
+        assert_eq!(base, 0, "whole");
+        let (tree, base) = parse_around_within(&text, cursor, [Duration::ZERO, plenty]).unwrap();
+        assert!(base > 0 && base < cursor, "around the cursor: {base}");
+        assert!(tree.root_node().end_byte() <= AROUND_BEFORE + AROUND_AFTER);
+        assert!(parse_around_within(&text, cursor, [Duration::ZERO; 2]).is_none());
+        // A small text is not parsed twice over: cut whole, it has no region to fall back to.
+        let small = unit.repeat(10);
+        assert!(parse_around_within(&small, 5, [Duration::ZERO, plenty]).is_none());
+        assert_eq!(
+            parse_around_within(&small, 5, [plenty, Duration::ZERO])
+                .unwrap()
+                .1,
+            0
+        );
+    }
+
     fn view(text: &str) -> (Tree, usize) {
         (parse_rust(text).unwrap(), 0)
     }
@@ -197,7 +261,8 @@ mod tests {
         let item = "fn f() { let x = 1; }\n";
         let text = item.repeat(3 * WHOLE_PARSE_LIMIT / item.len());
         let cursor = text.len() / 2 / item.len() * item.len();
-        let (tree, base) = parse_around(&text, cursor).unwrap();
+        let plenty = Duration::from_secs(600);
+        let (tree, base) = parse_around_within(&text, cursor, [plenty; 2]).unwrap();
         assert!(base > 0 && tree.root_node().end_byte() < text.len());
         let view = View::new(&tree, base);
         assert!(view.starts_unit(cursor));

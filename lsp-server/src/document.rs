@@ -8,12 +8,13 @@
 //! Requests never see a `Document`, only a [`Snapshot`]: cloning a rope or a tree is O(1), so
 //! a snapshot is cheap and the owner can go on applying edits while a request works.
 
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
+use std::time::{Duration, Instant};
 
 use redraft_context::Language;
 use ropey::Rope;
 use tower_lsp_server::ls_types::{TextDocumentContentChangeEvent, Uri};
-use tree_sitter::{InputEdit, Parser, Point, Tree};
+use tree_sitter::{InputEdit, ParseOptions, ParseState, Parser, Point, Tree};
 
 use super::document_key::DocumentKey;
 use super::encoding::{PositionEncoding, PositionError};
@@ -95,6 +96,9 @@ struct Syntax {
     tree: Option<Tree>,
     /// The text changed since `tree` was parsed (the tree has the edits, not the re-parse).
     stale: bool,
+    /// A parse of the current text was cut by its time budget: the parser holds its progress,
+    /// and the next parse of the same text goes on from there (a change resets it).
+    resumable: bool,
     /// Parses made, for the tests that count them.
     #[cfg(test)]
     parses: usize,
@@ -112,6 +116,7 @@ impl Document {
                 parser,
                 tree: None,
                 stale: true,
+                resumable: false,
                 #[cfg(test)]
                 parses: 0,
             }
@@ -300,6 +305,11 @@ impl Document {
         self.rope.insert(start, text);
         if let Some(syntax) = &mut self.syntax {
             syntax.stale = true;
+            if syntax.resumable {
+                // The progress was on the old text.
+                syntax.parser.reset();
+                syntax.resumable = false;
+            }
             if let (Some(edit), Some(tree)) = (edit, &mut syntax.tree) {
                 tree.edit(&edit);
             }
@@ -311,22 +321,52 @@ impl Document {
     /// it is idle; a run of changes queued back to back (a client typing faster than a large
     /// file parses) costs one parse, so the owner never falls further and further behind.
     pub fn parse_pending(&mut self) {
+        self.parse_within(None);
+    }
+
+    /// [`Document::parse_pending`] for at most `budget`: whether the tree is now up to date. A
+    /// parse cut short leaves the document without a tree (its requests do without one) and
+    /// goes on where it stopped at the next call, unless the text changed in between; so a file
+    /// whose parse takes seconds (tree-sitter's error recovery over a megabyte of half-typed
+    /// code) costs each request at most the budget, and is parsed in slices while idle.
+    pub fn parse_within(&mut self, budget: Option<Duration>) -> bool {
         let Some(syntax) = &mut self.syntax else {
-            return;
+            return true;
         };
         if !syntax.stale {
-            return;
+            return true;
         }
-        syntax.stale = false;
         if self.rope.len_bytes() > MAX_PARSED_BYTES {
+            syntax.stale = false;
             syntax.tree = None;
-            return;
+            if syntax.resumable {
+                syntax.parser.reset();
+                syntax.resumable = false;
+            }
+            return true;
         }
-        #[cfg(test)]
-        {
-            syntax.parses += 1;
+        let deadline = budget.map(|budget| Instant::now() + budget);
+        match parse(
+            &mut syntax.parser,
+            &self.rope,
+            syntax.tree.as_ref(),
+            deadline,
+        ) {
+            Some(tree) => {
+                #[cfg(test)]
+                {
+                    syntax.parses += 1;
+                }
+                syntax.tree = Some(tree);
+                syntax.stale = false;
+                syntax.resumable = false;
+                true
+            }
+            None => {
+                syntax.resumable = true;
+                false
+            }
         }
-        syntax.tree = parse(&mut syntax.parser, &self.rope, syntax.tree.as_ref());
     }
 
     /// The document as a request sees it; its tree only if parsed since the last change
@@ -357,9 +397,19 @@ fn offered(before: &Rope, offer: &Offer) -> Rope {
     rope
 }
 
-/// Parses the rope chunk by chunk (no contiguous copy of the text).
-pub fn parse(parser: &mut Parser, rope: &Rope, old: Option<&Tree>) -> Option<Tree> {
+/// Parses the rope chunk by chunk (no contiguous copy of the text); `None` when `deadline`
+/// passes first (the parser keeps its progress: a call with the same text resumes it).
+pub fn parse(
+    parser: &mut Parser,
+    rope: &Rope,
+    old: Option<&Tree>,
+    deadline: Option<Instant>,
+) -> Option<Tree> {
     let len = rope.len_bytes();
+    let mut in_time = |_: &ParseState| match deadline {
+        Some(deadline) if Instant::now() >= deadline => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    };
     parser.parse_with_options(
         &mut |byte: usize, _: Point| -> &[u8] {
             if byte >= len {
@@ -369,7 +419,7 @@ pub fn parse(parser: &mut Parser, rope: &Rope, old: Option<&Tree>) -> Option<Tre
             &chunk.as_bytes()[byte - chunk_start..]
         },
         old,
-        None,
+        Some(ParseOptions::new().progress_callback(&mut in_time)),
     )
 }
 
@@ -663,6 +713,42 @@ mod tests {
             prop_assert_eq!(doc.rope().to_string(), text.clone());
             oracle.reparse(&text);
             check_trees(&mut doc, &text, &oracle)?;
+        }
+    }
+
+    /// A parse cut by its budget leaves the document without a tree, and the next parse
+    /// finishes it: resumed where the text is the same, started over from the edited tree where
+    /// it changed (tree-sitter's progress is on the old text then), either way the tree of a
+    /// fresh parse of the text.
+    #[test]
+    fn a_parse_cut_by_its_budget_resumes_or_starts_over_and_ends_in_the_right_tree() {
+        let unit = "fn filler(x: u32) -> u32 { let y = x * 2; if y > 3 { y } else { x } }\n";
+        let text = format!("fn main() {{\n    \n}}\n{}", unit.repeat(3000));
+        let fresh = |text: &str| {
+            let mut parser = Parser::new();
+            parser
+                .set_language(&tree_sitter_rust::LANGUAGE.into())
+                .unwrap();
+            sexp(&parser.parse(text, None).unwrap())
+        };
+        for edit_between in [false, true] {
+            let mut doc = Document::new(uri(), "rust", 0, &text, 0);
+            // A change that makes the rest of the file hard to recover from: an open string.
+            doc.replace(16..16, "let s = \"");
+            assert!(!doc.parse_within(Some(Duration::ZERO)), "cut at once");
+            assert!(doc.tree().is_none(), "no tree while cut");
+            let mut expected = doc.rope().to_string();
+            if edit_between {
+                doc.replace(16..26, "let s = 1;");
+                expected = doc.rope().to_string();
+            }
+            assert!(doc.parse_within(None));
+            assert_eq!(
+                sexp(doc.tree().unwrap()),
+                fresh(&expected),
+                "{edit_between}"
+            );
+            assert_eq!(doc.parses(), 2, "the open's and this one");
         }
     }
 

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::mpsc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc as async_mpsc, oneshot};
 use tower_lsp_server::ls_types::{TextDocumentContentChangeEvent, Uri};
@@ -33,6 +33,13 @@ use super::log::Log;
 
 /// How many other open documents a request may draw context from.
 const MAX_NEIGHBOURS: usize = 8;
+/// How long a snapshot waits for its document's parse: a parse of a large file in a state
+/// tree-sitter's error recovery finds hard can take seconds, and the request does better with
+/// the context layer's own, smaller parse around the cursor than waiting. Ordinary parses, even
+/// of megabyte files, take a fraction of this.
+const SNAPSHOT_PARSE_BUDGET: Duration = Duration::from_millis(150);
+/// An idle owner parses in slices this long, looking at its queue between them.
+const IDLE_PARSE_SLICE: Duration = Duration::from_millis(20);
 /// The most edit groups, over all documents, a next edit is asked with.
 const MAX_HISTORY_GROUPS: usize = 48;
 
@@ -246,9 +253,20 @@ impl Owner {
                 Err(mpsc::TryRecvError::Disconnected) => return,
                 Err(mpsc::TryRecvError::Empty) => {
                     // Nothing queued: parse what changed now, so the next request finds its
-                    // tree ready (behind a backlog, parsing waits for a snapshot that needs it).
-                    self.parse_pending();
-                    match rx.recv() {
+                    // tree ready (behind a backlog, parsing waits for a snapshot that needs it),
+                    // in slices, looking at the queue between them.
+                    let mut next = None;
+                    while !self.parse_pending(None, Some(IDLE_PARSE_SLICE)) {
+                        match rx.try_recv() {
+                            Ok(event) => {
+                                next = Some(event);
+                                break;
+                            }
+                            Err(mpsc::TryRecvError::Disconnected) => return,
+                            Err(mpsc::TryRecvError::Empty) => {}
+                        }
+                    }
+                    match next.map_or_else(|| rx.recv(), Ok) {
                         Ok(event) => event,
                         Err(_) => return,
                     }
@@ -266,20 +284,27 @@ impl Owner {
         }
     }
 
-    /// Parses every document changed since its last parse; one whose parse fails (a bug) is
-    /// forgotten as a failed edit is.
-    fn parse_pending(&mut self) {
-        let keys: Vec<DocumentKey> = self.documents.keys().cloned().collect();
+    /// Parses `only` that document, else every document, changed since its last parse, each
+    /// for at most `budget` ([`Document::parse_within`]); whether all of them are now parsed.
+    /// One whose parse fails (a bug) is forgotten as a failed edit is.
+    fn parse_pending(&mut self, only: Option<&DocumentKey>, budget: Option<Duration>) -> bool {
+        let keys: Vec<DocumentKey> = match only {
+            Some(key) => vec![key.clone()],
+            None => self.documents.keys().cloned().collect(),
+        };
+        let mut done = true;
         for key in keys {
             let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                if let Some(document) = self.documents.get_mut(&key) {
-                    document.parse_pending();
-                }
+                self.documents
+                    .get_mut(&key)
+                    .is_none_or(|document| document.parse_within(budget))
             }));
-            if parsed.is_err() {
-                self.forget_broken(&key, None);
+            match parsed {
+                Ok(parsed) => done &= parsed,
+                Err(_) => self.forget_broken(&key, None),
             }
         }
+        done
     }
 
     fn forget_broken(&mut self, key: &DocumentKey, sent: Option<Uri>) {
@@ -394,7 +419,9 @@ impl Owner {
                     // this waited: no parse for nobody.
                     return;
                 }
-                self.parse_pending();
+                // Its own document's tree, within the budget (else it goes without); the
+                // others' parses wait for an idle moment.
+                self.parse_pending(Some(&key), Some(SNAPSHOT_PARSE_BUDGET));
                 let answer = self.documents.get(&key).map(|document| {
                     let mut neighbours: Vec<&Document> = self
                         .documents
