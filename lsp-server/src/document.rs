@@ -362,9 +362,19 @@ impl Document {
                 syntax.resumable = false;
                 true
             }
-            None => {
+            // Cut by the deadline: resumable.
+            None if deadline.is_some_and(|deadline| Instant::now() >= deadline) => {
                 syntax.resumable = true;
                 false
+            }
+            // tree-sitter gave up otherwise (it does not, with a language set): no tree, and no
+            // retry until the text changes, rather than a loop of failing parses.
+            None => {
+                syntax.parser.reset();
+                syntax.tree = None;
+                syntax.stale = false;
+                syntax.resumable = false;
+                true
             }
         }
     }
