@@ -196,7 +196,7 @@ mod tests {
         assert!(base > 0 && base < cursor, "around the cursor: {base}");
         assert!(tree.root_node().end_byte() <= AROUND_BEFORE + AROUND_AFTER);
         assert!(parse_around_within(&text, cursor, [Duration::ZERO; 2]).is_none());
-        // A small text is not parsed twice over: cut whole, it has no region to fall back to.
+        // A text no larger than the region is not parsed twice over: cut whole, it goes without.
         let small = unit.repeat(10);
         assert!(parse_around_within(&small, 5, [Duration::ZERO, plenty]).is_none());
         assert_eq!(

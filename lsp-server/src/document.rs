@@ -1,7 +1,7 @@
 //! One open document: its text as a rope, its version, for Rust a tree-sitter tree kept up to
 //! date incrementally (every edit becomes an `InputEdit` at once; the re-parse waits until a
 //! snapshot needs the tree or the owner has nothing else to do, so a backlog of `didChange`s
-//! costs one parse, not one each: [`Document::parse_pending`]),
+//! costs one parse, not one each: [`Document::parse_within`]),
 //! and its recent edits (`history`), with the next edit last offered for it so that the change
 //! applying it is recorded as an accepted suggestion.
 //!
@@ -36,8 +36,9 @@ pub struct Snapshot {
     pub language_id: String,
     pub language: Language,
     pub rope: Rope,
-    /// An up-to-date parse of `rope`, when the language has a grammar and the text is small
-    /// enough.
+    /// An up-to-date parse of `rope`, when the language has a grammar, the text is small
+    /// enough and its parse finished within the owner's budget (else the context layer parses
+    /// around the cursor itself).
     pub tree: Option<Tree>,
     /// Larger is more recent (a counter over all documents, not a clock). Every change sets
     /// it anew, so it names this text exactly, whatever versions the client sends.
@@ -105,7 +106,24 @@ struct Syntax {
 }
 
 impl Document {
+    /// An opened document, parsed (the tests'; the owner opens [`Document::unparsed`]).
+    #[cfg(test)]
     pub fn new(uri: Uri, language_id: &str, version: i32, text: &str, edited_at: u64) -> Document {
+        let mut document = Document::unparsed(uri, language_id, version, text, edited_at);
+        document.parse_pending();
+        document
+    }
+
+    /// An opened document whose first parse waits, as a change's does, for
+    /// [`Document::parse_within`] (the owner's: a snapshot's budget or an idle moment), so a
+    /// `didOpen` of a large half-typed file holds no request behind it.
+    pub fn unparsed(
+        uri: Uri,
+        language_id: &str,
+        version: i32,
+        text: &str,
+        edited_at: u64,
+    ) -> Document {
         let language = Language::from_lsp_id(language_id);
         let syntax = (language == Language::Rust).then(|| {
             let mut parser = Parser::new();
@@ -121,7 +139,7 @@ impl Document {
                 parses: 0,
             }
         });
-        let mut document = Document {
+        Document {
             uri,
             version,
             language_id: language_id.to_string(),
@@ -133,9 +151,7 @@ impl Document {
             offer: None,
             last_edit_end: None,
             out_of_sync_since: None,
-        };
-        document.parse_pending();
-        document
+        }
     }
 
     #[cfg(test)]
@@ -159,7 +175,7 @@ impl Document {
         self.edited_at
     }
 
-    /// The parse of the text, if it is up to date ([`Document::parse_pending`] makes it so).
+    /// The parse of the text, if it is up to date ([`Document::parse_within`] makes it so).
     pub fn tree(&self) -> Option<&Tree> {
         let syntax = self.syntax.as_ref()?;
         if syntax.stale {
@@ -281,7 +297,7 @@ impl Document {
     }
 
     /// Replaces `bytes` (on char boundaries) with `text`, editing the tree to match and marking
-    /// it stale: [`Document::tree`] has none until [`Document::parse_pending`] re-parses it.
+    /// it stale: [`Document::tree`] has none until [`Document::parse_within`] re-parses it.
     pub fn replace(&mut self, bytes: Range<usize>, text: &str) {
         let tracked = self
             .syntax
@@ -316,15 +332,17 @@ impl Document {
         }
     }
 
-    /// Brings the tree up to date with the text if it changed since the last parse, reusing
-    /// what the edits left of the old one. The owner calls this before a snapshot and whenever
-    /// it is idle; a run of changes queued back to back (a client typing faster than a large
-    /// file parses) costs one parse, so the owner never falls further and further behind.
+    /// [`Document::parse_within`] with no budget (the tests').
+    #[cfg(test)]
     pub fn parse_pending(&mut self) {
         self.parse_within(None);
     }
 
-    /// [`Document::parse_pending`] for at most `budget`: whether the tree is now up to date. A
+    /// Brings the tree up to date with the text if it changed since the last parse, reusing
+    /// what the edits left of the old one, for at most `budget`: whether the tree is now up to
+    /// date. The owner calls this before a snapshot and whenever it is idle; a run of changes
+    /// queued back to back (a client typing faster than a large file parses) costs one parse,
+    /// so the owner never falls further and further behind. A
     /// parse cut short leaves the document without a tree (its requests do without one) and
     /// goes on where it stopped at the next call, unless the text changed in between; so a file
     /// whose parse takes seconds (tree-sitter's error recovery over a megabyte of half-typed
@@ -380,7 +398,7 @@ impl Document {
     }
 
     /// The document as a request sees it; its tree only if parsed since the last change
-    /// ([`Document::parse_pending`] first).
+    /// ([`Document::parse_within`] first).
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             uri: self.uri.clone(),

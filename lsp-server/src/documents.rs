@@ -9,10 +9,11 @@
 //! handlers start, which is the order the messages arrived). A snapshot request goes through
 //! the same queue, so a request always sees every edit that came before it and none after.
 //! Parsing (seconds for a huge file) happens here, never on the async runtime, and only when a
-//! snapshot needs the tree or nothing is queued: a client typing faster than its file parses
-//! leaves a backlog of changes that cost one parse together, and a snapshot whose request was
-//! cancelled while it waited is not made at all, so the owner catches up instead of falling
-//! further behind with every keystroke.
+//! snapshot needs its document's tree (for at most [`SNAPSHOT_PARSE_BUDGET`]) or nothing is
+//! queued (in [`IDLE_PARSE_SLICE`]s; a `didOpen`'s first parse too): a client
+//! typing faster than its file parses leaves a backlog of changes that cost one parse
+//! together, and a snapshot whose request was cancelled while it waited is not made at all, so
+//! the owner catches up instead of falling further behind with every keystroke.
 //!
 //! Documents are kept by their [`DocumentKey`]: a `didOpen`, `didChange` or `didClose` comes
 //! with the URI as the client spelled it, and is keyed here; a snapshot or an offer, the
@@ -227,6 +228,10 @@ struct Owner {
     clock: Box<dyn Clock>,
     changed: async_mpsc::UnboundedSender<Changed>,
     log: Log,
+    /// [`SNAPSHOT_PARSE_BUDGET`] and [`IDLE_PARSE_SLICE`]; the tests set zero or unbounded
+    /// ones, so what they see does not hang on how busy the machine is.
+    snapshot_parse_budget: Option<Duration>,
+    idle_parse_slice: Option<Duration>,
 }
 
 impl Owner {
@@ -243,6 +248,8 @@ impl Owner {
             clock,
             changed,
             log,
+            snapshot_parse_budget: Some(SNAPSHOT_PARSE_BUDGET),
+            idle_parse_slice: Some(IDLE_PARSE_SLICE),
         }
     }
 
@@ -252,20 +259,9 @@ impl Owner {
                 Ok(event) => event,
                 Err(mpsc::TryRecvError::Disconnected) => return,
                 Err(mpsc::TryRecvError::Empty) => {
-                    // Nothing queued: parse what changed now, so the next request finds its
-                    // tree ready (behind a backlog, parsing waits for a snapshot that needs it),
-                    // in slices, looking at the queue between them.
-                    let mut next = None;
-                    while !self.parse_pending(None, Some(IDLE_PARSE_SLICE)) {
-                        match rx.try_recv() {
-                            Ok(event) => {
-                                next = Some(event);
-                                break;
-                            }
-                            Err(mpsc::TryRecvError::Disconnected) => return,
-                            Err(mpsc::TryRecvError::Empty) => {}
-                        }
-                    }
+                    let Ok(next) = self.parse_while_idle(&rx) else {
+                        return;
+                    };
                     match next.map_or_else(|| rx.recv(), Ok) {
                         Ok(event) => event,
                         Err(_) => return,
@@ -282,6 +278,25 @@ impl Owner {
                 }
             }
         }
+    }
+
+    /// Nothing queued: parses what changed now, so the next request finds its tree ready
+    /// (behind a backlog, parsing waits for a snapshot that needs it), in slices, looking at
+    /// the queue between them. `Some`: the event that came in meanwhile (the rest of the parse
+    /// waits for the next idle moment, or a snapshot that needs it); `None`: everything is
+    /// parsed; `Err`: every handle is gone.
+    fn parse_while_idle(
+        &mut self,
+        rx: &mpsc::Receiver<Event>,
+    ) -> Result<Option<Event>, mpsc::TryRecvError> {
+        while !self.parse_pending(None, self.idle_parse_slice) {
+            match rx.try_recv() {
+                Ok(event) => return Ok(Some(event)),
+                Err(mpsc::TryRecvError::Empty) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(None)
     }
 
     /// Parses `only` that document, else every document, changed since its last parse, each
@@ -330,7 +345,7 @@ impl Owner {
                 version,
                 text,
             } => {
-                let document = Document::new(uri, &language_id, version, &text, self.seq);
+                let document = Document::unparsed(uri, &language_id, version, &text, self.seq);
                 // Opened again without a close: the old one's history goes with it.
                 let replaced = self.documents.insert(document.key(), document);
                 if replaced.is_some_and(|old| old.history().groups().len() > 0) {
@@ -421,7 +436,7 @@ impl Owner {
                 }
                 // Its own document's tree, within the budget (else it goes without); the
                 // others' parses wait for an idle moment.
-                self.parse_pending(Some(&key), Some(SNAPSHOT_PARSE_BUDGET));
+                self.parse_pending(Some(&key), self.snapshot_parse_budget);
                 let answer = self.documents.get(&key).map(|document| {
                     let mut neighbours: Vec<&Document> = self
                         .documents
@@ -528,8 +543,13 @@ mod tests {
             let (log, _) = Log::new(crate::log::Level::Info);
             let (tx, changed) = async_mpsc::unbounded_channel();
             let clock = TestClock::default();
+            let mut owner = Owner::new(log, Box::new(clock.clone()), tx);
+            // Whether a parse fits a budget is the machine's business; see
+            // `a_parse_cut_by_the_snapshot_budget_goes_on_in_idle_slices` for a cut one.
+            owner.snapshot_parse_budget = None;
+            owner.idle_parse_slice = None;
             Fixture {
-                owner: Owner::new(log, Box::new(clock.clone()), tx),
+                owner,
                 clock,
                 changed,
                 version: 0,
@@ -777,18 +797,22 @@ mod tests {
         assert!(rx.try_recv().unwrap().unwrap().history.is_empty());
     }
 
-    /// A client typing faster than its file parses: the owner finds a hundred keystrokes
-    /// queued, each with the completion request's snapshot, every one but the last cancelled
-    /// by the keystroke after it. They cost one parse together (they cost one each, and on a
-    /// file of a few MB a parse each put the owner seconds behind per keystroke), and the
-    /// snapshot that is answered has the tree of the text it shows.
+    /// A client typing faster than its file parses: the owner finds the file's `didOpen` and
+    /// keystrokes queued, each with the completion request's snapshot, every one but the last
+    /// cancelled by the keystroke after it. They cost one parse together (they cost one each,
+    /// the open's too, and on a file of a few MB a parse each put the owner seconds behind per
+    /// keystroke), and the snapshot that is answered has the tree of the text it shows.
     #[test]
     fn a_backlog_of_keystrokes_costs_one_parse() {
         let mut f = Fixture::new();
-        let text = "fn main() {\n    \n}\n";
-        f.open("a.rs", text);
-        assert_eq!(f.document("a.rs").parses(), 1);
         let (tx, rx) = mpsc::channel();
+        tx.send(Event::Open {
+            uri: uri("a.rs"),
+            language_id: "rust".to_string(),
+            version: 0,
+            text: "fn main() {\n    \n}\n".to_string(),
+        })
+        .unwrap();
         let typed = "let v = vec![1, 2, 3].iter().map(|x| x * 2).sum::<i32>();";
         let mut answered = None;
         for (at, c) in typed.chars().enumerate() {
@@ -815,8 +839,8 @@ mod tests {
         f.owner.run(rx);
         assert_eq!(
             f.document("a.rs").parses(),
-            2,
-            "the open's parse and one for the whole backlog"
+            1,
+            "one for the open and the whole backlog"
         );
         let snapshot = answered.unwrap().try_recv().unwrap().unwrap().document;
         let expected = format!("fn main() {{\n    {typed}\n}}\n");
@@ -828,6 +852,53 @@ mod tests {
         let fresh = parser.parse(&expected, None).unwrap();
         assert_eq!(
             snapshot.tree.expect("a tree").root_node().to_sexp(),
+            fresh.root_node().to_sexp()
+        );
+    }
+    /// A snapshot whose document does not parse within the budget goes without a tree (never
+    /// the edited, unparsed one); the idle owner goes on with that parse in slices, each
+    /// followed by a look at the queue, and ends in the tree of a fresh parse of the text.
+    #[test]
+    fn a_parse_cut_by_the_snapshot_budget_goes_on_in_idle_slices() {
+        let mut f = Fixture::new();
+        f.owner.snapshot_parse_budget = Some(Duration::ZERO);
+        f.owner.idle_parse_slice = Some(Duration::ZERO);
+        let unit = "fn filler(x: u32) -> u32 { let y = x * 2; if y > 3 { y } else { x } }\n";
+        f.open(
+            "a.rs",
+            &format!("fn main() {{\n    \n}}\n{}", unit.repeat(300)),
+        );
+        f.change("a.rs", [[1, 4], [1, 4]], "let s = \"", 0);
+        let (reply, mut answer) = oneshot::channel();
+        f.owner.handle(Event::Snapshot {
+            key: key("a.rs"),
+            with_history: false,
+            reply,
+        });
+        let snapshot = answer.try_recv().unwrap().unwrap().document;
+        assert!(snapshot.tree.is_none(), "cut: no tree");
+        assert_eq!(f.document("a.rs").parses(), 0, "the open's parse waits too");
+
+        // Something queued: one slice, then the event.
+        let (tx, rx) = mpsc::channel();
+        tx.send(Event::Encoding(PositionEncoding::Utf8)).unwrap();
+        let next = f.owner.parse_while_idle(&rx);
+        assert!(matches!(next, Ok(Some(Event::Encoding(_)))));
+        assert!(
+            f.document("a.rs").tree().is_none(),
+            "one slice is not enough"
+        );
+        // Nothing queued: slices until it is done.
+        assert!(matches!(f.owner.parse_while_idle(&rx), Ok(None)));
+        assert_eq!(f.document("a.rs").parses(), 1);
+        let text = f.document("a.rs").rope().to_string();
+        let mut parser = tree_sitter::Parser::new();
+        parser
+            .set_language(&tree_sitter_rust::LANGUAGE.into())
+            .unwrap();
+        let fresh = parser.parse(&text, None).unwrap();
+        assert_eq!(
+            f.document("a.rs").tree().unwrap().root_node().to_sexp(),
             fresh.root_node().to_sexp()
         );
     }
