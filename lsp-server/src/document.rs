@@ -752,13 +752,7 @@ mod tests {
     fn a_parse_cut_by_its_budget_resumes_or_starts_over_and_ends_in_the_right_tree() {
         let unit = "fn filler(x: u32) -> u32 { let y = x * 2; if y > 3 { y } else { x } }\n";
         let text = format!("fn main() {{\n    \n}}\n{}", unit.repeat(3000));
-        let fresh = |text: &str| {
-            let mut parser = Parser::new();
-            parser
-                .set_language(&tree_sitter_rust::LANGUAGE.into())
-                .unwrap();
-            sexp(&parser.parse(text, None).unwrap())
-        };
+        let fresh = |text: &str| sexp(&redraft_context::parse_rust(text).unwrap());
         for edit_between in [false, true] {
             let mut doc = Document::new(uri(), "rust", 0, &text, 0);
             // A change that makes the rest of the file hard to recover from: an open string.

@@ -797,6 +797,14 @@ mod tests {
         assert!(rx.try_recv().unwrap().unwrap().history.is_empty());
     }
 
+    /// A fresh parse of `text`, as an S-expression.
+    fn fresh_sexp(text: &str) -> String {
+        redraft_context::parse_rust(text)
+            .unwrap()
+            .root_node()
+            .to_sexp()
+    }
+
     /// A client typing faster than its file parses: the owner finds the file's `didOpen` and
     /// keystrokes queued, each with the completion request's snapshot, every one but the last
     /// cancelled by the keystroke after it. They cost one parse together (they cost one each,
@@ -845,14 +853,9 @@ mod tests {
         let snapshot = answered.unwrap().try_recv().unwrap().unwrap().document;
         let expected = format!("fn main() {{\n    {typed}\n}}\n");
         assert_eq!(snapshot.rope.to_string(), expected);
-        let mut parser = tree_sitter::Parser::new();
-        parser
-            .set_language(&tree_sitter_rust::LANGUAGE.into())
-            .unwrap();
-        let fresh = parser.parse(&expected, None).unwrap();
         assert_eq!(
             snapshot.tree.expect("a tree").root_node().to_sexp(),
-            fresh.root_node().to_sexp()
+            fresh_sexp(&expected)
         );
     }
     /// A snapshot whose document does not parse within the budget goes without a tree (never
@@ -892,14 +895,9 @@ mod tests {
         assert!(matches!(f.owner.parse_while_idle(&rx), Ok(None)));
         assert_eq!(f.document("a.rs").parses(), 1);
         let text = f.document("a.rs").rope().to_string();
-        let mut parser = tree_sitter::Parser::new();
-        parser
-            .set_language(&tree_sitter_rust::LANGUAGE.into())
-            .unwrap();
-        let fresh = parser.parse(&text, None).unwrap();
         assert_eq!(
             f.document("a.rs").tree().unwrap().root_node().to_sexp(),
-            fresh.root_node().to_sexp()
+            fresh_sexp(&text)
         );
     }
 }
