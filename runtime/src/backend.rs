@@ -293,9 +293,9 @@ impl Backend {
     /// A client for `config`; checks the URL, contacts nothing.
     pub fn new(config: BackendConfig) -> Result<Backend, BackendError> {
         let (mut completions, mut models) = endpoints(&config.url)?;
-        let shown_completions = completions.to_string();
-        let shown_models = models.to_string();
         let mut secrets: Vec<String> = config.api_key.iter().cloned().collect();
+        let shown_completions = shown(&completions, &mut secrets);
+        let shown_models = shown(&models, &mut secrets);
         // Credentials written in the URL go as basic auth, as reqwest sends them; with an API
         // key as well they would be a second `Authorization` header, so the key alone is sent.
         let parsed = Url::parse(&config.url).map_err(|e| BackendError::Setup(e.to_string()))?;
@@ -931,6 +931,37 @@ fn scrub(text: &str, secrets: &[String]) -> String {
 
 /// `url` without the `user:password@` of its authority, for a message naming a URL that may
 /// not parse.
+/// A query parameter's name that says its value is a credential (`?key=`, `api_key`,
+/// `access_token`, `sig`, ...).
+fn names_a_secret(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["key", "token", "secret", "password", "sig", "auth"]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
+/// `url` as messages name it: each credential in its query (see [`names_a_secret`]) shown as
+/// `[redacted]`, and added to `secrets` as written and decoded (a server may echo either).
+fn shown(url: &Url, secrets: &mut Vec<String>) -> String {
+    let Some(query) = url.query() else {
+        return url.to_string();
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if !value.is_empty() && names_a_secret(name) => {
+                secrets.push(value.to_string());
+                secrets.push(percent_decode_str(value).decode_utf8_lossy().into_owned());
+                format!("{name}={REDACTED}")
+            }
+            _ => pair.to_string(),
+        })
+        .collect();
+    let mut shown = url.clone();
+    shown.set_query(Some(&pairs.join("&")));
+    shown.to_string()
+}
+
 fn without_credentials(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();

@@ -306,6 +306,37 @@ fn credentials_in_the_url_are_sent_as_basic_auth_and_never_shown() {
     );
 }
 
+/// A key in the URL's query (`?key=`, as some gateways take it) is sent and never shown: not
+/// in the URL a message names, nor where the server quotes it back.
+#[test]
+fn a_key_in_the_query_is_sent_and_never_shown() {
+    let (url, heard) = upstream(|heard, stream| {
+        let message = format!("no such key: {}", heard.path);
+        reply(stream, 401, "", &error_body(&message));
+    });
+    let backend = backend(
+        &format!("{url}/v1?api-version=2024-10&key=s3cret%2Bkey"),
+        PATIENT,
+        None,
+    );
+    let shown = format!("{url}/v1/completions?api-version=2024-10&key=[redacted]");
+    assert_eq!(backend.endpoint(), shown);
+    assert_eq!(backend.spec().url, shown);
+    let err = fill(&backend).unwrap_err().to_string();
+    assert!(!err.contains("s3cret"), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "{shown} answered HTTP 401: no such key: /v1/completions?api-version=2024-10&key=[redacted]"
+        )),
+        "{err}"
+    );
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(
+        heard[0].path,
+        "/v1/completions?api-version=2024-10&key=s3cret%2Bkey"
+    );
+}
+
 #[test]
 fn an_api_key_beside_credentials_in_the_url_is_the_one_authorization_sent() {
     let (url, heard) = upstream(|_, stream| reply(stream, 200, "", &completion("a + b")));
