@@ -175,6 +175,11 @@ impl Document {
         self.edited_at
     }
 
+    /// Whether the text changed since its last parse (a parse is due).
+    pub fn needs_parse(&self) -> bool {
+        self.syntax.as_ref().is_some_and(|syntax| syntax.stale)
+    }
+
     /// The parse of the text, if it is up to date ([`Document::parse_within`] makes it so).
     pub fn tree(&self) -> Option<&Tree> {
         let syntax = self.syntax.as_ref()?;

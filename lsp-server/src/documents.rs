@@ -305,7 +305,13 @@ impl Owner {
     fn parse_pending(&mut self, only: Option<&DocumentKey>, budget: Option<Duration>) -> bool {
         let keys: Vec<DocumentKey> = match only {
             Some(key) => vec![key.clone()],
-            None => self.documents.keys().cloned().collect(),
+            // Only those with a parse to do: this runs whenever the queue empties.
+            None => self
+                .documents
+                .iter()
+                .filter(|(_, document)| document.needs_parse())
+                .map(|(key, _)| key.clone())
+                .collect(),
         };
         let mut done = true;
         for key in keys {

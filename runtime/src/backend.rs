@@ -294,8 +294,8 @@ impl Backend {
     pub fn new(config: BackendConfig) -> Result<Backend, BackendError> {
         let (mut completions, mut models) = endpoints(&config.url)?;
         let mut secrets: Vec<String> = config.api_key.iter().cloned().collect();
-        let shown_completions = shown(&completions, &mut secrets);
-        let shown_models = shown(&models, &mut secrets);
+        let shown_completions = shown(completions.as_str(), &mut secrets);
+        let shown_models = shown(models.as_str(), &mut secrets);
         // Credentials written in the URL go as basic auth, as reqwest sends them; with an API
         // key as well they would be a second `Authorization` header, so the key alone is sent.
         let parsed = Url::parse(&config.url).map_err(|e| BackendError::Setup(e.to_string()))?;
@@ -711,7 +711,7 @@ impl FimBackend for Backend {
 /// messages name ([`Backend`] sends the credentials).
 pub fn endpoints(url: &str) -> Result<(Url, Url), BackendError> {
     let bad = |message: &str| BackendError::BadUrl {
-        url: without_credentials(url),
+        url: shown(url, &mut Vec::new()),
         message: message.to_string(),
     };
     if !url.contains("://") {
@@ -940,36 +940,43 @@ fn names_a_secret(name: &str) -> bool {
         .any(|word| name.contains(word))
 }
 
-/// `url` as messages name it: each credential in its query (see [`names_a_secret`]) shown as
-/// `[redacted]`, and added to `secrets` as written and decoded (a server may echo either).
-fn shown(url: &Url, secrets: &mut Vec<String>) -> String {
-    let Some(query) = url.query() else {
-        return url.to_string();
-    };
-    let pairs: Vec<String> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((name, value)) if !value.is_empty() && names_a_secret(name) => {
-                secrets.push(value.to_string());
-                secrets.push(percent_decode_str(value).decode_utf8_lossy().into_owned());
-                format!("{name}={REDACTED}")
+/// `url` as messages name it, whether or not it parses: without the credentials before its
+/// host, and each credential in its query (see [`names_a_secret`]) `[redacted]`; the values
+/// redacted are added to `secrets` as written and decoded (a server may echo either).
+fn shown(url: &str, secrets: &mut Vec<String>) -> String {
+    let (head, fragment) = url
+        .split_once('#')
+        .map_or((url, None), |(h, f)| (h, Some(f)));
+    let (base, query) = head
+        .split_once('?')
+        .map_or((head, None), |(b, q)| (b, Some(q)));
+    let mut shown = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority = rest.find('/').map_or(rest, |end| &rest[..end]);
+            match authority.rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => base.to_string(),
             }
-            _ => pair.to_string(),
-        })
-        .collect();
-    let mut shown = url.clone();
-    shown.set_query(Some(&pairs.join("&")));
-    shown.to_string()
-}
-
-fn without_credentials(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+        }
+        None => base.to_string(),
     };
-    let authority = rest.find(['/', '?', '#']).map_or(rest, |end| &rest[..end]);
-    match authority.rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_string(),
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, value)) if !value.is_empty() && names_a_secret(name) => {
+                    secrets.push(value.to_string());
+                    secrets.push(percent_decode_str(value).decode_utf8_lossy().into_owned());
+                    format!("{name}={REDACTED}")
+                }
+                _ => pair.to_string(),
+            })
+            .collect();
+        shown = format!("{shown}?{}", pairs.join("&"));
+    }
+    match fragment {
+        Some(fragment) => format!("{shown}#{fragment}"),
+        None => shown,
     }
 }
 

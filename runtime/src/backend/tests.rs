@@ -433,4 +433,14 @@ fn a_refused_url_is_named_without_its_credentials() {
         err.starts_with("backend URL `http://gpu:8000/v1/chat/completions`"),
         "{err}"
     );
+    // Nor with a key in its query.
+    let err = Backend::new(BackendConfig::new(
+        "http://gpu:8000/v1/chat/completions?key=s3cret",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.starts_with("backend URL `http://gpu:8000/v1/chat/completions?key=[redacted]`"),
+        "{err}"
+    );
 }
