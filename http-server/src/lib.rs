@@ -568,27 +568,36 @@ fn endpoint_label(path: &str) -> &'static str {
         .unwrap_or("other")
 }
 
+/// The status a request is counted under when its client hung up before the whole answer was
+/// handed over (nginx's "client closed request"): a non-streamed request cancelled while its job
+/// ran, or a stream left before its end.
+const CLIENT_CLOSED: u16 = 499;
+
 /// The request metrics, observed when the response body ends (or is dropped: a client that hung
-/// up), so a stream's time is the whole stream's; a stream that ended with an error event counts
-/// under that error's status ([`requests::StreamStatus`]).
+/// up, [`CLIENT_CLOSED`]), so a stream's time is the whole stream's; a stream that ended with an
+/// error event counts under that error's status ([`requests::StreamStatus`]).
 async fn count(State(app): State<Shared>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let endpoint = endpoint_label(request.uri().path());
-    let response = next.run(request).await;
-    let observation = Observation {
+    // Hyper never takes the body of an answer to HEAD: it is whole as it stands.
+    let head = request.method() == Method::HEAD;
+    // Dropped with the handler if the client hangs up first: counted as CLIENT_CLOSED.
+    let mut observation = Observation {
         metrics: Arc::clone(&app.metrics),
-        endpoint,
-        status: response.status().as_u16(),
-        stream: response
-            .extensions()
-            .get::<requests::StreamStatus>()
-            .cloned(),
-        started,
+        endpoint: endpoint_label(request.uri().path()),
+        status: CLIENT_CLOSED,
+        stream: None,
+        started: Instant::now(),
     };
+    let response = next.run(request).await;
+    observation.status = response.status().as_u16();
+    observation.stream = response
+        .extensions()
+        .get::<requests::StreamStatus>()
+        .cloned();
     response.map(|body| {
         Body::new(Counted {
             body,
-            _observation: observation,
+            ended: head,
+            observation,
         })
     })
 }
@@ -615,10 +624,12 @@ impl Drop for Observation {
 }
 
 /// A response body that records its request's [`Observation`] when hyper is done with it
-/// (it drops a body once it has taken the last frame).
+/// (it drops a body once it has taken the last frame, or when the client hangs up before).
 struct Counted {
     body: Body,
-    _observation: Observation,
+    /// Hyper has taken the last frame.
+    ended: bool,
+    observation: Observation,
 }
 
 impl http_body::Body for Counted {
@@ -629,7 +640,11 @@ impl http_body::Body for Counted {
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = frame {
+            self.ended = true;
+        }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
@@ -638,6 +653,16 @@ impl http_body::Body for Counted {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        // A body that knows it is over (an empty one, a whole answer taken in one frame) is
+        // never polled to its end. A stream's error event still wins ([`Observation`]).
+        if !(self.ended || http_body::Body::is_end_stream(&self.body)) {
+            self.observation.status = CLIENT_CLOSED;
+        }
     }
 }
 

@@ -227,6 +227,20 @@ fn unknown_routes_and_methods_have_json_errors() {
         server.metric("redraft_http_requests_total{endpoint=\"/v1/completions\",status=\"405\"}"),
         1.0
     );
+    // HEAD: hyper never takes the answer's body, and the request is no hang-up.
+    let head = format!(
+        "HEAD /health HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.addr
+    );
+    let answer = server.raw(head.as_bytes());
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.is_empty());
+    let health = |status: u16| {
+        server.metric(&format!(
+            "redraft_http_requests_total{{endpoint=\"/health\",status=\"{status}\"}}"
+        ))
+    };
+    assert_eq!((health(200), health(499)), (1.0, 0.0));
 }
 
 #[test]
@@ -324,7 +338,8 @@ fn garbage_on_the_socket_leaves_the_server_serving() {
 }
 
 /// A client that hangs up cancels its job at the next denoising step (slow steps here, so the
-/// job is still running): streamed or not, the server counts it as cancelled and goes on.
+/// job is still running): streamed or not, the server counts the job as cancelled and the
+/// request as 499 ("client closed request"), and goes on.
 #[test]
 fn a_client_that_disconnects_mid_stream_cancels_its_job() {
     let server = Server::start_with(Start {
@@ -348,12 +363,18 @@ fn a_client_that_disconnects_mid_stream_cancels_its_job() {
     drop(stream);
     server.wait_for_metric(cancelled, 1.0);
     assert_eq!(server.metric("redraft_running_jobs"), 0.0);
+    let requests = |endpoint: &str, status: u16| {
+        format!("redraft_http_requests_total{{endpoint=\"{endpoint}\",status=\"{status}\"}}")
+    };
+    server.wait_for_metric(&requests("/v1/fim/completions", 499), 1.0);
+    assert_eq!(server.metric(&requests("/v1/fim/completions", 200)), 0.0);
     // Not streamed: the handler is dropped with the connection.
     let body = json!({"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 32}).to_string();
     let waiting = server.open_later("POST", "/v1/completions", body.as_bytes());
     server.wait_for_metric("redraft_running_jobs", 1.0);
     drop(waiting);
     server.wait_for_metric(cancelled, 2.0);
+    server.wait_for_metric(&requests("/v1/completions", 499), 1.0);
     still_serving(&server);
     assert_eq!(
         server.metric("redraft_jobs_total{kind=\"fim\",outcome=\"answered\"}"),
