@@ -145,7 +145,7 @@ pub async fn fim(
 #[serde(untagged)]
 pub enum Content {
     Text(String),
-    Parts(Vec<Part>),
+    Parts(#[serde(deserialize_with = "crate::requests::objects")] Vec<Part>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -164,6 +164,7 @@ pub struct Message {
 pub struct EditRequest {
     #[serde(default)]
     pub model: Option<String>,
+    #[serde(deserialize_with = "crate::requests::objects")]
     pub messages: Vec<Message>,
     #[serde(default)]
     pub temperature: Option<f64>,

@@ -58,7 +58,7 @@ pub struct GenerateRequest {
     pub raw: Option<bool>,
     #[serde(default)]
     pub stream: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::requests::optional_object")]
     pub options: Option<Options>,
     #[serde(default)]
     pub effort: Option<String>,

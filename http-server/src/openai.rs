@@ -53,7 +53,7 @@ pub struct CompletionRequest {
     pub stop: Option<StopField>,
     #[serde(default)]
     pub stream: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::requests::optional_object")]
     pub stream_options: Option<StreamOptions>,
     #[serde(default)]
     pub echo: Option<bool>,

@@ -95,20 +95,59 @@ fn not_an_object(body: &[u8]) -> Option<serde_json::Error> {
     if *first == b'{' {
         return None;
     }
-    use serde::de::{Error, Unexpected};
-    let unexpected = match serde_json::from_slice::<serde_json::Value>(body) {
-        Err(not_json) => return Some(not_json),
-        Ok(serde_json::Value::Array(_)) => Unexpected::Seq,
-        Ok(serde_json::Value::String(_)) => Unexpected::Other("string"),
-        Ok(serde_json::Value::Number(_)) => Unexpected::Other("number"),
-        Ok(serde_json::Value::Bool(b)) => Unexpected::Bool(b),
-        Ok(serde_json::Value::Null) => Unexpected::Unit,
-        Ok(serde_json::Value::Object(_)) => return None,
-    };
-    Some(serde_json::Error::invalid_type(
-        unexpected,
-        &"a JSON object of the route's fields",
-    ))
+    use serde::de::Error;
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Err(not_json) => Some(not_json),
+        Ok(value) => not_object(&value).map(|unexpected| {
+            serde_json::Error::invalid_type(unexpected, &"a JSON object of the route's fields")
+        }),
+    }
+}
+
+/// What `value` is, when it is not an object.
+fn not_object(value: &serde_json::Value) -> Option<serde::de::Unexpected<'_>> {
+    use serde::de::Unexpected;
+    Some(match value {
+        serde_json::Value::Object(_) => return None,
+        serde_json::Value::Array(_) => Unexpected::Seq,
+        serde_json::Value::String(_) => Unexpected::Other("string"),
+        serde_json::Value::Number(_) => Unexpected::Other("number"),
+        serde_json::Value::Bool(b) => Unexpected::Bool(*b),
+        serde_json::Value::Null => Unexpected::Unit,
+    })
+}
+
+/// One nested object of a request (`options`, `stream_options`, a message): serde's derived
+/// structs would also take an array of the fields in order (`"options": [128]` as
+/// `num_predict`), which no client means, so only an object is read.
+fn object<T: DeserializeOwned, E: serde::de::Error>(value: serde_json::Value) -> Result<T, E> {
+    if let Some(unexpected) = not_object(&value) {
+        return Err(E::invalid_type(unexpected, &"a JSON object"));
+    }
+    T::deserialize(value).map_err(E::custom)
+}
+
+/// [`object`] for an optional field (`null` is none: `#[serde(default, deserialize_with = ...)]`).
+pub fn optional_object<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    Option::<serde_json::Value>::deserialize(deserializer)?
+        .map(object)
+        .transpose()
+}
+
+/// [`object`] for each item of a list.
+pub fn objects<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    Vec::<serde_json::Value>::deserialize(deserializer)?
+        .into_iter()
+        .map(object)
+        .collect()
 }
 
 /// `prompt`: a string, or a list holding one string.

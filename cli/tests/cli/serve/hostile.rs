@@ -92,6 +92,35 @@ fn bad_json_and_bad_fields_are_400_in_each_apis_shape() {
             "{path}: {message}"
         );
     }
+    // Nor are the objects inside one: serde would read `[128]` as `num_predict`.
+    for (path, body) in [
+        (
+            "/api/generate",
+            json!({"prompt": PREFIX, "options": [128], "stream": false}),
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": PREFIX, "stream": true, "stream_options": [true]}),
+        ),
+        ("/v1/edit/completions", json!({"messages": [["user", "x"]]})),
+        (
+            "/v1/edit/completions",
+            json!({"messages": [{"role": "user", "content": [["x"]]}]}),
+        ),
+    ] {
+        let answer = server.post(path, &body);
+        assert_eq!(answer.status, 400, "{path} {body}: {}", answer.text());
+        let text = answer.text();
+        assert!(
+            text.contains("expected a JSON object") || text.contains("did not match any variant"),
+            "{path} {body}: {text}"
+        );
+    }
+    // Where they are objects (or null), they are read.
+    let options = json!({"prompt": PREFIX, "options": {"num_predict": 4}, "stream": false});
+    assert_eq!(server.post("/api/generate", &options).status, 200);
+    let options = json!({"prompt": PREFIX, "options": null, "stream": false});
+    assert_eq!(server.post("/api/generate", &options).status, 200);
     let cases = [
         (
             json!({"prompt": PREFIX, "max_tokens": "many"}),
