@@ -23,10 +23,11 @@ mod framing;
 mod notifications;
 mod requests;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -171,6 +172,14 @@ pub async fn serve(
                                 let _ = output.send(Outgoing::Response(answer)).await;
                                 continue;
                             }
+                            if let Some(id) = request.id().filter(|id| outstanding.running(id)) {
+                                log.warn(format!(
+                                    "`{}` reuses the id {id} of a request still running: refused",
+                                    request.method()
+                                ));
+                                let _ = output.send(reply(id.clone(), id_in_use(id))).await;
+                                continue;
+                            }
                             // Ignored by the service without a word: the log says why.
                             if let Some(warning) = unreadable(&request) {
                                 log.warn(warning);
@@ -200,7 +209,8 @@ pub async fn serve(
                                     log.warn("requests still running at exit are abandoned");
                                 }
                             }
-                            let task = outstanding.track(service.call(request));
+                            let task =
+                                outstanding.track(request.id().cloned(), service.call(request));
                             if tasks.send(task).await.is_err() || exit {
                                 break Ok(Ended::Exit);
                             }
@@ -261,22 +271,37 @@ pub async fn serve(
 struct Outstanding {
     count: Arc<AtomicUsize>,
     done: Arc<Notify>,
+    /// The ids of those requests (notifications have none).
+    ids: Arc<Mutex<HashSet<Id>>>,
 }
 
 impl Outstanding {
     fn track(
         &self,
+        id: Option<Id>,
         task: impl Future<Output = Result<Option<Response>, ExitedError>> + Send + 'static,
     ) -> BoxFuture<'static, Option<Response>> {
         self.count.fetch_add(1, Ordering::SeqCst);
+        if let Some(id) = &id {
+            self.ids.lock().unwrap().insert(id.clone());
+        }
         let this = self.clone();
         async move {
             let response = task.await.unwrap_or(None);
+            // Before the answer is written: a client that has it may use the id again.
+            if let Some(id) = &id {
+                this.ids.lock().unwrap().remove(id);
+            }
             this.count.fetch_sub(1, Ordering::SeqCst);
             this.done.notify_one();
             response
         }
         .boxed()
+    }
+
+    /// Whether a request with `id` is still running.
+    fn running(&self, id: &Id) -> bool {
+        self.ids.lock().unwrap().contains(id)
     }
 
     /// Resolves once nothing is outstanding.
@@ -295,6 +320,17 @@ fn error(code: ErrorCode, message: String) -> jsonrpc::Error {
         message: message.into(),
         data: None,
     }
+}
+
+/// The answer to a request reusing the id of one still running: JSON-RPC's ids tell a
+/// client's requests apart, and tower-lsp-server, given one, answers it InvalidRequest only
+/// after its layers have acted on it (a `shutdown` put the session in its shut-down state
+/// without running, so every later request was refused and `exit` ended with status 1).
+fn id_in_use(id: &Id) -> jsonrpc::Error {
+    error(
+        ErrorCode::InvalidRequest,
+        format!("the id {id} is in use by a request still running: give each request its own"),
+    )
 }
 
 fn reply(id: Id, error: jsonrpc::Error) -> Outgoing {

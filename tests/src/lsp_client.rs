@@ -437,7 +437,13 @@ pub struct Raw {
 impl Raw {
     /// Starts the server, initializes it with `options` and waits for its model.
     pub async fn start(options: Value) -> Raw {
-        let (mut child, stderr, stderr_reader) = spawn_server(None, &[]);
+        Raw::start_stepping(options, None).await
+    }
+
+    /// [`Raw::start`] with a pause of `step_delay_ms` after every denoising step, so a request
+    /// is still running when the next message comes.
+    pub async fn start_stepping(options: Value, step_delay_ms: Option<u64>) -> Raw {
+        let (mut child, stderr, stderr_reader) = spawn_server(step_delay_ms, &[]);
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().unwrap();
         let received: Arc<Mutex<Vec<Value>>> = Arc::default();

@@ -19,6 +19,10 @@
 //!   forever. redraft implements no `$/` request: each is answered here ([`answered_here`]),
 //!   but for `$/cancelRequest`, the one `$/` method the service knows: sent with an id, it
 //!   still cancels, and is answered InvalidRequest as any notification sent as a request is.
+//! - A request reusing the id of one still running is InvalidRequest, answered by the
+//!   transport (`id_in_use`): tower-lsp-server refuses it too, but only after its layers acted
+//!   on it, and a `shutdown` so refused left the session shut down without `Server::shutdown`
+//!   having run (every later request refused, `exit` with status 1).
 //! - After a `shutdown` the service accepted, every request but `exit` is InvalidRequest
 //!   (LSP 3.17, "Shutdown Request"); tower-lsp-server answers a method it does not know with
 //!   MethodNotFound there, so those are answered here too.

@@ -842,6 +842,45 @@ async fn a_shutdown_sent_as_a_notification_is_ignored() {
     assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
 }
 
+/// A request reusing the id of one still running is InvalidRequest, saying so, and nothing else
+/// happens to the session: a `shutdown` so refused used to leave it shut down without the
+/// server's shutdown (every later request refused, `exit` with status 1).
+#[tokio::test]
+async fn a_request_reusing_a_running_requests_id_is_refused_alone() {
+    let options = json!({"effort": "high", "maxTokens": 200});
+    let mut raw = Raw::start_stepping(options, Some(100)).await;
+    raw.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": URI, "languageId": "rust", "version": 0, "text": "fn main() {\n    let x = \n}\n"}}),
+    )
+    .await;
+    // Seconds of denoising: still running when the rest is read.
+    let (running, id) = raw.inline_bytes(URI, 1, 12);
+    let again = json!({"jsonrpc": "2.0", "id": id, "method": "shutdown"});
+    raw.write(&[running, frame(again.to_string().as_bytes())].concat())
+        .await;
+    let refused = raw.answer(id).await;
+    assert_eq!(
+        refused["error"]["code"],
+        json!(INVALID_REQUEST),
+        "{refused}"
+    );
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("in use by a request still running"),
+        "{message}"
+    );
+    raw.notify("$/cancelRequest", json!({"id": id})).await;
+    // The running request's own answer (cancelled) still comes, under its id.
+    raw.wait_for(|m| m["id"] == json!(id) && m["error"]["code"] != json!(INVALID_REQUEST))
+        .await;
+    let id = raw.request("shutdown", Value::Null).await;
+    let answer = raw.answer(id).await;
+    assert_eq!(answer.get("result"), Some(&Value::Null), "{answer}");
+    raw.notify("exit", Value::Null).await;
+    assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
+}
+
 /// A `$/` request the server does not implement is answered MethodNotFound (-32601), as LSP
 /// 3.17 asks: tower-lsp-server answered none, and the client waited for ever (only a `$/`
 /// notification may go unanswered). After `shutdown`, every request but `exit` is
