@@ -7,7 +7,9 @@
 //! A written diff is for `git apply` and `patch` as much as for [`parse_patches`], so
 //! [`unified_diff`] compares and writes each line with its exact bytes: a CRLF line keeps its
 //! `\r` before the `\n`, and a line whose ending changed is a changed line. A missing newline at
-//! the end of the file is the `\ No newline at end of file` marker either way.
+//! the end of the file is the `\ No newline at end of file` marker either way; a last line that
+//! ends in a lone `\r` is written with it before the `\n` and read back with it (unless the
+//! diff's own lines, the marker's too, end in `\r\n`).
 
 use std::fmt;
 
@@ -109,6 +111,11 @@ pub enum DiffError {
 /// a merge's result differs from each parent, which is no one edit.
 pub fn parse_patches(text: &str) -> Result<Vec<FilePatch>, DiffError> {
     let lines: Vec<&str> = text.lines().collect();
+    // Which lines ended in `\r\n` (`lines` drops the `\r`).
+    let crlf: Vec<bool> = text
+        .split_inclusive('\n')
+        .map(|line| line.ends_with("\r\n"))
+        .collect();
     let mut patches: Vec<FilePatch> = Vec::new();
     let mut at = 0;
     while at < lines.len() {
@@ -126,7 +133,7 @@ pub fn parse_patches(text: &str) -> Result<Vec<FilePatch>, DiffError> {
                 line: at + 1,
                 header: lines[at].to_string(),
             })?;
-            let (hunk, next) = read_hunk(&lines, at + 1, &header);
+            let (hunk, next) = read_hunk(&lines, &crlf, at + 1, &header);
             if patches.is_empty() {
                 patches.push(FilePatch::default());
             }
@@ -274,7 +281,8 @@ fn range(field: &str) -> Option<(usize, usize)> {
 
 /// Reads a hunk body from `lines[start..]`; returns the hunk and the index of the first line
 /// after it.
-fn read_hunk(lines: &[&str], start: usize, header: &HunkHeader) -> (Hunk, usize) {
+/// `crlf[i]`: whether `lines[i]` ended in `\r\n`.
+fn read_hunk(lines: &[&str], crlf: &[bool], start: usize, header: &HunkHeader) -> (Hunk, usize) {
     let mut hunk = Hunk {
         old_start: header.old_start,
         new_start: header.new_start,
@@ -295,6 +303,17 @@ fn read_hunk(lines: &[&str], start: usize, header: &HunkHeader) -> (Hunk, usize)
             None => (b' ', ""),
             Some(&first @ (b' ' | b'-' | b'+')) => (first, &line[1..]),
             Some(b'\\') => {
+                // The line before the marker is the file's last, which has no newline: a `\r`
+                // before the diff's `\n` is the file's last byte (a lone `\r`), unless the
+                // diff's own lines end in `\r\n` (the marker's does too).
+                if at > start && crlf[at - 1] && !crlf[at] && !lines[at - 1].starts_with('\\') {
+                    if let Some(
+                        HunkLine::Removed(text) | HunkLine::Added(text) | HunkLine::Context(text),
+                    ) = hunk.lines.last_mut()
+                    {
+                        text.push('\r');
+                    }
+                }
                 match hunk.lines.last() {
                     Some(HunkLine::Removed(_)) => hunk.old_no_newline = true,
                     Some(HunkLine::Added(_)) => hunk.new_no_newline = true,

@@ -308,6 +308,11 @@ fn unified_diff_round_trips_edge_cases() {
         ("a\nb\nc\n", "a\nc\n"),
         ("x\nx\nx\n", "x\ny\nx\nx\n"),
         ("a\r\nb\r\n", "a\r\nc\r\n"),
+        // A last line ending in a lone `\r`: written `b\r\n\ No newline`, the `\r` is the
+        // file's.
+        ("a\r\nb\r", "a\r\nB\r"),
+        ("a\nb\r", "a\nb"),
+        ("a\nb", "a\nb\r"),
     ] {
         for context_lines in [0, 1, 3] {
             let diff = unified_diff("f", old, new, context_lines);
@@ -368,6 +373,13 @@ fn a_written_crlf_diff_parses_back_to_the_same_edit() {
         apply(crlf, &one_patch(&unified_diff("f", crlf, edited, 1))).unwrap(),
         edited
     );
+    // A diff whose own lines all end in `\r\n` (one saved on Windows): the `\r` before a
+    // no-newline marker is the diff's, not a lone `\r` of the file's (which a diff with `\n`
+    // lines keeps: `unified_diff_round_trips_edge_cases`).
+    let windows = "--- a/f\r\n+++ b/f\r\n@@ -1 +1 @@\r\n-a\r\n\\ No newline at end of file\r\n+b\r\n\\ No newline at end of file\r\n";
+    let patch = one_patch(windows);
+    assert_eq!(patch.hunks[0].lines, vec![removed("a"), added("b")]);
+    assert_eq!(apply("a", &patch).unwrap(), "b");
 }
 
 /// A directory of its own under the system's temporary directory, removed when dropped.
