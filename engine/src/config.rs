@@ -60,6 +60,10 @@ pub struct RopeParameters {
     pub rope_theta: Option<f64>,
     #[serde(default)]
     pub rope_type: Option<String>,
+    /// The older name of `rope_type` (`rope_scaling`'s), which transformers reads where
+    /// `rope_type` is absent.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub legacy_type: Option<String>,
 }
 
 /// Mirror of a Qwen2-style `config.json`; unknown keys are ignored.
@@ -272,13 +276,13 @@ impl ModelConfig {
                 self.hidden_act
             )));
         }
-        let rope_type = self
-            .rope_parameters
-            .as_ref()
-            .and_then(|p| p.rope_type.as_deref());
-        if let Some(rope_type) = rope_type.filter(|&t| t != "default") {
+        let rope_type = self.rope_parameters.as_ref().and_then(|p| {
+            (p.rope_type.as_deref().map(|t| ("rope_type", t)))
+                .or(p.legacy_type.as_deref().map(|t| ("type", t)))
+        });
+        if let Some((name, rope_type)) = rope_type.filter(|&(_, t)| t != "default") {
             return Err(unsupported(format!(
-                "rope_parameters.rope_type `{rope_type}` (only default RoPE is supported)"
+                "rope_parameters.{name} `{rope_type}` (only default RoPE is supported)"
             )));
         }
         if let Some(scaling) = self.rope_scaling.as_ref().filter(|s| !s.is_null()) {

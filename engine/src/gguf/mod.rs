@@ -7,9 +7,10 @@
 //! (bidirectional, unshifted, q/k/v biases only if the file has them), which share llama.cpp's
 //! tensor names. llama.cpp runs `llada` with its `NORM` RoPE, so its converter stores the query
 //! and key rows of each head in interleaved pair order; they are put back in `rotate_half` order
-//! on load (`rope_pair_rows`), quantized blocks included. Settings the metadata does not state
-//! come from a `redraft.json` beside the file, as for a safetensors directory; a
-//! `tokenizer.json` beside it replaces the file's vocabulary.
+//! on load (`rope_pair_rows`), quantized blocks included. RoPE that the metadata scales or
+//! limits to part of each head, as llama.cpp reads it, is refused (`check_default_rope`).
+//! Settings the metadata does not state come from a `redraft.json` beside the file, as for a
+//! safetensors directory; a `tokenizer.json` beside it replaces the file's vocabulary.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -181,16 +182,17 @@ fn read(
         .optional_usize(&key("attention.key_length"))?
         .unwrap_or(hidden.checked_div(heads).unwrap_or(0));
     let interleaved = arch == "llada";
-    if interleaved {
-        if let Some(rot) = meta.optional_usize(&key("rope.dimension_count"))? {
-            if rot != head_dim {
-                return Err(meta.bad(
-                    &key("rope.dimension_count"),
-                    &format!("{rot}, not the head size {head_dim} (partial RoPE is not supported)"),
-                ));
-            }
+    // llama.cpp rotates the first `rope.dimension_count` values of each head, whatever the
+    // architecture; redraft rotates whole heads.
+    if let Some(rot) = meta.optional_usize(&key("rope.dimension_count"))? {
+        if rot != head_dim {
+            return Err(meta.bad(
+                &key("rope.dimension_count"),
+                &format!("{rot}, not the head size {head_dim} (partial RoPE is not supported)"),
+            ));
         }
     }
+    meta.check_default_rope(&key)?;
 
     // Every tensor's bytes, checked against the file (in bounds, aligned, whole blocks, over no
     // other tensor's) before anything reads them, those redraft does not use too: a file that
@@ -525,6 +527,37 @@ impl Metadata<'_> {
             Some(Value::Bool(v)) => Some(*v),
             Some(_) => return Err(self.bad(key, "not a boolean")),
         })
+    }
+
+    /// An error unless the file's RoPE is unscaled as llama.cpp reads it: a scaling type of
+    /// `none`, or a factor (`rope.scaling.factor`, else the older `rope.scale_linear`) that is
+    /// absent, 0 or 1 (llama.cpp's "no scaling"; a factor with no type scales linearly, and
+    /// YaRN by a factor of 1 is the default rotation). `key` names a key of the architecture.
+    fn check_default_rope(&self, key: &dyn Fn(&str) -> String) -> Result<()> {
+        let type_key = key("rope.scaling.type");
+        let kind = match self.values.get(&type_key) {
+            Some(_) => self.string(&type_key)?,
+            None => "linear".to_string(),
+        };
+        if kind == "none" {
+            return Ok(());
+        }
+        let factor_key = [key("rope.scaling.factor"), key("rope.scale_linear")]
+            .into_iter()
+            .find(|k| self.values.contains_key(k));
+        let factor = match &factor_key {
+            Some(k) => self.optional_f64(k)?,
+            None => None,
+        };
+        let fix = "only default RoPE is supported: convert the checkpoint without its rope scaling";
+        match (kind.as_str(), factor_key, factor) {
+            ("linear" | "yarn", Some(k), Some(f)) if f != 0.0 && f != 1.0 => Err(self.bad(
+                &k,
+                &format!("{kind} RoPE scaling by a factor of {f} ({fix})"),
+            )),
+            ("linear" | "yarn", ..) => Ok(()),
+            _ => Err(self.bad(&type_key, &format!("{kind} RoPE scaling ({fix})"))),
+        }
     }
 
     fn strings(&self, key: &str) -> Result<Vec<&str>> {

@@ -2,7 +2,9 @@
 //! `Engine::complete`, the path the language server's worker and `redraft complete` take, on the
 //! default model (bidirectional) and on its weights attending causally: off, a changed context
 //! costs today's exact stored full pass; on, the first pass realigns the cache and recomputes
-//! around the edit, until the refresh schedule asks for an exact pass again.
+//! around the edit, until the refresh schedule asks for an exact pass again. And the alignment
+//! itself, over the tokens of text edited where byte-level BPE splits and merges characters
+//! differently, held exact on a one-layer model.
 
 use std::path::{Path, PathBuf};
 
@@ -266,4 +268,117 @@ fn a_canvas_that_grows_realigns_its_own_cache() {
     assert_eq!(on.full_passes, 1, "{on:?}");
     assert_eq!(on.realign_passes, off.full_passes - 1, "{on:?}");
     assert!(on.slots > 2, "{on:?}");
+}
+
+/// Code before and after the cursor in characters of one to four bytes, combining marks and
+/// zero-width joiners: each edit of [`multibyte_session`] changes one of them where byte-level
+/// BPE merges it with its neighbours.
+const BEFORE_MB: &str = "// Grüße — 字符串 🦀 naïve café\nfn greet(name: &str) -> String {\n    let s = \"héllo wörld 👨\u{200d}👩\u{200d}👧 日本語\";\n    let sel";
+const AFTER_MB: &str = "\n    format!(\"{s}, {name} — ok ✓\")\n}\n// fin e\u{301}";
+
+/// A session of edits from `(BEFORE_MB, AFTER_MB)`, each the whole text after it: a character
+/// replaced by one of another byte length, a combining mark, a ZWJ emoji's last person, CJK
+/// inserted, a character added and removed at the very start and at the very end, a keystroke
+/// that merges with the token before it (`sel` + `f`: the token before the edit changes), undo
+/// back to the first text, redo, and all of it replaced.
+fn multibyte_session() -> Vec<(&'static str, String, String)> {
+    let (b, a) = (BEFORE_MB.to_string(), AFTER_MB.to_string());
+    let b1 = b.replacen("héllo", "h€llo", 1);
+    let b2 = b1.replacen("Grüße", "Gru\u{308}ße", 1);
+    let b3 = b2.replacen('👧', "👦", 1);
+    let b4 = b3.replacen("字符串", "字符串列表", 1);
+    let b5 = format!("🦀{b4}");
+    let a6 = format!("{a}é");
+    let b7: String = b5.chars().skip(1).collect();
+    let b8 = format!("{b7}f");
+    vec![
+        ("the first text", b.clone(), a.clone()),
+        ("é for €", b1, a.clone()),
+        ("ü for u and a combining mark", b2, a.clone()),
+        ("the emoji's last person", b3, a.clone()),
+        ("CJK inserted", b4, a.clone()),
+        ("inserted at the start", b5.clone(), a.clone()),
+        ("appended at the end", b5, a6.clone()),
+        ("deleted at the start", b7, a6.clone()),
+        ("a merge before the edit", b8.clone(), a6.clone()),
+        ("undone", b.clone(), a.clone()),
+        ("redone", b8, a6),
+        (
+            "the combining mark composed",
+            b.clone(),
+            a.replacen("e\u{301}", "é", 1),
+        ),
+        ("all new", "x".into(), "y".into()),
+        ("the first text again", b, a),
+    ]
+}
+
+/// In one layer a token's keys and values depend on the token and its position only, so every
+/// row a realigning pass keeps is exact wherever the alignment put it, if it put it under the
+/// same token: each pass of a session of edits in multi-byte text gives a fresh pass's logits
+/// with no margin at all, in place and in the prefix-suffix-middle layout (canvas last), under
+/// every pattern; and so do the window passes between (the sampler's, committing the canvas).
+/// A row kept under another token, or at a position the shift got wrong, shows in the logits.
+#[test]
+fn one_layer_realigning_keeps_only_rows_of_the_same_tokens_across_multibyte_edits() {
+    use crate::reference::{call, config, max_diff, model, random_weights};
+    use redraft_engine::config::AttentionPattern;
+    use redraft_engine::ops::Kernels;
+
+    let tok = crate::tokenizer();
+    let mut config = config(16, 2, 1, 8, tok.vocab_size(), 256);
+    config.num_hidden_layers = 1;
+    let tensors = random_weights(&config, 12);
+    let canvas = [0u32; 8];
+    // The sequence of a text, and where its canvas lies.
+    let layouts = |before: &str, after: &str| {
+        let (p, s) = (tok.encode(before).unwrap(), tok.encode(after).unwrap());
+        let in_place = [&p[..], &canvas, &s].concat();
+        let psm = [&[3][..], &p, &[5], &s, &[6], &canvas].concat();
+        let last = psm.len() - 8..psm.len();
+        [(in_place, p.len()..p.len() + 8), (psm, last)]
+    };
+    for pattern in [
+        AttentionPattern::Bidirectional,
+        AttentionPattern::Causal,
+        AttentionPattern::Block(4),
+    ] {
+        let model = model(&config, &tensors, pattern, Kernels::Cpu);
+        for layout in 0..2 {
+            for radius in [0, 4] {
+                let mut cache = ContextCache::default();
+                for (i, (edit, before, after)) in multibyte_session().into_iter().enumerate() {
+                    let (mut ids, window) = layouts(&before, &after)[layout].clone();
+                    let case = format!("{pattern:?}, layout {layout}, radius {radius}, {edit}");
+                    let fresh = |ids: &[u32]| {
+                        let pass = Pass::Full { store: false };
+                        call(
+                            &model,
+                            ids,
+                            window.clone(),
+                            &mut ContextCache::default(),
+                            pass,
+                        )
+                    };
+                    let pass = match i {
+                        0 => Pass::Full { store: true },
+                        _ => Pass::Realign { radius },
+                    };
+                    let got = call(&model, &ids, window.clone(), &mut cache, pass);
+                    let diff = max_diff(&got, &fresh(&ids));
+                    assert!(diff < 1e-4, "{case}: realigned {diff}");
+                    for (k, t) in ids[window.clone()].iter_mut().enumerate() {
+                        *t = 100 + (i * 8 + k) as u32;
+                    }
+                    let got = call(&model, &ids, window.clone(), &mut cache, Pass::Window);
+                    let diff = max_diff(&got, &fresh(&ids));
+                    assert!(diff < 1e-4, "{case}: window pass after {diff}");
+                }
+                // About half the session's ~1,700 positions came from the cache: the passes
+                // realigned, rather than recomputed everything.
+                let reused = cache.reused_positions();
+                assert!(reused > 700, "{pattern:?}, layout {layout}: {reused}");
+            }
+        }
+    }
 }

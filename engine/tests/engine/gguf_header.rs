@@ -274,6 +274,86 @@ fn positions_rope_base_and_epsilon_must_make_sense() {
     }
 }
 
+/// RoPE other than the default, as llama.cpp reads it from a file (`rope.scaling.*`: a factor
+/// with no type scales linearly, the old `rope.scale_linear` too; YaRN, as its converter writes
+/// for a Qwen2.5 config with `rope_scaling`) or over part of each head (`rope.dimension_count`),
+/// loaded as default RoPE over whole heads: every position's logits were other than the file's
+/// model gives. Refused by name; a factor of 1 (or 0, llama.cpp's "unset"), a type of `none`,
+/// and a rotation over whole heads are default RoPE and load.
+#[test]
+fn rope_scaled_or_partial_is_refused_and_default_rope_loads() {
+    // The default model as a file of the keys' architecture, with `keys` set.
+    let with = |keys: &[(&str, Value)]| {
+        let arch = keys[0].0.split('.').next().unwrap();
+        written(arch, GgmlDType::Q8_0, |mut w| {
+            for (key, value) in keys {
+                w = w.set(key, value.clone());
+            }
+            w
+        })
+    };
+    let refused = |keys: &[(&str, Value)], named: &[&str]| {
+        let (_d, path) = with(keys);
+        check_unsupported(&path, named);
+    };
+    let string = |s: &str| Value::String(s.into());
+    refused(
+        &[
+            ("qwen2.rope.scaling.type", string("yarn")),
+            ("qwen2.rope.scaling.factor", Value::F32(4.0)),
+        ],
+        &[
+            "`qwen2.rope.scaling.factor`",
+            "yarn",
+            "factor of 4",
+            "default RoPE",
+        ],
+    );
+    refused(
+        &[("qwen2.rope.scaling.factor", Value::F32(2.0))],
+        &["`qwen2.rope.scaling.factor`", "linear", "factor of 2"],
+    );
+    refused(
+        &[("qwen2.rope.scale_linear", Value::F32(8.0))],
+        &["`qwen2.rope.scale_linear`", "linear", "factor of 8"],
+    );
+    refused(
+        &[
+            ("dream.rope.scaling.type", string("linear")),
+            ("dream.rope.scaling.factor", Value::F64(0.5)),
+        ],
+        &["`dream.rope.scaling.factor`", "linear", "factor of 0.5"],
+    );
+    refused(
+        &[("qwen2.rope.scaling.type", string("longrope"))],
+        &["`qwen2.rope.scaling.type`", "longrope", "default RoPE"],
+    );
+    refused(
+        &[("qwen2.rope.dimension_count", Value::U32(32))],
+        &["`qwen2.rope.dimension_count`", "32, not the head size 64"],
+    );
+    // (`dream`: the default model's settings are a diffusion model's.)
+    let loaded: [&[(&str, Value)]; 5] = [
+        &[
+            ("dream.rope.scaling.type", string("none")),
+            ("dream.rope.scaling.factor", Value::F32(4.0)),
+        ],
+        &[
+            ("dream.rope.scaling.type", string("yarn")),
+            ("dream.rope.scaling.factor", Value::F32(1.0)),
+        ],
+        &[("dream.rope.scaling.type", string("linear"))],
+        &[("dream.rope.scaling.factor", Value::F32(0.0))],
+        &[("dream.rope.dimension_count", Value::U32(64))],
+    ];
+    for keys in loaded {
+        let (_d, path) = with(keys);
+        if let Err(e) = Engine::load(&path) {
+            panic!("{keys:?}: {e}");
+        }
+    }
+}
+
 /// A LLaDA file's query and key rows are put back in `rotate_half` order before anything else
 /// checks them: a head size of 1 divided by its half (0), and a query of 0 rows by its row
 /// count. Both are refused by name first.

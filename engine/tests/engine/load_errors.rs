@@ -295,6 +295,32 @@ fn rope_scaling_transformers_5() {
     );
 }
 
+/// `rope_parameters` spelling its type `type`, as `rope_scaling` did: transformers reads it
+/// where `rope_type` is absent (`standardize_rope_params`), so this config scales linearly. It
+/// loaded as default RoPE.
+#[test]
+fn rope_scaling_transformers_5_older_type_key() {
+    check_unsupported(
+        |c| {
+            c.remove("rope_theta");
+            c.insert(
+                "rope_parameters".into(),
+                json!({ "type": "linear", "rope_theta": 10000.0, "factor": 2.0 }),
+            );
+        },
+        &["rope_parameters.type `linear`", "default RoPE"],
+    );
+    // `rope_type` first, as transformers takes it.
+    let dir = ModelDir::copy(DREAM);
+    dir.edit_json(CONFIG, |c| {
+        c.insert(
+            "rope_parameters".into(),
+            json!({ "rope_type": "default", "type": "linear", "rope_theta": 10000.0 }),
+        );
+    });
+    ModelConfig::load(&dir.file(CONFIG)).unwrap();
+}
+
 /// A Qwen2 config's positions, parsed with `extra` fields over a 2-layer, 32k-position base.
 fn positions_with(extra: Value) -> Result<usize, Error> {
     let mut config = json!({
