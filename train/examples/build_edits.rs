@@ -2,8 +2,16 @@
 //!
 //! ```text
 //! cargo run --release -p redraft-train --example build_edits -- \
-//!     --corpus target/gpu-work/corpus --out target/edits [--versions 4]
+//!     --corpus target/gpu-work/corpus --out target/edits [--versions 4] \
+//!     --source DIR... [--whole-source DIR...] [--lockfile FILE...]
 //! ```
+//!
+//! `--source`, `--whole-source` and `--lockfile` are the corpus's own (what build_corpus was
+//! given): the held-out crates' code is read from them, and no case is made from a file that
+//! shares a passage with it (the corpus's rule). `--no-held-out-check` goes without, for a
+//! corpus of one's own code with no held-out measurement to keep clean. `--validation-cases
+//! FILE...`: another build's `edits-valid.jsonl` (scripts/build-pack builds the validation
+//! crates first); no training case makes the same change as one of them.
 //!
 //! `--versions N` (4) earlier published versions of each corpus crate are resolved and fetched
 //! with cargo (crates.io, once; the scratch lockfiles under `--work-dir`, default
@@ -20,13 +28,15 @@ use std::io::{self, Write as _};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use redraft_train::corpus::Split;
+use redraft_train::corpus::{CorpusOptions, Split};
 use redraft_train::edits::{self, EditsOptions};
 
 fn main() -> anyhow::Result<()> {
     let mut corpus = None;
     let mut out = None;
     let mut options = EditsOptions::new(PathBuf::new());
+    let mut held_out = CorpusOptions::default();
+    let mut no_held_out_check = false;
     let mut args = std::env::args().skip(1).peekable();
     while let Some(flag) = args.next() {
         let mut values = || {
@@ -67,6 +77,19 @@ fn main() -> anyhow::Result<()> {
                     .context("--no-edit-fraction takes a fraction such as 0.2")?
             }
             "--crate" => options.only_crates.extend(values()),
+            "--source" => held_out
+                .sources
+                .extend(values().into_iter().map(PathBuf::from)),
+            "--whole-source" => held_out
+                .whole_sources
+                .extend(values().into_iter().map(PathBuf::from)),
+            "--lockfile" => held_out
+                .lockfiles
+                .extend(values().into_iter().map(PathBuf::from)),
+            "--no-held-out-check" => no_held_out_check = true,
+            "--validation-cases" => options
+                .validation_cases
+                .extend(values().into_iter().map(PathBuf::from)),
             "--excerpt-lines" => {
                 let lines: usize = one("number")?
                     .parse()
@@ -79,6 +102,13 @@ fn main() -> anyhow::Result<()> {
     options.corpus =
         corpus.context("pass --corpus DIR: a directory build_corpus wrote (manifest.json)")?;
     let out = out.context("pass --out DIR: where the edits files go")?;
+    let has_sources = !held_out.sources.is_empty() || !held_out.whole_sources.is_empty();
+    if has_sources == no_held_out_check {
+        bail!(
+            "pass the corpus's --source/--whole-source (and --lockfile), where the held-out crates are read from, or --no-held-out-check (not both)"
+        );
+    }
+    options.held_out = has_sources.then_some(held_out);
     let report = edits::build(&options, &out)
         .with_context(|| format!("building next-edit data into {}", out.display()))?;
 
@@ -134,6 +164,11 @@ fn main() -> anyhow::Result<()> {
     for (why, count) in &stops {
         writeln!(summary, "  {count}: {why}")?;
     }
+    writeln!(
+        summary,
+        "held-out files checked against: {}; validation changes training was checked against: {}",
+        manifest.held_out_files, manifest.validation_changes
+    )?;
     writeln!(summary, "dropped:")?;
     for (reason, count) in &manifest.dropped {
         writeln!(summary, "  {reason}: {count}")?;

@@ -11,6 +11,19 @@
 //! - No-edit cases (target `None`) come from both: a group of real changes with nothing after
 //!   it, a synthetic edit already fully applied.
 //!
+//! Kept apart from what measures the model, as the corpus is:
+//! - No case is made from a file that shares a passage with the held-out crates' code
+//!   ([`corpus::HeldOutCode`], the corpus's own rule: a run of 100 code tokens): the corpus
+//!   drops such files, but the earlier versions are fetched afterwards, and a crate that copied
+//!   held-out code may have dropped the copy since. A version pair is dropped when either file
+//!   shares one (`versions/held_out_passage`, the files listed with their version).
+//! - No training case makes a change a validation case makes ([`EditRecord::change`]: the
+//!   same lines, and the ones above and below, before and after): the training copy is dropped
+//!   (`.../validation_change`), so validation stays what it was and measures no change training
+//!   taught verbatim, while training, which has cases to spare, loses a few. The validation
+//!   cases are the build's own and those of [`EditsOptions::validation_cases`] (a build of the
+//!   validation crates alone, as `scripts/build-pack` makes).
+//!
 //! [`build`] writes [`TRAIN_FILE`] and [`VALID_FILE`] (JSON Lines of [`EditRecord`], split by
 //! crate as the corpus is, so no validation crate's edits are in training) and
 //! [`MANIFEST_FILE`] ([`EditsManifest`]: counts per kind and split, versions used and skipped,
@@ -21,7 +34,7 @@
 pub mod synthetic;
 pub mod versions;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{self, BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -30,7 +43,9 @@ use redraft_context::edit::cut::{CutOptions, EditCase};
 use redraft_context::edit::{HistoryEdit, TextEdit};
 use serde::{Deserialize, Serialize};
 
-use crate::corpus::{self, CorpusError, CorpusManifest, CorpusRecord, Split};
+use crate::corpus::{
+    self, CorpusError, CorpusManifest, CorpusOptions, CorpusRecord, HeldOutCode, Split,
+};
 
 /// Training cases, JSON Lines of [`EditRecord`].
 pub const TRAIN_FILE: &str = "edits-train.jsonl";
@@ -60,6 +75,27 @@ pub enum EditKind {
 }
 
 impl EditKind {
+    /// The kind as JSON and drop reasons name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            EditKind::Versions => "versions",
+            EditKind::Rename => "rename",
+            EditKind::AddParameter => "add_parameter",
+            EditKind::AddField => "add_field",
+            EditKind::UnwrapToTry => "unwrap_to_try",
+            EditKind::RepeatPattern => "repeat_pattern",
+            EditKind::EnumVariant => "enum_variant",
+        }
+    }
+
+    /// Where the kind's drop reasons are tallied in [`EditsManifest::dropped`].
+    fn drop_prefix(self) -> String {
+        match self {
+            EditKind::Versions => "versions".to_string(),
+            kind => format!("synthetic/{}", kind.name()),
+        }
+    }
+
     pub const ALL: [EditKind; 7] = [
         EditKind::Versions,
         EditKind::Rename,
@@ -102,6 +138,13 @@ pub struct HistoryRecord {
     pub path: String,
     pub old: String,
     pub new: String,
+}
+
+/// The change a case asks for as it reads in the code ([`EditRecord::change`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Change {
+    pub before: String,
+    pub after: String,
 }
 
 /// [`TextEdit`] as JSON: `text[start..end]` becomes `new_text`.
@@ -165,6 +208,40 @@ impl EditRecord {
             target.end -= start;
         }
         self.excerpt_line += first.min(starts.len() - 1);
+    }
+
+    /// The change the case asks for, as it reads in the code: the lines its target touches
+    /// and one line on either side, before and after the target is applied, whitespace runs
+    /// read as one space; `None` for a no-edit case. Two cases with the same change make the same
+    /// edit in the same code, whatever their histories, excerpts and files: one whose text is
+    /// known can be answered from memory. The target's lines alone would not do: `x` becoming
+    /// `x_out`, `.unwrap()` becoming `?` are every crate's, and a line either side already
+    /// tells two crates apart (131 of the next-edit data's 3,223 validation cases change a line
+    /// as a training case does, 4 with the line either side too, none with two lines).
+    pub fn change(&self) -> Option<Change> {
+        let target = self.target.as_ref()?;
+        let text = self.text.as_str();
+        let line_start = |at: usize| text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = |at: usize| text[at..].find('\n').map_or(text.len(), |i| at + i);
+        let first = line_start(target.start);
+        let start = first.checked_sub(1).map_or(0, line_start);
+        let last = line_end(target.end);
+        let end = if last < text.len() {
+            line_end(last + 1)
+        } else {
+            last
+        };
+        let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let after = [
+            &text[start..target.start],
+            target.new_text.as_str(),
+            &text[target.end..end],
+        ]
+        .concat();
+        Some(Change {
+            before: words(&text[start..end]),
+            after: words(&after),
+        })
     }
 
     /// The case, as `redraft_context` has it.
@@ -290,6 +367,13 @@ pub struct EditsOptions {
     /// Lines of the file kept above the cursor and below the cursor or target (the model sees
     /// a few lines on either side of the region); `None` keeps whole files.
     pub excerpt_lines: Option<usize>,
+    /// The corpus's sources (its sources, whole sources and lockfiles; the rest is not read),
+    /// where the held-out crates' code is read from: no case is made from a file sharing a
+    /// passage with it. `None` checks nothing (the manifest's `held_out_files` says 0).
+    pub held_out: Option<CorpusOptions>,
+    /// Validation cases of other builds ([`VALID_FILE`]s): no training case makes one of their
+    /// changes, nor one of this build's own validation cases' ([`EditRecord::change`]).
+    pub validation_cases: Vec<PathBuf>,
 }
 
 impl EditsOptions {
@@ -303,6 +387,8 @@ impl EditsOptions {
             cut: CutOptions::default(),
             synthetic: synthetic::SyntheticOptions::default(),
             excerpt_lines: Some(40),
+            held_out: None,
+            validation_cases: Vec::new(),
         }
     }
 }
@@ -325,8 +411,18 @@ pub struct EditsManifest {
     /// Per split, per kind.
     pub counts: BTreeMap<Split, BTreeMap<EditKind, CaseCounts>>,
     /// Changes or opportunities not made into cases, by reason (`versions/...` from real
-    /// version pairs, `synthetic/...` from made-up edits).
+    /// version pairs, `synthetic/...` from made-up edits). The cutter's reasons count changes;
+    /// `held_out_passage` (a file sharing a passage with held-out code) and
+    /// `validation_change` (a training case making a validation case's change) count cases.
     pub dropped: BTreeMap<String, usize>,
+    /// Held-out files whose code no case's file may share a passage of
+    /// [`corpus::HELD_OUT_PASSAGE_TOKENS`] with; 0: not checked.
+    #[serde(default)]
+    pub held_out_files: usize,
+    /// Different changes of validation cases ([`EditRecord::change`]) training cases were
+    /// checked against.
+    #[serde(default)]
+    pub validation_changes: usize,
     /// Per corpus crate: the versions paired and why the chain stopped.
     pub versions: Vec<versions::CrateVersions>,
 }
@@ -378,6 +474,10 @@ pub fn build(options: &EditsOptions, out_dir: &Path) -> Result<EditsReport> {
     let split_of: BTreeMap<&str, Split> =
         crates.iter().map(|c| (c.name.as_str(), c.split)).collect();
 
+    let held_out = match &options.held_out {
+        Some(sources) => HeldOutCode::read(sources)?,
+        None => HeldOutCode::none(),
+    };
     let mut dropped = BTreeMap::new();
     let mut records: Vec<EditRecord> = Vec::new();
 
@@ -388,6 +488,7 @@ pub fn build(options: &EditsOptions, out_dir: &Path) -> Result<EditsReport> {
     let real = versions::build(
         &crates,
         &records_by_crate,
+        &held_out,
         &versions::VersionsOptions {
             versions: options.versions,
             work_dir,
@@ -414,6 +515,14 @@ pub fn build(options: &EditsOptions, out_dir: &Path) -> Result<EditsReport> {
             for (reason, count) in made.dropped {
                 *dropped.entry(format!("synthetic/{reason}")).or_default() += count;
             }
+            // The corpus dropped files sharing a passage already, against the same crates when
+            // it was built from the same sources: this holds for one built otherwise.
+            if held_out.shared_passage(&file.text).is_some() {
+                *dropped
+                    .entry("synthetic/held_out_passage".to_string())
+                    .or_default() += made.cases.len();
+                continue;
+            }
             records.extend(
                 made.cases
                     .into_iter()
@@ -422,29 +531,48 @@ pub fn build(options: &EditsOptions, out_dir: &Path) -> Result<EditsReport> {
         }
     }
 
-    let mut counts: BTreeMap<Split, BTreeMap<EditKind, CaseCounts>> = BTreeMap::new();
     let (mut train, mut valid) = (Vec::new(), Vec::new());
     for mut record in records {
         if let Some(lines) = options.excerpt_lines {
             record.trim_to_excerpt(lines);
         }
-        let split = split_of
-            .get(record.krate.as_str())
-            .copied()
-            .unwrap_or(Split::Train);
-        let count = counts
-            .entry(split)
-            .or_default()
-            .entry(record.kind)
-            .or_default();
-        if record.target.is_some() {
-            count.edit += 1;
-        } else {
-            count.no_edit += 1;
+        match split_of.get(record.krate.as_str()) {
+            Some(Split::Valid) => valid.push(record),
+            Some(Split::Train) | None => train.push(record),
         }
-        match split {
-            Split::Train => train.push(record),
-            Split::Valid => valid.push(record),
+    }
+    let mut validation_changes: BTreeSet<Change> =
+        valid.iter().filter_map(EditRecord::change).collect();
+    for path in &options.validation_cases {
+        validation_changes.extend(
+            read_edit_records(path)?
+                .iter()
+                .filter_map(EditRecord::change),
+        );
+    }
+    train.retain(|record| {
+        let taught = record
+            .change()
+            .is_some_and(|change| validation_changes.contains(&change));
+        if taught {
+            let reason = format!("{}/validation_change", record.kind.drop_prefix());
+            *dropped.entry(reason).or_default() += 1;
+        }
+        !taught
+    });
+    let mut counts: BTreeMap<Split, BTreeMap<EditKind, CaseCounts>> = BTreeMap::new();
+    for (split, records) in [(Split::Train, &train), (Split::Valid, &valid)] {
+        for record in records.iter() {
+            let count = counts
+                .entry(split)
+                .or_default()
+                .entry(record.kind)
+                .or_default();
+            if record.target.is_some() {
+                count.edit += 1;
+            } else {
+                count.no_edit += 1;
+            }
         }
     }
     fs::create_dir_all(out_dir).map_err(|source| EditsError::Write {
@@ -459,6 +587,8 @@ pub fn build(options: &EditsOptions, out_dir: &Path) -> Result<EditsReport> {
         synthetic_seed: options.synthetic.seed,
         counts,
         dropped,
+        held_out_files: held_out.files(),
+        validation_changes: validation_changes.len(),
         versions: real.crates,
     };
     let path = out_dir.join(MANIFEST_FILE);

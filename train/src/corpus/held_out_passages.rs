@@ -11,7 +11,9 @@
 //! is no passage of anyone's code. Code tokens are the near-duplicate check's words and single
 //! punctuation bytes with whitespace *and comments* left out, so neither re-indenting, a new
 //! licence header nor a comment added between two copied lines breaks a match; string and
-//! character literals are read as such, so `"http://"` starts no comment.
+//! character literals are read as such, so `"http://"` starts no comment. Next-edit data checks
+//! the earlier crate versions it is cut from, which the corpus never reads, by the same windows
+//! (`HeldOutCode`).
 //!
 //! Every such window of every held-out file is hashed into a set (rolling polynomial hash,
 //! finished by splitmix64); a corpus file is then scanned with the same rolling hash, one set
@@ -49,14 +51,14 @@ pub(crate) struct HeldOutPassages {
     sources: Vec<String>,
 }
 
-/// The longest run a corpus file shares with held-out code.
+/// The longest run a file shares with held-out code.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SharedPassage {
+pub struct SharedPassage {
     /// Tokens in the longest stretch of the file whose every window is held-out code: the
     /// shared run itself, unless two held-out passages happen to overlap in the file.
-    pub(crate) tokens: usize,
+    pub tokens: usize,
     /// `crate/path (version)` of the held-out file holding the stretch's first window.
-    pub(crate) source: String,
+    pub source: String,
 }
 
 impl HeldOutPassages {

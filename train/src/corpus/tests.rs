@@ -1136,4 +1136,15 @@ fn files_sharing_a_passage_of_held_out_code_stay_out_of_the_corpus() {
     assert_eq!((tally.files, tally.bytes), (1, with_passage.len() as u64));
     assert_eq!(train_paths(out.path()), ["src/de.rs", "src/lib.rs"]);
     assert_eq!(manifest.held_out_passage_tokens, HELD_OUT_PASSAGE_TOKENS);
+
+    // Text read elsewhere (next edits' earlier versions) is checked by the same rule.
+    let code = HeldOutCode::read(&options(s)).unwrap();
+    assert_eq!(code.files(), 2);
+    let shared = code.shared_passage(&with_passage).unwrap();
+    assert_eq!(
+        (shared.tokens, shared.source.as_str()),
+        (151, "textwrap/src/lib.rs (0.16.0)")
+    );
+    assert_eq!(code.shared_passage(&with_idioms), None);
+    assert_eq!(HeldOutCode::none().shared_passage(&with_passage), None);
 }

@@ -128,13 +128,13 @@ pub fn cases(
                 .is_none_or(|t| t.range.is_empty() && t.new_text.is_empty());
             if useless || case.history.is_empty() {
                 *out.dropped
-                    .entry(format!("{}/no_change", kind_name(kind)))
+                    .entry(format!("{}/no_change", kind.name()))
                     .or_default() += 1;
                 continue;
             }
             if !in_reach(&case, cut) {
                 *out.dropped
-                    .entry(format!("{}/out_of_reach", kind_name(kind)))
+                    .entry(format!("{}/out_of_reach", kind.name()))
                     .or_default() += 1;
                 continue;
             }
@@ -149,18 +149,6 @@ pub fn cases(
         }
     }
     out
-}
-
-fn kind_name(kind: EditKind) -> &'static str {
-    match kind {
-        EditKind::Versions => "versions",
-        EditKind::Rename => "rename",
-        EditKind::AddParameter => "add_parameter",
-        EditKind::AddField => "add_field",
-        EditKind::UnwrapToTry => "unwrap_to_try",
-        EditKind::RepeatPattern => "repeat_pattern",
-        EditKind::EnumVariant => "enum_variant",
-    }
 }
 
 /// Finds a kind's opportunities in a file.

@@ -12,7 +12,9 @@
 //!
 //! Files are read with the corpus's file filters ([`crate::corpus`]); the newest version's
 //! files are the corpus's own records. The crate set is the corpus manifest's (benchmark
-//! sources are not in it, and are refused here again by name).
+//! sources are not in it, and are refused here again by name). A pair whose older or newer
+//! file shares a passage with held-out code ([`HeldOutCode`], the corpus's rule) makes no
+//! cases: the corpus checked its own files, never the earlier versions'.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -24,7 +26,7 @@ use redraft_context::edit::cut::{cut_versions, CutOptions};
 use serde::{Deserialize, Serialize};
 
 use super::{EditKind, EditRecord, EditsError, Result};
-use crate::corpus::{self, CorpusCrate, CorpusRecord, Split};
+use crate::corpus::{self, CorpusCrate, CorpusRecord, HeldOutCode, Split};
 
 /// The scratch packages' name (never a crates.io crate's).
 const SCRATCH_PACKAGE: &str = "redraft-edit-versions-scratch";
@@ -72,6 +74,22 @@ pub struct UsedVersion {
     pub cases: usize,
     /// Size of its `.crate` download (0 when cargo's cache has none).
     pub crate_bytes: u64,
+    /// Changed files whose pair made no cases: one of the two shares a passage with held-out
+    /// code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_out_passage: Vec<HeldOutPassageFile>,
+}
+
+/// A file of a version pair that shares a passage with held-out code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldOutPassageFile {
+    pub path: String,
+    /// The version whose file shares it (the older one when both do).
+    pub version: String,
+    /// Consecutive code tokens shared ([`corpus::SharedPassage::tokens`]).
+    pub tokens: usize,
+    /// `crate/path (version)` of the held-out file.
+    pub held_out: String,
 }
 
 /// Real-edit cases and what it took.
@@ -80,17 +98,20 @@ pub struct VersionsBuild {
     /// By crate, then version pair (newest first), then path.
     pub records: Vec<EditRecord>,
     pub crates: Vec<CrateVersions>,
-    /// Changes dropped, by [`redraft_context::edit::cut::DropReason::name`].
+    /// Changes dropped, by [`redraft_context::edit::cut::DropReason::name`], and the cases of
+    /// pairs sharing held-out code (`held_out_passage`).
     pub dropped: BTreeMap<String, usize>,
     pub fetch_seconds: f64,
     pub crate_bytes: u64,
 }
 
 /// Fetches up to `options.versions` earlier versions of each crate and cuts their files
-/// against the next newer version's (`current_files`: the corpus's records by crate).
+/// against the next newer version's (`current_files`: the corpus's records by crate), leaving
+/// out pairs that share a passage with `held_out`.
 pub fn build(
     crates: &[CorpusCrate],
     current_files: &BTreeMap<String, Vec<CorpusRecord>>,
+    held_out: &HeldOutCode,
     options: &VersionsOptions,
 ) -> Result<VersionsBuild> {
     let mut out = VersionsBuild::default();
@@ -151,6 +172,7 @@ pub fn build(
                 files_changed: 0,
                 cases: 0,
                 crate_bytes: resolved.crate_bytes,
+                held_out_passage: Vec::new(),
             };
             for (path, new_text) in &newer {
                 let Some(old_text) = older.get(path) else {
@@ -162,6 +184,21 @@ pub fn build(
                 }
                 used.files_changed += 1;
                 let cut = cut_versions(path, old_text, new_text, &options.cut);
+                let shared = [(&resolved.version, old_text), (&newer_version, new_text)]
+                    .into_iter()
+                    .find_map(|(version, text)| Some((version, held_out.shared_passage(text)?)));
+                if let Some((version, passage)) = shared {
+                    *out.dropped
+                        .entry("held_out_passage".to_string())
+                        .or_default() += cut.cases.len();
+                    used.held_out_passage.push(HeldOutPassageFile {
+                        path: path.clone(),
+                        version: version.clone(),
+                        tokens: passage.tokens,
+                        held_out: passage.source,
+                    });
+                    continue;
+                }
                 for (reason, count) in cut.dropped {
                     *out.dropped.entry(reason.name().to_string()).or_default() += count;
                 }
