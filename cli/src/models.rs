@@ -54,25 +54,35 @@ pub fn pull(args: PullArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints what is available locally.
+/// Prints what is available locally; on stderr, what looked like a model but was passed over,
+/// and why.
 pub fn list(args: ListArgs) -> anyhow::Result<()> {
+    let scan = Resolver::from_env().scan_local();
     let mut rows = vec![embedded()];
     rows.extend(
-        Resolver::from_env()
-            .list_local()
+        scan.models
             .into_iter()
             .map(|m| Row::new(m.name, format_name(m.format), m.size, &m.path)),
     );
-    if args.json {
-        return crate::to_stdout(|out| {
+    let printed = if args.json {
+        crate::to_stdout(|out| {
             for row in &rows {
                 serde_json::to_writer(&mut *out, &row.json())?;
                 writeln!(out)?;
             }
             Ok(())
-        });
+        })
+    } else {
+        crate::to_stdout(|out| table(out, &rows))
+    };
+    for skipped in &scan.skipped {
+        stderr_line(format_args!(
+            "redraft models: skipped {}: {}",
+            skipped.path.display(),
+            skipped.why
+        ));
     }
-    crate::to_stdout(|out| table(out, &rows))
+    printed
 }
 
 /// The rows as a table, a header first, columns separated by tabs.

@@ -98,7 +98,7 @@ impl RepoCache {
         }
         let path = self.dir().join("refs").join(revision);
         let parent = path.parent().unwrap_or(&path).to_path_buf();
-        std::fs::create_dir_all(&parent).map_err(|e| Error::io("create", &parent, e))?;
+        std::fs::create_dir_all(&parent).map_err(|e| Error::cache_write("create", &parent, e))?;
         // Unique per process and call: two threads of one process may write the same ref.
         static WRITES: AtomicU64 = AtomicU64::new(0);
         let temp = parent.join(format!(
@@ -107,22 +107,20 @@ impl RepoCache {
             std::process::id(),
             WRITES.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::write(&temp, commit).map_err(|e| Error::io("write", &temp, e))?;
-        std::fs::rename(&temp, &path).map_err(|e| Error::io("write", &path, e))
+        std::fs::write(&temp, commit).map_err(|e| Error::cache_write("write", &temp, e))?;
+        std::fs::rename(&temp, &path).map_err(|e| Error::cache_write("write", &path, e))
     }
 
-    /// Removes `snapshots/<commit>/<path>` and what it holds, `blobs/<etag>` (a damaged file, to
-    /// be fetched again). A regular file in the snapshot (a copy where links are not made) is
-    /// removed likewise; what the link points at, if it is not `blobs/<etag>`, is left alone.
-    pub fn forget(&self, commit: &str, path: &str, etag: &str) -> Result<()> {
-        let remove = |file: &Path| match std::fs::remove_file(file) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::io("remove the damaged", file, e))
-            }
+    /// Removes `snapshots/<commit>/<path>` when it is a file rather than a link (a copy, where
+    /// links are not made, that is damaged): the blob it copied is checked, and fetched again
+    /// if need be, under the blob's lock; a link is left, to be pointed at it again.
+    pub fn forget_copy(&self, commit: &str, path: &str) -> Result<()> {
+        let file = self.snapshot(commit).join(path);
+        match file.symlink_metadata() {
+            Ok(meta) if !meta.file_type().is_symlink() => std::fs::remove_file(&file)
+                .map_err(|e| Error::cache_write("remove the damaged", &file, e)),
             _ => Ok(()),
-        };
-        remove(&self.blob(etag))?;
-        remove(&self.snapshot(commit).join(path))
+        }
     }
 
     /// Makes `snapshots/<commit>/<path>` point at `blobs/<etag>` (a relative symlink, as
@@ -130,7 +128,7 @@ impl RepoCache {
     pub fn link(&self, commit: &str, path: &str, etag: &str) -> Result<PathBuf> {
         let link = self.snapshot(commit).join(path);
         let parent = link.parent().unwrap_or(&link).to_path_buf();
-        std::fs::create_dir_all(&parent).map_err(|e| Error::io("create", &parent, e))?;
+        std::fs::create_dir_all(&parent).map_err(|e| Error::cache_write("create", &parent, e))?;
         let depth = path.split('/').count();
         let mut target = PathBuf::new();
         for _ in 0..depth + 1 {
@@ -147,9 +145,9 @@ impl RepoCache {
 fn place_link(target: &Path, _blob: &Path, link: &Path) -> Result<()> {
     match std::fs::read_link(link) {
         Ok(existing) if existing == target => return Ok(()),
-        Ok(_) => std::fs::remove_file(link).map_err(|e| Error::io("replace", link, e))?,
+        Ok(_) => std::fs::remove_file(link).map_err(|e| Error::cache_write("replace", link, e))?,
         Err(_) if link.symlink_metadata().is_ok() => {
-            std::fs::remove_file(link).map_err(|e| Error::io("replace", link, e))?
+            std::fs::remove_file(link).map_err(|e| Error::cache_write("replace", link, e))?
         }
         Err(_) => {}
     }
@@ -162,7 +160,7 @@ fn place_link(target: &Path, _blob: &Path, link: &Path) -> Result<()> {
         {
             Ok(())
         }
-        Err(e) => Err(Error::io("link", link, e)),
+        Err(e) => Err(Error::cache_write("link", link, e)),
     }
 }
 
@@ -175,7 +173,7 @@ fn place_link(_target: &Path, blob: &Path, link: &Path) -> Result<()> {
     }
     std::fs::copy(blob, link)
         .map(|_| ())
-        .map_err(|e| Error::io("copy to", link, e))
+        .map_err(|e| Error::cache_write("copy to", link, e))
 }
 
 /// `models--ORG--REPO` for `ORG/REPO`.

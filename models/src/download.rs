@@ -34,32 +34,54 @@ pub fn fetch_blob(
 ) -> Result<PathBuf> {
     let etag = blob.meta.etag.as_str();
     let target = cache.blob(etag);
-    if target.exists() {
+    if is_whole(&target, blob.meta.size) {
         return Ok(target);
     }
     let lock_path = cache.lock_file(etag);
     for dir in [target.parent(), lock_path.parent()].into_iter().flatten() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::cache_write("create", dir, e))?;
     }
     let lock = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(|e| Error::io("open", &lock_path, e))?;
-    lock.lock().map_err(|e| Error::io("lock", &lock_path, e))?;
+        .map_err(|e| Error::cache_write("open", &lock_path, e))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            // Another redraft or huggingface_hub is fetching this very blob: say so, then
+            // wait for it (a killed one releases the lock, and its partial file is resumed).
+            progress.waiting(blob.file);
+            lock.lock().map_err(|e| Error::io("lock", &lock_path, e))?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", &lock_path, e)),
+    }
     // Whoever held the lock before may have finished this very blob.
-    if target.exists() {
+    if is_whole(&target, blob.meta.size) {
         return Ok(target);
+    }
+    if target.symlink_metadata().is_ok() {
+        // A blob of another size than the Hub's is not one redraft placed (it places only
+        // verified files): cut short by a full disk or another tool's killed copy. Removed
+        // under the lock, so no other download of it is under way.
+        std::fs::remove_file(&target)
+            .map_err(|e| Error::cache_write("remove the damaged", &target, e))?;
     }
     let partial = cache.incomplete(etag);
     progress.start(blob.file, blob.meta.size);
     let outcome = download(hub, blob, &partial, progress);
     progress.finish();
     outcome?;
-    std::fs::rename(&partial, &target).map_err(|e| Error::io("move into place", &target, e))?;
+    std::fs::rename(&partial, &target)
+        .map_err(|e| Error::cache_write("move into place", &target, e))?;
     drop(lock);
     Ok(target)
+}
+
+/// A blob in place with the Hub's size (any size when the Hub gives none).
+fn is_whole(blob: &Path, size: Option<u64>) -> bool {
+    std::fs::metadata(blob).is_ok_and(|m| m.is_file() && size.is_none_or(|size| size == m.len()))
 }
 
 /// Fills `partial` with the whole, verified file.
@@ -71,13 +93,15 @@ fn download(hub: &Hub, blob: &Blob<'_>, partial: &Path, progress: &mut dyn Progr
         .read(true)
         .write(true)
         .open(partial)
-        .map_err(|e| Error::io("open", partial, e))?;
+        .map_err(|e| Error::cache_write("open", partial, e))?;
     let mut hasher = Sha256::new();
     let mut have = hash_existing(&mut file, partial, &mut hasher)?;
     if blob.meta.size.is_some_and(|size| have > size) {
         have = restart(&mut file, partial, &mut hasher)?;
     }
-    progress.advance(have);
+    if have > 0 {
+        progress.resume(have);
+    }
 
     let mut last_failure = String::new();
     let mut finished = false;
@@ -122,6 +146,13 @@ fn download(hub: &Hub, blob: &Blob<'_>, partial: &Path, progress: &mut dyn Progr
                 last_failure = "the server refused to resume".to_string();
                 continue;
             }
+            status if crate::hub::is_busy(status) => {
+                return Err(crate::hub::busy_error(
+                    &response,
+                    &blob.meta.location,
+                    hub.has_token(),
+                ))
+            }
             status => {
                 return Err(Error::Http {
                     url: blob.meta.location.to_string(),
@@ -147,11 +178,11 @@ fn download(hub: &Hub, blob: &Blob<'_>, partial: &Path, progress: &mut dyn Progr
                 have += copied;
                 last_failure = chain(&e);
             }
-            Err(CopyError::Write(e)) => return Err(Error::io("write", partial, e)),
+            Err(CopyError::Write(e)) => return Err(Error::cache_write("write", partial, e)),
         }
     }
     file.sync_all()
-        .map_err(|e| Error::io("write", partial, e))?;
+        .map_err(|e| Error::cache_write("write", partial, e))?;
     drop(file);
     if !finished {
         return Err(Error::Interrupted {
@@ -234,9 +265,9 @@ fn hash_existing(file: &mut File, path: &Path, hasher: &mut Sha256) -> Result<u6
 /// Empties the partial file (the server is sending the whole file again).
 fn restart(file: &mut File, path: &Path, hasher: &mut Sha256) -> Result<u64> {
     file.set_len(0)
-        .map_err(|e| Error::io("truncate", path, e))?;
+        .map_err(|e| Error::cache_write("truncate", path, e))?;
     file.seek(SeekFrom::Start(0))
-        .map_err(|e| Error::io("truncate", path, e))?;
+        .map_err(|e| Error::cache_write("truncate", path, e))?;
     *hasher = Sha256::new();
     Ok(0)
 }

@@ -98,13 +98,23 @@ pub enum Error {
         hint: &'static str,
     },
 
-    /// The Hub refused access (gated or private repository).
-    #[error("{endpoint} refused access to {repo} ({status}){hint}")]
+    /// The Hub refused access (gated or private repository, or a token it does not accept).
+    #[error("{endpoint} refused access to {repo} ({status}{detail}){hint}")]
     Unauthorized {
         repo: String,
         endpoint: String,
         status: u16,
+        /// The Hub's own `X-Error-Message`, after `: `, or empty.
+        detail: String,
         hint: &'static str,
+    },
+
+    /// The server stayed busy (429, 5xx) through the retries, or asked for a long wait.
+    #[error("{url} answered {status}{advice}")]
+    Busy {
+        url: String,
+        status: u16,
+        advice: String,
     },
 
     /// Any other unexpected HTTP status.
@@ -188,6 +198,17 @@ pub enum Error {
     )]
     OllamaBlobMissing { name: String, blob: PathBuf },
 
+    /// Writing to the Hugging Face cache failed (a full disk, a cache that is a file, read-only
+    /// or not the user's); the advice says which.
+    #[error("could not {action} {path}: {source}; {advice}")]
+    CacheWrite {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+        advice: &'static str,
+    },
+
     /// A file-system operation failed.
     #[error("could not {action} {path}: {source}")]
     Io {
@@ -199,6 +220,31 @@ pub enum Error {
 }
 
 impl Error {
+    /// A failed write into the Hub cache, with what to do about it.
+    pub(crate) fn cache_write(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        use std::io::ErrorKind;
+        let advice = match source.kind() {
+            ErrorKind::StorageFull | ErrorKind::FileTooLarge | ErrorKind::QuotaExceeded => {
+                "free some space (or set HF_HUB_CACHE to a disk with room) and run again: the \
+                 download resumes where it stopped"
+            }
+            _ => {
+                "the Hugging Face cache must be a directory redraft can write: set HF_HUB_CACHE \
+                 (or HF_HOME) to one"
+            }
+        };
+        Error::CacheWrite {
+            action,
+            path: path.into(),
+            source,
+            advice,
+        }
+    }
+
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,

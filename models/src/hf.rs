@@ -163,9 +163,9 @@ fn ensure_file(
             return Ok(());
         }
         // Cut short (a full disk, a copy killed half way, another tool's crash): what the
-        // snapshot shows is not the file, so it is fetched again. Only that blob is removed;
-        // a resumable `.incomplete` beside it is kept.
-        cache.forget(commit, file, &meta.etag)?;
+        // snapshot shows is not the file. `fetch_blob` replaces a blob of the wrong size;
+        // a copy in the snapshot goes first.
+        cache.forget_copy(commit, file)?;
     }
     fetch_blob(
         hub,

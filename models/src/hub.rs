@@ -7,7 +7,11 @@
 //! - `GET` of that location, from a byte offset when resuming.
 //!
 //! Redirects are followed by hand so that the token goes only to the endpoint's own origin,
-//! never to a CDN (whose URLs are pre-signed).
+//! never to a CDN (whose URLs are pre-signed). The API's own redirects (a renamed repository, a
+//! name in another case) are followed too, as huggingface_hub follows them.
+//!
+//! A busy server (429, 500, 502, 503, 504) is asked again a few times, after its `Retry-After`
+//! when it gives one no longer than [`MAX_RETRY_WAIT`]; a longer wait is the error's advice.
 
 use std::time::Duration;
 
@@ -21,6 +25,10 @@ use crate::settings::{HfToken, Settings};
 
 const MAX_REDIRECTS: usize = 10;
 const MAX_INFO_BYTES: u64 = 64 << 20;
+/// Times a busy answer is asked again.
+const BUSY_RETRIES: u32 = 3;
+/// The longest `Retry-After` waited out; a server asking for more gets an error saying so.
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 
 /// A blocking client for one Hub endpoint.
 pub struct Hub {
@@ -91,7 +99,7 @@ impl Hub {
             rfilename: String,
         }
         let url = self.url(&format!("api/models/{repo}/revision/{}", encode(revision)))?;
-        let response = self.send(reqwest::Method::GET, &url, None)?;
+        let (response, url) = self.follow(reqwest::Method::GET, &url, 0)?;
         let response = self.check(response, &url, repo, revision)?;
         let mut body = Vec::new();
         std::io::Read::read_to_end(
@@ -172,11 +180,18 @@ impl Hub {
     /// `GET url` from byte `from` (a `Range` request when `from > 0`), following redirects.
     /// The caller checks the status (200, 206 or 416).
     pub fn open(&self, url: &Url, from: u64) -> Result<Response> {
+        self.follow(reqwest::Method::GET, url, from)
+            .map(|(response, _)| response)
+    }
+
+    /// `method url` (from byte `from` when `from > 0`), following redirects; the last answer
+    /// and its URL.
+    fn follow(&self, method: reqwest::Method, url: &Url, from: u64) -> Result<(Response, Url)> {
         let mut url = url.clone();
         for _ in 0..MAX_REDIRECTS {
-            let response = self.send(reqwest::Method::GET, &url, (from > 0).then_some(from))?;
+            let response = self.send(method.clone(), &url, (from > 0).then_some(from))?;
             if !response.status().is_redirection() {
-                return Ok(response);
+                return Ok((response, url));
             }
             url = location(&response, &url)?;
         }
@@ -184,6 +199,19 @@ impl Hub {
             url: url.to_string(),
             what: "too many redirects".to_string(),
         })
+    }
+
+    /// Whether requests carry a token (for the advice in errors).
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// `text` with the token, should a server echo it, cut out.
+    fn redact(&self, text: &str) -> String {
+        match &self.token {
+            Some(token) => text.replace(token.secret(), "<token>"),
+            None => text.to_string(),
+        }
     }
 
     fn resolve_url(&self, repo: &str, commit: &str, path: &str) -> Result<Url> {
@@ -203,7 +231,26 @@ impl Hub {
         })
     }
 
+    /// One request, asked again while the server says it is busy (see the module doc).
     fn send(&self, method: reqwest::Method, url: &Url, from: Option<u64>) -> Result<Response> {
+        let mut retries = 0;
+        loop {
+            let response = self.send_once(method.clone(), url, from)?;
+            if !is_busy(response.status()) || retries == BUSY_RETRIES {
+                return Ok(response);
+            }
+            let wait = match retry_after(&response) {
+                Some(wait) if wait > MAX_RETRY_WAIT => return Ok(response),
+                Some(wait) => wait,
+                None => Duration::from_secs(1 << retries),
+            };
+            drop(response);
+            std::thread::sleep(wait);
+            retries += 1;
+        }
+    }
+
+    fn send_once(&self, method: reqwest::Method, url: &Url, from: Option<u64>) -> Result<Response> {
         let mut request = self
             .http
             .request(method, url.clone())
@@ -234,17 +281,47 @@ impl Hub {
             return Ok(response);
         }
         let has_token = self.token.is_some();
+        if is_busy(status) {
+            return Err(busy_error(&response, url, has_token));
+        }
         match status {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(Error::Unauthorized {
-                repo: repo.to_string(),
-                endpoint: self.endpoint_text.clone(),
-                status: status.as_u16(),
-                hint: if has_token {
-                    "; check the name, and for a gated repository accept its terms on its Hub page"
-                } else {
-                    "; check the name, or set HF_TOKEN if the repository is gated or private"
-                },
-            }),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                let headers = response.headers();
+                let gated = header_text(headers, "x-error-code").as_deref() == Some("GatedRepo");
+                let hint = match (gated, has_token, status) {
+                    (true, true, _) => {
+                        "; it is gated: accept its terms on its Hub page, signed in as the \
+                         token's owner"
+                    }
+                    (true, false, _) => {
+                        "; it is gated: accept its terms on its Hub page, then set HF_TOKEN to a \
+                         token of that account"
+                    }
+                    // The Hub answers 401 to a token it does not know (mistyped, revoked,
+                    // expired); one it knows but that may not read the repository gets 403.
+                    (false, true, StatusCode::UNAUTHORIZED) => {
+                        "; the Hub did not accept the token (HF_TOKEN, or the one `hf auth \
+                         login` saved): check that it is whole and not revoked, or check the name"
+                    }
+                    (false, true, _) => {
+                        "; check the name, and for a gated repository accept its terms on its Hub \
+                         page"
+                    }
+                    (false, false, _) => {
+                        "; check the name, or set HF_TOKEN if the repository is gated or private"
+                    }
+                };
+                let detail = header_text(headers, "x-error-message")
+                    .map(|m| format!(": {}", self.redact(&m)))
+                    .unwrap_or_default();
+                Err(Error::Unauthorized {
+                    repo: repo.to_string(),
+                    endpoint: self.endpoint_text.clone(),
+                    status: status.as_u16(),
+                    detail,
+                    hint,
+                })
+            }
             StatusCode::NOT_FOUND => Err(Error::NotFound {
                 repo: repo.to_string(),
                 revision: revision.to_string(),
@@ -266,6 +343,40 @@ impl Hub {
                 })
             }
         }
+    }
+}
+
+/// A status that says "not now" rather than "no".
+pub fn is_busy(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504)
+}
+
+/// `Retry-After` in seconds (an HTTP date is not read: the default back-off applies).
+fn retry_after(response: &Response) -> Option<Duration> {
+    header_text(response.headers(), header::RETRY_AFTER.as_str())?
+        .trim()
+        .parse()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// The error for a busy answer that outlasted the retries (or asked for a long wait).
+pub fn busy_error(response: &Response, url: &Url, has_token: bool) -> Error {
+    let status = response.status();
+    let mut advice = match retry_after(response) {
+        Some(wait) if wait > MAX_RETRY_WAIT => format!(
+            " and asks to wait {} s; run again after that",
+            wait.as_secs()
+        ),
+        _ => format!(" {} times in a row; run again later", BUSY_RETRIES + 1),
+    };
+    if status == StatusCode::TOO_MANY_REQUESTS && !has_token {
+        advice.push_str(" (requests with HF_TOKEN set get a higher rate limit)");
+    }
+    Error::Busy {
+        url: url.to_string(),
+        status: status.as_u16(),
+        advice,
     }
 }
 

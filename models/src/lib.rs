@@ -11,11 +11,15 @@
 //!   the cache has an older commit, and fetches again a cached file whose size is not the
 //!   Hub's (cut short by a full disk or a killed copy) (for `redraft pull`).
 //! - [`Resolver::list_local`]`()` -> [`LocalModel`]s `{ name, format, size, path }`: the Hub
-//!   cache's snapshots and Ollama's models, each under a name that resolves back to it.
+//!   cache's snapshots and Ollama's models, each under a name that resolves back to it;
+//!   [`Resolver::scan_local`]`()` -> [`LocalScan`] `{ models, skipped }` adds what was passed
+//!   over and why ([`Skipped`] `{ path, why }`: a link to a deleted blob, a download never
+//!   finished, a manifest naming a missing blob, ...).
 //! - [`ModelName::parse`]: names without resolving them (for validating settings).
-//! - [`Progress`] (`start(file, total)`, `advance(bytes)`, `finish()`): implemented by
-//!   [`TerminalProgress`] (a bar on a terminal, plain lines otherwise, on stderr) and
-//!   [`NoProgress`]; the LSP server implements it with `$/progress`.
+//! - [`Progress`] (`start(file, total)`, `advance(bytes)`, `finish()`, and `resume(bytes)`,
+//!   `waiting(file)` with defaults): implemented by [`TerminalProgress`] (a bar on a terminal,
+//!   plain lines otherwise, on stderr) and [`Messages`]; the LSP server sends the latter's as
+//!   `$/progress`. [`NoProgress`] reports nothing.
 //! - [`Error`]: every failure, with a message that says what to do next; [`Result`].
 //! - [`resolve`] and [`list_local`]: the same with [`Settings::from_env`].
 //!
@@ -40,12 +44,13 @@
 //! |---|---|
 //! | an existing path | itself (a GGUF file, or a model directory) |
 //! | `hf:ORG/REPO` | the snapshot directory of a safetensors checkpoint: `config.json`, `tokenizer.json`, `model.safetensors` (or `model.safetensors.index.json` and every shard it names), and `tokenizer_config.json`, `generation_config.json`, `special_tokens_map.json`, `redraft.json` when the repository has them. A repository with only GGUF files gives the GGUF llama.cpp would pick without a tag |
-//! | `hf:ORG/REPO:QUANT` | one GGUF file, picked as llama.cpp's `-hf ORG/REPO:QUANT` does: the first (in name order) whose path holds `QUANT.` or `QUANT-`, case-insensitive, skipping `mmproj`, `imatrix` and draft-head files; without a tag Q4_K_M, then Q8_0, then the first GGUF. A split GGUF (`-00001-of-00003.gguf`) fetches every part and resolves to the first |
+//! | `hf:ORG/REPO:QUANT` | one GGUF file, picked as llama.cpp's `-hf ORG/REPO:QUANT` does: the first (in name order) whose path holds `QUANT.` or `QUANT-`, case-insensitive, skipping `mmproj`, `imatrix` and draft-head files; without a tag Q4_K_M, then Q8_0, then the first GGUF. A tag is letters, digits, `_` and `-` (`UD-Q4_K_XL`). A split GGUF (`-00001-of-00003.gguf`) fetches every part and resolves to the first |
 //! | `hf:ORG/REPO/FILE.gguf` | that GGUF file (and its other parts, if split) |
 //! | `...@REVISION` | any `hf:` form at a branch, tag or commit (default `main`) |
 //! | `ollama:NAME[:TAG]` | the GGUF blob `ollama pull NAME:TAG` stored, read in place (`NAME` is `x`, `library/x`, `user/x` or `host/ns/x`; tag `latest` by default). Never downloads |
 //!
 //! A `redraft.json` beside a GGUF in its repository is fetched too (the engine reads it there).
+//! `hf:ORG/REPO/` (a repository's address, copied) is `hf:ORG/REPO`.
 //!
 //! # Environment
 //!
@@ -53,7 +58,9 @@
 //! `HF_HOME` (the cache), `HF_ENDPOINT`, `HF_TOKEN` (or the token file `hf auth login` writes;
 //! sent only to the endpoint's origin, never to the CDN it redirects to, and redacted from
 //! every `Debug`: [`HfToken`]), `HF_HUB_OFFLINE` (cache only: a missing file is an error
-//! naming it and the repository and revision) and `OLLAMA_MODELS`.
+//! naming it and the repository and revision) and `OLLAMA_MODELS`. As in huggingface_hub, a
+//! leading `~` and `$VAR` in the Hugging Face paths are expanded; `HOME` unset, the home
+//! directory is the user database's.
 //!
 //! # The Hub cache
 //!
@@ -75,18 +82,24 @@
 //! The Hub is asked three things: `GET {endpoint}/api/models/{repo}/revision/{rev}` (the
 //! commit and the file list), `HEAD {endpoint}/{repo}/resolve/{commit}/{path}` for each missing
 //! file (its `X-Linked-Etag` or `ETag`, `X-Linked-Size`, and the CDN location when the answer
-//! is a redirect, whose own headers count), and a `GET` of that location.
+//! is a redirect, whose own headers count), and a `GET` of that location. The API's redirects
+//! (a renamed repository) are followed, the token going to the endpoint's origin only; a busy
+//! answer (429, 5xx) is asked again up to 3 times after its `Retry-After` (at most 30 s; a
+//! longer one ends in [`Error::Busy`] saying it).
 //!
 //! # Downloads
 //!
 //! - **Lock**: the blob's lock file is locked exclusively (`flock`, as huggingface_hub's
 //!   `filelock` does, so the two tools exclude each other) for the whole download; a second
-//!   process or thread waits, then finds the blob in place and fetches nothing.
+//!   process or thread says it waits ([`Progress::waiting`]), waits, then finds the blob in
+//!   place and fetches nothing. Under the lock, a blob already there whose size is not the
+//!   Hub's (cut short by another tool) is removed and fetched again.
 //! - **Resume**: bytes gather in `blobs/<etag>.incomplete` (huggingface_hub's name). A
 //!   download that finds one asks for the rest with `Range: bytes=N-` and appends; a server
 //!   that answers 200 instead of 206 sends the whole file, so the partial file is emptied
 //!   first. A connection that breaks mid-way is resumed the same way a few times before the
-//!   error, and the partial file stays for the next run.
+//!   error, and the partial file stays for the next run, which says it resumes
+//!   ([`Progress::resume`]). A write that fails (a full disk) keeps it too.
 //! - **Verify**: for an LFS file (its ETag is a sha256), the sha256 is computed while writing,
 //!   over the resumed prefix too, and compared before the file enters the cache; a mismatch,
 //!   or more bytes than the Hub announced, deletes the partial file and names the file in the
@@ -128,7 +141,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 pub use error::{Error, Refusal, Result};
-pub use list::LocalModel;
+pub use list::{LocalModel, LocalScan, Skipped};
 pub use name::{
     HfName, HfTarget, ModelName, OllamaName, DEFAULT_OLLAMA_HOST, DEFAULT_OLLAMA_TAG,
     DEFAULT_REVISION,
@@ -210,9 +223,18 @@ impl Resolver {
 
     /// Every model already on disk: Hub cache snapshots, then Ollama's store.
     pub fn list_local(&self) -> Vec<LocalModel> {
-        let mut found = list::hub_models(&self.settings.hub_cache);
-        found.extend(list::ollama_models(&self.settings.ollama_models));
-        found
+        self.scan_local().models
+    }
+
+    /// [`Resolver::list_local`]'s models, and what was passed over: a link to a deleted blob,
+    /// a split GGUF missing a part, safetensors without their config or tokenizer, a download
+    /// never finished, an Ollama manifest that does not resolve, a cache folder no name
+    /// reaches. Never fails: what cannot be read is one more [`Skipped`].
+    pub fn scan_local(&self) -> LocalScan {
+        let mut scan = LocalScan::default();
+        list::hub_models(&self.settings.hub_cache, &mut scan);
+        list::ollama_models(&self.settings.ollama_models, &mut scan);
+        scan
     }
 
     fn resolve_with(

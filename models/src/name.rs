@@ -118,15 +118,21 @@ impl HfName {
         };
         let (path, quant) = match body.rsplit_once(':') {
             Some((path, quant)) => {
-                if quant.is_empty() || !quant.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                {
+                // `-` as in Unsloth's `UD-Q4_K_XL`, which llama.cpp's `-hf` takes.
+                let tag_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+                if quant.is_empty() || !quant.chars().all(tag_char) {
                     return Err(format!(
-                        "`{quant}` is not a quantization tag (like Q4_K_M or Q8_0)"
+                        "`{quant}` is not a quantization tag (like Q4_K_M, Q8_0 or UD-Q4_K_XL)"
                     ));
                 }
                 (path, Some(quant.to_string()))
             }
             None => (body, None),
+        };
+        // `hf:ORG/REPO/`, as a repository's URL is often copied, is the repository.
+        let path = match path.strip_suffix('/') {
+            Some(trimmed) if trimmed.split('/').count() == 2 => trimmed,
+            _ => path,
         };
         let parts: Vec<&str> = path.split('/').collect();
         if parts.len() < 2 {
@@ -329,6 +335,33 @@ mod tests {
             "HF:o/r:Q8_0@refs/pr/1",
             r#"Hf(HfName { repo: "o/r", revision: "refs/pr/1", target: Quant("Q8_0") })"#,
         );
+        // Unsloth's dynamic quants, as llama.cpp's `-hf unsloth/REPO:UD-Q4_K_XL` takes them.
+        check(
+            "hf:unsloth/Coder-GGUF:UD-Q4_K_XL",
+            r#"Hf(HfName { repo: "unsloth/Coder-GGUF", revision: "main", target: Quant("UD-Q4_K_XL") })"#,
+        );
+    }
+
+    /// `hf:ORG/REPO/`, as a repository's URL is often copied, is the repository; a file path
+    /// still may not end in `/`.
+    #[test]
+    fn a_trailing_slash_after_the_repository_is_the_repository() {
+        check(
+            "hf:o/r/",
+            r#"Hf(HfName { repo: "o/r", revision: "main", target: Checkpoint })"#,
+        );
+        check(
+            "hf:o/r/@v1",
+            r#"Hf(HfName { repo: "o/r", revision: "v1", target: Checkpoint })"#,
+        );
+        check(
+            "hf:o/r/x.gguf/",
+            "`hf:o/r/x.gguf/` is not a valid model name: `x.gguf/` is not a file path inside the repository",
+        );
+        check(
+            "hf:o/r//",
+            "`hf:o/r//` is not a valid model name: `/` is not a file path inside the repository",
+        );
     }
 
     #[test]
@@ -366,7 +399,7 @@ mod tests {
             "hf:o/r/m.gguf:Q4_0",
             "`hf:o/r/m.gguf:Q4_0` is not a valid model name: give either :QUANT or /FILE.gguf, not both",
         );
-        check("hf:o/r:", "`hf:o/r:` is not a valid model name: `` is not a quantization tag (like Q4_K_M or Q8_0)");
+        check("hf:o/r:", "`hf:o/r:` is not a valid model name: `` is not a quantization tag (like Q4_K_M, Q8_0 or UD-Q4_K_XL)");
     }
 
     #[test]

@@ -113,7 +113,13 @@ impl Choice {
 
 /// Chooses the files `target` needs among `files` (a repository's paths).
 pub fn choose(target: &HfTarget, files: &[String], repo: &str, revision: &str) -> Result<Choice> {
-    let mut files: Vec<&str> = files.iter().map(String::as_str).collect();
+    // A listing naming a path that would leave the snapshot (no Hub repository can hold one;
+    // a hostile mirror could) is read without it, so it is neither picked nor offered.
+    let mut files: Vec<&str> = files
+        .iter()
+        .map(String::as_str)
+        .filter(|f| safe_relative_path(f))
+        .collect();
     files.sort_unstable();
     let has = |name: &str| files.contains(&name);
     let missing = |file: &str| Error::MissingFile {

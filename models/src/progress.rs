@@ -9,9 +9,16 @@ use std::time::{Duration, Instant};
 pub trait Progress {
     /// A download of `file` (a repository path) begins; `total` is its size when known.
     fn start(&mut self, file: &str, total: Option<u64>);
-    /// `bytes` more bytes of the current file are on disk (a resumed download first reports
-    /// the bytes it already had).
+    /// `bytes` more bytes of the current file are on disk.
     fn advance(&mut self, bytes: u64);
+    /// The current file resumes a download left unfinished (killed, cut off): `bytes` of it
+    /// were already on disk. By default, an `advance` by that much.
+    fn resume(&mut self, bytes: u64) {
+        self.advance(bytes);
+    }
+    /// Another process (or thread) is downloading `file` into the same cache; this one waits
+    /// for it to finish (or to die, then resumes what it left), before any `start`.
+    fn waiting(&mut self, _file: &str) {}
     /// The current file is done, or failed.
     fn finish(&mut self);
 }
@@ -119,6 +126,28 @@ impl Progress for TerminalProgress {
         }
     }
 
+    fn resume(&mut self, bytes: u64) {
+        if self.bar {
+            // Above the bar, which stays on its line.
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "resuming {} at {} (left by an earlier download)",
+            self.file,
+            human_bytes(bytes)
+        );
+        self.drawn = None;
+        self.advance(bytes);
+    }
+
+    fn waiting(&mut self, file: &str) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "waiting for another download of {file} (another redraft or huggingface_hub) to finish"
+        );
+    }
+
     fn finish(&mut self) {
         let seconds = self.started.elapsed().as_secs_f64();
         if self.bar {
@@ -207,6 +236,23 @@ impl<F: FnMut(String)> Progress for Messages<F> {
         }
     }
 
+    fn resume(&mut self, bytes: u64) {
+        self.done += bytes;
+        self.shown = self.mark();
+        let message = format!(
+            "resuming {} at {} (left by an earlier download)",
+            self.file,
+            human_bytes(bytes)
+        );
+        (self.send)(message);
+    }
+
+    fn waiting(&mut self, file: &str) {
+        (self.send)(format!(
+            "waiting for another download of {file} (another redraft or huggingface_hub) to finish"
+        ));
+    }
+
     fn finish(&mut self) {
         let message = if self.total.is_none_or(|total| self.done >= total) {
             format!("downloaded {} ({})", self.file, human_bytes(self.done))
@@ -250,6 +296,29 @@ mod tests {
         assert_eq!(seen[0], "downloading model.gguf: 0 B of 1000 B (0%)");
         assert_eq!(seen[50], "downloading model.gguf: 500 B of 1000 B (50%)");
         assert_eq!(seen[101], "downloaded model.gguf (1000 B)");
+    }
+
+    #[test]
+    fn a_resumed_download_says_so_and_counts_from_where_it_was() {
+        let mut seen = Vec::new();
+        let mut progress = Messages::new(|m| seen.push(m));
+        progress.waiting("model.gguf");
+        progress.start("model.gguf", Some(1000));
+        progress.resume(600);
+        progress.advance(5);
+        progress.advance(395);
+        progress.finish();
+        drop(progress);
+        assert_eq!(
+            seen,
+            [
+                "waiting for another download of model.gguf (another redraft or huggingface_hub) to finish",
+                "downloading model.gguf: 0 B of 1000 B (0%)",
+                "resuming model.gguf at 600 B (left by an earlier download)",
+                "downloading model.gguf: 1000 B of 1000 B (100%)",
+                "downloaded model.gguf (1000 B)",
+            ]
+        );
     }
 
     #[test]

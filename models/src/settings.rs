@@ -25,7 +25,13 @@ pub struct Settings {
 impl Settings {
     /// Reads the process environment (see [`Settings::from_vars`]).
     pub fn from_env() -> Settings {
-        Settings::from_vars(|key| std::env::var_os(key).map(PathBuf::from))
+        Settings::from_vars(|key| match key {
+            // `HOME` unset (a service, `env -i`): the account's home from the user database,
+            // as Python's `expanduser` finds it, rather than a cache under the current
+            // directory.
+            "HOME" => std::env::home_dir(),
+            _ => std::env::var_os(key).map(PathBuf::from),
+        })
     }
 
     /// Builds the settings from a variable lookup, the way huggingface_hub and Ollama do:
@@ -38,18 +44,23 @@ impl Settings {
     /// - `HF_HUB_OFFLINE` set to `1`, `true`, `yes` or `on`;
     /// - Ollama: `OLLAMA_MODELS`, else `~/.ollama/models` (on Linux, when that does not exist
     ///   and the system service's `/usr/share/ollama/.ollama/models` does, that one).
+    ///
+    /// As huggingface_hub does, a leading `~` and `$VAR` or `${VAR}` in the Hugging Face paths
+    /// are expanded (a value from an editor's settings or a `.env` file is not the shell's).
     pub fn from_vars(var: impl Fn(&str) -> Option<PathBuf>) -> Settings {
         let nonempty = |key: &str| var(key).filter(|v| !v.as_os_str().is_empty());
         let home = nonempty("HOME")
             .or_else(|| nonempty("USERPROFILE"))
             .unwrap_or_default();
-        let hf_home = nonempty("HF_HOME").unwrap_or_else(|| {
+        let expand = |path: PathBuf| expand_path(path, &home, &nonempty);
+        let hf_home = expand(nonempty("HF_HOME").unwrap_or_else(|| {
             nonempty("XDG_CACHE_HOME")
                 .unwrap_or_else(|| home.join(".cache"))
                 .join("huggingface")
-        });
+        }));
         let hub_cache = nonempty("HF_HUB_CACHE")
             .or_else(|| nonempty("HUGGINGFACE_HUB_CACHE"))
+            .map(expand)
             .unwrap_or_else(|| hf_home.join("hub"));
         let endpoint = nonempty("HF_ENDPOINT")
             .map(|p| p.to_string_lossy().trim_end_matches('/').to_string())
@@ -58,7 +69,9 @@ impl Settings {
             .or_else(|| nonempty("HUGGING_FACE_HUB_TOKEN"))
             .and_then(|t| HfToken::new(&t.to_string_lossy()))
             .or_else(|| {
-                let file = nonempty("HF_TOKEN_PATH").unwrap_or_else(|| hf_home.join("token"));
+                let file = nonempty("HF_TOKEN_PATH")
+                    .map(expand)
+                    .unwrap_or_else(|| hf_home.join("token"));
                 let text = std::fs::read_to_string(file).ok()?;
                 HfToken::new(&text)
             });
@@ -87,6 +100,64 @@ impl Settings {
             ollama_models,
         }
     }
+}
+
+/// `path` with a leading `~` (alone or before `/`) replaced by `home`, then each `$NAME` or
+/// `${NAME}` by that variable's value, as Python's `expandvars(expanduser(path))`: an unset
+/// variable, `~user` and a path that is not UTF-8 stay as they are.
+fn expand_path(
+    path: PathBuf,
+    home: &std::path::Path,
+    var: &dyn Fn(&str) -> Option<PathBuf>,
+) -> PathBuf {
+    let Some(text) = path.to_str() else {
+        return path;
+    };
+    let text = match text.strip_prefix('~') {
+        Some(rest)
+            if (rest.is_empty() || rest.starts_with('/')) && !home.as_os_str().is_empty() =>
+        {
+            match home.to_str() {
+                Some(home) => format!("{home}{rest}"),
+                None => return path,
+            }
+        }
+        _ => text.to_string(),
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, tail) = match after.strip_prefix('{') {
+            Some(braced) => match braced.find('}') {
+                Some(end) => (&braced[..end], &braced[end + 1..]),
+                None => ("", after),
+            },
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        let value = (!name.is_empty())
+            .then(|| var(name))
+            .flatten()
+            .and_then(|v| v.to_str().map(str::to_string));
+        match value {
+            Some(value) => {
+                out.push_str(&value);
+                rest = tail;
+            }
+            None => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    PathBuf::from(out)
 }
 
 /// A Hugging Face access token. Its `Debug` prints `HfToken(<redacted>)` and it has no
@@ -148,6 +219,43 @@ mod tests {
         assert_eq!(settings(&hub).hub_cache, PathBuf::from("/c"));
         let legacy = [("HF_HOME", "/hf"), ("HUGGINGFACE_HUB_CACHE", "/old")];
         assert_eq!(settings(&legacy).hub_cache, PathBuf::from("/old"));
+    }
+
+    /// A `~` or `$VAR` that no shell expanded (an editor's `env` setting, a `.env` file, a
+    /// systemd unit) names the directory huggingface_hub would use, not `./~` in whatever
+    /// directory redraft was started from.
+    #[test]
+    fn tilde_and_variables_in_cache_paths_are_expanded_as_huggingface_hub_does() {
+        let s = settings(&[("HOME", "/home/u"), ("HF_HOME", "~/hf")]);
+        assert_eq!(s.hub_cache, PathBuf::from("/home/u/hf/hub"));
+        let s = settings(&[("HOME", "/home/u"), ("HF_HUB_CACHE", "~")]);
+        assert_eq!(s.hub_cache, PathBuf::from("/home/u"));
+        let s = settings(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "~/.xdg")]);
+        assert_eq!(s.hub_cache, PathBuf::from("/home/u/.xdg/huggingface/hub"));
+        let s = settings(&[
+            ("HOME", "/home/u"),
+            ("SCRATCH", "/scratch/u"),
+            ("HF_HUB_CACHE", "${SCRATCH}/hf $SCRATCH/x$UNSET/~u/$"),
+        ]);
+        assert_eq!(
+            s.hub_cache,
+            PathBuf::from("/scratch/u/hf /scratch/u/x$UNSET/~u/$")
+        );
+        let s = settings(&[("HOME", "/home/u"), ("HUGGINGFACE_HUB_CACHE", "~/old")]);
+        assert_eq!(s.hub_cache, PathBuf::from("/home/u/old"));
+        // `~user` is not this user's home; a name with spaces or beyond ASCII is kept.
+        let s = settings(&[("HOME", "/home/u"), ("HF_HUB_CACHE", "~other/c")]);
+        assert_eq!(s.hub_cache, PathBuf::from("~other/c"));
+        let s = settings(&[("HF_HUB_CACHE", "/mnt/disque dur/modèles")]);
+        assert_eq!(s.hub_cache, PathBuf::from("/mnt/disque dur/modèles"));
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tok"), "hf_tilde\n").unwrap();
+        let s = settings(&[
+            ("HOME", dir.path().to_str().unwrap()),
+            ("HF_TOKEN_PATH", "~/tok"),
+        ]);
+        assert_eq!(s.token, HfToken::new("hf_tilde"));
     }
 
     #[test]

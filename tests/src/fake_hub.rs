@@ -2,7 +2,8 @@
 //! revision, `resolve` URLs (LFS files answer with a relative 302 to `/cdn/<sha256>` whose own
 //! headers carry `X-Linked-Etag`, `X-Linked-Size` and `X-Repo-Commit`, as the real Hub's do),
 //! `Range` requests on the CDN path, and faults on demand: a body cut short, a corrupted body,
-//! `Range` ignored, a slow body, a required token. Every request is recorded.
+//! `Range` ignored, a slow body, a required token, a gated or renamed repository, busy answers
+//! (429, 5xx) with `Retry-After`, a CDN on another origin. Every request is recorded.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -42,6 +43,14 @@ struct State {
     ignore_range: bool,
     slow: Option<Duration>,
     token: Option<String>,
+    /// Repositories answered 403 `GatedRepo`.
+    gated: Vec<String>,
+    /// old repo -> new repo: the old name's API and resolve URLs answer a relative 307.
+    renamed: HashMap<String, String>,
+    /// (status, Retry-After, how many more times): the next requests are answered so.
+    busy: Option<(u16, Option<u64>, usize)>,
+    /// Where LFS files are served from instead of this server's `/cdn/`.
+    cdn: Option<String>,
 }
 
 /// The server; it runs until the test process ends.
@@ -130,6 +139,29 @@ impl FakeHub {
         self.state().token = Some(token.to_string());
     }
 
+    /// Answer 403 with `X-Error-Code: GatedRepo` for `repo`, token or not (terms not accepted).
+    pub fn gate(&self, repo: &str) {
+        self.state().gated.push(repo.to_string());
+    }
+
+    /// `old`'s API and resolve URLs redirect (307, relative) to `new`'s, as the Hub does for a
+    /// renamed repository or a name in another case.
+    pub fn rename(&self, old: &str, new: &str) {
+        self.state()
+            .renamed
+            .insert(old.to_string(), new.to_string());
+    }
+
+    /// The next `times` requests get `status`, with `Retry-After: retry_after` when given.
+    pub fn busy(&self, status: u16, retry_after: Option<u64>, times: usize) {
+        self.state().busy = Some((status, retry_after, times));
+    }
+
+    /// LFS files redirect to `base` (another fake's URL: another origin) instead of here.
+    pub fn cdn_at(&self, base: &str) {
+        self.state().cdn = Some(base.to_string());
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.state().requests.clone()
     }
@@ -209,14 +241,53 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
 fn answer(state: &mut State, request: &Recorded) -> Answer {
     let segments: Vec<String> = request.path.split('/').skip(1).map(decode).collect();
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let authorized = match &state.token {
-        Some(token) => request.header("authorization") == Some(&format!("Bearer {token}")),
-        None => true,
+    if let Some((status, retry_after, times)) = &mut state.busy {
+        if *times > 0 {
+            *times -= 1;
+            let answer = Answer::new(*status, "busy");
+            return match retry_after {
+                Some(seconds) => answer.header("Retry-After", seconds),
+                None => answer,
+            };
+        }
+    }
+    let sent = request.header("authorization");
+    let unauthorized = match &state.token {
+        Some(token) if sent == Some(&format!("Bearer {token}")) => None,
+        // What the Hub says to a token it does not know.
+        Some(_) if sent.is_some() => Some(Answer::new(401, "invalid credentials").header(
+            "X-Error-Message",
+            "Invalid credentials in Authorization header",
+        )),
+        Some(_) => Some(Answer::new(401, "unauthorized")),
+        None => None,
     };
+    let repo_of = |segments: &[&str]| match segments {
+        ["api", "models", org, repo, ..] | [org, repo, "resolve", ..] => {
+            Some(format!("{org}/{repo}"))
+        }
+        _ => None,
+    };
+    if let Some(repo) = repo_of(&segments) {
+        if let Some(new) = state.renamed.get(&repo) {
+            let location = request
+                .path
+                .replacen(&format!("/{repo}/"), &format!("/{new}/"), 1);
+            return Answer::new(307, "moved").header("Location", location);
+        }
+        if state.gated.contains(&repo) {
+            return Answer::new(403, "gated")
+                .header("X-Error-Code", "GatedRepo")
+                .header(
+                    "X-Error-Message",
+                    format!("Access to model {repo} is restricted"),
+                );
+        }
+    }
     match segments.as_slice() {
         ["api", "models", org, repo, "revision", revision] => {
-            if !authorized {
-                return Answer::new(401, "unauthorized");
+            if let Some(refusal) = unauthorized {
+                return refusal;
             }
             let repo = format!("{org}/{repo}");
             let Some((commit, files)) = lookup(state, &repo, revision) else {
@@ -230,8 +301,8 @@ fn answer(state: &mut State, request: &Recorded) -> Answer {
             Answer::new(200, body.to_string()).header("Content-Type", "application/json")
         }
         [org, repo, "resolve", revision, path @ ..] => {
-            if !authorized {
-                return Answer::new(401, "unauthorized");
+            if let Some(refusal) = unauthorized {
+                return refusal;
             }
             let repo = format!("{org}/{repo}");
             let path = path.join("/");
@@ -244,8 +315,12 @@ fn answer(state: &mut State, request: &Recorded) -> Answer {
             let etag = etag_of(&path, content);
             if is_lfs(&path) {
                 // The CDN's own ETag differs; the file's identity is in the X-Linked headers.
+                let cdn = state.cdn.clone().unwrap_or_default();
                 Answer::new(302, format!("Found. Redirecting to /cdn/{etag}"))
-                    .header("Location", format!("/cdn/{etag}?file={}", encode(&path)))
+                    .header(
+                        "Location",
+                        format!("{cdn}/cdn/{etag}?file={}", encode(&path)),
+                    )
                     .header("X-Repo-Commit", &commit)
                     .header("X-Linked-Etag", format!("\"{etag}\""))
                     .header("X-Linked-Size", content.len())

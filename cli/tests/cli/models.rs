@@ -440,3 +440,183 @@ fn convert_refuses_a_file_and_names_what_it_cannot_write() {
     );
     assert!(!dir.path().join("missing").exists());
 }
+
+/// Bytes that do not repeat in short cycles (a misplaced range would not pass for them).
+fn noise(len: usize) -> Vec<u8> {
+    let mut state = 0x2545_f491_u32;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// A pull cut off by a full disk (here the file-size limit `ulimit -f`, which fails a write as
+/// a full disk does) says so and what to do, and keeps what it had: the next pull resumes from
+/// there, says that it does, and ends with the whole file.
+#[test]
+fn a_pull_cut_off_by_a_full_disk_says_so_and_the_next_resumes() {
+    let bytes = noise(600_000);
+    let hub = redraft_tests::fake_hub::FakeHub::start();
+    let commit = "fedcba9876543210fedcba9876543210fedcba98";
+    hub.add_commit(
+        "net-org/big-GGUF",
+        commit,
+        &[("big-Q8_0.gguf", bytes.clone())],
+    );
+    hub.set_ref("net-org/big-GGUF", "main", commit);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("hub");
+    let env = [
+        ("HF_HUB_OFFLINE", None),
+        ("HF_TOKEN", None),
+        ("HF_ENDPOINT", Some(hub.url.clone())),
+        ("HF_HUB_CACHE", Some(path(&cache).to_string())),
+        (
+            "OLLAMA_MODELS",
+            Some(path(&dir.path().join("ollama")).to_string()),
+        ),
+    ];
+    // 512 blocks of 512 bytes; SIGXFSZ ignored, so the write fails with EFBIG instead.
+    let mut limited = std::process::Command::new("sh");
+    limited
+        .args(["-c", "ulimit -f 512 && trap '' XFSZ && exec \"$0\" \"$@\""])
+        .arg(cli::redraft_binary())
+        .args(["pull", "hf:net-org/big-GGUF:Q8_0"]);
+    for (name, value) in &env {
+        match value {
+            Some(value) => limited.env(name, value),
+            None => limited.env_remove(name),
+        };
+    }
+    let cut = limited.output().unwrap();
+    let stderr = String::from_utf8_lossy(&cut.stderr);
+    assert_eq!(cut.status.code(), Some(1), "{stderr}");
+    let etag = format!("{:x}", Sha256::digest(&bytes));
+    let partial = cache.join(format!("models--net-org--big-GGUF/blobs/{etag}.incomplete"));
+    assert!(
+        stderr.contains(&format!("could not write {}: ", path(&partial)))
+            && stderr.contains(
+                "free some space (or set HF_HUB_CACHE to a disk with room) and run again: the \
+                 download resumes where it stopped"
+            ),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&partial).unwrap(), &bytes[..262_144]);
+
+    hub.clear_requests();
+    let out = cli::redraft_in(&env, &["pull", "hf:net-org/big-GGUF:Q8_0"], "");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("resuming big-Q8_0.gguf at 256.0 KiB (left by an earlier download)"),
+        "{stderr}"
+    );
+    let file = cache
+        .join("models--net-org--big-GGUF/snapshots")
+        .join(commit)
+        .join("big-Q8_0.gguf");
+    assert_eq!(ok(out).trim(), path(&file));
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
+    let ranges: Vec<_> = hub
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/cdn/"))
+        .map(|r| r.header("range").map(str::to_string))
+        .collect();
+    assert_eq!(ranges, [Some("bytes=262144-".to_string())]);
+}
+
+/// `redraft models` over caches holding junk (a link to a deleted blob, a killed download, an
+/// Ollama manifest naming a missing blob) lists what it can and says on stderr what it passed
+/// over and what to do; it does not fail.
+#[test]
+fn models_lists_what_it_can_and_says_what_it_skipped() {
+    let stores = stores();
+    let dir = tempfile::tempdir().unwrap();
+    let hub = dir.path().join("hub");
+    let repo = hub.join("models--org--gone-GGUF");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let snapshot = repo.join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("blobs")).unwrap();
+    std::fs::write(repo.join("blobs/abc.incomplete"), [0u8; 10]).unwrap();
+    std::os::unix::fs::symlink("../../blobs/deleted", snapshot.join("gone-Q8_0.gguf")).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), commit).unwrap();
+    let ollama = dir.path().join("ollama");
+    let manifests = ollama.join("manifests/registry.ollama.ai/library/lost");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::copy(
+        stores
+            .ollama
+            .join("manifests/registry.ollama.ai/library/tiny/latest"),
+        manifests.join("latest"),
+    )
+    .unwrap();
+    let env = [
+        ("HF_HUB_CACHE", Some(path(&hub).to_string())),
+        ("OLLAMA_MODELS", Some(path(&ollama).to_string())),
+    ];
+    let out = cli::redraft_in(&env, &["models"], "");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let table = ok(out);
+    assert!(table.contains("(embedded default)"), "{table}");
+    let skipped: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("redraft models: skipped "))
+        .collect();
+    assert_eq!(skipped.len(), 3, "{stderr}");
+    for says in [
+        "gone-Q8_0.gguf: a link to a blob that is gone (deleted, or never finished); `redraft pull hf:org/gone-GGUF/gone-Q8_0.gguf` fetches it again",
+        "abc.incomplete: a download of org/gone-GGUF not finished (10 B so far)",
+        "lost/latest: ollama model lost:latest names blob",
+    ] {
+        assert!(skipped.iter().any(|l| l.contains(says)), "{says}: {stderr}");
+    }
+}
+
+/// With `HOME` unset (a service, `env -i`), the Hugging Face cache is the account's, found as
+/// Python's `expanduser` finds it, never `./.cache/huggingface/hub` under whatever directory
+/// redraft was started in.
+#[test]
+fn without_home_the_cache_is_not_taken_from_the_current_directory() {
+    let stores = stores();
+    let cwd = tempfile::tempdir().unwrap();
+    let repo = cwd
+        .path()
+        .join(".cache/huggingface/hub/models--cwd--trap-GGUF");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let snapshot = repo.join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::copy(&stores.blob, snapshot.join("trap-Q8_0.gguf")).unwrap();
+    let mut command = std::process::Command::new(cli::redraft_binary());
+    command
+        .args(["models", "--json"])
+        .current_dir(cwd.path())
+        .env("OLLAMA_MODELS", path(&cwd.path().join("ollama")));
+    for name in [
+        "HOME",
+        "USERPROFILE",
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
+        "XDG_CACHE_HOME",
+    ] {
+        command.env_remove(name);
+    }
+    let out = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("(embedded default)"), "{stdout}");
+    assert!(!stdout.contains("hf:cwd/trap-GGUF"), "{stdout}");
+}

@@ -95,3 +95,129 @@ fn list_local_sees_both_stores_and_each_name_resolves_back() {
         assert_eq!((&resolved.path, resolved.format), (path, *format), "{name}");
     }
 }
+
+/// Caches holding junk (an empty folder, a ref to a commit with no snapshot, a config-only
+/// snapshot as transformers leaves one, a link to a deleted blob, a split GGUF missing a part,
+/// weights without a tokenizer, a killed download, a folder whose name is not UTF-8, Ollama
+/// manifests that are not JSON or name a missing blob) list what they can and say what they
+/// passed over, each with what to do; nothing fails.
+#[test]
+fn junk_in_the_caches_is_passed_over_and_said() {
+    use std::os::unix::ffi::OsStrExt;
+    let world = World::without_hub();
+    let cache = world.settings.hub_cache.clone();
+    world.write_hf_cache(
+        "org/good-GGUF",
+        "main",
+        &commit('a'),
+        &[("good-Q8_0.gguf", weights(100, 50))],
+    );
+    std::fs::write(
+        world
+            .repo_dir("org/good-GGUF")
+            .join("blobs/0123.incomplete"),
+        weights(2048, 51),
+    )
+    .unwrap();
+    std::fs::create_dir_all(cache.join("models--org--empty")).unwrap();
+    std::fs::create_dir_all(world.repo_dir("org/noref").join("refs")).unwrap();
+    std::fs::write(world.repo_dir("org/noref").join("refs/main"), commit('e')).unwrap();
+    world.write_hf_cache(
+        "org/config-only",
+        "main",
+        &commit('b'),
+        &[("config.json", b"{}".to_vec())],
+    );
+    let gone = weights(100, 52);
+    world.write_hf_cache(
+        "org/gone-GGUF",
+        "main",
+        &commit('c'),
+        &[("gone-Q4_0.gguf", gone.clone())],
+    );
+    std::fs::remove_file(
+        world
+            .repo_dir("org/gone-GGUF")
+            .join("blobs")
+            .join(redraft_tests::fake_hub::etag_of("gone-Q4_0.gguf", &gone)),
+    )
+    .unwrap();
+    world.write_hf_cache(
+        "org/split-GGUF",
+        "main",
+        &commit('d'),
+        &[("s-00001-of-00002.gguf", weights(100, 53))],
+    );
+    world.write_hf_cache(
+        "org/half",
+        "v1",
+        &commit('f'),
+        &[
+            ("config.json", b"{}".to_vec()),
+            ("model.safetensors", weights(100, 54)),
+        ],
+    );
+    let not_utf8 = cache.join(std::ffi::OsStr::from_bytes(b"models--x--\xff"));
+    std::fs::create_dir_all(&not_utf8).unwrap();
+    let store = &world.settings.ollama_models;
+    pull(store, "library", "fine", "latest", &weights(70, 55));
+    let manifests = store.join("manifests/registry.ollama.ai/library");
+    std::fs::create_dir_all(manifests.join("notjson")).unwrap();
+    std::fs::write(manifests.join("notjson/latest"), "nope").unwrap();
+    let noblob = pull(store, "library", "noblob", "latest", &weights(70, 56));
+    std::fs::remove_file(noblob).unwrap();
+
+    let scan = world.resolver().scan_local();
+    let names: Vec<&str> = scan.models.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["hf:org/good-GGUF/good-Q8_0.gguf", "ollama:fine:latest"]
+    );
+    let root = world.dir.path();
+    let skipped: Vec<String> = scan
+        .skipped
+        .iter()
+        .map(|s| {
+            let path = s.path.strip_prefix(root).unwrap().to_string_lossy();
+            format!("{path}: {}", s.why.replace(&*root.to_string_lossy(), ""))
+        })
+        .collect();
+    let snapshot = |repo: &str, digit| format!("hub/models--{repo}/snapshots/{}", commit(digit));
+    assert_eq!(
+        skipped,
+        [
+            format!(
+                "{}/gone-Q4_0.gguf: a link to a blob that is gone (deleted, or never finished); \
+                 `redraft pull hf:org/gone-GGUF/gone-Q4_0.gguf` fetches it again",
+                snapshot("org--gone-GGUF", 'c')
+            ),
+            "hub/models--org--good-GGUF/blobs/0123.incomplete: a download of org/good-GGUF not \
+             finished (2.0 KiB so far): under way, or stopped; pulling the same name again \
+             resumes it"
+                .to_string(),
+            format!(
+                "{}: safetensors weights without tokenizer.json; `redraft pull hf:org/half@v1` \
+                 fetches what is missing",
+                snapshot("org--half", 'f')
+            ),
+            format!(
+                "{}/s-00001-of-00002.gguf: a split GGUF without its part s-00002-of-00002.gguf; \
+                 `redraft pull hf:org/split-GGUF/s-00001-of-00002.gguf` fetches it",
+                snapshot("org--split-GGUF", 'd')
+            ),
+            "hub/models--x--\u{FFFD}: not named models--ORG--REPO with a Hub organisation and \
+             repository name, so no hf: name reaches it"
+                .to_string(),
+            format!(
+                "ollama/manifests/registry.ollama.ai/library/noblob/latest: ollama model \
+                 noblob:latest names blob /ollama/blobs/sha256-{}, which is missing; run \
+                 `ollama pull noblob:latest` again",
+                redraft_tests::fake_hub::sha256_hex(&weights(70, 56))
+            ),
+            "ollama/manifests/registry.ollama.ai/library/notjson/latest: ollama manifest \
+             /ollama/manifests/registry.ollama.ai/library/notjson/latest is unreadable: \
+             expected ident at line 1 column 2"
+                .to_string(),
+        ]
+    );
+}

@@ -1,7 +1,9 @@
 //! Names resolved end to end, offline: a loopback fake Hub, Hub caches laid out as
 //! huggingface_hub writes them, and fake Ollama stores, all in temporary directories.
 
+mod cache_trouble;
 mod gguf;
+mod hub_answers;
 mod hub_cache;
 mod hub_downloads;
 mod listing;
