@@ -105,6 +105,38 @@ impl Scanner {
         }
     }
 
+    /// Where the tokens of `text` read on from this state end, up to the first end at or past
+    /// `up_to`: a closer (`"""`, `"#`, `*/`), an escape, a char literal or a comment marker is
+    /// one token, any other byte one of its own. A text may be cut at these without splitting
+    /// a token, which a cut at `up_to` alone could (the whole text is read for that).
+    pub(crate) fn token_ends(&self, text: &str, up_to: usize) -> Vec<usize> {
+        let mut scanner = self.clone();
+        let bytes = text.as_bytes();
+        let mut ends = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() && i < up_to {
+            i += scanner.step(bytes, i);
+            ends.push(i);
+        }
+        ends
+    }
+
+    /// Where in `text`, read on from this state, the first closer that leaves fewer than
+    /// `depth` brackets open starts; `None` if none does.
+    pub(crate) fn closes_below(&self, text: &str, depth: usize) -> Option<usize> {
+        let mut scanner = self.clone();
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let step = scanner.step(bytes, i);
+            if scanner.depth() < depth {
+                return Some(i);
+            }
+            i += step;
+        }
+        None
+    }
+
     /// Consumes the token at `bytes[i]`, returning its length.
     fn step(&mut self, bytes: &[u8], i: usize) -> usize {
         let b = bytes[i];

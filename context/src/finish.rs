@@ -5,17 +5,28 @@ use crate::{Language, Plan, Unit};
 
 /// Suffix lines compared against the end of a middle when looking for repeats.
 const MAX_REPEATED_LINES: usize = 8;
+/// Bytes of the start of the rest of the cursor's line that the end of a middle is compared
+/// with when it repeats part of it (all of it is always compared): each part found is a
+/// candidate whose brackets are scanned, so a middle of minified code repeating a long line
+/// would cost its length squared.
+const MAX_PARTIAL_REPEAT: usize = 256;
 
 /// Cleans `middle` for insertion at the cursor of `plan`:
 ///
 /// - a line completion stops at the end of its syntactic unit (the first line end where
 ///   nothing the middle opened is still open: a string or comment open at the cursor is not
-///   the middle's); a block stops before the line that closes the body it was written into,
-///   or that dedents out of it (a line starting inside a string or comment is no dedent);
+///   the middle's); a block stops before the line that dedents out of the body it was
+///   written into (a line starting inside a string or comment is no dedent); either stops at
+///   a closer of what the suffix closes itself (the body's `}`, a call's `)`), keeping the
+///   code before it on its line (`b)` as a call's last argument is `b`);
 /// - text that repeats the start of the suffix is dropped when that leaves the brackets
-///   balanced (no worse than keeping it);
+///   balanced (no worse than keeping it); a repeat of part of the rest of the cursor's line
+///   ends where one of its tokens ends as the document reads it (all of a `"""`, never one
+///   quote of it);
 /// - trailing whitespace goes, except the line break of a line inserted before existing text
-///   (at the start of a line, or where the middle wrote one).
+///   (at the start of a line, or where the middle wrote one), and blanks before code that the
+///   cursor's line goes on with (`mut ` at `let |x`; not before a closer or a separator);
+/// - line breaks are the document's (CRLF or LF, from its own text), where it has any.
 ///
 /// The middle is read from the state the plan found at the start of the cursor's line
 /// ([`Plan::open_brackets`], [`Plan::line_start_mode`]), so its quotes mean what they mean in
@@ -34,10 +45,11 @@ pub fn finish(middle: &str, plan: &Plan) -> Option<String> {
     (!tidy.trim().is_empty()).then_some(tidy)
 }
 
-/// Whether [`finish`] of any middle starting with `lead` cuts it within `lead`, at the end of one
-/// of its complete lines: what follows cannot change the finished suggestion, so decoding may
-/// stop (the sampler's stop rule). Only a line ending decides: a partial last line may still
-/// open or close brackets.
+/// Whether [`finish`] of any middle starting with `lead` cuts it within `lead`, where one of its
+/// complete lines decides the cut (at the line's start or end, or at a closer on it that the
+/// suffix has): what follows cannot change the finished suggestion, so decoding may stop (the
+/// sampler's stop rule). Only a line ending decides: a partial last line may still open or
+/// close brackets.
 pub fn decided(lead: &str, plan: &Plan) -> bool {
     cut(lead, plan, &scanner_at_cursor(plan)).1
 }
@@ -75,6 +87,7 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
         // quotes as opening ones and never end a Python block, this only ends one early.
         let starts_in_code = scanner.in_code()
             || (plan.line_start_mode.is_none() && plan.language != Language::Rust);
+        let before_line = scanner.clone();
         scanner.feed(line);
         let complete = line.ends_with('\n');
         let has_code = !line.trim().is_empty();
@@ -98,8 +111,13 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
                 <= trouble(at_cursor, &middle[..offset], &plan.suffix)
         {
             // This line closes something opened before the middle that the suffix closes
-            // itself: the rest is the suffix's.
-            return (&middle[..line_start], complete);
+            // itself: the rest is the suffix's, from that closer on (`b)` as the last argument
+            // keeps `b`), or from the line's start where nothing comes before it.
+            let closer = before_line
+                .closes_below(line, start_depth)
+                .filter(|&at| !line[..at].trim().is_empty())
+                .map_or(line_start, |at| line_start + at);
+            return (&middle[..closer], complete);
         }
         seen_code |= has_code;
         // Still in the string or comment the cursor is in (no deeper in a nested comment):
@@ -141,16 +159,29 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
             candidates.push(&middle[..from]);
         }
     }
-    // The end of the middle equal to the start of the rest of the cursor's line.
+    // The end of the middle equal to the start of the rest of the cursor's line, up to the end
+    // of one of its tokens as the document reads them: a middle that closed the docstring the
+    // cursor is in repeats all of the suffix's `"""`, not its first quote or two.
     let trimmed = middle.trim_end();
-    for (cut, _) in rest_of_line
-        .char_indices()
-        .skip(1)
-        .chain([(rest_of_line.len(), ' ')])
-    {
-        if !rest_of_line.is_empty() && trimmed.ends_with(&rest_of_line[..cut]) {
-            // Repeating all of an indented line leaves only its indentation behind.
-            candidates.push(trimmed[..trimmed.len() - cut].trim_end_matches([' ', '\t']));
+    if !rest_of_line.is_empty() {
+        let line_suffix = plan.line_suffix.as_str();
+        let mut reader = at_cursor.clone();
+        reader.feed(&line_suffix[..line_suffix.len() - line_suffix.trim_start().len()]);
+        let reach = trimmed.len().min(MAX_PARTIAL_REPEAT);
+        let ends = reader.token_ends(rest_of_line, reach);
+        for cut in ends.into_iter().chain([rest_of_line.len()]) {
+            if rest_of_line.is_char_boundary(cut) && trimmed.ends_with(&rest_of_line[..cut]) {
+                let kept = &trimmed[..trimmed.len() - cut];
+                let last_line = kept.rfind('\n').map_or(0, |at| at + 1);
+                candidates.push(if kept[last_line..].trim().is_empty() {
+                    // Repeating all of an indented line leaves only its indentation behind.
+                    kept.trim_end_matches([' ', '\t'])
+                } else {
+                    // Blanks after code are the line's own (`a, ` at `f(|b)`): whitespace
+                    // tidying judges them.
+                    kept
+                });
+            }
         }
     }
     candidates.sort_by_key(|candidate| std::cmp::Reverse(candidate.len()));
@@ -179,7 +210,7 @@ fn tidy_whitespace(mut middle: String, plan: &Plan) -> String {
     }
     // Whether the model ended its middle with a line break (trailing blanks aside).
     let wrote_break = middle.trim_end_matches([' ', '\t', '\r']).ends_with('\n');
-    middle.truncate(middle.trim_end().len());
+    let code_len = middle.trim_end().len();
     // A line inserted before the cursor's line keeps its break: at the start of a line, or
     // where the model ended one. After an indentation, with code after the cursor, a middle
     // that wrote no break is part of that line (`    |.expect(..)`): no break is added.
@@ -187,26 +218,40 @@ fn tidy_whitespace(mut middle: String, plan: &Plan) -> String {
         && plan.line_prefix.trim().is_empty()
         && !plan.line_suffix.trim().is_empty()
         && (wrote_break || plan.line_prefix.is_empty());
+    // Blanks before code that follows the cursor on its line are inside that line, not at its
+    // end: `mut ` at `let |x = 5;` keeps its space (`mutx` would not compile), `a, ` at
+    // `f(|b)` too. Before a closer or a separator no space belongs (`f(a )`), so none is kept.
+    let blanks = &middle[code_len..];
+    let inside_line = !inserting_line
+        && blanks.bytes().all(|b| b == b' ' || b == b'\t')
+        && plan.line_suffix.chars().next().is_some_and(|next| {
+            !next.is_whitespace() && !matches!(next, ')' | ']' | ',' | ';' | '.' | '?' | ':')
+        });
+    if !inside_line {
+        middle.truncate(code_len);
+    }
     if inserting_line && !middle.is_empty() {
         middle.push('\n');
         // The code after the cursor keeps the indentation it had before the inserted line.
         middle.push_str(&plan.line_prefix);
     }
-    if uses_crlf(plan) {
-        middle = middle.replace("\r\n", "\n").replace('\n', "\r\n");
+    match uses_crlf(plan) {
+        Some(true) => middle = middle.replace("\r\n", "\n").replace('\n', "\r\n"),
+        Some(false) => middle = middle.replace("\r\n", "\n"),
+        None => {}
     }
     middle
 }
 
 /// Whether the document ends its lines with CRLF: its own text before the cursor says, not the
-/// neighbour snippets in front of it (another file's line endings), else the suffix does.
-fn uses_crlf(plan: &Plan) -> bool {
+/// neighbour snippets in front of it (another file's line endings), else the suffix does;
+/// `None` when neither holds a line break (the middle's own line endings are kept).
+fn uses_crlf(plan: &Plan) -> Option<bool> {
     let own = plan.prefix.get(plan.snippets_len..).unwrap_or(&plan.prefix);
-    if own.contains('\n') {
-        own.contains("\r\n")
-    } else {
-        plan.suffix.contains("\r\n")
-    }
+    [own, plan.suffix.as_str()]
+        .into_iter()
+        .find(|text| text.contains('\n'))
+        .map(|text| text.contains("\r\n"))
 }
 
 fn indent(line: impl AsRef<str>) -> usize {

@@ -522,6 +522,30 @@ fn a_line_completion_inside_a_docstring_ends_with_its_line() {
     ));
 }
 
+/// The cursor between quotes the editor closed (`"""|"""`), a middle that writes the closing
+/// quotes too: all of them are the suffix's, not the last one or two (`Doc.""` + `"""` is the
+/// docstring `Doc.` then an empty string). The cut ends where a token of the suffix ends.
+#[test]
+fn a_middle_repeating_the_closing_quotes_drops_all_of_them() {
+    for quotes in ["\"\"\"", "'''"] {
+        let plan = python(&format!(
+            "def f(x):\n    {quotes}$0{quotes}\n    return x\n"
+        ));
+        assert_eq!(plan.canvas.unit, Unit::RestOfLine, "{}", plan.canvas.reason);
+        assert_eq!(
+            finish(&format!("Returns x.{quotes}\n    return x\n"), &plan).as_deref(),
+            Some("Returns x."),
+            "{quotes}"
+        );
+    }
+    let comment = rust("fn f() {\n    /* $0*/\n}\n");
+    assert_eq!(
+        finish("note */", &comment).as_deref(),
+        Some("note "),
+        "a comment's closer likewise (the blank before it is the line's)"
+    );
+}
+
 /// The cursor inside a Rust block comment: a quote in the comment's text opens no string, so
 /// the body's closer still ends the block.
 #[test]
@@ -704,6 +728,64 @@ fn crlf_documents_get_crlf_suggestions() {
     );
 }
 
+/// An LF document gets an LF suggestion whatever the middle's line endings: a model that
+/// learned from CRLF files must not leave `\r`s in it.
+#[test]
+fn lf_documents_get_lf_suggestions() {
+    let plan = rust("fn f() {\n    $0\n}\n");
+    assert_eq!(
+        finish("let a = 1;\r\n    a\r\n}\r\n", &plan).as_deref(),
+        Some("let a = 1;\n    a")
+    );
+    let line = rust("fn f() {\n$0    g();\n}\n");
+    assert_eq!(
+        finish("    let a = 1;\r\n", &line).as_deref(),
+        Some("    let a = 1;\n")
+    );
+    // With no line break in the document's text to go by, the middle's are kept.
+    assert_eq!(
+        finish("\r\nfn f() {}\r\n", &rust("$0")).as_deref(),
+        Some("\r\nfn f() {}")
+    );
+}
+
+/// Blanks a middle ends with before code that goes on after the cursor on its line are inside
+/// that line: they stay, or two words run together (`let mutx`, `pub asyncfn`). Before a
+/// closer or a separator, and at the end of a line, they go.
+#[test]
+fn blanks_before_the_code_after_the_cursor_stay() {
+    assert_eq!(
+        finished("fn f() {\n    let $0x = 5;\n}\n", "mut ").as_deref(),
+        Some("mut ")
+    );
+    assert_eq!(
+        finished("impl S {\n    pub $0fn f() {}\n}\n", "async ").as_deref(),
+        Some("async ")
+    );
+    assert_eq!(
+        finished("impl S {\n    $0fn f() {}\n}\n", "pub ").as_deref(),
+        Some("pub "),
+        "after the line's indentation"
+    );
+    assert_eq!(
+        finished("fn f() {\n    let y = $0x;\n}\n", "2 * ").as_deref(),
+        Some("2 * ")
+    );
+    assert_eq!(
+        finished("fn f() {\n    g($0b);\n}\n", "a, b);").as_deref(),
+        Some("a, "),
+        "the repeat of the suffix goes, the blank before it stays"
+    );
+    assert_eq!(
+        finished("fn f() {\n    g($0);\n}\n", "a, b ").as_deref(),
+        Some("a, b")
+    );
+    assert_eq!(
+        finished("fn f() {\n    let x = $0\n}\n", "1; ").as_deref(),
+        Some("1;")
+    );
+}
+
 /// The document's own line endings decide, not those of the neighbour snippets in front of its
 /// prefix: a CRLF file open in another tab leaves an LF document's suggestion LF, and an LF one
 /// leaves a CRLF document's CRLF. On the document's first line the suffix decides.
@@ -758,6 +840,35 @@ fn line_endings_of_a_suggestion_are_the_documents_not_its_neighbours() {
     );
 }
 
+/// A long middle whose end repeats the start of a long rest of the line in many ways (a
+/// minified array of the same item): each partial repeat is a candidate whose brackets are
+/// scanned, so only those within the first bytes of the rest are looked for, and all of it.
+/// (Trying every one took seconds for a 100 KB middle on a 100 KB line.)
+#[test]
+fn a_long_middle_repeating_a_long_line_is_cleaned_in_one_go() {
+    let items = "g(1),".repeat(20_000);
+    let whole_line = Budget {
+        suffix_tokens: 50_000,
+        ..ROOMY
+    };
+    let plan = plan_for(
+        &format!("var a = [$0{items}];\n"),
+        Language::Plain,
+        whole_line,
+    );
+    assert!(
+        plan.suffix.ends_with("];\n"),
+        "the suffix holds all of the line"
+    );
+    let kept = finish(&items, &plan);
+    assert!(
+        kept.as_ref() == Some(&items),
+        "not a repeat of all of the line"
+    );
+    let repeating = format!("g(0),{items}];");
+    assert_eq!(finish(&repeating, &plan).as_deref(), Some("g(0),"));
+}
+
 /// A caller's tree may be of more than the text it hands over (the language server's tree of a
 /// whole document with a window of it): a body that ends past the text is not read past it.
 #[test]
@@ -805,6 +916,34 @@ proptest! {
             }
         }
     }
+}
+
+/// A line of a line or block completion that closes what the suffix closes itself (the last
+/// argument written with the call's `)`, a tail expression with the body's `}`): the closer
+/// and what follows are the suffix's, the code before it on that line is the middle's.
+#[test]
+fn code_before_a_closer_the_suffix_has_is_kept() {
+    let argument = rust("fn f() {\n    g(\n        a,\n        $0\n    );\n}\n");
+    assert_eq!(
+        argument.canvas.unit,
+        Unit::Line,
+        "{}",
+        argument.canvas.reason
+    );
+    assert_eq!(finish("b);\n", &argument).as_deref(), Some("b"));
+    assert_eq!(finish("h(b))\n", &argument).as_deref(), Some("h(b)"));
+    assert_eq!(
+        finish("    );\n", &argument),
+        None,
+        "a line of nothing but the closer is all the suffix's"
+    );
+    let body = rust("fn f() -> u32 {\n    $0\n}\n");
+    assert_eq!(
+        finish("let a = 1;\n    a + 1 }\n\nfn junk() {}\n", &body).as_deref(),
+        Some("let a = 1;\n    a + 1")
+    );
+    let list = python("def f():\n    xs = [\n        1,\n        $0\n    ]\n");
+    assert_eq!(finish("2]\n", &list).as_deref(), Some("2"));
 }
 
 #[test]
@@ -859,6 +998,109 @@ proptest! {
         for language in [Language::Rust, Language::Python, Language::Plain] {
             let plan = plan_for_text(&text, cursor, language, ROOMY);
             let whole = finish(&middle, &plan);
+            for (at, _) in middle.char_indices().skip(1) {
+                let lead = &middle[..at];
+                if redraft_context::decided(lead, &plan) {
+                    prop_assert_eq!(finish(lead, &plan), whole.clone(), "lead {:?} of {:?}, {:?}", lead, middle, plan.canvas.unit);
+                }
+            }
+        }
+    }
+}
+
+/// Pieces of documents that open and close strings and comments in each language's way: raw
+/// strings, nested block comments, docstrings, f-strings, char literals beside lifetimes.
+fn literal_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(vec![
+            "fn f<'a>(x: &'a str) {\n",
+            "    let y = g(x,\n",
+            "    let s = r#\"(\n",
+            "\"#;\n",
+            "    /* ( /* nested\n",
+            "*/ */\n",
+            "    let c = '{';\n",
+            "def h():\n",
+            "    \"\"\"Doc (\n",
+            "    '''\n",
+            "    s = f\"{x}\"\n",
+            "    return [\n",
+            "}\n",
+            "\tz",
+            "    let é = \"",
+            "mut ",
+        ]),
+        1..10,
+    )
+    .prop_map(|pieces| pieces.concat())
+}
+
+/// Pieces of middles: closers of every kind, line breaks of both kinds, blanks before words.
+fn literal_middle() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(vec![
+            "a",
+            "b(",
+            ")",
+            "{",
+            "}",
+            "]",
+            ";",
+            "\"",
+            "'",
+            "\"\"\"",
+            "'''",
+            "\"#",
+            "r#\"",
+            "*/",
+            "/*",
+            "//",
+            "#",
+            "\\",
+            "\n",
+            "\r\n",
+            "    ",
+            "\t",
+            " ",
+            "é",
+            "\u{301}",
+            "\u{200d}👩",
+            "'a ",
+            "x = 1;\n",
+            ")?;\r\n",
+            "pass\n",
+        ]),
+        0..24,
+    )
+    .prop_map(|pieces| pieces.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The stop rule holds where the cursor or the middle is inside a string or comment, in
+    /// LF and CRLF documents alike; and a suggestion has the document's line endings, no lone
+    /// `\r` and no `\r` in an LF document, whatever the middle wrote.
+    #[test]
+    fn a_decided_lead_finishes_alike_in_strings_comments_and_crlf(
+        text in literal_text(),
+        crlf in any::<bool>(),
+        cursor in 0usize..300,
+        middle in literal_middle(),
+    ) {
+        let text = if crlf { text.replace('\n', "\r\n") } else { text };
+        let cursor = (cursor.min(text.len())..=text.len()).find(|&c| text.is_char_boundary(c)).unwrap();
+        // Not between the two bytes of a line break: no editor position is there.
+        let cursor = if text[..cursor].ends_with('\r') { cursor - 1 } else { cursor };
+        for language in [Language::Rust, Language::Python, Language::Plain] {
+            let plan = plan_for_text(&text, cursor, language, ROOMY);
+            let whole = finish(&middle, &plan);
+            if let (Some(shown), true) = (&whole, text.contains('\n')) {
+                let bare = shown.replace("\r\n", "");
+                prop_assert!(!bare.contains('\r'), "a lone CR in {:?}", shown);
+                prop_assert!(crlf || !shown.contains('\r'), "CR in an LF document: {:?}", shown);
+                prop_assert!(!crlf || !bare.contains('\n'), "LF in a CRLF document: {:?}", shown);
+            }
             for (at, _) in middle.char_indices().skip(1) {
                 let lead = &middle[..at];
                 if redraft_context::decided(lead, &plan) {
