@@ -85,6 +85,9 @@ pub struct Document {
     rope: Rope,
     syntax: Option<Syntax>,
     edited_at: u64,
+    /// The later of `edited_at` and the last request's snapshot (see
+    /// [`Document::asked`]): which documents' trees are worth keeping.
+    used_at: u64,
     history: EditHistory,
     offer: Option<Offer>,
     last_edit_end: Option<usize>,
@@ -100,6 +103,9 @@ struct Syntax {
     /// A parse of the current text was cut by its time budget: the parser holds its progress,
     /// and the next parse of the same text goes on from there (a change resets it).
     resumable: bool,
+    /// The tree was dropped to bound the memory trees take (see
+    /// [`Document::drop_tree`]): no parse is due until a request asks for one.
+    dropped: bool,
     /// Parses made, for the tests that count them.
     #[cfg(test)]
     parses: usize,
@@ -135,6 +141,7 @@ impl Document {
                 tree: None,
                 stale: true,
                 resumable: false,
+                dropped: false,
                 #[cfg(test)]
                 parses: 0,
             }
@@ -147,6 +154,7 @@ impl Document {
             rope: Rope::from_str(text),
             syntax,
             edited_at,
+            used_at: edited_at,
             history: EditHistory::new(HistoryLimits::default()),
             offer: None,
             last_edit_end: None,
@@ -178,6 +186,46 @@ impl Document {
     /// Whether the text changed since its last parse (a parse is due).
     pub fn needs_parse(&self) -> bool {
         self.syntax.as_ref().is_some_and(|syntax| syntax.stale)
+    }
+
+    /// The bytes of text whose tree this document holds or has a parse due for: what its
+    /// tree costs, roughly (tens of times as much memory as its text).
+    pub fn tree_text_bytes(&self) -> usize {
+        match &self.syntax {
+            Some(syntax) if syntax.stale || syntax.tree.is_some() => self.rope.len_bytes(),
+            _ => 0,
+        }
+    }
+
+    /// Drops the tree (and any parse due or under way): the document is one of many open
+    /// ones nobody has asked for lately. [`Document::want_tree`] brings it back.
+    pub fn drop_tree(&mut self) {
+        if let Some(syntax) = &mut self.syntax {
+            syntax.tree = None;
+            syntax.stale = false;
+            syntax.dropped = true;
+            if syntax.resumable {
+                syntax.parser.reset();
+                syntax.resumable = false;
+            }
+        }
+    }
+
+    /// See `used_at`.
+    pub fn used_at(&self) -> u64 {
+        self.used_at
+    }
+
+    /// A request asked for the document at `seq` and needs its tree: one dropped by
+    /// [`Document::drop_tree`] is due again (a fresh parse).
+    pub fn asked(&mut self, seq: u64) {
+        self.used_at = seq;
+        if let Some(syntax) = &mut self.syntax {
+            if syntax.dropped {
+                syntax.dropped = false;
+                syntax.stale = true;
+            }
+        }
     }
 
     /// The parse of the text, if it is up to date ([`Document::parse_within`] makes it so).
@@ -240,6 +288,7 @@ impl Document {
             .filter(|offer| offer.edited_at == self.edited_at);
         self.version = version;
         self.edited_at = seq;
+        self.used_at = seq;
         let mut result = Ok(());
         // Each change with the text it applied to (a rope clone is O(1)).
         let mut applied: Vec<(Rope, Range<usize>, &str)> = Vec::with_capacity(changes.len());
@@ -326,6 +375,7 @@ impl Document {
         self.rope.insert(start, text);
         if let Some(syntax) = &mut self.syntax {
             syntax.stale = true;
+            syntax.dropped = false;
             if syntax.resumable {
                 // The progress was on the old text.
                 syntax.parser.reset();

@@ -43,6 +43,13 @@ const SNAPSHOT_PARSE_BUDGET: Duration = Duration::from_millis(150);
 const IDLE_PARSE_SLICE: Duration = Duration::from_millis(20);
 /// The most edit groups, over all documents, a next edit is asked with.
 const MAX_HISTORY_GROUPS: usize = 48;
+/// The most text, over all documents, kept parsed: a tree takes tens of times the memory of its
+/// text (about 40 times for ordinary Rust), so 5,000 open files of 5 KB held a GB of trees and
+/// every 4 MB one another 150 MB. The trees of the documents edited or asked for most recently
+/// are kept up to this, the size of the largest parsed one (the latest one's always); the
+/// others' are dropped, and parsed again when a request asks for that document (a request uses
+/// only its own document's tree, never a neighbour's).
+const MAX_TREE_TEXT_BYTES: usize = 4 << 20;
 
 /// What a request works on: its document and the other open ones, most recently edited first,
 /// and for a next edit the recent edits of all of them, oldest first.
@@ -232,6 +239,8 @@ struct Owner {
     /// ones, so what they see does not hang on how busy the machine is.
     snapshot_parse_budget: Option<Duration>,
     idle_parse_slice: Option<Duration>,
+    /// [`MAX_TREE_TEXT_BYTES`]; the tests set their own.
+    max_tree_text_bytes: usize,
 }
 
 impl Owner {
@@ -250,6 +259,7 @@ impl Owner {
             log,
             snapshot_parse_budget: Some(SNAPSHOT_PARSE_BUDGET),
             idle_parse_slice: Some(IDLE_PARSE_SLICE),
+            max_tree_text_bytes: MAX_TREE_TEXT_BYTES,
         }
     }
 
@@ -303,6 +313,7 @@ impl Owner {
     /// for at most `budget` ([`Document::parse_within`]); whether all of them are now parsed.
     /// One whose parse fails (a bug) is forgotten as a failed edit is.
     fn parse_pending(&mut self, only: Option<&DocumentKey>, budget: Option<Duration>) -> bool {
+        self.drop_old_trees();
         let keys: Vec<DocumentKey> = match only {
             Some(key) => vec![key.clone()],
             // Only those with a parse to do: this runs whenever the queue empties.
@@ -326,6 +337,35 @@ impl Owner {
             }
         }
         done
+    }
+
+    /// Drops the trees past [`MAX_TREE_TEXT_BYTES`] (kept or due), least recently used
+    /// first; the most recently used document keeps its own whatever its size.
+    fn drop_old_trees(&mut self) {
+        let mut parsed: Vec<(u64, usize, &DocumentKey)> = self
+            .documents
+            .iter()
+            .map(|(key, document)| (document.used_at(), document.tree_text_bytes(), key))
+            .filter(|&(_, bytes, _)| bytes > 0)
+            .collect();
+        if parsed.iter().map(|&(_, bytes, _)| bytes).sum::<usize>() <= self.max_tree_text_bytes {
+            return;
+        }
+        parsed.sort_unstable_by_key(|&(used_at, _, _)| std::cmp::Reverse(used_at));
+        let mut kept = 0;
+        let mut dropped = Vec::new();
+        for (at, &(_, bytes, key)) in parsed.iter().enumerate() {
+            kept += bytes;
+            if at > 0 && kept > self.max_tree_text_bytes {
+                kept -= bytes;
+                dropped.push(key.clone());
+            }
+        }
+        for key in dropped {
+            if let Some(document) = self.documents.get_mut(&key) {
+                document.drop_tree();
+            }
+        }
     }
 
     fn forget_broken(&mut self, key: &DocumentKey, sent: Option<Uri>) {
@@ -442,6 +482,9 @@ impl Owner {
                 }
                 // Its own document's tree, within the budget (else it goes without); the
                 // others' parses wait for an idle moment.
+                if let Some(document) = self.documents.get_mut(&key) {
+                    document.asked(self.seq);
+                }
                 self.parse_pending(Some(&key), self.snapshot_parse_budget);
                 let answer = self.documents.get(&key).map(|document| {
                     let mut neighbours: Vec<&Document> = self
@@ -801,6 +844,66 @@ mod tests {
             reply,
         });
         assert!(rx.try_recv().unwrap().unwrap().history.is_empty());
+    }
+
+    /// Open documents keep trees for at most `max_tree_text_bytes` of text, those edited or
+    /// asked for last; the others are not parsed (5,000 open files held a GB of trees), until a
+    /// request asks for one, which gets its tree (a fresh parse) and drops the least recently
+    /// used one's. An edit of a document without a tree parses it again.
+    #[test]
+    fn trees_are_kept_for_the_documents_used_last_up_to_a_bound() {
+        let mut f = Fixture::new();
+        let text = |name: &str| format!("fn {name}() -> u32 {{\n    1\n}}\n");
+        f.owner.max_tree_text_bytes = 2 * text("a").len();
+        for name in ["a", "b", "c"] {
+            f.open(&format!("{name}.rs"), &text(name));
+        }
+        f.owner.parse_pending(None, None);
+        let trees = |f: &Fixture| -> Vec<bool> {
+            ["a.rs", "b.rs", "c.rs"]
+                .map(|name| f.document(name).tree().is_some())
+                .to_vec()
+        };
+        assert_eq!(
+            trees(&f),
+            [false, true, true],
+            "the oldest open is over the bound"
+        );
+        assert_eq!(f.document("a.rs").parses(), 0, "and never parsed");
+        assert!(!f.document("a.rs").needs_parse(), "nor due");
+
+        let (reply, mut rx) = oneshot::channel();
+        f.owner.handle(Event::Snapshot {
+            key: key("a.rs"),
+            with_history: false,
+            reply,
+        });
+        let snapshot = rx.try_recv().unwrap().unwrap().document;
+        assert_eq!(
+            snapshot
+                .tree
+                .expect("asked for: parsed")
+                .root_node()
+                .to_sexp(),
+            fresh_sexp(&text("a"))
+        );
+        assert_eq!(
+            trees(&f),
+            [true, false, true],
+            "b is now the least recently used"
+        );
+
+        f.change("b.rs", [[1, 4], [1, 5]], "2", 0);
+        f.owner.parse_pending(None, None);
+        assert_eq!(
+            trees(&f),
+            [true, true, false],
+            "c, opened before a was asked for, goes"
+        );
+        assert_eq!(
+            f.document("b.rs").tree().unwrap().root_node().to_sexp(),
+            fresh_sexp("fn b() -> u32 {\n    2\n}\n")
+        );
     }
 
     /// A fresh parse of `text`, as an S-expression.

@@ -138,6 +138,35 @@ impl PositionEncoding {
     }
 }
 
+/// `text` in place of `bytes`, widened so that neither end falls between the `\r` and the `\n`
+/// of a `\r\n`: no position names that place (a line's columns end before its break), and a
+/// client reads the nearest one, the line's end before the `\r`, so the edit would keep a `\r`
+/// it removes or put text before one it follows. The widened edit leaves the same text. (The
+/// context layer's edits end there when a rewrite changes a `\r\n` line of a document that
+/// mixes line endings to the region's `\n`.)
+pub fn around_line_breaks(
+    rope: &Rope,
+    bytes: std::ops::Range<usize>,
+    text: String,
+) -> (std::ops::Range<usize>, String) {
+    let inside_break = |byte: usize| {
+        byte > 0
+            && byte < rope.len_bytes()
+            && rope.byte(byte - 1) == b'\r'
+            && rope.byte(byte) == b'\n'
+    };
+    let (mut start, mut end, mut text) = (bytes.start, bytes.end, text);
+    if inside_break(start) {
+        start -= 1;
+        text.insert(0, '\r');
+    }
+    if inside_break(end) {
+        end += 1;
+        text.push('\n');
+    }
+    (start..end, text)
+}
+
 /// A line without its line break.
 pub fn line_content(line: RopeSlice<'_>) -> RopeSlice<'_> {
     let mut end = line.len_chars();
@@ -284,6 +313,33 @@ mod tests {
         );
         assert_eq!(u16.offset_clamped(&rope, Position::new(7, 3)), 9);
         assert_eq!(u16.position(&rope, 5), Position::new(0, 3));
+    }
+
+    proptest! {
+        /// Oracle: the widened edit leaves the text the edit would, and no end of it is
+        /// between a `\r` and its `\n`, so each end is a position that names it.
+        #[test]
+        fn an_edit_widened_around_line_breaks_leaves_the_same_text(
+            text in text_strategy(),
+            from in 0usize..80,
+            len in 0usize..8,
+            new in text_strategy(),
+        ) {
+            let start = text.floor_char_boundary(from.min(text.len()));
+            let end = text.floor_char_boundary((start + len).min(text.len()));
+            let rope = Rope::from_str(&text);
+            let (range, widened) = around_line_breaks(&rope, start..end, new.clone());
+            let mut expected = text.clone();
+            expected.replace_range(start..end, &new);
+            let mut got = text.clone();
+            got.replace_range(range.clone(), &widened);
+            prop_assert_eq!(got, expected);
+            for enc in PositionEncoding::ALL {
+                for byte in [range.start, range.end] {
+                    prop_assert_eq!(enc.offset(&rope, enc.position(&rope, byte)).unwrap(), byte);
+                }
+            }
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ use tower_lsp_server::ls_types::{
 };
 
 use super::document_key::DocumentKey;
-use super::encoding::PositionEncoding;
+use super::encoding::{around_line_breaks, PositionEncoding};
 use super::inference::JobError;
 use super::server::Server;
 use super::stream::{DraftKind, StreamTarget};
@@ -194,6 +194,7 @@ impl Server {
         let Some((range, text)) = merged(&rope, &next.edits) else {
             return Ok(InlineEditList::none());
         };
+        let (range, text) = around_line_breaks(&rope, range, text);
         let inline_line = self.next_edits.inline_line(&key, edited_at);
         if hidden_by_inline(&rope, &range, inline_line) {
             self.log.debug(|| {
@@ -379,6 +380,43 @@ mod tests {
         assert!(!hidden_by_inline(&rope, &range, Some(0)));
         assert!(!hidden_by_inline(&rope, &range, Some(3)));
         assert!(!hidden_by_inline(&rope, &range, None));
+    }
+
+    /// In a document that mixes line endings, a rewrite of a `\r\n` line in a region whose
+    /// lines end in `\n` comes from the context layer as an edit that ends between the `\r`
+    /// and the `\n` (the line's new text takes the region's `\n`). No position names that
+    /// place: a client reads the end as the line's end, before the `\r`, and kept it. The edit
+    /// is answered with the whole line break in it, and the change a client makes of it is
+    /// the accepted suggestion.
+    #[tokio::test]
+    async fn a_next_edit_never_ends_inside_a_crlf() {
+        const URI: &str = "file:///w/src/lib.rs";
+        let (mut lsp, mut jobs) = TestServer::start(json!({"nextEdit": {"debounceMs": 0}})).await;
+        let text = "let a = 1;\nlet b = 2;\r\nlet c = 3;\n";
+        lsp.open(URI, text).await;
+        let asked = tokio::spawn(lsp.next_edit(URI, 0, 0, 10).await.answer());
+        let job = jobs.next().await;
+        // `let b = 2;\r\n` rewritten `let b = 3;\n`, narrowed as the context layer does.
+        let at = text.find("2;").unwrap();
+        job.answer(Ok(NextEdit {
+            edits: vec![TextEdit {
+                range: at..at + "2;\r".len(),
+                new_text: "3;".into(),
+            }],
+            ..NextEdit::default()
+        }));
+        let answer = asked.await.unwrap().unwrap();
+        let edit = &answer["edits"][0];
+        assert_eq!(
+            (&edit["range"], &edit["text"]),
+            (
+                &json!({"start": {"line": 1, "character": 8}, "end": {"line": 2, "character": 0}}),
+                &json!("3;\n")
+            ),
+            "{answer}"
+        );
+        lsp.change(URI, 1, Some([[1, 8], [2, 0]]), "3;\n").await;
+        lsp.wait_for_log("the change applied next edit").await;
     }
 
     /// A `didChange` whose second change does not apply (a reversed range) leaves the server
