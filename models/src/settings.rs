@@ -52,7 +52,9 @@ impl Settings {
         let home = nonempty("HOME")
             .or_else(|| nonempty("USERPROFILE"))
             .unwrap_or_default();
-        let expand = |path: PathBuf| expand_path(path, &home, &nonempty);
+        // A variable set to nothing expands to nothing, as in Python (`nonempty` would keep
+        // `$VAR` as it stands: a directory named so under the current one).
+        let expand = |path: PathBuf| expand_path(path, &home, &var);
         let hf_home = expand(nonempty("HF_HOME").unwrap_or_else(|| {
             nonempty("XDG_CACHE_HOME")
                 .unwrap_or_else(|| home.join(".cache"))
@@ -241,6 +243,8 @@ mod tests {
             s.hub_cache,
             PathBuf::from("/scratch/u/hf /scratch/u/x$UNSET/~u/$")
         );
+        let s = settings(&[("EMPTY", ""), ("HF_HUB_CACHE", "/x$EMPTY/y${EMPTY}")]);
+        assert_eq!(s.hub_cache, PathBuf::from("/x/y"));
         let s = settings(&[("HOME", "/home/u"), ("HUGGINGFACE_HUB_CACHE", "~/old")]);
         assert_eq!(s.hub_cache, PathBuf::from("/home/u/old"));
         // `~user` is not this user's home; a name with spaces or beyond ASCII is kept.

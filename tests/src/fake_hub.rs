@@ -462,3 +462,17 @@ fn encode(text: &str) -> String {
         })
         .collect()
 }
+
+/// Deterministic bytes that do not repeat in short cycles (so a corrupted or misplaced range
+/// changes the sha256).
+pub fn weights(len: usize, seed: u32) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            (state >> 24) as u8
+        })
+        .collect()
+}

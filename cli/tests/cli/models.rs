@@ -441,25 +441,12 @@ fn convert_refuses_a_file_and_names_what_it_cannot_write() {
     assert!(!dir.path().join("missing").exists());
 }
 
-/// Bytes that do not repeat in short cycles (a misplaced range would not pass for them).
-fn noise(len: usize) -> Vec<u8> {
-    let mut state = 0x2545_f491_u32;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            (state >> 24) as u8
-        })
-        .collect()
-}
-
 /// A pull cut off by a full disk (here the file-size limit `ulimit -f`, which fails a write as
 /// a full disk does) says so and what to do, and keeps what it had: the next pull resumes from
 /// there, says that it does, and ends with the whole file.
 #[test]
 fn a_pull_cut_off_by_a_full_disk_says_so_and_the_next_resumes() {
-    let bytes = noise(600_000);
+    let bytes = redraft_tests::fake_hub::weights(600_000, 1);
     let hub = redraft_tests::fake_hub::FakeHub::start();
     let commit = "fedcba9876543210fedcba9876543210fedcba98";
     hub.add_commit(

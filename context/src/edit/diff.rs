@@ -111,10 +111,11 @@ pub enum DiffError {
 /// a merge's result differs from each parent, which is no one edit.
 pub fn parse_patches(text: &str) -> Result<Vec<FilePatch>, DiffError> {
     let lines: Vec<&str> = text.lines().collect();
-    // Which lines ended in `\r\n` (`lines` drops the `\r`).
-    let crlf: Vec<bool> = text
+    // Whether each line ended in `\r\n` (`lines` drops the `\r`); `None`: the text's last
+    // line, with no line break.
+    let crlf: Vec<Option<bool>> = text
         .split_inclusive('\n')
-        .map(|line| line.ends_with("\r\n"))
+        .map(|line| line.ends_with('\n').then(|| line.ends_with("\r\n")))
         .collect();
     let mut patches: Vec<FilePatch> = Vec::new();
     let mut at = 0;
@@ -281,8 +282,13 @@ fn range(field: &str) -> Option<(usize, usize)> {
 
 /// Reads a hunk body from `lines[start..]`; returns the hunk and the index of the first line
 /// after it.
-/// `crlf[i]`: whether `lines[i]` ended in `\r\n`.
-fn read_hunk(lines: &[&str], crlf: &[bool], start: usize, header: &HunkHeader) -> (Hunk, usize) {
+/// `crlf[i]`: whether `lines[i]` ended in `\r\n` (`None`: in no line break).
+fn read_hunk(
+    lines: &[&str],
+    crlf: &[Option<bool>],
+    start: usize,
+    header: &HunkHeader,
+) -> (Hunk, usize) {
     let mut hunk = Hunk {
         old_start: header.old_start,
         new_start: header.new_start,
@@ -305,8 +311,14 @@ fn read_hunk(lines: &[&str], crlf: &[bool], start: usize, header: &HunkHeader) -
             Some(b'\\') => {
                 // The line before the marker is the file's last, which has no newline: a `\r`
                 // before the diff's `\n` is the file's last byte (a lone `\r`), unless the
-                // diff's own lines end in `\r\n` (the marker's does too).
-                if at > start && crlf[at - 1] && !crlf[at] && !lines[at - 1].starts_with('\\') {
+                // diff's own lines end in `\r\n` (the marker's does too; a marker that ends the
+                // diff with no break of its own goes by the hunk's header).
+                let diff_crlf = crlf[at].unwrap_or(crlf[start - 1] == Some(true));
+                if at > start
+                    && crlf[at - 1] == Some(true)
+                    && !diff_crlf
+                    && !lines[at - 1].starts_with('\\')
+                {
                     if let Some(
                         HunkLine::Removed(text) | HunkLine::Added(text) | HunkLine::Context(text),
                     ) = hunk.lines.last_mut()

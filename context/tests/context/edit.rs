@@ -380,6 +380,13 @@ fn a_written_crlf_diff_parses_back_to_the_same_edit() {
     let patch = one_patch(windows);
     assert_eq!(patch.hunks[0].lines, vec![removed("a"), added("b")]);
     assert_eq!(apply("a", &patch).unwrap(), "b");
+    // Its last marker cut off from its own line break (a diff pasted, trimmed): the hunk's
+    // header says the diff's lines end in `\r\n`; a written diff's (LF) keeps the file's `\r`.
+    let trimmed = windows.strip_suffix("\r\n").unwrap();
+    assert_eq!(one_patch(trimmed).hunks[0].lines, patch.hunks[0].lines);
+    let lone_cr = unified_diff("f", "a\nb\r", "a\nc\r", 1);
+    let trimmed = lone_cr.strip_suffix('\n').unwrap();
+    assert_eq!(apply("a\nb\r", &one_patch(trimmed)).unwrap(), "a\nc\r");
 }
 
 /// A directory of its own under the system's temporary directory, removed when dropped.

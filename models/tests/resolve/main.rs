@@ -21,19 +21,7 @@ pub fn commit(digit: char) -> String {
     std::iter::repeat_n(digit, 40).collect()
 }
 
-/// Deterministic bytes that do not repeat in short cycles (so a corrupted or misplaced range
-/// changes the sha256).
-pub fn weights(len: usize, seed: u32) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            (state >> 24) as u8
-        })
-        .collect()
-}
+pub use redraft_tests::fake_hub::weights;
 
 /// A checkpoint repository's files, with pickled weights and code beside the real ones.
 pub fn checkpoint_files() -> Vec<(&'static str, Vec<u8>)> {
