@@ -285,15 +285,15 @@ impl Outstanding {
         if let Some(id) = &id {
             self.ids.lock().unwrap().insert(id.clone());
         }
-        let this = self.clone();
+        // Done when the task ends, or when its future is dropped unfinished.
+        let done = Done {
+            outstanding: self.clone(),
+            id,
+        };
         async move {
             let response = task.await.unwrap_or(None);
             // Before the answer is written: a client that has it may use the id again.
-            if let Some(id) = &id {
-                this.ids.lock().unwrap().remove(id);
-            }
-            this.count.fetch_sub(1, Ordering::SeqCst);
-            this.done.notify_one();
+            drop(done);
             response
         }
         .boxed()
@@ -311,6 +311,22 @@ impl Outstanding {
         while self.count.load(Ordering::SeqCst) > 0 {
             self.done.notified().await;
         }
+    }
+}
+
+/// One tracked request ([`Outstanding::track`]): no longer outstanding once dropped.
+struct Done {
+    outstanding: Outstanding,
+    id: Option<Id>,
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        if let Some(id) = &self.id {
+            self.outstanding.ids.lock().unwrap().remove(id);
+        }
+        self.outstanding.count.fetch_sub(1, Ordering::SeqCst);
+        self.outstanding.done.notify_one();
     }
 }
 
@@ -409,4 +425,28 @@ fn write_stdout(mut rx: mpsc::Receiver<Outgoing>) -> io::Result<()> {
         }
     }
     stdout.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tracked request is outstanding until its future ends or is dropped unfinished: its id
+    /// may then be used again, and `exit` does not wait for it.
+    #[tokio::test]
+    async fn a_request_dropped_unfinished_is_no_longer_outstanding() {
+        let outstanding = Outstanding::default();
+        let (id, other) = (Id::Number(7), Id::Number(8));
+        let never = outstanding.track(Some(id.clone()), future::pending());
+        let ends = outstanding.track(Some(other.clone()), future::ready(Ok(None)));
+        assert!(outstanding.running(&id) && outstanding.running(&other));
+        assert_eq!(ends.await, None);
+        assert!(!outstanding.running(&other));
+        assert!(outstanding.running(&id));
+        drop(never);
+        assert!(!outstanding.running(&id));
+        tokio::time::timeout(Duration::from_secs(5), outstanding.drained())
+            .await
+            .expect("nothing is outstanding");
+    }
 }

@@ -60,6 +60,15 @@ impl Offsets {
         self.0 ^= self.0 << 17;
         (self.0 % n.max(1) as u64) as usize
     }
+
+    /// A char boundary of `text`, at random.
+    fn cursor(&mut self, text: &str) -> usize {
+        let mut cursor = self.below(text.len());
+        while !text.is_char_boundary(cursor) {
+            cursor -= 1;
+        }
+        cursor
+    }
 }
 
 #[test]
@@ -71,10 +80,7 @@ fn correct_middles_survive_post_processing() {
     let mut offsets = Offsets(0x2545_f491_4f6c_dd1d);
     for text in &files {
         for _ in 0..30 {
-            let mut cursor = offsets.below(text.len());
-            while !text.is_char_boundary(cursor) {
-                cursor -= 1;
-            }
+            let cursor = offsets.cursor(text);
             let Some((document, cursor, middle)) = cut(text, cursor) else {
                 continue;
             };
@@ -114,10 +120,7 @@ fn correct_middles_inside_a_line_survive_post_processing() {
     let mut offsets = Offsets(0x9e37_79b9_7f4a_7c15);
     for text in &files {
         for _ in 0..40 {
-            let mut cursor = offsets.below(text.len());
-            while !text.is_char_boundary(cursor) {
-                cursor -= 1;
-            }
+            let cursor = offsets.cursor(text);
             let line_start = text[..cursor].rfind('\n').map_or(0, |at| at + 1);
             let line_end = text[cursor..]
                 .find('\n')
