@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use redraft_context::{finish, plan, Budget, ByteEstimate, Language, Source};
+use redraft_context::{finish, plan, Budget, ByteEstimate, Language, Plan, Source};
 
 fn rust_files(dir: &Path, out: &mut Vec<String>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -71,10 +71,23 @@ impl Offsets {
     }
 }
 
+/// The plan for `middle` at `cursor` of `document` (the middle cut out), and the suggestion
+/// `finish` makes of it.
+fn finished(document: &str, cursor: usize, middle: &str) -> (Plan, Option<String>) {
+    let source = Source {
+        text: document,
+        cursor,
+        language: Language::Rust,
+        tree: None,
+    };
+    let plan = plan(&source, &Budget::for_positions(256, 48), &ByteEstimate, &[]);
+    let finished = finish(middle, &plan);
+    (plan, finished)
+}
+
 #[test]
 fn correct_middles_survive_post_processing() {
     let files = sources();
-    let budget = Budget::for_positions(256, 48);
     let (mut total, mut kept) = (0, 0);
     let mut damaged = Vec::new();
     let mut offsets = Offsets(0x2545_f491_4f6c_dd1d);
@@ -84,14 +97,7 @@ fn correct_middles_survive_post_processing() {
             let Some((document, cursor, middle)) = cut(text, cursor) else {
                 continue;
             };
-            let source = Source {
-                text: &document,
-                cursor,
-                language: Language::Rust,
-                tree: None,
-            };
-            let plan = plan(&source, &budget, &ByteEstimate, &[]);
-            let finished = finish(&middle, &plan);
+            let (plan, finished) = finished(&document, cursor, &middle);
             total += 1;
             if finished.as_deref().map(str::trim_end) == Some(middle.trim_end()) {
                 kept += 1;
@@ -114,7 +120,6 @@ fn correct_middles_survive_post_processing() {
 #[test]
 fn correct_middles_inside_a_line_survive_post_processing() {
     let files = sources();
-    let budget = Budget::for_positions(256, 48);
     let (mut total, mut kept) = (0, 0);
     let mut damaged = Vec::new();
     let mut offsets = Offsets(0x9e37_79b9_7f4a_7c15);
@@ -137,14 +142,7 @@ fn correct_middles_inside_a_line_survive_post_processing() {
                 continue;
             }
             let document = format!("{}{}", &text[..cursor], &text[end..]);
-            let source = Source {
-                text: &document,
-                cursor,
-                language: Language::Rust,
-                tree: None,
-            };
-            let plan = plan(&source, &budget, &ByteEstimate, &[]);
-            let finished = finish(middle, &plan);
+            let (plan, finished) = finished(&document, cursor, middle);
             total += 1;
             if finished.as_deref() == Some(middle) {
                 kept += 1;
