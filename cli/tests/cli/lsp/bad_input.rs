@@ -304,6 +304,16 @@ async fn huge_and_binary_documents_are_served() {
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 
+/// `shutdown` is answered null and `exit` ends the session with status 0: it was served
+/// normally to its end.
+async fn shuts_down_and_exits_0(raw: &mut Raw) {
+    let id = raw.request("shutdown", Value::Null).await;
+    let answer = raw.answer(id).await;
+    assert_eq!(answer.get("result"), Some(&Value::Null), "{answer}");
+    raw.notify("exit", Value::Null).await;
+    assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
+}
+
 /// A raw-bytes client with `URI` open.
 async fn raw_server(options: Value) -> Raw {
     let mut raw = Raw::start(options).await;
@@ -835,11 +845,7 @@ async fn a_shutdown_sent_as_a_notification_is_ignored() {
     assert_eq!(answer["error"]["code"], json!(-32602), "{answer}");
     raw.wait_for_log(|m| m.contains("`shutdown` came as a notification (no id) and is ignored"))
         .await;
-    let id = raw.request("shutdown", Value::Null).await;
-    let answer = raw.answer(id).await;
-    assert_eq!(answer.get("result"), Some(&Value::Null), "{answer}");
-    raw.notify("exit", Value::Null).await;
-    assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
+    shuts_down_and_exits_0(&mut raw).await;
 }
 
 /// A request reusing the id of one still running is InvalidRequest, saying so, and nothing else
@@ -874,11 +880,7 @@ async fn a_request_reusing_a_running_requests_id_is_refused_alone() {
     // The running request's own answer (cancelled) still comes, under its id.
     raw.wait_for(|m| m["id"] == json!(id) && m["error"]["code"] != json!(INVALID_REQUEST))
         .await;
-    let id = raw.request("shutdown", Value::Null).await;
-    let answer = raw.answer(id).await;
-    assert_eq!(answer.get("result"), Some(&Value::Null), "{answer}");
-    raw.notify("exit", Value::Null).await;
-    assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
+    shuts_down_and_exits_0(&mut raw).await;
 }
 
 /// A `$/` request the server does not implement is answered MethodNotFound (-32601), as LSP
