@@ -42,6 +42,7 @@ use super::document::Snapshot;
 use super::documents::Snapshots;
 use super::log::Log;
 use super::stream::JobStream;
+use super::workspace::Workspace;
 
 /// Above this size only a window of text around the cursor is handed to the context layer
 /// (without the tree, which would describe the whole text): no budget reaches that far, and
@@ -67,6 +68,8 @@ pub struct Job {
     pub cancel: Arc<AtomicBool>,
     /// Where each step's draft goes, for clients that opted in.
     pub stream: Option<JobStream>,
+    /// Names the other documents whose snippets the prompt carries.
+    pub workspace: Workspace,
 }
 
 /// One next edit to compute.
@@ -213,7 +216,7 @@ impl Inference {
             .scheduler
             .room_for_neighbours(&options, backend.as_ref())
         {
-            neighbours(&job.snapshots.neighbours)
+            neighbours(&job.snapshots.neighbours, &job.workspace)
         } else {
             Vec::new()
         };
@@ -633,17 +636,14 @@ fn next_line_start(rope: &Rope, at: usize) -> usize {
     }
 }
 
-fn neighbours(snapshots: &[Snapshot]) -> Vec<Neighbour> {
+fn neighbours(snapshots: &[Snapshot], workspace: &Workspace) -> Vec<Neighbour> {
     snapshots
         .iter()
         .map(|s| {
             let len = s.rope.len_bytes().min(MAX_NEIGHBOUR_BYTES);
             let end = s.rope.char_to_byte(s.rope.byte_to_char(len));
             Neighbour {
-                path: s
-                    .uri
-                    .to_file_path()
-                    .map_or_else(|| s.uri.as_str().to_string(), |p| p.display().to_string()),
+                path: workspace.name(&s.uri),
                 text: s.rope.byte_slice(..end).to_string(),
                 edited_at: s.edited_at,
             }

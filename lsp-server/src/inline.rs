@@ -137,6 +137,7 @@ impl Server {
                 settings,
                 cancel: token.flag(),
                 stream,
+                workspace: self.workspace.clone(),
             });
             (type_through.generation(), answer)
         };

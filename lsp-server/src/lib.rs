@@ -7,8 +7,8 @@
 //! thread), `document_key` (the normalized URI every per-document map is keyed by), `history` (each document's recent edits), `config`, `inference` (snapshots and
 //! settings into the runtime's work, its answers and drafts back), `cancel`, `type_through`,
 //! `stream` (the `redraft/draftStep` extension), `inline` (the inline completion request),
-//! `next_edit` (Copilot's `textDocument/copilotInlineEdit` and its accept command), `server`
-//! (the tower-lsp-server glue) and `transport` (stdin/stdout framing that survives any bytes).
+//! `next_edit` (Copilot's `textDocument/copilotInlineEdit` and its accept command), `workspace` (the
+//! folders documents are named relative to), `server` (the tower-lsp-server glue) and `transport` (stdin/stdout framing that survives any bytes).
 //! Stdout carries the protocol and nothing else. The tests' `harness` runs the server in
 //! process, message by message, its next edits answered by the test instead of a model.
 
@@ -29,6 +29,7 @@ mod server;
 mod stream;
 mod transport;
 mod type_through;
+mod workspace;
 
 use std::process::ExitCode;
 

@@ -14,10 +14,11 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tower_lsp_server::jsonrpc;
 use tower_lsp_server::ls_types::{
-    DidChangeConfigurationParams, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
-    DidOpenTextDocumentParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
-    InitializeResult, InitializedParams, LSPAny, MessageType, OneOf, ProgressToken,
-    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    DidChangeConfigurationParams, DidChangeTextDocumentParams, DidChangeWorkspaceFoldersParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, ExecuteCommandOptions,
+    ExecuteCommandParams, InitializeParams, InitializeResult, InitializedParams, LSPAny,
+    MessageType, OneOf, ProgressToken, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
+    TextDocumentSyncKind, Uri, WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
 };
 use tower_lsp_server::{Client, LanguageServer};
 
@@ -32,6 +33,7 @@ use super::next_edit::jobs::NextEdits;
 use super::next_edit::ACCEPT_COMMAND;
 use super::stream::{DraftKind, DraftStep, Drafts, NextEditDraftStep, Outgoing};
 use super::type_through::TypeThrough;
+use super::workspace::Workspace;
 
 pub struct Server {
     client: Client,
@@ -53,6 +55,8 @@ pub struct Server {
     pub(super) drafts: Drafts,
     drafts_rx: Mutex<Option<mpsc::UnboundedReceiver<Outgoing>>>,
     pub(super) next_edits: Arc<NextEdits>,
+    /// The workspace folders, which documents are named relative to in prompts.
+    pub(super) workspace: Workspace,
     /// The document owner's changes, which precomputing next edits waits on (taken at
     /// `initialized`).
     changed_rx: Mutex<Option<mpsc::UnboundedReceiver<Changed>>>,
@@ -169,12 +173,14 @@ impl Server {
         let (changed_tx, changed_rx) = mpsc::unbounded_channel();
         let documents = Documents::spawn(log.clone(), changed_tx);
         let inference = Inference::start(log.clone());
+        let workspace = Workspace::default();
         let settings: Arc<Mutex<Settings>> = Arc::default();
         let next_edits = NextEdits::new(
             documents.clone(),
             edit_runner.unwrap_or_else(|| Arc::new(inference.clone())),
             log.clone(),
             settings.clone(),
+            workspace.clone(),
         );
         Server {
             client,
@@ -191,6 +197,7 @@ impl Server {
             drafts,
             drafts_rx: Mutex::new(Some(drafts_rx)),
             next_edits,
+            workspace,
             changed_rx: Mutex::new(Some(changed_rx)),
             loading: Mutex::new(None),
             model_loads: Arc::default(),
@@ -400,7 +407,7 @@ impl LanguageServer for Server {
         );
         *lock(&self.encoding) = encoding;
         self.documents.set_encoding(encoding);
-        self.next_edits.set_roots(workspace_roots(&params));
+        self.workspace.set_from(&params);
         *lock(&self.progress_supported) = params
             .capabilities
             .window
@@ -425,6 +432,13 @@ impl LanguageServer for Server {
                     TextDocumentSyncKind::INCREMENTAL,
                 )),
                 inline_completion_provider: Some(OneOf::Left(true)),
+                workspace: Some(WorkspaceServerCapabilities {
+                    workspace_folders: Some(WorkspaceFoldersServerCapabilities {
+                        supported: Some(true),
+                        change_notifications: Some(OneOf::Left(true)),
+                    }),
+                    file_operations: None,
+                }),
                 execute_command_provider: Some(ExecuteCommandOptions {
                     commands: vec![ACCEPT_COMMAND.into()],
                     ..ExecuteCommandOptions::default()
@@ -535,6 +549,13 @@ impl LanguageServer for Server {
         )))
     }
 
+    async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
+        // Jobs started from here on name documents by the new folders; a precomputed next
+        // edit's history named them by the old ones, which only changes how the prompt spells
+        // paths, so it is kept.
+        self.workspace.change(&params.event);
+    }
+
     async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
         // Held from before the change until its load is counted: a failed load puts the
         // settings back only while it is the newest, never over a change applied after it.
@@ -575,17 +596,6 @@ fn describe_model(model: Option<&PathBuf>) -> String {
     model.map_or("the binary (default model)".into(), |p| {
         p.display().to_string()
     })
-}
-
-/// The workspace folders' paths (or the root's, from clients that send only that).
-fn workspace_roots(params: &InitializeParams) -> Vec<std::path::PathBuf> {
-    let folders = params.workspace_folders.iter().flatten().map(|f| &f.uri);
-    #[allow(deprecated)]
-    let root = params.root_uri.iter();
-    folders
-        .chain(root)
-        .filter_map(|uri| uri.to_file_path().map(|p| p.into_owned()))
-        .collect()
 }
 
 #[cfg(test)]

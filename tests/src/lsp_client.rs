@@ -47,6 +47,7 @@ raw!(notification DidOpen = "textDocument/didOpen");
 raw!(notification DidChange = "textDocument/didChange");
 raw!(notification DidClose = "textDocument/didClose");
 raw!(notification DidChangeConfiguration = "workspace/didChangeConfiguration");
+raw!(notification DidChangeWorkspaceFolders = "workspace/didChangeWorkspaceFolders");
 raw!(notification CancelRequest = "$/cancelRequest");
 raw!(notification DidShowInlineEdit = "textDocument/didShowInlineEdit");
 

@@ -31,7 +31,6 @@
 //! make room). A job that ended in an error is never joined; the next request computes again.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -51,6 +50,7 @@ use crate::documents::{Changed, Documents, Snapshots};
 use crate::inference::{EditJob, EditRunner, JobError, NextEdit};
 use crate::log::Log;
 use crate::stream::JobStream;
+use crate::workspace::Workspace;
 
 /// Precomputed jobs nobody waits for yet, at most (across documents): a new one stops the
 /// oldest, so the document the user paused in last always gets one, and a change of many
@@ -167,8 +167,8 @@ pub struct NextEdits {
     log: Log,
     settings: Arc<Mutex<Settings>>,
     in_flight: Arc<InFlight>,
-    /// The workspace folders: documents under one are named relative to it in the history.
-    roots: Mutex<Vec<PathBuf>>,
+    /// Documents under a workspace folder are named relative to it in the history.
+    workspace: Workspace,
     state: Mutex<State>,
 }
 
@@ -186,6 +186,7 @@ impl NextEdits {
         runner: Arc<dyn EditRunner>,
         log: Log,
         settings: Arc<Mutex<Settings>>,
+        workspace: Workspace,
     ) -> Arc<NextEdits> {
         Arc::new(NextEdits {
             documents,
@@ -193,7 +194,7 @@ impl NextEdits {
             log,
             settings,
             in_flight: Arc::default(),
-            roots: Mutex::default(),
+            workspace,
             state: Mutex::default(),
         })
     }
@@ -202,14 +203,10 @@ impl NextEdits {
         lock(&self.state)
     }
 
-    pub fn set_roots(&self, roots: Vec<PathBuf>) {
-        *lock(&self.roots) = roots;
-    }
-
     /// How `uri` is named in the history: relative to the workspace folder holding it (as
     /// `git diff` and the training data name files), else its path, else the URI.
     pub fn path(&self, uri: &Uri) -> String {
-        display_path(uri, &lock(&self.roots))
+        self.workspace.name(uri)
     }
 
     /// The stamp of the document `key`'s last edit (0: not open); take it before the snapshot
@@ -680,22 +677,6 @@ impl Drop for Waiter {
         };
         drop(gone);
     }
-}
-
-/// `uri`'s name: its path relative to the first of `roots` holding it, else its path, else the
-/// URI itself.
-pub fn display_path(uri: &Uri, roots: &[PathBuf]) -> String {
-    let path = (uri.scheme().as_str() == "file")
-        .then(|| uri.to_file_path())
-        .flatten();
-    let Some(path) = path else {
-        return uri.as_str().to_string();
-    };
-    let relative = roots
-        .iter()
-        .find_map(|root| path.strip_prefix(root).ok())
-        .filter(|rest| !rest.as_os_str().is_empty());
-    relative.unwrap_or(Path::new(&*path)).display().to_string()
 }
 
 #[cfg(test)]

@@ -47,6 +47,57 @@ async fn inline_completions_come_from_the_backend_through_the_same_plan_and_fini
 }
 
 #[tokio::test]
+async fn other_documents_are_named_in_the_prompt_relative_to_their_workspace_folder() {
+    let (url, seen) = redraft_tests::fake_openai::start("items.len() + 1;");
+    let lsp = Lsp::start(Start {
+        options: json!({
+            "effort": "low", "maxTokens": 12,
+            "backend": {"url": url, "model": "fake-coder", "template": "qwen"},
+        }),
+        root: Some("file:///home/alice/demo"),
+        ..Start::default()
+    })
+    .await;
+    let capability = &lsp.initialize_result["capabilities"]["workspace"]["workspaceFolders"];
+    assert_eq!(
+        capability,
+        &json!({"supported": true, "changeNotifications": true})
+    );
+    let main = "file:///home/alice/demo/src/main.rs";
+    // Neighbours share the identifiers around the cursor, so their snippets are chosen.
+    let neighbour = "fn total(items: &[u32]) -> usize {\n    items.len()\n}\n";
+    lsp.open("file:///home/alice/demo/src/items.rs", "rust", neighbour);
+    lsp.open("file:///home/alice/lib/src/lib.rs", "rust", neighbour);
+    lsp.open(main, "rust", TEXT);
+    let prompt = |lsp_requests: &[serde_json::Value]| {
+        lsp_requests.last().unwrap()["prompt"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    lsp.inline(main, 1, 16, true).await.answer().await.unwrap();
+    let first = prompt(&seen.lock().unwrap());
+    assert!(first.contains("// src/items.rs\n"), "{first}");
+    assert!(first.contains("// /home/alice/lib/src/lib.rs\n"), "{first}");
+
+    // The client adds the library's folder and removes the first.
+    lsp.notify::<super::client::DidChangeWorkspaceFolders>(json!({"event": {
+        "added": [{"uri": "file:///home/alice/lib", "name": "lib"}],
+        "removed": [{"uri": "file:///home/alice/demo", "name": "workspace"}],
+    }}));
+    lsp.change(main, 2, [[1, 16], [1, 16]], " ");
+    lsp.inline(main, 1, 17, true).await.answer().await.unwrap();
+    let second = prompt(&seen.lock().unwrap());
+    assert!(
+        second.contains("// /home/alice/demo/src/items.rs\n"),
+        "{second}"
+    );
+    assert!(second.contains("// src/lib.rs\n"), "{second}");
+    lsp.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_backend_that_is_down_costs_the_request_not_the_session() {
     // A port nothing listens on (bound, then closed).
     let port = TcpListener::bind("127.0.0.1:0")

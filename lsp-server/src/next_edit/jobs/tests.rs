@@ -300,24 +300,3 @@ async fn edit_stamps_are_kept_for_open_documents_only_and_never_match_after_a_re
     jobs.assert_none_started();
     assert_eq!(stamped(&lsp), [URI]);
 }
-
-#[test]
-fn documents_are_named_relative_to_their_workspace_folder() {
-    let roots = vec![PathBuf::from("/work/other"), PathBuf::from("/work/demo")];
-    assert_eq!(
-        display_path(&uri("file:///work/demo/src/lib.rs"), &roots),
-        "src/lib.rs"
-    );
-    assert_eq!(
-        display_path(&uri("file:///elsewhere/main.rs"), &roots),
-        "/elsewhere/main.rs"
-    );
-    assert_eq!(
-        display_path(&uri("untitled:Untitled-1"), &roots),
-        "untitled:Untitled-1"
-    );
-    assert_eq!(
-        display_path(&uri("file:///work/demo/caf%C3%A9.rs"), &roots),
-        "café.rs"
-    );
-}
