@@ -226,11 +226,15 @@ impl ApiError {
     }
 
     pub fn unknown_route(method: &str, path: &str) -> Self {
-        // A chat client pointed here (an OpenAI SDK's chat call, Zed's Qwen "partial mode")
-        // is told what the server does instead.
-        let hint = if path.trim_end_matches('/').ends_with("/chat/completions") {
+        // A chat client pointed here (an OpenAI SDK's chat call, Zed's Qwen "partial mode", the
+        // Ollama libraries' `chat`) is told what the server does instead, in its API.
+        let trimmed = path.trim_end_matches('/');
+        let hint = if trimmed.ends_with("/chat/completions") {
             "this server fills in the middle of code and has no chat: send the code before the \
              cursor as `prompt` (and after it as `suffix`) to /v1/completions"
+        } else if trimmed == "/api/chat" {
+            "this server fills in the middle of code and has no chat: send the code before the \
+             cursor as `prompt` (and after it as `suffix`) to /api/generate"
         } else {
             "see the README's \"Serving over HTTP\" for the endpoints"
         };

@@ -11,11 +11,15 @@
 //! (`diffusion_content: false`) and `[DONE]`. Drafts are the model's raw middle: `░` (U+2591)
 //! for a slot still masked, before post-processing and stop strings.
 
+use std::fmt;
+
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::de::value::SeqAccessDeserializer;
+use serde::de::{SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -23,7 +27,7 @@ use super::edit_prompt;
 use super::error::{quote, ApiError, Dialect};
 use super::openai::{choices, CompletionRequest};
 use super::requests::{
-    answer, completion_id, edit_work, fim_work, parse_body, sse, stream, submit, unix_now,
+    answer, completion_id, edit_work, fim_work, objects, parse_body, sse, stream, submit, unix_now,
     PromptField, Sampling, StreamFormat, SSE, SSE_DONE,
 };
 use super::Shared;
@@ -141,11 +145,40 @@ pub async fn fim(
 }
 
 /// A chat message's content: a string, or a list of `{type: "text", text}` parts.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 pub enum Content {
     Text(String),
-    Parts(#[serde(deserialize_with = "crate::requests::objects")] Vec<Part>),
+    Parts(Vec<Part>),
+}
+
+/// Read by hand rather than as an untagged enum, whose one error ("did not match any variant")
+/// would hide the parts' own: a part that is no object, a key sent twice in one.
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Content, D::Error> {
+        struct Either;
+
+        impl<'de> Visitor<'de> for Either {
+            type Value = Content;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str("a string or a list of text parts")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Content, E> {
+                Ok(Content::Text(text.to_string()))
+            }
+
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Content, E> {
+                Ok(Content::Text(text))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, parts: A) -> Result<Content, A::Error> {
+                objects(SeqAccessDeserializer::new(parts)).map(Content::Parts)
+            }
+        }
+
+        deserializer.deserialize_any(Either)
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -39,8 +39,8 @@ pub struct Options {
     pub temperature: Option<f64>,
     #[serde(default)]
     pub stop: Option<StopField>,
-    #[serde(default)]
-    pub seed: Option<i64>,
+    #[serde(default, deserialize_with = "crate::requests::optional_seed")]
+    pub seed: Option<u64>,
 }
 
 /// The fields read from a generate request; the rest (`system`, `template`, `context`, ...)
@@ -171,7 +171,7 @@ pub async fn generate(
     let sampling = Sampling {
         max_tokens: options.num_predict,
         temperature: options.temperature,
-        seed: options.seed.map(|s| s as u64),
+        seed: options.seed,
         n: None,
         effort: request.effort.clone(),
         stop: stop_list(options.stop),

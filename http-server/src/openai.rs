@@ -45,7 +45,7 @@ pub struct CompletionRequest {
     pub max_tokens: Option<i64>,
     #[serde(default)]
     pub temperature: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::requests::optional_seed")]
     pub seed: Option<u64>,
     #[serde(default)]
     pub n: Option<i64>,

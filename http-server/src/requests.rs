@@ -6,6 +6,8 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::fmt;
+use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,7 +20,8 @@ use axum::response::{IntoResponse, Response};
 use redraft_context::{Language, Neighbour};
 use redraft_engine::sampler::{Effort, SamplerConfig};
 use redraft_suggest::fim::{self, FimOptions};
-use serde::de::DeserializeOwned;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
@@ -117,37 +120,135 @@ fn not_object(value: &serde_json::Value) -> Option<serde::de::Unexpected<'_>> {
     })
 }
 
-/// One nested object of a request (`options`, `stream_options`, a message): serde's derived
-/// structs would also take an array of the fields in order (`"options": [128]` as
-/// `num_predict`), which no client means, so only an object is read.
-fn object<T: DeserializeOwned, E: serde::de::Error>(value: serde_json::Value) -> Result<T, E> {
-    if let Some(unexpected) = not_object(&value) {
-        return Err(E::invalid_type(unexpected, &"a JSON object"));
+/// One nested object of a request (`options`, `stream_options`, a message, a content part),
+/// read straight from the body's map. serde's derived structs would also take an array of the
+/// fields in order (`"options": [128]` as `num_predict`), which no client means; and a
+/// `serde_json::Value` in between would keep the last of a key sent twice
+/// (`{"num_predict": 1, "num_predict": 2}` as 2) where the top level refuses it: read this way,
+/// the struct's own `duplicate field` error names the key, as at the top level.
+struct Object<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Object<T> {
+    type Value = T;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
+        deserializer.deserialize_map(self)
     }
-    T::deserialize(value).map_err(E::custom)
 }
 
-/// [`object`] for an optional field (`null` is none: `#[serde(default, deserialize_with = ...)]`).
+impl<'de, T: Deserialize<'de>> Visitor<'de> for Object<T> {
+    type Value = T;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(map))
+    }
+}
+
+/// [`Object`] for an optional field (`null` is none: `#[serde(default, deserialize_with = ...)]`).
 pub fn optional_object<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
-    T: DeserializeOwned,
+    T: Deserialize<'de>,
 {
-    Option::<serde_json::Value>::deserialize(deserializer)?
-        .map(object)
-        .transpose()
+    struct Optional<T>(PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Optional<T> {
+        type Value = Option<T>;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+            formatter.write_str("a JSON object or null")
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: serde::Deserializer<'de>>(self, value: D) -> Result<Option<T>, D::Error> {
+            Object(PhantomData).deserialize(value).map(Some)
+        }
+    }
+
+    deserializer.deserialize_option(Optional(PhantomData))
 }
 
-/// [`object`] for each item of a list.
+/// [`Object`] for each item of a list.
 pub fn objects<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
-    T: DeserializeOwned,
+    T: Deserialize<'de>,
 {
-    Vec::<serde_json::Value>::deserialize(deserializer)?
-        .into_iter()
-        .map(object)
-        .collect()
+    struct Objects<T>(PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Objects<T> {
+        type Value = Vec<T>;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+            formatter.write_str("a list of JSON objects")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = items.next_element_seed(Object(PhantomData))? {
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+
+    deserializer.deserialize_seq(Objects(PhantomData))
+}
+
+/// `seed`: any JSON integer (`null` is none: `#[serde(default, deserialize_with = ...)]`).
+/// OpenAI's API takes a signed 64-bit seed (its SDKs pass `-1` and other negative ones through,
+/// as vLLM takes them) and Ollama's is a Go `int`; the sampler's seed is those 64 bits read
+/// unsigned, so `-1` is `u64::MAX` on every route. A seed that is not an integer is a 400.
+pub fn optional_seed<'de, D>(deserializer: D) -> Result<Option<u64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Seed;
+
+    impl<'de> Visitor<'de> for Seed {
+        type Value = Option<u64>;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+            formatter.write_str("an integer seed (signed or unsigned 64-bit) or null")
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: serde::Deserializer<'de>>(
+            self,
+            value: D,
+        ) -> Result<Option<u64>, D::Error> {
+            value.deserialize_any(Seed)
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, seed: u64) -> Result<Option<u64>, E> {
+            Ok(Some(seed))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, seed: i64) -> Result<Option<u64>, E> {
+            // Two's complement: the same 64 bits.
+            Ok(Some(seed as u64))
+        }
+    }
+
+    deserializer.deserialize_option(Seed)
 }
 
 /// `prompt`: a string, or a list holding one string.

@@ -163,6 +163,76 @@ fn bad_json_and_bad_fields_are_400_in_each_apis_shape() {
     still_serving(&server);
 }
 
+/// A key sent twice is a 400 naming it, at any depth: at the top level serde's derived structs
+/// refuse it, and the objects inside one (`options`, `stream_options`, a message, a content part)
+/// are read the same way, not through a `serde_json::Value` that would keep the last of the two
+/// (`num_predict` 1 and 2 answered as 2).
+#[test]
+fn a_key_sent_twice_is_400_at_any_depth() {
+    let server = Server::start(&[]);
+    let prompt = serde_json::to_string(PREFIX).unwrap();
+    let edit = r#""<|current_file_content|>\ncurrent_file_path: a.rs\n<|code_to_edit|>\nfn a() {}\n<|/code_to_edit|>\n<|/current_file_content|>\n""#;
+    for (path, body, key) in [
+        (
+            "/v1/completions",
+            format!(r#"{{"prompt": {prompt}, "prompt": "let v = "}}"#),
+            "prompt",
+        ),
+        (
+            "/api/generate",
+            format!(
+                r#"{{"prompt": {prompt}, "stream": false, "options": {{"num_predict": 1, "num_predict": 2}}}}"#
+            ),
+            "num_predict",
+        ),
+        (
+            "/v1/completions",
+            format!(
+                r#"{{"prompt": {prompt}, "stream": true, "stream_options": {{"include_usage": true, "include_usage": false}}}}"#
+            ),
+            "include_usage",
+        ),
+        (
+            "/v1/edit/completions",
+            format!(r#"{{"messages": [{{"role": "user", "role": "user", "content": {edit}}}]}}"#),
+            "role",
+        ),
+        (
+            "/v1/edit/completions",
+            format!(
+                r#"{{"messages": [{{"role": "user", "content": [{{"type": "text", "text": {edit}, "text": "x"}}]}}]}}"#
+            ),
+            "text",
+        ),
+    ] {
+        let response = server.post_raw(path, body.as_bytes());
+        let message = if path.starts_with("/api/") {
+            ollama_error(&response, 400)
+        } else {
+            let body = openai_error(&response, 400, "invalid_json");
+            body["error"]["message"].as_str().unwrap().to_string()
+        };
+        assert!(
+            message.contains(&format!("duplicate field `{key}`")),
+            "{path} {body}: {message}"
+        );
+    }
+    // Each of them once is read (the edit's tags are its own business: 200 or 422, not 400).
+    let once = format!(
+        r#"{{"prompt": {prompt}, "stream": false, "options": {{"num_predict": 1, "seed": 3}}}}"#
+    );
+    assert_eq!(
+        server.post_raw("/api/generate", once.as_bytes()).status,
+        200
+    );
+    let once = format!(
+        r#"{{"messages": [{{"role": "user", "content": [{{"type": "text", "text": {edit}}}]}}]}}"#
+    );
+    let answer = server.post_raw("/v1/edit/completions", once.as_bytes());
+    assert_ne!(answer.status, 400, "{}", answer.text());
+    still_serving(&server);
+}
+
 #[test]
 fn oversized_bodies_are_413() {
     let server = Server::start(&["--max-body", "2000"]);
@@ -270,6 +340,16 @@ fn unknown_routes_and_methods_have_json_errors() {
         ))
     };
     assert_eq!((health(200), health(499)), (1.0, 0.0));
+    // So is the Ollama libraries' `chat` (ollama-python's bytes), in Ollama's shape.
+    let chat = server.post_raw(
+        "/api/chat",
+        br#"{"model":"qwen2.5-coder:redraft","stream":false,"messages":[{"role":"user","content":"hi"}]}"#,
+    );
+    let message = ollama_error(&chat, 404);
+    assert!(
+        message.contains("/api/generate") && message.contains("no chat"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -222,3 +222,41 @@ fn a_completion_below_the_models_bar_is_empty() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("from 0 to 1"), "{stderr}");
 }
+
+/// `seed` is any 64-bit integer, as OpenAI's API takes it: the OpenAI SDKs pass `seed=-1` through
+/// as it is (the bytes below are openai-python's), which was a 400 here. A negative seed is the
+/// same 64 bits read unsigned, on `/v1/completions` and in Ollama's `options.seed` alike, so the
+/// three requests sample the same text.
+#[test]
+fn a_negative_seed_is_a_seed() {
+    // Kept caches would make the later requests start from the first one's.
+    let server = Server::start(&["--no-cache"]);
+    let prompt = serde_json::to_string(PREFIX).unwrap();
+    let sdk = format!(
+        r#"{{"model":"redraft-default","prompt":{prompt},"max_tokens":8,"seed":-1,"temperature":0.7}}"#
+    );
+    let negative = server.post_raw("/v1/completions", sdk.as_bytes());
+    assert_eq!(negative.status, 200, "{}", negative.text());
+    let text = &negative.json()["choices"][0]["text"];
+    let unsigned = server.post(
+        "/v1/completions",
+        &json!({"model": "redraft-default", "prompt": PREFIX, "max_tokens": 8,
+                "seed": u64::MAX, "temperature": 0.7}),
+    );
+    assert_eq!(unsigned.json()["choices"][0]["text"], *text);
+    let ollama = server.post(
+        "/api/generate",
+        &json!({"model": "redraft-default", "prompt": PREFIX, "stream": false,
+                "options": {"num_predict": 8, "seed": -1, "temperature": 0.7}}),
+    );
+    assert_eq!(ollama.status, 200, "{}", ollama.text());
+    assert_eq!(ollama.json()["response"], *text);
+    // A seed that is no integer is still refused, naming what it takes.
+    let float = server.post("/v1/completions", &json!({"prompt": PREFIX, "seed": 1.5}));
+    assert_eq!(float.status, 400, "{}", float.text());
+    let message = float.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("an integer seed"), "{message}");
+}
