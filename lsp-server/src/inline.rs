@@ -19,10 +19,11 @@ use ropey::Rope;
 use tower_lsp_server::jsonrpc;
 use tower_lsp_server::ls_types::{
     InlineCompletionItem, InlineCompletionParams, InlineCompletionResponse,
-    InlineCompletionTriggerKind, Range,
+    InlineCompletionTriggerKind, Range, SelectedCompletionInfo,
 };
 
 use super::document_key::DocumentKey;
+use super::documents::Snapshots;
 use super::encoding::{line_content, PositionEncoding};
 use super::inference::{Job, JobError};
 use super::server::Server;
@@ -94,29 +95,54 @@ impl Server {
             .offset(&document.rope, position)
             .map_err(|err| jsonrpc::Error::invalid_params(err.to_string()))?;
 
+        // The client's suggest widget is open on an item (VS Code): it shows only a suggestion
+        // that extends that item over the item's range, so the model is asked as if the item
+        // were accepted. Not from or into the type-through cache, which holds the document's
+        // own text, and not streamed (drafts would be of the other text).
+        let selected = match params.context.selected_completion_info.as_ref() {
+            Some(info) => match Selected::resolve(info, &document.rope, cursor, encoding) {
+                Ok(selected) => Some(selected),
+                Err(why) => {
+                    self.log.debug(|| {
+                        format!(
+                            "{} v{}: the selected completion item is not used: {why}",
+                            uri.as_str(),
+                            document.version
+                        )
+                    });
+                    None
+                }
+            },
+            None => None,
+        };
+
         let candidates = if params.context.trigger_kind == InlineCompletionTriggerKind::INVOKED {
             settings.candidates
         } else {
             1
         };
-        let cached = self
-            .type_through()
-            .answer(&key, &document.rope, cursor, candidates);
         let (edited_at, line) = (document.edited_at, document.rope.byte_to_line(cursor));
-        if let Some(texts) = cached {
-            self.next_edits
-                .inline_answered(&key, edited_at, line, !texts.is_empty());
-            self.log.debug(|| {
-                format!(
-                    "{} v{}: answered from the type-through cache",
-                    uri.as_str(),
-                    document.version
-                )
-            });
-            return Ok(Some(response(&document.rope, cursor, encoding, &texts)));
+        let rope = document.rope.clone();
+        let shown_at = Shown::at(cursor, selected.as_ref());
+        if selected.is_none() {
+            let cached = self
+                .type_through()
+                .answer(&key, &document.rope, cursor, candidates);
+            if let Some(texts) = cached {
+                self.next_edits
+                    .inline_answered(&key, edited_at, line, !texts.is_empty());
+                self.log.debug(|| {
+                    format!(
+                        "{} v{}: answered from the type-through cache",
+                        uri.as_str(),
+                        document.version
+                    )
+                });
+                return Ok(Some(response(&rope, &shown_at, encoding, &texts)));
+            }
         }
 
-        let stream = settings.stream_steps.then(|| {
+        let stream = (settings.stream_steps && selected.is_none()).then(|| {
             self.drafts.start(StreamTarget {
                 uri: uri.clone(),
                 version: document.version,
@@ -125,14 +151,17 @@ impl Server {
             })
         });
         let streaming = stream.is_some();
-        let rope = document.rope.clone();
+        let (snapshots, job_cursor) = match &selected {
+            Some(selected) => selected.applied(snapshots),
+            None => (snapshots, cursor),
+        };
         // Under the cache's lock, as a model switch clears it and queues the load: a job queued
         // before the load has the generation from before the clear.
         let (generation, answer) = {
             let type_through = self.type_through();
             let answer = self.inference.submit(Job {
                 snapshots,
-                cursor,
+                cursor: job_cursor,
                 candidates,
                 settings,
                 cancel: token.flag(),
@@ -157,20 +186,27 @@ impl Server {
         }
         match answer {
             Ok(suggestions) => {
-                self.type_through().remember(
-                    &key,
-                    &rope,
-                    cursor,
-                    (&suggestions.texts, candidates),
-                    generation,
-                );
+                if selected.is_none() {
+                    self.type_through().remember(
+                        &key,
+                        &rope,
+                        cursor,
+                        (&suggestions.texts, candidates),
+                        generation,
+                    );
+                }
                 self.next_edits.inline_answered(
                     &key,
                     edited_at,
                     line,
                     !suggestions.texts.is_empty(),
                 );
-                Ok(Some(response(&rope, cursor, encoding, &suggestions.texts)))
+                Ok(Some(response(
+                    &rope,
+                    &shown_at,
+                    encoding,
+                    &suggestions.texts,
+                )))
             }
             // The server never shuts the runtime down while requests come.
             Err(JobError::Cancelled | JobError::ShuttingDown) => {
@@ -192,34 +228,106 @@ impl Server {
     }
 }
 
-/// The items for `texts` at byte offset `cursor`. Each item's range stays on the cursor's line
-/// (the protocol requires it): an insertion at the cursor, or, when the suggestion's first line
-/// ends with the rest of the cursor's line (a closing bracket the model wrote again), a
-/// replacement of that rest, so accepting it does not double it.
+/// The completion item selected in the client's suggest widget, as the request's
+/// `selectedCompletionInfo` gives it: its range of the cursor's line, in bytes, and its text.
+struct Selected {
+    start: usize,
+    end: usize,
+    text: String,
+}
+
+impl Selected {
+    /// `info` where it can be applied: a range of the cursor's line holding the cursor.
+    fn resolve(
+        info: &SelectedCompletionInfo,
+        rope: &Rope,
+        cursor: usize,
+        encoding: PositionEncoding,
+    ) -> Result<Selected, String> {
+        let offset = |position| {
+            encoding
+                .offset(rope, position)
+                .map_err(|err| format!("its range: {err}"))
+        };
+        let (start, end) = (offset(info.range.start)?, offset(info.range.end)?);
+        let line = rope.byte_to_line(cursor);
+        if !(start <= cursor && cursor <= end)
+            || rope.byte_to_line(start) != line
+            || rope.byte_to_line(end) != line
+        {
+            return Err("its range is not around the cursor on the cursor's line".into());
+        }
+        Ok(Selected {
+            start,
+            end,
+            text: info.text.clone(),
+        })
+    }
+
+    /// `snapshots` with the item accepted, and the cursor after it. The document's tree is of
+    /// the text without it: the context layer parses around the cursor instead.
+    fn applied(&self, mut snapshots: Snapshots) -> (Snapshots, usize) {
+        let document = &mut snapshots.document;
+        let rope = &mut document.rope;
+        let (start, end) = (rope.byte_to_char(self.start), rope.byte_to_char(self.end));
+        rope.remove(start..end);
+        rope.insert(start, &self.text);
+        document.tree = None;
+        (snapshots, self.start + self.text.len())
+    }
+}
+
+/// Where the model's suggestions go in the document: inserted at the cursor, or, with an item
+/// selected in the suggest widget, after that item's text over its range.
+struct Shown<'a> {
+    start: usize,
+    end: usize,
+    lead: &'a str,
+}
+
+impl<'a> Shown<'a> {
+    fn at(cursor: usize, selected: Option<&'a Selected>) -> Shown<'a> {
+        match selected {
+            Some(selected) => Shown {
+                start: selected.start,
+                end: selected.end,
+                lead: &selected.text,
+            },
+            None => Shown {
+                start: cursor,
+                end: cursor,
+                lead: "",
+            },
+        }
+    }
+}
+
+/// The items for `texts` where `shown` puts them. Each item's range stays on the cursor's line
+/// (the protocol requires it): an insertion at the cursor (or over the selected item's range),
+/// or, when the suggestion's first line ends with the rest of the cursor's line (a closing
+/// bracket the model wrote again), a replacement of that rest too, so accepting it does not
+/// double it. With a selected item, a suggestion that adds nothing to it is no item.
 fn response(
     rope: &Rope,
-    cursor: usize,
+    shown: &Shown,
     encoding: PositionEncoding,
     texts: &[String],
 ) -> InlineCompletionResponse {
-    let line = rope.byte_to_line(cursor);
+    let line = rope.byte_to_line(shown.end);
     let content = line_content(rope.line(line));
     let line_end = rope.line_to_byte(line) + content.len_bytes();
-    let rest = rope.byte_slice(cursor..line_end).to_string();
-    let start = encoding.position(rope, cursor);
+    let rest = rope.byte_slice(shown.end..line_end).to_string();
+    let start = encoding.position(rope, shown.start);
     let items = texts
         .iter()
+        .filter(|text| shown.lead.is_empty() || !text.is_empty())
         .map(|text| {
             let first_line = text.split('\n').next().unwrap_or_default();
             let covers_rest =
                 !rest.trim().is_empty() && first_line.trim_end().ends_with(rest.trim_end());
-            let end = if covers_rest {
-                encoding.position(rope, line_end)
-            } else {
-                start
-            };
+            let end = encoding.position(rope, if covers_rest { line_end } else { shown.end });
             InlineCompletionItem {
-                insert_text: text.clone(),
+                insert_text: format!("{}{text}", shown.lead),
                 filter_text: None,
                 range: Some(Range::new(start, end)),
                 command: None,
@@ -241,7 +349,12 @@ mod tests {
         let cursor = text.find("$0").unwrap();
         let rope = Rope::from_str(&text.replace("$0", ""));
         let texts: Vec<String> = suggestions.iter().map(|s| s.to_string()).collect();
-        match response(&rope, cursor, PositionEncoding::Utf16, &texts) {
+        match response(
+            &rope,
+            &Shown::at(cursor, None),
+            PositionEncoding::Utf16,
+            &texts,
+        ) {
             InlineCompletionResponse::Array(items) => items
                 .into_iter()
                 .map(|i| (i.insert_text, i.range.unwrap()))

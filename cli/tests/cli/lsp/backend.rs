@@ -97,6 +97,80 @@ async fn other_documents_are_named_in_the_prompt_relative_to_their_workspace_fol
     lsp.shutdown().await;
 }
 
+/// With VS Code's suggest widget open on an item, the client shows only a suggestion that
+/// extends the item over its range: the model is asked as if the item were accepted, and each
+/// suggestion comes back as the item's text and what follows it, over the item's range.
+#[tokio::test]
+async fn a_suggestion_extends_the_item_selected_in_the_suggest_widget() {
+    let (url, seen) = redraft_tests::fake_openai::start("(items);");
+    let lsp = Lsp::start(Start {
+        options: json!({
+            "effort": "low", "maxTokens": 12,
+            "backend": {"url": url, "model": "fake-coder", "template": "qwen"},
+        }),
+        ..Start::default()
+    })
+    .await;
+    // The user has typed `dr`; the widget's item is `drop`, replacing `dr` (and the `op` of
+    // a word the cursor is inside: VS Code's replace mode).
+    lsp.open(URI, "rust", "fn main() {\n    drop\n}\n");
+    let inline = |selected: serde_json::Value| {
+        lsp.send::<super::client::InlineCompletion>(json!({
+            "textDocument": {"uri": URI},
+            "position": {"line": 1, "character": 6},
+            "context": {"triggerKind": 2, "selectedCompletionInfo": selected},
+        }))
+    };
+    let answer = inline(json!({
+        "range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 8}},
+        "text": "drop_in_place",
+    }))
+    .await
+    .answer()
+    .await
+    .unwrap();
+    let prompt = seen.lock().unwrap().last().unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        prompt.contains("    drop_in_place<|fim_suffix|>\n}"),
+        "{prompt}"
+    );
+    assert_eq!(
+        items(&answer),
+        [json!({
+            "insertText": "drop_in_place(items);",
+            "range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 8}},
+        })],
+        "{answer}"
+    );
+
+    // An item whose range is not around the cursor is not applied: the suggestion is the
+    // cursor's own.
+    let answer = inline(json!({
+        "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 2}},
+        "text": "pub fn",
+    }))
+    .await
+    .answer()
+    .await
+    .unwrap();
+    let prompt = seen.lock().unwrap().last().unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.contains("    dr<|fim_suffix|>op\n}"), "{prompt}");
+    for item in items(&answer) {
+        assert_eq!(
+            item["range"]["start"],
+            json!({"line": 1, "character": 6}),
+            "{answer}"
+        );
+    }
+    lsp.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_backend_that_is_down_costs_the_request_not_the_session() {
     // A port nothing listens on (bound, then closed).
