@@ -2,7 +2,14 @@
 //! hurt the run or the machine: its own directory, resource limits set in the child before
 //! `exec` (address space, CPU seconds, processes, file size, open files, no core dumps), its own
 //! process group killed as a whole at a wall-clock deadline, a network namespace with nothing
-//! in it where the kernel allows one, and, when redraft runs as root, the uid of `nobody`.
+//! in it and a PID namespace where the kernel allows them, and, when redraft runs as root, the
+//! uid of `nobody`.
+//!
+//! In a PID namespace the program runs under an init of its own (a fork of the sandbox's child,
+//! which waits for that init and ends as the program ended): when the program exits, its init
+//! exits and the kernel kills whatever else is in the namespace, so a daemon that left the
+//! process group (`setsid`, a double fork) dies with it; and the program sees no process outside
+//! (`kill -9 -1` reaches only its own).
 //!
 //! A wrong program here once grew to 10 GB; a looping one must not stall the run. Output goes
 //! to files (bounded by the file-size limit), never to pipes a stray grandchild could hold open.
@@ -56,9 +63,10 @@ fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::O
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Network {
-    /// A fresh network namespace (only a down loopback): needs CAP_SYS_ADMIN.
+    /// A fresh network namespace (only a down loopback), and a PID namespace: needs
+    /// CAP_SYS_ADMIN.
     Namespace,
-    /// A fresh user namespace holding a fresh network namespace: unprivileged, where the
+    /// A fresh user namespace holding fresh network and PID namespaces: unprivileged, where the
     /// kernel allows unprivileged user namespaces.
     UserNamespace,
     /// Neither is available: the child shares the host's network.
@@ -89,6 +97,9 @@ pub struct Exit {
     pub stdout: String,
     pub stderr: String,
     pub wall: Duration,
+    /// Whether the child used up its CPU seconds: a SIGKILL then is the limit's (the hard
+    /// limit, a second past the SIGXCPU of the soft one), not a signal the program sent itself.
+    pub cpu_limit_reached: bool,
 }
 
 impl Sandbox {
@@ -111,9 +122,9 @@ impl Sandbox {
     /// A one-line description for reports.
     pub fn describe(&self, limits: &Limits) -> String {
         let network = match self.network {
-            Network::Namespace => "network namespace (no network)",
-            Network::UserNamespace => "user+network namespace (no network)",
-            Network::Shared => "NO network isolation (namespaces unavailable)",
+            Network::Namespace => "network+PID namespace (no network)",
+            Network::UserNamespace => "user+network+PID namespace (no network)",
+            Network::Shared => "NO network or PID isolation (namespaces unavailable)",
         };
         let user = if self.drops_to_nobody(limits) {
             "as nobody"
@@ -159,12 +170,14 @@ impl Sandbox {
             nobody: self.drops_to_nobody(limits),
         };
         // SAFETY: the closure only makes async-signal-safe system calls (unshare, setrlimit,
-        // setgroups, setgid, setuid) on data copied before the fork; it allocates nothing.
+        // setgroups, setgid, setuid; for the PID namespace's init pipe2, a raw clone, waitpid,
+        // close_range, read, write, kill, _exit) on data copied before the fork; it allocates
+        // nothing.
         unsafe {
             command.pre_exec(move || setup.apply());
         }
         let started = Instant::now();
-        let mut child = command.spawn().map_err(|source| Error::Spawn {
+        let child = command.spawn().map_err(|source| Error::Spawn {
             program: program.display().to_string(),
             source,
         })?;
@@ -188,10 +201,12 @@ impl Sandbox {
         unsafe {
             libc::kill(-pid, libc::SIGKILL);
         }
-        let waited = child.wait().map_err(|source| Error::Spawn {
+        let (waited, cpu) = wait_with_cpu(pid).map_err(|source| Error::Spawn {
             program: program.display().to_string(),
             source,
         })?;
+        // Reaped above: std's handle must not wait again.
+        drop(child);
         let wall = started.elapsed();
         let status = status.unwrap_or_else(|| match (waited.code(), waited.signal()) {
             (Some(code), _) => Status::Exited(code),
@@ -203,8 +218,30 @@ impl Sandbox {
             stdout: read_ends(&out_path),
             stderr: read_ends(&err_path),
             wall,
+            cpu_limit_reached: cpu >= Duration::from_secs(limits.cpu_seconds.max(1)),
         })
     }
+}
+
+/// Reaps `pid`: its exit status and the CPU time it and the children it waited for used.
+fn wait_with_cpu(pid: libc::pid_t) -> std::io::Result<(std::process::ExitStatus, Duration)> {
+    let mut status = 0;
+    // SAFETY: `usage` is written by wait4.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `status` and `usage` are valid for writes for the call.
+    while unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } < 0 {
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    Ok((
+        std::process::ExitStatus::from_raw(status),
+        time(usage.ru_utime) + time(usage.ru_stime),
+    ))
 }
 
 /// What the child does between `fork` and `exec`.
@@ -218,8 +255,8 @@ struct ChildSetup {
 impl ChildSetup {
     fn apply(&self) -> std::io::Result<()> {
         let flags = match self.network {
-            Network::Namespace => libc::CLONE_NEWNET,
-            Network::UserNamespace => libc::CLONE_NEWUSER | libc::CLONE_NEWNET,
+            Network::Namespace => libc::CLONE_NEWNET | libc::CLONE_NEWPID,
+            Network::UserNamespace => libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWPID,
             Network::Shared => 0,
         };
         // SAFETY: plain system calls on values; failures are reported through errno.
@@ -243,8 +280,153 @@ impl ChildSetup {
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            if flags & libc::CLONE_NEWPID != 0 {
+                return under_own_init();
+            }
         }
         Ok(())
+    }
+}
+
+/// Returns, to `exec` the program, only in a grandchild that is the second process of the new
+/// PID namespace; its parent is the namespace's init, which reaps whatever is orphaned there and
+/// reports the program's wait status through a pipe; the sandbox's own child waits for that init
+/// and ends as the program ended (its exit code, or killed by its signal).
+///
+/// # Safety
+/// Async-signal-safe; called only between fork and exec, after `unshare(CLONE_NEWPID)`. The
+/// forks are raw `clone` calls: glibc's `fork` runs atfork handlers that take locks another
+/// thread of the parent may have held at the first fork.
+unsafe fn under_own_init() -> std::io::Result<()> {
+    let mut report = [0; 2];
+    // SAFETY: `report` has room for the two descriptors.
+    if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let [report_read, report_write] = report;
+    // SAFETY: as for `under_own_init`.
+    let init = unsafe { fork_raw() };
+    if init < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if init > 0 {
+        // SAFETY: as for `under_own_init`; none of these returns.
+        unsafe {
+            // Closing std's exec-error pipe (and every other inherited descriptor) lets `spawn`
+            // return as soon as the program has been started.
+            close_all_but(report_read);
+            let status = wait_for(init);
+            let mut program: libc::c_int = 0;
+            let read = libc::read(
+                report_read,
+                (&raw mut program).cast(),
+                std::mem::size_of::<libc::c_int>(),
+            );
+            end_as(if read == std::mem::size_of::<libc::c_int>() as isize {
+                program
+            } else {
+                status
+            })
+        }
+    }
+    // SAFETY: as for `under_own_init`.
+    let program = unsafe { fork_raw() };
+    if program < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if program == 0 {
+        return Ok(());
+    }
+    // SAFETY: as for `under_own_init`; init reaps until the program is done, then exits, which
+    // has the kernel kill everything else in the namespace.
+    unsafe {
+        close_all_but(report_write);
+        let status = loop {
+            let mut status = 0;
+            let reaped = libc::waitpid(-1, &mut status, 0);
+            if reaped == program {
+                break status;
+            }
+            if reaped < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        };
+        libc::write(
+            report_write,
+            (&raw const status).cast(),
+            std::mem::size_of::<libc::c_int>(),
+        );
+        libc::_exit(0)
+    }
+}
+
+/// # Safety
+/// Between fork and exec only.
+unsafe fn fork_raw() -> libc::pid_t {
+    // SAFETY: a clone with only the exit signal set is a plain fork, on every architecture's
+    // argument order (the rest are zero).
+    unsafe {
+        libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) as libc::pid_t
+    }
+}
+
+/// # Safety
+/// Between fork and exec only, in a process that will not exec.
+unsafe fn close_all_but(keep: libc::c_int) {
+    let keep = keep as libc::c_uint;
+    // SAFETY: closing descriptors has no memory effects.
+    unsafe {
+        if keep > 3 {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                keep - 1,
+                0 as libc::c_uint,
+            );
+        }
+        if libc::syscall(
+            libc::SYS_close_range,
+            keep + 1,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        ) != 0
+        {
+            // Before Linux 5.9.
+            for fd in (keep + 1)..65536 {
+                libc::close(fd as libc::c_int);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// Between fork and exec only.
+unsafe fn wait_for(pid: libc::pid_t) -> libc::c_int {
+    let mut status = 0;
+    // SAFETY: `status` is written by waitpid.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        // SAFETY: errno is thread-local and always valid.
+        if unsafe { *libc::__errno_location() } != libc::EINTR {
+            return 127 << 8;
+        }
+    }
+    status
+}
+
+/// Exits as a process with wait status `status` ended: with its code, or killed by its signal.
+///
+/// # Safety
+/// Between fork and exec only.
+unsafe fn end_as(status: libc::c_int) -> ! {
+    // SAFETY: plain system calls on values.
+    unsafe {
+        if libc::WIFSIGNALED(status) {
+            let signal = libc::WTERMSIG(status);
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+            libc::_exit(128 + signal);
+        }
+        libc::_exit(libc::WEXITSTATUS(status))
     }
 }
 

@@ -346,11 +346,13 @@ fn as_env<'a>(
     env.iter().map(|(k, v)| (*k, v.as_os_str())).collect()
 }
 
-/// Whether the child was stopped by the wall clock or the CPU limit.
+/// Whether the child was stopped by the wall clock or the CPU limit (a SIGKILL before the CPU
+/// limit is the program's own doing, `kill -9 $$`, and a failure).
 fn timed_out(exit: &Exit) -> bool {
     use crate::sandbox::Status;
-    matches!(
-        exit.status,
-        Status::TimedOut | Status::Signaled(libc::SIGXCPU) | Status::Signaled(libc::SIGKILL)
-    )
+    match exit.status {
+        Status::TimedOut | Status::Signaled(libc::SIGXCPU) => true,
+        Status::Signaled(libc::SIGKILL) => exit.cpu_limit_reached,
+        _ => false,
+    }
 }

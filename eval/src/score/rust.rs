@@ -362,6 +362,7 @@ mod tests {
             stdout: String::new(),
             stderr: stderr.to_string(),
             wall: Duration::from_millis(100),
+            cpu_limit_reached: false,
         }
     }
 

@@ -217,6 +217,15 @@ fn rust_outcomes_are_classified() {
         Outcome::TestFailure,
     );
     check(&scorer, &task, "    loop {}", Outcome::Timeout);
+    // A SIGKILL the program sends itself (or its test harness) long before any limit is a
+    // crash, not a timeout.
+    let verdict = check(
+        &scorer,
+        &task,
+        "    extern \"C\" { fn kill(pid: i32, signal: i32) -> i32; fn getpid() -> i32; }\n    unsafe { kill(getpid(), 9) }; 1",
+        Outcome::TestFailure,
+    );
+    assert!(verdict.detail.contains("signal 9"), "{verdict:?}");
     // Sleeping burns no CPU: the wall clock stops it.
     check(
         &scorer,
@@ -312,8 +321,39 @@ fn programs_leave_nothing_behind_and_see_no_network() {
         .any(|cmd| String::from_utf8_lossy(&cmd).contains(&marker));
     assert!(!lingering, "`sleep {marker}` survived its program");
 
-    let connect = "    import socket\n    try:\n        socket.create_connection(('1.1.1.1', 80), timeout=1)\n    except OSError:\n        return 1\n    return 0";
+    // A daemon that leaves the process group (its own session) escapes a kill of the group; in
+    // a PID namespace it dies with the program's init.
     let isolated = scorer.sandbox().network != Network::Shared;
+    let marker = format!("{}.75", std::process::id() % 1000 + 300);
+    let daemon = format!(
+        "    import subprocess; subprocess.Popen(['sleep', '{marker}'], start_new_session=True); return 1"
+    );
+    check(&scorer, &task, &daemon, Outcome::Pass);
+    std::thread::sleep(Duration::from_millis(200));
+    let survivors: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmd)
+                .contains(&marker)
+                .then(|| e.file_name().to_str()?.parse().ok())?
+        })
+        .collect();
+    for &pid in &survivors {
+        // SAFETY: kill on a pid this test's program started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    if isolated {
+        assert!(
+            survivors.is_empty(),
+            "`sleep {marker}` left its session and survived"
+        );
+    } else {
+        eprintln!("no namespaces here: a daemon in its own session is not stopped, not checked");
+    }
+
+    let connect = "    import socket\n    try:\n        socket.create_connection(('1.1.1.1', 80), timeout=1)\n    except OSError:\n        return 1\n    return 0";
     let verdict = scorer.score(&task, TaskLanguage::Python, connect).unwrap();
     if isolated {
         assert_eq!(verdict.outcome, Outcome::Pass, "{verdict:?}");
