@@ -58,6 +58,7 @@ pub async fn fim(
 ) -> Result<Response, ApiError> {
     let request: CompletionRequest = parse_body(&app, body, Dialect::OpenAi)?;
     app.check_model(request.model.as_deref())?;
+    request.refuse_unsupported()?;
     let Some(prompt) = request.prompt.clone() else {
         return Err(ApiError::invalid("prompt", "prompt is required"));
     };

@@ -3,7 +3,8 @@
 //!
 //! axum on tokio; the model runs on the scheduler's own thread (`scheduler`), never on the
 //! runtime. One module per API: `openai` (`/v1/completions`, `/v1/models`, with Zed's FIM
-//! templates and next-edit layouts), `ollama` (`/api/generate`, `/api/tags`, `/api/version`),
+//! templates and next-edit layouts), `ollama` (`/api/generate`, `/api/tags`, `/api/show`,
+//! `/api/ps`, `/api/version`),
 //! `inception` (Mercury-shaped `/v1/fim/completions` and `/v1/edit/completions`); `requests`
 //! turns every API's request into the scheduler's work and streams answers back;
 //! `redraft_runtime::fim_template` and `edit_prompt` read the prompt layouts clients send; `error` the error
@@ -177,6 +178,9 @@ pub struct ModelInfo {
     /// `None` without one (a server that only forwards FIM requests to a backend knows nothing
     /// of the backend's model but the name it was given).
     pub details: Option<ModelDetails>,
+    /// Whether its weights sit in an accelerator's memory (a GPU), not the CPU's: Ollama's
+    /// `size_vram` in `/api/ps`.
+    pub on_accelerator: bool,
 }
 
 impl ModelInfo {
@@ -339,6 +343,9 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
         None => DEFAULT_MODEL_ID.to_string(),
     };
     let details = loaded.as_ref().ok().map(ModelDetails::of);
+    let on_accelerator = loaded
+        .as_ref()
+        .is_ok_and(|engine| redraft_engine::device::describe(engine.model().device()) != "cpu");
     let engine = match loaded {
         Ok(engine) => {
             stderr_line(format_args!(
@@ -405,6 +412,7 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
             names,
             created: requests::unix_now(),
             details,
+            on_accelerator,
         },
         api_key,
         hosts,
@@ -513,6 +521,7 @@ pub fn router(app: Shared) -> Router {
         .route("/api/generate", post(ollama::generate))
         .route("/api/tags", get(ollama::tags))
         .route("/api/show", post(ollama::show))
+        .route("/api/ps", get(ollama::ps))
         .route("/api/version", get(ollama::version))
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)

@@ -3,12 +3,12 @@
 //! /api/generate` (a `raw` prompt with FIM tokens, or `prompt` + `suffix`; `options.num_predict`,
 //! `options.stop`, `options.temperature`; `stream` true by default, as in Ollama: NDJSON lines
 //! ending with one that has `done: true`), `GET /api/tags` (Zed's model picker keeps the names
-//! it can infer a prompt format from), `POST /api/show` (Zed asks it of each listed name) and
-//! `GET /api/version`. An empty prompt only loads (or, `keep_alive` 0, unloads) the model, as
+//! it can infer a prompt format from), `POST /api/show` (Zed asks it of each listed name), `GET
+//! /api/ps` (what is loaded) and `GET /api/version`. An empty prompt only loads (or, `keep_alive` 0, unloads) the model, as
 //! in Ollama. Zed reads `created_at` (its
 //! prediction id) and `response`. Errors are Ollama's `{"error": "message"}`.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -19,11 +19,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::edit_prompt::{self, Layout};
-use super::error::{ApiError, Dialect};
+use super::error::{quote, ApiError, Dialect};
 use super::openai::choices;
 use super::requests::{
-    answer, edit_work, fim_work, parse_body, stop_list, stream, submit, Sampling, StopField,
-    StreamFormat, NDJSON,
+    answer, asks_for_nothing, edit_work, fim_work, parse_body, stop_list, stream, submit,
+    unsupported, Sampling, StopField, StreamFormat, NDJSON,
 };
 use super::Shared;
 use redraft_runtime::scheduler::Answer;
@@ -44,7 +44,8 @@ pub struct Options {
 }
 
 /// The fields read from a generate request; the rest (`system`, `template`, `context`, ...)
-/// are accepted and ignored.
+/// are accepted and ignored. `format`, `think`, `logprobs`, `top_logprobs` and `images` are read
+/// only to refuse what they ask for ([`GenerateRequest::refuse_unsupported`]).
 #[derive(Debug, Deserialize)]
 pub struct GenerateRequest {
     #[serde(default)]
@@ -65,6 +66,61 @@ pub struct GenerateRequest {
     /// How long to keep the model loaded: read only to answer an unload (0) as Ollama does.
     #[serde(default)]
     pub keep_alive: Option<Value>,
+    /// `"json"` or a JSON schema the answer must follow.
+    #[serde(default)]
+    pub format: Option<Value>,
+    /// `true`, or a level (`"high"`) for the models that take one.
+    #[serde(default)]
+    pub think: Option<Value>,
+    #[serde(default)]
+    pub logprobs: Option<Value>,
+    #[serde(default)]
+    pub top_logprobs: Option<Value>,
+    #[serde(default)]
+    pub images: Option<Value>,
+}
+
+impl GenerateRequest {
+    /// A 400 naming the first field that asks for what this server does not do, as Ollama
+    /// refuses a model's missing capability rather than answering without it; the values
+    /// clients send by default (absent, `null`, `false`, `0`, `""`, `[]`) pass.
+    fn refuse_unsupported(&self, model: &str) -> Result<(), ApiError> {
+        if !asks_for_nothing(self.format.as_ref()) {
+            return Err(unsupported(
+                "format",
+                "this server cannot hold a completion to JSON or a schema (it fills in code); leave format out or empty",
+            ));
+        }
+        if !asks_for_nothing(self.think.as_ref()) {
+            // Ollama's own words for a model without thinking, which clients look for to retry
+            // without `think`.
+            return Err(ApiError::invalid(
+                "think",
+                format!(
+                    "\"{}\" does not support thinking: leave think out or false",
+                    quote(model)
+                ),
+            ));
+        }
+        for (param, value) in [
+            ("logprobs", &self.logprobs),
+            ("top_logprobs", &self.top_logprobs),
+        ] {
+            if !asks_for_nothing(value.as_ref()) {
+                return Err(unsupported(
+                    param,
+                    "this server returns no token log probabilities; leave it out, false or 0",
+                ));
+            }
+        }
+        if !asks_for_nothing(self.images.as_ref()) {
+            return Err(unsupported(
+                "images",
+                "the model reads text only; leave images out or empty",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Whether `keep_alive` asks for the model to be unloaded now: 0 seconds, as a number or a
@@ -148,6 +204,9 @@ pub async fn generate(
     app.check_model(request.model.as_deref())
         .map_err(|e| e.in_dialect(d))?;
     let model = app.answer_model(request.model.as_deref());
+    request
+        .refuse_unsupported(&model)
+        .map_err(|e| e.in_dialect(d))?;
     // An empty prompt is Ollama's "load the model" (or, with `keep_alive` 0, "unload it"):
     // answered at once, nothing generated. This server's one model stays loaded either way. A
     // suffix alone is a fill at the start of a file, as on the other routes.
@@ -281,7 +340,7 @@ fn details(app: &Shared) -> Value {
 }
 
 fn modified_at(app: &Shared) -> String {
-    rfc3339(UNIX_EPOCH + std::time::Duration::from_secs(app.model.created))
+    rfc3339(UNIX_EPOCH + Duration::from_secs(app.model.created))
 }
 
 /// `GET /api/tags`: the served model under each of its names.
@@ -303,6 +362,35 @@ pub async fn tags(State(app): State<Shared>) -> Json<Value> {
         })
         .collect();
     Json(json!({ "models": models }))
+}
+
+/// How long Ollama says a model that never unloads (`keep_alive` below 0) stays loaded: its
+/// longest duration, so `expires_at` is some 292 years ahead, as Ollama writes it.
+const NEVER_UNLOADED: Duration = Duration::from_nanos(i64::MAX as u64);
+
+/// `GET /api/ps`: what is loaded now. The local model is loaded for the server's whole life:
+/// listed once, under its id (its other names are the same weights), with the `size`, `digest`
+/// and `details` `/api/tags` gives that name; `size_vram` is all of it on a GPU, 0 on the CPU.
+/// A server without a local model (one that forwards to a backend) has nothing loaded: an
+/// empty list.
+pub async fn ps(State(app): State<Shared>) -> Json<Value> {
+    let Some(model) = &app.model.details else {
+        return Json(json!({ "models": [] }));
+    };
+    let name = app.model.id();
+    let expires = SystemTime::now()
+        .checked_add(NEVER_UNLOADED)
+        .unwrap_or_else(SystemTime::now);
+    Json(json!({ "models": [{
+        "name": name,
+        "model": name,
+        "size": model.size,
+        "digest": digest(name),
+        "details": details(&app),
+        "expires_at": rfc3339(expires),
+        "size_vram": if app.model.on_accelerator { model.size } else { 0 },
+        "context_length": model.context_length,
+    }] }))
 }
 
 /// A `/api/show` request: `model`, or `name` as older clients send it.
@@ -543,5 +631,10 @@ mod tests {
         );
         assert_eq!(listed["size"], 0);
         assert_eq!(info, json!({}));
+        // Nothing is loaded: `/api/ps` lists nothing.
+        assert_eq!(
+            ps(State(Arc::clone(&server.app))).await.0,
+            json!({"models": []})
+        );
     }
 }

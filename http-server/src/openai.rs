@@ -19,8 +19,9 @@ use serde_json::{json, Value};
 use super::edit_prompt::{self, Layout};
 use super::error::{ApiError, Dialect};
 use super::requests::{
-    answer, completion_id, edit_work, fim_work, parse_body, sse, stop_list, stream, submit,
-    unix_now, PromptField, Sampling, StopField, StreamFormat, SSE, SSE_DONE,
+    answer, asks_for_nothing, completion_id, edit_work, fim_work, parse_body, sse, stop_list,
+    stream, submit, unix_now, unsupported, PromptField, Sampling, StopField, StreamFormat, SSE,
+    SSE_DONE,
 };
 use super::Shared;
 use redraft_runtime::scheduler::{Answer, FinishReason};
@@ -32,7 +33,8 @@ pub struct StreamOptions {
 }
 
 /// The fields read from a completions request; the rest (`top_p`, penalties, `user`, ...) are
-/// accepted and ignored.
+/// accepted and ignored. `echo`, `logprobs`, `top_logprobs` and `best_of` are read only to refuse
+/// what they ask for ([`CompletionRequest::refuse_unsupported`]).
 #[derive(Debug, Deserialize)]
 pub struct CompletionRequest {
     #[serde(default)]
@@ -57,6 +59,13 @@ pub struct CompletionRequest {
     pub stream_options: Option<StreamOptions>,
     #[serde(default)]
     pub echo: Option<bool>,
+    /// OpenAI's completions take an integer (0-5), chat-style clients send `true`.
+    #[serde(default)]
+    pub logprobs: Option<Value>,
+    #[serde(default)]
+    pub top_logprobs: Option<Value>,
+    #[serde(default)]
+    pub best_of: Option<i64>,
     /// redraft's decoding preset: `low`, `medium` or `high`.
     #[serde(default)]
     pub effort: Option<String>,
@@ -82,6 +91,46 @@ impl CompletionRequest {
             stop: stop_list(self.stop.clone()),
             max_tokens_param: "max_tokens",
         }
+    }
+
+    /// A 400 naming the first field that asks for what this server does not do, rather than an
+    /// answer without it. The values clients send by default ask for nothing and pass: absent,
+    /// `null`, `false`, `0`, and `best_of` 1 or equal to `n` (one decoding per candidate, as
+    /// here). `stream_options` without `stream: true` is refused as OpenAI refuses it.
+    pub fn refuse_unsupported(&self) -> Result<(), ApiError> {
+        if self.echo == Some(true) {
+            return Err(unsupported(
+                "echo",
+                "the answer is the completion alone, without the prompt; leave echo out or false",
+            ));
+        }
+        for (param, value) in [
+            ("logprobs", &self.logprobs),
+            ("top_logprobs", &self.top_logprobs),
+        ] {
+            if !asks_for_nothing(value.as_ref()) {
+                return Err(unsupported(
+                    param,
+                    "this server returns no token log probabilities (every choice's logprobs is null); leave it out, null or 0",
+                ));
+            }
+        }
+        let n = self.n.unwrap_or(1);
+        if let Some(best_of) = self.best_of.filter(|&b| b != 1 && b != n) {
+            return Err(unsupported(
+                "best_of",
+                &format!(
+                    "each of the n candidates is one decoding, not the best of {best_of}; leave best_of out, or send 1 or n"
+                ),
+            ));
+        }
+        if self.stream_options.is_some() && self.stream != Some(true) {
+            return Err(ApiError::invalid(
+                "stream_options",
+                "stream_options is only allowed when stream is true",
+            ));
+        }
+        Ok(())
     }
 
     pub fn include_usage(&self) -> bool {
@@ -202,9 +251,7 @@ pub async fn completions(
 ) -> Result<Response, ApiError> {
     let request: CompletionRequest = parse_body(&app, body, Dialect::OpenAi)?;
     app.check_model(request.model.as_deref())?;
-    if request.echo == Some(true) {
-        return Err(ApiError::invalid("echo", "echo is not supported"));
-    }
+    request.refuse_unsupported()?;
     let sampling = request.sampling();
     let prompt = request
         .prompt

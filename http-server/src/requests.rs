@@ -1,8 +1,9 @@
 //! What every API's request becomes, and how answers go back: the fields the APIs share
 //! (`prompt` as a string or a one-element list, `stop` as a string or a list of any length,
 //! sampling), a prompt read as a FIM template or a next-edit layout and turned into the
-//! scheduler's [`Work`], submitting and awaiting it, and the streams (server-sent events,
-//! NDJSON) whose drop cancels the job.
+//! scheduler's [`Work`], submitting and awaiting it, and the streams (server-sent events, with
+//! a keep-alive comment through a silence; NDJSON) whose drop cancels the job; fields asking for
+//! what the server does not do are refused by name ([`unsupported`]).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -11,7 +12,7 @@ use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -291,6 +292,27 @@ pub fn stop_list(stop: Option<StopField>) -> Vec<String> {
     }
 }
 
+/// Whether a field's value asks for nothing: absent, `null`, `false`, `0`, `""` or `[]`, the
+/// values clients send by default for a feature they do not use (`logprobs: 0`, `think: false`,
+/// `format: ""`).
+pub fn asks_for_nothing(value: Option<&serde_json::Value>) -> bool {
+    use serde_json::Value;
+    match value {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => true,
+        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(items)) => items.is_empty(),
+        Some(Value::Bool(true)) | Some(Value::Object(_)) => false,
+    }
+}
+
+/// A field asking for something this server does not do (400, naming it): answering without it
+/// would hand the client something other than what it asked for. `why` says what the server
+/// does instead, or what to send.
+pub fn unsupported(param: &str, why: &str) -> ApiError {
+    ApiError::invalid(param, format!("{param} is not supported: {why}"))
+}
+
 /// The sampling fields the APIs share, as sent.
 #[derive(Debug, Clone)]
 pub struct Sampling {
@@ -528,7 +550,8 @@ impl StreamStatus {
     }
 }
 
-/// A streamed response for `ticket`: drafts as they come, then the answer's events. When the
+/// A streamed response for `ticket`: drafts as they come, then the answer's events; an SSE
+/// stream sends [`SSE_KEEP_ALIVE`] through every silence of [`KEEP_ALIVE_INTERVAL`]. When the
 /// client goes away the body is dropped, which drops the ticket and cancels the job.
 pub fn stream(app: &Shared, ticket: Ticket, format: StreamFormat, dialect: Dialect) -> Response {
     let (tx, mut rx) = mpsc::channel::<Bytes>(64);
@@ -567,6 +590,13 @@ async fn pump(
     status: StreamStatus,
 ) {
     let mut drafts = ticket.drafts.take();
+    let mut keep_alive = keep_alive(format.content_type).map(|comment| {
+        let start = tokio::time::Instant::now() + KEEP_ALIVE_INTERVAL;
+        let mut interval = tokio::time::interval_at(start, KEEP_ALIVE_INTERVAL);
+        // One comment after a stall (a client slow to read), not one per interval missed.
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        (comment, interval)
+    });
     loop {
         tokio::select! {
             biased;
@@ -576,6 +606,10 @@ async fn pump(
                     app.metrics.stream_drafts.inc();
                     if tx.send(Bytes::from(event)).await.is_err() {
                         return;
+                    }
+                    // The comment fills silences only.
+                    if let Some((_, interval)) = keep_alive.as_mut() {
+                        interval.reset();
                     }
                 }
             }
@@ -607,7 +641,31 @@ async fn pump(
                 }
                 return;
             }
+            comment = next_keep_alive(&mut keep_alive) => {
+                if tx.send(Bytes::from_static(comment.as_bytes())).await.is_err() {
+                    return;
+                }
+            }
         }
+    }
+}
+
+/// The comment a stream of `content_type` sends through a silence, if its format has one:
+/// server-sent events do (a line starting with `:`, which the SSE spec and every client parser
+/// skip); NDJSON does not (every line is an object the client parses).
+fn keep_alive(content_type: &str) -> Option<&'static str> {
+    (content_type == SSE).then_some(SSE_KEEP_ALIVE)
+}
+
+async fn next_keep_alive(
+    keep_alive: &mut Option<(&'static str, tokio::time::Interval)>,
+) -> &'static str {
+    match keep_alive {
+        Some((comment, interval)) => {
+            interval.tick().await;
+            comment
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -630,5 +688,57 @@ pub fn sse(value: &serde_json::Value) -> String {
 }
 
 pub const SSE_DONE: &str = "data: [DONE]\n\n";
+/// What an SSE stream sends after [`KEEP_ALIVE_INTERVAL`] with nothing else to send (a job
+/// waiting in the queue or decoding without drafts), so a client's read timeout or a proxy's
+/// idle timeout does not end it before its answer. Not `: ping`: Continue's SSE parser
+/// (`packages/fetch/src/stream.ts` in continuedev/continue) stops reading the lines at hand at a
+/// line starting with `: ping`, and skips any other comment.
+pub const SSE_KEEP_ALIVE: &str = ": keep-alive\n\n";
+/// How long an SSE stream stays silent before [`SSE_KEEP_ALIVE`].
+pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(3);
 pub const SSE: &str = "text/event-stream";
 pub const NDJSON: &str = "application/x-ndjson";
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// What clients send by default for a feature they do not use asks for nothing; anything
+    /// else asks for something (a level, a schema, a count).
+    #[test]
+    fn defaults_ask_for_nothing() {
+        assert!(asks_for_nothing(None));
+        for nothing in [
+            json!(null),
+            json!(false),
+            json!(0),
+            json!(0.0),
+            json!(""),
+            json!([]),
+        ] {
+            assert!(asks_for_nothing(Some(&nothing)), "{nothing}");
+        }
+        for something in [
+            json!(true),
+            json!(1),
+            json!(-1),
+            json!("json"),
+            json!("high"),
+            json!({}),
+            json!({"type": "object"}),
+            json!(["image"]),
+        ] {
+            assert!(!asks_for_nothing(Some(&something)), "{something}");
+        }
+    }
+
+    /// Server-sent events have a comment line to fill a silence with; NDJSON has none (each line
+    /// is an object its clients parse).
+    #[test]
+    fn only_sse_streams_keep_alive() {
+        assert_eq!(keep_alive(SSE), Some(": keep-alive\n\n"));
+        assert_eq!(keep_alive(NDJSON), None);
+    }
+}

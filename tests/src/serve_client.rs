@@ -400,15 +400,17 @@ impl Response {
         header(&self.headers, name)
     }
 
-    /// The body as server-sent events: each `data:` payload, in order.
+    /// The body as server-sent events: each `data:` payload, in order, comments left out.
     pub fn events(&self) -> Vec<String> {
         let text = self.text();
         assert!(
             text.ends_with("\n\n"),
             "an SSE stream ends an event: {text:?}"
         );
+        // A comment (`: keep-alive`, sent while a stream has nothing else) is no event, as
+        // for every SSE parser.
         text.split("\n\n")
-            .filter(|e| !e.is_empty())
+            .filter(|e| !e.is_empty() && !e.starts_with(':'))
             .map(|event| {
                 event
                     .strip_prefix("data: ")

@@ -11,6 +11,7 @@ mod gate;
 mod hostile;
 mod mercury;
 mod openai;
+mod sdk;
 mod slow;
 mod text;
 mod zed;
