@@ -8,8 +8,8 @@
 //! In a PID namespace the program runs under an init of its own (a fork of the sandbox's child,
 //! which waits for that init and ends as the program ended): when the program exits, its init
 //! exits and the kernel kills whatever else is in the namespace, so a daemon that left the
-//! process group (`setsid`, a double fork) dies with it; and the program sees no process outside
-//! (`kill -9 -1` reaches only its own).
+//! process group (`setsid`, a double fork) dies with it; and the program can signal no process
+//! outside (`kill -9 -1` reaches only its own), though `/proc`, not mounted anew, lists them.
 //!
 //! A wrong program here once grew to 10 GB; a looping one must not stall the run. Output goes
 //! to files (bounded by the file-size limit), never to pipes a stray grandchild could hold open.
@@ -374,25 +374,25 @@ unsafe fn fork_raw() -> libc::pid_t {
 /// Between fork and exec only, in a process that will not exec.
 unsafe fn close_all_but(keep: libc::c_int) {
     let keep = keep as libc::c_uint;
-    // SAFETY: closing descriptors has no memory effects.
+    // SAFETY: as for `close_all_but`.
     unsafe {
         if keep > 3 {
-            libc::syscall(
-                libc::SYS_close_range,
-                3 as libc::c_uint,
-                keep - 1,
-                0 as libc::c_uint,
-            );
+            close_fds(3, keep - 1);
         }
-        if libc::syscall(
-            libc::SYS_close_range,
-            keep + 1,
-            libc::c_uint::MAX,
-            0 as libc::c_uint,
-        ) != 0
-        {
-            // Before Linux 5.9.
-            for fd in (keep + 1)..65536 {
+        close_fds(keep + 1, libc::c_uint::MAX);
+    }
+}
+
+/// Closes descriptors `first..=last`; one by one (up to 65535) before Linux 5.9, which has no
+/// `close_range`: below the kept one too, where std's exec-error pipe may be.
+///
+/// # Safety
+/// Between fork and exec only, in a process that will not exec.
+unsafe fn close_fds(first: libc::c_uint, last: libc::c_uint) {
+    // SAFETY: closing descriptors has no memory effects.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first, last, 0 as libc::c_uint) != 0 {
+            for fd in first..=last.min(65535) {
                 libc::close(fd as libc::c_int);
             }
         }

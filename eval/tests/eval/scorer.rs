@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use redraft_eval::build::humanevalpack::{candidates, Kind, Problem};
 use redraft_eval::rng::SplitMix64;
-use redraft_eval::sandbox::Network;
+use redraft_eval::sandbox::{Limits, Network, Sandbox, Status};
 use redraft_eval::score::{score_all, Outcome, Scorer, ScorerConfig, Verdict};
 use redraft_eval::task::{read_jsonl, read_tasks, Task, TaskLanguage};
 
@@ -404,4 +404,85 @@ fn a_broken_toolchain_is_an_error_not_a_compile_error() {
         .expect("a scorer does not start on a corrupt rlib")
         .to_string();
     assert!(refused.contains("E0786"), "{refused}");
+}
+
+/// Before Linux 5.9 there is no `close_range`: the sandbox's child and the PID namespace's init
+/// then close every inherited descriptor one by one, below the one they keep as well as above
+/// it. std's exec-error pipe left open in the init would keep `spawn` waiting until the program
+/// ended, deadline or not. (A seccomp filter on a thread of the test's own, inherited only by
+/// what that thread forks, makes `close_range` fail as an old kernel does.)
+#[test]
+fn the_deadline_holds_on_a_kernel_without_close_range() {
+    let sandbox = Sandbox::detect();
+    if sandbox.network == Network::Shared {
+        eprintln!("no namespaces here: no init of the program's own, not checked");
+        return;
+    }
+    let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+        .into_iter()
+        .map(std::path::Path::new)
+        .find(|p| p.exists())
+        .expect("sleep is installed");
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        wall: Duration::from_millis(500),
+        cpu_seconds: 5,
+        address_space: 1 << 30,
+        file_size: 1 << 20,
+        processes: 64,
+        drop_privileges: false,
+    };
+    let exit = std::thread::spawn(move || {
+        fail_close_range_on_this_thread();
+        sandbox.run(sleep, &["5".as_ref()], dir.path(), &[], &limits)
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    assert_eq!(exit.status, Status::TimedOut, "{exit:?}");
+    assert!(exit.wall < Duration::from_secs(4), "{exit:?}");
+}
+
+/// `close_range` fails with ENOSYS on this thread and in what it forks from now on.
+fn fail_close_range_on_this_thread() {
+    let statement = |code: u32, k: u32, jf: u8| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf,
+        k,
+    };
+    let filter = [
+        // The system call's number.
+        statement(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0),
+        statement(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            libc::SYS_close_range as u32,
+            1,
+        ),
+        statement(
+            libc::BPF_RET | libc::BPF_K,
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+            0,
+        ),
+        statement(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW, 0),
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: `program` points to `filter`, both alive for the call; without TSYNC the filter
+    // applies to this thread only.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &raw const program
+            ),
+            0,
+            "{}",
+            std::io::Error::last_os_error()
+        );
+    }
 }

@@ -69,15 +69,9 @@ async fn other_documents_are_named_in_the_prompt_relative_to_their_workspace_fol
     lsp.open("file:///home/alice/demo/src/items.rs", "rust", neighbour);
     lsp.open("file:///home/alice/lib/src/lib.rs", "rust", neighbour);
     lsp.open(main, "rust", TEXT);
-    let prompt = |lsp_requests: &[serde_json::Value]| {
-        lsp_requests.last().unwrap()["prompt"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
 
     lsp.inline(main, 1, 16, true).await.answer().await.unwrap();
-    let first = prompt(&seen.lock().unwrap());
+    let first = last_prompt(&seen);
     assert!(first.contains("// src/items.rs\n"), "{first}");
     assert!(first.contains("// /home/alice/lib/src/lib.rs\n"), "{first}");
 
@@ -88,13 +82,21 @@ async fn other_documents_are_named_in_the_prompt_relative_to_their_workspace_fol
     }}));
     lsp.change(main, 2, [[1, 16], [1, 16]], " ");
     lsp.inline(main, 1, 17, true).await.answer().await.unwrap();
-    let second = prompt(&seen.lock().unwrap());
+    let second = last_prompt(&seen);
     assert!(
         second.contains("// /home/alice/demo/src/items.rs\n"),
         "{second}"
     );
     assert!(second.contains("// src/lib.rs\n"), "{second}");
     lsp.shutdown().await;
+}
+
+/// The prompt of the last request the fake backend was sent.
+fn last_prompt(seen: &std::sync::Mutex<Vec<serde_json::Value>>) -> String {
+    seen.lock().unwrap().last().unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// With VS Code's suggest widget open on an item, the client shows only a suggestion that
@@ -129,10 +131,7 @@ async fn a_suggestion_extends_the_item_selected_in_the_suggest_widget() {
     .answer()
     .await
     .unwrap();
-    let prompt = seen.lock().unwrap().last().unwrap()["prompt"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let prompt = last_prompt(&seen);
     assert!(
         prompt.contains("    drop_in_place<|fim_suffix|>\n}"),
         "{prompt}"
@@ -156,10 +155,7 @@ async fn a_suggestion_extends_the_item_selected_in_the_suggest_widget() {
     .answer()
     .await
     .unwrap();
-    let prompt = seen.lock().unwrap().last().unwrap()["prompt"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let prompt = last_prompt(&seen);
     assert!(prompt.contains("    dr<|fim_suffix|>op\n}"), "{prompt}");
     for item in items(&answer) {
         assert_eq!(
