@@ -63,10 +63,11 @@ fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::O
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Network {
-    /// A fresh network namespace (only a down loopback), and a PID namespace: needs
-    /// CAP_SYS_ADMIN.
+    /// A fresh network namespace (only a down loopback), with a PID namespace where the host
+    /// allows one ([`Sandbox::pid_namespace`]): needs CAP_SYS_ADMIN.
     Namespace,
-    /// A fresh user namespace holding fresh network and PID namespaces: unprivileged, where the
+    /// A fresh user namespace holding a fresh network namespace (and PID namespace, where
+    /// allowed): unprivileged, where the
     /// kernel allows unprivileged user namespaces.
     UserNamespace,
     /// Neither is available: the child shares the host's network.
@@ -77,6 +78,10 @@ pub enum Network {
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Sandbox {
     pub network: Network,
+    /// Whether the program also gets a PID namespace (with an init of its own) inside the
+    /// network namespace: a host may allow the one and not the other (`max_pid_namespaces`
+    /// 0, the nesting limit reached), and then keeps its network isolation without it.
+    pub pid_namespace: bool,
     /// Whether redraft runs as root (children with `drop_privileges` then run as `nobody`).
     pub root: bool,
 }
@@ -107,11 +112,21 @@ impl Sandbox {
     pub fn detect() -> Sandbox {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
-        let network = [Network::Namespace, Network::UserNamespace]
+        [Network::Namespace, Network::UserNamespace]
             .into_iter()
-            .find(|&network| probe(network, root))
-            .unwrap_or(Network::Shared);
-        Sandbox { network, root }
+            .flat_map(|network| {
+                [true, false].map(|pid_namespace| Sandbox {
+                    network,
+                    pid_namespace,
+                    root,
+                })
+            })
+            .find(probe)
+            .unwrap_or(Sandbox {
+                network: Network::Shared,
+                pid_namespace: false,
+                root,
+            })
     }
 
     /// Whether a child with these limits will run as `nobody`.
@@ -121,10 +136,14 @@ impl Sandbox {
 
     /// A one-line description for reports.
     pub fn describe(&self, limits: &Limits) -> String {
-        let network = match self.network {
-            Network::Namespace => "network+PID namespace (no network)",
-            Network::UserNamespace => "user+network+PID namespace (no network)",
-            Network::Shared => "NO network or PID isolation (namespaces unavailable)",
+        let network = match (self.network, self.pid_namespace) {
+            (Network::Namespace, true) => "network+PID namespace (no network)",
+            (Network::Namespace, false) => "network namespace (no network; no PID namespace)",
+            (Network::UserNamespace, true) => "user+network+PID namespace (no network)",
+            (Network::UserNamespace, false) => {
+                "user+network namespace (no network; no PID namespace)"
+            }
+            (Network::Shared, _) => "NO network or PID isolation (namespaces unavailable)",
         };
         let user = if self.drops_to_nobody(limits) {
             "as nobody"
@@ -166,6 +185,7 @@ impl Sandbox {
             .process_group(0);
         let setup = ChildSetup {
             network: self.network,
+            pid_namespace: self.pid_namespace,
             limits: *limits,
             nobody: self.drops_to_nobody(limits),
         };
@@ -248,15 +268,21 @@ fn wait_with_cpu(pid: libc::pid_t) -> std::io::Result<(std::process::ExitStatus,
 #[derive(Clone, Copy)]
 struct ChildSetup {
     network: Network,
+    pid_namespace: bool,
     limits: Limits,
     nobody: bool,
 }
 
 impl ChildSetup {
     fn apply(&self) -> std::io::Result<()> {
+        let pid = if self.pid_namespace {
+            libc::CLONE_NEWPID
+        } else {
+            0
+        };
         let flags = match self.network {
-            Network::Namespace => libc::CLONE_NEWNET | libc::CLONE_NEWPID,
-            Network::UserNamespace => libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWPID,
+            Network::Namespace => libc::CLONE_NEWNET | pid,
+            Network::UserNamespace => libc::CLONE_NEWUSER | libc::CLONE_NEWNET | pid,
             Network::Shared => 0,
         };
         // SAFETY: plain system calls on values; failures are reported through errno.
@@ -490,7 +516,7 @@ fn read_ends(path: &Path) -> String {
 }
 
 /// Starts `true` under `network` isolation; whether it ran.
-fn probe(network: Network, root: bool) -> bool {
+fn probe(sandbox: &Sandbox) -> bool {
     let Ok(dir) = tempfile::tempdir() else {
         return false;
     };
@@ -502,7 +528,6 @@ fn probe(network: Network, root: bool) -> bool {
         processes: 64,
         drop_privileges: false,
     };
-    let sandbox = Sandbox { network, root };
     let Some(truth) = ["/bin/true", "/usr/bin/true"]
         .iter()
         .map(Path::new)

@@ -324,6 +324,7 @@ fn programs_leave_nothing_behind_and_see_no_network() {
     // A daemon that leaves the process group (its own session) escapes a kill of the group; in
     // a PID namespace it dies with the program's init.
     let isolated = scorer.sandbox().network != Network::Shared;
+    let own_pids = scorer.sandbox().pid_namespace;
     let marker = format!("{}.75", std::process::id() % 1000 + 300);
     let daemon = format!(
         "    import subprocess; subprocess.Popen(['sleep', '{marker}'], start_new_session=True); return 1"
@@ -344,13 +345,13 @@ fn programs_leave_nothing_behind_and_see_no_network() {
         // SAFETY: kill on a pid this test's program started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
-    if isolated {
+    if own_pids {
         assert!(
             survivors.is_empty(),
             "`sleep {marker}` left its session and survived"
         );
     } else {
-        eprintln!("no namespaces here: a daemon in its own session is not stopped, not checked");
+        eprintln!("no PID namespace here: a daemon in its own session is not stopped, not checked");
     }
 
     let connect = "    import socket\n    try:\n        socket.create_connection(('1.1.1.1', 80), timeout=1)\n    except OSError:\n        return 1\n    return 0";
@@ -414,8 +415,8 @@ fn a_broken_toolchain_is_an_error_not_a_compile_error() {
 #[test]
 fn the_deadline_holds_on_a_kernel_without_close_range() {
     let sandbox = Sandbox::detect();
-    if sandbox.network == Network::Shared {
-        eprintln!("no namespaces here: no init of the program's own, not checked");
+    if !sandbox.pid_namespace {
+        eprintln!("no PID namespace here: no init of the program's own, not checked");
         return;
     }
     let sleep = ["/bin/sleep", "/usr/bin/sleep"]
@@ -443,28 +444,49 @@ fn the_deadline_holds_on_a_kernel_without_close_range() {
     assert!(exit.wall < Duration::from_secs(4), "{exit:?}");
 }
 
-/// `close_range` fails with ENOSYS on this thread and in what it forks from now on.
-fn fail_close_range_on_this_thread() {
-    let statement = |code: u32, k: u32, jf: u8| libc::sock_filter {
+/// A host that allows a network namespace but no PID namespace (`max_pid_namespaces` 0, the
+/// nesting limit reached) keeps the network isolation: the PID namespace is probed apart.
+#[test]
+fn no_pid_namespace_keeps_the_network_namespace() {
+    let found = Sandbox::detect();
+    if !found.pid_namespace {
+        eprintln!("no PID namespace here: nothing to take away, not checked");
+        return;
+    }
+    let without = std::thread::spawn(|| {
+        refuse_new_pid_namespaces_on_this_thread();
+        Sandbox::detect()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(without.network, found.network, "{without:?}");
+    assert!(!without.pid_namespace, "{without:?}");
+}
+
+/// A seccomp filter on this thread (no TSYNC: inherited only by what it forks from now on)
+/// that fails the system call `nr` with `errno` where `arg0 & mask` is not 0 (a `mask` of
+/// `u32::MAX` fails every call but one with all low bits clear).
+fn refuse_on_this_thread(nr: libc::c_long, mask: u32, errno: i32) {
+    let statement = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter {
         code: code as u16,
-        jt: 0,
+        jt,
         jf,
         k,
     };
+    // `seccomp_data`: the call's number at 0, its first argument's low 32 bits at 16 (this
+    // test runs on little-endian Linux).
     let filter = [
-        // The system call's number.
-        statement(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0),
-        statement(
-            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-            libc::SYS_close_range as u32,
-            1,
-        ),
+        statement(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+        statement(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, nr as u32, 0, 3),
+        statement(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 16, 0, 0),
+        statement(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K, mask, 0, 1),
         statement(
             libc::BPF_RET | libc::BPF_K,
-            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+            libc::SECCOMP_RET_ERRNO | errno as u32,
+            0,
             0,
         ),
-        statement(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW, 0),
+        statement(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW, 0, 0),
     ];
     let program = libc::sock_fprog {
         len: filter.len() as u16,
@@ -485,4 +507,15 @@ fn fail_close_range_on_this_thread() {
             std::io::Error::last_os_error()
         );
     }
+}
+
+/// `close_range` fails with ENOSYS on this thread and in what it forks from now on (its first
+/// argument, the first descriptor to close, is 3 or more: never 0).
+fn fail_close_range_on_this_thread() {
+    refuse_on_this_thread(libc::SYS_close_range, u32::MAX, libc::ENOSYS);
+}
+
+/// `unshare` with `CLONE_NEWPID` fails with EPERM on this thread and in what it forks.
+fn refuse_new_pid_namespaces_on_this_thread() {
+    refuse_on_this_thread(libc::SYS_unshare, libc::CLONE_NEWPID as u32, libc::EPERM);
 }
