@@ -216,13 +216,20 @@ impl Args {
 /// text, said on stderr.
 fn language_of_id(id: &str) -> Language {
     let language = Language::from_lsp_id(id);
-    if language.lsp_id() != id {
+    if language == Language::Plain && id != Language::Plain.lsp_id() {
+        let known: Vec<&str> = known_languages().map(Language::lsp_id).collect();
         stderr_line(format_args!(
-            "redraft complete: language `{id}` is not one redraft knows the syntax of (rust, \
-             python); read as plain text"
+            "redraft complete: language `{id}` is not one redraft knows the syntax of ({}); \
+             read as plain text",
+            known.join(", ")
         ));
     }
     language
+}
+
+/// The languages the context layer reads by their own rules (all but plain text).
+fn known_languages() -> impl Iterator<Item = Language> {
+    Language::all().filter(|&language| language != Language::Plain)
 }
 
 /// The language of a source file by its extension, in any case (`.RS` is Rust, as editors read
@@ -233,13 +240,22 @@ fn language_of_file(path: &Path, unnamed: Language) -> Language {
     let Some(extension) = path.extension() else {
         return unnamed;
     };
+    let as_written = Language::from_path(path);
     let extension = extension.to_string_lossy().to_lowercase();
-    let language = Language::from_path(&path.with_extension(&extension));
+    let language = match as_written {
+        Language::Plain => Language::from_path(&path.with_extension(&extension)),
+        known => known,
+    };
     if language == Language::Plain && extension != "txt" {
+        let known: Vec<String> = known_languages()
+            .flat_map(Language::extensions)
+            .map(|extension| format!(".{extension}"))
+            .collect();
         stderr_line(format_args!(
             "redraft complete: extension `.{extension}` (of {}) is not one redraft knows the \
-             syntax of (.rs, .py, .pyi); read as plain text",
-            path.display()
+             syntax of ({}); read as plain text",
+            path.display(),
+            known.join(", ")
         ));
     }
     language

@@ -111,11 +111,7 @@ fn opens_empty_body(text: &str, lines: &LineIndex, language: Language) -> Option
         .rev()
         .find(|line| !line.trim().is_empty())?;
     let opener = above.trim_end().chars().last()?;
-    let opens = match language {
-        Language::Python => opener == ':',
-        Language::Rust | Language::Plain => matches!(opener, '{' | ':'),
-    };
-    if !opens {
+    if !language.opens_body(opener) {
         return None;
     }
     let below = text[lines.line_end..]

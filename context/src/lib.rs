@@ -10,6 +10,7 @@
 //!   masked canvas from the syntax around the cursor ([`CanvasPlan`], with the reason).
 //! - [`finish`] drops what repeats the suffix, keeps brackets balanced, stops a line completion
 //!   at the end of its syntactic unit and refuses whitespace-only suggestions.
+//! - [`survival`] measures what [`finish`] keeps of correct middles cut from real code.
 //! - [`edit`] is the text layer of next-edit suggestions: diffs, edit history, the editable
 //!   region around the cursor, the request plan and the edits a rewritten region makes.
 
@@ -17,75 +18,17 @@ mod brackets;
 mod canvas;
 pub mod edit;
 mod finish;
+mod language;
 mod neighbours;
+pub mod survival;
 mod syntax;
 mod window;
-
-use std::path::Path;
 
 pub use brackets::LexMode;
 pub use canvas::{CanvasPlan, Unit};
 pub use finish::{decided, finish};
+pub use language::Language;
 pub use syntax::parse_rust;
-
-/// Languages whose syntax the layer knows; anything else is plain text (line heuristics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Language {
-    Rust,
-    Python,
-    Plain,
-}
-
-impl Language {
-    /// The language of text whose name or id says none (no file name, a name without an
-    /// extension, a request without a language): Rust, what the default model was trained on.
-    /// The HTTP and command-line doors both read such text so.
-    pub const UNSAID: Language = Language::Rust;
-
-    /// From a file name: its extension's language ([`Language::from_path`]), or
-    /// [`Language::UNSAID`] for a name without one.
-    pub fn from_file_name(path: &Path) -> Language {
-        match path.extension() {
-            None => Language::UNSAID,
-            Some(_) => Language::from_path(path),
-        }
-    }
-
-    /// The name of this language as an LSP `languageId` (`plaintext` for plain text).
-    pub fn lsp_id(self) -> &'static str {
-        match self {
-            Language::Rust => "rust",
-            Language::Python => "python",
-            Language::Plain => "plaintext",
-        }
-    }
-
-    /// From an LSP `languageId`.
-    pub fn from_lsp_id(id: &str) -> Language {
-        match id {
-            "rust" => Language::Rust,
-            "python" => Language::Python,
-            _ => Language::Plain,
-        }
-    }
-
-    /// From a file name's extension.
-    pub fn from_path(path: &Path) -> Language {
-        match path.extension().and_then(|ext| ext.to_str()) {
-            Some("rs") => Language::Rust,
-            Some("py" | "pyi") => Language::Python,
-            _ => Language::Plain,
-        }
-    }
-
-    /// How a line comment starts, for the headers of neighbour snippets.
-    pub fn line_comment(self) -> &'static str {
-        match self {
-            Language::Python => "#",
-            Language::Rust | Language::Plain => "//",
-        }
-    }
-}
 
 /// Counts tokens the way the model will see them.
 pub trait TokenCounter {

@@ -486,9 +486,10 @@ fn source_text(document: &Snapshot, cursor: usize) -> (String, usize) {
 /// a window. Later rather than earlier otherwise: a start moved earlier is out of that reach
 /// too, and one moved later drops only text no budget reaches.
 ///
-/// Rust asks the document's tree; Python, and Rust too large to parse, the context layer's own
-/// lexer ([`LexMode::after`]) over the text before `naive`, up to [`MAX_LEXED_BYTES`]. Plain
-/// text keeps `naive`: the context layer trusts no lexer there.
+/// Rust asks the document's tree; every other language the context layer lexes by its own
+/// rules (Python, JavaScript, Go, C, shell, ...: any but [`Language::Plain`]), and Rust too
+/// large to parse, that lexer ([`LexMode::after`]) over the text before `naive`, up to
+/// [`MAX_LEXED_BYTES`]. Plain text keeps `naive`: the context layer trusts no lexer there.
 fn window_start(document: &Snapshot, naive: usize, limit: usize) -> usize {
     let rope = &document.rope;
     let later = match (document.language, &document.tree) {
@@ -898,7 +899,8 @@ mod tests {
         prop::collection::vec(
             prop::sample::select(vec![
                 "(", ")", "{", "}", "[", "]", "\"", "'x'", "'\\n'", "'a ", "\"\"\"", "'''", "r#\"",
-                "\"#", "br\"", "/*", "*/", "//", "#", "\\", "\n", "a", " ", "é", "words ",
+                "\"#", "br\"", "/*", "*/", "//", "#", "\\", "\n", "a", " ", "é", "words ", "`",
+                "--", "/",
             ]),
             0..1500,
         )
@@ -962,9 +964,10 @@ mod tests {
         fn a_lexed_window_start_is_the_nearest_line_start_in_code(
             text in code_lines(),
             picks in any::<[prop::sample::Index; 2]>(),
-            python in any::<bool>(),
+            language in prop::sample::select(
+                Language::all().filter(|&l| l != Language::Plain).collect::<Vec<_>>()
+            ),
         ) {
-            let language = if python { Language::Python } else { Language::Rust };
             let rope = Rope::from_str(&text);
             let (naive, limit) = naive_and_limit(&text, picks);
             prop_assert_eq!(

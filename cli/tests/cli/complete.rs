@@ -1034,9 +1034,14 @@ fn a_request_without_a_language_is_read_as_the_http_door_reads_it() {
     let (unknown, note) = ask(r#"{"prefix": "let x = ", "suffix": ";\n", "language": "Rust"}"#);
     assert_eq!(unknown["plan"]["language"], "plaintext", "{unknown}");
     assert!(
-        note.contains("language `Rust` is not one redraft knows"),
+        note.contains("language `Rust` is not one redraft knows")
+            && note.contains("(rust, python, c, cpp,"),
         "{note}"
     );
+    // Another editor's name for a language redraft knows is that language, and not said.
+    let (tsx, quiet) = ask(r#"{"prefix": "const x = ", "language": "typescriptreact"}"#);
+    assert_eq!(tsx["plan"]["language"], "typescript", "{tsx}");
+    assert!(!quiet.contains("not one redraft knows"), "{quiet}");
 }
 
 /// Sampler values that mean nothing are command-line mistakes (exit 2, said by clap before

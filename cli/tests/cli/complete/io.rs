@@ -165,8 +165,8 @@ fn a_byte_order_mark_is_neither_a_column_nor_text_for_the_model() {
     assert_eq!(marked_stdin["middle"], stdin["middle"], "{marked_stdin}");
 }
 
-/// A file's extension names its language in any case (`.RS` is Rust); one the context layer
-/// does not know is plain text, said on stderr as an unknown `language` id is.
+/// A file's extension names its language in any case (`.RS` is Rust, `.TS` TypeScript); one
+/// the context layer does not know is plain text, said on stderr with the ones it knows.
 #[test]
 fn an_extension_in_any_case_names_the_language_and_an_unknown_one_is_said() {
     let dir = tempfile::tempdir().unwrap();
@@ -189,7 +189,16 @@ fn an_extension_in_any_case_names_the_language_and_an_unknown_one_is_said() {
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         (json_ok(&out)["plan"]["language"].clone(), stderr)
     };
-    for (name, language) in [("a.RS", "rust"), ("a.Py", "python"), ("a.rs", "rust")] {
+    for (name, language) in [
+        ("a.RS", "rust"),
+        ("a.Py", "python"),
+        ("a.rs", "rust"),
+        ("a.ts", "typescript"),
+        ("a.TSX", "typescript"),
+        ("a.js", "javascript"),
+        ("a.go", "go"),
+        ("a.sh", "shellscript"),
+    ] {
         let (said, stderr) = ask(name);
         assert_eq!(said, language, "{name}");
         assert!(
@@ -197,11 +206,13 @@ fn an_extension_in_any_case_names_the_language_and_an_unknown_one_is_said() {
             "{name}: {stderr}"
         );
     }
-    let (said, note) = ask("a.js");
+    let (said, note) = ask("a.xyz");
     assert_eq!(said, "plaintext");
     assert!(
-        note.contains("extension `.js` (of ")
-            && note.contains("is not one redraft knows the syntax of"),
+        note.contains("extension `.xyz` (of ")
+            && note.contains("is not one redraft knows the syntax of")
+            && note.contains(".rs, .py, .pyi")
+            && note.contains(".ts"),
         "{note}"
     );
     let (said, quiet) = ask("notes.TXT");

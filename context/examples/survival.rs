@@ -1,0 +1,62 @@
+//! What a perfect model would lose on any files: `cargo run -p redraft-context --example
+//! survival -- [--damaged] [--language ID] [--only CHARS] FILE...` cuts middles out of each file (the rest of a line or a
+//! whole line, 30 a file; a span inside a line, 40 a file), hands the true middle to `finish`
+//! and prints how many come back unchanged
+//! (and the first damaged ones, or all with `--damaged`). Each file is read in the language of its extension
+//! unless `--language` (an LSP language id) says. The committed samples' floors are asserted by
+//! `context/tests/context/languages.rs`; this measures a larger corpus (see its README).
+
+use std::path::Path;
+
+use redraft_context::{survival, Language};
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut forced = None;
+    let all_damaged = args.first().map(String::as_str) == Some("--damaged");
+    if all_damaged {
+        args.remove(0);
+    }
+    if args.first().map(String::as_str) == Some("--language") && args.len() > 1 {
+        forced = Some(Language::from_lsp_id(&args[1]));
+        args.drain(..2);
+    }
+    // `--only CHARS`: cut only lines holding one of CHARS (quotes, comment marks), 10 times as
+    // many tries a file, to measure what a lexer does where it matters.
+    let mut only = None;
+    if args.first().map(String::as_str) == Some("--only") && args.len() > 1 {
+        only = Some(args[1].clone());
+        args.drain(..2);
+    }
+    let tries = if only.is_some() { 10 } else { 1 };
+    let keep = |line: &str| {
+        only.as_ref()
+            .is_none_or(|chars| line.contains(|c| chars.contains(c)))
+    };
+    let (mut lines, mut spans) = (survival::Survival::default(), survival::Survival::default());
+    for path in &args {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            eprintln!("skipped {path}: not UTF-8 text");
+            continue;
+        };
+        let language = forced.unwrap_or_else(|| Language::from_path(Path::new(path)));
+        let files = [text];
+        let seeds = (0x2545_f491_4f6c_dd1d, 0x9e37_79b9_7f4a_7c15);
+        let cut_lines = survival::lines_where(&files, language, seeds.0, 30 * tries, keep);
+        let cut_spans = survival::spans_where(&files, language, seeds.1, 40 * tries, keep);
+        lines.add(cut_lines);
+        spans.add(cut_spans);
+    }
+    println!(
+        "{} files: lines {}/{} kept, spans {}/{} kept",
+        args.len(),
+        lines.kept,
+        lines.total,
+        spans.kept,
+        spans.total
+    );
+    let shown = if all_damaged { usize::MAX } else { 5 };
+    for (middle, finished) in lines.damaged.iter().chain(&spans.damaged).take(shown) {
+        println!("  damaged: {middle:?} -> {finished:?}");
+    }
+}
