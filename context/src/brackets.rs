@@ -299,7 +299,12 @@ impl Scanner {
                 1
             }
             Mode::BlockComment(depth) => {
-                let (open, close) = lexis.block_comment.expect("a block comment has its marks");
+                // A state carried over from another language's text (`LexMode` is public):
+                // this one has no block comments to end, so it reads on as code.
+                let Some((open, close)) = lexis.block_comment else {
+                    self.mode = Mode::Code;
+                    return self.token(bytes, i);
+                };
                 if bytes[i..].starts_with(close.as_bytes()) {
                     self.mode = if depth > 1 {
                         Mode::BlockComment(depth - 1)
@@ -626,6 +631,18 @@ mod tests {
     /// Each language's tricky literals, read by its own rules: the brackets left open after
     /// each text and whether it ends in code. Rust's rules, which every language but Rust and
     /// Python got before (as plain text), read each of them otherwise.
+    #[test]
+    fn a_block_comment_carried_into_a_language_without_them_reads_on_as_code() {
+        let in_comment = LexMode::default().after(Language::Rust, "/* (");
+        assert!(!in_comment.in_code());
+        let after = in_comment.after(Language::Python, "x = '(' # )\n");
+        assert!(after.in_code());
+        assert_eq!(
+            after,
+            LexMode::default().after(Language::Python, "x = '(' # )\n")
+        );
+    }
+
     #[test]
     fn each_language_reads_its_own_strings_and_comments() {
         let cases: &[(Language, &str, &str, bool)] = &[
