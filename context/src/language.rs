@@ -72,6 +72,14 @@ const TEXT_BLOCKS: Lexis = Lexis {
     ..C_LIKE
 };
 
+/// C-like, with template literals (backticks, across lines) and regular expressions
+/// (JavaScript, TypeScript).
+const SCRIPT: Lexis = Lexis {
+    escaped_quotes: b"\"'`",
+    regex_literals: true,
+    ..C_LIKE
+};
+
 /// `#` line comments, `"` and `'` strings with escapes that may span lines.
 const HASH: Lexis = Lexis {
     line_comments: &["#"],
@@ -184,22 +192,14 @@ const ROWS: &[Row] = &[
         language: Language::JavaScript,
         lsp_ids: &["javascript", "javascriptreact", "jsx"],
         extensions: &["js", "mjs", "cjs", "jsx"],
-        lexis: Lexis {
-            escaped_quotes: b"\"'`",
-            regex_literals: true,
-            ..C_LIKE
-        },
+        lexis: SCRIPT,
         block_openers: &['{'],
     },
     Row {
         language: Language::TypeScript,
         lsp_ids: &["typescript", "typescriptreact", "tsx"],
         extensions: &["ts", "mts", "cts", "tsx"],
-        lexis: Lexis {
-            escaped_quotes: b"\"'`",
-            regex_literals: true,
-            ..C_LIKE
-        },
+        lexis: SCRIPT,
         block_openers: &['{'],
     },
     Row {
