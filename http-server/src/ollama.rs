@@ -22,8 +22,8 @@ use super::edit_prompt::{self, Layout};
 use super::error::{quote, ApiError, Dialect};
 use super::openai::choices;
 use super::requests::{
-    answer, asks_for_nothing, edit_work, fim_work, parse_body, stop_list, stream, submit,
-    unsupported, Sampling, StopField, StreamFormat, NDJSON,
+    answer, asks_for_nothing, edit_work, fim_work, parse_body, refuse_logprobs, stop_list, stream,
+    submit, unsupported, Sampling, StopField, StreamFormat, NDJSON,
 };
 use super::Shared;
 use redraft_runtime::scheduler::Answer;
@@ -102,17 +102,7 @@ impl GenerateRequest {
                 ),
             ));
         }
-        for (param, value) in [
-            ("logprobs", &self.logprobs),
-            ("top_logprobs", &self.top_logprobs),
-        ] {
-            if !asks_for_nothing(value.as_ref()) {
-                return Err(unsupported(
-                    param,
-                    "this server returns no token log probabilities; leave it out, false or 0",
-                ));
-            }
-        }
+        refuse_logprobs(self.logprobs.as_ref(), self.top_logprobs.as_ref())?;
         if !asks_for_nothing(self.images.as_ref()) {
             return Err(unsupported(
                 "images",

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::edit_prompt::{self, Layout};
 use super::error::{ApiError, Dialect};
 use super::requests::{
-    answer, asks_for_nothing, completion_id, edit_work, fim_work, parse_body, sse, stop_list,
+    answer, completion_id, edit_work, fim_work, parse_body, refuse_logprobs, sse, stop_list,
     stream, submit, unix_now, unsupported, PromptField, Sampling, StopField, StreamFormat, SSE,
     SSE_DONE,
 };
@@ -104,17 +104,7 @@ impl CompletionRequest {
                 "the answer is the completion alone, without the prompt; leave echo out or false",
             ));
         }
-        for (param, value) in [
-            ("logprobs", &self.logprobs),
-            ("top_logprobs", &self.top_logprobs),
-        ] {
-            if !asks_for_nothing(value.as_ref()) {
-                return Err(unsupported(
-                    param,
-                    "this server returns no token log probabilities (every choice's logprobs is null); leave it out, null or 0",
-                ));
-            }
-        }
+        refuse_logprobs(self.logprobs.as_ref(), self.top_logprobs.as_ref())?;
         let n = self.n.unwrap_or(1);
         if let Some(best_of) = self.best_of.filter(|&b| b != 1 && b != n) {
             return Err(unsupported(

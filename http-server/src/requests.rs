@@ -313,6 +313,22 @@ pub fn unsupported(param: &str, why: &str) -> ApiError {
     ApiError::invalid(param, format!("{param} is not supported: {why}"))
 }
 
+/// `logprobs` and `top_logprobs`, which every API here has and no answer here carries.
+pub fn refuse_logprobs(
+    logprobs: Option<&serde_json::Value>,
+    top_logprobs: Option<&serde_json::Value>,
+) -> Result<(), ApiError> {
+    for (param, value) in [("logprobs", logprobs), ("top_logprobs", top_logprobs)] {
+        if !asks_for_nothing(value) {
+            return Err(unsupported(
+                param,
+                "this server returns no token log probabilities; leave it out, null, false or 0",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The sampling fields the APIs share, as sent.
 #[derive(Debug, Clone)]
 pub struct Sampling {
