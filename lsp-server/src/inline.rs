@@ -306,7 +306,7 @@ impl<'a> Shown<'a> {
 /// (the protocol requires it): an insertion at the cursor (or over the selected item's range),
 /// or, when the suggestion's first line ends with the rest of the cursor's line (a closing
 /// bracket the model wrote again), a replacement of that rest too, so accepting it does not
-/// double it. With a selected item, a suggestion that adds nothing to it is no item.
+/// double it.
 fn response(
     rope: &Rope,
     shown: &Shown,
@@ -320,7 +320,6 @@ fn response(
     let start = encoding.position(rope, shown.start);
     let items = texts
         .iter()
-        .filter(|text| shown.lead.is_empty() || !text.is_empty())
         .map(|text| {
             let first_line = text.split('\n').next().unwrap_or_default();
             let covers_rest =
