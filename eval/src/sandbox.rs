@@ -2,8 +2,10 @@
 //! hurt the run or the machine: its own directory, resource limits set in the child before
 //! `exec` (address space, CPU seconds, processes, file size, open files, no core dumps), its own
 //! process group killed as a whole at a wall-clock deadline, a network namespace with nothing
-//! in it and a PID namespace where the kernel allows them, and, when redraft runs as root, the
-//! uid of `nobody`.
+//! in it and a PID namespace where the kernel allows them, Landlock confinement where the
+//! kernel has it (`sandbox/confine.rs`: writes only in its directory, reads only the system's
+//! files and its toolchain's, no TCP, no signals out), and, when redraft runs as root, the uid
+//! of `nobody`.
 //!
 //! In a PID namespace the program runs under an init of its own (a fork of the sandbox's child,
 //! which waits for that init and ends as the program ended): when the program exits, its init
@@ -17,14 +19,17 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+
+mod confine;
 
 /// The uid/gid of `nobody` on Linux.
 const NOBODY: u32 = 65534;
@@ -84,6 +89,19 @@ pub struct Sandbox {
     pub pid_namespace: bool,
     /// Whether redraft runs as root (children with `drop_privileges` then run as `nobody`).
     pub root: bool,
+    /// The Landlock ABI children are confined with (`sandbox/confine.rs`), `None` where the kernel has
+    /// no Landlock (or confining a child failed here): they then read and write what their uid
+    /// may.
+    pub landlock: Option<u32>,
+}
+
+/// Where a child may read and execute under Landlock besides its own directory (read, write,
+/// execute) and the system's programs and libraries: what its toolchain needs.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    /// Directories (everything beneath) or files: a sysroot, prebuilt crates, an interpreter's
+    /// prefix.
+    pub read: Vec<PathBuf>,
 }
 
 /// How a child ended.
@@ -108,17 +126,19 @@ pub struct Exit {
 }
 
 impl Sandbox {
-    /// Probes which network isolation works here by starting `true` under each in turn.
+    /// Probes which isolation works here by starting `true` under each in turn: the
+    /// namespaces first, then Landlock on top of what was found.
     pub fn detect() -> Sandbox {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
-        [Network::Namespace, Network::UserNamespace]
+        let found = [Network::Namespace, Network::UserNamespace]
             .into_iter()
             .flat_map(|network| {
                 [true, false].map(|pid_namespace| Sandbox {
                     network,
                     pid_namespace,
                     root,
+                    landlock: None,
                 })
             })
             .find(probe)
@@ -126,7 +146,17 @@ impl Sandbox {
                 network: Network::Shared,
                 pid_namespace: false,
                 root,
-            })
+                landlock: None,
+            });
+        let confined = Sandbox {
+            landlock: confine::kernel_abi(),
+            ..found
+        };
+        if confined.landlock.is_some() && probe(&confined) {
+            confined
+        } else {
+            found
+        }
     }
 
     /// Whether a child with these limits will run as `nobody`.
@@ -143,7 +173,16 @@ impl Sandbox {
             (Network::UserNamespace, false) => {
                 "user+network namespace (no network; no PID namespace)"
             }
+            (Network::Shared, _) if self.landlock >= Some(4) => {
+                "no TCP (Landlock), NO namespaces (UDP and the PID space shared)"
+            }
             (Network::Shared, _) => "NO network or PID isolation (namespaces unavailable)",
+        };
+        let files = match self.landlock {
+            Some(abi) => format!(
+                "Landlock ABI {abi} (writes only in its directory; reads only the system's and its toolchain's files)"
+            ),
+            None => "NO filesystem confinement (no Landlock)".to_string(),
         };
         let user = if self.drops_to_nobody(limits) {
             "as nobody"
@@ -151,16 +190,17 @@ impl Sandbox {
             "as the invoking user"
         };
         format!(
-            "{network}, {user}, {:.0} s wall, {} s CPU, {} MiB address space",
+            "{network}, {files}, {user}, {:.0} s wall, {} s CPU, {} MiB address space",
             limits.wall.as_secs_f64(),
             limits.cpu_seconds,
             limits.address_space >> 20
         )
     }
 
-    /// Runs `program args` in `dir` with a clean environment (`env` only), stdin closed and
-    /// `limits` applied; kills the process group at the deadline and after the child exits (so
-    /// nothing it started lingers).
+    /// Runs `program args` in `dir` with a clean environment (`env` only), stdin closed,
+    /// `limits` applied and, under Landlock, only `dir`, the system and `reach` in reach; kills
+    /// the process group at the deadline and after the child exits (so nothing it started
+    /// lingers).
     pub fn run(
         &self,
         program: &Path,
@@ -168,7 +208,13 @@ impl Sandbox {
         dir: &Path,
         env: &[(&str, &OsStr)],
         limits: &Limits,
+        reach: &Reach,
     ) -> Result<Exit> {
+        // Kept open until the child has started: it enforces the ruleset by this descriptor.
+        let ruleset = match self.landlock {
+            Some(_) => Some(confine::ruleset(dir, &reach.read).map_err(|e| Error::io(dir, e))?),
+            None => None,
+        };
         let out_path = dir.join(".redraft-stdout");
         let err_path = dir.join(".redraft-stderr");
         let stdout = File::create(&out_path).map_err(|e| Error::io(&out_path, e))?;
@@ -188,11 +234,12 @@ impl Sandbox {
             pid_namespace: self.pid_namespace,
             limits: *limits,
             nobody: self.drops_to_nobody(limits),
+            ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
         };
         // SAFETY: the closure only makes async-signal-safe system calls (unshare, setrlimit,
-        // setgroups, setgid, setuid; for the PID namespace's init pipe2, a raw clone, waitpid,
-        // close_range, read, write, kill, _exit) on data copied before the fork; it allocates
-        // nothing.
+        // setgroups, setgid, setuid, prctl, landlock_restrict_self; for the PID namespace's init
+        // pipe2, a raw clone, waitpid, close_range, read, write, kill, _exit) on data copied
+        // before the fork; it allocates nothing.
         unsafe {
             command.pre_exec(move || setup.apply());
         }
@@ -201,6 +248,7 @@ impl Sandbox {
             program: program.display().to_string(),
             source,
         })?;
+        drop(ruleset);
         let pid = child.id() as libc::pid_t;
         let deadline = started + limits.wall;
         let mut pause = Duration::from_millis(1);
@@ -271,6 +319,8 @@ struct ChildSetup {
     pid_namespace: bool,
     limits: Limits,
     nobody: bool,
+    /// The Landlock ruleset's descriptor, -1 for none.
+    ruleset: libc::c_int,
 }
 
 impl ChildSetup {
@@ -305,6 +355,9 @@ impl ChildSetup {
                 {
                     return Err(std::io::Error::last_os_error());
                 }
+            }
+            if self.ruleset >= 0 {
+                confine::enforce(self.ruleset)?;
             }
             if flags & libc::CLONE_NEWPID != 0 {
                 return under_own_init();
@@ -536,7 +589,7 @@ fn probe(sandbox: &Sandbox) -> bool {
         return false;
     };
     matches!(
-        sandbox.run(truth, &[], dir.path(), &[], &limits),
+        sandbox.run(truth, &[], dir.path(), &[], &limits, &Reach::default()),
         Ok(Exit {
             status: Status::Exited(0),
             ..

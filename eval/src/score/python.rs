@@ -10,7 +10,7 @@ use std::process::Command;
 
 use super::{as_env, child_env, timed_out, Outcome, Verdict};
 use crate::error::{Error, Result};
-use crate::sandbox::{executable_by_others, Exit, Limits, Sandbox, Status};
+use crate::sandbox::{executable_by_others, Exit, Limits, Reach, Sandbox, Status};
 use crate::task::Task;
 
 /// A Python interpreter the sandbox can start.
@@ -21,6 +21,9 @@ pub struct Python {
     /// Whether programs run as `nobody` (when redraft runs as root and `nobody` can execute
     /// the interpreter).
     pub runs_as_nobody: bool,
+    /// Its prefixes and module path (a virtual environment, the installation it was made
+    /// from), which programs read under Landlock.
+    pub reach: Reach,
 }
 
 /// The line written after `check(...)` returns: a constant no program prints by chance.
@@ -44,27 +47,23 @@ impl Python {
     /// run as `nobody`.
     pub fn find(requested: Option<&Path>, sandbox: &Sandbox) -> Result<Python> {
         let requested = requested.unwrap_or(Path::new("python3"));
-        let (path, version) = resolve(requested)?;
-        if sandbox.root && !executable_by_others(&path) {
+        let found = resolve(requested)?;
+        if sandbox.root && !executable_by_others(&found.path) {
             let system = Path::new("/usr/bin/python3");
             if executable_by_others(system) {
-                let (path, version) = resolve(system)?;
                 return Ok(Python {
-                    path,
-                    version,
                     runs_as_nobody: true,
+                    ..resolve(system)?
                 });
             }
             return Ok(Python {
-                path,
-                version,
                 runs_as_nobody: false,
+                ..found
             });
         }
         Ok(Python {
-            path,
-            version,
             runs_as_nobody: sandbox.root,
+            ..found
         })
     }
 
@@ -83,18 +82,28 @@ impl Python {
         env.push(("PYTHONHASHSEED", OsStr::new("0")));
         let args = [OsStr::new("-B"), OsStr::new("-s"), OsStr::new("program.py")];
         Verdict::of_runs(runs, || {
-            Ok(classify(
-                &sandbox.run(&self.path, &args, dir, &env, limits)?,
-            ))
+            Ok(classify(&sandbox.run(
+                &self.path,
+                &args,
+                dir,
+                &env,
+                limits,
+                &self.reach,
+            )?))
         })
     }
 }
 
-fn resolve(python: &Path) -> Result<(PathBuf, String)> {
+/// The interpreter as it reports itself, run as programs are (`-s`: no user site-packages);
+/// `runs_as_nobody` false.
+fn resolve(python: &Path) -> Result<Python> {
     let output = Command::new(python)
         .args([
+            "-s",
             "-c",
-            "import sys; print(sys.executable); print(sys.version.split()[0])",
+            "import sys; print(sys.executable); print(sys.version.split()[0]); \
+             [print(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, \
+             sys.base_exec_prefix, *sys.path) if p.startswith('/')]",
         ])
         .output()
         .map_err(|source| Error::Spawn {
@@ -104,9 +113,14 @@ fn resolve(python: &Path) -> Result<(PathBuf, String)> {
     let text = String::from_utf8_lossy(&output.stdout);
     let mut lines = text.lines();
     match (output.status.success(), lines.next(), lines.next()) {
-        (true, Some(path), Some(version)) if !path.is_empty() => {
-            Ok((PathBuf::from(path), version.to_string()))
-        }
+        (true, Some(path), Some(version)) if !path.is_empty() => Ok(Python {
+            path: PathBuf::from(path),
+            version: version.to_string(),
+            runs_as_nobody: false,
+            reach: Reach {
+                read: lines.map(PathBuf::from).collect(),
+            },
+        }),
         _ => Err(Error::Toolchain {
             what: format!("python `{}`", python.display()),
             message: format!(

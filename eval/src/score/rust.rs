@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::{as_env, child_env, clip, timed_out, Outcome, Verdict};
 use crate::error::{Error, Result};
-use crate::sandbox::{Exit, Limits, Sandbox, Status};
+use crate::sandbox::{Exit, Limits, Reach, Sandbox, Status};
 use crate::task::Task;
 
 /// The crates every HumanEvalPack-Rust prompt uses.
@@ -98,6 +98,9 @@ pub struct RustToolchain {
     /// does not pass).
     pub rustc: PathBuf,
     pub deps: RustDeps,
+    /// What rustc reads under Landlock: its sysroot (the standard library, the bundled
+    /// linker) and the prebuilt crates.
+    pub reach: Reach,
 }
 
 impl RustToolchain {
@@ -105,7 +108,8 @@ impl RustToolchain {
         let deps = RustDeps::find(deps)?;
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
         let sysroot = output_of(Command::new(&rustc).args(["--print", "sysroot"]))?;
-        let rustc = Path::new(sysroot.trim()).join("bin/rustc");
+        let sysroot = PathBuf::from(sysroot.trim());
+        let rustc = sysroot.join("bin/rustc");
         let version = output_of(Command::new(&rustc).arg("-V"))?;
         if version.trim() != deps.rustc.trim() {
             return Err(Error::Toolchain {
@@ -117,7 +121,13 @@ impl RustToolchain {
                 ),
             });
         }
-        Ok(RustToolchain { rustc, deps })
+        let mut read = vec![sysroot, deps.dependency_dir.clone()];
+        read.extend(deps.externs.values().cloned());
+        Ok(RustToolchain {
+            rustc,
+            deps,
+            reach: Reach { read },
+        })
     }
 
     pub(crate) fn run(
@@ -152,9 +162,14 @@ impl RustToolchain {
         let args = [OsStr::new("--test-threads=1")];
         let binary = dir.join("program");
         Verdict::of_runs(runs, || {
-            Ok(classify_run(
-                &sandbox.run(&binary, &args, dir, &env, limits)?,
-            ))
+            Ok(classify_run(&sandbox.run(
+                &binary,
+                &args,
+                dir,
+                &env,
+                limits,
+                &Reach::default(),
+            )?))
         })
     }
 
@@ -188,7 +203,14 @@ impl RustToolchain {
         }
         args.extend(["-o", "program", "program.rs"].map(OsString::from));
         let args: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
-        sandbox.run(&self.rustc, &args, dir, &env, &compile_limits())
+        sandbox.run(
+            &self.rustc,
+            &args,
+            dir,
+            &env,
+            &compile_limits(),
+            &self.reach,
+        )
     }
 
     /// The error of a compiler or a set of crates that cannot build programs: the scorer's,

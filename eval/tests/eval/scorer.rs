@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use redraft_eval::build::humanevalpack::{candidates, Kind, Problem};
 use redraft_eval::rng::SplitMix64;
-use redraft_eval::sandbox::{Limits, Network, Sandbox, Status};
+use redraft_eval::sandbox::{Limits, Network, Reach, Sandbox, Status};
 use redraft_eval::score::{score_all, Outcome, Scorer, ScorerConfig, Verdict};
 use redraft_eval::task::{read_jsonl, read_tasks, Task, TaskLanguage};
 
@@ -361,6 +361,147 @@ fn programs_leave_nothing_behind_and_see_no_network() {
     }
 }
 
+/// A Python middle that tries `action` on `target` and returns 1 when the system refuses.
+fn refused(action: &str, target: &std::path::Path) -> String {
+    format!("    try:\n        ({action})({target:?})\n    except OSError:\n        return 1\n    return 0")
+}
+
+/// Under Landlock a program, and rustc compiling it, write only in the program's directory and
+/// read only there, in the system's programs and libraries and in their toolchain: not a file
+/// of another directory, however readable (the invoking user's files; to rustc running as
+/// root, /etc/shadow), nor /tmp or /dev/shm to write.
+#[test]
+fn programs_reach_only_their_own_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let scorer = tight_scorer();
+    if scorer.sandbox().landlock.is_none() {
+        eprintln!("no Landlock here: programs reach what their uid may, not checked");
+        return;
+    }
+    // Open to everyone, so only the confinement keeps a program (as `nobody` or not) out.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "x").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o666)).unwrap();
+
+    let task = python_task();
+    check(&scorer, &task, &refused("open", &secret), Outcome::Pass);
+    check(
+        &scorer,
+        &task,
+        &refused("__import__('os').remove", &secret),
+        Outcome::Pass,
+    );
+    let tag = std::process::id();
+    let written = [
+        outside.path().join("written"),
+        format!("/tmp/redraft-landlock-{tag}").into(),
+        format!("/dev/shm/redraft-landlock-{tag}").into(),
+    ];
+    for target in &written {
+        check(
+            &scorer,
+            &task,
+            &refused("lambda p: open(p, 'w').write('x')", target),
+            Outcome::Pass,
+        );
+        assert!(!target.exists(), "{} was written", target.display());
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "x");
+    // Its own directory is its to write and read; the interpreter's library is there to import.
+    check(
+        &scorer,
+        &task,
+        "    import json, subprocess\n    open('scratch', 'w').write('1')\n    return int(open('scratch').read())",
+        Outcome::Pass,
+    );
+
+    let task = rust_task();
+    let verdict = check(
+        &scorer,
+        &task,
+        &format!("    include_str!({secret:?}).len() as u64"),
+        Outcome::CompileError,
+    );
+    assert!(verdict.detail.contains("Permission denied"), "{verdict:?}");
+    check(
+        &scorer,
+        &task,
+        &format!("    std::fs::read({secret:?}).map_or(1, |_| 0)"),
+        Outcome::Pass,
+    );
+    let target = outside.path().join("from-rust");
+    check(
+        &scorer,
+        &task,
+        &format!("    std::fs::write({target:?}, b\"x\").map_or(1, |_| 0)"),
+        Outcome::Pass,
+    );
+    assert!(!target.exists());
+    check(
+        &scorer,
+        &task,
+        "    std::fs::write(\"scratch\", b\"1\").unwrap();\n    std::fs::read(\"scratch\").unwrap().len() as u64",
+        Outcome::Pass,
+    );
+}
+
+/// Where the kernel allows no namespace (a container's default seccomp profile), Landlock still
+/// keeps a program from TCP: it cannot reach a server listening on this machine.
+#[test]
+fn without_namespaces_landlock_keeps_tcp_out() {
+    if Sandbox::detect().landlock < Some(4) {
+        eprintln!("no Landlock TCP rules here (ABI 4), not checked");
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (sandbox, described, verdict) = std::thread::spawn(move || {
+        refuse_on_this_thread(libc::SYS_unshare, u32::MAX, libc::EPERM);
+        let scorer = tight_scorer();
+        let connect = format!(
+            "    import socket\n    try:\n        socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    except OSError:\n        return 1\n    return 0"
+        );
+        let verdict = scorer.score(&python_task(), TaskLanguage::Python, &connect);
+        (*scorer.sandbox(), scorer.describe(), verdict.unwrap())
+    })
+    .join()
+    .unwrap();
+    assert_eq!(sandbox.network, Network::Shared, "{sandbox:?}");
+    assert_eq!(verdict.outcome, Outcome::Pass, "{verdict:?}");
+    assert!(
+        described
+            .iter()
+            .all(|line| line.contains("no TCP (Landlock)")),
+        "{described:?}"
+    );
+    drop(listener);
+}
+
+/// A machine where confining a child fails (Landlock refused) runs programs as before, and its
+/// reports say they are not confined.
+#[test]
+fn a_sandbox_that_cannot_confine_says_so_and_still_runs_programs() {
+    let without = std::thread::spawn(|| {
+        refuse_on_this_thread(libc::SYS_landlock_restrict_self, u32::MAX, libc::EPERM);
+        let scorer = tight_scorer();
+        let verdict = scorer.score(&python_task(), TaskLanguage::Python, "    return 1");
+        (*scorer.sandbox(), scorer.describe(), verdict.unwrap())
+    })
+    .join()
+    .unwrap();
+    let (sandbox, described, verdict) = without;
+    assert_eq!(sandbox.landlock, None, "{sandbox:?}");
+    assert_eq!(verdict.outcome, Outcome::Pass, "{verdict:?}");
+    assert!(
+        described
+            .iter()
+            .all(|line| line.contains("NO filesystem confinement")),
+        "{described:?}"
+    );
+}
+
 /// A corrupt prebuilt crate is the scorer's failure, never the model's compile errors: a
 /// scorer started on it refuses to start, and one whose crate breaks mid-run stops the run.
 #[test]
@@ -435,7 +576,14 @@ fn the_deadline_holds_on_a_kernel_without_close_range() {
     };
     let exit = std::thread::spawn(move || {
         fail_close_range_on_this_thread();
-        sandbox.run(sleep, &["5".as_ref()], dir.path(), &[], &limits)
+        sandbox.run(
+            sleep,
+            &["5".as_ref()],
+            dir.path(),
+            &[],
+            &limits,
+            &Reach::default(),
+        )
     })
     .join()
     .unwrap()
