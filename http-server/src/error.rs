@@ -124,6 +124,16 @@ impl ApiError {
         }
     }
 
+    /// A field asking for something this server does not do (400, code
+    /// `unsupported_parameter`, as OpenAI's API answers a parameter a model does not take), so
+    /// a client can tell it from a value out of range and retry without it.
+    pub fn unsupported(param: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            code: "unsupported_parameter",
+            ..ApiError::invalid(param, message)
+        }
+    }
+
     /// A body that is not JSON, or not the JSON this route takes (400).
     pub fn bad_json(err: &serde_json::Error) -> Self {
         ApiError::new(

@@ -310,7 +310,7 @@ pub fn asks_for_nothing(value: Option<&serde_json::Value>) -> bool {
 /// would hand the client something other than what it asked for. `why` says what the server
 /// does instead, or what to send.
 pub fn unsupported(param: &str, why: &str) -> ApiError {
-    ApiError::invalid(param, format!("{param} is not supported: {why}"))
+    ApiError::unsupported(param, format!("{param} is not supported: {why}"))
 }
 
 /// `logprobs` and `top_logprobs`, which every API here has and no answer here carries.

@@ -137,7 +137,10 @@ fn bad_json_and_bad_fields_are_400_in_each_apis_shape() {
             json!({"prompt": PREFIX, "effort": "maximal"}),
             "invalid_value",
         ),
-        (json!({"prompt": PREFIX, "echo": true}), "invalid_value"),
+        (
+            json!({"prompt": PREFIX, "echo": true}),
+            "unsupported_parameter",
+        ),
         (json!({"prompt": {"text": PREFIX}}), "invalid_json"),
     ];
     for (body, code) in cases {

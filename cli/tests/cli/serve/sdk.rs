@@ -14,20 +14,22 @@ fn prompt() -> String {
     serde_json::to_string(PREFIX).unwrap()
 }
 
-/// An OpenAI-shaped 400 naming `param`, whose message says why.
+/// An OpenAI-shaped 400 with `code`, naming `param`, whose message says why.
 #[track_caller]
-fn refused(response: &super::client::Response, param: &str, says: &str) {
+fn refused(response: &super::client::Response, code: &str, param: &str, says: &str) {
     assert_eq!(response.status, 400, "{param}: {}", response.text());
     let error = &response.json()["error"];
     assert_eq!(error["param"], param, "{error}");
     assert_eq!(error["type"], "invalid_request_error", "{error}");
+    assert_eq!(error["code"], code, "{error}");
     let message = error["message"].as_str().unwrap();
     assert!(message.contains(says), "{param}: {message}");
 }
 
 /// `logprobs` (openai-python's `logprobs=2`; chat-style clients' `true`), `top_logprobs`,
 /// `best_of` past `n` and `echo` ask for what the server does not do: each is refused naming
-/// itself, on `/v1/completions` and Mercury's `/v1/fim/completions`, rather than answered with
+/// itself (code `unsupported_parameter`, as OpenAI's own), on `/v1/completions` and Mercury's
+/// `/v1/fim/completions`, rather than answered with
 /// `logprobs: null` or one decoding per candidate. What asks for nothing (`null`, `0`, `false`,
 /// `best_of` 1 or equal to `n`) is answered.
 #[test]
@@ -68,7 +70,8 @@ fn what_the_server_does_not_do_is_refused_naming_the_parameter() {
     ];
     for route in ["/v1/completions", "/v1/fim/completions"] {
         for (body, param, says) in &asked {
-            refused(&server.post_raw(route, body.as_bytes()), param, says);
+            let response = server.post_raw(route, body.as_bytes());
+            refused(&response, "unsupported_parameter", param, says);
         }
     }
     let nothing = [
@@ -113,6 +116,7 @@ fn stream_options_without_a_stream_is_refused() {
         for body in [&without, &not_streamed] {
             refused(
                 &server.post_raw(route, body.as_bytes()),
+                "invalid_value",
                 "stream_options",
                 "stream_options is only allowed when stream is true",
             );
