@@ -53,12 +53,15 @@ pub struct Hosts {
 
 impl Hosts {
     /// Loopback names with any port, the address `bound` with any port, and `extra`
-    /// (`--allow-host`: `NAME` for any port, `NAME:PORT` for one).
+    /// (`--allow-host`: `NAME` for any port, `NAME:PORT` for one). The unspecified addresses
+    /// count as loopback: connecting to `0.0.0.0` reaches this machine, and ollama-python sends
+    /// `Host: 0.0.0.0:PORT` when `OLLAMA_HOST` is the `0.0.0.0` an Ollama server is often
+    /// started with; an address typed as such cannot be rebound, and a page's request to it
+    /// carries an `Origin`, refused by its own check.
     pub fn new(bound: SocketAddr, extra: &[String]) -> anyhow::Result<Hosts> {
-        let mut names: Vec<(String, Option<u16>)> = ["localhost", "127.0.0.1", "[::1]"]
-            .iter()
-            .map(|n| (n.to_string(), None))
-            .collect();
+        let loopback = ["localhost", "127.0.0.1", "[::1]", "0.0.0.0", "[::]"];
+        let mut names: Vec<(String, Option<u16>)> =
+            loopback.iter().map(|n| (n.to_string(), None)).collect();
         names.push((bracketed(bound.ip()), None));
         for name in extra {
             let authority = parse_authority(name).with_context(|| {
@@ -409,6 +412,8 @@ mod tests {
             "127.0.0.1:1",
             "[::1]:8717",
             "[::1]",
+            "0.0.0.0:8717",
+            "[::]:8717",
         ] {
             assert!(loopback.allows(host), "{host}");
         }

@@ -39,8 +39,8 @@ fn completion() -> String {
 }
 
 /// DNS rebinding: a page at `attacker.example:PORT` whose name now resolves to 127.0.0.1 sends
-/// its own name as `Host`. Refused on every route, before any body; loopback names and the
-/// bound address pass, and `--allow-host` adds a name.
+/// its own name as `Host`. Refused on every route, before any body; loopback names (`0.0.0.0`
+/// among them) and the bound address pass, and `--allow-host` adds a name.
 #[test]
 fn a_rebinding_host_is_refused_with_the_flag_that_allows_it() {
     let server = Server::start(&[]);
@@ -80,6 +80,8 @@ fn a_rebinding_host_is_refused_with_the_flag_that_allows_it() {
         format!("127.0.0.1:{port}"),
         format!("[::1]:{port}"),
         "localhost".to_string(),
+        // ollama-python with `OLLAMA_HOST=0.0.0.0:PORT`.
+        format!("0.0.0.0:{port}"),
     ] {
         let response = server.raw(&request_bytes(
             "POST",
@@ -89,6 +91,19 @@ fn a_rebinding_host_is_refused_with_the_flag_that_allows_it() {
         ));
         assert_eq!(response.status, 200, "{host}: {}", response.text());
     }
+    // A page that sends its request to 0.0.0.0 (which reaches this machine) still says whose
+    // page it is.
+    let page = server.raw(&request_bytes(
+        "POST",
+        "/v1/completions",
+        &[
+            ("Host", &format!("0.0.0.0:{port}")),
+            ("Origin", "https://attacker.example"),
+            json,
+        ],
+        &completion(),
+    ));
+    assert_eq!(error_code(&page, 403), "origin_not_allowed");
     // An absolute-form target names the host asked for, whatever `Host` says (RFC 9112
     // section 3.2.2): the target's is checked.
     let absolute = server.raw(&request_bytes(
