@@ -457,25 +457,11 @@ fn without_namespaces_landlock_keeps_tcp_out() {
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let (sandbox, described, verdict) = std::thread::spawn(move || {
-        refuse_on_this_thread(libc::SYS_unshare, u32::MAX, libc::EPERM);
-        let scorer = tight_scorer();
-        let connect = format!(
-            "    import socket\n    try:\n        socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    except OSError:\n        return 1\n    return 0"
-        );
-        let verdict = scorer.score(&python_task(), TaskLanguage::Python, &connect);
-        (*scorer.sandbox(), scorer.describe(), verdict.unwrap())
-    })
-    .join()
-    .unwrap();
-    assert_eq!(sandbox.network, Network::Shared, "{sandbox:?}");
-    assert_eq!(verdict.outcome, Outcome::Pass, "{verdict:?}");
-    assert!(
-        described
-            .iter()
-            .all(|line| line.contains("no TCP (Landlock)")),
-        "{described:?}"
+    let connect = format!(
+        "    import socket\n    try:\n        socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    except OSError:\n        return 1\n    return 0"
     );
+    let sandbox = passes_on_a_thread_refusing(libc::SYS_unshare, connect, "no TCP (Landlock)");
+    assert_eq!(sandbox.network, Network::Shared, "{sandbox:?}");
     drop(listener);
 }
 
@@ -483,23 +469,33 @@ fn without_namespaces_landlock_keeps_tcp_out() {
 /// reports say they are not confined.
 #[test]
 fn a_sandbox_that_cannot_confine_says_so_and_still_runs_programs() {
-    let without = std::thread::spawn(|| {
-        refuse_on_this_thread(libc::SYS_landlock_restrict_self, u32::MAX, libc::EPERM);
+    let sandbox = passes_on_a_thread_refusing(
+        libc::SYS_landlock_restrict_self,
+        "    return 1".into(),
+        "NO filesystem confinement",
+    );
+    assert_eq!(sandbox.landlock, None, "{sandbox:?}");
+}
+
+/// Scores `completion` of the Python task with a scorer made on a thread where the system call
+/// `nr` fails with EPERM (for the scorer's probes and its programs alike), checks that it
+/// passes and that every line of the scorer's report `says` so; the sandbox it found.
+#[track_caller]
+fn passes_on_a_thread_refusing(nr: libc::c_long, completion: String, says: &str) -> Sandbox {
+    let (sandbox, described, verdict) = std::thread::spawn(move || {
+        refuse_on_this_thread(nr, u32::MAX, libc::EPERM);
         let scorer = tight_scorer();
-        let verdict = scorer.score(&python_task(), TaskLanguage::Python, "    return 1");
+        let verdict = scorer.score(&python_task(), TaskLanguage::Python, &completion);
         (*scorer.sandbox(), scorer.describe(), verdict.unwrap())
     })
     .join()
     .unwrap();
-    let (sandbox, described, verdict) = without;
-    assert_eq!(sandbox.landlock, None, "{sandbox:?}");
     assert_eq!(verdict.outcome, Outcome::Pass, "{verdict:?}");
     assert!(
-        described
-            .iter()
-            .all(|line| line.contains("NO filesystem confinement")),
+        described.iter().all(|line| line.contains(says)),
         "{described:?}"
     );
+    sandbox
 }
 
 /// A corrupt prebuilt crate is the scorer's failure, never the model's compile errors: a
