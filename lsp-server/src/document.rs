@@ -57,6 +57,33 @@ impl Snapshot {
     pub fn in_sync(&self) -> bool {
         self.out_of_sync_since.is_none()
     }
+
+    /// This snapshot with `bytes` (on char boundaries) replaced by `text`, a text the client
+    /// has not sent (the item selected in its suggest widget, applied), and its tree edited to
+    /// match and re-parsed for at most `budget`, reusing what the edit left of the old one (a
+    /// millisecond or so where a fresh parse costs tens: the context layer's, for want of a
+    /// tree, on the model's thread). Without a tree, or with the parse cut by `budget`, it has
+    /// none. Blocking: a request calls it off the async workers.
+    pub fn replaced(mut self, bytes: Range<usize>, text: &str, budget: Duration) -> Snapshot {
+        let edit = input_edit(&self.rope, bytes.clone(), text);
+        let start = self.rope.byte_to_char(bytes.start);
+        let end = self.rope.byte_to_char(bytes.end);
+        self.rope.remove(start..end);
+        self.rope.insert(start, text);
+        if let Some(mut tree) = self.tree.take() {
+            tree.edit(&edit);
+            let mut parser = Parser::new();
+            self.tree = parser.set_language(&tree.language()).ok().and_then(|()| {
+                parse(
+                    &mut parser,
+                    &self.rope,
+                    Some(&tree),
+                    Some(Instant::now() + budget),
+                )
+            });
+        }
+        self
+    }
 }
 
 /// A next edit the server answered with for the text at `edited_at`: `text` in place of
@@ -357,18 +384,7 @@ impl Document {
             .syntax
             .as_ref()
             .is_some_and(|syntax| syntax.tree.is_some());
-        let edit = tracked.then(|| {
-            let start_position = ts_point(&self.rope, bytes.start);
-            let removed = self.rope.byte_slice(bytes.clone());
-            InputEdit {
-                start_byte: bytes.start,
-                old_end_byte: bytes.end,
-                new_end_byte: bytes.start + text.len(),
-                start_position,
-                old_end_position: advance(start_position, removed.chunks()),
-                new_end_position: advance(start_position, [text]),
-            }
-        });
+        let edit = tracked.then(|| input_edit(&self.rope, bytes.clone(), text));
         let start = self.rope.byte_to_char(bytes.start);
         let end = self.rope.byte_to_char(bytes.end);
         self.rope.remove(start..end);
@@ -504,6 +520,20 @@ pub fn parse(
         old,
         Some(ParseOptions::new().progress_callback(&mut in_time)),
     )
+}
+
+/// tree-sitter's account of replacing `bytes` of `rope` with `text`.
+fn input_edit(rope: &Rope, bytes: Range<usize>, text: &str) -> InputEdit {
+    let start_position = ts_point(rope, bytes.start);
+    let removed = rope.byte_slice(bytes.clone());
+    InputEdit {
+        start_byte: bytes.start,
+        old_end_byte: bytes.end,
+        new_end_byte: bytes.start + text.len(),
+        start_position,
+        old_end_position: advance(start_position, removed.chunks()),
+        new_end_position: advance(start_position, [text]),
+    }
 }
 
 /// tree-sitter's point for a byte offset: rows split at `\n` only (unlike LSP lines, a lone

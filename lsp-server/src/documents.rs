@@ -8,12 +8,14 @@
 //! themselves; each handler only queues its event (a synchronous send, in the order the
 //! handlers start, which is the order the messages arrived). A snapshot request goes through
 //! the same queue, so a request always sees every edit that came before it and none after.
-//! Parsing (seconds for a huge file) happens here, never on the async runtime, and only when a
-//! snapshot needs its document's tree (for at most [`SNAPSHOT_PARSE_BUDGET`]) or nothing is
-//! queued (in [`IDLE_PARSE_SLICE`]s; a `didOpen`'s first parse too): a client
-//! typing faster than its file parses leaves a backlog of changes that cost one parse
-//! together, and a snapshot whose request was cancelled while it waited is not made at all, so
-//! the owner catches up instead of falling further behind with every keystroke.
+//! Parsing (seconds for a huge file) happens here, never on the async runtime (a request's
+//! re-parse of its snapshot with the suggest widget's item applied, `inline.rs`, runs on a
+//! blocking thread), and only when a snapshot needs its document's tree (for at most
+//! [`SNAPSHOT_PARSE_BUDGET`]) or nothing is queued (in [`IDLE_PARSE_SLICE`]s; a `didOpen`'s
+//! first parse too): a client typing faster than its file parses leaves a backlog of changes
+//! that cost one parse together, and a snapshot whose request was cancelled while it waited is
+//! not made at all, so the owner catches up instead of falling further behind with every
+//! keystroke.
 //!
 //! Documents are kept by their [`DocumentKey`]: a `didOpen`, `didChange` or `didClose` comes
 //! with the URI as the client spelled it, and is keyed here; a snapshot or an offer, the
@@ -38,7 +40,7 @@ const MAX_NEIGHBOURS: usize = 8;
 /// tree-sitter's error recovery finds hard can take seconds, and the request does better with
 /// the context layer's own, smaller parse around the cursor than waiting. Ordinary parses, even
 /// of megabyte files, take a fraction of this.
-const SNAPSHOT_PARSE_BUDGET: Duration = Duration::from_millis(150);
+pub(crate) const SNAPSHOT_PARSE_BUDGET: Duration = Duration::from_millis(150);
 /// An idle owner parses in slices this long, looking at its queue between them.
 const IDLE_PARSE_SLICE: Duration = Duration::from_millis(20);
 /// The most edit groups, over all documents, a next edit is asked with.

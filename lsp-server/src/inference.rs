@@ -456,12 +456,18 @@ fn tree(document: &Snapshot, text: &str) -> Option<Tree> {
     }
 }
 
+/// Whether a document of `len` bytes is handed to the context layer whole, with its tree (else
+/// a window of it, without: [`source_text`]).
+pub fn handed_over_whole(len: usize) -> bool {
+    len <= MAX_SOURCE_BYTES
+}
+
 /// The text handed to the context layer and the byte offset in the document where it starts:
 /// the whole document, or for a huge one whole lines around the cursor, starting where a line
 /// starts in code ([`window_start`]).
 fn source_text(document: &Snapshot, cursor: usize) -> (String, usize) {
     let rope = &document.rope;
-    if rope.len_bytes() <= MAX_SOURCE_BYTES {
+    if handed_over_whole(rope.len_bytes()) {
         return (rope.to_string(), 0);
     }
     let naive = line_start(rope, cursor.saturating_sub(SOURCE_WINDOW_BYTES));

@@ -7,12 +7,20 @@
 //! last suggestion; otherwise queue a job in the runtime (`inference`) and wait for it or for
 //! cancellation, whichever comes first.
 //!
+//! With the client's suggest widget open on an item (VS Code's `selectedCompletionInfo`), the
+//! request is about the document with the item applied: the type-through cache is asked and
+//! told on that text (so once the user accepts the item, the next request is answered from
+//! what was shown with it), and the job gets that text and the document's tree edited and
+//! re-parsed to match, off the async workers.
+//!
 //! Next to next edits, the completion has the cursor: a precomputed next edit nobody asked for
 //! yet makes way for its job on the model (the runtime's serial loop stops it within a layer and
 //! runs it again after the completion), and the line its answer shows on is remembered, so that
 //! a next edit touching that line is not shown while it is (`next_edit.rs`).
 
+use std::fmt;
 use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use ropey::Rope;
@@ -23,11 +31,12 @@ use tower_lsp_server::ls_types::{
 };
 
 use super::document_key::DocumentKey;
-use super::documents::Snapshots;
+use super::documents::{Snapshots, SNAPSHOT_PARSE_BUDGET};
 use super::encoding::{line_content, PositionEncoding};
-use super::inference::{Job, JobError};
+use super::inference::{handed_over_whole, Job, JobError};
 use super::server::Server;
 use super::stream::{DraftKind, StreamTarget};
+use super::type_through::Basis;
 
 impl Server {
     pub async fn inline_completion(
@@ -97,8 +106,7 @@ impl Server {
 
         // The client's suggest widget is open on an item (VS Code): it shows only a suggestion
         // that extends that item over the item's range, so the model is asked as if the item
-        // were accepted. Not from or into the type-through cache, which holds the document's
-        // own text, and not streamed (drafts would be of the other text).
+        // were accepted. Not streamed (drafts would be of the other text).
         let selected = match params.context.selected_completion_info.as_ref() {
             Some(info) => match Selected::resolve(info, &document.rope, cursor, encoding) {
                 Ok(selected) => Some(selected),
@@ -124,44 +132,69 @@ impl Server {
         let (edited_at, line) = (document.edited_at, document.rope.byte_to_line(cursor));
         let rope = document.rope.clone();
         let shown_at = Shown::at(cursor, selected.as_ref());
-        if selected.is_none() {
-            let cached = self
-                .type_through()
-                .answer(&key, &document.rope, cursor, candidates);
-            if let Some(texts) = cached {
-                self.next_edits
-                    .inline_answered(&key, edited_at, line, !texts.is_empty());
+        // The text the model is asked about and the cursor in it. The type-through cache
+        // answers and remembers on that text, so the answer shown with an item serves the
+        // request that comes once the item is accepted (the document is then that text), and
+        // an answer on the document's own text serves an item only where the item makes it
+        // what the user would have typed.
+        let (basis, asked, asked_cursor) = match &selected {
+            Some(selected) => {
+                let (text, cursor) = selected.apply(&rope);
+                (Basis::Item, text, cursor)
+            }
+            None => (Basis::Document, rope.clone(), cursor),
+        };
+        let cached = self
+            .type_through()
+            .answer(&key, &asked, asked_cursor, candidates);
+        if let Some(texts) = cached {
+            self.next_edits
+                .inline_answered(&key, edited_at, line, !texts.is_empty());
+            self.log.debug(|| {
+                format!(
+                    "{} v{}: answered from the type-through cache",
+                    uri.as_str(),
+                    document.version
+                )
+            });
+            return Ok(Some(response(&rope, &shown_at, encoding, &texts)));
+        }
+
+        let version = document.version;
+        let snapshots = match &selected {
+            Some(selected) => {
+                let (snapshots, reparse) = tokio::select! {
+                    biased;
+                    () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
+                    applied = selected.applied(snapshots) => applied?,
+                };
                 self.log.debug(|| {
                     format!(
-                        "{} v{}: answered from the type-through cache",
-                        uri.as_str(),
-                        document.version
+                        "{} v{version}: the selected completion item applied, {reparse}",
+                        uri.as_str()
                     )
                 });
-                return Ok(Some(response(&rope, &shown_at, encoding, &texts)));
+                snapshots
             }
-        }
+            None => snapshots,
+        };
 
         let stream = (settings.stream_steps && selected.is_none()).then(|| {
             self.drafts.start(StreamTarget {
                 uri: uri.clone(),
-                version: document.version,
+                version,
                 position,
                 kind: DraftKind::Inline,
             })
         });
         let streaming = stream.is_some();
-        let (snapshots, job_cursor) = match &selected {
-            Some(selected) => selected.applied(snapshots),
-            None => (snapshots, cursor),
-        };
         // Under the cache's lock, as a model switch clears it and queues the load: a job queued
         // before the load has the generation from before the clear.
         let (generation, answer) = {
             let type_through = self.type_through();
             let answer = self.inference.submit(Job {
                 snapshots,
-                cursor: job_cursor,
+                cursor: asked_cursor,
                 candidates,
                 settings,
                 cancel: token.flag(),
@@ -186,15 +219,12 @@ impl Server {
         }
         match answer {
             Ok(suggestions) => {
-                if selected.is_none() {
-                    self.type_through().remember(
-                        &key,
-                        &rope,
-                        cursor,
-                        (&suggestions.texts, candidates),
-                        generation,
-                    );
-                }
+                self.type_through().remember(
+                    &key,
+                    (basis, &asked, asked_cursor),
+                    (&suggestions.texts, candidates),
+                    generation,
+                );
                 self.next_edits.inline_answered(
                     &key,
                     edited_at,
@@ -264,16 +294,81 @@ impl Selected {
         })
     }
 
-    /// `snapshots` with the item accepted, and the cursor after it. The document's tree is of
-    /// the text without it: the context layer parses around the cursor instead.
-    fn applied(&self, mut snapshots: Snapshots) -> (Snapshots, usize) {
-        let document = &mut snapshots.document;
-        let rope = &mut document.rope;
+    /// The document's text with the item accepted, and the cursor after it.
+    fn apply(&self, rope: &Rope) -> (Rope, usize) {
+        let mut rope = rope.clone();
         let (start, end) = (rope.byte_to_char(self.start), rope.byte_to_char(self.end));
         rope.remove(start..end);
         rope.insert(start, &self.text);
-        document.tree = None;
-        (snapshots, self.start + self.text.len())
+        (rope, self.start + self.text.len())
+    }
+
+    /// `snapshots` with the item accepted ([`Selected::apply`]), the document's tree edited and
+    /// re-parsed to match on a blocking thread (a millisecond or so: the context layer's own
+    /// parse for want of a tree costs tens on the model's thread), within the budget a
+    /// snapshot's parse has; and how that went.
+    async fn applied(&self, mut snapshots: Snapshots) -> jsonrpc::Result<(Snapshots, Reparse)> {
+        let (bytes, text) = (self.start..self.end, self.text.clone());
+        let len = snapshots.document.rope.len_bytes() - bytes.len() + text.len();
+        if snapshots.document.tree.is_none() || !handed_over_whole(len) {
+            // Nothing to re-parse, or a tree the job would not use: the text alone, at once.
+            snapshots.document.tree = None;
+            snapshots.document = snapshots
+                .document
+                .replaced(bytes, &text, SNAPSHOT_PARSE_BUDGET);
+            return Ok((snapshots, Reparse::NoTree));
+        }
+        let started = Instant::now();
+        let reparsed = tokio::task::spawn_blocking(move || {
+            snapshots.document = snapshots
+                .document
+                .replaced(bytes, &text, SNAPSHOT_PARSE_BUDGET);
+            snapshots
+        })
+        .await;
+        match reparsed {
+            Ok(snapshots) => {
+                let reparse = match snapshots.document.tree {
+                    Some(_) => Reparse::Parsed(started.elapsed()),
+                    None => Reparse::OverBudget,
+                };
+                Ok((snapshots, reparse))
+            }
+            // A panic in the re-parse is a bug: it costs this answer, as one in the handler
+            // does (`inline_completion` catches it).
+            Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+            Err(_) => Err(jsonrpc::Error::request_cancelled()),
+        }
+    }
+}
+
+/// What became of the document's tree for a request with the suggest widget's item, for the
+/// debug log.
+enum Reparse {
+    /// Edited and re-parsed, in this long.
+    Parsed(Duration),
+    /// The snapshot had none up to date (or the text goes to the model as a window, without
+    /// one): the context layer parses around the cursor.
+    NoTree,
+    /// The re-parse ran over its budget: the context layer parses around the cursor.
+    OverBudget,
+}
+
+impl fmt::Display for Reparse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reparse::Parsed(took) => write!(
+                f,
+                "its tree edited and re-parsed in {:.1} ms",
+                took.as_secs_f64() * 1e3
+            ),
+            Reparse::NoTree => f.write_str("without a tree"),
+            Reparse::OverBudget => write!(
+                f,
+                "without a tree (its re-parse ran over {} ms)",
+                SNAPSHOT_PARSE_BUDGET.as_millis()
+            ),
+        }
     }
 }
 
@@ -434,8 +529,7 @@ mod tests {
         let shown = [shown.to_string()];
         cache.remember(
             &key,
-            &snapshots.document.rope,
-            cursor,
+            (Basis::Document, &snapshots.document.rope, cursor),
             (&shown, 1),
             generation,
         );

@@ -8,6 +8,15 @@
 //! the start of a remembered suggestion, in which case the answer is that suggestion's rest.
 //! An explicit request for more candidates than the remembered answer was computed with (the
 //! "suggest now" key over an automatic suggestion) runs the model.
+//!
+//! A request made with the client's suggest widget open on an item (VS Code's
+//! `selectedCompletionInfo`) is computed on the document with the item applied, and its answer
+//! is remembered on that text, next to (not over) the last answer on the document's own text,
+//! which the user may still type through once the widget closes. Once the document holds the
+//! item's text (the user accepted it), a request there is answered from it, as if the user had
+//! typed the item's characters; and a request with the same item selected again (VS Code asks
+//! at each keystroke while the widget stays open) is looked up on the text with the item
+//! applied, so it is answered only where that text is the one remembered.
 
 use std::collections::HashMap;
 
@@ -18,7 +27,17 @@ use super::document_key::DocumentKey;
 /// How much text on each side of the anchor must be unchanged for the old answer to stand.
 const GUARD_BYTES: usize = 256;
 
+/// Which text a suggestion was computed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The document's own.
+    Document,
+    /// The document with the item selected in the client's suggest widget applied.
+    Item,
+}
+
 struct Shown {
+    basis: Basis,
     anchor: usize,
     before: Vec<u8>,
     after: Vec<u8>,
@@ -27,10 +46,10 @@ struct Shown {
     asked: usize,
 }
 
-/// The last model answer per document.
+/// The last model answer per document and [`Basis`], the latest first.
 #[derive(Default)]
 pub struct TypeThrough {
-    shown: HashMap<DocumentKey, Shown>,
+    shown: HashMap<DocumentKey, Vec<Shown>>,
     /// Bumped by `clear`: an answer computed before a model switch must not be remembered
     /// when it arrives after it.
     generation: u64,
@@ -53,41 +72,47 @@ impl TypeThrough {
         self.generation += 1;
     }
 
-    /// Remembers the model's `texts` (best first) computed at byte offset `anchor` of `rope`
-    /// for a request that `asked` for that many candidates, unless the cache was cleared since
-    /// `generation` was taken.
+    /// Remembers the model's `texts` (best first) computed on `basis` at byte offset `anchor`
+    /// of `rope` (the text the model was asked about) for a request that `asked` for that many
+    /// candidates, in place of the last answer on the same basis, unless the cache was cleared
+    /// since `generation` was taken.
     pub fn remember(
         &mut self,
         key: &DocumentKey,
-        rope: &Rope,
-        anchor: usize,
+        (basis, rope, anchor): (Basis, &Rope, usize),
         (texts, asked): (&[String], usize),
         generation: Generation,
     ) {
         if generation != self.generation() {
             return;
         }
-        if texts.is_empty() {
-            self.shown.remove(key);
-            return;
+        let shown = self.shown.entry(key.clone()).or_default();
+        shown.retain(|shown| shown.basis != basis);
+        if !texts.is_empty() {
+            let start = anchor.saturating_sub(GUARD_BYTES);
+            let end = (anchor + GUARD_BYTES).min(rope.len_bytes());
+            shown.insert(
+                0,
+                Shown {
+                    basis,
+                    anchor,
+                    before: rope.bytes_at(start).take(anchor - start).collect(),
+                    after: rope.bytes_at(anchor).take(end - anchor).collect(),
+                    texts: texts.to_vec(),
+                    asked,
+                },
+            );
         }
-        let start = anchor.saturating_sub(GUARD_BYTES);
-        let end = (anchor + GUARD_BYTES).min(rope.len_bytes());
-        self.shown.insert(
-            key.clone(),
-            Shown {
-                anchor,
-                before: rope.bytes_at(start).take(anchor - start).collect(),
-                after: rope.bytes_at(anchor).take(end - anchor).collect(),
-                texts: texts.to_vec(),
-                asked,
-            },
-        );
+        if shown.is_empty() {
+            self.shown.remove(key);
+        }
     }
 
-    /// The rest of each remembered suggestion the user is typing through at `cursor`, best
-    /// first, for a request that asks for `asked` candidates; `None` when the model has to run
-    /// (also when the remembered ones were computed for fewer candidates).
+    /// The rest of each remembered suggestion the user is typing through at `cursor` of `rope`
+    /// (the text the request asks about: with its selected item applied, if it has one), best
+    /// first, for a request that asks for `asked` candidates; from the latest answer that
+    /// applies, whatever text it was computed on; `None` when the model has to run (also when
+    /// the remembered ones were computed for fewer candidates).
     pub fn answer(
         &self,
         key: &DocumentKey,
@@ -95,38 +120,52 @@ impl TypeThrough {
         cursor: usize,
         asked: usize,
     ) -> Option<Vec<String>> {
-        let shown = self.shown.get(key).filter(|shown| shown.asked >= asked)?;
-        let longest = shown.texts.iter().map(String::len).max()?;
-        if cursor < shown.anchor || cursor - shown.anchor >= longest || cursor > rope.len_bytes() {
+        self.shown
+            .get(key)?
+            .iter()
+            .filter(|shown| shown.asked >= asked)
+            .find_map(|shown| shown.rests(rope, cursor))
+    }
+
+    pub fn forget(&mut self, key: &DocumentKey) {
+        self.shown.remove(key);
+    }
+}
+
+impl Shown {
+    /// See [`TypeThrough::answer`].
+    fn rests(&self, rope: &Rope, cursor: usize) -> Option<Vec<String>> {
+        let longest = self.texts.iter().map(String::len).max()?;
+        if cursor < self.anchor || cursor - self.anchor >= longest || cursor > rope.len_bytes() {
             return None;
         }
-        let start = shown.anchor.checked_sub(shown.before.len())?;
+        let start = self.anchor.checked_sub(self.before.len())?;
         if !rope
             .bytes_at(start)
-            .take(shown.before.len())
-            .eq(shown.before.iter().copied())
+            .take(self.before.len())
+            .eq(self.before.iter().copied())
         {
             return None;
         }
         let typed: Vec<u8> = rope
-            .bytes_at(shown.anchor)
-            .take(cursor - shown.anchor)
+            .bytes_at(self.anchor)
+            .take(cursor - self.anchor)
             .collect();
         // What followed the anchor must still follow the cursor (only typing happened), up to
         // the end of the document if the guard reached it.
         let left = rope.len_bytes() - cursor;
-        let reached_end = shown.after.len() < GUARD_BYTES;
-        if left < shown.after.len() || (reached_end && left != shown.after.len()) {
+        let reached_end = self.after.len() < GUARD_BYTES;
+        if left < self.after.len() || (reached_end && left != self.after.len()) {
             return None;
         }
         if !rope
             .bytes_at(cursor)
-            .take(shown.after.len())
-            .eq(shown.after.iter().copied())
+            .take(self.after.len())
+            .eq(self.after.iter().copied())
         {
             return None;
         }
-        let rests: Vec<String> = shown
+        let rests: Vec<String> = self
             .texts
             .iter()
             .filter(|text| text.as_bytes().starts_with(&typed) && text.len() > typed.len())
@@ -135,10 +174,6 @@ impl TypeThrough {
             .map(str::to_string)
             .collect();
         (!rests.is_empty()).then_some(rests)
-    }
-
-    pub fn forget(&mut self, key: &DocumentKey) {
-        self.shown.remove(key);
     }
 }
 
@@ -161,7 +196,12 @@ mod tests {
         let mut cache = TypeThrough::default();
         let texts: Vec<String> = suggestions.iter().map(|s| s.to_string()).collect();
         let generation = cache.generation();
-        cache.remember(&key(), &rope, cursor, (&texts, 1), generation);
+        cache.remember(
+            &key(),
+            (Basis::Document, &rope, cursor),
+            (&texts, 1),
+            generation,
+        );
         cache
     }
 
@@ -223,7 +263,12 @@ mod tests {
         let (rope, cursor) = at("x$0");
         let mut cache = remembered("x$0", &["y"]);
         let generation = cache.generation();
-        cache.remember(&key(), &rope, cursor, (&[], 1), generation);
+        cache.remember(
+            &key(),
+            (Basis::Document, &rope, cursor),
+            (&[], 1),
+            generation,
+        );
         check(&cache, "x$0", None);
     }
 
@@ -238,14 +283,18 @@ mod tests {
         // A request that started before the switch answers after it: not remembered.
         cache.remember(
             &key(),
-            &rope,
-            cursor,
+            (Basis::Document, &rope, cursor),
             (&["old();".into()], 1),
             before_switch,
         );
         check(&cache, text, None);
         let generation = cache.generation();
-        cache.remember(&key(), &rope, cursor, (&["new();".into()], 1), generation);
+        cache.remember(
+            &key(),
+            (Basis::Document, &rope, cursor),
+            (&["new();".into()], 1),
+            generation,
+        );
         check(&cache, text, Some(&["new();"]));
     }
 
@@ -258,8 +307,48 @@ mod tests {
         let mut cache = cache;
         let generation = cache.generation();
         let texts = ["vec![];".to_string(), "Vec::new();".to_string()];
-        cache.remember(&key(), &rope, cursor, (&texts, 3), generation);
+        cache.remember(
+            &key(),
+            (Basis::Document, &rope, cursor),
+            (&texts, 3),
+            generation,
+        );
         assert_eq!(cache.answer(&key(), &rope, cursor, 3).unwrap(), texts);
         assert_eq!(cache.answer(&key(), &rope, cursor, 1).unwrap(), texts);
+    }
+
+    /// An answer computed with the suggest widget's item applied stands next to the one on the
+    /// document's own text: each answers where the text is its own, the latest first.
+    #[test]
+    fn an_answer_with_the_item_applied_stands_next_to_the_documents_own() {
+        let with_item = "fn f() {\n    let x = drop_in_place$0\n}\n";
+        let mut cache = remembered("fn f() {\n    let x = dr$0\n}\n", &["op(a);"]);
+        let generation = cache.generation();
+        let remember = |cache: &mut TypeThrough, basis, text, texts: &[String]| {
+            let (rope, cursor) = at(text);
+            cache.remember(&key(), (basis, &rope, cursor), (texts, 1), generation);
+        };
+        remember(&mut cache, Basis::Item, with_item, &["(p);".into()]);
+        // The item accepted, and typed through.
+        check(&cache, with_item, Some(&["(p);"]));
+        check(
+            &cache,
+            "fn f() {\n    let x = drop_in_place($0\n}\n",
+            Some(&["p);"]),
+        );
+        // Another item, or the same one inserted before the rest of a word: not its text.
+        check(&cache, "fn f() {\n    let x = drop_in$0\n}\n", None);
+        check(&cache, "fn f() {\n    let x = drop_in_place$0op\n}\n", None);
+        // The document's own answer is still there for the user typing on without the item.
+        check(&cache, "fn f() {\n    let x = dro$0\n}\n", Some(&["p(a);"]));
+        // Where both apply, the latest answers.
+        let own = "fn f() {\n    let x = drop$0\n}\n";
+        remember(&mut cache, Basis::Document, own, &["_in_place(c);".into()]);
+        check(&cache, with_item, Some(&["(c);"]));
+        remember(&mut cache, Basis::Item, with_item, &["(a, b);".into()]);
+        check(&cache, with_item, Some(&["(a, b);"]));
+        // An item that gets no suggestion forgets only the item's answer.
+        remember(&mut cache, Basis::Item, with_item, &[]);
+        check(&cache, with_item, Some(&["(c);"]));
     }
 }

@@ -257,6 +257,50 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// A snapshot with a replacement the client never sent (the suggest widget's item) has
+    /// the replaced text and its tree edited and re-parsed to match: tree-sitter's own
+    /// incremental parse of the same edit on a string, and a fresh parse where the text parses
+    /// without errors (what the context layer would make for want of a tree).
+    #[test]
+    fn a_snapshot_with_a_replacement_has_the_tree_of_the_replaced_text(
+        initial in proptest::collection::vec(piece(), 0..20),
+        edits in edits(),
+    ) {
+        let text = initial.concat();
+        let mut doc = Document::new(uri(), "rust", 0, &text, 0);
+        let edit = &edits[0];
+        let chars = text.chars().count();
+        let start = match edit.anchor { 0 => 0, 1 => chars, _ => snap(&text, edit.start.min(chars)) };
+        let end = snap(&text, (start + edit.len).min(chars)).max(start);
+        let byte = |char_idx| text.char_indices().nth(char_idx).map_or(text.len(), |(b, _)| b);
+        let (bs, be) = (byte(start), byte(end));
+        let mut replaced = text.clone();
+        replaced.replace_range(bs..be, &edit.text);
+        let mut oracle = StringTree::new(&text);
+        oracle.edit(&text, bs..be, &edit.text, &replaced);
+        oracle.reparse(&replaced);
+
+        doc.parse_pending();
+        let snapshot = doc.snapshot().replaced(bs..be, &edit.text, Duration::from_secs(60));
+        prop_assert_eq!(snapshot.rope.to_string(), replaced.clone());
+        let tree = snapshot.tree.expect("re-parsed within the budget");
+        prop_assert_eq!(nodes(&tree), nodes(&oracle.tree));
+        let fresh = redraft_context::parse_rust(&replaced).unwrap();
+        if !fresh.root_node().has_error() {
+            prop_assert_eq!(sexp(&tree), sexp(&fresh));
+        }
+        // Without a tree (not parsed in time, another language), only the text is replaced.
+        let mut bare = doc.snapshot();
+        bare.tree = None;
+        let bare = bare.replaced(bs..be, &edit.text, Duration::from_secs(60));
+        prop_assert_eq!(bare.rope.to_string(), replaced);
+        prop_assert!(bare.tree.is_none());
+    }
+}
+
 /// A parse cut by its budget leaves the document without a tree, and the next parse
 /// finishes it: resumed where the text is the same, started over from the edited tree where
 /// it changed (tree-sitter's progress is on the old text then), either way the tree of a

@@ -1,7 +1,10 @@
 //! The `backend` setting: inline completions filled by another process's model over HTTP, the
-//! same plan and post-processing around it; a backend that fails costs that request only.
+//! same plan and post-processing around it; a backend that fails costs that request only. The
+//! fake backend also shows the tests each prompt and how often the model ran: the suggest
+//! widget's item, its type-through and its tree are tested here.
 
 use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 
@@ -164,6 +167,167 @@ async fn a_suggestion_extends_the_item_selected_in_the_suggest_widget() {
             "{answer}"
         );
     }
+    lsp.shutdown().await;
+}
+
+/// A session on the fake backend answering `middle`, with the debug log on.
+async fn on_fake_backend(middle: &'static str) -> (Lsp, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let (url, seen) = redraft_tests::fake_openai::start(middle);
+    let lsp = Lsp::start(Start {
+        options: json!({
+            "effort": "low", "maxTokens": 12, "logLevel": "debug",
+            "backend": {"url": url, "model": "fake-coder", "template": "qwen"},
+        }),
+        ..Start::default()
+    })
+    .await;
+    (lsp, seen)
+}
+
+/// The answer to an automatic request at `line`:`character` of `uri` with the suggest widget
+/// open on an item: `text` over `line`:`start`..`end`.
+async fn with_item(
+    lsp: &Lsp,
+    uri: &str,
+    [line, character]: [u32; 2],
+    (start, end, text): (u32, u32, &str),
+) -> serde_json::Value {
+    lsp.send::<super::client::InlineCompletion>(json!({
+        "textDocument": {"uri": uri},
+        "position": {"line": line, "character": character},
+        "context": {"triggerKind": 2, "selectedCompletionInfo": {
+            "range": {"start": {"line": line, "character": start}, "end": {"line": line, "character": end}},
+            "text": text,
+        }},
+    }))
+    .await
+    .answer()
+    .await
+    .unwrap()
+}
+
+/// One item inserted over `line`:`start`..`end`, as the answers' JSON has it.
+fn item(text: &str, line: u32, [start, end]: [u32; 2]) -> serde_json::Value {
+    json!({
+        "insertText": text,
+        "range": {"start": {"line": line, "character": start}, "end": {"line": line, "character": end}},
+    })
+}
+
+/// The suggestion shown with the suggest widget's item is remembered on the text with the item
+/// applied: once the user accepts the item, the request at the cursor after it is answered from
+/// the type-through cache, as if the user had typed the item, and the model does not run again.
+#[tokio::test]
+async fn the_suggestion_shown_with_a_selected_item_is_typed_through_once_it_is_accepted() {
+    let (lsp, seen) = on_fake_backend("(items);").await;
+    let runs = || seen.lock().unwrap().len();
+    // The user has typed `dr`; the widget's item is `drop_in_place`.
+    lsp.open(URI, "rust", "fn main() {\n    dr\n}\n");
+    let answer = with_item(&lsp, URI, [1, 6], (4, 6, "drop_in_place")).await;
+    assert_eq!(
+        items(&answer),
+        [item("drop_in_place(items);", 1, [4, 6])],
+        "{answer}"
+    );
+    assert_eq!(runs(), 1);
+    // The item accepted, then the suggestion typed through.
+    lsp.change(URI, 1, [[1, 4], [1, 6]], "drop_in_place");
+    let answer = lsp.inline(URI, 1, 17, false).await.answer().await.unwrap();
+    assert_eq!(items(&answer), [item("(items);", 1, [17, 17])], "{answer}");
+    lsp.change(URI, 2, [[1, 17], [1, 17]], "(");
+    let answer = lsp.inline(URI, 1, 18, false).await.answer().await.unwrap();
+    assert_eq!(items(&answer), [item("items);", 1, [18, 18])], "{answer}");
+    assert_eq!(runs(), 1, "answered from the type-through cache");
+    lsp.shutdown().await;
+}
+
+/// VS Code asks again at each keystroke while its suggest widget stays on an item: the text with
+/// the item applied is the same, and so is the answer, from the type-through cache.
+#[tokio::test]
+async fn the_same_item_asked_about_again_as_the_user_types_is_answered_without_the_model() {
+    let (lsp, seen) = on_fake_backend("(items);").await;
+    let runs = || seen.lock().unwrap().len();
+    lsp.open(URI, "rust", "fn main() {\n    dr\n}\n");
+    with_item(&lsp, URI, [1, 6], (4, 6, "drop_in_place")).await;
+    assert_eq!(runs(), 1);
+    lsp.change(URI, 1, [[1, 6], [1, 6]], "o");
+    let answer = with_item(&lsp, URI, [1, 7], (4, 7, "drop_in_place")).await;
+    assert_eq!(
+        items(&answer),
+        [item("drop_in_place(items);", 1, [4, 7])],
+        "{answer}"
+    );
+    assert_eq!(runs(), 1, "answered from the type-through cache");
+    lsp.shutdown().await;
+}
+
+/// The answer remembered with an item serves only the text with that item, and an answer on the
+/// document's own text serves an item only where the item makes the text one it types through:
+/// everywhere else the model runs.
+#[tokio::test]
+async fn a_selected_items_suggestion_serves_only_the_text_with_that_item() {
+    let (lsp, seen) = on_fake_backend("(items);").await;
+    let runs = || seen.lock().unwrap().len();
+    let text = "fn main() {\n    drop\n}\n";
+    // The item replaces the word the cursor is in (VS Code's replace mode), but the client
+    // inserts it before the word's rest (insert mode): `drop_in_placeop`.
+    let replaces = "file:///tmp/replaces.rs";
+    lsp.open(replaces, "rust", text);
+    with_item(&lsp, replaces, [1, 6], (4, 8, "drop_in_place")).await;
+    assert_eq!(runs(), 1);
+    lsp.change(replaces, 1, [[1, 4], [1, 6]], "drop_in_place");
+    let answer = lsp
+        .inline(replaces, 1, 17, false)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    assert_eq!(runs(), 2, "the model ran: {answer}");
+
+    // Another item accepted than the one the suggestion was shown with.
+    let other = "file:///tmp/other.rs";
+    lsp.open(other, "rust", text);
+    with_item(&lsp, other, [1, 8], (4, 8, "drop_in_place")).await;
+    lsp.change(other, 1, [[1, 4], [1, 8]], "drop_in");
+    lsp.inline(other, 1, 11, false)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    assert_eq!(runs(), 4, "the model ran");
+
+    // A suggestion on the document's own text (`(items);` after `drop`) is not the item's.
+    let own = "file:///tmp/own.rs";
+    lsp.open(own, "rust", text);
+    lsp.inline(own, 1, 8, false).await.answer().await.unwrap();
+    assert_eq!(runs(), 5);
+    let answer = with_item(&lsp, own, [1, 8], (4, 8, "drop_in_place")).await;
+    assert_eq!(runs(), 6, "the model ran: {answer}");
+    lsp.shutdown().await;
+}
+
+/// The job for a request with the suggest widget's item gets the document's tree edited for the
+/// item and re-parsed (rather than none, which leaves the context layer a whole parse to make
+/// on the model's thread), and is planned as the same text with the item typed: the same prompt.
+#[tokio::test]
+async fn a_selected_item_gets_the_documents_tree_edited_and_the_prompt_of_the_text_with_it() {
+    let (lsp, seen) = on_fake_backend("(items);").await;
+    let text = "fn main() {\n    let items = [1, 2];\n    dr\n}\n";
+    lsp.open(URI, "rust", text);
+    with_item(&lsp, URI, [2, 6], (4, 6, "drop")).await;
+    let logged = lsp
+        .wait_for_log(|m| m.contains("the selected completion item applied"))
+        .await;
+    assert!(
+        logged.contains("its tree edited and re-parsed in"),
+        "{logged}"
+    );
+    let with_item = last_prompt(&seen);
+    // The same text typed, in a document of its own (closed first: not a neighbour).
+    lsp.notify::<super::client::DidClose>(json!({"textDocument": {"uri": URI}}));
+    lsp.open(URI, "rust", &text.replace("    dr\n", "    drop\n"));
+    lsp.inline(URI, 2, 8, false).await.answer().await.unwrap();
+    assert_eq!(with_item, last_prompt(&seen));
     lsp.shutdown().await;
 }
 
