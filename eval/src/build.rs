@@ -6,7 +6,7 @@
 pub mod from_dir;
 pub mod humanevalpack;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -87,6 +87,21 @@ pub fn humanevalpack(
                 message: format!(
                     "`{}` needs a `canonical_solution` and a `test`: the builder keeps only cuts the tests can tell apart",
                     problem.task_id
+                ),
+            });
+        }
+    }
+    // Two problems with one id would give a set with every cut of it twice, which `eval`
+    // refuses: said now, before the checks run.
+    let mut ids: HashMap<&str, &str> = HashMap::new();
+    for problem in &problems {
+        if let Some(first) = ids.insert(problem.short_id(), &problem.task_id) {
+            return Err(Error::Input {
+                path: input.to_path_buf(),
+                message: format!(
+                    "`{}` and `{first}` would both be cut into tasks `<set>/{}/...`: each problem needs its own id",
+                    problem.task_id,
+                    problem.short_id()
                 ),
             });
         }

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -270,8 +270,8 @@ pub fn evaluate(
 /// The results already in `out/results_file` (JSONL, one result per line), by `key`, after
 /// checking that `out/run.json` says they belong to `identity` (a fresh directory gets one): a
 /// directory holding another run's results, or results without a `run.json`, is refused. The
-/// FIM and the next-edit runs both resume through this. A last line cut short by a crash is
-/// dropped (its item is redone).
+/// FIM and the next-edit runs both resume through this. A last line cut short by a stop is
+/// dropped from the file (its item is redone).
 pub fn resume<I, R>(
     out: &Path,
     results_file: &str,
@@ -324,22 +324,41 @@ where
     if !results_path.is_file() {
         return Ok(HashMap::new());
     }
-    let text = std::fs::read_to_string(&results_path).map_err(|e| Error::io(&results_path, e))?;
+    let bytes = std::fs::read(&results_path).map_err(|e| Error::io(&results_path, e))?;
+    // A stop mid-write (Ctrl-C, a crash, a full disk) leaves the last line without its newline,
+    // whole or cut short (perhaps inside a character). Results appended after it would join it
+    // into one line no later run could read, and lose the result appended: the file is cut
+    // back to its whole lines, and a last result that is whole gets its newline.
+    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let (lines, tail) = bytes.split_at(whole);
     let mut results = HashMap::new();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    for (i, line) in lines.iter().enumerate() {
-        match serde_json::from_str::<R>(line) {
+    for (i, line) in lines.split(|&b| b == b'\n').enumerate() {
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        let result = serde_json::from_slice::<R>(line).map_err(|e| Error::Input {
+            path: results_path.clone(),
+            message: format!("line {}: {e}", i + 1),
+        })?;
+        results.insert(key(&result).to_string(), result);
+    }
+    if !tail.trim_ascii().is_empty() {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .open(&results_path)
+            .map_err(|e| Error::io(&results_path, e))?;
+        let repaired = match serde_json::from_slice::<R>(tail) {
             Ok(result) => {
                 results.insert(key(&result).to_string(), result);
+                file.seek(std::io::SeekFrom::End(0))
+                    .and_then(|_| file.write_all(b"\n"))
             }
-            Err(_) if i + 1 == lines.len() => {} // cut short by a stop mid-write
-            Err(e) => {
-                return Err(Error::Input {
-                    path: results_path,
-                    message: format!("line {}: {e}", i + 1),
-                })
-            }
-        }
+            // Its item is redone.
+            Err(_) => file.set_len(whole as u64),
+        };
+        repaired
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Error::io(&results_path, e))?;
     }
     Ok(results)
 }

@@ -100,18 +100,45 @@ pub fn read_tasks(path: &Path) -> Result<Vec<Task>> {
     Ok(rows)
 }
 
-/// Reads any JSONL file (plain or gzip) into `T`s.
+/// Reads any JSONL file (plain or gzip) into `T`s. Every mistake names its line: one that is not
+/// JSON or not an object, bytes that are not UTF-8 (serde says where in the line), a gzip stream
+/// that ends early (a file cut short, whose lines before it are no whole task set).
 pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let reader = open_maybe_gzip(path)?;
+    let mut reader = open_maybe_gzip(path)?;
     let mut rows = Vec::new();
-    for (index, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| Error::io(path, e))?;
-        if line.trim().is_empty() {
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line).map_err(|e| Error::Input {
+            path: path.to_path_buf(),
+            message: match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => format!(
+                    "line {number}: {e}: the gzip file is cut short (an interrupted download or copy?)"
+                ),
+                _ => format!("line {number}: {e}"),
+            },
+        })?;
+        if read == 0 {
+            break;
+        }
+        let mut text = line.trim_ascii();
+        if number == 1 {
+            // A byte-order mark, as some Windows editors save UTF-8.
+            text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+        }
+        if text.is_empty() {
             continue;
         }
-        let row = serde_json::from_str(&line).map_err(|e| Error::Input {
+        // serde takes a JSON array for a struct too, field by field in order.
+        if !text.starts_with(b"{") {
+            return Err(Error::Input {
+                path: path.to_path_buf(),
+                message: format!("line {number}: not a JSON object (one row per line)"),
+            });
+        }
+        let row = serde_json::from_slice(text).map_err(|e| Error::Input {
             path: path.to_path_buf(),
-            message: format!("line {}: {e}", index + 1),
+            message: format!("line {number}: {e}"),
         })?;
         rows.push(row);
     }

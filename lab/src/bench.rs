@@ -238,6 +238,12 @@ fn is_model_dir(config: &str) -> bool {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Read now: a file that cannot be timed is said before minutes of measuring, not after.
+    let fim = if args.fim_cuts > 0 {
+        rest_of_line_cuts(&args)?
+    } else {
+        None
+    };
     // The anchors' share of the peak is the CPU's; a model directory alone does not need it.
     let peak = if args.configs.iter().all(|c| is_model_dir(c)) {
         f64::NAN
@@ -371,10 +377,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "cached_step_ms": step_ms, "end_to_end": e2e, "pytorch": torch,
         }));
     }
-    let completions = if args.fim_cuts > 0 {
-        real_completions(&args)?
-    } else {
-        serde_json::Value::Null
+    let completions = match fim {
+        Some(cuts) => real_completions(&args, &cuts)?,
+        None => serde_json::Value::Null,
     };
     let report = json!({"matmul_peak_gflops": peak, "configs": report, "completions": completions});
     if let Some(out) = &args.out {
@@ -526,22 +531,36 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
     }))
 }
 
-/// Rest-of-line completions with a real model: latency, model calls and tokens per call at each
-/// effort, and how often the line came out exactly (a speed report, not the eval).
-fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
-    let file = args
-        .fim_file
-        .clone()
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src/sampler.rs"));
-    let Ok(text) = std::fs::read_to_string(&file) else {
-        stderr_line(format_args!(
-            "warning: no completions timed: cannot read {}",
-            file.display()
-        ));
-        return Ok(serde_json::Value::Null);
+/// The file `real_completions` cuts and its rest-of-line cuts (cursor, end of line).
+struct Cuts {
+    file: PathBuf,
+    text: String,
+    cuts: Vec<(usize, usize)>,
+}
+
+/// `--fim-file`'s rest-of-line cuts: lines after the first with some code after their
+/// indentation, spread evenly over the file. A file given that cannot be read or has no such line is an error; the
+/// default (this repository's sampler.rs) is skipped with a warning where the binary runs
+/// without its sources.
+fn rest_of_line_cuts(args: &Args) -> anyhow::Result<Option<Cuts>> {
+    let file = match &args.fim_file {
+        Some(file) => file.clone(),
+        None => {
+            let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src/sampler.rs");
+            if !file.is_file() {
+                stderr_line(format_args!(
+                    "warning: no completions timed: {} is not here (pass --fim-file)",
+                    file.display()
+                ));
+                return Ok(None);
+            }
+            file
+        }
     };
-    let engine = args.model.load()?;
-    // Lines with some code after their indentation, spread evenly over the file.
+    let bytes =
+        std::fs::read(&file).with_context(|| format!("reading --fim-file {}", file.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("--fim-file {} is not UTF-8 text", file.display()))?;
     let starts: Vec<usize> = text
         .match_indices('\n')
         .map(|(i, _)| i + 1)
@@ -552,8 +571,14 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
                 .is_some_and(|l| l.trim().len() >= 8)
         })
         .collect();
+    if starts.is_empty() {
+        bail!(
+            "--fim-file {}: no line (after the first) with 8 characters of code or more to cut",
+            file.display()
+        );
+    }
     let step = (starts.len() / args.fim_cuts.max(1)).max(1);
-    let cuts: Vec<(usize, usize)> = starts
+    let cuts = starts
         .iter()
         .step_by(step)
         .take(args.fim_cuts)
@@ -563,6 +588,14 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
             (line + indent, end)
         })
         .collect();
+    Ok(Some(Cuts { file, text, cuts }))
+}
+
+/// Rest-of-line completions with a real model: latency, model calls and tokens per call at each
+/// effort, and how often the line came out exactly (a speed report, not the eval).
+fn real_completions(args: &Args, cuts: &Cuts) -> anyhow::Result<serde_json::Value> {
+    let Cuts { file, text, cuts } = cuts;
+    let engine = args.model.load()?;
     redraft::to_stdout(|out| {
         writeln!(
             out,
@@ -582,7 +615,7 @@ fn real_completions(args: &Args) -> anyhow::Result<serde_json::Value> {
     let mut rows = vec![];
     for effort in [Effort::Low, Effort::Medium, Effort::High] {
         let (mut latencies, mut calls, mut slots, mut exact) = (vec![], 0, 0, 0);
-        for &(cursor, end) in &cuts {
+        for &(cursor, end) in cuts {
             let mut request = InfillRequest::new(&text[..cursor], &text[end..]);
             request.max_tokens = 24;
             request.sampler = SamplerConfig::effort(effort);

@@ -9,6 +9,7 @@ use redraft_eval::build::humanevalpack::Kind;
 use redraft_eval::build::BuildOptions;
 use redraft_eval::score::{Scorer, ScorerConfig};
 use redraft_eval::task::{write_jsonl, TaskLanguage};
+use redraft_runtime::sampler_args::parse_at_least_one;
 use redraft_runtime::stderr_line;
 
 /// What to cut tasks from.
@@ -58,12 +59,12 @@ pub struct Args {
     #[arg(long)]
     rust_deps: Option<PathBuf>,
     /// --from-dir: tasks sampled per file.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = parse_at_least_one)]
     per_file: usize,
     /// A seeded sample: --from-dir, at most this many tasks overall; humanevalpack-rust, at most
     /// this many cuts per set, sampled before the empty-middle check (e.g. 600 makes the
     /// multi-line set a few minutes to build instead of half an hour).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     max_tasks: Option<usize>,
 }
 

@@ -283,6 +283,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // Now, not after the tokenizer has been trained (a tokenizer-only run allocates none).
         check_attention_memory(config, &device)?;
     }
+    if !args.resume {
+        // Before the tokenizer is looked at: a run is not started over another one.
+        checkpoint::refuse_existing(&paths.out)?;
+    }
     let (base, tokenizer) = if args.resume {
         let state = checkpoint::load_state(&paths.out)?.with_context(|| {
             format!(

@@ -261,7 +261,9 @@ pub enum TokenizerSource {
     },
 }
 
-/// Puts the tokenizer at `paths.tokenizer()`, copying or training it, and returns it.
+/// Puts the tokenizer at `paths.tokenizer()`, copying or training it, and returns it (over the
+/// one there: a caller starting a run checks first that `paths.out` holds none,
+/// [`checkpoint::refuse_existing`]).
 pub fn prepare_tokenizer(paths: &TrainPaths, source: &TokenizerSource) -> TrainResult<Tokenizer> {
     let dest = paths.tokenizer();
     std::fs::create_dir_all(&paths.out).map_err(|e| TrainError::write(&paths.out, e))?;

@@ -114,6 +114,13 @@ pub fn build(root: &Path, options: &FromDirOptions) -> Result<Vec<Task>> {
             tasks.push(task(&relative, &text, &cut, options.context_bytes));
         }
     }
+    // An empty task set is no benchmark (`eval` refuses it): not written over the file asked for.
+    if tasks.is_empty() {
+        return Err(Error::Invalid(format!(
+            "no task could be cut from the .rs files under {}: each is too short, generated or not UTF-8",
+            root.display()
+        )));
+    }
     if let Some(max) = options.max_tasks {
         if tasks.len() > max {
             let mut rng = SplitMix64::new(options.seed);

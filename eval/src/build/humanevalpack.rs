@@ -50,8 +50,8 @@ impl Problem {
         }
     }
 
-    /// `Rust/12` -> `12`: the id without its first component.
-    fn short_id(&self) -> &str {
+    /// `Rust/12` -> `12`: the id without its first component, which the cuts' ids carry.
+    pub fn short_id(&self) -> &str {
         self.task_id
             .split_once('/')
             .map_or(self.task_id.as_str(), |(_, rest)| rest)

@@ -185,6 +185,55 @@ fn a_build_keeps_only_tasks_an_empty_middle_fails() {
     );
 }
 
+/// Two problems with one id (a file concatenated twice, or `Rust/12` and `Python/12`) would be
+/// cut into a set with every task id twice, which `eval` refuses: the build refuses it first,
+/// naming both, before any program runs or anything is written.
+#[test]
+fn problems_cut_to_the_same_task_ids_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let problems = problems();
+    let lines = |ids: [&str; 2]| -> String {
+        ids.iter()
+            .map(|id| {
+                let p = &problems[12];
+                serde_json::json!({
+                    "task_id": id, "prompt": p.prompt,
+                    "canonical_solution": p.canonical_solution, "test": p.test,
+                })
+                .to_string()
+                    + "\n"
+            })
+            .collect()
+    };
+    let scorer = crate::support::scorer(&[TaskLanguage::Rust]);
+    let options = BuildOptions {
+        kinds: vec![Kind::SingleLine],
+        seed: 0,
+        gzip: false,
+        jobs: 1,
+        max_tasks: None,
+    };
+    for (ids, says) in [
+        (["Rust/12", "Rust/12"], "`Rust/12` and `Rust/12` would both"),
+        (
+            ["Rust/12", "Python/12"],
+            "`Python/12` and `Rust/12` would both",
+        ),
+    ] {
+        let input = dir.path().join("twice.jsonl");
+        std::fs::write(&input, lines(ids)).unwrap();
+        let out = dir.path().join("out");
+        let error = redraft_eval::build::humanevalpack(&input, &out, &options, &scorer)
+            .map(|report| format!("built {:?}", report.sets))
+            .unwrap_or_else(|e| e.to_string());
+        assert!(
+            error.contains(says) && error.contains("tasks `<set>/12/...`"),
+            "{error}"
+        );
+        assert!(!out.exists(), "nothing written");
+    }
+}
+
 /// `--from-dir` on this repository's own engine sources: each cut is a syntax node (or the
 /// inside of one), the file is the cut put back together, and the sample is seeded.
 #[test]

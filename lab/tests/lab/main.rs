@@ -1,7 +1,8 @@
 //! `redraft-lab` end to end, one binary (one link on 2 cores): remote backends (`backend`), FIM
 //! and next-edit evaluation (`eval`, `eval_next_edit`; `eval_model`: a run tied to its model),
 //! GGUF conversion and scoring (`gguf`), llama.cpp parity (`llama_parity`), training (`train`)
-//! and training from a GGUF (`train_init`); and how its errors are printed (here).
+//! and training from a GGUF (`train_init`); and how its errors are printed and bad input told
+//! (here).
 
 mod backend;
 mod eval;
@@ -38,7 +39,7 @@ fn errors_are_printed_as_redraft_prints_them() {
 /// `bench` measures nothing), as clap says its own.
 #[test]
 fn flag_values_a_command_cannot_use_are_command_line_mistakes() {
-    let runs: [(&[&str], &str); 8] = [
+    let runs: [(&[&str], &str); 11] = [
         (
             &["logprobs", "--text", "x", "--max-tokens", "0"],
             "--max-tokens <MAX_TOKENS>",
@@ -63,6 +64,19 @@ fn flag_values_a_command_cannot_use_are_command_line_mistakes() {
         (
             &["bench", "--lengths", "512,16"],
             "a length of 64 tokens or more",
+        ),
+        // An empty task set, written over the --out file.
+        (
+            &["tasks", "--from-dir", "x", "--per-file", "0"],
+            "--per-file <PER_FILE>",
+        ),
+        (
+            &["tasks", "--from-dir", "x", "--max-tasks", "0"],
+            "--max-tasks <MAX_TASKS>",
+        ),
+        (
+            &["tasks", "humanevalpack-rust", "--max-tasks", "0"],
+            "--max-tasks <MAX_TASKS>",
         ),
         (
             &["bench", "--configs", "/nonexistent"],
@@ -129,5 +143,77 @@ fn results_stdout_cannot_take_are_an_error_and_a_closed_pipe_ends_quietly() {
     assert!(
         !stderr.contains("Error") && !stderr.contains("panicked"),
         "{stderr}"
+    );
+}
+
+/// A `--fim-file` the speed bench cannot cut rest-of-line completions from is an error naming
+/// it, said before anything is timed: one that cannot be read was a warning after minutes of
+/// measuring (exit 0, no completions timed), one without a line of code a panic.
+#[test]
+fn a_fim_file_the_bench_cannot_cut_is_an_error_before_any_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.rs");
+    std::fs::write(&short, "fn f() {}\n}\n").unwrap();
+    let latin1 = dir.path().join("latin1.rs");
+    std::fs::write(&latin1, b"// caf\xe9\nfn main() { let x = 1; }\n").unwrap();
+    let missing = dir.path().join("missing.rs");
+    let model = repo().join("assets/default-model");
+    for (file, says) in [
+        (
+            &short,
+            "no line (after the first) with 8 characters of code",
+        ),
+        (&latin1, "is not UTF-8 text"),
+        (&missing, "No such file or directory"),
+        (&dir.path().to_path_buf(), "Is a directory"),
+    ] {
+        let args = [
+            "bench",
+            "--configs",
+            path(&model),
+            "--lengths",
+            "64",
+            "--repeats",
+            "1",
+            "--python",
+            "none",
+            "--fim-file",
+            path(file),
+        ];
+        let out = redraft_tests::cli::lab(&args, "");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{file:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--fim-file {}", file.display())) && stderr.contains(says),
+            "{file:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "nothing was timed: {stderr}");
+    }
+}
+
+/// A tree no task can be cut from is an error naming it, and the task file `--out` names is
+/// left as it was: it was replaced by an empty one ("0 tasks"), which `eval` then refuses.
+#[test]
+fn a_tree_without_a_task_to_cut_leaves_the_task_file_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    std::fs::write(tree.join("empty.rs"), "\n").unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    std::fs::write(&tasks, "{\"task_id\": \"kept\"}\n").unwrap();
+    let args = ["tasks", "--from-dir", path(&tree), "--out", path(&tasks)];
+    let out = redraft_tests::cli::lab(&args, "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "no task could be cut from the .rs files under {}",
+            tree.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&tasks).unwrap(),
+        "{\"task_id\": \"kept\"}\n"
     );
 }

@@ -123,13 +123,30 @@ fn trains_a_model_that_completes_and_resumes() {
     assert!(completion["middle"].is_string());
     assert!(completion["tokens"].as_array().unwrap().len() <= 8);
 
-    let again = train(corpus.path(), &model, TINY);
-    assert!(!again.status.success());
-    assert!(
-        String::from_utf8_lossy(&again.stderr).contains("pass --resume"),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
+    // A fresh run into it is refused, whatever it was told of the tokenizer, before it writes
+    // any: `--tokenizer` replaced the run's tokenizer.json first (the run could no longer be
+    // resumed, nor its model complete), and a `--vocab-size` of another size was told to
+    // remove it.
+    let tokenizer = std::fs::read(model.join("tokenizer.json")).unwrap();
+    let other = repo().join("assets/default-model/tokenizer.json");
+    for extra in [
+        TINY,
+        &["--tokenizer", path(&other)],
+        &["--tokenizer", path(&other), "--tokenizer-only"],
+        &["--vocab-size", "500"],
+    ] {
+        let again = train(corpus.path(), &model, extra);
+        let stderr = String::from_utf8_lossy(&again.stderr);
+        assert_eq!(again.status.code(), Some(1), "{extra:?}: {stderr}");
+        assert!(
+            stderr.contains("already holds a checkpoint: pass --resume"),
+            "{extra:?}: {stderr}"
+        );
+        assert!(
+            std::fs::read(model.join("tokenizer.json")).unwrap() == tokenizer,
+            "{extra:?} replaced the run's tokenizer"
+        );
+    }
 
     let resumed = json_ok(&train(corpus.path(), &model, &["--resume", "--steps", "5"]));
     assert_eq!(resumed["step"], 5);

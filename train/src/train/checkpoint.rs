@@ -116,6 +116,18 @@ pub fn find(out: &Path) -> Option<PathBuf> {
         .find(|dir| dir.join(STATE_FILE).is_file())
 }
 
+/// Refuses to start a run in `out` when it holds one already (its checkpoint): nothing of it is
+/// to be written over, its tokenizer first, before the new run knows it cannot start.
+pub fn refuse_existing(out: &Path) -> TrainResult<()> {
+    match find(out) {
+        Some(dir) => Err(TrainError::Resume(format!(
+            "{} already holds a checkpoint: pass --resume to continue it, or choose another --out",
+            dir.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Reads the latest checkpoint's state (without its tensors).
 pub fn load_state(out: &Path) -> TrainResult<Option<TrainState>> {
     let Some(dir) = find(out) else {

@@ -216,12 +216,7 @@ impl InitCheckpoint {
     /// `paths.out` and returns it as read back. Refuses an output directory that already holds
     /// a checkpoint, before writing anything.
     pub fn write_tokenizer(&self, paths: &TrainPaths) -> TrainResult<Tokenizer> {
-        if let Some(dir) = checkpoint::find(&paths.out) {
-            return Err(TrainError::Resume(format!(
-                "{} already holds a checkpoint: pass --resume to continue it, or choose another --out",
-                dir.display()
-            )));
-        }
+        checkpoint::refuse_existing(&paths.out)?;
         std::fs::create_dir_all(&paths.out).map_err(|e| TrainError::write(&paths.out, e))?;
         let dest = paths.tokenizer();
         match &self.tokenizer_file {

@@ -422,12 +422,7 @@ impl Start {
                 train_seconds: state.train_seconds,
             });
         }
-        if let Some(dir) = checkpoint::find(out) {
-            return Err(TrainError::Resume(format!(
-                "{} already holds a checkpoint: pass --resume to continue it, or choose another --out",
-                dir.display()
-            )));
-        }
+        checkpoint::refuse_existing(out)?;
         let weights = match &config.init {
             Some(path) => {
                 controls.status(&format!("starting from the weights in {}", path.display()));
