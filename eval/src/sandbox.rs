@@ -3,18 +3,21 @@
 //! `exec` (address space, CPU seconds, processes, file size, open files, no core dumps), its own
 //! process group killed as a whole at a wall-clock deadline, a network namespace with nothing
 //! in it and a PID namespace where the kernel allows them, Landlock confinement where the
-//! kernel has it (`sandbox/confine.rs`: writes only in its directory, reads only the system's
-//! files and its toolchain's, no TCP, no signals out), and, when redraft runs as root, the uid
-//! of `nobody`.
+//! kernel has it and a seccomp filter (`sandbox/confine.rs`: writes only in its directory, reads
+//! only the system's files and its toolchain's, no TCP, no signals out, no Unix sockets, no
+//! mode or owner changes by path), and, when redraft runs as root, the uid of `nobody`.
 //!
 //! In a PID namespace the program runs under an init of its own (a fork of the sandbox's child,
 //! which waits for that init and ends as the program ended): when the program exits, its init
 //! exits and the kernel kills whatever else is in the namespace, so a daemon that left the
 //! process group (`setsid`, a double fork) dies with it; and the program can signal no process
-//! outside (`kill -9 -1` reaches only its own), though `/proc`, not mounted anew, lists them.
+//! outside (`kill -9 -1` reaches only its own); without Landlock, `/proc`, not mounted anew,
+//! still lists them.
 //!
 //! A wrong program here once grew to 10 GB; a looping one must not stall the run. Output goes
-//! to files (bounded by the file-size limit), never to pipes a stray grandchild could hold open.
+//! to files (bounded by the file-size limit), never to pipes a stray grandchild could hold open,
+//! and to files without a name, read back through this process's own descriptors: a program
+//! that puts a link where it sees an output file has this unconfined process follow nothing.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -93,15 +96,34 @@ pub struct Sandbox {
     /// no Landlock (or confining a child failed here): they then read and write what their uid
     /// may.
     pub landlock: Option<u32>,
+    /// Whether a seccomp filter refuses children what Landlock does not cover: Unix sockets,
+    /// and changing a file's mode or owner by its path (`sandbox/confine.rs`).
+    pub seccomp: bool,
 }
 
 /// Where a child may read and execute under Landlock besides its own directory (read, write,
-/// execute) and the system's programs and libraries: what its toolchain needs.
+/// execute) and the system's programs and libraries: what its toolchain needs. A path that
+/// would open too much is left out when a child is confined (`/`, a top-level directory, one
+/// that holds the child's directory or `$HOME`): an interpreter installed with such a prefix
+/// fails the scorer's check at start, rather than opening the user's files to every program.
 #[derive(Debug, Clone, Default)]
 pub struct Reach {
     /// Directories (everything beneath) or files: a sysroot, prebuilt crates, an interpreter's
     /// prefix.
     pub read: Vec<PathBuf>,
+}
+
+impl Reach {
+    /// The absolute paths of `paths`, each once.
+    pub fn new(paths: impl IntoIterator<Item = PathBuf>) -> Reach {
+        let mut read: Vec<PathBuf> = Vec::new();
+        for path in paths {
+            if path.is_absolute() && !read.contains(&path) {
+                read.push(path);
+            }
+        }
+        Reach { read }
+    }
 }
 
 /// How a child ended.
@@ -139,6 +161,7 @@ impl Sandbox {
                     pid_namespace,
                     root,
                     landlock: None,
+                    seccomp: false,
                 })
             })
             .find(probe)
@@ -147,13 +170,23 @@ impl Sandbox {
                 pid_namespace: false,
                 root,
                 landlock: None,
+                seccomp: false,
             });
         let confined = Sandbox {
             landlock: confine::kernel_abi(),
             ..found
         };
-        if confined.landlock.is_some() && probe(&confined) {
+        let found = if confined.landlock.is_some() && probe(&confined) {
             confined
+        } else {
+            found
+        };
+        let filtered = Sandbox {
+            seccomp: confine::syscall_filter().is_some(),
+            ..found
+        };
+        if filtered.seccomp && probe(&filtered) {
+            filtered
         } else {
             found
         }
@@ -182,7 +215,12 @@ impl Sandbox {
             Some(abi) => format!(
                 "Landlock ABI {abi} (writes only in its directory; reads only the system's and its toolchain's files)"
             ),
-            None => "NO filesystem confinement (no Landlock)".to_string(),
+            None => "NO filesystem confinement (Landlock absent or refused)".to_string(),
+        };
+        let calls = if self.seccomp {
+            "no Unix sockets, no chmod/chown by path (seccomp)"
+        } else {
+            "Unix sockets and chmod/chown NOT filtered (no seccomp filter)"
         };
         let user = if self.drops_to_nobody(limits) {
             "as nobody"
@@ -190,7 +228,7 @@ impl Sandbox {
             "as the invoking user"
         };
         format!(
-            "{network}, {files}, {user}, {:.0} s wall, {} s CPU, {} MiB address space",
+            "{network}, {files}, {calls}, {user}, {:.0} s wall, {} s CPU, {} MiB address space",
             limits.wall.as_secs_f64(),
             limits.cpu_seconds,
             limits.address_space >> 20
@@ -215,10 +253,16 @@ impl Sandbox {
             Some(_) => Some(confine::ruleset(dir, &reach.read).map_err(|e| Error::io(dir, e))?),
             None => None,
         };
-        let out_path = dir.join(".redraft-stdout");
-        let err_path = dir.join(".redraft-stderr");
-        let stdout = File::create(&out_path).map_err(|e| Error::io(&out_path, e))?;
-        let stderr = File::create(&err_path).map_err(|e| Error::io(&err_path, e))?;
+        // Files without a name (made and unlinked before the child starts): the program can
+        // write only through its descriptors, and there is no path for it to swap for a link
+        // that would have this (unconfined) process read or write some other file for it.
+        let unnamed =
+            |what: &str| tempfile::tempfile_in(dir).map_err(|e| Error::io(&dir.join(what), e));
+        let (mut stdout, mut stderr) = (unnamed("stdout")?, unnamed("stderr")?);
+        let (child_stdout, child_stderr) = (
+            stdout.try_clone().map_err(|e| Error::io(dir, e))?,
+            stderr.try_clone().map_err(|e| Error::io(dir, e))?,
+        );
         let mut command = Command::new(program);
         command
             .args(args)
@@ -226,8 +270,8 @@ impl Sandbox {
             .env_clear()
             .envs(env.iter().copied())
             .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
+            .stdout(child_stdout)
+            .stderr(child_stderr)
             .process_group(0);
         let setup = ChildSetup {
             network: self.network,
@@ -235,6 +279,7 @@ impl Sandbox {
             limits: *limits,
             nobody: self.drops_to_nobody(limits),
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            filter: confine::syscall_filter().filter(|_| self.seccomp),
         };
         // SAFETY: the closure only makes async-signal-safe system calls (unshare, setrlimit,
         // setgroups, setgid, setuid, prctl, landlock_restrict_self; for the PID namespace's init
@@ -283,8 +328,8 @@ impl Sandbox {
         });
         Ok(Exit {
             status,
-            stdout: read_ends(&out_path),
-            stderr: read_ends(&err_path),
+            stdout: read_ends(&mut stdout),
+            stderr: read_ends(&mut stderr),
             wall,
             cpu_limit_reached: cpu >= Duration::from_secs(limits.cpu_seconds.max(1)),
         })
@@ -321,6 +366,8 @@ struct ChildSetup {
     nobody: bool,
     /// The Landlock ruleset's descriptor, -1 for none.
     ruleset: libc::c_int,
+    /// The seccomp filter, built before the fork.
+    filter: Option<&'static [libc::sock_filter]>,
 }
 
 impl ChildSetup {
@@ -356,8 +403,12 @@ impl ChildSetup {
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            confine::no_new_privileges()?;
             if self.ruleset >= 0 {
                 confine::enforce(self.ruleset)?;
+            }
+            if let Some(filter) = self.filter {
+                confine::filter_syscalls(filter)?;
             }
             if flags & libc::CLONE_NEWPID != 0 {
                 return under_own_init();
@@ -545,13 +596,14 @@ fn exited_without_reaping(pid: libc::pid_t) -> bool {
 
 /// The file's text, or its first [`KEPT_OUTPUT`] and last [`KEPT_END`] bytes with a line
 /// saying how much was left out between them.
-fn read_ends(path: &Path) -> String {
-    let Ok(mut file) = File::open(path) else {
+fn read_ends(file: &mut File) -> String {
+    // The child wrote through a descriptor sharing this one's offset.
+    if file.rewind().is_err() {
         return String::new();
-    };
+    }
     let len = file.metadata().map_or(0, |m| m.len());
     let mut head = Vec::new();
-    let _ = (&mut file).take(KEPT_OUTPUT).read_to_end(&mut head);
+    let _ = file.by_ref().take(KEPT_OUTPUT).read_to_end(&mut head);
     if len <= KEPT_OUTPUT + KEPT_END {
         let _ = file.read_to_end(&mut head);
         return String::from_utf8_lossy(&head).into_owned();
@@ -568,7 +620,7 @@ fn read_ends(path: &Path) -> String {
     )
 }
 
-/// Starts `true` under `network` isolation; whether it ran.
+/// Starts `true` (or `sh -c :`) under `sandbox`'s isolation; whether it ran.
 fn probe(sandbox: &Sandbox) -> bool {
     let Ok(dir) = tempfile::tempdir() else {
         return false;
@@ -581,15 +633,20 @@ fn probe(sandbox: &Sandbox) -> bool {
         processes: 64,
         drop_privileges: false,
     };
-    let Some(truth) = ["/bin/true", "/usr/bin/true"]
-        .iter()
-        .map(Path::new)
-        .find(|p| p.exists())
-    else {
+    // `sh -c :` where there is no `true` at a fixed path (NixOS has only /bin/sh).
+    let shell: [&OsStr; 2] = ["-c".as_ref(), ":".as_ref()];
+    let Some((truth, args)) = [
+        ("/bin/true", &[][..]),
+        ("/usr/bin/true", &[]),
+        ("/bin/sh", &shell[..]),
+    ]
+    .into_iter()
+    .map(|(program, args)| (Path::new(program), args))
+    .find(|(program, _)| program.exists()) else {
         return false;
     };
     matches!(
-        sandbox.run(truth, &[], dir.path(), &[], &limits, &Reach::default()),
+        sandbox.run(truth, args, dir.path(), &[], &limits, &Reach::default()),
         Ok(Exit {
             status: Status::Exited(0),
             ..

@@ -177,6 +177,20 @@ impl Scorer {
             run_limits,
             done: Mutex::new(HashMap::new()),
         };
+        if let Some(python) = &scorer.python {
+            let verdict = scorer.execute(TaskLanguage::Python, &python::probe(), 1)?;
+            if verdict.outcome != Outcome::Pass {
+                return Err(Error::Toolchain {
+                    what: format!("python {}", python.path.display()),
+                    message: format!(
+                        "a known-good program did not pass ({}: {}) in the sandbox ({}): pass --python with an interpreter installed outside your home directory",
+                        verdict.outcome.name(),
+                        verdict.detail,
+                        scorer.sandbox.describe(&scorer.run_limits[&TaskLanguage::Python])
+                    ),
+                });
+            }
+        }
         if let Some(rust) = &scorer.rust {
             // About a second, once: a toolchain that cannot build a program that links every
             // crate is reported now, not as the model's compile errors.
@@ -185,9 +199,10 @@ impl Scorer {
                 return Err(Error::Toolchain {
                     what: format!("rustc {}", rust.rustc.display()),
                     message: format!(
-                        "a known-good program did not pass ({}: {}): the scoring toolchain is broken; rerun scripts/setup-eval",
+                        "a known-good program did not pass ({}: {}) in the sandbox ({}): the scoring toolchain is broken, or kept from files it needs; rerun scripts/setup-eval",
                         verdict.outcome.name(),
-                        verdict.detail
+                        verdict.detail,
+                        scorer.sandbox.describe(&rust::compile_limits())
                     ),
                 });
             }

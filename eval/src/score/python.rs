@@ -40,30 +40,47 @@ pub(crate) fn program(task: &Task, completion: &str) -> String {
     )
 }
 
+/// A program that imports what HumanEval's programs import and passes: run once when the scorer
+/// starts, so an interpreter the sandbox cannot run (a library it may not read) stops the run
+/// before any generation rather than failing every program.
+pub(crate) fn probe() -> String {
+    let task = Task {
+        task_id: "redraft/probe".into(),
+        prompt: "def f():\n".into(),
+        suffix: "\n".into(),
+        canonical_solution: String::new(),
+        test: "def check(candidate):\n    assert candidate() == 1\n".into(),
+        entry_point: "f".into(),
+        language: None,
+    };
+    let imports = "collections, functools, hashlib, heapq, itertools, json, math, re, string";
+    program(&task, &format!("    import {imports}\n    return 1"))
+}
+
 impl Python {
     /// `requested`, or `python3` on PATH, resolved to the real executable (a pyenv shim needs
-    /// environment the sandbox does not pass). As root, an interpreter `nobody` cannot execute
-    /// (one under /root) is swapped for /usr/bin/python3 when that exists, so programs still
-    /// run as `nobody`.
+    /// environment the sandbox does not pass). As root, programs run as `nobody`: an
+    /// interpreter `nobody` cannot execute (one under /root) is swapped for /usr/bin/python3,
+    /// and without that it is an error; a completion never runs as root.
     pub fn find(requested: Option<&Path>, sandbox: &Sandbox) -> Result<Python> {
         let requested = requested.unwrap_or(Path::new("python3"));
-        let found = resolve(requested)?;
-        if sandbox.root && !executable_by_others(&found.path) {
+        let path = executable(requested)?;
+        if sandbox.root && !executable_by_others(&path) {
             let system = Path::new("/usr/bin/python3");
-            if executable_by_others(system) {
-                return Ok(Python {
-                    runs_as_nobody: true,
-                    ..resolve(system)?
+            if !executable_by_others(system) {
+                return Err(Error::Toolchain {
+                    what: format!("python `{}`", path.display()),
+                    message: "as root, programs run as nobody, who cannot execute it (and there is no /usr/bin/python3): pass --python with an interpreter outside /root".into(),
                 });
             }
             return Ok(Python {
-                runs_as_nobody: false,
-                ..found
+                runs_as_nobody: true,
+                ..described(&executable(system)?)?
             });
         }
         Ok(Python {
             runs_as_nobody: sandbox.root,
-            ..found
+            ..described(&path)?
         })
     }
 
@@ -94,40 +111,76 @@ impl Python {
     }
 }
 
-/// The interpreter as it reports itself, run as programs are (`-s`: no user site-packages);
-/// `runs_as_nobody` false.
-fn resolve(python: &Path) -> Result<Python> {
-    let output = Command::new(python)
-        .args([
-            "-s",
-            "-c",
-            "import sys; print(sys.executable); print(sys.version.split()[0]); \
-             [print(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, \
-             sys.base_exec_prefix, *sys.path) if p.startswith('/')]",
-        ])
+/// The interpreter `python` starts (a pyenv shim, a name on PATH: with this process's
+/// environment, as a user would start it).
+fn executable(python: &Path) -> Result<PathBuf> {
+    let text = report(
+        Command::new(python),
+        python,
+        "import sys; print(sys.executable)",
+    )?;
+    match text.lines().next() {
+        Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
+        _ => Err(no_report(python, "")),
+    }
+}
+
+/// The interpreter at `path` as programs see it: run as they are (`-s`, the environment
+/// cleared: a `PYTHONPATH` or `PYTHONHOME` of this shell reaches no program, so it widens
+/// nothing they may read), its version and what it reads: the executable, its prefixes,
+/// libraries and module path. `runs_as_nobody` false.
+fn described(path: &Path) -> Result<Python> {
+    let mut command = Command::new(path);
+    command
+        .arg("-s")
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("LANG", "C.UTF-8");
+    let text = report(
+        command,
+        path,
+        "import os, sys, sysconfig; print(sys.version.split()[0]); \
+         paths = sysconfig.get_paths(); \
+         [print(p) for p in (os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, \
+         sys.exec_prefix, sys.base_exec_prefix, sysconfig.get_config_var('LIBDIR') or '', \
+         *(paths.get(k, '') for k in ('stdlib', 'platstdlib', 'purelib', 'platlib')), \
+         *sys.path) if p.startswith('/')]",
+    )?;
+    let mut lines = text.lines();
+    let version = lines
+        .next()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| no_report(path, ""))?;
+    Ok(Python {
+        path: path.to_path_buf(),
+        version: version.to_string(),
+        runs_as_nobody: false,
+        reach: Reach::new(lines.map(PathBuf::from)),
+    })
+}
+
+/// What `command` (the interpreter `python` with its arguments) prints for `code`.
+fn report(mut command: Command, python: &Path, code: &str) -> Result<String> {
+    let output = command
+        .args(["-c", code])
         .output()
         .map_err(|source| Error::Spawn {
             program: python.display().to_string(),
             source,
         })?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    let mut lines = text.lines();
-    match (output.status.success(), lines.next(), lines.next()) {
-        (true, Some(path), Some(version)) if !path.is_empty() => Ok(Python {
-            path: PathBuf::from(path),
-            version: version.to_string(),
-            runs_as_nobody: false,
-            reach: Reach {
-                read: lines.map(PathBuf::from).collect(),
-            },
-        }),
-        _ => Err(Error::Toolchain {
-            what: format!("python `{}`", python.display()),
-            message: format!(
-                "did not report its executable ({}); pass --python PATH",
-                String::from_utf8_lossy(&output.stderr).trim()
-            ),
-        }),
+    if !output.status.success() {
+        return Err(no_report(python, &String::from_utf8_lossy(&output.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn no_report(python: &Path, stderr: &str) -> Error {
+    Error::Toolchain {
+        what: format!("python `{}`", python.display()),
+        message: format!(
+            "did not report its executable ({}); pass --python PATH",
+            stderr.trim()
+        ),
     }
 }
 

@@ -141,7 +141,7 @@ fn a_seeded_sample_of_python_single_line_middles_pass() {
     assert_eq!(verdict.outcome, Outcome::TestFailure, "{verdict:?}");
 }
 
-fn rust_task() -> Task {
+pub(crate) fn rust_task() -> Task {
     Task {
         task_id: "Synthetic/1".into(),
         prompt: "fn f() -> u64 {\n".into(),
@@ -153,7 +153,7 @@ fn rust_task() -> Task {
     }
 }
 
-fn python_task() -> Task {
+pub(crate) fn python_task() -> Task {
     Task {
         task_id: "Synthetic/2".into(),
         prompt: "def f():\n".into(),
@@ -166,16 +166,26 @@ fn python_task() -> Task {
 }
 
 /// Tight limits so the runaway cases finish quickly.
-fn tight_scorer() -> Scorer {
+pub(crate) fn tight_scorer() -> Scorer {
+    scorer_of(Duration::from_secs(2))
+}
+
+/// The memory limit of [`tight_scorer`] with time to spare: a program filling its 512 MiB
+/// is slow to reach the limit on a loaded machine (two seconds were seen to run out first).
+fn memory_scorer() -> Scorer {
+    scorer_of(Duration::from_secs(10))
+}
+
+fn scorer_of(timeout: Duration) -> Scorer {
     let config = ScorerConfig {
-        timeout: Some(Duration::from_secs(2)),
+        timeout: Some(timeout),
         memory_mb: Some(512),
         ..crate::support::config()
     };
     Scorer::new(&config, &[TaskLanguage::Rust, TaskLanguage::Python]).unwrap()
 }
 
-fn check(scorer: &Scorer, task: &Task, completion: &str, expect: Outcome) -> Verdict {
+pub(crate) fn check(scorer: &Scorer, task: &Task, completion: &str, expect: Outcome) -> Verdict {
     let started = Instant::now();
     let language = task.language(None).unwrap();
     let verdict = scorer.score(task, language, completion).unwrap();
@@ -233,14 +243,15 @@ fn rust_outcomes_are_classified() {
         "    std::thread::sleep(std::time::Duration::from_secs(600)); 1",
         Outcome::Timeout,
     );
+    let memory = memory_scorer();
     check(
-        &scorer,
+        &memory,
         &task,
         "    let v = vec![7u8; 1 << 40]; v[0] as u64",
         Outcome::Memory,
     );
     check(
-        &scorer,
+        &memory,
         &task,
         "    let mut v = Vec::new(); loop { v.push(vec![1u8; 1 << 20]); if v.len() == usize::MAX { break v.len() as u64; } }",
         Outcome::Memory,
@@ -289,14 +300,15 @@ fn python_outcomes_are_classified() {
         "    import time; time.sleep(600)",
         Outcome::Timeout,
     );
+    let memory = memory_scorer();
     check(
-        &scorer,
+        &memory,
         &task,
         "    x = bytearray(10 ** 10); return 1",
         Outcome::Memory,
     );
     check(
-        &scorer,
+        &memory,
         &task,
         "    x = [bytearray(1 << 20) for _ in range(10 ** 6)]; return 1",
         Outcome::Memory,
@@ -359,143 +371,6 @@ fn programs_leave_nothing_behind_and_see_no_network() {
     if isolated {
         assert_eq!(verdict.outcome, Outcome::Pass, "{verdict:?}");
     }
-}
-
-/// A Python middle that tries `action` on `target` and returns 1 when the system refuses.
-fn refused(action: &str, target: &std::path::Path) -> String {
-    format!("    try:\n        ({action})({target:?})\n    except OSError:\n        return 1\n    return 0")
-}
-
-/// Under Landlock a program, and rustc compiling it, write only in the program's directory and
-/// read only there, in the system's programs and libraries and in their toolchain: not a file
-/// of another directory, however readable (the invoking user's files; to rustc running as
-/// root, /etc/shadow), nor /tmp or /dev/shm to write.
-#[test]
-fn programs_reach_only_their_own_files() {
-    use std::os::unix::fs::PermissionsExt;
-    let scorer = tight_scorer();
-    if scorer.sandbox().landlock.is_none() {
-        eprintln!("no Landlock here: programs reach what their uid may, not checked");
-        return;
-    }
-    // Open to everyone, so only the confinement keeps a program (as `nobody` or not) out.
-    let outside = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let secret = outside.path().join("secret");
-    std::fs::write(&secret, "x").unwrap();
-    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o666)).unwrap();
-
-    let task = python_task();
-    check(&scorer, &task, &refused("open", &secret), Outcome::Pass);
-    check(
-        &scorer,
-        &task,
-        &refused("__import__('os').remove", &secret),
-        Outcome::Pass,
-    );
-    let tag = std::process::id();
-    let written = [
-        outside.path().join("written"),
-        format!("/tmp/redraft-landlock-{tag}").into(),
-        format!("/dev/shm/redraft-landlock-{tag}").into(),
-    ];
-    for target in &written {
-        check(
-            &scorer,
-            &task,
-            &refused("lambda p: open(p, 'w').write('x')", target),
-            Outcome::Pass,
-        );
-        assert!(!target.exists(), "{} was written", target.display());
-    }
-    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "x");
-    // Its own directory is its to write and read; the interpreter's library is there to import.
-    check(
-        &scorer,
-        &task,
-        "    import json, subprocess\n    open('scratch', 'w').write('1')\n    return int(open('scratch').read())",
-        Outcome::Pass,
-    );
-
-    let task = rust_task();
-    let verdict = check(
-        &scorer,
-        &task,
-        &format!("    include_str!({secret:?}).len() as u64"),
-        Outcome::CompileError,
-    );
-    assert!(verdict.detail.contains("Permission denied"), "{verdict:?}");
-    check(
-        &scorer,
-        &task,
-        &format!("    std::fs::read({secret:?}).map_or(1, |_| 0)"),
-        Outcome::Pass,
-    );
-    let target = outside.path().join("from-rust");
-    check(
-        &scorer,
-        &task,
-        &format!("    std::fs::write({target:?}, b\"x\").map_or(1, |_| 0)"),
-        Outcome::Pass,
-    );
-    assert!(!target.exists());
-    check(
-        &scorer,
-        &task,
-        "    std::fs::write(\"scratch\", b\"1\").unwrap();\n    std::fs::read(\"scratch\").unwrap().len() as u64",
-        Outcome::Pass,
-    );
-}
-
-/// Where the kernel allows no namespace (a container's default seccomp profile), Landlock still
-/// keeps a program from TCP: it cannot reach a server listening on this machine.
-#[test]
-fn without_namespaces_landlock_keeps_tcp_out() {
-    if Sandbox::detect().landlock < Some(4) {
-        eprintln!("no Landlock TCP rules here (ABI 4), not checked");
-        return;
-    }
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let connect = format!(
-        "    import socket\n    try:\n        socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    except OSError:\n        return 1\n    return 0"
-    );
-    let sandbox = passes_on_a_thread_refusing(libc::SYS_unshare, connect, "no TCP (Landlock)");
-    assert_eq!(sandbox.network, Network::Shared, "{sandbox:?}");
-    drop(listener);
-}
-
-/// A machine where confining a child fails (Landlock refused) runs programs as before, and its
-/// reports say they are not confined.
-#[test]
-fn a_sandbox_that_cannot_confine_says_so_and_still_runs_programs() {
-    let sandbox = passes_on_a_thread_refusing(
-        libc::SYS_landlock_restrict_self,
-        "    return 1".into(),
-        "NO filesystem confinement",
-    );
-    assert_eq!(sandbox.landlock, None, "{sandbox:?}");
-}
-
-/// Scores `completion` of the Python task with a scorer made on a thread where the system call
-/// `nr` fails with EPERM (for the scorer's probes and its programs alike), checks that it
-/// passes and that every line of the scorer's report `says` so; the sandbox it found.
-#[track_caller]
-fn passes_on_a_thread_refusing(nr: libc::c_long, completion: String, says: &str) -> Sandbox {
-    let (sandbox, described, verdict) = std::thread::spawn(move || {
-        refuse_on_this_thread(nr, u32::MAX, libc::EPERM);
-        let scorer = tight_scorer();
-        let verdict = scorer.score(&python_task(), TaskLanguage::Python, &completion);
-        (*scorer.sandbox(), scorer.describe(), verdict.unwrap())
-    })
-    .join()
-    .unwrap();
-    assert_eq!(verdict.outcome, Outcome::Pass, "{verdict:?}");
-    assert!(
-        described.iter().all(|line| line.contains(says)),
-        "{described:?}"
-    );
-    sandbox
 }
 
 /// A corrupt prebuilt crate is the scorer's failure, never the model's compile errors: a
@@ -610,7 +485,7 @@ fn no_pid_namespace_keeps_the_network_namespace() {
 /// A seccomp filter on this thread (no TSYNC: inherited only by what it forks from now on)
 /// that fails the system call `nr` with `errno` where `arg0 & mask` is not 0 (a `mask` of
 /// `u32::MAX` fails every call but one with all low bits clear).
-fn refuse_on_this_thread(nr: libc::c_long, mask: u32, errno: i32) {
+pub(crate) fn refuse_on_this_thread(nr: libc::c_long, mask: u32, errno: i32) {
     let statement = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter {
         code: code as u16,
         jt,
