@@ -1,9 +1,18 @@
 //! A bracket scanner that skips strings and comments: enough lexing to tell whether a middle
 //! closes what it opens, without a parser (a middle is rarely a complete syntax tree). How a
 //! language writes its comments and strings is its [`Lexis`] (`crate::language` has one a
-//! language).
+//! language). Literals whose closer repeats their opener's word or level (here-documents, C++
+//! raw strings, Lua's long brackets) are `delimited`'s; whether a JavaScript `/` divides,
+//! `regex`'s.
+
+mod delimited;
+mod regex;
 
 use crate::Language;
+use delimited::{Delimiter, Heredoc, LineMatch};
+use regex::LastWord;
+
+pub(crate) use delimited::Heredocs;
 
 /// How a language writes comments and strings: what the scanner must know of it. The rows of
 /// `crate::language` spell each from [`Lexis::NONE`] or a family.
@@ -33,12 +42,20 @@ pub(crate) struct Lexis {
     pub(crate) quotes_start_tokens: bool,
     /// Rust: `'` is a char literal or a lifetime; `r"..."`, `br#"..."#` are raw strings.
     pub(crate) rust: bool,
-    /// Lua's long strings, `[[...]]`.
+    /// Lua's long brackets of any level: strings, `[[...]]`, `[==[...]==]`, and comments,
+    /// `--[[...]]`, `--[==[...]==]`.
     pub(crate) long_brackets: bool,
+    /// C++'s raw strings, `R"delim(...)delim"` (and `u8R`, `uR`, `UR`, `LR`).
+    pub(crate) cpp_raw_strings: bool,
+    /// Here-documents, and how they open: the body holds anything up to its terminator's line.
+    pub(crate) heredocs: Option<Heredocs>,
+    /// Ruby's percent literals, `%w[a b]`, `%Q[#{x}="y"]`, `%r{/(\w+)}`, where an operand starts:
+    /// their `#` is no comment, their quotes open no string.
+    pub(crate) percent_literals: bool,
     /// C#'s verbatim strings, `@"..."`.
     pub(crate) at_verbatim: bool,
     /// JavaScript's regular expressions, `/[(]/g`: a `/` where an operand may start (at a line's
-    /// start, or after an operator or an opener) opens one.
+    /// start, after an operator or an opener, or after a keyword such as `return`) opens one.
     pub(crate) regex_literals: bool,
 }
 
@@ -56,6 +73,9 @@ impl Lexis {
         quotes_start_tokens: false,
         rust: false,
         long_brackets: false,
+        cpp_raw_strings: false,
+        heredocs: None,
+        percent_literals: false,
         at_verbatim: false,
         regex_literals: false,
     };
@@ -84,6 +104,9 @@ impl Lexis {
             || self.verbatim_quotes.contains(&b)
             || (self.rust && matches!(b, b'r' | b'\''))
             || (self.long_brackets && b == b'[')
+            || (self.cpp_raw_strings && b == b'R')
+            || (self.heredocs.is_some() && b == b'<')
+            || (self.percent_literals && b == b'%')
             || (self.at_verbatim && b == b'@')
             || (self.regex_literals && b == b'/')
     }
@@ -110,18 +133,28 @@ pub(crate) struct Scanner {
     /// divides or opens a regular expression. Forgotten at a line's end, so that a scan resumed
     /// at a line start reads as one through it.
     previous_on_line: u8,
+    /// The last word read (kept where the lexis has regular expressions): `return /x/`.
+    word: LastWord,
+    /// A here-document opened on this line: its body starts at the line's end (none does where
+    /// that end is inside a string or comment).
+    heredoc_pending: Option<Heredoc>,
+    /// In a here-document's body: how far the line matches its terminator.
+    terminator: LineMatch,
 }
 
 /// Whether a point of the text is in code or inside a string or comment, and which kind (the
-/// quote and how many close it, a raw string's `#`s, a block comment's nesting): what the
-/// bracket scanner must know to go on from there. [`crate::Plan`] carries the one where the
-/// cursor's line starts, so post-processing reads the middle's quotes as the document does.
+/// quote and how many close it, a raw string's `#`s or delimiter, a block comment's nesting, a
+/// here-document's terminator): what the bracket scanner must know to go on from there.
+/// [`crate::Plan`] carries the one where the cursor's line starts, so post-processing reads the
+/// middle's quotes as the document does. A plain value (`Copy`, a few dozen bytes), meant for
+/// line starts: a here-document opened on a line starts its body at the line's end, which a
+/// mode taken before then does not know.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LexMode(Mode);
 
 impl LexMode {
     pub fn in_code(self) -> bool {
-        self.0 == Mode::Code
+        matches!(self.0, Mode::Code)
     }
 
     /// Where `text` in `language` leaves the scanner [`crate::plan`] reads a text with, going
@@ -136,7 +169,9 @@ impl LexMode {
     }
 }
 
+/// A tag byte first (`repr(u8)`): the scanner asks "in code?" of every token.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(u8)]
 enum Mode {
     #[default]
     Code,
@@ -149,10 +184,26 @@ enum Mode {
         quote: u8,
         count: u8,
     },
-    /// The same without escapes (Go's raw strings, shell's `'`, Lua's `[[`: `]` twice).
+    /// The same without escapes (Go's raw strings, shell's `'`, C#'s `@"`).
     Verbatim {
         quote: u8,
         count: u8,
+    },
+    /// A Lua long string or comment, closed by `]`, `level` `=`s and `]`.
+    LongBracket {
+        level: u32,
+        comment: bool,
+    },
+    /// A C++ raw string, closed by `)`, its delimiter and `"`: no escapes.
+    CppRaw(Delimiter),
+    /// A here-document's body, closed by the line holding its terminator.
+    Heredoc(Heredoc),
+    /// A Ruby percent literal, closed by `close` where the `open`s inside it (`%w[a [b]]`,
+    /// where `open` is no `close`) are closed: `depth` of them are open. Backslashes escape.
+    Percent {
+        open: u8,
+        close: u8,
+        depth: u32,
     },
     /// A Rust raw string (`r"..."`, `br#"..."#`), closed by `"` and `hashes` `#`: no escapes.
     RawStr {
@@ -175,6 +226,9 @@ impl Scanner {
             starts: language.token_starts(),
             previous: 0,
             previous_on_line: 0,
+            word: LastWord::default(),
+            heredoc_pending: None,
+            terminator: LineMatch::Indent,
         }
     }
 
@@ -202,23 +256,32 @@ impl Scanner {
     }
 
     pub(crate) fn in_code(&self) -> bool {
-        self.mode == Mode::Code
+        matches!(self.mode, Mode::Code)
     }
 
     pub(crate) fn feed(&mut self, text: &str) {
         let bytes = text.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
-            if self.mode == Mode::Code && !self.starts[usize::from(bytes[i])] {
-                // A run of plain code changes nothing but what was read last: passed at once
-                // (most of a text; the language server feeds up to 8 MiB a request).
-                let end = bytes[i..]
-                    .iter()
-                    .position(|&b| self.starts[usize::from(b)])
-                    .map_or(bytes.len(), |n| i + n);
-                self.read_plain(&bytes[i..end]);
-                i = end;
-                continue;
+            // A run of plain code, or of a literal's text, changes nothing but what was read
+            // last: passed at once (most of a text; the language server feeds up to 8 MiB a
+            // request). Not so the line end after a here-document's opener, which starts its
+            // body.
+            if self.heredoc_pending.is_none() {
+                let in_code = self.in_code();
+                let end = if in_code {
+                    bytes[i..]
+                        .iter()
+                        .position(|&b| self.starts[usize::from(b)])
+                        .map_or(bytes.len(), |n| i + n)
+                } else {
+                    self.literal_text_end(bytes, i)
+                };
+                if end > i {
+                    self.read_plain(&bytes[i..end], in_code);
+                    i = end;
+                    continue;
+                }
             }
             let was_code = self.in_code();
             i += self.step(bytes, i);
@@ -260,8 +323,41 @@ impl Scanner {
         None
     }
 
-    /// What [`Scanner::step`] keeps of a nonempty run of bytes read as plain code.
-    fn read_plain(&mut self, run: &[u8]) {
+    /// Where the text of the string or comment the scanner is in, from `bytes[i]`, runs up to: a
+    /// byte that may end or change it (a quote, an escape, a closer's first byte, a line break),
+    /// or `i` itself where every byte may (a regular expression, a here-document line that
+    /// may still be its terminator).
+    fn literal_text_end(&self, bytes: &[u8], i: usize) -> usize {
+        let rest = &bytes[i..];
+        let stop = |stops: &dyn Fn(u8) -> bool| rest.iter().position(|&b| stops(b));
+        let run = match self.mode {
+            Mode::LineComment => stop(&|b| b == b'\n'),
+            Mode::Str { quote, .. } => stop(&|b| b == quote || b == b'\\' || b == b'\n'),
+            Mode::Verbatim { quote, .. } => stop(&|b| b == quote || b == b'\n'),
+            Mode::RawStr { .. } => stop(&|b| b == b'"'),
+            Mode::BlockComment(_) => match self.lexis.block_comment {
+                Some((open, close)) => {
+                    let (open, close) = (open.as_bytes()[0], close.as_bytes()[0]);
+                    let nest = self.lexis.comments_nest;
+                    stop(&|b| b == close || (nest && b == open))
+                }
+                None => Some(0),
+            },
+            Mode::LongBracket { .. } => stop(&|b| b == b']'),
+            Mode::CppRaw(_) => stop(&|b| b == b')'),
+            Mode::Percent { open, close, .. } => stop(&|b| b == open || b == close || b == b'\\'),
+            Mode::Heredoc(_) if self.terminator == LineMatch::Failed => stop(&|b| b == b'\n'),
+            Mode::Heredoc(_) | Mode::Regex { .. } | Mode::Code => Some(0),
+        };
+        i + run.unwrap_or(rest.len())
+    }
+
+    /// What [`Scanner::step`] keeps of a nonempty run of bytes read as plain code (`in_code`)
+    /// or as a literal's text.
+    fn read_plain(&mut self, run: &[u8], in_code: bool) {
+        if in_code && self.lexis.regex_literals {
+            self.word = self.word.after(self.previous, run);
+        }
         self.previous = run[run.len() - 1];
         for &b in run.iter().rev() {
             if b == b'\n' {
@@ -277,17 +373,37 @@ impl Scanner {
 
     /// Consumes the token at `bytes[i]`, returning its length.
     fn step(&mut self, bytes: &[u8], i: usize) -> usize {
+        let words = self.lexis.regex_literals && self.in_code();
         let len = self.token(bytes, i);
         let last = bytes[i + len - 1];
+        if words {
+            self.word = self.word.after(self.previous, &bytes[i..i + len]);
+        }
         self.previous = last;
         if last == b'\n' {
             self.previous_on_line = 0;
+            if self.heredoc_pending.is_some() {
+                self.start_heredoc();
+            }
         } else if !last.is_ascii_whitespace() {
             self.previous_on_line = last;
         }
         len
     }
 
+    /// At the end of a line that opened a here-document: its body starts, unless the line ended
+    /// inside a string or comment (which a scan resumed at the next line would not know of).
+    #[cold]
+    fn start_heredoc(&mut self) {
+        let pending = self.heredoc_pending.take();
+        if let (Some(doc), true) = (pending, self.in_code()) {
+            self.mode = Mode::Heredoc(doc);
+            self.terminator = LineMatch::Indent;
+        }
+    }
+
+    /// Inlined into [`Scanner::step`]: it runs for every byte of a string or comment.
+    #[inline(always)]
     fn token(&mut self, bytes: &[u8], i: usize) -> usize {
         let b = bytes[i];
         let lexis = self.lexis;
@@ -303,7 +419,7 @@ impl Scanner {
                 // this one has no block comments to end, so it reads on as code.
                 let Some((open, close)) = lexis.block_comment else {
                     self.mode = Mode::Code;
-                    return self.token(bytes, i);
+                    return self.code_token(bytes, i);
                 };
                 if bytes[i..].starts_with(close.as_bytes()) {
                     self.mode = if depth > 1 {
@@ -342,6 +458,37 @@ impl Scanner {
                 }
                 1
             }
+            Mode::LongBracket { level, .. } => {
+                if b == b']' && delimited::closes_long_bracket(&bytes[i..], level) {
+                    self.mode = Mode::Code;
+                    return level as usize + 2;
+                }
+                1
+            }
+            Mode::CppRaw(delimiter) => self.in_cpp_raw(bytes, i, delimiter),
+            Mode::Percent { open, close, depth } => {
+                if b == b'\\' {
+                    return 2.min(bytes.len() - i);
+                }
+                if b == close {
+                    self.mode = match depth {
+                        0 => Mode::Code,
+                        _ => Mode::Percent {
+                            open,
+                            close,
+                            depth: depth - 1,
+                        },
+                    };
+                } else if b == open {
+                    self.mode = Mode::Percent {
+                        open,
+                        close,
+                        depth: depth + 1,
+                    };
+                }
+                1
+            }
+            Mode::Heredoc(doc) => self.heredoc_body(bytes, i, doc),
             Mode::Regex { class } => {
                 match b {
                     b'\\' => return 2.min(bytes.len() - i),
@@ -353,9 +500,31 @@ impl Scanner {
                 }
                 1
             }
-            Mode::Code if !self.starts[usize::from(b)] => 1,
-            Mode::Code => self.code(bytes, i),
+            Mode::Code => self.code_token(bytes, i),
         }
+    }
+
+    /// A token of code.
+    #[inline]
+    fn code_token(&mut self, bytes: &[u8], i: usize) -> usize {
+        if self.starts[usize::from(bytes[i])] {
+            self.code(bytes, i)
+        } else {
+            1
+        }
+    }
+
+    /// A byte of a C++ raw string, or its closer.
+    #[inline(never)]
+    fn in_cpp_raw(&mut self, bytes: &[u8], i: usize, delimiter: Delimiter) -> usize {
+        let end = &bytes[i + 1..];
+        let closes =
+            bytes[i] == b')' && delimiter.starts(end) && end.get(delimiter.len()) == Some(&b'"');
+        if closes {
+            self.mode = Mode::Code;
+            return delimiter.len() + 2;
+        }
+        1
     }
 
     /// A byte of a string closed by `count` `quote`s, past any escape.
@@ -371,6 +540,29 @@ impl Scanner {
             self.mode = Mode::Code;
             return count.min(bytes.len() - i);
         }
+        1
+    }
+
+    /// A byte of a here-document's body: the line that holds its terminator ends it, at its
+    /// line break or, where code may follow the terminator (PHP), at the first byte that is no
+    /// word's.
+    #[inline(never)]
+    fn heredoc_body(&mut self, bytes: &[u8], i: usize, doc: Heredoc) -> usize {
+        let b = bytes[i];
+        let whole = self.terminator.whole(&doc);
+        if b == b'\n' {
+            self.terminator = LineMatch::Indent;
+            if whole {
+                self.mode = Mode::Code;
+            }
+            return 1;
+        }
+        if whole && doc.code_after && !delimited::is_word(b) {
+            self.terminator = LineMatch::Indent;
+            self.mode = Mode::Code;
+            return self.code_token(bytes, i);
+        }
+        self.terminator = self.terminator.next(&doc, b);
         1
     }
 
@@ -392,6 +584,17 @@ impl Scanner {
             if rest.starts_with(open.as_bytes()) {
                 self.mode = Mode::BlockComment(1);
                 return open.len();
+            }
+        }
+        if lexis.long_brackets {
+            let (marker, comment) = if rest.starts_with(b"--") {
+                (2, true)
+            } else {
+                (0, false)
+            };
+            if let Some((len, level)) = delimited::long_bracket_opener(&rest[marker..]) {
+                self.mode = Mode::LongBracket { level, comment };
+                return marker + len;
             }
         }
         let comment_may_start = !lexis.comment_after_blank || self.after_blank();
@@ -418,39 +621,42 @@ impl Scanner {
                 _ => {}
             }
         }
-        let operand_may_start = matches!(
-            self.previous_on_line,
-            0 | b'('
-                | b','
-                | b'='
-                | b':'
-                | b'['
-                | b'!'
-                | b'&'
-                | b'|'
-                | b'?'
-                | b'{'
-                | b'}'
-                | b';'
-                | b'+'
-                | b'-'
-                | b'*'
-                | b'%'
-                | b'<'
-                | b'>'
-                | b'~'
-                | b'^'
-        );
-        if lexis.regex_literals && b == b'/' && operand_may_start {
+        if lexis.regex_literals
+            && b == b'/'
+            && regex::operand_may_start(self.previous_on_line, self.word)
+        {
             self.mode = Mode::Regex { class: false };
             return 1;
         }
-        if lexis.long_brackets && rest.starts_with(b"[[") {
-            self.mode = Mode::Verbatim {
-                quote: b']',
-                count: 2,
-            };
-            return 2;
+        if lexis.percent_literals && b == b'%' {
+            let operand_before = !regex::operand_may_start(self.previous_on_line, self.word);
+            if let Some((len, open, close)) =
+                delimited::percent_opener(rest, operand_before, self.previous)
+            {
+                self.mode = Mode::Percent {
+                    open,
+                    close,
+                    depth: 0,
+                };
+                return len;
+            }
+        }
+        if lexis.cpp_raw_strings && b == b'R' {
+            if let Some((len, delimiter)) = delimited::cpp_raw_opener(bytes, i, self.previous) {
+                self.mode = Mode::CppRaw(delimiter);
+                return len;
+            }
+        }
+        if let Some(style) = lexis.heredocs.filter(|_| b == b'<') {
+            let before = if i > 0 { bytes[i - 1] } else { self.previous };
+            if let Some((len, doc)) =
+                delimited::heredoc_opener(bytes, i, style, before, &self.stack)
+            {
+                // Of two on a line (`cat <<A <<B`) only the first's body is known: the second's
+                // reads as code.
+                self.heredoc_pending.get_or_insert(doc);
+                return len;
+            }
         }
         if lexis.at_verbatim && rest.starts_with(b"@\"") {
             self.mode = Mode::Verbatim {
@@ -549,242 +755,4 @@ pub(crate) fn trouble(start: &Scanner, middle: &str, suffix: &str) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn depth_of(language: Language, text: &str) -> (usize, usize) {
-        let mut scanner = Scanner::new(language);
-        scanner.feed(text);
-        (scanner.depth(), scanner.errors)
-    }
-
-    #[test]
-    fn brackets_in_strings_comments_and_chars_do_not_count() {
-        let rust = r#"f("(", '(', '\'', /* ( /* nested ( */ */ x) // (
-"#;
-        assert_eq!(depth_of(Language::Rust, rust), (0, 0));
-        assert_eq!(
-            depth_of(Language::Rust, "fn f<'a>(x: &'a str) {"),
-            (1, 0),
-            "lifetimes are not char literals"
-        );
-        assert_eq!(
-            depth_of(Language::Python, "f('(', \"\"\"\n(\n\"\"\", x) # (\n"),
-            (0, 0)
-        );
-        assert_eq!(depth_of(Language::Rust, "let c = '字'; g("), (1, 0));
-    }
-
-    #[test]
-    fn raw_strings_hold_quotes_and_backslashes_until_their_hashes() {
-        let raw = r###"f(r#"a "quoted" ( \"#, br"\", r##"{ "# }"##, x)"###;
-        assert_eq!(depth_of(Language::Rust, raw), (0, 0));
-        // An `r` that ends a word starts no raw string.
-        assert_eq!(depth_of(Language::Rust, "for\"(\" in x {"), (1, 0));
-        assert_eq!(depth_of(Language::Rust, "let s = r\"\n(\n\"; g("), (1, 0));
-        let mut open = Scanner::new(Language::Rust);
-        open.feed("let s = r#\"\n");
-        assert!(
-            !open.in_code(),
-            "still inside the raw string at the next line"
-        );
-    }
-
-    #[test]
-    fn wrong_and_extra_closers_are_errors() {
-        assert_eq!(depth_of(Language::Rust, "(]"), (0, 1));
-        assert_eq!(depth_of(Language::Rust, "())"), (0, 1));
-        let call = Scanner::resume(Language::Rust, "{(", LexMode::default());
-        assert_eq!(call.open(), "{(");
-        assert_eq!(trouble(&call, "a", ")}"), 0);
-        assert!(
-            trouble(&call, "a)", ")}") > 0,
-            "closes what the suffix closes"
-        );
-        assert!(
-            trouble(&call, "g(a", ")}") > 0,
-            "leaves its own opener open"
-        );
-        assert_eq!(trouble(&call, "g(a)", ")}"), 0);
-    }
-
-    #[test]
-    fn python_strings_but_triple_quoted_ones_end_at_their_line() {
-        let mut typo = Scanner::new(Language::Python);
-        typo.feed("print(\"unterminated)\n");
-        assert!(typo.in_code(), "{typo:?}");
-        assert_eq!(typo.depth(), 1, "the call is still open");
-        let mut continued = Scanner::new(Language::Python);
-        continued.feed("s = 'a \\\n");
-        assert!(!continued.in_code(), "a backslash continues the line");
-        for quotes in ["\"\"\"", "'''"] {
-            let mut doc = Scanner::new(Language::Python);
-            doc.feed(&format!("def f():\n    {quotes}Doc (\n"));
-            assert!(!doc.in_code(), "{quotes}");
-            doc.feed(&format!("{quotes}\n"));
-            assert!(doc.in_code(), "{quotes}");
-            assert_eq!((doc.depth(), doc.literals_ended), (0, 1));
-        }
-    }
-
-    /// Each language's tricky literals, read by its own rules: the brackets left open after
-    /// each text and whether it ends in code. Rust's rules, which every language but Rust and
-    /// Python got before (as plain text), read each of them otherwise.
-    #[test]
-    fn a_block_comment_carried_into_a_language_without_them_reads_on_as_code() {
-        let in_comment = LexMode::default().after(Language::Rust, "/* (");
-        assert!(!in_comment.in_code());
-        let after = in_comment.after(Language::Python, "x = '(' # )\n");
-        assert!(after.in_code());
-        assert_eq!(
-            after,
-            LexMode::default().after(Language::Python, "x = '(' # )\n")
-        );
-    }
-
-    #[test]
-    fn each_language_reads_its_own_strings_and_comments() {
-        let cases: &[(Language, &str, &str, bool)] = &[
-            (Language::JavaScript, r#"f('it\'s (', "a\"(", x)"#, "", true),
-            (Language::JavaScript, "f(`a ${b} (\n`, x); g(", "(", true),
-            (
-                Language::JavaScript,
-                r"s.replace(/[(\/]/g, x); g(",
-                "(",
-                true,
-            ),
-            (Language::JavaScript, "x = a / 2; y = /\"/; f(", "(", true),
-            (
-                Language::TypeScript,
-                "const t = html`\n  <p>(</p>\n",
-                "",
-                false,
-            ),
-            (Language::Go, r"f(`C:\dir\`, `(`); g(", "(", true),
-            (
-                Language::Go,
-                "r := '(' ; s := \"unterminated (\ng(",
-                "(",
-                true,
-            ),
-            (Language::C, "/* /* */ f(", "(", true),
-            (Language::Cpp, "s = \"typo (\nf(", "(", true),
-            (
-                Language::Java,
-                "s = \"\"\"\n  \"(\" (\n  \"\"\"; f(",
-                "(",
-                true,
-            ),
-            (Language::CSharp, r#"var p = @"C:\dir\"; f("#, "(", true),
-            (
-                Language::Kotlin,
-                "val s = \"\"\"\n  \"(\" \"\"\"\nf(",
-                "(",
-                true,
-            ),
-            (Language::Dart, "s = '''\nit's (\n'''; f(", "(", true),
-            (Language::Shell, "echo ${#arr[@]} # (\nf() {", "{", true),
-            (Language::Shell, r#"echo '"C:\' ; f("#, "(", true),
-            (Language::Perl, "my $n = $#list; # (\nf(", "(", true),
-            (Language::Ruby, "x = 1 # don't (\nf(", "(", true),
-            (Language::Php, "# it's (\n$a = 'it\\'s (';\nf(", "(", true),
-            (Language::R, "x <- 1 # (\nf(", "(", true),
-            (
-                Language::Yaml,
-                "k: it's (fine)\nv: 'x (' # y (\nl: [",
-                "[",
-                true,
-            ),
-            (Language::Toml, "a = '''C:\\(\\'''\nb = [ # (\n", "[", true),
-            (Language::Lua, "--[[ ( ]] s = [[\n(\n]] -- (\nf(", "(", true),
-            (
-                Language::Sql,
-                "-- it's (\nSELECT f('it''s (', \"(\"",
-                "(",
-                true,
-            ),
-            (
-                Language::Haskell,
-                "foldl' f (x) {- {- ( -} -} g (",
-                "(",
-                true,
-            ),
-            (Language::Make, "# (\n\techo don't\nx := $(y", "(", true),
-        ];
-        let mut division = Scanner::new(Language::TypeScript);
-        division.feed("f(a / b, c) / (d[0] / 2) / e /* ( */\n");
-        assert_eq!((division.open(), division.in_code()), (String::new(), true));
-        for &(language, text, open, in_code) in cases {
-            let mut own = Scanner::new(language);
-            own.feed(text);
-            assert_eq!(
-                (own.open().as_str(), own.in_code()),
-                (open, in_code),
-                "{language:?}: {text:?}"
-            );
-            let mut rust = Scanner::new(Language::Plain);
-            rust.feed(text);
-            assert_ne!(
-                (rust.open().as_str(), rust.in_code()),
-                (open, in_code),
-                "Rust's rules read {language:?}'s {text:?} the same"
-            );
-        }
-    }
-
-    /// Text a line at a time: the pieces a Rust `'` would read across a line end (`'` then a
-    /// line break then `'`, no valid char literal) are left out.
-    fn code_lines() -> impl Strategy<Value = String> {
-        prop::collection::vec(
-            prop::sample::select(vec![
-                "(", ")", "{", "}", "[", "]", "\"", "'x'", "'\\n'", "'a ", "\"\"\"", "'''", "r#\"",
-                "\"#", "br\"", "/*", "*/", "//", "#", "\\", "\n", "a", " ", "é", "`", "/", "--",
-                "[[", "]]", "{-", "-}", "@\"", "=",
-            ]),
-            0..40,
-        )
-        .prop_map(|pieces| pieces.concat())
-    }
-
-    proptest! {
-        /// Resuming at a line start from the state scanned there reads the rest as one scan
-        /// of the whole text does: the oracle for the plan's line-start state.
-        #[test]
-        fn resuming_at_a_line_start_equals_scanning_through(text in code_lines()) {
-            for language in Language::all() {
-                let mut whole = Scanner::new(language);
-                whole.feed(&text);
-                let line_starts = std::iter::once(0)
-                    .chain(text.match_indices('\n').map(|(at, _)| at + 1));
-                for at in line_starts {
-                    let mut before = Scanner::new(language);
-                    before.feed(&text[..at]);
-                    let mut after = Scanner::resume(language, &before.open(), before.mode());
-                    after.feed(&text[at..]);
-                    prop_assert_eq!(after.open(), whole.open());
-                    prop_assert_eq!(after.mode(), whole.mode());
-                    prop_assert_eq!(before.errors + after.errors, whole.errors);
-                }
-            }
-        }
-
-        /// `LexMode::after` over the lines of a text, one after another, ends where one scan
-        /// of the whole text does, and so does any line's mode: the language server feeds a
-        /// rope so.
-        #[test]
-        fn lex_mode_after_lines_equals_scanning_through(text in code_lines()) {
-            for language in Language::all() {
-                let mut at = 0;
-                let mut mode = LexMode::default();
-                for line in text.split_inclusive('\n') {
-                    mode = mode.after(language, line);
-                    at += line.len();
-                    let mut through = Scanner::new(language);
-                    through.feed(&text[..at]);
-                    prop_assert_eq!(mode, through.mode());
-                }
-            }
-        }
-    }
-}
+mod tests;

@@ -105,19 +105,21 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
                 Some(_) => {}
             }
         }
-        if unit != Unit::RestOfLine
-            && scanner.depth() < start_depth
-            && trouble(at_cursor, &middle[..line_start], &plan.suffix)
-                <= trouble(at_cursor, &middle[..offset], &plan.suffix)
-        {
-            // This line closes something opened before the middle that the suffix closes
-            // itself: the rest is the suffix's, from that closer on (`b)` as the last argument
-            // keeps `b`), or from the line's start where nothing comes before it.
+        if unit != Unit::RestOfLine && scanner.depth() < start_depth {
+            // This line closes something opened before the middle: where the suffix closes it
+            // itself, the rest is the suffix's, from that closer on (`b)` as the last argument
+            // keeps `b`), or from the line's start where nothing comes before it. The cut is
+            // weighed against the whole line as it is: a cut before the line that ends the
+            // string the cursor is in would read the suffix from inside that string.
             let closer = before_line
                 .closes_below(line, start_depth)
                 .filter(|&at| !line[..at].trim().is_empty())
                 .map_or(line_start, |at| line_start + at);
-            return (&middle[..closer], complete);
+            if trouble(at_cursor, &middle[..closer], &plan.suffix)
+                <= trouble(at_cursor, &middle[..offset], &plan.suffix)
+            {
+                return (&middle[..closer], complete);
+            }
         }
         seen_code |= has_code;
         // Still in the string or comment the cursor is in (no deeper in a nested comment):
@@ -161,7 +163,9 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
     }
     // The end of the middle equal to the start of the rest of the cursor's line, up to the end
     // of one of its tokens as the document reads them: a middle that closed the docstring the
-    // cursor is in repeats all of the suffix's `"""`, not its first quote or two.
+    // cursor is in repeats all of the suffix's `"""`, not its first quote or two. The part kept
+    // ends where a token of the middle ends too: the `/` of a comment's `*/` is no repeat of
+    // a `//` starting the suffix.
     let trimmed = middle.trim_end();
     if !rest_of_line.is_empty() {
         let line_suffix = plan.line_suffix.as_str();
@@ -169,9 +173,15 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
         reader.feed(&line_suffix[..line_suffix.len() - line_suffix.trim_start().len()]);
         let reach = trimmed.len().min(MAX_PARTIAL_REPEAT);
         let ends = reader.token_ends(rest_of_line, reach);
+        let mut middle_ends = None;
         for cut in ends.into_iter().chain([rest_of_line.len()]) {
             if rest_of_line.is_char_boundary(cut) && trimmed.ends_with(&rest_of_line[..cut]) {
                 let kept = &trimmed[..trimmed.len() - cut];
+                let middle_ends =
+                    middle_ends.get_or_insert_with(|| at_cursor.token_ends(trimmed, trimmed.len()));
+                if !kept.is_empty() && middle_ends.binary_search(&kept.len()).is_err() {
+                    continue;
+                }
                 let last_line = kept.rfind('\n').map_or(0, |at| at + 1);
                 candidates.push(if kept[last_line..].trim().is_empty() {
                     // Repeating all of an indented line leaves only its indentation behind.

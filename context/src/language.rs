@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::brackets::Lexis;
+use crate::brackets::{Heredocs, Lexis};
 
 /// Languages whose comments and strings the layer knows; anything else is plain text (line
 /// heuristics).
@@ -127,7 +127,10 @@ const ROWS: &[Row] = &[
         extensions: &[
             "cc", "cpp", "cxx", "c++", "hh", "hpp", "hxx", "h++", "ipp", "tcc", "inl", "cu", "cuh",
         ],
-        lexis: C_LIKE,
+        lexis: Lexis {
+            cpp_raw_strings: true,
+            ..C_LIKE
+        },
         block_openers: &['{'],
     },
     Row {
@@ -210,6 +213,7 @@ const ROWS: &[Row] = &[
             line_comments: &["//", "#"],
             block_comment: Some(("/*", "*/")),
             escaped_quotes: b"\"'`",
+            heredocs: Some(Heredocs::Php),
             ..Lexis::NONE
         },
         block_openers: &['{'],
@@ -223,6 +227,7 @@ const ROWS: &[Row] = &[
             comment_after_blank: true,
             escaped_quotes: b"\"`",
             verbatim_quotes: b"'",
+            heredocs: Some(Heredocs::Shell),
             ..HASH
         },
         block_openers: &['{'],
@@ -233,6 +238,8 @@ const ROWS: &[Row] = &[
         extensions: &["rb", "rake", "gemspec", "ru"],
         lexis: Lexis {
             escaped_quotes: b"\"'`",
+            heredocs: Some(Heredocs::Ruby),
+            percent_literals: true,
             ..HASH
         },
         block_openers: &['{'],
@@ -241,9 +248,10 @@ const ROWS: &[Row] = &[
         language: Language::Perl,
         lsp_ids: &["perl"],
         extensions: &["pl", "pm"],
-        // `$#array` is no comment.
+        // `$#array` is no comment; here-documents open as Ruby's do (`<<"EOF";`, `<<~EOF`).
         lexis: Lexis {
             comment_after_blank: true,
+            heredocs: Some(Heredocs::Ruby),
             ..HASH
         },
         block_openers: &['{'],
@@ -262,9 +270,10 @@ const ROWS: &[Row] = &[
         language: Language::Lua,
         lsp_ids: &["lua"],
         extensions: &["lua"],
+        // Block comments are long brackets after `--` (`--[[`, `--[==[`), as strings are.
         lexis: Lexis {
             line_comments: &["--"],
-            block_comment: Some(("--[[", "]]")),
+            block_comment: None,
             long_brackets: true,
             ..C_LIKE
         },
