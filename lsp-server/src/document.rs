@@ -65,12 +65,16 @@ impl Snapshot {
     /// tree, on the model's thread). Without a tree, or with the parse cut by `budget`, it has
     /// none. Blocking: a request calls it off the async workers.
     pub fn replaced(mut self, bytes: Range<usize>, text: &str, budget: Duration) -> Snapshot {
-        let edit = input_edit(&self.rope, bytes.clone(), text);
+        // Only with a tree to edit: the account counts the lines up to the edit.
+        let edit = self
+            .tree
+            .is_some()
+            .then(|| input_edit(&self.rope, bytes.clone(), text));
         let start = self.rope.byte_to_char(bytes.start);
         let end = self.rope.byte_to_char(bytes.end);
         self.rope.remove(start..end);
         self.rope.insert(start, text);
-        if let Some(mut tree) = self.tree.take() {
+        if let (Some(mut tree), Some(edit)) = (self.tree.take(), edit) {
             tree.edit(&edit);
             let mut parser = Parser::new();
             self.tree = parser.set_language(&tree.language()).ok().and_then(|()| {

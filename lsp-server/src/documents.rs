@@ -40,7 +40,7 @@ const MAX_NEIGHBOURS: usize = 8;
 /// tree-sitter's error recovery finds hard can take seconds, and the request does better with
 /// the context layer's own, smaller parse around the cursor than waiting. Ordinary parses, even
 /// of megabyte files, take a fraction of this.
-pub(crate) const SNAPSHOT_PARSE_BUDGET: Duration = Duration::from_millis(150);
+const SNAPSHOT_PARSE_BUDGET: Duration = Duration::from_millis(150);
 /// An idle owner parses in slices this long, looking at its queue between them.
 const IDLE_PARSE_SLICE: Duration = Duration::from_millis(20);
 /// The most edit groups, over all documents, a next edit is asked with.

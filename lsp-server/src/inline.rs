@@ -31,12 +31,17 @@ use tower_lsp_server::ls_types::{
 };
 
 use super::document_key::DocumentKey;
-use super::documents::{Snapshots, SNAPSHOT_PARSE_BUDGET};
+use super::documents::Snapshots;
 use super::encoding::{line_content, PositionEncoding};
 use super::inference::{handed_over_whole, Job, JobError};
 use super::server::Server;
 use super::stream::{DraftKind, StreamTarget};
 use super::type_through::Basis;
+
+/// The most a request with the suggest widget's item spends re-parsing the document's tree
+/// edited for the item (a millisecond for small files, tens for half a megabyte): past it, the
+/// context layer parses around the cursor itself, which a longer wait would not beat.
+const ITEM_PARSE_BUDGET: Duration = Duration::from_millis(30);
 
 impl Server {
     pub async fn inline_completion(
@@ -82,6 +87,10 @@ impl Server {
                 uri.as_str()
             )));
         };
+        // Taken before the settings: a settings change (which clears the cache) while this
+        // request waits (a re-parse for the suggest widget's item) keeps the answer, made under
+        // the old ones, out of the cache.
+        let generation = self.type_through().generation();
         let settings = self.settings();
         let document = &snapshots.document;
         if !settings.enabled_for(&document.language_id) {
@@ -188,21 +197,17 @@ impl Server {
             })
         });
         let streaming = stream.is_some();
-        // Under the cache's lock, as a model switch clears it and queues the load: a job queued
-        // before the load has the generation from before the clear.
-        let (generation, answer) = {
-            let type_through = self.type_through();
-            let answer = self.inference.submit(Job {
-                snapshots,
-                cursor: asked_cursor,
-                candidates,
-                settings,
-                cancel: token.flag(),
-                stream,
-                workspace: self.workspace.clone(),
-            });
-            (type_through.generation(), answer)
-        };
+        // A model switch clears the cache before it queues the load: whatever model this job
+        // runs on, a switch since `generation` was taken keeps its answer out.
+        let answer = self.inference.submit(Job {
+            snapshots,
+            cursor: asked_cursor,
+            candidates,
+            settings,
+            cancel: token.flag(),
+            stream,
+            workspace: self.workspace.clone(),
+        });
         // A cancel (an edit, a newer request) wins over an answer ready at the same moment: the
         // answer's ranges are the old version's.
         let answer = tokio::select! {
@@ -304,25 +309,22 @@ impl Selected {
     }
 
     /// `snapshots` with the item accepted ([`Selected::apply`]), the document's tree edited and
-    /// re-parsed to match on a blocking thread (a millisecond or so: the context layer's own
-    /// parse for want of a tree costs tens on the model's thread), within the budget a
-    /// snapshot's parse has; and how that went.
+    /// re-parsed to match on a blocking thread (a millisecond or so for small files, tens for
+    /// half a megabyte: the context layer's own parse for want of a tree costs more, on the
+    /// model's thread), within [`ITEM_PARSE_BUDGET`]; and how that went. A cancelled request's
+    /// re-parse runs out its budget on its thread and is dropped.
     async fn applied(&self, mut snapshots: Snapshots) -> jsonrpc::Result<(Snapshots, Reparse)> {
         let (bytes, text) = (self.start..self.end, self.text.clone());
         let len = snapshots.document.rope.len_bytes() - bytes.len() + text.len();
         if snapshots.document.tree.is_none() || !handed_over_whole(len) {
             // Nothing to re-parse, or a tree the job would not use: the text alone, at once.
             snapshots.document.tree = None;
-            snapshots.document = snapshots
-                .document
-                .replaced(bytes, &text, SNAPSHOT_PARSE_BUDGET);
+            snapshots.document = snapshots.document.replaced(bytes, &text, ITEM_PARSE_BUDGET);
             return Ok((snapshots, Reparse::NoTree));
         }
         let started = Instant::now();
         let reparsed = tokio::task::spawn_blocking(move || {
-            snapshots.document = snapshots
-                .document
-                .replaced(bytes, &text, SNAPSHOT_PARSE_BUDGET);
+            snapshots.document = snapshots.document.replaced(bytes, &text, ITEM_PARSE_BUDGET);
             snapshots
         })
         .await;
@@ -366,7 +368,7 @@ impl fmt::Display for Reparse {
             Reparse::OverBudget => write!(
                 f,
                 "without a tree (its re-parse ran over {} ms)",
-                SNAPSHOT_PARSE_BUDGET.as_millis()
+                ITEM_PARSE_BUDGET.as_millis()
             ),
         }
     }

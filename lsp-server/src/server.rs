@@ -570,8 +570,9 @@ impl LanguageServer for Server {
                 after.device
             ));
             // The old model's suggestions are not the new one's to type through. Cleared and
-            // the load queued under the cache's lock, so every job queued after the clear runs
-            // on the new model (`inline` queues its jobs under the same lock).
+            // the load queued under the cache's lock, so a request that read the generation
+            // after the clear (`inline` reads it under the same lock, before its settings and
+            // its job) runs on the new model.
             let load = {
                 let mut type_through = self.type_through();
                 type_through.clear();

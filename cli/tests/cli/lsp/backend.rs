@@ -327,6 +327,11 @@ async fn a_selected_item_gets_the_documents_tree_edited_and_the_prompt_of_the_te
     lsp.notify::<super::client::DidClose>(json!({"textDocument": {"uri": URI}}));
     lsp.open(URI, "rust", &text.replace("    dr\n", "    drop\n"));
     lsp.inline(URI, 2, 8, false).await.answer().await.unwrap();
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "the model ran for the typed text too"
+    );
     assert_eq!(with_item, last_prompt(&seen));
     lsp.shutdown().await;
 }
