@@ -206,6 +206,19 @@ fn a_line_inside_a_template_literal_ends_with_its_line() {
     );
 }
 
+/// [`plan_at`], which must be a line completion's.
+#[track_caller]
+fn line_plan_at(fixture: &str, language: Language) -> redraft_context::Plan {
+    let plan = plan_at(fixture, language);
+    assert_eq!(
+        plan.canvas.unit,
+        Unit::Line,
+        "{language:?}: {}",
+        plan.canvas.reason
+    );
+    plan
+}
+
 /// The plan at `$0` in `fixture`, with room enough for the whole text.
 fn plan_at(fixture: &str, language: Language) -> redraft_context::Plan {
     let cursor = fixture.find("$0").expect("fixture has a $0 cursor");
@@ -254,13 +267,7 @@ fn the_closing_line_of_a_multi_line_literal_keeps_its_code() {
         ),
     ];
     for (language, fixture, middle) in cases {
-        let plan = plan_at(fixture, language);
-        assert_eq!(
-            plan.canvas.unit,
-            Unit::Line,
-            "{language:?}: {}",
-            plan.canvas.reason
-        );
+        let plan = line_plan_at(fixture, language);
         assert_eq!(
             finish(middle, &plan).as_deref(),
             Some(middle.trim_end()),
@@ -420,13 +427,7 @@ fn a_line_inside_a_heredoc_ends_with_its_line() {
             "function usage() {\n    return <<<EOT\n    Usage: tool [\n    $0\n    EOT;\n}\n",
         ),
     ] {
-        let plan = plan_at(fixture, language);
-        assert_eq!(
-            plan.canvas.unit,
-            Unit::Line,
-            "{language:?}: {}",
-            plan.canvas.reason
-        );
+        let plan = line_plan_at(fixture, language);
         assert_eq!(
             finish("  -h (help\n  -v\n", &plan).as_deref(),
             Some("  -h (help"),
