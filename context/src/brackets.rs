@@ -140,6 +140,10 @@ pub(crate) struct Scanner {
     heredoc_pending: Option<Heredoc>,
     /// In a here-document's body: how far the line matches its terminator.
     terminator: LineMatch,
+    /// How many of `stack` were open when this line began (fewer where the line closed some):
+    /// those above are the line's own, which decide whether a shell `<<` shifts (inside
+    /// `((...))` or `[...]`), the same way whether the scan began at this line or before.
+    line_depth: usize,
 }
 
 /// Whether a point of the text is in code or inside a string or comment, and which kind (the
@@ -229,6 +233,7 @@ impl Scanner {
             word: LastWord::default(),
             heredoc_pending: None,
             terminator: LineMatch::Indent,
+            line_depth: 0,
         }
     }
 
@@ -238,6 +243,7 @@ impl Scanner {
         Scanner {
             stack: open.bytes().collect(),
             mode: mode.0,
+            line_depth: open.len(),
             ..Scanner::new(language)
         }
     }
@@ -359,6 +365,10 @@ impl Scanner {
             self.word = self.word.after(self.previous, run);
         }
         self.previous = run[run.len() - 1];
+        // A plain run changes no bracket: any line it starts begins at today's depth.
+        if run.contains(&b'\n') {
+            self.line_depth = self.stack.len();
+        }
         for &b in run.iter().rev() {
             if b == b'\n' {
                 self.previous_on_line = 0;
@@ -382,6 +392,7 @@ impl Scanner {
         self.previous = last;
         if last == b'\n' {
             self.previous_on_line = 0;
+            self.line_depth = self.stack.len();
             if self.heredoc_pending.is_some() {
                 self.start_heredoc();
             }
@@ -650,7 +661,7 @@ impl Scanner {
         if let Some(style) = lexis.heredocs.filter(|_| b == b'<') {
             let before = if i > 0 { bytes[i - 1] } else { self.previous };
             if let Some((len, doc)) =
-                delimited::heredoc_opener(bytes, i, style, before, &self.stack)
+                delimited::heredoc_opener(bytes, i, style, before, self.opened_on_line())
             {
                 // Of two on a line (`cat <<A <<B`) only the first's body is known: the second's
                 // reads as code.
@@ -690,10 +701,16 @@ impl Scanner {
                     Some(top) if top == opener => {}
                     Some(_) | None => self.errors += 1,
                 }
+                self.line_depth = self.line_depth.min(self.stack.len());
             }
             _ => {}
         }
         1
+    }
+
+    /// The brackets opened on this line and still open, outermost first.
+    fn opened_on_line(&self) -> &[u8] {
+        &self.stack[self.line_depth.min(self.stack.len())..]
     }
 
     /// Rust: a char literal (`'x'`, `'\n'`, `'\u{..}'`) or a lifetime (`'a`).
@@ -710,7 +727,10 @@ impl Scanner {
             .first()
             .map_or(0, |&lead| utf8_len(lead))
             .min(rest.len());
-        if char_len > 0 && rest.get(char_len) == Some(&b'\'') {
+        // A line break is no char (Rust refuses it raw): `'` then a line break starts no literal
+        // across the lines, which a scan resumed at the next line would not know of.
+        let line_break = matches!(rest.first(), Some(b'\n' | b'\r'));
+        if char_len > 0 && !line_break && rest.get(char_len) == Some(&b'\'') {
             char_len + 2
         } else {
             1

@@ -126,7 +126,8 @@ pub(crate) fn is_word(b: u8) -> bool {
 
 /// At `bytes[i]`, a `<`: the here-document that `style` opens there, and how many bytes its
 /// opener takes (the word and its quotes, which are no string of the code's); `None` where the
-/// `<` is something else. `before` is the byte before it, `open` the brackets open there.
+/// `<` is something else. `before` is the byte before it, `open` the brackets opened on its line
+/// and still open there.
 pub(crate) fn heredoc_opener(
     bytes: &[u8],
     i: usize,
@@ -137,11 +138,11 @@ pub(crate) fn heredoc_opener(
     let rest = &bytes[i..];
     let (mut at, indent) = match style {
         Heredocs::Shell => {
-            // `<<<` is a here-string, `$((a << b))` a shift.
+            // `<<<` is a here-string; `$((a << b))`, `$[a << b]`, `arr[i<<j]` shift.
             if !rest.starts_with(b"<<") || rest.get(2) == Some(&b'<') || before == b'<' {
                 return None;
             }
-            if open.ends_with(b"((") {
+            if open.ends_with(b"((") || open.last() == Some(&b'[') {
                 return None;
             }
             match rest.get(2) {

@@ -33,6 +33,8 @@ const KEPT: usize = LONGEST_KEYWORD + 1;
 pub(crate) struct LastWord {
     packed: u128,
     len: u8,
+    /// Read right after a `.` (`obj.in`, `a?.return`): a property's name, no keyword.
+    member: bool,
 }
 
 const fn pack(word: &[u8]) -> u128 {
@@ -70,7 +72,11 @@ impl LastWord {
             .rposition(|&c| !is_word(c))
             .map_or(0, |at| at + 1);
         if start > 0 || !is_word(before) {
-            self = LastWord::default();
+            let preceding = if start > 0 { run[start - 1] } else { before };
+            self = LastWord {
+                member: preceding == b'.',
+                ..LastWord::default()
+            };
         }
         let word = &run[start..=last];
         for &c in &word[word.len().saturating_sub(KEPT)..] {
@@ -86,7 +92,8 @@ impl LastWord {
 
     fn is_keyword(self) -> bool {
         let len = usize::from(self.len);
-        len <= LONGEST_KEYWORD
+        !self.member
+            && len <= LONGEST_KEYWORD
             && KEYWORDS
                 .iter()
                 .zip(PACKED_KEYWORDS)

@@ -24,6 +24,10 @@ fn brackets_in_strings_comments_and_chars_do_not_count() {
         (0, 0)
     );
     assert_eq!(depth_of(Language::Rust, "let c = '字'; g("), (1, 0));
+    // A quote, a line break and a quote make no char (Rust refuses a raw line break in one).
+    let mut scanner = Scanner::new(Language::Rust);
+    scanner.feed("f<'\n'x'(");
+    assert_eq!((scanner.open(), scanner.in_code()), ("(".to_string(), true));
 }
 
 #[test]
@@ -269,6 +273,10 @@ fn a_slash_after_return_and_other_keywords_opens_a_regex() {
         (Language::JavaScript, "x = returns / (2); f(", "(", true),
         (Language::JavaScript, "x = a.length / (n); f(", "(", true),
         (Language::JavaScript, "x = x1 / (2); f(", "(", true),
+        // A keyword's spelling as a property's name divides.
+        (Language::JavaScript, "x = obj.in / 2; f(", "(", true),
+        (Language::JavaScript, "x = a?.return/2; f(", "(", true),
+        (Language::TypeScript, "y = this.new / (n); f(", "(", true),
     ]);
     // The keyword and the `/` fed apart (the cursor's line, then the middle).
     let mut scanner = Scanner::new(Language::JavaScript);
@@ -310,6 +318,12 @@ fn heredocs_hold_their_body_up_to_their_terminator() {
         ),
         (Language::Shell, "x=$((a << b))\nf(", "(", true),
         (Language::Shell, "x=$((a << 2))\nf(", "(", true),
+        // An index and `$[...]` are arithmetic too, inside `((...))` or not.
+        (Language::Shell, "arr[i<<j]=1\nf(", "(", true),
+        (Language::Shell, "echo $[1<<n]\nf(", "(", true),
+        (Language::Shell, "(( a[i<<j] = 3 ))\nf(", "(", true),
+        (Language::Shell, "echo $(( a[i<<j] ))\nf(", "(", true),
+        (Language::Shell, "x=$(\ncat <<EOF\n(\nEOF\n)\nf(", "(", true),
         (Language::Shell, "grep x <<< \"$s\"\nf(", "(", true),
         (Language::Ruby, "x = <<~EOS\n  ( ' \"\n  EOS\nf(", "(", true),
         (
@@ -464,6 +478,41 @@ proptest! {
                 let mut through = Scanner::new(language);
                 through.feed(&text[..at]);
                 prop_assert_eq!(mode, through.mode());
+            }
+        }
+    }
+}
+
+/// Texts the proptests above once failed on, checked every run: a shell `<<` after a `((`
+/// opened on an earlier line, and a Rust quote before a line break.
+#[test]
+fn resuming_equals_scanning_through_where_it_once_did_not() {
+    for text in [
+        "(\n%w[-}\"\"\"\"(r#\"\"\"\"%w[]\"\"<<EOF\n",
+        "%([[\n]==]r#\"R\"x(<<EOF\n",
+        "\"\"\"r#\"*/(<<-'EOF'\n'x'('x'",
+        "x=$(\n(cat <<EOF\n",
+    ] {
+        for language in Language::all() {
+            let mut whole = Scanner::new(language);
+            whole.feed(text);
+            let mut mode = LexMode::default();
+            let mut at = 0;
+            for line in text.split_inclusive('\n') {
+                let mut before = Scanner::new(language);
+                before.feed(&text[..at]);
+                let mut after = Scanner::resume(language, &before.open(), before.mode());
+                after.feed(&text[at..]);
+                assert_eq!(
+                    (after.open(), after.mode()),
+                    (whole.open(), whole.mode()),
+                    "{language:?} {text:?} resumed at {at}"
+                );
+                mode = mode.after(language, line);
+                at += line.len();
+                let mut through = Scanner::new(language);
+                through.feed(&text[..at]);
+                assert_eq!(mode, through.mode(), "{language:?} {text:?} to {at}");
             }
         }
     }
