@@ -57,20 +57,30 @@ pub(crate) fn probe() -> String {
     program(&task, &format!("    import {imports}\n    return 1"))
 }
 
+/// The interpreter a root run falls back on when `nobody` cannot execute the one asked for.
+const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
 impl Python {
     /// `requested`, or `python3` on PATH, resolved to the real executable (a pyenv shim needs
     /// environment the sandbox does not pass). As root, programs run as `nobody`: an
     /// interpreter `nobody` cannot execute (one under /root) is swapped for /usr/bin/python3,
     /// and without that it is an error; a completion never runs as root.
     pub fn find(requested: Option<&Path>, sandbox: &Sandbox) -> Result<Python> {
+        Python::find_with(requested, sandbox, Path::new(SYSTEM_PYTHON))
+    }
+
+    /// [`Python::find`] with `system` in place of /usr/bin/python3.
+    fn find_with(requested: Option<&Path>, sandbox: &Sandbox, system: &Path) -> Result<Python> {
         let requested = requested.unwrap_or(Path::new("python3"));
         let path = executable(requested)?;
         if sandbox.root && !executable_by_others(&path) {
-            let system = Path::new("/usr/bin/python3");
             if !executable_by_others(system) {
                 return Err(Error::Toolchain {
                     what: format!("python `{}`", path.display()),
-                    message: "as root, programs run as nobody, who cannot execute it (and there is no /usr/bin/python3): pass --python with an interpreter outside /root".into(),
+                    message: format!(
+                        "as root, programs run as nobody, who cannot execute it (and there is no {}): pass --python with an interpreter outside /root",
+                        system.display()
+                    ),
                 });
             }
             return Ok(Python {
@@ -222,4 +232,44 @@ pub(crate) fn classify(exit: &Exit) -> Verdict {
 fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::sandbox::Network;
+
+    /// As root, an interpreter `nobody` cannot execute is never run as root instead: without
+    /// the system's, the scorer refuses to start.
+    #[test]
+    fn as_root_a_python_nobody_cannot_run_is_refused_not_run_as_root() {
+        let system = Path::new(SYSTEM_PYTHON);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || !system.exists() {
+            eprintln!("not root, or no {SYSTEM_PYTHON} to copy: not checked");
+            return;
+        }
+        let private = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let python = private.path().join("python3");
+        std::fs::copy(system.canonicalize().unwrap(), &python).unwrap();
+        let sandbox = Sandbox {
+            network: Network::Shared,
+            pid_namespace: false,
+            root: true,
+            landlock: None,
+            seccomp: false,
+        };
+        let found = Python::find_with(Some(&python), &sandbox, system).unwrap();
+        assert!(found.runs_as_nobody, "{found:?}");
+        assert_eq!(
+            found.path.canonicalize().unwrap(),
+            system.canonicalize().unwrap()
+        );
+        let missing = private.path().join("no-such-python3");
+        let refused = Python::find_with(Some(&python), &sandbox, &missing).unwrap_err();
+        assert!(refused.to_string().contains("run as nobody"), "{refused}");
+    }
 }
