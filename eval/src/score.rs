@@ -177,37 +177,52 @@ impl Scorer {
             run_limits,
             done: Mutex::new(HashMap::new()),
         };
+        // Once each, at start (about a second for Rust): a toolchain that cannot run a
+        // known-good program here is reported now, not as the model's failures.
         if let Some(python) = &scorer.python {
-            let verdict = scorer.execute(TaskLanguage::Python, &python::probe(), 1)?;
-            if verdict.outcome != Outcome::Pass {
-                return Err(Error::Toolchain {
-                    what: format!("python {}", python.path.display()),
-                    message: format!(
-                        "a known-good program did not pass ({}: {}) in the sandbox ({}): pass --python with an interpreter installed outside your home directory",
-                        verdict.outcome.name(),
-                        verdict.detail,
-                        scorer.sandbox.describe(&scorer.run_limits[&TaskLanguage::Python])
-                    ),
-                });
-            }
+            scorer.probe(
+                TaskLanguage::Python,
+                &python::probe(),
+                format!("python {}", python.path.display()),
+                &scorer.run_limits[&TaskLanguage::Python],
+                "pass --python with an interpreter installed outside your home directory",
+            )?;
         }
         if let Some(rust) = &scorer.rust {
-            // About a second, once: a toolchain that cannot build a program that links every
-            // crate is reported now, not as the model's compile errors.
-            let verdict = scorer.execute(TaskLanguage::Rust, rust::PROBE, 1)?;
-            if verdict.outcome != Outcome::Pass {
-                return Err(Error::Toolchain {
-                    what: format!("rustc {}", rust.rustc.display()),
-                    message: format!(
-                        "a known-good program did not pass ({}: {}) in the sandbox ({}): the scoring toolchain is broken, or kept from files it needs; rerun scripts/setup-eval",
-                        verdict.outcome.name(),
-                        verdict.detail,
-                        scorer.sandbox.describe(&rust::compile_limits())
-                    ),
-                });
-            }
+            scorer.probe(
+                TaskLanguage::Rust,
+                rust::PROBE,
+                format!("rustc {}", rust.rustc.display()),
+                &rust::compile_limits(),
+                "the scoring toolchain is broken, or kept from files it needs; rerun scripts/setup-eval",
+            )?;
         }
         Ok(scorer)
+    }
+
+    /// Runs `program`, which passes wherever `language`'s toolchain `what` works in the
+    /// sandbox; an error naming the sandbox (as `limits` shows it) and saying `advice` if not.
+    fn probe(
+        &self,
+        language: TaskLanguage,
+        program: &str,
+        what: String,
+        limits: &Limits,
+        advice: &str,
+    ) -> Result<()> {
+        let verdict = self.execute(language, program, 1)?;
+        if verdict.outcome == Outcome::Pass {
+            return Ok(());
+        }
+        Err(Error::Toolchain {
+            what,
+            message: format!(
+                "a known-good program did not pass ({}: {}) in the sandbox ({}): {advice}",
+                verdict.outcome.name(),
+                verdict.detail,
+                self.sandbox.describe(limits)
+            ),
+        })
     }
 
     pub fn sandbox(&self) -> &Sandbox {
