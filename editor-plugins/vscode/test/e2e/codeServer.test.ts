@@ -25,6 +25,9 @@ const SHOTS = path.join(REPO, "target", "editor-tests");
 const STARTUP_MS = 120_000;
 // The first suggestion also loads the model; a loaded 2-core machine needs headroom.
 const SUGGESTION_MS = 180_000;
+// With the model loaded, how long a retyped character waits for its suggestion, and how often.
+const RETYPE_MS = 60_000;
+const RETYPES = 2;
 
 const SOURCE = `use std::collections::HashMap;
 
@@ -295,11 +298,28 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
     await page.keyboard.type(TYPED, { delay: 30 });
 
     const ghost = editor.locator(".ghost-text-decoration, .ghost-text-decoration-preview, .ghost-text");
-    try {
-      await ghost.first().waitFor({ state: "visible", timeout: SUGGESTION_MS });
-    } catch (error) {
-      await page.screenshot({ path: path.join(SHOTS, "vscode-no-ghost-text.png") });
-      throw new Error(`no ghost text within ${SUGGESTION_MS / 1000} s (status: ${await statusText(page)})\n${String(error)}\n${output.join("").slice(-4000)}`);
+    // The embedded default model writes nonsense (#31), and what it writes at the cursor depends
+    // on the timing of the keystrokes before it (the server reuses its state across edits): now
+    // and then its middle finishes to nothing, and VS Code asks again only at the next keystroke.
+    // So a user's retyping of the last character asks again (an empty answer is not remembered,
+    // so the model runs anew); the document's text ends the same.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await ghost.first().waitFor({ state: "visible", timeout: attempt === 1 ? SUGGESTION_MS : RETYPE_MS });
+        if (attempt > 1) console.log(`ghost text after retyping the last character ${attempt - 1} time(s)`);
+        break;
+      } catch (error) {
+        if (attempt <= RETYPES) {
+          await page.keyboard.press("Backspace");
+          await page.keyboard.type(TYPED.slice(-1), { delay: 30 });
+          continue;
+        }
+        await page.screenshot({ path: path.join(SHOTS, "vscode-no-ghost-text.png") });
+        throw new Error(
+          `no ghost text within ${SUGGESTION_MS / 1000} s, nor ${RETYPE_MS / 1000} s after each of ${RETYPES} retypings ` +
+            `of the last character (status: ${await statusText(page)})\n${String(error)}\n${output.join("").slice(-4000)}`,
+        );
+      }
     }
     assert.match(await statusText(page), /^redraft: (ready|computing)/, "status after a suggestion");
     // Ghost text is drawn as syntax-highlighted spans: join the spans of each rendered line, then
