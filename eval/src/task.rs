@@ -181,13 +181,22 @@ pub fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
     write_atomic(path, &bytes)
 }
 
-/// Writes `bytes` to a sibling temporary file and renames it over `path`.
+/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so a reader (or
+/// a run killed mid-write) sees the old file or the new one; a failed write removes its
+/// temporary file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    let tmp = std::path::PathBuf::from(tmp);
-    let mut file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    file.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-    file.sync_all().map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    // The mode a plain `File::create` gives (0666 less the umask), not a temporary file's 0600.
+    let mut file = tempfile::Builder::new()
+        .prefix(".redraft-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(path, e))?;
+    file.write_all(bytes).map_err(|e| Error::io(path, e))?;
+    file.as_file().sync_all().map_err(|e| Error::io(path, e))?;
+    file.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
 }

@@ -94,3 +94,43 @@ fn task_files_as_editors_save_them_are_read() {
     assert_eq!(tasks[1].task_id, "b");
     assert_eq!(read("named-plain.jsonl", &gzip(text.as_bytes())).len(), 2);
 }
+
+#[test]
+fn an_atomic_write_replaces_whole_and_a_failed_one_leaves_nothing_behind() {
+    use redraft_eval::task::write_atomic;
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let names = |dir: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+
+    let file = dir.path().join("summary.json");
+    write_atomic(&file, b"old").unwrap();
+    write_atomic(&file, b"new").unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), b"new");
+    // The mode a plain file gets under this umask, not a temporary file's 0600.
+    let plain = dir.path().join("plain");
+    std::fs::File::create(&plain).unwrap();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), mode(&plain));
+    std::fs::remove_file(&plain).unwrap();
+
+    // A rename that fails (a directory with files where the file should go): an error naming
+    // the path, and no temporary file left beside it (one was, named `<path>.tmp<pid>`).
+    let taken = dir.path().join("results.jsonl");
+    std::fs::create_dir(&taken).unwrap();
+    std::fs::write(taken.join("inside"), "kept").unwrap();
+    let error = write_atomic(&taken, b"lost").unwrap_err().to_string();
+    assert!(error.contains(&taken.display().to_string()), "{error}");
+    assert_eq!(names(dir.path()), ["results.jsonl", "summary.json"]);
+    assert_eq!(
+        std::fs::read_to_string(taken.join("inside")).unwrap(),
+        "kept"
+    );
+}

@@ -172,6 +172,39 @@ fn tokenizer_only_reports_bytes_per_token() {
 }
 
 #[test]
+fn a_model_directory_without_a_checkpoint_is_not_trained_over() {
+    // The shipped default's directory (an export whose checkpoint is not there), or a converted
+    // or downloaded model: a fresh run reused its tokenizer and wrote over its weights and
+    // config. A tokenizer alone is what a run may start from (`tokenizer_only_...` above).
+    let corpus = corpus();
+    let out = tempfile::tempdir().unwrap();
+    let shipped = repo().join("assets/default-model");
+    let mut before = Vec::new();
+    for entry in std::fs::read_dir(&shipped).unwrap() {
+        let from = entry.unwrap().path();
+        let to = out.path().join(from.file_name().unwrap());
+        std::fs::copy(&from, &to).unwrap();
+        before.push((to.clone(), std::fs::read(&to).unwrap()));
+    }
+    for extra in [TINY, &["--tokenizer-only"]] {
+        let again = train(corpus.path(), out.path(), extra);
+        let stderr = String::from_utf8_lossy(&again.stderr);
+        assert_eq!(again.status.code(), Some(1), "{extra:?}: {stderr}");
+        assert!(
+            stderr.contains("holds a model") && stderr.contains("no checkpoint to resume"),
+            "{extra:?}: {stderr}"
+        );
+        for (file, bytes) in &before {
+            assert!(
+                std::fs::read(file).unwrap() == *bytes,
+                "{extra:?} wrote over {}",
+                file.display()
+            );
+        }
+    }
+}
+
+#[test]
 fn a_device_that_cannot_be_had_fails_before_any_work() {
     if cfg!(feature = "cuda") {
         return;

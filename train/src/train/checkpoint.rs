@@ -116,16 +116,39 @@ pub fn find(out: &Path) -> Option<PathBuf> {
         .find(|dir| dir.join(STATE_FILE).is_file())
 }
 
-/// Refuses to start a run in `out` when it holds one already (its checkpoint): nothing of it is
-/// to be written over, its tokenizer first, before the new run knows it cannot start.
+/// Refuses to start a run in `out` when it holds one already (its checkpoint), or a model (a
+/// run's export whose checkpoint is gone, a downloaded or converted model): nothing of it is to
+/// be written over, its tokenizer first, before the new run knows it cannot start. A tokenizer
+/// alone (a `--tokenizer-only` run's) is what a run may start from.
 pub fn refuse_existing(out: &Path) -> TrainResult<()> {
-    match find(out) {
-        Some(dir) => Err(TrainError::Resume(format!(
+    if let Some(dir) = find(out) {
+        return Err(TrainError::Resume(format!(
             "{} already holds a checkpoint: pass --resume to continue it, or choose another --out",
             dir.display()
+        )));
+    }
+    match model_file(out) {
+        Some(file) => Err(TrainError::Resume(format!(
+            "{} holds a model ({}) and no checkpoint to resume: choose another --out, or move \
+             the model away to train over it",
+            out.display(),
+            file.display()
         ))),
         None => Ok(()),
     }
+}
+
+/// A file in `out` that makes it a model's directory: a run's export (`config.json`,
+/// `model.safetensors`), a sharded checkpoint's shards or a GGUF file.
+fn model_file(out: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(out).ok()?;
+    entries.flatten().map(|entry| entry.path()).find(|path| {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        name == CONFIG_FILE || name.ends_with(".safetensors") || name.ends_with(".gguf")
+    })
 }
 
 /// Reads the latest checkpoint's state (without its tensors).
