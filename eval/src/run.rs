@@ -90,6 +90,10 @@ pub struct ScoringFlags {
     pub python: Option<String>,
     /// `--rust-deps`.
     pub rust_deps: Option<String>,
+    /// `--sandbox-read`, in order (left out when none: a run recorded before the flag is the
+    /// same run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox_read: Vec<String>,
 }
 
 impl ScoringFlags {
@@ -102,6 +106,11 @@ impl ScoringFlags {
             memory_mb: config.memory_mb,
             python: shown(&config.python),
             rust_deps: shown(&config.rust_deps),
+            sandbox_read: config
+                .sandbox_read
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         }
     }
 }

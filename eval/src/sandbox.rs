@@ -106,11 +106,14 @@ pub struct Sandbox {
 /// would open too much is left out when a child is confined (`/`, a top-level directory, one
 /// that holds the child's directory or `$HOME`): an interpreter installed with such a prefix
 /// fails the scorer's check at start, rather than opening the user's files to every program.
+/// The user widens it with `granted` (`redraft-lab eval --sandbox-read`), taken as given.
 #[derive(Debug, Clone, Default)]
 pub struct Reach {
     /// Directories (everything beneath) or files: a sysroot, prebuilt crates, an interpreter's
     /// prefix.
     pub read: Vec<PathBuf>,
+    /// What the user grants besides, never left out.
+    pub granted: Vec<PathBuf>,
 }
 
 impl Reach {
@@ -122,7 +125,10 @@ impl Reach {
                 read.push(path);
             }
         }
-        Reach { read }
+        Reach {
+            read,
+            granted: Vec::new(),
+        }
     }
 }
 
@@ -250,7 +256,7 @@ impl Sandbox {
     ) -> Result<Exit> {
         // Kept open until the child has started: it enforces the ruleset by this descriptor.
         let ruleset = match self.landlock {
-            Some(_) => Some(confine::ruleset(dir, &reach.read).map_err(|e| Error::io(dir, e))?),
+            Some(_) => Some(confine::ruleset(dir, reach).map_err(|e| Error::io(dir, e))?),
             None => None,
         };
         // Files without a name (made and unlinked before the child starts): the program can

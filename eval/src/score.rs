@@ -111,6 +111,10 @@ pub struct ScorerConfig {
     pub timeout: Option<Duration>,
     /// Address-space limit for running a program, MiB (default 2048).
     pub memory_mb: Option<u64>,
+    /// Paths every program and compiler may also read and execute under Landlock, beyond
+    /// what the scorer finds its toolchains need (an interpreter installed with the home
+    /// directory as its prefix, a library directory elsewhere); each must exist.
+    pub sandbox_read: Vec<PathBuf>,
 }
 
 type Slot = Arc<OnceLock<std::result::Result<Verdict, String>>>;
@@ -122,6 +126,8 @@ pub struct Scorer {
     python: Option<Python>,
     rust: Option<RustToolchain>,
     run_limits: HashMap<TaskLanguage, Limits>,
+    /// `ScorerConfig::sandbox_read`, resolved.
+    granted: Vec<PathBuf>,
     done: Mutex<HashMap<(TaskLanguage, String), Slot>>,
 }
 
@@ -130,6 +136,14 @@ impl Scorer {
     /// one is reported before any generation starts).
     pub fn new(config: &ScorerConfig, languages: &[TaskLanguage]) -> Result<Scorer> {
         let sandbox = Sandbox::detect();
+        let granted = config
+            .sandbox_read
+            .iter()
+            .map(|path| {
+                path.canonicalize()
+                    .map_err(|e| Error::Invalid(format!("--sandbox-read {}: {e}", path.display())))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let work_dir = config.work_dir.clone().unwrap_or_else(std::env::temp_dir);
         std::fs::create_dir_all(&work_dir).map_err(|e| Error::io(&work_dir, e))?;
         let memory = config.memory_mb.unwrap_or(2048) << 20;
@@ -141,7 +155,7 @@ impl Scorer {
                 TaskLanguage::Python => Duration::from_secs(3),
                 TaskLanguage::Rust => Duration::from_secs(10),
             });
-            let mut limits = Limits {
+            let limits = Limits {
                 wall,
                 cpu_seconds: wall.as_secs_f64().ceil() as u64 + 1,
                 address_space: memory,
@@ -151,12 +165,14 @@ impl Scorer {
             };
             match language {
                 TaskLanguage::Python if python.is_none() => {
-                    let found = Python::find(config.python.as_deref(), &sandbox)?;
-                    limits.drop_privileges = found.runs_as_nobody;
+                    let mut found = Python::find(config.python.as_deref(), &sandbox)?;
+                    found.reach.granted.clone_from(&granted);
                     python = Some(found);
                 }
                 TaskLanguage::Rust if rust.is_none() => {
-                    rust = Some(RustToolchain::find(config.rust_deps.as_deref())?);
+                    let mut found = RustToolchain::find(config.rust_deps.as_deref())?;
+                    found.reach.granted.clone_from(&granted);
+                    rust = Some(found);
                 }
                 _ => {}
             }
@@ -175,6 +191,7 @@ impl Scorer {
             python,
             rust,
             run_limits,
+            granted,
             done: Mutex::new(HashMap::new()),
         };
         // Once each, at start (about a second for Rust): a toolchain that cannot run a
@@ -185,7 +202,8 @@ impl Scorer {
                 &python::probe(),
                 format!("python {}", python.path.display()),
                 &scorer.run_limits[&TaskLanguage::Python],
-                "pass --python with an interpreter installed outside your home directory",
+                "pass --python with an interpreter installed outside your home directory, or \
+                 --sandbox-read with the paths it reads",
             )?;
         }
         if let Some(rust) = &scorer.rust {
@@ -249,6 +267,17 @@ impl Scorer {
                 rust.deps.manifest.display(),
                 self.sandbox.describe(limits),
                 self.sandbox.describe(&rust::compile_limits()),
+            ));
+        }
+        if !self.granted.is_empty() {
+            let shown: Vec<String> = self
+                .granted
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            lines.push(format!(
+                "also readable by every program (--sandbox-read): {}",
+                shown.join(", ")
             ));
         }
         lines

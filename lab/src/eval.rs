@@ -60,7 +60,7 @@ pub struct Args {
         value_name = "CASES",
         conflicts_with_all = [
             "tasks", "language", "canonical", "sweep", "oracle_length", "sample", "jobs",
-            "timeout_s", "python", "rust_deps", "work_dir",
+            "timeout_s", "python", "rust_deps", "work_dir", "sandbox_read",
         ],
     )]
     next_edit: Option<PathBuf>,
@@ -130,6 +130,10 @@ pub struct Args {
     /// Where per-program scratch directories go (default: the system temp dir).
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    /// A path every program and compiler may also read and execute in the sandbox (repeat for
+    /// more): what an interpreter installed with your home directory as its prefix reads.
+    #[arg(long, value_name = "PATH")]
+    sandbox_read: Vec<PathBuf>,
     /// Last: its heading would carry over to the flags after it.
     #[command(flatten)]
     next: next_edit::NextEditArgs,
@@ -318,6 +322,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rust_deps: args.rust_deps.clone(),
         timeout: args.timeout_s.map(std::time::Duration::from_secs_f64),
         memory_mb: Some(args.memory_mb),
+        sandbox_read: args.sandbox_read.clone(),
     };
     let executed: Vec<TaskLanguage> = executed.into_iter().collect();
     let scorer = Scorer::new(&config, &executed)?;

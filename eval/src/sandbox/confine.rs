@@ -14,6 +14,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use super::Reach;
 use landlock::{
     path_beneath_rules, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr,
     Scope, ABI,
@@ -92,15 +93,20 @@ fn system_paths() -> &'static [PathBuf] {
 }
 
 /// The ruleset for a child working in `dir` that also reads and executes beneath each of
-/// `read` (a toolchain's sysroot, an interpreter's prefix), as a descriptor to enforce between
-/// fork and exec.
-pub fn ruleset(dir: &Path, read: &[PathBuf]) -> std::io::Result<OwnedFd> {
+/// `reach`'s paths (a toolchain's sysroot, an interpreter's prefix: those that are [`narrow`];
+/// what the user granted, all), as a descriptor to enforce between fork and exec.
+pub fn ruleset(dir: &Path, reach: &Reach) -> std::io::Result<OwnedFd> {
     let fs = AccessFs::from_all(WRITTEN_FOR);
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let readable = system_paths().iter().chain(
-        read.iter()
-            .filter(|path| narrow(path, dir, home.as_deref())),
-    );
+    let readable = system_paths()
+        .iter()
+        .chain(
+            reach
+                .read
+                .iter()
+                .filter(|path| narrow(path, dir, home.as_deref())),
+        )
+        .chain(&reach.granted);
     let created = Ruleset::default()
         .handle_access(fs)
         .and_then(|ruleset| ruleset.handle_access(AccessNet::from_all(WRITTEN_FOR)))

@@ -18,9 +18,6 @@ use crate::task::Task;
 pub struct Python {
     pub path: PathBuf,
     pub version: String,
-    /// Whether programs run as `nobody` (when redraft runs as root and `nobody` can execute
-    /// the interpreter).
-    pub runs_as_nobody: bool,
     /// Its prefixes and module path (a virtual environment, the installation it was made
     /// from), which programs read under Landlock.
     pub reach: Reach,
@@ -83,15 +80,9 @@ impl Python {
                     ),
                 });
             }
-            return Ok(Python {
-                runs_as_nobody: true,
-                ..described(&executable(system)?)?
-            });
+            return described(&executable(system)?);
         }
-        Ok(Python {
-            runs_as_nobody: sandbox.root,
-            ..described(&path)?
-        })
+        described(&path)
     }
 
     pub(crate) fn run(
@@ -138,7 +129,7 @@ fn executable(python: &Path) -> Result<PathBuf> {
 /// The interpreter at `path` as programs see it: run as they are (`-s`, the environment
 /// cleared: a `PYTHONPATH` or `PYTHONHOME` of this shell reaches no program, so it widens
 /// nothing they may read), its version and what it reads: the executable, its prefixes,
-/// libraries and module path. `runs_as_nobody` false.
+/// libraries and module path.
 fn described(path: &Path) -> Result<Python> {
     let mut command = Command::new(path);
     command
@@ -164,7 +155,6 @@ fn described(path: &Path) -> Result<Python> {
     Ok(Python {
         path: path.to_path_buf(),
         version: version.to_string(),
-        runs_as_nobody: false,
         reach: Reach::new(lines.map(PathBuf::from)),
     })
 }
@@ -263,7 +253,6 @@ mod tests {
             seccomp: false,
         };
         let found = Python::find_with(Some(&python), &sandbox, system).unwrap();
-        assert!(found.runs_as_nobody, "{found:?}");
         assert_eq!(
             found.path.canonicalize().unwrap(),
             system.canonicalize().unwrap()

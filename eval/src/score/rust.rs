@@ -126,7 +126,7 @@ impl RustToolchain {
         Ok(RustToolchain {
             rustc,
             deps,
-            reach: Reach { read },
+            reach: Reach::new(read),
         })
     }
 

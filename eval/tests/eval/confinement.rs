@@ -221,6 +221,51 @@ fn a_virtual_environments_packages_are_in_reach() {
     );
 }
 
+/// What the user grants (`--sandbox-read`, for an interpreter whose prefix is their home) every
+/// program may read and execute, not write; the reports name it; a path that is not there is
+/// an error naming it before anything runs.
+#[test]
+fn what_the_user_grants_is_read_not_written_and_said() {
+    let (outside, secret) = open_directory();
+    let config = ScorerConfig {
+        sandbox_read: vec![outside.path().to_path_buf()],
+        ..crate::support::config()
+    };
+    let scorer = Scorer::new(&config, &[TaskLanguage::Python, TaskLanguage::Rust]).unwrap();
+    let said = scorer.describe().join("\n");
+    let granted = outside.path().canonicalize().unwrap();
+    assert!(
+        said.contains(&format!("(--sandbox-read): {}", granted.display())),
+        "{said}"
+    );
+    if scorer.sandbox().landlock.is_none() {
+        eprintln!("no Landlock here: programs reach what their uid may, not checked");
+        return;
+    }
+    let read = format!("    return len(open({secret:?}).read())");
+    check(&scorer, &python_task(), &read, Outcome::Pass);
+    let rust = format!("    include_str!({secret:?}).len() as u64");
+    check(&scorer, &rust_task(), &rust, Outcome::Pass);
+    let written = outside.path().join("written");
+    let write = refused("lambda p: open(p, 'w').write('x')", &written);
+    check(&scorer, &python_task(), &write, Outcome::Pass);
+    assert!(!written.exists());
+
+    let missing = outside.path().join("no-such-dir");
+    let config = ScorerConfig {
+        sandbox_read: vec![missing.clone()],
+        ..crate::support::config()
+    };
+    let error = Scorer::new(&config, &[TaskLanguage::Python])
+        .err()
+        .expect("a missing path is refused")
+        .to_string();
+    assert!(
+        error.contains(&format!("--sandbox-read {}", missing.display())),
+        "{error}"
+    );
+}
+
 /// What Landlock does not check, the seccomp filter refuses: a Unix socket (a desktop's D-Bus
 /// outside the sandbox) and changing a file's mode by its path.
 #[test]
