@@ -26,6 +26,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -55,8 +56,9 @@ pub struct Limits {
     pub address_space: u64,
     /// Largest file the child may write, output files included (RLIMIT_FSIZE).
     pub file_size: u64,
-    /// Processes and threads (RLIMIT_NPROC); only meaningful when the child runs under its own
-    /// uid, since the kernel counts every process of the uid and ignores it for root.
+    /// Processes and threads (RLIMIT_NPROC), where the child's are counted apart from the
+    /// invoking user's ([`Sandbox::limits_processes`]): the kernel counts every process of a
+    /// uid (of a uid in a user namespace, from Linux 5.14) and ignores the limit for root.
     pub processes: u64,
     /// Whether the child drops to `nobody` when redraft runs as root (needs its program
     /// readable by `nobody`, so not for a toolchain under /root).
@@ -203,6 +205,15 @@ impl Sandbox {
         self.root && limits.drop_privileges
     }
 
+    /// Whether a child with these limits is held to [`Limits::processes`]: as `nobody`, or in
+    /// a user namespace of its own on a kernel that counts a namespace's processes apart, so
+    /// the limit stops a fork bomb without counting the user's other processes (and concurrent
+    /// programs in namespaces of their own do not share one count).
+    pub fn limits_processes(&self, limits: &Limits) -> bool {
+        self.drops_to_nobody(limits)
+            || (self.network == Network::UserNamespace && counts_processes_per_user_namespace())
+    }
+
     /// A one-line description for reports.
     pub fn describe(&self, limits: &Limits) -> String {
         let network = match (self.network, self.pid_namespace) {
@@ -233,8 +244,13 @@ impl Sandbox {
         } else {
             "as the invoking user"
         };
+        let processes = if self.limits_processes(limits) {
+            format!("at most {} processes", limits.processes)
+        } else {
+            "processes NOT limited".to_string()
+        };
         format!(
-            "{network}, {files}, {calls}, {user}, {:.0} s wall, {} s CPU, {} MiB address space",
+            "{network}, {files}, {calls}, {user}, {:.0} s wall, {} s CPU, {} MiB address space, {processes}",
             limits.wall.as_secs_f64(),
             limits.cpu_seconds,
             limits.address_space >> 20
@@ -284,6 +300,7 @@ impl Sandbox {
             pid_namespace: self.pid_namespace,
             limits: *limits,
             nobody: self.drops_to_nobody(limits),
+            process_limit: self.limits_processes(limits),
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             filter: confine::syscall_filter().filter(|_| self.seccomp),
         };
@@ -370,6 +387,8 @@ struct ChildSetup {
     pid_namespace: bool,
     limits: Limits,
     nobody: bool,
+    /// Whether RLIMIT_NPROC is set ([`Sandbox::limits_processes`]).
+    process_limit: bool,
     /// The Landlock ruleset's descriptor, -1 for none.
     ruleset: libc::c_int,
     /// The seccomp filter, built before the fork.
@@ -400,14 +419,17 @@ impl ChildSetup {
             set_limit(libc::RLIMIT_FSIZE, l.file_size, l.file_size)?;
             set_limit(libc::RLIMIT_CORE, 0, 0)?;
             set_limit(libc::RLIMIT_NOFILE, 256, 256)?;
-            if self.nobody {
+            if self.process_limit {
+                // After the unshare: in a user namespace of its own the count starts from this
+                // process, whatever else the user runs.
                 set_limit(libc::RLIMIT_NPROC, l.processes, l.processes)?;
-                if libc::setgroups(0, std::ptr::null()) != 0
+            }
+            if self.nobody
+                && (libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setgid(NOBODY) != 0
-                    || libc::setuid(NOBODY) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
+                    || libc::setuid(NOBODY) != 0)
+            {
+                return Err(std::io::Error::last_os_error());
             }
             confine::no_new_privileges()?;
             if self.ruleset >= 0 {
@@ -626,6 +648,35 @@ fn read_ends(file: &mut File) -> String {
     )
 }
 
+/// Whether the kernel counts RLIMIT_NPROC per user namespace (Linux 5.14, "Reimplement
+/// RLIMIT_NPROC on top of ucounts"); before, a user namespace's processes counted with all of
+/// the user's, and a limit low enough to stop a fork bomb would stop the program's first fork.
+fn counts_processes_per_user_namespace() -> bool {
+    static COUNTS: OnceLock<bool> = OnceLock::new();
+    *COUNTS.get_or_init(|| kernel_release().is_some_and(|release| release >= (5, 14)))
+}
+
+/// The running kernel's major and minor version.
+fn kernel_release() -> Option<(u32, u32)> {
+    // SAFETY: `uname` fills the zeroed struct it is given; its fields are NUL-terminated.
+    let release = unsafe {
+        let mut name: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut name) != 0 {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(name.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    };
+    parse_release(&release)
+}
+
+/// `6.18.44-fc-v1272` -> (6, 18).
+fn parse_release(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
 /// Starts `true` (or `sh -c :`) under `sandbox`'s isolation; whether it ran.
 fn probe(sandbox: &Sandbox) -> bool {
     let Ok(dir) = tempfile::tempdir() else {
@@ -669,4 +720,19 @@ pub fn executable_by_others(path: &Path) -> bool {
     };
     let mode = |p: &Path| p.metadata().map(|m| m.permissions().mode()).unwrap_or(0);
     mode(&path) & 0o001 != 0 && path.ancestors().skip(1).all(|dir| mode(dir) & 0o001 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_release;
+
+    #[test]
+    fn kernel_releases_are_read_to_their_major_and_minor() {
+        assert_eq!(parse_release("6.18.44-fc-v1272"), Some((6, 18)));
+        assert_eq!(parse_release("5.4.0-150-generic"), Some((5, 4)));
+        assert_eq!(parse_release("5.14.0-427.13.1.el9_4.x86_64"), Some((5, 14)));
+        assert!(Some((5, 4)) < Some((5, 14)));
+        assert_eq!(parse_release("6"), None);
+        assert_eq!(parse_release(""), None);
+    }
 }

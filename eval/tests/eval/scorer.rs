@@ -373,6 +373,125 @@ fn programs_leave_nothing_behind_and_see_no_network() {
     }
 }
 
+/// A Python program forking up to 200 children that sleep: exit 0 with `refused after N` when
+/// a fork is refused, 1 when all were made.
+const FORKS: &str = "import os, time\nn = 0\ntry:\n    for _ in range(200):\n        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    print('refused after', n)\n    raise SystemExit(0)\nprint('all forked')\nraise SystemExit(1)\n";
+
+/// Runs [`FORKS`] under `sandbox` with a limit of 64 processes; how many forks it made before
+/// one was refused (`None`: all 200 were made).
+fn forks_before_refused(sandbox: &Sandbox) -> Option<usize> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let limits = Limits {
+        wall: Duration::from_secs(20),
+        cpu_seconds: 10,
+        address_space: 1 << 30,
+        file_size: 1 << 20,
+        processes: 64,
+        drop_privileges: true,
+    };
+    let args = [std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(FORKS)];
+    let python = std::path::Path::new("/usr/bin/python3");
+    let exit = sandbox
+        .run(python, &args, dir.path(), &[], &limits, &Reach::default())
+        .unwrap();
+    match exit.status {
+        Status::Exited(0) => Some(
+            exit.stdout
+                .trim()
+                .strip_prefix("refused after ")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{exit:?}")),
+        ),
+        Status::Exited(1) => None,
+        _ => panic!("{exit:?}"),
+    }
+}
+
+/// A fork bomb stops at the process limit, as `nobody` under root and as an ordinary user in a
+/// user namespace of its own, where the count starts apart from the user's other processes
+/// (before, a user's programs had no process limit at all: the limit counted every process of
+/// the user, so it was set only for `nobody`).
+#[test]
+fn a_fork_bomb_stops_at_the_process_limit_as_root_and_as_a_user() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("no /usr/bin/python3, not checked");
+        return;
+    }
+    let here = Sandbox::detect();
+    if here.root {
+        let made = forks_before_refused(&here);
+        assert!(made.is_some_and(|n| n < 64), "as nobody: {made:?}");
+    }
+    // An ordinary user: a thread of this (root) test that is `nobody` for good (raw system
+    // calls change only the calling thread's credentials), running 100 processes of its own
+    // besides, more than the program's limit.
+    if !here.root {
+        eprintln!("not root: no thread can become another user, not checked");
+        return;
+    }
+    let as_user = std::thread::spawn(|| {
+        // SAFETY: plain system calls on values, for this thread only.
+        unsafe {
+            assert_eq!(
+                libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()),
+                0
+            );
+            assert_eq!(libc::syscall(libc::SYS_setresgid, 65534, 65534, 65534), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresuid, 65534, 65534, 65534), 0);
+        }
+        let sandbox = Sandbox::detect();
+        if sandbox.network != Network::UserNamespace {
+            return (sandbox, None, false);
+        }
+        let mut others: Vec<std::process::Child> = (0..100)
+            .map(|_| {
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let made = forks_before_refused(&sandbox);
+        for child in &mut others {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        (sandbox, made, true)
+    });
+    let (sandbox, made, ran) = as_user.join().unwrap();
+    if !ran {
+        eprintln!("no user namespace for a user here ({sandbox:?}), not checked");
+        return;
+    }
+    let limited = Limits {
+        wall: Duration::from_secs(1),
+        cpu_seconds: 1,
+        address_space: 1 << 30,
+        file_size: 1 << 20,
+        processes: 64,
+        drop_privileges: true,
+    };
+    if !sandbox.limits_processes(&limited) {
+        eprintln!("a kernel before 5.14 counts no namespace apart: {made:?} forks, not checked");
+        return;
+    }
+    assert!(
+        sandbox.describe(&limited).contains("at most 64 processes"),
+        "{}",
+        sandbox.describe(&limited)
+    );
+    // Not 0 (the user's 100 others counted), not all 200 (no limit).
+    assert!(
+        made.is_some_and(|n| (30..64).contains(&n)),
+        "as a user: {made:?}"
+    );
+}
+
 /// A corrupt prebuilt crate is the scorer's failure, never the model's compile errors: a
 /// scorer started on it refuses to start, and one whose crate breaks mid-run stops the run.
 #[test]
