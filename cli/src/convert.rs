@@ -26,8 +26,8 @@ pub struct Args {
     /// The GGUF file to write.
     #[arg(long)]
     out: PathBuf,
-    /// Block type of the matrices (norms and biases stay f32; a matrix whose width the blocks
-    /// do not divide stays f32).
+    /// Block type of the matrices: q8_0, q4_0, q4_k, q5_k, q6_k, f16 or f32 (norms and biases
+    /// stay f32; a matrix whose width the blocks do not divide stays f32).
     #[arg(long = "type", default_value = "q8_0", value_parser = parse_type)]
     dtype: GgmlDType,
 }

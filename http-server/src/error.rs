@@ -246,7 +246,9 @@ impl ApiError {
             "this server fills in the middle of code and has no chat: send the code before the \
              cursor as `prompt` (and after it as `suffix`) to /api/generate"
         } else {
-            "see the README's \"Serving over HTTP\" for the endpoints"
+            "the routes: POST /v1/completions, /api/generate, /v1/fim/completions, \
+             /v1/edit/completions; GET /v1/models, /api/tags, /health, /metrics; all of them in \
+             redraft's docs/http-api.md"
         };
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -406,6 +408,24 @@ mod tests {
         assert!(ollama["error"].as_str().unwrap().contains("`gpt-4`"));
         assert_eq!(Dialect::of_path("/api/generate"), Dialect::Ollama);
         assert_eq!(Dialect::of_path("/v1/completions"), Dialect::OpenAi);
+    }
+
+    /// A client that took a wrong turn is told where to go in the answer itself: the README
+    /// section the message once named is not on the client's machine.
+    #[test]
+    fn an_unknown_route_names_the_routes() {
+        let body = ApiError::unknown_route("GET", "/v1/complete").body();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("no route GET `/v1/complete` (the routes: POST /v1/completions,"),
+            "{message}"
+        );
+        assert!(message.contains("docs/http-api.md"), "{message}");
+        let chat = ApiError::unknown_route("POST", "/v1/chat/completions").body();
+        assert!(chat["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no chat"));
     }
 
     #[test]

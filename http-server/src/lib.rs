@@ -26,7 +26,7 @@ mod openai;
 mod requests;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -115,7 +115,7 @@ pub struct Args {
     /// Largest request body in bytes; past that, 413.
     #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..))]
     max_body: u64,
-    /// Decoding preset for requests that do not say (an `effort` field).
+    /// Decoding preset (low, medium or high) for requests that do not say (an `effort` field).
     #[arg(long, default_value = "medium")]
     effort: Effort,
     /// An inline completion with a token the model gave less than this probability (0 to 1)
@@ -314,6 +314,26 @@ fn flag_error(error: impl std::fmt::Display) -> anyhow::Error {
     redraft_runtime::flag_error::<Args>("redraft serve", error)
 }
 
+/// The id a `--model` is served under: a directory's or a GGUF file's name; for a model name,
+/// what follows its last `/` (`hf:ORG/REPO:Q8_0` is `REPO:Q8_0`), an Ollama name without its
+/// `ollama:` (`ollama:qwen2.5-coder:1.5b` is `qwen2.5-coder:1.5b`, as is
+/// `ollama:library/qwen2.5-coder:1.5b`): one id however the name is spelled, and one Zed infers
+/// a prompt format from (it reads the part before the first `:`) as it does from Ollama's own.
+fn served_id(model: &Path) -> String {
+    if let Ok(path) = model.canonicalize() {
+        if let Some(name) = path.file_name() {
+            return name.to_string_lossy().into_owned();
+        }
+    }
+    let text = model.to_string_lossy();
+    let text = text.strip_prefix("ollama:").unwrap_or(&text);
+    let text = text.trim_end_matches('/');
+    match text.rsplit('/').next() {
+        Some(last) if !last.is_empty() => last.to_string(),
+        _ => DEFAULT_MODEL_ID.to_string(),
+    }
+}
+
 /// What `run` serves: the flags checked, the model loaded and described, and the scheduler's
 /// thread started on it. A model that does not load stops the server before it listens (there
 /// would be nothing to answer with), unless FIM requests go to a `--backend`: that server starts
@@ -331,17 +351,11 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
     }
     let started = Instant::now();
     let loaded = args.model.load();
-    let id = match &args.model.model {
-        Some(dir) => dir
-            .canonicalize()
-            .unwrap_or_else(|_| dir.clone())
-            .file_name()
-            .map_or_else(
-                || DEFAULT_MODEL_ID.to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            ),
-        None => DEFAULT_MODEL_ID.to_string(),
-    };
+    let id = args
+        .model
+        .model
+        .as_deref()
+        .map_or_else(|| DEFAULT_MODEL_ID.to_string(), served_id);
     let details = loaded.as_ref().ok().map(ModelDetails::of);
     let on_accelerator = loaded
         .as_ref()
@@ -740,5 +754,22 @@ mod tests {
     fn unknown_paths_share_one_metrics_label() {
         assert_eq!(endpoint_label("/v1/completions"), "/v1/completions");
         assert_eq!(endpoint_label("/v1/../../etc/passwd"), "other");
+    }
+
+    /// A model name is served under what follows its last `/`, an Ollama name without its
+    /// `ollama:`: one id however the name was spelled (a path that exists is its own name).
+    #[test]
+    fn a_model_name_is_served_under_its_last_part() {
+        let id = |name: &str| served_id(Path::new(name));
+        assert_eq!(id("ollama:qwen2.5-coder:1.5b"), "qwen2.5-coder:1.5b");
+        assert_eq!(
+            id("ollama:library/qwen2.5-coder:1.5b"),
+            "qwen2.5-coder:1.5b"
+        );
+        assert_eq!(id("ollama:user/tiny"), "tiny");
+        assert_eq!(id("hf:ORG/REPO-GGUF:Q8_0"), "REPO-GGUF:Q8_0");
+        assert_eq!(id("hf:ORG/REPO/model-q8_0.gguf"), "model-q8_0.gguf");
+        assert_eq!(id("hf:ORG/REPO/"), "REPO");
+        assert_eq!(id("/no/such/dir/dream-coder"), "dream-coder");
     }
 }

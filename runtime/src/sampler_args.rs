@@ -6,7 +6,7 @@ use redraft_engine::sampler::{Confidence, Effort, Efforts, Realign, SamplerConfi
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplerArgs {
-    /// Quality/speed preset.
+    /// Quality/speed preset: low, medium or high.
     #[arg(long, default_value = "medium")]
     pub effort: Effort,
     /// Commit every slot at least this confident (threshold decoding; above 0, at most 1).
@@ -52,9 +52,9 @@ pub struct SamplerArgs {
     /// Next edits: no lower bar for copies of the old region (every slot waits for --tau).
     #[arg(long)]
     pub no_draft: bool,
-    /// Next edits: a rewrite changing more than this share of the region is no suggestion
-    /// [default: 0.5].
-    #[arg(long)]
+    /// Next edits: a rewrite changing more than this share of the region (0 or more) is no
+    /// suggestion [default: 0.5].
+    #[arg(long, value_parser = parse_share)]
     pub max_change: Option<f64>,
     /// Next edits: a rewrite whose least probable changed token the model gave less than this
     /// (0 to 1) is no suggestion [default: the model's own bar, `edit_min_confidence` in its
@@ -69,6 +69,15 @@ pub fn parse_probability(text: &str) -> Result<f32, String> {
         .ok()
         .filter(|p| (0.0..=1.0).contains(p))
         .ok_or_else(|| format!("expected a number from 0 to 1, got `{text}`"))
+}
+
+/// `--max-change`: a share of the region, 0 or more (a rewrite may insert more than the region
+/// holds, so above 1 is a looser guard, not a mistake); `nan` would silently turn the guard off.
+pub fn parse_share(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|share| *share >= 0.0)
+        .ok_or_else(|| format!("expected a share of the region, 0 or more, got `{text}`"))
 }
 
 /// A commit bar (`--tau`, `--draft-tau`): above 0 and at most 1, as a preset's in `redraft.json`.

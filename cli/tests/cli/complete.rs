@@ -897,6 +897,25 @@ fn commit_bars_outside_zero_to_one_are_refused() {
     }
 }
 
+/// `--max-change` is a share of the region, 0 or more: `nan` would turn the guard off without a
+/// word (no share is more than it) and a negative one would mean 0, so both are mistakes.
+#[test]
+fn a_max_change_that_is_no_share_exits_2() {
+    for value in ["nan", "-0.5", "half"] {
+        let flag = format!("--max-change={value}");
+        let out = redraft(
+            &["complete", "--next-edit", "--stdin-json", &flag],
+            r#"{"text": "fn a() {}\n", "cursor": 3}"#,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains("a share of the region, 0 or more"),
+            "{flag}: {stderr}"
+        );
+    }
+}
+
 /// `redraft` alone in a fresh directory (so no `redraft-lab` of the build is beside it), with
 /// `lab` (a shell script body) as the `redraft-lab` next to it if given. The binary is a hard
 /// link where the file system allows, so no file of it is ever open for writing.

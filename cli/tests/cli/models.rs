@@ -341,6 +341,24 @@ fn serve_takes_a_model_name() {
     );
 }
 
+/// A model name is served under one id however it is spelled: an Ollama name without its
+/// `ollama:` (as Ollama lists it, and as Zed infers a prompt format from it, reading up to the
+/// first `:`), a Hub name under what follows its last `/`.
+#[test]
+fn serve_names_a_named_model_without_its_scheme() {
+    for (model, id) in [
+        ("ollama:tiny", "tiny"),
+        ("ollama:library/tiny:latest", "tiny:latest"),
+        ("hf:test-org/tiny-GGUF:Q8_0", "tiny-GGUF:Q8_0"),
+    ] {
+        let server = Server::start(&["--model", model]);
+        let listed = server.get("/v1/models").json();
+        assert_eq!(listed["data"][0]["id"], id, "{model}: {listed}");
+        let tags = server.get("/api/tags").json();
+        assert_eq!(tags["models"][0]["name"], id, "{model}: {tags}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lsp_model_setting_takes_a_model_name() {
     let stores = stores();
