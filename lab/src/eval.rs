@@ -163,10 +163,11 @@ fn parse_sweep(spec: &str) -> Result<String, String> {
         Err(mistake) => {
             let rendered = mistake.render().to_string();
             let said = rendered.split("\n\nUsage:").next().unwrap_or_default();
+            // The tip to try `--help` is the outer parser's to give, once, at the end.
             let said: Vec<&str> = said
                 .lines()
                 .map(|line| line.trim().trim_start_matches("error: "))
-                .filter(|line| !line.is_empty())
+                .filter(|line| !line.is_empty() && !line.starts_with("For more information"))
                 .collect();
             Err(said.join("; "))
         }

@@ -39,7 +39,7 @@ fn errors_are_printed_as_redraft_prints_them() {
 /// `bench` measures nothing), as clap says its own.
 #[test]
 fn flag_values_a_command_cannot_use_are_command_line_mistakes() {
-    let runs: [(&[&str], &str); 11] = [
+    let runs: [(&[&str], &str); 12] = [
         (
             &["logprobs", "--text", "x", "--max-tokens", "0"],
             "--max-tokens <MAX_TOKENS>",
@@ -52,6 +52,10 @@ fn flag_values_a_command_cannot_use_are_command_line_mistakes() {
         (
             &["eval", "--tasks", "x", "--sweep", "--bogus"],
             "unexpected argument '--bogus' found",
+        ),
+        (
+            &["eval", "--tasks", "x", "--sweep", "--effort bogus"],
+            "unknown effort `bogus` (low, medium or high)",
         ),
         (
             &["eval", "--tasks", "x", "--backend", "notaurl"],
@@ -95,6 +99,10 @@ fn flag_values_a_command_cannot_use_are_command_line_mistakes() {
         assert!(
             !stderr.contains("Usage: redraft-lab --"),
             "no usage of a command no one typed: {stderr}"
+        );
+        assert!(
+            stderr.matches("For more information").count() <= 1,
+            "clap's tip once, at the end: {stderr}"
         );
     }
 }
