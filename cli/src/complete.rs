@@ -187,8 +187,7 @@ impl Args {
                 #[serde(default)]
                 language: Option<String>,
             }
-            let input = read_stdin()?;
-            let request: Request = serde_json::from_str(&input).context(
+            let request: Request = read_stdin_json(&["prefix", "suffix", "language"]).context(
                 "stdin must hold {\"prefix\": \"...\", \"suffix\": \"...\", \"language\": \"rust\"}",
             )?;
             let language = request
@@ -210,6 +209,25 @@ impl Args {
         }
         bail!("say where to complete: --file F --line L --column C, --prefix-file P [--suffix-file S], or --stdin-json")
     }
+}
+
+/// Standard input's JSON object as `T`. A field `T` has no place for (a misspelled
+/// `"langauge"`, which would leave the default in force without a word) is said on stderr,
+/// naming `fields`, and passed over: scripts may send more than a request needs.
+fn read_stdin_json<T: serde::de::DeserializeOwned>(fields: &[&str]) -> anyhow::Result<T> {
+    let input = read_stdin()?;
+    let mut unknown = Vec::new();
+    let mut json = serde_json::Deserializer::from_str(&input);
+    let value = serde_ignored::deserialize(&mut json, |path| unknown.push(path.to_string()))?;
+    // Nothing but white space after the object, as `serde_json::from_str` checks.
+    json.end()?;
+    for field in unknown {
+        stderr_line(format_args!(
+            "redraft complete: stdin's `{field}` is no field of a request ({}); passed over",
+            fields.join(", ")
+        ));
+    }
+    Ok(value)
 }
 
 /// The language of a request's `language` id; an id the context layer does not know is plain

@@ -40,8 +40,7 @@ fn request(args: &Args) -> anyhow::Result<Request> {
             #[serde(default)]
             history: String,
         }
-        let input = super::read_stdin()?;
-        let json: Json = serde_json::from_str(&input).context(
+        let json: Json = super::read_stdin_json(&["text", "cursor", "path", "history"]).context(
             "stdin must hold {\"text\": \"...\", \"cursor\": BYTE, \"path\": \"...\", \"history\": \"unified diff\"}",
         )?;
         if json.cursor > json.text.len() {

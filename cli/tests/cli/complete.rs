@@ -1039,7 +1039,8 @@ fn effort_is_the_models_tuned_preset_and_flags_override_it() {
 }
 
 /// A request that names no language is read as Rust, as the HTTP door reads a prompt without a
-/// file name (`Language::UNSAID`); an id redraft does not know is plain text, said on stderr.
+/// file name (`Language::UNSAID`); an id redraft does not know is plain text, said on stderr;
+/// a field a request has no place for (a misspelled `language`) is said too.
 #[test]
 fn a_request_without_a_language_is_read_as_the_http_door_reads_it() {
     let ask = |request: &str| {
@@ -1061,6 +1062,30 @@ fn a_request_without_a_language_is_read_as_the_http_door_reads_it() {
     let (tsx, quiet) = ask(r#"{"prefix": "const x = ", "language": "typescriptreact"}"#);
     assert_eq!(tsx["plan"]["language"], "typescript", "{tsx}");
     assert!(!quiet.contains("not one redraft knows"), "{quiet}");
+    assert!(!quiet.contains("no field"), "{quiet}");
+    // A misspelled field left the default in force without a word: it is said, and passed
+    // over (a script may send more than a request needs).
+    let (typo, note) = ask(r#"{"prefix": "def f():\n    return ", "langauge": "python"}"#);
+    assert_eq!(typo["plan"]["language"], "rust", "{typo}");
+    assert!(
+        note.contains("stdin's `langauge` is no field of a request (prefix, suffix, language)"),
+        "{note}"
+    );
+    // Likewise for a next edit's request; and text after the object is still a mistake.
+    let out = redraft(
+        &["complete", "--next-edit", "--stdin-json"],
+        r#"{"text": "fn a() {}\n", "cursor": 3, "histroy": ""}"#,
+    );
+    let note = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{note}");
+    assert!(
+        note.contains("`histroy` is no field of a request (text, cursor, path, history)"),
+        "{note}"
+    );
+    let trailing = redraft(&["complete", "--stdin-json"], r#"{"prefix": "a"} x"#);
+    let stderr = String::from_utf8_lossy(&trailing.stderr);
+    assert_eq!(trailing.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("stdin must hold"), "{stderr}");
 }
 
 /// Sampler values that mean nothing are command-line mistakes (exit 2, said by clap before
