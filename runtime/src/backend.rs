@@ -415,16 +415,25 @@ impl Backend {
 
     /// Asks the backend for the middle between `request`'s prefix and suffix. Blocks; returns
     /// [`BackendError::Cancelled`] within a few milliseconds of `cancel` being raised, having
-    /// closed the request's connection.
+    /// closed the request's connection. The timeout bounds the whole call: the first one, when
+    /// it asks `/v1/models` which model to name, included.
     pub fn fill(
         &self,
         request: &FillRequest<'_>,
         cancel: Option<&AtomicBool>,
     ) -> Result<Fill, BackendError> {
+        let asked = Instant::now();
         let model = match &self.config.model {
             Some(model) => Some(model.clone()),
             None => self.listed_model(cancel)?,
         };
+        let left = self.config.timeout.saturating_sub(asked.elapsed());
+        if left.is_zero() {
+            return Err(BackendError::Timeout {
+                url: self.shown_completions.clone(),
+                seconds: self.config.timeout.as_secs_f64(),
+            });
+        }
         let template = self.config.template;
         let mut stop: Vec<String> = template.stops().iter().map(|s| s.to_string()).collect();
         stop.extend(request.stop.iter().cloned());
@@ -450,7 +459,7 @@ impl Backend {
             body["seed"] = json!(seed);
         }
         let started = Instant::now();
-        let answer = self.block_on(cancel, self.post(&body))?;
+        let answer = self.block_on(cancel, self.post(&body, left))?;
         let mut fill = parse_answer(&self.shown_completions, &answer, &self.secrets)
             .map_err(|e| self.redact(e))?;
         for middle in &mut fill.middles {
@@ -539,11 +548,13 @@ impl Backend {
         }
     }
 
-    /// Posts `body` to the completions endpoint; the answer's JSON on a 2xx.
-    async fn post(&self, body: &Value) -> Result<Value, BackendError> {
+    /// Posts `body` to the completions endpoint, answered within `timeout`; the answer's JSON
+    /// on a 2xx.
+    async fn post(&self, body: &Value, timeout: Duration) -> Result<Value, BackendError> {
         let url = self.shown_completions.as_str();
         let response = self
             .authorized(self.client.post(self.completions.clone()))
+            .timeout(timeout)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_string())
             .send()

@@ -347,6 +347,52 @@ fn an_api_key_beside_credentials_in_the_url_is_the_one_authorization_sent() {
     assert_eq!(heard[0].authorization, ["Bearer sk-live-1234"], "{heard:?}");
 }
 
+/// The first call without a model named asks `/v1/models` first: the timeout bounds the two
+/// requests together (each had the whole timeout, so the call could take twice it).
+#[test]
+fn the_timeout_bounds_the_listing_and_the_completion_together() {
+    let slow = |delay: Duration| {
+        upstream(move |heard, stream| {
+            std::thread::sleep(delay);
+            if heard.path.ends_with("/models") {
+                reply(
+                    stream,
+                    200,
+                    "",
+                    &json!({"data": [{"id": "only"}]}).to_string(),
+                );
+            } else {
+                reply(stream, 200, "", &completion("x"));
+            }
+        })
+    };
+    let unnamed = |url: &str| {
+        Backend::new(BackendConfig {
+            timeout: Duration::from_millis(1500),
+            ..BackendConfig::new(url)
+        })
+        .unwrap()
+    };
+    // 1 s each: each within the timeout, both past it.
+    let (url, heard) = slow(Duration::from_millis(1000));
+    let started = std::time::Instant::now();
+    let err = fill(&unnamed(&url)).unwrap_err();
+    assert!(matches!(err, BackendError::Timeout { .. }), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        heard.lock().unwrap().len(),
+        2,
+        "the listing, then the completion"
+    );
+    // Quick ones: the listed model is named in the completion request.
+    let (url, _) = slow(Duration::from_millis(50));
+    assert_eq!(fill(&unnamed(&url)).unwrap().middles[0].text, "x");
+}
+
 #[test]
 fn a_gateway_listing_hundreds_of_models_is_named_in_a_few() {
     let (url, _) = upstream(|_, stream| {
