@@ -53,6 +53,9 @@ pub struct Settings {
     /// Fill the middle with a model another process serves (a `redraft serve`, llama-server,
     /// vLLM, Ollama...) instead of the local one; next edits stay local.
     pub backend: Option<BackendConfig>,
+    /// Offer the suggestion as `textDocument/completion` items too (`completionItems`);
+    /// `None` (`"auto"`): when the client has no inline completions. Read at `initialize`.
+    pub completion_items: Option<bool>,
 }
 
 /// Next-edit suggestions (`textDocument/copilotInlineEdit`).
@@ -139,6 +142,7 @@ impl Default for Settings {
             log_level: Level::Info,
             next_edit: NextEditSettings::default(),
             backend: None,
+            completion_items: None,
         }
     }
 }
@@ -251,6 +255,14 @@ impl Settings {
             "candidates" => self.candidates = count(value, 1, MAX_CANDIDATES)?,
             "minConfidence" => self.min_confidence = bar(value)?,
             "streamSteps" => self.stream_steps = value.as_bool().ok_or("expected true or false")?,
+            "completionItems" => {
+                self.completion_items = match value {
+                    Value::Bool(on) => Some(*on),
+                    Value::Null => None,
+                    Value::String(s) if s == "auto" => None,
+                    _ => return Err("expected true, false or \"auto\"".into()),
+                }
+            }
             "logLevel" => {
                 self.log_level = value
                     .as_str()
@@ -405,6 +417,32 @@ mod tests {
             "{problems:?}"
         );
         assert_eq!(bare.edit_reuse, None);
+    }
+
+    /// `completionItems`: true, false, or `"auto"` (and `null`): by the client's capabilities.
+    #[test]
+    fn completion_items_are_on_off_or_auto() {
+        let mut settings = Settings::default();
+        assert_eq!(settings.completion_items, None);
+        for (value, expected) in [
+            (json!(true), Some(true)),
+            (json!(false), Some(false)),
+            (json!("auto"), None),
+            (json!(true), Some(true)),
+            (json!(null), None),
+        ] {
+            assert!(settings
+                .update(&json!({"completionItems": value}))
+                .is_empty());
+            assert_eq!(settings.completion_items, expected, "{value}");
+        }
+        settings.completion_items = Some(false);
+        let problems = settings.update(&json!({"completionItems": "yes"}));
+        assert!(
+            problems[0].contains("true, false or \"auto\""),
+            "{problems:?}"
+        );
+        assert_eq!(settings.completion_items, Some(false));
     }
 
     /// `minConfidence` is the inline completion's bar, apart from the next edit's; `null` is

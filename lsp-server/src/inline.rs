@@ -43,11 +43,39 @@ use super::type_through::Basis;
 /// context layer parses around the cursor itself, which a longer wait would not beat.
 const ITEM_PARSE_BUDGET: Duration = Duration::from_millis(30);
 
+/// The suggestions for a request and where they go in the document, for either answer: inline
+/// completion items, or completion items for a client without them (`completion_items.rs`).
+pub(crate) struct Answered {
+    /// The document's text the suggestions are for.
+    pub rope: Rope,
+    /// Where they are shown: inserted at `start..end` (the cursor), after `lead` (the selected
+    /// item's text over its range).
+    pub start: usize,
+    pub end: usize,
+    pub lead: String,
+    pub encoding: PositionEncoding,
+    pub texts: Vec<String>,
+    /// The document's LSP language id.
+    pub language: String,
+}
+
 impl Server {
     pub async fn inline_completion(
         &self,
         params: InlineCompletionParams,
     ) -> jsonrpc::Result<Option<InlineCompletionResponse>> {
+        Ok(self
+            .suggest_inline(params)
+            .await?
+            .map(|answered| response(&answered)))
+    }
+
+    /// The suggestions for `params` (see the module's documentation), or none (a language not
+    /// completed, a document out of sync, no model).
+    pub(crate) async fn suggest_inline(
+        &self,
+        params: InlineCompletionParams,
+    ) -> jsonrpc::Result<Option<Answered>> {
         // A bug in here must cost one answer, not the server.
         match AssertUnwindSafe(self.inline_completion_inner(params))
             .catch_unwind()
@@ -64,7 +92,7 @@ impl Server {
     async fn inline_completion_inner(
         &self,
         params: InlineCompletionParams,
-    ) -> jsonrpc::Result<Option<InlineCompletionResponse>> {
+    ) -> jsonrpc::Result<Option<Answered>> {
         // `uri` as the client spelled it, for what goes back; `key` for the server's own books.
         let uri = params.text_document_position.text_document.uri;
         let key = DocumentKey::of(&uri);
@@ -139,6 +167,7 @@ impl Server {
             1
         };
         let (edited_at, line) = (document.edited_at, document.rope.byte_to_line(cursor));
+        let language = document.language_id.clone();
         let rope = document.rope.clone();
         let shown_at = Shown::at(cursor, selected.as_ref());
         // The text the model is asked about and the cursor in it. The type-through cache
@@ -166,7 +195,7 @@ impl Server {
                     document.version
                 )
             });
-            return Ok(Some(response(&rope, &shown_at, encoding, &texts)));
+            return Ok(Some(shown_at.answered(rope, encoding, texts, &language)));
         }
 
         let version = document.version;
@@ -236,11 +265,11 @@ impl Server {
                     line,
                     !suggestions.texts.is_empty(),
                 );
-                Ok(Some(response(
-                    &rope,
-                    &shown_at,
+                Ok(Some(shown_at.answered(
+                    rope,
                     encoding,
-                    &suggestions.texts,
+                    suggestions.texts,
+                    &language,
                 )))
             }
             // The server never shuts the runtime down while requests come.
@@ -397,6 +426,24 @@ impl<'a> Shown<'a> {
             },
         }
     }
+
+    fn answered(
+        &self,
+        rope: Rope,
+        encoding: PositionEncoding,
+        texts: Vec<String>,
+        language: &str,
+    ) -> Answered {
+        Answered {
+            rope,
+            start: self.start,
+            end: self.end,
+            lead: self.lead.to_string(),
+            encoding,
+            texts,
+            language: language.to_string(),
+        }
+    }
 }
 
 /// The items for `texts` where `shown` puts them. Each item's range stays on the cursor's line
@@ -404,34 +451,39 @@ impl<'a> Shown<'a> {
 /// or, when the suggestion's first line ends with the rest of the cursor's line (a closing
 /// bracket the model wrote again), a replacement of that rest too, so accepting it does not
 /// double it.
-fn response(
-    rope: &Rope,
-    shown: &Shown,
-    encoding: PositionEncoding,
-    texts: &[String],
-) -> InlineCompletionResponse {
-    let line = rope.byte_to_line(shown.end);
-    let content = line_content(rope.line(line));
-    let line_end = rope.line_to_byte(line) + content.len_bytes();
-    let rest = rope.byte_slice(shown.end..line_end).to_string();
-    let start = encoding.position(rope, shown.start);
-    let items = texts
+fn response(answered: &Answered) -> InlineCompletionResponse {
+    let items = answered
+        .texts
         .iter()
-        .map(|text| {
-            let first_line = text.split('\n').next().unwrap_or_default();
-            let covers_rest =
-                !rest.trim().is_empty() && first_line.trim_end().ends_with(rest.trim_end());
-            let end = encoding.position(rope, if covers_rest { line_end } else { shown.end });
-            InlineCompletionItem {
-                insert_text: format!("{}{text}", shown.lead),
-                filter_text: None,
-                range: Some(Range::new(start, end)),
-                command: None,
-                insert_text_format: None,
-            }
+        .map(|text| InlineCompletionItem {
+            insert_text: format!("{}{text}", answered.lead),
+            filter_text: None,
+            range: Some(answered.range(text)),
+            command: None,
+            insert_text_format: None,
         })
         .collect();
     InlineCompletionResponse::Array(items)
+}
+
+impl Answered {
+    /// The range `text` replaces: from the start to the cursor, or to the end of the line when
+    /// the suggestion's first line ends with the rest of the line.
+    pub fn range(&self, text: &str) -> Range {
+        let rope = &self.rope;
+        let line = rope.byte_to_line(self.end);
+        let content = line_content(rope.line(line));
+        let line_end = rope.line_to_byte(line) + content.len_bytes();
+        let rest = rope.byte_slice(self.end..line_end).to_string();
+        let first_line = text.split('\n').next().unwrap_or_default();
+        let covers_rest =
+            !rest.trim().is_empty() && first_line.trim_end().ends_with(rest.trim_end());
+        Range::new(
+            self.encoding.position(rope, self.start),
+            self.encoding
+                .position(rope, if covers_rest { line_end } else { self.end }),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -445,12 +497,9 @@ mod tests {
         let cursor = text.find("$0").unwrap();
         let rope = Rope::from_str(&text.replace("$0", ""));
         let texts: Vec<String> = suggestions.iter().map(|s| s.to_string()).collect();
-        match response(
-            &rope,
-            &Shown::at(cursor, None),
-            PositionEncoding::Utf16,
-            &texts,
-        ) {
+        let answered =
+            Shown::at(cursor, None).answered(rope, PositionEncoding::Utf16, texts, "rust");
+        match response(&answered) {
             InlineCompletionResponse::Array(items) => items
                 .into_iter()
                 .map(|i| (i.insert_text, i.range.unwrap()))

@@ -7,12 +7,15 @@
 //! thread), `document_key` (the normalized URI every per-document map is keyed by), `history` (each document's recent edits), `config`, `inference` (snapshots and
 //! settings into the runtime's work, its answers and drafts back), `cancel`, `type_through`,
 //! `stream` (the `redraft/draftStep` extension), `inline` (the inline completion request),
+//! `completion_items` (the same suggestion as `textDocument/completion` items, for clients
+//! without inline completions),
 //! `next_edit` (Copilot's `textDocument/copilotInlineEdit` and its accept command), `workspace` (the
 //! folders documents are named relative to), `server` (the tower-lsp-server glue) and `transport` (stdin/stdout framing that survives any bytes).
 //! Stdout carries the protocol and nothing else. The tests' `harness` runs the server in
 //! process, message by message, its next edits answered by the test instead of a model.
 
 mod cancel;
+mod completion_items;
 mod config;
 mod document;
 mod document_key;

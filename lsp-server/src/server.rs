@@ -14,15 +14,17 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tower_lsp_server::jsonrpc;
 use tower_lsp_server::ls_types::{
-    DidChangeConfigurationParams, DidChangeTextDocumentParams, DidChangeWorkspaceFoldersParams,
-    DidCloseTextDocumentParams, DidOpenTextDocumentParams, ExecuteCommandOptions,
-    ExecuteCommandParams, InitializeParams, InitializeResult, InitializedParams, LSPAny,
-    MessageType, OneOf, ProgressToken, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
-    TextDocumentSyncKind, Uri, WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+    CompletionParams, CompletionResponse, DidChangeConfigurationParams,
+    DidChangeTextDocumentParams, DidChangeWorkspaceFoldersParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
+    InitializeResult, InitializedParams, LSPAny, MessageType, OneOf, ProgressToken,
+    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
 };
 use tower_lsp_server::{Client, LanguageServer};
 
 use super::cancel::InFlight;
+use super::completion_items;
 use super::config::Settings;
 use super::document_key::DocumentKey;
 use super::documents::{Changed, Documents};
@@ -432,6 +434,8 @@ impl LanguageServer for Server {
                     TextDocumentSyncKind::INCREMENTAL,
                 )),
                 inline_completion_provider: Some(OneOf::Left(true)),
+                completion_provider: completion_items::offered(settings.completion_items, &params)
+                    .then(completion_items::options),
                 workspace: Some(WorkspaceServerCapabilities {
                     workspace_folders: Some(WorkspaceFoldersServerCapabilities {
                         supported: Some(true),
@@ -489,6 +493,13 @@ impl LanguageServer for Server {
         if let Some((load, asked)) = load {
             self.report_load(load, asked);
         }
+    }
+
+    async fn completion(
+        &self,
+        params: CompletionParams,
+    ) -> jsonrpc::Result<Option<CompletionResponse>> {
+        self.completion_items(params).await
     }
 
     async fn shutdown(&self) -> jsonrpc::Result<()> {

@@ -38,6 +38,7 @@ macro_rules! raw {
 raw!(request Initialize = "initialize");
 raw!(request Shutdown = "shutdown");
 raw!(request InlineCompletion = "textDocument/inlineCompletion");
+raw!(request Completion = "textDocument/completion");
 raw!(request CopilotInlineEdit = "textDocument/copilotInlineEdit");
 raw!(request ExecuteCommand = "workspace/executeCommand");
 raw!(request Unknown = "redraft/noSuchMethod");
@@ -93,6 +94,9 @@ pub struct Start {
     pub options: Value,
     pub encodings: Option<Vec<&'static str>>,
     pub progress: bool,
+    /// Whether the client announces inline completions (`textDocument.inlineCompletion`); a
+    /// client without them (Helix) gets completion items.
+    pub inline: bool,
     /// Wait until the model is loaded (or failed to load) before returning.
     pub wait_for_model: bool,
     /// `REDRAFT_STEP_DELAY_MS` for the server: a pause after every denoising step, so a test
@@ -129,6 +133,7 @@ impl Default for Start {
             options: json!({"effort": "low", "maxTokens": 12}),
             encodings: None,
             progress: true,
+            inline: true,
             wait_for_model: true,
             step_delay_ms: None,
             root: None,
@@ -185,6 +190,11 @@ impl Lsp {
         let folders = start
             .root
             .map(|root| json!([{"uri": root, "name": "workspace"}]));
+        let text_document = if start.inline {
+            json!({"inlineCompletion": {"dynamicRegistration": false}})
+        } else {
+            json!({"completion": {"completionItem": {"snippetSupport": false}}})
+        };
         let params = json!({
             "processId": std::process::id(),
             "rootUri": start.root,
@@ -192,7 +202,7 @@ impl Lsp {
             "capabilities": {
                 "general": general,
                 "window": {"workDoneProgress": start.progress},
-                "textDocument": {"inlineCompletion": {"dynamicRegistration": false}},
+                "textDocument": text_document,
             },
             "initializationOptions": unbarred(start.options),
         });
@@ -269,6 +279,17 @@ impl Lsp {
             "textDocument": {"uri": uri},
             "position": {"line": line, "character": character},
             "context": {"triggerKind": if invoked { 1 } else { 2 }},
+        }))
+        .await
+    }
+
+    /// A `textDocument/completion` request, as a client without inline completions asks while
+    /// the user types (`TriggerForIncompleteCompletions`), or explicitly (`Invoked`).
+    pub async fn completion(&self, uri: &str, line: u32, character: u32, invoked: bool) -> Pending {
+        self.send::<Completion>(json!({
+            "textDocument": {"uri": uri},
+            "position": {"line": line, "character": character},
+            "context": {"triggerKind": if invoked { 1 } else { 3 }},
         }))
         .await
     }

@@ -321,6 +321,8 @@ def test_suggestions_off_turns_the_servers_next_edits_off_and_back(tmp_path):
             settle(nvim, 50)
         options = received(log, "initialize")[-1]["params"]["initializationOptions"]
         assert options["nextEdit"] == {"debounceMs": 50, "enabled": False}, options
+        # The plugin shows suggestions itself: no completion items unless the user sets them.
+        assert options["completionItems"] is False, options
 
         wait_lua(
             nvim,

@@ -341,6 +341,147 @@ async fn typing_through_a_suggestion_is_answered_without_the_model() {
     lsp.shutdown().await;
 }
 
+/// A client without inline completions (Helix, Kakoune, Sublime) is offered the suggestion as
+/// completion items: the text an inline completion shows there, in an item that starts where
+/// the word at the cursor starts (a menu is filtered by what was typed of that word), in a list
+/// the client asks for again as the user types, which the type-through cache then answers.
+#[tokio::test]
+async fn a_client_without_inline_completions_gets_the_suggestion_as_completion_items() {
+    let lsp = Lsp::start(Start {
+        inline: false,
+        options: json!({"effort": "low", "maxTokens": 12, "logLevel": "debug"}),
+        ..Start::default()
+    })
+    .await;
+    let provider = &lsp.initialize_result["capabilities"]["completionProvider"];
+    let triggers = provider["triggerCharacters"].as_array().unwrap();
+    assert!(
+        triggers.contains(&json!("(")) && triggers.contains(&json!(".")),
+        "{provider}"
+    );
+    // (uri, text, line, cursor column, where the word typed at the cursor starts)
+    let places = [
+        (
+            "file:///work/demo/src/main.rs",
+            "fn main() {\n    let names = vec![\"a\", \"b\"];\n    for name in na\n}\n",
+            2,
+            18,
+            16,
+        ),
+        (URI, SOURCE, 3, 17, 17),
+        (
+            "file:///work/demo/src/util.rs",
+            "pub fn greet(name: &str) -> String {\n    format!(\n}\n",
+            1,
+            12,
+            12,
+        ),
+    ];
+    for (uri, text, line, column, word) in places {
+        lsp.open(uri, "rust", text);
+        let answer = lsp
+            .completion(uri, line, column, false)
+            .await
+            .answer()
+            .await;
+        let answer = answer.unwrap();
+        assert_eq!(answer["isIncomplete"], json!(true), "{answer}");
+        let menu = answer["items"].as_array().unwrap().clone();
+        // The inline completion at the same place: the same suggestion (from the cache).
+        let inline = items(
+            &lsp.inline(uri, line, column, false)
+                .await
+                .answer()
+                .await
+                .unwrap(),
+        );
+        assert_eq!(menu.len(), inline.len(), "{answer}");
+        let typed = &text.lines().nth(line as usize).unwrap()[word as usize..column as usize];
+        for (item, shown) in menu.iter().zip(&inline) {
+            let edit = &item["textEdit"];
+            let new_text = format!("{typed}{}", shown["insertText"].as_str().unwrap());
+            assert_eq!(edit["newText"], json!(new_text), "{item}");
+            assert_eq!(item["filterText"], json!(new_text), "{item}");
+            assert_eq!(
+                edit["range"]["start"],
+                json!({"line": line, "character": word}),
+                "{item}"
+            );
+            assert_eq!(edit["range"]["end"], shown["range"]["end"], "{item}");
+            assert_eq!(item["insertTextFormat"], json!(1), "plain text: {item}");
+            let first_line = new_text.lines().next().unwrap().trim_end();
+            assert!(
+                item["label"].as_str().unwrap().starts_with(first_line)
+                    || first_line.chars().count() > 60,
+                "{item}"
+            );
+        }
+        let Some(first) = menu.first() else {
+            continue;
+        };
+        // Typing the suggestion's first character: the menu's next list comes from the cache.
+        let suggestion = &first["textEdit"]["newText"].as_str().unwrap()[typed.len()..];
+        let next: String = suggestion.chars().take(1).collect();
+        lsp.change(uri, 1, [[line, column], [line, column]], &next);
+        let column = column + next.encode_utf16().count() as u32;
+        let again = lsp
+            .completion(uri, line, column, false)
+            .await
+            .answer()
+            .await;
+        let again = again.unwrap();
+        // The word at the cursor goes on if a letter was typed, else a new one starts.
+        let rest = &suggestion[next.len()..];
+        let expected = if next.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            format!("{typed}{next}{rest}")
+        } else {
+            rest.to_string()
+        };
+        assert_eq!(
+            again["items"][0]["textEdit"]["newText"],
+            json!(expected),
+            "{again}"
+        );
+        lsp.wait_for_log(|m| m.contains("type-through cache")).await;
+        lsp.shutdown().await;
+        return;
+    }
+    panic!("the default model suggests something at one of the places");
+}
+
+/// Completion items are offered to a client without inline completions, not to one with them
+/// (an editor showing inline suggestions would get each one in its menu too, computed twice),
+/// unless the `completionItems` setting says otherwise.
+#[tokio::test]
+async fn completion_items_follow_the_clients_capabilities_unless_the_setting_says() {
+    for (inline, setting, offered) in [
+        (true, None, false),
+        (false, None, true),
+        (false, Some(json!("auto")), true),
+        (true, Some(json!(true)), true),
+        (false, Some(json!(false)), false),
+    ] {
+        let mut options = json!({});
+        if let Some(setting) = &setting {
+            options["completionItems"] = setting.clone();
+        }
+        let lsp = Lsp::start(Start {
+            inline,
+            options,
+            wait_for_model: false,
+            ..Start::default()
+        })
+        .await;
+        let capabilities = &lsp.initialize_result["capabilities"];
+        assert_eq!(
+            capabilities.get("completionProvider").is_some(),
+            offered,
+            "inline {inline}, completionItems {setting:?}: {capabilities}"
+        );
+        lsp.shutdown().await;
+    }
+}
+
 /// A server started with `options` (a debug log level among them), [`SOURCE`] opened and
 /// completed at the loop's body: the server, and the log line that says how that job ran.
 async fn first_completion(options: Value) -> (Lsp, String) {

@@ -221,8 +221,14 @@ end
 --- suggestions are off, so the server does not compute next edits nobody is shown. The switch
 --- is always sent (as `nextEdit.enabled`, or `nextEdit` when that is not a table), since the
 --- server keeps the value of a key it is not sent: coming back on restores the user's value.
+--- No completion items unless the user asks for them: the plugin shows the suggestion itself,
+--- and Neovim 0.11 announces no inline completions, so the server would also offer each
+--- suggestion to a completion menu (nvim-cmp, blink.cmp), computed again.
 function M.server_settings()
   local settings = vim.deepcopy(M.config.settings or {})
+  if settings.completionItems == nil then
+    settings.completionItems = false
+  end
   local nested = settings.nextEdit
   local wanted
   if type(nested) == 'table' and nested.enabled ~= nil then

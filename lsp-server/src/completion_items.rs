@@ -1,0 +1,225 @@
+//! `textDocument/completion`, for clients that have no inline completions (Helix, Kakoune's
+//! kak-lsp, Sublime's LSP, an Emacs without `lsp-inline-completion`): the suggestion an inline
+//! completion would show, as completion items in the client's menu. The same request runs
+//! (`inline.rs`: the type-through cache, the job on the model, cancellation by an edit); only
+//! the answer's shape differs.
+//!
+//! Offered when the client announces no `textDocument.inlineCompletion` capability, or when the
+//! `completionItems` setting says so (`initialize` decides: [`offered`]), so an editor that shows
+//! inline suggestions does not also get each one in its menu, paid for twice.
+//!
+//! A client filters a menu by what was typed of the word at the cursor (Helix: the word's
+//! characters from where the menu opened): an item starts there, its text that word and the
+//! suggestion after it, so typing on through the suggestion keeps it in the menu. The list is
+//! incomplete, so the client asks again as the user types; the type-through cache answers those
+//! without the model.
+
+use tower_lsp_server::jsonrpc;
+use tower_lsp_server::ls_types::{
+    CompletionItem, CompletionItemKind, CompletionList, CompletionOptions, CompletionParams,
+    CompletionResponse, CompletionTextEdit, CompletionTriggerKind, Documentation, InitializeParams,
+    InlineCompletionContext, InlineCompletionParams, InlineCompletionTriggerKind, InsertTextFormat,
+    MarkupContent, MarkupKind, Range, TextEdit,
+};
+
+use super::inline::Answered;
+use super::server::Server;
+
+/// The longest label shown in a menu, in characters; the whole suggestion is the item's
+/// documentation.
+const LABEL_CHARS: usize = 60;
+
+/// Characters after which a client asks at once (without them Helix asks only once two
+/// characters of a word are typed, never after `(` or at the start of a line).
+const TRIGGER_CHARACTERS: [&str; 8] = [".", ":", "(", "[", "{", ",", "=", " "];
+
+/// Whether the server offers completion items to the client `params` describes: as the
+/// `completionItems` setting says, else (`"auto"`) when the client has no inline completions.
+pub fn offered(setting: Option<bool>, params: &InitializeParams) -> bool {
+    setting.unwrap_or_else(|| {
+        params
+            .capabilities
+            .text_document
+            .as_ref()
+            .and_then(|t| t.inline_completion.as_ref())
+            .is_none()
+    })
+}
+
+/// The capability announced when [`offered`].
+pub fn options() -> CompletionOptions {
+    CompletionOptions {
+        trigger_characters: Some(TRIGGER_CHARACTERS.map(str::to_string).to_vec()),
+        resolve_provider: Some(false),
+        ..CompletionOptions::default()
+    }
+}
+
+impl Server {
+    pub async fn completion_items(
+        &self,
+        params: CompletionParams,
+    ) -> jsonrpc::Result<Option<CompletionResponse>> {
+        let invoked = params
+            .context
+            .as_ref()
+            .is_some_and(|c| c.trigger_kind == CompletionTriggerKind::INVOKED);
+        let inline = InlineCompletionParams {
+            work_done_progress_params: params.work_done_progress_params,
+            text_document_position: params.text_document_position,
+            context: InlineCompletionContext {
+                trigger_kind: if invoked {
+                    InlineCompletionTriggerKind::INVOKED
+                } else {
+                    InlineCompletionTriggerKind::AUTOMATIC
+                },
+                selected_completion_info: None,
+            },
+        };
+        let answered = self.suggest_inline(inline).await?;
+        Ok(Some(CompletionResponse::List(CompletionList {
+            is_incomplete: true,
+            items: answered.as_ref().map_or_else(Vec::new, items),
+        })))
+    }
+}
+
+/// The items for `answered`'s suggestions, each starting where the word at the cursor starts.
+pub(crate) fn items(answered: &Answered) -> Vec<CompletionItem> {
+    let start = word_start(answered);
+    let typed = answered.rope.byte_slice(start..answered.start).to_string();
+    let range_start = answered.encoding.position(&answered.rope, start);
+    answered
+        .texts
+        .iter()
+        .filter(|text| !text.trim().is_empty())
+        .enumerate()
+        .map(|(rank, text)| {
+            let new_text = format!("{typed}{}{text}", answered.lead);
+            let range = Range::new(range_start, answered.range(text).end);
+            CompletionItem {
+                label: label(&new_text),
+                kind: Some(CompletionItemKind::TEXT),
+                detail: Some("redraft".into()),
+                documentation: Some(Documentation::MarkupContent(MarkupContent {
+                    kind: MarkupKind::Markdown,
+                    value: format!("```{}\n{new_text}\n```", answered.language),
+                })),
+                // Ahead of what other servers offer for the same word, in the model's order.
+                sort_text: Some(format!("!{rank}")),
+                filter_text: Some(new_text.clone()),
+                insert_text_format: Some(InsertTextFormat::PLAIN_TEXT),
+                text_edit: Some(CompletionTextEdit::Edit(TextEdit { range, new_text })),
+                ..CompletionItem::default()
+            }
+        })
+        .collect()
+}
+
+/// Where the word the cursor ends starts: the letters, digits and `_` before it on its line.
+fn word_start(answered: &Answered) -> usize {
+    let rope = &answered.rope;
+    let line_start = rope.line_to_byte(rope.byte_to_line(answered.start));
+    let before = rope.byte_slice(line_start..answered.start).to_string();
+    let word: usize = before
+        .chars()
+        .rev()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .map(char::len_utf8)
+        .sum();
+    answered.start - word
+}
+
+/// The menu's line for `text`: its first line, cut at [`LABEL_CHARS`], with `…` where more
+/// follows.
+fn label(text: &str) -> String {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or_default().trim_end();
+    let mut label: String = first.chars().take(LABEL_CHARS).collect();
+    if label.len() < first.len() || lines.next().is_some() {
+        label.push('…');
+    }
+    label
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoding::PositionEncoding;
+    use ropey::Rope;
+    use tower_lsp_server::ls_types::Position;
+
+    /// The items for `suggestions` at `$0` in `text`: (label, range, new text).
+    fn menu(text: &str, suggestions: &[&str]) -> Vec<(String, Range, String)> {
+        let cursor = text.find("$0").unwrap();
+        let answered = Answered {
+            rope: Rope::from_str(&text.replace("$0", "")),
+            start: cursor,
+            end: cursor,
+            lead: String::new(),
+            encoding: PositionEncoding::Utf16,
+            texts: suggestions.iter().map(|s| s.to_string()).collect(),
+            language: "rust".into(),
+        };
+        items(&answered)
+            .into_iter()
+            .map(|item| {
+                let Some(CompletionTextEdit::Edit(edit)) = item.text_edit else {
+                    panic!("a plain edit: {item:?}");
+                };
+                assert_eq!(item.filter_text.as_deref(), Some(edit.new_text.as_str()));
+                (item.label, edit.range, edit.new_text)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_item_starts_where_the_word_at_the_cursor_starts() {
+        let at = |l, c| Position::new(l, c);
+        // The word typed so far (UTF-16 columns past a 4-byte character) is the item's start.
+        assert_eq!(
+            menu("fn f() {\n    let 😀 = pri$0\n}", &["ntln!(\"x\");"]),
+            vec![(
+                "println!(\"x\");".into(),
+                Range::new(at(1, 13), at(1, 16)),
+                "println!(\"x\");".into()
+            )]
+        );
+        // After punctuation nothing is typed of a word: an insertion at the cursor; the rest of
+        // the line the suggestion ends with is replaced, as inline.
+        assert_eq!(
+            menu("    foo($0)", &["a, b)"]),
+            vec![(
+                "a, b)".into(),
+                Range::new(at(0, 8), at(0, 9)),
+                "a, b)".into()
+            )]
+        );
+    }
+
+    #[test]
+    fn labels_are_one_short_line_and_empty_suggestions_are_no_items() {
+        let long = "x".repeat(70);
+        let labels: Vec<String> = menu("let v = $0", &[&long, "a;\nb;", "  ", ""])
+            .into_iter()
+            .map(|(label, _, _)| label)
+            .collect();
+        assert_eq!(
+            labels,
+            vec![format!("{}…", "x".repeat(60)), "a;…".to_string()]
+        );
+    }
+
+    #[test]
+    fn items_are_offered_to_clients_without_inline_completions_unless_set() {
+        let with_inline: InitializeParams = serde_json::from_value(serde_json::json!({
+            "capabilities": {"textDocument": {"inlineCompletion": {}}}
+        }))
+        .unwrap();
+        let without = InitializeParams::default();
+        assert!(!offered(None, &with_inline));
+        assert!(offered(None, &without));
+        assert!(offered(Some(true), &with_inline));
+        assert!(!offered(Some(false), &without));
+    }
+}
