@@ -543,9 +543,13 @@ impl Q8Matrix {
 }
 
 /// [`Packing`] as the kernels' tiles take it, a const generic parameter.
+#[cfg(target_arch = "x86_64")]
 const BYTES: u8 = 0;
+#[cfg(target_arch = "x86_64")]
 const FIVE: u8 = 1;
+#[cfg(target_arch = "x86_64")]
 const FOUR: u8 = 2;
+#[cfg(target_arch = "x86_64")]
 const SIX: u8 = 3;
 
 /// The instruction sets the kernel has a path for.
@@ -701,6 +705,7 @@ fn quantize(x: &[f32], cols: usize) -> Quantized {
     let mut sums = vec![[0i32; 2]; x.len() / BLOCK];
     let per_row = cols / BLOCK;
     // Once a call, not once a row.
+    #[cfg(target_arch = "x86_64")]
     let isa = Isa::detect();
     values
         .par_chunks_mut(cols)

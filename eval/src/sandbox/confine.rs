@@ -175,6 +175,11 @@ pub fn syscall_filter() -> Option<&'static [libc::sock_filter]> {
     FILTER.get_or_init(build_filter).as_deref()
 }
 
+/// fchmodat2 (Linux 6.6) has one number on every architecture, which the libc crate names for
+/// x86_64 only.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const SYS_FCHMODAT2: libc::c_long = 452;
+
 /// The filter of [`syscall_filter`]: the architecture, then the call's number (numbers past
 /// x32's bit refused), then `socket`'s first argument.
 fn build_filter() -> Option<Vec<libc::sock_filter>> {
@@ -184,7 +189,7 @@ fn build_filter() -> Option<Vec<libc::sock_filter>> {
         &[
             libc::SYS_chmod,
             libc::SYS_fchmodat,
-            libc::SYS_fchmodat2,
+            SYS_FCHMODAT2,
             libc::SYS_chown,
             libc::SYS_lchown,
             libc::SYS_fchownat,
@@ -193,7 +198,7 @@ fn build_filter() -> Option<Vec<libc::sock_filter>> {
     #[cfg(target_arch = "aarch64")]
     let (arch, by_path): (u32, &[libc::c_long]) = (
         0xC000_00B7, // AUDIT_ARCH_AARCH64
-        &[libc::SYS_fchmodat, libc::SYS_fchmodat2, libc::SYS_fchownat],
+        &[libc::SYS_fchmodat, SYS_FCHMODAT2, libc::SYS_fchownat],
     );
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     return None;
@@ -352,7 +357,7 @@ mod tests {
             run(native, libc::SYS_socketpair, unix),
             libc::SECCOMP_RET_ALLOW
         );
-        for call in [libc::SYS_fchmodat, libc::SYS_fchmodat2, libc::SYS_fchownat] {
+        for call in [libc::SYS_fchmodat, SYS_FCHMODAT2, libc::SYS_fchownat] {
             assert_eq!(run(native, call, 0), refused, "{call}");
         }
         #[cfg(target_arch = "x86_64")]

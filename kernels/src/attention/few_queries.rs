@@ -68,6 +68,7 @@ struct Keys {
 impl Keys {
     /// The query heads `q` holds, once it is checked that `q` and `out` hold the same whole
     /// heads and `kv` every key and its values (what the vector paths' pointer reads rely on).
+    #[cfg(target_arch = "x86_64")]
     fn heads_checked(self, q: &[f32], kv: &[f32], out: &[f32]) -> usize {
         let hd = self.head_dim;
         assert!(
@@ -466,6 +467,7 @@ mod tests {
                     out
                 };
                 let expected = run(&|out| group_row_any(&q, &kv, keys, scale, out));
+                #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
                 let mut paths: Vec<(&str, Vec<f32>)> = Vec::new();
                 #[cfg(target_arch = "x86_64")]
                 if avx512::available() {
