@@ -22,7 +22,7 @@ use tower_lsp_server::ls_types::{
     MarkupContent, MarkupKind, Range, TextEdit,
 };
 
-use super::inline::Answered;
+use super::inline::{covers, Answered};
 use super::server::Server;
 
 /// The longest label shown in a menu, in characters; the whole suggestion is the item's
@@ -76,7 +76,7 @@ impl Server {
                 selected_completion_info: None,
             },
         };
-        let answered = self.suggest_inline(inline).await?;
+        let answered = self.suggest_inline(inline, &self.menu_in_flight).await?;
         Ok(Some(CompletionResponse::List(CompletionList {
             is_incomplete: true,
             items: answered.as_ref().map_or_else(Vec::new, items),
@@ -85,18 +85,30 @@ impl Server {
 }
 
 /// The items for `answered`'s suggestions, each starting where the word at the cursor starts.
+/// A one-line suggestion that ends with the rest of the line (a closing bracket written again)
+/// is inserted without it, up to the cursor: menus built on Vim's `complete()` replace from an
+/// item's start to the cursor whatever its range says, and would leave the bracket twice.
 pub(crate) fn items(answered: &Answered) -> Vec<CompletionItem> {
     let start = word_start(answered);
     let typed = answered.rope.byte_slice(start..answered.start).to_string();
     let range_start = answered.encoding.position(&answered.rope, start);
+    let (rest, _) = answered.rest_of_line();
+    let cursor = answered.encoding.position(&answered.rope, answered.end);
     answered
         .texts
         .iter()
-        .filter(|text| !text.trim().is_empty())
+        .map(|text| {
+            if !text.contains('\n') && covers(text, &rest) {
+                let kept = text.trim_end();
+                return (&kept[..kept.len() - rest.trim_end().len()], cursor);
+            }
+            (text.as_str(), answered.range(text).end)
+        })
+        .filter(|(text, _)| !text.trim().is_empty())
         .enumerate()
-        .map(|(rank, text)| {
+        .map(|(rank, (text, end))| {
             let new_text = format!("{typed}{}{text}", answered.lead);
-            let range = Range::new(range_start, answered.range(text).end);
+            let range = Range::new(range_start, end);
             CompletionItem {
                 label: label(&new_text),
                 kind: Some(CompletionItemKind::TEXT),
@@ -185,15 +197,20 @@ mod tests {
                 "println!(\"x\");".into()
             )]
         );
-        // After punctuation nothing is typed of a word: an insertion at the cursor; the rest of
-        // the line the suggestion ends with is replaced, as inline.
+        // After punctuation nothing is typed of a word: an insertion at the cursor. A one-line
+        // suggestion that ends with the rest of the line is inserted without it (a menu that
+        // replaces only up to the cursor would leave `)` twice); a longer one replaces the rest,
+        // as inline; a suggestion that is only the rest is no item.
         assert_eq!(
-            menu("    foo($0)", &["a, b)"]),
-            vec![(
-                "a, b)".into(),
-                Range::new(at(0, 8), at(0, 9)),
-                "a, b)".into()
-            )]
+            menu("    foo($0)", &["a, b)", "a, b)\nc", ")"]),
+            vec![
+                ("a, b".into(), Range::new(at(0, 8), at(0, 8)), "a, b".into()),
+                (
+                    "a, b)…".into(),
+                    Range::new(at(0, 8), at(0, 9)),
+                    "a, b)\nc".into()
+                ),
+            ]
         );
     }
 
@@ -208,6 +225,47 @@ mod tests {
             labels,
             vec![format!("{}…", "x".repeat(60)), "a;…".to_string()]
         );
+    }
+
+    /// A menu's request and an inline one on the same document do not cancel each other (a
+    /// client showing ghost text beside a menu dropped the cancelled menu without a word, seen
+    /// in Neovim); an edit cancels both.
+    #[tokio::test]
+    async fn a_menu_and_an_inline_request_run_side_by_side_and_an_edit_stops_both() {
+        use crate::harness::{TestServer, CANCELLED};
+        use serde_json::json;
+        const URI: &str = "file:///w/src/lib.rs";
+        let (mut lsp, _jobs) = TestServer::start(json!({})).await;
+        lsp.open(URI, "fn f() {\n    let total = \n}\n").await;
+        let menu_request = json!({"textDocument": {"uri": URI},
+            "position": {"line": 1, "character": 16}, "context": {"triggerKind": 3}});
+        // Both wait for their snapshots while the inline request arrives after the menu's.
+        let held = lsp.hold_documents();
+        let menu = lsp
+            .request("textDocument/completion", menu_request.clone())
+            .await;
+        let inline = lsp.inline(URI, 1, 16).await;
+        drop(held);
+        let answer = menu
+            .answer()
+            .await
+            .expect("the menu's request is not cancelled");
+        assert_eq!(
+            answer,
+            json!({"isIncomplete": true, "items": []}),
+            "no model here"
+        );
+        assert!(inline.answer().await.is_ok());
+
+        let held = lsp.hold_documents();
+        let menu = lsp
+            .request("textDocument/completion", menu_request.clone())
+            .await;
+        let inline = lsp.inline(URI, 1, 16).await;
+        lsp.change(URI, 1, Some([[2, 1], [2, 1]]), "\n").await;
+        drop(held);
+        assert_eq!(menu.answer().await, Err(CANCELLED));
+        assert_eq!(inline.answer().await, Err(CANCELLED));
     }
 
     #[test]

@@ -20,6 +20,7 @@
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -30,6 +31,7 @@ use tower_lsp_server::ls_types::{
     InlineCompletionTriggerKind, Range, SelectedCompletionInfo,
 };
 
+use super::cancel::InFlight;
 use super::document_key::DocumentKey;
 use super::documents::Snapshots;
 use super::encoding::{line_content, PositionEncoding};
@@ -64,20 +66,20 @@ impl Server {
         &self,
         params: InlineCompletionParams,
     ) -> jsonrpc::Result<Option<InlineCompletionResponse>> {
-        Ok(self
-            .suggest_inline(params)
-            .await?
-            .map(|answered| response(&answered)))
+        let answered = self.suggest_inline(params, &self.in_flight).await?;
+        Ok(answered.map(|answered| response(&answered)))
     }
 
     /// The suggestions for `params` (see the module's documentation), or none (a language not
-    /// completed, a document out of sync, no model).
+    /// completed, a document out of sync, no model). The request is the newest in `slot` for its
+    /// document, cancelling the one before it there.
     pub(crate) async fn suggest_inline(
         &self,
         params: InlineCompletionParams,
+        slot: &Arc<InFlight>,
     ) -> jsonrpc::Result<Option<Answered>> {
         // A bug in here must cost one answer, not the server.
-        match AssertUnwindSafe(self.inline_completion_inner(params))
+        match AssertUnwindSafe(self.inline_completion_inner(params, slot))
             .catch_unwind()
             .await
         {
@@ -92,13 +94,14 @@ impl Server {
     async fn inline_completion_inner(
         &self,
         params: InlineCompletionParams,
+        slot: &Arc<InFlight>,
     ) -> jsonrpc::Result<Option<Answered>> {
         // `uri` as the client spelled it, for what goes back; `key` for the server's own books.
         let uri = params.text_document_position.text_document.uri;
         let key = DocumentKey::of(&uri);
         let position = params.text_document_position.position;
         // Both before any `.await`: see the module comment.
-        let ticket = self.in_flight.begin(&key);
+        let ticket = slot.begin(&key);
         let snapshot = self.documents.snapshot(key.clone(), false);
         let token = ticket.token().clone();
         // A cancel (an edit, a newer request) that came while the snapshot was on its way wins
@@ -470,20 +473,33 @@ impl Answered {
     /// The range `text` replaces: from the start to the cursor, or to the end of the line when
     /// the suggestion's first line ends with the rest of the line.
     pub fn range(&self, text: &str) -> Range {
+        let (rest, line_end) = self.rest_of_line();
+        let end = if covers(text, &rest) {
+            line_end
+        } else {
+            self.end
+        };
+        Range::new(
+            self.encoding.position(&self.rope, self.start),
+            self.encoding.position(&self.rope, end),
+        )
+    }
+
+    /// The cursor's line after the shown range, and where the line's text ends.
+    pub fn rest_of_line(&self) -> (String, usize) {
         let rope = &self.rope;
         let line = rope.byte_to_line(self.end);
         let content = line_content(rope.line(line));
         let line_end = rope.line_to_byte(line) + content.len_bytes();
-        let rest = rope.byte_slice(self.end..line_end).to_string();
-        let first_line = text.split('\n').next().unwrap_or_default();
-        let covers_rest =
-            !rest.trim().is_empty() && first_line.trim_end().ends_with(rest.trim_end());
-        Range::new(
-            self.encoding.position(rope, self.start),
-            self.encoding
-                .position(rope, if covers_rest { line_end } else { self.end }),
-        )
+        (rope.byte_slice(self.end..line_end).to_string(), line_end)
     }
+}
+
+/// Whether a suggestion `text`'s first line ends with `rest`, the line's text after the cursor
+/// (a closing bracket the model wrote again).
+pub fn covers(text: &str, rest: &str) -> bool {
+    let first_line = text.split('\n').next().unwrap_or_default();
+    !rest.trim().is_empty() && first_line.trim_end().ends_with(rest.trim_end())
 }
 
 #[cfg(test)]

@@ -44,6 +44,10 @@ pub struct Server {
     pub(super) documents: Documents,
     pub(super) inference: Inference,
     pub(super) in_flight: Arc<InFlight>,
+    /// The same for `textDocument/completion` (`completion_items.rs`), apart: a client that
+    /// sends both (a menu beside ghost text) would have each cancel the other, and drop the
+    /// cancelled menu without a word.
+    pub(super) menu_in_flight: Arc<InFlight>,
     type_through: Mutex<TypeThrough>,
     /// Per document, the change that put it out of sync with the client last logged by an
     /// inline completion (see [`Server::first_told_out_of_sync`]).
@@ -191,6 +195,7 @@ impl Server {
             log,
             log_rx: Mutex::new(Some(log_rx)),
             in_flight: Arc::default(),
+            menu_in_flight: Arc::default(),
             type_through: Mutex::default(),
             out_of_sync_told: Mutex::default(),
             opened: Mutex::default(),
@@ -238,6 +243,7 @@ impl Server {
     /// open gave them; `uri`, the message's, if it is not open).
     fn forget(&self, key: &DocumentKey, uri: &Uri) {
         self.in_flight.edited(key);
+        self.menu_in_flight.edited(key);
         self.next_edits.closed(key);
         self.type_through().forget(key);
         let opened = lock(&self.opened).remove(key);
@@ -535,6 +541,7 @@ impl LanguageServer for Server {
         let uri = params.text_document.uri;
         let key = DocumentKey::of(&uri);
         self.in_flight.edited(&key);
+        self.menu_in_flight.edited(&key);
         self.next_edits.edited(&key);
         self.documents
             .change(uri, params.text_document.version, params.content_changes);

@@ -395,11 +395,30 @@ async fn a_client_without_inline_completions_gets_the_suggestion_as_completion_i
                 .await
                 .unwrap(),
         );
-        assert_eq!(menu.len(), inline.len(), "{answer}");
-        let typed = &text.lines().nth(line as usize).unwrap()[word as usize..column as usize];
-        for (item, shown) in menu.iter().zip(&inline) {
+        // Each inline item as a menu shows it: after the word typed at the cursor; a one-line
+        // suggestion that ends with the rest of the line without that rest, up to the cursor
+        // (a menu that replaces only up to the cursor would leave it twice).
+        let this_line = text.lines().nth(line as usize).unwrap();
+        let typed = &this_line[word as usize..column as usize];
+        let rest = this_line[column as usize..].trim_end();
+        let cursor = json!({"line": line, "character": column});
+        let expected: Vec<(String, Value)> = inline
+            .iter()
+            .map(|shown| {
+                let text = shown["insertText"].as_str().unwrap();
+                let end = shown["range"]["end"].clone();
+                match text.trim_end().strip_suffix(rest) {
+                    Some(kept) if end != cursor && !text.contains('\n') => {
+                        (format!("{typed}{kept}"), cursor.clone())
+                    }
+                    _ => (format!("{typed}{text}"), end),
+                }
+            })
+            .filter(|(new_text, _)| !new_text[typed.len()..].trim().is_empty())
+            .collect();
+        assert_eq!(menu.len(), expected.len(), "{answer}");
+        for (item, (new_text, end)) in menu.iter().zip(&expected) {
             let edit = &item["textEdit"];
-            let new_text = format!("{typed}{}", shown["insertText"].as_str().unwrap());
             assert_eq!(edit["newText"], json!(new_text), "{item}");
             assert_eq!(item["filterText"], json!(new_text), "{item}");
             assert_eq!(
@@ -407,7 +426,7 @@ async fn a_client_without_inline_completions_gets_the_suggestion_as_completion_i
                 json!({"line": line, "character": word}),
                 "{item}"
             );
-            assert_eq!(edit["range"]["end"], shown["range"]["end"], "{item}");
+            assert_eq!(&edit["range"]["end"], end, "{item}");
             assert_eq!(item["insertTextFormat"], json!(1), "plain text: {item}");
             let first_line = new_text.lines().next().unwrap().trim_end();
             assert!(
