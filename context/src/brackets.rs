@@ -1,116 +1,30 @@
 //! A bracket scanner that skips strings and comments: enough lexing to tell whether a middle
-//! closes what it opens, without a parser (a middle is rarely a complete syntax tree). How a
-//! language writes its comments and strings is its [`Lexis`] (`crate::language` has one a
-//! language). Literals whose closer repeats their opener's word or level (here-documents, C++
-//! raw strings, Lua's long brackets) are `delimited`'s; whether a JavaScript `/` divides,
-//! `regex`'s.
+//! closes what it opens, without a parser (a middle is rarely a complete syntax tree). Here: the
+//! scanner, the state it carries ([`LexMode`]) and its reading of code, a byte or a token at a
+//! time. How a language writes its comments and strings is its [`Lexis`] (`lexis`;
+//! `crate::language` has one a language). Strings a quote opens (tripled, C#'s `@"`, `$"` and
+//! `"""`, Rust's raw strings and chars) are `quotes`'s; literals whose closer repeats their
+//! opener's word or level (here-documents, C++ raw strings, Lua's long brackets, Ruby's percent
+//! literals) `delimited`'s; Perl's quote-like operators, POD and `__END__` `perl`'s; whether a
+//! `/` divides or opens a regular expression (JavaScript, Ruby, Perl), `regex`'s; code inside a
+//! string (Swift's `\(..)`, Kotlin's `${..}`, C#'s `$"{..}"`), `interpolation`'s.
 
 mod delimited;
+mod interpolation;
+mod lexis;
+mod perl;
+mod quotes;
 mod regex;
 
 use crate::Language;
 use delimited::{Delimiter, Heredoc, LineMatch};
+use interpolation::{HoleString, Holes};
 use regex::LastWord;
 
 pub(crate) use delimited::Heredocs;
-
-/// How a language writes comments and strings: what the scanner must know of it. The rows of
-/// `crate::language` spell each from [`Lexis::NONE`] or a family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Lexis {
-    /// What starts a line comment; the first heads neighbour snippets.
-    pub(crate) line_comments: &'static [&'static str],
-    /// A line comment starts only at a line's start or after a blank (shell's `$#`, YAML's
-    /// `a#b`).
-    pub(crate) comment_after_blank: bool,
-    /// A block comment's opener and closer.
-    pub(crate) block_comment: Option<(&'static str, &'static str)>,
-    /// Block comments nest (Rust, Kotlin, Swift, Dart, Haskell); C's end at the first closer.
-    pub(crate) comments_nest: bool,
-    /// Quotes that open a string with backslash escapes.
-    pub(crate) escaped_quotes: &'static [u8],
-    /// Quotes that open a string without escapes (Go's raw strings, shell's `'`, SQL's).
-    pub(crate) verbatim_quotes: &'static [u8],
-    /// Of these quotes, those whose strings end at their line unless tripled: unterminated,
-    /// such a string is a typo, and must not make every later line start inside a string.
-    pub(crate) one_line_quotes: &'static [u8],
-    /// Quotes that, three in a row, open a string closed by three (Python's docstrings, Java's
-    /// text blocks, TOML's multi-line strings).
-    pub(crate) triple_quotes: &'static [u8],
-    /// A quote opens a string only where a token starts, not after a word character (YAML's
-    /// `it's`, Haskell's `foldl'`).
-    pub(crate) quotes_start_tokens: bool,
-    /// Rust: `'` is a char literal or a lifetime; `r"..."`, `br#"..."#` are raw strings.
-    pub(crate) rust: bool,
-    /// Lua's long brackets of any level: strings, `[[...]]`, `[==[...]==]`, and comments,
-    /// `--[[...]]`, `--[==[...]==]`.
-    pub(crate) long_brackets: bool,
-    /// C++'s raw strings, `R"delim(...)delim"` (and `u8R`, `uR`, `UR`, `LR`).
-    pub(crate) cpp_raw_strings: bool,
-    /// Here-documents, and how they open: the body holds anything up to its terminator's line.
-    pub(crate) heredocs: Option<Heredocs>,
-    /// Ruby's percent literals, `%w[a b]`, `%Q[#{x}="y"]`, `%r{/(\w+)}`, where an operand starts:
-    /// their `#` is no comment, their quotes open no string.
-    pub(crate) percent_literals: bool,
-    /// C#'s verbatim strings, `@"..."`.
-    pub(crate) at_verbatim: bool,
-    /// JavaScript's regular expressions, `/[(]/g`: a `/` where an operand may start (at a line's
-    /// start, after an operator or an opener, or after a keyword such as `return`) opens one.
-    pub(crate) regex_literals: bool,
-}
-
-impl Lexis {
-    /// No comments, no strings: the start every row's lexis is spelt from.
-    pub(crate) const NONE: Lexis = Lexis {
-        line_comments: &[],
-        comment_after_blank: false,
-        block_comment: None,
-        comments_nest: false,
-        escaped_quotes: b"",
-        verbatim_quotes: b"",
-        one_line_quotes: b"",
-        triple_quotes: b"",
-        quotes_start_tokens: false,
-        rust: false,
-        long_brackets: false,
-        cpp_raw_strings: false,
-        heredocs: None,
-        percent_literals: false,
-        at_verbatim: false,
-        regex_literals: false,
-    };
-
-    pub(crate) const RUST: Lexis = Lexis {
-        line_comments: &["//"],
-        block_comment: Some(("/*", "*/")),
-        comments_nest: true,
-        escaped_quotes: b"\"",
-        one_line_quotes: b"'",
-        rust: true,
-        ..Lexis::NONE
-    };
-
-    /// Whether `b` may start something other than a plain byte of code in this lexis.
-    pub(crate) fn starts_token(&self, b: u8) -> bool {
-        matches!(b, b'(' | b'[' | b'{' | b')' | b']' | b'}')
-            || self
-                .line_comments
-                .iter()
-                .any(|marker| marker.as_bytes()[0] == b)
-            || self
-                .block_comment
-                .is_some_and(|(open, _)| open.as_bytes()[0] == b)
-            || self.escaped_quotes.contains(&b)
-            || self.verbatim_quotes.contains(&b)
-            || (self.rust && matches!(b, b'r' | b'\''))
-            || (self.long_brackets && b == b'[')
-            || (self.cpp_raw_strings && b == b'R')
-            || (self.heredocs.is_some() && b == b'<')
-            || (self.percent_literals && b == b'%')
-            || (self.at_verbatim && b == b'@')
-            || (self.regex_literals && b == b'/')
-    }
-}
+pub(crate) use interpolation::Interpolation;
+pub(crate) use lexis::Lexis;
+pub(crate) use regex::Regexes;
 
 /// Scanner state, carried across the prefix, the middle and the suffix.
 #[derive(Debug, Clone)]
@@ -133,11 +47,22 @@ pub(crate) struct Scanner {
     /// divides or opens a regular expression. Forgotten at a line's end, so that a scan resumed
     /// at a line start reads as one through it.
     previous_on_line: u8,
-    /// The last word read (kept where the lexis has regular expressions): `return /x/`.
+    /// The last word of the texts fed before the one being read (kept where the lexis has
+    /// regular expressions): the cursor's line may end `return ` and the middle start `/x/`.
+    /// Within a text the word before a `/` is read back from the `/` (only a `/` asks), so no
+    /// token pays for it.
     word: LastWord,
+    /// The byte read before the text being read (0 at the start): whether the text's first
+    /// word goes on from `word`.
+    text_previous: u8,
     /// A here-document opened on this line: its body starts at the line's end (none does where
     /// that end is inside a string or comment).
     heredoc_pending: Option<Heredoc>,
+    /// A second one opened on this line (`cat <<A <<B`): its body follows the first's. A third
+    /// is read as code.
+    heredoc_next: Option<Heredoc>,
+    /// The holes in strings the scanner is in (Swift's `"\(f("x"))"`), innermost last.
+    holes: Holes,
     /// In a here-document's body: how far the line matches its terminator.
     terminator: LineMatch,
     /// How many of `stack` were open when this line began (fewer where the line closed some):
@@ -148,17 +73,22 @@ pub(crate) struct Scanner {
 
 /// Whether a point of the text is in code or inside a string or comment, and which kind (the
 /// quote and how many close it, a raw string's `#`s or delimiter, a block comment's nesting, a
-/// here-document's terminator): what the bracket scanner must know to go on from there.
+/// here-document's terminator, and the next one's where a line opened two; the strings a hole
+/// of code is in): what the bracket scanner must know to go on from there.
 /// [`crate::Plan`] carries the one where the cursor's line starts, so post-processing reads the
-/// middle's quotes as the document does. A plain value (`Copy`, a few dozen bytes), meant for
+/// middle's quotes as the document does. A plain value (`Copy`, 32 bytes), meant for
 /// line starts: a here-document opened on a line starts its body at the line's end, which a
 /// mode taken before then does not know.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LexMode(Mode);
+pub struct LexMode {
+    mode: Mode,
+    holes: Holes,
+}
 
 impl LexMode {
+    /// Whether the point is in code (a hole in a string is code).
     pub fn in_code(self) -> bool {
-        matches!(self.0, Mode::Code)
+        matches!(self.mode, Mode::Code)
     }
 
     /// Where `text` in `language` leaves the scanner [`crate::plan`] reads a text with, going
@@ -183,15 +113,21 @@ enum Mode {
     /// The nesting of block comments (1 where they do not nest).
     BlockComment(u32),
     /// A string closed by `quote` repeated `count` times (Python triple quotes), with
-    /// backslash escapes.
+    /// backslash escapes, and holes of code where the lexis has them (`holes`).
     Str {
         quote: u8,
         count: u8,
+        holes: bool,
     },
-    /// The same without escapes (Go's raw strings, shell's `'`, C#'s `@"`).
+    /// The same without escapes (Go's raw strings, shell's `'`, C#'s `"""`).
     Verbatim {
         quote: u8,
         count: u8,
+    },
+    /// C#'s verbatim string, `@"..."`: closed by a `"` that is not doubled, across lines; with
+    /// holes where `$` opened it.
+    Doubled {
+        holes: bool,
     },
     /// A Lua long string or comment, closed by `]`, `level` `=`s and `]`.
     LongBracket {
@@ -200,23 +136,42 @@ enum Mode {
     },
     /// A C++ raw string, closed by `)`, its delimiter and `"`: no escapes.
     CppRaw(Delimiter),
-    /// A here-document's body, closed by the line holding its terminator.
-    Heredoc(Heredoc),
-    /// A Ruby percent literal, closed by `close` where the `open`s inside it (`%w[a [b]]`,
-    /// where `open` is no `close`) are closed: `depth` of them are open. Backslashes escape.
-    Percent {
+    /// A here-document's body, closed by the line holding its terminator; `next`'s body
+    /// follows where its line opened two.
+    Heredoc {
+        doc: Heredoc,
+        next: Option<Heredoc>,
+    },
+    /// A Ruby percent literal or a part of a Perl quote-like operator, closed by `close` where
+    /// the `open`s inside it (`%w[a [b]]`, where `open` is no `close`) are closed: `depth` of
+    /// them are open. Backslashes escape. `parts` more follow it (`s/a/b/`'s `b/`, or after
+    /// `s{a}` whatever opens [`Mode::NextPart`]).
+    QuoteLike {
         open: u8,
         close: u8,
         depth: u32,
+        parts: u8,
     },
-    /// A Rust raw string (`r"..."`, `br#"..."#`), closed by `"` and `hashes` `#`: no escapes.
+    /// Perl: between the bracketed parts of `s{a} {b}` or `tr[a]\n[b]`: blanks and line breaks,
+    /// then the second part's opener, any delimiter.
+    NextPart,
+    /// A Rust raw string (`r"..."`, `br#"..."#`), closed by `"` and `hashes` `#` (at most 255,
+    /// as Rust allows): no escapes.
     RawStr {
-        hashes: usize,
+        hashes: u8,
     },
-    /// A JavaScript regular expression, in a `[...]` class or not (a `/` there closes nothing).
+    /// A regular expression, in a `[...]` class or not (a `/` there closes nothing in
+    /// JavaScript's).
     Regex {
         class: bool,
     },
+    /// Perl's POD, from a line starting `=head1`, `=pod`, ...: a comment up to the end of a
+    /// line starting `=cut` (`cut`: this line is that one).
+    Pod {
+        cut: bool,
+    },
+    /// Perl's text after a line starting `__END__` or `__DATA__`: no code, to the end.
+    Data,
 }
 
 impl Scanner {
@@ -231,7 +186,10 @@ impl Scanner {
             previous: 0,
             previous_on_line: 0,
             word: LastWord::default(),
+            text_previous: 0,
             heredoc_pending: None,
+            heredoc_next: None,
+            holes: Holes::default(),
             terminator: LineMatch::Indent,
             line_depth: 0,
         }
@@ -242,14 +200,18 @@ impl Scanner {
     pub(crate) fn resume(language: Language, open: &str, mode: LexMode) -> Scanner {
         Scanner {
             stack: open.bytes().collect(),
-            mode: mode.0,
+            mode: mode.mode,
+            holes: mode.holes,
             line_depth: open.len(),
             ..Scanner::new(language)
         }
     }
 
     pub(crate) fn mode(&self) -> LexMode {
-        LexMode(self.mode)
+        LexMode {
+            mode: self.mode,
+            holes: self.holes,
+        }
     }
 
     /// The brackets still open, outermost first.
@@ -267,6 +229,7 @@ impl Scanner {
 
     pub(crate) fn feed(&mut self, text: &str) {
         let bytes = text.as_bytes();
+        self.text_previous = self.previous;
         let mut i = 0;
         while i < bytes.len() {
             // A run of plain code, or of a literal's text, changes nothing but what was read
@@ -276,33 +239,58 @@ impl Scanner {
             if self.heredoc_pending.is_none() {
                 let in_code = self.in_code();
                 let end = if in_code {
-                    bytes[i..]
-                        .iter()
-                        .position(|&b| self.starts[usize::from(b)])
-                        .map_or(bytes.len(), |n| i + n)
+                    self.code_run_end(bytes, i)
                 } else {
                     self.literal_text_end(bytes, i)
                 };
                 if end > i {
-                    self.read_plain(&bytes[i..end], in_code);
+                    self.read_plain(&bytes[i..end]);
                     i = end;
                     continue;
                 }
             }
-            let was_code = self.in_code();
             i += self.step(bytes, i);
-            if !was_code && self.in_code() {
-                self.literals_ended += 1;
-            }
         }
+        if self.lexis.regexes.is_some() {
+            self.word = self.word.after(self.text_previous, bytes);
+        }
+    }
+
+    /// Where a run of plain code from `bytes[i]` ends: at a byte that may start a token. In
+    /// Perl a letter inside a word starts no quote-like operator (`cost`, `this`), nor a `=`
+    /// inside a line a POD block: passed too, as their token would be read.
+    fn code_run_end(&self, bytes: &[u8], i: usize) -> usize {
+        let mut end = i;
+        loop {
+            end = bytes[end..]
+                .iter()
+                .position(|&b| self.starts[usize::from(b)])
+                .map_or(bytes.len(), |n| end + n);
+            if !self.lexis.perl || end == i || end == bytes.len() {
+                return end;
+            }
+            let (before, b) = (bytes[end - 1], bytes[end]);
+            let inside_word = delimited::is_word(before) && (b == b'_' || b.is_ascii_lowercase());
+            if !(inside_word || (b == b'=' && before != b'\n')) {
+                return end;
+            }
+            end += 1;
+        }
+    }
+
+    /// The last word before `bytes[i]`, of this text or (where it has none) of those before.
+    fn word_before(&self, bytes: &[u8], i: usize) -> LastWord {
+        self.word.after(self.text_previous, &bytes[..i])
     }
 
     /// Where the tokens of `text` read on from this state end, up to the first end at or past
     /// `up_to`: a closer (`"""`, `"#`, `*/`), an escape, a char literal or a comment marker is
-    /// one token, any other byte one of its own. A text may be cut at these without splitting
+    /// one token (a Perl word that starts with a letter a quote-like operator's name may start
+    /// with too), any other byte one of its own. A text may be cut at these without splitting
     /// a token, which a cut at `up_to` alone could (the whole text is read for that).
     pub(crate) fn token_ends(&self, text: &str, up_to: usize) -> Vec<usize> {
         let mut scanner = self.clone();
+        scanner.text_previous = scanner.previous;
         let bytes = text.as_bytes();
         let mut ends = Vec::new();
         let mut i = 0;
@@ -317,6 +305,7 @@ impl Scanner {
     /// `depth` brackets open starts; `None` if none does.
     pub(crate) fn closes_below(&self, text: &str, depth: usize) -> Option<usize> {
         let mut scanner = self.clone();
+        scanner.text_previous = scanner.previous;
         let bytes = text.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
@@ -338,8 +327,15 @@ impl Scanner {
         let stop = |stops: &dyn Fn(u8) -> bool| rest.iter().position(|&b| stops(b));
         let run = match self.mode {
             Mode::LineComment => stop(&|b| b == b'\n'),
-            Mode::Str { quote, .. } => stop(&|b| b == quote || b == b'\\' || b == b'\n'),
+            Mode::Str { quote, holes, .. } => match self.hole_start(holes) {
+                Some(hole) => stop(&|b| b == quote || b == b'\\' || b == b'\n' || b == hole),
+                None => stop(&|b| b == quote || b == b'\\' || b == b'\n'),
+            },
             Mode::Verbatim { quote, .. } => stop(&|b| b == quote || b == b'\n'),
+            Mode::Doubled { holes } => {
+                let hole = self.hole_start(holes).unwrap_or(b'"');
+                stop(&|b| b == b'"' || b == hole)
+            }
             Mode::RawStr { .. } => stop(&|b| b == b'"'),
             Mode::BlockComment(_) => match self.lexis.block_comment {
                 Some((open, close)) => {
@@ -351,19 +347,20 @@ impl Scanner {
             },
             Mode::LongBracket { .. } => stop(&|b| b == b']'),
             Mode::CppRaw(_) => stop(&|b| b == b')'),
-            Mode::Percent { open, close, .. } => stop(&|b| b == open || b == close || b == b'\\'),
-            Mode::Heredoc(_) if self.terminator == LineMatch::Failed => stop(&|b| b == b'\n'),
-            Mode::Heredoc(_) | Mode::Regex { .. } | Mode::Code => Some(0),
+            Mode::QuoteLike { open, close, .. } => stop(&|b| b == open || b == close || b == b'\\'),
+            Mode::NextPart => stop(&|b| !b.is_ascii_whitespace()),
+            Mode::Heredoc { .. } if self.terminator == LineMatch::Failed => stop(&|b| b == b'\n'),
+            // A line's first byte may be its `=cut`.
+            Mode::Pod { cut } if cut || !self.at_line_start() => stop(&|b| b == b'\n'),
+            Mode::Heredoc { .. } | Mode::Regex { .. } | Mode::Pod { .. } | Mode::Code => Some(0),
+            Mode::Data => None,
         };
         i + run.unwrap_or(rest.len())
     }
 
-    /// What [`Scanner::step`] keeps of a nonempty run of bytes read as plain code (`in_code`)
-    /// or as a literal's text.
-    fn read_plain(&mut self, run: &[u8], in_code: bool) {
-        if in_code && self.lexis.regex_literals {
-            self.word = self.word.after(self.previous, run);
-        }
+    /// What [`Scanner::step`] keeps of a nonempty run of bytes read as plain code or as a
+    /// literal's text.
+    fn read_plain(&mut self, run: &[u8]) {
         self.previous = run[run.len() - 1];
         // A plain run changes no bracket: any line it starts begins at today's depth.
         if run.contains(&b'\n') {
@@ -383,12 +380,13 @@ impl Scanner {
 
     /// Consumes the token at `bytes[i]`, returning its length.
     fn step(&mut self, bytes: &[u8], i: usize) -> usize {
-        let words = self.lexis.regex_literals && self.in_code();
+        let was_code = self.in_code();
         let len = self.token(bytes, i);
-        let last = bytes[i + len - 1];
-        if words {
-            self.word = self.word.after(self.previous, &bytes[i..i + len]);
+        if !was_code && self.in_code() {
+            // Wrapping: a hole's opener took one back first.
+            self.literals_ended = self.literals_ended.wrapping_add(1);
         }
+        let last = bytes[i + len - 1];
         self.previous = last;
         if last == b'\n' {
             self.previous_on_line = 0;
@@ -402,15 +400,17 @@ impl Scanner {
         len
     }
 
-    /// At the end of a line that opened a here-document: its body starts, unless the line ended
-    /// inside a string or comment (which a scan resumed at the next line would not know of).
-    #[cold]
-    fn start_heredoc(&mut self) {
-        let pending = self.heredoc_pending.take();
-        if let (Some(doc), true) = (pending, self.in_code()) {
-            self.mode = Mode::Heredoc(doc);
-            self.terminator = LineMatch::Indent;
-        }
+    /// Whether the next byte starts a line (0: nothing read, or a scan resumed at a line start).
+    fn at_line_start(&self) -> bool {
+        matches!(self.previous, b'\n' | 0)
+    }
+
+    /// The byte a hole in a string with `holes` starts with, if it has them.
+    fn hole_start(&self, holes: bool) -> Option<u8> {
+        self.lexis
+            .interpolation
+            .filter(|_| holes)
+            .map(Interpolation::starts_with)
     }
 
     /// Inlined into [`Scanner::step`]: it runs for every byte of a string or comment.
@@ -446,7 +446,21 @@ impl Scanner {
                     1
                 }
             }
-            Mode::Str { quote, count } => {
+            Mode::Str {
+                quote,
+                count,
+                holes,
+            } => {
+                if holes {
+                    let string = if count == 3 {
+                        HoleString::TripleQuote
+                    } else {
+                        HoleString::Quote
+                    };
+                    if let Some(len) = self.open_hole(bytes, i, string) {
+                        return len;
+                    }
+                }
                 if b == b'\\' {
                     // An escaped line break (a continuation) is one, CRLF or not.
                     let escaped = if bytes[i + 1..].starts_with(b"\r\n") {
@@ -459,7 +473,22 @@ impl Scanner {
                 self.in_string(bytes, i, quote, count)
             }
             Mode::Verbatim { quote, count } => self.in_string(bytes, i, quote, count),
+            Mode::Doubled { holes } => {
+                if holes {
+                    if let Some(len) = self.open_hole(bytes, i, HoleString::Doubled) {
+                        return len;
+                    }
+                }
+                if b == b'"' {
+                    if bytes.get(i + 1) == Some(&b'"') {
+                        return 2;
+                    }
+                    self.mode = Mode::Code;
+                }
+                1
+            }
             Mode::RawStr { hashes } => {
+                let hashes = usize::from(hashes);
                 let closes = b == b'"'
                     && bytes.len() > i + hashes
                     && bytes[i + 1..=i + hashes].iter().all(|&c| c == b'#');
@@ -477,40 +506,70 @@ impl Scanner {
                 1
             }
             Mode::CppRaw(delimiter) => self.in_cpp_raw(bytes, i, delimiter),
-            Mode::Percent { open, close, depth } => {
+            Mode::QuoteLike {
+                open,
+                close,
+                depth,
+                parts,
+            } => {
                 if b == b'\\' {
                     return 2.min(bytes.len() - i);
                 }
                 if b == close {
-                    self.mode = match depth {
-                        0 => Mode::Code,
-                        _ => Mode::Percent {
+                    self.mode = match (depth, parts) {
+                        (0, 0) if lexis.perl => return self.end_quote_like(bytes, i),
+                        (0, 0) => Mode::Code,
+                        // `s/a/b/`: the second part opens where the first closes.
+                        (0, _) if open == close => Mode::QuoteLike {
+                            open,
+                            close,
+                            depth: 0,
+                            parts: parts - 1,
+                        },
+                        (0, _) => Mode::NextPart,
+                        _ => Mode::QuoteLike {
                             open,
                             close,
                             depth: depth - 1,
+                            parts,
                         },
                     };
                 } else if b == open {
-                    self.mode = Mode::Percent {
+                    self.mode = Mode::QuoteLike {
                         open,
                         close,
                         depth: depth + 1,
+                        parts,
                     };
                 }
                 1
             }
-            Mode::Heredoc(doc) => self.heredoc_body(bytes, i, doc),
+            Mode::NextPart => self.next_part(bytes, i),
+            Mode::Heredoc { doc, next } => self.heredoc_body(bytes, i, doc, next),
             Mode::Regex { class } => {
+                let classes = lexis.regexes.is_some_and(Regexes::has_classes);
                 match b {
                     b'\\' => return 2.min(bytes.len() - i),
                     b'\n' => self.mode = Mode::Code,
-                    b'[' => self.mode = Mode::Regex { class: true },
+                    b'[' if classes => self.mode = Mode::Regex { class: true },
                     b']' if class => self.mode = Mode::Regex { class: false },
                     b'/' if !class => self.mode = Mode::Code,
                     _ => {}
                 }
                 1
             }
+            Mode::Pod { cut } => {
+                if b == b'\n' {
+                    if cut {
+                        self.mode = Mode::Code;
+                    }
+                } else if !cut && self.at_line_start() && perl::cuts_pod(&bytes[i..]) {
+                    self.mode = Mode::Pod { cut: true };
+                    return 4;
+                }
+                1
+            }
+            Mode::Data => 1,
             Mode::Code => self.code_token(bytes, i),
         }
     }
@@ -523,58 +582,6 @@ impl Scanner {
         } else {
             1
         }
-    }
-
-    /// A byte of a C++ raw string, or its closer.
-    #[inline(never)]
-    fn in_cpp_raw(&mut self, bytes: &[u8], i: usize, delimiter: Delimiter) -> usize {
-        let end = &bytes[i + 1..];
-        let closes =
-            bytes[i] == b')' && delimiter.starts(end) && end.get(delimiter.len()) == Some(&b'"');
-        if closes {
-            self.mode = Mode::Code;
-            return delimiter.len() + 2;
-        }
-        1
-    }
-
-    /// A byte of a string closed by `count` `quote`s, past any escape.
-    fn in_string(&mut self, bytes: &[u8], i: usize, quote: u8, count: u8) -> usize {
-        let b = bytes[i];
-        // A Rust char literal, a Python or C string but a triple-quoted one, ends at its line.
-        if b == b'\n' && count == 1 && self.lexis.one_line_quotes.contains(&quote) {
-            self.mode = Mode::Code;
-            return 1;
-        }
-        let count = usize::from(count);
-        if b == quote && bytes[i..].iter().take(count).all(|&c| c == quote) {
-            self.mode = Mode::Code;
-            return count.min(bytes.len() - i);
-        }
-        1
-    }
-
-    /// A byte of a here-document's body: the line that holds its terminator ends it, at its
-    /// line break or, where code may follow the terminator (PHP), at the first byte that is no
-    /// word's.
-    #[inline(never)]
-    fn heredoc_body(&mut self, bytes: &[u8], i: usize, doc: Heredoc) -> usize {
-        let b = bytes[i];
-        let whole = self.terminator.whole(&doc);
-        if b == b'\n' {
-            self.terminator = LineMatch::Indent;
-            if whole {
-                self.mode = Mode::Code;
-            }
-            return 1;
-        }
-        if whole && doc.code_after && !delimited::is_word(b) {
-            self.terminator = LineMatch::Indent;
-            self.mode = Mode::Code;
-            return self.code_token(bytes, i);
-        }
-        self.terminator = self.terminator.next(&doc, b);
-        1
     }
 
     /// Whether the last byte read ends a word (a quote after it is an apostrophe or a prime).
@@ -596,6 +603,16 @@ impl Scanner {
                 self.mode = Mode::BlockComment(1);
                 return open.len();
             }
+        }
+        // The most common token: a bracket starts nothing else but a block comment (Haskell's
+        // `{-`) or a Lua long bracket (`[[`).
+        if matches!(b, b'(' | b')' | b'[' | b']' | b'{' | b'}')
+            && !(lexis.long_brackets && b == b'[')
+        {
+            return self.bracket(b);
+        }
+        if lexis.perl && (b == b'=' || b == b'_' || b.is_ascii_lowercase()) {
+            return self.perl_code(bytes, i);
         }
         if lexis.long_brackets {
             let (marker, comment) = if rest.starts_with(b"--") {
@@ -620,10 +637,12 @@ impl Scanner {
         if lexis.rust {
             match b {
                 b'r' => {
-                    return match raw_string_hashes(bytes, i) {
+                    return match quotes::raw_string_hashes(bytes, i)
+                        .and_then(|n| u8::try_from(n).ok())
+                    {
                         Some(hashes) => {
                             self.mode = Mode::RawStr { hashes };
-                            2 + hashes
+                            2 + usize::from(hashes)
                         }
                         None => 1,
                     }
@@ -632,22 +651,36 @@ impl Scanner {
                 _ => {}
             }
         }
-        if lexis.regex_literals
-            && b == b'/'
-            && regex::operand_may_start(self.previous_on_line, self.word)
-        {
-            self.mode = Mode::Regex { class: false };
-            return 1;
+        if let Some(style) = lexis.regexes.filter(|_| b == b'/') {
+            let next = bytes.get(i + 1).copied();
+            let word = self.word_before(bytes, i);
+            if style.opens_at(self.previous, self.previous_on_line, word, next) {
+                // Perl's `/.../` is its `m/.../`, across lines too (`/x` patterns).
+                self.mode = if lexis.perl {
+                    Mode::QuoteLike {
+                        open: b'/',
+                        close: b'/',
+                        depth: 0,
+                        parts: 0,
+                    }
+                } else {
+                    Mode::Regex { class: false }
+                };
+                return 1;
+            }
         }
         if lexis.percent_literals && b == b'%' {
-            let operand_before = !regex::operand_may_start(self.previous_on_line, self.word);
+            let word = self.word_before(bytes, i);
+            let operand_before =
+                !regex::operand_may_start(lexis.regexes, self.previous_on_line, word);
             if let Some((len, open, close)) =
                 delimited::percent_opener(rest, operand_before, self.previous)
             {
-                self.mode = Mode::Percent {
+                self.mode = Mode::QuoteLike {
                     open,
                     close,
                     depth: 0,
+                    parts: 0,
                 };
                 return len;
             }
@@ -663,35 +696,69 @@ impl Scanner {
             if let Some((len, doc)) =
                 delimited::heredoc_opener(bytes, i, style, before, self.opened_on_line())
             {
-                // Of two on a line (`cat <<A <<B`) only the first's body is known: the second's
-                // reads as code.
-                self.heredoc_pending.get_or_insert(doc);
+                // Of two on a line (`cat <<A <<B`) the second's body follows the first's; a
+                // third's reads as code.
+                if self.heredoc_pending.is_none() {
+                    self.heredoc_pending = Some(doc);
+                } else {
+                    self.heredoc_next.get_or_insert(doc);
+                }
                 return len;
             }
         }
-        if lexis.at_verbatim && rest.starts_with(b"@\"") {
-            self.mode = Mode::Verbatim {
-                quote: b'"',
-                count: 1,
-            };
-            return 2;
+        if matches!(b, b'"' | b'@' | b'$') && (lexis.at_verbatim || lexis.raw_quote_runs) {
+            if let Some(len) = self.csharp_string(rest) {
+                return len;
+            }
         }
         let escaped = lexis.escaped_quotes.contains(&b);
         let quote = escaped || lexis.verbatim_quotes.contains(&b);
-        if quote && !(lexis.quotes_start_tokens && self.after_word()) {
+        // Perl's `$"` and `$'` are variables (`local $" = ', ';`), and so is `*"` (a glob);
+        // Ruby's `$'` and `$"` too.
+        let variable = (lexis.dollar_quotes && self.previous == b'$')
+            || (lexis.perl && self.previous == b'*' && b == b'"');
+        if quote && !(lexis.quotes_start_tokens && self.after_word()) && !variable {
             let tripled = lexis.triple_quotes.contains(&b)
                 && rest.iter().take(3).filter(|&&c| c == b).count() == 3;
             let count = if tripled { 3 } else { 1 };
             self.mode = if escaped {
-                Mode::Str { quote: b, count }
+                let holes = b == b'"'
+                    && lexis
+                        .interpolation
+                        .is_some_and(Interpolation::in_every_string);
+                Mode::Str {
+                    quote: b,
+                    count,
+                    holes,
+                }
             } else {
                 Mode::Verbatim { quote: b, count }
             };
             return usize::from(count);
         }
+        self.bracket(b)
+    }
+
+    /// A byte of code that is a bracket (or anything else `code` found nothing in).
+    fn bracket(&mut self, b: u8) -> usize {
         match b {
-            b'(' | b'[' | b'{' => self.stack.push(b),
+            b'(' | b'[' | b'{' => {
+                self.holes.open_bracket();
+                self.stack.push(b);
+            }
             b')' | b']' | b'}' => {
+                // Perl's `$]` is a variable (`$] >= 5.008`); a prototype's `($$)` closes its
+                // bracket.
+                if b == b']' && self.lexis.perl && self.previous == b'$' {
+                    return 1;
+                }
+                if !self.holes.is_empty() {
+                    let closer = self.lexis.interpolation.map_or(0, Interpolation::closer);
+                    if let Some(string) = self.holes.close(b, closer) {
+                        self.mode = Mode::around_hole(string);
+                        return 1;
+                    }
+                }
                 let opener = match b {
                     b')' => b'(',
                     b']' => b'[',
@@ -711,56 +778,6 @@ impl Scanner {
     /// The brackets opened on this line and still open, outermost first.
     fn opened_on_line(&self) -> &[u8] {
         &self.stack[self.line_depth.min(self.stack.len())..]
-    }
-
-    /// Rust: a char literal (`'x'`, `'\n'`, `'\u{..}'`) or a lifetime (`'a`).
-    fn rust_char(&mut self, bytes: &[u8], i: usize) -> usize {
-        if bytes.get(i + 1) == Some(&b'\\') {
-            self.mode = Mode::Str {
-                quote: b'\'',
-                count: 1,
-            };
-            return 1;
-        }
-        let rest = &bytes[i + 1..];
-        let char_len = rest
-            .first()
-            .map_or(0, |&lead| utf8_len(lead))
-            .min(rest.len());
-        // A line break is no char (Rust refuses it raw): `'` then a line break starts no literal
-        // across the lines, which a scan resumed at the next line would not know of.
-        let line_break = matches!(rest.first(), Some(b'\n' | b'\r'));
-        if char_len > 0 && !line_break && rest.get(char_len) == Some(&b'\'') {
-            char_len + 2
-        } else {
-            1
-        }
-    }
-}
-
-/// At `bytes[i]` (an `r`): the `#`s of a raw string starting there (`r"`, `r#"`, after a `b`
-/// too), or `None` where the `r` is part of a word (`for"`, `ptr#`).
-fn raw_string_hashes(bytes: &[u8], i: usize) -> Option<usize> {
-    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let starts_token = match i {
-        0 => true,
-        1 => bytes[0] == b'b' || !word(bytes[0]),
-        _ if bytes[i - 1] == b'b' => !word(bytes[i - 2]),
-        _ => !word(bytes[i - 1]),
-    };
-    if !starts_token {
-        return None;
-    }
-    let hashes = bytes[i + 1..].iter().take_while(|&&c| c == b'#').count();
-    (bytes.get(i + 1 + hashes) == Some(&b'"')).then_some(hashes)
-}
-
-fn utf8_len(lead: u8) -> usize {
-    match lead {
-        0x00..=0x7f => 1,
-        0xc0..=0xdf => 2,
-        0xe0..=0xef => 3,
-        _ => 4,
     }
 }
 

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::brackets::{Heredocs, Lexis};
+use crate::brackets::{Heredocs, Interpolation, Lexis, Regexes};
 
 /// Languages whose comments and strings the layer knows; anything else is plain text (line
 /// heuristics).
@@ -76,7 +76,7 @@ const TEXT_BLOCKS: Lexis = Lexis {
 /// (JavaScript, TypeScript).
 const SCRIPT: Lexis = Lexis {
     escaped_quotes: b"\"'`",
-    regex_literals: true,
+    regexes: Some(Regexes::JavaScript),
     ..C_LIKE
 };
 
@@ -137,8 +137,12 @@ const ROWS: &[Row] = &[
         language: Language::CSharp,
         lsp_ids: &["csharp", "cs"],
         extensions: &["cs", "csx"],
+        // `@"` and `$@"` strings span lines, `""""` raw strings close at as many quotes, and
+        // `$"{f("x")}"` holds code.
         lexis: Lexis {
             at_verbatim: true,
+            raw_quote_runs: true,
+            interpolation: Some(Interpolation::CSharp),
             ..TEXT_BLOCKS
         },
         block_openers: &['{'],
@@ -156,6 +160,7 @@ const ROWS: &[Row] = &[
         extensions: &["kt", "kts"],
         lexis: Lexis {
             comments_nest: true,
+            interpolation: Some(Interpolation::Kotlin),
             ..TEXT_BLOCKS
         },
         block_openers: &['{'],
@@ -166,6 +171,7 @@ const ROWS: &[Row] = &[
         extensions: &["swift"],
         lexis: Lexis {
             comments_nest: true,
+            interpolation: Some(Interpolation::Swift),
             ..TEXT_BLOCKS
         },
         block_openers: &['{'],
@@ -240,6 +246,8 @@ const ROWS: &[Row] = &[
             escaped_quotes: b"\"'`",
             heredocs: Some(Heredocs::Ruby),
             percent_literals: true,
+            dollar_quotes: true,
+            regexes: Some(Regexes::Ruby),
             ..HASH
         },
         block_openers: &['{'],
@@ -248,10 +256,14 @@ const ROWS: &[Row] = &[
         language: Language::Perl,
         lsp_ids: &["perl"],
         extensions: &["pl", "pm"],
-        // `$#array` is no comment; here-documents open as Ruby's do (`<<"EOF";`, `<<~EOF`).
+        // `$#array` is no comment; here-documents open much as Ruby's do (`<<"EOF";`,
+        // `<<~EOF`); `q{..}`, `s/a/b/`, `split /,/` and POD hold text.
         lexis: Lexis {
             comment_after_blank: true,
-            heredocs: Some(Heredocs::Ruby),
+            heredocs: Some(Heredocs::Perl),
+            regexes: Some(Regexes::Perl),
+            perl: true,
+            dollar_quotes: true,
             ..HASH
         },
         block_openers: &['{'],

@@ -1,13 +1,17 @@
 //! Literals whose closer repeats what their opener said: here-documents (`<<EOF` ... `EOF`),
 //! C++ raw strings (`R"sql(` ... `)sql"`), Lua's long brackets (`[==[` ... `]==]`) and Ruby's
-//! percent literals (`%Q[` ... `]`). What the scanner keeps of one is `Copy`, so that
+//! percent literals (`%Q[` ... `]`): how each opens, and how the scanner reads a here-document's
+//! body and a raw string up to their closers. What the scanner keeps of one is `Copy`, so that
 //! [`super::LexMode`] stays a plain value the language server can keep a line.
 
 use std::fmt;
 
+use super::{Mode, Scanner};
+
 /// The word a literal's closer repeats: a here-document's terminator, a C++ raw string's
 /// delimiter. Held inline; a word longer than [`Delimiter::KEPT`] bytes keeps its first bytes and
-/// its length (a terminator matching those is taken for it).
+/// its length (a terminator matching those is taken for it). Two fit in a [`super::LexMode`]
+/// (here-documents opened on one line, `cat <<A <<B`), with room for its other fields.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Delimiter {
     len: u8,
@@ -15,7 +19,7 @@ pub(crate) struct Delimiter {
 }
 
 impl Delimiter {
-    const KEPT: usize = 22;
+    const KEPT: usize = 11;
 
     /// `None` for a word of more than 255 bytes.
     fn new(word: &[u8]) -> Option<Delimiter> {
@@ -58,13 +62,23 @@ pub(crate) enum Heredocs {
     /// Shell: `<<EOF`, `<< EOF`, `<<-EOF` (the terminator may follow tabs), `<<'EOF'`,
     /// `<<"EOF"`, `<<\EOF`. `<<<` is a here-string, and `<<` inside `$((...))` a shift.
     Shell,
-    /// Ruby and Perl: `<<~EOS` and Ruby's `<<-EOS` (an indented terminator), `<<"EOS"`,
-    /// `<<'EOS'`, and a bare `<<EOS` whose name starts with a capital; none right after an
-    /// operand (`a<<B`, `s<<~x`). `a << b` and `class << self` are no here-documents.
+    /// Ruby: `<<~EOS` and `<<-EOS` (an indented terminator), `<<"EOS"`, `<<'EOS'`, and a bare
+    /// `<<EOS` whose name starts with a capital; none right after an operand (`a<<B`,
+    /// `s<<~x`). `a << b` and `class << self` are no here-documents.
     Ruby,
+    /// Perl: as Ruby's, and a quoted terminator may follow blanks (`<< "EOF"`).
+    Perl,
     /// PHP: `<<<EOT`, `<<<"EOT"` and nowdocs, `<<<'EOT'`. Since PHP 7.3 the terminator may be
     /// indented and code may follow it on its line (`EOT);`).
     Php,
+}
+
+impl Heredocs {
+    /// Code may follow the terminator on its line (PHP): a byte that cannot go on its word
+    /// ends the body.
+    pub(crate) fn code_after(self) -> bool {
+        self == Heredocs::Php
+    }
 }
 
 /// An open here-document: how the line that ends it reads.
@@ -72,9 +86,6 @@ pub(crate) enum Heredocs {
 pub(crate) struct Heredoc {
     pub(crate) terminator: Delimiter,
     pub(crate) indent: TerminatorIndent,
-    /// Code may follow the terminator on its line (PHP): a byte that cannot go on its word
-    /// ends the body.
-    pub(crate) code_after: bool,
 }
 
 /// What may come before a here-document's terminator on its line.
@@ -150,7 +161,7 @@ pub(crate) fn heredoc_opener(
                 _ => (2, TerminatorIndent::Nothing),
             }
         }
-        Heredocs::Ruby => {
+        Heredocs::Ruby | Heredocs::Perl => {
             if !rest.starts_with(b"<<") || before == b'<' {
                 return None;
             }
@@ -166,11 +177,15 @@ pub(crate) fn heredoc_opener(
             (3, TerminatorIndent::Blanks)
         }
     };
-    if style != Heredocs::Ruby {
-        at += rest[at..]
-            .iter()
-            .take_while(|&&c| c == b' ' || c == b'\t')
-            .count();
+    let blanks = rest[at..]
+        .iter()
+        .take_while(|&&c| c == b' ' || c == b'\t')
+        .count();
+    let quoted_after_blanks = matches!(rest.get(at + blanks), Some(b'\'' | b'"' | b'`'));
+    if !matches!(style, Heredocs::Ruby | Heredocs::Perl)
+        || quoted_after_blanks && style == Heredocs::Perl
+    {
+        at += blanks;
     }
     let (word, quoted, len) = match rest.get(at) {
         Some(&quote @ (b'\'' | b'"' | b'`')) => {
@@ -196,7 +211,7 @@ pub(crate) fn heredoc_opener(
     if !quoted && !starts_name {
         return None;
     }
-    if style == Heredocs::Ruby {
+    if matches!(style, Heredocs::Ruby | Heredocs::Perl) {
         // Right after an operand, `<<` shifts or appends (`a<<B`, `s<<~x`); a bare `<<EOS`
         // opens one only with a capital name.
         let after_operand = is_word(before) || matches!(before, b')' | b']' | b'}');
@@ -206,11 +221,7 @@ pub(crate) fn heredoc_opener(
         }
     }
     let terminator = Delimiter::new(word)?;
-    let doc = Heredoc {
-        terminator,
-        indent,
-        code_after: style == Heredocs::Php,
-    };
+    let doc = Heredoc { terminator, indent };
     Some((len, doc))
 }
 
@@ -227,7 +238,9 @@ fn bare_word(text: &[u8], style: Heredocs) -> &[u8] {
     };
     let len = match style {
         Heredocs::Shell => text.iter().take_while(|&&c| shell_word(c)).count(),
-        Heredocs::Ruby | Heredocs::Php => text.iter().take_while(|&&c| is_word(c)).count(),
+        Heredocs::Ruby | Heredocs::Perl | Heredocs::Php => {
+            text.iter().take_while(|&&c| is_word(c)).count()
+        }
     };
     &text[..len]
 }
@@ -293,6 +306,18 @@ pub(crate) fn closes_long_bracket(text: &[u8], level: u32) -> bool {
         && text[level + 1] == b']'
 }
 
+/// The byte that closes a literal opened by `open`: its pair where it is a bracket, else itself
+/// (`%w|a|`, `q!x!`).
+pub(crate) fn closer_of(open: u8) -> u8 {
+    match open {
+        b'(' => b')',
+        b'[' => b']',
+        b'{' => b'}',
+        b'<' => b'>',
+        _ => open,
+    }
+}
+
 /// At the start of `text`, a `%`: a Ruby percent literal's opener (`%w[`, `%Q(`, `%r{`, `%(`,
 /// `%w|`), its length, and the bytes that open and close it; `None` for a modulo. After an
 /// operand (`operand_before`: a name, a number, a closer) `%` is a modulo (`i % 2`,
@@ -311,15 +336,72 @@ pub(crate) fn percent_opener(
     }
     let at = 1 + usize::from(typed);
     let open = *text.get(at)?;
-    let close = match open {
-        b'(' => b')',
-        b'[' => b']',
-        b'{' => b'}',
-        b'<' => b'>',
-        // Untyped, such a `%` is more often in a regular expression (`/^%/`), which no lexis
-        // reads.
-        b'|' | b'!' | b'/' | b'^' if typed => open,
-        _ => return None,
-    };
-    Some((at + 1, open, close))
+    // Untyped, a `%` before any other byte is more often in a regular expression's text.
+    let bracket = matches!(open, b'(' | b'[' | b'{' | b'<');
+    if !(bracket || (typed && matches!(open, b'|' | b'!' | b'/' | b'^'))) {
+        return None;
+    }
+    Some((at + 1, open, closer_of(open)))
+}
+
+impl Scanner {
+    /// At the end of a line that opened a here-document: its body starts, unless the line ended
+    /// inside a string or comment (which a scan resumed at the next line would not know of).
+    #[cold]
+    pub(super) fn start_heredoc(&mut self) {
+        let pending = self.heredoc_pending.take();
+        let next = self.heredoc_next.take();
+        if let (Some(doc), true) = (pending, self.in_code()) {
+            self.mode = Mode::Heredoc { doc, next };
+            self.terminator = LineMatch::Indent;
+        }
+    }
+
+    /// A byte of a C++ raw string, or its closer.
+    #[inline(never)]
+    pub(super) fn in_cpp_raw(&mut self, bytes: &[u8], i: usize, delimiter: Delimiter) -> usize {
+        let end = &bytes[i + 1..];
+        let closes =
+            bytes[i] == b')' && delimiter.starts(end) && end.get(delimiter.len()) == Some(&b'"');
+        if closes {
+            self.mode = Mode::Code;
+            return delimiter.len() + 2;
+        }
+        1
+    }
+
+    /// A byte of a here-document's body: the line that holds its terminator ends it, at its
+    /// line break or, where code may follow the terminator (PHP), at the first byte that is no
+    /// word's. Its end starts `next`'s body, where its line opened two: at once where the
+    /// terminator ends its line, at the line's end where code follows it.
+    #[inline(never)]
+    pub(super) fn heredoc_body(
+        &mut self,
+        bytes: &[u8],
+        i: usize,
+        doc: Heredoc,
+        next: Option<Heredoc>,
+    ) -> usize {
+        let b = bytes[i];
+        let whole = self.terminator.whole(&doc);
+        if b == b'\n' {
+            self.terminator = LineMatch::Indent;
+            if whole {
+                self.mode = match next {
+                    Some(doc) => Mode::Heredoc { doc, next: None },
+                    None => Mode::Code,
+                };
+            }
+            return 1;
+        }
+        let code_after = self.lexis.heredocs.is_some_and(Heredocs::code_after);
+        if whole && code_after && !is_word(b) {
+            self.terminator = LineMatch::Indent;
+            self.mode = Mode::Code;
+            self.heredoc_pending = next;
+            return self.code_token(bytes, i);
+        }
+        self.terminator = self.terminator.next(&doc, b);
+        1
+    }
 }

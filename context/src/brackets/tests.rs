@@ -381,6 +381,355 @@ fn ruby_percent_literals_hold_hashes_and_quotes() {
     ]);
 }
 
+/// A Perl quote-like operator holds its text up to its delimiter's closer, whatever the
+/// delimiter (bracketing ones nest: `q(a (b))`); `s`, `tr` and `y` have two parts, and two
+/// bracketed ones may have blanks or a line break between (`s{..} {..}`). Its quotes, `#` and
+/// brackets are text. A name that is no operator (`sort`, `$s`, `$h{y}`, `y => 1`, `-s $file`,
+/// `$obj->s(..)`, `Foo::s`) opens none. Read as code, each operator left a string or a bracket
+/// open, or hid the line's `(` in a comment.
+#[test]
+fn perl_quote_like_operators_hold_their_text() {
+    check_reads(&[
+        (Language::Perl, "my $s = q(it's (x));\nf(", "(", true),
+        (Language::Perl, "my $s = qq{a \"b\" {c}};\nf(", "(", true),
+        (Language::Perl, "my @w = qw[a ' b];\nf(", "(", true),
+        (Language::Perl, "my @w = qw (a ' b);\nf(", "(", true),
+        (Language::Perl, "if ($x =~ m/[(]/) { f(", "{(", true),
+        (Language::Perl, "if ($x =~ m{^\\s*#}) { f(", "{(", true),
+        (Language::Perl, "$x =~ s{(}{)}g;\nf(", "(", true),
+        (Language::Perl, "$x =~ s{(} {)}g;\nf(", "(", true),
+        (Language::Perl, "$x =~ s{(}\n  {)}g;\nf(", "(", true),
+        (Language::Perl, "$x =~ s{(}/)/g;\nf(", "(", true),
+        (Language::Perl, "$command =~ s|.*:||; # (\nf(", "(", true),
+        (
+            Language::Perl,
+            "s/\\\\(.)/$1 eq \"n\" ? \"\\n\" : $1/eg;\nf(",
+            "(",
+            true,
+        ),
+        (Language::Perl, "$x =~ tr/a-z'/A-Z'/;\nf(", "(", true),
+        (Language::Perl, "$x =~ y/'//;\nf(", "(", true),
+        (Language::Perl, "my $r = qr/#(/;\nf(", "(", true),
+        (Language::Perl, "my $r = qr#(#;\nf(", "(", true),
+        (Language::Perl, "s,/+(,/,g; f(", "(", true),
+        (Language::Perl, "my $s = qq{\n  (\n};\nf(", "(", true),
+        (Language::Perl, "my $s = qq{ (\n", "", false),
+        // Modifiers after the closer are the operator's, no `s` of another (`s ||`, `s, @_`).
+        (Language::Perl, "if ($p =~ s{^a}{}s || $q) { f(", "{(", true),
+        (
+            Language::Perl,
+            "return grep(!/^\\.{1,2}\\z/s, @_); f(",
+            "(",
+            true,
+        ),
+        // Names, no operators.
+        (
+            Language::Perl,
+            "my @s = sort { $a <=> $b } @s; f(",
+            "(",
+            true,
+        ),
+        (Language::Perl, "my ($s, $y) = @_; f(", "(", true),
+        (Language::Perl, "$h{s}{y} = $h{q}; f(", "(", true),
+        (Language::Perl, "my %h = (s => 1, y => 'it'); f(", "(", true),
+        (Language::Perl, "if (-s $file) { f(", "{(", true),
+        (Language::Perl, "$obj->s('('); $obj->y; f(", "(", true),
+        (Language::Perl, "Foo::s('('); f(", "(", true),
+    ]);
+}
+
+/// Perl's POD, from a line starting `=` and a word up to the end of the line starting `=cut`,
+/// is a comment, and so is everything after a line starting `__END__` or `__DATA__`: their
+/// apostrophes and brackets are text. Read as code, `it's` opened a string that hid the rest of
+/// the file.
+#[test]
+fn perl_pod_blocks_and_text_after_end_are_no_code() {
+    check_reads(&[
+        (Language::Perl, "=pod\n\nit's (\n\n=cut\nf(", "(", true),
+        (
+            Language::Perl,
+            "sub f {\n=head1 NAME (\n\nDebian's\n\n=cut trailing (\n\tg(",
+            "{(",
+            true,
+        ),
+        (Language::Perl, "f(1);\n=item x\n\n(\n", "", false),
+        (Language::Perl, "=cut (\nf(", "(", true),
+        (Language::Perl, "=begin x\n=cutting (\n=cut\nf(", "(", true),
+        // Not at a line's start, or no word after the `=`: code.
+        (Language::Perl, "my $x\n= 1; f(", "(", true),
+        (Language::Perl, "my $x\n=~ 1; f(", "(", true),
+        (Language::Perl, "1;\n__END__\nit's (\n=cut\n(\n", "", false),
+        (Language::Perl, "1;\n__DATA__\n#if (\n", "", false),
+        (Language::Perl, "f(__END__);\n__ENDING__ (\n", "(", true),
+    ]);
+}
+
+/// Perl's `$"`, `$'` and `$]` are variables, not a quote or a closer (a prototype's `($$)`
+/// closes its bracket), and a quoted here-document terminator may follow a blank
+/// (`<< "HERE"`): each read otherwise left a string or a bracket open in Perl's own modules
+/// (`IPC/Open3.pm`, `File/Temp.pm`); Ruby reads `<< "b"` as an append still.
+#[test]
+fn perl_punctuation_variables_and_spaced_heredoc_terminators() {
+    check_reads(&[
+        (Language::Perl, "local $\" = ', '; f(", "(", true),
+        (Language::Perl, "my $post = $'; f(", "(", true),
+        (Language::Perl, "if ($] >= 5.008) { f(", "{(", true),
+        (Language::Perl, "sub f($$) { g(", "{(", true),
+        (
+            Language::Perl,
+            "croak << \"HERE\";\nCouldn't (\nHERE\nf(",
+            "(",
+            true,
+        ),
+        (Language::Ruby, "x = a << \"(\"; f(", "(", true),
+    ]);
+}
+
+/// A Ruby or Perl `/` where an operand starts opens a regular expression: after an operator,
+/// an opener, a keyword or at a line's start, and in Ruby after a method's name, a blank and
+/// no blank (`split /,/`). After an operand it divides, a `}` included (a block's, a hash
+/// subscript's), and Ruby's `:/` is a symbol. Its `#` and quotes are text. Read as code, a
+/// quote in one opened a string, and a `#` hid the rest of its line.
+#[test]
+fn ruby_and_perl_slashes_where_an_operand_starts_open_a_regex() {
+    check_reads(&[
+        (Language::Ruby, "x = /[(]/\nf(", "(", true),
+        (Language::Ruby, "if s =~ /'#/ then f(", "(", true),
+        (Language::Ruby, "x.split /'/\nf(", "(", true),
+        (Language::Ruby, "x.gsub /\"(/, ''; f(", "(", true),
+        (Language::Ruby, "return /#(/ unless x; f(", "(", true),
+        (
+            Language::Ruby,
+            "x = a / (2); y = a/(2); x /= (2); f(",
+            "(",
+            true,
+        ),
+        (Language::Ruby, "n = 10 /(2); f(", "(", true),
+        (
+            Language::Ruby,
+            "t = list.sum { |x| x } / (n); f(",
+            "(",
+            true,
+        ),
+        (Language::Ruby, "t = list.reduce(:/); f(", "(", true),
+        (Language::Ruby, "d = dir.chomp(?/); f(", "(", true),
+        (Language::Perl, "if ($x =~ /#'/) { f(", "{(", true),
+        (Language::Perl, "my @f = split /(/, $s; f(", "(", true),
+        (Language::Perl, "my @g = grep { /'/ } @l; f(", "(", true),
+        (Language::Perl, "my $n = $h{a} / (2); f(", "(", true),
+        (Language::Perl, "my $n = $x // '('; f(", "(", true),
+        (Language::Perl, "my $n = $split / (2); f(", "(", true),
+        // Perl's `/.../` is its `m/.../`, across lines too; `*/` is a typeglob.
+        (
+            Language::Perl,
+            "if ($x =~ /^ (a)   # (\n   (b) $/xs) { f(",
+            "{(",
+            true,
+        ),
+        (Language::Perl, "*RS = */ ;\nf(", "(", true),
+    ]);
+}
+
+/// C#'s raw strings close at as many quotes as opened them (`""""` ... `""""`, `$` or `$$`
+/// before them too), hold backslashes as they are and may span lines; `@"` strings span lines
+/// too, with `""` for a quote. Read as before, four quotes were a `"""` string and an empty
+/// one, a backslash before the closing quotes escaped one, and an `@"` string ended at its
+/// line.
+#[test]
+fn csharp_raw_and_verbatim_strings_close_where_csharp_closes_them() {
+    check_reads(&[
+        (
+            Language::CSharp,
+            "var s = \"\"\"\"a \"\"\" (\"\"\"\";\nf(",
+            "(",
+            true,
+        ),
+        (
+            Language::CSharp,
+            "var s = \"\"\"\n  \" (\n  \"\"\";\nf(",
+            "(",
+            true,
+        ),
+        (
+            Language::CSharp,
+            "var p = \"\"\"C:\\dir\\\"\"\"; f(",
+            "(",
+            true,
+        ),
+        (
+            Language::CSharp,
+            "var s = $$\"\"\"\n  {\"a\": {{x}} (\n  \"\"\";\nf(",
+            "(",
+            true,
+        ),
+        (
+            Language::CSharp,
+            "var s = @\"a \"\"(\"\" b\"; f(",
+            "(",
+            true,
+        ),
+        (
+            Language::CSharp,
+            "const string Code = @\"\nif 'clr' not in (x):\n    pass\n\"; f(",
+            "(",
+            true,
+        ),
+        (Language::CSharp, "var q = @\"SELECT (\n", "", false),
+    ]);
+}
+
+/// A quote inside a hole of code in a string opens a string of the hole's, and does not end
+/// the outer one: Swift's `\(..)`, Kotlin's `${..}`, C#'s `$"{..}"` and `$@"{..}"` (where
+/// `{{` is a brace), nested too. Read as before, the inner quotes closed the outer string and
+/// left its text as code, or opened one that ran on.
+#[test]
+fn quotes_inside_a_hole_in_a_string_do_not_end_it() {
+    check_reads(&[
+        (
+            Language::Swift,
+            "let s = \"a \\(f(\"(\")) b\"; f(",
+            "(",
+            true,
+        ),
+        (
+            Language::Swift,
+            "let s = \"\\(a[\"k\"] ?? \")\") (\"; f(",
+            "(",
+            true,
+        ),
+        (
+            Language::Swift,
+            "let s = \"\"\"\n  \\(f(\")\"))\n  \"\"\"\nf(",
+            "(",
+            true,
+        ),
+        (
+            Language::Kotlin,
+            "val s = \"a ${f(\"(\")} b\"; f(",
+            "(",
+            true,
+        ),
+        (
+            Language::Kotlin,
+            "val s = \"${m.map { \"}\" }} (\"; f(",
+            "(",
+            true,
+        ),
+        (Language::Kotlin, "val s = \"a $x (\"; f(", "(", true),
+        (
+            Language::Kotlin,
+            "val s = \"\"\"\n  ${f(\"\"\"(\"\"\")} (\n  \"\"\"\nf(",
+            "(",
+            true,
+        ),
+        (
+            Language::Kotlin,
+            "val s = \"${\"${\"(\"}\"}\"; f(",
+            "(",
+            true,
+        ),
+        (
+            Language::CSharp,
+            "var s = $\"a {f(\"(\")} b\"; f(",
+            "(",
+            true,
+        ),
+        (Language::CSharp, "var s = $\"{{(\"; f(", "(", true),
+        (
+            Language::CSharp,
+            "var s = $@\"a {f(\"(\")} \"\"b\n(\"; f(",
+            "(",
+            true,
+        ),
+        (
+            Language::CSharp,
+            "var s = $\"{(a ? \"x\" : \"(\")}\"; f(",
+            "(",
+            true,
+        ),
+    ]);
+}
+
+/// Two here-documents opened on one line have their bodies one after the other, each up to
+/// its own terminator (shell's `cat <<A <<B`, Ruby's `f(<<~A, <<~B)`, Perl's
+/// `print <<A, <<B;`). Read as before, the second's body was code. A third's still is: a
+/// [`LexMode`] holds two terminators, and three on a line are rare.
+#[test]
+fn two_heredocs_on_a_line_have_their_bodies_in_turn() {
+    check_reads(&[
+        (Language::Shell, "cat <<A <<B\n(\nA\n'\nB\nf(", "(", true),
+        (
+            Language::Shell,
+            "cat <<A 3<<'B'\n(\nB\nA\n'\nB\nf(",
+            "(",
+            true,
+        ),
+        (Language::Shell, "cat <<A <<B\nx\nA\n(\n", "", false),
+        (
+            Language::Ruby,
+            "f(<<~A, <<~B)\n  (\n  A\n  '\n  B\ng(",
+            "(",
+            true,
+        ),
+        (
+            Language::Perl,
+            "print <<A, <<\"B\";\n(\nA\n'\nB\nf(",
+            "(",
+            true,
+        ),
+        (
+            Language::Shell,
+            "cat <<A <<B <<C\nA\nB\n(\nC\nf(",
+            "((",
+            true,
+        ),
+    ]);
+}
+
+/// Each line start of `text`, in every language: a scan resumed there from the state scanned
+/// up to it reads on as one scan of the whole does, and [`LexMode::after`] line by line ends
+/// each line where that scan does.
+fn check_resumes(text: &str) {
+    for language in Language::all() {
+        let mut whole = Scanner::new(language);
+        whole.feed(text);
+        let mut mode = LexMode::default();
+        let mut at = 0;
+        for line in text.split_inclusive('\n') {
+            let mut before = Scanner::new(language);
+            before.feed(&text[..at]);
+            let mut after = Scanner::resume(language, &before.open(), before.mode());
+            after.feed(&text[at..]);
+            assert_eq!(
+                (after.open(), after.mode()),
+                (whole.open(), whole.mode()),
+                "{language:?} {text:?} resumed at {at}"
+            );
+            mode = mode.after(language, line);
+            at += line.len();
+            let mut through = Scanner::new(language);
+            through.feed(&text[..at]);
+            assert_eq!(mode, through.mode(), "{language:?} {text:?} to {at}");
+        }
+    }
+}
+
+/// The literals that span lines resume at each of their lines: Perl's quote-like operators
+/// (between `s{..}`'s parts too) and POD, a second here-document's terminator kept through the
+/// first's body, C#'s `@"`, `$@"` and raw strings, and a hole of code spanning lines.
+#[test]
+fn literals_spanning_lines_resume_at_each_line() {
+    for text in [
+        "my $s = qq{a\n(\n{b}\n};\n$x =~ s{a}\n  {b\n(\n}x;\n=head1 X\n\nit's\n=cut\nf(\n",
+        "cat <<A <<B\n(\nA\n'\nB\nf(\n",
+        "var s = $@\"{f(\n\"(\")}\n\"\"(\";\nvar t = \"\"\"\"\n\"\"\"\n\"\"\"\";\n",
+        "val s = \"\"\"\n${f(\n\"(\")}\n(\"\"\"\n",
+        "let s = \"\"\"\n\\(f(\n\")\"))\n\"\"\"\n",
+    ] {
+        check_resumes(text);
+    }
+}
+
 /// A here-document's state at its body's line starts: inside, whatever the line, until the
 /// terminator's line; and a plain value (the language server keeps one a line).
 #[test]
@@ -403,11 +752,97 @@ fn a_heredoc_is_open_at_its_body_lines() {
 fn code_lines() -> impl Strategy<Value = String> {
     prop::collection::vec(
         prop::sample::select(vec![
-            "(", ")", "{", "}", "[", "]", "\"", "'x'", "'\\n'", "'a ", "\"\"\"", "'''", "r#\"",
-            "\"#", "br\"", "/*", "*/", "//", "#", "\\", "\n", "a", " ", "é", "`", "/", "--", "[[",
-            "]]", "{-", "-}", "@\"", "=", "<<EOF", "<<-'EOF'", "EOF", "\tEOF", "<<<EOT", "EOT);",
-            "<<~EOS", "  EOS", "R\"x(", ")x\"", "[==[", "]==]", "--[=[", "]=]", "return", "<<",
-            "%w[", "%(", "%Q{", "%|", "|",
+            "(",
+            ")",
+            "{",
+            "}",
+            "[",
+            "]",
+            "\"",
+            "'x'",
+            "'\\n'",
+            "'a ",
+            "\"\"\"",
+            "'''",
+            "r#\"",
+            "\"#",
+            "br\"",
+            "/*",
+            "*/",
+            "//",
+            "#",
+            "\\",
+            "\n",
+            "a",
+            " ",
+            "é",
+            "`",
+            "/",
+            "--",
+            "[[",
+            "]]",
+            "{-",
+            "-}",
+            "@\"",
+            "=",
+            "<<EOF",
+            "<<-'EOF'",
+            "EOF",
+            "\tEOF",
+            "<<<EOT",
+            "EOT);",
+            "<<~EOS",
+            "  EOS",
+            "R\"x(",
+            ")x\"",
+            "[==[",
+            "]==]",
+            "--[=[",
+            "]=]",
+            "return",
+            "<<",
+            "%w[",
+            "%(",
+            "%Q{",
+            "%|",
+            "|",
+            "q(",
+            "qw{",
+            "s{",
+            "}{",
+            "} {",
+            "s/",
+            "tr|",
+            "y#",
+            "m!",
+            "=pod",
+            "=head1 x",
+            "=cut",
+            "$\"",
+            "$@\"",
+            "@$\"",
+            "\"\"\"\"",
+            "$$\"\"\"",
+            "\\(",
+            "${",
+            "<<A <<B",
+            "A",
+            "B",
+            "split /",
+            "x /",
+            "(:/",
+            "$",
+            "__END__",
+            "$\"",
+            "$]",
+            "<< \"A\"",
+            "?/",
+            "s{a}{b}s ",
+            "sub s ",
+            "$'",
+            "*\"",
+            "/ ",
+            "=foo",
         ]),
         0..40,
     )
@@ -447,11 +882,7 @@ proptest! {
             let bytes = text.as_bytes();
             let mut i = 0;
             while i < bytes.len() {
-                let was_code = tokens.in_code();
                 i += tokens.step(bytes, i);
-                if !was_code && tokens.in_code() {
-                    tokens.literals_ended += 1;
-                }
             }
             prop_assert_eq!(runs.open(), tokens.open());
             prop_assert_eq!(runs.mode(), tokens.mode());
@@ -459,7 +890,6 @@ proptest! {
                 (runs.errors, runs.literals_ended, runs.previous, runs.previous_on_line),
                 (tokens.errors, tokens.literals_ended, tokens.previous, tokens.previous_on_line)
             );
-            prop_assert_eq!(runs.word, tokens.word);
             prop_assert_eq!(runs.terminator, tokens.terminator);
         }
     }
@@ -493,27 +923,125 @@ fn resuming_equals_scanning_through_where_it_once_did_not() {
         "\"\"\"r#\"*/(<<-'EOF'\n'x'('x'",
         "x=$(\n(cat <<EOF\n",
     ] {
-        for language in Language::all() {
-            let mut whole = Scanner::new(language);
-            whole.feed(text);
-            let mut mode = LexMode::default();
-            let mut at = 0;
-            for line in text.split_inclusive('\n') {
-                let mut before = Scanner::new(language);
-                before.feed(&text[..at]);
-                let mut after = Scanner::resume(language, &before.open(), before.mode());
-                after.feed(&text[at..]);
-                assert_eq!(
-                    (after.open(), after.mode()),
-                    (whole.open(), whole.mode()),
-                    "{language:?} {text:?} resumed at {at}"
-                );
-                mode = mode.after(language, line);
-                at += line.len();
-                let mut through = Scanner::new(language);
-                through.feed(&text[..at]);
-                assert_eq!(mode, through.mode(), "{language:?} {text:?} to {at}");
-            }
-        }
+        check_resumes(text);
     }
+}
+
+/// Where a scan of `text` in `language` ends: the brackets open and whether in code.
+fn end_of(language: Language, text: &str) -> (String, bool) {
+    let mut scanner = Scanner::new(language);
+    scanner.feed(text);
+    (scanner.open(), scanner.in_code())
+}
+
+/// A sub named as a quote-like operator (`sub s {`, `sub y {`) is a name, not a substitution
+/// whose second part would open at the next line's `#` and hold the rest of the file.
+#[test]
+fn a_sub_named_as_a_quote_like_operator_is_a_name() {
+    for name in ["q", "s", "y", "tr", "m"] {
+        let text = format!("sub {name} {{\n  return 1;\n}}\n# it's\nf(\n");
+        assert_eq!(end_of(Language::Perl, &text), ("(".into(), true), "{name}");
+    }
+    assert_eq!(
+        end_of(Language::Perl, "&s(1); sub s($) { 1 }\nf(\n"),
+        ("(".into(), true)
+    );
+    assert_eq!(
+        end_of(Language::Perl, "print q {a}, s {a}{b}r;\nf(\n"),
+        ("(".into(), true),
+        "an operator after a blank is still one"
+    );
+}
+
+/// Between the parts of `s{a} {b}` a `#` starts a comment (Perl allows one there), not a
+/// second part closed by the next `#`.
+#[test]
+fn a_comment_between_substitution_parts_opens_no_part() {
+    assert_eq!(
+        end_of(Language::Perl, "s{a}\n# it's\n{b};\nf(\n"),
+        ("(".into(), true)
+    );
+}
+
+/// Perl's `$"` and `*"` (the list separator and its glob), Ruby's `$'` and `$"` (the text after
+/// a match, the loaded features) are variables: no string opens at their quote.
+#[test]
+fn quotes_in_punctuation_variables_open_no_string() {
+    assert_eq!(
+        end_of(Language::Perl, "local $\" = ', ';\n*LIST = *\" ;\nf(\n"),
+        ("(".into(), true)
+    );
+    assert_eq!(
+        end_of(Language::Ruby, "path = $'\nf(\n  '(',\n"),
+        ("(".into(), true)
+    );
+    assert_eq!(end_of(Language::Ruby, "p $\"\nf(\n"), ("(".into(), true));
+    assert_eq!(
+        end_of(Language::Shell, "echo $'a(' b\nf(\n"),
+        ("(".into(), true),
+        "shell's `$'..'` is a string"
+    );
+}
+
+/// A Perl line that starts with a `/` and a blank goes on dividing (`($done * 100)\n / $total`):
+/// read as a pattern, it would run on across lines to the next `/`.
+#[test]
+fn a_perl_line_starting_with_a_division_divides() {
+    assert_eq!(
+        end_of(
+            Language::Perl,
+            "my $pct = ($done * 100)\n    / $total; # it's\nf(\n"
+        ),
+        ("(".into(), true)
+    );
+    assert_eq!(
+        end_of(Language::Perl, "/^#/ and next;\nf(\n"),
+        ("(".into(), true),
+        "a pattern at a line's start is still one"
+    );
+}
+
+/// Only a POD command (`=head1`, `=pod`, `=item`, ...) at a line's start opens POD: `=foo()` on a
+/// statement's second line is an assignment.
+#[test]
+fn only_a_pod_command_opens_pod() {
+    assert_eq!(
+        end_of(Language::Perl, "my $x\n=foo();\nf(\n"),
+        ("(".into(), true)
+    );
+    for command in [
+        "=pod",
+        "=head2 X",
+        "=over 4",
+        "=item *",
+        "=begin html",
+        "=for x",
+        "=encoding utf8",
+    ] {
+        let text = format!("{command}\n\nf(\n\n=cut\n");
+        assert_eq!(
+            end_of(Language::Perl, &text),
+            (String::new(), true),
+            "{command}"
+        );
+    }
+}
+
+/// At each `$` of a run in C# code the opener counts the `$`s and quotes that follow up to a
+/// bound: counting all of them made a line of 200,000 `$`s cost 40 s (each `$` counted the
+/// rest). Raw strings with their `$`s still open as before.
+#[test]
+fn a_run_of_dollars_or_quotes_is_counted_up_to_a_bound() {
+    let dollars = "$".repeat(100_000);
+    assert_eq!(quotes::opener_runs(dollars.as_bytes()), (256, 0));
+    let quotes = "\"".repeat(100_000);
+    assert_eq!(quotes::opener_runs(quotes.as_bytes()), (0, 256));
+    assert_eq!(quotes::opener_runs(b"$$\"\"\"\"x"), (2, 4));
+    assert_eq!(
+        end_of(
+            Language::CSharp,
+            &format!("{dollars}\nvar s = $$$$\"\"\"\"a\"\"\"(\"\"\"\";\nf(\n")
+        ),
+        ("(".into(), true)
+    );
 }

@@ -54,6 +54,7 @@ fn correct_middles_in_other_languages_survive_post_processing() {
         ("javascript", Language::JavaScript, 990),
         ("kotlin", Language::Kotlin, 995),
         ("lua", Language::Lua, 990),
+        ("perl", Language::Perl, 995),
         ("php", Language::Php, 993),
         ("ruby", Language::Ruby, 985),
         ("shellscript", Language::Shell, 990),
@@ -110,6 +111,8 @@ fn top_level_in_code(text: &str, language: Language) -> (usize, usize) {
 /// brackets open or a string unclosed at many of them: JavaScript's regular expressions and
 /// template literals, shell's `#` comments and `'` strings. A level-0 reading of Lua's long
 /// brackets (`[=[` as `[` `[`, a `]]` inside it as the closer) left 80 more of `argparse.lua`'s.
+/// The Perl samples' 23 other such lines are POD prose, a comment (read as code, 55 lines
+/// started in code, some of them prose, and `ConfModule.pm`'s last 5 subs inside a string).
 #[test]
 fn top_level_lines_of_the_samples_start_in_code() {
     let mut short = Vec::new();
@@ -117,6 +120,7 @@ fn top_level_lines_of_the_samples_start_in_code() {
         ("go", Language::Go, 47),
         ("javascript", Language::JavaScript, 51),
         ("lua", Language::Lua, 131 + 205 + 1),
+        ("perl", Language::Perl, 47 + 10),
         ("shellscript", Language::Shell, 46 + 29),
         ("typescript", Language::TypeScript, 38 + 45),
     ] {
@@ -292,7 +296,9 @@ fn a_comments_closer_is_no_repeat_of_a_line_comment_after_it() {
 /// Each sample, read to its end by its language's rules, ends in code with nothing open: its
 /// here-documents, long brackets and percent literals are read whole (read as code,
 /// `AutoloadGenerator.php` ended with `{{(` open, `argparse.lua` with `(`, and `rss.rb` with 14
-/// brackets, the last one `%Q[#{h key}="#{h value}"]`'s, whose `#` read as a comment).
+/// brackets, the last one `%Q[#{h key}="#{h value}"]`'s, whose `#` read as a comment), and so
+/// are Perl's quote-like operators (`ConfModule.pm` ended inside a string with `{([` open: the
+/// quote in `s/\\([n"\\])/.../eg` opened one).
 #[test]
 fn each_sample_reads_to_its_end_in_code_with_nothing_open() {
     let mut wrong = Vec::new();
@@ -305,6 +311,7 @@ fn each_sample_reads_to_its_end_in_code_with_nothing_open() {
         ("javascript", Language::JavaScript),
         ("kotlin", Language::Kotlin),
         ("lua", Language::Lua),
+        ("perl", Language::Perl),
         ("php", Language::Php),
         ("ruby", Language::Ruby),
         ("shellscript", Language::Shell),
@@ -405,6 +412,85 @@ fn heredoc_bodies_of_the_samples_are_text() {
             }
         }
         assert_eq!(found, bodies, "{dir}: here-documents found");
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The lines of `text` that a plain reading finds inside its multi-line literals: from the line
+/// after one that `opens` one to the next line that `closes` it (that line included), as line
+/// indices.
+fn literal_bodies(
+    text: &str,
+    opens: impl Fn(&str) -> bool,
+    closes: impl Fn(&str) -> bool,
+) -> Vec<std::ops::RangeInclusive<usize>> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut bodies = Vec::new();
+    let mut at = 0;
+    while at < lines.len() {
+        if !opens(lines[at]) {
+            at += 1;
+            continue;
+        }
+        let end = (at + 1..lines.len())
+            .find(|&line| closes(lines[line]))
+            .expect("every literal of the samples ends");
+        bodies.push(at + 1..=end);
+        at = end + 1;
+    }
+    bodies
+}
+
+/// Whether the plan at the start of `text`'s line `line` (an index) starts it in code.
+fn line_starts_in_code(text: &str, line: usize, language: Language) -> bool {
+    let start = text.split_inclusive('\n').take(line).map(str::len).sum();
+    let source = Source {
+        text,
+        cursor: start,
+        language,
+        tree: None,
+    };
+    let plan = plan(&source, &Budget::for_positions(64, 16), &ByteEstimate, &[]);
+    plan.line_start_mode
+        .expect("a sample is scanned whole")
+        .in_code()
+}
+
+/// Every line of the Perl sample's POD blocks (from the line after `=head1`, `=item`, ... to
+/// the `=cut` line) starts in a comment, and the line after one in code; so does every line of
+/// the C# sample's `@"` string of Python (up to its `";`). Read as code, the POD's `Debian's`
+/// and `It's` opened strings, and the Python's lines were code (its `'clr'` and `Don't` one-line
+/// strings happened to leave nothing open).
+#[test]
+fn pod_blocks_and_verbatim_strings_of_the_samples_are_text() {
+    let pod_opens =
+        |line: &str| line.starts_with('=') && !line.starts_with("=cut") && line.len() > 1;
+    let verbatim_opens = |line: &str| line.trim_end().ends_with("@\"");
+    let mut wrong = Vec::new();
+    for (dir, language, bodies) in [("perl", Language::Perl, 5), ("csharp", Language::CSharp, 1)] {
+        let mut found = 0;
+        for text in samples(dir) {
+            let literals = match language {
+                Language::Perl => literal_bodies(&text, pod_opens, |line| line.starts_with("=cut")),
+                _ => literal_bodies(&text, verbatim_opens, |line| {
+                    line.trim_start().starts_with("\";")
+                }),
+            };
+            let lines = text.lines().count();
+            for body in literals {
+                found += 1;
+                for line in body.clone() {
+                    if line_starts_in_code(&text, line, language) {
+                        wrong.push(format!("{dir}: line {} starts in code", line + 1));
+                    }
+                }
+                let after = body.end() + 1;
+                if after < lines && !line_starts_in_code(&text, after, language) {
+                    wrong.push(format!("{dir}: line {} starts in a literal", after + 1));
+                }
+            }
+        }
+        assert_eq!(found, bodies, "{dir}: literals found");
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
