@@ -59,6 +59,8 @@ pub struct Limits {
     /// Processes and threads (RLIMIT_NPROC), where the child's are counted apart from the
     /// invoking user's ([`Sandbox::limits_processes`]): the kernel counts every process of a
     /// uid (of a uid in a user namespace, from Linux 5.14) and ignores the limit for root.
+    /// Like every limit here, held at the invoking process's own hard limit where that is
+    /// lower (which only root may raise).
     pub processes: u64,
     /// Whether the child drops to `nobody` when redraft runs as root (needs its program
     /// readable by `nobody`, so not for a toolchain under /root).
@@ -209,9 +211,13 @@ impl Sandbox {
     /// a user namespace of its own on a kernel that counts a namespace's processes apart, so
     /// the limit stops a fork bomb without counting the user's other processes (and concurrent
     /// programs in namespaces of their own do not share one count).
+    /// Root's own processes are never held (the kernel exempts them, in a user namespace too:
+    /// a compiler run as root where root makes its network namespace with a user namespace).
     pub fn limits_processes(&self, limits: &Limits) -> bool {
         self.drops_to_nobody(limits)
-            || (self.network == Network::UserNamespace && counts_processes_per_user_namespace())
+            || (!self.root
+                && self.network == Network::UserNamespace
+                && counts_processes_per_user_namespace())
     }
 
     /// A one-line description for reports.
@@ -245,15 +251,18 @@ impl Sandbox {
             "as the invoking user"
         };
         let processes = if self.limits_processes(limits) {
-            format!("at most {} processes", limits.processes)
+            format!(
+                "at most {} processes",
+                within_hard_limit(libc::RLIMIT_NPROC, limits.processes)
+            )
         } else {
             "processes NOT limited".to_string()
         };
         format!(
             "{network}, {files}, {calls}, {user}, {:.0} s wall, {} s CPU, {} MiB address space, {processes}",
             limits.wall.as_secs_f64(),
-            limits.cpu_seconds,
-            limits.address_space >> 20
+            within_hard_limit(libc::RLIMIT_CPU, limits.cpu_seconds.max(1)),
+            within_hard_limit(libc::RLIMIT_AS, limits.address_space) >> 20
         )
     }
 
@@ -301,10 +310,11 @@ impl Sandbox {
             limits: *limits,
             nobody: self.drops_to_nobody(limits),
             process_limit: self.limits_processes(limits),
+            nobody_namespace: self.drops_to_nobody(limits) && counts_processes_per_user_namespace(),
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             filter: confine::syscall_filter().filter(|_| self.seccomp),
         };
-        // SAFETY: the closure only makes async-signal-safe system calls (unshare, setrlimit,
+        // SAFETY: the closure only makes async-signal-safe system calls (unshare, getrlimit, setrlimit,
         // setgroups, setgid, setuid, prctl, landlock_restrict_self; for the PID namespace's init
         // pipe2, a raw clone, waitpid, close_range, read, write, kill, _exit) on data copied
         // before the fork; it allocates nothing.
@@ -389,6 +399,10 @@ struct ChildSetup {
     nobody: bool,
     /// Whether RLIMIT_NPROC is set ([`Sandbox::limits_processes`]).
     process_limit: bool,
+    /// Whether, as `nobody`, the child tries a user namespace of its own (where the kernel
+    /// counts a namespace's processes apart; decided before the fork, which reads the
+    /// kernel's version).
+    nobody_namespace: bool,
     /// The Landlock ruleset's descriptor, -1 for none.
     ruleset: libc::c_int,
     /// The seccomp filter, built before the fork.
@@ -419,17 +433,27 @@ impl ChildSetup {
             set_limit(libc::RLIMIT_FSIZE, l.file_size, l.file_size)?;
             set_limit(libc::RLIMIT_CORE, 0, 0)?;
             set_limit(libc::RLIMIT_NOFILE, 256, 256)?;
-            if self.process_limit {
-                // After the unshare: in a user namespace of its own the count starts from this
-                // process, whatever else the user runs.
-                set_limit(libc::RLIMIT_NPROC, l.processes, l.processes)?;
-            }
-            if self.nobody
-                && (libc::setgroups(0, std::ptr::null()) != 0
+            if self.nobody {
+                if libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setgid(NOBODY) != 0
-                    || libc::setuid(NOBODY) != 0)
-            {
-                return Err(std::io::Error::last_os_error());
+                    || libc::setuid(NOBODY) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // A user namespace of the program's own, made as `nobody` (where the kernel
+                // lets `nobody` make one): the process limit below then counts this program's
+                // processes apart from every other `nobody` process, the run's other programs
+                // among them, so one that forks to its limit does not stop the others starting.
+                // Without one the count is shared, as it was.
+                if self.nobody_namespace {
+                    let _ = libc::unshare(libc::CLONE_NEWUSER);
+                }
+            }
+            if self.process_limit {
+                // After the unshares and the change of user: in a user namespace of its own the
+                // count starts from this process (and a limit set before `setuid` would have
+                // failed the program's exec where `nobody` already had that many processes).
+                set_limit(libc::RLIMIT_NPROC, l.processes, l.processes)?;
             }
             confine::no_new_privileges()?;
             if self.ruleset >= 0 {
@@ -588,6 +612,10 @@ unsafe fn end_as(status: libc::c_int) -> ! {
     }
 }
 
+/// Sets `resource`'s limits to `soft` and `hard`, each held at the current hard limit where
+/// that is lower: a process without CAP_SYS_RESOURCE cannot raise it (the call would fail, and
+/// every program with it), and a lower limit is the stricter one.
+///
 /// # Safety
 /// Async-signal-safe; called only between fork and exec.
 unsafe fn set_limit(
@@ -596,14 +624,29 @@ unsafe fn set_limit(
     hard: u64,
 ) -> std::io::Result<()> {
     let limit = libc::rlimit {
-        rlim_cur: soft as libc::rlim_t,
-        rlim_max: hard as libc::rlim_t,
+        rlim_cur: within_hard_limit(resource, soft) as libc::rlim_t,
+        rlim_max: within_hard_limit(resource, hard) as libc::rlim_t,
     };
     // SAFETY: `limit` is a valid rlimit for the duration of the call.
     if unsafe { libc::setrlimit(resource, &limit) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// `wanted`, or this process's hard limit of `resource` where that is lower. Async-signal-safe
+/// (one `getrlimit`, nothing allocated): [`set_limit`] calls it between fork and exec.
+fn within_hard_limit(resource: libc::__rlimit_resource_t, wanted: u64) -> u64 {
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `current` is valid for writes for the call.
+    if unsafe { libc::getrlimit(resource, &mut current) } != 0 {
+        return wanted;
+    }
+    // RLIM_INFINITY is the largest value: no limit lowers `wanted`.
+    wanted.min(current.rlim_max)
 }
 
 /// Whether `pid` has exited, leaving it a zombie (so its pid, and its process group id, stay

@@ -377,27 +377,31 @@ fn programs_leave_nothing_behind_and_see_no_network() {
 /// a fork is refused, 1 when all were made.
 const FORKS: &str = "import os, time\nn = 0\ntry:\n    for _ in range(200):\n        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    print('refused after', n)\n    raise SystemExit(0)\nprint('all forked')\nraise SystemExit(1)\n";
 
-/// Runs [`FORKS`] under `sandbox` with a limit of 64 processes; how many forks it made before
-/// one was refused (`None`: all 200 were made).
-fn forks_before_refused(sandbox: &Sandbox) -> Option<usize> {
+/// Limits for [`FORKS`]: 20 s, and `processes`.
+fn fork_limits(processes: u64, drop_privileges: bool) -> Limits {
+    Limits {
+        wall: Duration::from_secs(20),
+        cpu_seconds: 10,
+        address_space: 1 << 30,
+        file_size: 1 << 20,
+        processes,
+        drop_privileges,
+    }
+}
+
+/// Runs [`FORKS`] under `sandbox` with `limits`; how many forks it made before one was refused
+/// (`None`: all 200 were made).
+fn forks_before_refused(sandbox: &Sandbox, limits: &Limits) -> Option<usize> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
         dir.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let limits = Limits {
-        wall: Duration::from_secs(20),
-        cpu_seconds: 10,
-        address_space: 1 << 30,
-        file_size: 1 << 20,
-        processes: 64,
-        drop_privileges: true,
-    };
     let args = [std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(FORKS)];
     let python = std::path::Path::new("/usr/bin/python3");
     let exit = sandbox
-        .run(python, &args, dir.path(), &[], &limits, &Reach::default())
+        .run(python, &args, dir.path(), &[], limits, &Reach::default())
         .unwrap();
     match exit.status {
         Status::Exited(0) => Some(
@@ -412,6 +416,65 @@ fn forks_before_refused(sandbox: &Sandbox) -> Option<usize> {
     }
 }
 
+/// The ordinary user a root test becomes: not `nobody`, whom the other tests' programs run as
+/// under root, and whose processes are one count machine-wide (this user's 100 others would
+/// leave their programs no room to start).
+const A_USER: libc::c_long = 65533;
+
+/// Runs `check` as an ordinary user: on this thread when the tests are not root, else on a
+/// thread of its own that is [`A_USER`] for good (raw system calls change only the calling
+/// thread's credentials; the thread ends with the check, and this process's others stay root).
+fn as_a_user<T: Send + 'static>(check: impl FnOnce() -> T + Send + 'static) -> T {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return check();
+    }
+    std::thread::spawn(|| {
+        // SAFETY: plain system calls on values, for this thread only.
+        unsafe {
+            assert_eq!(
+                libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()),
+                0
+            );
+            assert_eq!(
+                libc::syscall(libc::SYS_setresgid, A_USER, A_USER, A_USER),
+                0
+            );
+            assert_eq!(
+                libc::syscall(libc::SYS_setresuid, A_USER, A_USER, A_USER),
+                0
+            );
+        }
+        check()
+    })
+    .join()
+    .unwrap()
+}
+
+/// Processes of the user's own besides a program's, killed and reaped however the check ends
+/// (a panic included: left, they would count against the user's processes for 30 s).
+struct Others(Vec<std::process::Child>);
+
+impl Others {
+    fn start(n: usize) -> Others {
+        let mut others = Others(Vec::new());
+        for _ in 0..n {
+            let child = std::process::Command::new("sleep").arg("30").spawn();
+            others.0.push(child.unwrap());
+        }
+        others
+    }
+}
+
+impl Drop for Others {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// A fork bomb stops at the process limit, as `nobody` under root and as an ordinary user in a
 /// user namespace of its own, where the count starts apart from the user's other processes
 /// (before, a user's programs had no process limit at all: the limit counted every process of
@@ -422,19 +485,56 @@ fn a_fork_bomb_stops_at_the_process_limit_as_root_and_as_a_user() {
         eprintln!("no /usr/bin/python3, not checked");
         return;
     }
+    let limits = fork_limits(64, true);
     let here = Sandbox::detect();
     if here.root {
-        let made = forks_before_refused(&here);
+        let made = forks_before_refused(&here, &limits);
         assert!(made.is_some_and(|n| n < 64), "as nobody: {made:?}");
     }
-    // An ordinary user: a thread of this (root) test that is `nobody` for good (raw system
-    // calls change only the calling thread's credentials), running 100 processes of its own
-    // besides, more than the program's limit.
-    if !here.root {
-        eprintln!("not root: no thread can become another user, not checked");
+    // An ordinary user running 100 processes of its own besides, more than the program's limit.
+    let (sandbox, made) = as_a_user(move || {
+        let sandbox = Sandbox::detect();
+        if sandbox.network != Network::UserNamespace {
+            return (sandbox, None);
+        }
+        let _others = Others::start(100);
+        let made = forks_before_refused(&sandbox, &limits);
+        (sandbox, Some(made))
+    });
+    let Some(made) = made else {
+        eprintln!("no user namespace for a user here ({sandbox:?}), not checked");
+        return;
+    };
+    if !sandbox.limits_processes(&limits) {
+        eprintln!("a kernel before 5.14 counts no namespace apart: {made:?} forks, not checked");
         return;
     }
-    let as_user = std::thread::spawn(|| {
+    assert!(
+        sandbox.describe(&limits).contains("at most 64 processes"),
+        "{}",
+        sandbox.describe(&limits)
+    );
+    // Not 0 (the user's 100 others counted), not all 200 (no limit).
+    assert!(
+        made.is_some_and(|n| (30..64).contains(&n)),
+        "as a user: {made:?}"
+    );
+}
+
+/// As root, programs run as `nobody`, each in a user namespace of its own where the kernel lets
+/// `nobody` make one: two fork bombs at once each get their own limit (they shared one count
+/// with every `nobody` process on the machine, so one could leave the other, or any program of
+/// the run, none: an exec refused, which stopped the run).
+#[test]
+fn concurrent_programs_as_nobody_each_get_their_own_process_limit() {
+    let here = Sandbox::detect();
+    let limits = fork_limits(64, true);
+    if !here.root || !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("not root, or no /usr/bin/python3: not checked");
+        return;
+    }
+    // Whether `nobody` may make a user namespace here (`unshare -U` as nobody).
+    let nobody_namespaces = std::thread::spawn(|| {
         // SAFETY: plain system calls on values, for this thread only.
         unsafe {
             assert_eq!(
@@ -444,51 +544,156 @@ fn a_fork_bomb_stops_at_the_process_limit_as_root_and_as_a_user() {
             assert_eq!(libc::syscall(libc::SYS_setresgid, 65534, 65534, 65534), 0);
             assert_eq!(libc::syscall(libc::SYS_setresuid, 65534, 65534, 65534), 0);
         }
-        let sandbox = Sandbox::detect();
-        if sandbox.network != Network::UserNamespace {
-            return (sandbox, None, false);
-        }
-        let mut others: Vec<std::process::Child> = (0..100)
-            .map(|_| {
-                std::process::Command::new("sleep")
-                    .arg("30")
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        let made = forks_before_refused(&sandbox);
-        for child in &mut others {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        (sandbox, made, true)
-    });
-    let (sandbox, made, ran) = as_user.join().unwrap();
-    if !ran {
-        eprintln!("no user namespace for a user here ({sandbox:?}), not checked");
+        std::process::Command::new("unshare")
+            .args(["-U", "true"])
+            .status()
+            .is_ok_and(|status| status.success())
+    })
+    .join()
+    .unwrap();
+    if !nobody_namespaces || !here.limits_processes(&limits) {
+        eprintln!("nobody makes no user namespace here: one count for all, not checked");
         return;
     }
-    let limited = Limits {
-        wall: Duration::from_secs(1),
-        cpu_seconds: 1,
-        address_space: 1 << 30,
-        file_size: 1 << 20,
-        processes: 64,
-        drop_privileges: true,
+    let bomb = || {
+        std::thread::spawn(move || forks_then_holding(&Sandbox::detect(), &fork_limits(64, true)))
     };
-    if !sandbox.limits_processes(&limited) {
-        eprintln!("a kernel before 5.14 counts no namespace apart: {made:?} forks, not checked");
+    let (first, second) = (bomb(), bomb());
+    let made = [first.join().unwrap(), second.join().unwrap()];
+    // Each near its own 64 (less the sandbox's init and the program), not 64 between them.
+    assert!(
+        made.iter()
+            .all(|n| n.is_some_and(|n| (30..64).contains(&n))),
+        "{made:?}"
+    );
+}
+
+/// [`forks_before_refused`], the program holding its children 2 s after a fork is refused, so
+/// two run at once hold theirs together.
+fn forks_then_holding(sandbox: &Sandbox, limits: &Limits) -> Option<usize> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let program = FORKS.replace(
+        "    print('refused after', n)\n",
+        "    print('refused after', n)\n    time.sleep(2)\n",
+    );
+    assert_ne!(program, FORKS);
+    let args = [std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(&program)];
+    let exit = sandbox
+        .run(
+            std::path::Path::new("/usr/bin/python3"),
+            &args,
+            dir.path(),
+            &[],
+            limits,
+            &Reach::default(),
+        )
+        .unwrap();
+    match exit.status {
+        Status::Exited(0) => exit
+            .stdout
+            .trim()
+            .strip_prefix("refused after ")
+            .and_then(|n| n.parse().ok()),
+        _ => None,
+    }
+}
+
+/// The sandbox line says whether a program's processes are limited, and it is so: root's own
+/// processes the kernel never limits, even in a user namespace of their own (where root runs
+/// where it may not make a network namespace alone, a container's root say; a compiler, which
+/// runs as root, there said `at most 256 processes`).
+#[test]
+fn the_sandbox_line_says_whether_a_fork_bomb_is_stopped() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("no /usr/bin/python3, not checked");
         return;
     }
+    // Not as `nobody` here (the fork bomb test's): other tests' programs count there.
+    let here = Sandbox::detect();
+    let mut cases = vec![(here, fork_limits(64, false))];
+    let in_user_namespace = Sandbox {
+        network: Network::UserNamespace,
+        pid_namespace: false,
+        landlock: None,
+        seccomp: false,
+        ..here
+    };
+    let starts = in_user_namespace
+        .run(
+            std::path::Path::new("/usr/bin/python3"),
+            &[std::ffi::OsStr::new("-c"), std::ffi::OsStr::new("pass")],
+            &std::env::temp_dir(),
+            &[],
+            &fork_limits(64, false),
+            &Reach::default(),
+        )
+        .is_ok_and(|exit| exit.status == Status::Exited(0));
+    if starts {
+        cases.push((in_user_namespace, fork_limits(64, false)));
+    } else {
+        eprintln!("no user namespace here: the sandbox in one not checked");
+    }
+    for (sandbox, limits) in cases {
+        let said = sandbox.describe(&limits);
+        let made = forks_before_refused(&sandbox, &limits);
+        assert_eq!(
+            said.contains("at most 64 processes"),
+            made.is_some_and(|n| n < 64),
+            "{said}: {made:?} forks"
+        );
+        assert_ne!(
+            said.contains("processes NOT limited"),
+            said.contains("at most 64 processes"),
+            "{said}"
+        );
+    }
+}
+
+/// A process limit above the user's own hard limit, which an unprivileged process cannot
+/// raise, is held at that hard limit: asking for more failed every program (a user whose
+/// `ulimit -Hu` is below the scorer's 256 could score nothing), and the sandbox line says the
+/// limit that holds.
+#[test]
+fn a_process_limit_above_the_users_hard_limit_is_held_at_it() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("no /usr/bin/python3, not checked");
+        return;
+    }
+    let mut hard = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `hard` is valid for writes for the call.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut hard) }, 0);
+    if hard.rlim_max == libc::RLIM_INFINITY {
+        eprintln!("no hard process limit here, not checked");
+        return;
+    }
+    let hard = hard.rlim_max;
+    let limits = fork_limits(hard + 1000, false);
+    let (sandbox, made) = as_a_user(move || {
+        let sandbox = Sandbox::detect();
+        if !sandbox.limits_processes(&limits) {
+            return (sandbox, None);
+        }
+        let made = forks_before_refused(&sandbox, &limits);
+        (sandbox, Some(made))
+    });
+    let Some(made) = made else {
+        eprintln!("a user's processes are not limited here ({sandbox:?}), not checked");
+        return;
+    };
+    // Ran, and far from its limit.
+    assert_eq!(made, None);
+    let said = sandbox.describe(&limits);
     assert!(
-        sandbox.describe(&limited).contains("at most 64 processes"),
-        "{}",
-        sandbox.describe(&limited)
-    );
-    // Not 0 (the user's 100 others counted), not all 200 (no limit).
-    assert!(
-        made.is_some_and(|n| (30..64).contains(&n)),
-        "as a user: {made:?}"
+        said.contains(&format!("at most {hard} processes")),
+        "{said}"
     );
 }
 
