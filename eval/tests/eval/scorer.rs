@@ -392,13 +392,18 @@ fn fork_limits(processes: u64, drop_privileges: bool) -> Limits {
 /// Runs [`FORKS`] under `sandbox` with `limits`; how many forks it made before one was refused
 /// (`None`: all 200 were made).
 fn forks_before_refused(sandbox: &Sandbox, limits: &Limits) -> Option<usize> {
+    forks_of(sandbox, limits, FORKS)
+}
+
+/// Runs `program` ([`FORKS`] or a variant) as [`forks_before_refused`] says.
+fn forks_of(sandbox: &Sandbox, limits: &Limits, program: &str) -> Option<usize> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
         dir.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let args = [std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(FORKS)];
+    let args = [std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(program)];
     let python = std::path::Path::new("/usr/bin/python3");
     let exit = sandbox
         .run(python, &args, dir.path(), &[], limits, &Reach::default())
@@ -571,36 +576,12 @@ fn concurrent_programs_as_nobody_each_get_their_own_process_limit() {
 /// [`forks_before_refused`], the program holding its children 2 s after a fork is refused, so
 /// two run at once hold theirs together.
 fn forks_then_holding(sandbox: &Sandbox, limits: &Limits) -> Option<usize> {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
     let program = FORKS.replace(
         "    print('refused after', n)\n",
         "    print('refused after', n)\n    time.sleep(2)\n",
     );
     assert_ne!(program, FORKS);
-    let args = [std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(&program)];
-    let exit = sandbox
-        .run(
-            std::path::Path::new("/usr/bin/python3"),
-            &args,
-            dir.path(),
-            &[],
-            limits,
-            &Reach::default(),
-        )
-        .unwrap();
-    match exit.status {
-        Status::Exited(0) => exit
-            .stdout
-            .trim()
-            .strip_prefix("refused after ")
-            .and_then(|n| n.parse().ok()),
-        _ => None,
-    }
+    forks_of(sandbox, limits, &program)
 }
 
 /// The sandbox line says whether a program's processes are limited, and it is so: root's own
