@@ -3,16 +3,16 @@
 //! forward time on this 2-core machine class). Keeping them in the heap avoids that.
 //! Set `REDRAFT_MALLOC_DEFAULT=1` to keep glibc's defaults (for measuring the difference).
 
+/// Elsewhere (musl, macOS, Windows) the allocator is left as it is.
 pub fn tune() {
-    if std::env::var_os("REDRAFT_MALLOC_DEFAULT").is_some() {
-        return;
-    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator tunables; it is called before any other thread
-    // exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-        libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+    if std::env::var_os("REDRAFT_MALLOC_DEFAULT").is_none() {
+        // SAFETY: mallopt only changes allocator tunables; it is called before any other
+        // thread exists.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+            libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+        }
     }
 }

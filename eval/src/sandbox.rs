@@ -14,6 +14,10 @@
 //! outside (`kill -9 -1` reaches only its own); without Landlock, `/proc`, not mounted anew,
 //! still lists them.
 //!
+//! Elsewhere than Linux (macOS, the BSDs) only the resource limits (less the address space on
+//! macOS, which refuses RLIMIT_AS), the process group and the deadline hold
+//! (`sandbox/elsewhere.rs` stands in for `confine.rs`), and [`Sandbox::describe`] says so.
+//!
 //! A wrong program here once grew to 10 GB; a looping one must not stall the run. Output goes
 //! to files (bounded by the file-size limit), never to pipes a stray grandchild could hold open,
 //! and to files without a name, read back through this process's own descriptors: a program
@@ -26,17 +30,32 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 
+#[cfg(target_os = "linux")]
+mod confine;
+#[cfg(not(target_os = "linux"))]
+#[path = "sandbox/elsewhere.rs"]
 mod confine;
 
-/// The uid/gid of `nobody` on Linux.
+/// The uid/gid of `nobody`: 65534 on Linux and the BSDs, -2 on macOS.
+#[cfg(not(target_os = "macos"))]
 const NOBODY: u32 = 65534;
+#[cfg(target_os = "macos")]
+const NOBODY: u32 = u32::MAX - 1;
+
+/// Whether RLIMIT_AS is set ([`Limits::address_space`]).
+const LIMITS_ADDRESS_SPACE: bool = !cfg!(target_os = "macos");
+
+/// A resource's type as libc's `getrlimit` takes it (glibc has an enum of its own).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+type Resource = libc::c_int;
 /// Bytes of stdout/stderr kept for classification and reports, from the start...
 const KEPT_OUTPUT: u64 = 64 * 1024;
 /// ...and from the end, where the verdict is (a Python traceback's last line, the line the
@@ -52,7 +71,8 @@ pub struct Limits {
     pub wall: Duration,
     /// CPU seconds (RLIMIT_CPU): SIGXCPU at the limit, SIGKILL a second later.
     pub cpu_seconds: u64,
-    /// Address space in bytes (RLIMIT_AS): allocation fails beyond it.
+    /// Address space in bytes (RLIMIT_AS): allocation fails beyond it. Not on macOS, whose
+    /// kernel refuses the limit (EINVAL since macOS 12) and never enforced it.
     pub address_space: u64,
     /// Largest file the child may write, output files included (RLIMIT_FSIZE).
     pub file_size: u64,
@@ -258,11 +278,18 @@ impl Sandbox {
         } else {
             "processes NOT limited".to_string()
         };
+        let memory = if LIMITS_ADDRESS_SPACE {
+            format!(
+                "{} MiB address space",
+                within_hard_limit(libc::RLIMIT_AS, limits.address_space) >> 20
+            )
+        } else {
+            "address space NOT limited (macOS has no RLIMIT_AS)".to_string()
+        };
         format!(
-            "{network}, {files}, {calls}, {user}, {:.0} s wall, {} s CPU, {} MiB address space, {processes}",
+            "{network}, {files}, {calls}, {user}, {:.0} s wall, {} s CPU, {memory}, {processes}",
             limits.wall.as_secs_f64(),
             within_hard_limit(libc::RLIMIT_CPU, limits.cpu_seconds.max(1)),
-            within_hard_limit(libc::RLIMIT_AS, limits.address_space) >> 20
         )
     }
 
@@ -406,30 +433,20 @@ struct ChildSetup {
     /// The Landlock ruleset's descriptor, -1 for none.
     ruleset: libc::c_int,
     /// The seccomp filter, built before the fork.
-    filter: Option<&'static [libc::sock_filter]>,
+    filter: Option<&'static [confine::Instruction]>,
 }
 
 impl ChildSetup {
     fn apply(&self) -> std::io::Result<()> {
-        let pid = if self.pid_namespace {
-            libc::CLONE_NEWPID
-        } else {
-            0
-        };
-        let flags = match self.network {
-            Network::Namespace => libc::CLONE_NEWNET | pid,
-            Network::UserNamespace => libc::CLONE_NEWUSER | libc::CLONE_NEWNET | pid,
-            Network::Shared => 0,
-        };
         // SAFETY: plain system calls on values; failures are reported through errno.
         unsafe {
-            if flags != 0 && libc::unshare(flags) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            let own_init = enter_namespaces(self.network, self.pid_namespace)?;
             let l = &self.limits;
             let cpu = l.cpu_seconds.max(1);
             set_limit(libc::RLIMIT_CPU, cpu, cpu + 1)?;
-            set_limit(libc::RLIMIT_AS, l.address_space, l.address_space)?;
+            if LIMITS_ADDRESS_SPACE {
+                set_limit(libc::RLIMIT_AS, l.address_space, l.address_space)?;
+            }
             set_limit(libc::RLIMIT_FSIZE, l.file_size, l.file_size)?;
             set_limit(libc::RLIMIT_CORE, 0, 0)?;
             set_limit(libc::RLIMIT_NOFILE, 256, 256)?;
@@ -446,7 +463,7 @@ impl ChildSetup {
                 // among them, so one that forks to its limit does not stop the others starting.
                 // Without one the count is shared, as it was.
                 if self.nobody_namespace {
-                    let _ = libc::unshare(libc::CLONE_NEWUSER);
+                    own_user_namespace();
                 }
             }
             if self.process_limit {
@@ -462,12 +479,65 @@ impl ChildSetup {
             if let Some(filter) = self.filter {
                 confine::filter_syscalls(filter)?;
             }
-            if flags & libc::CLONE_NEWPID != 0 {
+            if own_init {
                 return under_own_init();
             }
         }
         Ok(())
     }
+}
+
+/// Moves the child into the namespaces `network` (and `pid_namespace`) name; whether it is in
+/// a new PID namespace, so must start under an init of its own. Linux only: elsewhere every
+/// sandbox is [`Network::Shared`] (the probes of the others fail there).
+///
+/// # Safety
+/// Async-signal-safe; called only between fork and exec.
+#[cfg(target_os = "linux")]
+unsafe fn enter_namespaces(network: Network, pid_namespace: bool) -> std::io::Result<bool> {
+    let pid = if pid_namespace { libc::CLONE_NEWPID } else { 0 };
+    let flags = match network {
+        Network::Namespace => libc::CLONE_NEWNET | pid,
+        Network::UserNamespace => libc::CLONE_NEWUSER | libc::CLONE_NEWNET | pid,
+        Network::Shared => return Ok(false),
+    };
+    // SAFETY: a plain system call on a value.
+    if unsafe { libc::unshare(flags) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(pid != 0)
+}
+
+/// # Safety
+/// None needed; `unsafe` as the Linux one is.
+#[cfg(not(target_os = "linux"))]
+unsafe fn enter_namespaces(network: Network, _pid_namespace: bool) -> std::io::Result<bool> {
+    match network {
+        Network::Shared => Ok(false),
+        Network::Namespace | Network::UserNamespace => Err(std::io::ErrorKind::Unsupported.into()),
+    }
+}
+
+/// Moves the child into a user namespace of its own, where the kernel lets it; without one its
+/// processes count with every other of its user's.
+///
+/// # Safety
+/// Async-signal-safe; called only between fork and exec.
+unsafe fn own_user_namespace() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: a plain system call on a value; its failure leaves the child where it was.
+    unsafe {
+        libc::unshare(libc::CLONE_NEWUSER);
+    }
+}
+
+/// Never called: no PID namespace elsewhere than on Linux.
+///
+/// # Safety
+/// None needed; `unsafe` as the Linux one is.
+#[cfg(not(target_os = "linux"))]
+unsafe fn under_own_init() -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
 }
 
 /// Returns, to `exec` the program, only in a grandchild that is the second process of the new
@@ -479,6 +549,7 @@ impl ChildSetup {
 /// Async-signal-safe; called only between fork and exec, after `unshare(CLONE_NEWPID)`. The
 /// forks are raw `clone` calls: glibc's `fork` runs atfork handlers that take locks another
 /// thread of the parent may have held at the first fork.
+#[cfg(target_os = "linux")]
 unsafe fn under_own_init() -> std::io::Result<()> {
     let mut report = [0; 2];
     // SAFETY: `report` has room for the two descriptors.
@@ -544,6 +615,7 @@ unsafe fn under_own_init() -> std::io::Result<()> {
 
 /// # Safety
 /// Between fork and exec only.
+#[cfg(target_os = "linux")]
 unsafe fn fork_raw() -> libc::pid_t {
     // SAFETY: a clone with only the exit signal set is a plain fork, on every architecture's
     // argument order (the rest are zero).
@@ -554,6 +626,7 @@ unsafe fn fork_raw() -> libc::pid_t {
 
 /// # Safety
 /// Between fork and exec only, in a process that will not exec.
+#[cfg(target_os = "linux")]
 unsafe fn close_all_but(keep: libc::c_int) {
     let keep = keep as libc::c_uint;
     // SAFETY: as for `close_all_but`.
@@ -570,6 +643,7 @@ unsafe fn close_all_but(keep: libc::c_int) {
 ///
 /// # Safety
 /// Between fork and exec only, in a process that will not exec.
+#[cfg(target_os = "linux")]
 unsafe fn close_fds(first: libc::c_uint, last: libc::c_uint) {
     // SAFETY: closing descriptors has no memory effects.
     unsafe {
@@ -583,6 +657,7 @@ unsafe fn close_fds(first: libc::c_uint, last: libc::c_uint) {
 
 /// # Safety
 /// Between fork and exec only.
+#[cfg(target_os = "linux")]
 unsafe fn wait_for(pid: libc::pid_t) -> libc::c_int {
     let mut status = 0;
     // SAFETY: `status` is written by waitpid.
@@ -599,6 +674,7 @@ unsafe fn wait_for(pid: libc::pid_t) -> libc::c_int {
 ///
 /// # Safety
 /// Between fork and exec only.
+#[cfg(target_os = "linux")]
 unsafe fn end_as(status: libc::c_int) -> ! {
     // SAFETY: plain system calls on values.
     unsafe {
@@ -618,11 +694,7 @@ unsafe fn end_as(status: libc::c_int) -> ! {
 ///
 /// # Safety
 /// Async-signal-safe; called only between fork and exec.
-unsafe fn set_limit(
-    resource: libc::__rlimit_resource_t,
-    soft: u64,
-    hard: u64,
-) -> std::io::Result<()> {
+unsafe fn set_limit(resource: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
     let limit = libc::rlimit {
         rlim_cur: within_hard_limit(resource, soft) as libc::rlim_t,
         rlim_max: within_hard_limit(resource, hard) as libc::rlim_t,
@@ -636,7 +708,7 @@ unsafe fn set_limit(
 
 /// `wanted`, or this process's hard limit of `resource` where that is lower. Async-signal-safe
 /// (one `getrlimit`, nothing allocated): [`set_limit`] calls it between fork and exec.
-fn within_hard_limit(resource: libc::__rlimit_resource_t, wanted: u64) -> u64 {
+fn within_hard_limit(resource: Resource, wanted: u64) -> u64 {
     let mut current = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -661,7 +733,11 @@ fn exited_without_reaping(pid: libc::pid_t) -> bool {
             &mut info,
             libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
         );
-        rc == 0 && info.si_pid() != 0
+        #[cfg(target_os = "linux")]
+        let exited = info.si_pid();
+        #[cfg(not(target_os = "linux"))]
+        let exited = info.si_pid;
+        rc == 0 && exited != 0
     }
 }
 
@@ -694,12 +770,20 @@ fn read_ends(file: &mut File) -> String {
 /// Whether the kernel counts RLIMIT_NPROC per user namespace (Linux 5.14, "Reimplement
 /// RLIMIT_NPROC on top of ucounts"); before, a user namespace's processes counted with all of
 /// the user's, and a limit low enough to stop a fork bomb would stop the program's first fork.
+#[cfg(target_os = "linux")]
 fn counts_processes_per_user_namespace() -> bool {
-    static COUNTS: OnceLock<bool> = OnceLock::new();
+    static COUNTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *COUNTS.get_or_init(|| kernel_release().is_some_and(|release| release >= (5, 14)))
 }
 
+/// No user namespaces elsewhere.
+#[cfg(not(target_os = "linux"))]
+fn counts_processes_per_user_namespace() -> bool {
+    false
+}
+
 /// The running kernel's major and minor version.
+#[cfg(target_os = "linux")]
 fn kernel_release() -> Option<(u32, u32)> {
     // SAFETY: `uname` fills the zeroed struct it is given; its fields are NUL-terminated.
     let release = unsafe {
@@ -715,6 +799,7 @@ fn kernel_release() -> Option<(u32, u32)> {
 }
 
 /// `6.18.44-fc-v1272` -> (6, 18).
+#[cfg(target_os = "linux")]
 fn parse_release(release: &str) -> Option<(u32, u32)> {
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
@@ -765,7 +850,7 @@ pub fn executable_by_others(path: &Path) -> bool {
     mode(&path) & 0o001 != 0 && path.ancestors().skip(1).all(|dir| mode(dir) & 0o001 != 0)
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::parse_release;
 

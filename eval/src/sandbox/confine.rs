@@ -20,6 +20,9 @@ use landlock::{
     Scope, ABI,
 };
 
+/// An instruction of the system-call filter (a classic BPF statement).
+pub type Instruction = libc::sock_filter;
+
 /// The newest ABI the rules are written for: filesystem rights up to device ioctls (5), TCP
 /// (4), signal and abstract-socket scoping (6). A kernel with less enforces what it has.
 const WRITTEN_FOR: ABI = ABI::V6;

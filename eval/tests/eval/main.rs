@@ -2,12 +2,15 @@
 //! scoring (`next_edit`), the sandboxed scorer (`scorer`) and what its programs may touch
 //! (`confinement`), reading task files (`task`)
 //! and resuming a stopped run's results (`resume`);
-//! `support` is what they share.
+//! `support` is what they share. The sandbox's tests are Linux's, where its namespaces,
+//! Landlock and seccomp are (elsewhere the crate builds, `scripts/check-platforms`).
 
 mod build;
+#[cfg(target_os = "linux")]
 mod confinement;
 mod next_edit;
 mod resume;
+#[cfg(target_os = "linux")]
 mod scorer;
 mod support;
 mod task;
