@@ -39,8 +39,9 @@ use crate::error::{Error, Result};
 #[cfg(target_os = "linux")]
 mod confine;
 #[cfg(not(target_os = "linux"))]
-#[path = "sandbox/elsewhere.rs"]
-mod confine;
+mod elsewhere;
+#[cfg(not(target_os = "linux"))]
+use elsewhere as confine;
 
 /// The uid/gid of `nobody`: 65534 on Linux and the BSDs, -2 on macOS.
 #[cfg(not(target_os = "macos"))]

@@ -40,7 +40,8 @@ pub struct Settings {
     pub context_tokens: Option<usize>,
     /// LSP language ids to complete in; `None`: every language.
     pub languages: Option<Vec<String>>,
-    /// Suggestions computed for an explicitly invoked completion (one batch, one pass per step).
+    /// Suggestions computed for an explicitly invoked inline completion (one batch, one pass per
+    /// step); a completion menu gets one (`completion_items.rs`).
     pub candidates: usize,
     /// An inline completion the model is less sure of is not shown
     /// (`FimOptions::min_confidence`); `None`: the model's own bar.

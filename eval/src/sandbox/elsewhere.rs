@@ -1,4 +1,4 @@
-//! [`confine`](super)'s stand-in on systems other than Linux (macOS, the BSDs): they have no
+//! `confine`'s stand-in on systems other than Linux (macOS, the BSDs): they have no
 //! Landlock and no seccomp, so a child is never confined by them and [`super::Sandbox::describe`]
 //! says so. Only the resource limits, the process group and the wall-clock deadline hold there.
 

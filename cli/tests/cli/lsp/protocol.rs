@@ -379,14 +379,14 @@ async fn a_client_without_inline_completions_gets_the_suggestion_as_completion_i
     ];
     for (uri, text, line, column, word) in places {
         lsp.open(uri, "rust", text);
-        let answer = lsp
-            .completion(uri, line, column, false)
-            .await
-            .answer()
-            .await;
+        // Invoked (`triggerKind` 1), as Helix asks while the user types: one suggestion all the
+        // same, as the automatic inline request below gets, not the `candidates` (3) of an
+        // invoked inline request.
+        let answer = lsp.completion(uri, line, column, true).await.answer().await;
         let answer = answer.unwrap();
         assert_eq!(answer["isIncomplete"], json!(true), "{answer}");
         let menu = answer["items"].as_array().unwrap().clone();
+        assert!(menu.len() <= 1, "one suggestion for an invoked menu: {answer}");
         // The inline completion at the same place: the same suggestion (from the cache).
         let inline = items(
             &lsp.inline(uri, line, column, false)
@@ -417,7 +417,11 @@ async fn a_client_without_inline_completions_gets_the_suggestion_as_completion_i
             .filter(|(new_text, _)| !new_text[typed.len()..].trim().is_empty())
             .collect();
         assert_eq!(menu.len(), expected.len(), "{answer}");
-        for (item, (new_text, end)) in menu.iter().zip(&expected) {
+        for (rank, (item, (new_text, end))) in menu.iter().zip(&expected).enumerate() {
+            // Ahead of other servers' items, in the model's order, the first preselected: Helix
+            // orders a menu by how well an item matches what was typed, a preselected one first.
+            assert_eq!(item["sortText"], json!(format!("!{rank}")), "{item}");
+            assert_eq!(item["preselect"], json!(rank == 0), "{item}");
             let edit = &item["textEdit"];
             assert_eq!(edit["newText"], json!(new_text), "{item}");
             assert_eq!(item["filterText"], json!(new_text), "{item}");
