@@ -14,9 +14,10 @@
 //! outside (`kill -9 -1` reaches only its own); without Landlock, `/proc`, not mounted anew,
 //! still lists them.
 //!
-//! Elsewhere than Linux (macOS, the BSDs) only the resource limits (less the address space on
-//! macOS, which refuses RLIMIT_AS), the process group and the deadline hold
-//! (`sandbox/elsewhere.rs` stands in for `confine.rs`), and [`Sandbox::describe`] says so.
+//! On macOS only the CPU, file-size and open-file limits, the process group and the deadline
+//! hold (no address-space limit: macOS refuses RLIMIT_AS; no process limit unless redraft runs
+//! as root); `sandbox/elsewhere.rs` stands in for `confine.rs`, and [`Sandbox::describe`] says
+//! what holds.
 //!
 //! A wrong program here once grew to 10 GB; a looping one must not stall the run. Output goes
 //! to files (bounded by the file-size limit), never to pipes a stray grandchild could hold open,
@@ -43,7 +44,7 @@ mod elsewhere;
 #[cfg(not(target_os = "linux"))]
 use elsewhere as confine;
 
-/// The uid/gid of `nobody`: 65534 on Linux and the BSDs, -2 on macOS.
+/// The uid/gid of `nobody`: 65534 on Linux, -2 on macOS.
 #[cfg(not(target_os = "macos"))]
 const NOBODY: u32 = 65534;
 #[cfg(target_os = "macos")]
@@ -285,7 +286,7 @@ impl Sandbox {
                 within_hard_limit(libc::RLIMIT_AS, limits.address_space) >> 20
             )
         } else {
-            "address space NOT limited (macOS has no RLIMIT_AS)".to_string()
+            "address space NOT limited (macOS refuses RLIMIT_AS)".to_string()
         };
         format!(
             "{network}, {files}, {calls}, {user}, {:.0} s wall, {} s CPU, {memory}, {processes}",
@@ -734,11 +735,10 @@ fn exited_without_reaping(pid: libc::pid_t) -> bool {
             &mut info,
             libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
         );
-        #[cfg(target_os = "linux")]
-        let exited = info.si_pid();
-        #[cfg(not(target_os = "linux"))]
-        let exited = info.si_pid;
-        rc == 0 && exited != 0
+        // Elsewhere `waitid` also reports a child that stopped (SIGSTOP): only an exit counts
+        // (CLD_EXITED, CLD_KILLED, CLD_DUMPED, 1 to 3 everywhere; Linux reports nothing else
+        // here).
+        rc == 0 && info.si_pid() != 0 && (1..=3).contains(&info.si_code)
     }
 }
 

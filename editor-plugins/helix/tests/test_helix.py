@@ -74,18 +74,22 @@ class Helix:
         recorded = json.dumps([str(RECORDER), "--log", str(self.log), "--", REDRAFT, "lsp"])
         languages = languages.replace('command = "redraft"\nargs = ["lsp"]', f"command = {json.dumps(sys.executable)}\nargs = {recorded}")
         assert str(RECORDER) in languages, "the shipped languages.toml no longer starts `redraft lsp`"
-        # redraft alone, whatever other servers this machine has: the menu is redraft's.
+        # The servers asked for, whatever others this machine has; no formatting on save, so the
+        # file holds the item's text as accepted.
         servers = 'language-servers = ["rust-analyzer", "redraft"]'
         assert servers in languages, "the shipped languages.toml no longer adds redraft for Rust"
-        languages = languages.replace(servers, f"language-servers = {json.dumps(servers_for_rust)}")
+        languages = languages.replace(
+            servers, f"language-servers = {json.dumps(servers_for_rust)}\nauto-format = false"
+        )
         (config / "languages.toml").write_text(languages)
-        # Only redraft's items in the menu (no word completion), asked for at once, the line as
-        # typed (no auto-pairs after the cursor), and no trust prompt for the temporary
-        # workspace (language servers start in it either way).
+        # Only the servers' items in the menu (no word completion), asked for at once, the line
+        # as typed (no auto-pairs after the cursor), and, in a Helix with workspace trust (after
+        # 25.07.1; a release rejects the table), no trust prompt for the temporary workspace
+        # (language servers start in it either way).
+        trust = "[editor.workspace-trust]\nprompt = false\n" if has_workspace_trust() else ""
         (config / "config.toml").write_text(
             "[editor]\ncompletion-timeout = 5\nauto-pairs = false\n"
-            "[editor.word-completion]\nenable = false\n"
-            "[editor.workspace-trust]\nprompt = false\n"
+            "[editor.word-completion]\nenable = false\n" + trust
         )
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -103,8 +107,11 @@ class Helix:
         self.lock = threading.Lock()
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
-            os.chdir(path.parent)
-            os.execve(HX, [HX, str(path)], env)
+            try:
+                os.chdir(path.parent)
+                os.execve(HX, [HX, str(path)], env)
+            finally:
+                os._exit(127)
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
         self.reader = threading.Thread(target=self.read, daemon=True)
         self.reader.start()
@@ -143,7 +150,9 @@ class Helix:
     def messages(self):
         if not self.log.exists():
             return []
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        # The recorder may be writing the last line: only whole lines are read.
+        lines = self.log.read_text().split("\n")[:-1]
+        return [json.loads(line) for line in lines if line.strip()]
 
     def log_tail(self):
         return "the last messages:\n" + "\n".join(json.dumps(m)[:300] for m in self.messages()[-8:])
@@ -163,6 +172,8 @@ class Helix:
             os.waitpid(self.pid, 0)
         except OSError:
             pass
+        # The reader ends at the closed terminal; joined before the descriptor can be reused.
+        self.reader.join(timeout=5)
         os.close(self.fd)
 
 
@@ -180,6 +191,8 @@ def answer_at(messages, character):
     for m in messages:
         reply = m.get("from_server", {})
         if reply.get("id") == asked[-1] and "method" not in reply:
+            if "error" in reply:
+                pytest.fail(f"textDocument/completion at character {character} failed: {reply}")
             result = reply.get("result") or {}
             return result.get("items", []) if isinstance(result, dict) else result
     return None
@@ -193,6 +206,26 @@ def applied(typed, item):
     lines = SOURCE.split("\n")
     lines[LINE] = typed[:start] + edit["newText"] + typed[end:]
     return "\n".join(lines)
+
+
+# The kinds Helix writes at the end of a menu row (an LSP CompletionItemKind, lowercased).
+KINDS = {
+    "text", "method", "function", "constructor", "field", "variable", "class", "interface",
+    "module", "property", "unit", "value", "enum", "keyword", "snippet", "color", "file",
+    "reference", "folder", "enum_member", "constant", "struct", "event", "operator", "type_param",
+}
+
+
+def kind(row):
+    """The kind a menu row ends with (redraft's items are `text`), or `None` for another row."""
+    words = row.split()
+    return words[-1] if words and words[-1] in KINDS else None
+
+
+def has_workspace_trust():
+    """Whether this hx knows `[editor.workspace-trust]` (Helix after 25.07.1)."""
+    with open(HX, "rb") as binary:
+        return b"workspace-trust" in binary.read()
 
 
 def menu_rows(screen, rows=12):
@@ -240,12 +273,12 @@ def test_helix_shows_redrafts_item_first_in_its_menu_and_applies_its_edit(tmp_pa
             helix.wait_screen(
                 f"the menu to show {labels}" + (f" and {beside}'s methods" if beside else ""),
                 lambda screen: all(label in screen for label in labels)
-                and (not beside or any(row.endswith("method") for row in menu_rows(screen))),
+                and (not beside or any(kind(row) not in (None, "text") for row in menu_rows(screen))),
             )
             # The model's first suggestion heads the menu (it is preselected), whatever matches
             # what was typed better; Tab selects it, Enter accepts it.
             rows = menu_rows(helix.text())
-            assert labels[0] in rows[0], f"the menu's first row is not redraft's first item {labels[0]!r}:\n" + "\n".join(rows)
+            assert labels[0] in rows[0] and kind(rows[0]) == "text", f"the menu's first row is not redraft's first item {labels[0]!r}:\n" + "\n".join(rows)
             helix.keys("\t")
             helix.keys("\r", pause=0.3)
             helix.keys("\x1b", pause=0.3)

@@ -1,6 +1,6 @@
-//! `confine`'s stand-in on systems other than Linux (macOS, the BSDs): they have no
-//! Landlock and no seccomp, so a child is never confined by them and [`super::Sandbox::describe`]
-//! says so. Only the resource limits, the process group and the wall-clock deadline hold there.
+//! `confine`'s stand-in on systems other than Linux (macOS is the one checked:
+//! `scripts/check-platforms`): no Landlock and no seccomp, so a child is never confined by them
+//! and [`super::Sandbox::describe`] says so.
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
