@@ -386,7 +386,10 @@ async fn a_client_without_inline_completions_gets_the_suggestion_as_completion_i
         let answer = answer.unwrap();
         assert_eq!(answer["isIncomplete"], json!(true), "{answer}");
         let menu = answer["items"].as_array().unwrap().clone();
-        assert!(menu.len() <= 1, "one suggestion for an invoked menu: {answer}");
+        assert!(
+            menu.len() <= 1,
+            "one suggestion for an invoked menu: {answer}"
+        );
         // The inline completion at the same place: the same suggestion (from the cache).
         let inline = items(
             &lsp.inline(uri, line, column, false)
