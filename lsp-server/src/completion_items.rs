@@ -33,16 +33,36 @@ const LABEL_CHARS: usize = 60;
 /// characters of a word are typed, never after `(` or at the start of a line).
 const TRIGGER_CHARACTERS: [&str; 8] = [".", ":", "(", "[", "{", ",", "=", " "];
 
-/// Whether the server offers completion items to the client `params` describes: as the
-/// `completionItems` setting says, else (`"auto"`) when the client has no inline completions.
-pub fn offered(setting: Option<bool>, params: &InitializeParams) -> bool {
-    setting.unwrap_or_else(|| {
-        params
-            .capabilities
-            .text_document
-            .as_ref()
-            .and_then(|t| t.inline_completion.as_ref())
-            .is_none()
+/// Whether the client `params` describes announced inline completions.
+pub fn shows_inline(params: &InitializeParams) -> bool {
+    params
+        .capabilities
+        .text_document
+        .as_ref()
+        .and_then(|t| t.inline_completion.as_ref())
+        .is_some()
+}
+
+/// Whether the server offers completion items: as the `completionItems` setting says, else
+/// (`"auto"`) when the client shows no inline completions ([`shows_inline`]).
+pub fn offered(setting: Option<bool>, shows_inline: bool) -> bool {
+    setting.unwrap_or(!shows_inline)
+}
+
+/// What a `completionItems` changed after `initialize` cannot do: the capability was announced
+/// then, and is not registered again. `None` where the change leaves the menu as offered.
+pub fn change_needs_restart(
+    offered_at_start: bool,
+    setting: Option<bool>,
+    shows_inline: bool,
+) -> Option<String> {
+    let wanted = offered(setting, shows_inline);
+    (wanted != offered_at_start).then(|| {
+        format!(
+            "completionItems: the completion menu stays {} until the language server restarts \
+             (it is offered or not when the editor connects)",
+            if offered_at_start { "on" } else { "off" }
+        )
     })
 }
 
@@ -275,9 +295,26 @@ mod tests {
         }))
         .unwrap();
         let without = InitializeParams::default();
-        assert!(!offered(None, &with_inline));
-        assert!(offered(None, &without));
-        assert!(offered(Some(true), &with_inline));
-        assert!(!offered(Some(false), &without));
+        let (with_inline, without) = (shows_inline(&with_inline), shows_inline(&without));
+        assert!(!offered(None, with_inline));
+        assert!(offered(None, without));
+        assert!(offered(Some(true), with_inline));
+        assert!(!offered(Some(false), without));
+    }
+
+    #[test]
+    fn a_setting_changed_after_initialize_that_would_turn_the_menu_says_it_needs_a_restart() {
+        // (offered at start, the new setting, the client shows inline) -> a note?
+        assert!(
+            change_needs_restart(true, Some(false), false).is_some_and(|n| n.contains("stays on"))
+        );
+        assert!(
+            change_needs_restart(false, Some(true), true).is_some_and(|n| n.contains("stays off"))
+        );
+        assert!(change_needs_restart(false, None, false).is_some());
+        // What the menu already is: nothing to say.
+        assert_eq!(change_needs_restart(true, Some(true), true), None);
+        assert_eq!(change_needs_restart(true, None, false), None);
+        assert_eq!(change_needs_restart(false, None, true), None);
     }
 }

@@ -74,6 +74,10 @@ pub struct Server {
     model_loads: Arc<Mutex<ModelLoads>>,
     progress_supported: Mutex<bool>,
     initial_problems: Mutex<Vec<String>>,
+    /// Whether `initialize` offered completion items, and whether the client shows inline
+    /// completions (`completion_items.rs`): a `completionItems` changed later is checked
+    /// against them.
+    menu: Mutex<Option<(bool, bool)>>,
     /// Debug logging asked for on the command line stays on whatever the settings say.
     debug_from_args: bool,
     /// `shutdown` was answered: the exit status says whether the session ended properly.
@@ -210,6 +214,7 @@ impl Server {
             model_loads: Arc::default(),
             progress_supported: Mutex::new(false),
             initial_problems: Mutex::default(),
+            menu: Mutex::default(),
             debug_from_args: debug,
             shut_down: AtomicBool::new(false),
         }
@@ -430,6 +435,9 @@ impl LanguageServer for Server {
         );
         // Shown once the client is initialized (messages before that are dropped).
         *lock(&self.initial_problems) = problems;
+        let shows_inline = completion_items::shows_inline(&params);
+        let menu = completion_items::offered(settings.completion_items, shows_inline);
+        *lock(&self.menu) = Some((menu, shows_inline));
         let asked = lock(&self.model_loads).ask((settings.model.clone(), settings.device));
         let load = self.inference.load(settings.model.clone(), settings.device);
         *lock(&self.loading) = Some((load, asked));
@@ -440,8 +448,7 @@ impl LanguageServer for Server {
                     TextDocumentSyncKind::INCREMENTAL,
                 )),
                 inline_completion_provider: Some(OneOf::Left(true)),
-                completion_provider: completion_items::offered(settings.completion_items, &params)
-                    .then(completion_items::options),
+                completion_provider: menu.then(completion_items::options),
                 workspace: Some(WorkspaceServerCapabilities {
                     workspace_folders: Some(WorkspaceFoldersServerCapabilities {
                         supported: Some(true),
@@ -579,7 +586,16 @@ impl LanguageServer for Server {
         // settings back only while it is the newest, never over a change applied after it.
         let mut model_loads = lock(&self.model_loads);
         let before = self.settings();
-        let (after, problems) = self.apply_settings(&params.settings);
+        let (after, mut problems) = self.apply_settings(&params.settings);
+        if after.completion_items != before.completion_items {
+            if let Some((offered, shows_inline)) = *lock(&self.menu) {
+                problems.extend(completion_items::change_needs_restart(
+                    offered,
+                    after.completion_items,
+                    shows_inline,
+                ));
+            }
+        }
         self.show_setting_problems(problems);
         if after.model != before.model || after.device != before.device {
             self.log.info(format!(

@@ -508,6 +508,34 @@ async fn completion_items_follow_the_clients_capabilities_unless_the_setting_say
     }
 }
 
+/// `completionItems` turned off after `initialize`, where the menu was offered: the menu cannot
+/// go (the capability was announced), and the user is told it stays until a restart.
+#[tokio::test]
+async fn completion_items_turned_off_later_say_the_menu_stays_until_a_restart() {
+    let lsp = Lsp::start(Start {
+        inline: false,
+        wait_for_model: false,
+        ..Start::default()
+    })
+    .await;
+    assert!(lsp.initialize_result["capabilities"]
+        .get("completionProvider")
+        .is_some());
+    lsp.notify::<super::client::DidChangeConfiguration>(
+        json!({"settings": {"completionItems": false}}),
+    );
+    let warning = lsp
+        .wait_for("window/showMessage", |p| p["type"] == json!(2))
+        .await;
+    let message = warning["message"].as_str().unwrap();
+    assert!(
+        message.contains("completionItems")
+            && message.contains("stays on until the language server restarts"),
+        "{message}"
+    );
+    lsp.shutdown().await;
+}
+
 /// A server started with `options` (a debug log level among them), [`SOURCE`] opened and
 /// completed at the loop's body: the server, and the log line that says how that job ran.
 async fn first_completion(options: Value) -> (Lsp, String) {
