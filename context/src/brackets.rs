@@ -7,7 +7,8 @@
 //! opener's word or level (here-documents, C++ raw strings, Lua's long brackets, Ruby's percent
 //! literals) `delimited`'s; Perl's quote-like operators, POD and `__END__` `perl`'s; whether a
 //! `/` divides or opens a regular expression (JavaScript, Ruby, Perl), `regex`'s; code inside a
-//! string (Swift's `\(..)`, Kotlin's `${..}`, C#'s `$"{..}"`), `interpolation`'s.
+//! string (Swift's `\(..)`, Kotlin's `${..}`, C#'s `$"{..}"`, JavaScript's `` `${..}` ``,
+//! Ruby's `"#{..}"`), `interpolation`'s.
 
 mod delimited;
 mod interpolation;
@@ -452,10 +453,10 @@ impl Scanner {
                 holes,
             } => {
                 if holes {
-                    let string = if count == 3 {
-                        HoleString::TripleQuote
-                    } else {
-                        HoleString::Quote
+                    let string = match (quote, count) {
+                        (b'`', _) => HoleString::Backtick,
+                        (_, 3) => HoleString::TripleQuote,
+                        _ => HoleString::Quote,
                     };
                     if let Some(len) = self.open_hole(bytes, i, string) {
                         return len;
@@ -722,10 +723,7 @@ impl Scanner {
                 && rest.iter().take(3).filter(|&&c| c == b).count() == 3;
             let count = if tripled { 3 } else { 1 };
             self.mode = if escaped {
-                let holes = b == b'"'
-                    && lexis
-                        .interpolation
-                        .is_some_and(Interpolation::in_every_string);
+                let holes = lexis.interpolation.is_some_and(|i| i.holes_in(b));
                 Mode::Str {
                     quote: b,
                     count,

@@ -76,6 +76,7 @@ const TEXT_BLOCKS: Lexis = Lexis {
 /// (JavaScript, TypeScript).
 const SCRIPT: Lexis = Lexis {
     escaped_quotes: b"\"'`",
+    interpolation: Some(Interpolation::JavaScript),
     regexes: Some(Regexes::JavaScript),
     ..C_LIKE
 };
@@ -247,6 +248,7 @@ const ROWS: &[Row] = &[
             heredocs: Some(Heredocs::Ruby),
             percent_literals: true,
             dollar_quotes: true,
+            interpolation: Some(Interpolation::Ruby),
             regexes: Some(Regexes::Ruby),
             ..HASH
         },

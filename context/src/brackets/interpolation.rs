@@ -1,4 +1,5 @@
-//! Code inside a string: Swift's `"\(f("x"))"`, Kotlin's `"${f("x")}"`, C#'s `$"{f("x")}"`.
+//! Code inside a string: Swift's `"\(f("x"))"`, Kotlin's `"${f("x")}"`, C#'s `$"{f("x")}"`,
+//! JavaScript's `` `${f(`x`)}` ``, Ruby's `"#{h["x"]}"`.
 //! Inside such a hole the scanner reads code (its quotes open strings of their own) until the
 //! closer that ends the hole, then goes on in the string. Which strings it is nested in is
 //! [`Holes`], a few bytes of [`super::LexMode`], so a line inside a hole resumes as it reads.
@@ -14,6 +15,10 @@ pub(crate) enum Interpolation {
     Kotlin,
     /// `{...}` in a `$"..."` or `$@"..."` string; `{{` is a brace.
     CSharp,
+    /// `${...}` in a template literal (`` `...` ``), JavaScript's and TypeScript's.
+    JavaScript,
+    /// `#{...}` in a `"` string or a backtick command.
+    Ruby,
 }
 
 impl Interpolation {
@@ -21,8 +26,9 @@ impl Interpolation {
     pub(crate) fn starts_with(self) -> u8 {
         match self {
             Interpolation::Swift => b'\\',
-            Interpolation::Kotlin => b'$',
+            Interpolation::Kotlin | Interpolation::JavaScript => b'$',
             Interpolation::CSharp => b'{',
+            Interpolation::Ruby => b'#',
         }
     }
 
@@ -30,17 +36,26 @@ impl Interpolation {
     pub(crate) fn closer(self) -> u8 {
         match self {
             Interpolation::Swift => b')',
-            Interpolation::Kotlin | Interpolation::CSharp => b'}',
+            Interpolation::Kotlin
+            | Interpolation::CSharp
+            | Interpolation::JavaScript
+            | Interpolation::Ruby => b'}',
         }
     }
 
-    /// Whether every `"` string holds holes (Swift, Kotlin), not only those a `$` opens (C#).
-    pub(crate) fn in_every_string(self) -> bool {
-        self != Interpolation::CSharp
+    /// Whether every string `quote` opens holds holes: Swift's and Kotlin's `"`, JavaScript's
+    /// `` ` ``, Ruby's `"` and `` ` ``; none of C#'s (a `$` opens those).
+    pub(crate) fn holes_in(self, quote: u8) -> bool {
+        match self {
+            Interpolation::Swift | Interpolation::Kotlin => quote == b'"',
+            Interpolation::JavaScript => quote == b'`',
+            Interpolation::Ruby => quote == b'"' || quote == b'`',
+            Interpolation::CSharp => false,
+        }
     }
 }
 
-/// Which string a hole is in, to go back to at its closer: all of them are `"` strings.
+/// Which string a hole is in, to go back to at its closer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HoleString {
     /// `"...\(x)..."`, with escapes, ending at its line.
@@ -49,6 +64,8 @@ pub(crate) enum HoleString {
     TripleQuote,
     /// C#'s `$@"...{x}..."`: no escapes but `""`, across lines.
     Doubled,
+    /// `` `...${x}...` ``, with escapes (a template literal, a Ruby command).
+    Backtick,
 }
 
 impl HoleString {
@@ -56,7 +73,8 @@ impl HoleString {
         match bits {
             0 => HoleString::Quote,
             1 => HoleString::TripleQuote,
-            _ => HoleString::Doubled,
+            2 => HoleString::Doubled,
+            _ => HoleString::Backtick,
         }
     }
 }
@@ -138,6 +156,11 @@ impl Mode {
                 holes: true,
             },
             HoleString::Doubled => Mode::Doubled { holes: true },
+            HoleString::Backtick => Mode::Str {
+                quote: b'`',
+                count: 1,
+                holes: true,
+            },
         }
     }
 }
@@ -156,7 +179,8 @@ impl Scanner {
         let next = bytes.get(i + 1).copied();
         let len = match (style, bytes[i], next) {
             (Interpolation::Swift, b'\\', Some(b'('))
-            | (Interpolation::Kotlin, b'$', Some(b'{')) => 2,
+            | (Interpolation::Kotlin | Interpolation::JavaScript, b'$', Some(b'{'))
+            | (Interpolation::Ruby, b'#', Some(b'{')) => 2,
             (Interpolation::CSharp, b'{', Some(b'{')) => return Some(2),
             (Interpolation::CSharp, b'{', _) => 1,
             _ => return None,

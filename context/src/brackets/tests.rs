@@ -580,8 +580,9 @@ fn csharp_raw_and_verbatim_strings_close_where_csharp_closes_them() {
 
 /// A quote inside a hole of code in a string opens a string of the hole's, and does not end
 /// the outer one: Swift's `\(..)`, Kotlin's `${..}`, C#'s `$"{..}"` and `$@"{..}"` (where
-/// `{{` is a brace), nested too. Read as before, the inner quotes closed the outer string and
-/// left its text as code, or opened one that ran on.
+/// `{{` is a brace), JavaScript's `` `${..}` ``, Ruby's `"#{..}"`, nested too. Read as before,
+/// the inner quotes closed the outer string and left its text as code, or opened one that ran
+/// on.
 #[test]
 fn quotes_inside_a_hole_in_a_string_do_not_end_it() {
     check_reads(&[
@@ -647,6 +648,38 @@ fn quotes_inside_a_hole_in_a_string_do_not_end_it() {
             "(",
             true,
         ),
+        // A template literal in a hole of a template literal, as HTML is built in JavaScript.
+        (
+            Language::JavaScript,
+            "const s = `<ul>${items.map(i => `<li>(${i}</li>`).join('')}</ul>`; f(",
+            "(",
+            true,
+        ),
+        // A hole across lines is code: its brackets count, and a line inside it is code.
+        (
+            Language::TypeScript,
+            "const s = `\n  ${items.map((item) => {\n    return f(",
+            "({(",
+            true,
+        ),
+        (Language::JavaScript, "const s = `a ${b} (", "", false),
+        (
+            Language::JavaScript,
+            "const s = `$x ${'`'} (`; f(",
+            "(",
+            true,
+        ),
+        (Language::JavaScript, "const s = '${'; f(", "(", true),
+        (Language::Ruby, "s = \"a #{h[\"(\"]} b\"; f(", "(", true),
+        (
+            Language::Ruby,
+            "s = \"#{a.map { |x| \"}\" }} (\"; f(",
+            "(",
+            true,
+        ),
+        (Language::Ruby, "s = \"a # b #@x (\"; f(", "(", true),
+        (Language::Ruby, "s = `ls #{d(\"`\")}`; f(", "(", true),
+        (Language::Ruby, "s = 'a #{ ('; f(", "(", true),
     ]);
 }
 
