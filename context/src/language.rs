@@ -72,8 +72,8 @@ const TEXT_BLOCKS: Lexis = Lexis {
     ..C_LIKE
 };
 
-/// C-like, with template literals (backticks, across lines) and regular expressions
-/// (JavaScript, TypeScript).
+/// C-like, with template literals (backticks, across lines, code in their `${..}`) and regular
+/// expressions (JavaScript, TypeScript).
 const SCRIPT: Lexis = Lexis {
     escaped_quotes: b"\"'`",
     interpolation: Some(Interpolation::JavaScript),

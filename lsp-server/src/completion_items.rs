@@ -49,21 +49,33 @@ pub fn offered(setting: Option<bool>, shows_inline: bool) -> bool {
     setting.unwrap_or(!shows_inline)
 }
 
-/// What a `completionItems` changed after `initialize` cannot do: the capability was announced
-/// then, and is not registered again. `None` where the change leaves the menu as offered.
-pub fn change_needs_restart(
-    offered_at_start: bool,
-    setting: Option<bool>,
-    shows_inline: bool,
-) -> Option<String> {
-    let wanted = offered(setting, shows_inline);
-    (wanted != offered_at_start).then(|| {
-        format!(
-            "completionItems: the completion menu stays {} until the language server restarts \
-             (it is offered or not when the editor connects)",
-            if offered_at_start { "on" } else { "off" }
-        )
-    })
+/// The completion menu as `initialize` announced it, which later settings are held to: the
+/// capability is not registered again, so a menu turned off later answers nothing, and one
+/// turned on later cannot come.
+#[derive(Debug, Clone, Copy)]
+pub struct Menu {
+    /// Whether `initialize` announced a `completionProvider`.
+    pub announced: bool,
+    /// Whether the client announced inline completions ([`shows_inline`]).
+    pub shows_inline: bool,
+}
+
+impl Menu {
+    /// Whether a menu request is answered under `setting`.
+    pub fn answers(self, setting: Option<bool>) -> bool {
+        self.announced && offered(setting, self.shows_inline)
+    }
+
+    /// What to tell the user when `setting` comes after `initialize`: a menu the setting asks
+    /// for that was not announced; `None` where the setting is done as asked.
+    pub fn cannot(self, setting: Option<bool>) -> Option<String> {
+        (!self.announced && offered(setting, self.shows_inline)).then(|| {
+            "completionItems: the completion menu was not offered when the editor connected, so \
+             it cannot be turned on now: give the setting in initializationOptions and restart \
+             the language server"
+                .to_string()
+        })
+    }
 }
 
 /// The capability announced when [`offered`].
@@ -92,7 +104,13 @@ impl Server {
                 selected_completion_info: None,
             },
         };
-        let answered = self.suggest_inline(inline, &self.menu_in_flight).await?;
+        let answered = match self.menu.get() {
+            Some(menu) if menu.answers(self.settings().completion_items) => {
+                self.suggest_inline(inline, &self.menu_in_flight).await?
+            }
+            // Turned off since `initialize`.
+            _ => None,
+        };
         Ok(Some(CompletionResponse::List(CompletionList {
             is_incomplete: true,
             items: answered.as_ref().map_or_else(Vec::new, items),
@@ -303,18 +321,23 @@ mod tests {
     }
 
     #[test]
-    fn a_setting_changed_after_initialize_that_would_turn_the_menu_says_it_needs_a_restart() {
-        // (offered at start, the new setting, the client shows inline) -> a note?
-        assert!(
-            change_needs_restart(true, Some(false), false).is_some_and(|n| n.contains("stays on"))
-        );
-        assert!(
-            change_needs_restart(false, Some(true), true).is_some_and(|n| n.contains("stays off"))
-        );
-        assert!(change_needs_restart(false, None, false).is_some());
-        // What the menu already is: nothing to say.
-        assert_eq!(change_needs_restart(true, Some(true), true), None);
-        assert_eq!(change_needs_restart(true, None, false), None);
-        assert_eq!(change_needs_restart(false, None, true), None);
+    fn a_menu_announced_goes_with_the_setting_and_one_not_announced_cannot_come() {
+        let menu = |announced, shows_inline| Menu {
+            announced,
+            shows_inline,
+        };
+        // Announced (a client without inline completions): off later answers nothing.
+        assert!(menu(true, false).answers(None));
+        assert!(!menu(true, false).answers(Some(false)));
+        assert!(menu(true, true).answers(Some(true)));
+        assert!(!menu(true, true).answers(None));
+        assert_eq!(menu(true, false).cannot(Some(false)), None);
+        // Not announced: never answered, and asking for it says how.
+        assert!(!menu(false, true).answers(Some(true)));
+        assert!(menu(false, true)
+            .cannot(Some(true))
+            .is_some_and(|note| note.contains("initializationOptions")));
+        assert_eq!(menu(false, true).cannot(None), None);
+        assert_eq!(menu(false, true).cannot(Some(false)), None);
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use redraft_engine::DeviceSpec;
 use redraft_runtime::scheduler::{LoadFailure, Loaded};
@@ -74,10 +74,8 @@ pub struct Server {
     model_loads: Arc<Mutex<ModelLoads>>,
     progress_supported: Mutex<bool>,
     initial_problems: Mutex<Vec<String>>,
-    /// Whether `initialize` offered completion items, and whether the client shows inline
-    /// completions (`completion_items.rs`): a `completionItems` changed later is checked
-    /// against them.
-    menu: Mutex<Option<(bool, bool)>>,
+    /// The completion menu as `initialize` announced it (`completion_items.rs`).
+    pub(super) menu: OnceLock<completion_items::Menu>,
     /// Debug logging asked for on the command line stays on whatever the settings say.
     debug_from_args: bool,
     /// `shutdown` was answered: the exit status says whether the session ended properly.
@@ -214,7 +212,7 @@ impl Server {
             model_loads: Arc::default(),
             progress_supported: Mutex::new(false),
             initial_problems: Mutex::default(),
-            menu: Mutex::default(),
+            menu: OnceLock::new(),
             debug_from_args: debug,
             shut_down: AtomicBool::new(false),
         }
@@ -436,8 +434,12 @@ impl LanguageServer for Server {
         // Shown once the client is initialized (messages before that are dropped).
         *lock(&self.initial_problems) = problems;
         let shows_inline = completion_items::shows_inline(&params);
-        let menu = completion_items::offered(settings.completion_items, shows_inline);
-        *lock(&self.menu) = Some((menu, shows_inline));
+        let menu = completion_items::Menu {
+            announced: completion_items::offered(settings.completion_items, shows_inline),
+            shows_inline,
+        };
+        // Set once: the first `initialize` is the one announced.
+        let _ = self.menu.set(menu);
         let asked = lock(&self.model_loads).ask((settings.model.clone(), settings.device));
         let load = self.inference.load(settings.model.clone(), settings.device);
         *lock(&self.loading) = Some((load, asked));
@@ -448,7 +450,7 @@ impl LanguageServer for Server {
                     TextDocumentSyncKind::INCREMENTAL,
                 )),
                 inline_completion_provider: Some(OneOf::Left(true)),
-                completion_provider: menu.then(completion_items::options),
+                completion_provider: menu.announced.then(completion_items::options),
                 workspace: Some(WorkspaceServerCapabilities {
                     workspace_folders: Some(WorkspaceFoldersServerCapabilities {
                         supported: Some(true),
@@ -588,12 +590,13 @@ impl LanguageServer for Server {
         let before = self.settings();
         let (after, mut problems) = self.apply_settings(&params.settings);
         if after.completion_items != before.completion_items {
-            if let Some((offered, shows_inline)) = *lock(&self.menu) {
-                problems.extend(completion_items::change_needs_restart(
-                    offered,
-                    after.completion_items,
-                    shows_inline,
-                ));
+            let note = self
+                .menu
+                .get()
+                .and_then(|menu| menu.cannot(after.completion_items));
+            if let Some(note) = note {
+                self.log.warn(&note);
+                problems.push(note);
             }
         }
         self.show_setting_problems(problems);

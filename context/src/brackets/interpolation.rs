@@ -58,7 +58,8 @@ impl Interpolation {
 /// Which string a hole is in, to go back to at its closer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HoleString {
-    /// `"...\(x)..."`, with escapes, ending at its line.
+    /// `"...\(x)..."`, with escapes (ending at its line where the lexis says: Swift's, Kotlin's;
+    /// Ruby's go on).
     Quote,
     /// `"""...${x}..."""`, with escapes.
     TripleQuote,

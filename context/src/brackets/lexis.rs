@@ -50,7 +50,7 @@ pub(crate) struct Lexis {
     /// C#'s raw strings: three or more quotes, closed by as many (`""""a """ b""""`), no
     /// escapes; `$"""`, `$$"""` too (their holes are read as text: a quote there closes nothing).
     pub(crate) raw_quote_runs: bool,
-    /// Code inside strings, and how a hole opens (`\(`, `${`, C#'s `$"{`).
+    /// Code inside strings, and how a hole opens (`\(`, `${`, C#'s `$"{`, Ruby's `#{`).
     pub(crate) interpolation: Option<Interpolation>,
     /// Regular expressions, `/[(]/g`: a `/` where an operand may start (at a line's start,
     /// after an operator or an opener, or after a keyword such as `return`) opens one, which

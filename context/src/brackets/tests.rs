@@ -680,6 +680,9 @@ fn quotes_inside_a_hole_in_a_string_do_not_end_it() {
         (Language::Ruby, "s = \"a # b #@x (\"; f(", "(", true),
         (Language::Ruby, "s = `ls #{d(\"`\")}`; f(", "(", true),
         (Language::Ruby, "s = 'a #{ ('; f(", "(", true),
+        // An escaped opener is text.
+        (Language::JavaScript, "const s = `\\${ (`; f(", "(", true),
+        (Language::Ruby, "s = \"\\#{ (\"; f(", "(", true),
     ]);
 }
 
@@ -758,6 +761,8 @@ fn literals_spanning_lines_resume_at_each_line() {
         "var s = $@\"{f(\n\"(\")}\n\"\"(\";\nvar t = \"\"\"\"\n\"\"\"\n\"\"\"\";\n",
         "val s = \"\"\"\n${f(\n\"(\")}\n(\"\"\"\n",
         "let s = \"\"\"\n\\(f(\n\")\"))\n\"\"\"\n",
+        "const s = `\n${items.map((i) => {\n  return `(${i}\n`;\n})}\n(`;\nf(\n",
+        "s = \"a\n#{h.map { |k|\n  \"}\" }} (\n\"\ncmd = `ls #{d(\n\"`\")}`\n",
     ] {
         check_resumes(text);
     }

@@ -508,30 +508,55 @@ async fn completion_items_follow_the_clients_capabilities_unless_the_setting_say
     }
 }
 
-/// `completionItems` turned off after `initialize`, where the menu was offered: the menu cannot
-/// go (the capability was announced), and the user is told it stays until a restart.
+/// `completionItems` changed after `initialize`: a menu announced then goes off and on with
+/// it; one not announced cannot come (the capability is not registered again), and the user is
+/// told how to get it.
 #[tokio::test]
-async fn completion_items_turned_off_later_say_the_menu_stays_until_a_restart() {
+async fn completion_items_changed_later_turn_the_menu_off_and_on_or_say_how_to_get_it() {
     let lsp = Lsp::start(Start {
         inline: false,
+        ..Start::default()
+    })
+    .await;
+    lsp.open(URI, "rust", SOURCE);
+    async fn menu(lsp: &Lsp) -> Value {
+        let answer = lsp.completion(URI, 3, 17, true).await.answer().await;
+        answer.unwrap()["items"].clone()
+    }
+    let on = menu(&lsp).await;
+    assert!(!on.as_array().unwrap().is_empty(), "{on}");
+    lsp.notify::<super::client::DidChangeConfiguration>(
+        json!({"settings": {"completionItems": false}}),
+    );
+    assert_eq!(menu(&lsp).await, json!([]));
+    lsp.notify::<super::client::DidChangeConfiguration>(
+        json!({"settings": {"completionItems": "auto"}}),
+    );
+    assert_eq!(menu(&lsp).await, on);
+    assert_eq!(lsp.received("window/showMessage"), Vec::<Value>::new());
+    lsp.shutdown().await;
+
+    // A client with inline completions: no menu was announced.
+    let lsp = Lsp::start(Start {
         wait_for_model: false,
         ..Start::default()
     })
     .await;
     assert!(lsp.initialize_result["capabilities"]
         .get("completionProvider")
-        .is_some());
+        .is_none());
     lsp.notify::<super::client::DidChangeConfiguration>(
-        json!({"settings": {"completionItems": false}}),
+        json!({"settings": {"completionItems": true}}),
     );
     let warning = lsp
-        .wait_for("window/showMessage", |p| p["type"] == json!(2))
+        .wait_for("window/showMessage", |p| {
+            p["message"].as_str().unwrap().contains("completionItems")
+        })
         .await;
     let message = warning["message"].as_str().unwrap();
     assert!(
-        message.contains("completionItems")
-            && message.contains("stays on until the language server restarts"),
-        "{message}"
+        warning["type"] == json!(2) && message.contains("initializationOptions"),
+        "{warning}"
     );
     lsp.shutdown().await;
 }
