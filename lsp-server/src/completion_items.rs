@@ -104,12 +104,11 @@ impl Server {
                 selected_completion_info: None,
             },
         };
-        let answered = match self.menu.get() {
-            Some(menu) if menu.answers(self.settings().completion_items) => {
-                self.suggest_inline(inline, &self.menu_in_flight).await?
-            }
-            // Turned off since `initialize`.
-            _ => None,
+        // Nothing where the menu was turned off since `initialize`.
+        let answered = if self.menu_answers() {
+            self.suggest_inline(inline, &self.menu_in_flight).await?
+        } else {
+            None
         };
         Ok(Some(CompletionResponse::List(CompletionList {
             is_incomplete: true,

@@ -222,6 +222,14 @@ impl Server {
         lock(&self.settings).clone()
     }
 
+    /// Whether a completion-menu request is answered under the settings now
+    /// (`completion_items::Menu::answers`), read without copying them.
+    pub(super) fn menu_answers(&self) -> bool {
+        self.menu
+            .get()
+            .is_some_and(|menu| menu.answers(lock(&self.settings).completion_items))
+    }
+
     pub(super) fn encoding(&self) -> PositionEncoding {
         *lock(&self.encoding)
     }
