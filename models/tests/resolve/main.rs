@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use redraft_models::{HfToken, NoProgress, ResolvedModel, Resolver, Result, Settings};
 
 use redraft_tests::fake_hub::{etag_of, FakeHub};
+use redraft_tests::refused::RefusedPort;
 
 /// A commit sha made of one repeated hex digit.
 pub fn commit(digit: char) -> String {
@@ -41,6 +42,8 @@ pub fn checkpoint_files() -> Vec<(&'static str, Vec<u8>)> {
 pub struct World {
     pub dir: tempfile::TempDir,
     pub settings: Settings,
+    /// The port that stands for a Hub that is down, held for as long as the stores are.
+    _hub_down: Option<RefusedPort>,
 }
 
 impl World {
@@ -54,7 +57,11 @@ impl World {
             offline: false,
             ollama_models: dir.path().join("ollama"),
         };
-        World { dir, settings }
+        World {
+            dir,
+            settings,
+            _hub_down: None,
+        }
     }
 
     /// Stores for `hub`.
@@ -64,10 +71,12 @@ impl World {
 
     /// Stores with no Hub: any request fails to connect.
     pub fn without_hub() -> World {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}", closed.local_addr().expect("addr"));
-        drop(closed);
-        World::new(&url)
+        let down = RefusedPort::new();
+        let world = World::new(&down.url());
+        World {
+            _hub_down: Some(down),
+            ..world
+        }
     }
 
     pub fn token(mut self, token: &str) -> World {

@@ -3,9 +3,9 @@
 //! fake backend also shows the tests each prompt and how often the model ran: the suggest
 //! widget's item, its type-through and its tree are tested here.
 
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
+use redraft_tests::refused::RefusedPort;
 use serde_json::json;
 
 use super::client::{items, Lsp, Start};
@@ -338,12 +338,8 @@ async fn a_selected_item_gets_the_documents_tree_edited_and_the_prompt_of_the_te
 
 #[tokio::test]
 async fn a_backend_that_is_down_costs_the_request_not_the_session() {
-    // A port nothing listens on (bound, then closed).
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let refused = RefusedPort::new();
+    let port = refused.port();
     let lsp = Lsp::start(Start {
         options: json!({"effort": "low", "maxTokens": 12, "backend": format!("http://127.0.0.1:{port}")}),
         ..Start::default()

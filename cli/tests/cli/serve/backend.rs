@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
+use redraft_tests::refused::RefusedPort;
 use serde_json::{json, Value};
 
 use super::client::{refused_start, Server, Start};
@@ -315,12 +316,8 @@ fn a_failing_backend_is_a_502_with_its_message_and_the_next_request_is_served() 
 
 #[test]
 fn a_backend_that_is_down_is_a_502_naming_it_and_the_server_stays_up() {
-    // A port nothing listens on (bound, then closed).
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let refused = RefusedPort::new();
+    let port = refused.port();
     let server = Server::start(&[
         "--backend",
         &format!("http://127.0.0.1:{port}/v1"),
