@@ -7,7 +7,8 @@
 //! text around the anchor is unchanged and everything between the anchor and the new cursor is
 //! the start of a remembered suggestion, in which case the answer is that suggestion's rest.
 //! An explicit request for more candidates than the remembered answer was computed with (the
-//! "suggest now" key over an automatic suggestion) runs the model.
+//! "suggest now" key over an automatic suggestion) runs the model; a request for fewer (an
+//! automatic one, or the menu's, after "suggest now") gets the best of them.
 //!
 //! A request made with the client's suggest widget open on an item (VS Code's
 //! `selectedCompletionInfo`) is computed on the document with the item applied, and its answer
@@ -110,9 +111,9 @@ impl TypeThrough {
 
     /// The rest of each remembered suggestion the user is typing through at `cursor` of `rope`
     /// (the text the request asks about: with its selected item applied, if it has one), best
-    /// first, for a request that asks for `asked` candidates; from the latest answer that
-    /// applies, whatever text it was computed on; `None` when the model has to run (also when
-    /// the remembered ones were computed for fewer candidates).
+    /// first and at most `asked` of them, for a request that asks for `asked` candidates; from
+    /// the latest answer that applies, whatever text it was computed on; `None` when the model
+    /// has to run (also when the remembered ones were computed for fewer candidates).
     pub fn answer(
         &self,
         key: &DocumentKey,
@@ -120,11 +121,16 @@ impl TypeThrough {
         cursor: usize,
         asked: usize,
     ) -> Option<Vec<String>> {
-        self.shown
+        let mut rests = self
+            .shown
             .get(key)?
             .iter()
             .filter(|shown| shown.asked >= asked)
-            .find_map(|shown| shown.rests(rope, cursor))
+            .find_map(|shown| shown.rests(rope, cursor))?;
+        // An automatic request after an invoked one (or a menu request, which asks for one)
+        // gets what it asked for, not every candidate the invoked one computed.
+        rests.truncate(asked);
+        Some(rests)
     }
 
     pub fn forget(&mut self, key: &DocumentKey) {
@@ -199,15 +205,19 @@ mod tests {
         cache.remember(
             &key(),
             (Basis::Document, &rope, cursor),
-            (&texts, 1),
+            (&texts, CANDIDATES),
             generation,
         );
         cache
     }
 
+    /// What the remembered answers and the checks ask for: room for every suggestion a test
+    /// remembers.
+    const CANDIDATES: usize = 3;
+
     fn check(cache: &TypeThrough, text: &str, expect: Option<&[&str]>) {
         let (rope, cursor) = at(text);
-        let got = cache.answer(&key(), &rope, cursor, 1);
+        let got = cache.answer(&key(), &rope, cursor, CANDIDATES);
         let expect = expect.map(|e| e.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         assert_eq!(got, expect, "at {text:?}");
     }
@@ -266,7 +276,7 @@ mod tests {
         cache.remember(
             &key(),
             (Basis::Document, &rope, cursor),
-            (&[], 1),
+            (&[], CANDIDATES),
             generation,
         );
         check(&cache, "x$0", None);
@@ -284,7 +294,7 @@ mod tests {
         cache.remember(
             &key(),
             (Basis::Document, &rope, cursor),
-            (&["old();".into()], 1),
+            (&["old();".into()], CANDIDATES),
             before_switch,
         );
         check(&cache, text, None);
@@ -292,7 +302,7 @@ mod tests {
         cache.remember(
             &key(),
             (Basis::Document, &rope, cursor),
-            (&["new();".into()], 1),
+            (&["new();".into()], CANDIDATES),
             generation,
         );
         check(&cache, text, Some(&["new();"]));
@@ -302,9 +312,15 @@ mod tests {
     fn a_request_for_more_candidates_than_were_computed_runs_the_model() {
         let text = "fn f() {\n    let x = $0\n}\n";
         let (rope, cursor) = at(text);
-        let cache = remembered(text, &["vec![];"]);
+        let mut cache = TypeThrough::default();
+        let generation = cache.generation();
+        cache.remember(
+            &key(),
+            (Basis::Document, &rope, cursor),
+            (&["vec![];".into()], 1),
+            generation,
+        );
         assert_eq!(cache.answer(&key(), &rope, cursor, 3), None);
-        let mut cache = cache;
         let generation = cache.generation();
         let texts = ["vec![];".to_string(), "Vec::new();".to_string()];
         cache.remember(
@@ -314,7 +330,14 @@ mod tests {
             generation,
         );
         assert_eq!(cache.answer(&key(), &rope, cursor, 3).unwrap(), texts);
-        assert_eq!(cache.answer(&key(), &rope, cursor, 1).unwrap(), texts);
+        // Fewer asked (an automatic request after an invoked one): the best ones, no more.
+        assert_eq!(cache.answer(&key(), &rope, cursor, 1).unwrap(), texts[..1]);
+        // Typed through past where the best one parts: the best of those that still apply.
+        let (typed, cursor) = at("fn f() {\n    let x = V$0\n}\n");
+        assert_eq!(
+            cache.answer(&key(), &typed, cursor, 1).unwrap(),
+            ["ec::new();"]
+        );
     }
 
     /// An answer computed with the suggest widget's item applied stands next to the one on the
@@ -326,7 +349,12 @@ mod tests {
         let generation = cache.generation();
         let remember = |cache: &mut TypeThrough, basis, text, texts: &[String]| {
             let (rope, cursor) = at(text);
-            cache.remember(&key(), (basis, &rope, cursor), (texts, 1), generation);
+            cache.remember(
+                &key(),
+                (basis, &rope, cursor),
+                (texts, CANDIDATES),
+                generation,
+            );
         };
         remember(&mut cache, Basis::Item, with_item, &["(p);".into()]);
         // The item accepted, and typed through.
