@@ -453,12 +453,7 @@ impl Scanner {
                 holes,
             } => {
                 if holes {
-                    let string = match (quote, count) {
-                        (b'`', _) => HoleString::Backtick,
-                        (_, 3) => HoleString::TripleQuote,
-                        _ => HoleString::Quote,
-                    };
-                    if let Some(len) = self.open_hole(bytes, i, string) {
+                    if let Some(len) = self.open_hole(bytes, i, HoleString::of(quote, count)) {
                         return len;
                     }
                 }

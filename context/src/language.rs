@@ -184,6 +184,7 @@ const ROWS: &[Row] = &[
         lexis: Lexis {
             comments_nest: true,
             triple_quotes: b"\"'",
+            interpolation: Some(Interpolation::Dart),
             ..C_LIKE
         },
         block_openers: &['{'],

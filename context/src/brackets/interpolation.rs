@@ -1,5 +1,5 @@
 //! Code inside a string: Swift's `"\(f("x"))"`, Kotlin's `"${f("x")}"`, C#'s `$"{f("x")}"`,
-//! JavaScript's `` `${f(`x`)}` ``, Ruby's `"#{h["x"]}"`.
+//! JavaScript's `` `${f(`x`)}` ``, Ruby's `"#{h["x"]}"`, Dart's `'${m['x']}'`.
 //! Inside such a hole the scanner reads code (its quotes open strings of their own) until the
 //! closer that ends the hole, then goes on in the string. Which strings it is nested in is
 //! [`Holes`], a few bytes of [`super::LexMode`], so a line inside a hole resumes as it reads.
@@ -19,6 +19,8 @@ pub(crate) enum Interpolation {
     JavaScript,
     /// `#{...}` in a `"` string or a backtick command.
     Ruby,
+    /// `${...}` in any `'`, `"`, `'''` or `"""` string (`$name` holds no code to read).
+    Dart,
 }
 
 impl Interpolation {
@@ -26,7 +28,7 @@ impl Interpolation {
     pub(crate) fn starts_with(self) -> u8 {
         match self {
             Interpolation::Swift => b'\\',
-            Interpolation::Kotlin | Interpolation::JavaScript => b'$',
+            Interpolation::Kotlin | Interpolation::JavaScript | Interpolation::Dart => b'$',
             Interpolation::CSharp => b'{',
             Interpolation::Ruby => b'#',
         }
@@ -39,17 +41,19 @@ impl Interpolation {
             Interpolation::Kotlin
             | Interpolation::CSharp
             | Interpolation::JavaScript
-            | Interpolation::Ruby => b'}',
+            | Interpolation::Ruby
+            | Interpolation::Dart => b'}',
         }
     }
 
     /// Whether every string `quote` opens holds holes: Swift's and Kotlin's `"`, JavaScript's
-    /// `` ` ``, Ruby's `"` and `` ` ``; none of C#'s (a `$` opens those).
+    /// `` ` ``, Ruby's `"` and `` ` ``, Dart's `'` and `"`; none of C#'s (a `$` opens those).
     pub(crate) fn holes_in(self, quote: u8) -> bool {
         match self {
             Interpolation::Swift | Interpolation::Kotlin => quote == b'"',
             Interpolation::JavaScript => quote == b'`',
             Interpolation::Ruby => quote == b'"' || quote == b'`',
+            Interpolation::Dart => quote == b'"' || quote == b'\'',
             Interpolation::CSharp => false,
         }
     }
@@ -67,15 +71,32 @@ pub(crate) enum HoleString {
     Doubled,
     /// `` `...${x}...` ``, with escapes (a template literal, a Ruby command).
     Backtick,
+    /// `'...${x}...'`, with escapes (Dart's).
+    Apostrophe,
+    /// `'''...${x}...'''`, with escapes (Dart's).
+    TripleApostrophe,
 }
 
 impl HoleString {
+    /// The hole string of a [`Mode::Str`] closed by `quote` repeated `count` times.
+    pub(super) fn of(quote: u8, count: u8) -> HoleString {
+        match (quote, count) {
+            (b'`', _) => HoleString::Backtick,
+            (b'\'', 3) => HoleString::TripleApostrophe,
+            (b'\'', _) => HoleString::Apostrophe,
+            (_, 3) => HoleString::TripleQuote,
+            _ => HoleString::Quote,
+        }
+    }
+
     fn from_bits(bits: u8) -> HoleString {
         match bits {
             0 => HoleString::Quote,
             1 => HoleString::TripleQuote,
             2 => HoleString::Doubled,
-            _ => HoleString::Backtick,
+            3 => HoleString::Backtick,
+            4 => HoleString::Apostrophe,
+            _ => HoleString::TripleApostrophe,
         }
     }
 }
@@ -87,13 +108,13 @@ impl HoleString {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Holes {
     len: u8,
-    /// The string in the low 2 bits, the brackets open in the high 6 (at most 63 counted).
+    /// The string in the low 3 bits, the brackets open in the high 5 (at most 31 counted).
     frames: [u8; Holes::DEEPEST],
 }
 
 impl Holes {
     const DEEPEST: usize = 3;
-    const DEPTH_ONE: u8 = 1 << 2;
+    const DEPTH_ONE: u8 = 1 << 3;
 
     pub(crate) fn is_empty(self) -> bool {
         self.len == 0
@@ -112,7 +133,7 @@ impl Holes {
     /// A bracket opened inside the innermost hole.
     pub(crate) fn open_bracket(&mut self) {
         if let Some(frame) = self.innermost() {
-            if *frame >> 2 < 63 {
+            if *frame >> 3 < 31 {
                 *frame += Holes::DEPTH_ONE;
             }
         }
@@ -162,6 +183,16 @@ impl Mode {
                 count: 1,
                 holes: true,
             },
+            HoleString::Apostrophe => Mode::Str {
+                quote: b'\'',
+                count: 1,
+                holes: true,
+            },
+            HoleString::TripleApostrophe => Mode::Str {
+                quote: b'\'',
+                count: 3,
+                holes: true,
+            },
         }
     }
 }
@@ -180,7 +211,11 @@ impl Scanner {
         let next = bytes.get(i + 1).copied();
         let len = match (style, bytes[i], next) {
             (Interpolation::Swift, b'\\', Some(b'('))
-            | (Interpolation::Kotlin | Interpolation::JavaScript, b'$', Some(b'{'))
+            | (
+                Interpolation::Kotlin | Interpolation::JavaScript | Interpolation::Dart,
+                b'$',
+                Some(b'{'),
+            )
             | (Interpolation::Ruby, b'#', Some(b'{')) => 2,
             (Interpolation::CSharp, b'{', Some(b'{')) => return Some(2),
             (Interpolation::CSharp, b'{', _) => 1,

@@ -680,7 +680,19 @@ fn quotes_inside_a_hole_in_a_string_do_not_end_it() {
         (Language::Ruby, "s = \"a # b #@x (\"; f(", "(", true),
         (Language::Ruby, "s = `ls #{d(\"`\")}`; f(", "(", true),
         (Language::Ruby, "s = 'a #{ ('; f(", "(", true),
+        // Dart's style is single quotes: a map read in a hole has its own.
+        (Language::Dart, "var s = '${m['(']} b'; f(", "(", true),
+        (Language::Dart, "var s = \"${m[\"k\"]} (\"; f(", "(", true),
+        (
+            Language::Dart,
+            "var s = '''\n  ${f(''')''')} (\n  '''\nf(",
+            "(",
+            true,
+        ),
+        (Language::Dart, "var s = '$x ('; f(", "(", true),
+        (Language::Dart, "var s = '${'${'('}'}'; f(", "(", true),
         // An escaped opener is text.
+        (Language::Dart, "var s = '\\${ ('; f(", "(", true),
         (Language::JavaScript, "const s = `\\${ (`; f(", "(", true),
         (Language::Ruby, "s = \"\\#{ (\"; f(", "(", true),
     ]);
@@ -763,6 +775,7 @@ fn literals_spanning_lines_resume_at_each_line() {
         "let s = \"\"\"\n\\(f(\n\")\"))\n\"\"\"\n",
         "const s = `\n${items.map((i) => {\n  return `(${i}\n`;\n})}\n(`;\nf(\n",
         "s = \"a\n#{h.map { |k|\n  \"}\" }} (\n\"\ncmd = `ls #{d(\n\"`\")}`\n",
+        "var s = '''\n${f(\n'(')}\n(''';\nvar t = '${[\n'''(''']}';\n",
     ] {
         check_resumes(text);
     }
