@@ -166,33 +166,18 @@ impl Holes {
 impl Mode {
     /// The string a hole's closer goes back to.
     pub(super) fn around_hole(string: HoleString) -> Mode {
-        match string {
-            HoleString::Quote => Mode::Str {
-                quote: b'"',
-                count: 1,
-                holes: true,
-            },
-            HoleString::TripleQuote => Mode::Str {
-                quote: b'"',
-                count: 3,
-                holes: true,
-            },
-            HoleString::Doubled => Mode::Doubled { holes: true },
-            HoleString::Backtick => Mode::Str {
-                quote: b'`',
-                count: 1,
-                holes: true,
-            },
-            HoleString::Apostrophe => Mode::Str {
-                quote: b'\'',
-                count: 1,
-                holes: true,
-            },
-            HoleString::TripleApostrophe => Mode::Str {
-                quote: b'\'',
-                count: 3,
-                holes: true,
-            },
+        let (quote, count) = match string {
+            HoleString::Doubled => return Mode::Doubled { holes: true },
+            HoleString::Quote => (b'"', 1),
+            HoleString::TripleQuote => (b'"', 3),
+            HoleString::Backtick => (b'`', 1),
+            HoleString::Apostrophe => (b'\'', 1),
+            HoleString::TripleApostrophe => (b'\'', 3),
+        };
+        Mode::Str {
+            quote,
+            count,
+            holes: true,
         }
     }
 }
