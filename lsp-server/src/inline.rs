@@ -4,8 +4,9 @@
 //! one) and queue for a snapshot, both before the first `.await`; answer nothing for a document
 //! out of sync with the client (a change that did not apply: the client's text is another);
 //! convert the position; answer from the type-through cache if the user is typing through the
-//! last suggestion; otherwise queue a job in the runtime (`inference`) and wait for it or for
-//! cancellation, whichever comes first.
+//! last suggestion, or with the answer of the job a request of the other kind (a menu's) is
+//! running at the same place (`running`); otherwise queue a job in the runtime (`inference`)
+//! and wait for it or for cancellation, whichever comes first.
 //!
 //! With the client's suggest widget open on an item (VS Code's `selectedCompletionInfo`), the
 //! request is about the document with the item applied: the type-through cache is asked and
@@ -36,6 +37,7 @@ use super::document_key::DocumentKey;
 use super::documents::Snapshots;
 use super::encoding::{line_content, PositionEncoding};
 use super::inference::{handed_over_whole, Job, JobError};
+use super::running::{Answer, Place, Turn};
 use super::server::Server;
 use super::stream::{DraftKind, StreamTarget};
 use super::type_through::Basis;
@@ -185,23 +187,48 @@ impl Server {
             }
             None => (Basis::Document, rope.clone(), cursor),
         };
+        let version = document.version;
+        let answered = |texts: Vec<String>, how: &str| {
+            self.next_edits
+                .inline_answered(&key, edited_at, line, !texts.is_empty());
+            self.log
+                .debug(|| format!("{} v{version}: answered from {how}", uri.as_str()));
+            Ok(Some(shown_at.answered(
+                rope.clone(),
+                encoding,
+                texts,
+                &language,
+            )))
+        };
         let cached = self
             .type_through()
             .answer(&key, &asked, asked_cursor, candidates);
         if let Some(texts) = cached {
-            self.next_edits
-                .inline_answered(&key, edited_at, line, !texts.is_empty());
-            self.log.debug(|| {
-                format!(
-                    "{} v{}: answered from the type-through cache",
-                    uri.as_str(),
-                    document.version
-                )
-            });
-            return Ok(Some(shown_at.answered(rope, encoding, texts, &language)));
+            return answered(texts, "the type-through cache");
         }
+        // A request of the other kind (a menu's beside an inline one) at the same place has its
+        // job running: its answer is this one's.
+        let place = Place { edited_at, cursor };
+        let running = match selected
+            .is_none()
+            .then(|| self.running.turn(&key, place, candidates, &token))
+        {
+            None => None,
+            Some(Turn::Run(registered)) => Some(registered),
+            Some(Turn::Wait(running)) => {
+                let shared = tokio::select! {
+                    biased;
+                    () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
+                    shared = running.ended() => shared,
+                };
+                if let Some(mut shared) = shared.filter(|shared| shared.generation == generation) {
+                    shared.texts.truncate(candidates);
+                    return answered(shared.texts, "the job of a request at the same place");
+                }
+                Some(self.running.register(&key, place, candidates, &token))
+            }
+        };
 
-        let version = document.version;
         let snapshots = match &selected {
             Some(selected) => {
                 let (snapshots, reparse) = tokio::select! {
@@ -262,6 +289,12 @@ impl Server {
                     (&suggestions.texts, candidates),
                     generation,
                 );
+                if let Some(running) = &running {
+                    running.answered(Answer {
+                        texts: suggestions.texts.clone(),
+                        generation,
+                    });
+                }
                 self.next_edits.inline_answered(
                     &key,
                     edited_at,

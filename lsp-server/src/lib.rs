@@ -6,6 +6,7 @@
 //! and `documents` (ropes and incremental tree-sitter trees, applied in order by one owner
 //! thread), `document_key` (the normalized URI every per-document map is keyed by), `history` (each document's recent edits), `config`, `inference` (snapshots and
 //! settings into the runtime's work, its answers and drafts back), `cancel`, `type_through`,
+//! `running` (the job a second request at the same place waits for instead of running its own),
 //! `stream` (the `redraft/draftStep` extension), `inline` (the inline completion request),
 //! `completion_items` (the same suggestion as `textDocument/completion` items, for clients
 //! without inline completions),
@@ -28,6 +29,7 @@ mod inference;
 mod inline;
 mod log;
 mod next_edit;
+mod running;
 mod server;
 mod stream;
 mod transport;

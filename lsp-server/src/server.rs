@@ -33,6 +33,7 @@ use super::inference::{EditRunner, Inference, Loading};
 use super::log::{Level, Log};
 use super::next_edit::jobs::NextEdits;
 use super::next_edit::ACCEPT_COMMAND;
+use super::running::Running;
 use super::stream::{DraftKind, DraftStep, Drafts, NextEditDraftStep, Outgoing};
 use super::type_through::TypeThrough;
 use super::workspace::Workspace;
@@ -48,6 +49,9 @@ pub struct Server {
     /// sends both (a menu beside ghost text) would have each cancel the other, and drop the
     /// cancelled menu without a word.
     pub(super) menu_in_flight: Arc<InFlight>,
+    /// The jobs of both kinds of request running on documents' own text, by place: the second
+    /// of a menu's and an inline request at one place waits for the first's answer.
+    pub(super) running: Arc<Running>,
     type_through: Mutex<TypeThrough>,
     /// Per document, the change that put it out of sync with the client last logged by an
     /// inline completion (see [`Server::first_told_out_of_sync`]).
@@ -198,6 +202,7 @@ impl Server {
             log_rx: Mutex::new(Some(log_rx)),
             in_flight: Arc::default(),
             menu_in_flight: Arc::default(),
+            running: Arc::default(),
             type_through: Mutex::default(),
             out_of_sync_told: Mutex::default(),
             opened: Mutex::default(),

@@ -1,15 +1,22 @@
 //! A stand-in OpenAI-compatible completions server on loopback: every request is answered with
-//! one choice whose text is `middle` (usage 7 prompt and 5 completion tokens), and every
-//! request body is kept, for the tests of remote backends.
+//! one choice whose text is `middle` (usage 7 prompt and 5 completion tokens), after a delay if
+//! asked, and every request body is kept, for the tests of remote backends.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
 /// Starts the server; its base URL (`http://127.0.0.1:PORT`) and the bodies it was sent.
 pub fn start(middle: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
+    start_slow(middle, Duration::ZERO)
+}
+
+/// [`start`], each request answered `delay` after it came (one at a time), so that requests
+/// made together overlap.
+pub fn start_slow(middle: &'static str, delay: Duration) -> (String, Arc<Mutex<Vec<Value>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -37,6 +44,7 @@ pub fn start(middle: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
             log.lock()
                 .unwrap()
                 .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            std::thread::sleep(delay);
             let answer = json!({
                 "id": "cmpl-1", "object": "text_completion", "created": 0, "model": "fake",
                 "choices": [{"text": middle, "index": 0, "finish_reason": "stop", "logprobs": null}],
