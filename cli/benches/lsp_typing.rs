@@ -11,6 +11,7 @@
 //! cargo bench -p redraft --bench lsp_typing -- --pause-ms 400     # and a pause after each word
 //! cargo bench -p redraft --bench lsp_typing -- --log F            # what the server did, per keystroke
 //! cargo bench -p redraft --bench lsp_typing -- --pause-ms 400 --documents 2   # two files, a line each in turn
+//! cargo bench -p redraft --bench lsp_typing -- --menu-too        # and a menu request each keystroke
 //! ```
 //!
 //! `--pause-ms`: after each word typed (a space or a newline) the typist stops that long before
@@ -21,6 +22,11 @@
 //! types each line into the next document in turn, as someone working across files does: a
 //! pause after a line lets the server precompute that document's next edit, and the next line's
 //! keystrokes come in another document, which that precompute must not hold up.
+//!
+//! `--menu-too`: the server offers the completion menu (`completionItems` on) and each
+//! keystroke's inline request is followed at once by a menu request at the same place, as VS
+//! Code sends both with the setting on; the menu's latencies are reported beside, and how many
+//! requests took the other's answer instead of running the model.
 //!
 //! `--log F`: writes one line per keystroke (document version, latency or `cancelled`), then the
 //! server's log messages, which name the version each job ran for and the passes it made:
@@ -51,6 +57,8 @@ struct Options {
     log: Option<PathBuf>,
     /// Copies of the file open, typed into a line each in turn.
     documents: usize,
+    /// A menu request beside each inline one.
+    menu_too: bool,
 }
 
 /// One open document as the typist left it.
@@ -79,6 +87,7 @@ fn options() -> Options {
         pause: Duration::from_millis(args.number("--pause-ms", 0, 0)),
         log: args.value("--log").map(PathBuf::from),
         documents: args.number("--documents", 1, 1).max(1),
+        menu_too: args.flag("--menu-too"),
     }
 }
 
@@ -104,6 +113,7 @@ async fn main() {
             "maxTokens": options.max_tokens,
             "logLevel": "debug",
             "model": options.model,
+            "completionItems": options.menu_too,
         }),
         encodings: Some(vec!["utf-16"]),
         ..Start::default()
@@ -133,7 +143,9 @@ async fn main() {
 
     let started = Instant::now();
     let mut previous: Option<i32> = None;
+    let mut previous_menu: Option<i32> = None;
     let mut answers = Vec::new();
+    let mut menus = Vec::new();
     let mut keys = Vec::new();
     for ch in typed.chars() {
         let mut buf = [0u16; 2];
@@ -163,6 +175,14 @@ async fn main() {
         let request = lsp.inline(&doc.uri, doc.line, doc.column, false).await;
         previous = Some(request.id);
         answers.push(tokio::spawn(timed(request)));
+        if options.menu_too {
+            if let Some(id) = previous_menu {
+                lsp.cancel(id);
+            }
+            let menu = lsp.completion(&doc.uri, doc.line, doc.column, false).await;
+            previous_menu = Some(menu.id);
+            menus.push(tokio::spawn(timed(menu)));
+        }
         tokio::time::sleep(options.interval).await;
         if ch == ' ' || ch == '\n' {
             tokio::time::sleep(options.pause).await;
@@ -194,6 +214,15 @@ async fn main() {
             Err(code) => panic!("request failed with {code}"),
         }
     }
+    let mut menu_latencies = Vec::new();
+    let mut menus_cancelled = 0;
+    for menu in menus {
+        match menu.await.unwrap() {
+            (latency, Ok(_)) => menu_latencies.push(latency),
+            (_, Err(code)) if code == CANCELLED => menus_cancelled += 1,
+            (_, Err(code)) => panic!("menu request failed with {code}"),
+        }
+    }
     let wall = started.elapsed();
     // Let the last log lines arrive.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -204,6 +233,7 @@ async fn main() {
             .count()
     };
     let from_cache = logged("type-through cache");
+    let shared = logged("the job of a request at the same place");
     let (precomputed, ready) = (
         logged("next edit precomputed"),
         logged("precomputed next edit ready"),
@@ -216,6 +246,7 @@ async fn main() {
         std::fs::write(path, log).expect("the log is written");
     }
     latencies.sort_by(f64::total_cmp);
+    menu_latencies.sort_by(f64::total_cmp);
     let precomputes = format!("next edits precomputed {precomputed}, of them ready {ready}");
     let requests = typed.chars().count();
     println!(
@@ -244,6 +275,20 @@ async fn main() {
         percentile(&latencies, 99.0),
         latencies.last().copied().unwrap_or(f64::NAN)
     );
+    if options.menu_too {
+        println!(
+            "  menu requests: answered {}, cancelled {menus_cancelled}; p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms; requests answered with the other kind's job {shared}",
+            menu_latencies.len(),
+            percentile(&menu_latencies, 50.0),
+            percentile(&menu_latencies, 95.0),
+            percentile(&menu_latencies, 99.0),
+        );
+        assert_eq!(
+            menu_latencies.len() + menus_cancelled,
+            requests,
+            "every menu request was answered"
+        );
+    }
     assert_eq!(
         latencies.len() + cancelled,
         requests,
