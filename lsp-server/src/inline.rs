@@ -216,6 +216,12 @@ impl Server {
             None => None,
             Some(Turn::Run(registered)) => Some(registered),
             Some(Turn::Wait(running)) => {
+                self.log.debug(|| {
+                    format!(
+                        "{} v{version}: waits for the job of a request at the same place",
+                        uri.as_str()
+                    )
+                });
                 let shared = tokio::select! {
                     biased;
                     () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),

@@ -1,22 +1,32 @@
 //! A stand-in OpenAI-compatible completions server on loopback: every request is answered with
-//! one choice whose text is `middle` (usage 7 prompt and 5 completion tokens), after a delay if
-//! asked, and every request body is kept, for the tests of remote backends.
+//! one choice whose text is `middle` (usage 7 prompt and 5 completion tokens), when the test
+//! lets it if asked, and every request body is kept, for the tests of remote backends.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
 /// Starts the server; its base URL (`http://127.0.0.1:PORT`) and the bodies it was sent.
 pub fn start(middle: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
-    start_slow(middle, Duration::ZERO)
+    let (url, seen, release) = start_held(middle);
+    // Dropped: nothing holds an answer back.
+    drop(release);
+    (url, seen)
 }
 
-/// [`start`], each request answered `delay` after it came (one at a time), so that requests
-/// made together overlap.
-pub fn start_slow(middle: &'static str, delay: Duration) -> (String, Arc<Mutex<Vec<Value>>>) {
+/// [`start`], each answer held back (one request at a time) until the test lets it go with the
+/// returned sender (one `send` an answer; once it is dropped, all go at once), so that a test
+/// can make requests overlap.
+pub fn start_held(middle: &'static str) -> (String, Arc<Mutex<Vec<Value>>>, Sender<()>) {
+    let (release, released) = channel();
+    let (url, seen) = serve(middle, released);
+    (url, seen, release)
+}
+
+fn serve(middle: &'static str, released: Receiver<()>) -> (String, Arc<Mutex<Vec<Value>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -44,7 +54,8 @@ pub fn start_slow(middle: &'static str, delay: Duration) -> (String, Arc<Mutex<V
             log.lock()
                 .unwrap()
                 .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-            std::thread::sleep(delay);
+            // An error: the sender is gone, nothing holds answers back.
+            let _ = released.recv();
             let answer = json!({
                 "id": "cmpl-1", "object": "text_completion", "created": 0, "model": "fake",
                 "choices": [{"text": middle, "index": 0, "finish_reason": "stop", "logprobs": null}],

@@ -4,7 +4,6 @@
 //! widget's item, its type-through and its tree are tested here.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use redraft_tests::refused::RefusedPort;
 use serde_json::json;
@@ -372,9 +371,8 @@ async fn a_backend_that_is_down_costs_the_request_not_the_session() {
 /// first, and both show its suggestion.
 #[tokio::test]
 async fn a_menu_and_an_inline_request_at_one_place_run_the_model_once() {
-    // Slow enough that the second request comes while the first one's job runs.
-    let (url, seen) =
-        redraft_tests::fake_openai::start_slow("items.len() + 1;", Duration::from_millis(400));
+    // Each answer held back until the second request waits for the first one's job.
+    let (url, seen, release) = redraft_tests::fake_openai::start_held("items.len() + 1;");
     let lsp = Lsp::start(Start {
         options: json!({
             "effort": "low", "maxTokens": 12, "logLevel": "debug", "completionItems": true,
@@ -385,41 +383,42 @@ async fn a_menu_and_an_inline_request_at_one_place_run_the_model_once() {
     .await;
     let runs = || seen.lock().unwrap().len();
     lsp.open(URI, "rust", TEXT);
-    let both = |inline_first: bool, column: u32| {
-        let lsp = &lsp;
-        async move {
-            let (inline, menu) = if inline_first {
-                let inline = lsp.inline(URI, 1, column, false).await;
-                (inline, lsp.completion(URI, 1, column, false).await)
-            } else {
-                let menu = lsp.completion(URI, 1, column, false).await;
-                (lsp.inline(URI, 1, column, false).await, menu)
-            };
-            let inline = items(&inline.answer().await.unwrap());
-            let menu = menu.answer().await.unwrap()["items"].clone();
-            let inline: Vec<&str> = inline
-                .iter()
-                .map(|item| item["insertText"].as_str().unwrap())
-                .collect();
-            let menu: Vec<&str> = menu
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|item| item["textEdit"]["newText"].as_str().unwrap())
-                .collect();
-            (inline.join("|"), menu.join("|"))
-        }
+    // Both requests at `column` of line 1 of the document's `version`, the inline one first or
+    // not: the texts each shows.
+    let (client, held) = (&lsp, &release);
+    let both = |inline_first: bool, version: i32, column: u32| async move {
+        let (inline, menu) = if inline_first {
+            let inline = client.inline(URI, 1, column, false).await;
+            (inline, client.completion(URI, 1, column, false).await)
+        } else {
+            let menu = client.completion(URI, 1, column, false).await;
+            (client.inline(URI, 1, column, false).await, menu)
+        };
+        let waits = format!("v{version}: waits for the job");
+        client.wait_for_log(|m| m.contains(&waits)).await;
+        held.send(()).unwrap();
+        let inline = items(&inline.answer().await.unwrap());
+        let menu = menu.answer().await.unwrap()["items"].clone();
+        let inline: Vec<&str> = inline
+            .iter()
+            .map(|item| item["insertText"].as_str().unwrap())
+            .collect();
+        let menu: Vec<&str> = menu
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["textEdit"]["newText"].as_str().unwrap())
+            .collect();
+        (inline.join("|"), menu.join("|"))
     };
-    let (inline, menu) = both(true, 16).await;
+    let (inline, menu) = both(true, 0, 16).await;
     assert_eq!(inline, "items.len() + 1;");
     assert_eq!(menu, "items.len() + 1;");
     assert_eq!(runs(), 1, "the menu took the inline request's answer");
-    lsp.wait_for_log(|m| m.contains("answered from the job of a request at the same place"))
-        .await;
 
     // The other way round, after a keystroke the suggestion does not start with.
     lsp.change(URI, 1, [[1, 16], [1, 16]], "n");
-    let (inline, menu) = both(false, 17).await;
+    let (inline, menu) = both(false, 1, 17).await;
     assert_eq!(inline, "items.len() + 1;");
     assert_eq!(menu, "nitems.len() + 1;", "after the word typed");
     assert_eq!(runs(), 2, "the inline request took the menu's answer");
