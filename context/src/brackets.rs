@@ -621,7 +621,8 @@ impl Scanner {
                 return marker + len;
             }
         }
-        let comment_may_start = !lexis.comment_after_blank || self.after_blank();
+        let comment_may_start = (!lexis.comment_after_blank || self.after_blank())
+            && !(lexis.hash_attributes && rest.starts_with(b"#["));
         if let Some(marker) = lexis
             .line_comments
             .iter()

@@ -219,6 +219,7 @@ const ROWS: &[Row] = &[
         extensions: &["php"],
         lexis: Lexis {
             line_comments: &["//", "#"],
+            hash_attributes: true,
             block_comment: Some(("/*", "*/")),
             escaped_quotes: b"\"'`",
             heredocs: Some(Heredocs::Php),

@@ -13,6 +13,9 @@ pub(crate) struct Lexis {
     /// A line comment starts only at a line's start or after a blank (shell's `$#`, YAML's
     /// `a#b`).
     pub(crate) comment_after_blank: bool,
+    /// `#[` opens an attribute, not a `#` comment (PHP 8's `#[Route('/')]`, which may span
+    /// lines).
+    pub(crate) hash_attributes: bool,
     /// A block comment's opener and closer.
     pub(crate) block_comment: Option<(&'static str, &'static str)>,
     /// Block comments nest (Rust, Kotlin, Swift, Dart, Haskell); C's end at the first closer.
@@ -67,6 +70,7 @@ impl Lexis {
     pub(crate) const NONE: Lexis = Lexis {
         line_comments: &[],
         comment_after_blank: false,
+        hash_attributes: false,
         block_comment: None,
         comments_nest: false,
         escaped_quotes: b"",

@@ -698,6 +698,21 @@ fn quotes_inside_a_hole_in_a_string_do_not_end_it() {
     ]);
 }
 
+/// PHP 8's attributes: `#[` opens one (which may span lines), not a `#` comment.
+#[test]
+fn php_attributes_are_code_not_comments() {
+    check_reads(&[
+        (
+            Language::Php,
+            "#[Route(\n    '/api', # it's (\n    methods: ['GET'",
+            "[([",
+            true,
+        ),
+        (Language::Php, "#[Pure] function f(", "(", true),
+        (Language::Php, "# [not an attribute (\nf(", "(", true),
+    ]);
+}
+
 /// Two here-documents opened on one line have their bodies one after the other, each up to
 /// its own terminator (shell's `cat <<A <<B`, Ruby's `f(<<~A, <<~B)`, Perl's
 /// `print <<A, <<B;`). Read as before, the second's body was code. A third's still is: a
