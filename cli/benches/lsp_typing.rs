@@ -233,7 +233,7 @@ async fn main() {
             .count()
     };
     let from_cache = logged("type-through cache");
-    let shared = logged("the job of a request at the same place");
+    let shared = logged("answered from the job of a request at the same place");
     let (precomputed, ready) = (
         logged("next edit precomputed"),
         logged("precomputed next edit ready"),

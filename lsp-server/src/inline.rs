@@ -209,31 +209,43 @@ impl Server {
         // A request of the other kind (a menu's beside an inline one) at the same place has its
         // job running: its answer is this one's.
         let place = Place { edited_at, cursor };
-        let running = match selected
-            .is_none()
-            .then(|| self.running.turn(&key, place, candidates, &token))
-        {
-            None => None,
-            Some(Turn::Run(registered)) => Some(registered),
-            Some(Turn::Wait(running)) => {
-                self.log.debug(|| {
-                    format!(
-                        "{} v{version}: waits for the job of a request at the same place",
-                        uri.as_str()
-                    )
-                });
-                let shared = tokio::select! {
-                    biased;
-                    () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
-                    shared = running.ended() => shared,
-                };
-                if let Some(mut shared) = shared.filter(|shared| shared.generation == generation) {
-                    shared.texts.truncate(candidates);
-                    return answered(shared.texts, "the job of a request at the same place");
+        let mut running = None;
+        while selected.is_none() && running.is_none() {
+            match self.running.turn(&key, place, candidates, &token) {
+                Turn::Run(registered) => running = Some(registered),
+                Turn::Wait(job) => {
+                    self.log.debug(|| {
+                        format!(
+                            "{} v{version}: waits for the job of a request at the same place",
+                            uri.as_str()
+                        )
+                    });
+                    let shared = tokio::select! {
+                        biased;
+                        () = token.cancelled() => return Err(jsonrpc::Error::request_cancelled()),
+                        shared = job.ended() => shared,
+                    };
+                    // Cancelled, or under other settings: ask again (another may run there now).
+                    let Some(shared) = shared.filter(|shared| shared.generation == generation)
+                    else {
+                        continue;
+                    };
+                    let how = "the job of a request at the same place";
+                    return match shared.texts {
+                        Some(mut texts) => {
+                            texts.truncate(candidates);
+                            answered(texts, how)
+                        }
+                        None => {
+                            self.log.debug(|| {
+                                format!("{} v{version}: no answer, as {how} failed", uri.as_str())
+                            });
+                            Ok(None)
+                        }
+                    };
                 }
-                Some(self.running.register(&key, place, candidates, &token))
             }
-        };
+        }
 
         let snapshots = match &selected {
             Some(selected) => {
@@ -297,7 +309,7 @@ impl Server {
                 );
                 if let Some(running) = &running {
                     running.answered(Answer {
-                        texts: suggestions.texts.clone(),
+                        texts: Some(suggestions.texts.clone()),
                         generation,
                     });
                 }
@@ -318,16 +330,23 @@ impl Server {
             Err(JobError::Cancelled | JobError::ShuttingDown) => {
                 Err(jsonrpc::Error::request_cancelled())
             }
-            Err(JobError::NoModel(reason)) => {
-                self.log
-                    .debug(|| format!("no suggestion for {}: {reason}", uri.as_str()));
-                Ok(None)
-            }
-            Err(
-                JobError::Invalid(reason) | JobError::Failed(reason) | JobError::Backend(reason),
-            ) => {
-                self.log
-                    .warn(format!("completion in {} failed: {reason}", uri.as_str()));
+            Err(failed) => {
+                // Those waiting answer nothing too, not run the same job again.
+                if let Some(running) = &running {
+                    running.answered(Answer {
+                        texts: None,
+                        generation,
+                    });
+                }
+                match failed {
+                    JobError::NoModel(reason) => self
+                        .log
+                        .debug(|| format!("no suggestion for {}: {reason}", uri.as_str())),
+                    // Invalid, Failed or Backend: each displays as its reason.
+                    failed => self
+                        .log
+                        .warn(format!("completion in {} failed: {failed}", uri.as_str())),
+                }
                 Ok(None)
             }
         }

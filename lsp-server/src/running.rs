@@ -1,10 +1,10 @@
 //! The jobs running for requests on a document's own text, by where they were asked: a client
 //! that has both inline completions and the completion menu (VS Code with `completionItems` on)
 //! sends both requests at each keystroke, at the same place. The one that comes second waits for
-//! the first one's job and answers with its suggestions (an empty answer too) instead of
-//! running the model again; it runs its own job where that brought nothing it can use (the
-//! first one was cancelled or failed, computed fewer candidates than it asks for, or ran under
-//! a model or settings since changed).
+//! the first one's job and answers as it does (its suggestions, none, or nothing where the job
+//! failed) instead of running the model again; it runs its own job where that brought nothing
+//! it can use (the first one was cancelled, computed fewer candidates than it asks for, or ran
+//! under a model or settings since changed).
 //!
 //! Requests of one kind need none of this: a newer one cancels the older (`cancel.rs`).
 
@@ -36,11 +36,12 @@ struct Entry {
     ended: watch::Receiver<Option<Answer>>,
 }
 
-/// A job's suggestions, best first, and the [`Generation`] of the type-through cache its
-/// request took before it started (what it ran under).
+/// A job's suggestions, best first (`None`: it failed, and its request answered nothing), and
+/// the [`Generation`] of the type-through cache its request took before it started (what it ran
+/// under).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
-    pub texts: Vec<String>,
+    pub texts: Option<Vec<String>>,
     pub generation: Generation,
 }
 
@@ -61,7 +62,7 @@ pub struct Registered {
 }
 
 impl Registered {
-    /// The job answered: those waiting get `answer` once it ends.
+    /// The job answered or failed: those waiting get `answer` once it ends.
     pub fn answered(&self, answer: Answer) {
         self.answer.send_replace(Some(answer));
     }
@@ -79,8 +80,7 @@ pub enum Turn {
 pub struct Ending(watch::Receiver<Option<Answer>>);
 
 impl Ending {
-    /// The job's answer once it has ended; `None` where it ended without one (cancelled,
-    /// failed).
+    /// The job's answer once it has ended; `None` where it ended without one (cancelled).
     pub async fn ended(mut self) -> Option<Answer> {
         // The job's end is the sender's drop.
         while self.0.changed().await.is_ok() {}
@@ -108,16 +108,6 @@ impl Running {
 
     /// Registers the job of a request asking at `place` for `candidates` suggestions, until the
     /// returned registration is dropped.
-    pub fn register(
-        self: &Arc<Self>,
-        key: &DocumentKey,
-        place: Place,
-        candidates: usize,
-        token: &CancelToken,
-    ) -> Registered {
-        self.register_in(&mut lock(&self.jobs), key, place, candidates, token)
-    }
-
     fn register_in(
         self: &Arc<Self>,
         jobs: &mut HashMap<DocumentKey, Vec<Entry>>,
@@ -207,6 +197,14 @@ mod tests {
         DocumentKey::parse("file:///t/a.rs")
     }
 
+    /// The registration of a job at [`HERE`], where none runs yet.
+    fn runs(running: &Arc<Running>, candidates: usize, token: &CancelToken) -> Registered {
+        match running.turn(&key(), HERE, candidates, token) {
+            Turn::Run(registered) => registered,
+            Turn::Wait(_) => panic!("a job runs there already"),
+        }
+    }
+
     const HERE: Place = Place {
         edited_at: 7,
         cursor: 12,
@@ -216,13 +214,13 @@ mod tests {
     async fn a_request_at_the_same_place_waits_for_the_job_running_there_until_it_ends() {
         let running = Arc::new(Running::default());
         let token = CancelToken::default();
-        let job = running.register(&key(), HERE, 3, &token);
+        let job = runs(&running, 3, &token);
         let ending = running
             .at(&key(), HERE, 1)
             .expect("the job at the same place");
         let waiting = tokio::spawn(ending.ended());
         let answer = Answer {
-            texts: vec!["a();".into(), "b();".into()],
+            texts: Some(vec!["a();".into(), "b();".into()]),
             generation: TypeThrough::default().generation(),
         };
         job.answered(answer.clone());
@@ -242,7 +240,7 @@ mod tests {
     fn only_a_job_at_the_same_text_and_cursor_with_enough_candidates_and_not_cancelled_is_shared() {
         let running = Arc::new(Running::default());
         let token = CancelToken::default();
-        let _job = running.register(&key(), HERE, 1, &token);
+        let _job = runs(&running, 1, &token);
         let later_text = Place {
             edited_at: 8,
             ..HERE
@@ -283,7 +281,7 @@ mod tests {
     async fn a_job_that_ended_before_it_was_waited_on_is_no_wait() {
         let running = Arc::new(Running::default());
         let token = CancelToken::default();
-        let job = running.register(&key(), HERE, 1, &token);
+        let job = runs(&running, 1, &token);
         let ending = running.at(&key(), HERE, 1).unwrap();
         drop(job);
         let got = tokio::time::timeout(Duration::from_secs(5), ending.ended())

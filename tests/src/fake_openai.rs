@@ -1,6 +1,7 @@
 //! A stand-in OpenAI-compatible completions server on loopback: every request is answered with
-//! one choice whose text is `middle` (usage 7 prompt and 5 completion tokens), when the test
-//! lets it if asked, and every request body is kept, for the tests of remote backends.
+//! one choice whose text is `middle` (usage 7 prompt and 5 completion tokens), or with an HTTP
+//! 500, when the test lets it if asked, and every request body is kept, for the tests of remote
+//! backends.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -21,12 +22,28 @@ pub fn start(middle: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
 /// returned sender (one `send` an answer; once it is dropped, all go at once), so that a test
 /// can make requests overlap.
 pub fn start_held(middle: &'static str) -> (String, Arc<Mutex<Vec<Value>>>, Sender<()>) {
+    held(Reply::Middle(middle))
+}
+
+/// [`start_held`], each request answered HTTP 500 with `message` as its error.
+pub fn start_held_failing(message: &'static str) -> (String, Arc<Mutex<Vec<Value>>>, Sender<()>) {
+    held(Reply::Error(message))
+}
+
+/// What every request gets.
+#[derive(Clone, Copy)]
+enum Reply {
+    Middle(&'static str),
+    Error(&'static str),
+}
+
+fn held(reply: Reply) -> (String, Arc<Mutex<Vec<Value>>>, Sender<()>) {
     let (release, released) = channel();
-    let (url, seen) = serve(middle, released);
+    let (url, seen) = serve(reply, released);
     (url, seen, release)
 }
 
-fn serve(middle: &'static str, released: Receiver<()>) -> (String, Arc<Mutex<Vec<Value>>>) {
+fn serve(reply: Reply, released: Receiver<()>) -> (String, Arc<Mutex<Vec<Value>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -56,15 +73,24 @@ fn serve(middle: &'static str, released: Receiver<()>) -> (String, Arc<Mutex<Vec
                 .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
             // An error: the sender is gone, nothing holds answers back.
             let _ = released.recv();
-            let answer = json!({
-                "id": "cmpl-1", "object": "text_completion", "created": 0, "model": "fake",
-                "choices": [{"text": middle, "index": 0, "finish_reason": "stop", "logprobs": null}],
-                "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12},
-            })
-            .to_string();
+            let (status, answer) = match reply {
+                Reply::Middle(middle) => (
+                    "200 OK",
+                    json!({
+                        "id": "cmpl-1", "object": "text_completion", "created": 0, "model": "fake",
+                        "choices": [{"text": middle, "index": 0, "finish_reason": "stop", "logprobs": null}],
+                        "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12},
+                    }),
+                ),
+                Reply::Error(message) => (
+                    "500 Internal Server Error",
+                    json!({"error": {"message": message}}),
+                ),
+            };
+            let answer = answer.to_string();
             let _ = write!(
                 stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
                 answer.len()
             );
         }

@@ -373,54 +373,87 @@ async fn a_backend_that_is_down_costs_the_request_not_the_session() {
 async fn a_menu_and_an_inline_request_at_one_place_run_the_model_once() {
     // Each answer held back until the second request waits for the first one's job.
     let (url, seen, release) = redraft_tests::fake_openai::start_held("items.len() + 1;");
-    let lsp = Lsp::start(Start {
+    let lsp = with_menu_on(&url).await;
+    let runs = || seen.lock().unwrap().len();
+    lsp.open(URI, "rust", TEXT);
+    let (inline, menu) = both_at_once(&lsp, &release, true, 0, 16).await;
+    assert_eq!(shown(&inline), ["items.len() + 1;"]);
+    assert_eq!(shown(&menu), ["items.len() + 1;"]);
+    assert_eq!(runs(), 1, "the menu took the inline request's answer");
+
+    // The other way round, after a keystroke the suggestion does not start with.
+    lsp.change(URI, 1, [[1, 16], [1, 16]], "n");
+    let (inline, menu) = both_at_once(&lsp, &release, false, 1, 17).await;
+    assert_eq!(shown(&inline), ["items.len() + 1;"]);
+    assert_eq!(shown(&menu), ["nitems.len() + 1;"], "after the word typed");
+    assert_eq!(runs(), 2, "the inline request took the menu's answer");
+    lsp.shutdown().await;
+}
+
+/// Where the job the second request waits for fails (the backend answers an error), the second
+/// answers nothing too: it does not send the backend the same request again.
+#[tokio::test]
+async fn a_request_waiting_on_a_job_that_failed_answers_nothing_without_running_it_again() {
+    let (url, seen, release) =
+        redraft_tests::fake_openai::start_held_failing("the GPU is out of memory");
+    let lsp = with_menu_on(&url).await;
+    lsp.open(URI, "rust", TEXT);
+    let (inline, menu) = both_at_once(&lsp, &release, true, 0, 16).await;
+    assert!(shown(&inline).is_empty(), "{inline}");
+    assert!(shown(&menu).is_empty(), "{menu}");
+    assert_eq!(seen.lock().unwrap().len(), 1, "one request to the backend");
+    lsp.wait_for_log(|m| m.contains("as the job of a request at the same place failed"))
+        .await;
+    lsp.shutdown().await;
+}
+
+/// A server offering the menu beside inline completions, on the backend at `url`.
+async fn with_menu_on(url: &str) -> Lsp {
+    Lsp::start(Start {
         options: json!({
             "effort": "low", "maxTokens": 12, "logLevel": "debug", "completionItems": true,
             "backend": {"url": url, "model": "fake-coder", "template": "qwen"},
         }),
         ..Start::default()
     })
-    .await;
-    let runs = || seen.lock().unwrap().len();
-    lsp.open(URI, "rust", TEXT);
-    // Both requests at `column` of line 1 of the document's `version`, the inline one first or
-    // not: the texts each shows.
-    let (client, held) = (&lsp, &release);
-    let both = |inline_first: bool, version: i32, column: u32| async move {
-        let (inline, menu) = if inline_first {
-            let inline = client.inline(URI, 1, column, false).await;
-            (inline, client.completion(URI, 1, column, false).await)
-        } else {
-            let menu = client.completion(URI, 1, column, false).await;
-            (client.inline(URI, 1, column, false).await, menu)
-        };
-        let waits = format!("v{version}: waits for the job");
-        client.wait_for_log(|m| m.contains(&waits)).await;
-        held.send(()).unwrap();
-        let inline = items(&inline.answer().await.unwrap());
-        let menu = menu.answer().await.unwrap()["items"].clone();
-        let inline: Vec<&str> = inline
-            .iter()
-            .map(|item| item["insertText"].as_str().unwrap())
-            .collect();
-        let menu: Vec<&str> = menu
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|item| item["textEdit"]["newText"].as_str().unwrap())
-            .collect();
-        (inline.join("|"), menu.join("|"))
-    };
-    let (inline, menu) = both(true, 0, 16).await;
-    assert_eq!(inline, "items.len() + 1;");
-    assert_eq!(menu, "items.len() + 1;");
-    assert_eq!(runs(), 1, "the menu took the inline request's answer");
+    .await
+}
 
-    // The other way round, after a keystroke the suggestion does not start with.
-    lsp.change(URI, 1, [[1, 16], [1, 16]], "n");
-    let (inline, menu) = both(false, 1, 17).await;
-    assert_eq!(inline, "items.len() + 1;");
-    assert_eq!(menu, "nitems.len() + 1;", "after the word typed");
-    assert_eq!(runs(), 2, "the inline request took the menu's answer");
-    lsp.shutdown().await;
+/// An inline and a menu request at `column` of line 1 of the document's `version`, the inline
+/// one first or not, the backend's answer let go once the second waits for the first one's
+/// job: their answers, inline first.
+async fn both_at_once(
+    lsp: &Lsp,
+    release: &std::sync::mpsc::Sender<()>,
+    inline_first: bool,
+    version: i32,
+    column: u32,
+) -> (serde_json::Value, serde_json::Value) {
+    let (inline, menu) = if inline_first {
+        let inline = lsp.inline(URI, 1, column, false).await;
+        (inline, lsp.completion(URI, 1, column, false).await)
+    } else {
+        let menu = lsp.completion(URI, 1, column, false).await;
+        (lsp.inline(URI, 1, column, false).await, menu)
+    };
+    let waits = format!("v{version}: waits for the job");
+    lsp.wait_for_log(|m| m.contains(&waits)).await;
+    release.send(()).unwrap();
+    (inline.answer().await.unwrap(), menu.answer().await.unwrap())
+}
+
+/// The texts an inline answer or a menu's shows.
+fn shown(answer: &serde_json::Value) -> Vec<String> {
+    let menu = answer.get("isIncomplete").is_some();
+    items(answer)
+        .iter()
+        .map(|item| {
+            let text = if menu {
+                &item["textEdit"]["newText"]
+            } else {
+                &item["insertText"]
+            };
+            text.as_str().unwrap().to_string()
+        })
+        .collect()
 }
