@@ -120,11 +120,15 @@ impl Server {
                 uri.as_str()
             )));
         };
-        // Taken before the settings: a settings change (which clears the cache) while this
-        // request waits (a re-parse for the suggest widget's item) keeps the answer, made under
-        // the old ones, out of the cache.
-        let generation = self.type_through().generation();
-        let settings = self.settings();
+        // Read together under the cache's lock, which a settings change holds while it publishes
+        // the new ones and clears the cache: the generation names the settings this request
+        // runs under, so an answer made under them is kept out of the cache after a change (a
+        // re-parse for the suggest widget's item may take a while) and is not shared with a
+        // request under the new ones (`running.rs`).
+        let (generation, settings) = {
+            let type_through = self.type_through();
+            (type_through.generation(), self.settings())
+        };
         let document = &snapshots.document;
         if !settings.enabled_for(&document.language_id) {
             return Ok(None);

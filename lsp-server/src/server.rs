@@ -600,8 +600,25 @@ impl LanguageServer for Server {
         // Held from before the change until its load is counted: a failed load puts the
         // settings back only while it is the newest, never over a change applied after it.
         let mut model_loads = lock(&self.model_loads);
+        // Held while the settings change and the cache is cleared (and a new model's load is
+        // queued): a request reads its generation and settings under it (`inline`), so it
+        // sees both before the change or both after. A load queued under it runs before any job
+        // of a request that read the generation after the clear.
+        let mut type_through = self.type_through();
         let before = self.settings();
         let (after, mut problems) = self.apply_settings(&params.settings);
+        let switch = after.model != before.model || after.device != before.device;
+        let load = switch.then(|| {
+            // The old model's suggestions are not the new one's to type through.
+            type_through.clear();
+            self.inference.load(after.model.clone(), after.device)
+        });
+        if after != before {
+            // Suggestions computed under other settings (another bar, effort or length) or
+            // another model are not these.
+            type_through.clear();
+        }
+        drop(type_through);
         if after.completion_items != before.completion_items {
             let note = self
                 .menu
@@ -613,30 +630,18 @@ impl LanguageServer for Server {
             }
         }
         self.show_setting_problems(problems);
-        if after.model != before.model || after.device != before.device {
+        if let Some(load) = load {
             self.log.info(format!(
                 "loading the model from {} (device {})",
                 describe_model(after.model.as_ref()),
                 after.device
             ));
-            // The old model's suggestions are not the new one's to type through. Cleared and
-            // the load queued under the cache's lock, so a request that read the generation
-            // after the clear (`inline` reads it under the same lock, before its settings and
-            // its job) runs on the new model.
-            let load = {
-                let mut type_through = self.type_through();
-                type_through.clear();
-                self.inference.load(after.model.clone(), after.device)
-            };
             let asked = model_loads.ask((after.model.clone(), after.device));
             drop(model_loads);
             self.report_load(load, asked);
         }
         if after != before {
-            // Suggestions computed under other settings (another bar, effort or length) or
-            // another model are not these. After the load is queued: a job started from here
-            // on runs on the new model.
-            self.type_through().clear();
+            // After the load is queued: a job started from here on runs on the new model.
             self.next_edits.clear();
         }
     }
