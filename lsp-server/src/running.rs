@@ -89,9 +89,9 @@ impl Ending {
 }
 
 impl Running {
-    /// For a request at `place` asking for `candidates` suggestions: wait for the job running
-    /// there ([`Running::at`]) or, where none is, run its own, registered at once (a request
-    /// coming meanwhile waits for it).
+    /// For a request at `place` asking for `candidates` suggestions: wait for a job running
+    /// there for a request not cancelled, computing at least as many, or, where none is, run its
+    /// own, registered under the same lock (a request coming meanwhile waits for it).
     pub fn turn(
         self: &Arc<Self>,
         key: &DocumentKey,
