@@ -223,7 +223,8 @@ end
 --- server keeps the value of a key it is not sent: coming back on restores the user's value.
 --- No completion items unless the user asks for them: the plugin shows the suggestion itself,
 --- and Neovim 0.11 announces no inline completions, so the server would also offer each
---- suggestion to a completion menu (nvim-cmp, blink.cmp), computed again.
+--- suggestion to a completion menu (nvim-cmp, blink.cmp): the same suggestion twice on screen
+--- (computed once: the server shares a job, or its type-through cache, between the two).
 function M.server_settings()
   local settings = vim.deepcopy(M.config.settings or {})
   if settings.completionItems == nil then
