@@ -24,8 +24,8 @@
 //! keystrokes come in another document, which that precompute must not hold up.
 //!
 //! `--menu-too`: the server offers the completion menu (`completionItems` on) and each
-//! keystroke's inline request is followed at once by a menu request at the same place, as VS
-//! Code sends both with the setting on; the menu's latencies are reported beside, and how many
+//! keystroke's inline request is followed at once by a menu request at the same place, as a
+//! client showing both sends them; the menu's latencies are reported beside, and how many
 //! requests took the other's answer instead of running the model.
 //!
 //! `--log F`: writes one line per keystroke (document version, latency or `cancelled`), then the

@@ -7,7 +7,7 @@
 //! Offered when the client announces no `textDocument.inlineCompletion` capability, or when the
 //! `completionItems` setting says so (`initialize` decides: [`offered`]), so an editor that shows
 //! inline suggestions does not also get each one in its menu. Where it does (the setting on),
-//! the two requests at one place share one job (`running.rs`).
+//! the two requests at one place share one job (`running.rs`) or the type-through cache.
 //!
 //! A client filters a menu by what was typed of the word at the cursor (Helix: the word's
 //! characters from where the menu opened): an item starts there, its text that word and the

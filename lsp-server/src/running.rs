@@ -1,6 +1,7 @@
 //! The jobs running for requests on a document's own text, by where they were asked: a client
-//! that has both inline completions and the completion menu (VS Code with `completionItems` on)
-//! sends both requests at each keystroke, at the same place. The one that comes second waits for
+//! that shows both inline suggestions and a completion menu, given `completionItems: true`
+//! (Neovim's plugin beside nvim-cmp or blink.cmp), sends both requests at each keystroke, at the
+//! same place, the menu's at once and the inline one after its debounce. The one that comes second waits for
 //! the first one's job and answers as it does (its suggestions, none, or nothing where the job
 //! failed) instead of running the model again; it runs its own job where that brought nothing
 //! it can use (the first one was cancelled, computed fewer candidates than it asks for, or ran

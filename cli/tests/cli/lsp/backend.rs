@@ -366,7 +366,7 @@ async fn a_backend_that_is_down_costs_the_request_not_the_session() {
     lsp.shutdown().await;
 }
 
-/// An editor with both inline suggestions and the menu (VS Code with `completionItems` on) asks
+/// An editor with both inline suggestions and the menu (`completionItems: true`) asks
 /// for both at each keystroke, at the same place: the model runs once, for whichever came
 /// first, and both show its suggestion.
 #[tokio::test]
