@@ -269,19 +269,28 @@ impl Server {
 
     /// Applies `value` to the settings; problems are logged now and returned for the user.
     fn apply_settings(&self, value: &Value) -> (Settings, Vec<String>) {
-        let (problems, settings) = {
-            let mut settings = lock(&self.settings);
-            let problems = settings.update(value);
-            (problems, settings.clone())
-        };
+        let (settings, problems) = self.update_settings(value);
+        self.settings_applied(&settings, &problems);
+        (settings, problems)
+    }
+
+    /// Applies `value` to the settings: the settings after it and the problems found, not yet
+    /// logged ([`Server::settings_applied`]).
+    fn update_settings(&self, value: &Value) -> (Settings, Vec<String>) {
+        let mut settings = lock(&self.settings);
+        let problems = settings.update(value);
+        (settings.clone(), problems)
+    }
+
+    /// Logs at the level `settings` ask for, and logs `problems`.
+    fn settings_applied(&self, settings: &Settings, problems: &[String]) {
         self.log.set_level(match self.debug_from_args {
             true => Level::Debug,
             false => settings.log_level,
         });
-        for problem in &problems {
+        for problem in problems {
             self.log.warn(problem);
         }
-        (settings, problems)
     }
 
     /// Tells the user which settings were ignored (the editor shows it; a log line would go
@@ -603,22 +612,20 @@ impl LanguageServer for Server {
         // Held while the settings change and the cache is cleared (and a new model's load is
         // queued): a request reads its generation and settings under it (`inline`), so it
         // sees both before the change or both after. A load queued under it runs before any job
-        // of a request that read the generation after the clear.
+        // of a request that read the generation after the clear. Nothing logs under it (a
+        // client that does not read stderr could block the write, and every request with it).
         let mut type_through = self.type_through();
         let before = self.settings();
-        let (after, mut problems) = self.apply_settings(&params.settings);
-        let switch = after.model != before.model || after.device != before.device;
-        let load = switch.then(|| {
-            // The old model's suggestions are not the new one's to type through.
-            type_through.clear();
-            self.inference.load(after.model.clone(), after.device)
-        });
+        let (after, mut problems) = self.update_settings(&params.settings);
         if after != before {
             // Suggestions computed under other settings (another bar, effort or length) or
             // another model are not these.
             type_through.clear();
         }
+        let switch = after.model != before.model || after.device != before.device;
+        let load = switch.then(|| self.inference.load(after.model.clone(), after.device));
         drop(type_through);
+        self.settings_applied(&after, &problems);
         if after.completion_items != before.completion_items {
             let note = self
                 .menu

@@ -340,17 +340,21 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
     // Keys are handled in order: the save sees the document as Tab left it.
     await page.keyboard.press("Tab");
     await page.keyboard.press("Control+S");
-    // A save truncates and rewrites: wait for a complete file that holds the typed text.
+    // A save truncates and rewrites: wait for a complete file that holds the typed text and
+    // more. Code-server also saves on its own after a pause (the next-edit tests below rely on
+    // it), so while the ghost text was awaited the typed text alone may have been saved: that
+    // file once passed for the accepted one, and the suggestion seemed lost.
+    const original = SOURCE.split("\n");
+    const unaccepted = original.map((line, at) => (at === emptyLine - 1 ? TYPED : line)).join("\n");
     const saved = await waitForFile(
       file,
-      (text) => text.includes(TYPED) && text.endsWith("}\n"),
+      (text) => text.includes(TYPED) && text.endsWith("}\n") && text !== unaccepted,
       30_000,
       "the document to be saved with the suggestion",
     );
     await page.screenshot({ path: path.join(SHOTS, "vscode-accepted.png") });
 
     const lines = saved.split("\n");
-    const original = SOURCE.split("\n");
     const typedLine = lines[emptyLine - 1];
     assert.ok(typedLine.startsWith(TYPED), `line ${emptyLine} lost what was typed: ${JSON.stringify(typedLine)}`);
     // Everything around the accepted text is untouched.
