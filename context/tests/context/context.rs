@@ -1,6 +1,7 @@
 //! The context layer's behaviour: windows, canvas sizes, neighbour snippets, post-processing.
 //! Fixtures mark the cursor with `$0` (as rust-analyzer's do).
 
+use crate::plan_for_text;
 use proptest::prelude::*;
 use redraft_context::{
     finish, parse_rust, plan, Budget, ByteEstimate, CanvasPlan, Language, Neighbour, Plan, Source,
@@ -194,16 +195,6 @@ fn plain_text_windows_cut_at_any_line() {
     // With no syntax the window takes every line that fits, so it is at least as long.
     let rust = plan_for_text(&text, cursor, Language::Rust, budget);
     assert!(plan.prefix.len() >= rust.prefix.len());
-}
-
-fn plan_for_text(text: &str, cursor: usize, language: Language, budget: Budget) -> Plan {
-    let source = Source {
-        text,
-        cursor,
-        language,
-        tree: None,
-    };
-    plan(&source, &budget, &ByteEstimate, &[])
 }
 
 #[test]

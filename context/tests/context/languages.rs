@@ -8,6 +8,7 @@ use redraft_context::{
     finish, plan, Budget, ByteEstimate, Language, Neighbour, Plan, Source, Unit,
 };
 
+use crate::plan_for_text;
 use redraft_context::survival::{self, Survival};
 
 /// The sample files of `dir` under `languages/`.
@@ -79,17 +80,6 @@ fn correct_middles_in_other_languages_survive_post_processing() {
     assert!(short.is_empty(), "{}", short.join("\n"));
 }
 
-/// The context plan for a cursor at byte `cursor` of `text`, read without a syntax tree.
-fn plan_in(text: &str, cursor: usize, language: Language, budget: Budget) -> Plan {
-    let source = Source {
-        text,
-        cursor,
-        language,
-        tree: None,
-    };
-    plan(&source, &budget, &ByteEstimate, &[])
-}
-
 /// Of the lines of `text` that start a top-level statement (a letter at column 0), those where
 /// `language`'s reading has nothing open and is in code, out of how many.
 fn top_level_in_code(text: &str, language: Language) -> (usize, usize) {
@@ -100,7 +90,7 @@ fn top_level_in_code(text: &str, language: Language) -> (usize, usize) {
         if !text[start..].starts_with(|c: char| c.is_ascii_alphabetic()) {
             continue;
         }
-        let plan = plan_in(text, start, language, Budget::for_positions(256, 48));
+        let plan = plan_for_text(text, start, language, Budget::for_positions(256, 48));
         total += 1;
         let code = plan.line_start_mode.is_none_or(|mode| mode.in_code());
         if plan.open_brackets.is_empty() && code {
@@ -234,7 +224,7 @@ fn line_plan_at(fixture: &str, language: Language) -> redraft_context::Plan {
 fn plan_at(fixture: &str, language: Language) -> Plan {
     let cursor = fixture.find("$0").expect("fixture has a $0 cursor");
     let text = fixture.replacen("$0", "", 1);
-    plan_in(&text, cursor, language, Budget::for_positions(4096, 48))
+    plan_for_text(&text, cursor, language, Budget::for_positions(4096, 48))
 }
 
 /// A line completion that closes the multi-line literal its line starts in, and the call that
@@ -440,7 +430,7 @@ fn literal_bodies(
 /// Whether the plan at the start of `text`'s line `line` (an index) starts it in code.
 fn line_starts_in_code(text: &str, line: usize, language: Language) -> bool {
     let start = text.split_inclusive('\n').take(line).map(str::len).sum();
-    plan_in(text, start, language, Budget::for_positions(64, 16))
+    plan_for_text(text, start, language, Budget::for_positions(64, 16))
         .line_start_mode
         .expect("a sample is scanned whole")
         .in_code()
