@@ -8,7 +8,7 @@
 //! literals) `delimited`'s; Perl's quote-like operators, POD and `__END__` `perl`'s; whether a
 //! `/` divides or opens a regular expression (JavaScript, Ruby, Perl), `regex`'s; code inside a
 //! string (Swift's `\(..)`, Kotlin's `${..}`, C#'s `$"{..}"`, JavaScript's `` `${..}` ``,
-//! Ruby's `"#{..}"`), `interpolation`'s.
+//! Ruby's `"#{..}"`, Dart's `'${..}'`, PHP's `"{$..}"`), `interpolation`'s.
 
 mod delimited;
 mod interpolation;
@@ -648,6 +648,11 @@ impl Scanner {
                 _ => {}
             }
         }
+        if lexis.char_literals && b == b'?' {
+            if let Some(len) = self.char_literal(bytes, i) {
+                return len;
+            }
+        }
         if let Some(style) = lexis.regexes.filter(|_| b == b'/') {
             let next = bytes.get(i + 1).copied();
             let word = self.word_before(bytes, i);
@@ -690,8 +695,12 @@ impl Scanner {
         }
         if let Some(style) = lexis.heredocs.filter(|_| b == b'<') {
             let before = if i > 0 { bytes[i - 1] } else { self.previous };
+            let operand_before = matches!(self.previous_on_line, b')' | b']')
+                || (delimited::is_word(self.previous_on_line)
+                    && self.word_before(bytes, i).is_number());
+            let open = self.opened_on_line();
             if let Some((len, doc)) =
-                delimited::heredoc_opener(bytes, i, style, before, self.opened_on_line())
+                delimited::heredoc_opener(bytes, i, style, before, open, operand_before)
             {
                 // Of two on a line (`cat <<A <<B`) the second's body follows the first's; a
                 // third's reads as code.
@@ -708,8 +717,9 @@ impl Scanner {
                 return len;
             }
         }
-        let escaped = lexis.escaped_quotes.contains(&b);
-        let quote = escaped || lexis.verbatim_quotes.contains(&b);
+        let raw = lexis.raw_prefix && self.raw_prefix_before(bytes, i);
+        let escaped = lexis.escaped_quotes.contains(&b) && !raw;
+        let quote = escaped || lexis.verbatim_quotes.contains(&b) || raw;
         // Perl's `$"` and `$'` are variables (`local $" = ', ';`), and so is `*"` (a glob);
         // Ruby's `$'` and `$"` too.
         let variable = (lexis.dollar_quotes && self.previous == b'$')
@@ -731,6 +741,47 @@ impl Scanner {
             return usize::from(count);
         }
         self.bracket(b)
+    }
+
+    /// Whether the quote at `bytes[i]` follows Dart's raw-string prefix, an `r` that ends no
+    /// name (`r'C:\'`). Asked at the quote, so that the `r`s of names stop no run of code;
+    /// where the `r` ended the text before, the byte before it is not known and it counts (a
+    /// name right before a quote is no Dart).
+    fn raw_prefix_before(&self, bytes: &[u8], i: usize) -> bool {
+        if !matches!(bytes[i], b'\'' | b'"') || self.previous != b'r' {
+            return false;
+        }
+        let before_r = match i {
+            0 => return true,
+            1 => self.text_previous,
+            _ => bytes[i - 2],
+        };
+        !delimited::is_word(before_r) && before_r != b'$'
+    }
+
+    /// At `bytes[i]`, a `?`: the length of the Ruby character literal it starts (`?(`, `?"`,
+    /// `?\"`), or `None` where it is the ternary operator's (after an operand, before a blank,
+    /// or before a name: `x ?ab : c`) or follows an operator with no blank between (`.*?)`, a
+    /// line of a regular expression across lines, which the scanner reads as code).
+    fn char_literal(&self, bytes: &[u8], i: usize) -> Option<usize> {
+        if !matches!(
+            self.previous,
+            0 | b' ' | b'\t' | b'\n' | b'\r' | b'(' | b'[' | b'{'
+        ) {
+            return None;
+        }
+        let word = self.word_before(bytes, i);
+        if !regex::operand_may_start(self.lexis.regexes, self.previous_on_line, word) {
+            return None;
+        }
+        let c = *bytes.get(i + 1)?;
+        if c.is_ascii_whitespace()
+            || delimited::is_word(c) && bytes.get(i + 2).is_some_and(|&n| delimited::is_word(n))
+        {
+            return None;
+        }
+        let len = if c == b'\\' { 3 } else { 2 };
+        Some(len.min(bytes.len() - i))
     }
 
     /// A byte of code that is a bracket (or anything else `code` found nothing in).

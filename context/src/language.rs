@@ -185,6 +185,7 @@ const ROWS: &[Row] = &[
             comments_nest: true,
             triple_quotes: b"\"'",
             interpolation: Some(Interpolation::Dart),
+            raw_prefix: true,
             ..C_LIKE
         },
         block_openers: &['{'],
@@ -223,6 +224,7 @@ const ROWS: &[Row] = &[
             block_comment: Some(("/*", "*/")),
             escaped_quotes: b"\"'`",
             heredocs: Some(Heredocs::Php),
+            interpolation: Some(Interpolation::Php),
             ..Lexis::NONE
         },
         block_openers: &['{'],
@@ -249,6 +251,7 @@ const ROWS: &[Row] = &[
             escaped_quotes: b"\"'`",
             heredocs: Some(Heredocs::Ruby),
             percent_literals: true,
+            char_literals: true,
             dollar_quotes: true,
             interpolation: Some(Interpolation::Ruby),
             regexes: Some(Regexes::Ruby),

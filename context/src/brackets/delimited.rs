@@ -138,13 +138,15 @@ pub(crate) fn is_word(b: u8) -> bool {
 /// At `bytes[i]`, a `<`: the here-document that `style` opens there, and how many bytes its
 /// opener takes (the word and its quotes, which are no string of the code's); `None` where the
 /// `<` is something else. `before` is the byte before it, `open` the brackets opened on its line
-/// and still open there.
+/// and still open there, `operand_before` whether a number or a closer is the last token before
+/// it on its line, blanks between or not (`1 <<COUNT` shifts in Ruby and Perl).
 pub(crate) fn heredoc_opener(
     bytes: &[u8],
     i: usize,
     style: Heredocs,
     before: u8,
     open: &[u8],
+    operand_before: bool,
 ) -> Option<(usize, Heredoc)> {
     let rest = &bytes[i..];
     let (mut at, indent) = match style {
@@ -212,9 +214,11 @@ pub(crate) fn heredoc_opener(
         return None;
     }
     if matches!(style, Heredocs::Ruby | Heredocs::Perl) {
-        // Right after an operand, `<<` shifts or appends (`a<<B`, `s<<~x`); a bare `<<EOS`
-        // opens one only with a capital name.
-        let after_operand = is_word(before) || matches!(before, b')' | b']' | b'}');
+        // Right after an operand, `<<` shifts or appends (`a<<B`, `s<<~x`), and after a number
+        // or a closer a blank apart (`1 <<COUNT`; not after a name: `print <<EOS`, Perl's
+        // `print $fh <<EOS`); a bare `<<EOS` opens one only with a capital name.
+        let after_operand =
+            is_word(before) || matches!(before, b')' | b']' | b'}') || operand_before;
         let bare = !quoted && indent == TerminatorIndent::Nothing;
         if after_operand || (bare && !(first.is_ascii_uppercase() || first == b'_')) {
             return None;

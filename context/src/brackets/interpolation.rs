@@ -1,5 +1,6 @@
 //! Code inside a string: Swift's `"\(f("x"))"`, Kotlin's `"${f("x")}"`, C#'s `$"{f("x")}"`,
-//! JavaScript's `` `${f(`x`)}` ``, Ruby's `"#{h["x"]}"`, Dart's `'${m['x']}'`.
+//! JavaScript's `` `${f(`x`)}` ``, Ruby's `"#{h["x"]}"`, Dart's `'${m['x']}'`, PHP's
+//! `"{$a["x"]}"`.
 //! Inside such a hole the scanner reads code (its quotes open strings of their own) until the
 //! closer that ends the hole, then goes on in the string. Which strings it is nested in is
 //! [`Holes`], a few bytes of [`super::LexMode`], so a line inside a hole resumes as it reads.
@@ -21,6 +22,9 @@ pub(crate) enum Interpolation {
     Ruby,
     /// `${...}` in any `'`, `"`, `'''` or `"""` string (`$name` holds no code to read).
     Dart,
+    /// `{$...}` in a `"` string or a backtick command: the `{` opens the hole, the `$` starts its
+    /// code (`{ $` is text, and `$a[0]`, `${a}` hold no quote to read).
+    Php,
 }
 
 impl Interpolation {
@@ -29,7 +33,7 @@ impl Interpolation {
         match self {
             Interpolation::Swift => b'\\',
             Interpolation::Kotlin | Interpolation::JavaScript | Interpolation::Dart => b'$',
-            Interpolation::CSharp => b'{',
+            Interpolation::CSharp | Interpolation::Php => b'{',
             Interpolation::Ruby => b'#',
         }
     }
@@ -42,17 +46,19 @@ impl Interpolation {
             | Interpolation::CSharp
             | Interpolation::JavaScript
             | Interpolation::Ruby
-            | Interpolation::Dart => b'}',
+            | Interpolation::Dart
+            | Interpolation::Php => b'}',
         }
     }
 
     /// Whether every string `quote` opens holds holes: Swift's and Kotlin's `"`, JavaScript's
-    /// `` ` ``, Ruby's `"` and `` ` ``, Dart's `'` and `"`; none of C#'s (a `$` opens those).
+    /// `` ` ``, Ruby's and PHP's `"` and `` ` ``, Dart's `'` and `"`; none of C#'s (a `$` opens
+    /// those).
     pub(crate) fn holes_in(self, quote: u8) -> bool {
         match self {
             Interpolation::Swift | Interpolation::Kotlin => quote == b'"',
             Interpolation::JavaScript => quote == b'`',
-            Interpolation::Ruby => quote == b'"' || quote == b'`',
+            Interpolation::Ruby | Interpolation::Php => quote == b'"' || quote == b'`',
             Interpolation::Dart => quote == b'"' || quote == b'\'',
             Interpolation::CSharp => false,
         }
@@ -202,6 +208,7 @@ impl Scanner {
                 Some(b'{'),
             )
             | (Interpolation::Ruby, b'#', Some(b'{')) => 2,
+            (Interpolation::Php, b'{', Some(b'$')) => 1,
             (Interpolation::CSharp, b'{', Some(b'{')) => return Some(2),
             (Interpolation::CSharp, b'{', _) => 1,
             _ => return None,

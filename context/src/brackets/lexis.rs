@@ -48,6 +48,12 @@ pub(crate) struct Lexis {
     /// Ruby's percent literals, `%w[a b]`, `%Q[#{x}="y"]`, `%r{/(\w+)}`, where an operand starts:
     /// their `#` is no comment, their quotes open no string.
     pub(crate) percent_literals: bool,
+    /// Ruby's character literals where an operand starts, `?(`, `?"`, `?\"`: one character
+    /// (a `?` after an operand, or before a blank or a name, is the ternary operator's).
+    pub(crate) char_literals: bool,
+    /// Dart's raw strings, `r'..'`, `r"""..."""`: an `r` right before the quote (not ending a
+    /// name) takes the string's escapes and holes away.
+    pub(crate) raw_prefix: bool,
     /// C#'s verbatim strings, `@"..."`: no escapes but `""`, across lines.
     pub(crate) at_verbatim: bool,
     /// C#'s raw strings: three or more quotes, closed by as many (`""""a """ b""""`), no
@@ -84,6 +90,8 @@ impl Lexis {
         cpp_raw_strings: false,
         heredocs: None,
         percent_literals: false,
+        char_literals: false,
+        raw_prefix: false,
         at_verbatim: false,
         raw_quote_runs: false,
         interpolation: None,
@@ -118,6 +126,7 @@ impl Lexis {
             || (self.cpp_raw_strings && b == b'R')
             || (self.heredocs.is_some() && b == b'<')
             || (self.percent_literals && b == b'%')
+            || (self.char_literals && b == b'?')
             || (self.at_verbatim && b == b'@')
             || (self.interpolation == Some(Interpolation::CSharp) && b == b'$')
             || (self.regexes.is_some() && b == b'/')

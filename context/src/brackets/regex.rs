@@ -146,6 +146,11 @@ impl LastWord {
         let len = usize::from(self.len);
         len > KEPT || !((self.packed >> (8 * (len.max(1) - 1))) as u8).is_ascii_digit()
     }
+
+    /// A number (`1`, `0x1f`): a word kept whole whose first byte is a digit.
+    pub(crate) fn is_number(self) -> bool {
+        self.len > 0 && !self.is_name()
+    }
 }
 
 impl Regexes {
