@@ -161,8 +161,8 @@ enum Mode {
     RawStr {
         hashes: u8,
     },
-    /// A regular expression, in a `[...]` class or not (a `/` there closes nothing in
-    /// JavaScript's).
+    /// A JavaScript regular expression, up to its `/` or its line's end, in a `[...]` class or
+    /// not (a `/` there closes nothing). Perl's and Ruby's are [`Mode::QuoteLike`]s.
     Regex {
         class: bool,
     },
@@ -657,8 +657,9 @@ impl Scanner {
             let next = bytes.get(i + 1).copied();
             let word = self.word_before(bytes, i);
             if style.opens_at(self.previous, self.previous_on_line, word, next) {
-                // Perl's `/.../` is its `m/.../`, across lines too (`/x` patterns).
-                self.mode = if lexis.perl {
+                // Perl's `/.../` is its `m/.../`, across lines too (`/x` patterns), and so are
+                // Ruby's; a JavaScript one ends at its line.
+                self.mode = if style != Regexes::JavaScript {
                     Mode::QuoteLike {
                         open: b'/',
                         close: b'/',

@@ -342,7 +342,7 @@ pub(crate) fn percent_opener(
     let open = *text.get(at)?;
     // Untyped, a `%` before any other byte is more often in a regular expression's text.
     let bracket = matches!(open, b'(' | b'[' | b'{' | b'<');
-    if !(bracket || (typed && matches!(open, b'|' | b'!' | b'/' | b'^'))) {
+    if !(bracket || (typed && open.is_ascii_punctuation() && open != b'=')) {
         return None;
     }
     Some((at + 1, open, closer_of(open)))

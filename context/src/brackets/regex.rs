@@ -87,6 +87,7 @@ const fn pack_all<const N: usize>(words: [&[u8]; N]) -> [u128; N] {
 }
 
 const PACKED_JAVASCRIPT: [u128; JAVASCRIPT.len()] = pack_all(JAVASCRIPT);
+const PACKED_DEF: u128 = pack(b"def");
 const PACKED_RUBY: [u128; RUBY.len()] = pack_all(RUBY);
 const PACKED_PERL: [u128; PERL.len()] = pack_all(PERL);
 
@@ -186,10 +187,11 @@ impl Regexes {
         if operand_may_start(Some(self), previous_on_line, word) {
             return true;
         }
-        // `split /,/` but `a / b` and `a /= 2`.
+        // `split /,/` but `a / b`, `a /= 2` and `def /(other)` (the method's name).
         self == Regexes::Ruby
             && is_word(previous_on_line)
             && word.is_name()
+            && word.packed != PACKED_DEF
             && matches!(previous, b' ' | b'\t')
             && next.is_some_and(|c| !c.is_ascii_whitespace() && c != b'=')
     }
