@@ -135,12 +135,47 @@ fn cut<'m>(middle: &'m str, plan: &Plan, at_cursor: &Scanner) -> (&'m str, bool)
     (middle, false)
 }
 
+/// A line as a repeat is judged: its text without blanks around it, and the column it starts
+/// at in the document (`None` where code comes before it on its line: a repeat of a line's
+/// text there is judged by its text alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Placed<'a> {
+    text: &'a str,
+    column: Option<usize>,
+}
+
+impl<'a> Placed<'a> {
+    /// `line` placed after `before`, what comes before it on its line in the document.
+    fn new(before: &str, line: &'a str) -> Placed<'a> {
+        let column = before
+            .trim()
+            .is_empty()
+            .then(|| indent(before) + indent(line));
+        Placed {
+            text: line.trim(),
+            column,
+        }
+    }
+
+    /// The same line: the same text, at the same column where both columns are known.
+    fn repeats(self, other: Placed) -> bool {
+        self.text == other.text
+            && (self.column.is_none() || other.column.is_none() || self.column == other.column)
+    }
+}
+
 fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String {
-    let suffix_lines: Vec<&str> = plan
+    // The suffix's first line follows the middle's last one on its line.
+    let middle_last_line = match middle.rfind('\n') {
+        Some(at) => middle[at + 1..].to_string(),
+        None => format!("{}{middle}", plan.line_prefix),
+    };
+    let suffix_lines: Vec<Placed> = plan
         .suffix
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
+        .split('\n')
+        .enumerate()
+        .map(|(at, line)| Placed::new(if at == 0 { &middle_last_line } else { "" }, line))
+        .filter(|line| !line.text.is_empty())
         .take(MAX_REPEATED_LINES)
         .collect();
     let rest_of_line = plan.line_suffix.trim();
@@ -152,12 +187,18 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
         .collect();
     for n in 1..=suffix_lines.len().min(line_starts.len()) {
         let from = line_starts[line_starts.len() - n];
-        let tail: Vec<&str> = middle[from..]
-            .lines()
-            .map(str::trim)
-            .filter(|line| !line.is_empty())
-            .collect();
-        if tail == suffix_lines[..n] {
+        let before = if from == 0 {
+            plan.line_prefix.as_str()
+        } else {
+            ""
+        };
+        let tail = placed_lines(&middle[from..], before);
+        if tail.len() == n
+            && tail
+                .iter()
+                .zip(&suffix_lines)
+                .all(|(a, b)| a.text == b.text)
+        {
             candidates.push(&middle[..from]);
         }
     }
@@ -196,10 +237,22 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
     }
     candidates.sort_by_key(|candidate| std::cmp::Reverse(candidate.len()));
     candidates.dedup();
+    // Brackets decide first; a candidate that still ends repeating the suffix's next line, or
+    // the start of the rest of the cursor's line, has a point against it. A whole last line at
+    // another column than the suffix's is another line: an `end` one level out (Ruby's and
+    // Lua's blocks close with a keyword, which the bracket count does not weigh).
+    let suffix_first = suffix_lines.first().copied();
     let score = |candidate: &str| {
-        let last_line = candidate.lines().map(str::trim).rfind(|l| !l.is_empty());
-        let repeats_line = last_line.is_some() && last_line == suffix_lines.first().copied();
-        let repeats_rest = !rest_of_line.is_empty() && candidate.trim_end().ends_with(rest_of_line);
+        let last_line = placed_lines(candidate, &plan.line_prefix).pop();
+        let repeats_line = last_line
+            .zip(suffix_first)
+            .is_some_and(|(last, first)| last.repeats(first));
+        let another_line = last_line
+            .zip(suffix_first)
+            .is_some_and(|(last, first)| last.text == first.text && !last.repeats(first));
+        let repeats_rest = !rest_of_line.is_empty()
+            && candidate.trim_end().ends_with(rest_of_line)
+            && !another_line;
         trouble(at_cursor, candidate, &plan.suffix) + usize::from(repeats_line || repeats_rest)
     };
     let mut best = candidates[0];
@@ -212,6 +265,22 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
         }
     }
     best.to_string()
+}
+
+/// The lines of a middle (or of a start of it) that hold more than blanks, as placed in the
+/// document: its first line after the cursor's `line_prefix`.
+fn placed_lines<'m>(middle: &'m str, line_prefix: &str) -> Vec<Placed<'m>> {
+    let mut at = 0;
+    let mut lines = Vec::new();
+    for line in middle.split_inclusive('\n') {
+        let before = if at == 0 { line_prefix } else { "" };
+        at += line.len();
+        let placed = Placed::new(before, line);
+        if !placed.text.is_empty() {
+            lines.push(placed);
+        }
+    }
+    lines
 }
 
 fn tidy_whitespace(mut middle: String, plan: &Plan) -> String {
