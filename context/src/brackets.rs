@@ -805,6 +805,10 @@ impl Scanner {
                         return 1;
                     }
                 }
+                // A shell `case` pattern's `)` (`*.rs)`, a `$(..)` none is open in).
+                if b == b')' && self.lexis.case_patterns && self.stack.last() != Some(&b'(') {
+                    return 1;
+                }
                 let opener = match b {
                     b')' => b'(',
                     b']' => b'[',

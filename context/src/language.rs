@@ -239,6 +239,7 @@ const ROWS: &[Row] = &[
             escaped_quotes: b"\"`",
             verbatim_quotes: b"'",
             heredocs: Some(Heredocs::Shell),
+            case_patterns: true,
             ..HASH
         },
         block_openers: &['{'],

@@ -48,6 +48,9 @@ pub(crate) struct Lexis {
     /// Ruby's percent literals, `%w[a b]`, `%Q[#{x}="y"]`, `%r{/(\w+)}`, where an operand starts:
     /// their `#` is no comment, their quotes open no string.
     pub(crate) percent_literals: bool,
+    /// Shell: a `)` with no `(` open to close is a `case` pattern's (`a|b) cmd ;;`): it closes
+    /// nothing, and is no error.
+    pub(crate) case_patterns: bool,
     /// Ruby's character literals where an operand starts, `?(`, `?"`, `?\"`: one character
     /// (a `?` after an operand, or before a blank or a name, is the ternary operator's).
     pub(crate) char_literals: bool,
@@ -91,6 +94,7 @@ impl Lexis {
         cpp_raw_strings: false,
         heredocs: None,
         percent_literals: false,
+        case_patterns: false,
         char_literals: false,
         raw_prefix: false,
         at_verbatim: false,

