@@ -358,8 +358,10 @@ const ROWS: &[Row] = &[
         lsp_ids: &["makefile", "make"],
         extensions: &["mk", "mak"],
         // Quotes are the recipes' shell's business: an apostrophe in an `echo` opens nothing.
+        // A recipe's `case` patterns close nothing, as in shell.
         lexis: Lexis {
             escaped_quotes: b"",
+            case_patterns: true,
             ..HASH
         },
         block_openers: &[],
