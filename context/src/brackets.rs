@@ -805,8 +805,8 @@ impl Scanner {
                         return 1;
                     }
                 }
-                // A shell `case` pattern's `)` (`*.rs)`, a `$(..)` none is open in).
-                if b == b')' && self.lexis.case_patterns && self.stack.last() != Some(&b'(') {
+                // A shell `case` pattern's `)` (`*.rs)`), where no `(` is open for it.
+                if b == b')' && self.lexis.lone_parens && self.stack.last() != Some(&b'(') {
                     return 1;
                 }
                 let opener = match b {

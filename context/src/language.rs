@@ -239,7 +239,7 @@ const ROWS: &[Row] = &[
             escaped_quotes: b"\"`",
             verbatim_quotes: b"'",
             heredocs: Some(Heredocs::Shell),
-            case_patterns: true,
+            lone_parens: true,
             ..HASH
         },
         block_openers: &['{'],
@@ -336,6 +336,7 @@ const ROWS: &[Row] = &[
             quotes_start_tokens: true,
             escaped_quotes: b"\"",
             verbatim_quotes: b"'",
+            lone_parens: true,
             ..HASH
         },
         block_openers: &[':'],
@@ -361,7 +362,7 @@ const ROWS: &[Row] = &[
         // A recipe's `case` patterns close nothing, as in shell.
         lexis: Lexis {
             escaped_quotes: b"",
-            case_patterns: true,
+            lone_parens: true,
             ..HASH
         },
         block_openers: &[],

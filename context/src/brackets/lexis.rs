@@ -48,9 +48,10 @@ pub(crate) struct Lexis {
     /// Ruby's percent literals, `%w[a b]`, `%Q[#{x}="y"]`, `%r{/(\w+)}`, where an operand starts:
     /// their `#` is no comment, their quotes open no string.
     pub(crate) percent_literals: bool,
-    /// Shell: a `)` with no `(` open to close is a `case` pattern's (`a|b) cmd ;;`): it closes
-    /// nothing, and is no error.
-    pub(crate) case_patterns: bool,
+    /// A `)` with no `(` open to close is text, no error: a shell `case` pattern's (`a|b) cmd
+    /// ;;`, in a Makefile's recipe or a YAML `run: |` script too; YAML's parentheses are
+    /// plain text anyway).
+    pub(crate) lone_parens: bool,
     /// Ruby's character literals where an operand starts, `?(`, `?"`, `?\"`: one character
     /// (a `?` after an operand, or before a blank or a name, is the ternary operator's).
     pub(crate) char_literals: bool,
@@ -94,7 +95,7 @@ impl Lexis {
         cpp_raw_strings: false,
         heredocs: None,
         percent_literals: false,
-        case_patterns: false,
+        lone_parens: false,
         char_literals: false,
         raw_prefix: false,
         at_verbatim: false,
