@@ -161,8 +161,9 @@ enum Mode {
     RawStr {
         hashes: u8,
     },
-    /// A JavaScript regular expression, up to its `/` or its line's end, in a `[...]` class or
-    /// not (a `/` there closes nothing). Perl's and Ruby's are [`Mode::QuoteLike`]s.
+    /// A regular expression up to its `/` or its line's end: JavaScript's, in a `[...]` class or
+    /// not (a `/` there closes nothing), and Ruby's after a method's name (`split /,/`). Perl's,
+    /// and Ruby's where an operand starts, are [`Mode::QuoteLike`]s, across lines.
     Regex {
         class: bool,
     },
@@ -657,9 +658,13 @@ impl Scanner {
             let next = bytes.get(i + 1).copied();
             let word = self.word_before(bytes, i);
             if style.opens_at(self.previous, self.previous_on_line, word, next) {
-                // Perl's `/.../` is its `m/.../`, across lines too (`/x` patterns), and so are
-                // Ruby's; a JavaScript one ends at its line.
-                self.mode = if style != Regexes::JavaScript {
+                // Perl's `/.../` is its `m/.../`, across lines too (`/x` patterns), and so is
+                // Ruby's where an operand starts. After a method's name (`split /,/`) Ruby's
+                // may be a division (`width /2`, `w` a variable): it ends at its line, as a
+                // JavaScript one does, so a division misread spoils one line, not the file.
+                let certain = regex::operand_may_start(Some(style), self.previous_on_line, word);
+                let across_lines = lexis.perl || (style == Regexes::Ruby && certain);
+                self.mode = if across_lines {
                     Mode::QuoteLike {
                         open: b'/',
                         close: b'/',

@@ -165,10 +165,16 @@ impl<'a> Placed<'a> {
 }
 
 fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String {
-    // The suffix's first line follows the middle's last one on its line.
-    let middle_last_line = match middle.rfind('\n') {
-        Some(at) => middle[at + 1..].to_string(),
-        None => format!("{}{middle}", plan.line_prefix),
+    // The suffix's first line follows the middle's last one on its line, or, where the middle
+    // is a line inserted before it, keeps its place after the cursor's indentation (whitespace
+    // tidying puts that back after the inserted line).
+    let middle_last_line = if plan.canvas.unit != Unit::Fixed && inserts_line(middle, plan) {
+        plan.line_prefix.clone()
+    } else {
+        match middle.rfind('\n') {
+            Some(at) => middle[at + 1..].to_string(),
+            None => format!("{}{middle}", plan.line_prefix),
+        }
     };
     let suffix_lines: Vec<Placed> = plan
         .suffix
@@ -283,20 +289,25 @@ fn placed_lines<'m>(middle: &'m str, line_prefix: &str) -> Vec<Placed<'m>> {
     lines
 }
 
+/// Whether `middle` is a line inserted before the cursor's line, which keeps its break (and
+/// the cursor's line its indentation after it): at the start of a line, or where the model
+/// ended one. After an indentation, with code after the cursor, a middle that wrote no break
+/// is part of that line (`    |.expect(..)`): no break is added.
+fn inserts_line(middle: &str, plan: &Plan) -> bool {
+    // Whether the model ended its middle with a line break (trailing blanks aside).
+    let wrote_break = middle.trim_end_matches([' ', '\t', '\r']).ends_with('\n');
+    plan.canvas.unit != Unit::RestOfLine
+        && plan.line_prefix.trim().is_empty()
+        && !plan.line_suffix.trim().is_empty()
+        && (wrote_break || plan.line_prefix.is_empty())
+}
+
 fn tidy_whitespace(mut middle: String, plan: &Plan) -> String {
     if plan.canvas.unit == Unit::Fixed {
         return middle;
     }
-    // Whether the model ended its middle with a line break (trailing blanks aside).
-    let wrote_break = middle.trim_end_matches([' ', '\t', '\r']).ends_with('\n');
     let code_len = middle.trim_end().len();
-    // A line inserted before the cursor's line keeps its break: at the start of a line, or
-    // where the model ended one. After an indentation, with code after the cursor, a middle
-    // that wrote no break is part of that line (`    |.expect(..)`): no break is added.
-    let inserting_line = plan.canvas.unit != Unit::RestOfLine
-        && plan.line_prefix.trim().is_empty()
-        && !plan.line_suffix.trim().is_empty()
-        && (wrote_break || plan.line_prefix.is_empty());
+    let inserting_line = inserts_line(&middle, plan);
     // Blanks before code that follows the cursor on its line are inside that line, not at its
     // end: `mut ` at `let |x = 5;` keeps its space (`mutx` would not compile), `a, ` at
     // `f(|b)` too. Before a closer or a separator no space belongs (`f(a )`), so none is kept.

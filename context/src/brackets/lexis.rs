@@ -67,8 +67,8 @@ pub(crate) struct Lexis {
     pub(crate) interpolation: Option<Interpolation>,
     /// Regular expressions, `/[(]/g`: a `/` where an operand may start (at a line's start,
     /// after an operator or an opener, or after a keyword such as `return`) opens one, which
-    /// ends at its line in JavaScript (Perl's `/.../`, its `m/.../`, and Ruby's may go on
-    /// across lines).
+    /// ends at its line in JavaScript (Perl's `/.../`, its `m/.../`, and Ruby's where an operand
+    /// starts may go on across lines).
     pub(crate) regexes: Option<Regexes>,
     /// Perl: quote-like operators (`q(..)`, `qw[..]`, `m{..}`, `s{..}{..}`, `tr/a/b/`, any
     /// delimiter, brackets nesting, modifiers after them), POD blocks (a line starting `=pod`,

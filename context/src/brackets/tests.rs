@@ -493,8 +493,8 @@ fn perl_punctuation_variables_and_spaced_heredoc_terminators() {
 /// A Ruby or Perl `/` where an operand starts opens a regular expression: after an operator,
 /// an opener, a keyword or at a line's start, and in Ruby after a method's name, a blank and
 /// no blank (`split /,/`). After an operand it divides, a `}` included (a block's, a hash
-/// subscript's), and Ruby's `:/` is a symbol. Its `#` and quotes are text, and it may go on
-/// across lines. Read as code, a quote in one opened a string, and a `#` hid the rest of its
+/// subscript's), and Ruby's `:/` is a symbol. Its `#` and quotes are text, and where an operand
+/// starts it may go on across lines. Read as code, a quote in one opened a string, and a `#` hid the rest of its
 /// line; ended at its line, a Ruby pattern's next lines were read as code (of the 907 Ruby
 /// files over 1 KB in Debian's `libruby3.1`, 900 now read to their end in code with nothing
 /// open, 888 with patterns ending at their line).
@@ -539,6 +539,14 @@ fn ruby_and_perl_slashes_where_an_operand_starts_open_a_regex() {
         // operator method's name is no pattern (`def /(other)`).
         (Language::Ruby, "re = /\n  (a|b)) # ((\n/x; f(", "(", true),
         (Language::Ruby, "def /(o) = o; f(", "(", true),
+        // After a name it may be a division (`w` a variable): it ends at its line.
+        (
+            Language::Ruby,
+            "half = width /2\nif a\n  f(\nend\n",
+            "(",
+            true,
+        ),
+        (Language::Ruby, "x.split /,\nf(", "(", true),
     ]);
 }
 

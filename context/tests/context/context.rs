@@ -728,6 +728,41 @@ fn an_end_one_level_out_is_no_repeat_of_the_suffixs_end() {
     );
     assert_eq!(finish("  end\n", &lua).as_deref(), Some("  end\n"));
     assert_eq!(finish("end\n", &lua), None, "the same line repeated");
+    // After the cursor line's indentation, a middle repeating that line's code is a repeat: the
+    // code after the cursor keeps its place after the inserted line, at the same column.
+    for (fixture, language, middle) in [
+        (
+            "def f\n  if x\n    y\n  $0end\nend\n",
+            Language::Ruby,
+            "end\n",
+        ),
+        (
+            "function f(x)\n  for i = 1, x do\n    g(i)\n  $0end\nend\n",
+            Language::Lua,
+            "end\n",
+        ),
+        (
+            "fn f() {\n    g();\n    $0h();\n}\n",
+            Language::Rust,
+            "h();\n",
+        ),
+        ("fn f() {\n\tg();\n\t$0h();\n}\n", Language::Rust, "h();\n"),
+        (
+            "def f(x):\n    y = x\n    $0return y\n",
+            Language::Python,
+            "return y\n",
+        ),
+        (
+            "def f(x):\r\n    y = x\r\n    $0return y\r\n",
+            Language::Python,
+            "return y\r\n",
+        ),
+        ("a:\n  b: 1\n  $0c: 2\n", Language::Yaml, "c: 2\n"),
+        ("a:\n  b: 1\n  $0c: 2\n", Language::Yaml, "c: 2\n  "),
+    ] {
+        let plan = plan_for(fixture, language, ROOMY);
+        assert_eq!(finish(middle, &plan), None, "{fixture:?} {middle:?}");
+    }
     // Where brackets weigh, they still decide: a `}` that closes what the suffix closes goes,
     // at whatever column.
     let rust = rust("fn f() {\n    g();\n$0}\n");
