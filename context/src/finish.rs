@@ -157,10 +157,17 @@ impl<'a> Placed<'a> {
         }
     }
 
-    /// The same line: the same text, at the same column where both columns are known.
+    /// The same line: the same text, and for a bare word (`end`, `fi`, `done`, `else`) the
+    /// same column where both are known. A block that closes with a keyword closes at its
+    /// own column, so an `end` one level out is another line; a line of code written at
+    /// another column (a model that did not indent its repeat) is still a repeat.
     fn repeats(self, other: Placed) -> bool {
+        let bare_word = self.text.chars().all(|c| c.is_alphanumeric() || c == '_');
         self.text == other.text
-            && (self.column.is_none() || other.column.is_none() || self.column == other.column)
+            && (!bare_word
+                || self.column.is_none()
+                || other.column.is_none()
+                || self.column == other.column)
     }
 }
 

@@ -712,7 +712,8 @@ fn repeats_of_the_suffix_go_when_that_balances_brackets() {
 
 /// Ruby and Lua close their blocks with `end`, which no bracket count weighs: a middle's `end`
 /// at another column than the suffix's next `end` closes another block and stays; one at the
-/// same column repeats it and goes (the line's text decides where a column is not known). Judged by text alone before, every `end` before an `end`
+/// same column repeats it and goes (the line's text decides where a column is not known, and
+/// for any line but a bare word). Judged by text alone before, every `end` before an `end`
 /// was dropped (1.9% of the whole lines cut from Debian's `libruby3.1`).
 #[test]
 fn an_end_one_level_out_is_no_repeat_of_the_suffixs_end() {
@@ -763,6 +764,13 @@ fn an_end_one_level_out_is_no_repeat_of_the_suffixs_end() {
         let plan = plan_for(fixture, language, ROOMY);
         assert_eq!(finish(middle, &plan), None, "{fixture:?} {middle:?}");
     }
+    // A line of code repeated at another column is a repeat still (a model that wrote the
+    // next line without its indentation); only a bare word's column tells lines apart.
+    let arm = rust("fn f(x: R) {\n    match x {\n        $0return Err(e);\n    }\n}\n");
+    assert_eq!(
+        finish("Err(e) => {\nreturn Err(e);\n", &arm),
+        finish("Err(e) => {\n", &arm)
+    );
     // Where brackets weigh, they still decide: a `}` that closes what the suffix closes goes,
     // at whatever column.
     let rust = rust("fn f() {\n    g();\n$0}\n");
