@@ -2,7 +2,8 @@
 //! survival -- [--damaged] [--language ID] [--only CHARS] FILE...` cuts middles out of each
 //! file (the rest of a line or a whole line, 30 a file; a span inside a line, 40 a file), hands
 //! the true middle to `finish` and prints how many come back unchanged (and the first damaged
-//! ones, or all with `--damaged`). Each file is read in the language of its extension unless
+//! ones, or all with `--damaged`), and how many repeats of the suffix's next line after a whole
+//! line's middle `finish` drops (`survival::repeats`). Each file is read in the language of its extension unless
 //! `--language` (an LSP language id) says. The committed samples' floors are asserted by
 //! `context/tests/context/languages.rs`; this measures a larger corpus (see its README).
 //!
@@ -47,6 +48,7 @@ fn main() {
             .is_none_or(|chars| line.contains(|c| chars.contains(c)))
     };
     let (mut lines, mut spans) = (survival::Survival::default(), survival::Survival::default());
+    let mut repeats = survival::Survival::default();
     for path in &args {
         let Ok(text) = std::fs::read_to_string(path) else {
             eprintln!("skipped {path}: not UTF-8 text");
@@ -59,18 +61,26 @@ fn main() {
         let cut_spans = survival::spans_where(&files, language, seeds.1, 40 * tries, keep);
         lines.add(cut_lines);
         spans.add(cut_spans);
+        if only.is_none() {
+            repeats.add(survival::repeats(&files, language, seeds.0, 30));
+        }
     }
     println!(
-        "{} files: lines {}/{} kept, spans {}/{} kept",
+        "{} files: lines {}/{} kept, spans {}/{} kept, repeats of the next line {}/{} dropped",
         args.len(),
         lines.kept,
         lines.total,
         spans.kept,
-        spans.total
+        spans.total,
+        repeats.kept,
+        repeats.total
     );
     let shown = if all_damaged { usize::MAX } else { 5 };
     for (middle, finished) in lines.damaged.iter().chain(&spans.damaged).take(shown) {
         println!("  damaged: {middle:?} -> {finished:?}");
+    }
+    for (middle, finished) in repeats.damaged.iter().take(shown) {
+        println!("  repeat kept: {middle:?} -> {finished:?}");
     }
 }
 

@@ -188,3 +188,50 @@ pub fn spans_where(
     }
     survival
 }
+
+/// What a model that repeats the suffix loses: a whole line cut at a line's start, `per_file`
+/// times a file, and the middle written as that line followed by the suffix's next line as
+/// the document has it (indentation and all), at the line's start and again after the next
+/// line's indentation (the cut line's code, then the repeat). Kept when `finish` makes of it what it makes of
+/// the true middle alone, a suggestion: the repeat went and nothing else did. The other
+/// yardsticks count correct middles kept; this one counts repeats dropped, which a change that
+/// keeps more lines could lose.
+pub fn repeats(files: &[String], language: Language, seed: u64, per_file: usize) -> Survival {
+    let mut survival = Survival::default();
+    let mut offsets = Offsets(seed);
+    for text in files {
+        for _ in 0..per_file {
+            let cursor = offsets.cursor(text);
+            let line_start = text[..cursor].rfind('\n').map_or(0, |at| at + 1);
+            let Some((document, cursor, middle)) = cut(text, line_start) else {
+                continue;
+            };
+            let next = document[cursor..]
+                .split_inclusive('\n')
+                .next()
+                .unwrap_or("");
+            if !middle.ends_with('\n') || !next.ends_with('\n') || next.trim().is_empty() {
+                continue;
+            }
+            // At the line's start, and after the next line's indentation (`    |h();`: the
+            // line's code, then the repeat, indented as the document has it).
+            let indent = next.len() - next.trim_start_matches([' ', '\t']).len();
+            let code = middle.trim_start_matches([' ', '\t']);
+            let mut places = vec![(cursor, middle.as_str())];
+            if indent > 0 {
+                places.push((cursor + indent, code));
+            }
+            for (at, written) in places {
+                let (_, alone) = finished(&document, at, written, language);
+                if alone.is_none() {
+                    continue;
+                }
+                let repeated = format!("{written}{next}");
+                let (_, finished) = finished(&document, at, &repeated, language);
+                let same = finished == alone;
+                survival.count(&repeated, finished, same);
+            }
+        }
+    }
+    survival
+}

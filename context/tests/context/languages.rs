@@ -40,6 +40,44 @@ fn survival(dir: &str, language: Language) -> Survival {
     all
 }
 
+/// A model that writes a whole line and then repeats the suffix's next line loses the repeat,
+/// and nothing else, in each sample's language (at most one such middle in a hundred keeps
+/// it): the other side of what `finish` keeps, which a change keeping more lines could lose
+/// (an `end` one level out is no repeat, an `end` at the suffix's own column is).
+#[test]
+fn a_repeat_of_the_suffixs_next_line_is_dropped_in_other_languages() {
+    let mut short = Vec::new();
+    for (dir, language) in [
+        ("c", Language::C),
+        ("cpp", Language::Cpp),
+        ("csharp", Language::CSharp),
+        ("go", Language::Go),
+        ("java", Language::Java),
+        ("javascript", Language::JavaScript),
+        ("kotlin", Language::Kotlin),
+        ("lua", Language::Lua),
+        ("perl", Language::Perl),
+        ("php", Language::Php),
+        ("ruby", Language::Ruby),
+        ("shellscript", Language::Shell),
+        ("swift", Language::Swift),
+        ("typescript", Language::TypeScript),
+    ] {
+        let repeats = survival::repeats(&samples(dir), language, 0x2545_f491_4f6c_dd1d, 300);
+        eprintln!("{dir}: {}/{} repeats dropped", repeats.kept, repeats.total);
+        assert!(repeats.total > 100, "{dir}: only {} cuts", repeats.total);
+        if !repeats.at_least(990) {
+            short.push(format!(
+                "{dir}: {}/{}, e.g. {:#?}",
+                repeats.kept,
+                repeats.total,
+                repeats.examples()
+            ));
+        }
+    }
+    assert!(short.is_empty(), "{}", short.join("\n"));
+}
+
 /// Each sample's middles survive at least as often as they did when its language was added
 /// (per mille, a little under what was measured). This yardstick hardly sees the lexer (Rust's
 /// rules score within a cut or two on these samples: `finish` leans on the line the middle is
