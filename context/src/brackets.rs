@@ -320,6 +320,21 @@ impl Scanner {
         None
     }
 
+    /// The fewest brackets open at any point of `text` read on from this state, this state's
+    /// own count included.
+    pub(crate) fn min_depth_through(&self, text: &str) -> usize {
+        let mut scanner = self.clone();
+        scanner.text_previous = scanner.previous;
+        let bytes = text.as_bytes();
+        let mut fewest = scanner.depth();
+        let mut i = 0;
+        while i < bytes.len() {
+            i += scanner.step(bytes, i);
+            fewest = fewest.min(scanner.depth());
+        }
+        fewest
+    }
+
     /// Where the text of the string or comment the scanner is in, from `bytes[i]`, runs up to: a
     /// byte that may end or change it (a quote, an escape, a closer's first byte, a line break),
     /// or `i` itself where every byte may (a regular expression, a here-document line that

@@ -255,6 +255,14 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
     // another column than the suffix's is another line: an `end` one level out (Ruby's and
     // Lua's blocks close with a keyword, which the bracket count does not weigh).
     let suffix_first = suffix_lines.first().copied();
+    // A suffix window that ends before the document does leaves open the brackets the document
+    // closes after it, and a candidate ending in a repeat of the suffix's next closing line (a
+    // second `    }`) leaves one fewer: the count at the window's end rewards it. So where a
+    // whole last line repeats the suffix's, going below the fewest brackets the document itself
+    // has open anywhere in the window is trouble too. (Not for a repeat within a line: a middle
+    // that closes what the document without it leaves open, `x }` before `}` in `${{ x }}`,
+    // goes below that and is right.)
+    let document_fewest = at_cursor.min_depth_through(&plan.suffix);
     let score = |candidate: &str| {
         let last_line = placed_lines(candidate, &plan.line_prefix).pop();
         let repeats_line = last_line
@@ -266,7 +274,17 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
         let repeats_rest = !rest_of_line.is_empty()
             && candidate.trim_end().ends_with(rest_of_line)
             && !another_line;
-        trouble(at_cursor, candidate, &plan.suffix) + usize::from(repeats_line || repeats_rest)
+        let whole_lines = last_line.is_some_and(|last| last.column.is_some())
+            && suffix_first.is_some_and(|first| first.column.is_some());
+        let over_closed = if repeats_line && whole_lines {
+            let fewest = at_cursor.min_depth_through(&format!("{candidate}{}", plan.suffix));
+            document_fewest.saturating_sub(fewest)
+        } else {
+            0
+        };
+        trouble(at_cursor, candidate, &plan.suffix)
+            + over_closed
+            + usize::from(repeats_line || repeats_rest)
     };
     let mut best = candidates[0];
     let mut best_score = score(best);
