@@ -11,6 +11,24 @@ use redraft_context::{
 use crate::plan_for_text;
 use redraft_context::survival::{self, Survival};
 
+/// The folders of `languages/`, each with the language its samples are read in.
+const SAMPLE_LANGUAGES: [(&str, Language); 14] = [
+    ("c", Language::C),
+    ("cpp", Language::Cpp),
+    ("csharp", Language::CSharp),
+    ("go", Language::Go),
+    ("java", Language::Java),
+    ("javascript", Language::JavaScript),
+    ("kotlin", Language::Kotlin),
+    ("lua", Language::Lua),
+    ("perl", Language::Perl),
+    ("php", Language::Php),
+    ("ruby", Language::Ruby),
+    ("shellscript", Language::Shell),
+    ("swift", Language::Swift),
+    ("typescript", Language::TypeScript),
+];
+
 /// The sample files of `dir` under `languages/`.
 fn samples(dir: &str) -> Vec<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -47,22 +65,7 @@ fn survival(dir: &str, language: Language) -> Survival {
 #[test]
 fn a_repeat_of_the_suffixs_next_line_is_dropped_in_other_languages() {
     let mut short = Vec::new();
-    for (dir, language) in [
-        ("c", Language::C),
-        ("cpp", Language::Cpp),
-        ("csharp", Language::CSharp),
-        ("go", Language::Go),
-        ("java", Language::Java),
-        ("javascript", Language::JavaScript),
-        ("kotlin", Language::Kotlin),
-        ("lua", Language::Lua),
-        ("perl", Language::Perl),
-        ("php", Language::Php),
-        ("ruby", Language::Ruby),
-        ("shellscript", Language::Shell),
-        ("swift", Language::Swift),
-        ("typescript", Language::TypeScript),
-    ] {
+    for (dir, language) in SAMPLE_LANGUAGES {
         let repeats = survival::repeats(&samples(dir), language, 0x2545_f491_4f6c_dd1d, 300);
         eprintln!("{dir}: {}/{} repeats dropped", repeats.kept, repeats.total);
         assert!(repeats.total > 100, "{dir}: only {} cuts", repeats.total);
@@ -326,22 +329,7 @@ fn a_comments_closer_is_no_repeat_of_a_line_comment_after_it() {
 #[test]
 fn each_sample_reads_to_its_end_in_code_with_nothing_open() {
     let mut wrong = Vec::new();
-    for (dir, language) in [
-        ("c", Language::C),
-        ("cpp", Language::Cpp),
-        ("csharp", Language::CSharp),
-        ("go", Language::Go),
-        ("java", Language::Java),
-        ("javascript", Language::JavaScript),
-        ("kotlin", Language::Kotlin),
-        ("lua", Language::Lua),
-        ("perl", Language::Perl),
-        ("php", Language::Php),
-        ("ruby", Language::Ruby),
-        ("shellscript", Language::Shell),
-        ("swift", Language::Swift),
-        ("typescript", Language::TypeScript),
-    ] {
+    for (dir, language) in SAMPLE_LANGUAGES {
         for (at, text) in samples(dir).iter().enumerate() {
             let mode = redraft_context::LexMode::default().after(language, text);
             let end = Source {
