@@ -162,7 +162,7 @@ impl<'a> Placed<'a> {
     /// own column, so an `end` one level out is another line; a line of code written at
     /// another column (a model that did not indent its repeat) is still a repeat.
     fn repeats(self, other: Placed) -> bool {
-        let bare_word = self.text.chars().all(|c| c.is_alphanumeric() || c == '_');
+        let bare_word = self.text.chars().all(is_word_char);
         self.text == other.text
             && (!bare_word
                 || self.column.is_none()
@@ -236,6 +236,13 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
                 if !kept.is_empty() && middle_ends.binary_search(&kept.len()).is_err() {
                     continue;
                 }
+                // Nor inside a word: the scanner steps through a word a byte at a time, and
+                // `else` before a suffix starting `else` is no `els` and a repeated `e`.
+                let splits_word = kept.chars().next_back().is_some_and(is_word_char)
+                    && rest_of_line[..cut].chars().next().is_some_and(is_word_char);
+                if splits_word {
+                    continue;
+                }
                 let last_line = kept.rfind('\n').map_or(0, |at| at + 1);
                 candidates.push(if kept[last_line..].trim().is_empty() {
                     // Repeating all of an indented line leaves only its indentation behind.
@@ -258,11 +265,12 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
     // A suffix window that ends before the document does leaves open the brackets the document
     // closes after it, and a candidate ending in a repeat of the suffix's next closing line (a
     // second `    }`) leaves one fewer: the count at the window's end rewards it. So where a
-    // whole last line repeats the suffix's, going below the fewest brackets the document itself
-    // has open anywhere in the window is trouble too. (Not for a repeat within a line: a middle
-    // that closes what the document without it leaves open, `x }` before `}` in `${{ x }}`,
-    // goes below that and is right.)
-    let document_fewest = at_cursor.min_depth_through(&plan.suffix);
+    // whole last line is a copy of the suffix's (the same text at the same column), going below
+    // the fewest brackets the document itself has open anywhere in the window is trouble too.
+    // (Not otherwise: a middle that closes what the document without it leaves open, a `}` one
+    // level deeper than the suffix's or `x }` before the `}` of `${{ x }}`, goes below that and
+    // is right.)
+    let document_fewest = std::cell::OnceCell::new();
     let score = |candidate: &str| {
         let last_line = placed_lines(candidate, &plan.line_prefix).pop();
         let repeats_line = last_line
@@ -274,10 +282,15 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
         let repeats_rest = !rest_of_line.is_empty()
             && candidate.trim_end().ends_with(rest_of_line)
             && !another_line;
-        let whole_lines = last_line.is_some_and(|last| last.column.is_some())
-            && suffix_first.is_some_and(|first| first.column.is_some());
-        let over_closed = if repeats_line && whole_lines {
+        // A copy: the same line at the same column (a closer one level deeper is the middle's
+        // own, and the document without the middle lacks it).
+        let copied_line = last_line
+            .zip(suffix_first)
+            .is_some_and(|(last, first)| last.column.is_some() && last.column == first.column);
+        let over_closed = if repeats_line && copied_line {
             let fewest = at_cursor.min_depth_through(&format!("{candidate}{}", plan.suffix));
+            let document_fewest =
+                *document_fewest.get_or_init(|| at_cursor.min_depth_through(&plan.suffix));
             document_fewest.saturating_sub(fewest)
         } else {
             0
@@ -296,6 +309,10 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
         }
     }
     best.to_string()
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
 }
 
 /// The lines of a middle (or of a start of it) that hold more than blanks, as placed in the

@@ -817,6 +817,34 @@ fn a_repeated_closing_line_goes_where_the_suffix_window_ends_early() {
     );
 }
 
+/// A closer the document without the middle lacks, before the suffix's own closer one level
+/// out, is the middle's and stays: a repeat of the suffix's closing line is a copy of it, at its
+/// column. (A first version of the window-end rule above dropped these, on a fixed canvas
+/// too.) And a repeat within a line is cut at a word's end: `else` before `else` is no `els`.
+#[test]
+fn a_closer_the_document_lacks_is_kept_before_the_suffixs_closer() {
+    let line = rust("fn main() {\n    if x {\n        foo();\n$0}\n");
+    assert_eq!(finish("    }\n", &line).as_deref(), Some("    }\n"));
+    let crlf = rust("fn main() {\r\n    if x {\r\n        foo();\r\n$0}\r\n");
+    assert_eq!(finish("    }\r\n", &crlf).as_deref(), Some("    }\r\n"));
+    let mut fixed = rust("fn main() {\n    if x {\n$0}\n");
+    fixed.canvas = CanvasPlan::fixed(16);
+    assert_eq!(
+        finish("        foo();\n    }\n", &fixed).as_deref(),
+        Some("        foo();\n    }\n")
+    );
+    let python = plan_for(
+        "d = {\n    \"a\": {\n        \"b\": 1,\n$0}\n",
+        Language::Python,
+        ROOMY,
+    );
+    assert_eq!(finish("    }\n", &python).as_deref(), Some("    }\n"));
+    for language in [Language::Ruby, Language::Lua] {
+        let plan = plan_for("if a then\n  b\n$0else\n  c\nend\n", language, ROOMY);
+        assert_eq!(finish("else\n", &plan), None, "{language:?}");
+    }
+}
+
 #[test]
 fn crlf_documents_get_crlf_suggestions() {
     let plan = rust("fn f() {\r\n    $0\r\n}\r\n");
