@@ -106,11 +106,7 @@ fn read_to_their_ends(paths: &[String], language_of: impl Fn(&str) -> Language) 
             tree: None,
         };
         let open = plan(&end, &Budget::for_positions(256, 48), &ByteEstimate, &[]).open_brackets;
-        // Perl's may end in POD or in the data after `__END__` (modes `LexMode` names only in
-        // its debug form).
-        let perl_text = format!("{mode:?}").starts_with("LexMode { mode: Pod")
-            || format!("{mode:?}").starts_with("LexMode { mode: Data");
-        if (mode.in_code() || perl_text) && open.is_empty() {
+        if (mode.in_code() || mode.in_perl_text()) && open.is_empty() {
             whole += 1;
         } else {
             println!("  {path}: ends {mode:?}, {open:?} open");

@@ -17,6 +17,8 @@ mod perl;
 mod quotes;
 mod regex;
 
+use std::ops::ControlFlow;
+
 use crate::Language;
 use delimited::{Delimiter, Heredoc, LineMatch};
 use interpolation::{HoleString, Holes};
@@ -90,6 +92,12 @@ impl LexMode {
     /// Whether the point is in code (a hole in a string is code).
     pub fn in_code(self) -> bool {
         matches!(self.mode, Mode::Code)
+    }
+
+    /// Whether the point is in Perl's POD or in its data after `__END__`: text after code that
+    /// a file may end in as it may in code.
+    pub fn in_perl_text(self) -> bool {
+        matches!(self.mode, Mode::Pod { .. } | Mode::Data)
     }
 
     /// Where `text` in `language` leaves the scanner [`crate::plan`] reads a text with, going
@@ -306,33 +314,46 @@ impl Scanner {
     /// Where in `text`, read on from this state, the first closer that leaves fewer than
     /// `depth` brackets open starts; `None` if none does.
     pub(crate) fn closes_below(&self, text: &str, depth: usize) -> Option<usize> {
-        let mut scanner = self.clone();
-        scanner.text_previous = scanner.previous;
-        let bytes = text.as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            let step = scanner.step(bytes, i);
-            if scanner.depth() < depth {
-                return Some(i);
+        let closes = self.clone().read_tokens(text, |at, open| {
+            if open < depth {
+                ControlFlow::Break(at)
+            } else {
+                ControlFlow::Continue(())
             }
-            i += step;
-        }
-        None
+        });
+        closes.break_value()
     }
 
-    /// The fewest brackets open at any point of `text` read on from this state, this state's
-    /// own count included.
-    pub(crate) fn min_depth_through(&self, text: &str) -> usize {
+    /// The fewest brackets open at any point of `texts` read on, one after another, from this
+    /// state, this state's own count included.
+    pub(crate) fn min_depth_through(&self, texts: &[&str]) -> usize {
         let mut scanner = self.clone();
-        scanner.text_previous = scanner.previous;
-        let bytes = text.as_bytes();
         let mut fewest = scanner.depth();
-        let mut i = 0;
-        while i < bytes.len() {
-            i += scanner.step(bytes, i);
-            fewest = fewest.min(scanner.depth());
+        for text in texts {
+            let _: ControlFlow<()> = scanner.read_tokens(text, |_, open| {
+                fewest = fewest.min(open);
+                ControlFlow::Continue(())
+            });
         }
         fewest
+    }
+
+    /// Reads `text` on a token at a time (no run passed at once), handing `each` the start of
+    /// every token and how many brackets are open after it, until `each` breaks.
+    fn read_tokens<B>(
+        &mut self,
+        text: &str,
+        mut each: impl FnMut(usize, usize) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
+        self.text_previous = self.previous;
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let step = self.step(bytes, i);
+            each(i, self.depth())?;
+            i += step;
+        }
+        ControlFlow::Continue(())
     }
 
     /// Where the text of the string or comment the scanner is in, from `bytes[i]`, runs up to: a
@@ -716,9 +737,11 @@ impl Scanner {
         }
         if let Some(style) = lexis.heredocs.filter(|_| b == b'<') {
             let before = if i > 0 { bytes[i - 1] } else { self.previous };
-            let operand_before = matches!(self.previous_on_line, b')' | b']')
-                || (delimited::is_word(self.previous_on_line)
-                    && self.word_before(bytes, i).is_number());
+            // Only Ruby's and Perl's `<<` shifts after a number or a closer.
+            let operand_before = matches!(style, Heredocs::Ruby | Heredocs::Perl)
+                && (matches!(self.previous_on_line, b')' | b']')
+                    || (delimited::is_word(self.previous_on_line)
+                        && self.word_before(bytes, i).is_number()));
             let open = self.opened_on_line();
             if let Some((len, doc)) =
                 delimited::heredoc_opener(bytes, i, style, before, open, operand_before)

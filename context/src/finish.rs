@@ -200,12 +200,8 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
         .collect();
     for n in 1..=suffix_lines.len().min(line_starts.len()) {
         let from = line_starts[line_starts.len() - n];
-        let before = if from == 0 {
-            plan.line_prefix.as_str()
-        } else {
-            ""
-        };
-        let tail = placed_lines(&middle[from..], before);
+        // Judged by their text: a line written at another column is a repeat still.
+        let tail = placed_lines(&middle[from..], "");
         if tail.len() == n
             && tail
                 .iter()
@@ -273,24 +269,23 @@ fn drop_suffix_repeats(middle: &str, plan: &Plan, at_cursor: &Scanner) -> String
     let document_fewest = std::cell::OnceCell::new();
     let score = |candidate: &str| {
         let last_line = placed_lines(candidate, &plan.line_prefix).pop();
-        let repeats_line = last_line
+        // The candidate's last line and the suffix's first, where their texts are the same.
+        let same_text = last_line
             .zip(suffix_first)
-            .is_some_and(|(last, first)| last.repeats(first));
-        let another_line = last_line
-            .zip(suffix_first)
-            .is_some_and(|(last, first)| last.text == first.text && !last.repeats(first));
+            .filter(|(last, first)| last.text == first.text);
+        let repeats_line = same_text.is_some_and(|(last, first)| last.repeats(first));
+        let another_line = same_text.is_some() && !repeats_line;
         let repeats_rest = !rest_of_line.is_empty()
             && candidate.trim_end().ends_with(rest_of_line)
             && !another_line;
         // A copy: the same line at the same column (a closer one level deeper is the middle's
         // own, and the document without the middle lacks it).
-        let copied_line = last_line
-            .zip(suffix_first)
+        let copied_line = same_text
             .is_some_and(|(last, first)| last.column.is_some() && last.column == first.column);
-        let over_closed = if repeats_line && copied_line {
-            let fewest = at_cursor.min_depth_through(&format!("{candidate}{}", plan.suffix));
+        let over_closed = if copied_line {
+            let fewest = at_cursor.min_depth_through(&[candidate, &plan.suffix]);
             let document_fewest =
-                *document_fewest.get_or_init(|| at_cursor.min_depth_through(&plan.suffix));
+                *document_fewest.get_or_init(|| at_cursor.min_depth_through(&[&plan.suffix]));
             document_fewest.saturating_sub(fewest)
         } else {
             0

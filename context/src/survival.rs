@@ -126,20 +126,16 @@ pub fn lines_where(
     keep: impl Fn(&str) -> bool,
 ) -> Survival {
     let mut survival = Survival::default();
-    let mut offsets = Offsets(seed);
-    for text in files {
-        for _ in 0..per_file {
-            let cursor = offsets.cursor(text);
-            if !keep(line_around(text, cursor)) {
-                continue;
-            }
-            let Some((document, cursor, middle)) = cut(text, cursor) else {
-                continue;
-            };
-            let (_, finished) = finished(&document, cursor, &middle, language);
-            let same = finished.as_deref().map(str::trim_end) == Some(middle.trim_end());
-            survival.count(&middle, finished, same);
+    for (text, cursor) in cursors(files, seed, per_file) {
+        if !keep(line_around(text, cursor)) {
+            continue;
         }
+        let Some((document, cursor, middle)) = cut(text, cursor) else {
+            continue;
+        };
+        let (_, finished) = finished(&document, cursor, &middle, language);
+        let same = finished.as_deref().map(str::trim_end) == Some(middle.trim_end());
+        survival.count(&middle, finished, same);
     }
     survival
 }
@@ -192,46 +188,51 @@ pub fn spans_where(
 /// What a model that repeats the suffix loses: a whole line cut at a line's start, `per_file`
 /// times a file, and the middle written as that line followed by the suffix's next line as
 /// the document has it (indentation and all), at the line's start and again after the next
-/// line's indentation (the cut line's code, then the repeat). Kept when `finish` makes of it what it makes of
-/// the true middle alone, a suggestion: the repeat went and nothing else did. The other
-/// yardsticks count correct middles kept; this one counts repeats dropped, which a change that
-/// keeps more lines could lose.
+/// line's indentation (the cut line's code, then the repeat). Kept when `finish` makes of it
+/// what it makes of the true middle alone, a suggestion: the repeat went and nothing else did.
+/// The other yardsticks count correct middles kept; this one counts repeats dropped, which a
+/// change that keeps more lines could lose.
 pub fn repeats(files: &[String], language: Language, seed: u64, per_file: usize) -> Survival {
     let mut survival = Survival::default();
-    let mut offsets = Offsets(seed);
-    for text in files {
-        for _ in 0..per_file {
-            let cursor = offsets.cursor(text);
-            let line_start = text[..cursor].rfind('\n').map_or(0, |at| at + 1);
-            let Some((document, cursor, middle)) = cut(text, line_start) else {
+    for (text, cursor) in cursors(files, seed, per_file) {
+        let line_start = text[..cursor].rfind('\n').map_or(0, |at| at + 1);
+        let Some((document, cursor, middle)) = cut(text, line_start) else {
+            continue;
+        };
+        let next = document[cursor..]
+            .split_inclusive('\n')
+            .next()
+            .unwrap_or("");
+        if !middle.ends_with('\n') || !next.ends_with('\n') || next.trim().is_empty() {
+            continue;
+        }
+        // At the line's start, and after the next line's indentation (`    |h();`: the line's
+        // code, then the repeat, indented as the document has it).
+        let indent = next.len() - next.trim_start_matches([' ', '\t']).len();
+        let code = middle.trim_start_matches([' ', '\t']);
+        let mut places = vec![(cursor, middle.as_str())];
+        if indent > 0 {
+            places.push((cursor + indent, code));
+        }
+        for (at, written) in places {
+            let (_, alone) = finished(&document, at, written, language);
+            if alone.is_none() {
                 continue;
-            };
-            let next = document[cursor..]
-                .split_inclusive('\n')
-                .next()
-                .unwrap_or("");
-            if !middle.ends_with('\n') || !next.ends_with('\n') || next.trim().is_empty() {
-                continue;
             }
-            // At the line's start, and after the next line's indentation (`    |h();`: the
-            // line's code, then the repeat, indented as the document has it).
-            let indent = next.len() - next.trim_start_matches([' ', '\t']).len();
-            let code = middle.trim_start_matches([' ', '\t']);
-            let mut places = vec![(cursor, middle.as_str())];
-            if indent > 0 {
-                places.push((cursor + indent, code));
-            }
-            for (at, written) in places {
-                let (_, alone) = finished(&document, at, written, language);
-                if alone.is_none() {
-                    continue;
-                }
-                let repeated = format!("{written}{next}");
-                let (_, finished) = finished(&document, at, &repeated, language);
-                let same = finished == alone;
-                survival.count(&repeated, finished, same);
-            }
+            let repeated = format!("{written}{next}");
+            let (_, finished) = finished(&document, at, &repeated, language);
+            let same = finished == alone;
+            survival.count(&repeated, finished, same);
         }
     }
     survival
+}
+
+/// `per_file` cursors in each of `files` in turn, drawn from `seed`: (text, cursor).
+fn cursors(files: &[String], seed: u64, per_file: usize) -> impl Iterator<Item = (&str, usize)> {
+    let mut offsets = Offsets(seed);
+    files
+        .iter()
+        .flat_map(move |text| std::iter::repeat_n(text.as_str(), per_file))
+        .map(move |text| (text, offsets.cursor(text)))
 }

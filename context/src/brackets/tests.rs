@@ -1294,3 +1294,14 @@ fn a_case_patterns_parenthesis_closes_nothing() {
         );
     }
 }
+
+/// Perl's POD and its data after `__END__` are text a file may end in, not code; no other mode
+/// is (`LexMode::in_perl_text`, what the survival example's `--ends` accepts besides code).
+#[test]
+fn perl_pod_and_data_are_text_after_code() {
+    let after = |text: &str| LexMode::default().after(Language::Perl, text);
+    assert!(after("sub f { 1 }\n=head1 NAME\n\nf\n").in_perl_text());
+    assert!(after("sub f { 1 }\n__END__\nsome data (\n").in_perl_text());
+    assert!(!after("sub f { 1 }\n").in_perl_text());
+    assert!(!after("my $s = 'it (\n").in_perl_text());
+}
