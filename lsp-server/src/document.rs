@@ -193,9 +193,12 @@ impl Document {
         }
     }
 
-    #[cfg(test)]
     pub fn rope(&self) -> &Rope {
         &self.rope
+    }
+
+    pub fn language(&self) -> Language {
+        self.language
     }
 
     pub fn uri(&self) -> &Uri {

@@ -33,6 +33,7 @@ use super::document_key::DocumentKey;
 use super::encoding::PositionEncoding;
 use super::history::EditGroup;
 use super::log::Log;
+use super::notebook::{NotebookEvent, Notebooks, Surround};
 
 /// How many other open documents a request may draw context from.
 const MAX_NEIGHBOURS: usize = 8;
@@ -68,6 +69,8 @@ pub struct Snapshots {
     /// changes, the same whole text again as some clients send on save, a first range that
     /// does not apply).
     pub history_generation: u64,
+    /// For a code cell of a notebook, the text of the cells around it (`notebook.rs`).
+    pub notebook: Option<Surround>,
 }
 
 /// A change the owner applied, for the server to precompute the next edit on.
@@ -121,6 +124,7 @@ enum Event {
         key: DocumentKey,
         offer: Offer,
     },
+    Notebook(NotebookEvent),
     Snapshot {
         key: DocumentKey,
         with_history: bool,
@@ -135,7 +139,7 @@ impl Event {
     /// The document the event is about, and for a message of the client's its URI as spelled.
     fn document(&self) -> Option<(DocumentKey, Option<Uri>)> {
         match self {
-            Event::Encoding(_) => None,
+            Event::Encoding(_) | Event::Notebook(_) => None,
             #[cfg(test)]
             Event::Hold(_) => None,
             Event::Open { uri, .. } | Event::Change { uri, .. } | Event::Close { uri } => {
@@ -194,6 +198,12 @@ impl Documents {
         self.send(Event::Offer { key, offer });
     }
 
+    /// A notebook's cells changed (sent after the cell documents the message opens or
+    /// closes).
+    pub fn notebook(&self, event: NotebookEvent) {
+        self.send(Event::Notebook(event));
+    }
+
     /// Queues a snapshot request now (so it is ordered after every event already sent) and
     /// returns the answer to await. `None`: the document is not open. `with_history`: with the
     /// recent edits of the open documents (a next edit needs them, a completion does not).
@@ -229,6 +239,7 @@ impl Documents {
 
 struct Owner {
     documents: HashMap<DocumentKey, Document>,
+    notebooks: Notebooks,
     encoding: PositionEncoding,
     /// Orders events across documents (recency for neighbours and the history).
     seq: u64,
@@ -253,6 +264,7 @@ impl Owner {
     ) -> Owner {
         Owner {
             documents: HashMap::new(),
+            notebooks: Notebooks::default(),
             encoding: PositionEncoding::default(),
             seq: 0,
             history_generation: 0,
@@ -472,6 +484,12 @@ impl Owner {
                     document.offer(offer);
                 }
             }
+            Event::Notebook(event) => {
+                if let Err(problem) = self.notebooks.apply(event) {
+                    self.log
+                        .warn(format!("notebookDocument/didChange: {problem}; ignored"));
+                }
+            }
             Event::Snapshot {
                 key,
                 with_history,
@@ -492,7 +510,10 @@ impl Owner {
                     let mut neighbours: Vec<&Document> = self
                         .documents
                         .iter()
-                        .filter(|(other, _)| **other != key)
+                        // The same notebook's cells are the text around it, not other files.
+                        .filter(|(other, _)| {
+                            **other != key && !self.notebooks.together(&key, other)
+                        })
                         .map(|(_, d)| d)
                         .collect();
                     neighbours.sort_by_key(|d| std::cmp::Reverse(d.edited_at()));
@@ -510,6 +531,7 @@ impl Owner {
                             .collect(),
                         history,
                         history_generation: self.history_generation,
+                        notebook: self.notebooks.surround(&key, &self.documents),
                     }
                 });
                 // The request may have been cancelled meanwhile; nobody is waiting then.

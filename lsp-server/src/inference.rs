@@ -196,7 +196,19 @@ impl Inference {
     pub fn submit(&self, job: Job) -> Pending<Suggestions> {
         let document = &job.snapshots.document;
         let (text, base) = source_text(document, job.cursor);
-        let tree = tree(document, &text);
+        let mut cursor = job.cursor - base;
+        // A notebook's cell is read in its place among the others, without its own tree (the
+        // context layer parses the whole around the cursor).
+        let (text, tree) = match &job.snapshots.notebook {
+            Some(surround) => {
+                cursor += surround.before.len();
+                (surround.wrap(&text), None)
+            }
+            None => {
+                let tree = tree(document, &text);
+                (text, tree)
+            }
+        };
         let settings = &job.settings;
         let options = FimOptions {
             max_tokens: settings.max_tokens,
@@ -221,7 +233,7 @@ impl Inference {
             Vec::new()
         };
         let work = FimWork {
-            cursor: job.cursor - base,
+            cursor,
             text,
             language: document.language,
             tree,

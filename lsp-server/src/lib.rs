@@ -4,7 +4,7 @@
 //!
 //! One module per concern: `encoding` (the only place LSP positions are converted), `document`
 //! and `documents` (ropes and incremental tree-sitter trees, applied in order by one owner
-//! thread), `document_key` (the normalized URI every per-document map is keyed by), `history` (each document's recent edits), `config`, `inference` (snapshots and
+//! thread), `document_key` (the normalized URI every per-document map is keyed by), `notebook` (a notebook's cells as documents, and the text around a cell), `history` (each document's recent edits), `config`, `inference` (snapshots and
 //! settings into the runtime's work, its answers and drafts back), `cancel`, `type_through`,
 //! `running` (the job a second request at the same place waits for instead of running its own),
 //! `stream` (the `redraft/draftStep` extension), `inline` (the inline completion request),
@@ -29,6 +29,7 @@ mod inference;
 mod inline;
 mod log;
 mod next_edit;
+mod notebook;
 mod running;
 mod server;
 mod stream;

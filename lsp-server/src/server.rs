@@ -1,6 +1,6 @@
 //! The tower-lsp-server glue: capabilities, the lifecycle (initialize, model load with
-//! `$/progress`, shutdown), document sync handed to the document owner, configuration and
-//! `workspace/executeCommand`. Inline completion itself lives in `inline.rs`, next edits in
+//! `$/progress`, shutdown), document sync handed to the document owner (a notebook's through
+//! `notebook.rs`), configuration and `workspace/executeCommand`. Inline completion itself lives in `inline.rs`, next edits in
 //! `next_edit.rs`.
 
 use std::collections::{BTreeMap, HashMap};
@@ -15,7 +15,8 @@ use tokio::sync::mpsc;
 use tower_lsp_server::jsonrpc;
 use tower_lsp_server::ls_types::{
     CompletionParams, CompletionResponse, DidChangeConfigurationParams,
-    DidChangeTextDocumentParams, DidChangeWorkspaceFoldersParams, DidCloseTextDocumentParams,
+    DidChangeNotebookDocumentParams, DidChangeTextDocumentParams, DidChangeWorkspaceFoldersParams,
+    DidCloseNotebookDocumentParams, DidCloseTextDocumentParams, DidOpenNotebookDocumentParams,
     DidOpenTextDocumentParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
     InitializeResult, InitializedParams, LSPAny, MessageType, OneOf, ProgressToken,
     ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
@@ -33,6 +34,7 @@ use super::inference::{EditRunner, Inference, Loading};
 use super::log::{Level, Log};
 use super::next_edit::jobs::NextEdits;
 use super::next_edit::ACCEPT_COMMAND;
+use super::notebook;
 use super::running::Running;
 use super::stream::{DraftKind, DraftStep, Drafts, NextEditDraftStep, Outgoing};
 use super::type_through::TypeThrough;
@@ -471,6 +473,7 @@ impl LanguageServer for Server {
                 text_document_sync: Some(TextDocumentSyncCapability::Kind(
                     TextDocumentSyncKind::INCREMENTAL,
                 )),
+                notebook_document_sync: Some(OneOf::Left(notebook::sync_options())),
                 inline_completion_provider: Some(OneOf::Left(true)),
                 completion_provider: menu.announced.then(completion_items::options),
                 workspace: Some(WorkspaceServerCapabilities {
@@ -582,6 +585,18 @@ impl LanguageServer for Server {
         let uri = params.text_document.uri;
         self.forget(&DocumentKey::of(&uri), &uri);
         self.documents.close(uri);
+    }
+
+    async fn notebook_did_open(&self, params: DidOpenNotebookDocumentParams) {
+        self.notebook_opened(params).await;
+    }
+
+    async fn notebook_did_change(&self, params: DidChangeNotebookDocumentParams) {
+        self.notebook_changed(params).await;
+    }
+
+    async fn notebook_did_close(&self, params: DidCloseNotebookDocumentParams) {
+        self.notebook_closed(params).await;
     }
 
     async fn execute_command(

@@ -5,6 +5,7 @@
 mod backend;
 mod bad_input;
 mod next_edit;
+mod notebook;
 mod protocol;
 mod storm;
 

@@ -110,7 +110,9 @@ async function start(): Promise<void> {
     if (state.kind === "ready" || state.kind === "busy") setState({ kind: isBusy ? "busy" : "ready" });
   });
   const clientOptions: LanguageClientOptions = {
-    documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
+    // Notebook cells too: the server takes notebooks (LSP 3.17's notebook sync), and reads a
+    // cell among the others around it.
+    documentSelector: [{ scheme: "file" }, { scheme: "untitled" }, { scheme: "vscode-notebook-cell" }],
     initializationOptions: serverSettings(config()),
     outputChannel: log,
     // A server that stops without being asked to (a crash, a kill) is restarted, and the user

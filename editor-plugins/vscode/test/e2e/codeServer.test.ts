@@ -15,7 +15,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
-import { chromium, Page } from "playwright-core";
+import { chromium, Locator, Page } from "playwright-core";
 
 const EXTENSION_DIR = path.resolve(__dirname, "../../..");
 const REPO = path.resolve(EXTENSION_DIR, "../..");
@@ -179,6 +179,8 @@ interface Session {
   page: Page;
   file: string;
   output: string[];
+  /** code-server's user data: its logs, the extension's output channel among them. */
+  userData: string;
   /** code-server's pid: everything the test started runs under it. */
   root: number;
 }
@@ -191,8 +193,8 @@ interface Session {
 async function withCodeServer(
   settings: Record<string, unknown>,
   body: (session: Session) => Promise<void>,
-  // The file's text, and a word of it to wait for on screen.
-  { source = SOURCE, marker = "word_counts" }: { source?: string; marker?: string } = {},
+  // The file's name (under src/), its text, and a word of it to wait for on screen.
+  { name = "main.rs", source = SOURCE, marker = "word_counts" }: { name?: string; source?: string; marker?: string } = {},
 ): Promise<void> {
   const codeServer = required("REDRAFT_CODE_SERVER");
   const chromiumPath = required("REDRAFT_CHROMIUM");
@@ -204,7 +206,7 @@ async function withCodeServer(
   const workspace = path.join(home, "workspace");
   fs.mkdirSync(path.join(userData, "User"), { recursive: true });
   fs.mkdirSync(path.join(workspace, "src"), { recursive: true });
-  const file = path.join(workspace, "src", "main.rs");
+  const file = path.join(workspace, "src", name);
   fs.writeFileSync(file, source);
   fs.writeFileSync(
     path.join(userData, "User", "settings.json"),
@@ -263,10 +265,18 @@ async function withCodeServer(
     await page.locator(".monaco-workbench").click();
     await page.keyboard.press("Control+P");
     await page.locator(".quick-input-widget input[type=text]").waitFor({ timeout: STARTUP_MS });
-    await page.keyboard.type("main.rs");
+    await page.keyboard.type(name);
     await page.locator(".quick-input-list .monaco-list-row").first().waitFor({ timeout: STARTUP_MS });
     await page.keyboard.press("Enter");
-    await page.locator(".editor-instance .monaco-editor .view-lines", { hasText: marker }).waitFor({ timeout: STARTUP_MS });
+    // A notebook's cells are editors of their own within it.
+    await page
+      .locator(".monaco-workbench .monaco-editor .view-lines", { hasText: marker })
+      .first()
+      .waitFor({ timeout: STARTUP_MS })
+      .catch(async (error: unknown) => {
+        await page.screenshot({ path: path.join(SHOTS, `vscode-${name}-not-shown.png`) });
+        throw error;
+      });
 
     // The extension's status item appears once it activated.
     await page.waitForFunction(
@@ -274,7 +284,7 @@ async function withCodeServer(
       undefined,
       { timeout: STARTUP_MS },
     );
-    await body({ page, file, output, root: server.pid ?? 0 });
+    await body({ page, file, output, userData, root: server.pid ?? 0 });
     passed = true;
   } finally {
     await browser.close();
@@ -284,6 +294,50 @@ async function withCodeServer(
   // Only once code-server has exited: while it runs it still writes under its home (removing
   // it earlier raced with those writes). A failed run keeps it for a look.
   if (passed) fs.rmSync(home, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+}
+
+/**
+ * Waits for ghost text in `editor` after `typed` was typed, retyping its last character when none
+ * comes; the text shown, its lines joined.
+ */
+async function awaitGhostText(page: Page, editor: Locator, typed: string, output: string[]): Promise<string> {
+  const ghost = editor.locator(".ghost-text-decoration, .ghost-text-decoration-preview, .ghost-text");
+  // The embedded default model writes nonsense (#31), and what it writes at the cursor depends
+  // on the timing of the keystrokes before it (the server reuses its state across edits): now
+  // and then its middle finishes to nothing, and VS Code asks again only at the next keystroke.
+  // So a user's retyping of the last character asks again (an empty answer is not remembered,
+  // so the model runs anew); the document's text ends the same.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await ghost.first().waitFor({ state: "visible", timeout: attempt === 1 ? SUGGESTION_MS : RETYPE_MS });
+      if (attempt > 1) console.log(`ghost text after retyping the last character ${attempt - 1} time(s)`);
+      break;
+    } catch (error) {
+      if (attempt <= RETYPES) {
+        await page.keyboard.press("Backspace");
+        await page.keyboard.type(typed.slice(-1), { delay: 30 });
+        continue;
+      }
+      await page.screenshot({ path: path.join(SHOTS, "vscode-no-ghost-text.png") });
+      throw new Error(
+        `no ghost text within ${SUGGESTION_MS / 1000} s, nor ${RETYPE_MS / 1000} s after each of ${RETYPES} retypings ` +
+          `of the last character (status: ${await statusText(page)})\n${String(error)}\n${output.join("").slice(-4000)}`,
+      );
+    }
+  }
+  assert.match(await statusText(page), /^redraft: (ready|computing)/, "status after a suggestion");
+  // Ghost text is drawn as syntax-highlighted spans: join the spans of each rendered line, then
+  // the lines (the first inline after the cursor, the rest in a view zone below).
+  return (
+    await ghost.evaluateAll((nodes) => {
+      const lines = new Map<Element, string>();
+      for (const node of nodes) {
+        const line = node.closest(".view-line") ?? node;
+        lines.set(line, (lines.get(line) ?? "") + (node.textContent ?? ""));
+      }
+      return Array.from(lines.values()).join("\n");
+    })
+  ).replace(/\u00a0/g, " ");
 }
 
 test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the document", { timeout: 600_000 }, async () => {
@@ -297,43 +351,7 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
     await page.keyboard.press("Enter");
     await page.keyboard.type(TYPED, { delay: 30 });
 
-    const ghost = editor.locator(".ghost-text-decoration, .ghost-text-decoration-preview, .ghost-text");
-    // The embedded default model writes nonsense (#31), and what it writes at the cursor depends
-    // on the timing of the keystrokes before it (the server reuses its state across edits): now
-    // and then its middle finishes to nothing, and VS Code asks again only at the next keystroke.
-    // So a user's retyping of the last character asks again (an empty answer is not remembered,
-    // so the model runs anew); the document's text ends the same.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await ghost.first().waitFor({ state: "visible", timeout: attempt === 1 ? SUGGESTION_MS : RETYPE_MS });
-        if (attempt > 1) console.log(`ghost text after retyping the last character ${attempt - 1} time(s)`);
-        break;
-      } catch (error) {
-        if (attempt <= RETYPES) {
-          await page.keyboard.press("Backspace");
-          await page.keyboard.type(TYPED.slice(-1), { delay: 30 });
-          continue;
-        }
-        await page.screenshot({ path: path.join(SHOTS, "vscode-no-ghost-text.png") });
-        throw new Error(
-          `no ghost text within ${SUGGESTION_MS / 1000} s, nor ${RETYPE_MS / 1000} s after each of ${RETYPES} retypings ` +
-            `of the last character (status: ${await statusText(page)})\n${String(error)}\n${output.join("").slice(-4000)}`,
-        );
-      }
-    }
-    assert.match(await statusText(page), /^redraft: (ready|computing)/, "status after a suggestion");
-    // Ghost text is drawn as syntax-highlighted spans: join the spans of each rendered line, then
-    // the lines (the first inline after the cursor, the rest in a view zone below).
-    const shown = (
-      await ghost.evaluateAll((nodes) => {
-        const lines = new Map<Element, string>();
-        for (const node of nodes) {
-          const line = node.closest(".view-line") ?? node;
-          lines.set(line, (lines.get(line) ?? "") + (node.textContent ?? ""));
-        }
-        return Array.from(lines.values()).join("\n");
-      })
-    ).replace(/\u00a0/g, " ");
+    const shown = await awaitGhostText(page, editor, TYPED, output);
     assert.ok(shown.trim().length > 0, "the ghost text is empty");
     await page.screenshot({ path: path.join(SHOTS, "vscode-ghost-text.png") });
 
@@ -369,6 +387,95 @@ test("code-server: ghost text from redraft lsp, accepted with Tab, lands in the 
     assert.equal(inserted.startsWith("\n") && !shown.startsWith("\n") ? inserted.slice(1) : inserted, shown);
     console.log(`accepted suggestion: ${JSON.stringify(inserted)}; screenshots in ${SHOTS}`);
   });
+});
+
+/** A Jupyter notebook: prose, a function, and a cell that uses it. */
+const NOTEBOOK_CELLS = [
+  { cell_type: "markdown", metadata: {}, source: ["# Word counts\n", "\n", "How often each word occurs."] },
+  {
+    cell_type: "code",
+    execution_count: null,
+    metadata: {},
+    outputs: [],
+    source: ["def word_counts(text):\n", "    counts = {}\n", "    for word in text.split():\n", "        counts[word] = counts.get(word, 0) + 1\n", "    return counts"],
+  },
+  { cell_type: "code", execution_count: null, metadata: {}, outputs: [], source: ['counts = word_counts("a b a")'] },
+];
+const NOTEBOOK = JSON.stringify(
+  {
+    cells: NOTEBOOK_CELLS,
+    metadata: { kernelspec: { display_name: "Python 3", language: "python", name: "python3" }, language_info: { name: "python" } },
+    nbformat: 4,
+    nbformat_minor: 5,
+  },
+  null,
+  1,
+);
+const NOTEBOOK_TYPED = "print(";
+
+/** A notebook cell's text as the .ipynb file keeps it (a string or its lines). */
+function cellSource(cell: { source: string | string[] }): string {
+  return Array.isArray(cell.source) ? cell.source.join("") : cell.source;
+}
+
+/** The extension's output channel as code-server logged it under `userData`, once it holds `pattern`. */
+async function waitForChannelLog(userData: string, pattern: RegExp, ms: number): Promise<string> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const logs = (fs.readdirSync(path.join(userData, "logs"), { recursive: true }) as string[])
+      .filter((entry) => path.basename(entry).endsWith("redraft.log"))
+      .map((entry) => fs.readFileSync(path.join(userData, "logs", entry), "utf8"))
+      .join("\n");
+    if (pattern.test(logs)) return logs;
+    if (Date.now() > deadline) throw new Error(`the redraft output channel's log never held ${pattern}:\n${logs.slice(-4000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+test("code-server: a notebook cell gets ghost text, the server reading the whole notebook; accepted, it lands in that cell", { timeout: 600_000 }, async () => {
+  const redraft = required("REDRAFT_BIN");
+  await withCodeServer(
+    { "redraft.path": redraft, "redraft.logLevel": "debug" },
+    async ({ page, file, output, userData }) => {
+      // The server was given the notebook (notebook sync), not its cells one by one.
+      await waitForChannelLog(userData, /notebook file:\/\/\S*analysis\.ipynb opened: 3 cells, 2 of them code/, STARTUP_MS);
+      // Into the last cell, after its text, on a new line.
+      const cell = page.locator(".monaco-editor", { has: page.locator(".view-lines", { hasText: "counts = word_counts" }) }).last();
+      await cell.locator(".view-lines").click();
+      await page.keyboard.press("Control+End");
+      await page.keyboard.press("Enter");
+      await page.keyboard.type(NOTEBOOK_TYPED, { delay: 30 });
+      const shown = await awaitGhostText(page, cell, NOTEBOOK_TYPED, output);
+      assert.ok(shown.trim().length > 0, "the ghost text is empty");
+      await page.screenshot({ path: path.join(SHOTS, "vscode-notebook-ghost-text.png") });
+
+      await page.keyboard.press("Tab");
+      await page.keyboard.press("Control+S");
+      const typed = `${cellSource(NOTEBOOK_CELLS[2])}\n${NOTEBOOK_TYPED}`;
+      const saved = await waitForFile(
+        file,
+        (text) => {
+          try {
+            const source = cellSource(JSON.parse(text).cells[2]);
+            return source.startsWith(typed) && source !== typed;
+          } catch {
+            return false; // not yet whole
+          }
+        },
+        30_000,
+        "the notebook to be saved with the suggestion in its last cell",
+      );
+      const cells = JSON.parse(saved).cells as { source: string | string[] }[];
+      assert.equal(cells.length, NOTEBOOK_CELLS.length);
+      // The other cells are untouched; what was accepted is what was shown.
+      assert.equal(cellSource(cells[0]), cellSource(NOTEBOOK_CELLS[0]));
+      assert.equal(cellSource(cells[1]), cellSource(NOTEBOOK_CELLS[1]));
+      const inserted = cellSource(cells[2]).slice(typed.length);
+      assert.equal(inserted.startsWith("\n") && !shown.startsWith("\n") ? inserted.slice(1) : inserted, shown);
+      console.log(`accepted in the notebook cell: ${JSON.stringify(inserted)}`);
+    },
+    { name: "analysis.ipynb", source: NOTEBOOK, marker: "word_counts" },
+  );
 });
 
 test("code-server: a missing binary shows the reason in the status bar", { timeout: 300_000 }, async () => {

@@ -1,0 +1,359 @@
+//! Notebooks (LSP 3.17's `notebookDocument/*`): a Jupyter notebook is one program cut into
+//! cells, and a suggestion in one cell reads the code of the cells around it as the text before
+//! and after its own, as it would read the rest of a file.
+//!
+//! Each cell's text is an ordinary open document: the server opens, changes and closes it as
+//! the client's `textDocument/*` messages would ([`Server::notebook_did_open`] and the rest),
+//! so history, next edits, type-through and every answer's positions stay the cell's own. The
+//! document owner keeps, beside the documents, which cells make up each notebook in order
+//! ([`Notebooks`]); a snapshot of a code cell carries the text around it ([`Surround`]), which
+//! the inference step wraps the cell's text in for the context layer. The same notebook's
+//! other cells are not offered again as other documents.
+//!
+//! Around a cell: the other code cells of its language, each followed by a blank line, and the
+//! markdown cells as line comments of that language (a notebook's prose says what the code
+//! is for); code cells of another language (a `%%bash` cell's document) are left out. At most
+//! [`MAX_SURROUND_BYTES`] each side, in whole cells, the nearest first.
+
+use std::collections::HashMap;
+
+use redraft_context::Language;
+use tower_lsp_server::ls_types::{
+    DidChangeNotebookDocumentParams, DidChangeTextDocumentParams, DidCloseNotebookDocumentParams,
+    DidCloseTextDocumentParams, DidOpenNotebookDocumentParams, DidOpenTextDocumentParams, Notebook,
+    NotebookCell, NotebookCellKind, NotebookDocumentSyncOptions, NotebookSelector,
+    TextDocumentItem, Uri,
+};
+use tower_lsp_server::LanguageServer;
+
+use super::document::Document;
+use super::document_key::DocumentKey;
+use super::server::Server;
+
+/// The most text taken from the cells before a cell, and from those after it.
+pub const MAX_SURROUND_BYTES: usize = 128 << 10;
+
+/// What the server announces: every notebook, every cell (the markdown cells are context too).
+pub fn sync_options() -> NotebookDocumentSyncOptions {
+    NotebookDocumentSyncOptions {
+        notebook_selector: vec![NotebookSelector::ByNotebook {
+            notebook: Notebook::String("*".into()),
+            cells: None,
+        }],
+        save: None,
+    }
+}
+
+/// One cell of a notebook, as the owner keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub key: DocumentKey,
+    pub code: bool,
+}
+
+impl Cell {
+    fn of(cell: &NotebookCell) -> Cell {
+        Cell {
+            key: DocumentKey::of(&cell.document),
+            code: cell.kind == NotebookCellKind::CODE,
+        }
+    }
+}
+
+/// A change of a notebook's cells, queued on the document owner after the cell documents the
+/// same message opens or closes.
+#[derive(Debug)]
+pub enum NotebookEvent {
+    Open {
+        notebook: DocumentKey,
+        cells: Vec<Cell>,
+    },
+    /// `delete` cells from `start` are replaced by `cells`.
+    Splice {
+        notebook: DocumentKey,
+        start: usize,
+        delete: usize,
+        cells: Vec<Cell>,
+    },
+    /// These cells' kinds, as they are now.
+    Kinds {
+        notebook: DocumentKey,
+        cells: Vec<Cell>,
+    },
+    Close {
+        notebook: DocumentKey,
+    },
+}
+
+/// The text a code cell sits in: `before` ends with a blank line (or is empty), `after` starts
+/// with one (or is empty).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Surround {
+    pub before: String,
+    pub after: String,
+}
+
+impl Surround {
+    /// `cell`, the cell's text (or the window of it the inference step hands on), in its place.
+    pub fn wrap(&self, cell: &str) -> String {
+        let newline = !self.after.is_empty() && !cell.is_empty() && !cell.ends_with('\n');
+        let mut text = String::with_capacity(self.before.len() + cell.len() + self.after.len() + 1);
+        text.push_str(&self.before);
+        text.push_str(cell);
+        if newline {
+            text.push('\n');
+        }
+        text.push_str(&self.after);
+        text
+    }
+}
+
+/// The open notebooks: each one's cells in order, and each cell's notebook.
+#[derive(Debug, Default)]
+pub struct Notebooks {
+    notebooks: HashMap<DocumentKey, Vec<Cell>>,
+    notebook_of: HashMap<DocumentKey, DocumentKey>,
+}
+
+impl Notebooks {
+    /// Applies `event`; a problem (a splice past the cells, a notebook not open) is returned
+    /// for the log, with the cells left as they were.
+    pub fn apply(&mut self, event: NotebookEvent) -> Result<(), String> {
+        match event {
+            NotebookEvent::Open { notebook, cells } => {
+                self.close(&notebook);
+                for cell in &cells {
+                    self.notebook_of.insert(cell.key.clone(), notebook.clone());
+                }
+                self.notebooks.insert(notebook, cells);
+            }
+            NotebookEvent::Splice {
+                notebook,
+                start,
+                delete,
+                cells,
+            } => {
+                let Some(list) = self.notebooks.get_mut(&notebook) else {
+                    return Err(format!(
+                        "a change of {} which is not open",
+                        notebook.as_str()
+                    ));
+                };
+                let end = start.checked_add(delete).filter(|&end| end <= list.len());
+                let Some(end) = end else {
+                    return Err(format!(
+                        "a change of {} replaces cells {start}..{start}+{delete} of {}",
+                        notebook.as_str(),
+                        list.len()
+                    ));
+                };
+                for removed in list.splice(start..end, cells.iter().cloned()) {
+                    self.notebook_of.remove(&removed.key);
+                }
+                for cell in cells {
+                    self.notebook_of.insert(cell.key, notebook.clone());
+                }
+            }
+            NotebookEvent::Kinds { notebook, cells } => {
+                let Some(list) = self.notebooks.get_mut(&notebook) else {
+                    return Err(format!(
+                        "a change of {} which is not open",
+                        notebook.as_str()
+                    ));
+                };
+                for changed in cells {
+                    if let Some(cell) = list.iter_mut().find(|cell| cell.key == changed.key) {
+                        cell.code = changed.code;
+                    }
+                }
+            }
+            NotebookEvent::Close { notebook } => self.close(&notebook),
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, notebook: &DocumentKey) {
+        for cell in self.notebooks.remove(notebook).unwrap_or_default() {
+            self.notebook_of.remove(&cell.key);
+        }
+    }
+
+    /// Whether `a` and `b` are cells of one notebook.
+    pub fn together(&self, a: &DocumentKey, b: &DocumentKey) -> bool {
+        match (self.notebook_of.get(a), self.notebook_of.get(b)) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
+    }
+
+    /// The text around `key` if it is a code cell of an open notebook; the cells' texts are
+    /// the open `documents`' (a cell not open is left out).
+    pub fn surround(
+        &self,
+        key: &DocumentKey,
+        documents: &HashMap<DocumentKey, Document>,
+    ) -> Option<Surround> {
+        let cells = self.notebooks.get(self.notebook_of.get(key)?)?;
+        let at = cells.iter().position(|cell| &cell.key == key)?;
+        let language = documents.get(key)?.language();
+        if !cells[at].code {
+            return None;
+        }
+        let piece = |cell: &Cell| -> Option<String> {
+            let document = documents.get(&cell.key)?;
+            let text = document.rope().to_string();
+            if cell.code {
+                (document.language() == language).then(|| with_newline(text))
+            } else {
+                commented(&text, language)
+            }
+        };
+        let before = nearest(cells[..at].iter().rev(), piece);
+        let after = nearest(cells[at + 1..].iter(), piece);
+        let mut surround = Surround::default();
+        for piece in before.iter().rev() {
+            surround.before.push_str(piece);
+            surround.before.push('\n');
+        }
+        for piece in &after {
+            surround.after.push('\n');
+            surround.after.push_str(piece);
+        }
+        Some(surround)
+    }
+}
+
+/// The pieces of `cells`, nearest first, as long as they fit in [`MAX_SURROUND_BYTES`] together.
+fn nearest<'c>(
+    cells: impl Iterator<Item = &'c Cell>,
+    piece: impl Fn(&Cell) -> Option<String>,
+) -> Vec<String> {
+    let mut taken = Vec::new();
+    let mut bytes = 0;
+    for text in cells.filter_map(piece) {
+        bytes += text.len() + 1;
+        if bytes > MAX_SURROUND_BYTES {
+            break;
+        }
+        taken.push(text);
+    }
+    taken
+}
+
+fn with_newline(mut text: String) -> String {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+/// A markdown cell as line comments of `language`; `None` for an empty cell or a language
+/// without line comments.
+fn commented(text: &str, language: Language) -> Option<String> {
+    let comment = language.line_comment();
+    if comment.is_empty() || text.trim().is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() + 8 * text.lines().count());
+    for line in text.trim_end().lines() {
+        out.push_str(comment);
+        if !line.trim().is_empty() {
+            out.push(' ');
+            out.push_str(line.trim_end());
+        }
+        out.push('\n');
+    }
+    Some(out)
+}
+
+/// The `notebookDocument/*` handlers, in the order the protocol gives each message's parts.
+impl Server {
+    pub(super) async fn notebook_opened(&self, params: DidOpenNotebookDocumentParams) {
+        for item in params.cell_text_documents {
+            self.open_cell(item).await;
+        }
+        let notebook = params.notebook_document;
+        self.log.debug(|| {
+            let code = notebook
+                .cells
+                .iter()
+                .filter(|cell| Cell::of(cell).code)
+                .count();
+            format!(
+                "notebook {} opened: {} cells, {code} of them code",
+                notebook.uri.as_str(),
+                notebook.cells.len()
+            )
+        });
+        self.documents.notebook(NotebookEvent::Open {
+            notebook: DocumentKey::of(&notebook.uri),
+            cells: notebook.cells.iter().map(Cell::of).collect(),
+        });
+    }
+
+    pub(super) async fn notebook_changed(&self, params: DidChangeNotebookDocumentParams) {
+        let notebook = DocumentKey::of(&params.notebook_document.uri);
+        let Some(cells) = params.change.cells else {
+            return;
+        };
+        if let Some(structure) = cells.structure {
+            // Closed before the opens: a cell closed and opened again in one change (VS Code's
+            // client sends neither for a moved cell, another client may send both) stays open.
+            for closed in structure.did_close.unwrap_or_default() {
+                self.close_cell(closed.uri).await;
+            }
+            for item in structure.did_open.unwrap_or_default() {
+                self.open_cell(item).await;
+            }
+            let array = structure.array;
+            self.documents.notebook(NotebookEvent::Splice {
+                notebook: notebook.clone(),
+                start: array.start as usize,
+                delete: array.delete_count as usize,
+                cells: array
+                    .cells
+                    .unwrap_or_default()
+                    .iter()
+                    .map(Cell::of)
+                    .collect(),
+            });
+        }
+        if let Some(data) = cells.data {
+            self.documents.notebook(NotebookEvent::Kinds {
+                notebook,
+                cells: data.iter().map(Cell::of).collect(),
+            });
+        }
+        for content in cells.text_content.unwrap_or_default() {
+            self.did_change(DidChangeTextDocumentParams {
+                text_document: content.document,
+                content_changes: content.changes,
+            })
+            .await;
+        }
+    }
+
+    pub(super) async fn notebook_closed(&self, params: DidCloseNotebookDocumentParams) {
+        self.documents.notebook(NotebookEvent::Close {
+            notebook: DocumentKey::of(&params.notebook_document.uri),
+        });
+        for cell in params.cell_text_documents {
+            self.close_cell(cell.uri).await;
+        }
+    }
+
+    async fn open_cell(&self, text_document: TextDocumentItem) {
+        self.did_open(DidOpenTextDocumentParams { text_document })
+            .await;
+    }
+
+    async fn close_cell(&self, uri: Uri) {
+        self.did_close(DidCloseTextDocumentParams {
+            text_document: tower_lsp_server::ls_types::TextDocumentIdentifier { uri },
+        })
+        .await;
+    }
+}
+
+#[cfg(test)]
+mod tests;
