@@ -41,6 +41,7 @@ use super::config::Settings;
 use super::document::Snapshot;
 use super::documents::Snapshots;
 use super::log::Log;
+use super::notebook::Surround;
 use super::stream::JobStream;
 use super::workspace::Workspace;
 
@@ -77,6 +78,9 @@ pub struct EditJob {
     pub document: Snapshot,
     /// The document's name, as the history names it.
     pub path: String,
+    /// For a notebook's code cell, the cells around it: the model sees the cell in its place,
+    /// and only its edits inside the cell are the answer's.
+    pub notebook: Option<Surround>,
     /// Byte offset of the cursor in `document`.
     pub cursor: usize,
     /// The recent edits of the open documents, oldest first.
@@ -195,20 +199,7 @@ impl Inference {
     /// Queues `job` now; its answer comes with the returned future.
     pub fn submit(&self, job: Job) -> Pending<Suggestions> {
         let document = &job.snapshots.document;
-        let (text, base) = source_text(document, job.cursor);
-        let mut cursor = job.cursor - base;
-        // A notebook's cell is read in its place among the others, without its own tree (the
-        // context layer parses the whole around the cursor).
-        let (text, tree) = match &job.snapshots.notebook {
-            Some(surround) => {
-                cursor += surround.before.len();
-                (surround.wrap(&text), None)
-            }
-            None => {
-                let tree = tree(document, &text);
-                (text, tree)
-            }
-        };
+        let handed = Handed::from(document, job.cursor, job.snapshots.notebook.as_ref());
         let settings = &job.settings;
         let options = FimOptions {
             max_tokens: settings.max_tokens,
@@ -233,10 +224,10 @@ impl Inference {
             Vec::new()
         };
         let work = FimWork {
-            cursor,
-            text,
+            cursor: handed.cursor,
+            text: handed.text,
             language: document.language,
-            tree,
+            tree: handed.tree,
             neighbours,
             options,
             stop: Vec::new(),
@@ -300,8 +291,8 @@ impl Inference {
     /// the draft bar), so both suggest the same edit for the same document, cursor and history.
     pub fn submit_edit(&self, job: EditJob) -> Pending<NextEdit> {
         let document = &job.document;
-        let (text, base) = source_text(document, job.cursor);
-        let tree = tree(document, &text);
+        let handed = Handed::from(document, job.cursor, job.notebook.as_ref());
+        let place = handed.place;
         let mut sampler = SamplerConfig::effort(job.settings.effort);
         sampler.draft_tau = Some(DRAFT_TAU);
         // The kept cache's first pass is exact (never realigned across an edit, which is an
@@ -310,12 +301,12 @@ impl Inference {
         sampler.cache.realign = None;
         let history = job.history.len();
         let work = EditWork {
-            cursor: job.cursor - base,
-            document: text,
+            cursor: handed.cursor,
+            document: handed.text,
             region: None,
             path: job.path,
             language: document.language,
-            tree,
+            tree: handed.tree,
             history: job.history,
             sampler,
             limits: job.settings.next_edit.limits(),
@@ -341,17 +332,17 @@ impl Inference {
                 unreachable!("a next edit is answered as one");
             };
             let report = &answer.report;
-            let shift = |range: &Range<usize>| range.start + base..range.end + base;
             let next = NextEdit {
                 edits: answer
                     .edits
                     .iter()
+                    .filter(|edit| place.holds(&edit.range))
                     .map(|edit| TextEdit {
-                        range: shift(&edit.range),
+                        range: place.to_document(&edit.range),
                         new_text: edit.new_text.clone(),
                     })
                     .collect(),
-                region: shift(&report.region),
+                region: place.to_document(&report.region),
                 rewrote_too_much: report.rewrote_too_much,
                 unsure: report.unsure,
                 confidence: report.confidence,
@@ -455,6 +446,72 @@ fn confidences(values: &[Option<f32>]) -> String {
         .map(|c| c.map_or("-".to_string(), |c| format!("{c:.2}")))
         .collect();
     format!("[{}]", each.join(", "))
+}
+
+/// What the context layer is handed for a request: the text, the cursor in it, and the tree
+/// when the text is the whole document's.
+struct Handed {
+    text: String,
+    cursor: usize,
+    tree: Option<Tree>,
+    place: Place,
+}
+
+/// Where the document's text lies in the text handed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    /// The document's byte offset the handed part starts at (a huge document's window).
+    base: usize,
+    /// The bytes of the document handed over.
+    len: usize,
+    /// The bytes before them: a notebook's cells before the cell.
+    before: usize,
+}
+
+impl Handed {
+    /// The whole document (a window of a huge one, [`source_text`]), and a notebook's cell in
+    /// its place among the cells around it, without its own tree (the context layer parses the
+    /// whole around the cursor).
+    fn from(document: &Snapshot, cursor: usize, notebook: Option<&Surround>) -> Handed {
+        let (text, base) = source_text(document, cursor);
+        let len = text.len();
+        match notebook {
+            Some(surround) => Handed {
+                cursor: cursor - base + surround.before.len(),
+                text: surround.wrap(&text),
+                tree: None,
+                place: Place {
+                    base,
+                    len,
+                    before: surround.before.len(),
+                },
+            },
+            None => Handed {
+                cursor: cursor - base,
+                tree: tree(document, &text),
+                text,
+                place: Place {
+                    base,
+                    len,
+                    before: 0,
+                },
+            },
+        }
+    }
+}
+
+impl Place {
+    /// Whether `range` of the handed text lies in the document's part of it.
+    fn holds(&self, range: &Range<usize>) -> bool {
+        self.before <= range.start && range.end <= self.before + self.len
+    }
+
+    /// `range` of the handed text in the document's offsets, cut to the document's part.
+    fn to_document(self, range: &Range<usize>) -> Range<usize> {
+        let at =
+            |at: usize| at.clamp(self.before, self.before + self.len) - self.before + self.base;
+        at(range.start)..at(range.end)
+    }
 }
 
 /// The document's tree, when the text handed over is the whole document (`source_text` cuts a
@@ -676,6 +733,55 @@ mod tests {
     use crate::document::{Document, MAX_PARSED_BYTES};
     use proptest::prelude::*;
     use redraft_context::{plan, Budget, ByteEstimate, Plan, Source};
+
+    /// A notebook's cell goes to the context layer in its place among the cells around it,
+    /// without its tree (which is the cell's alone), and a next edit's answer keeps only what
+    /// lies inside the cell, in the cell's offsets.
+    #[test]
+    fn a_notebook_cell_is_handed_over_among_its_cells_and_answered_inside_it() {
+        let uri: tower_lsp_server::ls_types::Uri =
+            "vscode-notebook-cell:/t/nb.ipynb#C1".parse().unwrap();
+        let cell = Document::new(uri, "rust", 0, "let x = 1;\nx + ", 0).snapshot();
+        assert!(cell.tree.is_some());
+        let surround = Surround {
+            before: "fn f() {}\n\n".into(),
+            after: "\nprintln!();\n".into(),
+        };
+        let cursor = "let x = 1;\nx + ".len();
+        let handed = Handed::from(&cell, cursor, Some(&surround));
+        assert_eq!(
+            handed.text,
+            "fn f() {}\n\nlet x = 1;\nx + \n\nprintln!();\n"
+        );
+        assert_eq!(
+            &handed.text[..handed.cursor],
+            "fn f() {}\n\nlet x = 1;\nx + "
+        );
+        assert!(handed.tree.is_none());
+        let place = handed.place;
+        let before = surround.before.len();
+        // `x` renamed inside the cell: kept, in the cell's offsets.
+        let x = before + "let ".len();
+        assert!(place.holds(&(x..x + 1)));
+        assert_eq!(place.to_document(&(x..x + 1)), 4..5);
+        // An insertion at the cell's end is the cell's; an edit of the next cell, or one
+        // reaching into the cell before, is not.
+        let end = before + cursor;
+        assert!(place.holds(&(end..end)));
+        assert!(!place.holds(&(end..end + 1)));
+        assert!(!place.holds(&(0..3)));
+        assert!(!place.holds(&(before - 1..before + 2)));
+        // A region over several cells is cut to the cell's.
+        assert_eq!(place.to_document(&(0..handed.text.len())), 0..cursor);
+
+        // Without a notebook: the document whole, with its tree.
+        let alone = Handed::from(&cell, cursor, None);
+        assert_eq!(alone.text, "let x = 1;\nx + ");
+        assert_eq!(alone.cursor, cursor);
+        assert!(alone.tree.is_some());
+        assert!(alone.place.holds(&(0..cursor)));
+        assert_eq!(alone.place.to_document(&(4..5)), 4..5);
+    }
 
     /// A Rust document over `MAX_SOURCE_BYTES` (and under the parse limit) keeps a tree, but the
     /// context layer gets a window of it: one starting at the document's start is no more the

@@ -4,7 +4,7 @@
 //! of other documents an inline completion's prompt carries (so a prompt never spells out the
 //! user's home directory, to a local model or a remote backend).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tower_lsp_server::ls_types::{InitializeParams, Uri, WorkspaceFoldersChangeEvent};
@@ -63,10 +63,20 @@ fn file_path(uri: &Uri) -> Option<PathBuf> {
     uri.to_file_path().map(|p| p.into_owned())
 }
 
+/// VS Code's scheme for a notebook's cells: the notebook's path, and a fragment per cell.
+const NOTEBOOK_CELL_SCHEME: &str = "vscode-notebook-cell";
+
 fn display_path(uri: &Uri, roots: &[PathBuf]) -> String {
-    let path = (uri.scheme().as_str() == "file")
-        .then(|| uri.to_file_path())
-        .flatten();
+    let path = match uri.scheme().as_str() {
+        "file" => uri.to_file_path().map(|p| p.into_owned()),
+        // A cell is named as its notebook is: its edits, and its text among other documents',
+        // are the notebook file's.
+        NOTEBOOK_CELL_SCHEME => format!("file://{}", uri.path().as_str())
+            .parse::<Uri>()
+            .ok()
+            .and_then(|file| file.to_file_path().map(|p| p.into_owned())),
+        _ => None,
+    };
     let Some(path) = path else {
         return uri.as_str().to_string();
     };
@@ -74,7 +84,7 @@ fn display_path(uri: &Uri, roots: &[PathBuf]) -> String {
         .iter()
         .find_map(|root| path.strip_prefix(root).ok())
         .filter(|rest| !rest.as_os_str().is_empty());
-    relative.unwrap_or(Path::new(&*path)).display().to_string()
+    relative.unwrap_or(&path).display().to_string()
 }
 
 #[cfg(test)]
@@ -119,6 +129,11 @@ mod tests {
         assert_eq!(name("file:///work/demo/caf%C3%A9.rs"), "café.rs");
         // The folder itself has no relative name.
         assert_eq!(name("file:///work/demo"), "/work/demo");
+        // A notebook's cell, by its notebook.
+        let cell = "vscode-notebook-cell:/work/demo/an%20analysis.ipynb#W2sZmlsZQ%3D%3D";
+        assert_eq!(name(cell), "an analysis.ipynb");
+        let elsewhere = "vscode-notebook-cell:/elsewhere/nb.ipynb#W0sZmlsZQ%3D%3D";
+        assert_eq!(name(elsewhere), "/elsewhere/nb.ipynb");
     }
 
     #[test]

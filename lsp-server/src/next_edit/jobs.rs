@@ -471,6 +471,7 @@ impl NextEdits {
         let wanted = Arc::new(AtomicBool::new(origin == Origin::Request));
         let reply = self.runner.submit_edit(EditJob {
             path: self.path(&uri),
+            notebook: snapshots.notebook,
             document: snapshots.document,
             cursor,
             history,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use redraft_context::edit::unified_diff;
 use serde_json::{json, Value};
 
-use super::client::{items, ExecuteCommand, Lsp, Start};
+use super::client::{items, ExecuteCommand, Lsp, NotebookDidChange, NotebookDidOpen, Start};
 
 const ROOT: &str = "file:///work/demo";
 const URI: &str = "file:///work/demo/src/lib.rs";
@@ -121,11 +121,23 @@ fn apply_lsp(text: &str, edits: &[Value], encoding: &str) -> String {
 /// file's name and the rename as a unified diff; the text with its edits applied.
 fn command_line_answer(rename: &Rename) -> String {
     let (cursor, text) = rename.after();
+    let edits = command_line_edits(&text, cursor, PATH, rename.before);
+    apply(&text, edits)
+}
+
+/// The edits `redraft complete --next-edit --json` suggests for `text` at `cursor`, the file
+/// `path` having been `before` it: (start, end, new text).
+fn command_line_edits(
+    text: &str,
+    cursor: usize,
+    path: &str,
+    before: &str,
+) -> Vec<(usize, usize, String)> {
     let request = json!({
         "text": text,
         "cursor": cursor,
-        "path": PATH,
-        "history": unified_diff(PATH, rename.before, &text, 3),
+        "path": path,
+        "history": unified_diff(path, before, text, 3),
     });
     let args = [
         "complete",
@@ -139,15 +151,26 @@ fn command_line_answer(rename: &Rename) -> String {
     ];
     let answer = super::cli::json_ok(&super::cli::redraft(&args, &request.to_string()));
     assert_eq!(answer["history_edits"], json!(1), "{answer}");
-    let mut applied = text.clone();
-    let mut edits = answer["edits"].as_array().unwrap().clone();
-    edits.sort_by_key(|e| std::cmp::Reverse(e["start"].as_u64()));
-    for e in edits {
-        let (start, end) = (
-            e["start"].as_u64().unwrap() as usize,
-            e["end"].as_u64().unwrap() as usize,
-        );
-        applied.replace_range(start..end, e["text"].as_str().unwrap());
+    answer["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["start"].as_u64().unwrap() as usize,
+                e["end"].as_u64().unwrap() as usize,
+                e["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `text` with `edits` (byte ranges, not overlapping) applied.
+fn apply(text: &str, mut edits: Vec<(usize, usize, String)>) -> String {
+    let mut applied = text.to_string();
+    edits.sort_by_key(|e| std::cmp::Reverse(e.0));
+    for (start, end, new) in edits {
+        applied.replace_range(start..end, &new);
     }
     applied
 }
@@ -216,6 +239,11 @@ fn a_rename_with_an_edit() -> (&'static Rename, String) {
 
 /// The edits of a `copilotInlineEdit` answer, checked for shape.
 fn edits(answer: &Value, version: i32) -> Vec<Value> {
+    edits_of(answer, URI, version)
+}
+
+/// [`edits`] of the document `uri`.
+fn edits_of(answer: &Value, uri: &str, version: i32) -> Vec<Value> {
     let edits = answer["edits"]
         .as_array()
         .unwrap_or_else(|| panic!("not a copilotInlineEdit answer: {answer}"));
@@ -223,7 +251,7 @@ fn edits(answer: &Value, version: i32) -> Vec<Value> {
     for edit in edits {
         assert_eq!(
             edit["textDocument"],
-            json!({"uri": URI, "version": version}),
+            json!({"uri": uri, "version": version}),
             "{edit}"
         );
         assert_eq!(
@@ -265,6 +293,81 @@ async fn a_next_edit_is_what_the_command_line_suggests_in_every_encoding() {
             .await;
         lsp.shutdown().await;
     }
+}
+
+/// In a notebook the cell is read in its place among the others: the next edit is what the
+/// command line suggests for the notebook's code as one text (the markdown cell a comment, the
+/// history the cell's rename, named by the notebook), kept to the cell.
+#[tokio::test]
+async fn a_next_edit_in_a_notebook_cell_is_the_command_lines_for_the_whole_notebook() {
+    let rename = &RENAMES[0];
+    let (cursor, text) = rename.after();
+    let cell =
+        |n: usize| format!("vscode-notebook-cell:/work/demo/analysis.ipynb#W{n}sZmlsZQ%3D%3D");
+    let main = "fn main() {\n    println!(\"{}\", area(2, 3));\n}\n";
+    let lsp = server("utf-16", options()).await;
+    lsp.notify::<NotebookDidOpen>(json!({
+        "notebookDocument": {
+            "uri": "file:///work/demo/analysis.ipynb", "notebookType": "jupyter-notebook",
+            "version": 0,
+            "cells": [
+                {"kind": 2, "document": cell(0)},
+                {"kind": 1, "document": cell(1)},
+                {"kind": 2, "document": cell(2)},
+            ],
+        },
+        "cellTextDocuments": [
+            {"uri": cell(0), "languageId": "rust", "version": 0, "text": rename.before},
+            {"uri": cell(1), "languageId": "markdown", "version": 0, "text": "Area of a rectangle."},
+            {"uri": cell(2), "languageId": "rust", "version": 0, "text": main},
+        ],
+    }));
+    let mut typed = rename.before.to_string();
+    let mut at = typed.find(rename.at).unwrap() + rename.at.len();
+    let mut version = 0;
+    for c in rename.typed.chars() {
+        let (line, character) = position(&typed, at, "utf-16");
+        let place = json!({"line": line, "character": character});
+        version += 1;
+        lsp.notify::<NotebookDidChange>(json!({
+            "notebookDocument": {"uri": "file:///work/demo/analysis.ipynb", "version": version},
+            "change": {"cells": {"textContent": [{
+                "document": {"uri": cell(0), "version": version},
+                "changes": [{"range": {"start": place, "end": place}, "text": c.to_string()}],
+            }]}},
+        }));
+        typed.insert(at, c);
+        at += c.len_utf8();
+    }
+    assert_eq!((typed.as_str(), at), (text.as_str(), cursor));
+
+    let (line, character) = position(&text, cursor, "utf-16");
+    let answer = lsp
+        .next_edit(&cell(0), version, line, character)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    let around = format!("\n// Area of a rectangle.\n\n{main}");
+    let notebook = |cell: &str| format!("{cell}{around}");
+    let suggested = command_line_edits(
+        &notebook(&text),
+        cursor,
+        "analysis.ipynb",
+        &notebook(rename.before),
+    );
+    let in_cell = suggested
+        .into_iter()
+        .filter(|&(_, end, _)| end <= text.len())
+        .collect();
+    assert_eq!(
+        apply_lsp(&text, &edits_of(&answer, &cell(0), version), "utf-16"),
+        apply(&text, in_cell),
+        "{answer}"
+    );
+    lsp.wait_for_log(|m| m.contains("next edit over lines") && m.contains("history 1 edit(s)"))
+        .await;
+    lsp.shutdown().await;
 }
 
 /// The runtime keeps a cache per document between jobs (completions and next edits apart), and
