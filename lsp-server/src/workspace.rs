@@ -134,6 +134,9 @@ mod tests {
         assert_eq!(name(cell), "an analysis.ipynb");
         let elsewhere = "vscode-notebook-cell:/elsewhere/nb.ipynb#W0sZmlsZQ%3D%3D";
         assert_eq!(name(elsewhere), "/elsewhere/nb.ipynb");
+        // An untitled notebook's cell has no file: it keeps its URI.
+        let untitled = "vscode-notebook-cell:Untitled-1.ipynb#W0sdW50aXRsZWQ%3D";
+        assert_eq!(name(untitled), untitled);
     }
 
     #[test]
