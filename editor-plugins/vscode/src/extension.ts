@@ -2,6 +2,7 @@
 // feature turns the server's `textDocument/inlineCompletion` items into ghost text unchanged.
 // This file adds what users expect around it: settings, a status bar item, commands, and the
 // next edits of `nextEdits.ts`.
+import * as path from "node:path";
 import * as vscode from "vscode";
 import {
   CloseAction,
@@ -28,6 +29,8 @@ let log: vscode.LogOutputChannel;
 let statusItem: vscode.StatusBarItem;
 let state: ServerState = { kind: "stopped" };
 let nextEdits: NextEdits | undefined;
+/** Where a server packaged inside the extension would be (`scripts/package-vscode`). */
+let bundled: string | undefined;
 const restarts = new RestartBudget();
 
 function config(): vscode.WorkspaceConfiguration {
@@ -92,7 +95,7 @@ function watchProgress(lc: LanguageClient): Disposable[] {
 /** Starts the server in place of the running one (which is stopped first, even while starting). */
 async function start(): Promise<void> {
   await stop();
-  const binary = findBinary(config().get<string>("path") ?? "redraft", process.env.PATH, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
+  const binary = findBinary(config().get<string>("path") ?? "", process.env.PATH, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath, bundled);
   if (!binary.found) {
     setState({ kind: "error", reason: binary.reason });
     log.error(binary.reason);
@@ -182,6 +185,7 @@ async function stop(): Promise<void> {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  bundled = context.asAbsolutePath(path.join("server", process.platform === "win32" ? "redraft.exe" : "redraft"));
   log = vscode.window.createOutputChannel("redraft", { log: true });
   statusItem = vscode.window.createStatusBarItem("redraft.status", vscode.StatusBarAlignment.Right, 100);
   statusItem.name = "redraft";

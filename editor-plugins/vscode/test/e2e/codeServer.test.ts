@@ -181,6 +181,8 @@ interface Session {
   output: string[];
   /** code-server's user data: its logs, the extension's output channel among them. */
   userData: string;
+  /** Where code-server installed the extension. */
+  extensions: string;
   /** code-server's pid: everything the test started runs under it. */
   root: number;
 }
@@ -193,12 +195,19 @@ interface Session {
 async function withCodeServer(
   settings: Record<string, unknown>,
   body: (session: Session) => Promise<void>,
-  // The file's name (under src/), its text, and a word of it to wait for on screen.
-  { name = "main.rs", source = SOURCE, marker = "word_counts" }: { name?: string; source?: string; marker?: string } = {},
+  // The file's name (under src/), its text, a word of it to wait for on screen, the extension
+  // package to install, and variables set for code-server (and so for the server it starts).
+  {
+    name = "main.rs",
+    source = SOURCE,
+    marker = "word_counts",
+    vsix = VSIX,
+    env = {},
+  }: { name?: string; source?: string; marker?: string; vsix?: string; env?: Record<string, string> } = {},
 ): Promise<void> {
   const codeServer = required("REDRAFT_CODE_SERVER");
   const chromiumPath = required("REDRAFT_CHROMIUM");
-  assert.ok(fs.existsSync(VSIX), `${VSIX} is missing: run npm run package first`);
+  assert.ok(fs.existsSync(vsix), `${vsix} is missing: run npm run package first`);
 
   const home = fs.mkdtempSync(path.join(os.tmpdir(), "redraft-code-server-"));
   const userData = path.join(home, "user-data");
@@ -237,7 +246,7 @@ async function withCodeServer(
   fs.writeFileSync(path.join(userData, "Machine", "settings.json"), JSON.stringify(settings));
 
   const common = ["--user-data-dir", userData, "--extensions-dir", extensions];
-  execFileSync(process.execPath, [codeServer, ...common, "--install-extension", VSIX], { stdio: "pipe", timeout: STARTUP_MS });
+  execFileSync(process.execPath, [codeServer, ...common, "--install-extension", vsix], { stdio: "pipe", timeout: STARTUP_MS });
 
   const port = await freePort();
   const output: string[] = [];
@@ -247,7 +256,7 @@ async function withCodeServer(
       "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override", workspace],
     // Its own process group, so the file watcher and extension host (and redraft lsp) it forks
     // are stopped with it.
-    { stdio: ["ignore", "pipe", "pipe"], detached: true },
+    { stdio: ["ignore", "pipe", "pipe"], detached: true, env: { ...process.env, ...env } },
   );
   const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()));
   server.stdout.on("data", (d: Buffer) => output.push(d.toString()));
@@ -284,7 +293,7 @@ async function withCodeServer(
       undefined,
       { timeout: STARTUP_MS },
     );
-    await body({ page, file, output, userData, root: server.pid ?? 0 });
+    await body({ page, file, output, userData, extensions, root: server.pid ?? 0 });
     passed = true;
   } finally {
     await browser.close();
@@ -475,6 +484,37 @@ test("code-server: a notebook cell gets ghost text, the server reading the whole
       console.log(`accepted in the notebook cell: ${JSON.stringify(inserted)}`);
     },
     { name: "analysis.ipynb", source: NOTEBOOK, marker: "word_counts" },
+  );
+});
+
+test("code-server: the extension packaged with its server runs it, redraft.path left empty", { timeout: 600_000 }, async () => {
+  // scripts/package-vscode puts the binary under test inside a platform .vsix, as a user's would.
+  const vsix = execFileSync(path.join(REPO, "scripts", "package-vscode"), [required("REDRAFT_BIN")], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    timeout: STARTUP_MS,
+  }).trim();
+  assert.match(path.basename(vsix), /^redraft-(linux|darwin)-(x64|arm64)\.vsix$/);
+  // No `redraft` on PATH either: only the one inside can serve.
+  const env = { PATH: (process.env.PATH ?? "").split(path.delimiter).filter((dir) => !fs.existsSync(path.join(dir, "redraft"))).join(path.delimiter) };
+  await withCodeServer(
+    { "redraft.logLevel": "debug" },
+    async ({ page, output, extensions, root }) => {
+      const [installed] = fs.readdirSync(extensions).filter((entry) => entry.startsWith("redraft.redraft-"));
+      const inside = path.join(extensions, installed, "server", "redraft");
+      assert.ok(fs.existsSync(inside), `the installed extension holds no server: ${installed}`);
+      await waitForStatus(page, /^redraft: ready/, STARTUP_MS, "the packaged server to be ready");
+      await theServer(root, inside, STARTUP_MS);
+      // And it serves: ghost text at the cursor.
+      const emptyLine = SOURCE.split("\n").indexOf('    let counts = word_counts("a b a");') + 2;
+      await page.keyboard.press("Control+G");
+      await page.keyboard.type(String(emptyLine));
+      await page.keyboard.press("Enter");
+      await page.keyboard.type(TYPED, { delay: 30 });
+      const shown = await awaitGhostText(page, page.locator(".editor-instance .monaco-editor").first(), TYPED, output);
+      assert.ok(shown.trim().length > 0, "the ghost text is empty");
+    },
+    { vsix, env },
   );
 });
 

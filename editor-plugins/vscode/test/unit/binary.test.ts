@@ -45,3 +45,21 @@ test("a relative path resolves against the workspace folder", () => {
   const dir = tempDirWithBinary(true);
   assert.deepEqual(findBinary("./redraft", "", dir), { found: true, path: path.join(dir, "redraft") });
 });
+
+test("empty, the server packaged inside the extension comes first, then PATH", () => {
+  const onPath = tempDirWithBinary(true);
+  const inside = tempDirWithBinary(true);
+  const bundled = path.join(inside, "redraft");
+  assert.deepEqual(findBinary("", onPath, undefined, bundled), { found: true, path: bundled });
+  assert.deepEqual(findBinary("  ", onPath, undefined, bundled), { found: true, path: bundled });
+  // An extension without one (or one not executable) looks on PATH.
+  const missing = path.join(inside, "nothing-here");
+  assert.deepEqual(findBinary("", onPath, undefined, missing), { found: true, path: path.join(onPath, "redraft") });
+  const notExecutable = path.join(tempDirWithBinary(false), "redraft");
+  assert.deepEqual(findBinary("", onPath, undefined, notExecutable), { found: true, path: path.join(onPath, "redraft") });
+  // A name or a path set by the user wins over it.
+  assert.deepEqual(findBinary("redraft", onPath, undefined, bundled), { found: true, path: path.join(onPath, "redraft") });
+  assert.deepEqual(findBinary(path.join(onPath, "redraft"), "", undefined, bundled), { found: true, path: path.join(onPath, "redraft") });
+  const none = findBinary("", "/nonexistent", undefined, missing);
+  assert.match(none.found ? "" : none.reason, /`redraft` is not on PATH.*scripts\/package-vscode/);
+});
