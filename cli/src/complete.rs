@@ -64,7 +64,8 @@ pub struct Args {
     suffix_file: Option<PathBuf>,
     /// Read `{"prefix": "...", "suffix": "...", "language": "rust"}` from stdin (`suffix` and
     /// `language`, an LSP language id, may be left out; with --next-edit: `{"text": "...",
-    /// "cursor": BYTE, "path": "...", "history": "unified diff"}`).
+    /// "cursor": BYTE, "path": "...", "history": "unified diff", "language": "rust"}`, the
+    /// language, when given, over the one the path's extension says).
     #[arg(long, conflicts_with_all = ["file", "prefix_file", "suffix_file"])]
     stdin_json: bool,
     /// Suggest the next edit near the cursor instead of filling in at it: prints the edit as a

@@ -201,6 +201,11 @@ impl Document {
         self.language
     }
 
+    /// The language as the client named it.
+    pub fn language_id(&self) -> &str {
+        &self.language_id
+    }
+
     pub fn uri(&self) -> &Uri {
         &self.uri
     }

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use ropey::Rope;
 use tokio::sync::{mpsc as async_mpsc, oneshot};
 use tower_lsp_server::ls_types::{TextDocumentContentChangeEvent, Uri};
 
@@ -67,7 +68,8 @@ pub struct Snapshots {
     /// show a next edit the same history. It never moves back. Opening, closing or looking at
     /// documents nobody edited leaves it, and so does a change that records nothing (no
     /// changes, the same whole text again as some clients send on save, a first range that
-    /// does not apply).
+    /// does not apply). A change of a notebook's cells (opened, added, moved, removed,
+    /// re-kinded) moves it too: a cell's next edit is shown the cells around it.
     pub history_generation: u64,
     /// For a code cell of a notebook, the text of the cells around it (`notebook.rs`).
     pub notebook: Option<Surround>,
@@ -484,12 +486,13 @@ impl Owner {
                     document.offer(offer);
                 }
             }
-            Event::Notebook(event) => {
-                if let Err(problem) = self.notebooks.apply(event) {
-                    self.log
-                        .warn(format!("notebookDocument/didChange: {problem}; ignored"));
-                }
-            }
+            Event::Notebook(event) => match self.notebooks.apply(event) {
+                // A cell's next edit is shown the cells around it, which changed.
+                Ok(()) => self.history_generation += 1,
+                Err(problem) => self
+                    .log
+                    .warn(format!("notebookDocument/didChange: {problem}; ignored")),
+            },
             Event::Snapshot {
                 key,
                 with_history,
@@ -507,28 +510,22 @@ impl Owner {
                 }
                 self.parse_pending(Some(&key), self.snapshot_parse_budget);
                 let answer = self.documents.get(&key).map(|document| {
-                    let mut neighbours: Vec<&Document> = self
+                    let mut others: Vec<&Document> = self
                         .documents
                         .iter()
-                        // The same notebook's cells are the text around it, not other files.
-                        .filter(|(other, _)| {
-                            **other != key && !self.notebooks.together(&key, other)
-                        })
+                        .filter(|(other, _)| **other != key)
                         .map(|(_, d)| d)
                         .collect();
-                    neighbours.sort_by_key(|d| std::cmp::Reverse(d.edited_at()));
+                    others.sort_by_key(|d| std::cmp::Reverse(d.edited_at()));
+                    // Every other document's edits, the same notebook's cells' among them.
                     let history = if with_history {
-                        history(document, &neighbours)
+                        history(document, &others)
                     } else {
                         Vec::new()
                     };
                     Snapshots {
                         document: document.snapshot(),
-                        neighbours: neighbours
-                            .into_iter()
-                            .take(MAX_NEIGHBOURS)
-                            .map(Document::snapshot)
-                            .collect(),
+                        neighbours: self.neighbours(&key, &others),
                         history,
                         history_generation: self.history_generation,
                         notebook: self.notebooks.surround(&key, &self.documents),
@@ -538,6 +535,38 @@ impl Owner {
                 let _ = reply.send(answer);
             }
         }
+    }
+}
+
+impl Owner {
+    /// The other documents a request on `key` draws snippets from, most recently edited first
+    /// (`others` is): not the cells of its own notebook, which are the text around it; another
+    /// notebook once, as the code around its most recently edited code cell (its markdown and
+    /// its other cells would crowd out the files).
+    fn neighbours(&self, key: &DocumentKey, others: &[&Document]) -> Vec<Snapshot> {
+        let mut notebooks = Vec::new();
+        let mut neighbours = Vec::new();
+        for &other in others {
+            if neighbours.len() == MAX_NEIGHBOURS {
+                break;
+            }
+            let other_key = other.key();
+            let Some((notebook, code)) = self.notebooks.cell(&other_key) else {
+                neighbours.push(other.snapshot());
+                continue;
+            };
+            if !code || self.notebooks.together(key, &other_key) || notebooks.contains(&notebook) {
+                continue;
+            }
+            notebooks.push(notebook);
+            let mut snapshot = other.snapshot();
+            if let Some(surround) = self.notebooks.surround(&other_key, &self.documents) {
+                snapshot.rope = Rope::from_str(&surround.wrap(&snapshot.rope.to_string()));
+                snapshot.tree = None;
+            }
+            neighbours.push(snapshot);
+        }
+        neighbours
     }
 }
 

@@ -26,8 +26,8 @@ use redraft_engine::sampler::SamplerConfig;
 use redraft_engine::DeviceSpec;
 use redraft_runtime::metrics::Metrics;
 use redraft_runtime::scheduler::{
-    idle, kept, Answer, EditWork, FimWork, Loaded, LoopConfig, Rejected, Scheduler, Submit, Ticket,
-    Work,
+    idle, kept, Answer, EditLimits, EditWork, FimWork, Loaded, LoopConfig, Rejected, Scheduler,
+    Submit, Ticket, Work,
 };
 use redraft_suggest::edit::DRAFT_TAU;
 use redraft_suggest::fim::FimOptions;
@@ -293,6 +293,7 @@ impl Inference {
         let document = &job.document;
         let handed = Handed::from(document, job.cursor, job.notebook.as_ref());
         let place = handed.place;
+        let limits = handed.edit_limits(job.settings.next_edit.limits());
         let mut sampler = SamplerConfig::effort(job.settings.effort);
         sampler.draft_tau = Some(DRAFT_TAU);
         // The kept cache's first pass is exact (never realigned across an edit, which is an
@@ -309,7 +310,7 @@ impl Inference {
             tree: handed.tree,
             history: job.history,
             sampler,
-            limits: job.settings.next_edit.limits(),
+            limits,
             effort: Some(job.settings.effort),
         };
         let at = format!(
@@ -336,11 +337,7 @@ impl Inference {
                 edits: answer
                     .edits
                     .iter()
-                    .filter(|edit| place.holds(&edit.range))
-                    .map(|edit| TextEdit {
-                        range: place.to_document(&edit.range),
-                        new_text: edit.new_text.clone(),
-                    })
+                    .filter_map(|edit| place.edit(&edit.range, &edit.new_text))
                     .collect(),
                 region: place.to_document(&report.region),
                 rewrote_too_much: report.rewrote_too_much,
@@ -466,25 +463,31 @@ struct Place {
     len: usize,
     /// The bytes before them: a notebook's cells before the cell.
     before: usize,
+    /// A newline follows them that the document lacks: a notebook's cell without one at its
+    /// end, before the cells after it.
+    newline: bool,
 }
 
 impl Handed {
     /// The whole document (a window of a huge one, [`source_text`]), and a notebook's cell in
     /// its place among the cells around it, without its own tree (the context layer parses the
-    /// whole around the cursor).
+    /// whole around the cursor). A window of a huge cell goes alone: the cells around it are
+    /// beyond any budget.
     fn from(document: &Snapshot, cursor: usize, notebook: Option<&Surround>) -> Handed {
         let (text, base) = source_text(document, cursor);
         let len = text.len();
-        match notebook {
+        let whole = len == document.rope.len_bytes();
+        match notebook.filter(|_| whole) {
             Some(surround) => Handed {
                 cursor: cursor - base + surround.before.len(),
-                text: surround.wrap(&text),
-                tree: None,
                 place: Place {
                     base,
                     len,
                     before: surround.before.len(),
+                    newline: surround.adds_newline(&text),
                 },
+                text: surround.wrap(&text),
+                tree: None,
             },
             None => Handed {
                 cursor: cursor - base,
@@ -494,16 +497,48 @@ impl Handed {
                     base,
                     len,
                     before: 0,
+                    newline: false,
                 },
             },
         }
     }
+
+    /// `limits` for a next edit: in a notebook's cell, the region held to the cell's lines
+    /// (the model's rewrite, its verdict and its drafts are then the cell's alone).
+    fn edit_limits(&self, mut limits: EditLimits) -> EditLimits {
+        let place = &self.place;
+        if self.text.len() > place.len {
+            let cell = &self.text[place.before..place.before + place.len];
+            let cursor = self.cursor - place.before;
+            limits.lines_above = limits.lines_above.min(cell[..cursor].matches('\n').count());
+            let below = cell[cursor..].lines().count().saturating_sub(1);
+            limits.lines_below = limits.lines_below.min(below);
+        }
+        limits
+    }
 }
 
 impl Place {
-    /// Whether `range` of the handed text lies in the document's part of it.
-    fn holds(&self, range: &Range<usize>) -> bool {
-        self.before <= range.start && range.end <= self.before + self.len
+    /// An edit of the handed text as an edit of the document: `None` where it is not inside
+    /// the document's part. A line added after a cell's last line (after the newline handed
+    /// over that the cell lacks) is the same line added at the cell's end.
+    fn edit(&self, range: &Range<usize>, text: &str) -> Option<TextEdit> {
+        let end = self.before + self.len;
+        let (range, text) = match self.newline && range.end == end + 1 {
+            true if range.start == end + 1 => (
+                end..end,
+                format!("\n{}", text.strip_suffix('\n').unwrap_or(text)),
+            ),
+            true if range.start <= end && text.ends_with('\n') => {
+                (range.start..end, text[..text.len() - 1].to_string())
+            }
+            true => return None,
+            false => (range.clone(), text.to_string()),
+        };
+        (self.before <= range.start && range.end <= end).then(|| TextEdit {
+            range: self.to_document(&range),
+            new_text: text,
+        })
     }
 
     /// `range` of the handed text in the document's offsets, cut to the document's part.

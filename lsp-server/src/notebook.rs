@@ -3,16 +3,19 @@
 //! and after its own, as it would read the rest of a file.
 //!
 //! Each cell's text is an ordinary open document: the server opens, changes and closes it as
-//! the client's `textDocument/*` messages would ([`Server::notebook_did_open`] and the rest),
+//! the client's `textDocument/*` messages would ([`Server::notebook_opened`] and the rest),
 //! so history, next edits, type-through and every answer's positions stay the cell's own. The
 //! document owner keeps, beside the documents, which cells make up each notebook in order
 //! ([`Notebooks`]); a snapshot of a code cell carries the text around it ([`Surround`]), which
-//! the inference step wraps the cell's text in for the context layer. The same notebook's
-//! other cells are not offered again as other documents.
+//! the inference step wraps the cell's text in for the context layer (a next edit's region is
+//! then held to the cell's lines, and its answer to the cell). The same notebook's other cells
+//! are not offered again as other documents, though their edits are in a next edit's history;
+//! another notebook is offered once, as the code around its most recently edited code cell.
 //!
-//! Around a cell: the other code cells of its language, each followed by a blank line, and the
-//! markdown cells as line comments of that language (a notebook's prose says what the code
-//! is for); code cells of another language (a `%%bash` cell's document) are left out. At most
+//! Around a cell: the other code cells of its language (as the client names it), each followed
+//! by a blank line, and the markdown cells as line comments of that language (a notebook's
+//! prose says what the code is for); code cells of another language (one the user set to SQL)
+//! are left out, and so is markdown around a language the server does not know. At most
 //! [`MAX_SURROUND_BYTES`] each side, in whole cells, the nearest first.
 
 use std::collections::HashMap;
@@ -20,11 +23,9 @@ use std::collections::HashMap;
 use redraft_context::Language;
 use tower_lsp_server::ls_types::{
     DidChangeNotebookDocumentParams, DidChangeTextDocumentParams, DidCloseNotebookDocumentParams,
-    DidCloseTextDocumentParams, DidOpenNotebookDocumentParams, DidOpenTextDocumentParams, Notebook,
-    NotebookCell, NotebookCellKind, NotebookDocumentSyncOptions, NotebookSelector,
-    TextDocumentItem, Uri,
+    DidOpenNotebookDocumentParams, Notebook, NotebookCell, NotebookCellKind,
+    NotebookDocumentSyncOptions, NotebookSelector,
 };
-use tower_lsp_server::LanguageServer;
 
 use super::document::Document;
 use super::document_key::DocumentKey;
@@ -94,9 +95,15 @@ pub struct Surround {
 }
 
 impl Surround {
-    /// `cell`, the cell's text (or the window of it the inference step hands on), in its place.
+    /// Whether [`wrap`](Self::wrap) ends `cell`'s last line with a newline of its own (before
+    /// the cells after it).
+    pub fn adds_newline(&self, cell: &str) -> bool {
+        !self.after.is_empty() && !cell.is_empty() && !cell.ends_with('\n')
+    }
+
+    /// `cell`, the cell's text, in its place.
     pub fn wrap(&self, cell: &str) -> String {
-        let newline = !self.after.is_empty() && !cell.is_empty() && !cell.ends_with('\n');
+        let newline = self.adds_newline(cell);
         let mut text = String::with_capacity(self.before.len() + cell.len() + self.after.len() + 1);
         text.push_str(&self.before);
         text.push_str(cell);
@@ -178,6 +185,17 @@ impl Notebooks {
         }
     }
 
+    /// The notebook `key` is a cell of, and whether it is a code cell.
+    pub fn cell(&self, key: &DocumentKey) -> Option<(DocumentKey, bool)> {
+        let notebook = self.notebook_of.get(key)?;
+        let code = self
+            .notebooks
+            .get(notebook)?
+            .iter()
+            .any(|cell| &cell.key == key && cell.code);
+        Some((notebook.clone(), code))
+    }
+
     /// Whether `a` and `b` are cells of one notebook.
     pub fn together(&self, a: &DocumentKey, b: &DocumentKey) -> bool {
         match (self.notebook_of.get(a), self.notebook_of.get(b)) {
@@ -195,7 +213,7 @@ impl Notebooks {
     ) -> Option<Surround> {
         let cells = self.notebooks.get(self.notebook_of.get(key)?)?;
         let at = cells.iter().position(|cell| &cell.key == key)?;
-        let language = documents.get(key)?.language();
+        let own = documents.get(key)?;
         if !cells[at].code {
             return None;
         }
@@ -203,9 +221,11 @@ impl Notebooks {
             let document = documents.get(&cell.key)?;
             let text = document.rope().to_string();
             if cell.code {
-                (document.language() == language).then(|| with_newline(text))
+                // The language as the client names it: two it calls otherwise are two, even
+                // where the server reads both as plain text.
+                (document.language_id() == own.language_id()).then(|| with_newline(text))
             } else {
-                commented(&text, language)
+                commented(&text, own.language())
             }
         };
         let before = nearest(cells[..at].iter().rev(), piece);
@@ -247,13 +267,13 @@ fn with_newline(mut text: String) -> String {
     text
 }
 
-/// A markdown cell as line comments of `language`; `None` for an empty cell or a language
-/// without line comments.
+/// A markdown cell as line comments of `language`; `None` for an empty cell or a language the
+/// server does not know (whose comments it cannot write).
 fn commented(text: &str, language: Language) -> Option<String> {
-    let comment = language.line_comment();
-    if comment.is_empty() || text.trim().is_empty() {
+    if language == Language::Plain || text.trim().is_empty() {
         return None;
     }
+    let comment = language.line_comment();
     let mut out = String::with_capacity(text.len() + 8 * text.lines().count());
     for line in text.trim_end().lines() {
         out.push_str(comment);
@@ -266,11 +286,12 @@ fn commented(text: &str, language: Language) -> Option<String> {
     Some(out)
 }
 
-/// The `notebookDocument/*` handlers, in the order the protocol gives each message's parts.
+/// The `notebookDocument/*` handlers, each cell's document through the server's own document
+/// sync, in the order the protocol gives each message's parts.
 impl Server {
-    pub(super) async fn notebook_opened(&self, params: DidOpenNotebookDocumentParams) {
+    pub(super) fn notebook_opened(&self, params: DidOpenNotebookDocumentParams) {
         for item in params.cell_text_documents {
-            self.open_cell(item).await;
+            self.open_document(item);
         }
         let notebook = params.notebook_document;
         self.log.debug(|| {
@@ -291,7 +312,7 @@ impl Server {
         });
     }
 
-    pub(super) async fn notebook_changed(&self, params: DidChangeNotebookDocumentParams) {
+    pub(super) fn notebook_changed(&self, params: DidChangeNotebookDocumentParams) {
         let notebook = DocumentKey::of(&params.notebook_document.uri);
         let Some(cells) = params.change.cells else {
             return;
@@ -300,10 +321,10 @@ impl Server {
             // Closed before the opens: a cell closed and opened again in one change (VS Code's
             // client sends neither for a moved cell, another client may send both) stays open.
             for closed in structure.did_close.unwrap_or_default() {
-                self.close_cell(closed.uri).await;
+                self.close_document(closed.uri);
             }
             for item in structure.did_open.unwrap_or_default() {
-                self.open_cell(item).await;
+                self.open_document(item);
             }
             let array = structure.array;
             self.documents.notebook(NotebookEvent::Splice {
@@ -325,33 +346,20 @@ impl Server {
             });
         }
         for content in cells.text_content.unwrap_or_default() {
-            self.did_change(DidChangeTextDocumentParams {
+            self.change_document(DidChangeTextDocumentParams {
                 text_document: content.document,
                 content_changes: content.changes,
-            })
-            .await;
+            });
         }
     }
 
-    pub(super) async fn notebook_closed(&self, params: DidCloseNotebookDocumentParams) {
+    pub(super) fn notebook_closed(&self, params: DidCloseNotebookDocumentParams) {
         self.documents.notebook(NotebookEvent::Close {
             notebook: DocumentKey::of(&params.notebook_document.uri),
         });
         for cell in params.cell_text_documents {
-            self.close_cell(cell.uri).await;
+            self.close_document(cell.uri);
         }
-    }
-
-    async fn open_cell(&self, text_document: TextDocumentItem) {
-        self.did_open(DidOpenTextDocumentParams { text_document })
-            .await;
-    }
-
-    async fn close_cell(&self, uri: Uri) {
-        self.did_close(DidCloseTextDocumentParams {
-            text_document: tower_lsp_server::ls_types::TextDocumentIdentifier { uri },
-        })
-        .await;
     }
 }
 

@@ -19,8 +19,8 @@ use tower_lsp_server::ls_types::{
     DidCloseNotebookDocumentParams, DidCloseTextDocumentParams, DidOpenNotebookDocumentParams,
     DidOpenTextDocumentParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
     InitializeResult, InitializedParams, LSPAny, MessageType, OneOf, ProgressToken,
-    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
-    WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+    ServerCapabilities, ServerInfo, TextDocumentItem, TextDocumentSyncCapability,
+    TextDocumentSyncKind, Uri, WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
 };
 use tower_lsp_server::{Client, LanguageServer};
 
@@ -431,6 +431,49 @@ impl Server {
     }
 }
 
+/// Document sync, for the `textDocument/*` notifications and a notebook's cells alike. Never
+/// `async`: a handler queues every event of its message before anything else runs, so the
+/// owner applies messages whole and in order.
+impl Server {
+    pub(super) fn open_document(&self, document: TextDocumentItem) {
+        let key = DocumentKey::of(&document.uri);
+        let open = lock(&self.opened).get(&key).cloned();
+        if let Some(open) = open.filter(|open| *open != document.uri) {
+            self.log.warn(format!(
+                "textDocument/didOpen of {}: the document is open as {}, the same URI spelled \
+                 otherwise (escapes, or the scheme's or host's case); redraft keeps one document \
+                 under both, this text replaces that one's, and a close under either closes it",
+                document.uri.as_str(),
+                open.as_str()
+            ));
+        }
+        self.forget(&key, &document.uri);
+        lock(&self.opened).insert(key.clone(), document.uri.clone());
+        self.next_edits.opened(&key);
+        self.documents.open(
+            document.uri,
+            document.language_id,
+            document.version,
+            document.text,
+        );
+    }
+
+    pub(super) fn change_document(&self, params: DidChangeTextDocumentParams) {
+        let uri = params.text_document.uri;
+        let key = DocumentKey::of(&uri);
+        self.in_flight.edited(&key);
+        self.menu_in_flight.edited(&key);
+        self.next_edits.edited(&key);
+        self.documents
+            .change(uri, params.text_document.version, params.content_changes);
+    }
+
+    pub(super) fn close_document(&self, uri: Uri) {
+        self.forget(&DocumentKey::of(&uri), &uri);
+        self.documents.close(uri);
+    }
+}
+
 impl LanguageServer for Server {
     async fn initialize(&self, params: InitializeParams) -> jsonrpc::Result<InitializeResult> {
         let encoding = PositionEncoding::negotiate(
@@ -548,55 +591,27 @@ impl LanguageServer for Server {
     }
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
-        let document = params.text_document;
-        let key = DocumentKey::of(&document.uri);
-        let open = lock(&self.opened).get(&key).cloned();
-        if let Some(open) = open.filter(|open| *open != document.uri) {
-            self.log.warn(format!(
-                "textDocument/didOpen of {}: the document is open as {}, the same URI spelled \
-                 otherwise (escapes, or the scheme's or host's case); redraft keeps one document \
-                 under both, this text replaces that one's, and a close under either closes it",
-                document.uri.as_str(),
-                open.as_str()
-            ));
-        }
-        self.forget(&key, &document.uri);
-        lock(&self.opened).insert(key.clone(), document.uri.clone());
-        self.next_edits.opened(&key);
-        self.documents.open(
-            document.uri,
-            document.language_id,
-            document.version,
-            document.text,
-        );
+        self.open_document(params.text_document);
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
-        let uri = params.text_document.uri;
-        let key = DocumentKey::of(&uri);
-        self.in_flight.edited(&key);
-        self.menu_in_flight.edited(&key);
-        self.next_edits.edited(&key);
-        self.documents
-            .change(uri, params.text_document.version, params.content_changes);
+        self.change_document(params);
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
-        let uri = params.text_document.uri;
-        self.forget(&DocumentKey::of(&uri), &uri);
-        self.documents.close(uri);
+        self.close_document(params.text_document.uri);
     }
 
     async fn notebook_did_open(&self, params: DidOpenNotebookDocumentParams) {
-        self.notebook_opened(params).await;
+        self.notebook_opened(params);
     }
 
     async fn notebook_did_change(&self, params: DidChangeNotebookDocumentParams) {
-        self.notebook_changed(params).await;
+        self.notebook_changed(params);
     }
 
     async fn notebook_did_close(&self, params: DidCloseNotebookDocumentParams) {
-        self.notebook_closed(params).await;
+        self.notebook_closed(params);
     }
 
     async fn execute_command(

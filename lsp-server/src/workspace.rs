@@ -71,10 +71,13 @@ fn display_path(uri: &Uri, roots: &[PathBuf]) -> String {
         "file" => uri.to_file_path().map(|p| p.into_owned()),
         // A cell is named as its notebook is: its edits, and its text among other documents',
         // are the notebook file's.
-        NOTEBOOK_CELL_SCHEME => format!("file://{}", uri.path().as_str())
-            .parse::<Uri>()
-            .ok()
-            .and_then(|file| file.to_file_path().map(|p| p.into_owned())),
+        NOTEBOOK_CELL_SCHEME => {
+            let host = uri.authority().map_or("", |authority| authority.as_str());
+            format!("file://{host}{}", uri.path().as_str())
+                .parse::<Uri>()
+                .ok()
+                .and_then(|file| file.to_file_path().map(|p| p.into_owned()))
+        }
         _ => None,
     };
     let Some(path) = path else {
@@ -134,6 +137,9 @@ mod tests {
         assert_eq!(name(cell), "an analysis.ipynb");
         let elsewhere = "vscode-notebook-cell:/elsewhere/nb.ipynb#W0sZmlsZQ%3D%3D";
         assert_eq!(name(elsewhere), "/elsewhere/nb.ipynb");
+        // On a share, as the notebook's file there is named.
+        let shared = "vscode-notebook-cell://server/share/nb.ipynb#W0sZmlsZQ%3D%3D";
+        assert_eq!(name(shared), name("file://server/share/nb.ipynb"));
         // An untitled notebook's cell has no file: it keeps its URI.
         let untitled = "vscode-notebook-cell:Untitled-1.ipynb#W0sdW50aXRsZWQ%3D";
         assert_eq!(name(untitled), untitled);

@@ -25,6 +25,9 @@ struct Request {
     history: String,
     /// The file started with a byte order mark ([`BOM`]), dropped from `text`.
     bom: bool,
+    /// The language the request names, over the one `path`'s extension says (a notebook's
+    /// `.ipynb` holds Python, or Rust).
+    language: Option<Language>,
 }
 
 fn request(args: &Args) -> anyhow::Result<Request> {
@@ -39,10 +42,13 @@ fn request(args: &Args) -> anyhow::Result<Request> {
             /// Unified diffs of the recent edits, oldest first.
             #[serde(default)]
             history: String,
+            /// An LSP language id.
+            language: Option<String>,
         }
-        let json: Json = super::read_stdin_json(&["text", "cursor", "path", "history"]).context(
-            "stdin must hold {\"text\": \"...\", \"cursor\": BYTE, \"path\": \"...\", \"history\": \"unified diff\"}",
-        )?;
+        let json: Json =
+            super::read_stdin_json(&["text", "cursor", "path", "history", "language"]).context(
+                "stdin must hold {\"text\": \"...\", \"cursor\": BYTE, \"path\": \"...\", \"history\": \"unified diff\", \"language\": \"rust\"}",
+            )?;
         if json.cursor > json.text.len() {
             bail!(
                 "cursor {} is past the end of the {}-byte text (the cursor is a byte offset, \
@@ -64,6 +70,7 @@ fn request(args: &Args) -> anyhow::Result<Request> {
             cursor: json.cursor,
             history: json.history,
             bom: false,
+            language: json.language.as_deref().map(super::language_of_id),
         });
     }
     let Some(file) = &args.file else {
@@ -83,6 +90,7 @@ fn request(args: &Args) -> anyhow::Result<Request> {
         cursor,
         history,
         bom,
+        language: None,
     })
 }
 
@@ -156,7 +164,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         source: Source {
             text: &request.text,
             cursor: request.cursor,
-            language: language_of_file(Path::new(&request.path), Language::Plain),
+            language: request
+                .language
+                .unwrap_or_else(|| language_of_file(Path::new(&request.path), Language::Plain)),
             tree: None,
         },
         path: &request.path,

@@ -1122,3 +1122,32 @@ fn sampler_values_that_mean_nothing_exit_2() {
         String::from_utf8_lossy(&ok.stderr)
     );
 }
+
+/// A next edit's stdin request may name its language, over the one its path's extension says:
+/// a notebook's `.ipynb` of Rust is planned as Rust (the region the function around the
+/// cursor), where the extension alone reads plain text.
+#[test]
+fn a_next_edit_request_may_name_its_language_over_the_paths() {
+    let text = "fn norm(point: &Point) -> f64 {\n    (p.x * p.x + p.y * p.y).sqrt()\n}\n";
+    let reason = |language: Option<&str>| {
+        let mut request = serde_json::json!({
+            "text": text, "cursor": 12, "path": "analysis.ipynb", "history": "",
+        });
+        if let Some(language) = language {
+            request["language"] = serde_json::json!(language);
+        }
+        let args = [
+            "complete",
+            "--next-edit",
+            "--stdin-json",
+            "--json",
+            "--effort",
+            "low",
+        ];
+        let answer = json_ok(&redraft(&args, &request.to_string()));
+        answer["region"]["reason"].as_str().unwrap().to_string()
+    };
+    assert_eq!(reason(Some("rust")), "block (function)");
+    let plain = reason(None);
+    assert!(!plain.starts_with("block"), "{plain}");
+}

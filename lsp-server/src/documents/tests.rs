@@ -473,3 +473,136 @@ fn a_parse_cut_by_the_snapshot_budget_goes_on_in_idle_slices() {
         fresh_sexp(&text)
     );
 }
+
+/// Cell `n` of the notebook `name`.ipynb, as VS Code names it.
+fn cell(name: &str, n: usize) -> Uri {
+    format!("vscode-notebook-cell:/w/{name}.ipynb#C{n}")
+        .parse()
+        .unwrap()
+}
+
+fn notebook_key(name: &str) -> DocumentKey {
+    DocumentKey::of(&format!("file:///w/{name}.ipynb").parse().unwrap())
+}
+
+impl Fixture {
+    /// Opens the notebook `name` of `cells` (language id, text) as the server does: each cell a
+    /// document, then the cells in order (markdown ones not code).
+    fn open_notebook(&mut self, name: &str, cells: &[(&str, &str)]) {
+        for (n, (language, text)) in cells.iter().enumerate() {
+            self.owner.handle(Event::Open {
+                uri: cell(name, n),
+                language_id: language.to_string(),
+                version: 0,
+                text: text.to_string(),
+            });
+        }
+        self.owner.handle(Event::Notebook(NotebookEvent::Open {
+            notebook: notebook_key(name),
+            cells: cells
+                .iter()
+                .enumerate()
+                .map(|(n, (language, _))| crate::notebook::Cell {
+                    key: DocumentKey::of(&cell(name, n)),
+                    code: *language != "markdown",
+                })
+                .collect(),
+        }));
+    }
+
+    fn snapshots(&mut self, uri: &Uri) -> Snapshots {
+        let (reply, mut rx) = oneshot::channel();
+        self.owner.handle(Event::Snapshot {
+            key: DocumentKey::of(uri),
+            with_history: true,
+            reply,
+        });
+        rx.try_recv().unwrap().unwrap()
+    }
+}
+
+/// A rename in one cell is in the history a next edit in the cell after it is asked with (the
+/// cells are the text around it, never other documents, but their edits are edits).
+#[test]
+fn a_cells_history_holds_the_edits_of_the_other_cells() {
+    let mut f = Fixture::new();
+    f.open_notebook("nb", &[("python", "wid = 1\n"), ("python", "print(wid)\n")]);
+    f.version += 1;
+    f.owner.handle(Event::Change {
+        uri: cell("nb", 0),
+        version: f.version,
+        changes: vec![replace([[0, 3], [0, 3]], "th")],
+    });
+    let snapshots = f.snapshots(&cell("nb", 1));
+    let history: Vec<(&str, &str)> = snapshots
+        .history
+        .iter()
+        .map(|(uri, group)| (uri.as_str(), group.new.as_str()))
+        .collect();
+    assert_eq!(history, [(cell("nb", 0).as_str(), "th")]);
+    assert_eq!(snapshots.notebook.unwrap().before, "width = 1\n\n");
+    assert!(snapshots.neighbours.is_empty());
+}
+
+/// Another notebook is one neighbour however many cells it has: the code around its most
+/// recently edited code cell, named by that cell. Files opened before it keep their places.
+#[test]
+fn another_notebook_is_one_neighbour_of_its_code() {
+    let mut f = Fixture::new();
+    f.open("a.rs", "fn a() {}\n");
+    f.open("helpers.rs", "fn helper() {}\n");
+    let cells: Vec<(&str, String)> = (0..10)
+        .map(|n| match n % 2 {
+            0 => ("markdown", String::new()),
+            _ => ("python", format!("x{n} = {n}")),
+        })
+        .collect();
+    let cells: Vec<(&str, &str)> = cells.iter().map(|(l, t)| (*l, t.as_str())).collect();
+    f.open_notebook("nb", &cells);
+    let neighbours = f.snapshots(&uri("a.rs")).neighbours;
+    let names: Vec<&str> = neighbours.iter().map(|s| s.uri.as_str()).collect();
+    assert_eq!(names, [cell("nb", 9).as_str(), "file:///w/helpers.rs"]);
+    assert_eq!(
+        neighbours[0].rope.to_string(),
+        "x1 = 1\n\nx3 = 3\n\nx5 = 5\n\nx7 = 7\n\nx9 = 9"
+    );
+    assert!(neighbours[0].tree.is_none());
+    // From a cell of it, the files alone.
+    let names: Vec<String> = f
+        .snapshots(&cell("nb", 3))
+        .neighbours
+        .iter()
+        .map(|s| s.uri.as_str().to_string())
+        .collect();
+    assert_eq!(names, ["file:///w/helpers.rs", "file:///w/a.rs"]);
+}
+
+/// What a cell's next edit is shown around it changes with the notebook's cells: a change of
+/// them moves the history generation (one that cannot be placed does not).
+#[test]
+fn a_change_of_a_notebooks_cells_moves_the_history_generation() {
+    let mut f = Fixture::new();
+    f.open_notebook("nb", &[("python", "a = 1\n"), ("python", "b = 2\n")]);
+    let before = f.snapshots(&cell("nb", 1)).history_generation;
+    f.owner.handle(Event::Notebook(NotebookEvent::Splice {
+        notebook: notebook_key("nb"),
+        start: 0,
+        delete: 2,
+        cells: [1, 0]
+            .map(|n| crate::notebook::Cell {
+                key: DocumentKey::of(&cell("nb", n)),
+                code: true,
+            })
+            .into(),
+    }));
+    let moved = f.snapshots(&cell("nb", 1));
+    assert_eq!(moved.history_generation, before + 1);
+    assert_eq!(moved.notebook.unwrap().after, "\na = 1\n");
+    f.owner.handle(Event::Notebook(NotebookEvent::Splice {
+        notebook: notebook_key("nb"),
+        start: 5,
+        delete: 1,
+        cells: Vec::new(),
+    }));
+    assert_eq!(f.snapshots(&cell("nb", 1)).history_generation, before + 1);
+}

@@ -4,52 +4,86 @@ use proptest::prelude::*;
 use redraft_context::{plan, Budget, ByteEstimate, Plan, Source};
 
 /// A notebook's cell goes to the context layer in its place among the cells around it,
-/// without its tree (which is the cell's alone), and a next edit's answer keeps only what
-/// lies inside the cell, in the cell's offsets.
+/// without its tree (which is the cell's alone); a next edit's region is held to the cell's
+/// lines, and its answer keeps only what lies inside the cell, in the cell's offsets.
 #[test]
 fn a_notebook_cell_is_handed_over_among_its_cells_and_answered_inside_it() {
     let uri: tower_lsp_server::ls_types::Uri =
         "vscode-notebook-cell:/t/nb.ipynb#C1".parse().unwrap();
-    let cell = Document::new(uri, "rust", 0, "let x = 1;\nx + ", 0).snapshot();
+    let text = "let x = 1;\nlet y = x + 1;\nx + ";
+    let cell = Document::new(uri, "rust", 0, text, 0).snapshot();
     assert!(cell.tree.is_some());
     let surround = Surround {
         before: "fn f() {}\n\n".into(),
         after: "\nprintln!();\n".into(),
     };
-    let cursor = "let x = 1;\nx + ".len();
+    let cursor = "let x = 1;\nlet y".len();
     let handed = Handed::from(&cell, cursor, Some(&surround));
     assert_eq!(
         handed.text,
-        "fn f() {}\n\nlet x = 1;\nx + \n\nprintln!();\n"
+        format!("fn f() {{}}\n\n{text}\n\nprintln!();\n")
     );
     assert_eq!(
         &handed.text[..handed.cursor],
-        "fn f() {}\n\nlet x = 1;\nx + "
+        "fn f() {}\n\nlet x = 1;\nlet y"
     );
     assert!(handed.tree.is_none());
+    // The region: one line above the cursor's in the cell, one below, whatever the setting.
+    let limits = handed.edit_limits(EditLimits::default());
+    assert_eq!((limits.lines_above, limits.lines_below), (1, 1));
+    let narrow = EditLimits {
+        lines_above: 0,
+        ..EditLimits::default()
+    };
+    assert_eq!(handed.edit_limits(narrow).lines_above, 0);
+
     let place = handed.place;
     let before = surround.before.len();
+    let edit = |range: Range<usize>, text: &str| {
+        place
+            .edit(&range, text)
+            .map(|edit| (edit.range, edit.new_text))
+    };
     // `x` renamed inside the cell: kept, in the cell's offsets.
     let x = before + "let ".len();
-    assert!(place.holds(&(x..x + 1)));
-    assert_eq!(place.to_document(&(x..x + 1)), 4..5);
-    // An insertion at the cell's end is the cell's; an edit of the next cell, or one
-    // reaching into the cell before, is not.
-    let end = before + cursor;
-    assert!(place.holds(&(end..end)));
-    assert!(!place.holds(&(end..end + 1)));
-    assert!(!place.holds(&(0..3)));
-    assert!(!place.holds(&(before - 1..before + 2)));
+    assert_eq!(edit(x..x + 1, "xs"), Some((4..5, "xs".into())));
+    // An insertion at the cell's end is the cell's; an edit of the next cell, or one reaching
+    // into the cell before, is not.
+    let end = before + text.len();
+    assert_eq!(
+        edit(end..end, "1;"),
+        Some((text.len()..text.len(), "1;".into()))
+    );
+    assert_eq!(edit(end + 2..end + 3, "p"), None);
+    assert_eq!(edit(0..3, "fn"), None);
+    assert_eq!(edit(before - 1..before + 2, "le"), None);
+    // The cell has no newline at its end and is handed over with one: a line added after its
+    // last line is that line added at the cell's end, and a last line rewritten through that
+    // newline is rewritten up to the cell's end.
+    assert_eq!(
+        edit(end + 1..end + 1, "z;\n"),
+        Some((text.len()..text.len(), "\nz;".into()))
+    );
+    let last = before + text.rfind('\n').unwrap() + 1;
+    assert_eq!(
+        edit(last..end + 1, "x + 2\n"),
+        Some((text.len() - 4..text.len(), "x + 2".into()))
+    );
+    assert_eq!(edit(last..end + 1, "x + 2"), None);
     // A region over several cells is cut to the cell's.
-    assert_eq!(place.to_document(&(0..handed.text.len())), 0..cursor);
+    assert_eq!(place.to_document(&(0..handed.text.len())), 0..text.len());
 
-    // Without a notebook: the document whole, with its tree.
+    // Without a notebook: the document whole, with its tree and the limits as set.
     let alone = Handed::from(&cell, cursor, None);
-    assert_eq!(alone.text, "let x = 1;\nx + ");
+    assert_eq!(alone.text, text);
     assert_eq!(alone.cursor, cursor);
     assert!(alone.tree.is_some());
-    assert!(alone.place.holds(&(0..cursor)));
-    assert_eq!(alone.place.to_document(&(4..5)), 4..5);
+    assert_eq!(
+        alone.edit_limits(EditLimits::default()),
+        EditLimits::default()
+    );
+    assert_eq!(alone.place.edit(&(4..5), "xs").unwrap().range, 4..5);
+    assert_eq!(alone.place.edit(&(0..text.len() + 1), "x"), None);
 }
 
 /// A Rust document over `MAX_SOURCE_BYTES` (and under the parse limit) keeps a tree, but the

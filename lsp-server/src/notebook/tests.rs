@@ -1,5 +1,7 @@
 use std::collections::HashMap;
 
+use tower_lsp_server::ls_types::Uri;
+
 use super::*;
 
 fn uri(n: usize) -> Uri {
@@ -166,4 +168,18 @@ fn a_change_that_cannot_be_placed_changes_nothing() {
         .unwrap();
     assert_eq!(notebooks.surround(&key(1), &documents), None);
     assert!(!notebooks.together(&key(0), &key(1)));
+}
+
+/// Languages the server does not know are told apart by the client's ids, and their markdown
+/// is left out (the server cannot write their comments).
+#[test]
+fn cells_of_languages_the_server_does_not_know_go_by_their_ids() {
+    let (notebooks, documents) = open(&[
+        ("julia", "x = 1\n"),
+        ("markdown", "Why."),
+        ("raw", "not code\n"),
+        ("julia", "y = "),
+    ]);
+    let surround = notebooks.surround(&key(3), &documents).unwrap();
+    assert_eq!(surround.before, "x = 1\n\n");
 }

@@ -125,8 +125,8 @@ fn command_line_answer(rename: &Rename) -> String {
     apply(&text, edits)
 }
 
-/// The edits `redraft complete --next-edit --json` suggests for `text` at `cursor`, the file
-/// `path` having been `before` it: (start, end, new text).
+/// The edits `redraft complete --next-edit --json` suggests for the Rust `text` at `cursor`, the
+/// file `path` having been `before` it: (start, end, new text).
 fn command_line_edits(
     text: &str,
     cursor: usize,
@@ -137,6 +137,7 @@ fn command_line_edits(
         "text": text,
         "cursor": cursor,
         "path": path,
+        "language": "rust",
         "history": unified_diff(path, before, text, 3),
     });
     let args = [
@@ -297,14 +298,23 @@ async fn a_next_edit_is_what_the_command_line_suggests_in_every_encoding() {
 
 /// In a notebook the cell is read in its place among the others: the next edit is what the
 /// command line suggests for the notebook's code as one text (the markdown cell a comment, the
-/// history the cell's rename, named by the notebook), kept to the cell.
+/// history the cell's rename, named by the notebook), in the cell's own positions. (The rename
+/// is far enough inside the last cell that the region, which a cell's next edit is held to,
+/// and the history's context lines are the cell's both ways.)
+const NOTEBOOK_RENAME: Rename = Rename {
+    before: "struct Point {\n    x: f64,\n    y: f64,\n}\n\n/// Norme — 😀\nfn norm(p: &Point) -> f64 {\n    (p.x * p.x + p.y * p.y).sqrt()\n}\n\nfn origin() -> Point {\n    Point { x: 0.0, y: 0.0 }\n}\n\nfn unit() -> Point {\n    Point { x: 1.0, y: 0.0 }\n}\n\nfn diagonal() -> Point {\n    Point { x: 1.0, y: 1.0 }\n}\n",
+    at: "(p",
+    typed: "oint",
+};
+
 #[tokio::test]
 async fn a_next_edit_in_a_notebook_cell_is_the_command_lines_for_the_whole_notebook() {
-    let rename = &RENAMES[0];
+    let rename = &NOTEBOOK_RENAME;
     let (cursor, text) = rename.after();
     let cell =
         |n: usize| format!("vscode-notebook-cell:/work/demo/analysis.ipynb#W{n}sZmlsZQ%3D%3D");
-    let main = "fn main() {\n    println!(\"{}\", area(2, 3));\n}\n";
+    let main =
+        "fn main() {\n    let p = Point { x: 3.0, y: 4.0 };\n    println!(\"{}\", norm(&p));\n}";
     let lsp = server("utf-16", options()).await;
     lsp.notify::<NotebookDidOpen>(json!({
         "notebookDocument": {
@@ -317,9 +327,9 @@ async fn a_next_edit_in_a_notebook_cell_is_the_command_lines_for_the_whole_noteb
             ],
         },
         "cellTextDocuments": [
-            {"uri": cell(0), "languageId": "rust", "version": 0, "text": rename.before},
-            {"uri": cell(1), "languageId": "markdown", "version": 0, "text": "Area of a rectangle."},
-            {"uri": cell(2), "languageId": "rust", "version": 0, "text": main},
+            {"uri": cell(0), "languageId": "rust", "version": 0, "text": main},
+            {"uri": cell(1), "languageId": "markdown", "version": 0, "text": "The norm of a point."},
+            {"uri": cell(2), "languageId": "rust", "version": 0, "text": rename.before},
         ],
     }));
     let mut typed = rename.before.to_string();
@@ -332,7 +342,7 @@ async fn a_next_edit_in_a_notebook_cell_is_the_command_lines_for_the_whole_noteb
         lsp.notify::<NotebookDidChange>(json!({
             "notebookDocument": {"uri": "file:///work/demo/analysis.ipynb", "version": version},
             "change": {"cells": {"textContent": [{
-                "document": {"uri": cell(0), "version": version},
+                "document": {"uri": cell(2), "version": version},
                 "changes": [{"range": {"start": place, "end": place}, "text": c.to_string()}],
             }]}},
         }));
@@ -343,26 +353,30 @@ async fn a_next_edit_in_a_notebook_cell_is_the_command_lines_for_the_whole_noteb
 
     let (line, character) = position(&text, cursor, "utf-16");
     let answer = lsp
-        .next_edit(&cell(0), version, line, character)
+        .next_edit(&cell(2), version, line, character)
         .await
         .answer()
         .await
         .unwrap();
-    let around = format!("\n// Area of a rectangle.\n\n{main}");
-    let notebook = |cell: &str| format!("{cell}{around}");
+    let before = format!("{main}\n\n// The norm of a point.\n\n");
     let suggested = command_line_edits(
-        &notebook(&text),
-        cursor,
+        &format!("{before}{text}"),
+        before.len() + cursor,
         "analysis.ipynb",
-        &notebook(rename.before),
+        &format!("{before}{}", rename.before),
     );
-    let in_cell = suggested
+    let in_cell: Vec<(usize, usize, String)> = suggested
         .into_iter()
-        .filter(|&(_, end, _)| end <= text.len())
+        .map(|(start, end, new)| (start - before.len(), end - before.len(), new))
         .collect();
+    let expected = apply(&text, in_cell);
+    assert_ne!(
+        expected, text,
+        "the shipped model suggests no edit here: pick another case"
+    );
     assert_eq!(
-        apply_lsp(&text, &edits_of(&answer, &cell(0), version), "utf-16"),
-        apply(&text, in_cell),
+        apply_lsp(&text, &edits_of(&answer, &cell(2), version), "utf-16"),
+        expected,
         "{answer}"
     );
     lsp.wait_for_log(|m| m.contains("next edit over lines") && m.contains("history 1 edit(s)"))

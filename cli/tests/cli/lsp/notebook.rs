@@ -110,6 +110,8 @@ async fn a_cell_is_completed_in_its_place_among_the_notebooks_cells() {
                   total = <|fim_suffix|>\n\n# Plot it.\n\nprint(total)\n";
     assert!(prompt.contains(around), "{prompt}");
     assert!(prompt.contains("# helpers.py\n"), "{prompt}");
+    // The notebook's own cells are no other documents' snippets (those are headed by a name).
+    assert!(!prompt.contains("# analysis.ipynb\n"), "{prompt}");
     assert!(!prompt.contains("vscode-notebook-cell"), "{prompt}");
     assert!(!prompt.contains("ls -l"), "{prompt}");
 
