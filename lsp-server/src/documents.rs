@@ -488,7 +488,8 @@ impl Owner {
             }
             Event::Notebook(event) => match self.notebooks.apply(event) {
                 // A cell's next edit is shown the cells around it, which changed.
-                Ok(()) => self.history_generation += 1,
+                Ok(true) => self.history_generation += 1,
+                Ok(false) => {}
                 Err(problem) => self
                     .log
                     .warn(format!("notebookDocument/didChange: {problem}; ignored")),

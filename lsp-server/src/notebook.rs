@@ -123,9 +123,10 @@ pub struct Notebooks {
 }
 
 impl Notebooks {
-    /// Applies `event`; a problem (a splice past the cells, a notebook not open) is returned
-    /// for the log, with the cells left as they were.
-    pub fn apply(&mut self, event: NotebookEvent) -> Result<(), String> {
+    /// Applies `event`: whether the cells changed (a `data` change that only ran a cell, or
+    /// changed its metadata, leaves them). A problem (a splice past the cells, a notebook not
+    /// open) is returned for the log, with the cells left as they were.
+    pub fn apply(&mut self, event: NotebookEvent) -> Result<bool, String> {
         match event {
             NotebookEvent::Open { notebook, cells } => {
                 self.close(&notebook);
@@ -168,15 +169,18 @@ impl Notebooks {
                         notebook.as_str()
                     ));
                 };
+                let mut kinds = false;
                 for changed in cells {
                     if let Some(cell) = list.iter_mut().find(|cell| cell.key == changed.key) {
+                        kinds |= cell.code != changed.code;
                         cell.code = changed.code;
                     }
                 }
+                return Ok(kinds);
             }
             NotebookEvent::Close { notebook } => self.close(&notebook),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn close(&mut self, notebook: &DocumentKey) {

@@ -1079,7 +1079,7 @@ fn a_request_without_a_language_is_read_as_the_http_door_reads_it() {
     let note = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{note}");
     assert!(
-        note.contains("`histroy` is no field of a request (text, cursor, path, history)"),
+        note.contains("`histroy` is no field of a request (text, cursor, path, history, language)"),
         "{note}"
     );
     let trailing = redraft(&["complete", "--stdin-json"], r#"{"prefix": "a"} x"#);

@@ -128,17 +128,15 @@ fn cells_follow_splices_and_kind_changes() {
     assert!(notebooks.together(&key(7), &key(1)));
     let surround = notebooks.surround(&key(1), &documents).unwrap();
     assert_eq!(surround.before, "# Why.\n\n");
-    notebooks
-        .apply(NotebookEvent::Kinds {
-            notebook: notebook(),
-            cells: vec![Cell {
-                key: key(7),
-                code: true,
-            }],
-        })
-        .unwrap();
+    let kinds = |code| NotebookEvent::Kinds {
+        notebook: notebook(),
+        cells: vec![Cell { key: key(7), code }],
+    };
+    assert_eq!(notebooks.apply(kinds(true)), Ok(true));
     // A code cell now, but markdown's own document: not this language's code.
     assert_eq!(notebooks.surround(&key(1), &documents).unwrap().before, "");
+    // The same kind again (VS Code sends a cell's data when it runs): no change.
+    assert_eq!(notebooks.apply(kinds(true)), Ok(false));
 }
 
 #[test]
