@@ -51,16 +51,7 @@ async fn inline_completions_come_from_the_backend_through_the_same_plan_and_fini
 
 #[tokio::test]
 async fn other_documents_are_named_in_the_prompt_relative_to_their_workspace_folder() {
-    let (url, seen) = redraft_tests::fake_openai::start("items.len() + 1;");
-    let lsp = Lsp::start(Start {
-        options: json!({
-            "effort": "low", "maxTokens": 12,
-            "backend": {"url": url, "model": "fake-coder", "template": "qwen"},
-        }),
-        root: Some("file:///home/alice/demo"),
-        ..Start::default()
-    })
-    .await;
+    let (lsp, seen) = on_fake_backend_in("items.len() + 1;", Some("file:///home/alice/demo")).await;
     let capability = &lsp.initialize_result["capabilities"]["workspace"]["workspaceFolders"];
     assert_eq!(
         capability,
@@ -95,7 +86,7 @@ async fn other_documents_are_named_in_the_prompt_relative_to_their_workspace_fol
 }
 
 /// The prompt of the last request the fake backend was sent.
-fn last_prompt(seen: &std::sync::Mutex<Vec<serde_json::Value>>) -> String {
+pub(super) fn last_prompt(seen: &std::sync::Mutex<Vec<serde_json::Value>>) -> String {
     seen.lock().unwrap().last().unwrap()["prompt"]
         .as_str()
         .unwrap()
@@ -172,12 +163,21 @@ async fn a_suggestion_extends_the_item_selected_in_the_suggest_widget() {
 
 /// A session on the fake backend answering `middle`, with the debug log on.
 async fn on_fake_backend(middle: &'static str) -> (Lsp, Arc<Mutex<Vec<serde_json::Value>>>) {
+    on_fake_backend_in(middle, None).await
+}
+
+/// [`on_fake_backend`] with `root` as the workspace folder; the prompts the backend is sent.
+pub(super) async fn on_fake_backend_in(
+    middle: &'static str,
+    root: Option<&'static str>,
+) -> (Lsp, Arc<Mutex<Vec<serde_json::Value>>>) {
     let (url, seen) = redraft_tests::fake_openai::start(middle);
     let lsp = Lsp::start(Start {
         options: json!({
             "effort": "low", "maxTokens": 12, "logLevel": "debug",
             "backend": {"url": url, "model": "fake-coder", "template": "qwen"},
         }),
+        root,
         ..Start::default()
     })
     .await;

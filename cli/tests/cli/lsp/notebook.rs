@@ -4,8 +4,9 @@
 
 use serde_json::{json, Value};
 
+use super::backend::{last_prompt, on_fake_backend_in};
 use super::client::{
-    items, Lsp, NotebookDidChange, NotebookDidClose, NotebookDidOpen, Start, INVALID_PARAMS,
+    items, Lsp, NotebookDidChange, NotebookDidClose, NotebookDidOpen, INVALID_PARAMS,
 };
 
 const NOTEBOOK: &str = "file:///home/alice/analysis.ipynb";
@@ -45,25 +46,8 @@ fn type_into(lsp: &Lsp, version: i32, n: usize, at: [u32; 2], text: &str) {
     );
 }
 
-fn last_prompt(seen: &std::sync::Mutex<Vec<Value>>) -> String {
-    seen.lock().unwrap().last().unwrap()["prompt"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 async fn backed() -> (Lsp, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
-    let (url, seen) = redraft_tests::fake_openai::start("sum(int(r[1]) for r in rows)");
-    let lsp = Lsp::start(Start {
-        options: json!({
-            "effort": "low", "maxTokens": 12,
-            "backend": {"url": url, "model": "fake-coder", "template": "qwen"},
-        }),
-        root: Some("file:///home/alice"),
-        ..Start::default()
-    })
-    .await;
-    (lsp, seen)
+    on_fake_backend_in("sum(int(r[1]) for r in rows)", Some("file:///home/alice")).await
 }
 
 #[tokio::test]
