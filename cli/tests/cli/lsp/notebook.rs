@@ -46,6 +46,22 @@ fn type_into(lsp: &Lsp, version: i32, n: usize, at: [u32; 2], text: &str) {
     );
 }
 
+/// Asks for an inline completion in cell `n` at `character` of its first line; the prompt the
+/// backend was sent.
+async fn prompt_at(
+    lsp: &Lsp,
+    seen: &std::sync::Mutex<Vec<Value>>,
+    n: usize,
+    character: u32,
+) -> String {
+    lsp.inline(&cell(n), 0, character, true)
+        .await
+        .answer()
+        .await
+        .unwrap();
+    last_prompt(seen)
+}
+
 async fn backed() -> (Lsp, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
     on_fake_backend_in("sum(int(r[1]) for r in rows)", Some("file:///home/alice")).await
 }
@@ -66,7 +82,7 @@ async fn a_cell_is_completed_in_its_place_among_the_notebooks_cells() {
             item(2, "python", 1, "total = "),
             item(3, "markdown", 1, "Plot it."),
             item(4, "python", 1, "print(total)\n"),
-            // A cell of another language (a `%%bash` cell's document) is not this program.
+            // A cell of another language (one the user set to shell) is not this program.
             item(6, "shellscript", 1, "ls -l data.csv\n"),
         ],
     }));
@@ -118,12 +134,7 @@ async fn a_cell_is_completed_in_its_place_among_the_notebooks_cells() {
     );
     // The cell's own text changes too (the answer for the old one is not asked again).
     type_into(&lsp, 3, 2, [0, 8], " ");
-    lsp.inline(&cell(2), 0, 9, true)
-        .await
-        .answer()
-        .await
-        .unwrap();
-    let prompt = last_prompt(&seen);
+    let prompt = prompt_at(&lsp, &seen, 2, 9).await;
     let around = "\"data.csv\")))\n\nrows = rows[1:]  # skip the header\n\n\
                   total =  <|fim_suffix|>\n\nprint(total)\n";
     assert!(prompt.contains(around), "{prompt}");
@@ -132,12 +143,7 @@ async fn a_cell_is_completed_in_its_place_among_the_notebooks_cells() {
     // A code cell made a markdown one (`data`) is read as prose.
     change_cells(&lsp, 4, json!({"data": [entry(4, 1)]}));
     type_into(&lsp, 5, 2, [0, 9], "l");
-    lsp.inline(&cell(2), 0, 10, true)
-        .await
-        .answer()
-        .await
-        .unwrap();
-    let prompt = last_prompt(&seen);
+    let prompt = prompt_at(&lsp, &seen, 2, 10).await;
     assert!(
         prompt.contains("total =  l<|fim_suffix|>\n\n# print(total)\n"),
         "{prompt}"
@@ -155,12 +161,7 @@ async fn a_cell_is_completed_in_its_place_among_the_notebooks_cells() {
         }}),
     );
     type_into(&lsp, 7, 2, [0, 10], "x");
-    lsp.inline(&cell(2), 0, 11, true)
-        .await
-        .answer()
-        .await
-        .unwrap();
-    let prompt = last_prompt(&seen);
+    let prompt = prompt_at(&lsp, &seen, 2, 11).await;
     let around = "# Read the CSV.\n\nimport csv\nimport sys\n\ntotal =  lx<|fim_suffix|>\n\n\
                   rows = rows[1:]  # skip the header\n\n# print(total)\n";
     assert!(prompt.contains(around), "{prompt}");
@@ -204,15 +205,10 @@ async fn a_change_past_the_cells_is_logged_and_changes_nothing() {
     }));
     lsp.wait_for_log(|line| line.contains("other.ipynb which is not open"))
         .await;
-    lsp.inline(&cell(2), 0, 8, true)
-        .await
-        .answer()
-        .await
-        .unwrap();
+    let prompt = prompt_at(&lsp, &seen, 2, 8).await;
     assert!(
-        last_prompt(&seen).contains("import csv\n\ntotal = <|fim_suffix|>"),
-        "{}",
-        last_prompt(&seen)
+        prompt.contains("import csv\n\ntotal = <|fim_suffix|>"),
+        "{prompt}"
     );
     lsp.shutdown().await;
 }
