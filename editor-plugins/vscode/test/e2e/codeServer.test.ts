@@ -604,7 +604,8 @@ function received(log: string, method: string): { params: Record<string, unknown
 /** What the next-edit decorations draw: the struck-through text per line, and the `after` texts. */
 async function nextEditDecorations(page: Page): Promise<{ struck: string[]; after: string[] }> {
   return page.evaluate(() => {
-    const lines = Array.from(document.querySelectorAll(".editor-instance .monaco-editor .view-lines .view-line"));
+    // Any editor: a notebook's cells are editors of their own.
+    const lines = Array.from(document.querySelectorAll(".monaco-workbench .monaco-editor .view-lines .view-line"));
     // In screen order (Monaco positions lines absolutely, not in DOM order).
     lines.sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top);
     const struck: string[] = [];
@@ -769,6 +770,77 @@ function applied(text: string, edit: { range: { start: { line: number; character
     p.line >= lines.length ? text.length : lines.slice(0, p.line).reduce((n, l) => n + l.length + 1, 0) + Math.min(p.character, lines[p.line].length);
   return text.slice(0, offset(edit.range.start)) + edit.text + text.slice(offset(edit.range.end));
 }
+
+/** A Python notebook whose last cell the next-edit test renames a parameter in. */
+const NEXT_NOTEBOOK = JSON.stringify(
+  {
+    cells: [
+      { cell_type: "markdown", metadata: {}, source: ["Areas."] },
+      {
+        cell_type: "code",
+        execution_count: null,
+        metadata: {},
+        outputs: [],
+        source: ["def area(width, height):\n", "    doubled = width * 2\n", "    return doubled * height + width"],
+      },
+    ],
+    metadata: { language_info: { name: "python" } },
+    nbformat: 4,
+    nbformat_minor: 5,
+  },
+  null,
+  1,
+);
+
+test("code-server: a next edit in a notebook cell is drawn there and, accepted, lands in that cell", { timeout: 600_000 }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "redraft-fake-"));
+  const fake = fakeServer(dir);
+  const uses = {
+    range: { start: { line: 1, character: 14 }, end: { line: 2, character: 35 } },
+    text: "breadth * 2\n    return doubled * height + breadth",
+  };
+  fs.writeFileSync(fake.script, JSON.stringify({ edits: [uses] }));
+  const settings = { "redraft.path": fake.binary, "redraft.logLevel": "debug", "redraft.nextEdit.debounceMs": 200 };
+  await withCodeServer(
+    settings,
+    async ({ page, file }) => {
+      await waitForStatus(page, /^redraft: ready/, STARTUP_MS, "the (fake) server to be ready");
+      // Into the code cell, the parameter renamed in its signature.
+      const cell = page.locator(".monaco-editor", { has: page.locator(".view-lines", { hasText: "def area" }) }).last();
+      await cell.locator(".view-lines").click();
+      await page.keyboard.press("Control+Home");
+      for (let i = 0; i < "def area(".length; i++) await page.keyboard.press("ArrowRight");
+      for (let i = 0; i < "width".length; i++) await page.keyboard.press("Shift+ArrowRight");
+      await page.keyboard.type("breadth", { delay: 30 });
+
+      const shown = await waitForDecorations(page, "the next edit's decorations in the cell", (d) => d.struck.length > 0);
+      assert.deepEqual(shown.struck, ["width * 2", "    return doubled * height + width"]);
+      const request = received(fake.log, "textDocument/copilotInlineEdit")[0].params as { textDocument: { uri: string } };
+      assert.match(request.textDocument.uri, /^vscode-notebook-cell:.*analysis\.ipynb#/);
+      await page.screenshot({ path: path.join(SHOTS, "vscode-notebook-next-edit.png") });
+
+      fs.writeFileSync(fake.script, JSON.stringify({ edits: [] }));
+      await page.keyboard.press("Alt+Enter");
+      await page.keyboard.press("Control+S");
+      const expected = "def area(breadth, height):\n    doubled = breadth * 2\n    return doubled * height + breadth";
+      const saved = await waitForFile(
+        file,
+        (text) => {
+          try {
+            return cellSource(JSON.parse(text).cells[1]) === expected;
+          } catch {
+            return false; // not yet whole
+          }
+        },
+        30_000,
+        "the accepted next edit to be saved in the cell",
+      );
+      assert.equal(cellSource(JSON.parse(saved).cells[0]), "Areas.");
+    },
+    { name: "analysis.ipynb", source: NEXT_NOTEBOOK, marker: "def area" },
+  );
+  fs.rmSync(dir, { recursive: true, force: true });
+});
 
 test("code-server: the real server's next edit is drawn and, accepted, applied exactly", { timeout: 600_000 }, async () => {
   const redraft = required("REDRAFT_BIN");
