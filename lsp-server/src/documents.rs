@@ -511,16 +511,15 @@ impl Owner {
                 }
                 self.parse_pending(Some(&key), self.snapshot_parse_budget);
                 let answer = self.documents.get(&key).map(|document| {
-                    let mut others: Vec<&Document> = self
+                    let mut others: Vec<(&DocumentKey, &Document)> = self
                         .documents
                         .iter()
                         .filter(|(other, _)| **other != key)
-                        .map(|(_, d)| d)
                         .collect();
-                    others.sort_by_key(|d| std::cmp::Reverse(d.edited_at()));
+                    others.sort_by_key(|(_, d)| std::cmp::Reverse(d.edited_at()));
                     // Every other document's edits, the same notebook's cells' among them.
                     let history = if with_history {
-                        history(document, &others)
+                        history(document, others.iter().map(|&(_, d)| d))
                     } else {
                         Vec::new()
                     };
@@ -544,24 +543,23 @@ impl Owner {
     /// (`others` is): not the cells of its own notebook, which are the text around it; another
     /// notebook once, as the code around its most recently edited code cell (its markdown and
     /// its other cells would crowd out the files).
-    fn neighbours(&self, key: &DocumentKey, others: &[&Document]) -> Vec<Snapshot> {
+    fn neighbours(&self, key: &DocumentKey, others: &[(&DocumentKey, &Document)]) -> Vec<Snapshot> {
         let mut notebooks = Vec::new();
         let mut neighbours = Vec::new();
-        for &other in others {
+        for &(other_key, other) in others {
             if neighbours.len() == MAX_NEIGHBOURS {
                 break;
             }
-            let other_key = other.key();
-            let Some((notebook, code)) = self.notebooks.cell(&other_key) else {
+            let Some((notebook, code)) = self.notebooks.cell(other_key) else {
                 neighbours.push(other.snapshot());
                 continue;
             };
-            if !code || self.notebooks.together(key, &other_key) || notebooks.contains(&notebook) {
+            if !code || self.notebooks.together(key, other_key) || notebooks.contains(&notebook) {
                 continue;
             }
             notebooks.push(notebook);
             let mut snapshot = other.snapshot();
-            if let Some(surround) = self.notebooks.surround(&other_key, &self.documents) {
+            if let Some(surround) = self.notebooks.surround(other_key, &self.documents) {
                 snapshot.rope = Rope::from_str(&surround.wrap(&snapshot.rope.to_string()));
                 snapshot.tree = None;
             }
@@ -572,9 +570,12 @@ impl Owner {
 }
 
 /// The newest [`MAX_HISTORY_GROUPS`] edit groups of `document` and `others`, oldest first.
-fn history(document: &Document, others: &[&Document]) -> Vec<(Uri, EditGroup)> {
+fn history<'d>(
+    document: &'d Document,
+    others: impl Iterator<Item = &'d Document>,
+) -> Vec<(Uri, EditGroup)> {
     let mut groups: Vec<(&Uri, &EditGroup)> = std::iter::once(document)
-        .chain(others.iter().copied())
+        .chain(others)
         .flat_map(|d| d.history().groups().map(move |g| (d.uri(), g)))
         .collect();
     groups.sort_by_key(|(_, g)| g.last_seq);

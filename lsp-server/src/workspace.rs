@@ -68,7 +68,7 @@ const NOTEBOOK_CELL_SCHEME: &str = "vscode-notebook-cell";
 
 fn display_path(uri: &Uri, roots: &[PathBuf]) -> String {
     let path = match uri.scheme().as_str() {
-        "file" => uri.to_file_path().map(|p| p.into_owned()),
+        "file" => file_path(uri),
         // A cell is named as its notebook is: its edits, and its text among other documents',
         // are the notebook file's.
         NOTEBOOK_CELL_SCHEME => {
@@ -76,7 +76,7 @@ fn display_path(uri: &Uri, roots: &[PathBuf]) -> String {
             format!("file://{host}{}", uri.path().as_str())
                 .parse::<Uri>()
                 .ok()
-                .and_then(|file| file.to_file_path().map(|p| p.into_owned()))
+                .and_then(|file| file_path(&file))
         }
         _ => None,
     };
