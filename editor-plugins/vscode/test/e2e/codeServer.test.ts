@@ -336,15 +336,22 @@ async function awaitGhostText(page: Page, editor: Locator, typed: string, output
   }
   assert.match(await statusText(page), /^redraft: (ready|computing)/, "status after a suggestion");
   // Ghost text is drawn as syntax-highlighted spans: join the spans of each rendered line, then
-  // the lines (the first inline after the cursor, the rest in a view zone below).
+  // the lines (the first inline after the cursor, the rest in a view zone below) in the order
+  // they are drawn on screen. Monaco reuses its line nodes, so the order of the DOM is not the
+  // order of the lines: once the view zone came first and the ghost text read upside down.
   return (
     await ghost.evaluateAll((nodes) => {
-      const lines = new Map<Element, string>();
+      const lines = new Map<Element, { top: number; text: string }>();
       for (const node of nodes) {
         const line = node.closest(".view-line") ?? node;
-        lines.set(line, (lines.get(line) ?? "") + (node.textContent ?? ""));
+        const drawn = lines.get(line) ?? { top: line.getBoundingClientRect().top, text: "" };
+        drawn.text += node.textContent ?? "";
+        lines.set(line, drawn);
       }
-      return Array.from(lines.values()).join("\n");
+      return Array.from(lines.values())
+        .sort((a, b) => a.top - b.top)
+        .map((line) => line.text)
+        .join("\n");
     })
   ).replace(/\u00a0/g, " ");
 }
