@@ -8,7 +8,7 @@
 //! literals) `delimited`'s; Perl's quote-like operators, POD and `__END__` `perl`'s; whether a
 //! `/` divides or opens a regular expression (JavaScript, Ruby, Perl), `regex`'s; code inside a
 //! string (Swift's `\(..)`, Kotlin's `${..}`, C#'s `$"{..}"`, JavaScript's `` `${..}` ``,
-//! Ruby's `"#{..}"`, Dart's `'${..}'`, PHP's `"{$..}"`), `interpolation`'s.
+//! Ruby's `"#{..}"`, Dart's `'${..}'`, PHP's `"{$..}"`, shell's `"$(..)"`), `interpolation`'s.
 
 mod delimited;
 mod interpolation;

@@ -240,6 +240,7 @@ const ROWS: &[Row] = &[
             verbatim_quotes: b"'",
             heredocs: Some(Heredocs::Shell),
             lone_parens: true,
+            interpolation: Some(Interpolation::Shell),
             ..HASH
         },
         block_openers: &['{'],

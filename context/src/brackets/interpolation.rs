@@ -1,6 +1,6 @@
 //! Code inside a string: Swift's `"\(f("x"))"`, Kotlin's `"${f("x")}"`, C#'s `$"{f("x")}"`,
 //! JavaScript's `` `${f(`x`)}` ``, Ruby's `"#{h["x"]}"`, Dart's `'${m['x']}'`, PHP's
-//! `"{$a["x"]}"`.
+//! `"{$a["x"]}"`, shell's `"$(dirname "$0")"`.
 //! Inside such a hole the scanner reads code (its quotes open strings of their own) until the
 //! closer that ends the hole, then goes on in the string. Which strings it is nested in is
 //! [`Holes`], a few bytes of [`super::LexMode`], so a line inside a hole resumes as it reads.
@@ -25,6 +25,9 @@ pub(crate) enum Interpolation {
     /// `{$...}` in a `"` string or a backtick command: the `{` opens the hole, the `$` starts its
     /// code (`{ $` is text, and `$a[0]`, `${a}` hold no quote to read).
     Php,
+    /// `$(...)` in a `"` string: a command's output (`"$(basename "$f")"`), or arithmetic,
+    /// `$((...))`. A `${...}` expansion is read as the string's text.
+    Shell,
 }
 
 impl Interpolation {
@@ -32,7 +35,10 @@ impl Interpolation {
     pub(crate) fn starts_with(self) -> u8 {
         match self {
             Interpolation::Swift => b'\\',
-            Interpolation::Kotlin | Interpolation::JavaScript | Interpolation::Dart => b'$',
+            Interpolation::Kotlin
+            | Interpolation::JavaScript
+            | Interpolation::Dart
+            | Interpolation::Shell => b'$',
             Interpolation::CSharp | Interpolation::Php => b'{',
             Interpolation::Ruby => b'#',
         }
@@ -41,7 +47,7 @@ impl Interpolation {
     /// The byte that ends a hole where nothing opened inside it is open.
     pub(crate) fn closer(self) -> u8 {
         match self {
-            Interpolation::Swift => b')',
+            Interpolation::Swift | Interpolation::Shell => b')',
             Interpolation::Kotlin
             | Interpolation::CSharp
             | Interpolation::JavaScript
@@ -52,11 +58,11 @@ impl Interpolation {
     }
 
     /// Whether every string `quote` opens holds holes: Swift's and Kotlin's `"`, JavaScript's
-    /// `` ` ``, Ruby's and PHP's `"` and `` ` ``, Dart's `'` and `"`; none of C#'s (a `$` opens
-    /// those).
+    /// `` ` ``, Ruby's and PHP's `"` and `` ` ``, Dart's `'` and `"`, shell's `"`; none of C#'s (a
+    /// `$` opens those).
     pub(crate) fn holes_in(self, quote: u8) -> bool {
         match self {
-            Interpolation::Swift | Interpolation::Kotlin => quote == b'"',
+            Interpolation::Swift | Interpolation::Kotlin | Interpolation::Shell => quote == b'"',
             Interpolation::JavaScript => quote == b'`',
             Interpolation::Ruby | Interpolation::Php => quote == b'"' || quote == b'`',
             Interpolation::Dart => quote == b'"' || quote == b'\'',
@@ -207,7 +213,8 @@ impl Scanner {
                 b'$',
                 Some(b'{'),
             )
-            | (Interpolation::Ruby, b'#', Some(b'{')) => 2,
+            | (Interpolation::Ruby, b'#', Some(b'{'))
+            | (Interpolation::Shell, b'$', Some(b'(')) => 2,
             (Interpolation::Php, b'{', Some(b'$')) => 1,
             (Interpolation::CSharp, b'{', Some(b'{')) => return Some(2),
             (Interpolation::CSharp, b'{', _) => 1,

@@ -600,7 +600,8 @@ fn csharp_raw_and_verbatim_strings_close_where_csharp_closes_them() {
 
 /// A quote inside a hole of code in a string opens a string of the hole's, and does not end
 /// the outer one: Swift's `\(..)`, Kotlin's `${..}`, C#'s `$"{..}"` and `$@"{..}"` (where
-/// `{{` is a brace), JavaScript's `` `${..}` ``, Ruby's `"#{..}"`, nested too. Read as before,
+/// `{{` is a brace), JavaScript's `` `${..}` ``, Ruby's `"#{..}"`, shell's `"$(..)"`, nested
+/// too. Read as before,
 /// the inner quotes closed the outer string and left its text as code, or opened one that ran
 /// on.
 #[test]
@@ -715,6 +716,23 @@ fn quotes_inside_a_hole_in_a_string_do_not_end_it() {
         (Language::Dart, "var s = '\\${ ('; f(", "(", true),
         (Language::JavaScript, "const s = `\\${ (`; f(", "(", true),
         (Language::Ruby, "s = \"\\#{ (\"; f(", "(", true),
+        // Shell's command substitution in a string: `"(" ` in it was code, `")"` a string,
+        // and a `#` in it began a comment.
+        (Language::Shell, "x=\"$(echo \"(\")\"; f(", "(", true),
+        (Language::Shell, "n=\"$(grep -c \" #\" f)\"; f(", "(", true),
+        (
+            Language::Shell,
+            "d=\"$(dirname \"$(readlink -f \"$0\")\")\"; f(",
+            "(",
+            true,
+        ),
+        (Language::Shell, "s=\"$((a + (b))) (\"; f(", "(", true),
+        (Language::Shell, "s=\"a $(f \"x\" (", "(", true),
+        (Language::Shell, "s=\"$(\n  ls (\n", "(", true),
+        // `${..}`, a single-quoted string and an escaped `$` hold no code.
+        (Language::Shell, "s=\"${x:-(}\"; f(", "(", true),
+        (Language::Shell, "s='$(\"'; f(", "(", true),
+        (Language::Shell, "s=\"\\$(\"; f(", "(", true),
     ]);
 }
 
