@@ -97,7 +97,7 @@ pub struct Args {
     #[command(flatten)]
     sampler: SamplerArgs,
     /// Stop refining after this many milliseconds and commit the best guess for what is left.
-    #[arg(long)]
+    #[arg(long, value_parser = redraft_runtime::sampler_args::parse_millis)]
     deadline_ms: Option<u64>,
     /// Print each denoising step's canvas to stderr as it happens.
     #[arg(long)]
@@ -398,15 +398,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let positions = engine.model().config().max_position_embeddings;
     let longest = fim::longest_middle(positions);
-    if args.max_tokens > longest && args.canvas_tokens.is_none() {
+    // A fixed canvas is capped as the longest middle is (the library keeps a caller's fixed
+    // length, the evaluation's true one): uncapped, 255 slots left a 256-position model no
+    // context at all.
+    let (flag, asked) = match args.canvas_tokens {
+        Some(canvas) => ("--canvas-tokens", canvas),
+        None => ("--max-tokens", args.max_tokens),
+    };
+    if asked > longest {
         stderr_line(format_args!(
-            "note: --max-tokens {} is more than a middle may take of this model's {positions} \
-             positions; at most {longest} (a quarter: the context keeps the rest)",
-            args.max_tokens
+            "note: {flag} {asked} is more than a middle may take of this model's {positions} \
+             positions; at most {longest} (a quarter: the context keeps the rest)"
         ));
     }
     let options = FimOptions {
-        fixed_length: args.canvas_tokens,
+        fixed_length: args.canvas_tokens.map(|canvas| canvas.min(longest)),
         min_confidence: args.min_confidence,
         ..FimOptions::new(
             args.max_tokens,

@@ -33,6 +33,33 @@ fn clip(text: &str, chars: usize) -> String {
 
 /// `message` (serde's, which quotes whole strings of the request: `invalid type: string "..."`)
 /// with every double-quoted or backquoted stretch longer than [`QUOTED_CHARS`] cut short.
+/// serde's message with the Rust type a number was expected as (`expected i64`) in words.
+fn in_plain_words(message: &str) -> String {
+    let mut message = message.to_string();
+    for (rust, words) in [
+        ("i64", "an integer"),
+        ("u64", "a whole number (0 or more)"),
+        ("u32", "a whole number (0 or more)"),
+        ("usize", "a whole number (0 or more)"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+    ] {
+        let typed = format!("expected {rust}");
+        if let Some(at) = message.find(&typed) {
+            let end = at + typed.len();
+            // A whole word: `expected u64` but not `expected u64s`.
+            if message[end..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_alphanumeric())
+            {
+                message.replace_range(at..end, &format!("expected {words}"));
+            }
+        }
+    }
+    message
+}
+
 fn quote_within(message: &str) -> String {
     let mut out = String::with_capacity(message.len().min(4 * MAX_MESSAGE_CHARS));
     let mut rest = message;
@@ -134,16 +161,30 @@ impl ApiError {
         }
     }
 
-    /// A body that is not JSON, or not the JSON this route takes (400).
-    pub fn bad_json(err: &serde_json::Error) -> Self {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "invalid_json",
-            quote_within(&format!(
-                "the request body is not valid JSON for this route: {err}"
-            )),
-        )
+    /// A body that is not JSON, or not the JSON this route takes (400); `field` is where in
+    /// the body a value did not fit (`options.stop`; empty or `.` for the body itself).
+    pub fn bad_json(field: &str, err: &serde_json::Error) -> Self {
+        let field = Some(field).filter(|field| !matches!(*field, "" | "."));
+        let message = match (err.classify(), field) {
+            (serde_json::error::Category::Data, None) => format!(
+                "the request body is not what this route takes: {}",
+                in_plain_words(&err.to_string())
+            ),
+            (serde_json::error::Category::Data, Some(field)) => format!(
+                "`{field}` is not what this route takes: {}",
+                in_plain_words(&err.to_string())
+            ),
+            _ => format!("the request body is not valid JSON: {err}"),
+        };
+        ApiError {
+            param: field.map(str::to_string),
+            ..ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_json",
+                quote_within(&message),
+            )
+        }
     }
 
     /// A well-formed request the server understood but cannot act on (422): an edit message

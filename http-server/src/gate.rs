@@ -220,8 +220,20 @@ pub fn cors(origins: &[String]) -> Option<CorsLayer> {
 
 /// The API key: `--api-key`, `--api-key-file` (its contents, trimmed) or [`KEY_VARIABLE`], in that
 /// order; `None` for none. A key that is empty, or that a header cannot carry, is an error:
-/// an empty key must never quietly mean "no key".
+/// an empty key must never quietly mean "no key". A flag's key over a set variable is said on
+/// stderr: clients sending the variable's key would meet 401s with no clue why.
 pub fn api_key(flag: Option<&str>, file: Option<&Path>) -> anyhow::Result<Option<String>> {
+    let used = match (flag, file) {
+        (Some(_), _) => Some("--api-key"),
+        (None, Some(_)) => Some("--api-key-file"),
+        (None, None) => None,
+    };
+    if let Some(used) = used.filter(|_| std::env::var_os(KEY_VARIABLE).is_some()) {
+        redraft_runtime::stderr_line(format_args!(
+            "redraft serve: note: {KEY_VARIABLE} is set too and not used: the key of {used} is \
+             the one clients must send"
+        ));
+    }
     let (key, from) = if let Some(key) = flag {
         redraft_runtime::stderr_line(format_args!(
             "redraft serve: note: --api-key shows the key to every user of this machine in the \

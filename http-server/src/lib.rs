@@ -66,9 +66,16 @@ pub struct Args {
     model: ModelArgs,
     /// Address to listen on: IP:PORT, NAME:PORT (`localhost` is 127.0.0.1; another name, the
     /// first address it resolves to) or a port alone on 127.0.0.1. Port 0: any free port; the
-    /// bound address is printed on stderr.
-    #[arg(long, default_value = "127.0.0.1:8717", value_parser = parse_bind)]
-    bind: SocketAddr,
+    /// bound address is printed on stderr. Default 127.0.0.1:8717.
+    #[arg(long, value_parser = parse_bind, conflicts_with_all = ["host", "port"])]
+    bind: Option<SocketAddr>,
+    /// The address alone, as llama.cpp's server takes it: an IP or a name, with --port (default
+    /// 127.0.0.1).
+    #[arg(long, value_name = "IP|NAME")]
+    host: Option<String>,
+    /// The port alone, with --host (default 8717).
+    #[arg(long)]
+    port: Option<u16>,
     /// Require `Authorization: Bearer KEY` on every route but /health. Prefer the environment
     /// variable REDRAFT_API_KEY or --api-key-file: a flag's value shows in the process list.
     #[arg(long, conflicts_with = "api_key_file")]
@@ -125,7 +132,7 @@ pub struct Args {
     min_confidence: Option<f32>,
     /// Time budget per request in milliseconds from its arrival: past it the sampler commits
     /// its best guess for what is left.
-    #[arg(long)]
+    #[arg(long, value_parser = redraft_runtime::sampler_args::parse_millis)]
     deadline_ms: Option<u64>,
     /// Recompute every position at every step (no approximate context cache): slower, and
     /// what makes batched results equal one-at-a-time results exactly.
@@ -243,7 +250,7 @@ pub type Shared = Arc<App>;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (bind, limits, grace) = (
-        args.bind,
+        args.address().map_err(flag_error)?,
         listen::Limits {
             header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
             body_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
@@ -253,7 +260,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         Duration::from_millis(args.shutdown_grace_ms),
     );
-    let (app, inference) = start(args)?;
+    let (app, inference) = start(args, bind)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("redraft-serve")
@@ -268,6 +275,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     stderr_line(format_args!("redraft serve: stopped"));
     Ok(())
 }
+
+impl Args {
+    /// Where to listen: `--bind`, else `--host` and `--port` (each with its default).
+    fn address(&self) -> Result<SocketAddr, String> {
+        if let Some(bind) = self.bind {
+            return Ok(bind);
+        }
+        let host = self.host.as_deref().unwrap_or("127.0.0.1");
+        let port = self.port.unwrap_or(DEFAULT_PORT);
+        // An IPv6 address is written in brackets before its port.
+        let bare_v6 = host.contains(':') && !host.starts_with('[');
+        let text = if bare_v6 {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        parse_bind(&text).map_err(|why| format!("--host {host}: {why}"))
+    }
+}
+
+/// Where a server listens when neither `--bind` nor `--port` says.
+const DEFAULT_PORT: u16 = 8717;
 
 /// `--bind`'s value ([`Args::bind`]). `localhost` is taken as 127.0.0.1 rather than looked up:
 /// it may also resolve to ::1, and a server on one of the two is what clients of the name reach.
@@ -338,15 +367,15 @@ fn served_id(model: &Path) -> String {
 /// thread started on it. A model that does not load stops the server before it listens (there
 /// would be nothing to answer with), unless FIM requests go to a `--backend`: that server starts
 /// without one, answering FIM through the backend and next edits 503.
-fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
+fn start(args: Args, bind: SocketAddr) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
     let api_key = gate::api_key(args.api_key.as_deref(), args.api_key_file.as_deref())?;
     // Values clap takes as they are and these checks refuse are mistakes on the command line.
-    let hosts = gate::Hosts::new(args.bind, &args.allow_host).map_err(flag_error)?;
+    let hosts = gate::Hosts::new(bind, &args.allow_host).map_err(flag_error)?;
     let origins = gate::origins(&args.allow_origin).map_err(flag_error)?;
     let backend = args.backend.config().map_err(flag_error)?;
-    if !args.bind.ip().is_loopback() && api_key.is_none() {
+    if !bind.ip().is_loopback() && api_key.is_none() {
         stderr_line(format_args!("redraft serve: warning: listening on {} without an API key: anyone who can reach it can use the model (set {} or --api-key-file, and put TLS in front)",
-            args.bind,
+            bind,
             gate::KEY_VARIABLE));
     }
     let started = Instant::now();
@@ -382,11 +411,12 @@ fn start(args: Args) -> anyhow::Result<(Shared, std::thread::JoinHandle<()>)> {
         }
     };
     if let Some(config) = &backend {
-        let (endpoint, _) = redraft_runtime::backend::endpoints(&config.url)?;
-        stderr_line(format_args!("redraft serve: FIM requests go to the backend {endpoint} (model {}, template {}, {} context tokens); next edits run on the local model",
+        let endpoint = redraft_runtime::backend::shown_endpoint(&config.url)?;
+        stderr_line(format_args!("redraft serve: FIM requests go to the backend {endpoint} (model {}, template {}, {} context tokens); {}",
             config.model.as_deref().unwrap_or("the one it lists"),
             config.template,
-            config.context_tokens));
+            config.context_tokens,
+            if engine.is_ok() { "next edits run on the local model" } else { "next edits answer 503 (no local model)" }));
     }
     let metrics = Arc::new(Metrics::new());
     let cache = CachePolicy {

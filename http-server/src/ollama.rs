@@ -491,7 +491,8 @@ mod tests {
             }
             let argv = ["serve", "--device", "cpu"].iter().chain(flags);
             let serve = <Serve as clap::Parser>::try_parse_from(argv).unwrap();
-            let (app, inference) = crate::start(serve.args).unwrap();
+            let bind = serve.args.address().unwrap();
+            let (app, inference) = crate::start(serve.args, bind).unwrap();
             Started {
                 app,
                 inference: Some(inference),

@@ -243,12 +243,12 @@ pub async fn completions(
     app.check_model(request.model.as_deref())?;
     request.refuse_unsupported()?;
     let sampling = request.sampling();
-    let prompt = request
-        .prompt
-        .clone()
-        .map(PromptField::text)
-        .transpose()?
-        .unwrap_or_default();
+    // Required, as in OpenAI's API: a misspelt `promt` answered with a middle for nothing
+    // looked like the model working.
+    let Some(prompt) = request.prompt.clone() else {
+        return Err(ApiError::invalid("prompt", "prompt is required"));
+    };
+    let prompt = prompt.text()?;
     let (work, layout) = match edit_prompt::zed(&prompt) {
         Some(edit) if request.suffix.is_none() => {
             let layout = edit.layout;

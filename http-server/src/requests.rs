@@ -86,9 +86,15 @@ pub fn parse_body<T: DeserializeOwned>(
         .in_dialect(dialect)
     })?;
     if let Some(err) = not_an_object(&bytes) {
-        return Err(ApiError::bad_json(&err).in_dialect(dialect));
+        return Err(ApiError::bad_json("", &err).in_dialect(dialect));
     }
-    serde_json::from_slice(&bytes).map_err(|err| ApiError::bad_json(&err).in_dialect(dialect))
+    // Through serde_path_to_error, so that a value of the wrong type names its field
+    // (`max_tokens`), which serde_json's own message does not.
+    let mut json = serde_json::Deserializer::from_slice(&bytes);
+    serde_path_to_error::deserialize(&mut json)
+        .map_err(|err| (err.path().to_string(), err.into_inner()))
+        .and_then(|request| json.end().map(|()| request).map_err(|e| (String::new(), e)))
+        .map_err(|(field, err)| ApiError::bad_json(&field, &err).in_dialect(dialect))
 }
 
 /// Why `body` is not a JSON object, when it is some other JSON (or not JSON at all): serde's
@@ -254,7 +260,10 @@ where
 
 /// `prompt`: a string, or a list holding one string.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a string, or a list holding one string"
+)]
 pub enum PromptField {
     One(String),
     Many(Vec<serde_json::Value>),
@@ -278,7 +287,7 @@ impl PromptField {
 
 /// `stop`: a string or a list of strings, of any length (Zed has sent 14).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a string or a list of strings")]
 pub enum StopField {
     One(String),
     Many(Vec<String>),

@@ -716,6 +716,13 @@ impl FimBackend for Backend {
     }
 }
 
+/// The completions endpoint of a backend URL as a log or message may name it: no credentials,
+/// and the values of query keys that look secret (`?api_key=...`) `[redacted]`.
+pub fn shown_endpoint(url: &str) -> Result<String, BackendError> {
+    let (completions, _) = endpoints(url)?;
+    Ok(shown(completions.as_str(), &mut Vec::new()))
+}
+
 /// The completions and models endpoints of a backend URL: `http://h:p` and `http://h:p/v1`
 /// gain `/v1/completions` (`/completions`); a URL already ending in `/completions` is kept.
 /// Credentials in the URL (`http://user:password@host`) are left out: these URLs are the ones

@@ -39,7 +39,8 @@ pub struct SamplerArgs {
     /// Sampling temperature (0: greedy).
     #[arg(long, default_value_t = 0.0, value_parser = parse_temperature)]
     pub temperature: f32,
-    #[arg(long, default_value_t = 0)]
+    /// Sampling seed (a negative one is its 64 bits as unsigned, as the HTTP server reads it).
+    #[arg(long, default_value_t = 0, value_parser = parse_seed, allow_negative_numbers = true)]
     pub seed: u64,
     /// Autoregressive models: no guessing of the next tokens from the request's context
     /// (greedy decoding checks guesses, so the text is the same; only the passes differ).
@@ -94,6 +95,21 @@ pub fn parse_temperature(text: &str) -> Result<f32, String> {
         .ok()
         .filter(|t| t.is_finite() && *t >= 0.0)
         .ok_or_else(|| format!("expected a number from 0 (greedy) up, got `{text}`"))
+}
+
+/// `--seed`: a 64-bit seed, signed or unsigned (-1 is `u64::MAX`, as over HTTP).
+pub fn parse_seed(text: &str) -> Result<u64, String> {
+    text.parse::<u64>()
+        .or_else(|_| text.parse::<i64>().map(|seed| seed as u64))
+        .map_err(|_| {
+            format!("expected a whole number (a signed or unsigned 64-bit seed), got `{text}`")
+        })
+}
+
+/// A count of milliseconds, 0 or more (`--deadline-ms`).
+pub fn parse_millis(text: &str) -> Result<u64, String> {
+    text.parse::<u64>()
+        .map_err(|_| format!("expected a whole number of milliseconds, 0 or more, got `{text}`"))
 }
 
 /// `--steps`, `--per-step`, `--refresh-every`: a count of 1 or more.

@@ -30,7 +30,8 @@ pub struct Start<'a> {
 }
 
 impl Server {
-    /// `redraft serve --bind 127.0.0.1:0 ARGS`, once it listens.
+    /// `redraft serve --bind 127.0.0.1:0 ARGS` (ARGS' own address where they give one), once it
+    /// listens.
     pub fn start(args: &[&str]) -> Server {
         Server::start_with(Start {
             args,
@@ -41,7 +42,10 @@ impl Server {
     pub fn start_with(start: Start<'_>) -> Server {
         let mut command = Command::new(crate::cli::redraft_binary());
         command.arg("serve");
-        if !start.args.contains(&"--bind") {
+        if !["--bind", "--host", "--port"]
+            .iter()
+            .any(|flag| start.args.contains(flag))
+        {
             command.args(["--bind", "127.0.0.1:0"]);
         }
         command.args(start.args);

@@ -261,7 +261,8 @@ fn a_large_file_is_planned_to_the_windows_around_the_cursor() {
 }
 
 /// `--max-tokens` as large as the model's window: the middle may take a quarter of the
-/// positions (the note says so) and the context keeps the rest, as under that cap.
+/// positions (the note says so) and the context keeps the rest, as under that cap. A fixed
+/// `--canvas-tokens` likewise (uncapped, 255 slots left the context no token).
 #[test]
 fn a_max_tokens_past_a_quarter_of_the_positions_is_capped_with_a_note() {
     let model = model_dir();
@@ -270,21 +271,19 @@ fn a_max_tokens_past_a_quarter_of_the_positions_is_capped_with_a_note() {
         "suffix": "}\n",
     })
     .to_string();
-    let ask = |max_tokens: &str| {
-        let out = redraft(
-            &[
-                "complete",
-                "--model",
-                path(model.path()),
-                "--stdin-json",
-                "--json",
-                "--max-tokens",
-                max_tokens,
-            ],
-            &request,
-        );
+    let ask_with = |flags: &[&str]| {
+        let mut args = vec![
+            "complete",
+            "--model",
+            path(model.path()),
+            "--stdin-json",
+            "--json",
+        ];
+        args.extend(flags);
+        let out = redraft(&args, &request);
         (json_ok(&out), String::from_utf8(out.stderr).unwrap())
     };
+    let ask = |max_tokens: &str| ask_with(&["--max-tokens", max_tokens]);
     let (capped, quiet) = ask("64");
     let (asked, note) = ask("256");
     assert!(!quiet.contains("note:"), "{quiet}");
@@ -295,6 +294,18 @@ fn a_max_tokens_past_a_quarter_of_the_positions_is_capped_with_a_note() {
     assert_eq!(asked["plan"]["budget"], capped["plan"]["budget"], "{asked}");
     assert_eq!(asked["plan"]["budget"]["max_canvas_tokens"], 64, "{asked}");
     assert_eq!(asked["prefix_tokens"], capped["prefix_tokens"], "{asked}");
+    assert!(asked["prefix_tokens"].as_u64().unwrap() > 100, "{asked}");
+
+    let fixed = |canvas: &str| ask_with(&["--max-tokens", "300", "--canvas-tokens", canvas]);
+    let (capped, quiet) = fixed("64");
+    let (asked, note) = fixed("255");
+    assert!(!quiet.contains("note:"), "{quiet}");
+    assert!(
+        note.contains("--canvas-tokens 255 is more than a middle may take of this model's 256 positions; at most 64"),
+        "{note}"
+    );
+    assert_eq!(asked["plan"]["canvas_tokens"], 64, "{asked}");
+    assert_eq!(asked["plan"]["budget"], capped["plan"]["budget"], "{asked}");
     assert!(asked["prefix_tokens"].as_u64().unwrap() > 100, "{asked}");
 }
 

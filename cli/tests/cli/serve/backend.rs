@@ -436,6 +436,33 @@ fn credentials_in_the_backend_url_are_sent_but_never_shown() {
     );
 }
 
+/// The start-up line naming the backend names it as messages do: without the URL's password
+/// or the values of its secret query keys (a hosted endpoint may take its key as `?api_key=`),
+/// and, with no local model, says next edits answer 503 (it said they ran on the local model).
+#[test]
+fn the_start_up_line_names_the_backend_without_its_secrets() {
+    let (url, _) = redraft_tests::fake_openai::start(MIDDLE);
+    let secret = url.replace("http://", "http://team:hunter2@") + "/v1?api_key=abc123&region=eu";
+    let server = Server::start(&["--backend", &secret, "--model", "/nonexistent/model"]);
+    let stderr = server.stderr();
+    let named = stderr
+        .lines()
+        .find(|line| line.contains("FIM requests go to the backend http"))
+        .unwrap_or_else(|| panic!("no line names the backend: {stderr}"));
+    assert!(
+        named.contains(&format!(
+            "{url}/v1/completions?api_key=[redacted]&region=eu"
+        )) && named.ends_with("next edits answer 503 (no local model)"),
+        "{named}"
+    );
+    assert!(
+        !stderr.contains("hunter2") && !stderr.contains("abc123"),
+        "{stderr}"
+    );
+    let health = server.get("/health").json();
+    assert_eq!(health["fim"], "backend", "{health}");
+}
+
 /// A backend whose answer never ends costs its request a 502 once the answer passes the limit,
 /// not the server's memory until the timeout.
 #[test]

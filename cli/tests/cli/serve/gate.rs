@@ -584,4 +584,47 @@ fn the_key_from_the_environment_is_required() {
     let response = server.post("/v1/completions", &json!({"prompt": PREFIX}));
     assert_eq!(error_code(&response, 401), "invalid_api_key");
     assert!(!server.stderr().contains("process list"));
+    assert!(!server.stderr().contains("is set too"));
+}
+
+/// A flag's key wins over the variable's, and the server says so at start-up: clients still
+/// sending the variable's key would otherwise meet 401s with no clue why.
+#[test]
+fn a_flags_key_wins_over_the_variables_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("key");
+    std::fs::write(&file, "from-file\n").unwrap();
+    for (args, used) in [
+        (vec!["--api-key-file", file.to_str().unwrap()], "from-file"),
+        (vec!["--api-key", "from-flag"], "from-flag"),
+    ] {
+        let server = Server::start_with(Start {
+            args: &args,
+            env: &[("REDRAFT_API_KEY", "from-env")],
+            ..Start::default()
+        });
+        let stderr = server.stderr();
+        assert!(
+            stderr.contains(&format!(
+                "note: REDRAFT_API_KEY is set too and not used: the key of {} is the one clients must send",
+                args[0]
+            )),
+            "{args:?}: {stderr}"
+        );
+        let ask = |key: &str| {
+            let bearer = format!("Bearer {key}");
+            let response = server.request(
+                "POST",
+                "/v1/completions",
+                &[
+                    ("Authorization", bearer.as_str()),
+                    ("Content-Type", "application/json"),
+                ],
+                completion().as_bytes(),
+            );
+            response.status
+        };
+        assert_eq!(ask(used), 200, "{args:?}");
+        assert_eq!(ask("from-env"), 401, "{args:?}");
+    }
 }

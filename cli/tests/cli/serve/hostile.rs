@@ -44,6 +44,86 @@ fn still_serving(server: &Server) {
     assert_eq!(response.status, 200, "{}", response.text());
 }
 
+/// A 400 for a body says what is wrong in a client's words: not JSON at all, or which field
+/// holds what kind of value where it wants another (the message and `param` name it), or which
+/// field is missing. They said "data did not match any variant of untagged enum PromptField",
+/// "expected i64", and "not valid JSON" of valid JSON lacking a field.
+#[test]
+fn a_bad_body_is_named_in_the_clients_words() {
+    let server = Server::start(&[]);
+    for (path, body, param, says) in [
+        (
+            "/v1/completions",
+            json!({"prompt": 5}),
+            "prompt",
+            "`prompt` is not what this route takes: expected a string, or a list holding one string",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "stop": 5}),
+            "stop",
+            "expected a string or a list of strings",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "max_tokens": "ten"}),
+            "max_tokens",
+            "`max_tokens` is not what this route takes: invalid type: string \"ten\", expected an integer",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "temperature": "hot"}),
+            "temperature",
+            "expected a number",
+        ),
+    ] {
+        let body = openai_error(&server.post(path, &body), 400, "invalid_json");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{path}: {message}");
+        assert_eq!(body["error"]["param"], param, "{body}");
+    }
+    let body = openai_error(
+        &server.post("/v1/edit/completions", &json!({})),
+        400,
+        "invalid_json",
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message
+            .starts_with("the request body is not what this route takes: missing field `messages`"),
+        "{message}"
+    );
+    let body = openai_error(
+        &server.post_raw("/v1/completions", b"{\"prompt\": \"x\",}"),
+        400,
+        "invalid_json",
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the request body is not valid JSON: "),
+        "{message}"
+    );
+    // Ollama's shape names the field too: `options.stop` inside the options.
+    let message = ollama_error(
+        &server.post(
+            "/api/generate",
+            &json!({"prompt": "x", "options": {"stop": 5}, "stream": false}),
+        ),
+        400,
+    );
+    assert!(
+        message.contains("expected a string or a list of strings"),
+        "{message}"
+    );
+    // A completion needs its prompt: a misspelt one was answered 200 with a middle of nothing.
+    for body in [json!({}), json!({"promt": "fn main() {"})] {
+        let body = openai_error(&server.post("/v1/completions", &body), 400, "invalid_value");
+        assert_eq!(body["error"]["message"], "prompt is required", "{body}");
+        assert_eq!(body["error"]["param"], "prompt", "{body}");
+    }
+    still_serving(&server);
+}
+
 #[test]
 fn bad_json_and_bad_fields_are_400_in_each_apis_shape() {
     let server = Server::start(&[]);
@@ -715,6 +795,29 @@ fn bind_takes_localhost_a_port_alone_or_an_address() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{bind}: {stderr}");
         assert!(stderr.contains(says), "{bind}: {stderr}");
+    }
+    // `--host` and `--port`, as llama.cpp's server takes the address; not with `--bind`.
+    for args in [
+        &["--port", "0"][..],
+        &["--host", "localhost", "--port", "0"],
+        &["--host", "127.0.0.1", "--port", "0"],
+    ] {
+        let server = Server::start(args);
+        assert!(server.addr.ip().is_loopback(), "{args:?}: {}", server.addr);
+        assert_eq!(server.get("/health").status, 200, "{args:?}");
+    }
+    for (args, says) in [
+        (&["--bind", "0", "--port", "0"][..], "cannot be used with"),
+        (
+            &["--host", "", "--port", "0"],
+            "--host : no host before `:0`",
+        ),
+        (&["--port", "70000"], "70000"),
+    ] {
+        let out = redraft(&[&["serve"][..], args].concat(), "");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
     let out = redraft(&["serve", "--max-body", "0"], "");
     assert_eq!(
