@@ -488,6 +488,58 @@ fn clear_errors_for_broken_model_dir_and_bad_requests() {
     );
 }
 
+/// A flag's negative value reaches the flag's own parser: `--seed -1` is a seed (its 64 bits,
+/// as the HTTP server reads one), and a value out of a flag's range says what the flag takes,
+/// where clap read `-1` as an unknown flag ("unexpected argument '-1' found").
+#[test]
+fn a_negative_value_is_read_by_its_flag() {
+    let request = r#"{"prefix": "fn main() {\n    let x = ", "suffix": ";\n}\n"}"#;
+    let seeded = |seed: &str| {
+        let out = redraft(
+            &[
+                "complete",
+                "--stdin-json",
+                "--json",
+                "--temperature",
+                "1",
+                "--seed",
+                seed,
+            ],
+            request,
+        );
+        json_ok(&out)
+    };
+    let (negative, unsigned) = (seeded("-1"), seeded("18446744073709551615"));
+    assert_eq!(negative["sampler"]["seed"], u64::MAX, "{negative}");
+    assert!(
+        negative["tokens"].as_array().is_some_and(|t| !t.is_empty()),
+        "{negative}"
+    );
+    assert_eq!(negative["tokens"], unsigned["tokens"]);
+    for (flag, value, says) in [
+        (
+            "--line",
+            "-1",
+            "expected a whole number of 1 or more, got `-1`",
+        ),
+        (
+            "--min-confidence",
+            "-0.1",
+            "expected a number from 0 to 1, got `-0.1`",
+        ),
+        (
+            "--deadline-ms",
+            "-5",
+            "expected a whole number of milliseconds, 0 or more, got `-5`",
+        ),
+    ] {
+        let out = redraft(&["complete", "--stdin-json", flag, value], request);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(says), "{flag} {value}: {stderr}");
+    }
+}
+
 /// A mistake on the command line (a missing input, a count of 0, a flag that would be
 /// ignored) is exit status 2, said by clap before anything is read or loaded; what running finds
 /// (a file, a request, a model) is 1.
