@@ -107,20 +107,20 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     write_timeout_ms: u64,
     /// Open connections at most; more wait to be accepted.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 512, value_parser = count_in(1..=1_000_000))]
     max_connections: u64,
     /// Open connections from one IP address at most; more are closed at once (on loopback every
     /// local client shares the one address).
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 128, value_parser = count_in(1..=1_000_000))]
     max_connections_per_peer: u64,
     /// Canvases the model runs together at most (1: one request at a time).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=64))]
+    #[arg(long, default_value_t = 8, value_parser = count_in(1..=64))]
     max_batch: u64,
     /// Requests that may wait for the model; past that, 429 with Retry-After.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, default_value_t = 64, value_parser = count_in(1..=100_000))]
     max_queue: u64,
     /// Largest request body in bytes; past that, 413.
-    #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 4 << 20, value_parser = count_in(1..))]
     max_body: u64,
     /// Decoding preset (low, medium or high) for requests that do not say (an `effort` field).
     #[arg(long, default_value = "medium")]
@@ -274,6 +274,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     runtime.shutdown_timeout(Duration::from_secs(1));
     stderr_line(format_args!("redraft serve: stopped"));
     Ok(())
+}
+
+/// A count flag's parser: a whole number in `range`, read as signed so that a negative one is
+/// refused with the range (`-1 is not in 1..=64`), not as "invalid digit found in string".
+fn count_in(range: impl std::ops::RangeBounds<i64>) -> clap::builder::RangedI64ValueParser<u64> {
+    clap::builder::RangedI64ValueParser::<u64>::new().range(range)
 }
 
 impl Args {

@@ -813,6 +813,8 @@ fn bind_takes_localhost_a_port_alone_or_an_address() {
             "--host : no host before `:0`",
         ),
         (&["--port", "70000"], "70000"),
+        // A negative count is read as a number, so the range is what the error says.
+        (&["--max-batch", "-1"], "-1 is not in 1..=64"),
     ] {
         let out = redraft(&[&["serve"][..], args].concat(), "");
         let stderr = String::from_utf8_lossy(&out.stderr);
