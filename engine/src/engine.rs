@@ -330,8 +330,14 @@ impl Engine {
             if self.tokenizer.count_up_to(text, room)? > room {
                 return Err(Error::InvalidRequest(format!(
                     "the editable region ({} bytes) is more tokens than the model's {room} \
-                     positions: choose a smaller region",
-                    text.len()
+                     positions: choose a smaller region{}",
+                    text.len(),
+                    if text.trim_end().contains('\n') {
+                        " (fewer lines around the cursor)"
+                    } else {
+                        " (this one is the cursor's line alone: a line this long cannot have a \
+                         next edit on this model)"
+                    }
                 )));
             }
         }

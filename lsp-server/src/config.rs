@@ -104,11 +104,24 @@ impl NextEditSettings {
     }
 
     fn set(&mut self, key: &str, value: &Value) -> Result<(), String> {
+        let default = NextEditSettings::default();
         match key {
-            "enabled" => self.enabled = value.as_bool().ok_or("expected true or false")?,
-            "debounceMs" => self.debounce_ms = count(value, 0, MAX_DEBOUNCE_MS)? as u64,
-            "linesAbove" => self.lines_above = count(value, 0, MAX_REGION_LINES)?,
-            "linesBelow" => self.lines_below = count(value, 0, MAX_REGION_LINES)?,
+            "enabled" => self.enabled = or_default(value, default.enabled, boolean)?,
+            "debounceMs" => {
+                self.debounce_ms = or_default(value, default.debounce_ms, |v| {
+                    Ok(count(v, 0, MAX_DEBOUNCE_MS)? as u64)
+                })?
+            }
+            "linesAbove" => {
+                self.lines_above = or_default(value, default.lines_above, |v| {
+                    count(v, 0, MAX_REGION_LINES)
+                })?
+            }
+            "linesBelow" => {
+                self.lines_below = or_default(value, default.lines_below, |v| {
+                    count(v, 0, MAX_REGION_LINES)
+                })?
+            }
             "maxChange" => {
                 self.max_change = match value {
                     Value::Null => f64::INFINITY,
@@ -201,13 +214,18 @@ impl Settings {
     }
 
     fn set(&mut self, key: &str, value: &Value) -> Result<(), String> {
+        let default = Settings::default();
         match key {
             "model" => {
                 self.model = match value {
                     Value::Null => None,
                     Value::String(s) if s.is_empty() => None,
                     Value::String(s) => Some(PathBuf::from(s)),
-                    _ => return Err("expected a directory path or null".into()),
+                    _ => {
+                        return Err(
+                            "expected a model name (hf:ORG/REPO, ollama:NAME), a directory or GGUF file's path, or null".into(),
+                        )
+                    }
                 }
             }
             "device" => {
@@ -218,13 +236,15 @@ impl Settings {
                 }
             }
             "effort" => {
-                self.effort = value
-                    .as_str()
-                    .ok_or("expected \"low\", \"medium\" or \"high\"")?
-                    .parse()?
+                self.effort = or_default(value, default.effort, |v| {
+                    v.as_str()
+                        .ok_or("expected \"low\", \"medium\" or \"high\"")?
+                        .parse()
+                })?
             }
             "editReuse" => {
                 self.edit_reuse = match value {
+                    Value::Null => default.edit_reuse,
                     Value::String(s) if s == "off" => None,
                     _ => Some(Realign {
                         radius: count(value, 0, MAX_TOKENS_LIMIT)
@@ -233,7 +253,10 @@ impl Settings {
                     }),
                 }
             }
-            "maxTokens" => self.max_tokens = count(value, 1, MAX_TOKENS_LIMIT)?,
+            "maxTokens" => {
+                self.max_tokens =
+                    or_default(value, default.max_tokens, |v| count(v, 1, MAX_TOKENS_LIMIT))?
+            }
             "contextTokens" => {
                 self.context_tokens = match value {
                     Value::Null => None,
@@ -253,9 +276,12 @@ impl Settings {
                     _ => return Err("expected a list of language ids or null".into()),
                 }
             }
-            "candidates" => self.candidates = count(value, 1, MAX_CANDIDATES)?,
+            "candidates" => {
+                self.candidates =
+                    or_default(value, default.candidates, |v| count(v, 1, MAX_CANDIDATES))?
+            }
             "minConfidence" => self.min_confidence = bar(value)?,
-            "streamSteps" => self.stream_steps = value.as_bool().ok_or("expected true or false")?,
+            "streamSteps" => self.stream_steps = or_default(value, default.stream_steps, boolean)?,
             "completionItems" => {
                 self.completion_items = match value {
                     Value::Bool(on) => Some(*on),
@@ -265,15 +291,17 @@ impl Settings {
                 }
             }
             "logLevel" => {
-                self.log_level = value
-                    .as_str()
-                    .and_then(Level::from_setting)
-                    .ok_or("expected \"error\", \"warn\", \"info\" or \"debug\"")?
+                self.log_level = or_default(value, default.log_level, |v| {
+                    v.as_str()
+                        .and_then(Level::from_setting)
+                        .ok_or_else(|| "expected \"error\", \"warn\", \"info\" or \"debug\"".into())
+                })?
             }
             "nextEdit" => {
-                self.next_edit.enabled = value
-                    .as_bool()
-                    .ok_or("expected true, false or an object of next-edit settings")?
+                self.next_edit.enabled = or_default(value, default.next_edit.enabled, |v| {
+                    v.as_bool()
+                        .ok_or_else(|| "expected true, false or an object of next-edit settings".into())
+                })?
             }
             "backend" | "backend.url" => {
                 self.backend = match value {
@@ -337,6 +365,7 @@ fn bar(value: &Value) -> Result<Option<f32>, String> {
 
 /// One key of the `backend` object (the URL is set with the object itself).
 fn set_backend(backend: &mut BackendConfig, key: &str, value: &Value) -> Result<(), String> {
+    let default = BackendConfig::new(backend.url.as_str());
     let text = || match value {
         Value::Null => Ok(None),
         Value::String(s) if s.is_empty() => Ok(None),
@@ -352,13 +381,38 @@ fn set_backend(backend: &mut BackendConfig, key: &str, value: &Value) -> Result<
             }
         }
         "apiKey" => backend.api_key = text()?,
-        "contextTokens" => backend.context_tokens = count(value, 16, 1 << 20)?,
+        "contextTokens" => {
+            backend.context_tokens =
+                or_default(value, default.context_tokens, |v| count(v, 16, 1 << 20))?
+        }
         "timeoutMs" => {
-            backend.timeout = Duration::from_millis(count(value, 1, 600_000)? as u64);
+            backend.timeout = or_default(value, default.timeout, |v| {
+                Ok(Duration::from_millis(count(v, 1, 600_000)? as u64))
+            })?;
         }
         _ => return Err("unknown setting".into()),
     }
     Ok(())
+}
+
+/// `value` as `read` reads it, or `default` for `null`: the rule for a key whose null means
+/// nothing of its own (an editor may send `null` for a setting the user left unset).
+fn or_default<T>(
+    value: &Value,
+    default: T,
+    read: impl FnOnce(&Value) -> Result<T, String>,
+) -> Result<T, String> {
+    if value.is_null() {
+        Ok(default)
+    } else {
+        read(value)
+    }
+}
+
+fn boolean(value: &Value) -> Result<bool, String> {
+    value
+        .as_bool()
+        .ok_or_else(|| "expected true or false".into())
 }
 
 fn count(value: &Value, min: usize, max: usize) -> Result<usize, String> {
@@ -499,6 +553,40 @@ mod tests {
         assert_eq!(settings, expected);
         assert_eq!(settings.update(&json!(null)), Vec::<String>::new());
         assert_eq!(settings.update(&json!([1])).len(), 1);
+    }
+
+    /// `null` is a key's default where the key has no null of its own (an editor may send it
+    /// for a setting the user left unset): it was accepted by some keys (`device`) and reported
+    /// as a bad value by others (`effort`).
+    #[test]
+    fn null_is_a_keys_default() {
+        let mut settings = Settings::default();
+        let changed = json!({
+            "effort": "high", "editReuse": "off", "maxTokens": 32, "candidates": 5,
+            "streamSteps": true, "logLevel": "debug", "device": "cpu", "completionItems": false,
+            "nextEdit": {"debounceMs": 0, "linesAbove": 1, "linesBelow": 2},
+            "backend": {"url": "http://gpu-box:8000", "contextTokens": 64, "timeoutMs": 5},
+        });
+        assert!(settings.update(&changed).is_empty());
+        assert_ne!(settings, Settings::default());
+        let nulls = json!({
+            "effort": null, "editReuse": null, "maxTokens": null, "candidates": null,
+            "streamSteps": null, "logLevel": null, "device": null, "completionItems": null,
+            "nextEdit": {"debounceMs": null, "linesAbove": null, "linesBelow": null},
+            "backend": {"contextTokens": null, "timeoutMs": null},
+        });
+        assert_eq!(settings.update(&nulls), Vec::<String>::new());
+        let expected = Settings {
+            backend: Some(BackendConfig::new("http://gpu-box:8000")),
+            ..Settings::default()
+        };
+        assert_eq!(settings, expected);
+        // `nextEdit: null` is the switch's default too; the whole backend's null is "none".
+        settings.update(&json!({"nextEdit": false}));
+        assert!(settings
+            .update(&json!({"nextEdit": null, "backend": null}))
+            .is_empty());
+        assert_eq!(settings, Settings::default());
     }
 
     /// A `redraft` section of `null` is no settings, as `null` itself is (it was "setting

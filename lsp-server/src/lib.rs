@@ -68,7 +68,7 @@ fn service(
             server::Server::inline_completion,
         )
         .custom_method(
-            "textDocument/copilotInlineEdit",
+            next_edit::INLINE_EDIT_METHOD,
             server::Server::copilot_inline_edit,
         )
         .custom_method(

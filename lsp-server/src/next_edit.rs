@@ -41,6 +41,9 @@ use jobs::{NotStarted, Origin};
 /// its own, so an extension's `redraft.acceptNextEdit` key command stays free.
 pub const ACCEPT_COMMAND: &str = "redraft.didAcceptNextEdit";
 
+/// Copilot's next-edit request.
+pub const INLINE_EDIT_METHOD: &str = "textDocument/copilotInlineEdit";
+
 /// `textDocument/copilotInlineEdit` params. Other fields (sidekick's `context`) are ignored.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -229,13 +232,14 @@ impl Server {
     /// marks the change that applied the edit as accepted whether or not this comes; Copilot's
     /// clients send it after that change.)
     pub(super) async fn accepted_next_edit(&self, arguments: &[Value]) -> jsonrpc::Result<()> {
+        // The id as sent (a string), or as a client that parsed it may echo it (a number).
         let id = arguments
             .first()
-            .and_then(Value::as_str)
-            .and_then(|id| id.parse::<u64>().ok())
+            .and_then(|id| id.as_str().and_then(|id| id.parse::<u64>().ok()).or(id.as_u64()))
             .ok_or_else(|| {
                 jsonrpc::Error::invalid_params(format!(
-                    "{ACCEPT_COMMAND} takes the suggestion's id (the edit's command.arguments[0]), got {arguments:?}"
+                    "{ACCEPT_COMMAND} takes the suggestion's id (the edit's command.arguments[0]), got {}",
+                    Value::Array(arguments.to_vec())
                 ))
             })?;
         let Some((key, uri)) = self.next_edits.offered(id) else {

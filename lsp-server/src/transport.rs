@@ -41,7 +41,7 @@ use tower_lsp_server::{ClientSocket, ExitedError, LspService};
 
 use self::body::{Message, Rejected, Repairs};
 use self::framing::{Decoder, Frame, Skip};
-pub use self::notifications::unreadable;
+pub use self::notifications::{unreadable, unreadable_params};
 use self::requests::{answered_here, dropped_here, without_void_params};
 use super::server::Server;
 
@@ -183,6 +183,15 @@ pub async fn serve(
                             // Ignored by the service without a word: the log says why.
                             if let Some(warning) = unreadable(&request) {
                                 log.warn(warning);
+                            }
+                            // Refused by the service with serde's message alone: answered here
+                            // naming the field (the service would act on it no more than that).
+                            if let (Some(id), Some(why)) =
+                                (request.id(), unreadable_params(&request))
+                            {
+                                let error = error(ErrorCode::InvalidParams, why);
+                                let _ = output.send(reply(id.clone(), error)).await;
+                                continue;
                             }
                             if future::poll_fn(|cx| service.poll_ready(cx)).await.is_err() {
                                 break Ok(Ended::Exit);

@@ -511,7 +511,7 @@ fn a_region_past_the_models_positions_is_refused_unencoded() {
         error.contains(&format!(
             "the editable region ({} bytes) is more tokens than the model's {positions} positions",
             prepared.plan.region.len()
-        )) && error.contains("choose a smaller region"),
+        )) && error.contains("choose a smaller region (this one is the cursor's line alone"),
         "{error}"
     );
 }

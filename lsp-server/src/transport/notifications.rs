@@ -17,8 +17,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tower_lsp_server::jsonrpc::Request;
 use tower_lsp_server::ls_types::notification::{
-    Cancel, DidChangeConfiguration, DidChangeTextDocument, DidCloseTextDocument,
-    DidOpenTextDocument, Initialized, Notification,
+    Cancel, DidChangeConfiguration, DidChangeNotebookDocument, DidChangeTextDocument,
+    DidChangeWorkspaceFolders, DidCloseNotebookDocument, DidCloseTextDocument,
+    DidOpenNotebookDocument, DidOpenTextDocument, Initialized, Notification,
 };
 use tower_lsp_server::ls_types::Uri;
 
@@ -26,27 +27,67 @@ use tower_lsp_server::ls_types::Uri;
 type Reader = fn(Option<&Value>) -> Result<(), String>;
 
 /// Why tower-lsp-server will ignore `request`, if it will for its params: the warning to log,
-/// naming the method and why. `None` for requests (they are answered with the error), methods
-/// not checked here, and params that read.
+/// naming the method and why. `None` for requests ([`unreadable_params`]), methods not checked
+/// here, and params that read.
 pub fn unreadable(request: &Request) -> Option<String> {
     if request.id().is_some() {
         return None;
     }
-    let method = request.method();
-    let read = reader(method)?;
+    let read = reader(request.method())?;
+    Some(format!(
+        "{} ignored: {}",
+        request.method(),
+        why(request, read)?
+    ))
+}
+
+/// Why `request`'s params do not read as its method's, for the -32602 answer: tower-lsp-server
+/// answers one with serde's message alone ("unexpected character at index 3", "invalid type:
+/// string \"utf-8\", expected a sequence"), which names neither the field nor the value.
+/// `None` for notifications, methods not checked here, and params that read.
+pub fn unreadable_params(request: &Request) -> Option<String> {
+    request.id()?;
+    let read = request_reader(request.method())?;
+    Some(format!("`{}`: {}", request.method(), why(request, read)?))
+}
+
+fn why(request: &Request, read: Reader) -> Option<String> {
     let params = request.params();
     let why = read(params).err()?;
     // A `uri` that is not a URI is the one seen in practice: name it, and what a client must do.
     let uri = params
-        .and_then(|p| p.get("textDocument"))
+        .and_then(|p| p.get("textDocument").or_else(|| p.get("notebookDocument")))
         .and_then(|d| d.get("uri"))
         .and_then(Value::as_str);
     if let Some((uri, err)) = uri.and_then(|uri| Some((uri, uri.parse::<Uri>().err()?))) {
         return Some(format!(
-            "{method} ignored: its uri `{uri}` is not a URI ({err}); RFC 3986 wants a space and characters like it percent-encoded, a space as %20"
+            "its uri `{uri}` is not a URI ({err}); RFC 3986 wants a space and characters like it percent-encoded, a space as %20"
         ));
     }
-    Some(format!("{method} ignored: {why}"))
+    Some(why)
+}
+
+/// The requests whose params are checked: those a client builds by hand most.
+fn request_reader(method: &str) -> Option<Reader> {
+    fn of<R: tower_lsp_server::ls_types::request::Request>() -> (&'static str, Reader) {
+        (R::METHOD, reads::<R::Params>)
+    }
+    use tower_lsp_server::ls_types::request::{
+        Completion, ExecuteCommand, Initialize, InlineCompletionRequest,
+    };
+    [
+        of::<Initialize>(),
+        of::<InlineCompletionRequest>(),
+        of::<Completion>(),
+        of::<ExecuteCommand>(),
+        (
+            crate::next_edit::INLINE_EDIT_METHOD,
+            reads::<crate::next_edit::InlineEditParams>,
+        ),
+    ]
+    .into_iter()
+    .find(|(name, _)| *name == method)
+    .map(|(_, read)| read)
 }
 
 fn reader(method: &str) -> Option<Reader> {
@@ -59,6 +100,10 @@ fn reader(method: &str) -> Option<Reader> {
         of::<DidChangeTextDocument>(),
         of::<DidCloseTextDocument>(),
         of::<DidChangeConfiguration>(),
+        of::<DidChangeWorkspaceFolders>(),
+        of::<DidOpenNotebookDocument>(),
+        of::<DidChangeNotebookDocument>(),
+        of::<DidCloseNotebookDocument>(),
         of::<Cancel>(),
     ]
     .into_iter()
@@ -67,12 +112,18 @@ fn reader(method: &str) -> Option<Reader> {
 }
 
 /// Whether `params` read as a `P`, as tower-lsp-server reads them (`params` absent is an error,
-/// `null` is read as a value).
+/// `null` is read as a value); why not names the field (`capabilities.general`).
 fn reads<P: DeserializeOwned>(params: Option<&Value>) -> Result<(), String> {
     let params = params.ok_or("it has no params")?;
-    P::deserialize(params)
+    serde_path_to_error::deserialize::<_, P>(params)
         .map(drop)
-        .map_err(|err| format!("its params do not match the protocol ({err})"))
+        .map_err(|err| match err.path().to_string().as_str() {
+            "." => format!("its params do not match the protocol ({})", err.inner()),
+            field => format!(
+                "its params do not match the protocol (`{field}`: {})",
+                err.inner()
+            ),
+        })
 }
 
 #[cfg(test)]
@@ -120,17 +171,94 @@ mod tests {
         }
     }
 
+    /// A notebook's notifications and a workspace folder change are read as the documents'
+    /// are: one that does not read left its notebook unopened with no word in the log, and
+    /// every request in its cells said the cell was not open.
+    #[test]
+    fn notebook_and_workspace_folder_notifications_are_checked_too() {
+        let notebook = |uri: &str| {
+            json!({"notebookDocument": {"uri": uri, "notebookType": "jupyter-notebook",
+                "version": 1, "cells": []}, "cellTextDocuments": []})
+        };
+        assert!(check(
+            "notebookDocument/didOpen",
+            Some(notebook("file:///n.ipynb"))
+        )
+        .is_none());
+        let warning = check(
+            "notebookDocument/didOpen",
+            Some(notebook("file:///a b.ipynb")),
+        );
+        assert!(
+            warning.as_deref().is_some_and(|w| w.starts_with(
+                "notebookDocument/didOpen ignored: its uri `file:///a b.ipynb` is not a URI ("
+            )),
+            "{warning:?}"
+        );
+        for method in [
+            "notebookDocument/didOpen",
+            "notebookDocument/didChange",
+            "notebookDocument/didClose",
+            "workspace/didChangeWorkspaceFolders",
+        ] {
+            let warning = check(method, Some(json!({"bogus": 1})));
+            assert!(
+                warning.as_deref().is_some_and(|w| w.starts_with(&format!(
+                    "{method} ignored: its params do not match the protocol (missing field"
+                ))),
+                "{method}: {warning:?}"
+            );
+        }
+        let folders = json!({"event": {"added": [{"uri": "a b", "name": "x"}], "removed": []}});
+        assert!(check("workspace/didChangeWorkspaceFolders", Some(folders)).is_some());
+    }
+
+    /// A request's params that do not read are named as a notification's are, for the -32602
+    /// answer: the field and the value (tower-lsp-server said "unexpected character at index
+    /// 3", or "invalid type: string \"utf-8\", expected a sequence" and no more).
+    #[test]
+    fn a_requests_params_that_do_not_read_are_named() {
+        let ask = |method: &'static str, params: Value| {
+            unreadable_params(&Request::build(method).id(1).params(params).finish())
+        };
+        let initialize = json!({"capabilities": {"general": {"positionEncodings": "utf-8"}}});
+        assert_eq!(
+            ask("initialize", initialize).as_deref(),
+            Some("`initialize`: its params do not match the protocol (`capabilities.general.positionEncodings`: invalid type: string \"utf-8\", expected a sequence)")
+        );
+        let inline = json!({"textDocument": {"uri": "not a uri"},
+            "position": {"line": 0, "character": 0}, "context": {"triggerKind": 1}});
+        let why = ask("textDocument/inlineCompletion", inline).unwrap();
+        assert!(
+            why.starts_with("`textDocument/inlineCompletion`: its uri `not a uri` is not a URI ("),
+            "{why}"
+        );
+        let edit = json!({"textDocument": {"uri": "file:///a.rs"}, "position": {"line": 0}});
+        let why = ask("textDocument/copilotInlineEdit", edit).unwrap();
+        assert!(
+            why.contains("`textDocument.version`") || why.contains("missing field"),
+            "{why}"
+        );
+        // Params that read, a notification, and methods not checked here pass.
+        let fine = json!({"textDocument": {"uri": "file:///a.rs"},
+            "position": {"line": 0, "character": 0}, "context": {"triggerKind": 1}});
+        assert_eq!(ask("textDocument/inlineCompletion", fine.clone()), None);
+        let notification = Request::build("textDocument/inlineCompletion").params(json!(5));
+        assert_eq!(unreadable_params(&notification.finish()), None);
+        assert_eq!(ask("foo/bar", json!(5)), None);
+    }
+
     #[test]
     fn params_of_another_shape_or_none_are_named() {
         let change =
             json!({"textDocument": {"uri": "file:///a.rs", "version": 1}, "contentChanges": "no"});
         assert_eq!(
             check("textDocument/didChange", Some(change)).as_deref(),
-            Some("textDocument/didChange ignored: its params do not match the protocol (invalid type: string \"no\", expected a sequence)")
+            Some("textDocument/didChange ignored: its params do not match the protocol (`contentChanges`: invalid type: string \"no\", expected a sequence)")
         );
         assert_eq!(
             check("textDocument/didOpen", Some(json!({"textDocument": 5}))).as_deref(),
-            Some("textDocument/didOpen ignored: its params do not match the protocol (invalid type: integer `5`, expected struct TextDocumentItem)")
+            Some("textDocument/didOpen ignored: its params do not match the protocol (`textDocument`: invalid type: integer `5`, expected struct TextDocumentItem)")
         );
         assert_eq!(
             check("textDocument/didClose", None).as_deref(),

@@ -23,6 +23,9 @@
 //!   transport (`id_in_use`): tower-lsp-server refuses it too, but only after its layers acted
 //!   on it, and a `shutdown` so refused left the session shut down without `Server::shutdown`
 //!   having run (every later request refused, `exit` with status 1).
+//! - A notification the service acts on sent as a request (with an id) is InvalidRequest:
+//!   tower-lsp-server answers it a bare "Invalid request" and drops it, which named neither the
+//!   method nor the mistake; it is answered here, saying both ([`NOTIFICATIONS`]).
 //! - After a `shutdown` the service accepted, every request but `exit` is InvalidRequest
 //!   (LSP 3.17, "Shutdown Request"); tower-lsp-server answers a method it does not know with
 //!   MethodNotFound there, so those are answered here too.
@@ -37,6 +40,22 @@ const VOID_PARAMS: [&str; 2] = ["shutdown", "exit"];
 
 /// The `$/` methods the service handles (as notifications).
 const SERVICE_DOLLAR_METHODS: [&str; 1] = ["$/cancelRequest"];
+
+/// The notifications the service acts on but `exit` (which ends the session however it comes)
+/// and `$/cancelRequest` (which cancels however it comes): sent with an id, no handler runs.
+const NOTIFICATIONS: [&str; 11] = [
+    "initialized",
+    "textDocument/didOpen",
+    "textDocument/didChange",
+    "textDocument/didClose",
+    "textDocument/didSave",
+    "workspace/didChangeConfiguration",
+    "workspace/didChangeWorkspaceFolders",
+    "notebookDocument/didOpen",
+    "notebookDocument/didChange",
+    "notebookDocument/didSave",
+    "notebookDocument/didClose",
+];
 
 /// `request` without its params if its method takes none (`shutdown`, `exit`), and whether
 /// params were dropped (`null` is how some clients say "none", and tower-lsp-server reads it so:
@@ -80,6 +99,15 @@ fn refusal(method: &str, shut_down: bool) -> Option<jsonrpc::Error> {
             code: ErrorCode::InvalidRequest,
             message: Cow::Owned(format!(
                 "`{method}` after shutdown: the server is shut down and takes only `exit` now"
+            )),
+            data: None,
+        });
+    }
+    if NOTIFICATIONS.contains(&method) {
+        return Some(jsonrpc::Error {
+            code: ErrorCode::InvalidRequest,
+            message: Cow::Owned(format!(
+                "`{method}` is a notification: send it without an id (this one was not acted on)"
             )),
             data: None,
         });
@@ -178,6 +206,25 @@ mod tests {
         }
         for method in ["foo/bar", "shutdown", "textDocument/inlineCompletion"] {
             assert!(refused(&request(method, Some(1), None), false).is_none());
+        }
+    }
+
+    /// A notification sent with an id is refused with the reason (tower-lsp-server said a
+    /// bare "Invalid request"); sent as one, it goes on to the service.
+    #[test]
+    fn a_notification_sent_as_a_request_is_refused_with_why() {
+        for method in [
+            "initialized",
+            "textDocument/didOpen",
+            "notebookDocument/didChange",
+        ] {
+            let error = refused(&request(method, Some(3), Some(json!({}))), false).unwrap();
+            assert_eq!(error.code, ErrorCode::InvalidRequest, "{method}");
+            assert_eq!(
+                error.message,
+                format!("`{method}` is a notification: send it without an id (this one was not acted on)")
+            );
+            assert!(refused(&request(method, None, Some(json!({}))), false).is_none());
         }
     }
 

@@ -187,7 +187,7 @@ async fn bad_next_edit_requests_and_commands_get_errors_or_no_edits() {
     for (command, arguments) in [
         ("redraft.noSuchCommand", json!([])),
         ("redraft.didAcceptNextEdit", json!([])),
-        ("redraft.didAcceptNextEdit", json!([5])),
+        ("redraft.didAcceptNextEdit", json!([true])),
         ("redraft.didAcceptNextEdit", json!(["not a number"])),
     ] {
         let err = lsp
@@ -197,15 +197,25 @@ async fn bad_next_edit_requests_and_commands_get_errors_or_no_edits() {
             .await
             .unwrap_err();
         assert_eq!(err.code.0, INVALID_PARAMS, "{command} {arguments}: {err:?}");
+        if command != "redraft.noSuchCommand" {
+            // The arguments as the client sent them, in JSON (not Rust's `[Bool(true)]`).
+            assert!(
+                err.message.ends_with(&format!("got {arguments}")),
+                "{err:?}"
+            );
+        }
     }
-    let answer = lsp
-        .send::<ExecuteCommand>(
-            json!({"command": "redraft.didAcceptNextEdit", "arguments": ["999"]}),
-        )
-        .await
-        .answer()
-        .await;
-    assert_eq!(answer.unwrap(), Value::Null);
+    // The id as sent (a string), or as a number from a client that parsed it.
+    for id in [json!("999"), json!(999)] {
+        let answer = lsp
+            .send::<ExecuteCommand>(
+                json!({"command": "redraft.didAcceptNextEdit", "arguments": [id]}),
+            )
+            .await
+            .answer()
+            .await;
+        assert_eq!(answer.unwrap(), Value::Null, "{id}");
+    }
     still_answers(&lsp).await;
     assert!(next_edit(at(URI, 0, 1, 12)).await.is_ok());
     lsp.shutdown().await;
