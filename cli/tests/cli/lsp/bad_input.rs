@@ -119,7 +119,8 @@ async fn notifications_that_do_not_read_are_warned_about() {
     ))
     .await;
     assert_eq!(logged["type"], json!(2), "a warning: {logged}");
-    // A request naming it is answered with the error, as before.
+    // A request naming it is answered with the error, saying what is wrong with which uri
+    // (it was serde's "unexpected character at index 9" alone).
     let err = lsp
         .inline(SPACED, 0, 0, false)
         .await
@@ -127,6 +128,12 @@ async fn notifications_that_do_not_read_are_warned_about() {
         .await
         .unwrap_err();
     assert_eq!(err.code.0, INVALID_PARAMS, "{err:?}");
+    assert!(
+        err.message.starts_with(&format!(
+            "`textDocument/inlineCompletion`: its uri `{SPACED}` is not a URI"
+        )),
+        "{err:?}"
+    );
     lsp.change("not a uri", 1, [[0, 0], [0, 0]], "x");
     warning("textDocument/didChange ignored: its uri `not a uri` is not a URI".into()).await;
     lsp.notify::<super::client::DidClose>(json!({"textDocument": {"uri": "not a uri"}}));
