@@ -192,6 +192,19 @@ impl Decoder {
                             };
                         }
                         Header::Complete { length, .. } => {
+                            // A Content-Length refused on its own (too long, no number) is
+                            // another message lost: the junk before it is reported first, and
+                            // the header gets its own report (it was counted into the junk's,
+                            // its reason lost). A block without one may be junk that reads as
+                            // a header (`garbage` before a frame split across reads): it stays
+                            // in the run.
+                            let refused = matches!(
+                                length,
+                                Ok(_) | Err(Skip::BadContentLength | Skip::TooLong(_))
+                            );
+                            if let Some(frame) = self.skipping.take_if(|_| refused) {
+                                return Some(skipped(frame));
+                            }
                             let reason = match length {
                                 Ok(n) => Skip::TooLong(Some(n)),
                                 Err(reason) => reason,
@@ -476,6 +489,45 @@ mod tests {
                 body("4"),
             ],
         );
+    }
+
+    /// Junk, then a header refused on its own, then a message: two reports, the header's with
+    /// its own reason (it was counted into the junk's "not a message header").
+    #[test]
+    fn a_refused_header_after_junk_is_reported_on_its_own() {
+        for (header, reason) in [
+            (
+                &b"Content-Length: 300000000\r\n\r\n"[..],
+                Skip::TooLong(Some(300_000_000)),
+            ),
+            (b"Content-Length: -5\r\n\r\n", Skip::BadContentLength),
+            (
+                b"Content-Length: 99999999999999999999999\r\n\r\n",
+                Skip::TooLong(None),
+            ),
+        ] {
+            let mut input = b"garbage\r\n".to_vec();
+            input.extend(header);
+            input.extend(frame("1"));
+            for chunk in [1, 7, input.len()] {
+                assert_eq!(
+                    decode(&input, chunk),
+                    [
+                        Frame::Skipped {
+                            bytes: 9,
+                            reason: Skip::NotAHeader,
+                        },
+                        Frame::Skipped {
+                            bytes: header.len(),
+                            reason: reason.clone(),
+                        },
+                        body("1"),
+                    ],
+                    "{chunk}-byte reads of {:?}",
+                    String::from_utf8_lossy(&input)
+                );
+            }
+        }
     }
 
     #[test]
