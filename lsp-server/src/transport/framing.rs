@@ -519,7 +519,7 @@ mod tests {
                         },
                         Frame::Skipped {
                             bytes: header.len(),
-                            reason: reason.clone(),
+                            reason,
                         },
                         body("1"),
                     ],
