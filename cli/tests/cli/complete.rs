@@ -9,6 +9,13 @@ use redraft_engine::tokenizer::Tokenizer;
 
 use redraft_tests::cli::{json_ok, path, redraft, repo};
 
+/// `redraft complete --model MODEL --stdin-json --json FLAGS` on `request`.
+fn complete_json(model: &std::path::Path, request: &str, flags: &[&str]) -> std::process::Output {
+    let mut args = vec!["complete", "--model", path(model), "--stdin-json", "--json"];
+    args.extend_from_slice(flags);
+    redraft(&args, request)
+}
+
 /// A complete model directory: fixture weights, a BPE tokenizer filling the model's 384 ids
 /// (mask 0, EOS 1) and redraft.json saying so.
 fn model_dir() -> tempfile::TempDir {
@@ -272,15 +279,7 @@ fn a_max_tokens_past_a_quarter_of_the_positions_is_capped_with_a_note() {
     })
     .to_string();
     let ask_with = |flags: &[&str]| {
-        let mut args = vec![
-            "complete",
-            "--model",
-            path(model.path()),
-            "--stdin-json",
-            "--json",
-        ];
-        args.extend(flags);
-        let out = redraft(&args, &request);
+        let out = complete_json(model.path(), &request, flags);
         (json_ok(&out), String::from_utf8(out.stderr).unwrap())
     };
     let ask = |max_tokens: &str| ask_with(&["--max-tokens", max_tokens]);
@@ -1069,17 +1068,8 @@ fn effort_is_the_models_tuned_preset_and_flags_override_it() {
         serde_json::json!({"low": {"schedule": {"kind": "top-k", "k": 2}, "max_steps": 3}});
     std::fs::write(&redraft_json, settings.to_string()).unwrap();
     let request = r#"{"prefix": "fn f() {", "suffix": "}"}"#;
-    let run = |extra: &[&str]| {
-        let mut args = vec![
-            "complete",
-            "--model",
-            path(model.path()),
-            "--stdin-json",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        json_ok(&redraft(&args, request))["sampler"].clone()
-    };
+    let run =
+        |extra: &[&str]| json_ok(&complete_json(model.path(), request, extra))["sampler"].clone();
     let low = run(&["--effort", "low"]);
     assert_eq!(
         low["schedule"],
