@@ -138,6 +138,9 @@ pub async fn serve(
     let read = async {
         // A `shutdown` was accepted: requests now get InvalidRequest (`requests`).
         let mut shut_down = false;
+        // An `initialize` went on to the service: before one, a request is the service's to
+        // answer -32002 (server not initialized), whatever its params.
+        let mut initialize_sent = false;
         let ended = loop {
             let next = tokio::select! {
                 next = input.recv() => next,
@@ -186,13 +189,16 @@ pub async fn serve(
                             }
                             // Refused by the service with serde's message alone: answered here
                             // naming the field (the service would act on it no more than that).
-                            if let (Some(id), Some(why)) =
-                                (request.id(), unreadable_params(&request))
+                            let initialize = request.method() == "initialize";
+                            let checked = initialize != initialize_sent;
+                            if let (Some(id), Some(why), true) =
+                                (request.id(), unreadable_params(&request), checked)
                             {
                                 let error = error(ErrorCode::InvalidParams, why);
                                 let _ = output.send(reply(id.clone(), error)).await;
                                 continue;
                             }
+                            initialize_sent |= initialize;
                             if future::poll_fn(|cx| service.poll_ready(cx)).await.is_err() {
                                 break Ok(Ended::Exit);
                             }

@@ -468,6 +468,26 @@ impl Raw {
     /// [`Raw::start`] with a pause of `step_delay_ms` after every denoising step, so a request
     /// is still running when the next message comes.
     pub async fn start_stepping(options: Value, step_delay_ms: Option<u64>) -> Raw {
+        let mut raw = Raw::uninitialized(step_delay_ms);
+        let id = raw
+            .request(
+                "initialize",
+                json!({"processId": null, "rootUri": null, "capabilities": {}, "initializationOptions": unbarred(options)}),
+            )
+            .await;
+        let result = raw.answer(id).await;
+        assert!(
+            result.get("result").is_some(),
+            "initialize failed: {result}"
+        );
+        raw.notify("initialized", json!({})).await;
+        raw.wait_for_log(|m| m.contains("model loaded from") || m.contains("model not loaded"))
+            .await;
+        raw
+    }
+
+    /// The server started, nothing sent to it yet (not even `initialize`).
+    pub fn uninitialized(step_delay_ms: Option<u64>) -> Raw {
         let (mut child, stderr, stderr_reader) = spawn_server(step_delay_ms, &[]);
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().unwrap();
@@ -500,29 +520,14 @@ impl Raw {
                 );
             }
         });
-        let mut raw = Raw {
+        Raw {
             child,
             stdin,
             received,
             stderr,
             stderr_reader: Some(stderr_reader),
             next_id: 0,
-        };
-        let id = raw
-            .request(
-                "initialize",
-                json!({"processId": null, "rootUri": null, "capabilities": {}, "initializationOptions": unbarred(options)}),
-            )
-            .await;
-        let result = raw.answer(id).await;
-        assert!(
-            result.get("result").is_some(),
-            "initialize failed: {result}"
-        );
-        raw.notify("initialized", json!({})).await;
-        raw.wait_for_log(|m| m.contains("model loaded from") || m.contains("model not loaded"))
-            .await;
-        raw
+        }
     }
 
     /// A complete `Content-Length` frame at the start of `buf`: its body and the bytes it took.

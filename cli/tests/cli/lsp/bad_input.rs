@@ -331,6 +331,41 @@ async fn shuts_down_and_exits_0(raw: &mut Raw) {
     assert_eq!(raw.exit_code().await, Some(0), "{}", raw.stderr());
 }
 
+/// Before `initialize` a request is answered server not initialized (-32002), its params read
+/// or not (the transport's own -32602 for params that do not read waits for `initialize`); an
+/// `initialize` whose params do not read is answered -32602 naming the field, and the session
+/// can still be initialized.
+#[tokio::test]
+async fn before_initialize_requests_are_not_initialized_and_a_bad_initialize_can_be_redone() {
+    let mut raw = Raw::uninitialized(None);
+    for params in [
+        json!({"textDocument": {"uri": URI}, "position": {"line": 0, "character": 0},
+            "context": {"triggerKind": 1}}),
+        json!({"textDocument": {"uri": "not a uri"}}),
+    ] {
+        let id = raw.request("textDocument/inlineCompletion", params).await;
+        let answer = raw.answer(id).await;
+        assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    }
+    let bad = json!({"capabilities": {"general": {"positionEncodings": "utf-8"}}});
+    let id = raw.request("initialize", bad).await;
+    let answer = raw.answer(id).await;
+    assert_eq!(answer["error"]["code"], INVALID_PARAMS, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`capabilities.general.positionEncodings`")),
+        "{answer}"
+    );
+    let id = raw
+        .request("initialize", json!({"processId": null, "capabilities": {}}))
+        .await;
+    let answer = raw.answer(id).await;
+    assert!(answer["result"]["capabilities"].is_object(), "{answer}");
+    raw.notify("initialized", json!({})).await;
+    shuts_down_and_exits_0(&mut raw).await;
+}
+
 /// A raw-bytes client with `URI` open.
 async fn raw_server(options: Value) -> Raw {
     let mut raw = Raw::start(options).await;
