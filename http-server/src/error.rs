@@ -31,8 +31,6 @@ fn clip(text: &str, chars: usize) -> String {
     }
 }
 
-/// `message` (serde's, which quotes whole strings of the request: `invalid type: string "..."`)
-/// with every double-quoted or backquoted stretch longer than [`QUOTED_CHARS`] cut short.
 /// serde's message with the Rust type a number was expected as (`expected i64`) in words.
 fn in_plain_words(message: &str) -> String {
     let mut message = message.to_string();
@@ -60,6 +58,8 @@ fn in_plain_words(message: &str) -> String {
     message
 }
 
+/// `message` (serde's, which quotes whole strings of the request: `invalid type: string "..."`)
+/// with every double-quoted or backquoted stretch longer than [`QUOTED_CHARS`] cut short.
 fn quote_within(message: &str) -> String {
     let mut out = String::with_capacity(message.len().min(4 * MAX_MESSAGE_CHARS));
     let mut rest = message;
@@ -165,13 +165,10 @@ impl ApiError {
     /// the body a value did not fit (`options.stop`; empty or `.` for the body itself).
     pub fn bad_json(field: &str, err: &serde_json::Error) -> Self {
         let field = Some(field).filter(|field| !matches!(*field, "" | "."));
-        let message = match (err.classify(), field) {
-            (serde_json::error::Category::Data, None) => format!(
-                "the request body is not what this route takes: {}",
-                in_plain_words(&err.to_string())
-            ),
-            (serde_json::error::Category::Data, Some(field)) => format!(
-                "`{field}` is not what this route takes: {}",
+        let message = match err.classify() {
+            serde_json::error::Category::Data => format!(
+                "{} is not what this route takes: {}",
+                field.map_or_else(|| "the request body".to_string(), |f| format!("`{f}`")),
                 in_plain_words(&err.to_string())
             ),
             _ => format!("the request body is not valid JSON: {err}"),

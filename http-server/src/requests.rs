@@ -90,11 +90,13 @@ pub fn parse_body<T: DeserializeOwned>(
     }
     // Through serde_path_to_error, so that a value of the wrong type names its field
     // (`max_tokens`), which serde_json's own message does not.
+    let bad =
+        |field: &str, err: &serde_json::Error| ApiError::bad_json(field, err).in_dialect(dialect);
     let mut json = serde_json::Deserializer::from_slice(&bytes);
-    serde_path_to_error::deserialize(&mut json)
-        .map_err(|err| (err.path().to_string(), err.into_inner()))
-        .and_then(|request| json.end().map(|()| request).map_err(|e| (String::new(), e)))
-        .map_err(|(field, err)| ApiError::bad_json(&field, &err).in_dialect(dialect))
+    let request = serde_path_to_error::deserialize(&mut json)
+        .map_err(|err| bad(&err.path().to_string(), err.inner()))?;
+    json.end().map_err(|err| bad("", &err))?;
+    Ok(request)
 }
 
 /// Why `body` is not a JSON object, when it is some other JSON (or not JSON at all): serde's
