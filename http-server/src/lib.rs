@@ -74,7 +74,7 @@ pub struct Args {
     #[arg(long, value_name = "IP|NAME")]
     host: Option<String>,
     /// The port alone, with --host (default 8717).
-    #[arg(long)]
+    #[arg(long, value_parser = count_in::<u16>(0..=65_535))]
     port: Option<u16>,
     /// Require `Authorization: Bearer KEY` on every route but /health. Prefer the environment
     /// variable REDRAFT_API_KEY or --api-key-file: a flag's value shows in the process list.
@@ -96,31 +96,31 @@ pub struct Args {
     allow_origin: Vec<String>,
     /// A request head that has not fully arrived after this many milliseconds closes its
     /// connection (also how long an idle kept-alive connection is kept).
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = count_in::<u64>(1..))]
     header_timeout_ms: u64,
     /// A request body that has not fully arrived this many milliseconds after its head is
     /// refused (408) and its connection closed.
-    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    #[arg(long, value_name = "MS", default_value_t = 30_000, value_parser = count_in::<u64>(1..))]
     body_timeout_ms: u64,
     /// A connection whose client takes none of a response's bytes for this many milliseconds
     /// (it stopped reading) is closed.
-    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    #[arg(long, value_name = "MS", default_value_t = 30_000, value_parser = count_in::<u64>(1..))]
     write_timeout_ms: u64,
     /// Open connections at most; more wait to be accepted.
-    #[arg(long, default_value_t = 512, value_parser = count_in(1..=1_000_000))]
+    #[arg(long, default_value_t = 512, value_parser = count_in::<u64>(1..=1_000_000))]
     max_connections: u64,
     /// Open connections from one IP address at most; more are closed at once (on loopback every
     /// local client shares the one address).
-    #[arg(long, default_value_t = 128, value_parser = count_in(1..=1_000_000))]
+    #[arg(long, default_value_t = 128, value_parser = count_in::<u64>(1..=1_000_000))]
     max_connections_per_peer: u64,
     /// Canvases the model runs together at most (1: one request at a time).
-    #[arg(long, default_value_t = 8, value_parser = count_in(1..=64))]
+    #[arg(long, default_value_t = 8, value_parser = count_in::<u64>(1..=64))]
     max_batch: u64,
     /// Requests that may wait for the model; past that, 429 with Retry-After.
-    #[arg(long, default_value_t = 64, value_parser = count_in(1..=100_000))]
+    #[arg(long, default_value_t = 64, value_parser = count_in::<u64>(1..=100_000))]
     max_queue: u64,
     /// Largest request body in bytes; past that, 413.
-    #[arg(long, default_value_t = 4 << 20, value_parser = count_in(1..))]
+    #[arg(long, default_value_t = 4 << 20, value_parser = count_in::<u64>(1..))]
     max_body: u64,
     /// Decoding preset (low, medium or high) for requests that do not say (an `effort` field).
     #[arg(long, default_value = "medium")]
@@ -148,23 +148,33 @@ pub struct Args {
     /// block-causal models: the others compute it in one), one request's piece a call, oldest
     /// first, so requests being decoded meanwhile wait for one piece at a time and a client
     /// that leaves stops it between pieces (0: in one call).
-    #[arg(long, value_name = "TOKENS", default_value_t = 256)]
+    #[arg(long, value_name = "TOKENS", default_value_t = 256, value_parser = count_in::<usize>(0..))]
     prompt_chunk: usize,
     /// Memory for the caches finished requests leave for their clients' next ones, in MiB
     /// (keys, values and the text they are matched on; the oldest go first). With more clients
     /// typing at once than fit, their requests start cold: watch `redraft_cache_starts_total`.
-    #[arg(long, value_name = "MIB", default_value_t = redraft_runtime::scheduler::kept::DEFAULT_MIB)]
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = redraft_runtime::scheduler::kept::DEFAULT_MIB,
+        value_parser = count_in::<usize>(0..)
+    )]
     cache_memory: usize,
     /// After this many milliseconds with no request for the model, the newest of the last few
     /// kept caches that edit reuse left approximate is recomputed exactly, so the next
     /// keystroke's request realigns from an exact cache instead of paying the exact pass
     /// itself; a request that comes meanwhile stops it within half a layer (0: never).
-    #[arg(long, value_name = "MS", default_value_t = redraft_runtime::scheduler::idle::DEFAULT_IDLE_REFRESH.as_millis() as u64)]
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = redraft_runtime::scheduler::idle::DEFAULT_IDLE_REFRESH.as_millis() as u64,
+        value_parser = count_in::<u64>(0..)
+    )]
     idle_refresh_ms: u64,
     /// After SIGTERM or Ctrl-C: how long in-flight requests may take to finish, in
     /// milliseconds; past it they are cancelled at their next denoising step (their clients
     /// get a 503) and the server stops.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = count_in::<u64>(0..))]
     shutdown_grace_ms: u64,
     /// Last: its heading would carry over to the flags after it.
     #[command(
@@ -252,9 +262,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (bind, limits, grace) = (
         args.address().map_err(flag_error)?,
         listen::Limits {
-            header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
-            body_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
-            write_timeout: Duration::from_millis(args.write_timeout_ms.max(1)),
+            header_timeout: Duration::from_millis(args.header_timeout_ms),
+            body_timeout: Duration::from_millis(args.body_timeout_ms),
+            write_timeout: Duration::from_millis(args.write_timeout_ms),
             max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
             per_peer: usize::try_from(args.max_connections_per_peer).unwrap_or(usize::MAX),
         },
@@ -278,8 +288,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// A count flag's parser: a whole number in `range`, read as signed so that a negative one is
 /// refused with the range (`-1 is not in 1..=64`), not as "invalid digit found in string".
-fn count_in(range: impl std::ops::RangeBounds<i64>) -> clap::builder::RangedI64ValueParser<u64> {
-    clap::builder::RangedI64ValueParser::<u64>::new().range(range)
+fn count_in<T>(range: impl std::ops::RangeBounds<i64>) -> clap::builder::RangedI64ValueParser<T>
+where
+    T: TryFrom<i64> + Clone + Send + Sync + 'static,
+    T::Error: std::error::Error + Send + Sync + 'static,
+{
+    clap::builder::RangedI64ValueParser::<T>::new().range(range)
 }
 
 impl Args {

@@ -43,7 +43,7 @@ pub fn unreadable(request: &Request) -> Option<String> {
     Some(format!(
         "{} ignored: {}",
         request.method(),
-        why(request, read)?
+        read(request.params()).err()?
     ))
 }
 
@@ -54,23 +54,11 @@ pub fn unreadable(request: &Request) -> Option<String> {
 pub fn unreadable_params(request: &Request) -> Option<String> {
     request.id()?;
     let read = request_reader(request.method())?;
-    Some(format!("`{}`: {}", request.method(), why(request, read)?))
-}
-
-fn why(request: &Request, read: Reader) -> Option<String> {
-    let params = request.params();
-    let why = read(params).err()?;
-    // A `uri` that is not a URI is the one seen in practice: name it, and what a client must do.
-    let uri = params
-        .and_then(|p| p.get("textDocument").or_else(|| p.get("notebookDocument")))
-        .and_then(|d| d.get("uri"))
-        .and_then(Value::as_str);
-    if let Some((uri, err)) = uri.and_then(|uri| Some((uri, uri.parse::<Uri>().err()?))) {
-        return Some(format!(
-            "its uri `{uri}` is not a URI ({err}); RFC 3986 wants a space and characters like it percent-encoded, a space as %20"
-        ));
-    }
-    Some(why)
+    Some(format!(
+        "`{}`: {}",
+        request.method(),
+        read(request.params()).err()?
+    ))
 }
 
 /// The requests whose params are checked: those a client builds by hand most.
@@ -118,17 +106,53 @@ fn reader(method: &str) -> Option<Reader> {
 }
 
 /// Whether `params` read as a `P`, as tower-lsp-server reads them (`params` absent is an error,
-/// `null` is read as a value); why not names the field (`capabilities.general`).
+/// `null` is read as a value); why not names the field (`capabilities.general`), and a `uri`
+/// that is not a URI (the failure seen in practice: a document's, a notebook's, a workspace
+/// folder's) by its value and what a client must do.
 fn reads<P: DeserializeOwned>(params: Option<&Value>) -> Result<(), String> {
     let params = params.ok_or("it has no params")?;
-    serde_path_to_error::deserialize::<_, P>(params)
-        .map(drop)
-        .map_err(|err| match err.path().to_string().as_str() {
-            "." => format!("its params do not match the protocol ({})", err.inner()),
-            field => format!(
-                "its params do not match the protocol (`{field}`: {})",
-                err.inner()
-            ),
+    let Err(err) = serde_path_to_error::deserialize::<_, P>(params) else {
+        return Ok(());
+    };
+    // The value where reading stopped, when that is a `uri` (a workspace folder's, a document's);
+    // else a document's or a notebook's own, which a flattened field (an inline completion's
+    // `textDocument`) leaves out of the path.
+    let at_uri = err.path().iter().next_back().is_some_and(|segment| {
+        matches!(segment, serde_path_to_error::Segment::Map { key } if key == "uri" || key.ends_with("Uri"))
+    });
+    let document_uri = || {
+        params
+            .get("textDocument")
+            .or_else(|| params.get("notebookDocument"))?
+            .get("uri")
+    };
+    let uri = value_at(params, err.path())
+        .filter(|_| at_uri)
+        .or_else(document_uri)
+        .and_then(Value::as_str)
+        .and_then(|text| Some((text, text.parse::<Uri>().err()?)));
+    if let Some((uri, why)) = uri {
+        return Err(format!(
+            "its uri `{uri}` is not a URI ({why}); RFC 3986 wants a space and characters like it percent-encoded, a space as %20"
+        ));
+    }
+    Err(match err.path().to_string().as_str() {
+        "." => format!("its params do not match the protocol ({})", err.inner()),
+        field => format!(
+            "its params do not match the protocol (`{field}`: {})",
+            err.inner()
+        ),
+    })
+}
+
+/// The value `path` leads to in `params`, where every step of it is a key or an index there.
+fn value_at<'a>(params: &'a Value, path: &serde_path_to_error::Path) -> Option<&'a Value> {
+    use serde_path_to_error::Segment;
+    path.iter()
+        .try_fold(params, |value, segment| match segment {
+            Segment::Map { key } => value.get(key),
+            Segment::Seq { index } => value.get(index),
+            Segment::Enum { .. } | Segment::Unknown => None,
         })
 }
 
@@ -215,8 +239,16 @@ mod tests {
                 "{method}: {warning:?}"
             );
         }
+        // The folder's URI is named, as a document's is (serde said "unexpected character at
+        // index 1" and no more).
         let folders = json!({"event": {"added": [{"uri": "a b", "name": "x"}], "removed": []}});
-        assert!(check("workspace/didChangeWorkspaceFolders", Some(folders)).is_some());
+        let warning = check("workspace/didChangeWorkspaceFolders", Some(folders));
+        assert!(
+            warning.as_deref().is_some_and(|w| w.starts_with(
+                "workspace/didChangeWorkspaceFolders ignored: its uri `a b` is not a URI ("
+            )),
+            "{warning:?}"
+        );
     }
 
     /// A request's params that do not read are named as a notification's are, for the -32602

@@ -812,9 +812,18 @@ fn bind_takes_localhost_a_port_alone_or_an_address() {
             &["--host", "", "--port", "0"],
             "--host : no host before `:0`",
         ),
-        (&["--port", "70000"], "70000"),
+        (&["--port", "70000"], "70000 is not in 0..=65535"),
+        (&["--port", "-1"], "-1 is not in 0..=65535"),
         // A negative count is read as a number, so the range is what the error says.
         (&["--max-batch", "-1"], "-1 is not in 1..=64"),
+        (&["--header-timeout-ms", "-5"], "-5 is not in 1.."),
+        (&["--prompt-chunk", "-1"], "-1 is not in 0.."),
+        (&["--cache-memory", "-1"], "-1 is not in 0.."),
+        (&["--idle-refresh-ms", "-200"], "-200 is not in 0.."),
+        (&["--shutdown-grace-ms", "-1"], "-1 is not in 0.."),
+        // A timeout of 0 would cut every connection off at once: refused, not read as 1 ms.
+        (&["--body-timeout-ms", "0"], "0 is not in 1.."),
+        (&["--write-timeout-ms", "0"], "0 is not in 1.."),
     ] {
         let out = redraft(&[&["serve"][..], args].concat(), "");
         let stderr = String::from_utf8_lossy(&out.stderr);
