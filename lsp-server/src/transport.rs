@@ -202,10 +202,15 @@ pub async fn serve(
                             if future::poll_fn(|cx| service.poll_ready(cx)).await.is_err() {
                                 break Ok(Ended::Exit);
                             }
-                            if request.method() == "shutdown" {
+                            if matches!(request.method(), "initialize" | "shutdown") {
                                 // Answered before anything after it is read (the service
-                                // answers at once): whether it was accepted decides how every
-                                // later request is answered.
+                                // answers at once). `shutdown`: whether it was accepted decides
+                                // how every later request is answered. `initialize`: the
+                                // service takes notifications only once it has answered one,
+                                // and drops those that come before without a word; a client
+                                // that sends `initialized` on the heels of `initialize`, not
+                                // waiting for the answer, had its session start with no log,
+                                // no drafts and no word of its model's load.
                                 let answer = service.call(request).await.unwrap_or(None);
                                 if let Some(answer) = answer {
                                     let _ = output.send(Outgoing::Response(answer)).await;

@@ -366,6 +366,40 @@ async fn before_initialize_requests_are_not_initialized_and_a_bad_initialize_can
     shuts_down_and_exits_0(&mut raw).await;
 }
 
+/// A client that sends `initialized` on the heels of `initialize`, in one write, not waiting for
+/// the answer, gets the session a client that waits gets: the service dropped a notification
+/// that came before it had answered `initialize`, so this one started with no log, no drafts and
+/// no word that its model did not load.
+#[tokio::test]
+async fn initialized_sent_before_initialize_is_answered_still_starts_the_session() {
+    let mut raw = Raw::uninitialized(None);
+    let (mut bytes, id) = raw.request_bytes(
+        "initialize",
+        json!({"processId": null, "capabilities": {},
+            "initializationOptions": {"model": "/nonexistent/model"}}),
+    );
+    let initialized = json!({"jsonrpc": "2.0", "method": "initialized", "params": {}});
+    bytes.extend(frame(initialized.to_string().as_bytes()));
+    raw.write(&bytes).await;
+    assert!(raw.answer(id).await["result"]["capabilities"].is_object());
+    let shown = raw
+        .wait_for(|m| {
+            m["method"] == "window/showMessage"
+                && m["params"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("could not load its model"))
+        })
+        .await;
+    assert!(
+        shown["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("/nonexistent/model")),
+        "{shown}"
+    );
+    raw.wait_for_log(|m| m.contains("model not loaded")).await;
+    shuts_down_and_exits_0(&mut raw).await;
+}
+
 /// A raw-bytes client with `URI` open.
 async fn raw_server(options: Value) -> Raw {
     let mut raw = Raw::start(options).await;
