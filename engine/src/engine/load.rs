@@ -322,12 +322,21 @@ fn read_gguf(
 /// A GGUF checkpoint's config, settings, weights and vocabulary, with `extra` (a
 /// `redraft.json`) merged into what its metadata states.
 fn gguf_parts(
-    checkpoint: crate::gguf::GgufCheckpoint,
+    mut checkpoint: crate::gguf::GgufCheckpoint,
     extra: RedraftJson,
 ) -> Result<(ModelConfig, DiffusionSettings, Weights, Tokenizer)> {
     // What redraft.json says wins over what the engine infers for a file that does not say
-    // (an autoregressive checkpoint's causal attention and mask); the metadata's own ids sit in
-    // the config, where a contradiction is an error.
+    // (an autoregressive checkpoint's causal attention and mask), and over the ids the
+    // metadata states (`tokenizer.ggml.*_token_id`): a file is not edited as a config.json
+    // is, so the file beside it is where a user corrects one. (A model directory's config.json
+    // and redraft.json that disagree are an error instead: both are the user's to edit.)
+    let config = &mut checkpoint.config;
+    config.mask_token_id = extra.mask_token_id.or(config.mask_token_id);
+    if let Some(id) = extra.eos_token_id {
+        config.eos_token_id = Some(crate::config::TokenIds::One(id));
+    }
+    config.pad_token_id = extra.pad_token_id.or(config.pad_token_id);
+    config.bos_token_id = extra.bos_token_id.or(config.bos_token_id);
     let stated = checkpoint.stated;
     let merged = RedraftJson {
         mask_token_id: extra.mask_token_id.or(stated.mask_token_id),

@@ -479,6 +479,33 @@ fn an_autoregressive_gguf_attends_causally() {
         full[8..16],
         "positions see their whole block"
     );
+
+    // ... and what the metadata states: the mask, end and pad ids (this was "contradictory:
+    // config.json says ..., redraft.json says ..." for a file with no config.json).
+    let stated = engine.settings().clone();
+    let taken = [
+        stated.mask_token_id,
+        stated.eos_token_id,
+        stated.pad_token_id,
+    ];
+    let free: Vec<u32> = (1..).filter(|id| !taken.contains(id)).take(3).collect();
+    let [mask, eos, pad] = free[..] else {
+        unreachable!()
+    };
+    std::fs::write(
+        path.parent().unwrap().join("redraft.json"),
+        format!(r#"{{"mask_token_id": {mask}, "eos_token_id": {eos}, "pad_token_id": {pad}}}"#),
+    )
+    .unwrap();
+    let settings = Engine::load(&path).unwrap().settings().clone();
+    assert_eq!(
+        (
+            settings.mask_token_id,
+            settings.eos_token_id,
+            settings.pad_token_id
+        ),
+        (mask, eos, pad)
+    );
 }
 
 #[test]
