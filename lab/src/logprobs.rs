@@ -20,11 +20,16 @@ use serde::Serialize;
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
-    /// The text to read, tokenized with the model's tokenizer (no special tokens).
-    #[arg(long, required_unless_present = "tokens", conflicts_with = "tokens")]
+    /// A file of the text to read, tokenized with the model's tokenizer (no special tokens).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "tokens",
+        conflicts_with = "tokens"
+    )]
     text: Option<PathBuf>,
-    /// Token ids to read instead: a JSON array, or ids separated by whitespace.
-    #[arg(long)]
+    /// A file of token ids to read instead: a JSON array, or ids separated by whitespace.
+    #[arg(long, value_name = "FILE")]
     tokens: Option<PathBuf>,
     /// Score only the first N tokens.
     #[arg(long, value_parser = parse_at_least_one)]
@@ -52,23 +57,37 @@ struct Line {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Read before the model loads: a flag that names no file is said at once.
+    let unreadable = |flag: &str, path: &std::path::Path| {
+        format!(
+            "--{flag} {}: cannot read it (--{flag} names a file, not {})",
+            path.display(),
+            if flag == "text" {
+                "the text itself"
+            } else {
+                "the ids themselves"
+            }
+        )
+    };
+    let input = match (&args.text, &args.tokens) {
+        (Some(path), _) => {
+            let bytes = std::fs::read(path).with_context(|| unreadable("text", path))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
+            Ok(text)
+        }
+        (None, Some(path)) => Err(parse_ids(
+            &std::fs::read_to_string(path).with_context(|| unreadable("tokens", path))?,
+        )
+        .with_context(|| format!("{}: not a list of token ids", path.display()))?),
+        (None, None) => bail!("give --text or --tokens"),
+    };
     let start = Instant::now();
     let engine = args.model.load()?;
     let load_ms = start.elapsed().as_secs_f64() * 1e3;
-    let mut ids = match (&args.text, &args.tokens) {
-        (Some(path), _) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            let text = String::from_utf8(bytes)
-                .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
-            engine.tokenizer().encode(&text)?
-        }
-        (None, Some(path)) => parse_ids(
-            &std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?,
-        )
-        .with_context(|| format!("{}: not a list of token ids", path.display()))?,
-        (None, None) => bail!("give --text or --tokens"),
+    let mut ids = match input {
+        Ok(text) => engine.tokenizer().encode(&text)?,
+        Err(ids) => ids,
     };
     if let Some(max) = args.max_tokens {
         ids.truncate(max);
