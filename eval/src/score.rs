@@ -117,6 +117,22 @@ pub struct ScorerConfig {
     pub sandbox_read: Vec<PathBuf>,
 }
 
+/// The address-space limit without `--memory-mb`, MiB.
+pub const DEFAULT_MEMORY_MB: u64 = 2048;
+
+/// The run limits `config` sets other than the defaults, as flags (`--timeout-s 0.5,
+/// --memory-mb 64`); `None` when it sets none.
+fn given_limits(config: &ScorerConfig) -> Option<String> {
+    let mut given = Vec::new();
+    if let Some(timeout) = config.timeout {
+        given.push(format!("--timeout-s {}", timeout.as_secs_f64()));
+    }
+    if let Some(mb) = config.memory_mb.filter(|mb| *mb != DEFAULT_MEMORY_MB) {
+        given.push(format!("--memory-mb {mb}"));
+    }
+    (!given.is_empty()).then(|| given.join(", "))
+}
+
 type Slot = Arc<OnceLock<std::result::Result<Verdict, String>>>;
 
 /// Scores completions by execution; shareable across worker threads.
@@ -146,7 +162,7 @@ impl Scorer {
             .collect::<Result<Vec<_>>>()?;
         let work_dir = config.work_dir.clone().unwrap_or_else(std::env::temp_dir);
         std::fs::create_dir_all(&work_dir).map_err(|e| Error::io(&work_dir, e))?;
-        let memory = config.memory_mb.unwrap_or(2048) << 20;
+        let memory = config.memory_mb.unwrap_or(DEFAULT_MEMORY_MB) << 20;
         let mut run_limits = HashMap::new();
         let mut python = None;
         let mut rust = None;
@@ -195,15 +211,27 @@ impl Scorer {
             done: Mutex::new(HashMap::new()),
         };
         // Once each, at start (about a second for Rust): a toolchain that cannot run a
-        // known-good program here is reported now, not as the model's failures.
+        // known-good program here is reported now, not as the model's failures. Limits the
+        // caller set may be what stopped it: they are named first.
+        let given = given_limits(config);
+        let advice = |toolchain: &str| {
+            match &given {
+            Some(given) => format!(
+                "the limits given ({given}) may be too tight for it: try the defaults; else {toolchain}"
+            ),
+            None => toolchain.to_string(),
+        }
+        };
         if let Some(python) = &scorer.python {
             scorer.probe(
                 TaskLanguage::Python,
                 &python::probe(),
                 format!("python {}", python.path.display()),
                 &scorer.run_limits[&TaskLanguage::Python],
-                "pass --python with an interpreter installed outside your home directory, or \
-                 --sandbox-read with the paths it reads",
+                &advice(
+                    "pass --python with an interpreter installed outside your home directory, or \
+                     --sandbox-read with the paths it reads",
+                ),
             )?;
         }
         if let Some(rust) = &scorer.rust {
@@ -212,7 +240,7 @@ impl Scorer {
                 rust::PROBE,
                 format!("rustc {}", rust.rustc.display()),
                 &rust::compile_limits(),
-                "the scoring toolchain is broken, or kept from files it needs; rerun scripts/setup-eval",
+                &advice("the scoring toolchain is broken, or kept from files it needs; rerun scripts/setup-eval"),
             )?;
         }
         Ok(scorer)
@@ -413,5 +441,32 @@ fn timed_out(exit: &Exit) -> bool {
         Status::TimedOut | Status::Signaled(libc::SIGXCPU) => true,
         Status::Signaled(libc::SIGKILL) => exit.cpu_limit_reached,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A known-good program that fails under limits the caller set names them as a cause
+    /// (the hint blamed only the interpreter: "pass --python with an interpreter installed
+    /// outside your home directory" for `--timeout-s 0`); the defaults are no cause.
+    #[test]
+    fn limits_set_apart_from_the_defaults_are_named() {
+        assert_eq!(given_limits(&ScorerConfig::default()), None);
+        let default_memory = ScorerConfig {
+            memory_mb: Some(DEFAULT_MEMORY_MB),
+            ..ScorerConfig::default()
+        };
+        assert_eq!(given_limits(&default_memory), None);
+        let tight = ScorerConfig {
+            timeout: Some(Duration::from_millis(500)),
+            memory_mb: Some(64),
+            ..ScorerConfig::default()
+        };
+        assert_eq!(
+            given_limits(&tight).as_deref(),
+            Some("--timeout-s 0.5, --memory-mb 64")
+        );
     }
 }

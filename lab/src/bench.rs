@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_values_t = [512, 1024, 2048], value_parser = parse_length)]
     lengths: Vec<usize>,
     /// Timed repetitions per measurement (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = redraft_runtime::sampler_args::parse_at_least_one)]
     repeats: usize,
     /// Model sizes to run: `small` (4 layers, d 256, 6.3M) and/or `medium` (6 layers, d 384,
     /// 17.3M), the two PyTorch anchors (on the CPU), or a model directory, timed on `--device`.
@@ -40,7 +40,7 @@ pub struct Args {
     /// if present; `none` to skip).
     #[arg(long)]
     python: Option<String>,
-    /// Write the report as JSON here.
+    /// Write the report as JSON here (its directories are made, before anything is timed).
     #[arg(long)]
     out: Option<PathBuf>,
     #[command(flatten)]
@@ -238,6 +238,19 @@ fn is_model_dir(config: &str) -> bool {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Made now: a report that cannot be written is said before minutes of measuring.
+    if let Some(out) = &args.out {
+        if out.is_dir() {
+            bail!(
+                "--out {} is a directory: name the report's file",
+                out.display()
+            );
+        }
+        if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("--out {}: making {}", out.display(), parent.display()))?;
+        }
+    }
     // Read now: a file that cannot be timed is said before minutes of measuring, not after.
     let fim = if args.fim_cuts > 0 {
         rest_of_line_cuts(&args)?
@@ -466,6 +479,12 @@ fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> 
         )
     })?;
     let mut rows = vec![];
+    for &len in args.lengths.iter().filter(|&&len| len > positions) {
+        stderr_line(format_args!(
+            "bench: --lengths {len} is past the {positions} positions of {}: not timed",
+            dir.display()
+        ));
+    }
     for &len in args.lengths.iter().filter(|&&len| len <= positions) {
         let ids = vec![random_ids(len, vocab, len as u64)];
         let pass = |logits: std::ops::Range<usize>| {

@@ -83,7 +83,7 @@ pub struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Scoring workers (default: the machine's cores).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     jobs: Option<usize>,
     /// Only the first N tasks (cases).
     #[arg(long, conflicts_with = "sample", value_parser = parse_at_least_one)]
@@ -115,11 +115,11 @@ pub struct Args {
     /// own, from the defaults): `--sweep "--effort low" --sweep "--effort high --oracle-length"`.
     #[arg(long, allow_hyphen_values = true, value_parser = parse_sweep)]
     sweep: Vec<String>,
-    /// Wall-clock limit per program run, seconds (default: 3 Python, 10 Rust).
-    #[arg(long)]
+    /// Wall-clock limit per program run, seconds, 0.5 to 86400 (default: 3 Python, 10 Rust).
+    #[arg(long, value_parser = parse_timeout_s)]
     timeout_s: Option<f64>,
-    /// Address-space limit per program run, MiB.
-    #[arg(long, default_value_t = 2048)]
+    /// Address-space limit per program run, MiB, 64 to 16777216.
+    #[arg(long, default_value_t = 2048, value_parser = parse_memory_mb)]
     memory_mb: u64,
     /// Python interpreter (default: python3 on PATH).
     #[arg(long)]
@@ -152,6 +152,35 @@ struct SweepSetting {
     #[arg(long, default_value_t = 0)]
     typed: usize,
 }
+
+/// `--timeout-s`: a wall clock a program can start in (an interpreter takes tenths of a second
+/// to start) and at most a day (a longer one is a mistake; and `inf`, `nan` and `1e30` are no
+/// `Duration`).
+fn parse_timeout_s(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| (MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(s))
+        .ok_or_else(|| {
+            format!("expected a number of seconds from {MIN_TIMEOUT_S} to {MAX_TIMEOUT_S}, got `{text}`")
+        })
+}
+
+const MIN_TIMEOUT_S: f64 = 0.5;
+const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// `--memory-mb`: room for an interpreter or a test binary to start (Python alone maps about
+/// 30 MiB), and few enough MiB that their bytes fit a `u64`.
+fn parse_memory_mb(text: &str) -> Result<u64, String> {
+    text.parse::<u64>()
+        .ok()
+        .filter(|mb| (MIN_MEMORY_MB..=MAX_MEMORY_MB).contains(mb))
+        .ok_or_else(|| {
+            format!("expected a whole number of MiB from {MIN_MEMORY_MB} to {MAX_MEMORY_MB}, got `{text}`")
+        })
+}
+
+const MIN_MEMORY_MB: u64 = 64;
+const MAX_MEMORY_MB: u64 = 1 << 24;
 
 /// A `--sweep` value, checked as the command line is read (a mistake in it is one on the
 /// command line) and kept as written: [`Args::settings`] parses it again with the model's
@@ -332,8 +361,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let jobs = args
         .jobs
-        .unwrap_or_else(redraft_eval::parallel::default_jobs)
-        .max(1);
+        .unwrap_or_else(redraft_eval::parallel::default_jobs);
     let stem = task_file_stem(&tasks_path);
     let tasks_file = tasks_path.display().to_string();
     // What the results depend on besides the source: the task file's bytes and how it is scored.

@@ -53,7 +53,7 @@ pub struct Args {
     #[arg(long)]
     plain: bool,
     /// Scoring workers for the checks (default: the machine's cores).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_at_least_one)]
     jobs: Option<usize>,
     /// deps.json of scripts/setup-eval (default: $REDRAFT_EVAL_DEPS, else target/eval-deps).
     #[arg(long)]
@@ -116,8 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let scorer = Scorer::new(&config, &[TaskLanguage::Rust])?;
     let jobs = args
         .jobs
-        .unwrap_or_else(redraft_eval::parallel::default_jobs)
-        .max(1);
+        .unwrap_or_else(redraft_eval::parallel::default_jobs);
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from("target/benchmarks"));

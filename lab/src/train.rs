@@ -173,13 +173,19 @@ fn parse_share(text: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("expected a share from 0 to 1, got `{text}`"))
 }
 
-/// `--max-minutes`: a time to run, above 0 and finite.
+/// `--max-minutes`: a time to run, above 0 and at most a year (a deadline further off is no
+/// deadline, and one past what a clock can add, `1e30`, was a panic after the tokenizer was
+/// written).
 fn parse_minutes(text: &str) -> Result<f64, String> {
     text.parse::<f64>()
         .ok()
-        .filter(|m| m.is_finite() && *m > 0.0)
-        .ok_or_else(|| format!("expected a number of minutes above 0, got `{text}`"))
+        .filter(|m| *m > 0.0 && *m <= MAX_MINUTES)
+        .ok_or_else(|| {
+            format!("expected a number of minutes above 0, at most {MAX_MINUTES} (a year), got `{text}`")
+        })
 }
+
+const MAX_MINUTES: f64 = 525_600.0;
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
     match s {

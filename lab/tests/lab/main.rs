@@ -39,7 +39,7 @@ fn errors_are_printed_as_redraft_prints_them() {
 /// `bench` measures nothing), as clap says its own.
 #[test]
 fn flag_values_a_command_cannot_use_are_command_line_mistakes() {
-    let runs: [(&[&str], &str); 12] = [
+    let runs: [(&[&str], &str); 22] = [
         (
             &["logprobs", "--text", "x", "--max-tokens", "0"],
             "--max-tokens <MAX_TOKENS>",
@@ -86,6 +86,42 @@ fn flag_values_a_command_cannot_use_are_command_line_mistakes() {
             &["bench", "--configs", "/nonexistent"],
             "give small, medium, or a model directory or GGUF file",
         ),
+        // A wall clock no `Duration` holds was a panic (exit 101); one too short to start an
+        // interpreter, or an address space too small to map one, failed the run blaming it.
+        (
+            &["eval", "--tasks", "x", "--timeout-s", "nan"],
+            "expected a number of seconds from 0.5 to 86400, got `nan`",
+        ),
+        (
+            &["eval", "--tasks", "x", "--timeout-s", "inf"],
+            "expected a number of seconds from 0.5 to 86400",
+        ),
+        (
+            &["eval", "--tasks", "x", "--timeout-s", "1e30"],
+            "expected a number of seconds from 0.5 to 86400",
+        ),
+        (
+            &["eval", "--tasks", "x", "--timeout-s=-1"],
+            "expected a number of seconds from 0.5 to 86400",
+        ),
+        (
+            &["eval", "--tasks", "x", "--timeout-s", "0"],
+            "expected a number of seconds from 0.5 to 86400",
+        ),
+        (
+            &["eval", "--tasks", "x", "--memory-mb", "0"],
+            "expected a whole number of MiB from 64 to 16777216",
+        ),
+        (
+            &["eval", "--tasks", "x", "--memory-mb", "99999999999999"],
+            "expected a whole number of MiB from 64 to 16777216",
+        ),
+        (&["eval", "--tasks", "x", "--jobs", "0"], "--jobs <JOBS>"),
+        (
+            &["tasks", "--from-dir", "x", "--jobs", "0"],
+            "--jobs <JOBS>",
+        ),
+        (&["bench", "--repeats", "0"], "--repeats <REPEATS>"),
     ];
     for (args, says) in runs {
         let out = redraft_tests::cli::lab(args, "");
@@ -224,4 +260,84 @@ fn a_tree_without_a_task_to_cut_leaves_the_task_file_as_it_was() {
         std::fs::read_to_string(&tasks).unwrap(),
         "{\"task_id\": \"kept\"}\n"
     );
+}
+
+/// `bench --out` in directories that do not exist yet is written (they are made before
+/// anything is timed: the report was lost after the whole run), and a length past the model's
+/// positions is said to be left out, not dropped silently.
+#[test]
+fn bench_makes_the_report_directories_and_names_lengths_it_cannot_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("not/yet/bench.json");
+    let model = repo().join("assets/default-model");
+    let args = [
+        "bench",
+        "--configs",
+        path(&model),
+        "--lengths",
+        "64,512",
+        "--repeats",
+        "1",
+        "--python",
+        "none",
+        "--fim-cuts",
+        "0",
+        "--out",
+        path(&report),
+    ];
+    let out = redraft_tests::cli::lab(&args, "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("--lengths 512 is past the 256 positions of"),
+        "{stderr}"
+    );
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let rows = written["configs"][0]["forward"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{written}");
+    // A directory where the file goes is refused before any timing.
+    let args = [&args[..11], &["--out", path(dir.path())]].concat();
+    let out = redraft_tests::cli::lab(&args, "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is a directory"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing was timed");
+}
+
+/// `logprobs --text` and `--tokens` name files: help says so (`<FILE>`), and a value that is
+/// no file is named with its flag, said before the model loads; it was `reading fn main() {}`
+/// under help that called --text "the text to read".
+#[test]
+fn logprobs_text_and_tokens_are_files_and_say_so() {
+    let help = redraft_tests::cli::lab(&["logprobs", "--help"], "");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--text <FILE>") && help.contains("--tokens <FILE>"),
+        "{help}"
+    );
+    for (flag, what) in [
+        ("--text", "the text itself"),
+        ("--tokens", "the ids themselves"),
+    ] {
+        let out = redraft_tests::cli::lab(
+            &[
+                "logprobs",
+                "--model",
+                "/nonexistent/model",
+                flag,
+                "fn main() {}",
+            ],
+            "",
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{flag} fn main() {{}}: cannot read it ({flag} names a file, not {what})"
+            )),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("/nonexistent/model"), "{stderr}");
+    }
 }

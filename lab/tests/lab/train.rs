@@ -254,6 +254,8 @@ fn settings_no_run_can_have_are_command_line_mistakes() {
             &["--max-minutes=-1"],
             "expected a number of minutes above 0",
         ),
+        // A deadline no clock can add: a panic, after the tokenizer was written into --out.
+        (&["--max-minutes", "1e30"], "at most 525600 (a year)"),
         (
             &["--kv-heads", "3"],
             "--heads 4 must be a multiple of --kv-heads 3",
