@@ -145,14 +145,15 @@ pub fn evaluate(
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let results_path = out.join(RESULTS_FILE);
     let mut previous = resume(out, RESULTS_FILE, identity, |r: &TaskResult| &r.task_id)?;
-    let wanted: HashSet<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+    let names: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+    check_selection(out, &names, &previous, "tasks")?;
     let todo: Vec<usize> = (0..tasks.len())
         .filter(|&i| !previous.contains_key(&tasks[i].task_id))
         .collect();
     let done_before = tasks.len() - todo.len();
     let passed_before = previous
         .values()
-        .filter(|r| wanted.contains(r.task_id.as_str()) && r.outcome == Outcome::Pass)
+        .filter(|r| r.outcome == Outcome::Pass)
         .count();
     if done_before > 0 {
         let _ = writeln!(
@@ -260,17 +261,25 @@ pub fn evaluate(
     for result in fresh {
         previous.insert(result.task_id.clone(), result);
     }
-    // In task order; results for tasks outside this set (an earlier, larger run) are kept
-    // after them.
-    let names: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
-    let (ordered, ordered_len) = in_order(&names, &previous);
+    let ordered = in_order(&names, &previous);
     write_jsonl(&results_path, &ordered)?;
     let name = match &identity.setting {
         Some(setting) => setting.name.clone(),
         None if identity.source == "canonical" => "canonical".to_string(),
         None => format!("completions {}", identity.source),
     };
-    let summary = Summary::of(&name, &ordered[..ordered_len]);
+    let mut summary = Summary::of(&name, &ordered);
+    // Only the local engine's completions come with confidences: a file's or a backend's,
+    // empty ones included, are never scored at bars.
+    if !matches!(
+        completions,
+        Completions::Generate {
+            filler: Filler::Engine(_),
+            ..
+        }
+    ) {
+        summary.bars.clear();
+    }
     let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::Invalid(e.to_string()))?;
     write_atomic(&out.join(SUMMARY_FILE), json.as_bytes())?;
     Ok(summary)
@@ -419,20 +428,41 @@ fn differences<I: Serialize>(theirs: &I, ours: &I) -> String {
     differing.join("; ")
 }
 
-/// `results` (by name) in the order of `names`, then the results of other names (an earlier,
-/// larger run's) sorted by name; and how many of them are of `names`. What a run rewrites its
-/// results file as, so two runs diff cleanly.
-pub fn in_order<'r, R>(names: &[&str], results: &'r HashMap<String, R>) -> (Vec<&'r R>, usize) {
+/// `results` (by name) in the order of `names`: what a run rewrites its results file as, so
+/// two runs diff cleanly and the file holds the rows its summary counts.
+pub fn in_order<'r, R>(names: &[&str], results: &'r HashMap<String, R>) -> Vec<&'r R> {
+    names.iter().filter_map(|n| results.get(*n)).collect()
+}
+
+/// Refuses to resume into `out` when its results (`previous`) hold items (`what`: tasks,
+/// cases) the selection `names` does not: an earlier run with another `--limit` or `--sample`
+/// made them, and the results file would either lose them or hold rows its summary does not
+/// count. A larger selection than the earlier one resumes.
+pub fn check_selection<R>(
+    out: &Path,
+    names: &[&str],
+    previous: &HashMap<String, R>,
+    what: &str,
+) -> Result<()> {
     let wanted: HashSet<&str> = names.iter().copied().collect();
-    let mut ordered: Vec<&R> = names.iter().filter_map(|n| results.get(*n)).collect();
-    let selected = ordered.len();
-    let mut others: Vec<(&String, &R)> = results
-        .iter()
-        .filter(|(name, _)| !wanted.contains(name.as_str()))
+    let mut others: Vec<&str> = previous
+        .keys()
+        .map(String::as_str)
+        .filter(|name| !wanted.contains(name))
         .collect();
-    others.sort_by(|a, b| a.0.cmp(b.0));
-    ordered.extend(others.into_iter().map(|(_, result)| result));
-    (ordered, selected)
+    if others.is_empty() {
+        return Ok(());
+    }
+    others.sort_unstable();
+    let shown: Vec<String> = others.iter().take(3).map(|n| format!("`{n}`")).collect();
+    let more = if others.len() > 3 { ", ..." } else { "" };
+    Err(Error::Invalid(format!(
+        "{} holds results for {what} this run does not select ({}{more}; {} in all): an \
+         earlier run selected others (--limit, --sample); select them too, or pick another --out",
+        out.display(),
+        shown.join(", "),
+        others.len(),
+    )))
 }
 
 /// Reads `--completions`: JSONL of `task_id` + `completion`, at most one per task, every id

@@ -19,7 +19,7 @@ use super::score::score;
 use crate::error::{Error, Result};
 use crate::fingerprint;
 use crate::progress::Progress;
-use crate::run::{in_order, resume};
+use crate::run::{check_selection, in_order, resume};
 use crate::task::{read_jsonl, write_atomic, write_jsonl};
 
 pub const RESULTS_FILE: &str = "cases.jsonl";
@@ -159,6 +159,8 @@ pub fn evaluate(
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let results_path = out.join(RESULTS_FILE);
     let mut previous = resume(out, RESULTS_FILE, identity, |r: &CaseResult| &r.case)?;
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    check_selection(out, &names, &previous, "cases")?;
     let label = source.setting();
     let done_before = cases
         .iter()
@@ -205,11 +207,9 @@ pub fn evaluate(
     }
     progress.finish();
     drop(file);
-    // In case order; results of cases outside this set (an earlier, larger run) after them.
-    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-    let (ordered, selected) = in_order(&names, &previous);
+    let ordered = in_order(&names, &previous);
     write_jsonl(&results_path, &ordered)?;
-    let summary = NextEditSummary::of(&label, &ordered[..selected]);
+    let summary = NextEditSummary::of(&label, &ordered);
     let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::Invalid(e.to_string()))?;
     write_atomic(&out.join(SUMMARY_FILE), json.as_bytes())?;
     write_atomic(
