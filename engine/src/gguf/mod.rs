@@ -30,6 +30,7 @@ use crate::tokenizer::Tokenizer;
 
 mod header;
 mod names;
+mod split;
 mod type_names;
 mod vocabulary;
 mod write;
@@ -91,17 +92,42 @@ pub fn load(
             Error::io(path, source)
         }
     })?;
+    let first = map_file(&file, path)?;
+    let mut parts = vec![Part::new(first, path)?];
+    for part in split::other_parts(path, &parts[0].content)? {
+        let file = File::open(&part).map_err(|source| split::missing_part(&part, path, source))?;
+        let map = map_file(&file, &part)?;
+        parts.push(Part::new(map, &part)?);
+    }
+    let tokenizer = tokenizer_json.map(Tokenizer::load).transpose()?;
+    read(parts, path, tokenizer, device, tensors)
+}
+
+fn map_file(file: &File, path: &Path) -> Result<Arc<FileBytes>> {
     // SAFETY: the map is read-only; a file truncated or rewritten underneath us while it
     // loads is the one hazard, as with every mmap-based loader (llama.cpp's included).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-    let tokenizer = tokenizer_json.map(Tokenizer::load).transpose()?;
-    read(
-        Arc::new(FileBytes::Map(map)),
-        path,
-        tokenizer,
-        device,
-        tensors,
-    )
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| Error::io(path, e))?;
+    Ok(Arc::new(FileBytes::Map(map)))
+}
+
+/// One file of a checkpoint (the only one, or a part of a split one) and its header.
+struct Part {
+    map: Arc<FileBytes>,
+    path: std::path::PathBuf,
+    content: candle_core::quantized::gguf_file::Content,
+    alignment: u64,
+}
+
+impl Part {
+    fn new(map: Arc<FileBytes>, path: &Path) -> Result<Part> {
+        let (content, alignment) = header::read_header(&map, path)?;
+        Ok(Part {
+            map,
+            path: path.to_path_buf(),
+            content,
+            alignment,
+        })
+    }
 }
 
 /// A GGUF file compiled into the binary (the embedded default model) onto `device`, its
@@ -124,17 +150,15 @@ pub fn from_static(
             ),
         });
     }
-    read(
-        Arc::new(FileBytes::Static(bytes)),
-        origin,
-        tokenizer,
-        device,
-        Tensors::Read,
-    )
+    let part = Part::new(Arc::new(FileBytes::Static(bytes)), origin)?;
+    read(vec![part], origin, tokenizer, device, Tensors::Read)
 }
 
+/// The checkpoint in `parts` (one file, or every part of a split one, first part first): the
+/// config, settings and vocabulary from the first part's metadata, the tensors from whichever
+/// part holds each. `path` (the first part) names the checkpoint in errors.
 fn read(
-    map: Arc<FileBytes>,
+    parts: Vec<Part>,
     path: &Path,
     tokenizer: Option<Tokenizer>,
     device: &Device,
@@ -144,20 +168,22 @@ fn read(
         path: path.to_path_buf(),
         message,
     };
-    let (content, alignment) = header::read_header(&map, path)?;
+    let content = &parts[0].content;
     let meta = Metadata {
         values: &content.metadata,
         path,
     };
-    // llama.cpp's `gguf-split` parts: each holds some of the tensors; redraft loads one file.
-    if let Some(parts) = meta.optional_u64("split.count")?.filter(|&n| n > 1) {
-        return Err(Error::UnsupportedConfig {
-            path: path.to_path_buf(),
-            message: format!(
-                "this is part of a GGUF split into {parts} files, which redraft does not load; \
-                 merge the parts into one file with llama.cpp's `llama-gguf-split --merge FIRST-PART OUT.gguf`"
-            ),
-        });
+    // Every part's tensors, by name: a name in two parts is a corrupt split.
+    let mut tensor_infos = HashMap::new();
+    for (index, part) in parts.iter().enumerate() {
+        for (name, info) in &part.content.tensor_infos {
+            if tensor_infos.insert(name.as_str(), (index, info)).is_some() {
+                return Err(corrupt(format!(
+                    "tensor `{name}` is in two parts of the split file (again in {})",
+                    part.path.display()
+                )));
+            }
+        }
     }
     let arch = meta.string("general.architecture")?;
     // Qwen2's layout, all three; the architecture decides the defaults below (and LLaDA's
@@ -174,10 +200,9 @@ fn read(
     };
     let key = |k: &str| format!("{arch}.{k}");
     let heads = meta.usize(&key("attention.head_count"))?;
-    let hidden = content
-        .tensor_infos
+    let hidden = tensor_infos
         .get("token_embd.weight")
-        .map_or(0, hidden_of);
+        .map_or(0, |(_, info)| hidden_of(info));
     let head_dim = meta
         .optional_usize(&key("attention.key_length"))?
         .unwrap_or(hidden.checked_div(heads).unwrap_or(0));
@@ -198,21 +223,34 @@ fn read(
     // other tensor's) before anything reads them, those redraft does not use too: a file that
     // lies about one is corrupt. In name order, so a file with several bad tensors always names
     // the same one.
-    let mut infos: Vec<_> = content.tensor_infos.iter().collect();
+    let mut infos: Vec<_> = tensor_infos.iter().map(|(name, at)| (*name, *at)).collect();
     infos.sort_by_key(|(name, _)| *name);
     let mut params = 0usize;
     let mut mapped = HashMap::new();
-    let mut extents = Vec::with_capacity(infos.len());
+    let mut extents = vec![Vec::new(); parts.len()];
     let mut tally = WeightsTally {
         file_type: stated_file_type(&content.metadata),
-        bytes: map.len() as u64,
+        bytes: parts.iter().map(|part| part.map.len() as u64).sum(),
         ..WeightsTally::default()
     };
-    for (name, info) in infos {
+    for (name, (index, info)) in infos {
+        let Part {
+            map,
+            content,
+            alignment,
+            path: part_path,
+        } = &parts[index];
+        let alignment = *alignment;
+        // A part after the first is named: its offsets are its own.
+        let within = if index == 0 {
+            String::new()
+        } else {
+            format!(" in {}", part_path.display())
+        };
         let dims = info.shape.dims();
         let misplaced = |why: String| {
             corrupt(format!(
-                "tensor `{name}` ({:?}, {dims:?}) {why}",
+                "tensor `{name}`{within} ({:?}, {dims:?}) {why}",
                 info.ggml_dtype
             ))
         };
@@ -233,21 +271,22 @@ fn read(
                     map.len()
                 ))
             })?;
-        let tensor = Mapped::new(Arc::clone(&map), start, info.ggml_dtype, dims)
+        let tensor = Mapped::new(Arc::clone(map), start, info.ggml_dtype, dims)
             .map_err(|why| misplaced(why.to_string()))?;
         // Each tensor's elements are bounded by the file's bytes, so this cannot overflow;
         // saturating says so without a panic path.
         params = params.saturating_add(tensor.elem_count());
-        extents.push((start, start + tensor.bytes().len(), name.as_str()));
+        extents[index].push((start, start + tensor.bytes().len(), name));
         let ours = transformers_name(name);
         tally.tensor(ours.as_deref(), type_name(info.ggml_dtype), dims);
         if let Some(ours) = ours {
-            mapped.insert(name.as_str(), (ours, tensor));
+            mapped.insert(name, (ours, tensor));
         }
     }
-    overlaps(extents).map_err(corrupt)?;
-    let embed = content
-        .tensor_infos
+    for extents in extents {
+        overlaps(extents).map_err(corrupt)?;
+    }
+    let (_, embed) = tensor_infos
         .get("token_embd.weight")
         .ok_or_else(|| Error::MissingTensor {
             name: "token_embd.weight".into(),
@@ -291,7 +330,7 @@ fn read(
         rms_norm_eps: meta
             .optional_f64(&key("attention.layer_norm_rms_epsilon"))?
             .unwrap_or(1e-6),
-        tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
+        tie_word_embeddings: !tensor_infos.contains_key("output.weight"),
         hidden_act: "silu".into(),
         mask_token_id: meta.optional_u32("tokenizer.ggml.mask_token_id")?,
         eos_token_id: meta
@@ -304,7 +343,7 @@ fn read(
         },
         // q/k/v biases where the file has them, as llama.cpp's `llada` loads them: Qwen2's own
         // checkpoints carry them, redraft's GPU-trained models (train/gpu) have none.
-        attention_bias: Some(content.tensor_infos.contains_key("blk.0.attn_q.bias")),
+        attention_bias: Some(tensor_infos.contains_key("blk.0.attn_q.bias")),
         sliding: SlidingWindow::default(),
     };
     config.validate(&config_path)?;

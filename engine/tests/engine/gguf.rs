@@ -72,7 +72,7 @@ fn safetensors_dir(config: &ModelConfig, tensors: &HashMap<String, Tensor>) -> t
 const CODE: &str = "fn parse(line: &str) -> Option<(u32, String)> {\n    let (id, name) = line.split_once(',')?;\n    Some((id.trim().parse().ok()?, name.to_string()))\n}\n// <|mask|> in a comment stays text\n";
 
 /// Logits `[positions, vocab]` of a full pass over `tokens`.
-fn logits(engine: &Engine, tokens: &[u32]) -> Vec<Vec<f32>> {
+pub(super) fn logits(engine: &Engine, tokens: &[u32]) -> Vec<Vec<f32>> {
     let t = engine
         .model()
         .forward(
@@ -482,7 +482,7 @@ fn an_autoregressive_gguf_attends_causally() {
 
     // ... and what the metadata states: the mask, end and pad ids (this was "contradictory:
     // config.json says ..., redraft.json says ..." for a file with no config.json).
-    let stated = engine.settings().clone();
+    let stated = *engine.settings();
     let taken = [
         stated.mask_token_id,
         stated.eos_token_id,
@@ -497,7 +497,7 @@ fn an_autoregressive_gguf_attends_causally() {
         format!(r#"{{"mask_token_id": {mask}, "eos_token_id": {eos}, "pad_token_id": {pad}}}"#),
     )
     .unwrap();
-    let settings = Engine::load(&path).unwrap().settings().clone();
+    let settings = *Engine::load(&path).unwrap().settings();
     assert_eq!(
         (
             settings.mask_token_id,
@@ -579,18 +579,7 @@ fn broken_gguf_files_are_clear_errors() {
         "{msg}"
     );
 
-    // A part of a split GGUF (llama.cpp's gguf-split) says how to make one file of it.
-    let (_d, path) = write(
-        &model_gguf("dream", &config, &tensors, GgmlDType::F32)
-            .set("split.count", Value::U16(3))
-            .set("split.no", Value::U16(0)),
-        "m-00001-of-00003.gguf",
-    );
-    let (msg, _) = err(&path);
-    assert!(
-        msg.contains("split into 3 files") && msg.contains("llama-gguf-split --merge"),
-        "{msg}"
-    );
+    // Split files: gguf_split.rs.
 
     // Two files in one directory: which one is meant is not guessed.
     good.write(&dir.path().join("other.gguf")).unwrap();

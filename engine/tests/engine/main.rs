@@ -1,6 +1,6 @@
 //! The engine's integration tests, one binary (one link on 2 cores): batches (`batch`), a cancel
-//! landing mid-pass (`cancel`), edit reuse (`edit_reuse`), GGUF files (`gguf`) and files whose
-//! header lies (`gguf_header`), the kernels against candle (`kernels`), LLaDA (`llada`), load
+//! landing mid-pass (`cancel`), edit reuse (`edit_reuse`), GGUF files (`gguf`), split ones (`gguf_split`) and files
+//! whose header lies (`gguf_header`), the kernels against candle (`kernels`), LLaDA (`llada`), load
 //! errors (`load_errors`), parity with transformers (`parity`), a plain reference forward on odd
 //! shapes and the cached passes held to fresh ones (`reference`), the sampler on a scripted model
 //! (`sampler`), valid text (`text`), what the engine records of its weights (`weights_summary`).
@@ -11,6 +11,7 @@ mod context_reach;
 mod edit_reuse;
 mod gguf;
 mod gguf_header;
+mod gguf_split;
 mod kernels;
 mod llada;
 mod load_errors;
