@@ -8,11 +8,13 @@
 //! - [`run`]: parallel scoring, resumable per-task output, sweeps; [`report`]: summaries;
 //!   [`fingerprint`]: what ties a resumed run to its model and its inputs.
 //! - [`metrics`]: exact match and edit similarity.
+//! - [`interrupt`]: a run stopped by Ctrl-C leaves no program running and no scratch directory.
 
 pub mod build;
 pub mod error;
 pub mod fingerprint;
 pub mod generate;
+pub mod interrupt;
 pub mod metrics;
 pub mod next_edit;
 pub mod parallel;

@@ -12,7 +12,9 @@
 //! exits and the kernel kills whatever else is in the namespace, so a daemon that left the
 //! process group (`setsid`, a double fork) dies with it; and the program can signal no process
 //! outside (`kill -9 -1` reaches only its own); without Landlock, `/proc`, not mounted anew,
-//! still lists them.
+//! still lists them. The child asks the kernel to SIGKILL it when redraft ends
+//! (`PR_SET_PDEATHSIG`; its init too), and [`crate::interrupt`] kills the groups running when
+//! redraft is interrupted: no program outlives the run.
 //!
 //! On macOS only the CPU, file-size and open-file limits, the process group and the deadline
 //! hold (no address-space limit: macOS refuses RLIMIT_AS; no process limit unless redraft runs
@@ -341,6 +343,8 @@ impl Sandbox {
             process_limit: self.limits_processes(limits),
             nobody_namespace: self.drops_to_nobody(limits) && counts_processes_per_user_namespace(),
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            // SAFETY: getpid has no preconditions.
+            parent: unsafe { libc::getpid() },
             filter: confine::syscall_filter().filter(|_| self.seccomp),
         };
         // SAFETY: the closure only makes async-signal-safe system calls (unshare, getrlimit, setrlimit,
@@ -357,6 +361,7 @@ impl Sandbox {
         })?;
         drop(ruleset);
         let pid = child.id() as libc::pid_t;
+        crate::interrupt::group_started(pid);
         let deadline = started + limits.wall;
         let mut pause = Duration::from_millis(1);
         let status = loop {
@@ -376,6 +381,7 @@ impl Sandbox {
         unsafe {
             libc::kill(-pid, libc::SIGKILL);
         }
+        crate::interrupt::group_ended(pid);
         let (waited, cpu) = wait_with_cpu(pid).map_err(|source| Error::Spawn {
             program: program.display().to_string(),
             source,
@@ -436,6 +442,8 @@ struct ChildSetup {
     ruleset: libc::c_int,
     /// The seccomp filter, built before the fork.
     filter: Option<&'static [confine::Instruction]>,
+    /// This process, which the child dies with ([`die_with_parent`]).
+    parent: libc::pid_t,
 }
 
 impl ChildSetup {
@@ -474,6 +482,8 @@ impl ChildSetup {
                 // failed the program's exec where `nobody` already had that many processes).
                 set_limit(libc::RLIMIT_NPROC, l.processes, l.processes)?;
             }
+            // After every change of credentials, which clears it.
+            die_with_parent(self.parent)?;
             confine::no_new_privileges()?;
             if self.ruleset >= 0 {
                 confine::enforce(self.ruleset)?;
@@ -487,6 +497,29 @@ impl ChildSetup {
         }
         Ok(())
     }
+}
+
+/// Has the kernel SIGKILL this process when the thread that started it ends (the scoring
+/// thread waits for it, so: when redraft ends, Ctrl-C or a crash, not when it is done); and
+/// fails if `parent` is already gone. Linux only; elsewhere only the process group is killed,
+/// by [`crate::interrupt`].
+///
+/// # Safety
+/// Async-signal-safe; called only between fork and exec.
+unsafe fn die_with_parent(parent: libc::pid_t) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain system calls on values.
+    unsafe {
+        let kill = libc::SIGKILL as libc::c_ulong;
+        if libc::prctl(libc::PR_SET_PDEATHSIG, kill, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    let _ = parent;
+    Ok(())
 }
 
 /// Moves the child into the namespaces `network` (and `pid_namespace`) name; whether it is in
@@ -563,6 +596,20 @@ unsafe fn under_own_init() -> std::io::Result<()> {
     let init = unsafe { fork_raw() };
     if init < 0 {
         return Err(std::io::Error::last_os_error());
+    }
+    if init == 0 {
+        // The init dies with the sandbox's child (whom the kernel kills when redraft ends),
+        // and the namespace with it.
+        // SAFETY: a plain system call on values.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+        }
     }
     if init > 0 {
         // SAFETY: as for `under_own_init`; none of these returns.

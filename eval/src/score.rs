@@ -360,10 +360,7 @@ impl Scorer {
         let limits = self.run_limits.get(&language).ok_or_else(|| {
             Error::Invalid(format!("the scorer was not set up for {language} tasks"))
         })?;
-        let dir = tempfile::Builder::new()
-            .prefix("redraft-eval-")
-            .tempdir_in(&self.work_dir)
-            .map_err(|e| Error::io(&self.work_dir, e))?;
+        let dir = Scratch::new(&self.work_dir)?;
         if self.sandbox.drops_to_nobody(limits) {
             // Programs may write scratch files next to themselves, as `nobody`.
             std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534))
@@ -383,6 +380,31 @@ impl Scorer {
                 rust.run(&self.sandbox, dir.path(), program, limits, runs)
             }
         }
+    }
+}
+
+/// A program's scratch directory, removed when dropped, or by [`crate::interrupt`] when the
+/// run is interrupted first.
+struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    fn new(work_dir: &Path) -> Result<Scratch> {
+        let dir = tempfile::Builder::new()
+            .prefix("redraft-eval-")
+            .tempdir_in(work_dir)
+            .map_err(|e| Error::io(work_dir, e))?;
+        crate::interrupt::dir_made(dir.path());
+        Ok(Scratch(dir))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        crate::interrupt::dir_removed(self.0.path());
     }
 }
 

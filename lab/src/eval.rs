@@ -291,6 +291,8 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     check_flags(&args)
         .map_err(|mistake| redraft::flag_error::<Args>("redraft-lab eval", mistake))?;
+    // Ctrl-C leaves no program running and no scratch directory (results are whole lines).
+    redraft_eval::interrupt::install();
     if let Some(cases) = &args.next_edit {
         let common = next_edit::Common {
             cases,

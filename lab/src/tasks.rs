@@ -69,6 +69,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Ctrl-C leaves no program running and no scratch directory.
+    redraft_eval::interrupt::install();
     if let Some(dir) = &args.from_dir {
         let options = FromDirOptions {
             seed: args.seed,

@@ -1,7 +1,7 @@
 //! `redraft-lab` end to end, one binary (one link on 2 cores): remote backends (`backend`), FIM
 //! and next-edit evaluation (`eval`, `eval_next_edit`; `eval_model`: a run tied to its model),
 //! GGUF conversion and scoring (`gguf`), llama.cpp parity (`llama_parity`), training (`train`)
-//! and training from a GGUF (`train_init`); and how its errors are printed and bad input told
+//! and training from a GGUF (`train_init`); Ctrl-C during `eval` (`interrupt`); and how its errors are printed and bad input told
 //! (here).
 
 mod backend;
@@ -9,6 +9,7 @@ mod eval;
 mod eval_model;
 mod eval_next_edit;
 mod gguf;
+mod interrupt;
 mod llama_parity;
 mod train;
 mod train_init;
