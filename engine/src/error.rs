@@ -32,6 +32,10 @@ pub enum Error {
          model.safetensors.index.json and its shards) and tokenizer.json"
     )]
     NotAModel { path: PathBuf },
+    /// A directory holding several GGUF files (split parts counted once) and no safetensors
+    /// weights: which one is meant is not guessed.
+    #[error("{path} holds {count} GGUF files: name the one to load ({}{}FILE.gguf)", path.display(), std::path::MAIN_SEPARATOR)]
+    SeveralGgufs { path: PathBuf, count: usize },
     #[error("{path} is not valid JSON for {what}: {message}")]
     BadJson {
         path: PathBuf,

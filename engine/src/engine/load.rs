@@ -249,8 +249,8 @@ fn file_bytes(dir: &Path, names: &[&str]) -> u64 {
         .sum()
 }
 
-/// The GGUF file `path` names: the file itself, or the one `.gguf` in a directory without a
-/// `config.json`. `None` for a safetensors model directory; an error for a path that is
+/// The GGUF file `path` names: the file itself, or the one `.gguf` (a split one's first part)
+/// in a directory without safetensors weights. `None` for a safetensors model directory; an error for a path that is
 /// neither a model directory nor a GGUF file (none at all, or another kind of file).
 fn gguf_in(path: &Path) -> Result<Option<PathBuf>> {
     match std::fs::metadata(path) {
@@ -281,21 +281,34 @@ fn gguf_in(path: &Path) -> Result<Option<PathBuf>> {
             });
         }
     }
-    if path.join(CONFIG_FILE).exists() {
+    // A safetensors checkpoint's weights win; without them, a GGUF beside its config.json (a
+    // checkpoint converted in place) is the model, not "model.safetensors is missing".
+    let safetensors = [
+        crate::checkpoint::SINGLE_FILE,
+        crate::checkpoint::INDEX_FILE,
+    ];
+    if safetensors.iter().any(|file| path.join(file).exists()) {
         return Ok(None);
     }
+    // A split file's later parts are read with its first (`gguf::split`).
+    let later_part = |p: &Path| {
+        let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        stem.rsplit_once("-of-")
+            .and_then(|(head, _)| head.rsplit_once('-'))
+            .is_some_and(|(_, no)| no.len() == 5 && no.parse::<u32>().is_ok_and(|no| no > 1))
+    };
     let mut found: Vec<PathBuf> = std::fs::read_dir(path)
         .map_err(|e| Error::io(path, e))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
+        .filter(|p| p.extension().is_some_and(|e| e == "gguf") && !later_part(p))
         .collect();
     match found.len() {
         0 => Ok(None),
         1 => Ok(found.pop()),
-        n => Err(Error::InvalidRequest(format!(
-            "{} holds {n} GGUF files; name the one to load",
-            path.display()
-        ))),
+        count => Err(Error::SeveralGgufs {
+            path: path.to_path_buf(),
+            count,
+        }),
     }
 }
 

@@ -48,6 +48,15 @@ fn by_layer(no: u16, name: &str) -> bool {
     }
 }
 
+/// [`by_layer`]'s layers in the first two of three parts, the other tensors in the third.
+fn in_three(no: u16, name: &str) -> bool {
+    if name.starts_with("blk.") {
+        no < 2 && by_layer(no, name)
+    } else {
+        no == 2
+    }
+}
+
 #[test]
 fn a_split_gguf_is_the_model_its_one_file_is() {
     let dir = tempfile::tempdir().unwrap();
@@ -68,7 +77,7 @@ fn split_ggufs_that_cannot_load_say_why() {
         Err(err) => err.to_string(),
     };
     let dir = tempfile::tempdir().unwrap();
-    write_parts(dir.path(), "m", 3, |no, name| by_layer(no.min(1), name));
+    write_parts(dir.path(), "m", 3, in_three);
     let first = dir.path().join("m-00001-of-00003.gguf");
     // A later part names the first.
     let msg = err(&dir.path().join("m-00002-of-00003.gguf"));
@@ -101,6 +110,37 @@ fn split_ggufs_that_cannot_load_say_why() {
     let msg = err(&dir.path().join("m-00001-of-00002.gguf"));
     assert!(
         msg.contains("tensor `blk.0.attn_q.weight` is in two parts"),
+        "{msg}"
+    );
+}
+
+/// A directory is loaded from the one GGUF it holds: a split file's parts count once, and a
+/// `config.json` beside the file (a checkpoint converted in place) does not make it a
+/// safetensors directory unless its weights are there (it was "model.safetensors is missing").
+#[test]
+fn a_directory_loads_its_one_gguf_split_or_beside_a_config() {
+    let dir = tempfile::tempdir().unwrap();
+    write_parts(dir.path(), "m", 3, in_three);
+    let first = dir.path().join("m-00001-of-00003.gguf");
+    assert_eq!(Engine::load(dir.path()).unwrap().dir(), first.as_path());
+
+    let small = super::gguf::small_model();
+    std::fs::copy(small.join("config.json"), dir.path().join("config.json")).unwrap();
+    assert_eq!(Engine::load(dir.path()).unwrap().dir(), first.as_path());
+    // With the checkpoint's weights and tokenizer there, the directory is the checkpoint.
+    for file in ["model.safetensors", "tokenizer.json", "redraft.json"] {
+        std::fs::copy(small.join(file), dir.path().join(file)).unwrap();
+    }
+    assert_eq!(Engine::load(dir.path()).unwrap().dir(), dir.path());
+
+    // Two files (not parts of one): which is meant is not guessed.
+    let dir = tempfile::tempdir().unwrap();
+    whole().0.write(&dir.path().join("a.gguf")).unwrap();
+    whole().0.write(&dir.path().join("b.gguf")).unwrap();
+    let msg = Engine::load(dir.path()).err().unwrap().to_string();
+    assert!(
+        msg.contains("holds 2 GGUF files: name the one to load")
+            && !msg.contains("invalid request"),
         "{msg}"
     );
 }
