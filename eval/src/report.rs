@@ -91,6 +91,10 @@ pub struct Summary {
     /// completions file's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bars: Vec<FimBar>,
+    /// How the programs ran: the scorer's lines, one per language, as the run said them on
+    /// stderr (which sandbox layers held, the limits); empty when nothing was executed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox: Vec<String>,
 }
 
 /// The confidence bars a model's run is scored at (inline completions and next edits).
@@ -236,6 +240,7 @@ impl Summary {
                 (!after.is_empty()).then(|| after.iter().sum::<f64>() / after.len() as f64)
             },
             bars: FimBar::all(results, executed),
+            sandbox: Vec::new(),
             outcomes,
         }
     }

@@ -211,10 +211,12 @@ pub fn evaluate(
                     detail: verdict.detail,
                     generation,
                 };
-                let line = serde_json::to_string(&result).expect("results serialise");
+                let mut line = serde_json::to_string(&result).expect("results serialise");
+                // One write, line and newline: an interrupt leaves whole lines.
+                line.push('\n');
                 let written = {
                     let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
-                    writeln!(file, "{line}").and_then(|()| file.flush())
+                    file.write_all(line.as_bytes()).and_then(|()| file.flush())
                 };
                 if let Err(e) = written {
                     fail(Error::io(&results_path, e));
@@ -280,6 +282,7 @@ pub fn evaluate(
     ) {
         summary.bars.clear();
     }
+    summary.sandbox = scorer.describe();
     let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::Invalid(e.to_string()))?;
     write_atomic(&out.join(SUMMARY_FILE), json.as_bytes())?;
     Ok(summary)
@@ -308,8 +311,9 @@ where
             path: run_path.clone(),
             message: e.to_string(),
         };
-        let recorded: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
+        let mut recorded: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
         let unrecorded = unrecorded(&recorded, identity);
+        same_files_as_written(&mut recorded, identity);
         let theirs: I = serde_json::from_value(recorded).map_err(bad)?;
         if &theirs != identity {
             let differences = differences(&theirs, identity);
@@ -379,6 +383,32 @@ where
             .map_err(|e| Error::io(&results_path, e))?;
     }
     Ok(results)
+}
+
+/// The identity fields that name an input by its path, as given.
+const PATH_FIELDS: [&str; 3] = ["tasks", "source", "cases"];
+
+/// Writes into `recorded` our spelling of each input path that names the same file as the
+/// recorded one (`./t.jsonl` for `t.jsonl`, an absolute path, a link): a path is compared as
+/// the file it names, not as text. One that names no file from here stays as recorded.
+fn same_files_as_written<I: Serialize>(recorded: &mut serde_json::Value, ours: &I) {
+    let Ok(serde_json::Value::Object(ours)) = serde_json::to_value(ours) else {
+        return;
+    };
+    let Some(recorded) = recorded.as_object_mut() else {
+        return;
+    };
+    for field in PATH_FIELDS {
+        let (Some(serde_json::Value::String(theirs)), Some(serde_json::Value::String(now))) =
+            (recorded.get(field), ours.get(field))
+        else {
+            continue;
+        };
+        let file = |path: &str| Path::new(path).canonicalize().ok();
+        if theirs != now && file(theirs).is_some() && file(theirs) == file(now) {
+            recorded.insert(field.to_string(), serde_json::Value::String(now.clone()));
+        }
+    }
 }
 
 /// The fields `ours` has (not null) that a recorded `run.json` does not have at all: it was
@@ -683,6 +713,39 @@ mod tests {
             refused.contains("scoring {\"language\":null,")
                 && refused.contains("\"timeout_s\":1.0"),
             "{refused}"
+        );
+    }
+
+    /// The task file named another way (`./t.jsonl` after `t.jsonl`, its absolute path) is the
+    /// same input: resumed, where the path was compared as text and refused. Another file is
+    /// another run, whatever its bytes.
+    #[test]
+    fn an_input_named_another_way_is_the_same_input() {
+        let out = tempfile::tempdir().unwrap();
+        let tasks = out.path().join("t.jsonl");
+        std::fs::write(&tasks, "").unwrap();
+        let named = |path: &Path| RunIdentity {
+            tasks: path.display().to_string(),
+            ..identity(None)
+        };
+        assert!(resume_as(out.path(), &named(&tasks)).unwrap().is_empty());
+        std::fs::write(out.path().join(RESULTS_FILE), "").unwrap();
+        let dotted = out.path().join(".").join("t.jsonl");
+        assert!(resume_as(out.path(), &named(&dotted)).is_ok());
+        let relative = out.path().join("sub/../t.jsonl");
+        std::fs::create_dir(out.path().join("sub")).unwrap();
+        assert!(resume_as(out.path(), &named(&relative)).is_ok());
+
+        let copy = out.path().join("copy.jsonl");
+        std::fs::write(&copy, "").unwrap();
+        let refused = resume_as(out.path(), &named(&copy))
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("copy.jsonl\" now"), "{refused}");
+        let recorded = std::fs::read_to_string(out.path().join(RUN_FILE)).unwrap();
+        assert!(
+            recorded.contains(&tasks.display().to_string()),
+            "kept as written: {recorded}"
         );
     }
 

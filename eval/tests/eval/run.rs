@@ -110,3 +110,45 @@ fn a_rerun_selecting_fewer_tasks_is_refused_and_the_file_holds_the_selection() {
     assert_eq!(summary.tasks, 5);
     assert_eq!(ids(out), ["\"t0\"", "\"t1\"", "\"t2\"", "\"t3\"", "\"t4\""]);
 }
+
+/// The sandbox line said on stderr is kept in summary.json too, so a result says which of the
+/// sandbox's layers held when it was scored; a run that executed nothing has none.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_summary_says_how_programs_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = Task {
+        task_id: "One/0".into(),
+        prompt: "def f():\n".into(),
+        suffix: String::new(),
+        canonical_solution: "    return 1\n".into(),
+        test: "def check(candidate):\n    assert candidate() == 1\n".into(),
+        entry_point: "f".into(),
+        language: Some(TaskLanguage::Python),
+    };
+    let given = HashMap::from([(task.task_id.clone(), task.canonical_solution.clone())]);
+    let scorer = crate::support::scorer(&[TaskLanguage::Python]);
+    let run = Run {
+        tasks: std::slice::from_ref(&task),
+        languages: &[TaskLanguage::Python],
+        scorer: &scorer,
+        jobs: 1,
+        label: "one".into(),
+    };
+    let summary = run::evaluate(&run, Completions::Given(&given), &identity(), dir.path()).unwrap();
+    assert_eq!(summary.sandbox, scorer.describe());
+    assert!(
+        summary.sandbox.len() == 1 && summary.sandbox[0].starts_with("python: "),
+        "{:?}",
+        summary.sandbox
+    );
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join(SUMMARY_FILE)).unwrap())
+            .unwrap();
+    assert_eq!(written["sandbox"][0], summary.sandbox[0].as_str());
+
+    let unexecuted = tempfile::tempdir().unwrap();
+    let all = tasks(1);
+    let summary = evaluate(&all, &HashMap::new(), unexecuted.path()).unwrap();
+    assert!(summary.sandbox.is_empty());
+}
