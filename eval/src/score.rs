@@ -104,7 +104,8 @@ pub struct ScorerConfig {
     /// The Python interpreter (default: `python3` on PATH).
     pub python: Option<PathBuf>,
     /// `deps.json` written by scripts/setup-eval, or its directory (default:
-    /// $REDRAFT_EVAL_DEPS, else the repository's target/eval-deps).
+    /// $REDRAFT_EVAL_DEPS, else target/eval-deps of the source tree this crate was built
+    /// from, not of the current directory).
     pub rust_deps: Option<PathBuf>,
     /// Wall-clock limit for running a program (default: 3 s Python as HumanEval-infilling
     /// does, 10 s Rust).

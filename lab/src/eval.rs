@@ -124,7 +124,8 @@ pub struct Args {
     /// Python interpreter (default: python3 on PATH).
     #[arg(long)]
     python: Option<PathBuf>,
-    /// deps.json of scripts/setup-eval (default: $REDRAFT_EVAL_DEPS, else target/eval-deps).
+    /// deps.json of scripts/setup-eval, or its directory (default: $REDRAFT_EVAL_DEPS, else
+    /// target/eval-deps of the source tree this binary was built from, wherever it runs).
     #[arg(long)]
     rust_deps: Option<PathBuf>,
     /// Where per-program scratch directories go (default: the system temp dir).

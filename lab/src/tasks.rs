@@ -55,7 +55,8 @@ pub struct Args {
     /// Scoring workers for the checks (default: the machine's cores).
     #[arg(long, value_parser = parse_at_least_one)]
     jobs: Option<usize>,
-    /// deps.json of scripts/setup-eval (default: $REDRAFT_EVAL_DEPS, else target/eval-deps).
+    /// deps.json of scripts/setup-eval, or its directory (default: $REDRAFT_EVAL_DEPS, else
+    /// target/eval-deps of the source tree this binary was built from, wherever it runs).
     #[arg(long)]
     rust_deps: Option<PathBuf>,
     /// --from-dir: tasks sampled per file.

@@ -342,3 +342,19 @@ fn logprobs_text_and_tokens_are_files_and_say_so() {
         assert!(!stderr.contains("/nonexistent/model"), "{stderr}");
     }
 }
+
+/// Without --rust-deps or $REDRAFT_EVAL_DEPS the crates are the build tree's target/eval-deps
+/// whatever the current directory: help says so (it said `target/eval-deps`, read as the
+/// current directory's).
+#[test]
+fn help_says_where_the_rust_crates_come_from() {
+    for command in ["eval", "tasks"] {
+        let help = redraft_tests::cli::lab(&[command, "--help"], "");
+        let help = String::from_utf8_lossy(&help.stdout).replace(char::is_whitespace, " ");
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            help.contains("target/eval-deps of the source tree this binary was built from"),
+            "{command}: {help}"
+        );
+    }
+}
