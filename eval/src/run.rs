@@ -142,7 +142,7 @@ pub fn evaluate(
         ref label,
     } = *run;
     assert_eq!(tasks.len(), languages.len(), "one language per task");
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    make_out(out)?;
     let results_path = out.join(RESULTS_FILE);
     let mut previous = resume(out, RESULTS_FILE, identity, |r: &TaskResult| &r.task_id)?;
     let names: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
@@ -288,6 +288,17 @@ pub fn evaluate(
     Ok(summary)
 }
 
+/// Makes the run's directory `out`; a file there is named as the `--out` it is.
+pub fn make_out(out: &Path) -> Result<()> {
+    if out.is_file() {
+        return Err(Error::Invalid(format!(
+            "--out {} is a file: name a directory for the run's results",
+            out.display()
+        )));
+    }
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))
+}
+
 /// The results already in `out/results_file` (JSONL, one result per line), by `key`, after
 /// checking that `out/run.json` says they belong to `identity` (a fresh directory gets one): a
 /// directory holding another run's results, or results without a `run.json`, is refused. The
@@ -314,7 +325,14 @@ where
         let mut recorded: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
         let unrecorded = unrecorded(&recorded, identity);
         same_files_as_written(&mut recorded, identity);
-        let theirs: I = serde_json::from_value(recorded).map_err(bad)?;
+        // Another kind of run's identity (a next-edit run's in a FIM run's --out, or back).
+        let theirs: I = serde_json::from_value(recorded).map_err(|e| {
+            Error::Invalid(format!(
+                "{} holds another kind of run's results ({}: {e}); pick another --out or delete it",
+                out.display(),
+                run_path.display()
+            ))
+        })?;
         if &theirs != identity {
             let differences = differences(&theirs, identity);
             if !unrecorded.is_empty() {
@@ -714,6 +732,26 @@ mod tests {
                 && refused.contains("\"timeout_s\":1.0"),
             "{refused}"
         );
+    }
+
+    /// A next-edit run's directory given to a FIM run: said as such, not as serde's words.
+    #[test]
+    fn another_kind_of_run_is_named_as_such() {
+        let out = tempfile::tempdir().unwrap();
+        let next_edit =
+            r#"{"cases": "c", "cases_hash": "x", "source": "m", "setting": "--effort medium"}"#;
+        std::fs::write(out.path().join(RUN_FILE), next_edit).unwrap();
+        let refused = resume_as(out.path(), &identity(None))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("holds another kind of run's results")
+                && refused.contains("pick another --out"),
+            "{refused}"
+        );
+        let file = out.path().join(RUN_FILE);
+        let refused = make_out(&file).unwrap_err().to_string();
+        assert!(refused.contains("is a file: name a directory"), "{refused}");
     }
 
     /// The task file named another way (`./t.jsonl` after `t.jsonl`, its absolute path) is the

@@ -156,7 +156,7 @@ pub fn evaluate(
     identity: &RunIdentity,
     out: &Path,
 ) -> Result<NextEditSummary> {
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    crate::run::make_out(out)?;
     let results_path = out.join(RESULTS_FILE);
     let mut previous = resume(out, RESULTS_FILE, identity, |r: &CaseResult| &r.case)?;
     let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
