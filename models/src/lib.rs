@@ -283,9 +283,10 @@ impl Resolver {
 
 fn resolve_path(path: &std::path::Path) -> Result<ResolvedModel> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io("read", path, e))?;
-    // A directory without config.json but with a GGUF in it is a GGUF model (the engine loads
-    // the file it holds).
-    let gguf_dir = || !path.join(plan::CONFIG_FILE).exists() && has_gguf(path);
+    // A directory without safetensors weights but with a GGUF in it is a GGUF model (the
+    // engine loads the file it holds, a config.json beside it or not).
+    let safetensors = [plan::WEIGHTS_FILE, plan::WEIGHTS_INDEX_FILE];
+    let gguf_dir = || !safetensors.iter().any(|f| path.join(f).exists()) && has_gguf(path);
     let format = if meta.is_file() || gguf_dir() {
         ModelFormat::Gguf
     } else {

@@ -131,9 +131,16 @@ pub fn locate_reporting(
     let name = match redraft_models::ModelName::parse(text) {
         Ok(redraft_models::ModelName::Path(path)) => return Ok(path),
         Ok(name) => name,
-        // Meant as a path that is not there: loading says so, naming it.
+        // Meant as a path that is not there: loading says so, naming it; unless it reads as a
+        // Hub repository written without `hf:` (the likeliest slip), which is said instead.
         Err(redraft_models::Error::UnknownName { .. }) if looks_like_path(text) => {
-            return Ok(model.to_path_buf())
+            if let Some(name) = hub_name_meant(text) {
+                anyhow::bail!(
+                    "no such file or directory: {text}; for the Hugging Face repository, write \
+                     {name} (hf:ORG/REPO:QUANT for one of its GGUF files)"
+                );
+            }
+            return Ok(model.to_path_buf());
         }
         Err(err) => return Err(err).with_context(|| format!("finding the model {text}")),
     };
@@ -146,4 +153,94 @@ pub fn locate_reporting(
 /// A string meant as a path even when nothing is there (the engine's error then names it).
 fn looks_like_path(text: &str) -> bool {
     text.contains(['/', '\\']) || text.starts_with(['.', '~']) || text.ends_with(".gguf")
+}
+
+/// The `hf:` name a missing path was likely meant as: `ORG/REPO` (a relative path of two plain
+/// parts) or a Hub page's URL (`https://huggingface.co/ORG/REPO`, a file's `.../blob/REV/F.gguf`
+/// or `.../resolve/REV/F.gguf`).
+fn hub_name_meant(text: &str) -> Option<String> {
+    let plain = |part: &str| {
+        !part.is_empty()
+            && !part.starts_with('.')
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    };
+    let url = ["https://", "http://", ""].iter().find_map(|scheme| {
+        let rest = text.strip_prefix(scheme)?;
+        ["huggingface.co/", "hf.co/"]
+            .iter()
+            .find_map(|host| rest.strip_prefix(host))
+    });
+    let Some(url) = url else {
+        let (org, repo) = text.split_once('/')?;
+        return (plain(org) && plain(repo) && !repo.ends_with(".gguf"))
+            .then(|| format!("hf:{text}"));
+    };
+    let mut parts = url.trim_end_matches('/').split('/');
+    let (org, repo) = (parts.next()?, parts.next()?);
+    if !plain(org) || !plain(repo) {
+        return None;
+    }
+    let rest: Vec<&str> = parts.collect();
+    match rest.as_slice() {
+        [] | ["tree", ..] => Some(format!("hf:{org}/{repo}")),
+        ["blob" | "resolve", revision, file @ ..] if file.last()?.ends_with(".gguf") => {
+            let at = if *revision == "main" {
+                String::new()
+            } else {
+                format!("@{revision}")
+            };
+            Some(format!("hf:{org}/{repo}/{}{at}", file.join("/")))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A missing path that reads as a Hub repository (no `hf:`) names the `hf:` name; other
+    /// missing paths are the engine's to name.
+    #[test]
+    fn a_hub_repository_written_as_a_path_is_named_as_one() {
+        for (text, meant) in [
+            (
+                "Qwen/Qwen2.5-Coder-0.5B",
+                Some("hf:Qwen/Qwen2.5-Coder-0.5B"),
+            ),
+            (
+                "https://huggingface.co/Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+                Some("hf:Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"),
+            ),
+            (
+                "https://huggingface.co/Qwen/Q-GGUF/tree/main",
+                Some("hf:Qwen/Q-GGUF"),
+            ),
+            (
+                "https://huggingface.co/Qwen/Q-GGUF/blob/main/q-q8_0.gguf",
+                Some("hf:Qwen/Q-GGUF/q-q8_0.gguf"),
+            ),
+            (
+                "huggingface.co/Qwen/Q-GGUF/resolve/abc123/sub/q.gguf",
+                Some("hf:Qwen/Q-GGUF/sub/q.gguf@abc123"),
+            ),
+            ("models/qwen.gguf", None),
+            ("./Qwen/Coder", None),
+            ("/opt/models", None),
+            ("a/b/c", None),
+            ("~/models", None),
+            ("https://example.com/a/b", None),
+        ] {
+            assert_eq!(hub_name_meant(text).as_deref(), meant, "{text}");
+        }
+        let err = locate(Path::new("Nobody-Here/No-Such-Model")).unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            "no such file or directory: Nobody-Here/No-Such-Model; for the Hugging Face \
+             repository, write hf:Nobody-Here/No-Such-Model (hf:ORG/REPO:QUANT for one of its \
+             GGUF files)"
+        );
+    }
 }
