@@ -56,6 +56,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (config, settings, weights, tokenizer) = match &args.model {
         Some(model) => {
             let dir = redraft_runtime::default_model::locate(model)?;
+            if !dir.exists() {
+                bail!("no such file or directory: {}", dir.display());
+            }
             if dir.is_dir() {
                 check_out_is_not_the_models(&args.out, &dir)?;
             }
@@ -230,8 +233,11 @@ fn check_out_is_not_the_models(out: &Path, model: &Path) -> anyhow::Result<()> {
 
 fn read_dir(dir: &Path) -> anyhow::Result<(ModelConfig, DiffusionSettings, Weights, String)> {
     let (config, settings) = load_settings(dir)?;
-    let weights = Weights::load(dir, DType::F32, &Device::Cpu)?;
+    // Read as the engine reads it, so a missing or broken tokenizer is said as a load says it,
+    // before the weights are read.
     let path = dir.join(TOKENIZER_FILE);
+    redraft_engine::tokenizer::Tokenizer::load(&path)?;
+    let weights = Weights::load(dir, DType::F32, &Device::Cpu)?;
     let tokenizer =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     Ok((config, settings, weights, tokenizer))

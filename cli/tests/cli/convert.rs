@@ -233,3 +233,28 @@ fn a_stderr_that_cannot_take_the_report_changes_nothing() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(&std::fs::read(&out).unwrap()[..4], b"GGUF");
 }
+
+/// A model that is not there, or a directory without its tokenizer, is said as `complete` says
+/// it (it was "/nonexistent/config.json is missing", and "reading .../tokenizer.json: No such
+/// file or directory" after the weights were read).
+#[test]
+fn a_missing_model_or_tokenizer_is_named_as_a_load_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.gguf");
+    let missing = dir.path().join("nowhere/model");
+    refused(
+        &["--model", path(&missing), "--out", path(&out)],
+        &format!("no such file or directory: {}", missing.display()),
+    );
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    for file in ["config.json", "model.safetensors", "redraft.json"] {
+        let from = repo().join("fixtures/small-model").join(file);
+        std::fs::copy(from, model.join(file)).unwrap();
+    }
+    refused(
+        &["--model", path(&model), "--out", path(&out)],
+        "tokenizer.json is missing: a model directory needs a tokenizer (tokenizer.json)",
+    );
+    assert!(!out.exists());
+}

@@ -201,7 +201,11 @@ impl GgufWriter {
         #[cfg(unix)]
         builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
         let mut file = builder.tempfile_in(dir).map_err(failed)?;
-        gguf_file::write(file.as_file_mut(), &metadata, &tensors)?;
+        // A full disk is a write error naming the file, not "model computation failed".
+        gguf_file::write(file.as_file_mut(), &metadata, &tensors).map_err(|e| match e {
+            candle_core::Error::Io(source) => failed(source),
+            other => other.into(),
+        })?;
         file.persist(path).map_err(|e| failed(e.error))?;
         Ok(())
     }
