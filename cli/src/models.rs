@@ -38,7 +38,7 @@ pub fn pull(args: PullArgs) -> anyhow::Result<()> {
     let model = resolver
         .pull(&name, &mut TerminalProgress::new())
         .with_context(|| format!("pulling {}", args.name))?;
-    let row = Row::new(args.name, format_name(model.format), 0, &model.path);
+    let row = Row::new(args.name, format_name(model.format), 0, &model.path, false);
     crate::to_stdout(|out| writeln!(out, "{}", model.path.display()))?;
     // A note for whoever watches; the path above is the answer.
     match &row.runs {
@@ -62,7 +62,7 @@ pub fn list(args: ListArgs) -> anyhow::Result<()> {
     rows.extend(
         scan.models
             .into_iter()
-            .map(|m| Row::new(m.name, format_name(m.format), m.size, &m.path)),
+            .map(|m| Row::new(m.name, format_name(m.format), m.size, &m.path, true)),
     );
     let printed = if args.json {
         crate::to_stdout(|out| {
@@ -147,8 +147,15 @@ struct RowJson<'a> {
 }
 
 impl Row {
-    fn new(name: String, format: &'static str, size: u64, path: &Path) -> Row {
-        Row::from_summary(name, format, size, inspect(path).map_err(|e| e.to_string()))
+    /// `name`'s row, from its files at `path`. In a listing (`refetch`), a damaged download
+    /// says how to fetch it again, as a load of it does; after a pull, which fetched again what
+    /// differed from the Hub, it does not.
+    fn new(name: String, format: &'static str, size: u64, path: &Path, refetch: bool) -> Row {
+        let mut summary = inspect(path).map_err(anyhow::Error::from);
+        if refetch {
+            summary = redraft_runtime::default_model::with_repair_hint(Path::new(&name), summary);
+        }
+        Row::from_summary(name, format, size, summary.map_err(|e| format!("{e:#}")))
     }
 
     fn from_summary(

@@ -53,7 +53,10 @@ pub fn load_or_default_reporting(
 ) -> anyhow::Result<Engine> {
     let device = device.resolve()?;
     match model {
-        Some(model) => load_dir(&locate_reporting(model, progress)?, &device),
+        Some(model) => {
+            let loaded = load_dir(&locate_reporting(model, progress)?, &device);
+            with_repair_hint(model, loaded)
+        }
         None => load_on(&device),
     }
 }
@@ -78,8 +81,9 @@ pub fn check_reporting(
     let dir = match model {
         Some(model) => {
             let dir = locate_reporting(model, progress)?;
-            unpanicked(|| Ok(redraft_engine::engine::inspect(&dir)?))
-                .with_context(|| format!("loading the model from {}", dir.display()))?;
+            let checked = unpanicked(|| Ok(redraft_engine::engine::inspect(&dir)?))
+                .with_context(|| format!("loading the model from {}", dir.display()));
+            with_repair_hint(model, checked)?;
             Some(dir)
         }
         None => None,
@@ -98,6 +102,43 @@ pub fn load_checked(checked: Checked) -> anyhow::Result<Engine> {
 fn load_dir(dir: &Path, device: &Device) -> anyhow::Result<Engine> {
     unpanicked(|| Ok(Engine::load_on(dir, device)?))
         .with_context(|| format!("loading the model from {}", dir.display()))
+}
+
+/// A named model whose cached file does not read (a download cut short, a disk error) says
+/// how to fetch it again: the engine's "truncated or corrupt?" alone left a user to find the
+/// cache and delete it.
+pub fn with_repair_hint<T>(model: &Path, result: anyhow::Result<T>) -> anyhow::Result<T> {
+    let Err(err) = result else {
+        return result;
+    };
+    let damaged = err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<redraft_engine::Error>(),
+            Some(
+                redraft_engine::Error::CorruptGguf { .. }
+                    | redraft_engine::Error::CorruptWeights { .. }
+            )
+        )
+    });
+    let name = model.to_str().unwrap_or("");
+    let scheme = |s: &str| {
+        name.get(..s.len())
+            .is_some_and(|h| h.eq_ignore_ascii_case(s))
+    };
+    let fetch = if scheme("hf:") {
+        format!("`redraft pull {name}` fetches it again")
+    } else if scheme("ollama:") {
+        format!(
+            "`ollama pull {}` fetches it again",
+            &name["ollama:".len()..]
+        )
+    } else {
+        return Err(err);
+    };
+    if !damaged {
+        return Err(err);
+    }
+    Err(err.context(format!("the stored copy of {name} is damaged; {fetch}")))
 }
 
 /// `read` with a panic turned into an error: a model file no check foresaw must not take down
@@ -200,6 +241,39 @@ fn hub_name_meant(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A named model whose stored file does not read says how to fetch it again; a path, or an
+    /// error that is not about a damaged file, is left as it was.
+    #[test]
+    fn a_damaged_named_model_says_how_to_fetch_it_again() {
+        let corrupt = || -> anyhow::Result<()> {
+            Err(anyhow::Error::new(redraft_engine::Error::CorruptGguf {
+                path: "/cache/blob".into(),
+                message: "cut short".into(),
+            })
+            .context("loading the model from /cache/snapshot/m.gguf"))
+        };
+        let said = |model: &str, result: anyhow::Result<()>| {
+            format!(
+                "{:#}",
+                with_repair_hint(Path::new(model), result).unwrap_err()
+            )
+        };
+        let hf = said("hf:org/repo:Q8_0", corrupt());
+        assert!(
+            hf.starts_with("the stored copy of hf:org/repo:Q8_0 is damaged; `redraft pull hf:org/repo:Q8_0` fetches it again: loading the model from"),
+            "{hf}"
+        );
+        let ollama = said("ollama:qwen:1b", corrupt());
+        assert!(
+            ollama.contains("`ollama pull qwen:1b` fetches it again"),
+            "{ollama}"
+        );
+        let path = said("/models/m.gguf", corrupt());
+        assert!(path.starts_with("loading the model from"), "{path}");
+        let other = said("hf:org/repo", Err(anyhow::anyhow!("out of memory")));
+        assert_eq!(other, "out of memory");
+    }
 
     /// A missing path that reads as a Hub repository (no `hf:`) names the `hf:` name; other
     /// missing paths are the engine's to name.

@@ -269,6 +269,22 @@ fn pull_says_why_a_cached_model_does_not_run_and_refuses_names_leaving_the_cache
             && stderr.contains("truncated or corrupt"),
         "{stderr}"
     );
+    // A listing, and a load, say how to fetch it again.
+    let table = ok(cli::redraft_in(&env, &["models"], ""));
+    assert!(
+        table.contains("no: the stored copy of hf:org/cut-GGUF/cut-Q8_0.gguf is damaged; `redraft pull hf:org/cut-GGUF/cut-Q8_0.gguf` fetches it again: "),
+        "{table}"
+    );
+    let out = cli::redraft_in(
+        &env,
+        &["complete", "--model", "hf:org/cut-GGUF:Q8_0", "--stdin-json"],
+        r#"{"prefix": "fn main() {", "suffix": "}"}"#,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`redraft pull hf:org/cut-GGUF:Q8_0` fetches it again"),
+        "{stderr}"
+    );
     for (name, says) in [
         ("hf:", "expected hf:ORG/REPO"),
         ("hf:a", "expected hf:ORG/REPO"),
