@@ -189,8 +189,15 @@ pub enum Error {
     OllamaNoModelLayer { name: String, manifest: PathBuf },
 
     /// An Ollama manifest that is not the JSON Ollama writes.
-    #[error("ollama manifest {manifest} is unreadable: {what}")]
-    OllamaManifest { manifest: PathBuf, what: String },
+    #[error(
+        "ollama manifest {manifest} is unreadable: {what}; run `ollama pull {name}` again (or \
+         `ollama rm {name}`)"
+    )]
+    OllamaManifest {
+        name: String,
+        manifest: PathBuf,
+        what: String,
+    },
 
     /// The manifest names a blob that is not in the store.
     #[error(

@@ -75,7 +75,11 @@ pub fn from_snapshot(
             let files: Vec<&str> = files.iter().map(String::as_str).collect();
             match plan::pick_gguf(&files, Some(quant)) {
                 Some(first) => gguf(first),
-                None => Err(format!("a GGUF file matching `{quant}`")),
+                // What is cached, so that an offline user can pick one of those instead.
+                None => Err(format!(
+                    "a GGUF file matching `{quant}` (cached: {})",
+                    plan::list_ggufs(&files)
+                )),
             }
         }
         HfTarget::File(file) => gguf(file),

@@ -120,7 +120,14 @@ impl HfName {
             Some((path, quant)) => {
                 // `-` as in Unsloth's `UD-Q4_K_XL`, which llama.cpp's `-hf` takes.
                 let tag_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-                if quant.is_empty() || !quant.chars().all(tag_char) {
+                if quant.is_empty() {
+                    return Err(
+                        "nothing after `:`: name a quantization tag (like Q4_K_M or \
+                                Q8_0), or leave `:` out for the default pick"
+                            .to_string(),
+                    );
+                }
+                if !quant.chars().all(tag_char) {
                     return Err(format!(
                         "`{quant}` is not a quantization tag (like Q4_K_M, Q8_0 or UD-Q4_K_XL)"
                     ));
@@ -178,6 +185,8 @@ pub(crate) fn check_repo_part(part: &str) -> std::result::Result<(), String> {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if valid {
         Ok(())
+    } else if part.is_empty() {
+        Err("expected hf:ORG/REPO, and the organisation or the repository is empty".to_string())
     } else {
         Err(format!(
             "`{part}` is not a Hub organisation or repository name (letters, digits, `-`, `_` \
@@ -196,6 +205,8 @@ fn check_revision(revision: &str) -> std::result::Result<(), String> {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
     if valid {
         Ok(())
+    } else if revision.is_empty() {
+        Err("nothing after `@`: name a branch, tag or commit, or leave `@` out for main".into())
     } else {
         Err(format!("`{revision}` is not a branch, tag or commit"))
     }
@@ -232,8 +243,16 @@ impl OllamaName {
                 && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c) || extra.contains(&c))
         };
+        if path.is_empty() {
+            return Err("expected ollama:NAME[:TAG], and the name is empty".to_string());
+        }
         if !segment_ok(host, &[':']) || !segment_ok(namespace, &[]) || !segment_ok(model, &[]) {
             return Err(format!("`{path}` is not an Ollama model name"));
+        }
+        if tag.is_empty() {
+            return Err(format!(
+                "nothing after `:` in `{text}`: name a tag, or leave `:` out for latest"
+            ));
         }
         if !segment_ok(tag, &[]) {
             return Err(format!("`{tag}` is not an Ollama tag"));
@@ -399,7 +418,10 @@ mod tests {
             "hf:o/r/m.gguf:Q4_0",
             "`hf:o/r/m.gguf:Q4_0` is not a valid model name: give either :QUANT or /FILE.gguf, not both",
         );
-        check("hf:o/r:", "`hf:o/r:` is not a valid model name: `` is not a quantization tag (like Q4_K_M, Q8_0 or UD-Q4_K_XL)");
+        // Empty parts say what is empty (they were quoted as ``).
+        check("hf:o/r:", "`hf:o/r:` is not a valid model name: nothing after `:`: name a quantization tag (like Q4_K_M or Q8_0), or leave `:` out for the default pick");
+        check("hf:Qwen/", "`hf:Qwen/` is not a valid model name: expected hf:ORG/REPO, and the organisation or the repository is empty");
+        check("hf:a/b@", "`hf:a/b@` is not a valid model name: nothing after `@`: name a branch, tag or commit, or leave `@` out for main");
     }
 
     #[test]
@@ -421,6 +443,11 @@ mod tests {
             "ollama:../x",
             "`ollama:../x` is not a valid model name: `../x` is not an Ollama model name",
         );
+        check(
+            "ollama:",
+            "`ollama:` is not a valid model name: expected ollama:NAME[:TAG], and the name is empty",
+        );
+        check("ollama:qwen:", "`ollama:qwen:` is not a valid model name: nothing after `:` in `qwen:`: name a tag, or leave `:` out for latest");
     }
 
     #[test]

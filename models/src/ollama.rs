@@ -51,6 +51,7 @@ pub fn resolve(store: &Path, name: &OllamaName) -> Result<PathBuf> {
         Err(e) => return Err(Error::io("read", &manifest, e)),
     };
     let parsed: Manifest = serde_json::from_str(&text).map_err(|e| Error::OllamaManifest {
+        name: name.pull_name(),
         manifest: manifest.clone(),
         what: e.to_string(),
     })?;
@@ -67,6 +68,7 @@ pub fn resolve(store: &Path, name: &OllamaName) -> Result<PathBuf> {
         .strip_prefix("sha256:")
         .filter(|hex| is_sha256(hex))
         .ok_or_else(|| Error::OllamaManifest {
+            name: name.pull_name(),
             manifest: manifest.clone(),
             what: format!("`{}` is not a sha256 digest", layer.digest),
         })?;

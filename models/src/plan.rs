@@ -218,8 +218,16 @@ fn gguf_choice(files: &[&str], first: &str, repo: &str) -> std::result::Result<C
     Ok(Choice::Gguf { parts, extra })
 }
 
-fn list_ggufs(files: &[&str]) -> String {
-    let ggufs: Vec<&str> = files.iter().copied().filter(|f| is_gguf(f)).collect();
+/// The GGUF files a name could pick (no `mmproj`, `imatrix` or draft-head file, a split file
+/// once, by its first part), for an error that lists what there is.
+pub fn list_ggufs(files: &[&str]) -> String {
+    let first_part = |f: &&str| split_info(f).is_none_or(|(_, index, _)| index == 1);
+    let ggufs: Vec<&str> = files
+        .iter()
+        .copied()
+        .filter(|f| is_model_gguf(f))
+        .filter(first_part)
+        .collect();
     if ggufs.is_empty() {
         "none".to_string()
     } else {
@@ -407,6 +415,28 @@ mod tests {
             ]
         );
         assert_eq!(split_parts("m.gguf"), ["m.gguf"]);
+    }
+
+    /// A quantization the repository lacks lists the files a name could pick: not a
+    /// projector's, an importance matrix's or a split file's later parts.
+    #[test]
+    fn a_missing_quantization_lists_the_files_a_name_could_pick() {
+        let files: Vec<String> = [
+            "m-Q8_0.gguf",
+            "mmproj-m-f16.gguf",
+            "m-Q4_0.imatrix.gguf",
+            "big-Q6_K-00001-of-00002.gguf",
+            "big-Q6_K-00002-of-00002.gguf",
+        ]
+        .map(String::from)
+        .to_vec();
+        let target = HfTarget::Quant("Q4_K_M".into());
+        let error = choose(&target, &files, "o/r", "main").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "o/r@main has no GGUF file matching `Q4_K_M`; its GGUF files: \
+             big-Q6_K-00001-of-00002.gguf, m-Q8_0.gguf"
+        );
     }
 
     #[test]

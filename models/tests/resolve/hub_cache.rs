@@ -123,6 +123,19 @@ fn a_symlink_loop_in_a_snapshot_is_a_missing_file() {
         .unwrap()
         .path
         .ends_with("ok-Q8_0.gguf"));
+    // A quantization not cached names what is, so that one can be picked without the Hub (the
+    // loop is no file).
+    let message = world
+        .resolve("hf:org/loop-GGUF:Q4_K_M")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains(
+            "a GGUF file matching `Q4_K_M` (cached: ok-Q8_0.gguf) of org/loop-GGUF@main is \
+             not in the Hugging Face cache"
+        ),
+        "{message}"
+    );
     let names: Vec<String> = world
         .resolver()
         .list_local()

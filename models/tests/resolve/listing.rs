@@ -216,7 +216,8 @@ fn junk_in_the_caches_is_passed_over_and_said() {
             ),
             "ollama/manifests/registry.ollama.ai/library/notjson/latest: ollama manifest \
              /ollama/manifests/registry.ollama.ai/library/notjson/latest is unreadable: \
-             expected ident at line 1 column 2"
+             expected ident at line 1 column 2; run `ollama pull notjson:latest` again (or \
+             `ollama rm notjson:latest`)"
                 .to_string(),
         ]
     );
