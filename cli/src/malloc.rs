@@ -1,6 +1,7 @@
 //! glibc malloc tuning: candle allocates and frees large tensors every layer; with the default
-//! thresholds glibc returns them to the OS and maps them again each time (measured: ~35% of
-//! forward time on this 2-core machine class). Keeping them in the heap avoids that.
+//! thresholds glibc returns them to the OS and maps them again each time (measured when this was
+//! written: ~35% of forward time on this 2-core machine class; end to end, docs/performance.md
+//! has ~7% since). Keeping them in the heap avoids that.
 //! Set `REDRAFT_MALLOC_DEFAULT=1` to keep glibc's defaults (for measuring the difference).
 
 /// Elsewhere (musl, macOS, Windows) the allocator is left as it is.

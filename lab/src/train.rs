@@ -92,7 +92,7 @@ pub struct Args {
     /// mask token (the exported model records it; the engine decodes it the same way).
     #[arg(long, requires = "edits")]
     edit_draft: bool,
-    /// Evaluate on the held-out crates every N steps [default: 200].
+    /// Evaluate on the corpus's validation split every N steps [default: 200].
     #[arg(long, value_parser = parse_at_least_one)]
     eval_every: Option<usize>,
     /// Held-out examples per evaluation [default: 128].

@@ -69,7 +69,8 @@ use read::{read_crate, FileText, ReadFile};
 
 /// Training split, JSON Lines of [`CorpusRecord`].
 pub const TRAIN_FILE: &str = "train.jsonl";
-/// Validation split (held-out crates), JSON Lines of [`CorpusRecord`].
+/// Validation split (crates kept out of training; not [`HELD_OUT_CRATES`], which are in neither
+/// split), JSON Lines of [`CorpusRecord`].
 pub const VALID_FILE: &str = "valid.jsonl";
 /// The [`CorpusManifest`], pretty-printed JSON.
 pub const MANIFEST_FILE: &str = "manifest.json";
