@@ -277,7 +277,12 @@ fn pull_says_why_a_cached_model_does_not_run_and_refuses_names_leaving_the_cache
     );
     let out = cli::redraft_in(
         &env,
-        &["complete", "--model", "hf:org/cut-GGUF:Q8_0", "--stdin-json"],
+        &[
+            "complete",
+            "--model",
+            "hf:org/cut-GGUF:Q8_0",
+            "--stdin-json",
+        ],
         r#"{"prefix": "fn main() {", "suffix": "}"}"#,
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
