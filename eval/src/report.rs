@@ -139,19 +139,19 @@ impl FimBar {
                 // What the language server withholds; everything else stands as scored.
                 let withheld = |r: &TaskResult| confidence(r).is_some_and(|c| c < bar);
                 let kept: Vec<&&TaskResult> = results.iter().filter(|r| !withheld(r)).collect();
-                let shown = kept.iter().filter(|r| completed(r)).count() as f64;
+                let shown = kept.iter().filter(|r| completed(r)).count();
                 let exact = kept.iter().filter(|r| r.exact_match).count() as f64;
                 let exact_shown = kept
                     .iter()
                     .filter(|r| completed(r) && r.exact_match)
-                    .count() as f64;
-                let passed = kept.iter().filter(|r| r.outcome == Outcome::Pass).count() as f64;
+                    .count();
+                let passed = kept.iter().filter(|r| r.outcome == Outcome::Pass).count();
                 FimBar {
                     bar,
-                    shown_rate: shown / n,
+                    shown_rate: shown as f64 / n,
                     exact_match: exact / n,
-                    precision: (shown > 0.0).then(|| exact_shown / shown),
-                    pass_at_1: (executed > 0).then(|| passed / executed as f64),
+                    precision: share(exact_shown, shown),
+                    pass_at_1: share(passed, executed),
                 }
             })
             .collect()
@@ -188,10 +188,7 @@ impl Summary {
             *outcomes.entry(result.outcome).or_insert(0) += 1;
         }
         let executed = results.len() - outcomes.get(&Outcome::NotExecuted).copied().unwrap_or(0);
-        let share = |outcome| {
-            (executed > 0)
-                .then(|| outcomes.get(&outcome).copied().unwrap_or(0) as f64 / executed as f64)
-        };
+        let of_executed = |outcome| share(outcomes.get(&outcome).copied().unwrap_or(0), executed);
         let n = results.len().max(1) as f64;
         let generated: Vec<&GenerationStats> = results
             .iter()
@@ -214,8 +211,8 @@ impl Summary {
             setting: setting.to_string(),
             tasks: results.len(),
             executed,
-            pass_at_1: share(Outcome::Pass),
-            compile_error_rate: share(Outcome::CompileError),
+            pass_at_1: of_executed(Outcome::Pass),
+            compile_error_rate: of_executed(Outcome::CompileError),
             exact_match: results.iter().filter(|r| r.exact_match).count() as f64 / n,
             // Summed from +0.0: f64's `sum` of nothing is -0.0, which prints as `-0.000`.
             edit_similarity: results.iter().fold(0.0, |sum, r| sum + r.edit_similarity) / n,
@@ -314,6 +311,12 @@ pub fn table(summaries: &[Summary]) -> String {
 
 /// A table's row: the metric's name, and its cell for one summary.
 pub(crate) type Metric<'a, S> = (&'a str, Box<dyn Fn(&S) -> String + 'a>);
+
+/// `part` over `whole`; `None` when `whole` is 0, a share of nothing (`-` in a table, `null`
+/// in JSON), not a 0% that reads as a measurement.
+pub(crate) fn share(part: usize, whole: usize) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
 
 /// A share as a percentage to one decimal; `-` for none.
 pub(crate) fn percent(x: Option<f64>) -> String {

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::score::{CaseScore, Counts};
-use crate::report::{number, padded_cells, percent, Metric, Percentiles};
+use crate::report::{number, padded_cells, percent, share, Metric, Percentiles};
 
 /// What the model path recorded for one case (absent for baselines and completions files).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,11 +88,14 @@ pub struct NextEditSummary {
     pub delta_chrf: f64,
     /// Changed lines summed over all cases (micro).
     pub lines: Counts,
-    pub line_precision: f64,
-    pub line_recall: f64,
+    /// Of the changed lines suggested, those expected; `None` when none was suggested.
+    pub line_precision: Option<f64>,
+    /// Of the changed lines expected, those suggested; `None` when none was expected (no-edit
+    /// cases only).
+    pub line_recall: Option<f64>,
     /// Share of no-edit cases with a suggestion; `None` without such cases.
     pub false_positive_rate: Option<f64>,
-    /// Share of cases with a suggestion.
+    /// Share of cases with a suggestion (a case set is never empty: `read_cases` refuses one).
     pub suggestion_rate: f64,
     pub latency_ms: Option<Percentiles>,
     pub steps: Option<f64>,
@@ -140,9 +143,10 @@ impl BarPoint {
         Some(BarPoint {
             bar,
             exact_match: results.iter().filter(|r| exact(r)).count() as f64 / n,
-            false_positive_rate: (!no_edit.is_empty()).then(|| {
-                no_edit.iter().filter(|r| suggests(r)).count() as f64 / no_edit.len() as f64
-            }),
+            false_positive_rate: share(
+                no_edit.iter().filter(|r| suggests(r)).count(),
+                no_edit.len(),
+            ),
             suggestion_rate: results.iter().filter(|r| suggests(r)).count() as f64 / n,
         })
     }
@@ -174,9 +178,10 @@ impl NextEditSummary {
             line_precision: lines.precision(),
             line_recall: lines.recall(),
             lines,
-            false_positive_rate: (!no_edit.is_empty()).then(|| {
-                no_edit.iter().filter(|r| r.suggested).count() as f64 / no_edit.len() as f64
-            }),
+            false_positive_rate: share(
+                no_edit.iter().filter(|r| r.suggested).count(),
+                no_edit.len(),
+            ),
             suggestion_rate: results.iter().filter(|r| r.suggested).count() as f64 / n,
             latency_ms: Percentiles::of(&latencies),
             steps: mean(&|g| g.steps as f64),
@@ -228,11 +233,8 @@ pub fn table(summaries: &[NextEditSummary]) -> String {
         ),
         ("exact match", Box::new(|s| percent(Some(s.exact_match)))),
         ("delta-chrF", Box::new(|s| number(Some(s.delta_chrf), 2))),
-        (
-            "line precision",
-            Box::new(|s| percent(Some(s.line_precision))),
-        ),
-        ("line recall", Box::new(|s| percent(Some(s.line_recall)))),
+        ("line precision", Box::new(|s| percent(s.line_precision))),
+        ("line recall", Box::new(|s| percent(s.line_recall))),
         (
             "false positives (no-edit)",
             Box::new(|s| percent(s.false_positive_rate)),
@@ -322,8 +324,8 @@ mod tests {
         assert_eq!(summary.false_positive_rate, Some(0.5));
         assert_eq!(summary.suggestion_rate, 0.75);
         // 4 true positives, 4 false positives, no false negatives.
-        assert_eq!(summary.line_precision, 0.5);
-        assert_eq!(summary.line_recall, 1.0);
+        assert_eq!(summary.line_precision, Some(0.5));
+        assert_eq!(summary.line_recall, Some(1.0));
         assert_eq!(summary.latency_ms, None);
         let table = table(&[summary]);
         let rows: Vec<&str> = table.lines().collect();
@@ -334,6 +336,69 @@ mod tests {
                 .any(|r| r.contains("delta-chrF") && r.contains("62.50")),
             "{table}"
         );
+    }
+
+    /// A ratio of nothing is no measurement: no changed line suggested leaves line precision
+    /// `-` (JSON `null`), not 0%, as the FIM bars leave "exact among shown" when nothing is
+    /// shown; no changed line expected (no-edit cases only) leaves recall so, and no no-edit
+    /// case the false-positive rate.
+    #[test]
+    fn a_ratio_of_nothing_is_a_dash_and_null_not_zero() {
+        let silent = |no_edit: bool, missed: usize| CaseResult {
+            lines: Counts {
+                true_positives: 0,
+                false_positives: 0,
+                false_negatives: missed,
+            },
+            ..result(
+                no_edit,
+                no_edit,
+                if no_edit { 100.0 } else { 0.0 },
+                false,
+                0,
+            )
+        };
+        let row = |table: &str, name: &str| -> String {
+            let line = table.lines().find(|l| l.starts_with(&format!("| {name} ")));
+            let cells: Vec<String> = line
+                .unwrap_or_else(|| panic!("no {name} row: {table}"))
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect();
+            cells[2].clone()
+        };
+
+        // No-edit cases answered with no edit: nothing suggested, nothing expected.
+        let results = [silent(true, 0), silent(true, 0)];
+        let refs: Vec<&CaseResult> = results.iter().collect();
+        let summary = NextEditSummary::of("no-edit", &refs);
+        assert_eq!((summary.line_precision, summary.line_recall), (None, None));
+        assert_eq!(summary.false_positive_rate, Some(0.0));
+        let json = serde_json::to_value(&summary).unwrap();
+        assert!(json["line_precision"].is_null(), "{json}");
+        assert!(json["line_recall"].is_null(), "{json}");
+        let shown = table(std::slice::from_ref(&summary));
+        assert_eq!(row(&shown, "line precision"), "-", "{shown}");
+        assert_eq!(row(&shown, "line recall"), "-", "{shown}");
+        assert_eq!(row(&shown, "false positives (no-edit)"), "0.0%", "{shown}");
+        assert_eq!(row(&shown, "suggestion rate"), "0.0%", "{shown}");
+
+        // Edit cases missed: recall is a measured 0, precision still a ratio of nothing.
+        let results = [silent(false, 2)];
+        let refs: Vec<&CaseResult> = results.iter().collect();
+        let summary = NextEditSummary::of("no-edit", &refs);
+        assert_eq!(summary.line_precision, None);
+        assert_eq!(summary.line_recall, Some(0.0));
+        assert_eq!(summary.false_positive_rate, None);
+        let shown = table(std::slice::from_ref(&summary));
+        assert_eq!(row(&shown, "line precision"), "-", "{shown}");
+        assert_eq!(row(&shown, "line recall"), "0.0%", "{shown}");
+        assert_eq!(row(&shown, "false positives (no-edit)"), "-", "{shown}");
+        // A summary written before (numbers) still reads.
+        let mut old = serde_json::to_value(&summary).unwrap();
+        old["line_precision"] = serde_json::json!(0.0);
+        let read: NextEditSummary = serde_json::from_value(old).unwrap();
+        assert_eq!(read.line_precision, Some(0.0));
     }
 
     /// A run's cases scored at other bars: a suggestion below the bar is withheld (no edit:

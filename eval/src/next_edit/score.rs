@@ -39,6 +39,7 @@ use redraft_context::edit::diff;
 use serde::{Deserialize, Serialize};
 
 use super::case::NextEditCase;
+use crate::report::share;
 
 /// Zed's `CHR_F_CHAR_ORDER`.
 pub const CHR_F_ORDER: usize = 6;
@@ -84,28 +85,22 @@ impl Counts {
         self.false_negatives += other.false_negatives;
     }
 
-    /// 0 when there is nothing to be precise about (Zed's convention).
-    pub fn precision(&self) -> f64 {
-        ratio(
+    /// True positives over all `actual` holds; `None` when it holds nothing (no suggestion is
+    /// not an imprecise one). Zed counts that as 0, as [`delta_chr_f`] does.
+    pub fn precision(&self) -> Option<f64> {
+        share(
             self.true_positives,
             self.true_positives + self.false_positives,
         )
     }
 
-    /// 0 when nothing was expected (Zed's convention).
-    pub fn recall(&self) -> f64 {
-        ratio(
+    /// True positives over all `expected` holds; `None` when it holds nothing (no-edit cases
+    /// only: nothing to recall). Zed counts that as 0, as [`delta_chr_f`] does.
+    pub fn recall(&self) -> Option<f64> {
+        share(
             self.true_positives,
             self.true_positives + self.false_negatives,
         )
-    }
-}
-
-fn ratio(part: usize, whole: usize) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 / whole as f64
     }
 }
 
@@ -129,8 +124,9 @@ pub fn delta_chr_f(original: &str, expected: &str, actual: &str) -> f64 {
             continue;
         }
         let counts = Counts::of(&signed(&expected_delta), &signed(&actual_delta));
-        precision += counts.precision();
-        recall += counts.recall();
+        // Zed's convention: nothing to be precise about (or to recall) is 0 at this order.
+        precision += counts.precision().unwrap_or(0.0);
+        recall += counts.recall().unwrap_or(0.0);
     }
     let precision = precision / CHR_F_ORDER as f64;
     let recall = recall / CHR_F_ORDER as f64;
@@ -433,6 +429,6 @@ mod tests {
             }
         );
         let none = Counts::default();
-        assert_eq!((none.precision(), none.recall()), (0.0, 0.0));
+        assert_eq!((none.precision(), none.recall()), (None, None));
     }
 }

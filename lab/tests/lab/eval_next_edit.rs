@@ -70,8 +70,13 @@ fn check_summary(summary: &Value, cases: &[NextEditCase], scores: &[CaseScore]) 
     assert_eq!(summary["lines"]["true_positives"], lines.true_positives);
     assert_eq!(summary["lines"]["false_positives"], lines.false_positives);
     assert_eq!(summary["lines"]["false_negatives"], lines.false_negatives);
-    assert!((number(summary, "line_precision") - lines.precision()).abs() < 1e-12);
-    assert!((number(summary, "line_recall") - lines.recall()).abs() < 1e-12);
+    // `null` where nothing was suggested (precision) or expected (recall), as the scorer says.
+    let close = |key: &str, want: Option<f64>| match (summary[key].as_f64(), want) {
+        (Some(got), Some(want)) => (got - want).abs() < 1e-12,
+        (got, want) => got.is_none() && want.is_none() && summary[key].is_null(),
+    };
+    assert!(close("line_precision", lines.precision()), "{summary}");
+    assert!(close("line_recall", lines.recall()), "{summary}");
     // Baselines and completions files have no generation numbers.
     assert!(summary["latency_ms"].is_null() && summary["steps"].is_null());
 }
@@ -321,11 +326,21 @@ fn cases_built_from_two_trees_are_scored() {
     ]));
     assert!(stdout.starts_with("2 cases (1 no-edit)"), "{stdout}");
     assert_eq!(read_cases(&built).unwrap().len(), 2);
-    let summary = baseline_summary(&built, "no-edit", &dir.path().join("out"));
+    let out = dir.path().join("out");
+    let summary = baseline_summary(&built, "no-edit", &out);
     // Silence is right on the no-edit case only.
     assert_eq!(number(&summary, "exact_match"), 0.5);
     assert_eq!(number(&summary, "false_positive_rate"), 0.0);
     assert_eq!(summary["no_edit_cases"], 1);
+    // No changed line suggested: line precision is a ratio of nothing, not 0%.
+    assert!(summary["line_precision"].is_null(), "{summary}");
+    assert_eq!(number(&summary, "line_recall"), 0.0);
+    let table = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    let precision = table.lines().find(|l| l.starts_with("| line precision "));
+    assert!(
+        precision.is_some_and(|row| row.trim_end_matches([' ', '|']).ends_with(" -")),
+        "{table}"
+    );
 }
 
 /// Trees whose files differ only where no case is cut (a comment): the error says the files
