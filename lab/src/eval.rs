@@ -44,10 +44,33 @@ const ENGINE_ONLY: [&str; 14] = [
     "max_change",
 ];
 
+/// The rest of the flags that say how a model is run: what a backend is sent too, the
+/// next-edit bar, and a FIM run's canvas and settings. Where no model runs (`--canonical`,
+/// `--completions`, `--baseline`) these and [`ENGINE_ONLY`] would change nothing, so they are
+/// refused there as the engine's flags are with `--backend`.
+const MODEL_RUN: [&str; 7] = [
+    "temperature",
+    "seed",
+    "min_edit_confidence",
+    "oracle_length",
+    "max_tokens",
+    "typed",
+    "sweep",
+];
+
 #[derive(clap::Args)]
 #[command(mut_arg("backend", |arg| arg
     .conflicts_with_all(["model", "device", "completions", "canonical", "next_edit"])
     .conflicts_with_all(ENGINE_ONLY)))]
+#[command(mut_arg("canonical", |arg| arg
+    .conflicts_with_all(ENGINE_ONLY)
+    .conflicts_with_all(MODEL_RUN)))]
+#[command(mut_arg("completions", |arg| arg
+    .conflicts_with_all(ENGINE_ONLY)
+    .conflicts_with_all(MODEL_RUN)))]
+#[command(mut_arg("baseline", |arg| arg
+    .conflicts_with_all(ENGINE_ONLY)
+    .conflicts_with_all(MODEL_RUN)))]
 pub struct Args {
     /// Task file: HumanEval-infilling JSONL (plain or .gz), e.g. one `redraft tasks` wrote.
     #[arg(long, required_unless_present = "next_edit")]
@@ -606,4 +629,24 @@ fn check_rows<'a, V>(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Args as _;
+
+    use super::*;
+
+    /// Every decoding flag is refused where no model runs: a flag added to [`SamplerArgs`] and
+    /// left out of both lists would be accepted there and change nothing.
+    #[test]
+    fn every_decoding_flag_is_listed_for_the_runs_without_a_model() {
+        let decoding = SamplerArgs::augment_args(clap::Command::new("eval"));
+        let unlisted: Vec<&str> = decoding
+            .get_arguments()
+            .map(|arg| arg.get_id().as_str())
+            .filter(|id| !ENGINE_ONLY.contains(id) && !MODEL_RUN.contains(id))
+            .collect();
+        assert_eq!(unlisted, Vec::<&str>::new());
+    }
 }

@@ -688,6 +688,52 @@ fn tune_effort_picks_the_presets_and_an_inline_bar_from_a_sweep() {
     assert!(few.get("fim_min_confidence").is_none(), "{few}");
 }
 
+/// Where no model runs (the tasks' own middles, another system's completions, a next-edit
+/// baseline) a decoding flag would change nothing: it is refused as the engine's flags are with
+/// `--backend`, exit status 2, before any work (no results directory), and so is `--sweep`.
+#[test]
+fn decoding_flags_where_no_model_runs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let completions = dir.path().join("completions.jsonl");
+    std::fs::write(&completions, "").unwrap();
+    let tasks = benchmarks().join("humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz");
+    let cases = benchmarks().join("zed-next-edit");
+    let fim = ["eval", "--tasks", path(&tasks), "--limit", "3"];
+    let next_edit = ["eval", "--next-edit", path(&cases), "--limit", "3"];
+    let runs: [(&[&str], &[&str], &str); 11] = [
+        (&fim, &["--canonical", "--effort", "low"], "'--canonical' cannot be used with '--effort <EFFORT>'"),
+        (&fim, &["--canonical", "--steps", "4"], "'--canonical' cannot be used with '--steps <STEPS>'"),
+        (&fim, &["--canonical", "--temperature", "0.5"], "'--canonical' cannot be used with '--temperature <TEMPERATURE>'"),
+        (&fim, &["--canonical", "--typed", "3"], "'--canonical' cannot be used with '--typed <TYPED>'"),
+        (&fim, &["--canonical", "--sweep", "--effort low"], "'--canonical' cannot be used with '--sweep <SWEEP>'"),
+        (&fim, &["--completions", path(&completions), "--tau", "0.5"], "'--completions <COMPLETIONS>' cannot be used with '--tau <TAU>'"),
+        (&fim, &["--completions", path(&completions), "--seed", "7"], "'--completions <COMPLETIONS>' cannot be used with '--seed <SEED>'"),
+        (&fim, &["--completions", path(&completions), "--edit-reuse", "off"], "'--completions <COMPLETIONS>' cannot be used with '--edit-reuse <RADIUS|off>'"),
+        (&fim, &["--completions", path(&completions), "--oracle-length"], "'--completions <COMPLETIONS>' cannot be used with '--oracle-length'"),
+        (&next_edit, &["--completions", path(&completions), "--min-edit-confidence", "0.3"], "'--completions <COMPLETIONS>' cannot be used with '--min-edit-confidence <MIN_EDIT_CONFIDENCE>'"),
+        (&next_edit, &["--baseline", "no-edit", "--no-draft"], "'--baseline <BASELINE>' cannot be used with '--no-draft'"),
+    ];
+    for (command, flags, says) in runs {
+        let mut args = command.to_vec();
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--out", path(&out)]);
+        let output = redraft_in_repo(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: the argument ") && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+        assert!(!out.exists(), "{args:?}: nothing was run");
+    }
+    // Without a decoding flag the same runs go ahead.
+    ok(redraft_in_repo(
+        &[&fim[..], &["--canonical", "--out", path(&out)]].concat(),
+    ));
+    assert_eq!(summary_of(&out)["tasks"], 3);
+}
+
 /// `eval --tasks TASKS --completions COMPLETIONS --out OUT EXTRA...`.
 fn eval_completions(
     tasks: &Path,
