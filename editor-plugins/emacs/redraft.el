@@ -1,6 +1,6 @@
 ;;; redraft.el --- redraft inline completion through lsp-mode  -*- lexical-binding: t; -*-
 
-;; Needs lsp-mode 9.0.1 or newer (it brings lsp-inline-completion.el). Put this file on the
+;; Needs lsp-mode 10.0.0 or newer (it brings lsp-inline-completion.el). Put this file on the
 ;; load-path and (require 'redraft), or paste its forms into your init file.
 
 ;;; Code:

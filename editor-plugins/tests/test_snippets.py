@@ -145,7 +145,7 @@ LSP_MODE_STUB = """(progn
   (provide 'lsp-mode))"""
 
 
-# lsp-mode 9.0.1's overlay keymap (lsp-inline-completion.el), as far as the keys go: <tab>
+# lsp-mode 10.0.0's overlay keymap (lsp-inline-completion.el), as far as the keys go: <tab>
 # cycles, and its default binding cancels the suggestion on any other key (then runs it).
 LSP_INLINE_COMPLETION_STUB = """(progn
   (defvar lsp-inline-completion-active-map
