@@ -83,7 +83,7 @@ pub struct Args {
         value_name = "CASES",
         conflicts_with_all = [
             "tasks", "language", "canonical", "sweep", "oracle_length", "sample", "jobs",
-            "timeout_s", "python", "rust_deps", "work_dir", "sandbox_read",
+            "timeout_s", "python", "rust_deps", "work_dir", "sandbox_read", "max_tokens", "typed",
         ],
     )]
     next_edit: Option<PathBuf>,

@@ -701,7 +701,7 @@ fn decoding_flags_where_no_model_runs_are_refused() {
     let cases = benchmarks().join("zed-next-edit");
     let fim = ["eval", "--tasks", path(&tasks), "--limit", "3"];
     let next_edit = ["eval", "--next-edit", path(&cases), "--limit", "3"];
-    let runs: [(&[&str], &[&str], &str); 11] = [
+    let runs: [(&[&str], &[&str], &str); 13] = [
         (&fim, &["--canonical", "--effort", "low"], "'--canonical' cannot be used with '--effort <EFFORT>'"),
         (&fim, &["--canonical", "--steps", "4"], "'--canonical' cannot be used with '--steps <STEPS>'"),
         (&fim, &["--canonical", "--temperature", "0.5"], "'--canonical' cannot be used with '--temperature <TEMPERATURE>'"),
@@ -713,6 +713,9 @@ fn decoding_flags_where_no_model_runs_are_refused() {
         (&fim, &["--completions", path(&completions), "--oracle-length"], "'--completions <COMPLETIONS>' cannot be used with '--oracle-length'"),
         (&next_edit, &["--completions", path(&completions), "--min-edit-confidence", "0.3"], "'--completions <COMPLETIONS>' cannot be used with '--min-edit-confidence <MIN_EDIT_CONFIDENCE>'"),
         (&next_edit, &["--baseline", "no-edit", "--no-draft"], "'--baseline <BASELINE>' cannot be used with '--no-draft'"),
+        // FIM-only flags a next-edit run would ignore, whatever makes its suggestions.
+        (&next_edit, &["--max-tokens", "32"], "'--next-edit <CASES>' cannot be used with '--max-tokens <MAX_TOKENS>'"),
+        (&next_edit, &["--typed", "2"], "'--next-edit <CASES>' cannot be used with '--typed <TYPED>'"),
     ];
     for (command, flags, says) in runs {
         let mut args = command.to_vec();
