@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 use redraft_context::{Language, Source, Unit};
 use redraft_engine::sampler::{CanvasView, Controls, DenoiseStep};
 use redraft_engine::ContextCache;
-use redraft_engine::{Engine, InfillRequest};
+use redraft_engine::{Engine, InfillRequest, MASK_GLYPH};
 use redraft_suggest::fim::{self, FimOptions, FimOutcome};
 
 use redraft_runtime::model_args::ModelArgs;
@@ -584,27 +584,75 @@ fn with_controls<T>(args: &Args, engine: &Engine, run: impl FnOnce(Controls<'_>)
     })
 }
 
-/// One line per step: committed text, `░` for a masked slot, newlines shown as `↵`.
+/// One line per step: committed text, `░` for a masked slot, `·` for an end-of-middle slot,
+/// newlines shown as `↵`. Each run of committed tokens is shown as every door shows what the
+/// model wrote ([`redraft_engine::tokenizer::Tokenizer::text`], after a gap
+/// `text_after_gap`): a character split across tokens is one character, never a U+FFFD per
+/// token as decoding the tokens one by one gave.
 fn render(engine: &Engine, canvas: &CanvasView) -> String {
     let eos = engine.settings().eos_token_id;
-    canvas
-        .slots
-        .iter()
-        .map(|slot| match slot {
-            None => "░".to_string(),
-            Some(t) if *t == eos => "·".to_string(),
-            Some(t) => engine
-                .tokenizer()
-                .decode(&[*t])
-                .unwrap_or_default()
-                .replace('\n', "↵"),
-        })
-        .collect()
+    let tokenizer = engine.tokenizer();
+    let mut line = String::new();
+    let mut run = Vec::new();
+    let mut after_gap = false;
+    let mut flush = |run: &mut Vec<u32>, after_gap: bool, line: &mut String| {
+        if run.is_empty() {
+            return;
+        }
+        let text = if after_gap {
+            tokenizer.text_after_gap(run)
+        } else {
+            tokenizer.text(run)
+        };
+        line.push_str(&text.map(|t| t.text).unwrap_or_default().replace('\n', "↵"));
+        run.clear();
+    };
+    for slot in &canvas.slots {
+        match slot {
+            Some(t) if *t != eos => run.push(*t),
+            end_or_masked => {
+                flush(&mut run, after_gap, &mut line);
+                after_gap = end_or_masked.is_none();
+                line.push(if after_gap { MASK_GLYPH } else { '·' });
+            }
+        }
+    }
+    flush(&mut run, after_gap, &mut line);
+    line
 }
 
 #[cfg(test)]
 mod tests {
-    use super::cursor_offset;
+    use super::{cursor_offset, render};
+
+    /// The step view shows a character the model wrote across several tokens as that
+    /// character (decoding each token alone gave a U+FFFD apiece), `░` for masked slots and `·`
+    /// for ends; a character cut by a mask is held back, as every door holds it.
+    #[test]
+    fn the_step_view_shows_characters_split_across_tokens() {
+        let engine =
+            redraft_runtime::default_model::load_or_default(None, redraft_engine::DeviceSpec::Cpu)
+                .unwrap();
+        let eos = engine.settings().eos_token_id;
+        let ids = engine.tokenizer().encode("a\u{1F600}b").unwrap();
+        assert!(ids.len() > 3, "the emoji takes several tokens: {ids:?}");
+        let mut slots: Vec<Option<u32>> = ids.iter().copied().map(Some).collect();
+        slots.extend([None, Some(eos), Some(eos)]);
+        let view = redraft_engine::sampler::CanvasView {
+            slots,
+            committed: Vec::new(),
+        };
+        assert_eq!(render(&engine, &view), "a\u{1F600}b░··");
+        // The emoji's first bytes alone, then a mask: held back, not shown as U+FFFD.
+        let cut = ids.len() - 2;
+        let mut slots: Vec<Option<u32>> = ids[..cut].iter().copied().map(Some).collect();
+        slots.push(None);
+        let view = redraft_engine::sampler::CanvasView {
+            slots,
+            committed: Vec::new(),
+        };
+        assert_eq!(render(&engine, &view), "a░");
+    }
 
     #[test]
     fn cursor_offsets_count_characters_on_1_based_lines() {
