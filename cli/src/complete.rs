@@ -595,7 +595,7 @@ fn render(engine: &Engine, canvas: &CanvasView) -> String {
     let mut line = String::new();
     let mut run = Vec::new();
     let mut after_gap = false;
-    let mut flush = |run: &mut Vec<u32>, after_gap: bool, line: &mut String| {
+    let flush = |run: &mut Vec<u32>, after_gap: bool, line: &mut String| {
         if run.is_empty() {
             return;
         }
