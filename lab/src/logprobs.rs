@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use redraft_engine::sampler::Pass;
+use redraft_engine::sampler::{predicted_position, Pass};
 use redraft_engine::ContextCache;
 use redraft_runtime::model_args::ModelArgs;
 use redraft_runtime::sampler_args::parse_at_least_one;
@@ -126,12 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     redraft::to_stdout(|out| {
         for (pos, row) in (first..).zip(&rows) {
             let logprobs = log_softmax(row);
-            let next = if shift {
-                ids.get(pos + 1)
-            } else {
-                ids.get(pos)
-            }
-            .copied();
+            let next = ids.get(predicted_position(shift, pos)).copied();
             let line = Line {
                 pos,
                 next,

@@ -117,3 +117,28 @@ pub fn logit_row(logit_shift: bool, position: usize) -> usize {
         position
     }
 }
+
+/// The position whose token row `row`'s logits predict: [`logit_row`] the other way (a shifted
+/// model's last row predicts the position after the sequence).
+pub fn predicted_position(logit_shift: bool, row: usize) -> usize {
+    row + usize::from(logit_shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two directions of the shift agree: the row that predicts a position predicts that
+    /// position, shifted (Dream) or not (LLaDA).
+    #[test]
+    fn the_row_for_a_position_predicts_that_position() {
+        for shift in [false, true] {
+            for position in 1..6 {
+                let row = logit_row(shift, position);
+                assert_eq!(predicted_position(shift, row), position, "shift {shift}");
+            }
+        }
+        assert_eq!(predicted_position(true, 0), 1);
+        assert_eq!(predicted_position(false, 0), 0);
+    }
+}
