@@ -450,8 +450,8 @@ fn time_middles(
 fn time_model_dir(dir: &Path, args: &Args) -> anyhow::Result<serde_json::Value> {
     let device = args.model.device.resolve()?;
     let loading = Instant::now();
-    let engine = redraft_engine::Engine::load_on(dir, &device)
-        .with_context(|| format!("loading {}", dir.display()))?;
+    // As every command loads a model (a file no check foresaw is an error, not a panic).
+    let engine = redraft_runtime::default_model::load_or_default(Some(dir), args.model.device)?;
     let load_ms = loading.elapsed().as_secs_f64() * 1e3;
     let (model, config) = (engine.model(), engine.model().config().clone());
     let vocab = config.vocab_size;
