@@ -7,7 +7,7 @@
 //! `/api/ps`, `/api/version`),
 //! `inception` (Mercury-shaped `/v1/fim/completions` and `/v1/edit/completions`); `requests`
 //! turns every API's request into the scheduler's work and streams answers back;
-//! `redraft_runtime::fim_template` and `edit_prompt` read the prompt layouts clients send; `error` the error
+//! `redraft_prompts::fim_template` and `edit_prompt` read the prompt layouts clients send; `error` the error
 //! bodies; `metrics` `/metrics`; `gate` what a request must pass before its body is read (Host
 //! and Origin, JSON content types, headers, the key); `listen` the connections (limits, read
 //! timeouts, shutdown). With `--backend URL` every FIM request names that remote completions

@@ -30,7 +30,7 @@ use super::edit_prompt::EditPrompt;
 use super::error::{quote, ApiError, Dialect};
 use super::listen::ReadStopped;
 use super::{App, Shared};
-use redraft_runtime::fim_template;
+use redraft_prompts::fim_template;
 use redraft_runtime::scheduler::{
     Answer, Draft, EditLimits, EditWork, FimWork, JobError, Rejected, Submit, Ticket, Work,
 };

@@ -64,7 +64,7 @@ const REDACTED: &str = "[redacted]";
 /// (llama-server's `--api-key test`) also spells parts of ordinary words (`latest`).
 const WORD_SECRET_BYTES: usize = 8;
 
-pub use crate::fim_template::Template;
+pub use redraft_prompts::fim_template::Template;
 
 /// Where and how to reach a backend.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@
 //!   job's controls (cancel flag, deadline, draft stream), one error type, and a report of how
 //!   each job ran for the doors' logs.
 //! - [`backend`]: a remote FIM server (OpenAI-compatible `/v1/completions`) as the run step of
-//!   the pipeline, with its prompt templates in [`fim_template`].
+//!   the pipeline, with its prompt templates in [`redraft_prompts::fim_template`].
 //! - [`backend_args`]: the `--backend` flags the commands share.
 //! - [`default_model`]: the embedded model and the one way any door loads a model.
 //! - [`flag_error`]: a flag's value found wrong after clap read it, as a command-line mistake.
@@ -22,7 +22,6 @@
 pub mod backend;
 pub mod backend_args;
 pub mod default_model;
-pub mod fim_template;
 mod flag_error;
 pub mod metrics;
 pub mod model_args;

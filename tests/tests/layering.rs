@@ -72,6 +72,7 @@ fn prompt_layouts_depend_on_nothing() {
     for user in [
         "redraft-engine",
         "redraft-context",
+        "redraft-runtime",
         "redraft-http",
         "redraft-train",
     ] {

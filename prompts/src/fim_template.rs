@@ -1,5 +1,5 @@
 //! FIM prompt templates, both ways, in one table: [`Template::prompt`] writes the prompt an
-//! autoregressive FIM server expects (the remote backends, `crate::backend`), [`split`] reads
+//! autoregressive FIM server expects (the remote backends, `redraft_runtime::backend`), [`split`] reads
 //! one back into prefix and suffix (`redraft serve`). Clients written for autoregressive FIM
 //! models send the prefix and the suffix already wrapped in the model family's FIM tokens (Zed's
 //! OpenAI-compatible and Ollama providers always do, and send no `suffix` field: Zed's
@@ -22,6 +22,8 @@
 
 use std::fmt;
 use std::str::FromStr;
+
+use crate::markers;
 
 /// The prompt layout a served model was trained to fill the middle in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,20 +69,20 @@ impl Template {
         }
     }
 
-    /// The `prompt` field for a prefix and a suffix.
+    /// The `prompt` field for a prefix and a suffix. A template of three tokens is written
+    /// from [`TOKEN_TEMPLATES`], the table [`split`] reads it back with (its first entry for the
+    /// template: DeepSeek's own full-width bars).
     pub fn prompt(self, prefix: &str, suffix: &str) -> String {
+        if let Some(t) = TOKEN_TEMPLATES.iter().find(|t| t.template == self) {
+            return format!("{}{prefix}{}{suffix}{}", t.prefix, t.suffix, t.middle);
+        }
         match self {
-            Template::Qwen => format!("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>"),
-            Template::StarCoder => format!("<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>"),
             Template::CodeLlama => format!("<PRE> {prefix} <SUF>{suffix} <MID>"),
-            Template::DeepSeek => {
-                format!("<｜fim▁begin｜>{prefix}<｜fim▁hole｜>{suffix}<｜fim▁end｜>")
-            }
             Template::Codestral => format!("[SUFFIX]{suffix}[PREFIX]{prefix}"),
-            Template::Glm => {
-                format!("<|code_prefix|>{prefix}<|code_suffix|>{suffix}<|code_middle|>")
-            }
             Template::Suffix => prefix.to_string(),
+            Template::Qwen | Template::StarCoder | Template::DeepSeek | Template::Glm => {
+                unreachable!("a token template is in TOKEN_TEMPLATES")
+            }
         }
     }
 
@@ -91,12 +93,12 @@ impl Template {
         match self {
             Template::Qwen => &[
                 "<|endoftext|>",
-                "<|fim_prefix|>",
-                "<|fim_suffix|>",
-                "<|fim_middle|>",
-                "<|fim_pad|>",
+                markers::FIM_PREFIX,
+                markers::FIM_SUFFIX,
+                markers::FIM_MIDDLE,
+                markers::FIM_PAD,
                 "<|repo_name|>",
-                "<|file_sep|>",
+                markers::FILE_SEP,
                 "<|im_start|>",
                 "<|im_end|>",
             ],
@@ -184,11 +186,11 @@ struct Tokens {
 const TOKEN_TEMPLATES: &[Tokens] = &[
     Tokens {
         template: Template::Qwen,
-        prefix: "<|fim_prefix|>",
-        suffix: "<|fim_suffix|>",
-        middle: "<|fim_middle|>",
+        prefix: markers::FIM_PREFIX,
+        suffix: markers::FIM_SUFFIX,
+        middle: markers::FIM_MIDDLE,
         repo: &["<|repo_name|>"],
-        file: &["<|file_sep|>"],
+        file: &[markers::FILE_SEP],
     },
     Tokens {
         template: Template::StarCoder,
