@@ -215,13 +215,12 @@ impl Scorer {
         // known-good program here is reported now, not as the model's failures. Limits the
         // caller set may be what stopped it: they are named first.
         let given = given_limits(config);
-        let advice = |toolchain: &str| {
-            match &given {
+        let advice = |toolchain: &str| match &given {
             Some(given) => format!(
-                "the limits given ({given}) may be too tight for it: try the defaults; else {toolchain}"
+                "the limits given ({given}) may be too tight for it: try the defaults; \
+                 else {toolchain}"
             ),
             None => toolchain.to_string(),
-        }
         };
         if let Some(python) = &scorer.python {
             scorer.probe(

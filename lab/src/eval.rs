@@ -142,7 +142,11 @@ pub struct Args {
     #[arg(long, value_parser = parse_timeout_s)]
     timeout_s: Option<f64>,
     /// Address-space limit per program run, MiB, 64 to 16777216.
-    #[arg(long, default_value_t = 2048, value_parser = parse_memory_mb)]
+    #[arg(
+        long,
+        default_value_t = redraft_eval::score::DEFAULT_MEMORY_MB,
+        value_parser = parse_memory_mb
+    )]
     memory_mb: u64,
     /// Python interpreter (default: python3 on PATH).
     #[arg(long)]

@@ -70,7 +70,7 @@ impl Template {
     }
 
     /// The `prompt` field for a prefix and a suffix. A template of three tokens is written
-    /// from [`TOKEN_TEMPLATES`], the table [`split`] reads it back with (its first entry for the
+    /// from `TOKEN_TEMPLATES`, the table [`split`] reads it back with (its first entry for the
     /// template: DeepSeek's own full-width bars).
     pub fn prompt(self, prefix: &str, suffix: &str) -> String {
         if let Some(t) = TOKEN_TEMPLATES.iter().find(|t| t.template == self) {
