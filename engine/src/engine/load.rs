@@ -291,12 +291,8 @@ fn gguf_in(path: &Path) -> Result<Option<PathBuf>> {
         return Ok(None);
     }
     // A split file's later parts are read with its first (`gguf::split`).
-    let later_part = |p: &Path| {
-        let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-        stem.rsplit_once("-of-")
-            .and_then(|(head, _)| head.rsplit_once('-'))
-            .is_some_and(|(_, no)| no.len() == 5 && no.parse::<u32>().is_ok_and(|no| no > 1))
-    };
+    let later_part =
+        |p: &Path| crate::gguf::split::part_name(p).is_some_and(|(_, part, _)| part > 1);
     let mut found: Vec<PathBuf> = std::fs::read_dir(path)
         .map_err(|e| Error::io(path, e))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))

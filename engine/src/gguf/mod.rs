@@ -30,7 +30,7 @@ use crate::tokenizer::Tokenizer;
 
 mod header;
 mod names;
-mod split;
+pub(crate) mod split;
 mod type_names;
 mod vocabulary;
 mod write;

@@ -31,13 +31,9 @@ pub(super) fn other_parts(first: &Path, content: &Content) -> Result<Vec<PathBuf
         return Err(meta.bad("split.count", "more parts than a name can number"));
     }
     let index = meta.optional_u64("split.no")?.unwrap_or(0);
-    let name = first.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let prefix = name
-        .strip_suffix(".gguf")
-        .and_then(|stem| stem.strip_suffix(&format!("-of-{count:05}")))
-        .and_then(|stem| stem.rsplit_once('-'))
-        .filter(|(_, no)| no.len() == 5 && no.bytes().all(|b| b.is_ascii_digit()))
-        .map(|(prefix, _)| prefix);
+    let prefix = part_name(first)
+        .filter(|&(_, _, named_count)| named_count == count)
+        .map(|(prefix, _, _)| prefix);
     let Some(prefix) = prefix else {
         return Err(unsupported(format!(
             "part {} of a GGUF split into {count} files, not named as llama.cpp names the parts \
@@ -55,6 +51,20 @@ pub(super) fn other_parts(first: &Path, content: &Content) -> Result<Vec<PathBuf
         )));
     }
     Ok((2..=count).map(part).collect())
+}
+
+/// `(NAME, part, count)` of a file named as llama.cpp names a split file's parts
+/// (`NAME-00002-of-00003.gguf`: part 2 of 3); `None` for any other name.
+pub(crate) fn part_name(path: &Path) -> Option<(&str, u64, u64)> {
+    let number = |digits: &str| {
+        (digits.len() == 5 && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse().ok())
+            .flatten()
+    };
+    let stem = path.file_name()?.to_str()?.strip_suffix(".gguf")?;
+    let (head, count) = stem.rsplit_once("-of-")?;
+    let (prefix, part) = head.rsplit_once('-')?;
+    Some((prefix, number(part)?, number(count)?))
 }
 
 /// The error for a part of `first`'s checkpoint that cannot be opened.
